@@ -1,0 +1,384 @@
+//! `matmul` and `batch_matmul` for CPU targets: a blocked loop nest with a
+//! register-tiled micro-kernel.
+//!
+//! Every tile size is static (the shape is baked into the kernel), so tiles
+//! that do not divide an extent produce a second, smaller copy of the code
+//! for the remainder rather than runtime guards. The nest, outermost first:
+//!
+//! ```text
+//! for b                                  batch (batch_matmul only)
+//!   zero C                               only when K is split into several cache tiles
+//!   for i1 / j1 / k1 in `order`          cache tiles x1 × y1 × r1
+//!     pack B tile                        cache_read
+//!     for i0 / j0 in `inner_n_first`     register tiles x0 × y0
+//!       acc = 0 or C                     in locals (x0,y0 unrolled) or in scratch memory
+//!       for kk step r0 { for u in 0..r0 (unroll r0) { acc += splat(A[i,k]) · B[k, j..j+4] } }
+//!       C = acc
+//! ```
+
+use super::{Gen, HasGen, tiled};
+use crate::ir::{Buffer, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, Var};
+use crate::op::Op;
+use crate::schedule::{Dim, Schedule, UnrollLoop};
+
+type E = Handle<Expr>;
+
+struct Mm<'s> {
+    g: Gen,
+    s: &'s Schedule,
+    m: u32,
+    k: u32,
+    n: u32,
+    a: Handle<Buffer>,
+    b: Handle<Buffer>,
+    c: Handle<Buffer>,
+    pack: Option<Handle<Buffer>>,
+    acc: Option<Handle<Buffer>>,
+    /// Element offsets of the current batch in A, B and C.
+    off: Option<[E; 3]>,
+    multi_k: bool,
+}
+
+/// Where the micro-kernel reads B from.
+#[derive(Clone, Copy)]
+struct Cols {
+    /// First column, in C's coordinates.
+    global: E,
+    /// First column, relative to the cache tile (the packed buffer's coordinates).
+    local: E,
+    /// Width of the cache tile (row stride of the packed buffer).
+    tile: u32,
+}
+
+pub fn generate(op: &Op, s: &Schedule) -> Func {
+    let (batch, m, k, n) = op.bmkn();
+    let mut f = Func::new(op.slug());
+    let (bm, bk) = (batch * m, batch * k);
+    let a = f.buffer("A", Elem::F32, bm * k, Space::Param(0), false);
+    let b = f.buffer("B", Elem::F32, bk * n, Space::Param(1), false);
+    let c = f.buffer("C", Elem::F32, bm * n, Space::Param(2), true);
+    let pack = s.cache_read.then(|| f.buffer("P", Elem::F32, s.r1.min(k) * s.y1.min(n), Space::Scratch, true));
+    let acc = (!s.tile_in_registers()).then(|| f.buffer("ACC", Elem::F32, s.x0 * s.y0, Space::Scratch, true));
+    let mut mm = Mm { g: Gen::new(f), s, m, k, n, a, b, c, pack, acc, off: None, multi_k: s.r1 < k };
+    let body = if batch > 1 {
+        let bi = mm.g.fresh("b", Ty::I32);
+        let v = mm.g.f.get(bi);
+        let offs = [m * k, k * n, m * n].map(|stride| mm.g.f.mul_c(v, stride as i64));
+        mm.off = Some(offs);
+        let inner = mm.batch_body();
+        let (lo, hi) = (mm.g.f.i32(0), mm.g.f.i32(batch as i32));
+        vec![Stmt::For(For { var: bi, lo, hi, step: 1, unroll: false, body: inner })]
+    } else {
+        mm.batch_body()
+    };
+    mm.g.f.body = body;
+    mm.g.f
+}
+
+impl HasGen for Mm<'_> {
+    fn builder(&mut self) -> &mut Gen {
+        &mut self.g
+    }
+}
+
+impl Mm<'_> {
+    fn f(&mut self) -> &mut Func {
+        &mut self.g.f
+    }
+
+    fn off(&mut self, which: usize, e: E) -> E {
+        match self.off {
+            Some(o) => self.g.f.add(o[which], e),
+            None => e,
+        }
+    }
+
+    fn batch_body(&mut self) -> Vec<Stmt> {
+        let mut out = Vec::new();
+        if self.multi_k {
+            // Each cache tile along K accumulates into C, so C starts at zero.
+            let len = self.m * self.n;
+            let full = if self.s.vectorize == 4 { len / 4 * 4 } else { 0 };
+            for (lo, hi, step, vector) in [(0, full, 4, true), (full, len, 1, false)] {
+                if lo >= hi {
+                    continue;
+                }
+                let z = self.g.fresh("z", Ty::I32);
+                let zv = self.f().get(z);
+                let index = self.off(2, zv);
+                let zero = self.f().f32(0.0);
+                let value = if vector { self.f().splat(zero) } else { zero };
+                let (lo, hi) = (self.f().i32(lo as i32), self.f().i32(hi as i32));
+                let store = Stmt::Store { buf: self.c, index, value };
+                out.push(Stmt::For(For { var: z, lo, hi, step, unroll: false, body: vec![store] }));
+            }
+        }
+        let zero = self.f().i32(0);
+        out.extend(self.cache(0, [zero; 3], [self.m, self.n, self.k]));
+        out
+    }
+
+    /// Cache-tile loop `level` (0..3) of the order, then the block body.
+    /// `org` and `size` are indexed M, N, K.
+    fn cache(&mut self, level: usize, org: [E; 3], size: [u32; 3]) -> Vec<Stmt> {
+        if level == 3 {
+            return self.block(org, size);
+        }
+        let dim = self.s.order.0[level];
+        let (d, tile, name) = match dim {
+            Dim::M => (0, self.s.x1, "i1"),
+            Dim::N => (1, self.s.y1, "j1"),
+            Dim::K => (2, self.s.r1, "k1"),
+        };
+        let origin = org[d];
+        tiled(self, origin, size[d], tile, name, false, &mut |this, o, _local, sz| {
+            let (mut org2, mut size2) = (org, size);
+            org2[d] = o;
+            size2[d] = sz;
+            this.cache(level + 1, org2, size2)
+        })
+    }
+
+    fn block(&mut self, org: [E; 3], size: [u32; 3]) -> Vec<Stmt> {
+        let [om, on, ok] = org;
+        let [sm, sn, sk] = size;
+        let mut out = Vec::new();
+        if let Some(p) = self.pack {
+            out.extend(self.pack_b(p, on, ok, sn, sk));
+        }
+        let n_first = self.s.inner_n_first;
+        let (x0, y0) = (self.s.x0, self.s.y0);
+        if n_first {
+            out.extend(tiled(self, on, sn, y0, "j0", false, &mut |this, cg, cl, cs| {
+                tiled(this, om, sm, x0, "i0", false, &mut |this, rg, _, rs| {
+                    this.micro(rg, rs, Cols { global: cg, local: cl, tile: sn }, cs, ok, sk)
+                })
+            }));
+        } else {
+            out.extend(tiled(self, om, sm, x0, "i0", false, &mut |this, rg, _, rs| {
+                tiled(this, on, sn, y0, "j0", false, &mut |this, cg, cl, cs| {
+                    this.micro(rg, rs, Cols { global: cg, local: cl, tile: sn }, cs, ok, sk)
+                })
+            }));
+        }
+        out
+    }
+
+    /// Copies B[ok..ok+sk, on..on+sn] into P with row stride sn.
+    fn pack_b(&mut self, p: Handle<Buffer>, on: E, ok: E, sn: u32, sk: u32) -> Vec<Stmt> {
+        let kk = self.g.fresh("pk", Ty::I32);
+        let kv = self.f().get(kk);
+        let vec_cols = if self.s.vectorize == 4 { sn / 4 * 4 } else { 0 };
+        let mut inner = Vec::new();
+        for (lo, hi, step, ty) in [(0, vec_cols, 4, LoadTy::F32x4), (vec_cols, sn, 1, LoadTy::F32)] {
+            if lo >= hi {
+                continue;
+            }
+            let jj = self.g.fresh("pj", Ty::I32);
+            let jv = self.f().get(jj);
+            let krow = self.g.plus(ok, kv);
+            let brow = self.g.f.mul_c(krow, self.n as i64);
+            let bcol = self.g.plus(on, jv);
+            let bidx = self.f().add(brow, bcol);
+            let bidx = self.off(1, bidx);
+            let prow = self.f().mul_c(kv, sn as i64);
+            let pidx = self.f().add(prow, jv);
+            let b = self.b;
+            let value = self.f().load(ty, b, bidx);
+            let (lo, hi) = (self.f().i32(lo as i32), self.f().i32(hi as i32));
+            inner.push(Stmt::For(For { var: jj, lo, hi, step, unroll: false, body: vec![Stmt::Store { buf: p, index: pidx, value }] }));
+        }
+        let (lo, hi) = (self.f().i32(0), self.f().i32(sk as i32));
+        vec![Stmt::For(For { var: kk, lo, hi, step: 1, unroll: false, body: inner })]
+    }
+
+    fn a_index(&mut self, row: E, k: E) -> E {
+        let r = self.g.f.mul_c(row, self.k as i64);
+        let i = self.f().add(r, k);
+        self.off(0, i)
+    }
+
+    fn b_load(&mut self, ty: LoadTy, kg: E, kl: E, cols: Cols, col: u32) -> E {
+        match self.pack {
+            Some(p) => {
+                let r = self.f().mul_c(kl, cols.tile as i64);
+                let c = self.g.plus_c(cols.local, col);
+                let i = self.f().add(r, c);
+                self.f().load(ty, p, i)
+            }
+            None => {
+                let r = self.g.f.mul_c(kg, self.n as i64);
+                let c = self.g.plus_c(cols.global, col);
+                let i = self.f().add(r, c);
+                let i = self.off(1, i);
+                let b = self.b;
+                self.f().load(ty, b, i)
+            }
+        }
+    }
+
+    fn c_index(&mut self, row: E, col: E) -> E {
+        let r = self.g.f.mul_c(row, self.n as i64);
+        let i = self.f().add(r, col);
+        self.off(2, i)
+    }
+
+    /// One register tile: rows × cols of C at (rg, cols), over K in [ok, ok+sk).
+    fn micro(&mut self, rg: E, rows: u32, cols: Cols, ncols: u32, ok: E, sk: u32) -> Vec<Stmt> {
+        let nv = if self.s.vectorize == 4 { ncols / 4 } else { 0 };
+        let ns = ncols - 4 * nv;
+        if self.acc.is_some() {
+            return self.micro_in_memory(rg, rows, cols, nv, ns, ok, sk);
+        }
+        // The tile in locals: one variable per vector or scalar of C.
+        let av: Vec<Vec<Handle<Var>>> =
+            (0..rows).map(|r| (0..nv).map(|v| self.g.fresh(&format!("c{r}_{v}"), Ty::F32x4)).collect()).collect();
+        let sv: Vec<Vec<Handle<Var>>> =
+            (0..rows).map(|r| (0..ns).map(|j| self.g.fresh(&format!("s{r}_{j}"), Ty::F32)).collect()).collect();
+        let mut out = Vec::new();
+        for r in 0..rows {
+            let row = self.g.plus_c(rg, r);
+            for (j, &var) in av[r as usize].iter().chain(&sv[r as usize]).enumerate() {
+                let (col, ty) = col_of(j as u32, nv);
+                let value = if self.multi_k {
+                    let c = self.g.plus_c(cols.global, col);
+                    let idx = self.c_index(row, c);
+                    let cb = self.c;
+                    self.f().load(ty, cb, idx)
+                } else {
+                    let z = self.f().f32(0.0);
+                    if ty == LoadTy::F32x4 { self.f().splat(z) } else { z }
+                };
+                out.push(Stmt::Set { var, value });
+            }
+        }
+        out.extend(self.k_loop(ok, sk, &mut |this, kg, kl| {
+            let mut body = Vec::new();
+            for r in 0..rows {
+                let row = this.g.plus_c(rg, r);
+                for (j, &var) in av[r as usize].iter().chain(&sv[r as usize]).enumerate() {
+                    let (col, ty) = col_of(j as u32, nv);
+                    let ai = this.a_index(row, kg);
+                    let ab = this.a;
+                    let a = this.f().load(LoadTy::F32, ab, ai);
+                    let a = if ty == LoadTy::F32x4 { this.f().splat(a) } else { a };
+                    let b = this.b_load(ty, kg, kl, cols, col);
+                    let acc = this.f().get(var);
+                    let value = this.f().fma(a, b, acc);
+                    body.push(Stmt::Set { var, value });
+                }
+            }
+            body
+        }));
+        for r in 0..rows {
+            let row = self.g.plus_c(rg, r);
+            for (j, &var) in av[r as usize].iter().chain(&sv[r as usize]).enumerate() {
+                let (col, _) = col_of(j as u32, nv);
+                let c = self.g.plus_c(cols.global, col);
+                let index = self.c_index(row, c);
+                let value = self.f().get(var);
+                out.push(Stmt::Store { buf: self.c, index, value });
+            }
+        }
+        out
+    }
+
+    /// The register tile kept in scratch memory, with rolled row and column loops.
+    #[allow(clippy::too_many_arguments)]
+    fn micro_in_memory(&mut self, rg: E, rows: u32, cols: Cols, nv: u32, ns: u32, ok: E, sk: u32) -> Vec<Stmt> {
+        let acc = self.acc.expect("scratch tile");
+        let width = 4 * nv + ns;
+        // Visits every (row, column group) of the tile with rolled loops.
+        let each = |this: &mut Self, f: &mut dyn FnMut(&mut Self, E, E, E, LoadTy) -> Stmt| -> Vec<Stmt> {
+            let r = this.g.fresh("r", Ty::I32);
+            let rv = this.f().get(r);
+            let row = this.g.plus(rg, rv);
+            let mut inner = Vec::new();
+            for (lo, hi, step, ty) in [(0, 4 * nv, 4, LoadTy::F32x4), (4 * nv, width, 1, LoadTy::F32)] {
+                if lo >= hi {
+                    continue;
+                }
+                let j = this.g.fresh("c", Ty::I32);
+                let jv = this.f().get(j);
+                let ar = this.f().mul_c(rv, width as i64);
+                let ai = this.f().add(ar, jv);
+                let stmt = f(this, row, jv, ai, ty);
+                let (lo, hi) = (this.f().i32(lo as i32), this.f().i32(hi as i32));
+                inner.push(Stmt::For(For { var: j, lo, hi, step, unroll: false, body: vec![stmt] }));
+            }
+            let (lo, hi) = (this.f().i32(0), this.f().i32(rows as i32));
+            vec![Stmt::For(For { var: r, lo, hi, step: 1, unroll: false, body: inner })]
+        };
+        let mut out = each(self, &mut |this, row, j, ai, ty| {
+            let value = if this.multi_k {
+                let c = this.g.plus(cols.global, j);
+                let idx = this.c_index(row, c);
+                let cb = this.c;
+                this.f().load(ty, cb, idx)
+            } else {
+                let z = this.f().f32(0.0);
+                if ty == LoadTy::F32x4 { this.f().splat(z) } else { z }
+            };
+            Stmt::Store { buf: acc, index: ai, value }
+        });
+        out.extend(self.k_loop(ok, sk, &mut |this, kg, kl| {
+            each(this, &mut |this, row, j, ai, ty| {
+                let aidx = this.a_index(row, kg);
+                let ab = this.a;
+                let a = this.f().load(LoadTy::F32, ab, aidx);
+                let a = if ty == LoadTy::F32x4 { this.f().splat(a) } else { a };
+                let jc = Cols { global: this.g.plus(cols.global, j), local: this.g.plus(cols.local, j), tile: cols.tile };
+                let b = this.b_load(ty, kg, kl, jc, 0);
+                let old = this.f().load(ty, acc, ai);
+                let value = this.f().fma(a, b, old);
+                Stmt::Store { buf: acc, index: ai, value }
+            })
+        }));
+        out.extend(each(self, &mut |this, row, j, ai, ty| {
+            let c = this.g.plus(cols.global, j);
+            let index = this.c_index(row, c);
+            let value = this.f().load(ty, acc, ai);
+            Stmt::Store { buf: this.c, index, value }
+        }));
+        out
+    }
+
+    /// The reduction loop of a register tile: full chunks of r0 steps (each
+    /// chunk an inner loop over r0, unrolled if the schedule says so), then
+    /// the remaining steps. `body(global k, k within the cache tile)`.
+    fn k_loop(&mut self, ok: E, sk: u32, body: &mut dyn FnMut(&mut Self, E, E) -> Vec<Stmt>) -> Vec<Stmt> {
+        let r0 = self.s.r0;
+        let unroll = self.s.unrolls(UnrollLoop::R0);
+        let full = sk / r0 * r0;
+        let mut out = Vec::new();
+        let mut chunk = |this: &mut Self, base: E, count: u32| -> Stmt {
+            let u = this.g.fresh("u", Ty::I32);
+            let uv = this.f().get(u);
+            let kl = this.g.plus(base, uv);
+            let kg = this.g.plus(ok, kl);
+            let inner = body(this, kg, kl);
+            let (lo, hi) = (this.f().i32(0), this.f().i32(count as i32));
+            Stmt::For(For { var: u, lo, hi, step: 1, unroll, body: inner })
+        };
+        if full == r0 {
+            let zero = self.f().i32(0);
+            out.push(chunk(self, zero, r0));
+        } else if full > 0 {
+            let kk = self.g.fresh("kk", Ty::I32);
+            let kv = self.f().get(kk);
+            let inner = chunk(self, kv, r0);
+            let (lo, hi) = (self.f().i32(0), self.f().i32(full as i32));
+            out.push(Stmt::For(For { var: kk, lo, hi, step: r0, unroll: false, body: vec![inner] }));
+        }
+        if sk > full {
+            let base = self.f().i32(full as i32);
+            out.push(chunk(self, base, sk - full));
+        }
+        out
+    }
+}
+
+/// Column offset and access type of the `j`-th accumulator of a tile row.
+fn col_of(j: u32, nv: u32) -> (u32, LoadTy) {
+    if j < nv { (4 * j, LoadTy::F32x4) } else { (4 * nv + (j - nv), LoadTy::F32) }
+}

@@ -1,0 +1,418 @@
+//! The tensor loop IR: the common language between schedules and backends.
+//!
+//! A [`Func`] is plain data: arenas of buffers, variables and expressions,
+//! addressed by typed [`Handle`]s, and a tree of statements. It is what a
+//! schedule becomes (see `gen`) and what the Wasm and WGSL backends read.
+//!
+//! # Rules of the IR
+//! - Buffers are arrays of 32-bit elements (`f32` or `u32`). A `param` buffer
+//!   is a kernel argument; a `scratch` buffer is private to one invocation (a
+//!   second, internal memory in Wasm; a `var<private>` array in WGSL); a
+//!   `workgroup` buffer is shared by a GPU workgroup.
+//! - Indices count elements, not bytes. A vector load or store at index `i`
+//!   touches elements `i..i+4`.
+//! - Variables are typed `i32`, `f32`, `f32x4` or `u32x4` and must be assigned
+//!   before they are read. Loop variables are `i32` and read-only in their body.
+//! - `for v in lo..hi step s` runs `v = lo, lo+s, ...` while `v < hi`. An
+//!   `unroll`ed loop must have constant bounds; backends replicate its body.
+//! - Binary operators are typed by their operands: `+ - *` on `i32`, `f32`,
+//!   `f32x4`; `/ % min <` on `i32`; `>> &` on `i32` and `u32x4`. Integer
+//!   arithmetic wraps like Wasm's `i32` and WGSL's `i32`.
+//! - GPU builtins (`local_id.x`, `group_id.y`, ...) and `barrier` are valid
+//!   only for the WGSL backend.
+//!
+//! The printed form (see [`print`]) is the test language of the filetests;
+//! [`parse`] reads it back, and [`verify`] checks every rule above, including
+//! that every constant-bounded index stays inside its buffer.
+
+pub mod parse;
+pub mod print;
+pub mod verify;
+
+use std::fmt;
+use std::marker::PhantomData;
+
+/// A typed index into an [`Arena`].
+pub struct Handle<T> {
+    index: u32,
+    _marker: PhantomData<fn() -> T>,
+}
+
+impl<T> Handle<T> {
+    fn new(index: usize) -> Self {
+        Handle { index: index as u32, _marker: PhantomData }
+    }
+    pub fn index(self) -> usize {
+        self.index as usize
+    }
+}
+
+impl<T> Clone for Handle<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Handle<T> {}
+impl<T> PartialEq for Handle<T> {
+    fn eq(&self, o: &Self) -> bool {
+        self.index == o.index
+    }
+}
+impl<T> Eq for Handle<T> {}
+impl<T> std::hash::Hash for Handle<T> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.index.hash(h)
+    }
+}
+impl<T> fmt::Debug for Handle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.index)
+    }
+}
+
+/// A growable store of `T`s addressed by [`Handle<T>`].
+#[derive(Debug, Clone)]
+pub struct Arena<T> {
+    items: Vec<T>,
+}
+
+impl<T> Default for Arena<T> {
+    fn default() -> Self {
+        Arena { items: Vec::new() }
+    }
+}
+
+impl<T> Arena<T> {
+    pub fn push(&mut self, item: T) -> Handle<T> {
+        self.items.push(item);
+        Handle::new(self.items.len() - 1)
+    }
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+    pub fn get(&self, h: Handle<T>) -> Option<&T> {
+        self.items.get(h.index())
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (Handle<T>, &T)> {
+        self.items.iter().enumerate().map(|(i, t)| (Handle::new(i), t))
+    }
+    pub fn clear(&mut self) {
+        self.items.clear()
+    }
+}
+
+impl<T> std::ops::Index<Handle<T>> for Arena<T> {
+    type Output = T;
+    fn index(&self, h: Handle<T>) -> &T {
+        &self.items[h.index()]
+    }
+}
+
+/// Value types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ty {
+    I32,
+    F32,
+    F32x4,
+    U32x4,
+}
+
+impl Ty {
+    pub fn name(self) -> &'static str {
+        match self {
+            Ty::I32 => "i32",
+            Ty::F32 => "f32",
+            Ty::F32x4 => "f32x4",
+            Ty::U32x4 => "u32x4",
+        }
+    }
+    pub fn lanes(self) -> u32 {
+        match self {
+            Ty::I32 | Ty::F32 => 1,
+            Ty::F32x4 | Ty::U32x4 => 4,
+        }
+    }
+}
+
+/// Element type of a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Elem {
+    F32,
+    U32,
+}
+
+/// Where a buffer lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Space {
+    /// Kernel argument number `n` (ABI order).
+    Param(u32),
+    /// Private to one invocation.
+    Scratch,
+    /// Shared by a GPU workgroup.
+    Workgroup,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    pub name: String,
+    pub elem: Elem,
+    pub len: u32,
+    pub space: Space,
+    /// Whether the kernel writes this buffer.
+    pub writable: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Var {
+    pub name: String,
+    pub ty: Ty,
+}
+
+/// What a load reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LoadTy {
+    F32,
+    F32x4,
+    /// One `u32` element, as an `i32` value.
+    U32,
+    U32x4,
+}
+
+impl LoadTy {
+    pub fn value_ty(self) -> Ty {
+        match self {
+            LoadTy::F32 => Ty::F32,
+            LoadTy::F32x4 => Ty::F32x4,
+            LoadTy::U32 => Ty::I32,
+            LoadTy::U32x4 => Ty::U32x4,
+        }
+    }
+    pub fn elem(self) -> Elem {
+        match self {
+            LoadTy::F32 | LoadTy::F32x4 => Elem::F32,
+            LoadTy::U32 | LoadTy::U32x4 => Elem::U32,
+        }
+    }
+    pub fn lanes(self) -> u32 {
+        self.value_ty().lanes()
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadTy::F32 => "f32",
+            LoadTy::F32x4 => "f32x4",
+            LoadTy::U32 => "u32",
+            LoadTy::U32x4 => "u32x4",
+        }
+    }
+    pub const ALL: [LoadTy; 4] = [LoadTy::F32, LoadTy::F32x4, LoadTy::U32, LoadTy::U32x4];
+}
+
+/// Binary operators. See the module docs for which types each accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Min,
+    Shr,
+    And,
+    Lt,
+}
+
+impl BinOp {
+    /// The operator's symbol; `min` prints as a call.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::Min => "min",
+            BinOp::Shr => ">>",
+            BinOp::And => "&",
+            BinOp::Lt => "<",
+        }
+    }
+    /// Binding strength for the printer and parser (higher binds tighter).
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinOp::Lt => 1,
+            BinOp::And => 2,
+            BinOp::Shr => 3,
+            BinOp::Add | BinOp::Sub => 4,
+            BinOp::Mul | BinOp::Div | BinOp::Rem => 5,
+            BinOp::Min => 9,
+        }
+    }
+    pub const INFIX: [BinOp; 8] =
+        [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem, BinOp::Shr, BinOp::And, BinOp::Lt];
+}
+
+/// GPU invocation indices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Builtin {
+    LocalId(u8),
+    GroupId(u8),
+}
+
+impl Builtin {
+    pub fn name(self) -> String {
+        let (base, d) = match self {
+            Builtin::LocalId(d) => ("local_id", d),
+            Builtin::GroupId(d) => ("group_id", d),
+        };
+        format!("{base}.{}", ["x", "y", "z"][d as usize])
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    I32(i32),
+    F32(f32),
+    Var(Handle<Var>),
+    Bin(BinOp, Handle<Expr>, Handle<Expr>),
+    /// `a * b + c`, on `f32` or `f32x4`. Backends may fuse it or not.
+    Fma(Handle<Expr>, Handle<Expr>, Handle<Expr>),
+    /// `f32 → f32x4` or `i32 → u32x4`.
+    Splat(Handle<Expr>),
+    Load { ty: LoadTy, buf: Handle<Buffer>, index: Handle<Expr> },
+    /// Unsigned integer to float: `i32 → f32` or `u32x4 → f32x4`.
+    ToF32(Handle<Expr>),
+    /// Sum of the four lanes of an `f32x4`.
+    HSum(Handle<Expr>),
+    Builtin(Builtin),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    For(For),
+    Set { var: Handle<Var>, value: Handle<Expr> },
+    Store { buf: Handle<Buffer>, index: Handle<Expr>, value: Handle<Expr> },
+    If { cond: Handle<Expr>, body: Vec<Stmt> },
+    Barrier,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct For {
+    pub var: Handle<Var>,
+    pub lo: Handle<Expr>,
+    pub hi: Handle<Expr>,
+    pub step: u32,
+    pub unroll: bool,
+    pub body: Vec<Stmt>,
+}
+
+/// A kernel in the loop IR.
+#[derive(Clone, Debug, Default)]
+pub struct Func {
+    pub name: String,
+    pub buffers: Arena<Buffer>,
+    pub vars: Arena<Var>,
+    pub exprs: Arena<Expr>,
+    pub body: Vec<Stmt>,
+}
+
+impl Func {
+    pub fn new(name: impl Into<String>) -> Func {
+        Func { name: name.into(), ..Func::default() }
+    }
+
+    pub fn buffer(&mut self, name: &str, elem: Elem, len: u32, space: Space, writable: bool) -> Handle<Buffer> {
+        self.buffers.push(Buffer { name: name.to_string(), elem, len, space, writable })
+    }
+
+    pub fn var(&mut self, name: impl Into<String>, ty: Ty) -> Handle<Var> {
+        self.vars.push(Var { name: name.into(), ty })
+    }
+
+    /// The param buffers in ABI order.
+    pub fn params(&self) -> Vec<Handle<Buffer>> {
+        let mut p: Vec<(u32, Handle<Buffer>)> = self
+            .buffers
+            .iter()
+            .filter_map(|(h, b)| match b.space {
+                Space::Param(n) => Some((n, h)),
+                _ => None,
+            })
+            .collect();
+        p.sort_by_key(|(n, _)| *n);
+        p.into_iter().map(|(_, h)| h).collect()
+    }
+
+    // Expression builders. They keep generator code short and readable.
+    pub fn i32(&mut self, v: i32) -> Handle<Expr> {
+        self.exprs.push(Expr::I32(v))
+    }
+    pub fn f32(&mut self, v: f32) -> Handle<Expr> {
+        self.exprs.push(Expr::F32(v))
+    }
+    pub fn get(&mut self, v: Handle<Var>) -> Handle<Expr> {
+        self.exprs.push(Expr::Var(v))
+    }
+    pub fn bin(&mut self, op: BinOp, a: Handle<Expr>, b: Handle<Expr>) -> Handle<Expr> {
+        self.exprs.push(Expr::Bin(op, a, b))
+    }
+    pub fn add(&mut self, a: Handle<Expr>, b: Handle<Expr>) -> Handle<Expr> {
+        self.bin(BinOp::Add, a, b)
+    }
+    pub fn sub(&mut self, a: Handle<Expr>, b: Handle<Expr>) -> Handle<Expr> {
+        self.bin(BinOp::Sub, a, b)
+    }
+    pub fn mul(&mut self, a: Handle<Expr>, b: Handle<Expr>) -> Handle<Expr> {
+        self.bin(BinOp::Mul, a, b)
+    }
+    /// `a + c` for a constant `c`, skipping the add when `c` is zero.
+    pub fn add_c(&mut self, a: Handle<Expr>, c: i64) -> Handle<Expr> {
+        if c == 0 {
+            return a;
+        }
+        let c = self.i32(c as i32);
+        self.add(a, c)
+    }
+    /// `a * c` for a constant `c`, skipping the multiply when `c` is one.
+    pub fn mul_c(&mut self, a: Handle<Expr>, c: i64) -> Handle<Expr> {
+        if c == 1 {
+            return a;
+        }
+        let c = self.i32(c as i32);
+        self.mul(a, c)
+    }
+    pub fn fma(&mut self, a: Handle<Expr>, b: Handle<Expr>, c: Handle<Expr>) -> Handle<Expr> {
+        self.exprs.push(Expr::Fma(a, b, c))
+    }
+    pub fn splat(&mut self, a: Handle<Expr>) -> Handle<Expr> {
+        self.exprs.push(Expr::Splat(a))
+    }
+    pub fn load(&mut self, ty: LoadTy, buf: Handle<Buffer>, index: Handle<Expr>) -> Handle<Expr> {
+        self.exprs.push(Expr::Load { ty, buf, index })
+    }
+}
+
+/// The constant value of an `i32` expression built only from constants, if it is one.
+pub fn const_i32(f: &Func, e: Handle<Expr>) -> Option<i32> {
+    match f.exprs[e] {
+        Expr::I32(v) => Some(v),
+        Expr::Bin(op, a, b) => {
+            let (a, b) = (const_i32(f, a)?, const_i32(f, b)?);
+            match op {
+                BinOp::Add => Some(a.wrapping_add(b)),
+                BinOp::Sub => Some(a.wrapping_sub(b)),
+                BinOp::Mul => Some(a.wrapping_mul(b)),
+                BinOp::Div if b != 0 => Some(a.wrapping_div(b)),
+                BinOp::Rem if b != 0 => Some(a.wrapping_rem(b)),
+                BinOp::Min => Some(a.min(b)),
+                BinOp::Shr => Some(((a as u32) >> (b as u32 & 31)) as i32),
+                BinOp::And => Some(a & b),
+                BinOp::Lt => Some((a < b) as i32),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}

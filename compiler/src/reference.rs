@@ -1,0 +1,183 @@
+//! Deterministic test inputs and the f64 reference every kernel is checked against.
+//!
+//! Inputs come from a seeded generator and are never zero (a kernel that
+//! skips work must not pass by luck); outputs are compared element-wise in a
+//! norm-scaled relative error, so that only f32 rounding is tolerated.
+
+use crate::op::{Dtype, Op, OpKind};
+
+/// The argument buffers of one call, as raw 32-bit words in ABI order
+/// (f32 arguments hold `f32::to_bits`). The output starts poisoned with NaN.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Inputs {
+    pub args: Vec<Vec<u32>>,
+}
+
+/// SplitMix64: tiny, fast, and the same on every platform.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `[-1, 1)`, with magnitude at least 1/64.
+    pub fn nonzero_f32(&mut self) -> f32 {
+        let u = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+        let x = 2.0 * u - 1.0;
+        if x.abs() < 1.0 / 64.0 { 0.5 } else { x }
+    }
+}
+
+/// A NaN with a recognisable payload, written to outputs before a run.
+pub const POISON: u32 = 0x7FC0_DEAD;
+
+/// Seeded inputs for `op`. `S` (q4 scales) is positive and small, as real scales are.
+pub fn inputs(op: &Op, seed: u64) -> Inputs {
+    let mut rng = Rng::new(seed);
+    let specs = op.args();
+    let last = specs.len() - 1;
+    let args = specs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let n = a.elems() as usize;
+            if i == last {
+                return vec![POISON; n];
+            }
+            match (a.dtype, a.name) {
+                (Dtype::U32, _) => (0..n).map(|_| rng.next_u64() as u32).collect(),
+                (Dtype::F32, "S") => (0..n).map(|_| ((rng.nonzero_f32().abs() * 0.1) + 0.01).to_bits()).collect(),
+                (Dtype::F32, _) => (0..n).map(|_| rng.nonzero_f32().to_bits()).collect(),
+            }
+        })
+        .collect();
+    Inputs { args }
+}
+
+fn f(v: &[u32], i: usize) -> f64 {
+    f32::from_bits(v[i]) as f64
+}
+
+/// `dequant(W)[n, k]`.
+pub fn dequant(w: &[u32], s: &[u32], k: usize, n: usize, kk: usize) -> f64 {
+    let word = w[n * (k / 8) + kk / 8];
+    let q = (word >> (4 * (kk % 8))) & 0xF;
+    (q as f64 - 8.0) * f(s, n * (k / 32) + kk / 32)
+}
+
+/// The exact result (in f64) and, per output, the scale of rounding error it
+/// may carry: `‖row of A‖₂ · ‖column of B‖₂`.
+pub fn reference(op: &Op, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
+    let (batch, m, k, n) = op.bmkn();
+    let (batch, m, k, n) = (batch as usize, m as usize, k as usize, n as usize);
+    let a = &inputs.args[0];
+    let mut out = vec![0.0; batch * m * n];
+    let mut scale = vec![0.0; batch * m * n];
+    let bval: Box<dyn Fn(usize, usize, usize) -> f64> = match op.kind() {
+        OpKind::Matmul | OpKind::BatchMatmul => {
+            let b = &inputs.args[1];
+            Box::new(move |bi, kk, j| f(b, bi * k * n + kk * n + j))
+        }
+        OpKind::MatmulQ4 => {
+            let (w, s) = (&inputs.args[1], &inputs.args[2]);
+            Box::new(move |_, kk, j| dequant(w, s, k, j, kk))
+        }
+    };
+    for bi in 0..batch {
+        let col_norm: Vec<f64> = (0..n).map(|j| (0..k).map(|kk| bval(bi, kk, j).powi(2)).sum::<f64>().sqrt()).collect();
+        for i in 0..m {
+            let arow = &a[(bi * m + i) * k..(bi * m + i + 1) * k];
+            let row_norm = arow.iter().map(|&x| (f32::from_bits(x) as f64).powi(2)).sum::<f64>().sqrt();
+            for j in 0..n {
+                let mut acc = 0.0;
+                for (kk, &x) in arow.iter().enumerate() {
+                    acc += f32::from_bits(x) as f64 * bval(bi, kk, j);
+                }
+                out[(bi * m + i) * n + j] = acc;
+                scale[(bi * m + i) * n + j] = row_norm * col_norm[j];
+            }
+        }
+    }
+    (out, scale)
+}
+
+/// Result of comparing a kernel's output with the reference.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Check {
+    /// Largest `|out − ref| / (‖row‖·‖col‖)`; infinite if any output is NaN or infinite.
+    pub max_rel_err: f64,
+    /// Where it occurred.
+    pub worst: usize,
+}
+
+/// Tolerance for [`Check::max_rel_err`]: f32 rounding only.
+pub const TOLERANCE: f64 = 1e-5;
+
+impl Check {
+    pub fn ok(&self) -> bool {
+        self.max_rel_err <= TOLERANCE
+    }
+}
+
+/// Compares `out` (f32 bits) with the reference.
+pub fn check(reference: &(Vec<f64>, Vec<f64>), out: &[u32]) -> Check {
+    let (want, scale) = reference;
+    let mut worst = Check { max_rel_err: 0.0, worst: 0 };
+    for (i, (&w, &s)) in want.iter().zip(scale).enumerate() {
+        let got = f32::from_bits(out[i]) as f64;
+        let err = if got.is_finite() { (got - w).abs() / s.max(f64::MIN_POSITIVE) } else { f64::INFINITY };
+        if err > worst.max_rel_err || (i == 0 && err.is_infinite()) {
+            worst = Check { max_rel_err: err, worst: i };
+        }
+    }
+    worst
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_are_seeded_nonzero_and_poisoned() {
+        let op = Op::parse("matmul", "3,5,7").unwrap();
+        let a = inputs(&op, 1);
+        assert_eq!(a, inputs(&op, 1));
+        assert_ne!(a, inputs(&op, 2));
+        assert!(a.args[0].iter().all(|&x| f32::from_bits(x) != 0.0));
+        assert!(a.args[2].iter().all(|&x| x == POISON));
+    }
+
+    #[test]
+    fn check_catches_nan_and_errors() {
+        let op = Op::parse("matmul", "2,3,2").unwrap();
+        let inp = inputs(&op, 3);
+        let r = reference(&op, &inp);
+        let exact: Vec<u32> = r.0.iter().map(|&x| (x as f32).to_bits()).collect();
+        assert!(check(&r, &exact).ok());
+        let mut bad = exact.clone();
+        bad[3] = POISON;
+        assert_eq!(check(&r, &bad).worst, 3);
+        assert!(!check(&r, &bad).ok());
+        let mut off = exact;
+        off[1] = (f32::from_bits(off[1]) + 1e-2).to_bits();
+        assert!(!check(&r, &off).ok());
+    }
+
+    #[test]
+    fn dequant_follows_the_packing() {
+        // Word 0 of row 0 holds nibbles 0..8 for columns 0..8: value j at bits 4j.
+        let w = vec![0x7654_3210u32, 0, 0, 0];
+        let s = vec![2.0f32.to_bits()];
+        assert_eq!(dequant(&w, &s, 32, 0, 0), -16.0);
+        assert_eq!(dequant(&w, &s, 32, 0, 7), -2.0);
+        assert_eq!(dequant(&w, &s, 32, 0, 8), -16.0);
+    }
+}

@@ -1,0 +1,419 @@
+//! Schedules: how an op's loops are tiled, ordered, unrolled and vectorized.
+//!
+//! A schedule is plain data, serialized as the `config` of a kernel's
+//! metadata. Symbols follow the NNJIT paper's Table 1: `x` runs over the rows
+//! of the output (M), `y` over its columns (N) and `r` over the reduction (K).
+//! Level 0 is the register tile (one thread on a GPU, one micro-kernel on the
+//! CPU), level 1 the cache tile (one workgroup on a GPU, one block of the
+//! blocked loop nest on the CPU).
+//!
+//! [`Schedule::check`] turns every impossible combination into a
+//! [`ScheduleError`] naming the field, so that lowering never has to.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::op::{Op, OpKind};
+
+/// Where a kernel runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    Wasm,
+    Wgsl,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Wasm => "wasm",
+            Target::Wgsl => "wgsl",
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Target {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "wasm" => Ok(Target::Wasm),
+            "wgsl" => Ok(Target::Wgsl),
+            _ => Err(format!("unknown target `{s}`: expected wasm or wgsl")),
+        }
+    }
+}
+
+/// Order of the three cache-tile loops, outermost first, e.g. `"mnk"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct LoopOrder(pub [Dim; 3]);
+
+/// A loop dimension of a matmul.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dim {
+    M,
+    N,
+    K,
+}
+
+impl LoopOrder {
+    pub const MNK: LoopOrder = LoopOrder([Dim::M, Dim::N, Dim::K]);
+    pub const ALL: [LoopOrder; 6] = [
+        LoopOrder([Dim::M, Dim::N, Dim::K]),
+        LoopOrder([Dim::M, Dim::K, Dim::N]),
+        LoopOrder([Dim::N, Dim::M, Dim::K]),
+        LoopOrder([Dim::N, Dim::K, Dim::M]),
+        LoopOrder([Dim::K, Dim::M, Dim::N]),
+        LoopOrder([Dim::K, Dim::N, Dim::M]),
+    ];
+}
+
+impl TryFrom<String> for LoopOrder {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        let dims: Vec<Dim> = s
+            .chars()
+            .map(|c| match c {
+                'm' => Ok(Dim::M),
+                'n' => Ok(Dim::N),
+                'k' => Ok(Dim::K),
+                _ => Err(format!("loop order `{s}`: letters must be m, n and k")),
+            })
+            .collect::<Result<_, _>>()?;
+        match dims.as_slice() {
+            [a, b, c] if a != b && b != c && a != c => Ok(LoopOrder([*a, *b, *c])),
+            _ => Err(format!("loop order `{s}` must name m, n and k once each, e.g. \"mnk\"")),
+        }
+    }
+}
+
+impl From<LoopOrder> for String {
+    fn from(o: LoopOrder) -> String {
+        o.to_string()
+    }
+}
+
+impl fmt::Display for LoopOrder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for d in self.0 {
+            f.write_str(match d {
+                Dim::M => "m",
+                Dim::N => "n",
+                Dim::K => "k",
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// The three Wasm passes of NNJIT section 4.3, each switchable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WasmPasses {
+    /// Fold constant address terms into the `offset` immediate of loads and stores.
+    #[serde(default = "yes")]
+    pub offset: bool,
+    /// Combine `f32.load` + `f32x4.splat` into `v128.load32_splat`.
+    #[serde(default = "yes")]
+    pub load_splat: bool,
+    /// Keep a loaded value in a local (`local.tee`) instead of loading it again.
+    #[serde(default = "yes")]
+    pub tee: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for WasmPasses {
+    fn default() -> Self {
+        WasmPasses { offset: true, load_splat: true, tee: true }
+    }
+}
+
+impl WasmPasses {
+    pub const NONE: WasmPasses = WasmPasses { offset: false, load_splat: false, tee: false };
+}
+
+/// A loop of the register tile that may be unrolled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnrollLoop {
+    /// The rows of the register tile.
+    X0,
+    /// The columns of the register tile.
+    Y0,
+    /// The reduction steps of one register-tile iteration.
+    R0,
+}
+
+/// The schedule of one kernel. See the module docs for the symbols.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Schedule {
+    /// Register tile: rows of C per micro-kernel (per thread on a GPU).
+    pub x0: u32,
+    /// Register tile: columns of C per micro-kernel (per thread on a GPU).
+    pub y0: u32,
+    /// Reduction steps per register-tile iteration (the unroll factor of K).
+    pub r0: u32,
+    /// Cache tile: rows of C per block (per workgroup on a GPU).
+    pub x1: u32,
+    /// Cache tile: columns of C per block (per workgroup on a GPU).
+    pub y1: u32,
+    /// Cache tile: reduction steps per block (the K slab of a workgroup).
+    pub r1: u32,
+    /// Order of the cache-tile loops, outermost first (CPU only).
+    #[serde(default = "default_order")]
+    pub order: LoopOrder,
+    /// Run the register tiles of a cache tile column by column (`true`) or row by row.
+    #[serde(default)]
+    pub inner_n_first: bool,
+    /// Loops of the register tile that are unrolled. `x0` and `y0` go together:
+    /// unrolled, the tile lives in registers (locals); rolled, it lives in memory.
+    #[serde(default = "default_unroll")]
+    pub unroll: Vec<UnrollLoop>,
+    /// SIMD width along the columns: 1 (scalar) or 4 (`f32x4` / `vec4<f32>`).
+    pub vectorize: u32,
+    /// Copy each cache tile of the second operand into a private buffer before use.
+    #[serde(default)]
+    pub cache_read: bool,
+    /// Use relaxed-SIMD fused multiply-add (`f32x4.relaxed_madd`) on Wasm.
+    #[serde(default)]
+    pub relaxed_simd: bool,
+    /// The Wasm passes to run.
+    #[serde(default)]
+    pub passes: WasmPasses,
+    /// GPU: load the next K slab into a second workgroup buffer while computing on the first.
+    #[serde(default)]
+    pub double_buffer: bool,
+    /// GPU: number of threads that share one output along K (matrix-vector kernels).
+    #[serde(default = "one")]
+    pub split_k: u32,
+    /// GPU: reduce split-K partial sums with subgroup operations instead of workgroup memory.
+    #[serde(default)]
+    pub subgroup_reduce: bool,
+}
+
+fn default_order() -> LoopOrder {
+    LoopOrder::MNK
+}
+fn default_unroll() -> Vec<UnrollLoop> {
+    vec![UnrollLoop::X0, UnrollLoop::Y0, UnrollLoop::R0]
+}
+fn one() -> u32 {
+    1
+}
+
+/// A schedule that cannot be compiled for the op and target it was given with.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("schedule field `{field}`: {message}")]
+pub struct ScheduleError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+fn err(field: &'static str, message: impl Into<String>) -> ScheduleError {
+    ScheduleError { field, message: message.into() }
+}
+
+/// Largest register tile (x0 · y0) accepted: past this the unrolled code only
+/// grows while every engine spills.
+pub const MAX_REGISTER_TILE: u32 = 256;
+/// Largest reduction unroll.
+pub const MAX_R0: u32 = 64;
+/// Largest cache-tile edge.
+pub const MAX_TILE: u32 = 1 << 16;
+
+impl Schedule {
+    /// The portable default: a schedule that is reasonable on every device.
+    /// It is what a fresh server hands out before any device has tuned.
+    pub fn default_for(op: &Op, target: Target) -> Schedule {
+        let base = Schedule {
+            x0: 4,
+            y0: 8,
+            r0: 4,
+            x1: 64,
+            y1: 256,
+            r1: 256,
+            order: LoopOrder::MNK,
+            inner_n_first: false,
+            unroll: default_unroll(),
+            vectorize: 4,
+            cache_read: false,
+            relaxed_simd: false,
+            passes: WasmPasses::default(),
+            double_buffer: false,
+            split_k: 1,
+            subgroup_reduce: false,
+        };
+        match (target, op.kind()) {
+            (Target::Wasm, OpKind::MatmulQ4) => {
+                Schedule { x0: 1, y0: 4, r0: 32, x1: 1, y1: 64, r1: 4096, ..base }
+            }
+            (Target::Wasm, _) => base,
+            (Target::Wgsl, OpKind::MatmulQ4) => Schedule {
+                x0: 1,
+                y0: 1,
+                r0: 32,
+                x1: 1,
+                y1: 8,
+                r1: 32,
+                split_k: 32,
+                vectorize: 1,
+                ..base
+            },
+            (Target::Wgsl, _) => Schedule { x0: 4, y0: 4, r0: 4, x1: 64, y1: 64, r1: 16, cache_read: true, ..base },
+        }
+    }
+
+    pub fn unrolls(&self, l: UnrollLoop) -> bool {
+        self.unroll.contains(&l)
+    }
+
+    /// Whether the register tile is kept in registers (x0 and y0 unrolled).
+    pub fn tile_in_registers(&self) -> bool {
+        self.unrolls(UnrollLoop::X0)
+    }
+
+    /// Checks that the schedule can be compiled for `op` on `target`.
+    pub fn check(&self, op: &Op, target: Target) -> Result<(), ScheduleError> {
+        for (field, v) in [("x0", self.x0), ("y0", self.y0), ("r0", self.r0), ("x1", self.x1), ("y1", self.y1), ("r1", self.r1)] {
+            if v == 0 {
+                return Err(err(field, "must be at least 1"));
+            }
+            if v > MAX_TILE {
+                return Err(err(field, format!("{v} exceeds the largest tile edge {MAX_TILE}")));
+            }
+        }
+        if self.vectorize != 1 && self.vectorize != 4 {
+            return Err(err("vectorize", format!("must be 1 or 4, got {}", self.vectorize)));
+        }
+        if self.x0 * self.y0 > MAX_REGISTER_TILE {
+            return Err(err("y0", format!("register tile x0·y0 = {} exceeds {MAX_REGISTER_TILE}", self.x0 * self.y0)));
+        }
+        if self.r0 > MAX_R0 && op.kind() != OpKind::MatmulQ4 {
+            return Err(err("r0", format!("{} exceeds the largest reduction unroll {MAX_R0}", self.r0)));
+        }
+        for (field, lo, hi, lo_name) in [("x1", self.x0, self.x1, "x0"), ("y1", self.y0, self.y1, "y0"), ("r1", self.r0, self.r1, "r0")] {
+            if hi % lo != 0 {
+                return Err(err(field, format!("{hi} must be a multiple of {lo_name} = {lo}")));
+            }
+        }
+        let mut seen = Vec::new();
+        for l in &self.unroll {
+            if seen.contains(l) {
+                return Err(err("unroll", format!("{l:?} is listed twice")));
+            }
+            seen.push(*l);
+        }
+        if self.unrolls(UnrollLoop::X0) != self.unrolls(UnrollLoop::Y0) {
+            return Err(err("unroll", "x0 and y0 are unrolled together: they form one register tile"));
+        }
+        if self.split_k == 0 {
+            return Err(err("split_k", "must be at least 1"));
+        }
+        match target {
+            Target::Wasm => self.check_wasm(op),
+            Target::Wgsl => self.check_wgsl(op),
+        }
+    }
+
+    fn check_wasm(&self, op: &Op) -> Result<(), ScheduleError> {
+        if self.vectorize == 4 && self.y0 % 4 != 0 {
+            return Err(err("y0", format!("{} must be a multiple of vectorize = 4", self.y0)));
+        }
+        if self.double_buffer {
+            return Err(err("double_buffer", "is a GPU setting; Wasm kernels have no workgroup memory"));
+        }
+        if self.split_k != 1 || self.subgroup_reduce {
+            return Err(err("split_k", "is a GPU setting; use 1 for Wasm"));
+        }
+        if op.kind() == OpKind::MatmulQ4 {
+            if self.r0 % 32 != 0 {
+                return Err(err("r0", format!("{} must be a multiple of 32 for matmul_q4 (one scale block)", self.r0)));
+            }
+            if self.r0 > 256 {
+                return Err(err("r0", format!("{} exceeds 256 for matmul_q4", self.r0)));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_wgsl(&self, op: &Op) -> Result<(), ScheduleError> {
+        let threads = (self.x1 / self.x0) * (self.y1 / self.y0) * self.split_k;
+        if threads > 1024 {
+            return Err(err("x1", format!("the workgroup would have {threads} threads; WebGPU allows at most 1024 (browsers usually 256)")));
+        }
+        if self.vectorize == 4 && self.y0 % 4 != 0 {
+            return Err(err("y0", format!("{} must be a multiple of vectorize = 4", self.y0)));
+        }
+        if self.relaxed_simd {
+            return Err(err("relaxed_simd", "is a Wasm setting"));
+        }
+        if op.kind() == OpKind::MatmulQ4 && self.r0 % 8 != 0 {
+            return Err(err("r0", format!("{} must be a multiple of 8 for matmul_q4 (one packed word)", self.r0)));
+        }
+        Ok(())
+    }
+
+    /// Parses a schedule from JSON, with errors that name the field.
+    pub fn from_json(text: &str) -> Result<Schedule, String> {
+        serde_json::from_str(text).map_err(|e| format!("schedule JSON: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mm() -> Op {
+        Op::parse("matmul", "64,64,64").unwrap()
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        for kind in OpKind::ALL {
+            let op = Op::new(kind, if kind == OpKind::BatchMatmul { &[2, 64, 64, 64] } else { &[64, 64, 64] }).unwrap();
+            for t in [Target::Wasm, Target::Wgsl] {
+                Schedule::default_for(&op, t).check(&op, t).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn impossible_schedules_name_the_field() {
+        let base = Schedule::default_for(&mm(), Target::Wasm);
+        let cases: Vec<(Schedule, &str)> = vec![
+            (Schedule { x0: 0, ..base.clone() }, "x0"),
+            (Schedule { vectorize: 3, ..base.clone() }, "vectorize"),
+            (Schedule { y0: 6, y1: 24, ..base.clone() }, "y0"),
+            (Schedule { x1: 66, ..base.clone() }, "x1"),
+            (Schedule { x0: 32, y0: 16, x1: 64, y1: 64, ..base.clone() }, "y0"),
+            (Schedule { unroll: vec![UnrollLoop::X0], ..base.clone() }, "unroll"),
+            (Schedule { double_buffer: true, ..base.clone() }, "double_buffer"),
+        ];
+        for (s, field) in cases {
+            let e = s.check(&mm(), Target::Wasm).unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+        }
+    }
+
+    #[test]
+    fn json_round_trip_and_unknown_fields() {
+        let s = Schedule::default_for(&mm(), Target::Wasm);
+        let text = serde_json::to_string(&s).unwrap();
+        assert_eq!(Schedule::from_json(&text).unwrap(), s);
+        let bad = text.replacen("\"x0\"", "\"xx\"", 1);
+        assert!(Schedule::from_json(&bad).unwrap_err().contains("xx"));
+        let bad_order = text.replace("\"mnk\"", "\"mmk\"");
+        assert!(Schedule::from_json(&bad_order).unwrap_err().contains("mmk"));
+    }
+}

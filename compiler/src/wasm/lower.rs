@@ -1,0 +1,400 @@
+//! Loop IR → Wasm IR, following NNJIT's Algorithm 1: each `for` becomes
+//! `block(local.set v lo; loop(body; v += step; br_if (v < hi)))`, guarded by
+//! an `if` where the loop might not run at all. Unrolled loops are expanded
+//! with their variable bound to each constant in turn.
+//!
+//! Addresses are put in a canonical affine form, `base + Σ cᵢ·vᵢ + c`, with the
+//! loop variables of outer loops first (so engines can hoist the invariant
+//! prefix) and the constant last. The lowering only leaves a constant at the
+//! top of an address, `add(x, const c)` with `c ≥ 0`, when `x` cannot be
+//! negative (all coefficients are non-negative): that is what makes the
+//! offset pass sound.
+
+use wasm_encoder::ValType;
+
+use super::wir::{FOp, IOp, LoadOp, N, Node, StoreOp, WFunc};
+use crate::ir::verify::Types;
+use crate::ir::{BinOp, Buffer, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, Var, const_i32};
+
+/// Memory index of the kernel's private scratch memory (the imported one is 0).
+pub const SCRATCH_MEM: u32 = 1;
+
+/// Options that change instruction selection.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LowerOptions {
+    /// Lower `f32x4` fma to `f32x4.relaxed_madd` instead of `mul` + `add`.
+    pub relaxed_simd: bool,
+}
+
+/// The lowered function and the layout of its scratch memory.
+#[derive(Debug)]
+pub struct Lowered {
+    pub func: WFunc,
+    /// Bytes of scratch memory the kernel needs (0: no scratch memory).
+    pub scratch_bytes: u32,
+}
+
+#[derive(Clone, Copy)]
+enum Binding {
+    Local { local: u32, depth: u32 },
+    Const(i32),
+}
+
+struct Lower<'a> {
+    f: &'a Func,
+    types: &'a Types,
+    opts: LowerOptions,
+    out: WFunc,
+    bindings: Vec<Option<Binding>>,
+    /// The Wasm local of each non-loop variable, once assigned.
+    var_locals: Vec<Option<u32>>,
+    scratch_base: Vec<u32>,
+    depth: u32,
+}
+
+fn val_type(t: Ty) -> ValType {
+    match t {
+        Ty::I32 => ValType::I32,
+        Ty::F32 => ValType::F32,
+        Ty::F32x4 | Ty::U32x4 => ValType::V128,
+    }
+}
+
+/// Lowers a verified function.
+pub fn lower(f: &Func, types: &Types, opts: LowerOptions) -> Lowered {
+    let params = f.params();
+    let mut scratch_base = vec![0u32; f.buffers.len()];
+    let mut scratch_bytes = 0u32;
+    for (h, b) in f.buffers.iter() {
+        if b.space == Space::Scratch {
+            scratch_base[h.index()] = scratch_bytes;
+            scratch_bytes += (b.len * 4).next_multiple_of(16);
+        }
+    }
+    let mut l = Lower {
+        f,
+        types,
+        opts,
+        out: WFunc { params: params.len() as u32, ..WFunc::default() },
+        bindings: vec![None; f.vars.len()],
+        var_locals: vec![None; f.vars.len()],
+        scratch_base,
+        depth: 0,
+    };
+    let body = l.block(&f.body);
+    l.out.body = body;
+    Lowered { func: l.out, scratch_bytes }
+}
+
+impl Lower<'_> {
+    fn push(&mut self, n: Node) -> N {
+        self.out.push(n)
+    }
+
+    fn block(&mut self, body: &[Stmt]) -> Vec<N> {
+        let mut out = Vec::new();
+        for s in body {
+            self.stmt(s, &mut out);
+        }
+        out
+    }
+
+    fn local_of(&mut self, v: Handle<Var>) -> u32 {
+        if let Some(l) = self.var_locals[v.index()] {
+            return l;
+        }
+        let l = self.out.new_local(val_type(self.f.vars[v].ty));
+        self.var_locals[v.index()] = Some(l);
+        l
+    }
+
+    fn stmt(&mut self, s: &Stmt, out: &mut Vec<N>) {
+        match s {
+            Stmt::For(l) if l.unroll => self.unrolled(l, out),
+            Stmt::For(l) => out.push(self.rolled(l)),
+            Stmt::Set { var, value } => {
+                let v = self.expr(*value);
+                let local = self.local_of(*var);
+                out.push(self.push(Node::LocalSet(local, v)));
+            }
+            Stmt::Store { buf, index, value } => {
+                let op = match self.types.of(*value) {
+                    Ty::F32 => StoreOp::F32,
+                    Ty::I32 => StoreOp::I32,
+                    Ty::F32x4 | Ty::U32x4 => StoreOp::V128,
+                };
+                let (mem, addr) = self.address(*buf, *index);
+                let value = self.expr(*value);
+                out.push(self.push(Node::Store { op, mem, offset: 0, addr, value }));
+            }
+            Stmt::If { cond, body } => {
+                let c = self.expr(*cond);
+                let b = self.block(body);
+                out.push(self.push(Node::If(c, b)));
+            }
+            // The verifier rejects barriers in CPU kernels.
+            Stmt::Barrier => unreachable!("barrier in a verified CPU kernel"),
+        }
+    }
+
+    fn unrolled(&mut self, l: &For, out: &mut Vec<N>) {
+        // The verifier guarantees constant bounds on unrolled loops.
+        let lo = const_i32(self.f, l.lo).expect("verified constant bound");
+        let hi = const_i32(self.f, l.hi).expect("verified constant bound");
+        let saved = self.bindings[l.var.index()];
+        let mut v = lo as i64;
+        while v < hi as i64 {
+            self.bindings[l.var.index()] = Some(Binding::Const(v as i32));
+            for s in &l.body {
+                self.stmt(s, out);
+            }
+            v += l.step as i64;
+        }
+        self.bindings[l.var.index()] = saved;
+    }
+
+    /// Algorithm 1.
+    fn rolled(&mut self, l: &For) -> N {
+        let local = self.out.new_local(ValType::I32);
+        let saved = self.bindings[l.var.index()];
+        self.depth += 1;
+        self.bindings[l.var.index()] = Some(Binding::Local { local, depth: self.depth });
+        let lo = self.expr(l.lo);
+        let init = self.push(Node::LocalSet(local, lo));
+        let mut body = self.block(&l.body);
+        let get = self.push(Node::LocalGet(local));
+        let step = self.push(Node::I32Const(l.step as i32));
+        let next = self.push(Node::I32Bin(IOp::Add, get, step));
+        let tee = self.push(Node::LocalTee(local, next));
+        let hi = self.expr(l.hi);
+        let cond = self.push(Node::I32Bin(IOp::LtS, tee, hi));
+        body.push(self.push(Node::BrIfLoop(cond)));
+        let lp = self.push(Node::Loop(body));
+        self.depth -= 1;
+        self.bindings[l.var.index()] = saved;
+        let runs = matches!((const_i32(self.f, l.lo), const_i32(self.f, l.hi)), (Some(a), Some(b)) if a < b);
+        if runs {
+            self.push(Node::Block(vec![init, lp]))
+        } else {
+            // Bounds are evaluated outside the loop's scope, where the variable is not bound.
+            let lo = self.expr(l.lo);
+            let hi = self.expr(l.hi);
+            let guard = self.push(Node::I32Bin(IOp::LtS, lo, hi));
+            self.push(Node::If(guard, vec![init, lp]))
+        }
+    }
+
+    fn expr(&mut self, e: Handle<Expr>) -> N {
+        if self.types.of(e) == Ty::I32 {
+            if let Some(c) = self.const_value(e) {
+                return self.push(Node::I32Const(c));
+            }
+        }
+        match self.f.exprs[e] {
+            Expr::I32(v) => self.push(Node::I32Const(v)),
+            Expr::F32(v) => self.push(Node::F32Const(v)),
+            Expr::Var(v) => match self.bindings[v.index()] {
+                Some(Binding::Const(c)) => self.push(Node::I32Const(c)),
+                Some(Binding::Local { local, .. }) => self.push(Node::LocalGet(local)),
+                None => {
+                    let local = self.local_of(v);
+                    self.push(Node::LocalGet(local))
+                }
+            },
+            Expr::Bin(op, a, b) => {
+                let ty = self.types.of(a);
+                if op == BinOp::Min {
+                    let (x, y) = (self.expr(a), self.expr(b));
+                    let (x2, y2) = (self.expr(a), self.expr(b));
+                    let lt = self.push(Node::I32Bin(IOp::LtS, x2, y2));
+                    return self.push(Node::Select(x, y, lt));
+                }
+                let (x, y) = (self.expr(a), self.expr(b));
+                let node = match (ty, op) {
+                    (Ty::I32, _) => Node::I32Bin(
+                        match op {
+                            BinOp::Add => IOp::Add,
+                            BinOp::Sub => IOp::Sub,
+                            BinOp::Mul => IOp::Mul,
+                            BinOp::Div => IOp::DivS,
+                            BinOp::Rem => IOp::RemS,
+                            BinOp::Shr => IOp::ShrU,
+                            BinOp::And => IOp::And,
+                            BinOp::Lt => IOp::LtS,
+                            BinOp::Min => unreachable!(),
+                        },
+                        x,
+                        y,
+                    ),
+                    (Ty::U32x4, BinOp::Shr) => Node::I32x4ShrU(x, y),
+                    (Ty::U32x4, _) => Node::V128And(x, y),
+                    (Ty::F32, _) => Node::F32Bin(fop(op), x, y),
+                    (Ty::F32x4, _) => Node::F32x4Bin(fop(op), x, y),
+                };
+                self.push(node)
+            }
+            Expr::Fma(a, b, c) => {
+                let vector = self.types.of(a) == Ty::F32x4;
+                let (x, y, z) = (self.expr(a), self.expr(b), self.expr(c));
+                if vector && self.opts.relaxed_simd {
+                    self.push(Node::F32x4RelaxedMadd(x, y, z))
+                } else if vector {
+                    let m = self.push(Node::F32x4Bin(FOp::Mul, x, y));
+                    self.push(Node::F32x4Bin(FOp::Add, m, z))
+                } else {
+                    let m = self.push(Node::F32Bin(FOp::Mul, x, y));
+                    self.push(Node::F32Bin(FOp::Add, m, z))
+                }
+            }
+            Expr::Splat(a) => {
+                let x = self.expr(a);
+                match self.types.of(a) {
+                    Ty::F32 => self.push(Node::F32x4Splat(x)),
+                    _ => self.push(Node::I32x4Splat(x)),
+                }
+            }
+            Expr::ToF32(a) => {
+                let x = self.expr(a);
+                match self.types.of(a) {
+                    Ty::I32 => self.push(Node::F32ConvertI32U(x)),
+                    _ => self.push(Node::F32x4ConvertI32x4U(x)),
+                }
+            }
+            Expr::HSum(a) => {
+                let x = self.expr(a);
+                let t = self.out.new_local(ValType::V128);
+                let tee = self.push(Node::LocalTee(t, x));
+                let lanes: Vec<N> = (0..4u8)
+                    .map(|i| {
+                        let src = if i == 0 { tee } else { self.push(Node::LocalGet(t)) };
+                        self.push(Node::F32x4ExtractLane(src, i))
+                    })
+                    .collect();
+                let lo = self.push(Node::F32Bin(FOp::Add, lanes[0], lanes[1]));
+                let hi = self.push(Node::F32Bin(FOp::Add, lanes[2], lanes[3]));
+                self.push(Node::F32Bin(FOp::Add, lo, hi))
+            }
+            Expr::Load { ty, buf, index } => {
+                let op = match ty {
+                    LoadTy::F32 => LoadOp::F32,
+                    LoadTy::U32 => LoadOp::I32,
+                    LoadTy::F32x4 | LoadTy::U32x4 => LoadOp::V128,
+                };
+                let (mem, addr) = self.address(buf, index);
+                self.push(Node::Load { op, mem, offset: 0, addr })
+            }
+            Expr::Builtin(_) => unreachable!("GPU builtin in a verified CPU kernel"),
+        }
+    }
+
+    /// The value of an i32 expression that is constant under the current bindings.
+    fn const_value(&self, e: Handle<Expr>) -> Option<i32> {
+        let (terms, c) = self.affine(e)?;
+        terms.is_empty().then_some(c as i32)
+    }
+
+    /// `e` as `Σ coef·var + c` under the current bindings, if it is affine.
+    fn affine(&self, e: Handle<Expr>) -> Option<(Vec<(u32, u32, i64)>, i64)> {
+        match self.f.exprs[e] {
+            Expr::I32(v) => Some((vec![], v as i64)),
+            Expr::Var(v) => match self.bindings[v.index()] {
+                Some(Binding::Const(c)) => Some((vec![], c as i64)),
+                Some(Binding::Local { local, depth }) => Some((vec![(local, depth, 1)], 0)),
+                None => None,
+            },
+            Expr::Bin(op @ (BinOp::Add | BinOp::Sub), a, b) => {
+                let (mut ta, ca) = self.affine(a)?;
+                let (tb, cb) = self.affine(b)?;
+                let sign = if op == BinOp::Add { 1 } else { -1 };
+                for (l, d, k) in tb {
+                    add_term(&mut ta, l, d, sign * k);
+                }
+                Some((ta, ca + sign * cb))
+            }
+            Expr::Bin(BinOp::Mul, a, b) => {
+                let (ta, ca) = self.affine(a)?;
+                let (tb, cb) = self.affine(b)?;
+                let (terms, k, c) = match (ta.is_empty(), tb.is_empty()) {
+                    (_, true) => (ta, cb, ca),
+                    (true, false) => (tb, ca, cb),
+                    _ => return None,
+                };
+                let terms: Vec<_> = terms.into_iter().map(|(l, d, x)| (l, d, x * k)).filter(|t| t.2 != 0).collect();
+                Some((terms, c * k))
+            }
+            _ => None,
+        }
+        // Coefficients past i32 would make the emitted arithmetic wrap differently.
+        .filter(|(t, c)| t.iter().all(|x| i32::try_from(x.2 * 4).is_ok()) && i32::try_from(*c * 4).is_ok())
+    }
+
+    /// Memory index and byte address of element `index` of `buf`.
+    fn address(&mut self, buf: Handle<Buffer>, index: Handle<Expr>) -> (u32, N) {
+        let b: &Buffer = &self.f.buffers[buf];
+        let (mem, base) = match b.space {
+            Space::Param(n) => (0, Some(self.push(Node::LocalGet(n)))),
+            Space::Scratch => (SCRATCH_MEM, None),
+            Space::Workgroup => unreachable!("workgroup buffer in a verified CPU kernel"),
+        };
+        let const_base = if base.is_none() { self.scratch_base[buf.index()] as i64 } else { 0 };
+        let Some((mut terms, c)) = self.affine(index) else {
+            let i = self.expr(index);
+            let four = self.push(Node::I32Const(4));
+            let scaled = self.push(Node::I32Bin(IOp::Mul, i, four));
+            let addr = match base {
+                Some(b) => self.push(Node::I32Bin(IOp::Add, b, scaled)),
+                None => {
+                    let k = self.push(Node::I32Const(const_base as i32));
+                    self.push(Node::I32Bin(IOp::Add, scaled, k))
+                }
+            };
+            return (mem, addr);
+        };
+        // Outer loops first, so the loop-invariant prefix is a subexpression.
+        terms.sort_by_key(|t| t.1);
+        let mut acc = base;
+        let nonneg = terms.iter().all(|t| t.2 >= 0);
+        for (local, _, k) in &terms {
+            let get = self.push(Node::LocalGet(*local));
+            let kk = self.push(Node::I32Const((*k * 4) as i32));
+            let t = self.push(Node::I32Bin(IOp::Mul, get, kk));
+            acc = Some(match acc {
+                Some(a) => self.push(Node::I32Bin(IOp::Add, a, t)),
+                None => t,
+            });
+        }
+        let c_bytes = c * 4 + const_base;
+        let addr = match acc {
+            None => self.push(Node::I32Const(c_bytes as i32)),
+            Some(a) if c_bytes == 0 => a,
+            Some(a) => {
+                let k = self.push(Node::I32Const(c_bytes as i32));
+                if nonneg {
+                    self.push(Node::I32Bin(IOp::Add, a, k))
+                } else {
+                    // Constant first: the offset pass must not fold it.
+                    self.push(Node::I32Bin(IOp::Add, k, a))
+                }
+            }
+        };
+        (mem, addr)
+    }
+}
+
+fn add_term(terms: &mut Vec<(u32, u32, i64)>, local: u32, depth: u32, k: i64) {
+    if let Some(t) = terms.iter_mut().find(|t| t.0 == local) {
+        t.2 += k;
+    } else {
+        terms.push((local, depth, k));
+    }
+    terms.retain(|t| t.2 != 0);
+}
+
+fn fop(op: BinOp) -> FOp {
+    match op {
+        BinOp::Add => FOp::Add,
+        BinOp::Sub => FOp::Sub,
+        BinOp::Mul => FOp::Mul,
+        _ => unreachable!("verified float operator"),
+    }
+}
