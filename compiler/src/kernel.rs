@@ -39,6 +39,10 @@ pub struct KernelMeta {
     /// (enough to hold every argument, laid end to end).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_pages_min: Option<u32>,
+    /// Wasm: bytes of scratch space the kernel needs; when non-zero, `kernel`
+    /// takes its offset as one more parameter after the arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scratch_bytes: Option<u32>,
     /// WGSL: `@workgroup_size`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workgroup_size: Option<[u32; 3]>,
@@ -77,30 +81,31 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// Pages needed to hold all arguments of `op` end to end, each 16-byte aligned.
-pub fn memory_pages_min(op: &Op) -> u32 {
-    let bytes: u64 = op.args().iter().map(|a| a.bytes().next_multiple_of(16)).sum();
+/// Pages needed to hold all arguments of `op` and `scratch` bytes end to end,
+/// each 16-byte aligned.
+pub fn memory_pages_min(op: &Op, scratch: u32) -> u32 {
+    let bytes: u64 = op.args().iter().map(|a| a.bytes().next_multiple_of(16)).sum::<u64>() + scratch as u64;
     bytes.div_ceil(wasm::PAGE) as u32
 }
 
 /// Compiles `op` for `target` under `schedule`.
 pub fn compile(op: &Op, target: Target, schedule: &Schedule) -> Result<Kernel, CompileError> {
     schedule.check(op, target)?;
-    let (bytes, entry, memory_pages_min, workgroup_size, dispatch) = match target {
+    let (bytes, entry, memory_pages_min, scratch_bytes, workgroup_size, dispatch) = match target {
         Target::Wasm => {
             let func = generate::cpu(op, schedule);
-            let pages = memory_pages_min(op);
+            let (_, scratch) = func.scratch_layout();
             let opts = WasmOptions {
                 lower: LowerOptions { relaxed_simd: schedule.relaxed_simd },
                 passes: schedule.passes,
-                memory_pages_min: pages,
+                memory_pages_min: memory_pages_min(op, scratch),
             };
-            let bytes = wasm::compile(&func, &opts).map_err(|e| CompileError::Internal(e.to_string()))?;
-            (bytes, "kernel", Some(pages), None, None)
+            let m = wasm::compile(&func, &opts).map_err(|e| CompileError::Internal(e.to_string()))?;
+            (m.bytes, "kernel", Some(opts.memory_pages_min), Some(m.scratch_bytes), None, None)
         }
         Target::Wgsl => {
             let k = crate::wgsl::compile(op, schedule)?;
-            (k.source.into_bytes(), "main", None, Some(k.workgroup_size), Some(k.dispatch))
+            (k.source.into_bytes(), "main", None, None, Some(k.workgroup_size), Some(k.dispatch))
         }
     };
     let meta = KernelMeta {
@@ -118,6 +123,7 @@ pub fn compile(op: &Op, target: Target, schedule: &Schedule) -> Result<Kernel, C
         sha256: sha256_hex(&bytes),
         entry: entry.to_string(),
         memory_pages_min,
+        scratch_bytes,
         workgroup_size,
         dispatch,
     };

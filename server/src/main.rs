@@ -1,1 +1,35 @@
-fn main() {}
+//! `webtune`: the service and command-line tool. A thin layer over the
+//! library crates: it parses arguments, does the I/O, and prints results.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "webtune", version, about = "Just-in-time kernel tuning for in-browser inference")]
+struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Compile one kernel to DIR/kernel.wasm (or kernel.wgsl) and DIR/kernel.json.
+    Compile(cli::compile::CompileArgs),
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let result = match args.cmd {
+        Cmd::Compile(a) => cli::compile::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("webtune: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

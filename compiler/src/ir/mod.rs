@@ -331,6 +331,20 @@ impl Func {
         self.vars.push(Var { name: name.into(), ty })
     }
 
+    /// Byte offset of each scratch buffer in the scratch area (16-byte aligned,
+    /// in declaration order) and the area's total size.
+    pub fn scratch_layout(&self) -> (Vec<u32>, u32) {
+        let mut base = vec![0u32; self.buffers.len()];
+        let mut total = 0u32;
+        for (h, b) in self.buffers.iter() {
+            if b.space == Space::Scratch {
+                base[h.index()] = total;
+                total += (b.len * 4).next_multiple_of(16);
+            }
+        }
+        (base, total)
+    }
+
     /// The param buffers in ABI order.
     pub fn params(&self) -> Vec<Handle<Buffer>> {
         let mut p: Vec<(u32, Handle<Buffer>)> = self

@@ -16,9 +16,6 @@ use super::wir::{FOp, IOp, LoadOp, N, Node, StoreOp, WFunc};
 use crate::ir::verify::Types;
 use crate::ir::{BinOp, Buffer, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, Var, const_i32};
 
-/// Memory index of the kernel's private scratch memory (the imported one is 0).
-pub const SCRATCH_MEM: u32 = 1;
-
 /// Options that change instruction selection.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LowerOptions {
@@ -30,7 +27,7 @@ pub struct LowerOptions {
 #[derive(Debug)]
 pub struct Lowered {
     pub func: WFunc,
-    /// Bytes of scratch memory the kernel needs (0: no scratch memory).
+    /// Bytes of scratch space the kernel needs (0: none, and no scratch parameter).
     pub scratch_bytes: u32,
 }
 
@@ -63,19 +60,14 @@ fn val_type(t: Ty) -> ValType {
 /// Lowers a verified function.
 pub fn lower(f: &Func, types: &Types, opts: LowerOptions) -> Lowered {
     let params = f.params();
-    let mut scratch_base = vec![0u32; f.buffers.len()];
-    let mut scratch_bytes = 0u32;
-    for (h, b) in f.buffers.iter() {
-        if b.space == Space::Scratch {
-            scratch_base[h.index()] = scratch_bytes;
-            scratch_bytes += (b.len * 4).next_multiple_of(16);
-        }
-    }
+    let (scratch_base, scratch_bytes) = f.scratch_layout();
+    // Kernels with scratch buffers take one more parameter: the scratch area's offset.
+    let nparams = params.len() as u32 + (scratch_bytes > 0) as u32;
     let mut l = Lower {
         f,
         types,
         opts,
-        out: WFunc { params: params.len() as u32, ..WFunc::default() },
+        out: WFunc { params: nparams, ..WFunc::default() },
         bindings: vec![None; f.vars.len()],
         var_locals: vec![None; f.vars.len()],
         scratch_base,
@@ -331,23 +323,24 @@ impl Lower<'_> {
     /// Memory index and byte address of element `index` of `buf`.
     fn address(&mut self, buf: Handle<Buffer>, index: Handle<Expr>) -> (u32, N) {
         let b: &Buffer = &self.f.buffers[buf];
-        let (mem, base) = match b.space {
-            Space::Param(n) => (0, Some(self.push(Node::LocalGet(n)))),
-            Space::Scratch => (SCRATCH_MEM, None),
+        let mem = 0;
+        let (local, const_base) = match b.space {
+            Space::Param(n) => (n, 0),
+            // The scratch offset is the parameter after the arguments.
+            Space::Scratch => (self.out.params - 1, self.scratch_base[buf.index()] as i64),
             Space::Workgroup => unreachable!("workgroup buffer in a verified CPU kernel"),
         };
-        let const_base = if base.is_none() { self.scratch_base[buf.index()] as i64 } else { 0 };
+        let base = Some(self.push(Node::LocalGet(local)));
         let Some((mut terms, c)) = self.affine(index) else {
             let i = self.expr(index);
             let four = self.push(Node::I32Const(4));
             let scaled = self.push(Node::I32Bin(IOp::Mul, i, four));
-            let addr = match base {
-                Some(b) => self.push(Node::I32Bin(IOp::Add, b, scaled)),
-                None => {
-                    let k = self.push(Node::I32Const(const_base as i32));
-                    self.push(Node::I32Bin(IOp::Add, scaled, k))
-                }
-            };
+            let b = base.expect("every buffer has a base local");
+            let mut addr = self.push(Node::I32Bin(IOp::Add, b, scaled));
+            if const_base != 0 {
+                let k = self.push(Node::I32Const(const_base as i32));
+                addr = self.push(Node::I32Bin(IOp::Add, k, addr));
+            }
             return (mem, addr);
         };
         // Outer loops first, so the loop-invariant prefix is a subexpression.

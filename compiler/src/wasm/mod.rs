@@ -1,18 +1,23 @@
 //! The Wasm backend: loop IR → Wasm IR → passes → bytecode, then validation.
 //!
 //! The module this produces is the Wasm half of the kernel ABI:
-//! - it imports one memory, `env.memory`, and nothing else;
-//! - it may define a second, private memory for scratch buffers (multi-memory);
+//! - it imports one memory, `env.memory`, and nothing else, and defines none;
 //! - it exports one function, `kernel`, whose `i32` parameters are the byte
-//!   offsets of the op's arguments in ABI order; the call writes the whole output.
+//!   offsets of the op's arguments in ABI order; the call writes the whole output;
+//! - if the kernel needs scratch space (`scratch_bytes > 0` in its metadata),
+//!   `kernel` takes one more `i32`: the offset of a 16-byte-aligned area of that
+//!   many bytes in the same memory, which the call may overwrite.
+//!
+//! Only Wasm 2.0 (with SIMD) and relaxed SIMD are used: no multi-memory, no
+//! threads, so every browser with SIMD can run every kernel.
 
 pub mod lower;
 pub mod passes;
 pub mod wir;
 
 use wasm_encoder::{
-    CodeSection, EntityType, ExportKind, ExportSection, FunctionSection, ImportSection, MemorySection, MemoryType, Module,
-    TypeSection, ValType,
+    CodeSection, EntityType, ExportKind, ExportSection, FunctionSection, ImportSection, MemoryType, Module, TypeSection,
+    ValType,
 };
 use wasmparser::{Validator, WasmFeatures};
 
@@ -45,7 +50,7 @@ pub enum WasmError {
 
 /// The features every webtune Wasm kernel may use. Validation enables exactly these.
 pub fn features() -> WasmFeatures {
-    WasmFeatures::WASM2 | WasmFeatures::RELAXED_SIMD | WasmFeatures::MULTI_MEMORY
+    WasmFeatures::WASM2 | WasmFeatures::RELAXED_SIMD
 }
 
 /// Validates a module with [`features`].
@@ -53,14 +58,22 @@ pub fn validate(bytes: &[u8]) -> Result<(), WasmError> {
     Validator::new_with_features(features()).validate_all(bytes).map(|_| ()).map_err(|e| WasmError::Invalid(e.to_string()))
 }
 
+/// A compiled Wasm module.
+#[derive(Clone, Debug)]
+pub struct WasmModule {
+    pub bytes: Vec<u8>,
+    /// Bytes of scratch space the kernel needs (see the module docs).
+    pub scratch_bytes: u32,
+}
+
 /// Verifies, lowers, optimises, encodes and validates `f`.
-pub fn compile(f: &Func, opts: &WasmOptions) -> Result<Vec<u8>, WasmError> {
+pub fn compile(f: &Func, opts: &WasmOptions) -> Result<WasmModule, WasmError> {
     let types = verify(f, Flavor::Cpu)?;
     let mut lowered = lower::lower(f, &types, opts.lower);
     passes::pipeline(&mut lowered.func, opts.passes);
     let bytes = encode_module(&lowered, opts.memory_pages_min);
     validate(&bytes)?;
-    Ok(bytes)
+    Ok(WasmModule { bytes, scratch_bytes: lowered.scratch_bytes })
 }
 
 fn encode_module(l: &lower::Lowered, memory_pages_min: u32) -> Vec<u8> {
@@ -87,13 +100,6 @@ fn encode_module(l: &lower::Lowered, memory_pages_min: u32) -> Vec<u8> {
     let mut funcs = FunctionSection::new();
     funcs.function(0);
     module.section(&funcs);
-
-    if l.scratch_bytes > 0 {
-        let pages = (l.scratch_bytes as u64).div_ceil(PAGE);
-        let mut mems = MemorySection::new();
-        mems.memory(MemoryType { minimum: pages, maximum: Some(pages), memory64: false, shared: false, page_size_log2: None });
-        module.section(&mems);
-    }
 
     let mut exports = ExportSection::new();
     exports.export("kernel", ExportKind::Func, 0);

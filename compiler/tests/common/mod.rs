@@ -11,7 +11,7 @@ pub fn engine() -> &'static Engine {
     static E: OnceLock<Engine> = OnceLock::new();
     E.get_or_init(|| {
         let mut c = Config::new();
-        c.wasm_simd(true).wasm_relaxed_simd(true).wasm_multi_memory(true);
+        c.wasm_simd(true).wasm_relaxed_simd(true).wasm_multi_memory(false);
         Engine::new(&c).expect("wasmtime engine")
     })
 }
@@ -27,6 +27,9 @@ pub fn run(op: &Op, kernel: &Kernel, seed: u64) -> (reference::Inputs, Vec<u32>)
         offsets.push(total);
         total += (a.len() as u64 * 4).next_multiple_of(16);
     }
+    let scratch = kernel.meta.scratch_bytes.unwrap_or(0);
+    let scratch_off = total;
+    total += scratch as u64;
     let pages = total.div_ceil(65536).max(kernel.meta.memory_pages_min.unwrap_or(0) as u64).max(1);
     let memory = Memory::new(&mut store, MemoryType::new(pages as u32, None)).expect("memory");
     for (a, &off) in inputs.args.iter().zip(&offsets) {
@@ -35,7 +38,10 @@ pub fn run(op: &Op, kernel: &Kernel, seed: u64) -> (reference::Inputs, Vec<u32>)
     }
     let instance = Instance::new(&mut store, &module, &[memory.into()]).expect("instantiate");
     let f = instance.get_func(&mut store, "kernel").expect("kernel export");
-    let args: Vec<Val> = offsets.iter().map(|&o| Val::I32(o as i32)).collect();
+    let mut args: Vec<Val> = offsets.iter().map(|&o| Val::I32(o as i32)).collect();
+    if scratch > 0 {
+        args.push(Val::I32(scratch_off as i32));
+    }
     f.call(&mut store, &args, &mut []).expect("kernel runs without trapping");
     let out_off = *offsets.last().unwrap() as usize;
     let n = inputs.args.last().unwrap().len();

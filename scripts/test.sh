@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what the tests need and runs every test. CI calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*"; }
+
+# --- System packages -------------------------------------------------------
+# Each entry: a command or file that proves the package is there, and the package.
+need=()
+have_pkg() { dpkg -s "$1" >/dev/null 2>&1; }
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
+have_pkg mesa-vulkan-drivers || need+=(mesa-vulkan-drivers)
+have_pkg libvulkan1 || need+=(libvulkan1)
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+# WGSL tests run on Mesa's CPU Vulkan driver (lavapipe); skip wgpu's GL probe.
+export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
+
+# --- Rust ------------------------------------------------------------------
+log "cargo test"
+cargo test --workspace --no-fail-fast 2>&1
