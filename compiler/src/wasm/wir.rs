@@ -140,11 +140,6 @@ impl WFunc {
         let (oa, ob) = (self.operands(a), self.operands(b));
         oa.len() == ob.len() && oa.iter().zip(&ob).all(|(x, y)| self.same_value(*x, *y))
     }
-
-    /// Whether the value of node `n` reads local `l`.
-    pub fn reads_local(&self, n: N, l: u32) -> bool {
-        matches!(self.nodes[n], Node::LocalGet(x) if x == l) || self.operands(n).iter().any(|&o| self.reads_local(o, l))
-    }
 }
 
 fn memarg(mem: u32, offset: u32, align: u32) -> MemArg {
