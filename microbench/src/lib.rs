@@ -139,6 +139,7 @@ pub fn primitives(op: &Op, target: Target) -> Vec<Primitive> {
 
 /// Every distinct schedule of the study, compiled once. `index[p][s]` is the
 /// kernel of setting `s` of primitive `p`.
+#[derive(Debug)]
 pub struct Study {
     pub op: Op,
     pub target: Target,

@@ -18,12 +18,15 @@ struct Args {
 enum Cmd {
     /// Compile one kernel to DIR/kernel.wasm (or kernel.wgsl) and DIR/kernel.json.
     Compile(cli::compile::CompileArgs),
+    /// Vary one primitive at a time on every engine and classify each as consistent or device-dependent.
+    Microbench(cli::microbench::MicrobenchArgs),
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
     let result = match args.cmd {
         Cmd::Compile(a) => cli::compile::run(a),
+        Cmd::Microbench(a) => cli::microbench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
