@@ -25,4 +25,4 @@ export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
 
 # --- Rust ------------------------------------------------------------------
 log "cargo test"
-cargo test --workspace --no-fail-fast 2>&1
+cargo test --workspace --all-features --no-fail-fast 2>&1

@@ -1,1 +1,210 @@
-//! placeholder
+//! # webtune-client-runtime
+//!
+//! Runs and times webtune kernels natively, the way a browser would: Wasm
+//! kernels through wasmtime, WGSL kernels through wgpu (Vulkan, Metal, DX12;
+//! Mesa lavapipe in CI). It is what the `webtune run` command, the tuner's
+//! offline measurements and the microbenchmarks call.
+//!
+//! Every run uses the seeded inputs of [`webtune_compiler::reference::inputs`]
+//! with the output poisoned with NaN, checks the result against the f64
+//! reference, then times the kernel: warm-up calls first, then repeated
+//! samples of back-to-back calls, each sample long enough to sit well above
+//! the timer's resolution. On a GPU with `TIMESTAMP_QUERY` the samples are GPU
+//! timestamps around a compute pass; otherwise the wall clock around a
+//! submit-and-wait.
+//!
+//! ```no_run
+//! use webtune_client_runtime::{KernelDir, RunOptions, run};
+//! let k = KernelDir::load("out".as_ref()).unwrap();
+//! let report = run(&k, &RunOptions::default()).unwrap();
+//! println!("{} ms, {} GFLOP/s", report.median_ms, report.gflops);
+//! ```
+//!
+//! ## What this crate must never do
+//! It never allocates, maps or creates anything inside a timed region; it
+//! never reports a time for a kernel whose output failed the reference check
+//! (the report says so instead); and it never panics on a bad kernel
+//! directory or a kernel the engine rejects: those are [`RunError`]s. It knows
+//! nothing of HTTP or SQL.
+
+pub mod gpu;
+pub mod wasm;
+
+use std::path::Path;
+
+use serde::Serialize;
+use webtune_compiler::reference::{self, Check, Inputs};
+use webtune_compiler::{KernelMeta, Op, Target};
+
+/// A kernel directory written by `webtune compile`: `kernel.wasm` or
+/// `kernel.wgsl`, and `kernel.json`.
+#[derive(Clone, Debug)]
+pub struct KernelDir {
+    pub bytes: Vec<u8>,
+    pub meta: KernelMeta,
+}
+
+impl KernelDir {
+    /// Reads and cross-checks a kernel directory.
+    pub fn load(dir: &Path) -> Result<KernelDir, RunError> {
+        let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| RunError::Input(format!("{}: {e}", dir.join(name).display())));
+        let meta: KernelMeta = serde_json::from_slice(&read("kernel.json")?)
+            .map_err(|e| RunError::Input(format!("{}: {e}", dir.join("kernel.json").display())))?;
+        let bytes = read(match meta.target {
+            Target::Wasm => "kernel.wasm",
+            Target::Wgsl => "kernel.wgsl",
+        })?;
+        let k = KernelDir { bytes, meta };
+        k.check()?;
+        Ok(k)
+    }
+
+    /// From a kernel compiled in this process.
+    pub fn from_kernel(k: webtune_compiler::Kernel) -> KernelDir {
+        KernelDir { bytes: k.bytes, meta: k.meta }
+    }
+
+    fn check(&self) -> Result<(), RunError> {
+        let sha = webtune_compiler::kernel::sha256_hex(&self.bytes);
+        if sha != self.meta.sha256 {
+            return Err(RunError::Input(format!("kernel bytes have SHA-256 {sha}, but kernel.json says {}", self.meta.sha256)));
+        }
+        if self.meta.abi != webtune_compiler::kernel::ABI_VERSION {
+            return Err(RunError::Input(format!(
+                "kernel ABI {} is not the ABI {} this runner speaks",
+                self.meta.abi,
+                webtune_compiler::kernel::ABI_VERSION
+            )));
+        }
+        self.op()?;
+        Ok(())
+    }
+
+    pub fn op(&self) -> Result<Op, RunError> {
+        self.meta.parsed_op().map_err(|e| RunError::Input(format!("kernel.json: {e}")))
+    }
+}
+
+/// How to run and time a kernel.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Timed samples; the report gives their median and spread.
+    pub reps: usize,
+    /// Untimed calls before timing (pipeline warm-up, caches, clocks).
+    pub warmup: usize,
+    /// Each sample repeats the kernel until it lasts at least this long.
+    pub min_sample_ms: f64,
+    /// Seed of the inputs.
+    pub seed: u64,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { reps: 20, warmup: 3, min_sample_ms: 2.0, seed: 1 }
+    }
+}
+
+/// What a run measured. Times are per kernel call.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    pub op: String,
+    pub shape: Vec<u32>,
+    pub target: Target,
+    pub adapter: String,
+    /// `gpu-timestamp` or `wall-clock`.
+    pub timer: &'static str,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    /// (max − min) / median over the samples.
+    pub spread: f64,
+    pub samples: usize,
+    /// Kernel calls per sample.
+    pub calls_per_sample: u32,
+    pub gflops: f64,
+    /// Bytes of all arguments (inputs and output) per call, over the median time.
+    pub gbps: f64,
+    pub max_rel_err: f64,
+    pub correct: bool,
+    /// WGSL: time to create the shader module and compute pipeline (the
+    /// driver's compile); Wasm: time to compile the module.
+    pub compile_ms: f64,
+}
+
+/// Why a kernel could not be run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A bad kernel directory or metadata.
+    #[error("{0}")]
+    Input(String),
+    /// No engine for the target (e.g. no GPU adapter).
+    #[error("no engine: {0}")]
+    NoEngine(String),
+    /// The engine rejected or failed the kernel.
+    #[error("engine: {0}")]
+    Engine(String),
+}
+
+/// Runs `k` on the engine its target needs, creating that engine. Callers
+/// that run many kernels should keep a [`gpu::Gpu`] or [`wasm::WasmEngine`].
+pub fn run(k: &KernelDir, opts: &RunOptions) -> Result<RunReport, RunError> {
+    match k.meta.target {
+        Target::Wasm => wasm::WasmEngine::new()?.run(k, opts),
+        Target::Wgsl => gpu::Gpu::new()?.run(k, opts),
+    }
+}
+
+/// Seeded inputs and the reference for `op`.
+pub(crate) fn prepare(op: &Op, seed: u64) -> (Inputs, (Vec<f64>, Vec<f64>)) {
+    let inputs = reference::inputs(op, seed);
+    let r = reference::reference(op, &inputs);
+    (inputs, r)
+}
+
+/// Sample statistics → report.
+pub(crate) struct Timing {
+    pub samples_ms: Vec<f64>,
+    pub calls: u32,
+    pub timer: &'static str,
+    pub compile_ms: f64,
+}
+
+pub(crate) fn report(k: &KernelDir, op: &Op, adapter: String, check: Check, t: Timing) -> RunReport {
+    let mut s = t.samples_ms;
+    s.sort_by(f64::total_cmp);
+    let median = if s.is_empty() {
+        f64::NAN
+    } else if s.len() % 2 == 1 {
+        s[s.len() / 2]
+    } else {
+        0.5 * (s[s.len() / 2 - 1] + s[s.len() / 2])
+    };
+    let (min, max) = (s.first().copied().unwrap_or(f64::NAN), s.last().copied().unwrap_or(f64::NAN));
+    let bytes: u64 = op.args().iter().map(|a| a.bytes()).sum();
+    RunReport {
+        op: k.meta.op.clone(),
+        shape: k.meta.shape.clone(),
+        target: k.meta.target,
+        adapter,
+        timer: t.timer,
+        median_ms: median,
+        min_ms: min,
+        max_ms: max,
+        spread: (max - min) / median,
+        samples: s.len(),
+        calls_per_sample: t.calls,
+        gflops: op.flops() as f64 / (median * 1e6),
+        gbps: bytes as f64 / (median * 1e6),
+        max_rel_err: check.max_rel_err,
+        correct: check.ok(),
+        compile_ms: t.compile_ms,
+    }
+}
+
+/// How many calls make one sample last `min_ms`, given one call took `one_ms`.
+pub(crate) fn calls_for(one_ms: f64, min_ms: f64) -> u32 {
+    if !(one_ms > 0.0) {
+        return 1000;
+    }
+    (min_ms / one_ms).ceil().clamp(1.0, 10_000.0) as u32
+}

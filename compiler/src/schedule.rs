@@ -227,6 +227,10 @@ fn err(field: &'static str, message: impl Into<String>) -> ScheduleError {
 /// Largest register tile (x0 · y0) accepted: past this the unrolled code only
 /// grows while every engine spills.
 pub const MAX_REGISTER_TILE: u32 = 256;
+/// WebGPU's default `maxComputeInvocationsPerWorkgroup`: what every browser grants.
+pub const MAX_WORKGROUP_THREADS: u32 = 256;
+/// WebGPU's default `maxComputeWorkgroupStorageSize`.
+pub const MAX_WORKGROUP_BYTES: u32 = 16384;
 /// Largest reduction unroll.
 pub const MAX_R0: u32 = 64;
 /// Largest cache-tile edge.
@@ -268,9 +272,11 @@ impl Schedule {
                 r1: 32,
                 split_k: 32,
                 vectorize: 1,
+                cache_read: false,
                 ..base
             },
             (Target::Wgsl, _) => Schedule { x0: 4, y0: 4, r0: 4, x1: 64, y1: 64, r1: 16, cache_read: true, ..base },
+
         }
     }
 
@@ -348,18 +354,69 @@ impl Schedule {
     }
 
     fn check_wgsl(&self, op: &Op) -> Result<(), ScheduleError> {
-        let threads = (self.x1 / self.x0) * (self.y1 / self.y0) * self.split_k;
-        if threads > 1024 {
-            return Err(err("x1", format!("the workgroup would have {threads} threads; WebGPU allows at most 1024 (browsers usually 256)")));
-        }
-        if self.vectorize == 4 && self.y0 % 4 != 0 {
-            return Err(err("y0", format!("{} must be a multiple of vectorize = 4", self.y0)));
-        }
         if self.relaxed_simd {
             return Err(err("relaxed_simd", "is a Wasm setting"));
         }
-        if op.kind() == OpKind::MatmulQ4 && self.r0 % 8 != 0 {
-            return Err(err("r0", format!("{} must be a multiple of 8 for matmul_q4 (one packed word)", self.r0)));
+        if !self.tile_in_registers() {
+            return Err(err(
+                "unroll",
+                "the WGSL backend keeps the register tile in registers: list x0 and y0 (a tile in an indexed array runs ~20x slower)",
+            ));
+        }
+        if self.subgroup_reduce {
+            return Err(err("subgroup_reduce", "is not implemented by the WGSL backend yet; reduce in workgroup memory (false)"));
+        }
+        let (threads, wg_bytes) = if op.kind() == OpKind::MatmulQ4 {
+            if self.r0 % 8 != 0 {
+                return Err(err("r0", format!("{} must be a multiple of 8 for matmul_q4 (one packed word)", self.r0)));
+            }
+            if self.y0 != 1 {
+                return Err(err("y0", "must be 1 for matmul_q4 on WGSL (one output column per thread group)"));
+            }
+            if self.x1 != self.x0 {
+                return Err(err("x1", format!("must equal x0 = {} for matmul_q4 on WGSL (rows per workgroup)", self.x0)));
+            }
+            if self.vectorize != 1 {
+                return Err(err("vectorize", "must be 1 for matmul_q4 on WGSL (packed words are read one at a time)"));
+            }
+            if self.double_buffer || self.cache_read {
+                return Err(err("cache_read", "matmul_q4 on WGSL stages nothing in workgroup memory: use false (and double_buffer false)"));
+            }
+            let red = if self.split_k > 1 { self.x0 * self.y1 * self.split_k * 4 } else { 0 };
+            (self.y1 * self.split_k, red)
+        } else {
+            if self.split_k != 1 {
+                return Err(err("split_k", "is a matmul_q4 setting; use 1 for matmul on WGSL"));
+            }
+            if self.vectorize == 4 && self.y0 % 4 != 0 {
+                return Err(err("y0", format!("{} must be a multiple of vectorize = 4", self.y0)));
+            }
+            if self.double_buffer && !self.cache_read {
+                return Err(err("double_buffer", "needs cache_read: it double-buffers the workgroup-memory tiles"));
+            }
+            let tiles = if self.cache_read { (self.x1 + self.y1) * self.r1 * 4 } else { 0 };
+            ((self.x1 / self.x0) * (self.y1 / self.y0), if self.double_buffer { 2 * tiles } else { tiles })
+        };
+        if threads > MAX_WORKGROUP_THREADS {
+            return Err(err(
+                "x1",
+                format!("the workgroup would have {threads} threads; WebGPU's default limit is {MAX_WORKGROUP_THREADS}"),
+            ));
+        }
+        if wg_bytes > MAX_WORKGROUP_BYTES {
+            return Err(err(
+                "r1",
+                format!("the workgroup would use {wg_bytes} bytes of workgroup memory; WebGPU's default limit is {MAX_WORKGROUP_BYTES}"),
+            ));
+        }
+        let (_, m, _, n) = op.bmkn();
+        let groups = if op.kind() == OpKind::MatmulQ4 {
+            [n.div_ceil(self.y1), m.div_ceil(self.x0)]
+        } else {
+            [n.div_ceil(self.y1), m.div_ceil(self.x1)]
+        };
+        if groups.iter().any(|&g| g > 65535) {
+            return Err(err("y1", format!("the dispatch would need {groups:?} workgroups; WebGPU allows 65535 per dimension")));
         }
         Ok(())
     }

@@ -1,1 +1,843 @@
-//! placeholder
+//! # webtune-kernel-db
+//!
+//! The crowdsourced kernel database of NNJIT section 5.3: devices, compiled
+//! kernels, every raw measurement, top-N reports with ranked weights, and the
+//! winners voted from them per (op, shape, target, fallback level, key).
+//!
+//! **This is the only crate in webtune with SQL.** Every statement lives in
+//! this file or in the numbered files of the top-level `migrations/` folder.
+//!
+//! One code path serves two engines through sqlx's `Any` driver:
+//! SQLite (the embedded default: a file created and migrated on first start,
+//! in WAL mode) and PostgreSQL. The SQL is the subset both accept with one
+//! meaning (`$N` placeholders, `ON CONFLICT`, `TEXT`/`BIGINT`/`DOUBLE
+//! PRECISION`/`BYTEA`); the migration header lists the rules.
+//!
+//! ## Invariants
+//! - `kernels` rows are content-addressed (`sha256` of `bytes`) and never change.
+//! - `measurements` and `reports` are append only. Winners are derived data:
+//!   [`Db::record_report`] recomputes them from all raw votes for the keys it
+//!   touched, inside the same transaction that stores the report, so an
+//!   acknowledged report is durable and already counted.
+//! - A vote counts only toward winners of the candidate space it was cast in
+//!   (its `space_checksum`); a winner row carries that checksum and a lookup
+//!   made under another checksum skips it.
+//! - A ticket is accepted once: a second measurement quoting it is refused
+//!   with [`DbError::TicketReused`].
+//! - Writes are serialised by one lock per [`Db`], so SQLite never sees two
+//!   writers (no `SQLITE_BUSY` upgrades) and winner recomputation is never
+//!   interleaved inside one process.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), webtune_kernel_db::DbError> {
+//! use webtune_kernel_db::Db;
+//! let db = Db::connect("sqlite://webtune.sqlite").await?; // created and migrated
+//! let stats = db.stats().await?;
+//! assert_eq!(stats.reports, 0);
+//! # Ok(()) }
+//! ```
+
+use std::borrow::Cow;
+use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sqlx::any::{AnyPool, AnyPoolOptions, AnyRow};
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::{Executor, Row, SqlSafeStr};
+
+/// Why a database operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// The engine refused or could not run a statement.
+    #[error("database: {0}")]
+    Sqlx(#[from] sqlx::Error),
+    /// The schema could not be brought up to date.
+    #[error("migration: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The URL names an engine webtune does not support.
+    #[error("unsupported database URL `{0}`: use sqlite://PATH or postgres://...")]
+    BadUrl(String),
+    /// A ticket was quoted a second time.
+    #[error("ticket for kernel {0} was already used in an earlier report")]
+    TicketReused(String),
+    /// A report named a kernel of another op, shape or target.
+    #[error("kernel {kernel} is {is}, not {reported}")]
+    WrongKind { kernel: String, is: KernelKind, reported: KernelKind },
+    /// A report named a kernel the database does not hold.
+    #[error("unknown kernel {0}")]
+    UnknownKernel(String),
+}
+
+pub type Result<T, E = DbError> = std::result::Result<T, E>;
+
+/// The SQL engine behind a [`Db`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A fallback level of the lookup, most specific first (CLBlast's order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// The exact device key (hardware id and primitive vector ρ).
+    Device,
+    /// Devices of the same architecture.
+    Arch,
+    /// Devices of the same vendor.
+    Vendor,
+    /// Nothing voted yet: the portable default schedule. Never stored.
+    Default,
+}
+
+impl Level {
+    pub const STORED: [Level; 3] = [Level::Device, Level::Arch, Level::Vendor];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Device => "device",
+            Level::Arch => "arch",
+            Level::Vendor => "vendor",
+            Level::Default => "default",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Level> {
+        [Level::Device, Level::Arch, Level::Vendor, Level::Default].into_iter().find(|l| l.name() == s)
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The three keys of one device, one per stored [`Level`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DeviceKeys {
+    pub device_key: String,
+    pub arch_key: String,
+    pub vendor_key: String,
+    /// NNJIT's primitive vector ρ as a bit string, e.g. `"1011"`.
+    pub rho: String,
+}
+
+impl DeviceKeys {
+    /// The key at a stored level (`Default` has none).
+    pub fn key(&self, level: Level) -> Option<&str> {
+        match level {
+            Level::Device => Some(&self.device_key),
+            Level::Arch => Some(&self.arch_key),
+            Level::Vendor => Some(&self.vendor_key),
+            Level::Default => None,
+        }
+    }
+}
+
+/// What a kernel is: the part of the primary index that is not the device.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KernelKind {
+    pub op: String,
+    /// Dimensions joined by commas, e.g. `"384,768,768"`.
+    pub shape: String,
+    pub target: String,
+}
+
+impl fmt::Display for KernelKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {}", self.op, self.shape, self.target)
+    }
+}
+
+/// A compiled kernel to store.
+#[derive(Clone, Debug)]
+pub struct NewKernel {
+    pub sha256: String,
+    pub kind: KernelKind,
+    pub schedule_json: String,
+    pub meta_json: String,
+    pub bytes: Vec<u8>,
+}
+
+/// A stored session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Session {
+    pub id: String,
+    pub keys: DeviceKeys,
+    pub created_at: i64,
+}
+
+/// One ranked entry of a top-N report, as the server accepted it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewMeasurement {
+    pub kernel_sha256: String,
+    pub ticket: String,
+    pub median_us: f64,
+    pub runs: i64,
+    pub output_ok: bool,
+}
+
+/// A top-N report: `entries[0]` is the fastest.
+#[derive(Clone, Debug)]
+pub struct NewReport {
+    pub session_id: String,
+    pub kind: KernelKind,
+    pub space_checksum: String,
+    pub entries: Vec<NewMeasurement>,
+}
+
+/// The ranked weight of the vote at `rank` (1-based) in a report of `n`
+/// entries: NNJIT's top-5 with ranked weights, 5 for the fastest down to 1.
+/// Entries whose output check failed weigh 0.
+pub fn ranked_weight(rank: usize, output_ok: bool) -> i64 {
+    if !output_ok || rank == 0 || rank > MAX_TOP_N {
+        return 0;
+    }
+    (MAX_TOP_N + 1 - rank) as i64
+}
+
+/// Largest top-N a report may carry (NNJIT uses 5).
+pub const MAX_TOP_N: usize = 5;
+
+/// A derived winner at one level.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Winner {
+    pub kind: KernelKind,
+    pub level: Level,
+    pub level_key: String,
+    pub space_checksum: String,
+    pub kernel_sha256: String,
+    /// Summed ranked weights of the winner.
+    pub votes: i64,
+    /// Summed ranked weights of every candidate at this key.
+    pub total_votes: i64,
+    /// Reports counted.
+    pub reports: i64,
+    pub best_median_us: f64,
+    pub updated_at: i64,
+}
+
+/// What a lookup found: the winner and its kernel's metadata JSON.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Best {
+    pub winner: Winner,
+    pub meta_json: String,
+}
+
+/// Outcome of [`Db::record_report`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RecordedReport {
+    pub report_id: String,
+    /// The winners after this report, one per stored level.
+    pub winners: Vec<Winner>,
+}
+
+/// A device row for the dashboard.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeviceRow {
+    pub keys: DeviceKeys,
+    pub fingerprint: String,
+    pub first_seen: i64,
+    pub last_seen: i64,
+}
+
+/// A report summary for the dashboard.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReportRow {
+    pub id: String,
+    pub session_id: String,
+    pub kind: KernelKind,
+    pub device_key: String,
+    pub entries: i64,
+    pub best_kernel: String,
+    pub best_median_us: f64,
+    pub created_at: i64,
+}
+
+/// Row counts, for `/metrics`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Stats {
+    pub devices: i64,
+    pub sessions: i64,
+    pub kernels: i64,
+    pub reports: i64,
+    pub measurements: i64,
+    pub winners: i64,
+}
+
+/// The migrations, embedded so the binary carries its schema.
+fn migrator() -> Migrator {
+    let m = |version: i64, description: &'static str, sql: &'static str| {
+        Migration::new(version, Cow::Borrowed(description), MigrationType::Simple, sql.into_sql_str(), false)
+    };
+    Migrator {
+        migrations: Cow::Owned(vec![m(1, "kernel db", include_str!("../../migrations/0001_kernel_db.sql"))]),
+        ..Migrator::DEFAULT
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// A random 128-bit identifier in hex.
+pub fn random_id() -> String {
+    let mut b = [0u8; 16];
+    // The OS generator does not fail on any platform webtune runs on; should
+    // it, the time-based fallback still gives distinct ids within a process.
+    if getrandom::fill(&mut b).is_err() {
+        let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        b = t.to_le_bytes();
+    }
+    hex::encode(b)
+}
+
+/// Lower-case hex SHA-256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Normalises a database URL: a bare path means a SQLite file, created if
+/// missing.
+fn normalise_url(url: &str) -> Result<(Backend, String)> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok((Backend::Postgres, url.to_string()));
+    }
+    let path = if let Some(rest) = url.strip_prefix("sqlite://") {
+        rest
+    } else if let Some(rest) = url.strip_prefix("sqlite:") {
+        rest
+    } else if url.contains("://") {
+        return Err(DbError::BadUrl(url.to_string()));
+    } else {
+        url
+    };
+    if path.is_empty() {
+        return Err(DbError::BadUrl(url.to_string()));
+    }
+    let sep = if path.contains('?') { '&' } else { '?' };
+    let url = if path.contains("mode=") { format!("sqlite://{path}") } else { format!("sqlite://{path}{sep}mode=rwc") };
+    Ok((Backend::Sqlite, url))
+}
+
+/// The kernel database. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct Db {
+    pool: AnyPool,
+    backend: Backend,
+    write: tokio::sync::Mutex<()>,
+}
+
+// Each level's vote count filters on its own column; the SQL must be static
+// text, so the three variants are spelled out by one macro.
+macro_rules! tally_sql {
+    ($col:literal) => {
+        concat!(
+            "SELECT m.kernel_sha256 AS kernel_sha256, CAST(SUM(m.weight) AS BIGINT) AS votes, ",
+            "MIN(m.median_us) AS best, COUNT(DISTINCT r.id) AS reports ",
+            "FROM measurements m JOIN reports r ON m.report_id = r.id ",
+            "WHERE r.op = $1 AND r.shape = $2 AND r.target = $3 AND r.space_checksum = $4 AND r.",
+            $col,
+            " = $5 AND m.weight > 0 ",
+            "GROUP BY m.kernel_sha256"
+        )
+    };
+}
+
+const BEST_SQL: &str = "SELECT w.level, w.level_key, w.space_checksum, w.kernel_sha256, w.votes, w.total_votes, \
+     w.reports, w.best_median_us, w.updated_at, k.meta \
+     FROM winners w JOIN kernels k ON k.sha256 = w.kernel_sha256 \
+     WHERE w.op = $1 AND w.shape = $2 AND w.target = $3 AND ( \
+       (w.level = 'device' AND w.level_key = $4) OR \
+       (w.level = 'arch' AND w.level_key = $5) OR \
+       (w.level = 'vendor' AND w.level_key = $6))";
+
+impl Db {
+    /// Opens (and for SQLite creates) the database at `url` and brings its
+    /// schema up to date. `url` is `sqlite://PATH`, a bare path (SQLite), or
+    /// `postgres://USER@HOST:PORT/DB`.
+    pub async fn connect(url: &str) -> Result<Db> {
+        sqlx::any::install_default_drivers();
+        let (backend, url) = normalise_url(url)?;
+        let opts = AnyPoolOptions::new().max_connections(if backend == Backend::Sqlite { 8 } else { 16 });
+        let opts = opts.after_connect(|conn, _meta| {
+            Box::pin(async move {
+                if conn.backend_name().eq_ignore_ascii_case("sqlite") {
+                    // Readers wait for the single writer instead of failing;
+                    // references are checked; NORMAL is durable under WAL
+                    // except across power loss of the last commit.
+                    conn.execute("PRAGMA busy_timeout = 10000").await?;
+                    conn.execute("PRAGMA foreign_keys = ON").await?;
+                    conn.execute("PRAGMA synchronous = FULL").await?;
+                }
+                Ok(())
+            })
+        });
+        let pool = opts.connect(&url).await?;
+        if backend == Backend::Sqlite {
+            // WAL is a property of the file: set once, it persists.
+            sqlx::query("PRAGMA journal_mode = WAL").fetch_all(&pool).await?;
+        }
+        migrator().run(&pool).await?;
+        Ok(Db { pool, backend, write: tokio::sync::Mutex::new(()) })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Closes the pool, waiting for open connections to finish.
+    pub async fn close(&self) {
+        self.pool.close().await
+    }
+
+    /// Records a fingerprint (canonical JSON) and its keys; updates `last_seen`
+    /// when it is already known. Returns the fingerprint's SHA-256.
+    pub async fn upsert_device(&self, fingerprint_json: &str, keys: &DeviceKeys) -> Result<String> {
+        let fp_sha = sha256_hex(fingerprint_json.as_bytes());
+        let now = now_ms();
+        let _w = self.write.lock().await;
+        sqlx::query(
+            "INSERT INTO devices (fingerprint_sha256, fingerprint, device_key, arch_key, vendor_key, rho, first_seen, last_seen) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
+             ON CONFLICT (fingerprint_sha256) DO UPDATE SET last_seen = excluded.last_seen",
+        )
+        .bind(&fp_sha)
+        .bind(fingerprint_json)
+        .bind(&keys.device_key)
+        .bind(&keys.arch_key)
+        .bind(&keys.vendor_key)
+        .bind(&keys.rho)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(fp_sha)
+    }
+
+    /// Opens a session for a device recorded by [`Db::upsert_device`].
+    pub async fn create_session(&self, fingerprint_sha256: &str, keys: &DeviceKeys) -> Result<Session> {
+        let id = random_id();
+        let now = now_ms();
+        let _w = self.write.lock().await;
+        sqlx::query(
+            "INSERT INTO sessions (id, fingerprint_sha256, device_key, arch_key, vendor_key, rho, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(&id)
+        .bind(fingerprint_sha256)
+        .bind(&keys.device_key)
+        .bind(&keys.arch_key)
+        .bind(&keys.vendor_key)
+        .bind(&keys.rho)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(Session { id, keys: keys.clone(), created_at: now })
+    }
+
+    pub async fn session(&self, id: &str) -> Result<Option<Session>> {
+        let row = sqlx::query(
+            "SELECT id, device_key, arch_key, vendor_key, rho, created_at FROM sessions WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| -> Result<Session> {
+            Ok(Session {
+                id: r.try_get("id")?,
+                keys: DeviceKeys {
+                    device_key: r.try_get("device_key")?,
+                    arch_key: r.try_get("arch_key")?,
+                    vendor_key: r.try_get("vendor_key")?,
+                    rho: r.try_get("rho")?,
+                },
+                created_at: r.try_get("created_at")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// The keys and fingerprint last recorded for a device key, if any device
+    /// with that key has been seen.
+    pub async fn device(&self, device_key: &str) -> Result<Option<DeviceRow>> {
+        let row = sqlx::query(
+            "SELECT device_key, arch_key, vendor_key, rho, fingerprint, first_seen, last_seen FROM devices \
+             WHERE device_key = $1 ORDER BY last_seen DESC LIMIT 1",
+        )
+        .bind(device_key)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(device_row).transpose()
+    }
+
+    /// Stores a kernel unless one with the same hash is there already.
+    pub async fn put_kernel(&self, k: &NewKernel) -> Result<()> {
+        let _w = self.write.lock().await;
+        sqlx::query(
+            "INSERT INTO kernels (sha256, op, shape, target, schedule, meta, bytes, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (sha256) DO NOTHING",
+        )
+        .bind(&k.sha256)
+        .bind(&k.kind.op)
+        .bind(&k.kind.shape)
+        .bind(&k.kind.target)
+        .bind(&k.schedule_json)
+        .bind(&k.meta_json)
+        .bind(&k.bytes)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// A kernel's bytes and target.
+    pub async fn kernel_bytes(&self, sha256: &str) -> Result<Option<(Vec<u8>, String)>> {
+        let row = sqlx::query("SELECT bytes, target FROM kernels WHERE sha256 = $1")
+            .bind(sha256)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| -> Result<_> { Ok((r.try_get("bytes")?, r.try_get("target")?)) }).transpose()
+    }
+
+    /// A kernel's kind and metadata JSON.
+    pub async fn kernel_meta(&self, sha256: &str) -> Result<Option<(KernelKind, String)>> {
+        let row = sqlx::query("SELECT op, shape, target, meta FROM kernels WHERE sha256 = $1")
+            .bind(sha256)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| -> Result<_> {
+            Ok((KernelKind { op: r.try_get("op")?, shape: r.try_get("shape")?, target: r.try_get("target")? }, r.try_get("meta")?))
+        })
+        .transpose()
+    }
+
+    /// Stores a top-N report and its raw measurements, then recomputes the
+    /// winner at each of the session's three levels, all in one transaction.
+    ///
+    /// The caller has checked the tickets' signatures and that each kernel
+    /// belongs to `report.kind`; this checks that every kernel is stored and
+    /// that no ticket was used before.
+    pub async fn record_report(&self, report: &NewReport, keys: &DeviceKeys) -> Result<RecordedReport> {
+        let id = random_id();
+        let now = now_ms();
+        let _w = self.write.lock().await;
+        let mut tx = self.pool.begin().await?;
+        for e in &report.entries {
+            let known = sqlx::query("SELECT op, shape, target FROM kernels WHERE sha256 = $1")
+                .bind(&e.kernel_sha256)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(known) = known else { return Err(DbError::UnknownKernel(e.kernel_sha256.clone())) };
+            let kind = KernelKind { op: known.try_get("op")?, shape: known.try_get("shape")?, target: known.try_get("target")? };
+            if kind != report.kind {
+                return Err(DbError::WrongKind { kernel: e.kernel_sha256.clone(), is: kind, reported: report.kind.clone() });
+            }
+            let used = sqlx::query("SELECT report_id FROM measurements WHERE ticket = $1")
+                .bind(&e.ticket)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if used.is_some() {
+                return Err(DbError::TicketReused(e.kernel_sha256.clone()));
+            }
+        }
+        sqlx::query(
+            "INSERT INTO reports (id, session_id, op, shape, target, space_checksum, device_key, arch_key, vendor_key, rho, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(&id)
+        .bind(&report.session_id)
+        .bind(&report.kind.op)
+        .bind(&report.kind.shape)
+        .bind(&report.kind.target)
+        .bind(&report.space_checksum)
+        .bind(&keys.device_key)
+        .bind(&keys.arch_key)
+        .bind(&keys.vendor_key)
+        .bind(&keys.rho)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        for (i, e) in report.entries.iter().enumerate() {
+            let rank = i + 1;
+            sqlx::query(
+                "INSERT INTO measurements (report_id, rank, kernel_sha256, ticket, median_us, runs, output_ok, weight) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .bind(&id)
+            .bind(rank as i64)
+            .bind(&e.kernel_sha256)
+            .bind(&e.ticket)
+            .bind(e.median_us)
+            .bind(e.runs)
+            .bind(e.output_ok as i64)
+            .bind(ranked_weight(rank, e.output_ok))
+            .execute(&mut *tx)
+            .await?;
+        }
+        let mut winners = Vec::new();
+        for level in Level::STORED {
+            let key = keys.key(level).unwrap_or_default();
+            let sql = match level {
+                Level::Device => tally_sql!("device_key"),
+                Level::Arch => tally_sql!("arch_key"),
+                _ => tally_sql!("vendor_key"),
+            };
+            let rows = sqlx::query(sql)
+                .bind(&report.kind.op)
+                .bind(&report.kind.shape)
+                .bind(&report.kind.target)
+                .bind(&report.space_checksum)
+                .bind(key)
+                .fetch_all(&mut *tx)
+                .await?;
+            let mut tally: Vec<(String, i64, f64, i64)> = Vec::with_capacity(rows.len());
+            for r in &rows {
+                tally.push((r.try_get("kernel_sha256")?, r.try_get("votes")?, r.try_get("best")?, r.try_get("reports")?));
+            }
+            let total: i64 = tally.iter().map(|t| t.1).sum();
+            // Majority of ranked weights; ties go to the faster best median,
+            // then to the smaller hash so every engine picks the same row.
+            tally.sort_by(|a, b| b.1.cmp(&a.1).then(a.2.total_cmp(&b.2)).then(a.0.cmp(&b.0)));
+            let Some((sha, votes, best, _)) = tally.first().cloned() else { continue };
+            let reports = sqlx::query(match level {
+                Level::Device => "SELECT COUNT(*) AS n FROM reports WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND device_key = $5",
+                Level::Arch => "SELECT COUNT(*) AS n FROM reports WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND arch_key = $5",
+                _ => "SELECT COUNT(*) AS n FROM reports WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND vendor_key = $5",
+            })
+            .bind(&report.kind.op)
+            .bind(&report.kind.shape)
+            .bind(&report.kind.target)
+            .bind(&report.space_checksum)
+            .bind(key)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get::<i64, _>("n")?;
+            let w = Winner {
+                kind: report.kind.clone(),
+                level,
+                level_key: key.to_string(),
+                space_checksum: report.space_checksum.clone(),
+                kernel_sha256: sha,
+                votes,
+                total_votes: total,
+                reports,
+                best_median_us: best,
+                updated_at: now,
+            };
+            sqlx::query(
+                "INSERT INTO winners (op, shape, target, level, level_key, space_checksum, kernel_sha256, votes, total_votes, reports, best_median_us, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+                 ON CONFLICT (op, shape, target, level, level_key) DO UPDATE SET \
+                 space_checksum = excluded.space_checksum, kernel_sha256 = excluded.kernel_sha256, votes = excluded.votes, \
+                 total_votes = excluded.total_votes, reports = excluded.reports, best_median_us = excluded.best_median_us, \
+                 updated_at = excluded.updated_at",
+            )
+            .bind(&w.kind.op)
+            .bind(&w.kind.shape)
+            .bind(&w.kind.target)
+            .bind(level.name())
+            .bind(&w.level_key)
+            .bind(&w.space_checksum)
+            .bind(&w.kernel_sha256)
+            .bind(w.votes)
+            .bind(w.total_votes)
+            .bind(w.reports)
+            .bind(w.best_median_us)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            winners.push(w);
+        }
+        tx.commit().await?;
+        Ok(RecordedReport { report_id: id, winners })
+    }
+
+    /// The most specific winner for `kind` on a device with `keys`: the exact
+    /// device key, then its architecture, then its vendor. A winner whose
+    /// space checksum differs from `space_checksum` (when given) is stale and
+    /// skipped. `None` means the caller should answer with the portable default.
+    pub async fn best(&self, kind: &KernelKind, keys: &DeviceKeys, space_checksum: Option<&str>) -> Result<Option<Best>> {
+        let all = self.winners_for(kind, keys).await?;
+        Ok(all.into_iter().find(|b| space_checksum.is_none_or(|c| c == b.winner.space_checksum)))
+    }
+
+    /// Every stored winner for `kind` at the levels of `keys`, most specific
+    /// first, whatever their space checksum (the queue offers them to similar
+    /// devices as NNJIT's exploitation set).
+    pub async fn winners_for(&self, kind: &KernelKind, keys: &DeviceKeys) -> Result<Vec<Best>> {
+        let rows = sqlx::query(BEST_SQL)
+            .bind(&kind.op)
+            .bind(&kind.shape)
+            .bind(&kind.target)
+            .bind(&keys.device_key)
+            .bind(&keys.arch_key)
+            .bind(&keys.vendor_key)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut found: Vec<Best> = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let level: String = r.try_get("level")?;
+            let Some(level) = Level::parse(&level) else { continue };
+            let winner = Winner {
+                kind: kind.clone(),
+                level,
+                level_key: r.try_get("level_key")?,
+                space_checksum: r.try_get("space_checksum")?,
+                kernel_sha256: r.try_get("kernel_sha256")?,
+                votes: r.try_get("votes")?,
+                total_votes: r.try_get("total_votes")?,
+                reports: r.try_get("reports")?,
+                best_median_us: r.try_get("best_median_us")?,
+                updated_at: r.try_get("updated_at")?,
+            };
+            found.push(Best { winner, meta_json: r.try_get("meta")? });
+        }
+        found.sort_by_key(|b| b.winner.level);
+        Ok(found)
+    }
+
+    /// Most recently seen devices.
+    pub async fn devices(&self, limit: i64) -> Result<Vec<DeviceRow>> {
+        let rows = sqlx::query(
+            "SELECT device_key, arch_key, vendor_key, rho, fingerprint, first_seen, last_seen FROM devices \
+             ORDER BY last_seen DESC LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(device_row).collect()
+    }
+
+    /// Winners, most recently changed first.
+    pub async fn winners(&self, limit: i64) -> Result<Vec<Winner>> {
+        let rows = sqlx::query(
+            "SELECT op, shape, target, level, level_key, space_checksum, kernel_sha256, votes, total_votes, reports, \
+             best_median_us, updated_at FROM winners ORDER BY updated_at DESC, op, shape, target, level, level_key LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let level: String = r.try_get("level")?;
+            out.push(Winner {
+                kind: KernelKind { op: r.try_get("op")?, shape: r.try_get("shape")?, target: r.try_get("target")? },
+                level: Level::parse(&level).unwrap_or(Level::Default),
+                level_key: r.try_get("level_key")?,
+                space_checksum: r.try_get("space_checksum")?,
+                kernel_sha256: r.try_get("kernel_sha256")?,
+                votes: r.try_get("votes")?,
+                total_votes: r.try_get("total_votes")?,
+                reports: r.try_get("reports")?,
+                best_median_us: r.try_get("best_median_us")?,
+                updated_at: r.try_get("updated_at")?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Most recent reports with their fastest entry.
+    pub async fn recent_reports(&self, limit: i64) -> Result<Vec<ReportRow>> {
+        let rows = sqlx::query(
+            "SELECT r.id, r.session_id, r.op, r.shape, r.target, r.device_key, r.created_at, \
+             (SELECT COUNT(*) FROM measurements m WHERE m.report_id = r.id) AS entries, \
+             m1.kernel_sha256, m1.median_us \
+             FROM reports r JOIN measurements m1 ON m1.report_id = r.id AND m1.rank = 1 \
+             ORDER BY r.created_at DESC, r.id LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            out.push(ReportRow {
+                id: r.try_get("id")?,
+                session_id: r.try_get("session_id")?,
+                kind: KernelKind { op: r.try_get("op")?, shape: r.try_get("shape")?, target: r.try_get("target")? },
+                device_key: r.try_get("device_key")?,
+                entries: r.try_get("entries")?,
+                best_kernel: r.try_get("kernel_sha256")?,
+                best_median_us: r.try_get("median_us")?,
+                created_at: r.try_get("created_at")?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Row counts of every table.
+    pub async fn stats(&self) -> Result<Stats> {
+        let r = sqlx::query(
+            "SELECT (SELECT COUNT(*) FROM devices) AS devices, (SELECT COUNT(*) FROM sessions) AS sessions, \
+             (SELECT COUNT(*) FROM kernels) AS kernels, (SELECT COUNT(*) FROM reports) AS reports, \
+             (SELECT COUNT(*) FROM measurements) AS measurements, (SELECT COUNT(*) FROM winners) AS winners",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(Stats {
+            devices: r.try_get("devices")?,
+            sessions: r.try_get("sessions")?,
+            kernels: r.try_get("kernels")?,
+            reports: r.try_get("reports")?,
+            measurements: r.try_get("measurements")?,
+            winners: r.try_get("winners")?,
+        })
+    }
+
+    /// The value of setting `name`, storing `init` first if it has none.
+    /// Every server on one database therefore reads the same value.
+    pub async fn setting_or_init(&self, name: &str, init: &str) -> Result<String> {
+        let _w = self.write.lock().await;
+        sqlx::query("INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING")
+            .bind(name)
+            .bind(init)
+            .execute(&self.pool)
+            .await?;
+        let row = sqlx::query("SELECT value FROM settings WHERE name = $1").bind(name).fetch_one(&self.pool).await?;
+        Ok(row.try_get("value")?)
+    }
+
+    /// Answers a trivial query: the database is reachable.
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1 AS one").fetch_one(&self.pool).await?;
+        Ok(())
+    }
+}
+
+fn device_row(r: &AnyRow) -> Result<DeviceRow> {
+    Ok(DeviceRow {
+        keys: DeviceKeys {
+            device_key: r.try_get("device_key")?,
+            arch_key: r.try_get("arch_key")?,
+            vendor_key: r.try_get("vendor_key")?,
+            rho: r.try_get("rho")?,
+        },
+        fingerprint: r.try_get("fingerprint")?,
+        first_seen: r.try_get("first_seen")?,
+        last_seen: r.try_get("last_seen")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_are_ranked() {
+        assert_eq!((1..=5).map(|r| ranked_weight(r, true)).collect::<Vec<_>>(), [5, 4, 3, 2, 1]);
+        assert_eq!(ranked_weight(1, false), 0);
+        assert_eq!(ranked_weight(6, true), 0);
+    }
+
+    #[test]
+    fn urls() {
+        assert_eq!(normalise_url("webtune.sqlite").unwrap(), (Backend::Sqlite, "sqlite://webtune.sqlite?mode=rwc".into()));
+        assert_eq!(normalise_url("sqlite:///tmp/a.db").unwrap().1, "sqlite:///tmp/a.db?mode=rwc");
+        assert_eq!(normalise_url("postgres://u@h/d").unwrap().0, Backend::Postgres);
+        assert!(normalise_url("mysql://x").is_err());
+    }
+}

@@ -3,13 +3,13 @@
 // non-zero seeded inputs, a warm-up long enough for V8's optimizing tier, then
 // the median of repeated calls. One JSON line per kernel on stdout; progress
 // on stderr.
-import { readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 
 const dir = process.argv[2];
 const minMs = Number(process.argv[3] ?? 1000);
-const names = readdirSync(dir).sort();
+const names = readdirSync(dir).filter((n) => existsSync(join(dir, n, 'kernel.json'))).sort();
 
 function layout(meta) {
   const offsets = [];

@@ -54,7 +54,7 @@ impl Engine for Node {
             std::fs::write(d.join("kernel.wasm"), &k.bytes).map_err(io)?;
             std::fs::write(d.join("kernel.json"), serde_json::to_vec(&k.meta).map_err(|e| e.to_string())?).map_err(io)?;
         }
-        let script = dir.join("time_wasm.mjs");
+        let script = dir.with_extension("mjs");
         std::fs::write(&script, TIME_WASM_JS).map_err(io)?;
         let mut child = Command::new("node")
             .arg("--experimental-wasm-relaxed-simd")
@@ -79,6 +79,7 @@ impl Engine for Node {
         }
         let out = child.wait_with_output().map_err(|e| e.to_string())?;
         let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_file(&script);
         if !out.status.success() {
             return Err(format!("node failed: {}", String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")));
         }

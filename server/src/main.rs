@@ -2,6 +2,7 @@
 //! library crates: it parses arguments, does the I/O, and prints results.
 
 mod cli;
+mod http;
 
 use std::process::ExitCode;
 
@@ -20,6 +21,10 @@ enum Cmd {
     Compile(cli::compile::CompileArgs),
     /// Vary one primitive at a time on every engine and classify each as consistent or device-dependent.
     Microbench(cli::microbench::MicrobenchArgs),
+    /// Run one kernel directory natively (wasmtime or wgpu), check it against the reference and time it.
+    Run(cli::run::RunArgs),
+    /// Run the tuning service and kernel database (HTTP API, queue, dashboard).
+    Serve(cli::serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -27,6 +32,8 @@ fn main() -> ExitCode {
     let result = match args.cmd {
         Cmd::Compile(a) => cli::compile::run(a),
         Cmd::Microbench(a) => cli::microbench::run(a),
+        Cmd::Run(a) => cli::run::run(a),
+        Cmd::Serve(a) => cli::serve::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

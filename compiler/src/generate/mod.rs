@@ -1,7 +1,9 @@
 //! Schedule → loop IR: one generator per op family and target flavor.
 
 pub mod matmul_cpu;
+pub mod matmul_gpu;
 pub mod q4_cpu;
+pub mod q4_gpu;
 
 use std::collections::HashMap;
 

@@ -57,6 +57,14 @@ pub fn run(a: MicrobenchArgs) -> Result<()> {
         bail!("no engine given: use --engine node (and wasmtime in native builds)");
     }
     let reports = classify(&study, &names, &timings);
+    let base = study.index[0][0];
+    for (n, t) in names.iter().zip(&timings) {
+        println!(
+            "base schedule on {n}: {:.2} GFLOP/s (median {:.1} ms)\n",
+            op.flops() as f64 / t[base].median_s / 1e9,
+            t[base].median_s * 1e3
+        );
+    }
     print!("{}", table(&reports));
     let file = SettingsFile { target, op: op.kind().name().into(), shape: op.shape().to_vec(), engines: names, primitives: reports };
     std::fs::write(&a.out, serde_json::to_string_pretty(&file)? + "\n").with_context(|| format!("writing {}", a.out.display()))?;

@@ -2,6 +2,8 @@
 
 pub mod compile;
 pub mod microbench;
+pub mod run;
+pub mod serve;
 
 /// A native timing engine (wasmtime, wgpu) by name.
 #[allow(clippy::needless_pass_by_value)]
