@@ -161,8 +161,9 @@ pub(crate) fn prepare(op: &Op, seed: u64) -> (Inputs, (Vec<f64>, Vec<f64>)) {
     (inputs, r)
 }
 
-/// Sample statistics → report.
-pub(crate) struct Timing {
+/// Per-call sample times of one kernel, before statistics.
+#[derive(Clone, Debug)]
+pub struct Timing {
     pub samples_ms: Vec<f64>,
     pub calls: u32,
     pub timer: &'static str,

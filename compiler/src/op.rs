@@ -133,7 +133,7 @@ impl Op {
         if let Some(i) = shape.iter().position(|&d| d == 0) {
             return Err(OpError::ZeroDim { op: kind, name: names[i] });
         }
-        if kind == OpKind::MatmulQ4 && shape[1] % 32 != 0 {
+        if kind == OpKind::MatmulQ4 && !shape[1].is_multiple_of(32) {
             return Err(OpError::Q4K(shape[1]));
         }
         let op = Op { kind, shape: shape.to_vec() };

@@ -42,7 +42,10 @@ use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use sqlx::any::{AnyPool, AnyPoolOptions, AnyRow};
+use sqlx::any::{Any, AnyRow};
+use sqlx::pool::{Pool, PoolOptions};
+
+type AnyPool = Pool<Any>;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::{Executor, Row, SqlSafeStr};
 
@@ -364,7 +367,7 @@ impl Db {
     pub async fn connect(url: &str) -> Result<Db> {
         sqlx::any::install_default_drivers();
         let (backend, url) = normalise_url(url)?;
-        let opts = AnyPoolOptions::new().max_connections(if backend == Backend::Sqlite { 8 } else { 16 });
+        let opts = PoolOptions::<Any>::new().max_connections(if backend == Backend::Sqlite { 8 } else { 16 });
         let opts = opts.after_connect(|conn, _meta| {
             Box::pin(async move {
                 if conn.backend_name().eq_ignore_ascii_case("sqlite") {
@@ -799,6 +802,26 @@ impl Db {
             .await?;
         let row = sqlx::query("SELECT value FROM settings WHERE name = $1").bind(name).fetch_one(&self.pool).await?;
         Ok(row.try_get("value")?)
+    }
+
+    /// PostgreSQL: creates an empty database `name` on the same server (for
+    /// test isolation and setup scripts). `name` is letters, digits and `_`.
+    pub async fn create_database(&self, name: &str) -> Result<()> {
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(DbError::BadUrl(format!("database name `{name}`")));
+        }
+        // Identifiers cannot be bound as parameters; the name was checked above.
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// SQLite: the journal mode (`wal` once connected). Other engines: `""`.
+    pub async fn journal_mode(&self) -> Result<String> {
+        if self.backend != Backend::Sqlite {
+            return Ok(String::new());
+        }
+        let row = sqlx::query("PRAGMA journal_mode").fetch_one(&self.pool).await?;
+        Ok(row.try_get::<String, _>(0)?.to_lowercase())
     }
 
     /// Answers a trivial query: the database is reachable.

@@ -177,10 +177,10 @@ impl Lower<'_> {
     }
 
     fn expr(&mut self, e: Handle<Expr>) -> N {
-        if self.types.of(e) == Ty::I32 {
-            if let Some(c) = self.const_value(e) {
-                return self.push(Node::I32Const(c));
-            }
+        if self.types.of(e) == Ty::I32
+            && let Some(c) = self.const_value(e)
+        {
+            return self.push(Node::I32Const(c));
         }
         match self.f.exprs[e] {
             Expr::I32(v) => self.push(Node::I32Const(v)),
@@ -286,20 +286,20 @@ impl Lower<'_> {
     }
 
     /// `e` as `Σ coef·var + c` under the current bindings, if it is affine.
-    fn affine(&self, e: Handle<Expr>) -> Option<(Vec<(u32, u32, i64)>, i64)> {
+    fn affine(&self, e: Handle<Expr>) -> Option<(Vec<Term>, i64)> {
         match self.f.exprs[e] {
             Expr::I32(v) => Some((vec![], v as i64)),
             Expr::Var(v) => match self.bindings[v.index()] {
                 Some(Binding::Const(c)) => Some((vec![], c as i64)),
-                Some(Binding::Local { local, depth }) => Some((vec![(local, depth, 1)], 0)),
+                Some(Binding::Local { local, depth }) => Some((vec![Term { local, depth, coef: 1 }], 0)),
                 None => None,
             },
             Expr::Bin(op @ (BinOp::Add | BinOp::Sub), a, b) => {
                 let (mut ta, ca) = self.affine(a)?;
                 let (tb, cb) = self.affine(b)?;
                 let sign = if op == BinOp::Add { 1 } else { -1 };
-                for (l, d, k) in tb {
-                    add_term(&mut ta, l, d, sign * k);
+                for t in tb {
+                    add_term(&mut ta, Term { coef: sign * t.coef, ..t });
                 }
                 Some((ta, ca + sign * cb))
             }
@@ -311,13 +311,13 @@ impl Lower<'_> {
                     (true, false) => (tb, ca, cb),
                     _ => return None,
                 };
-                let terms: Vec<_> = terms.into_iter().map(|(l, d, x)| (l, d, x * k)).filter(|t| t.2 != 0).collect();
+                let terms: Vec<_> = terms.into_iter().map(|t| Term { coef: t.coef * k, ..t }).filter(|t| t.coef != 0).collect();
                 Some((terms, c * k))
             }
             _ => None,
         }
         // Coefficients past i32 would make the emitted arithmetic wrap differently.
-        .filter(|(t, c)| t.iter().all(|x| i32::try_from(x.2 * 4).is_ok()) && i32::try_from(*c * 4).is_ok())
+        .filter(|(t, c)| t.iter().all(|x| i32::try_from(x.coef * 4).is_ok()) && i32::try_from(*c * 4).is_ok())
     }
 
     /// Memory index and byte address of element `index` of `buf`.
@@ -330,13 +330,12 @@ impl Lower<'_> {
             Space::Scratch => (self.out.params - 1, self.scratch_base[buf.index()] as i64),
             Space::Workgroup => unreachable!("workgroup buffer in a verified CPU kernel"),
         };
-        let base = Some(self.push(Node::LocalGet(local)));
+        let base = self.push(Node::LocalGet(local));
         let Some((mut terms, c)) = self.affine(index) else {
             let i = self.expr(index);
             let four = self.push(Node::I32Const(4));
             let scaled = self.push(Node::I32Bin(IOp::Mul, i, four));
-            let b = base.expect("every buffer has a base local");
-            let mut addr = self.push(Node::I32Bin(IOp::Add, b, scaled));
+            let mut addr = self.push(Node::I32Bin(IOp::Add, base, scaled));
             if const_base != 0 {
                 let k = self.push(Node::I32Const(const_base as i32));
                 addr = self.push(Node::I32Bin(IOp::Add, k, addr));
@@ -344,43 +343,47 @@ impl Lower<'_> {
             return (mem, addr);
         };
         // Outer loops first, so the loop-invariant prefix is a subexpression.
-        terms.sort_by_key(|t| t.1);
+        terms.sort_by_key(|t| t.depth);
+        let nonneg = terms.iter().all(|t| t.coef >= 0);
         let mut acc = base;
-        let nonneg = terms.iter().all(|t| t.2 >= 0);
-        for (local, _, k) in &terms {
-            let get = self.push(Node::LocalGet(*local));
-            let kk = self.push(Node::I32Const((*k * 4) as i32));
-            let t = self.push(Node::I32Bin(IOp::Mul, get, kk));
-            acc = Some(match acc {
-                Some(a) => self.push(Node::I32Bin(IOp::Add, a, t)),
-                None => t,
-            });
+        for t in &terms {
+            let get = self.push(Node::LocalGet(t.local));
+            let k = self.push(Node::I32Const((t.coef * 4) as i32));
+            let scaled = self.push(Node::I32Bin(IOp::Mul, get, k));
+            acc = self.push(Node::I32Bin(IOp::Add, acc, scaled));
         }
         let c_bytes = c * 4 + const_base;
-        let addr = match acc {
-            None => self.push(Node::I32Const(c_bytes as i32)),
-            Some(a) if c_bytes == 0 => a,
-            Some(a) => {
-                let k = self.push(Node::I32Const(c_bytes as i32));
-                if nonneg {
-                    self.push(Node::I32Bin(IOp::Add, a, k))
-                } else {
-                    // Constant first: the offset pass must not fold it.
-                    self.push(Node::I32Bin(IOp::Add, k, a))
-                }
+        let addr = if c_bytes == 0 {
+            acc
+        } else {
+            let k = self.push(Node::I32Const(c_bytes as i32));
+            if nonneg {
+                self.push(Node::I32Bin(IOp::Add, acc, k))
+            } else {
+                // Constant first: the offset pass must not fold it.
+                self.push(Node::I32Bin(IOp::Add, k, acc))
             }
         };
         (mem, addr)
     }
 }
 
-fn add_term(terms: &mut Vec<(u32, u32, i64)>, local: u32, depth: u32, k: i64) {
-    if let Some(t) = terms.iter_mut().find(|t| t.0 == local) {
-        t.2 += k;
+/// One term `coef · local` of an affine index; `depth` is the loop depth
+/// that binds the local (outer loops are smaller).
+#[derive(Clone, Copy, Debug)]
+struct Term {
+    local: u32,
+    depth: u32,
+    coef: i64,
+}
+
+fn add_term(terms: &mut Vec<Term>, t: Term) {
+    if let Some(x) = terms.iter_mut().find(|x| x.local == t.local) {
+        x.coef += t.coef;
     } else {
-        terms.push((local, depth, k));
+        terms.push(t);
     }
-    terms.retain(|t| t.2 != 0);
+    terms.retain(|x| x.coef != 0);
 }
 
 fn fop(op: BinOp) -> FOp {

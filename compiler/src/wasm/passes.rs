@@ -32,11 +32,7 @@ pub fn pipeline(f: &mut WFunc, passes: WasmPasses) {
 /// of an address when `x` cannot be negative, so `x + c` does not wrap.
 pub fn offset_load_store(f: &mut WFunc) {
     for n in 0..f.nodes.len() {
-        loop {
-            let (addr, offset) = match f.nodes[n] {
-                Node::Load { addr, offset, .. } | Node::Store { addr, offset, .. } => (addr, offset),
-                _ => break,
-            };
+        while let Node::Load { addr, offset, .. } | Node::Store { addr, offset, .. } = f.nodes[n] {
             let Node::I32Bin(IOp::Add, x, k) = f.nodes[addr] else { break };
             let Node::I32Const(c) = f.nodes[k] else { break };
             let Some(new) = u32::try_from(c).ok().and_then(|c| offset.checked_add(c)) else { break };

@@ -1,0 +1,223 @@
+//! GPU benchmark of the WGSL backend, as recorded in BENCHMARKS.md.
+//!
+//! ```text
+//! cargo run --release -p webtune-client-runtime --example gpu_bench -- gen      # generation + naga time per candidate
+//! cargo run --release -p webtune-client-runtime --example gpu_bench -- device   # matmul / q4 on the GPU (JSON lines)
+//! ```
+//!
+//! `device` searches a schedule space per shape (every candidate is checked
+//! against the f64 reference before it is timed), prints one JSON line per
+//! measured kernel and one `summary` line per shape, plus the worst / median /
+//! best of a seeded 50-schedule sample at 4096³.
+
+use std::time::Instant;
+
+use serde_json::json;
+use webtune_client_runtime::gpu::Gpu;
+use webtune_client_runtime::{KernelDir, RunOptions, RunReport};
+use webtune_compiler::reference::Rng;
+use webtune_compiler::{Op, Schedule, Target, compile};
+
+fn base(op: &Op) -> Schedule {
+    Schedule::default_for(op, Target::Wgsl)
+}
+
+/// The full matmul space the 50-schedule sample is drawn from.
+fn matmul_space(op: &Op) -> Vec<Schedule> {
+    let mut out = Vec::new();
+    for x0 in [1, 2, 4, 8] {
+        for y0 in [1, 2, 4, 8] {
+            for x1 in [16, 32, 64, 128] {
+                for y1 in [16, 32, 64, 128] {
+                    for r1 in [4, 8, 16, 32] {
+                        for r0 in [1, 4, 8] {
+                            for vectorize in [1, 4] {
+                                for (cache_read, double_buffer) in [(false, false), (true, false), (true, true)] {
+                                    let s = Schedule { x0, y0, x1, y1, r1, r0, vectorize, cache_read, double_buffer, ..base(op) };
+                                    if s.check(op, Target::Wgsl).is_ok() {
+                                        out.push(s);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The space the tuned figure is searched in: register-tiled, staged, vec4.
+fn matmul_tuned(op: &Op) -> Vec<Schedule> {
+    let mut out = Vec::new();
+    for x0 in [4, 8] {
+        for y0 in [4, 8] {
+            for x1 in [32, 64, 128] {
+                for y1 in [32, 64, 128] {
+                    for r1 in [8, 16, 32] {
+                        for double_buffer in [false, true] {
+                            let s = Schedule { x0, y0, x1, y1, r1, r0: r1.min(8), vectorize: 4, cache_read: true, double_buffer, ..base(op) };
+                            if s.check(op, Target::Wgsl).is_ok() && (x1 / x0) * (y1 / y0) >= 64 {
+                                out.push(s);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn q4_space(op: &Op) -> Vec<Schedule> {
+    let mut out = Vec::new();
+    for y1 in [1, 2, 4, 8, 16, 32, 64] {
+        for split_k in [1, 2, 4, 8, 16, 32, 64, 128, 256] {
+            for r0 in [8, 16, 32, 64] {
+                let s = Schedule { x0: 1, x1: 1, y0: 1, y1, split_k, r0, r1: r0, ..base(op) };
+                let t = y1 * split_k;
+                if (32..=256).contains(&t) && s.check(op, Target::Wgsl).is_ok() {
+                    out.push(s);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn measure(gpu: &Gpu, op: &Op, s: &Schedule, reps: usize) -> Option<RunReport> {
+    let k = match compile(op, Target::Wgsl, s) {
+        Ok(k) => k,
+        Err(e) => {
+            println!("{}", json!({"error": e.to_string(), "config": s}));
+            return None;
+        }
+    };
+    let opts = RunOptions { reps, warmup: 2, min_sample_ms: 5.0, seed: 7 };
+    match gpu.run(&KernelDir::from_kernel(k), &opts) {
+        Ok(r) => {
+            println!("{}", json!({"kernel": r, "config": s}));
+            if !r.correct {
+                println!("{}", json!({"error": "WRONG RESULT", "config": s}));
+                return None;
+            }
+            Some(r)
+        }
+        Err(e) => {
+            println!("{}", json!({"error": e.to_string(), "config": s}));
+            None
+        }
+    }
+}
+
+/// Best of `space`, then the best re-measured with more samples.
+fn best(gpu: &Gpu, op: &Op, space: &[Schedule], label: &str) -> Option<(Schedule, RunReport)> {
+    let t = Instant::now();
+    let mut all: Vec<(Schedule, RunReport)> = space.iter().filter_map(|s| measure(gpu, op, s, 5).map(|r| (s.clone(), r))).collect();
+    all.sort_by(|a, b| a.1.median_ms.total_cmp(&b.1.median_ms));
+    let (s, _) = all.first()?.clone();
+    let r = measure(gpu, op, &s, 30)?;
+    println!(
+        "{}",
+        json!({"summary": label, "op": op.slug(), "candidates": space.len(), "measured": all.len(),
+               "best_ms": r.median_ms, "best_gflops": r.gflops, "spread": r.spread, "config": s,
+               "search_s": t.elapsed().as_secs_f64()})
+    );
+    Some((s, r))
+}
+
+fn device() {
+    let gpu = match Gpu::new() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("gpu_bench: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!("{}", json!({"adapter": gpu.adapter_name(), "timestamps": gpu.has_timestamps()}));
+    let big = Op::parse("matmul", "4096,4096,4096").expect("shape");
+    best(&gpu, &big, &matmul_tuned(&big), "matmul 4096^3 tuned");
+    // The spread: a seeded sample of 50 schedules from the full space.
+    let space = matmul_space(&big);
+    let mut rng = Rng::new(2026);
+    let mut sample = Vec::new();
+    let mut taken = vec![false; space.len()];
+    while sample.len() < 50.min(space.len()) {
+        let i = (rng.next_u64() % space.len() as u64) as usize;
+        if !taken[i] {
+            taken[i] = true;
+            sample.push(space[i].clone());
+        }
+    }
+    let mut times: Vec<f64> = sample.iter().filter_map(|s| measure(&gpu, &big, s, 3).map(|r| r.gflops)).collect();
+    times.sort_by(f64::total_cmp);
+    if !times.is_empty() {
+        println!(
+            "{}",
+            json!({"summary": "matmul 4096^3 50-schedule sample", "space": space.len(), "measured": times.len(),
+                   "worst_gflops": times[0], "median_gflops": times[times.len() / 2], "best_gflops": times[times.len() - 1]})
+        );
+    }
+    for (kind, shape) in [("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("batch_matmul", "120,64,64,64")] {
+        let op = Op::parse(kind, shape).expect("shape");
+        let mut space = matmul_tuned(&op);
+        // Small tiles matter for the small batched shapes.
+        for s in matmul_space(&op) {
+            if s.cache_read && s.vectorize == 4 && s.x0 >= 2 && s.y0 >= 4 && s.r0 == s.r1.min(8) && !space.contains(&s) && s.x1 <= 64 && s.y1 <= 64 {
+                space.push(s);
+            }
+        }
+        best(&gpu, &op, &space, &format!("{kind} {shape}"));
+    }
+    for shape in ["1,4096,4096", "1,3072,9216", "1,8192,3072"] {
+        let op = Op::parse("matmul_q4", shape).expect("shape");
+        if let Some((_, r)) = best(&gpu, &op, &q4_space(&op), &format!("matmul_q4 {shape}")) {
+            let (_, _, k, n) = op.bmkn();
+            let weight_bytes = (n as u64 * k as u64 / 2) + (n as u64 * (k as u64 / 32) * 4);
+            println!(
+                "{}",
+                json!({"summary": format!("matmul_q4 {shape} weight traffic"), "weight_bytes": weight_bytes,
+                       "weight_gbps": weight_bytes as f64 / (r.median_ms * 1e6)})
+            );
+        }
+    }
+}
+
+/// Generation + naga validation time per candidate (no GPU needed).
+fn generation() {
+    for (kind, shape) in [("matmul", "4096,4096,4096"), ("matmul_q4", "1,4096,4096")] {
+        let op = Op::parse(kind, shape).expect("shape");
+        let space = if kind == "matmul" { matmul_tuned(&op) } else { q4_space(&op) };
+        let mut ms = Vec::new();
+        let mut bytes = 0usize;
+        for round in 0..3 {
+            for s in &space {
+                let t = Instant::now();
+                let k = compile(&op, Target::Wgsl, s).expect("valid candidates compile");
+                if round == 2 {
+                    ms.push(t.elapsed().as_secs_f64() * 1e3);
+                    bytes += k.bytes.len();
+                }
+            }
+        }
+        ms.sort_by(f64::total_cmp);
+        println!(
+            "{}",
+            json!({"summary": format!("wgsl generation + naga, {kind} {shape}"), "candidates": ms.len(),
+                   "median_ms": ms[ms.len() / 2], "p90_ms": ms[ms.len() * 9 / 10], "max_ms": ms[ms.len() - 1],
+                   "mean_source_bytes": bytes / ms.len()})
+        );
+    }
+}
+
+fn main() {
+    match std::env::args().nth(1).as_deref() {
+        Some("gen") => generation(),
+        Some("device") => device(),
+        _ => {
+            eprintln!("usage: gpu_bench gen|device");
+            std::process::exit(2);
+        }
+    }
+}

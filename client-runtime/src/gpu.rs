@@ -1,0 +1,285 @@
+//! WGSL kernels through wgpu. The kernel's arguments are bound at
+//! `@group(0) @binding(i)` in ABI order; the runner dispatches
+//! `meta.dispatch` workgroups. Shader modules are created with wgpu's
+//! default runtime checks (bounds checks on), as browsers do.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wgpu::util::DeviceExt as _;
+
+use crate::{KernelDir, RunError, RunOptions, RunReport, Timing, calls_for, prepare, report};
+use webtune_compiler::Target;
+use webtune_compiler::reference;
+
+/// One wgpu device, reusable across many kernels.
+#[derive(Debug)]
+pub struct Gpu {
+    pub adapter: wgpu::Adapter,
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    timestamps: bool,
+}
+
+/// A kernel ready to dispatch: pipeline, bound buffers and launch shape.
+#[derive(Debug)]
+pub struct Prepared {
+    pipeline: wgpu::ComputePipeline,
+    bind: wgpu::BindGroup,
+    output: wgpu::Buffer,
+    readback: wgpu::Buffer,
+    out_bytes: u64,
+    dispatch: [u32; 3],
+    /// Time to create the module and pipeline (the driver's compile).
+    pub compile_ms: f64,
+}
+
+impl Gpu {
+    /// The default adapter of the environment (`WGPU_BACKEND`, `WGPU_ADAPTER_NAME`
+    /// are honoured), with `TIMESTAMP_QUERY` when it has it and default limits.
+    pub fn new() -> Result<Gpu, RunError> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            ..Default::default()
+        }))
+        .map_err(|e| RunError::NoEngine(format!("no wgpu adapter ({e}); on Linux install mesa-vulkan-drivers for lavapipe")))?;
+        let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        let required_features = if timestamps { wgpu::Features::TIMESTAMP_QUERY } else { wgpu::Features::empty() };
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("webtune"),
+            required_features,
+            required_limits: wgpu::Limits::default(),
+            ..Default::default()
+        }))
+        .map_err(|e| RunError::NoEngine(format!("wgpu device: {e}")))?;
+        // Errors are captured by error scopes around each step; anything that
+        // slips past them is logged rather than aborting the process.
+        device.on_uncaptured_error(Arc::new(|e| eprintln!("wgpu: uncaptured error: {e}")));
+        Ok(Gpu { adapter, device, queue, timestamps })
+    }
+
+    /// Adapter name and backend, e.g. `NVIDIA H100 80GB HBM3 (Vulkan)`.
+    pub fn adapter_name(&self) -> String {
+        let i = self.adapter.get_info();
+        format!("{} ({:?})", i.name, i.backend)
+    }
+
+    pub fn has_timestamps(&self) -> bool {
+        self.timestamps
+    }
+
+    fn scoped<T>(&self, what: &str, f: impl FnOnce() -> T) -> Result<T, RunError> {
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let v = f();
+        match pollster::block_on(scope.pop()) {
+            None => Ok(v),
+            Some(e) => Err(RunError::Engine(format!("{what}: {e}"))),
+        }
+    }
+
+    /// Creates the pipeline and buffers of `k` with `inputs` uploaded and the
+    /// output poisoned.
+    pub fn prepare(&self, k: &KernelDir, inputs: &reference::Inputs) -> Result<Prepared, RunError> {
+        if k.meta.target != Target::Wgsl {
+            return Err(RunError::Input(format!("a {} kernel given to the WGSL runner", k.meta.target)));
+        }
+        let source = std::str::from_utf8(&k.bytes).map_err(|_| RunError::Input("kernel.wgsl is not UTF-8".into()))?;
+        let dispatch = k.meta.dispatch.ok_or_else(|| RunError::Input("kernel.json of a WGSL kernel has no `dispatch`".into()))?;
+        let limit = self.device.limits().max_compute_workgroups_per_dimension;
+        if dispatch.iter().any(|&d| d == 0 || d > limit) {
+            return Err(RunError::Input(format!("dispatch {dispatch:?} is outside 1..={limit} per dimension")));
+        }
+        let t0 = Instant::now();
+        let pipeline = self.scoped("shader module and pipeline", || {
+            let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("kernel"),
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            });
+            self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("kernel"),
+                layout: None,
+                module: &module,
+                entry_point: Some(&k.meta.entry),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        })?;
+        let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let last = inputs.args.len() - 1;
+        let buffers: Vec<wgpu::Buffer> = inputs
+            .args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let bytes: Vec<u8> = a.iter().flat_map(|w| w.to_le_bytes()).collect();
+                let usage = if i == last {
+                    wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST
+                } else {
+                    wgpu::BufferUsages::STORAGE
+                };
+                self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: None, contents: &bytes, usage })
+            })
+            .collect();
+        let out_bytes = inputs.args[last].len() as u64 * 4;
+        let readback = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size: out_bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let bind = self.scoped("bind group (the kernel's bindings must be the op's arguments in ABI order)", || {
+            let entries: Vec<wgpu::BindGroupEntry> = buffers
+                .iter()
+                .enumerate()
+                .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
+                .collect();
+            self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &pipeline.get_bind_group_layout(0),
+                entries: &entries,
+            })
+        })?;
+        let output = buffers.into_iter().nth(last).expect("ops have an output");
+        Ok(Prepared { pipeline, bind, output, readback, out_bytes, dispatch, compile_ms })
+    }
+
+    fn encode_calls(&self, enc: &mut wgpu::CommandEncoder, p: &Prepared, calls: u32, ts: Option<(&wgpu::QuerySet, u32)>) {
+        let timestamp_writes = ts.map(|(q, i)| wgpu::ComputePassTimestampWrites {
+            query_set: q,
+            beginning_of_pass_write_index: Some(i),
+            end_of_pass_write_index: Some(i + 1),
+        });
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
+        pass.set_pipeline(&p.pipeline);
+        pass.set_bind_group(0, &p.bind, &[]);
+        for _ in 0..calls {
+            pass.dispatch_workgroups(p.dispatch[0], p.dispatch[1], p.dispatch[2]);
+        }
+    }
+
+    fn wait(&self) -> Result<(), RunError> {
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| RunError::Engine(format!("device poll: {e}")))?;
+        Ok(())
+    }
+
+    fn read(&self, buf: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>, RunError> {
+        let slice = buf.slice(..bytes);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.wait()?;
+        rx.recv()
+            .map_err(|_| RunError::Engine("buffer map callback never ran".into()))?
+            .map_err(|e| RunError::Engine(format!("buffer map: {e}")))?;
+        let data = slice.get_mapped_range().map_err(|e| RunError::Engine(format!("mapped range: {e}")))?.to_vec();
+        buf.unmap();
+        Ok(data)
+    }
+
+    /// One call on the poisoned output, read back as words.
+    pub fn output(&self, p: &Prepared) -> Result<Vec<u32>, RunError> {
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        self.encode_calls(&mut enc, p, 1, None);
+        enc.copy_buffer_to_buffer(&p.output, 0, &p.readback, 0, p.out_bytes);
+        self.scoped("dispatch", || self.queue.submit([enc.finish()]))?;
+        let bytes = self.read(&p.readback, p.out_bytes)?;
+        Ok(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
+
+    /// Per-call times of `reps` samples of `calls` back-to-back dispatches.
+    /// Everything the samples need (command buffers, query set, buffers) is
+    /// made before the first one starts.
+    pub fn time(&self, p: &Prepared, opts: &RunOptions) -> Result<Timing, RunError> {
+        for _ in 0..opts.warmup.max(1) {
+            let mut enc = self.device.create_command_encoder(&Default::default());
+            self.encode_calls(&mut enc, p, 1, None);
+            self.queue.submit([enc.finish()]);
+        }
+        self.wait()?;
+        let reps = opts.reps.max(1);
+        if self.timestamps {
+            let one = self.timestamp_samples(p, 1, 3)?;
+            let calls = calls_for(one.iter().copied().fold(f64::INFINITY, f64::min), opts.min_sample_ms);
+            let samples_ms = self.timestamp_samples(p, calls, reps)?;
+            Ok(Timing { samples_ms, calls, timer: "gpu-timestamp", compile_ms: p.compile_ms })
+        } else {
+            let one = self.wall_samples(p, 1, 3)?;
+            let calls = calls_for(one.iter().copied().fold(f64::INFINITY, f64::min), opts.min_sample_ms.max(10.0));
+            let samples_ms = self.wall_samples(p, calls, reps)?;
+            Ok(Timing { samples_ms, calls, timer: "wall-clock", compile_ms: p.compile_ms })
+        }
+    }
+
+    fn timestamp_samples(&self, p: &Prepared, calls: u32, reps: usize) -> Result<Vec<f64>, RunError> {
+        let count = 2 * reps as u32;
+        let qs = self.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count });
+        let size = count as u64 * 8;
+        let resolve = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let read = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let cmds: Vec<wgpu::CommandBuffer> = (0..reps)
+            .map(|r| {
+                let mut enc = self.device.create_command_encoder(&Default::default());
+                self.encode_calls(&mut enc, p, calls, Some((&qs, 2 * r as u32)));
+                enc.finish()
+            })
+            .collect();
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        enc.resolve_query_set(&qs, 0..count, &resolve, 0);
+        enc.copy_buffer_to_buffer(&resolve, 0, &read, 0, size);
+        let tail = enc.finish();
+        // Timed region: the GPU's own clock around each sample's pass.
+        for c in cmds {
+            self.queue.submit([c]);
+        }
+        self.queue.submit([tail]);
+        let bytes = self.read(&read, size)?;
+        let period = self.queue.get_timestamp_period() as f64;
+        let ticks: Vec<u64> = bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+        Ok(ticks.chunks_exact(2).map(|t| t[1].saturating_sub(t[0]) as f64 * period * 1e-6 / calls as f64).collect())
+    }
+
+    fn wall_samples(&self, p: &Prepared, calls: u32, reps: usize) -> Result<Vec<f64>, RunError> {
+        let mut cmds: Vec<wgpu::CommandBuffer> = (0..reps)
+            .map(|_| {
+                let mut enc = self.device.create_command_encoder(&Default::default());
+                self.encode_calls(&mut enc, p, calls, None);
+                enc.finish()
+            })
+            .collect();
+        let mut out = Vec::with_capacity(reps);
+        for c in cmds.drain(..) {
+            let t = Instant::now();
+            self.queue.submit([c]);
+            self.wait()?;
+            out.push(t.elapsed().as_secs_f64() * 1e3 / calls as f64);
+        }
+        Ok(out)
+    }
+
+    /// Checks `k` against the reference, then times it.
+    pub fn run(&self, k: &KernelDir, opts: &RunOptions) -> Result<RunReport, RunError> {
+        let op = k.op()?;
+        let (inputs, want) = prepare(&op, opts.seed);
+        let p = self.prepare(k, &inputs)?;
+        let out = self.output(&p)?;
+        let check = reference::check(&want, &out);
+        if !check.ok() {
+            let t = Timing { samples_ms: vec![], calls: 0, timer: "none", compile_ms: p.compile_ms };
+            return Ok(report(k, &op, self.adapter_name(), check, t));
+        }
+        let t = self.time(&p, opts)?;
+        Ok(report(k, &op, self.adapter_name(), check, t))
+    }
+}

@@ -1,0 +1,172 @@
+//! The native runner on real engines: WGSL kernels on the default wgpu adapter
+//! (Mesa lavapipe in CI: `WGPU_BACKEND=vulkan`, `mesa-vulkan-drivers`), Wasm
+//! kernels in wasmtime. Random small shapes (primes and 1 included) × random
+//! valid GPU schedules, each checked against the f64 reference.
+
+use std::sync::OnceLock;
+
+use webtune_client_runtime::gpu::Gpu;
+use webtune_client_runtime::wasm::WasmEngine;
+use webtune_client_runtime::{KernelDir, RunError, RunOptions};
+use webtune_compiler::reference::Rng;
+use webtune_compiler::{Op, Schedule, Target, compile};
+
+fn gpu() -> &'static Gpu {
+    static G: OnceLock<Gpu> = OnceLock::new();
+    G.get_or_init(|| {
+        Gpu::new().unwrap_or_else(|e| panic!("{e}: WGSL tests need a wgpu adapter (install mesa-vulkan-drivers, set WGPU_BACKEND=vulkan)"))
+    })
+}
+
+/// Correctness only: one timed sample keeps lavapipe runs short.
+fn quick() -> RunOptions {
+    RunOptions { reps: 1, warmup: 0, min_sample_ms: 0.0, seed: 5 }
+}
+
+fn pick<T: Copy>(rng: &mut Rng, xs: &[T]) -> T {
+    xs[(rng.next_u64() % xs.len() as u64) as usize]
+}
+
+const DIMS: [u32; 10] = [1, 2, 3, 4, 5, 7, 8, 13, 16, 31];
+
+fn random_matmul_schedule(rng: &mut Rng, op: &Op) -> Schedule {
+    loop {
+        let x0 = pick(rng, &[1, 2, 4]);
+        let y0 = pick(rng, &[1, 2, 4, 8]);
+        let r0 = pick(rng, &[1, 2, 4]);
+        let cache_read = rng.next_u64() % 4 != 0;
+        let s = Schedule {
+            x0,
+            y0,
+            r0,
+            x1: x0 * pick(rng, &[1, 2, 4, 8]),
+            y1: y0 * pick(rng, &[1, 2, 4]),
+            r1: r0 * pick(rng, &[1, 2, 3, 4]),
+            vectorize: pick(rng, &[1, 4]),
+            cache_read,
+            double_buffer: cache_read && rng.next_u64() % 2 == 0,
+            unroll: if rng.next_u64() % 3 == 0 {
+                vec![webtune_compiler::schedule::UnrollLoop::X0, webtune_compiler::schedule::UnrollLoop::Y0]
+            } else {
+                Schedule::default_for(op, Target::Wgsl).unroll
+            },
+            ..Schedule::default_for(op, Target::Wgsl)
+        };
+        if s.check(op, Target::Wgsl).is_ok() {
+            return s;
+        }
+    }
+}
+
+fn random_q4_schedule(rng: &mut Rng, op: &Op) -> Schedule {
+    loop {
+        let x0 = pick(rng, &[1, 2, 3]);
+        let r0 = pick(rng, &[8, 16, 32, 64]);
+        let s = Schedule {
+            x0,
+            x1: x0,
+            y0: 1,
+            y1: pick(rng, &[1, 2, 3, 4, 8]),
+            r0,
+            r1: r0,
+            split_k: pick(rng, &[1, 2, 3, 4, 8, 32]),
+            ..Schedule::default_for(op, Target::Wgsl)
+        };
+        if s.check(op, Target::Wgsl).is_ok() {
+            return s;
+        }
+    }
+}
+
+fn assert_correct(op: &Op, s: &Schedule) {
+    let k = compile(op, Target::Wgsl, s).unwrap_or_else(|e| panic!("{} {s:?}: {e}", op.slug()));
+    let r = gpu().run(&KernelDir::from_kernel(k), &quick()).unwrap_or_else(|e| panic!("{} {s:?}: {e}", op.slug()));
+    assert!(r.correct, "{} under {}: max_rel_err {}", op.slug(), serde_json::to_string(s).unwrap(), r.max_rel_err);
+    assert!(r.median_ms > 0.0, "{r:?}");
+}
+
+#[test]
+fn wgsl_matmul_random_shapes_and_schedules() {
+    let mut rng = Rng::new(11);
+    for _ in 0..40 {
+        let op = Op::new(webtune_compiler::OpKind::Matmul, &[pick(&mut rng, &DIMS), pick(&mut rng, &DIMS), pick(&mut rng, &DIMS)]).unwrap();
+        let s = random_matmul_schedule(&mut rng, &op);
+        assert_correct(&op, &s);
+    }
+}
+
+#[test]
+fn wgsl_batch_matmul_random_shapes_and_schedules() {
+    let mut rng = Rng::new(12);
+    for _ in 0..15 {
+        let shape = [pick(&mut rng, &[1, 2, 3]), pick(&mut rng, &DIMS), pick(&mut rng, &DIMS), pick(&mut rng, &DIMS)];
+        let op = Op::new(webtune_compiler::OpKind::BatchMatmul, &shape).unwrap();
+        let s = random_matmul_schedule(&mut rng, &op);
+        assert_correct(&op, &s);
+    }
+}
+
+#[test]
+fn wgsl_matmul_q4_random_shapes_and_schedules() {
+    let mut rng = Rng::new(13);
+    for _ in 0..25 {
+        let shape = [pick(&mut rng, &[1, 1, 2, 3]), 32 * pick(&mut rng, &[1, 2, 3, 5]), pick(&mut rng, &[1, 2, 3, 7, 13, 17])];
+        let op = Op::new(webtune_compiler::OpKind::MatmulQ4, &shape).unwrap();
+        let s = random_q4_schedule(&mut rng, &op);
+        assert_correct(&op, &s);
+    }
+}
+
+#[test]
+fn wgsl_defaults_on_larger_shapes() {
+    for (kind, shape) in [("matmul", "67,129,65"), ("batch_matmul", "3,33,64,20"), ("matmul_q4", "1,512,67")] {
+        let op = Op::parse(kind, shape).unwrap();
+        assert_correct(&op, &Schedule::default_for(&op, Target::Wgsl));
+    }
+}
+
+#[test]
+fn a_wrong_wgsl_kernel_is_reported_wrong_and_not_timed() {
+    let op = Op::parse("matmul", "8,8,8").unwrap();
+    let mut k = compile(&op, Target::Wgsl, &Schedule::default_for(&op, Target::Wgsl)).unwrap();
+    // Scale every stored value: still valid WGSL, no longer the right answer.
+    let src = String::from_utf8(k.bytes.clone()).unwrap();
+    let bad = src.replacen("= v_acc_0_0;", "= v_acc_0_0 * 2.0f;", 1);
+    assert_ne!(src, bad);
+    k.bytes = bad.into_bytes();
+    k.meta.sha256 = webtune_compiler::kernel::sha256_hex(&k.bytes);
+    let r = gpu().run(&KernelDir::from_kernel(k), &quick()).unwrap();
+    assert!(!r.correct);
+    assert!(r.median_ms.is_nan() && r.samples == 0);
+}
+
+#[test]
+fn wasm_kernels_run_in_wasmtime() {
+    let engine = WasmEngine::new().unwrap();
+    for (kind, shape) in [("matmul", "13,31,7"), ("batch_matmul", "2,5,8,3"), ("matmul_q4", "2,64,5")] {
+        let op = Op::parse(kind, shape).unwrap();
+        let k = compile(&op, Target::Wasm, &Schedule::default_for(&op, Target::Wasm)).unwrap();
+        let r = engine.run(&KernelDir::from_kernel(k), &RunOptions { reps: 3, warmup: 1, min_sample_ms: 0.5, seed: 2 }).unwrap();
+        assert!(r.correct, "{kind} {shape}: {}", r.max_rel_err);
+        assert_eq!(r.samples, 3);
+        assert!(r.min_ms <= r.median_ms && r.median_ms <= r.max_ms && r.gflops > 0.0);
+    }
+}
+
+#[test]
+fn kernel_dirs_are_checked_on_load() {
+    let dir = std::env::temp_dir().join(format!("webtune-runner-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let op = Op::parse("matmul", "4,4,4").unwrap();
+    let k = compile(&op, Target::Wgsl, &Schedule::default_for(&op, Target::Wgsl)).unwrap();
+    std::fs::write(dir.join("kernel.wgsl"), &k.bytes).unwrap();
+    std::fs::write(dir.join("kernel.json"), serde_json::to_vec(&k.meta).unwrap()).unwrap();
+    let loaded = KernelDir::load(&dir).unwrap();
+    assert_eq!(loaded.bytes, k.bytes);
+    std::fs::write(dir.join("kernel.wgsl"), b"tampered").unwrap();
+    let e = KernelDir::load(&dir).unwrap_err();
+    assert!(matches!(e, RunError::Input(ref m) if m.contains("SHA-256")), "{e}");
+    std::fs::remove_file(dir.join("kernel.json")).unwrap();
+    assert!(matches!(KernelDir::load(&dir), Err(RunError::Input(_))));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

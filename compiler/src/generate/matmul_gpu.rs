@@ -1,0 +1,514 @@
+//! `matmul` and `batch_matmul` for the GPU (WGSL): one workgroup per output
+//! tile, one register tile per thread, unrolled into scalar (or `vec4`)
+//! accumulators.
+//!
+//! ```text
+//! workgroup (group_id.x, group_id.y, group_id.z) = (N tile, M tile, batch)
+//! threads   T = (x1/x0)·(y1/y0); thread t owns rows trow + i·(x1/x0) and
+//!           columns tcol + j·(y1/y0) of the tile (strided, so that
+//!           neighbouring threads touch neighbouring columns), or with
+//!           vectorize 4 groups of 4 columns 4·(tcol + jj·(y1/y0))
+//! for each K slab of r1 (cache_read):      stage A (transposed) and B in
+//!                                          workgroup memory, barrier,
+//!   for kk step r0 { for u in 0..r0 }      a_i = As[k][row], b_j = Bs[k][col],
+//!                                          acc_ij = fma(a_i, b_j, acc_ij)
+//!   barrier                                (double_buffer: two slabs in flight,
+//!                                          one barrier per slab)
+//! without cache_read, a_i and b_j come straight from global memory
+//! store acc where row < M and col < N
+//! ```
+//!
+//! Any shape is exact: rows and columns past the edge are clamped when read
+//! (they only feed accumulators that are never stored) and skipped when
+//! written; K past the edge is zero-filled in workgroup memory or handled by a
+//! static remainder loop. Every barrier sits in uniform control flow: at the
+//! top level, or in loops and `if`s whose conditions depend only on constants
+//! and loop counters.
+
+use super::{Gen, HasGen};
+use crate::ir::{BinOp, Buffer, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, Var};
+use crate::op::Op;
+use crate::schedule::{Schedule, UnrollLoop};
+
+type E = Handle<Expr>;
+
+struct Mm<'s> {
+    g: Gen,
+    s: &'s Schedule,
+    m: u32,
+    k: u32,
+    n: u32,
+    a: Handle<Buffer>,
+    b: Handle<Buffer>,
+    c: Handle<Buffer>,
+    /// Threads along M and N.
+    tx: u32,
+    ty: u32,
+    /// Whether B, C and the B tile are accessed as `vec4`.
+    vec: bool,
+    lid: E,
+    trow: E,
+    tcol: E,
+    m0: E,
+    n0: E,
+    /// Element offsets of this batch in A, B and C.
+    off: [E; 3],
+    acc: Vec<Handle<Var>>,
+    av: Vec<Handle<Var>>,
+    bv: Vec<Handle<Var>>,
+}
+
+impl HasGen for Mm<'_> {
+    fn builder(&mut self) -> &mut Gen {
+        &mut self.g
+    }
+}
+
+/// Whether `matmul` under `s` uses `vec4` columns: only where alignment allows.
+pub fn uses_vec4(n: u32, s: &Schedule) -> bool {
+    s.vectorize == 4 && n % 4 == 0 && s.y0 % 4 == 0
+}
+
+/// Threads per workgroup and workgroup counts of the matmul kernel.
+pub fn launch(op: &Op, s: &Schedule) -> ([u32; 3], [u32; 3]) {
+    let (batch, m, _, n) = op.bmkn();
+    let threads = (s.x1 / s.x0) * (s.y1 / s.y0);
+    ([threads, 1, 1], [n.div_ceil(s.y1), m.div_ceil(s.x1), batch])
+}
+
+pub fn generate(op: &Op, s: &Schedule) -> Func {
+    let (batch, m, k, n) = op.bmkn();
+    let mut f = Func::new(op.slug());
+    let a = f.buffer("A", Elem::F32, batch * m * k, Space::Param(0), false);
+    let b = f.buffer("B", Elem::F32, batch * k * n, Space::Param(1), false);
+    let c = f.buffer("C", Elem::F32, batch * m * n, Space::Param(2), true);
+    let vec = uses_vec4(n, s);
+    let (tx, ty) = (s.x1 / s.x0, s.y1 / s.y0);
+    let lid = f.exprs.push(Expr::Builtin(Builtin::LocalId(0)));
+    let gx = f.exprs.push(Expr::Builtin(Builtin::GroupId(0)));
+    let gy = f.exprs.push(Expr::Builtin(Builtin::GroupId(1)));
+    let gz = f.exprs.push(Expr::Builtin(Builtin::GroupId(2)));
+    let mut g = Gen::new(f);
+    let mut body = Vec::new();
+    let mut set = |g: &mut Gen, name: &str, value: E| {
+        let v = g.fresh(name, Ty::I32);
+        body.push(Stmt::Set { var: v, value });
+        g.f.get(v)
+    };
+    let tyc = g.f.i32(ty as i32);
+    let trow = g.f.bin(BinOp::Div, lid, tyc);
+    let trow = set(&mut g, "trow", trow);
+    let tcol = g.f.bin(BinOp::Rem, lid, tyc);
+    let tcol = set(&mut g, "tcol", tcol);
+    let m0 = g.f.mul_c(gy, s.x1 as i64);
+    let m0 = set(&mut g, "m0", m0);
+    let n0 = g.f.mul_c(gx, s.y1 as i64);
+    let n0 = set(&mut g, "n0", n0);
+    let zero = g.f.i32(0);
+    let off = if batch == 1 {
+        [zero, zero, zero]
+    } else {
+        let oa = g.f.mul_c(gz, (m * k) as i64);
+        let ob = g.f.mul_c(gz, (k * n) as i64);
+        let oc = g.f.mul_c(gz, (m * n) as i64);
+        [set(&mut g, "offa", oa), set(&mut g, "offb", ob), set(&mut g, "offc", oc)]
+    };
+    let mut mm = Mm {
+        g,
+        s,
+        m,
+        k,
+        n,
+        a,
+        b,
+        c,
+        tx,
+        ty,
+        vec,
+        lid,
+        trow,
+        tcol,
+        m0,
+        n0,
+        off,
+        acc: Vec::new(),
+        av: Vec::new(),
+        bv: Vec::new(),
+    };
+    mm.declare_registers(&mut body);
+    if s.cache_read {
+        mm.staged(&mut body);
+    } else {
+        mm.direct(&mut body);
+    }
+    mm.store(&mut body);
+    mm.g.f.body = body;
+    mm.g.f
+}
+
+impl Mm<'_> {
+    fn f(&mut self) -> &mut Func {
+        &mut self.g.f
+    }
+
+    /// Columns per accumulator (4 with vec4) and accumulators per row.
+    fn col_groups(&self) -> (u32, u32) {
+        if self.vec { (4, self.s.y0 / 4) } else { (1, self.s.y0) }
+    }
+
+    fn vty(&self) -> Ty {
+        if self.vec { Ty::F32x4 } else { Ty::F32 }
+    }
+
+    fn lty(&self) -> LoadTy {
+        if self.vec { LoadTy::F32x4 } else { LoadTy::F32 }
+    }
+
+    fn declare_registers(&mut self, body: &mut Vec<Stmt>) {
+        let (_, groups) = self.col_groups();
+        let vty = self.vty();
+        let z = self.f().f32(0.0);
+        let zero = if self.vec { self.f().splat(z) } else { z };
+        for i in 0..self.s.x0 {
+            for j in 0..groups {
+                let v = self.g.fresh(&format!("acc_{i}_{j}"), vty);
+                body.push(Stmt::Set { var: v, value: zero });
+                self.acc.push(v);
+            }
+        }
+        for i in 0..self.s.x0 {
+            let v = self.g.fresh(&format!("a_{i}"), Ty::F32);
+            self.av.push(v);
+        }
+        for j in 0..groups {
+            let v = self.g.fresh(&format!("b_{j}"), vty);
+            self.bv.push(v);
+        }
+    }
+
+    /// Row `i` of this thread's register tile, relative to the workgroup tile.
+    fn row(&mut self, i: u32) -> E {
+        let (trow, tx) = (self.trow, self.tx);
+        self.f().add_c(trow, (i * tx) as i64)
+    }
+
+    /// First column of accumulator group `j`, relative to the workgroup tile.
+    fn col(&mut self, j: u32) -> E {
+        let (w, _) = self.col_groups();
+        let (tcol, ty) = (self.tcol, self.ty);
+        let c = self.f().add_c(tcol, (j * ty) as i64);
+        self.f().mul_c(c, w as i64)
+    }
+
+    fn min_c(&mut self, a: E, c: u32) -> E {
+        let c = self.f().i32(c as i32);
+        self.f().bin(BinOp::Min, a, c)
+    }
+
+    /// One reduction step: load a_i and b_j with `load_a(row i)` /
+    /// `load_b(column group j)`, then the x0 × y0 fused multiply-adds.
+    fn fma_step(&mut self, load_a: &mut dyn FnMut(&mut Self, u32) -> E, load_b: &mut dyn FnMut(&mut Self, u32) -> E) -> Vec<Stmt> {
+        let mut out = Vec::new();
+        let (_, groups) = self.col_groups();
+        for i in 0..self.s.x0 {
+            let value = load_a(self, i);
+            out.push(Stmt::Set { var: self.av[i as usize], value });
+        }
+        for j in 0..groups {
+            let value = load_b(self, j);
+            out.push(Stmt::Set { var: self.bv[j as usize], value });
+        }
+        for i in 0..self.s.x0 {
+            let av = self.av[i as usize];
+            let a = self.f().get(av);
+            let a = if self.vec { self.f().splat(a) } else { a };
+            for j in 0..groups {
+                let acc = self.acc[(i * groups + j) as usize];
+                let bv = self.bv[j as usize];
+                let b = self.f().get(bv);
+                let c = self.f().get(acc);
+                let value = self.f().fma(a, b, c);
+                out.push(Stmt::Set { var: acc, value });
+            }
+        }
+        out
+    }
+
+    /// `for kk in 0..extent step r0 { for u in 0..r0 { step(kk + u) } }`, with
+    /// the inner loop unrolled when the schedule unrolls r0, plus a static
+    /// remainder for `extent % r0`.
+    fn k_loop(&mut self, base: E, extent: u32, step: &mut dyn FnMut(&mut Self, E) -> Vec<Stmt>) -> Vec<Stmt> {
+        let r0 = self.s.r0;
+        let unroll = self.s.unrolls(UnrollLoop::R0);
+        let full = extent / r0;
+        let mut out = Vec::new();
+        let inner = |this: &mut Self, kk: E, count: u32| -> Vec<Stmt> {
+            if count == 1 {
+                return step(this, kk);
+            }
+            let u = this.g.fresh("u", Ty::I32);
+            let ue = this.f().get(u);
+            let k = this.g.plus(kk, ue);
+            let body = step(this, k);
+            let (lo, hi) = (this.f().i32(0), this.f().i32(count as i32));
+            vec![Stmt::For(For { var: u, lo, hi, step: 1, unroll, body })]
+        };
+        let mut inner = inner;
+        if full == 1 {
+            out.extend(inner(self, base, r0));
+        } else if full > 1 {
+            let kk = self.g.fresh("kk", Ty::I32);
+            let kke = self.f().get(kk);
+            let at = self.g.plus(base, kke);
+            let body = inner(self, at, r0);
+            let (lo, hi) = (self.f().i32(0), self.f().i32((full * r0) as i32));
+            out.push(Stmt::For(For { var: kk, lo, hi, step: r0, unroll: false, body }));
+        }
+        let rem = extent % r0;
+        if rem > 0 {
+            let at = self.g.plus_c(base, full * r0);
+            out.extend(inner(self, at, rem));
+        }
+        out
+    }
+
+    /// Without cache_read: every thread reads its operands from global memory.
+    fn direct(&mut self, body: &mut Vec<Stmt>) {
+        let (m, k, n) = (self.m, self.k, self.n);
+        let (a, b) = (self.a, self.b);
+        let lty = self.lty();
+        let zero = self.f().i32(0);
+        let (w, _) = self.col_groups();
+        let step = &mut |this: &mut Self, kk: E| {
+            this.fma_step(
+                &mut |this, i| {
+                    let r = this.row(i);
+                    let r = this.g.plus(this.m0, r);
+                    let r = this.min_c(r, m - 1);
+                    let r = this.f().mul_c(r, k as i64);
+                    let idx = this.g.plus(r, kk);
+                    let idx = this.g.plus(this.off[0], idx);
+                    this.f().load(LoadTy::F32, a, idx)
+                },
+                &mut |this, j| {
+                    let c = this.col(j);
+                    let c = this.g.plus(this.n0, c);
+                    let c = this.min_c(c, n - w);
+                    let r = this.f().mul_c(kk, n as i64);
+                    let idx = this.g.plus(r, c);
+                    let idx = this.g.plus(this.off[1], idx);
+                    this.f().load(lty, b, idx)
+                },
+            )
+        };
+        body.extend(self.k_loop(zero, k, step));
+    }
+
+    /// With cache_read: K slabs of r1 staged in workgroup memory.
+    fn staged(&mut self, body: &mut Vec<Stmt>) {
+        let s = self.s;
+        let (x1, y1, r1) = (s.x1, s.y1, s.r1);
+        let slabs = self.k.div_ceil(r1);
+        let nbuf = if s.double_buffer && slabs > 1 { 2 } else { 1 };
+        let bufs: Vec<(Handle<Buffer>, Handle<Buffer>)> = (0..nbuf)
+            .map(|i| {
+                let sfx = if nbuf == 1 { String::new() } else { i.to_string() };
+                let f = self.f();
+                (
+                    f.buffer(&format!("As{sfx}"), Elem::F32, x1 * r1, Space::Workgroup, true),
+                    f.buffer(&format!("Bs{sfx}"), Elem::F32, r1 * y1, Space::Workgroup, true),
+                )
+            })
+            .collect();
+        let zero = self.f().i32(0);
+        if nbuf == 1 {
+            let k0 = self.g.fresh("k0", Ty::I32);
+            let k0e = self.f().get(k0);
+            let mut inner = self.load_slab(k0e, bufs[0]);
+            inner.push(Stmt::Barrier);
+            inner.extend(self.compute_slab(bufs[0]));
+            inner.push(Stmt::Barrier);
+            if slabs == 1 {
+                body.push(Stmt::Set { var: k0, value: zero });
+                body.extend(inner);
+            } else {
+                let hi = self.f().i32((slabs * r1) as i32);
+                body.push(Stmt::For(For { var: k0, lo: zero, hi, step: r1, unroll: false, body: inner }));
+            }
+            return;
+        }
+        // Double buffering: slab 2p lives in buffer 0 and slab 2p+1 in buffer 1;
+        // the next slab is loaded while the current one is computed on.
+        body.extend(self.load_slab(zero, bufs[0]));
+        body.push(Stmt::Barrier);
+        let pairs = slabs / 2;
+        let p = self.g.fresh("k0", Ty::I32);
+        let pe = self.f().get(p);
+        let next = self.g.plus_c(pe, r1);
+        let mut inner = self.load_slab(next, bufs[1]);
+        inner.extend(self.compute_slab(bufs[0]));
+        inner.push(Stmt::Barrier);
+        let after = self.g.plus_c(pe, 2 * r1);
+        let load0 = self.load_slab(after, bufs[0]);
+        let limit = self.f().i32((slabs * r1) as i32);
+        let cond = self.f().bin(BinOp::Lt, after, limit);
+        // The condition depends only on the loop counter: uniform.
+        inner.push(Stmt::If { cond, body: load0 });
+        inner.extend(self.compute_slab(bufs[1]));
+        inner.push(Stmt::Barrier);
+        let hi = self.f().i32((pairs * 2 * r1) as i32);
+        body.push(Stmt::For(For { var: p, lo: zero, hi, step: 2 * r1, unroll: false, body: inner }));
+        if slabs % 2 == 1 {
+            body.extend(self.compute_slab(bufs[0]));
+        }
+    }
+
+    /// Cooperative copy of one K slab starting at `k0` into workgroup memory:
+    /// A transposed (`As[k][row]`), B as is (`Bs[k][col]`). Rows and columns
+    /// past the edge are clamped; K past the edge is zero-filled.
+    fn load_slab(&mut self, k0: E, (asb, bsb): (Handle<Buffer>, Handle<Buffer>)) -> Vec<Stmt> {
+        let s = self.s;
+        let (m, k, n) = (self.m, self.k, self.n);
+        let (x1, y1, r1) = (s.x1, s.y1, s.r1);
+        let threads = self.tx * self.ty;
+        let k_edge = k % r1 != 0;
+        let mut out = Vec::new();
+        // A: x1 × r1 elements, consecutive threads read consecutive k of a row.
+        let count = x1 * r1;
+        let (a, lid) = (self.a, self.lid);
+        for e in 0..count.div_ceil(threads) {
+            let idx = self.f().add_c(lid, (e * threads) as i64);
+            let r1c = self.f().i32(r1 as i32);
+            let ar = self.f().bin(BinOp::Div, idx, r1c);
+            let ak = self.f().bin(BinOp::Rem, idx, r1c);
+            let gr = self.g.plus(self.m0, ar);
+            let gr = self.min_c(gr, m - 1);
+            let gk = self.g.plus(k0, ak);
+            let row = self.f().mul_c(gr, k as i64);
+            let src = self.g.plus(row, gk);
+            let src = self.g.plus(self.off[0], src);
+            let dst = self.f().mul_c(ak, x1 as i64);
+            let dst = self.g.plus(dst, ar);
+            let stmts = self.guarded_copy(LoadTy::F32, a, src, asb, dst, k_edge.then_some(gk));
+            out.extend(self.within(idx, count, threads, e, stmts));
+        }
+        // B: r1 × y1 elements (or r1 × y1/4 vec4s), consecutive threads read
+        // consecutive columns of a row.
+        let (w, _) = self.col_groups();
+        let per_row = y1 / w;
+        let count = r1 * per_row;
+        let (b, lty) = (self.b, self.lty());
+        for e in 0..count.div_ceil(threads) {
+            let idx = self.f().add_c(lid, (e * threads) as i64);
+            let prc = self.f().i32(per_row as i32);
+            let bk = self.f().bin(BinOp::Div, idx, prc);
+            let bn = self.f().bin(BinOp::Rem, idx, prc);
+            let bn = self.f().mul_c(bn, w as i64);
+            let gk = self.g.plus(k0, bk);
+            let gn = self.g.plus(self.n0, bn);
+            let gn = self.min_c(gn, n - w);
+            let row = self.f().mul_c(gk, n as i64);
+            let src = self.g.plus(row, gn);
+            let src = self.g.plus(self.off[1], src);
+            let dst = self.f().mul_c(bk, y1 as i64);
+            let dst = self.g.plus(dst, bn);
+            let stmts = self.guarded_copy(lty, b, src, bsb, dst, k_edge.then_some(gk));
+            out.extend(self.within(idx, count, threads, e, stmts));
+        }
+        out
+    }
+
+    /// `stmts` when `idx < count` may fail for copy round `e`, else `stmts` as is.
+    fn within(&mut self, idx: E, count: u32, threads: u32, e: u32, stmts: Vec<Stmt>) -> Vec<Stmt> {
+        if (e + 1) * threads <= count {
+            return stmts;
+        }
+        let c = self.f().i32(count as i32);
+        let cond = self.f().bin(BinOp::Lt, idx, c);
+        vec![Stmt::If { cond, body: stmts }]
+    }
+
+    /// `dst[di] = src[si]`, or zero when `gk` (a global k) is past K.
+    fn guarded_copy(&mut self, ty: LoadTy, src: Handle<Buffer>, si: E, dst: Handle<Buffer>, di: E, gk: Option<E>) -> Vec<Stmt> {
+        let Some(gk) = gk else {
+            let value = self.f().load(ty, src, si);
+            return vec![Stmt::Store { buf: dst, index: di, value }];
+        };
+        let vty = ty.value_ty();
+        let t = self.g.fresh("t", vty);
+        let z = self.f().f32(0.0);
+        let zero = if vty == Ty::F32x4 { self.f().splat(z) } else { z };
+        let kk = self.k as i32;
+        let kc = self.f().i32(kk);
+        let cond = self.f().bin(BinOp::Lt, gk, kc);
+        let value = self.f().load(ty, src, si);
+        let tv = self.f().get(t);
+        vec![
+            Stmt::Set { var: t, value: zero },
+            Stmt::If { cond, body: vec![Stmt::Set { var: t, value }] },
+            Stmt::Store { buf: dst, index: di, value: tv },
+        ]
+    }
+
+    fn compute_slab(&mut self, (asb, bsb): (Handle<Buffer>, Handle<Buffer>)) -> Vec<Stmt> {
+        let (x1, y1, r1) = (self.s.x1, self.s.y1, self.s.r1);
+        let lty = self.lty();
+        let zero = self.f().i32(0);
+        let step = &mut |this: &mut Self, kk: E| {
+            this.fma_step(
+                &mut |this, i| {
+                    let r = this.row(i);
+                    let base = this.f().mul_c(kk, x1 as i64);
+                    let idx = this.g.plus(base, r);
+                    this.f().load(LoadTy::F32, asb, idx)
+                },
+                &mut |this, j| {
+                    let c = this.col(j);
+                    let base = this.f().mul_c(kk, y1 as i64);
+                    let idx = this.g.plus(base, c);
+                    this.f().load(lty, bsb, idx)
+                },
+            )
+        };
+        self.k_loop(zero, r1, step)
+    }
+
+    /// Writes the accumulators, skipping rows and columns past the edge.
+    fn store(&mut self, body: &mut Vec<Stmt>) {
+        let (m, n) = (self.m, self.n);
+        let (_, groups) = self.col_groups();
+        let row_edge = m % self.s.x1 != 0;
+        let col_edge = n % self.s.y1 != 0;
+        let c = self.c;
+        for i in 0..self.s.x0 {
+            let r = self.row(i);
+            let gr = self.g.plus(self.m0, r);
+            let mut row_stmts = Vec::new();
+            for j in 0..groups {
+                let col = self.col(j);
+                let gc = self.g.plus(self.n0, col);
+                let rowoff = self.f().mul_c(gr, n as i64);
+                let idx = self.g.plus(rowoff, gc);
+                let idx = self.g.plus(self.off[2], idx);
+                let accv = self.acc[(i * groups + j) as usize];
+                let value = self.f().get(accv);
+                let st = Stmt::Store { buf: c, index: idx, value };
+                if col_edge {
+                    // gc is a multiple of w and so is n: a whole group is in or out.
+                    let nc = self.f().i32(n as i32);
+                    let cond = self.f().bin(BinOp::Lt, gc, nc);
+                    row_stmts.push(Stmt::If { cond, body: vec![st] });
+                } else {
+                    row_stmts.push(st);
+                }
+            }
+            if row_edge {
+                let mc = self.f().i32(m as i32);
+                let cond = self.f().bin(BinOp::Lt, gr, mc);
+                body.push(Stmt::If { cond, body: row_stmts });
+            } else {
+                body.extend(row_stmts);
+            }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The kernel database on both engines: SQLite in a temporary file, and
+//! PostgreSQL at `WEBTUNE_TEST_PG_URL` (started by `scripts/test.sh`). Each
+//! PostgreSQL test creates its own database, so tests run in parallel.
+//! Under `CI=true` a missing `WEBTUNE_TEST_PG_URL` fails the tests.
+
+use webtune_kernel_db::{Db, DeviceKeys, KernelKind, Level, NewKernel, NewMeasurement, NewReport, random_id, sha256_hex};
+
+async fn sqlite() -> Db {
+    let dir = std::env::temp_dir().join(format!("webtune-kdb-{}", random_id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    Db::connect(dir.join("t.sqlite").to_str().unwrap()).await.unwrap()
+}
+
+/// A fresh database on the test cluster, or `None` (outside CI) to skip.
+async fn postgres() -> Option<Db> {
+    let Ok(base) = std::env::var("WEBTUNE_TEST_PG_URL") else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "WEBTUNE_TEST_PG_URL must be set under CI (scripts/test.sh starts PostgreSQL)");
+        eprintln!("skipping PostgreSQL: WEBTUNE_TEST_PG_URL is not set (scripts/test.sh sets it)");
+        return None;
+    };
+    let admin = Db::connect(&base).await.unwrap();
+    let name = format!("kdb_{}", random_id());
+    admin.create_database(&name).await.unwrap();
+    let url = format!("{}/{name}", base.rsplit_once('/').unwrap().0);
+    Some(Db::connect(&url).await.unwrap())
+}
+
+fn keys(device: &str, arch: &str, vendor: &str) -> DeviceKeys {
+    DeviceKeys { device_key: device.into(), arch_key: arch.into(), vendor_key: vendor.into(), rho: "101".into() }
+}
+
+fn kind() -> KernelKind {
+    KernelKind { op: "matmul".into(), shape: "64,64,64".into(), target: "wasm".into() }
+}
+
+async fn kernel(db: &Db, n: u8) -> String {
+    let bytes = vec![0, 97, 115, 109, n];
+    let sha = sha256_hex(&bytes);
+    db.put_kernel(&NewKernel { sha256: sha.clone(), kind: kind(), schedule_json: "{}".into(), meta_json: format!("{{\"n\":{n}}}"), bytes })
+        .await
+        .unwrap();
+    sha
+}
+
+async fn session(db: &Db, k: &DeviceKeys) -> String {
+    let fp = format!("{{\"device\":\"{}\"}}", k.device_key);
+    let fp_sha = db.upsert_device(&fp, k).await.unwrap();
+    db.create_session(&fp_sha, k).await.unwrap().id
+}
+
+fn report(session: &str, space: &str, ranked: &[&str]) -> NewReport {
+    NewReport {
+        session_id: session.into(),
+        kind: kind(),
+        space_checksum: space.into(),
+        entries: ranked
+            .iter()
+            .enumerate()
+            .map(|(i, sha)| NewMeasurement {
+                kernel_sha256: sha.to_string(),
+                ticket: random_id(),
+                median_us: 100.0 + i as f64,
+                runs: 10,
+                output_ok: true,
+            })
+            .collect(),
+    }
+}
+
+async fn votes_and_fallback(db: Db) {
+    let (a, b, c) = (kernel(&db, 1).await, kernel(&db, 2).await, kernel(&db, 3).await);
+    let k1 = keys("v/a/d1/101", "v/a", "v");
+    assert!(db.best(&kind(), &k1, None).await.unwrap().is_none());
+
+    // Two sessions of one key: a wins the first, b the second; totals
+    // a = 5 + 4, b = 4 + 5, c = 3 + 3; the tie goes to the faster median.
+    let s1 = session(&db, &k1).await;
+    let s2 = session(&db, &k1).await;
+    db.record_report(&report(&s1, "sp", &[&a, &b, &c]), &k1).await.unwrap();
+    let best = db.best(&kind(), &k1, Some("sp")).await.unwrap().unwrap();
+    assert_eq!((best.winner.level, best.winner.kernel_sha256.as_str(), best.winner.votes), (Level::Device, a.as_str(), 5));
+    assert_eq!(best.meta_json, "{\"n\":1}");
+    let mut r = report(&s2, "sp", &[&b, &a, &c]);
+    r.entries[0].median_us = 50.0;
+    let rec = db.record_report(&r, &k1).await.unwrap();
+    assert_eq!(rec.winners.len(), 3);
+    assert!(rec.winners.iter().all(|w| w.kernel_sha256 == b && w.votes == 9 && w.total_votes == 24 && w.reports == 2));
+
+    // The same key on another session sees the winner; a new device of the
+    // same architecture gets it at the arch level, of the vendor at vendor.
+    let best = db.best(&kind(), &k1, Some("sp")).await.unwrap().unwrap();
+    assert_eq!((best.winner.level, best.winner.kernel_sha256.clone()), (Level::Device, b.clone()));
+    let best = db.best(&kind(), &keys("v/a/d2/101", "v/a", "v"), Some("sp")).await.unwrap().unwrap();
+    assert_eq!(best.winner.level, Level::Arch);
+    let best = db.best(&kind(), &keys("v/z/d3/101", "v/z", "v"), Some("sp")).await.unwrap().unwrap();
+    assert_eq!(best.winner.level, Level::Vendor);
+    assert!(db.best(&kind(), &keys("w/z/d4/1", "w/z", "w"), Some("sp")).await.unwrap().is_none());
+
+    // A changed space makes the winners stale.
+    assert!(db.best(&kind(), &k1, Some("other")).await.unwrap().is_none());
+
+    // Failed output checks weigh nothing; tickets are single use; unknown
+    // kernels and kernels of another kind are refused.
+    let mut bad = report(&s1, "sp", &[&c]);
+    bad.entries[0].output_ok = false;
+    db.record_report(&bad, &k1).await.unwrap();
+    assert_eq!(db.best(&kind(), &k1, Some("sp")).await.unwrap().unwrap().winner.kernel_sha256, b);
+    let replay = NewReport { entries: vec![bad.entries[0].clone()], ..bad.clone() };
+    assert!(matches!(db.record_report(&replay, &k1).await, Err(webtune_kernel_db::DbError::TicketReused(_))));
+    let unknown = report(&s1, "sp", &[&"0".repeat(64)]);
+    assert!(matches!(db.record_report(&unknown, &k1).await, Err(webtune_kernel_db::DbError::UnknownKernel(_))));
+    let mut other = report(&s1, "sp", &[&a]);
+    other.kind.shape = "1,1,1".into();
+    assert!(matches!(db.record_report(&other, &k1).await, Err(webtune_kernel_db::DbError::WrongKind { .. })));
+
+    // Nothing acknowledged was lost, and the dashboard queries work.
+    let stats = db.stats().await.unwrap();
+    assert_eq!((stats.reports, stats.measurements, stats.kernels, stats.sessions, stats.devices), (3, 7, 3, 2, 1));
+    assert_eq!(db.recent_reports(10).await.unwrap().len(), 3);
+    assert_eq!(db.winners(10).await.unwrap().len(), 3);
+    assert_eq!(db.devices(10).await.unwrap()[0].keys, k1);
+    assert_eq!(db.kernel_bytes(&a).await.unwrap().unwrap(), (vec![0, 97, 115, 109, 1], "wasm".to_string()));
+    assert_eq!(db.setting_or_init("s", "x").await.unwrap(), "x");
+    assert_eq!(db.setting_or_init("s", "y").await.unwrap(), "x");
+}
+
+#[tokio::test]
+async fn sqlite_votes_and_fallback() {
+    votes_and_fallback(sqlite().await).await;
+}
+
+#[tokio::test]
+async fn postgres_votes_and_fallback() {
+    if let Some(db) = postgres().await {
+        votes_and_fallback(db).await;
+    }
+}
+
+#[tokio::test]
+async fn sqlite_file_is_created_in_wal_mode_and_reopens() {
+    let dir = std::env::temp_dir().join(format!("webtune-kdb-{}", random_id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("w.sqlite");
+    let url = format!("sqlite://{}", path.display());
+    {
+        let db = Db::connect(&url).await.unwrap();
+        kernel(&db, 9).await;
+        assert_eq!(db.journal_mode().await.unwrap(), "wal");
+        db.close().await;
+    }
+    assert!(path.exists());
+    let db = Db::connect(&url).await.unwrap(); // migrations already applied: no error
+    assert_eq!(db.stats().await.unwrap().kernels, 1);
+}

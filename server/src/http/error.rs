@@ -1,0 +1,63 @@
+//! The one error type of the HTTP edge. Every failure becomes a status code
+//! and `{"error": "..."}` saying what was wrong and how to fix it. Internal
+//! errors are logged with their detail and answered with a generic message,
+//! so no database or compiler text leaks to clients.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use super::protocol::ErrorBody;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError { status, message: message.into() }
+    }
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, message)
+    }
+    pub fn unprocessable(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, message)
+    }
+    /// Logs `detail` and answers 500 without it.
+    pub fn internal(detail: impl std::fmt::Display) -> ApiError {
+        eprintln!("webtune serve: internal error: {detail}");
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error; the server logged the details")
+    }
+}
+
+impl From<webtune_kernel_db::DbError> for ApiError {
+    fn from(e: webtune_kernel_db::DbError) -> ApiError {
+        use webtune_kernel_db::DbError;
+        match e {
+            DbError::TicketReused(sha) => ApiError::new(
+                StatusCode::CONFLICT,
+                format!("the ticket for kernel {sha} was already used; each ticket counts once: take the kernel from a new queue to measure it again"),
+            ),
+            DbError::UnknownKernel(sha) => ApiError::unprocessable(format!(
+                "kernel {sha} is not known to this server; report only kernels received from its queue"
+            )),
+            e @ DbError::WrongKind { .. } => {
+                ApiError::unprocessable(format!("{e}; report each op, shape and target separately"))
+            }
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(ErrorBody { error: self.message })).into_response()
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

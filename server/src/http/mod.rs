@@ -1,0 +1,524 @@
+//! The tuning service: HTTP API over the kernel database (axum + tokio).
+//!
+//! A device opens a session with its fingerprint, asks for the best known
+//! kernel of each op it runs, and, while it infers, takes candidates from its
+//! queue (Server-Sent Events), times them and reports its top N. Every report
+//! is stored with its raw measurements and moves the votes; the next lookup of
+//! any device with the same key (or, failing that, architecture or vendor)
+//! gets the new winner.
+//!
+//! Invariants:
+//! - Only this module knows HTTP and JSON; SQL stays in `webtune-kernel-db`,
+//!   kernels come from `webtune-compiler`, keys and spaces from [`device`].
+//! - Every input is validated before it reaches the database; every failure
+//!   is an [`error::ApiError`]: a 4xx that says what to fix, or a 500 whose
+//!   detail is logged, never sent.
+//! - A report is acknowledged (200) only after its transaction committed.
+//! - Compilation runs on the rayon pool, never on a tokio worker.
+
+pub mod device;
+pub mod error;
+mod pages;
+pub mod protocol;
+mod queue;
+pub mod ticket;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::de::DeserializeOwned;
+use webtune_compiler::{Op, OpKind, Schedule, Target, compile};
+use webtune_kernel_db::{Db, DeviceKeys, KernelKind, Level, NewKernel, NewMeasurement, NewReport, random_id};
+
+use error::{ApiError, ApiResult};
+use protocol::*;
+use ticket::Signer;
+
+/// Largest request body accepted, bytes. A top-5 report is under 2 KiB and
+/// a fingerprint a few hundred bytes.
+pub const BODY_LIMIT: usize = 64 * 1024;
+/// Longest device key accepted in a query.
+const MAX_KEY_LEN: usize = 512;
+/// Entries of the compile and lookup caches before they are emptied.
+const CACHE_LIMIT: usize = 50_000;
+
+/// Counters exported at `/metrics`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub sessions: AtomicU64,
+    pub best: [AtomicU64; 4],
+    pub best_cache_hits: AtomicU64,
+    pub reports_accepted: AtomicU64,
+    pub reports_rejected: AtomicU64,
+    pub measurements_accepted: AtomicU64,
+    pub candidates_streamed: AtomicU64,
+    pub kernels_compiled: AtomicU64,
+    pub compile_us_total: AtomicU64,
+    pub kernel_downloads: AtomicU64,
+    pub not_modified: AtomicU64,
+}
+
+/// A kernel compiled and stored by this server.
+#[derive(Debug)]
+pub struct Compiled {
+    pub sha256: String,
+    pub meta: serde_json::Value,
+}
+
+/// Shared state of all handlers.
+#[derive(Debug)]
+pub struct App {
+    pub db: Db,
+    pub signer: Signer,
+    pub metrics: Metrics,
+    /// (op, shape, target, schedule JSON) → compiled kernel.
+    compiled: Mutex<HashMap<String, Arc<Compiled>>>,
+    /// Lookup answers, valid while `generation` is unchanged.
+    best_cache: RwLock<HashMap<String, (u64, Bytes)>>,
+    /// Bumped by every accepted report: cached lookups are then stale.
+    generation: AtomicU64,
+    started: Instant,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding a cache lock leaves a usable map behind.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+impl App {
+    /// Connects to (and migrates) the database and loads the ticket secret.
+    pub async fn new(database_url: &str) -> anyhow::Result<Arc<App>> {
+        let db = Db::connect(database_url).await?;
+        let secret = db.setting_or_init("ticket_secret", &(random_id() + &random_id())).await?;
+        Ok(Arc::new(App {
+            db,
+            signer: Signer::new(secret.as_bytes()),
+            metrics: Metrics::default(),
+            compiled: Mutex::new(HashMap::new()),
+            best_cache: RwLock::new(HashMap::new()),
+            generation: AtomicU64::new(0),
+            started: Instant::now(),
+        }))
+    }
+
+    /// Compiles `schedule` for `op` on `target` on the rayon pool, stores the
+    /// kernel, and caches it by its inputs (compilation is deterministic).
+    pub async fn compile_and_store(&self, op: &Op, target: Target, schedule: &Schedule) -> ApiResult<Arc<Compiled>> {
+        let schedule_json = serde_json::to_string(schedule).map_err(ApiError::internal)?;
+        let cache_key = format!("{}|{}|{}", op.slug(), target, schedule_json);
+        if let Some(c) = lock(&self.compiled).get(&cache_key) {
+            return Ok(c.clone());
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (op2, schedule2) = (op.clone(), schedule.clone());
+        rayon::spawn(move || {
+            let t = Instant::now();
+            let r = compile(&op2, target, &schedule2);
+            let _ = tx.send((r, t.elapsed()));
+        });
+        let (kernel, took) = rx.await.map_err(|_| ApiError::internal("compile worker vanished"))?;
+        let kernel = kernel.map_err(|e| match e {
+            webtune_compiler::CompileError::Schedule(e) => ApiError::unprocessable(e.to_string()),
+            e => ApiError::internal(e),
+        })?;
+        self.metrics.kernels_compiled.fetch_add(1, Ordering::Relaxed);
+        self.metrics.compile_us_total.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        let meta_json = serde_json::to_string(&kernel.meta).map_err(ApiError::internal)?;
+        self.db
+            .put_kernel(&NewKernel {
+                sha256: kernel.meta.sha256.clone(),
+                kind: kind_of(op, target),
+                schedule_json,
+                meta_json,
+                bytes: kernel.bytes,
+            })
+            .await?;
+        let meta = serde_json::to_value(&kernel.meta).map_err(ApiError::internal)?;
+        let c = Arc::new(Compiled { sha256: kernel.meta.sha256, meta });
+        let mut cache = lock(&self.compiled);
+        if cache.len() >= CACHE_LIMIT {
+            cache.clear();
+        }
+        cache.insert(cache_key, c.clone());
+        Ok(c)
+    }
+
+    /// The keys of a device key: as recorded from its fingerprint, else as
+    /// implied by the key's own structure.
+    async fn keys_of(&self, device_key: &str) -> ApiResult<Option<DeviceKeys>> {
+        if let Some(d) = self.db.device(device_key).await? {
+            return Ok(Some(d.keys));
+        }
+        Ok(device::keys_from_device_key(device_key))
+    }
+}
+
+pub fn kind_of(op: &Op, target: Target) -> KernelKind {
+    let shape: Vec<String> = op.shape().iter().map(|d| d.to_string()).collect();
+    KernelKind { op: op.kind().name().to_string(), shape: shape.join(","), target: target.name().to_string() }
+}
+
+pub fn kernel_url(sha256: &str) -> String {
+    format!("/v1/kernels/{sha256}")
+}
+
+/// Parses and validates op, shape and target.
+pub fn parse_kind(op: &str, shape: &[u32], target: &str) -> ApiResult<(Op, Target)> {
+    let kind: OpKind = op.parse().map_err(|e: webtune_compiler::OpError| ApiError::bad_request(e.to_string()))?;
+    let op = Op::new(kind, shape).map_err(|e| ApiError::bad_request(format!("shape: {e}")))?;
+    let target: Target = target.parse().map_err(|e: String| ApiError::bad_request(e))?;
+    Ok((op, target))
+}
+
+fn parse_shape(s: &str) -> ApiResult<Vec<u32>> {
+    if s.len() > 64 {
+        return Err(ApiError::bad_request("shape is too long: give up to 4 comma-separated dimensions, e.g. 384,768,768"));
+    }
+    webtune_compiler::op::parse_shape(s).map_err(|e| {
+        ApiError::bad_request(format!("shape `{s}`: {e}; give comma-separated positive integers, e.g. 384,768,768"))
+    })
+}
+
+/// Parses a JSON body with an error that names the line, column and field.
+fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> ApiResult<T> {
+    let body = body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body is larger than {BODY_LIMIT} bytes"))
+        } else {
+            ApiError::new(r.status(), format!("could not read the request body: {}", r.body_text()))
+        }
+    })?;
+    serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+}
+
+fn query<T>(q: Result<Query<T>, QueryRejection>) -> ApiResult<T> {
+    q.map(|Query(t)| t).map_err(|e| {
+        ApiError::bad_request(format!("{}; expected ?op=matmul&shape=384,768,768&target=wasm (and device_key= for lookups)", e.body_text()))
+    })
+}
+
+fn is_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+async fn session_of(app: &App, id: &str) -> ApiResult<webtune_kernel_db::Session> {
+    let unknown = || ApiError::not_found(format!("unknown session `{id}`: open one with POST /v1/sessions"));
+    if !is_hex(id, 32) {
+        return Err(unknown());
+    }
+    app.db.session(id).await?.ok_or_else(unknown)
+}
+
+// ---------------------------------------------------------------- handlers
+
+async fn create_session(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
+    let req: SessionRequest = json_body(body)?;
+    let keys = device::keys_for(&req.fingerprint).map_err(ApiError::unprocessable)?;
+    // serde_json's maps are sorted, so this text is canonical.
+    let canonical = serde_json::to_string(&req.fingerprint).map_err(ApiError::internal)?;
+    let fp_sha = app.db.upsert_device(&canonical, &keys).await?;
+    let s = app.db.create_session(&fp_sha, &keys).await?;
+    app.metrics.sessions.fetch_add(1, Ordering::Relaxed);
+    let body = SessionResponse {
+        session_id: s.id,
+        device_key: keys.device_key,
+        arch_key: keys.arch_key,
+        vendor_key: keys.vendor_key,
+        rho: keys.rho,
+    };
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+async fn best(State(app): State<Arc<App>>, q: Result<Query<KernelQuery>, QueryRejection>) -> ApiResult<Response> {
+    let q = query(q)?;
+    let device_key = q.device_key.unwrap_or_default();
+    if device_key.len() > MAX_KEY_LEN {
+        return Err(ApiError::bad_request(format!("device_key is longer than {MAX_KEY_LEN} bytes")));
+    }
+    let cache_key = format!("{device_key}\n{}\n{}\n{}", q.op, q.shape, q.target);
+    let generation = app.generation.load(Ordering::Acquire);
+    let cached = app.best_cache.read().unwrap_or_else(|p| p.into_inner()).get(&cache_key).cloned();
+    if let Some((g, body)) = cached
+        && g == generation
+    {
+        app.metrics.best_cache_hits.fetch_add(1, Ordering::Relaxed);
+        return Ok(json_bytes(body));
+    }
+    let (op, target) = parse_kind(&q.op, &parse_shape(&q.shape)?, &q.target)?;
+    let kind = kind_of(&op, target);
+    let keys = if device_key.is_empty() { None } else { app.keys_of(&device_key).await? };
+    let mut answer = None;
+    if let Some(keys) = &keys {
+        let space = device::space_for(&op, target, keys);
+        if let Some(b) = app.db.best(&kind, keys, Some(&space.checksum)).await? {
+            let meta: serde_json::Value = serde_json::from_str(&b.meta_json).map_err(ApiError::internal)?;
+            answer = Some(BestResponse {
+                level: b.winner.level,
+                level_key: Some(b.winner.level_key),
+                meta,
+                url: kernel_url(&b.winner.kernel_sha256),
+                votes: b.winner.votes,
+                reports: b.winner.reports,
+                space_checksum: Some(b.winner.space_checksum),
+            });
+        }
+    }
+    let answer = match answer {
+        Some(a) => a,
+        None => {
+            let c = app.compile_and_store(&op, target, &Schedule::default_for(&op, target)).await?;
+            BestResponse {
+                level: Level::Default,
+                level_key: None,
+                meta: c.meta.clone(),
+                url: kernel_url(&c.sha256),
+                votes: 0,
+                reports: 0,
+                space_checksum: None,
+            }
+        }
+    };
+    let i = match answer.level {
+        Level::Device => 0,
+        Level::Arch => 1,
+        Level::Vendor => 2,
+        Level::Default => 3,
+    };
+    app.metrics.best[i].fetch_add(1, Ordering::Relaxed);
+    let body = Bytes::from(serde_json::to_vec(&answer).map_err(ApiError::internal)?);
+    let mut cache = app.best_cache.write().unwrap_or_else(|p| p.into_inner());
+    if cache.len() >= CACHE_LIMIT {
+        cache.clear();
+    }
+    cache.insert(cache_key, (generation, body.clone()));
+    Ok(json_bytes(body))
+}
+
+fn json_bytes(body: Bytes) -> Response {
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+}
+
+async fn kernel_bytes(State(app): State<Arc<App>>, Path(sha): Path<String>, headers: HeaderMap) -> ApiResult<Response> {
+    if !is_hex(&sha, 64) {
+        return Err(ApiError::bad_request(format!(
+            "`{sha}` is not a kernel hash: give the 64 lower-case hex digits of its SHA-256"
+        )));
+    }
+    let etag = format!("\"{sha}\"");
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == "*" || t.trim().trim_start_matches("W/") == etag));
+    let cache = [
+        (header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=31536000, immutable")),
+        (header::ETAG, HeaderValue::from_str(&etag).map_err(ApiError::internal)?),
+        (header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*")),
+    ];
+    if matches {
+        // A content-addressed kernel never changes: the client's copy is good
+        // if it exists here at all.
+        if app.db.kernel_meta(&sha).await?.is_some() {
+            app.metrics.not_modified.fetch_add(1, Ordering::Relaxed);
+            return Ok((StatusCode::NOT_MODIFIED, cache).into_response());
+        }
+    }
+    let Some((bytes, target)) = app.db.kernel_bytes(&sha).await? else {
+        return Err(ApiError::not_found(format!("no kernel with hash {sha}; hashes come from /v1/kernels/best or the queue")));
+    };
+    let ctype = if target == "wasm" { "application/wasm" } else { "text/wgsl; charset=utf-8" };
+    app.metrics.kernel_downloads.fetch_add(1, Ordering::Relaxed);
+    Ok((cache, [(header::CONTENT_TYPE, HeaderValue::from_static(ctype))], bytes).into_response())
+}
+
+async fn report(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let r = record(&app, &id, body).await;
+    match &r {
+        Ok(_) => app.metrics.reports_accepted.fetch_add(1, Ordering::Relaxed),
+        Err(_) => app.metrics.reports_rejected.fetch_add(1, Ordering::Relaxed),
+    };
+    r.map(|b| Json(b).into_response())
+}
+
+async fn record(app: &App, id: &str, body: Result<Bytes, BytesRejection>) -> ApiResult<ReportResponse> {
+    let session = session_of(app, id).await?;
+    let req: ReportRequest = json_body(body)?;
+    let (op, target) = parse_kind(&req.op, &req.shape, &req.target)?;
+    let n = req.entries.len();
+    if n == 0 || n > webtune_kernel_db::MAX_TOP_N {
+        return Err(ApiError::unprocessable(format!(
+            "entries has {n} items; report your top 1 to {} kernels, fastest first",
+            webtune_kernel_db::MAX_TOP_N
+        )));
+    }
+    let now = unix_now();
+    let mut space: Option<String> = None;
+    let mut entries = Vec::with_capacity(n);
+    for (i, e) in req.entries.iter().enumerate() {
+        let at = format!("entries[{i}]");
+        if !is_hex(&e.sha256, 64) {
+            return Err(ApiError::unprocessable(format!("{at}.sha256 must be 64 lower-case hex digits")));
+        }
+        if req.entries[..i].iter().any(|p| p.sha256 == e.sha256) {
+            return Err(ApiError::unprocessable(format!("{at}: kernel {} is listed twice", e.sha256)));
+        }
+        if !(e.median_us.is_finite() && e.median_us > 0.0 && e.median_us < 3.6e9) {
+            return Err(ApiError::unprocessable(format!("{at}.median_us must be a positive number of microseconds, got {}", e.median_us)));
+        }
+        if e.runs == 0 || e.runs > 1_000_000_000 {
+            return Err(ApiError::unprocessable(format!("{at}.runs must be between 1 and 10^9, got {}", e.runs)));
+        }
+        if i > 0 && e.output_ok && req.entries[i - 1].output_ok && e.median_us < req.entries[i - 1].median_us {
+            return Err(ApiError::unprocessable(format!("{at}: entries must be ordered fastest first (by median_us)")));
+        }
+        if e.ticket.len() > 512 {
+            return Err(ApiError::unprocessable(format!("{at}.ticket is too long")));
+        }
+        let claims = app
+            .signer
+            .verify(&e.ticket, id, &e.sha256, now)
+            .map_err(|t| ApiError::new(StatusCode::FORBIDDEN, format!("{at}.ticket {t}")))?;
+        match &space {
+            Some(s) if *s != claims.space_checksum => {
+                return Err(ApiError::unprocessable(format!(
+                    "{at} comes from another candidate space than entries[0]; report each queue separately"
+                )));
+            }
+            _ => space = Some(claims.space_checksum),
+        }
+        entries.push(NewMeasurement {
+            kernel_sha256: e.sha256.clone(),
+            ticket: e.ticket.clone(),
+            median_us: e.median_us,
+            runs: e.runs as i64,
+            output_ok: e.output_ok,
+        });
+    }
+    let report = NewReport {
+        session_id: session.id.clone(),
+        kind: kind_of(&op, target),
+        space_checksum: space.unwrap_or_default(),
+        entries,
+    };
+    let rec = app.db.record_report(&report, &session.keys).await?;
+    app.generation.fetch_add(1, Ordering::Release);
+    app.metrics.measurements_accepted.fetch_add(n as u64, Ordering::Relaxed);
+    Ok(ReportResponse {
+        report_id: rec.report_id,
+        accepted: n,
+        winners: rec
+            .winners
+            .into_iter()
+            .map(|w| WinnerView {
+                level: w.level,
+                level_key: w.level_key,
+                sha256: w.kernel_sha256,
+                votes: w.votes,
+                total_votes: w.total_votes,
+                reports: w.reports,
+                best_median_us: w.best_median_us,
+            })
+            .collect(),
+    })
+}
+
+async fn healthz(State(app): State<Arc<App>>) -> Response {
+    match app.db.ping().await {
+        Ok(()) => Json(serde_json::json!({"status": "ok", "database": app.db.backend()})).into_response(),
+        Err(e) => {
+            eprintln!("webtune serve: health check failed: {e}");
+            (StatusCode::SERVICE_UNAVAILABLE, Json(ErrorBody { error: "database unreachable".into() })).into_response()
+        }
+    }
+}
+
+async fn fallback() -> ApiError {
+    ApiError::not_found("no such endpoint; GET /v1/openapi.json lists them")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this path; GET /v1/openapi.json lists the methods")
+}
+
+/// The service's routes over `app`.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/v1/sessions", post(create_session))
+        .route("/v1/sessions/{id}/queue", get(queue::queue))
+        .route("/v1/sessions/{id}/reports", post(report))
+        .route("/v1/kernels/best", get(best))
+        .route("/v1/kernels/{sha256}", get(kernel_bytes))
+        .route("/v1/openapi.json", get(pages::openapi))
+        .route("/metrics", get(pages::metrics))
+        .route("/healthz", get(healthz))
+        .route("/dashboard", get(pages::dashboard))
+        .route("/", get(pages::dashboard))
+        .fallback(fallback)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(app)
+}
+
+/// Serves until Ctrl-C or SIGTERM. Prints the bound address on stdout first,
+/// so `--addr 127.0.0.1:0` can be used by tests and scripts.
+pub async fn serve(addr: SocketAddr, database_url: &str) -> anyhow::Result<()> {
+    let app = App::new(database_url).await?;
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    println!("webtune: listening on http://{local} (database: {})", redact(database_url));
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    axum::serve(listener, router(app.clone())).with_graceful_shutdown(shutdown()).await?;
+    app.db.close().await;
+    Ok(())
+}
+
+/// The URL without its password, for logs.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let user_pass = &url[s + 3..at];
+            let user = user_pass.split(':').next().unwrap_or("");
+            format!("{}{}@{}", &url[..s + 3], user, &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+async fn shutdown() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -1,0 +1,133 @@
+//! Wire types of the HTTP API: the only place request and response bodies are
+//! defined. Requests deny unknown fields so a misspelt field is an error
+//! rather than a silently ignored default; new optional fields get
+//! `#[serde(default)]`.
+
+use serde::{Deserialize, Serialize};
+use webtune_kernel_db::Level;
+
+/// `POST /v1/sessions`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRequest {
+    /// What the client knows about its hardware; see [`super::device`].
+    pub fingerprint: serde_json::Value,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SessionResponse {
+    pub session_id: String,
+    pub device_key: String,
+    pub arch_key: String,
+    pub vendor_key: String,
+    pub rho: String,
+}
+
+/// Query of `GET /v1/kernels/best` and of the candidate queue.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelQuery {
+    #[serde(default)]
+    pub device_key: Option<String>,
+    pub op: String,
+    /// Comma-separated dimensions, e.g. `384,768,768`.
+    pub shape: String,
+    pub target: String,
+}
+
+/// `GET /v1/kernels/best`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BestResponse {
+    /// Which fallback level answered: device, arch, vendor or default.
+    pub level: Level,
+    /// The key at that level (absent for the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level_key: Option<String>,
+    /// The kernel metadata, exactly as `webtune compile` writes `kernel.json`.
+    pub meta: serde_json::Value,
+    /// Where to fetch the kernel bytes (path relative to this server).
+    pub url: String,
+    /// Summed ranked weights behind the winner (0 for the default).
+    pub votes: i64,
+    /// Reports counted for the winner (0 for the default).
+    pub reports: i64,
+    /// Checksum of the candidate space the winner was voted in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space_checksum: Option<String>,
+}
+
+/// One Server-Sent Event `candidate` of the queue.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CandidateEvent {
+    /// Position in the queue, from 0.
+    pub index: usize,
+    /// Length of the queue.
+    pub total: usize,
+    /// `exploit` (a winner of a similar device) or `explore` (the lite space).
+    pub source: String,
+    pub sha256: String,
+    pub url: String,
+    pub meta: serde_json::Value,
+    /// Quote this in the report: it binds session, kernel, seed, space and expiry.
+    pub ticket: String,
+    /// Seed of the inputs to check the output with (issue 7 builds on it).
+    pub seed: u64,
+    pub space_checksum: String,
+}
+
+/// The final `done` event of the queue.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct QueueDone {
+    pub total: usize,
+    /// Candidates the server could not compile (a compiler bug; logged).
+    pub skipped: usize,
+}
+
+/// `POST /v1/sessions/{id}/reports`: the client's top-N, fastest first.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportRequest {
+    pub op: String,
+    /// The dimensions, e.g. `[384, 768, 768]`.
+    pub shape: Vec<u32>,
+    pub target: String,
+    pub entries: Vec<ReportEntry>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportEntry {
+    pub sha256: String,
+    pub ticket: String,
+    /// Median time of one call, microseconds.
+    pub median_us: f64,
+    /// Timed runs behind the median.
+    pub runs: u32,
+    /// Whether the client's check of the output passed.
+    pub output_ok: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReportResponse {
+    pub report_id: String,
+    pub accepted: usize,
+    /// The winners after this report at the device, arch and vendor levels.
+    pub winners: Vec<WinnerView>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WinnerView {
+    pub level: Level,
+    pub level_key: String,
+    pub sha256: String,
+    pub votes: i64,
+    pub total_votes: i64,
+    pub reports: i64,
+    pub best_median_us: f64,
+}
+
+/// Every error: what was wrong and how to fix it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: String,
+}

@@ -1,0 +1,100 @@
+//! The candidate queue: `GET /v1/sessions/{id}/queue?op=&shape=&target=`,
+//! streamed as Server-Sent Events.
+//!
+//! The queue is NNJIT's extended space: first the exploitation set (winners
+//! already voted for this device's key, architecture or vendor, in that
+//! order), then the exploration set (the lite space, best first). Each
+//! candidate is compiled just in time on the rayon pool (cached by its
+//! inputs, stored by its hash) and sent as one `candidate` event with a
+//! ticket; a final `done` event closes the queue. A bounded channel keeps the
+//! compiler at most a couple of kernels ahead of the client, and a client
+//! that disconnects stops the producer at its next send.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::response::IntoResponse;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use webtune_compiler::Schedule;
+
+use super::error::ApiResult;
+use super::protocol::{CandidateEvent, KernelQuery, QueueDone};
+use super::ticket::TICKET_TTL_S;
+use super::{App, device, kernel_url, kind_of, parse_kind, parse_shape, query, session_of, unix_now};
+
+/// Candidates compiled ahead of the client.
+const AHEAD: usize = 2;
+
+pub async fn queue(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    q: Result<Query<KernelQuery>, QueryRejection>,
+) -> ApiResult<impl IntoResponse> {
+    let session = session_of(&app, &id).await?;
+    let q = query(q)?;
+    let (op, target) = parse_kind(&q.op, &parse_shape(&q.shape)?, &q.target)?;
+    let space = device::space_for(&op, target, &session.keys);
+    let kind = kind_of(&op, target);
+
+    // Exploitation set: the crowd's winners for similar devices, whatever
+    // space they were voted in, unless the lite space holds them already.
+    let mut list: Vec<(&'static str, Schedule)> = Vec::new();
+    for b in app.db.winners_for(&kind, &session.keys).await? {
+        let schedule = serde_json::from_str::<serde_json::Value>(&b.meta_json)
+            .ok()
+            .and_then(|m| m.get("config").cloned())
+            .and_then(|c| serde_json::from_value::<Schedule>(c).ok());
+        if let Some(s) = schedule
+            && !space.schedules.contains(&s)
+            && !list.iter().any(|(_, x)| *x == s)
+        {
+            list.push(("exploit", s));
+        }
+    }
+    list.extend(space.schedules.iter().cloned().map(|s| ("explore", s)));
+
+    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(AHEAD);
+    let total = list.len();
+    tokio::spawn(async move {
+        let mut skipped = 0;
+        for (index, (source, schedule)) in list.into_iter().enumerate() {
+            let c = match app.compile_and_store(&op, target, &schedule).await {
+                Ok(c) => c,
+                Err(e) => {
+                    // Already logged when internal; a schedule the compiler
+                    // refuses is skipped rather than ending the queue.
+                    eprintln!("webtune serve: queue skipped a candidate for {}: {}", op, e.message);
+                    skipped += 1;
+                    continue;
+                }
+            };
+            let seed = u64::from_str_radix(&webtune_kernel_db::random_id()[..15], 16).unwrap_or(index as u64);
+            let expiry = unix_now() + TICKET_TTL_S;
+            let ev = CandidateEvent {
+                index,
+                total,
+                source: source.to_string(),
+                sha256: c.sha256.clone(),
+                url: kernel_url(&c.sha256),
+                meta: c.meta.clone(),
+                ticket: app.signer.issue(&session.id, &c.sha256, &space.checksum, seed, expiry),
+                seed,
+                space_checksum: space.checksum.clone(),
+            };
+            let Ok(data) = serde_json::to_string(&ev) else { continue };
+            if tx.send(Event::default().event("candidate").id(index.to_string()).data(data)).await.is_err() {
+                return; // the client went away
+            }
+            app.metrics.candidates_streamed.fetch_add(1, Ordering::Relaxed);
+        }
+        let done = serde_json::to_string(&QueueDone { total, skipped }).unwrap_or_default();
+        let _ = tx.send(Event::default().event("done").data(done)).await;
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
