@@ -22,6 +22,7 @@ mod pages;
 pub mod protocol;
 mod queue;
 pub mod ticket;
+mod web;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -470,6 +471,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/healthz", get(healthz))
         .route("/dashboard", get(pages::dashboard))
         .route("/", get(pages::dashboard))
+        .merge(web::routes())
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))

@@ -1,0 +1,66 @@
+// Builds the client runtime and the demo into dist/ (committed, so that
+// `webtune serve` embeds them without npm), or with --check, builds into a
+// temporary folder and fails when dist/ differs from what the sources give.
+//
+//   dist/webtune.js   the ES module apps import (served at /web/webtune.js)
+//   dist/*.d.ts       its type declarations
+//   dist/demo.js      the demo app (served at /web/demo.js), which imports
+//                     /web/webtune.js like any other app would
+
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as esbuild from 'esbuild';
+
+const root = dirname(fileURLToPath(import.meta.url));
+const names = (d) => {
+  try {
+    return readdirSync(d).sort();
+  } catch {
+    return [];
+  }
+};
+const check = process.argv.includes('--check');
+const out = check ? mkdtempSync(join(tmpdir(), 'webtune-web-')) : join(root, 'dist');
+
+if (!check) rmSync(out, { recursive: true, force: true });
+
+const common = {
+  absWorkingDir: root,
+  bundle: true,
+  format: 'esm',
+  target: 'es2022',
+  platform: 'browser',
+  charset: 'utf8',
+  legalComments: 'none',
+  logLevel: 'warning',
+};
+await esbuild.build({ ...common, entryPoints: ['src/webtune.ts'], outfile: join(out, 'webtune.js') });
+await esbuild.build({ ...common, entryPoints: ['demo/demo.ts'], outfile: join(out, 'demo.js'), external: ['/web/webtune.js'] });
+
+const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+// Declarations for the module; then a type check of everything, demo included.
+execFileSync(process.execPath, [tsc, '-p', 'tsconfig.json', '--outDir', out], { cwd: root, stdio: 'inherit' });
+execFileSync(process.execPath, [tsc, '-p', 'tsconfig.demo.json'], { cwd: root, stdio: 'inherit' });
+
+if (check) {
+  const dist = join(root, 'dist');
+  const want = names(out), have = names(dist);
+  const differ = [...new Set([...want, ...have])].filter((n) => {
+    try {
+      return !readFileSync(join(out, n)).equals(readFileSync(join(dist, n)));
+    } catch {
+      return true;
+    }
+  });
+  rmSync(out, { recursive: true, force: true });
+  if (differ.length) {
+    console.error(`client-runtime/web/dist is out of date (${differ.join(', ')}): run \`npm run build\` in client-runtime/web and commit dist/`);
+    process.exit(1);
+  }
+  console.log('client-runtime/web/dist matches its sources');
+} else {
+  console.log(`built ${names(out).join(', ')}`);
+}

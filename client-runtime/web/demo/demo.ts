@@ -1,0 +1,209 @@
+// The webtune demo: a small transformer encoder inferring in a loop on Wasm
+// or WebGPU while webtune tunes its kernels in the idle time between
+// inferences; the chart shows latency falling as faster kernels swap in.
+//
+// Query parameters: target=wasm|webgpu, layers, seq, dim, heads, ffn, q4=1,
+// budget (ms per idle slot), after (seconds to keep inferring once tuned;
+// 0 = until stopped), autostart=0.
+
+import { Webtune, type MeasureDetail, type ReportDetail, type SwapDetail } from '/web/webtune.js';
+import { type Mark, type Point, drawChart } from './chart.js';
+import { type Config, type Model, checkConfig, gpuModel, kernelList, makeWeights, wasmModel } from './model.js';
+
+const params = new URLSearchParams(location.search);
+const num = (k: string, d: number) => (params.has(k) ? Number(params.get(k)) : d);
+const target = params.get('target') === 'webgpu' ? 'webgpu' : 'wasm';
+const config: Config = {
+  layers: num('layers', 4),
+  seq: num('seq', 64),
+  dim: num('dim', 256),
+  heads: num('heads', 4),
+  ffn: num('ffn', 4 * num('dim', 256)),
+  vocab: 512,
+  q4: params.get('q4') === '1',
+};
+const budgetMs = num('budget', 8);
+const afterS = num('after', 0);
+
+const COLORS: Record<string, string> = {
+  qkv: '#d62728', scores: '#2ca02c', context: '#9467bd', out: '#ff7f0e', up: '#8c564b', down: '#e377c2',
+};
+
+/** Everything the page knows, for people (the panel) and tests (window.webtuneDemo). */
+const state = {
+  target,
+  config,
+  phase: 'starting' as 'starting' | 'running' | 'tuned' | 'stopped' | 'error',
+  error: '',
+  deviceKey: '',
+  fingerprint: null as unknown,
+  timerResolutionMs: 0,
+  kernels: [] as { name: string; op: string; shape: number[]; source: string; level: string | null; initial: string; sha256: string; swaps: number }[],
+  swaps: [] as (SwapDetail & { name: string; t: number })[],
+  measured: 0,
+  failed: [] as { name: string; sha256: string; error?: string }[],
+  reports: [] as (ReportDetail & { name: string })[],
+  inferences: 0,
+  latencies: [] as Point[],
+  tunedAt: null as number | null,
+  summary: null as null | { startMs: number; finalMs: number; secondsToWithin5: number | null },
+  output: { first: null as number[] | null, last: null as number[] | null, maxDiff: 0 },
+};
+(window as unknown as { webtuneDemo: typeof state }).webtuneDemo = state;
+
+const $ = (id: string) => document.getElementById(id)!;
+const canvas = $('chart') as HTMLCanvasElement;
+let stopRequested = false;
+
+function nameOf(op: string, shape: number[]): string {
+  return kernelList(config).find((k) => k.op === op && k.shape.join() === shape.join())?.name ?? op;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.floor(s.length / 2)] : NaN;
+}
+
+/**
+ * Latency before tuning (the median between the 10th inference, once the
+ * engine's JIT has warmed up, and the first swap), after it (the median of
+ * the last inferences), and when the rolling median first came within 5 % of
+ * the final latency and stayed there.
+ */
+function summarize(points: Point[], swaps: { t: number }[]) {
+  if (points.length < 20) return null;
+  const firstSwap = swaps.length ? swaps[0].t : Infinity;
+  const before = points.slice(10).filter((p) => p.t < firstSwap).slice(0, 200);
+  const startMs = median((before.length ? before : points.slice(10, 60)).map((p) => p.ms));
+  const finalMs = median(points.slice(-Math.min(100, Math.floor(points.length / 3))).map((p) => p.ms));
+  let secondsToWithin5: number | null = null;
+  const roll = points.map((_, i) => median(points.slice(Math.max(0, i - 8), i + 1).map((p) => p.ms)));
+  for (let i = roll.length - 1; i >= 0 && roll[i] <= finalMs * 1.05; i--) secondsToWithin5 = points[i].t;
+  return { startMs, finalMs, secondsToWithin5 };
+}
+
+function render(wt: Webtune | null): void {
+  const marks: Mark[] = state.swaps.map((s) => ({ t: s.t, label: `${s.name} ×${s.speedup.toFixed(2)}`, color: COLORS[s.name] ?? '#555' }));
+  const c = config;
+  const title = `${target === 'wasm' ? 'Wasm' : 'WebGPU'} · ${c.layers} layers, seq ${c.seq}, dim ${c.dim}, ${c.heads} heads, ffn ${c.ffn}${c.q4 ? ', q4 MLP' : ''} · ${state.inferences} inferences, ${state.swaps.length} swaps`;
+  drawChart(canvas, state.latencies, marks, title, kernelList(config).map((k) => [k.name, COLORS[k.name]]));
+  const rows = state.kernels.map((k) => {
+    const st = wt?.status().find((s) => s.op === k.op && s.shape.join() === k.shape.join());
+    const progress = st ? `${st.phase} ${st.evaluated}/${st.total || '?'}` : '';
+    return `<tr><td style="color:${COLORS[k.name]}">${k.name}</td><td>${k.op}</td><td>${k.shape.join('×')}</td><td>${k.source}${k.level ? ` (${k.level})` : ''}</td><td>${progress}</td><td>${k.swaps}</td><td><code>${k.sha256.slice(0, 12)}</code></td></tr>`;
+  });
+  $('kernels').innerHTML = `<tr><th>kernel</th><th>op</th><th>shape</th><th>first from</th><th>tuning</th><th>swaps</th><th>in use</th></tr>${rows.join('')}`;
+  const s = state.summary;
+  $('status').textContent = state.error
+    ? `error: ${state.error}`
+    : `${state.phase} · device key ${state.deviceKey} · timer ${state.timerResolutionMs.toFixed(3)} ms · candidates measured ${state.measured} (${state.failed.length} failed checks) · reports ${state.reports.length}` +
+      (s ? ` · latency ${s.startMs.toFixed(2)} → ${s.finalMs.toFixed(2)} ms${s.secondsToWithin5 !== null ? `, within 5 % of final after ${s.secondsToWithin5.toFixed(1)} s` : ''}` : '');
+}
+
+/** Yields to the event loop without the 4 ms clamp of nested timers. */
+function yieldNow(): Promise<void> {
+  return new Promise((resolve) => {
+    const ch = new MessageChannel();
+    ch.port1.onmessage = () => resolve();
+    ch.port2.postMessage(null);
+  });
+}
+
+function fingerprintOut(out: Float32Array): number[] {
+  const picks = [0, 1, out.length >> 1, out.length - 1].map((i) => out[i]);
+  let norm = 0;
+  for (const v of out) norm += v * v;
+  return [...picks, Math.sqrt(norm)];
+}
+
+async function main(): Promise<void> {
+  checkConfig(config);
+  let device: GPUDevice | undefined, adapter: GPUAdapter | undefined;
+  if (target === 'webgpu') {
+    if (!navigator.gpu) throw new Error('this browser has no WebGPU (headless Chromium needs --enable-unsafe-webgpu)');
+    adapter = (await navigator.gpu.requestAdapter()) ?? undefined;
+    if (!adapter) throw new Error('no WebGPU adapter');
+    // The app's own device; webtune builds its pipelines on it.
+    device = await adapter.requestDevice({ requiredFeatures: adapter.features.has('timestamp-query') ? ['timestamp-query'] : [] });
+  }
+  const memory = target === 'wasm' ? new WebAssembly.Memory({ initial: 16 }) : undefined;
+  const wt = await Webtune.open({ target, device, adapter, memory, budgetMs });
+  state.deviceKey = wt.session.device_key;
+  state.fingerprint = wt.fingerprint;
+  state.timerResolutionMs = wt.timerResolutionMs;
+  const weights = makeWeights(config);
+  const model: Model = target === 'wasm' ? await wasmModel(wt, config, weights) : await gpuModel(wt, config, weights);
+  for (const k of kernelList(config)) {
+    const h = model.kernels[k.name];
+    state.kernels.push({ name: k.name, op: k.op, shape: k.shape, source: h.source, level: h.level, initial: h.sha256, sha256: h.sha256, swaps: 0 });
+  }
+  let t0 = 0;
+  wt.addEventListener('swap', (e) => {
+    const d = (e as CustomEvent<SwapDetail>).detail;
+    const name = nameOf(d.op, d.shape);
+    state.swaps.push({ ...d, name, t: (d.at - t0) / 1000 });
+    const k = state.kernels.find((k) => k.name === name)!;
+    k.sha256 = d.to;
+    k.swaps++;
+  });
+  wt.addEventListener('measure', (e) => {
+    const d = (e as CustomEvent<MeasureDetail>).detail;
+    state.measured++;
+    if (!d.ok) state.failed.push({ name: nameOf(d.op, d.shape), sha256: d.sha256, error: d.error });
+  });
+  wt.addEventListener('report', (e) => {
+    const d = (e as CustomEvent<ReportDetail>).detail;
+    state.reports.push({ ...d, name: nameOf(d.op, d.shape) });
+  });
+  state.phase = 'running';
+  t0 = performance.now();
+  let lastDraw = 0;
+  while (!stopRequested) {
+    const start = performance.now();
+    const out = await model.forward();
+    const ms = performance.now() - start;
+    state.latencies.push({ t: (start - t0) / 1000, ms });
+    state.inferences++;
+    const fp = fingerprintOut(out);
+    if (!state.output.first) state.output.first = fp;
+    state.output.last = fp;
+    // Kernels differ only in f32 rounding: the model's output must not move.
+    state.output.maxDiff = Math.max(state.output.maxDiff, ...fp.map((v, i) => Math.abs(v - state.output.first![i]) / Math.max(1, Math.abs(state.output.first![i]))));
+    const r = await wt.idle();
+    if (r.done && state.tunedAt === null) {
+      state.tunedAt = (performance.now() - t0) / 1000;
+      state.phase = 'tuned';
+    }
+    if (state.tunedAt !== null && afterS > 0 && (performance.now() - t0) / 1000 > state.tunedAt + afterS) break;
+    if (performance.now() - lastDraw > 250) {
+      state.summary = summarize(state.latencies, state.swaps);
+      render(wt);
+      lastDraw = performance.now();
+    }
+    await yieldNow();
+  }
+  state.summary = summarize(state.latencies, state.swaps);
+  state.phase = 'stopped';
+  render(wt);
+}
+
+$('stop').addEventListener('click', () => {
+  stopRequested = true;
+});
+$('clear').addEventListener('click', async () => {
+  // The cache is per origin; opening it through the module keeps its schema in one place.
+  indexedDB.deleteDatabase('webtune');
+  $('status').textContent = 'local kernel cache cleared; reload to start from the server';
+});
+($('target') as HTMLSelectElement).value = target;
+$('target').addEventListener('change', (e) => {
+  params.set('target', (e.target as HTMLSelectElement).value);
+  location.search = params.toString();
+});
+render(null);
+main().catch((e) => {
+  state.phase = 'error';
+  state.error = e instanceof Error ? `${e.message}` : String(e);
+  render(null);
+  console.error(e);
+});

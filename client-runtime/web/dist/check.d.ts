@@ -1,0 +1,32 @@
+import { type OpName } from './ops.js';
+/** Largest norm-scaled error one f32 kernel may have against the reference. */
+export declare const TOLERANCE = 0.00001;
+/** Row norms of A and column norms of B: the error scale of every output. */
+export declare class Scales {
+    readonly op: OpName;
+    readonly shape: readonly number[];
+    readonly args: Uint32Array[];
+    readonly rows: Float64Array;
+    readonly cols: Float64Array;
+    constructor(op: OpName, shape: readonly number[], args: Uint32Array[]);
+    /** The scale of flat output index `p`. */
+    at(p: number): number;
+    /** The f64 reference of flat output index `p`, in O(K). */
+    reference(p: number): number;
+}
+/** Result of a check: the largest scaled error and where it occurred. */
+export interface CheckResult {
+    ok: boolean;
+    maxErr: number;
+    worst: number;
+}
+/** Compares two outputs element-wise; NaN or infinity anywhere fails. */
+export declare function compareOutputs(scales: Scales, got: Float32Array, want: Float32Array, tolerance: number): CheckResult;
+/** Compares `got` with the f64 reference at `positions`. */
+export declare function checkPositions(scales: Scales, got: Float32Array, positions: readonly number[]): CheckResult;
+/**
+ * Positions to check against the reference when the server named none: the
+ * first and last outputs (where tiles and remainders meet the edges) and a
+ * few spread between.
+ */
+export declare function defaultPositions(len: number, count?: number): number[];

@@ -1,0 +1,649 @@
+// demo/demo.ts
+import { Webtune } from "/web/webtune.js";
+
+// demo/chart.ts
+function niceStep(range, ticks) {
+  const raw = range / ticks;
+  const p = Math.pow(10, Math.floor(Math.log10(raw)));
+  const f = raw / p;
+  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
+}
+function fmt(v, step) {
+  const digits = Math.max(0, -Math.floor(Math.log10(step)));
+  return v.toFixed(Math.min(digits, 3));
+}
+function rollingMedian(points, window2) {
+  const out = [];
+  for (let i = 0; i < points.length; i++) {
+    const w = points.slice(Math.max(0, i - window2 + 1), i + 1).map((p) => p.ms).sort((a, b) => a - b);
+    out.push({ t: points[i].t, ms: w[Math.floor(w.length / 2)] });
+  }
+  return out;
+}
+function drawChart(canvas2, points, marks, title, legend) {
+  const dpr = window.devicePixelRatio || 1;
+  const cssW = canvas2.clientWidth || 800, cssH = canvas2.clientHeight || 320;
+  if (canvas2.width !== Math.round(cssW * dpr) || canvas2.height !== Math.round(cssH * dpr)) {
+    canvas2.width = Math.round(cssW * dpr);
+    canvas2.height = Math.round(cssH * dpr);
+  }
+  const g = canvas2.getContext("2d");
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  g.clearRect(0, 0, cssW, cssH);
+  g.fillStyle = "#fff";
+  g.fillRect(0, 0, cssW, cssH);
+  const L = 64, R = 16, T = 34, B = 44;
+  const w = cssW - L - R, h = cssH - T - B;
+  const tMax = Math.max(1, ...points.map((p) => p.t), ...marks.map((m) => m.t)) * 1.02;
+  const sorted = points.map((p) => p.ms).sort((a, b) => a - b);
+  const top = sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.99))] : 1;
+  const yStep = niceStep(Math.max(top * 1.15, 1e-3), 5);
+  const yMax = Math.ceil(top * 1.15 / yStep) * yStep || yStep;
+  const xStep = niceStep(tMax, 8);
+  const X = (t) => L + t / tMax * w;
+  const Y = (ms) => T + h - Math.min(ms, yMax) / yMax * h;
+  g.font = "12px system-ui, sans-serif";
+  g.fillStyle = "#222";
+  g.textBaseline = "middle";
+  g.fillText(title, L, 14);
+  g.strokeStyle = "#e4e4e4";
+  g.lineWidth = 1;
+  g.textAlign = "right";
+  for (let v = 0; v <= yMax + 1e-9; v += yStep) {
+    g.beginPath();
+    g.moveTo(L, Y(v));
+    g.lineTo(L + w, Y(v));
+    g.stroke();
+    g.fillText(fmt(v, yStep), L - 6, Y(v));
+  }
+  g.textAlign = "center";
+  g.textBaseline = "top";
+  for (let t = 0; t <= tMax + 1e-9; t += xStep) {
+    g.beginPath();
+    g.moveTo(X(t), T);
+    g.lineTo(X(t), T + h);
+    g.stroke();
+    g.fillText(fmt(t, xStep), X(t), T + h + 6);
+  }
+  g.strokeStyle = "#444";
+  g.beginPath();
+  g.moveTo(L, T);
+  g.lineTo(L, T + h);
+  g.lineTo(L + w, T + h);
+  g.stroke();
+  g.fillText("time since start (s)", L + w / 2, T + h + 24);
+  g.save();
+  g.translate(16, T + h / 2);
+  g.rotate(-Math.PI / 2);
+  g.textBaseline = "middle";
+  g.fillText("inference latency (ms)", 0, 0);
+  g.restore();
+  g.setLineDash([4, 3]);
+  g.textAlign = "left";
+  g.textBaseline = "top";
+  marks.forEach((m, i) => {
+    g.strokeStyle = m.color;
+    g.beginPath();
+    g.moveTo(X(m.t), T);
+    g.lineTo(X(m.t), T + h);
+    g.stroke();
+    g.fillStyle = m.color;
+    g.fillText(m.label, X(m.t) + 3, T + 2 + i % 4 * 13);
+  });
+  g.setLineDash([]);
+  g.fillStyle = "rgba(40, 90, 200, 0.45)";
+  for (const p of points) g.fillRect(X(p.t) - 1.5, Y(p.ms) - 1.5, 3, 3);
+  const med = rollingMedian(points, 9);
+  g.strokeStyle = "#1a3f9c";
+  g.lineWidth = 2;
+  g.beginPath();
+  med.forEach((p, i) => i ? g.lineTo(X(p.t), Y(p.ms)) : g.moveTo(X(p.t), Y(p.ms)));
+  g.stroke();
+  g.textBaseline = "middle";
+  g.textAlign = "left";
+  let lx = L + w;
+  for (const [name, color] of [...legend].reverse()) {
+    const tw = g.measureText(name).width;
+    lx -= tw + 22;
+    g.fillStyle = color;
+    g.fillRect(lx, 10, 10, 10);
+    g.fillStyle = "#222";
+    g.fillText(name, lx + 14, 15);
+  }
+}
+
+// demo/model.ts
+function checkConfig(c) {
+  if (c.dim % c.heads) throw new Error(`dim ${c.dim} must be a multiple of heads ${c.heads}`);
+  if (c.q4 && (c.dim % 32 || c.ffn % 32)) throw new Error("q4 weights need dim and ffn to be multiples of 32");
+  for (const [k, v] of Object.entries(c)) if (typeof v === "number" && !(Number.isInteger(v) && v > 0)) throw new Error(`${k} must be a positive integer`);
+}
+function kernelList(c) {
+  const dh = c.dim / c.heads;
+  const mlp = c.q4 ? "matmul_q4" : "matmul";
+  return [
+    { name: "qkv", op: "matmul", shape: [c.seq, c.dim, 3 * c.dim] },
+    { name: "scores", op: "batch_matmul", shape: [c.heads, c.seq, dh, c.seq] },
+    { name: "context", op: "batch_matmul", shape: [c.heads, c.seq, c.seq, dh] },
+    { name: "out", op: "matmul", shape: [c.seq, c.dim, c.dim] },
+    { name: "up", op: mlp, shape: [c.seq, c.dim, c.ffn] },
+    { name: "down", op: mlp, shape: [c.seq, c.ffn, c.dim] }
+  ];
+}
+function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = a + 1831565813 >>> 0;
+    let t = a;
+    t = Math.imul(t ^ t >>> 15, t | 1);
+    t ^= t + Math.imul(t ^ t >>> 7, t | 61);
+    return ((t ^ t >>> 14) >>> 0) / 4294967296;
+  };
+}
+function makeWeights(c) {
+  const r = rng(24301);
+  const normal = () => {
+    let s = 0;
+    for (let i = 0; i < 4; i++) s += r();
+    return (s - 2) * Math.sqrt(3);
+  };
+  const dense = (rows, cols) => {
+    const w = new Float32Array(rows * cols);
+    const scale = 1 / Math.sqrt(rows);
+    for (let i = 0; i < w.length; i++) w[i] = normal() * scale;
+    return w;
+  };
+  const q4 = (k, n) => {
+    const w = new Uint32Array(n * k / 8);
+    for (let i = 0; i < w.length; i++) w[i] = r() * 4294967296 >>> 0;
+    const s = new Float32Array(n * k / 32);
+    for (let i = 0; i < s.length; i++) s[i] = (0.8 + 0.4 * r()) / (4.6 * Math.sqrt(k));
+    return [w, s];
+  };
+  const ln = (d) => {
+    const p = new Float32Array(2 * d);
+    for (let i = 0; i < d; i++) {
+      p[i] = 1 + 0.1 * (r() - 0.5);
+      p[d + i] = 0.1 * (r() - 0.5);
+    }
+    return p;
+  };
+  const table = dense(c.vocab, c.dim);
+  const embed = new Float32Array(c.seq * c.dim);
+  for (let t = 0; t < c.seq; t++) {
+    const tok = (t * 7919 + 13) % c.vocab;
+    for (let i = 0; i < c.dim; i++) {
+      const angle = t / Math.pow(1e4, 2 * Math.floor(i / 2) / c.dim);
+      embed[t * c.dim + i] = table[tok * c.dim + i] * Math.sqrt(c.dim) * 0.1 + (i % 2 ? Math.cos(angle) : Math.sin(angle));
+    }
+  }
+  const layers = [];
+  for (let l = 0; l < c.layers; l++) {
+    const [w1, s1] = c.q4 ? q4(c.dim, c.ffn) : [dense(c.dim, c.ffn), null];
+    const [w2, s2] = c.q4 ? q4(c.ffn, c.dim) : [dense(c.ffn, c.dim), null];
+    layers.push({ ln1: ln(c.dim), wqkv: dense(c.dim, 3 * c.dim), wo: dense(c.dim, c.dim), ln2: ln(c.dim), w1, s1, w2, s2 });
+  }
+  return { embed, layers, lnf: ln(c.dim) };
+}
+function layerNorm(x, p, y, rows, d) {
+  for (let r = 0; r < rows; r++) {
+    let mean = 0;
+    for (let i = 0; i < d; i++) mean += x[r * d + i];
+    mean /= d;
+    let v = 0;
+    for (let i = 0; i < d; i++) v += (x[r * d + i] - mean) ** 2;
+    const inv = 1 / Math.sqrt(v / d + 1e-5);
+    for (let i = 0; i < d; i++) y[r * d + i] = (x[r * d + i] - mean) * inv * p[i] + p[d + i];
+  }
+}
+function gelu(x) {
+  return 0.5 * x * (1 + Math.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+var Arena = class {
+  constructor(memory) {
+    this.memory = memory;
+  }
+  memory;
+  end = 0;
+  views = /* @__PURE__ */ new Map();
+  buffer = null;
+  alloc(name, len, kind = "f32") {
+    const off = this.end;
+    this.end = Math.ceil((off + len * 4) / 64) * 64;
+    const need = this.end - this.memory.buffer.byteLength;
+    if (need > 0) this.memory.grow(Math.ceil(need / 65536));
+    this.views.set(name, { off, len, kind });
+    return off;
+  }
+  off(name) {
+    return this.views.get(name).off;
+  }
+  f32(name) {
+    return this.view(name);
+  }
+  u32(name) {
+    return this.view(name);
+  }
+  view(name) {
+    if (this.buffer !== this.memory.buffer) {
+      this.buffer = this.memory.buffer;
+      for (const v2 of this.views.values()) v2.view = void 0;
+    }
+    const v = this.views.get(name);
+    v.view ??= v.kind === "f32" ? new Float32Array(this.buffer, v.off, v.len) : new Uint32Array(this.buffer, v.off, v.len);
+    return v.view;
+  }
+};
+async function wasmModel(wt, c, w) {
+  const memory = wt.memory;
+  const a = new Arena(memory);
+  const { seq: T, dim: D, heads: H, ffn: F } = c;
+  const dh = D / H;
+  const ks = {};
+  for (const k of kernelList(c)) ks[k.name] = await wt.wasmKernel(k.op, k.shape);
+  for (const [n, len] of [
+    ["x", T * D],
+    ["h", T * D],
+    ["qkv", T * 3 * D],
+    ["q", T * D],
+    ["kt", T * D],
+    ["v", T * D],
+    ["s", H * T * T],
+    ["o", H * T * dh],
+    ["m", T * D],
+    ["a", T * D],
+    ["u", T * F],
+    ["y", T * D]
+  ]) a.alloc(n, len);
+  w.layers.forEach((l, i) => {
+    a.alloc(`wqkv${i}`, l.wqkv.length);
+    a.alloc(`wo${i}`, l.wo.length);
+    a.alloc(`w1${i}`, l.w1.length, c.q4 ? "u32" : "f32");
+    a.alloc(`w2${i}`, l.w2.length, c.q4 ? "u32" : "f32");
+    if (c.q4) {
+      a.alloc(`s1${i}`, l.s1.length);
+      a.alloc(`s2${i}`, l.s2.length);
+    }
+  });
+  w.layers.forEach((l, i) => {
+    a.f32(`wqkv${i}`).set(l.wqkv);
+    a.f32(`wo${i}`).set(l.wo);
+    if (c.q4) {
+      a.u32(`w1${i}`).set(l.w1);
+      a.u32(`w2${i}`).set(l.w2);
+      a.f32(`s1${i}`).set(l.s1);
+      a.f32(`s2${i}`).set(l.s2);
+    } else {
+      a.f32(`w1${i}`).set(l.w1);
+      a.f32(`w2${i}`).set(l.w2);
+    }
+  });
+  const mlp = (k, i, which, inp, out) => {
+    if (c.q4) k.run(a.off(inp), a.off(`w${which}${i}`), a.off(`s${which}${i}`), a.off(out));
+    else k.run(a.off(inp), a.off(`w${which}${i}`), a.off(out));
+  };
+  const scale = 1 / Math.sqrt(dh);
+  async function forward() {
+    a.f32("x").set(w.embed);
+    for (let i = 0; i < c.layers; i++) {
+      const L = w.layers[i];
+      layerNorm(a.f32("x"), L.ln1, a.f32("h"), T, D);
+      ks.qkv.run(a.off("h"), a.off(`wqkv${i}`), a.off("qkv"));
+      const qkv = a.f32("qkv"), q = a.f32("q"), kt = a.f32("kt"), v = a.f32("v");
+      for (let t = 0; t < T; t++) {
+        for (let hh = 0; hh < H; hh++) {
+          for (let j = 0; j < dh; j++) {
+            const col = hh * dh + j;
+            q[(hh * T + t) * dh + j] = qkv[t * 3 * D + col] * scale;
+            kt[(hh * dh + j) * T + t] = qkv[t * 3 * D + D + col];
+            v[(hh * T + t) * dh + j] = qkv[t * 3 * D + 2 * D + col];
+          }
+        }
+      }
+      ks.scores.run(a.off("q"), a.off("kt"), a.off("s"));
+      const s = a.f32("s");
+      for (let r = 0; r < H * T; r++) {
+        let max = -Infinity;
+        for (let j = 0; j < T; j++) max = Math.max(max, s[r * T + j]);
+        let sum = 0;
+        for (let j = 0; j < T; j++) sum += s[r * T + j] = Math.exp(s[r * T + j] - max);
+        for (let j = 0; j < T; j++) s[r * T + j] /= sum;
+      }
+      ks.context.run(a.off("s"), a.off("v"), a.off("o"));
+      const o = a.f32("o"), m = a.f32("m");
+      for (let hh = 0; hh < H; hh++) for (let t = 0; t < T; t++) for (let j = 0; j < dh; j++) m[t * D + hh * dh + j] = o[(hh * T + t) * dh + j];
+      ks.out.run(a.off("m"), a.off(`wo${i}`), a.off("a"));
+      const x = a.f32("x"), at = a.f32("a");
+      for (let p = 0; p < T * D; p++) x[p] += at[p];
+      layerNorm(x, L.ln2, a.f32("h"), T, D);
+      mlp(ks.up, i, 1, "h", "u");
+      const u = a.f32("u");
+      for (let p = 0; p < T * F; p++) u[p] = gelu(u[p]);
+      mlp(ks.down, i, 2, "u", "a");
+      const x2 = a.f32("x"), d2 = a.f32("a");
+      for (let p = 0; p < T * D; p++) x2[p] += d2[p];
+    }
+    layerNorm(a.f32("x"), w.lnf, a.f32("y"), T, D);
+    return a.f32("y").slice();
+  }
+  return { forward, kernels: ks };
+}
+var WG = 64;
+function helpers(c) {
+  const { seq: T, dim: D, heads: H, ffn: F } = c;
+  const dh = D / H;
+  const head = (bindings) => `${bindings}
+@compute @workgroup_size(${WG}) fn main(@builtin(global_invocation_id) g: vec3u) {
+  let i = g.x;
+`;
+  return {
+    layernorm: head(`@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> p: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;`) + `  if (i >= ${T}u) { return; }
+  var mean = 0.0;
+  for (var k = 0u; k < ${D}u; k++) { mean += x[i * ${D}u + k]; }
+  mean /= ${D}.0;
+  var v = 0.0;
+  for (var k = 0u; k < ${D}u; k++) { let d = x[i * ${D}u + k] - mean; v += d * d; }
+  let inv = 1.0 / sqrt(v / ${D}.0 + 1e-5);
+  for (var k = 0u; k < ${D}u; k++) { y[i * ${D}u + k] = (x[i * ${D}u + k] - mean) * inv * p[k] + p[${D}u + k]; }
+}`,
+    split: head(`@group(0) @binding(0) var<storage, read> qkv: array<f32>;
+@group(0) @binding(1) var<storage, read_write> q: array<f32>;
+@group(0) @binding(2) var<storage, read_write> kt: array<f32>;
+@group(0) @binding(3) var<storage, read_write> v: array<f32>;`) + `  if (i >= ${T * D}u) { return; }
+  let t = i / ${D}u;
+  let col = i % ${D}u;
+  let h = col / ${dh}u;
+  let j = col % ${dh}u;
+  q[(h * ${T}u + t) * ${dh}u + j] = qkv[t * ${3 * D}u + col] * ${1 / Math.sqrt(dh)};
+  kt[(h * ${dh}u + j) * ${T}u + t] = qkv[t * ${3 * D}u + ${D}u + col];
+  v[(h * ${T}u + t) * ${dh}u + j] = qkv[t * ${3 * D}u + ${2 * D}u + col];
+}`,
+    softmax: head(`@group(0) @binding(0) var<storage, read_write> s: array<f32>;`) + `  if (i >= ${H * T}u) { return; }
+  var m = -3.0e38;
+  for (var j = 0u; j < ${T}u; j++) { m = max(m, s[i * ${T}u + j]); }
+  var sum = 0.0;
+  for (var j = 0u; j < ${T}u; j++) { let e = exp(s[i * ${T}u + j] - m); s[i * ${T}u + j] = e; sum += e; }
+  for (var j = 0u; j < ${T}u; j++) { s[i * ${T}u + j] /= sum; }
+}`,
+    merge: head(`@group(0) @binding(0) var<storage, read> o: array<f32>;
+@group(0) @binding(1) var<storage, read_write> m: array<f32>;`) + `  if (i >= ${T * D}u) { return; }
+  let t = i / ${D}u;
+  let col = i % ${D}u;
+  m[i] = o[((col / ${dh}u) * ${T}u + t) * ${dh}u + col % ${dh}u];
+}`,
+    gelu: head(`@group(0) @binding(0) var<storage, read_write> u: array<f32>;`) + `  if (i >= ${T * F}u) { return; }
+  let x = u[i];
+  u[i] = 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}`,
+    add: head(`@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;`) + `  if (i >= ${T * D}u) { return; }
+  x[i] += a[i];
+}`
+  };
+}
+async function gpuModel(wt, c, w) {
+  const device = wt.device;
+  const { seq: T, dim: D, heads: H, ffn: F } = c;
+  const dh = D / H;
+  const ks = {};
+  for (const k of kernelList(c)) ks[k.name] = await wt.gpuKernel(k.op, k.shape);
+  const buf = (data, label, extra = 0) => {
+    const size = Math.ceil((typeof data === "number" ? data : data.length) * 4 / 16) * 16;
+    const b = device.createBuffer({ label, size, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC | extra });
+    if (typeof data !== "number") device.queue.writeBuffer(b, 0, data);
+    return b;
+  };
+  const B = {
+    x: buf(T * D, "x"),
+    h: buf(T * D, "h"),
+    qkv: buf(T * 3 * D, "qkv"),
+    q: buf(T * D, "q"),
+    kt: buf(T * D, "kt"),
+    v: buf(T * D, "v"),
+    s: buf(H * T * T, "s"),
+    o: buf(H * T * dh, "o"),
+    m: buf(T * D, "m"),
+    a: buf(T * D, "a"),
+    u: buf(T * F, "u"),
+    y: buf(T * D, "y"),
+    lnf: buf(w.lnf, "lnf")
+  };
+  const staging = device.createBuffer({ size: T * D * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const src = helpers(c);
+  const pipes = {};
+  for (const [name, code] of Object.entries(src)) {
+    pipes[name] = await device.createComputePipelineAsync({ label: name, layout: "auto", compute: { module: device.createShaderModule({ label: name, code }), entryPoint: "main" } });
+  }
+  const bg = (pipe, buffers) => device.createBindGroup({ layout: pipes[pipe].getBindGroupLayout(0), entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })) });
+  const groups = (n) => Math.ceil(n / WG);
+  const steps = [];
+  const helper = (pipe, buffers, n) => {
+    const g = bg(pipe, buffers);
+    steps.push((pass) => {
+      pass.setPipeline(pipes[pipe]);
+      pass.setBindGroup(0, g);
+      pass.dispatchWorkgroups(groups(n));
+    });
+  };
+  const kernel = (k, buffers) => {
+    const g = k.bindGroup(buffers);
+    steps.push((pass) => k.dispatch(pass, g));
+  };
+  w.layers.forEach((l, i) => {
+    const ln1 = buf(l.ln1, `ln1.${i}`), ln2 = buf(l.ln2, `ln2.${i}`);
+    const wqkv = buf(l.wqkv, `wqkv.${i}`), wo = buf(l.wo, `wo.${i}`);
+    const w1 = buf(l.w1, `w1.${i}`), w2 = buf(l.w2, `w2.${i}`);
+    helper("layernorm", [B.x, ln1, B.h], T);
+    kernel(ks.qkv, [B.h, wqkv, B.qkv]);
+    helper("split", [B.qkv, B.q, B.kt, B.v], T * D);
+    kernel(ks.scores, [B.q, B.kt, B.s]);
+    helper("softmax", [B.s], H * T);
+    kernel(ks.context, [B.s, B.v, B.o]);
+    helper("merge", [B.o, B.m], T * D);
+    kernel(ks.out, [B.m, wo, B.a]);
+    helper("add", [B.a, B.x], T * D);
+    helper("layernorm", [B.x, ln2, B.h], T);
+    if (c.q4) kernel(ks.up, [B.h, w1, buf(l.s1, `s1.${i}`), B.u]);
+    else kernel(ks.up, [B.h, w1, B.u]);
+    helper("gelu", [B.u], T * F);
+    if (c.q4) kernel(ks.down, [B.u, w2, buf(l.s2, `s2.${i}`), B.a]);
+    else kernel(ks.down, [B.u, w2, B.a]);
+    helper("add", [B.a, B.x], T * D);
+  });
+  helper("layernorm", [B.x, B.lnf, B.y], T);
+  async function forward() {
+    device.queue.writeBuffer(B.x, 0, w.embed);
+    const enc = device.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    for (const s of steps) s(pass);
+    pass.end();
+    enc.copyBufferToBuffer(B.y, 0, staging, 0, T * D * 4);
+    device.queue.submit([enc.finish()]);
+    await staging.mapAsync(GPUMapMode.READ);
+    const out = new Float32Array(staging.getMappedRange().slice(0));
+    staging.unmap();
+    return out;
+  }
+  return { forward, kernels: ks };
+}
+
+// demo/demo.ts
+var params = new URLSearchParams(location.search);
+var num = (k, d) => params.has(k) ? Number(params.get(k)) : d;
+var target = params.get("target") === "webgpu" ? "webgpu" : "wasm";
+var config = {
+  layers: num("layers", 4),
+  seq: num("seq", 64),
+  dim: num("dim", 256),
+  heads: num("heads", 4),
+  ffn: num("ffn", 4 * num("dim", 256)),
+  vocab: 512,
+  q4: params.get("q4") === "1"
+};
+var budgetMs = num("budget", 8);
+var afterS = num("after", 0);
+var COLORS = {
+  qkv: "#d62728",
+  scores: "#2ca02c",
+  context: "#9467bd",
+  out: "#ff7f0e",
+  up: "#8c564b",
+  down: "#e377c2"
+};
+var state = {
+  target,
+  config,
+  phase: "starting",
+  error: "",
+  deviceKey: "",
+  fingerprint: null,
+  timerResolutionMs: 0,
+  kernels: [],
+  swaps: [],
+  measured: 0,
+  failed: [],
+  reports: [],
+  inferences: 0,
+  latencies: [],
+  tunedAt: null,
+  summary: null,
+  output: { first: null, last: null, maxDiff: 0 }
+};
+window.webtuneDemo = state;
+var $ = (id) => document.getElementById(id);
+var canvas = $("chart");
+var stopRequested = false;
+function nameOf(op, shape) {
+  return kernelList(config).find((k) => k.op === op && k.shape.join() === shape.join())?.name ?? op;
+}
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.floor(s.length / 2)] : NaN;
+}
+function summarize(points, swaps) {
+  if (points.length < 20) return null;
+  const firstSwap = swaps.length ? swaps[0].t : Infinity;
+  const before = points.slice(10).filter((p) => p.t < firstSwap).slice(0, 200);
+  const startMs = median((before.length ? before : points.slice(10, 60)).map((p) => p.ms));
+  const finalMs = median(points.slice(-Math.min(100, Math.floor(points.length / 3))).map((p) => p.ms));
+  let secondsToWithin5 = null;
+  const roll = points.map((_, i) => median(points.slice(Math.max(0, i - 8), i + 1).map((p) => p.ms)));
+  for (let i = roll.length - 1; i >= 0 && roll[i] <= finalMs * 1.05; i--) secondsToWithin5 = points[i].t;
+  return { startMs, finalMs, secondsToWithin5 };
+}
+function render(wt) {
+  const marks = state.swaps.map((s2) => ({ t: s2.t, label: `${s2.name} ×${s2.speedup.toFixed(2)}`, color: COLORS[s2.name] ?? "#555" }));
+  const c = config;
+  const title = `${target === "wasm" ? "Wasm" : "WebGPU"} · ${c.layers} layers, seq ${c.seq}, dim ${c.dim}, ${c.heads} heads, ffn ${c.ffn}${c.q4 ? ", q4 MLP" : ""} · ${state.inferences} inferences, ${state.swaps.length} swaps`;
+  drawChart(canvas, state.latencies, marks, title, kernelList(config).map((k) => [k.name, COLORS[k.name]]));
+  const rows = state.kernels.map((k) => {
+    const st = wt?.status().find((s2) => s2.op === k.op && s2.shape.join() === k.shape.join());
+    const progress = st ? `${st.phase} ${st.evaluated}/${st.total || "?"}` : "";
+    return `<tr><td style="color:${COLORS[k.name]}">${k.name}</td><td>${k.op}</td><td>${k.shape.join("×")}</td><td>${k.source}${k.level ? ` (${k.level})` : ""}</td><td>${progress}</td><td>${k.swaps}</td><td><code>${k.sha256.slice(0, 12)}</code></td></tr>`;
+  });
+  $("kernels").innerHTML = `<tr><th>kernel</th><th>op</th><th>shape</th><th>first from</th><th>tuning</th><th>swaps</th><th>in use</th></tr>${rows.join("")}`;
+  const s = state.summary;
+  $("status").textContent = state.error ? `error: ${state.error}` : `${state.phase} · device key ${state.deviceKey} · timer ${state.timerResolutionMs.toFixed(3)} ms · candidates measured ${state.measured} (${state.failed.length} failed checks) · reports ${state.reports.length}` + (s ? ` · latency ${s.startMs.toFixed(2)} → ${s.finalMs.toFixed(2)} ms${s.secondsToWithin5 !== null ? `, within 5 % of final after ${s.secondsToWithin5.toFixed(1)} s` : ""}` : "");
+}
+function yieldNow() {
+  return new Promise((resolve) => {
+    const ch = new MessageChannel();
+    ch.port1.onmessage = () => resolve();
+    ch.port2.postMessage(null);
+  });
+}
+function fingerprintOut(out) {
+  const picks = [0, 1, out.length >> 1, out.length - 1].map((i) => out[i]);
+  let norm = 0;
+  for (const v of out) norm += v * v;
+  return [...picks, Math.sqrt(norm)];
+}
+async function main() {
+  checkConfig(config);
+  let device, adapter;
+  if (target === "webgpu") {
+    if (!navigator.gpu) throw new Error("this browser has no WebGPU (headless Chromium needs --enable-unsafe-webgpu)");
+    adapter = await navigator.gpu.requestAdapter() ?? void 0;
+    if (!adapter) throw new Error("no WebGPU adapter");
+    device = await adapter.requestDevice({ requiredFeatures: adapter.features.has("timestamp-query") ? ["timestamp-query"] : [] });
+  }
+  const memory = target === "wasm" ? new WebAssembly.Memory({ initial: 16 }) : void 0;
+  const wt = await Webtune.open({ target, device, adapter, memory, budgetMs });
+  state.deviceKey = wt.session.device_key;
+  state.fingerprint = wt.fingerprint;
+  state.timerResolutionMs = wt.timerResolutionMs;
+  const weights = makeWeights(config);
+  const model = target === "wasm" ? await wasmModel(wt, config, weights) : await gpuModel(wt, config, weights);
+  for (const k of kernelList(config)) {
+    const h = model.kernels[k.name];
+    state.kernels.push({ name: k.name, op: k.op, shape: k.shape, source: h.source, level: h.level, initial: h.sha256, sha256: h.sha256, swaps: 0 });
+  }
+  let t0 = 0;
+  wt.addEventListener("swap", (e) => {
+    const d = e.detail;
+    const name = nameOf(d.op, d.shape);
+    state.swaps.push({ ...d, name, t: (d.at - t0) / 1e3 });
+    const k = state.kernels.find((k2) => k2.name === name);
+    k.sha256 = d.to;
+    k.swaps++;
+  });
+  wt.addEventListener("measure", (e) => {
+    const d = e.detail;
+    state.measured++;
+    if (!d.ok) state.failed.push({ name: nameOf(d.op, d.shape), sha256: d.sha256, error: d.error });
+  });
+  wt.addEventListener("report", (e) => {
+    const d = e.detail;
+    state.reports.push({ ...d, name: nameOf(d.op, d.shape) });
+  });
+  state.phase = "running";
+  t0 = performance.now();
+  let lastDraw = 0;
+  while (!stopRequested) {
+    const start = performance.now();
+    const out = await model.forward();
+    const ms = performance.now() - start;
+    state.latencies.push({ t: (start - t0) / 1e3, ms });
+    state.inferences++;
+    const fp = fingerprintOut(out);
+    if (!state.output.first) state.output.first = fp;
+    state.output.last = fp;
+    state.output.maxDiff = Math.max(state.output.maxDiff, ...fp.map((v, i) => Math.abs(v - state.output.first[i]) / Math.max(1, Math.abs(state.output.first[i]))));
+    const r = await wt.idle();
+    if (r.done && state.tunedAt === null) {
+      state.tunedAt = (performance.now() - t0) / 1e3;
+      state.phase = "tuned";
+    }
+    if (state.tunedAt !== null && afterS > 0 && (performance.now() - t0) / 1e3 > state.tunedAt + afterS) break;
+    if (performance.now() - lastDraw > 250) {
+      state.summary = summarize(state.latencies, state.swaps);
+      render(wt);
+      lastDraw = performance.now();
+    }
+    await yieldNow();
+  }
+  state.summary = summarize(state.latencies, state.swaps);
+  state.phase = "stopped";
+  render(wt);
+}
+$("stop").addEventListener("click", () => {
+  stopRequested = true;
+});
+$("clear").addEventListener("click", async () => {
+  indexedDB.deleteDatabase("webtune");
+  $("status").textContent = "local kernel cache cleared; reload to start from the server";
+});
+$("target").value = target;
+$("target").addEventListener("change", (e) => {
+  params.set("target", e.target.value);
+  location.search = params.toString();
+});
+render(null);
+main().catch((e) => {
+  state.phase = "error";
+  state.error = e instanceof Error ? `${e.message}` : String(e);
+  render(null);
+  console.error(e);
+});

@@ -1,0 +1,74 @@
+import type { ArgSpec } from './ops.js';
+/** `kernel.json` (README, "Kernel ABI"). */
+export interface KernelMeta {
+    abi: number;
+    op: string;
+    shape: number[];
+    target: 'wasm' | 'wgsl';
+    config: Record<string, unknown>;
+    args: {
+        name: string;
+        dtype: string;
+        shape: number[];
+    }[];
+    flops: number;
+    sha256: string;
+    entry: string;
+    memory_pages_min?: number | null;
+    scratch_bytes?: number | null;
+    workgroup_size?: number[] | null;
+    dispatch?: number[] | null;
+}
+/** `GET /v1/kernels/best`. */
+export interface BestResponse {
+    level: 'device' | 'arch' | 'vendor' | 'default';
+    level_key?: string;
+    meta: KernelMeta;
+    url: string;
+    votes: number;
+    reports: number;
+    space_checksum?: string;
+}
+/** One `candidate` event of the queue. `seed` is kept exact as a BigInt. */
+export interface Candidate {
+    index: number;
+    total: number;
+    source: string;
+    sha256: string;
+    url: string;
+    meta: KernelMeta;
+    ticket: string;
+    seed: bigint;
+    /** Output positions whose values the report returns (newer servers). */
+    check?: number[];
+    space_checksum: string;
+}
+/** A loaded kernel, ready to run. */
+export interface Impl {
+    sha256: string;
+    meta: KernelMeta;
+    /** The fetched bytes (Wasm) or text (WGSL), kept for the local cache. */
+    bytes: ArrayBuffer | string;
+}
+/** Where the tuner runs candidates: the runtime's own buffers, never the app's. */
+export interface Bench<I extends Impl> {
+    /** Timer resolution in ms, as measured. */
+    readonly resolutionMs: number;
+    /** Shortest worthwhile sample, ms: long enough that rounding is ~1 %. */
+    readonly minSampleMs: number;
+    /** Copies the seeded inputs (every argument but the output) in. */
+    setInputs(args: Uint32Array<ArrayBuffer>[]): Promise<void>;
+    /** Poisons the output with NaN, runs `impl` once, returns the output. */
+    runOnce(impl: I): Promise<Float32Array>;
+    /** Runs `impl` `reps` times back to back; the elapsed time in ms. */
+    time(impl: I, reps: number): Promise<number>;
+    dispose(): void;
+}
+/** What the tuner needs from a target. */
+export interface Backend<I extends Impl> {
+    readonly target: 'wasm' | 'wgsl';
+    /** Turns fetched kernel bytes into something runnable (async: compiles off the main thread where it can). */
+    load(bytes: ArrayBuffer | string, meta: KernelMeta): Promise<I>;
+    /** A bench for arguments `specs`, sized for `meta`. */
+    bench(specs: ArgSpec[], meta: KernelMeta): Bench<I>;
+}

@@ -1,0 +1,223 @@
+/**
+ * webtune's in-browser client runtime.
+ *
+ * An app opens a session, asks for the kernels it needs and calls them; in
+ * its idle time it calls `idle()`, and the runtime tunes those kernels on this
+ * very device: it takes one candidate at a time from the server's queue,
+ * checks and times it against the kernel in use, swaps in faster ones (a
+ * `swap` event tells the app) and reports its top five to the server, whose
+ * crowdsourced database then gives the winners to the next device like this
+ * one on its first request.
+ *
+ * ```js
+ * import { Webtune } from '/web/webtune.js';
+ * const wt = await Webtune.open({ target: 'wasm', budgetMs: 8 });
+ * const mm = await wt.wasmKernel('matmul', [64, 128, 256]);
+ * mm.run(aOffset, bOffset, cOffset); // byte offsets in wt.memory
+ * wt.addEventListener('swap', (e) => console.log(e.detail));
+ * for (;;) { infer(); await wt.idle(); }
+ * ```
+ *
+ * Rules the runtime keeps:
+ * - candidates run on the runtime's own buffers (its own Wasm memory, its own
+ *   GPU buffers), never on the app's, and on seeded non-zero inputs that the
+ *   server can regenerate from the candidate's seed;
+ * - a candidate replaces the kernel in use only when its output matches it
+ *   and the f64 reference, and it is faster beyond the noise of both;
+ * - `idle()` does only work that is ready (network and compilation run in the
+ *   background) and stops at its budget; the one exception is a single kernel
+ *   call that alone takes longer than the budget;
+ * - one candidate queue is open at a time (browsers allow six HTTP/1.1
+ *   connections per origin, and the app needs some);
+ * - no allocation inside a timed region.
+ */
+import { type Fingerprint } from './fingerprint.js';
+import { type OpName } from './ops.js';
+import { type Measurement } from './tuner.js';
+import type { BestResponse, Impl, KernelMeta } from './types.js';
+import { type WasmImpl } from './wasm.js';
+import { type GpuImpl } from './webgpu.js';
+export type { Fingerprint } from './fingerprint.js';
+export type { Measurement } from './tuner.js';
+export type { BestResponse, KernelMeta } from './types.js';
+export type { OpName } from './ops.js';
+export type Target = 'wasm' | 'webgpu';
+export interface OpenOptions {
+    /** Base URL of the webtune server; default: this page's origin. */
+    server?: string;
+    target: Target;
+    /** WebGPU: the app's device; kernels become pipelines on it. Requested (with timestamp-query when offered) if absent. */
+    device?: GPUDevice;
+    /** WebGPU: the adapter to fingerprint; default: `navigator.gpu.requestAdapter()`. */
+    adapter?: GPUAdapter;
+    /** Wasm: the app's memory; kernels are instantiated on it. Created (one page) if absent. */
+    memory?: WebAssembly.Memory;
+    /** Longest time one `idle()` call may take, ms. Default 8. */
+    budgetMs?: number;
+    /** Tune in `idle()`. Default true. */
+    tune?: boolean;
+    /** Tune again kernels this browser already tuned (the cache says so). Default false. */
+    retune?: boolean;
+    /** Use the IndexedDB cache of winners. Default true. */
+    cache?: boolean;
+    /** NNJIT's primitive vector for the fingerprint, if the app measured one. */
+    rho?: string;
+}
+/** `POST /v1/sessions`'s answer. */
+export interface SessionInfo {
+    session_id: string;
+    device_key: string;
+    arch_key: string;
+    vendor_key: string;
+    rho: string;
+}
+/** Where a kernel handle's first kernel came from. */
+export type KernelSource = 'cache' | 'server';
+/** `swap` event detail: the app's kernel was replaced by a faster one. */
+export interface SwapDetail {
+    op: OpName;
+    shape: number[];
+    target: Target;
+    from: string;
+    to: string;
+    /** Medians of one call, µs, timed interleaved on the same inputs. */
+    from_us: number;
+    to_us: number;
+    speedup: number;
+    /** Position of the winning candidate in the queue, and the queue's length. */
+    index: number;
+    total: number;
+    /** performance.now() of the swap. */
+    at: number;
+}
+/** `measure` event detail: one candidate checked and timed. */
+export interface MeasureDetail extends Measurement {
+    op: OpName;
+    shape: number[];
+    target: Target;
+}
+/** `report` event detail: a queue drained and its top five sent. */
+export interface ReportDetail {
+    op: OpName;
+    shape: number[];
+    target: Target;
+    /** The server's answer (report id, accepted, winners), or null on failure. */
+    response: unknown;
+    error?: string;
+    /** What the report carried. */
+    entries: number;
+}
+export interface IdleResult {
+    /** Whether this call did any tuning work. */
+    worked: boolean;
+    /** Whether every kernel is tuned (or was not to be tuned). */
+    done: boolean;
+}
+/** Tuning progress of one kernel. */
+export interface TuningStatus {
+    op: OpName;
+    shape: number[];
+    phase: 'waiting' | 'opening' | 'running' | 'reporting' | 'done';
+    evaluated: number;
+    total: number;
+    sha256: string;
+    notes: string[];
+}
+declare abstract class KernelHandle<I extends Impl> {
+    readonly op: OpName;
+    readonly shape: number[];
+    protected impl: I;
+    /** Where the first kernel came from. */
+    readonly source: KernelSource;
+    /** The server's fallback level for it (null when it came from the cache). */
+    readonly level: BestResponse['level'] | null;
+    /** Calls since the handle was made (for the tuning order). */
+    calls: number;
+    /** How many times the tuner replaced the kernel. */
+    swaps: number;
+    constructor(op: OpName, shape: number[], impl: I, 
+    /** Where the first kernel came from. */
+    source: KernelSource, 
+    /** The server's fallback level for it (null when it came from the cache). */
+    level: BestResponse['level'] | null);
+    get sha256(): string;
+    get meta(): KernelMeta;
+}
+/** A Wasm kernel on the app's memory. */
+export declare class WasmKernel extends KernelHandle<WasmImpl> {
+    private binding;
+    /** Runs the kernel on arguments at these byte offsets of the app's memory, in ABI order. */
+    run(...offsets: number[]): void;
+}
+/** A WGSL kernel as a compute pipeline on the app's GPUDevice. */
+export declare class GpuKernel extends KernelHandle<GpuImpl> {
+    private device;
+    /** The layout every kernel of this op and shape uses: bind groups made with it survive swaps. */
+    readonly bindGroupLayout: GPUBindGroupLayout;
+    /** A bind group over the arguments, in ABI order (inputs, then the output). */
+    bindGroup(buffers: GPUBuffer[]): GPUBindGroup;
+    /** Records the kernel into a compute pass: pipeline, bind group 0, dispatch. */
+    dispatch(pass: GPUComputePassEncoder, bindGroup: GPUBindGroup): void;
+    get pipeline(): GPUComputePipeline;
+    get workgroups(): [number, number, number];
+}
+export type Kernel = WasmKernel | GpuKernel;
+export declare class Webtune extends EventTarget {
+    readonly server: string;
+    readonly target: Target;
+    readonly fingerprint: Fingerprint;
+    readonly session: SessionInfo;
+    /** Wasm: the memory kernels run on. */
+    readonly memory: WebAssembly.Memory | null;
+    /** WebGPU: the device kernels run on. */
+    readonly device: GPUDevice | null;
+    budgetMs: number;
+    /** performance.now() resolution on this page, ms. */
+    readonly timerResolutionMs: number;
+    private backend;
+    private layouts;
+    private cache;
+    private kernels;
+    private handles;
+    private opts;
+    private busy;
+    private announcedDone;
+    private loop;
+    private constructor();
+    /** Fingerprints this browser and opens a session with the server. */
+    static open(opts: OpenOptions): Promise<Webtune>;
+    private cacheKey;
+    private get serverTarget();
+    /**
+     * The best kernel for `op` on `shape`: this browser's cached winner, else
+     * the server's best for this device (or its architecture, vendor, or the
+     * portable default). The handle keeps working when tuning swaps the kernel.
+     */
+    kernel(op: OpName, shape: number[]): Promise<Kernel>;
+    wasmKernel(op: OpName, shape: number[]): Promise<WasmKernel>;
+    gpuKernel(op: OpName, shape: number[]): Promise<GpuKernel>;
+    private makeKernel;
+    private host;
+    private activeTuner;
+    /** Whether every kernel is tuned and reported (or not to be tuned). */
+    get done(): boolean;
+    /** Tuning progress of every kernel. */
+    status(): TuningStatus[];
+    /**
+     * One slice of tuning, at most `budgetMs` long (default: the session's
+     * budget). Call it between inferences; it returns at once when nothing is
+     * ready (a candidate still downloading or compiling).
+     */
+    idle(budgetMs?: number): Promise<IdleResult>;
+    /**
+     * Calls `idle()` from requestIdleCallback (a timer where there is none)
+     * until every kernel is tuned or `stopIdleLoop()` is called.
+     */
+    startIdleLoop(): void;
+    stopIdleLoop(): void;
+    private pendingKernels;
+    /** Forgets this browser's cached winners (for every server and device). */
+    clearCache(): Promise<void>;
+    /** Stops tuning; open queues are closed, nothing more is reported. */
+    close(): void;
+}

@@ -1,0 +1,1593 @@
+// src/cache.ts
+var DB_NAME = "webtune";
+var STORE = "kernels";
+function req(r) {
+  return new Promise((resolve, reject) => {
+    r.onsuccess = () => resolve(r.result);
+    r.onerror = () => reject(r.error);
+  });
+}
+var KernelCache = class _KernelCache {
+  constructor(db) {
+    this.db = db;
+  }
+  db;
+  static async open(enabled) {
+    if (!enabled || typeof indexedDB === "undefined") return new _KernelCache(null);
+    try {
+      const open = indexedDB.open(DB_NAME, 1);
+      open.onupgradeneeded = () => open.result.createObjectStore(STORE, { keyPath: "key" });
+      return new _KernelCache(await req(open));
+    } catch {
+      return new _KernelCache(null);
+    }
+  }
+  get enabled() {
+    return this.db !== null;
+  }
+  async get(key) {
+    if (!this.db) return null;
+    try {
+      const r = await req(this.db.transaction(STORE, "readonly").objectStore(STORE).get(key));
+      return r ?? null;
+    } catch {
+      return null;
+    }
+  }
+  async put(entry) {
+    if (!this.db) return;
+    try {
+      const tx = this.db.transaction(STORE, "readwrite");
+      tx.objectStore(STORE).put(entry);
+      await new Promise((resolve, reject) => {
+        tx.oncomplete = () => resolve();
+        tx.onerror = () => reject(tx.error);
+        tx.onabort = () => reject(tx.error);
+      });
+    } catch {
+    }
+  }
+  async clear() {
+    if (!this.db) return;
+    try {
+      await req(this.db.transaction(STORE, "readwrite").objectStore(STORE).clear());
+    } catch {
+    }
+  }
+};
+
+// src/fingerprint.ts
+var SIMD = [0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11];
+var RELAXED_SIMD = [
+  0,
+  97,
+  115,
+  109,
+  1,
+  0,
+  0,
+  0,
+  1,
+  5,
+  1,
+  96,
+  0,
+  1,
+  123,
+  3,
+  2,
+  1,
+  0,
+  10,
+  28,
+  1,
+  26,
+  0,
+  67,
+  0,
+  0,
+  128,
+  63,
+  253,
+  19,
+  67,
+  0,
+  0,
+  128,
+  63,
+  253,
+  19,
+  67,
+  0,
+  0,
+  128,
+  63,
+  253,
+  19,
+  253,
+  133,
+  2,
+  11
+];
+var THREADS = [0, 97, 115, 109, 1, 0, 0, 0, 1, 4, 1, 96, 0, 0, 3, 2, 1, 0, 5, 4, 1, 3, 1, 1, 10, 11, 1, 9, 0, 65, 0, 254, 16, 2, 0, 26, 11];
+function validates(bytes) {
+  try {
+    return typeof WebAssembly === "object" && WebAssembly.validate(new Uint8Array(bytes));
+  } catch {
+    return false;
+  }
+}
+function wasmFeatures() {
+  const g = globalThis;
+  return {
+    simd: validates(SIMD),
+    relaxedSimd: validates(RELAXED_SIMD),
+    // Threads also need SharedArrayBuffer, which only a cross-origin-isolated page has.
+    threads: validates(THREADS) && typeof SharedArrayBuffer !== "undefined" && g.crossOriginIsolated === true
+  };
+}
+function browserInfo(ua = navigator.userAgent, data = navigator.userAgentData) {
+  let name = "unknown", version = "0";
+  const brand = data?.brands?.find((b) => !/not.?a.?brand/i.test(b.brand) && b.brand !== "Chromium") ?? data?.brands?.find((b) => b.brand === "Chromium");
+  if (brand) {
+    name = brand.brand;
+    version = brand.version;
+  } else {
+    const m = /(Edg|OPR|Firefox|Chrome|Chromium)\/(\d+)/.exec(ua) ?? (/Version\/(\d+).*Safari/.exec(ua) ? ["", "Safari", /Version\/(\d+)/.exec(ua)[1]] : null);
+    if (m) {
+      name = m[1] === "Edg" ? "Edge" : m[1] === "OPR" ? "Opera" : m[1];
+      version = m[2];
+    }
+  }
+  let os = data?.platform || "";
+  if (!os) {
+    os = /Android/.test(ua) ? "Android" : /iPhone|iPad/.test(ua) ? "iOS" : /Windows/.test(ua) ? "Windows" : /Mac OS X/.test(ua) ? "macOS" : /CrOS/.test(ua) ? "ChromeOS" : /Linux/.test(ua) ? "Linux" : "unknown";
+  }
+  const arch = /x86_64|Win64|x64|amd64|i686/i.test(ua) ? "x86" : /aarch64|arm64|arm/i.test(ua) ? "arm" : "";
+  return { browser: { name, version }, os, arch };
+}
+function adapterFields(adapter) {
+  const info = adapter.info;
+  const limits = {};
+  for (const k in adapter.limits) {
+    const v = adapter.limits[k];
+    if (typeof v === "number") limits[k] = v;
+  }
+  return {
+    adapter: {
+      vendor: info.vendor,
+      architecture: info.architecture,
+      device: info.device,
+      description: info.description,
+      subgroupMinSize: info.subgroupMinSize,
+      subgroupMaxSize: info.subgroupMaxSize,
+      isFallbackAdapter: info.isFallbackAdapter
+    },
+    limits,
+    features: [...adapter.features].map(String).sort()
+  };
+}
+async function fingerprint(target, adapter, rho) {
+  const { browser, os, arch: uaArch } = browserInfo();
+  let arch = uaArch;
+  try {
+    const data = navigator.userAgentData;
+    const hints = await data?.getHighEntropyValues(["architecture"]);
+    if (hints?.architecture) arch = hints.architecture;
+  } catch {
+  }
+  const wasm = wasmFeatures();
+  const hardwareConcurrency = navigator.hardwareConcurrency || 1;
+  const slug = (s) => s.trim().toLowerCase().replace(/[^a-z0-9._-]+/g, "-") || "unknown";
+  const fp = {
+    target: target === "wasm" ? "wasm" : "wgsl",
+    vendor: "cpu",
+    architecture: slug(`${arch || "unknown"}-${os}`),
+    device: slug(`${browser.name}-${hardwareConcurrency}t${wasm.relaxedSimd ? "-relaxed" : wasm.simd ? "-simd" : ""}`),
+    hardwareConcurrency,
+    ...arch ? { cpuArchitecture: arch } : {},
+    ...wasm,
+    browser,
+    os
+  };
+  if (target === "webgpu" && adapter) {
+    Object.assign(fp, adapterFields(adapter));
+    const a = fp.adapter;
+    fp.vendor = a.vendor || "unknown-gpu";
+    fp.architecture = a.architecture || "unknown";
+    fp.device = a.device || a.description || "unknown";
+  }
+  if (rho !== void 0) fp.rho = rho;
+  return fp;
+}
+
+// src/ops.ts
+var DIMS = { matmul: 3, batch_matmul: 4, matmul_q4: 3 };
+function checkShape(op, shape) {
+  if (!(op in DIMS)) {
+    throw new Error(`unknown op \`${op}\`: use matmul, batch_matmul or matmul_q4`);
+  }
+  const want = DIMS[op];
+  if (shape.length !== want) {
+    throw new Error(`${op} takes ${want} dimensions, got ${shape.length}`);
+  }
+  for (const d of shape) {
+    if (!Number.isInteger(d) || d < 1 || d > 4294967295) {
+      throw new Error(`${op} shape ${shape.join(",")}: every dimension must be a positive integer`);
+    }
+  }
+  if (op === "matmul_q4" && shape[1] % 32 !== 0) {
+    throw new Error(`matmul_q4 needs K % 32 == 0, got K = ${shape[1]}`);
+  }
+}
+function bmkn(op, shape) {
+  return op === "batch_matmul" ? [shape[0], shape[1], shape[2], shape[3]] : [1, shape[0], shape[1], shape[2]];
+}
+function spec(name, dtype, shape) {
+  return { name, dtype, shape, elems: shape.reduce((a, b) => a * b, 1) };
+}
+function argSpecs(op, shape) {
+  const [b, m, k, n] = bmkn(op, shape);
+  switch (op) {
+    case "matmul":
+      return [spec("A", "f32", [m, k]), spec("B", "f32", [k, n]), spec("C", "f32", [m, n])];
+    case "batch_matmul":
+      return [spec("A", "f32", [b, m, k]), spec("B", "f32", [b, k, n]), spec("C", "f32", [b, m, n])];
+    case "matmul_q4":
+      return [
+        spec("A", "f32", [m, k]),
+        spec("W", "u32", [n, k / 8]),
+        spec("S", "f32", [n, k / 32]),
+        spec("C", "f32", [m, n])
+      ];
+  }
+}
+function flops(op, shape) {
+  const [b, m, k, n] = bmkn(op, shape);
+  return 2 * b * m * k * n;
+}
+
+// src/timer.ts
+var cached = 0;
+function timerResolutionMs() {
+  if (cached) return cached;
+  let best = Infinity;
+  for (let trial = 0; trial < 5; trial++) {
+    const t0 = performance.now();
+    let t1 = t0;
+    const start = Date.now();
+    while (t1 === t0 && Date.now() - start < 50) t1 = performance.now();
+    if (t1 > t0) best = Math.min(best, t1 - t0);
+  }
+  cached = Number.isFinite(best) ? best : 1;
+  return cached;
+}
+
+// src/check.ts
+var TOLERANCE = 1e-5;
+var F = new Float32Array(1);
+var U = new Uint32Array(F.buffer);
+function f32(bitsValue) {
+  U[0] = bitsValue;
+  return F[0];
+}
+function bAt(op, shape, args, bi, kk, j) {
+  const [, , k, n] = bmkn(op, shape);
+  if (op === "matmul_q4") {
+    const word = args[1][j * (k / 8) + (kk >>> 3)];
+    const q = word >>> 4 * (kk & 7) & 15;
+    return (q - 8) * f32(args[2][j * (k / 32) + (kk >>> 5)]);
+  }
+  return f32(args[1][bi * k * n + kk * n + j]);
+}
+var Scales = class {
+  constructor(op, shape, args) {
+    this.op = op;
+    this.shape = shape;
+    this.args = args;
+    const [b, m, k, n] = bmkn(op, shape);
+    this.rows = new Float64Array(b * m);
+    this.cols = new Float64Array(b * n);
+    const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);
+    for (let r = 0; r < b * m; r++) {
+      let s = 0;
+      for (let kk = 0; kk < k; kk++) s += a[r * k + kk] * a[r * k + kk];
+      this.rows[r] = Math.sqrt(s);
+    }
+    for (let bi = 0; bi < b; bi++) {
+      for (let j = 0; j < n; j++) {
+        let s = 0;
+        for (let kk = 0; kk < k; kk++) {
+          const v = bAt(op, shape, args, bi, kk, j);
+          s += v * v;
+        }
+        this.cols[bi * n + j] = Math.sqrt(s);
+      }
+    }
+  }
+  op;
+  shape;
+  args;
+  rows;
+  cols;
+  /** The scale of flat output index `p`. */
+  at(p) {
+    const [, m, , n] = bmkn(this.op, this.shape);
+    const bi = Math.floor(p / (m * n));
+    const i = Math.floor(p / n) % m;
+    const j = p % n;
+    return Math.max(this.rows[bi * m + i] * this.cols[bi * n + j], Number.MIN_VALUE);
+  }
+  /** The f64 reference of flat output index `p`, in O(K). */
+  reference(p) {
+    const [, m, k, n] = bmkn(this.op, this.shape);
+    const bi = Math.floor(p / (m * n));
+    const i = Math.floor(p / n) % m;
+    const j = p % n;
+    const a = this.args[0];
+    let acc = 0;
+    for (let kk = 0; kk < k; kk++) acc += f32(a[(bi * m + i) * k + kk]) * bAt(this.op, this.shape, this.args, bi, kk, j);
+    return acc;
+  }
+};
+function compareOutputs(scales, got, want, tolerance) {
+  let maxErr = 0, worst = 0;
+  for (let p = 0; p < got.length; p++) {
+    const g = got[p], w = want[p];
+    const err = Number.isFinite(g) && Number.isFinite(w) ? Math.abs(g - w) / scales.at(p) : Infinity;
+    if (err > maxErr || err === Infinity && maxErr !== Infinity) {
+      maxErr = err;
+      worst = p;
+    }
+  }
+  return { ok: maxErr <= tolerance, maxErr, worst };
+}
+function checkPositions(scales, got, positions) {
+  let maxErr = 0, worst = 0;
+  for (const p of positions) {
+    const g = got[p];
+    const err = Number.isFinite(g) ? Math.abs(g - scales.reference(p)) / scales.at(p) : Infinity;
+    if (err > maxErr || err === Infinity && maxErr !== Infinity) {
+      maxErr = err;
+      worst = p;
+    }
+  }
+  return { ok: maxErr <= TOLERANCE, maxErr, worst };
+}
+function defaultPositions(len, count = 8) {
+  const out = /* @__PURE__ */ new Set([0, len - 1]);
+  for (let i = 1; out.size < Math.min(count, len); i++) out.add(Math.floor(i * 0.618033988749895 * len % len));
+  return [...out].sort((a, b) => a - b);
+}
+
+// src/rng.ts
+var POISON = 2143346349;
+function mul64(out, hi, lo, ch, cl) {
+  const a0 = lo & 65535, a1 = lo >>> 16, b0 = cl & 65535, b1 = cl >>> 16;
+  const c1 = a1 * b0, c2 = a0 * b1;
+  const low = a0 * b0 + ((c1 & 65535) + (c2 & 65535)) * 65536;
+  const l = low >>> 0;
+  out[1] = l;
+  out[0] = a1 * b1 + (c1 >>> 16) + (c2 >>> 16) + (low - l) / 4294967296 + Math.imul(hi, cl) + Math.imul(lo, ch);
+}
+var SplitMix64 = class {
+  // [state hi, state lo, last draw hi, last draw lo]
+  s = new Uint32Array(4);
+  m = new Uint32Array(2);
+  constructor(seed) {
+    const x = BigInt.asUintN(64, seed) ^ 0x9e3779b97f4a7c15n;
+    this.s[0] = Number(x >> 32n);
+    this.s[1] = Number(x & 0xffffffffn);
+  }
+  /** High 32 bits of the last draw. */
+  get outHi() {
+    return this.s[2];
+  }
+  /** Low 32 bits of the last draw. */
+  get outLo() {
+    return this.s[3];
+  }
+  /** Draws the next 64 bits into `outHi`/`outLo`. */
+  next() {
+    const s = this.s, m = this.m;
+    const lo = s[1] + 2135587861;
+    s[0] = s[0] + 2654435769 + (lo > 4294967295 ? 1 : 0);
+    s[1] = lo;
+    let h = s[0], l = s[1];
+    mul64(m, (h ^ h >>> 30) >>> 0, (l ^ (l >>> 30 | h << 2)) >>> 0, 3210233709, 484763065);
+    h = m[0];
+    l = m[1];
+    mul64(m, (h ^ h >>> 27) >>> 0, (l ^ (l >>> 27 | h << 5)) >>> 0, 2496678331, 321982955);
+    h = m[0];
+    l = m[1];
+    s[2] = h ^ h >>> 31;
+    s[3] = l ^ (l >>> 31 | h << 1);
+  }
+  /** Full 64-bit draw as a BigInt (for tests). */
+  nextBig() {
+    this.next();
+    return BigInt(this.outHi) << 32n | BigInt(this.outLo);
+  }
+};
+function nonzero(hi) {
+  const x = 2 * (hi >>> 8) / 16777216 - 1;
+  return Math.abs(x) < 1 / 64 ? 0.5 : x;
+}
+var TENTH = Math.fround(0.1);
+var HUNDREDTH = Math.fround(0.01);
+var InputGen = class {
+  /** `specs` are all arguments; the last (the output) is not generated. */
+  constructor(specs, seed) {
+    this.specs = specs;
+    this.rng = new SplitMix64(seed);
+    this.args = specs.slice(0, -1).map((s) => new Uint32Array(s.elems));
+  }
+  specs;
+  rng;
+  arg = 0;
+  pos = 0;
+  args;
+  get done() {
+    return this.arg >= this.args.length;
+  }
+  /** Generates up to `n` more words; returns true when all are there. */
+  fill(n) {
+    const rng = this.rng;
+    while (n > 0 && !this.done) {
+      const out = this.args[this.arg];
+      const s = this.specs[this.arg];
+      const end = Math.min(out.length, this.pos + n);
+      n -= end - this.pos;
+      if (s.dtype === "u32") {
+        for (let i = this.pos; i < end; i++) {
+          rng.next();
+          out[i] = rng.outLo;
+        }
+      } else {
+        const f = new Float32Array(out.buffer, out.byteOffset, out.length);
+        if (s.name === "S") {
+          for (let i = this.pos; i < end; i++) {
+            rng.next();
+            f[i] = Math.fround(Math.abs(nonzero(rng.outHi)) * TENTH) + HUNDREDTH;
+          }
+        } else {
+          for (let i = this.pos; i < end; i++) {
+            rng.next();
+            f[i] = nonzero(rng.outHi);
+          }
+        }
+      }
+      this.pos = end;
+      if (end === out.length) {
+        this.arg++;
+        this.pos = 0;
+      }
+    }
+    return this.done;
+  }
+};
+
+// src/sse.ts
+var SseReader = class _SseReader {
+  constructor(reader) {
+    this.reader = reader;
+  }
+  reader;
+  buf = "";
+  decoder = new TextDecoder();
+  ended = false;
+  static async open(url, signal) {
+    const res = await fetch(url, { headers: { accept: "text/event-stream" }, cache: "no-store", signal });
+    if (!res.ok || !res.body) {
+      throw new Error(`queue ${url}: HTTP ${res.status}: ${await res.text().catch(() => "")}`);
+    }
+    return new _SseReader(res.body.getReader());
+  }
+  /** The next event, or null at the end of the stream. Comments are skipped. */
+  async next() {
+    for (; ; ) {
+      const cut = this.buf.search(/\r?\n\r?\n/);
+      if (cut >= 0) {
+        const block = this.buf.slice(0, cut);
+        this.buf = this.buf.slice(cut + (this.buf[cut] === "\r" ? 4 : 2));
+        let event = "message";
+        const data = [];
+        for (const line of block.split(/\r?\n/)) {
+          if (line.startsWith(":")) continue;
+          const colon = line.indexOf(":");
+          const field = colon < 0 ? line : line.slice(0, colon);
+          let value2 = colon < 0 ? "" : line.slice(colon + 1);
+          if (value2.startsWith(" ")) value2 = value2.slice(1);
+          if (field === "event") event = value2;
+          else if (field === "data") data.push(value2);
+        }
+        if (data.length) return { event, data: data.join("\n") };
+        continue;
+      }
+      if (this.ended) return null;
+      const { value, done } = await this.reader.read();
+      if (done) {
+        this.ended = true;
+        this.buf += this.decoder.decode();
+        if (!/\r?\n\r?\n/.test(this.buf)) this.buf += "\n\n";
+      } else {
+        this.buf += this.decoder.decode(value, { stream: true });
+      }
+    }
+  }
+  cancel() {
+    this.reader.cancel().catch(() => {
+    });
+  }
+};
+
+// src/stats.ts
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const n = s.length;
+  if (n === 0) return NaN;
+  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+function relNoise(xs) {
+  const m = median(xs);
+  if (!(m > 0)) return Infinity;
+  return 1.4826 * median(xs.map((x) => Math.abs(x - m))) / m;
+}
+function fasterBeyondNoise(cand, cur, floor = 0.01) {
+  const threshold = Math.max(floor, 2 * Math.hypot(relNoise(cand), relNoise(cur)));
+  return median(cand) < median(cur) * (1 - threshold);
+}
+
+// src/tuner.ts
+function parseCandidate(data) {
+  const c = JSON.parse(data);
+  const m = /"seed"\s*:\s*(\d+)/.exec(data);
+  return { ...c, seed: m ? BigInt(m[1]) : BigInt(c.seed) };
+}
+var WARM_MAX_PAIRS = 15;
+var WARM_MAX_MS = 1500;
+function settled(xs) {
+  if (xs.length < 3) return false;
+  const last = xs.slice(-3);
+  return Math.max(...last) <= 1.05 * Math.min(...last);
+}
+var Evaluation = class {
+  constructor(t, cand, impl, loadError) {
+    this.t = t;
+    this.cand = cand;
+    this.impl = impl;
+    this.loadError = loadError;
+    this.gen = new InputGen(t.specs, cand.seed);
+  }
+  t;
+  cand;
+  impl;
+  loadError;
+  phase = "inputs";
+  result = null;
+  gen;
+  scales = null;
+  reps = 1;
+  perCall = 0;
+  turn = 0;
+  warmMs = 0;
+  warm = { cur: [], cand: [] };
+  timed = { cur: [], cand: [] };
+  samples;
+  fail(error, us = 1) {
+    const c = this.cand;
+    this.result = {
+      sha256: c.sha256,
+      index: c.index,
+      total: c.total,
+      source: c.source,
+      ticket: c.ticket,
+      ok: false,
+      error,
+      median_us: Math.max(us, 1e-3),
+      current_us: 0,
+      noise: 0,
+      runs: 1
+    };
+    this.phase = "done";
+  }
+  /** Does what fits before `deadline`; at least one unit of work per call. */
+  async step(bench, deadline) {
+    if (!this.impl) return this.fail(this.loadError ?? "not loaded");
+    const cur = this.t.current;
+    let worked = false;
+    while (this.phase !== "done") {
+      const now = performance.now();
+      if (worked && now >= deadline) return;
+      if (this.phase === "inputs") {
+        do
+          this.gen.fill(1 << 15);
+        while (!this.gen.done && performance.now() < deadline);
+        worked = true;
+        if (!this.gen.done) return;
+        await bench.setInputs(this.gen.args);
+        this.scales = new Scales(this.t.op, this.t.shape, this.gen.args);
+        this.phase = "check";
+        continue;
+      }
+      if (this.phase === "check") {
+        worked = true;
+        const t0 = performance.now();
+        let curOut;
+        try {
+          curOut = await bench.runOnce(cur);
+        } catch (e) {
+          curOut = new Float32Array(0);
+          this.t.currentBroken = true;
+          this.t.note(`the kernel in use failed to run: ${e}`);
+        }
+        const t1 = performance.now();
+        let candOut;
+        try {
+          candOut = await bench.runOnce(this.impl);
+        } catch (e) {
+          return this.fail(`run: ${e instanceof Error ? e.message : e}`);
+        }
+        const t2 = performance.now();
+        const positions = this.cand.check?.length ? this.cand.check : defaultPositions(candOut.length);
+        const ref = checkPositions(this.scales, candOut, positions);
+        if (!ref.ok) return this.fail(`output ${ref.worst} is off the reference by ${ref.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1e3);
+        if (!this.t.currentBroken) {
+          const curRef = checkPositions(this.scales, curOut, positions);
+          if (!curRef.ok) {
+            this.t.currentBroken = true;
+            this.t.note(`the kernel in use is off the reference at output ${curRef.worst} (${curRef.maxErr.toExponential(2)})`);
+          } else {
+            const cmp = compareOutputs(this.scales, candOut, curOut, 2 * TOLERANCE);
+            if (!cmp.ok) return this.fail(`output ${cmp.worst} differs from the kernel in use by ${cmp.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1e3);
+          }
+        }
+        if (this.cand.check) this.samples = this.cand.check.map((p) => candOut[p]);
+        this.perCall = Math.max(t1 - t0, t2 - t1, 1e-4);
+        this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));
+        this.phase = "warm";
+        continue;
+      }
+      const est = this.reps * this.perCall;
+      if (worked && now + est > deadline) return;
+      worked = true;
+      const curTurn = this.turn % 4 === 0 || this.turn % 4 === 3;
+      const ms = await bench.time(curTurn ? cur : this.impl, this.reps);
+      const per = ms / this.reps;
+      const into = this.phase === "warm" ? this.warm : this.timed;
+      (curTurn ? into.cur : into.cand).push(per);
+      this.turn++;
+      if (this.turn % 2) continue;
+      if (this.phase === "warm") {
+        this.warmMs += 2 * ms;
+        this.perCall = Math.max(into.cur.at(-1), into.cand.at(-1), 1e-4);
+        this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));
+        const enough = this.t.warmPairs !== void 0 ? into.cur.length >= this.t.warmPairs : settled(into.cur) && settled(into.cand) || into.cur.length >= WARM_MAX_PAIRS || this.warmMs > WARM_MAX_MS;
+        if (enough) this.phase = "time";
+      } else if (this.timed.cur.length >= this.t.timedPairs) {
+        const c = this.cand;
+        this.result = {
+          sha256: c.sha256,
+          index: c.index,
+          total: c.total,
+          source: c.source,
+          ticket: c.ticket,
+          ok: true,
+          median_us: median(this.timed.cand) * 1e3,
+          current_us: median(this.timed.cur) * 1e3,
+          noise: relNoise(this.timed.cand),
+          runs: this.reps * this.timed.cand.length,
+          samples: this.samples
+        };
+        this.phase = "done";
+      }
+    }
+  }
+  /** Whether the candidate beat the kernel in use beyond the noise of both. */
+  beatsCurrent() {
+    return this.timed.cand.length > 0 && fasterBeyondNoise(this.timed.cand, this.timed.cur);
+  }
+};
+var KernelTuner = class {
+  constructor(host, backend, op, shape, current) {
+    this.host = host;
+    this.backend = backend;
+    this.op = op;
+    this.shape = shape;
+    this.current = current;
+    this.specs = argSpecs(op, shape);
+    this.timedPairs = backend.target === "wasm" ? 9 : 5;
+    this.warmPairs = backend.target === "wasm" ? void 0 : 1;
+  }
+  host;
+  backend;
+  op;
+  shape;
+  current;
+  specs;
+  phase = "waiting";
+  currentBroken = false;
+  results = [];
+  notes = [];
+  total = 0;
+  /** Timed sample pairs per candidate. */
+  timedPairs;
+  /** Fixed warm-up pairs (no JIT to wait for on a GPU), or undefined to wait until timings settle. */
+  warmPairs;
+  reader = null;
+  pending = null;
+  ev = null;
+  bench = null;
+  abort = new AbortController();
+  get key() {
+    return `${this.op}/${this.shape.join(",")}/${this.backend.target}`;
+  }
+  note(s) {
+    this.notes.push(s);
+  }
+  /** Candidates evaluated so far. */
+  get evaluated() {
+    return this.results.length;
+  }
+  /** Starts reading the queue (in the background). */
+  open() {
+    if (this.phase !== "waiting") return;
+    this.phase = "opening";
+    const q = new URLSearchParams({ op: this.op, shape: this.shape.join(","), target: this.backend.target });
+    const url = `${this.host.server}/v1/sessions/${this.host.sessionId}/queue?${q}`;
+    SseReader.open(url, this.abort.signal).then(
+      (r) => {
+        this.reader = r;
+        this.phase = "running";
+        this.pull();
+      },
+      (e) => {
+        this.note(`queue: ${e}`);
+        this.phase = "done";
+      }
+    );
+  }
+  /** Reads the next event and loads its kernel, in the background. */
+  pull() {
+    const p = { done: false };
+    this.pending = p;
+    const load = async () => {
+      for (; ; ) {
+        const e = await this.reader.next();
+        if (!e || e.event === "done") return null;
+        if (e.event !== "candidate") continue;
+        const cand = parseCandidate(e.data);
+        this.total = cand.total;
+        if (cand.sha256 === this.current.sha256) return { cand, impl: this.current };
+        try {
+          const bytes = await this.host.fetchKernel(cand.url, this.backend.target);
+          return { cand, impl: await this.backend.load(bytes, cand.meta) };
+        } catch (err) {
+          return { cand, error: `load: ${err instanceof Error ? err.message : err}` };
+        }
+      }
+    };
+    load().then(
+      (v) => {
+        p.value = v;
+        p.done = true;
+      },
+      (err) => {
+        this.note(`queue read: ${err}`);
+        p.value = null;
+        p.done = true;
+      }
+    );
+  }
+  /**
+   * Does the tuning work that is ready, until `deadline` (a performance.now()
+   * time). Returns whether anything was done.
+   */
+  async step(deadline) {
+    if (this.phase === "waiting") this.open();
+    if (this.phase !== "running") return false;
+    if (!this.ev) {
+      const p = this.pending;
+      if (!p || !p.done) return false;
+      if (!p.value) {
+        this.finish();
+        return false;
+      }
+      this.ev = new Evaluation(this, p.value.cand, p.value.impl, p.value.error);
+      this.pull();
+    }
+    const ev = this.ev;
+    this.bench ??= this.backend.bench(this.specs, this.current.meta);
+    await ev.step(this.bench, deadline);
+    if (ev.phase === "done" && ev.result) {
+      this.ev = null;
+      const m = ev.result;
+      this.results.push(m);
+      this.host.measured(this, m);
+      const impl = ev.impl;
+      if (m.ok && impl.sha256 !== this.current.sha256 && (this.currentBroken || ev.beatsCurrent())) {
+        const previous = this.current;
+        await this.host.adopt(this, impl, m, previous);
+        this.current = impl;
+        this.currentBroken = false;
+      }
+    }
+    return true;
+  }
+  /** The report body: the five fastest that passed, then failures while there is room. */
+  reportBody() {
+    const bySha = /* @__PURE__ */ new Map();
+    for (const m of this.results) {
+      const prev = bySha.get(m.sha256);
+      if (!prev || m.ok && (!prev.ok || m.median_us < prev.median_us)) bySha.set(m.sha256, m);
+    }
+    const all = [...bySha.values()];
+    const ok = all.filter((m) => m.ok).sort((a, b) => a.median_us - b.median_us);
+    const bad = all.filter((m) => !m.ok);
+    const top = [...ok, ...bad].slice(0, 5);
+    if (!ok.length) return null;
+    return {
+      op: this.op,
+      shape: this.shape,
+      target: this.backend.target,
+      entries: top.map((m) => {
+        const e = {
+          sha256: m.sha256,
+          ticket: m.ticket,
+          median_us: m.median_us,
+          runs: m.runs,
+          output_ok: m.ok
+        };
+        if (m.ok && m.samples) e.samples = m.samples;
+        return e;
+      })
+    };
+  }
+  finish() {
+    this.reader?.cancel();
+    this.reader = null;
+    this.bench?.dispose();
+    this.bench = null;
+    this.phase = "reporting";
+    const body = this.reportBody();
+    if (!body) {
+      this.phase = "done";
+      this.host.reported(this, null, "no candidate passed its check; nothing to report");
+      return;
+    }
+    fetch(`${this.host.server}/v1/sessions/${this.host.sessionId}/reports`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body)
+    }).then(async (r) => {
+      const text = await r.text();
+      let json2 = text;
+      try {
+        json2 = JSON.parse(text);
+      } catch {
+      }
+      this.phase = "done";
+      this.host.reported(this, json2, r.ok ? void 0 : `report: HTTP ${r.status}: ${text}`);
+    }).catch((e) => {
+      this.phase = "done";
+      this.host.reported(this, null, `report: ${e}`);
+    });
+  }
+  /** Stops reading the queue; nothing is reported. */
+  cancel() {
+    this.abort.abort();
+    this.reader?.cancel();
+    this.bench?.dispose();
+    this.bench = null;
+    this.phase = "done";
+  }
+};
+
+// src/wasm.ts
+var PAGE = 65536;
+function align(n, a) {
+  return Math.ceil(n / a) * a;
+}
+function ensureBytes(memory, bytes) {
+  const have = memory.buffer.byteLength;
+  if (have < bytes) memory.grow(Math.ceil((bytes - have) / PAGE));
+}
+var WasmBench = class {
+  resolutionMs = timerResolutionMs();
+  // 1 % rounding, and never under 0.5 ms (call overhead and clock reads).
+  minSampleMs = Math.max(0.5, 100 * this.resolutionMs);
+  memory;
+  offsets = [];
+  scratch;
+  outElems;
+  constructor(specs, meta) {
+    let end = 0;
+    for (const s of specs) {
+      this.offsets.push(end);
+      end = align(end + s.elems * 4, 64);
+    }
+    this.scratch = end;
+    this.outElems = specs[specs.length - 1].elems;
+    this.memory = new WebAssembly.Memory({ initial: Math.max(1, meta.memory_pages_min ?? 0, Math.ceil(end / PAGE)) });
+  }
+  async setInputs(args) {
+    for (let i = 0; i < args.length; i++) new Uint32Array(this.memory.buffer, this.offsets[i], args[i].length).set(args[i]);
+  }
+  async prepare(impl) {
+    if (impl.benchFn && impl.benchMemory === this.memory) return impl.benchFn;
+    ensureBytes(this.memory, Math.max((impl.meta.memory_pages_min ?? 0) * PAGE, this.scratch + (impl.meta.scratch_bytes ?? 0)));
+    const inst = await WebAssembly.instantiate(impl.module, { env: { memory: this.memory } });
+    const fn = inst.exports[impl.meta.entry || "kernel"];
+    if (typeof fn !== "function") throw new Error(`kernel ${impl.sha256} exports no \`${impl.meta.entry}\``);
+    impl.benchFn = fn;
+    impl.benchMemory = this.memory;
+    return fn;
+  }
+  argsFor(impl) {
+    return impl.meta.scratch_bytes ? [...this.offsets, this.scratch] : this.offsets;
+  }
+  async runOnce(impl) {
+    const fn = await this.prepare(impl);
+    const out = this.offsets[this.offsets.length - 1];
+    new Uint32Array(this.memory.buffer, out, this.outElems).fill(POISON);
+    fn(...this.argsFor(impl));
+    return new Float32Array(this.memory.buffer.slice(out, out + this.outElems * 4));
+  }
+  async time(impl, reps) {
+    const fn = await this.prepare(impl);
+    const o = this.argsFor(impl);
+    let t0 = 0, t1 = 0;
+    switch (o.length) {
+      case 3: {
+        const [a, b, c] = o;
+        t0 = performance.now();
+        for (let i = 0; i < reps; i++) fn(a, b, c);
+        t1 = performance.now();
+        break;
+      }
+      case 4: {
+        const [a, b, c, d] = o;
+        t0 = performance.now();
+        for (let i = 0; i < reps; i++) fn(a, b, c, d);
+        t1 = performance.now();
+        break;
+      }
+      case 5: {
+        const [a, b, c, d, e] = o;
+        t0 = performance.now();
+        for (let i = 0; i < reps; i++) fn(a, b, c, d, e);
+        t1 = performance.now();
+        break;
+      }
+      default:
+        throw new Error(`unexpected kernel arity ${o.length}`);
+    }
+    return t1 - t0;
+  }
+  dispose() {
+  }
+};
+var WasmBackend = class {
+  target = "wasm";
+  async load(bytes, meta) {
+    if (typeof bytes === "string") throw new Error("a Wasm kernel must be bytes");
+    const module = await WebAssembly.compile(bytes);
+    return { sha256: meta.sha256, meta, module, bytes };
+  }
+  bench(specs, meta) {
+    return new WasmBench(specs, meta);
+  }
+};
+var WasmKernelBinding = class {
+  constructor(memory) {
+    this.memory = memory;
+  }
+  memory;
+  fn = null;
+  scratchOffset = 0;
+  scratchBytes = 0;
+  /** Instantiates `impl` on the app's memory (growing it if the kernel needs more). */
+  async bind(impl) {
+    ensureBytes(this.memory, (impl.meta.memory_pages_min ?? 0) * PAGE);
+    const need = impl.meta.scratch_bytes ?? 0;
+    if (need > this.scratchBytes) {
+      const start = align(this.memory.buffer.byteLength, PAGE);
+      this.memory.grow(Math.ceil(need / PAGE));
+      this.scratchOffset = start;
+      this.scratchBytes = Math.ceil(need / PAGE) * PAGE;
+    }
+    const inst = await WebAssembly.instantiate(impl.module, { env: { memory: this.memory } });
+    const fn = inst.exports[impl.meta.entry || "kernel"];
+    if (typeof fn !== "function") throw new Error(`kernel ${impl.sha256} exports no \`${impl.meta.entry}\``);
+    const scratch = this.scratchOffset;
+    this.fn = need > 0 ? (...o) => fn(...o, scratch) : fn;
+  }
+  call(offsets) {
+    this.fn(...offsets);
+  }
+  /** The bound function itself (fixed arity, no wrapper) when it needs no scratch. */
+  get raw() {
+    return this.fn;
+  }
+};
+
+// src/webgpu.ts
+var GpuLayouts = class {
+  constructor(device) {
+    this.device = device;
+  }
+  device;
+  bgl = /* @__PURE__ */ new Map();
+  pl = /* @__PURE__ */ new Map();
+  bindGroupLayout(nargs) {
+    let l = this.bgl.get(nargs);
+    if (!l) {
+      l = this.device.createBindGroupLayout({
+        label: `webtune ${nargs} args`,
+        entries: Array.from({ length: nargs }, (_, i) => ({
+          binding: i,
+          visibility: GPUShaderStage.COMPUTE,
+          buffer: { type: i === nargs - 1 ? "storage" : "read-only-storage" }
+        }))
+      });
+      this.bgl.set(nargs, l);
+    }
+    return l;
+  }
+  pipelineLayout(nargs) {
+    let l = this.pl.get(nargs);
+    if (!l) {
+      l = this.device.createPipelineLayout({ bindGroupLayouts: [this.bindGroupLayout(nargs)] });
+      this.pl.set(nargs, l);
+    }
+    return l;
+  }
+};
+function dispatchOf(meta) {
+  const d = meta.dispatch ?? [1, 1, 1];
+  return [d[0] ?? 1, d[1] ?? 1, d[2] ?? 1];
+}
+async function scoped(device, f) {
+  device.pushErrorScope("out-of-memory");
+  device.pushErrorScope("validation");
+  let value;
+  try {
+    value = await f();
+  } finally {
+    const validation = await device.popErrorScope();
+    const oom = await device.popErrorScope();
+    const e = validation ?? oom;
+    if (e) throw new Error(e.message);
+  }
+  return value;
+}
+var GpuBench = class {
+  constructor(device, layouts, specs, timerMs) {
+    this.device = device;
+    this.specs = specs;
+    const n = specs.length;
+    this.buffers = specs.map(
+      (s, i) => device.createBuffer({
+        label: `webtune bench ${s.name}`,
+        size: Math.max(16, Math.ceil(s.elems * 4 / 16) * 16),
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | (i === n - 1 ? GPUBufferUsage.COPY_SRC : 0)
+      })
+    );
+    this.outBytes = specs[n - 1].elems * 4;
+    this.staging = device.createBuffer({ size: Math.ceil(this.outBytes / 4) * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    this.bindGroup = device.createBindGroup({
+      layout: layouts.bindGroupLayout(n),
+      entries: this.buffers.map((buffer, binding) => ({ binding, resource: { buffer } }))
+    });
+    if (device.features.has("timestamp-query")) {
+      this.query = {
+        set: device.createQuerySet({ type: "timestamp", count: 2 }),
+        resolve: device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC }),
+        read: device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
+      };
+    }
+    this.resolutionMs = this.query ? 0.1 : timerMs;
+    this.minSampleMs = Math.max(4, 50 * this.resolutionMs);
+  }
+  device;
+  specs;
+  resolutionMs;
+  minSampleMs;
+  buffers;
+  staging;
+  bindGroup;
+  query = null;
+  outBytes;
+  /** Whether timings come from timestamp queries rather than the wall clock. */
+  get usesTimestamps() {
+    return this.query !== null;
+  }
+  async setInputs(args) {
+    for (let i = 0; i < args.length; i++) this.device.queue.writeBuffer(this.buffers[i], 0, args[i]);
+  }
+  async runOnce(impl) {
+    const out = this.buffers[this.buffers.length - 1];
+    return scoped(this.device, async () => {
+      this.device.queue.writeBuffer(out, 0, new Uint32Array(this.outBytes / 4).fill(POISON));
+      const enc = this.device.createCommandEncoder();
+      const pass = enc.beginComputePass();
+      pass.setPipeline(impl.pipeline);
+      pass.setBindGroup(0, this.bindGroup);
+      pass.dispatchWorkgroups(...impl.dispatch);
+      pass.end();
+      enc.copyBufferToBuffer(out, 0, this.staging, 0, this.outBytes);
+      this.device.queue.submit([enc.finish()]);
+      await this.staging.mapAsync(GPUMapMode.READ);
+      const copy = new Float32Array(this.staging.getMappedRange().slice(0));
+      this.staging.unmap();
+      return copy;
+    });
+  }
+  async time(impl, reps) {
+    const enc = this.device.createCommandEncoder();
+    const q = this.query;
+    const pass = enc.beginComputePass(
+      q ? { timestampWrites: { querySet: q.set, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } } : {}
+    );
+    pass.setPipeline(impl.pipeline);
+    pass.setBindGroup(0, this.bindGroup);
+    const [x, y, z] = impl.dispatch;
+    for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(x, y, z);
+    pass.end();
+    if (q) {
+      enc.resolveQuerySet(q.set, 0, 2, q.resolve, 0);
+      enc.copyBufferToBuffer(q.resolve, 0, q.read, 0, 16);
+    }
+    const cb = enc.finish();
+    const t0 = performance.now();
+    this.device.queue.submit([cb]);
+    if (q) {
+      await q.read.mapAsync(GPUMapMode.READ);
+      const t = new BigInt64Array(q.read.getMappedRange());
+      const ns = Number(t[1] - t[0]);
+      q.read.unmap();
+      if (ns > 0) return ns / 1e6;
+      this.query = null;
+      return performance.now() - t0;
+    }
+    await this.device.queue.onSubmittedWorkDone();
+    return performance.now() - t0;
+  }
+  dispose() {
+    for (const b of this.buffers) b.destroy();
+    this.staging.destroy();
+    if (this.query) {
+      this.query.set.destroy();
+      this.query.resolve.destroy();
+      this.query.read.destroy();
+    }
+  }
+};
+var GpuBackend = class {
+  constructor(device, layouts, timerMs) {
+    this.device = device;
+    this.layouts = layouts;
+    this.timerMs = timerMs;
+  }
+  device;
+  layouts;
+  timerMs;
+  target = "wgsl";
+  async load(code, meta) {
+    const text = typeof code === "string" ? code : new TextDecoder().decode(code);
+    const pipeline = await scoped(this.device, async () => {
+      const module = this.device.createShaderModule({ label: `webtune ${meta.sha256.slice(0, 12)}`, code: text });
+      const info = await module.getCompilationInfo();
+      const errors = info.messages.filter((m) => m.type === "error");
+      if (errors.length) throw new Error(`WGSL ${meta.sha256.slice(0, 12)}: ${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join("; ")}`);
+      return this.device.createComputePipelineAsync({
+        label: `webtune ${meta.op} ${meta.sha256.slice(0, 12)}`,
+        layout: this.layouts.pipelineLayout(meta.args.length),
+        compute: { module, entryPoint: meta.entry || "main" }
+      });
+    });
+    return { sha256: meta.sha256, meta, pipeline, dispatch: dispatchOf(meta), bytes: text };
+  }
+  bench(specs) {
+    return new GpuBench(this.device, this.layouts, specs, this.timerMs);
+  }
+};
+
+// src/webtune.ts
+var KernelHandle = class {
+  constructor(op, shape, impl, source, level) {
+    this.op = op;
+    this.shape = shape;
+    this.impl = impl;
+    this.source = source;
+    this.level = level;
+  }
+  op;
+  shape;
+  impl;
+  source;
+  level;
+  /** Calls since the handle was made (for the tuning order). */
+  calls = 0;
+  /** How many times the tuner replaced the kernel. */
+  swaps = 0;
+  /** @internal */
+  tuner = null;
+  get sha256() {
+    return this.impl.sha256;
+  }
+  get meta() {
+    return this.impl.meta;
+  }
+};
+var WasmKernel = class extends KernelHandle {
+  /** @internal */
+  constructor(op, shape, impl, source, level, binding) {
+    super(op, shape, impl, source, level);
+    this.binding = binding;
+  }
+  binding;
+  /** Runs the kernel on arguments at these byte offsets of the app's memory, in ABI order. */
+  run(...offsets) {
+    this.calls++;
+    this.binding.call(offsets);
+  }
+  /** @internal */
+  async adopt(impl) {
+    await this.binding.bind(impl);
+    this.impl = impl;
+  }
+};
+var GpuKernel = class extends KernelHandle {
+  /** @internal */
+  constructor(op, shape, impl, source, level, device, bindGroupLayout) {
+    super(op, shape, impl, source, level);
+    this.device = device;
+    this.bindGroupLayout = bindGroupLayout;
+  }
+  device;
+  bindGroupLayout;
+  /** A bind group over the arguments, in ABI order (inputs, then the output). */
+  bindGroup(buffers) {
+    if (buffers.length !== this.meta.args.length) {
+      throw new Error(`${this.op} takes ${this.meta.args.length} buffers (${this.meta.args.map((a) => a.name).join(", ")}), got ${buffers.length}`);
+    }
+    return this.device.createBindGroup({
+      layout: this.bindGroupLayout,
+      entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } }))
+    });
+  }
+  /** Records the kernel into a compute pass: pipeline, bind group 0, dispatch. */
+  dispatch(pass, bindGroup) {
+    this.calls++;
+    pass.setPipeline(this.impl.pipeline);
+    pass.setBindGroup(0, bindGroup);
+    pass.dispatchWorkgroups(...this.impl.dispatch);
+  }
+  get pipeline() {
+    return this.impl.pipeline;
+  }
+  get workgroups() {
+    return this.impl.dispatch;
+  }
+  /** @internal */
+  async adopt(impl) {
+    this.impl = impl;
+  }
+};
+async function sha256Hex(bytes) {
+  const subtle = globalThis.crypto?.subtle;
+  if (!subtle) return null;
+  const data = typeof bytes === "string" ? new TextEncoder().encode(bytes) : bytes;
+  const h = new Uint8Array(await subtle.digest("SHA-256", data));
+  return Array.from(h, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+async function json(res, what) {
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${what}: HTTP ${res.status}: ${text}`);
+  return JSON.parse(text);
+}
+var Webtune = class _Webtune extends EventTarget {
+  server;
+  target;
+  fingerprint;
+  session;
+  /** Wasm: the memory kernels run on. */
+  memory;
+  /** WebGPU: the device kernels run on. */
+  device;
+  budgetMs;
+  /** performance.now() resolution on this page, ms. */
+  timerResolutionMs;
+  backend;
+  layouts;
+  cache;
+  kernels = /* @__PURE__ */ new Map();
+  handles = [];
+  opts;
+  busy = false;
+  announcedDone = false;
+  loop = null;
+  constructor(init) {
+    super();
+    this.opts = init.opts;
+    this.server = init.server;
+    this.target = init.opts.target;
+    this.fingerprint = init.fingerprint;
+    this.session = init.session;
+    this.memory = init.memory;
+    this.device = init.device;
+    this.cache = init.cache;
+    this.budgetMs = init.opts.budgetMs ?? 8;
+    this.timerResolutionMs = timerResolutionMs();
+    if (init.device) {
+      this.layouts = new GpuLayouts(init.device);
+      this.backend = new GpuBackend(init.device, this.layouts, this.timerResolutionMs);
+    } else {
+      this.layouts = null;
+      this.backend = new WasmBackend();
+    }
+  }
+  /** Fingerprints this browser and opens a session with the server. */
+  static async open(opts) {
+    if (opts.target !== "wasm" && opts.target !== "webgpu") throw new Error(`target must be 'wasm' or 'webgpu', got ${opts.target}`);
+    const server = (opts.server ?? globalThis.location?.origin ?? "").replace(/\/+$/, "");
+    let adapter = null;
+    let device = null;
+    if (opts.target === "webgpu") {
+      if (!globalThis.navigator?.gpu) throw new Error("WebGPU is not available in this browser");
+      adapter = opts.adapter ?? await navigator.gpu.requestAdapter();
+      if (!adapter) throw new Error("no WebGPU adapter");
+      device = opts.device ?? await adapter.requestDevice({
+        requiredFeatures: adapter.features.has("timestamp-query") ? ["timestamp-query"] : []
+      });
+    }
+    const fp = await fingerprint(opts.target, adapter, opts.rho);
+    const session = await json(
+      await fetch(`${server}/v1/sessions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ fingerprint: fp })
+      }),
+      "open session"
+    );
+    const cache = await KernelCache.open(opts.cache ?? true);
+    const memory = opts.target === "wasm" ? opts.memory ?? new WebAssembly.Memory({ initial: 1 }) : null;
+    return new _Webtune({ opts, server, fingerprint: fp, session, memory, device, cache });
+  }
+  cacheKey(op, shape) {
+    return [this.server, this.session.device_key, op, shape.join(","), this.serverTarget].join("|");
+  }
+  get serverTarget() {
+    return this.target === "wasm" ? "wasm" : "wgsl";
+  }
+  /** @internal Fetches kernel bytes and checks them against their content address. */
+  async fetchKernel(url, target) {
+    const res = await fetch(url.startsWith("http") ? url : `${this.server}${url}`);
+    if (!res.ok) throw new Error(`kernel ${url}: HTTP ${res.status}`);
+    const bytes = target === "wasm" ? await res.arrayBuffer() : await res.text();
+    const want = url.split("/").pop();
+    const got = await sha256Hex(bytes);
+    if (got && want && /^[0-9a-f]{64}$/.test(want) && got !== want) throw new Error(`kernel ${url}: bytes hash to ${got}`);
+    return bytes;
+  }
+  /**
+   * The best kernel for `op` on `shape`: this browser's cached winner, else
+   * the server's best for this device (or its architecture, vendor, or the
+   * portable default). The handle keeps working when tuning swaps the kernel.
+   */
+  kernel(op, shape) {
+    checkShape(op, shape);
+    const key = `${op}/${shape.join(",")}`;
+    let k = this.kernels.get(key);
+    if (!k) {
+      k = this.makeKernel(op, [...shape]);
+      this.kernels.set(key, k);
+      k.catch(() => this.kernels.delete(key));
+    }
+    return k;
+  }
+  async wasmKernel(op, shape) {
+    if (this.target !== "wasm") throw new Error("this session targets WebGPU: use gpuKernel()");
+    return await this.kernel(op, shape);
+  }
+  async gpuKernel(op, shape) {
+    if (this.target !== "webgpu") throw new Error("this session targets Wasm: use wasmKernel()");
+    return await this.kernel(op, shape);
+  }
+  async makeKernel(op, shape) {
+    const cacheKey = this.cacheKey(op, shape);
+    const cached2 = await this.cache.get(cacheKey);
+    let meta, bytes, source, level;
+    if (cached2) {
+      ({ meta, bytes } = cached2);
+      source = "cache";
+      level = null;
+    } else {
+      const q = new URLSearchParams({ device_key: this.session.device_key, op, shape: shape.join(","), target: this.serverTarget });
+      const best = await json(await fetch(`${this.server}/v1/kernels/best?${q}`), `best ${op} ${shape}`);
+      meta = best.meta;
+      bytes = await this.fetchKernel(best.url, this.serverTarget);
+      source = "server";
+      level = best.level;
+      await this.cache.put({ key: cacheKey, sha256: meta.sha256, meta, bytes, tuned: false, median_us: 0, saved_at: Date.now() });
+    }
+    let handle;
+    if (this.device) {
+      const impl = await this.backend.load(bytes, meta);
+      handle = new GpuKernel(op, shape, impl, source, level, this.device, this.layouts.bindGroupLayout(meta.args.length));
+    } else {
+      const impl = await this.backend.load(bytes, meta);
+      const binding = new WasmKernelBinding(this.memory);
+      await binding.bind(impl);
+      handle = new WasmKernel(op, shape, impl, source, level, binding);
+    }
+    const tune = (this.opts.tune ?? true) && !(cached2?.tuned && !this.opts.retune);
+    if (tune) {
+      const impl = handle.impl;
+      handle.tuner = new KernelTuner(this.host(handle), this.backend, op, shape, impl);
+    }
+    this.handles.push(handle);
+    this.announcedDone = false;
+    return handle;
+  }
+  host(handle) {
+    const wt = this;
+    return {
+      server: this.server,
+      sessionId: this.session.session_id,
+      fetchKernel: (url, target) => this.fetchKernel(url, target),
+      async adopt(t, impl, m, previous) {
+        await handle.adopt(impl);
+        handle.swaps++;
+        const detail = {
+          op: t.op,
+          shape: t.shape,
+          target: wt.target,
+          from: previous.sha256,
+          to: impl.sha256,
+          from_us: m.current_us,
+          to_us: m.median_us,
+          speedup: m.current_us / m.median_us,
+          index: m.index,
+          total: m.total,
+          at: performance.now()
+        };
+        wt.dispatchEvent(new CustomEvent("swap", { detail }));
+        await wt.cache.put({
+          key: wt.cacheKey(t.op, t.shape),
+          sha256: impl.sha256,
+          meta: impl.meta,
+          bytes: impl.bytes,
+          tuned: false,
+          median_us: m.median_us,
+          saved_at: Date.now()
+        });
+      },
+      measured(t, m) {
+        const detail = { ...m, op: t.op, shape: t.shape, target: wt.target };
+        wt.dispatchEvent(new CustomEvent("measure", { detail }));
+      },
+      reported(t, response, error) {
+        const body = t.reportBody();
+        const detail = { op: t.op, shape: t.shape, target: wt.target, response, error, entries: body?.entries.length ?? 0 };
+        wt.dispatchEvent(new CustomEvent("report", { detail }));
+        if (!error) {
+          const impl = t.current;
+          void wt.cache.put({
+            key: wt.cacheKey(t.op, t.shape),
+            sha256: impl.sha256,
+            meta: impl.meta,
+            bytes: impl.bytes,
+            tuned: true,
+            median_us: 0,
+            saved_at: Date.now()
+          });
+        }
+      }
+    };
+  }
+  activeTuner() {
+    let next = null;
+    let weight = -1;
+    for (const h of this.handles) {
+      const t = h.tuner;
+      if (!t) continue;
+      if (t.phase === "opening" || t.phase === "running") return t;
+      if (t.phase !== "waiting") continue;
+      const w = flops(h.op, h.shape) * (h.calls + 1);
+      if (w > weight) {
+        weight = w;
+        next = t;
+      }
+    }
+    return next;
+  }
+  /** Whether every kernel is tuned and reported (or not to be tuned). */
+  get done() {
+    return this.handles.every((h) => !h.tuner || h.tuner.phase === "done");
+  }
+  /** Tuning progress of every kernel. */
+  status() {
+    return this.handles.map((h) => ({
+      op: h.op,
+      shape: h.shape,
+      phase: h.tuner?.phase ?? "done",
+      evaluated: h.tuner?.evaluated ?? 0,
+      total: h.tuner?.total ?? 0,
+      sha256: h.sha256,
+      notes: h.tuner?.notes ?? []
+    }));
+  }
+  /**
+   * One slice of tuning, at most `budgetMs` long (default: the session's
+   * budget). Call it between inferences; it returns at once when nothing is
+   * ready (a candidate still downloading or compiling).
+   */
+  async idle(budgetMs = this.budgetMs) {
+    if (this.busy) return { worked: false, done: this.done };
+    this.busy = true;
+    const deadline = performance.now() + budgetMs;
+    let worked = false;
+    try {
+      for (let guard = 0; guard < this.handles.length + 1; guard++) {
+        const t = this.activeTuner();
+        if (!t) break;
+        worked = await t.step(deadline) || worked;
+        if (t.phase !== "reporting" && t.phase !== "done") break;
+      }
+    } finally {
+      this.busy = false;
+    }
+    const done = this.done;
+    if (done && !this.announcedDone && this.handles.length) {
+      this.announcedDone = true;
+      this.dispatchEvent(new CustomEvent("tuned", { detail: this.status() }));
+    }
+    return { worked, done };
+  }
+  /**
+   * Calls `idle()` from requestIdleCallback (a timer where there is none)
+   * until every kernel is tuned or `stopIdleLoop()` is called.
+   */
+  startIdleLoop() {
+    if (this.loop) return;
+    const loop = { stop: false };
+    this.loop = loop;
+    const ric = globalThis.requestIdleCallback;
+    const schedule = () => {
+      if (loop.stop) return;
+      if (ric) ric((d) => void this.idle(Math.max(1, Math.min(this.budgetMs, d.timeRemaining()))).then(after));
+      else setTimeout(() => void this.idle().then(after), 16);
+    };
+    const after = (r) => {
+      if (r.done && !this.pendingKernels()) {
+        this.loop = null;
+        return;
+      }
+      schedule();
+    };
+    schedule();
+  }
+  stopIdleLoop() {
+    if (this.loop) this.loop.stop = true;
+    this.loop = null;
+  }
+  pendingKernels() {
+    return this.kernels.size > this.handles.length;
+  }
+  /** Forgets this browser's cached winners (for every server and device). */
+  async clearCache() {
+    await this.cache.clear();
+  }
+  /** Stops tuning; open queues are closed, nothing more is reported. */
+  close() {
+    this.stopIdleLoop();
+    for (const h of this.handles) h.tuner?.cancel();
+  }
+};
+export {
+  GpuKernel,
+  WasmKernel,
+  Webtune
+};

@@ -1,0 +1,121 @@
+// Output checks. A candidate's output is compared element-wise with the
+// current kernel's on the same seeded inputs, and at a few positions with an
+// f64 reference, in the norm-scaled error the compiler's tests use:
+// |got − want| / (‖row of A‖₂ · ‖column of B‖₂), so only f32 rounding passes.
+
+import { type OpName, bmkn } from './ops.js';
+
+/** Largest norm-scaled error one f32 kernel may have against the reference. */
+export const TOLERANCE = 1e-5;
+
+const F = new Float32Array(1);
+const U = new Uint32Array(F.buffer);
+function f32(bitsValue: number): number {
+  U[0] = bitsValue;
+  return F[0];
+}
+
+/** The B operand's value at (batch, k, n), dequantised for matmul_q4. */
+function bAt(op: OpName, shape: readonly number[], args: Uint32Array[], bi: number, kk: number, j: number): number {
+  const [, , k, n] = bmkn(op, shape);
+  if (op === 'matmul_q4') {
+    const word = args[1][j * (k / 8) + (kk >>> 3)];
+    const q = (word >>> (4 * (kk & 7))) & 0xf;
+    return (q - 8) * f32(args[2][j * (k / 32) + (kk >>> 5)]);
+  }
+  return f32(args[1][bi * k * n + kk * n + j]);
+}
+
+/** Row norms of A and column norms of B: the error scale of every output. */
+export class Scales {
+  readonly rows: Float64Array;
+  readonly cols: Float64Array;
+  constructor(readonly op: OpName, readonly shape: readonly number[], readonly args: Uint32Array[]) {
+    const [b, m, k, n] = bmkn(op, shape);
+    this.rows = new Float64Array(b * m);
+    this.cols = new Float64Array(b * n);
+    const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);
+    for (let r = 0; r < b * m; r++) {
+      let s = 0;
+      for (let kk = 0; kk < k; kk++) s += a[r * k + kk] * a[r * k + kk];
+      this.rows[r] = Math.sqrt(s);
+    }
+    for (let bi = 0; bi < b; bi++) {
+      for (let j = 0; j < n; j++) {
+        let s = 0;
+        for (let kk = 0; kk < k; kk++) {
+          const v = bAt(op, shape, args, bi, kk, j);
+          s += v * v;
+        }
+        this.cols[bi * n + j] = Math.sqrt(s);
+      }
+    }
+  }
+
+  /** The scale of flat output index `p`. */
+  at(p: number): number {
+    const [, m, , n] = bmkn(this.op, this.shape);
+    const bi = Math.floor(p / (m * n));
+    const i = Math.floor(p / n) % m;
+    const j = p % n;
+    return Math.max(this.rows[bi * m + i] * this.cols[bi * n + j], Number.MIN_VALUE);
+  }
+
+  /** The f64 reference of flat output index `p`, in O(K). */
+  reference(p: number): number {
+    const [, m, k, n] = bmkn(this.op, this.shape);
+    const bi = Math.floor(p / (m * n));
+    const i = Math.floor(p / n) % m;
+    const j = p % n;
+    const a = this.args[0];
+    let acc = 0;
+    for (let kk = 0; kk < k; kk++) acc += f32(a[(bi * m + i) * k + kk]) * bAt(this.op, this.shape, this.args, bi, kk, j);
+    return acc;
+  }
+}
+
+/** Result of a check: the largest scaled error and where it occurred. */
+export interface CheckResult {
+  ok: boolean;
+  maxErr: number;
+  worst: number;
+}
+
+/** Compares two outputs element-wise; NaN or infinity anywhere fails. */
+export function compareOutputs(scales: Scales, got: Float32Array, want: Float32Array, tolerance: number): CheckResult {
+  let maxErr = 0, worst = 0;
+  for (let p = 0; p < got.length; p++) {
+    const g = got[p], w = want[p];
+    const err = Number.isFinite(g) && Number.isFinite(w) ? Math.abs(g - w) / scales.at(p) : Infinity;
+    if (err > maxErr || (err === Infinity && maxErr !== Infinity)) {
+      maxErr = err;
+      worst = p;
+    }
+  }
+  return { ok: maxErr <= tolerance, maxErr, worst };
+}
+
+/** Compares `got` with the f64 reference at `positions`. */
+export function checkPositions(scales: Scales, got: Float32Array, positions: readonly number[]): CheckResult {
+  let maxErr = 0, worst = 0;
+  for (const p of positions) {
+    const g = got[p];
+    const err = Number.isFinite(g) ? Math.abs(g - scales.reference(p)) / scales.at(p) : Infinity;
+    if (err > maxErr || (err === Infinity && maxErr !== Infinity)) {
+      maxErr = err;
+      worst = p;
+    }
+  }
+  return { ok: maxErr <= TOLERANCE, maxErr, worst };
+}
+
+/**
+ * Positions to check against the reference when the server named none: the
+ * first and last outputs (where tiles and remainders meet the edges) and a
+ * few spread between.
+ */
+export function defaultPositions(len: number, count = 8): number[] {
+  const out = new Set<number>([0, len - 1]);
+  for (let i = 1; out.size < Math.min(count, len); i++) out.add(Math.floor((i * 0.618033988749895 * len) % len));
+  return [...out].sort((a, b) => a - b);
+}

@@ -1,0 +1,553 @@
+/**
+ * webtune's in-browser client runtime.
+ *
+ * An app opens a session, asks for the kernels it needs and calls them; in
+ * its idle time it calls `idle()`, and the runtime tunes those kernels on this
+ * very device: it takes one candidate at a time from the server's queue,
+ * checks and times it against the kernel in use, swaps in faster ones (a
+ * `swap` event tells the app) and reports its top five to the server, whose
+ * crowdsourced database then gives the winners to the next device like this
+ * one on its first request.
+ *
+ * ```js
+ * import { Webtune } from '/web/webtune.js';
+ * const wt = await Webtune.open({ target: 'wasm', budgetMs: 8 });
+ * const mm = await wt.wasmKernel('matmul', [64, 128, 256]);
+ * mm.run(aOffset, bOffset, cOffset); // byte offsets in wt.memory
+ * wt.addEventListener('swap', (e) => console.log(e.detail));
+ * for (;;) { infer(); await wt.idle(); }
+ * ```
+ *
+ * Rules the runtime keeps:
+ * - candidates run on the runtime's own buffers (its own Wasm memory, its own
+ *   GPU buffers), never on the app's, and on seeded non-zero inputs that the
+ *   server can regenerate from the candidate's seed;
+ * - a candidate replaces the kernel in use only when its output matches it
+ *   and the f64 reference, and it is faster beyond the noise of both;
+ * - `idle()` does only work that is ready (network and compilation run in the
+ *   background) and stops at its budget; the one exception is a single kernel
+ *   call that alone takes longer than the budget;
+ * - one candidate queue is open at a time (browsers allow six HTTP/1.1
+ *   connections per origin, and the app needs some);
+ * - no allocation inside a timed region.
+ */
+
+import { KernelCache } from './cache.js';
+import { type Fingerprint, fingerprint } from './fingerprint.js';
+import { type OpName, checkShape, flops } from './ops.js';
+import { timerResolutionMs } from './timer.js';
+import { KernelTuner, type Measurement, type TunerHost } from './tuner.js';
+import type { Backend, BestResponse, Impl, KernelMeta } from './types.js';
+import { WasmBackend, type WasmImpl, WasmKernelBinding } from './wasm.js';
+import { GpuBackend, type GpuImpl, GpuLayouts } from './webgpu.js';
+
+export type { Fingerprint } from './fingerprint.js';
+export type { Measurement } from './tuner.js';
+export type { BestResponse, KernelMeta } from './types.js';
+export type { OpName } from './ops.js';
+
+export type Target = 'wasm' | 'webgpu';
+
+export interface OpenOptions {
+  /** Base URL of the webtune server; default: this page's origin. */
+  server?: string;
+  target: Target;
+  /** WebGPU: the app's device; kernels become pipelines on it. Requested (with timestamp-query when offered) if absent. */
+  device?: GPUDevice;
+  /** WebGPU: the adapter to fingerprint; default: `navigator.gpu.requestAdapter()`. */
+  adapter?: GPUAdapter;
+  /** Wasm: the app's memory; kernels are instantiated on it. Created (one page) if absent. */
+  memory?: WebAssembly.Memory;
+  /** Longest time one `idle()` call may take, ms. Default 8. */
+  budgetMs?: number;
+  /** Tune in `idle()`. Default true. */
+  tune?: boolean;
+  /** Tune again kernels this browser already tuned (the cache says so). Default false. */
+  retune?: boolean;
+  /** Use the IndexedDB cache of winners. Default true. */
+  cache?: boolean;
+  /** NNJIT's primitive vector for the fingerprint, if the app measured one. */
+  rho?: string;
+}
+
+/** `POST /v1/sessions`'s answer. */
+export interface SessionInfo {
+  session_id: string;
+  device_key: string;
+  arch_key: string;
+  vendor_key: string;
+  rho: string;
+}
+
+/** Where a kernel handle's first kernel came from. */
+export type KernelSource = 'cache' | 'server';
+
+/** `swap` event detail: the app's kernel was replaced by a faster one. */
+export interface SwapDetail {
+  op: OpName;
+  shape: number[];
+  target: Target;
+  from: string;
+  to: string;
+  /** Medians of one call, µs, timed interleaved on the same inputs. */
+  from_us: number;
+  to_us: number;
+  speedup: number;
+  /** Position of the winning candidate in the queue, and the queue's length. */
+  index: number;
+  total: number;
+  /** performance.now() of the swap. */
+  at: number;
+}
+
+/** `measure` event detail: one candidate checked and timed. */
+export interface MeasureDetail extends Measurement {
+  op: OpName;
+  shape: number[];
+  target: Target;
+}
+
+/** `report` event detail: a queue drained and its top five sent. */
+export interface ReportDetail {
+  op: OpName;
+  shape: number[];
+  target: Target;
+  /** The server's answer (report id, accepted, winners), or null on failure. */
+  response: unknown;
+  error?: string;
+  /** What the report carried. */
+  entries: number;
+}
+
+export interface IdleResult {
+  /** Whether this call did any tuning work. */
+  worked: boolean;
+  /** Whether every kernel is tuned (or was not to be tuned). */
+  done: boolean;
+}
+
+/** Tuning progress of one kernel. */
+export interface TuningStatus {
+  op: OpName;
+  shape: number[];
+  phase: 'waiting' | 'opening' | 'running' | 'reporting' | 'done';
+  evaluated: number;
+  total: number;
+  sha256: string;
+  notes: string[];
+}
+
+abstract class KernelHandle<I extends Impl> {
+  /** Calls since the handle was made (for the tuning order). */
+  calls = 0;
+  /** How many times the tuner replaced the kernel. */
+  swaps = 0;
+  /** @internal */ tuner: KernelTuner<I> | null = null;
+
+  constructor(
+    readonly op: OpName,
+    readonly shape: number[],
+    protected impl: I,
+    /** Where the first kernel came from. */
+    readonly source: KernelSource,
+    /** The server's fallback level for it (null when it came from the cache). */
+    readonly level: BestResponse['level'] | null,
+  ) {}
+
+  get sha256(): string {
+    return this.impl.sha256;
+  }
+
+  get meta(): KernelMeta {
+    return this.impl.meta;
+  }
+
+  /** @internal */
+  abstract adopt(impl: I): Promise<void>;
+}
+
+/** A Wasm kernel on the app's memory. */
+export class WasmKernel extends KernelHandle<WasmImpl> {
+  /** @internal */
+  constructor(op: OpName, shape: number[], impl: WasmImpl, source: KernelSource, level: BestResponse['level'] | null, private binding: WasmKernelBinding) {
+    super(op, shape, impl, source, level);
+  }
+
+  /** Runs the kernel on arguments at these byte offsets of the app's memory, in ABI order. */
+  run(...offsets: number[]): void {
+    this.calls++;
+    this.binding.call(offsets);
+  }
+
+  /** @internal */
+  async adopt(impl: WasmImpl): Promise<void> {
+    await this.binding.bind(impl);
+    this.impl = impl;
+  }
+}
+
+/** A WGSL kernel as a compute pipeline on the app's GPUDevice. */
+export class GpuKernel extends KernelHandle<GpuImpl> {
+  /** @internal */
+  constructor(op: OpName, shape: number[], impl: GpuImpl, source: KernelSource, level: BestResponse['level'] | null, private device: GPUDevice,
+    /** The layout every kernel of this op and shape uses: bind groups made with it survive swaps. */
+    readonly bindGroupLayout: GPUBindGroupLayout) {
+    super(op, shape, impl, source, level);
+  }
+
+  /** A bind group over the arguments, in ABI order (inputs, then the output). */
+  bindGroup(buffers: GPUBuffer[]): GPUBindGroup {
+    if (buffers.length !== this.meta.args.length) {
+      throw new Error(`${this.op} takes ${this.meta.args.length} buffers (${this.meta.args.map((a) => a.name).join(', ')}), got ${buffers.length}`);
+    }
+    return this.device.createBindGroup({
+      layout: this.bindGroupLayout,
+      entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
+    });
+  }
+
+  /** Records the kernel into a compute pass: pipeline, bind group 0, dispatch. */
+  dispatch(pass: GPUComputePassEncoder, bindGroup: GPUBindGroup): void {
+    this.calls++;
+    pass.setPipeline(this.impl.pipeline);
+    pass.setBindGroup(0, bindGroup);
+    pass.dispatchWorkgroups(...this.impl.dispatch);
+  }
+
+  get pipeline(): GPUComputePipeline {
+    return this.impl.pipeline;
+  }
+
+  get workgroups(): [number, number, number] {
+    return this.impl.dispatch;
+  }
+
+  /** @internal */
+  async adopt(impl: GpuImpl): Promise<void> {
+    this.impl = impl;
+  }
+}
+
+export type Kernel = WasmKernel | GpuKernel;
+
+async function sha256Hex(bytes: ArrayBuffer | string): Promise<string | null> {
+  const subtle = globalThis.crypto?.subtle;
+  if (!subtle) return null;
+  const data = typeof bytes === 'string' ? new TextEncoder().encode(bytes) : bytes;
+  const h = new Uint8Array(await subtle.digest('SHA-256', data));
+  return Array.from(h, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+async function json<T>(res: Response, what: string): Promise<T> {
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${what}: HTTP ${res.status}: ${text}`);
+  return JSON.parse(text) as T;
+}
+
+export class Webtune extends EventTarget {
+  readonly server: string;
+  readonly target: Target;
+  readonly fingerprint: Fingerprint;
+  readonly session: SessionInfo;
+  /** Wasm: the memory kernels run on. */
+  readonly memory: WebAssembly.Memory | null;
+  /** WebGPU: the device kernels run on. */
+  readonly device: GPUDevice | null;
+  budgetMs: number;
+  /** performance.now() resolution on this page, ms. */
+  readonly timerResolutionMs: number;
+  private backend: Backend<WasmImpl> | Backend<GpuImpl>;
+  private layouts: GpuLayouts | null;
+  private cache: KernelCache;
+  private kernels = new Map<string, Promise<Kernel>>();
+  private handles: Kernel[] = [];
+  private opts: OpenOptions;
+  private busy = false;
+  private announcedDone = false;
+  private loop: { stop: boolean } | null = null;
+
+  private constructor(init: {
+    opts: OpenOptions; server: string; fingerprint: Fingerprint; session: SessionInfo;
+    memory: WebAssembly.Memory | null; device: GPUDevice | null; cache: KernelCache;
+  }) {
+    super();
+    this.opts = init.opts;
+    this.server = init.server;
+    this.target = init.opts.target;
+    this.fingerprint = init.fingerprint;
+    this.session = init.session;
+    this.memory = init.memory;
+    this.device = init.device;
+    this.cache = init.cache;
+    this.budgetMs = init.opts.budgetMs ?? 8;
+    this.timerResolutionMs = timerResolutionMs();
+    if (init.device) {
+      this.layouts = new GpuLayouts(init.device);
+      this.backend = new GpuBackend(init.device, this.layouts, this.timerResolutionMs);
+    } else {
+      this.layouts = null;
+      this.backend = new WasmBackend();
+    }
+  }
+
+  /** Fingerprints this browser and opens a session with the server. */
+  static async open(opts: OpenOptions): Promise<Webtune> {
+    if (opts.target !== 'wasm' && opts.target !== 'webgpu') throw new Error(`target must be 'wasm' or 'webgpu', got ${opts.target}`);
+    const server = (opts.server ?? globalThis.location?.origin ?? '').replace(/\/+$/, '');
+    let adapter: GPUAdapter | null = null;
+    let device: GPUDevice | null = null;
+    if (opts.target === 'webgpu') {
+      if (!globalThis.navigator?.gpu) throw new Error('WebGPU is not available in this browser');
+      adapter = opts.adapter ?? (await navigator.gpu.requestAdapter());
+      if (!adapter) throw new Error('no WebGPU adapter');
+      device = opts.device ?? (await adapter.requestDevice({
+        requiredFeatures: adapter.features.has('timestamp-query') ? ['timestamp-query'] : [],
+      }));
+    }
+    const fp = await fingerprint(opts.target, adapter, opts.rho);
+    const session = await json<SessionInfo>(
+      await fetch(`${server}/v1/sessions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ fingerprint: fp }),
+      }),
+      'open session',
+    );
+    const cache = await KernelCache.open(opts.cache ?? true);
+    const memory = opts.target === 'wasm' ? (opts.memory ?? new WebAssembly.Memory({ initial: 1 })) : null;
+    return new Webtune({ opts, server, fingerprint: fp, session, memory, device, cache });
+  }
+
+  private cacheKey(op: string, shape: number[]): string {
+    return [this.server, this.session.device_key, op, shape.join(','), this.serverTarget].join('|');
+  }
+
+  private get serverTarget(): 'wasm' | 'wgsl' {
+    return this.target === 'wasm' ? 'wasm' : 'wgsl';
+  }
+
+  /** @internal Fetches kernel bytes and checks them against their content address. */
+  async fetchKernel(url: string, target: 'wasm' | 'wgsl'): Promise<ArrayBuffer | string> {
+    const res = await fetch(url.startsWith('http') ? url : `${this.server}${url}`);
+    if (!res.ok) throw new Error(`kernel ${url}: HTTP ${res.status}`);
+    const bytes = target === 'wasm' ? await res.arrayBuffer() : await res.text();
+    const want = url.split('/').pop();
+    const got = await sha256Hex(bytes);
+    if (got && want && /^[0-9a-f]{64}$/.test(want) && got !== want) throw new Error(`kernel ${url}: bytes hash to ${got}`);
+    return bytes;
+  }
+
+  /**
+   * The best kernel for `op` on `shape`: this browser's cached winner, else
+   * the server's best for this device (or its architecture, vendor, or the
+   * portable default). The handle keeps working when tuning swaps the kernel.
+   */
+  kernel(op: OpName, shape: number[]): Promise<Kernel> {
+    checkShape(op, shape);
+    const key = `${op}/${shape.join(',')}`;
+    let k = this.kernels.get(key);
+    if (!k) {
+      k = this.makeKernel(op, [...shape]);
+      this.kernels.set(key, k);
+      k.catch(() => this.kernels.delete(key));
+    }
+    return k;
+  }
+
+  async wasmKernel(op: OpName, shape: number[]): Promise<WasmKernel> {
+    if (this.target !== 'wasm') throw new Error('this session targets WebGPU: use gpuKernel()');
+    return (await this.kernel(op, shape)) as WasmKernel;
+  }
+
+  async gpuKernel(op: OpName, shape: number[]): Promise<GpuKernel> {
+    if (this.target !== 'webgpu') throw new Error('this session targets Wasm: use wasmKernel()');
+    return (await this.kernel(op, shape)) as GpuKernel;
+  }
+
+  private async makeKernel(op: OpName, shape: number[]): Promise<Kernel> {
+    const cacheKey = this.cacheKey(op, shape);
+    const cached = await this.cache.get(cacheKey);
+    let meta: KernelMeta, bytes: ArrayBuffer | string, source: KernelSource, level: BestResponse['level'] | null;
+    if (cached) {
+      ({ meta, bytes } = cached);
+      source = 'cache';
+      level = null;
+    } else {
+      const q = new URLSearchParams({ device_key: this.session.device_key, op, shape: shape.join(','), target: this.serverTarget });
+      const best = await json<BestResponse>(await fetch(`${this.server}/v1/kernels/best?${q}`), `best ${op} ${shape}`);
+      meta = best.meta;
+      bytes = await this.fetchKernel(best.url, this.serverTarget);
+      source = 'server';
+      level = best.level;
+      await this.cache.put({ key: cacheKey, sha256: meta.sha256, meta, bytes, tuned: false, median_us: 0, saved_at: Date.now() });
+    }
+    let handle: Kernel;
+    if (this.device) {
+      const impl = await (this.backend as GpuBackend).load(bytes, meta);
+      handle = new GpuKernel(op, shape, impl, source, level, this.device, this.layouts!.bindGroupLayout(meta.args.length));
+    } else {
+      const impl = await (this.backend as WasmBackend).load(bytes, meta);
+      const binding = new WasmKernelBinding(this.memory!);
+      await binding.bind(impl);
+      handle = new WasmKernel(op, shape, impl, source, level, binding);
+    }
+    const tune = (this.opts.tune ?? true) && !(cached?.tuned && !this.opts.retune);
+    if (tune) {
+      // The handle's impl is protected; the tuner gets the same object.
+      const impl = (handle as unknown as { impl: Impl }).impl;
+      handle.tuner = new KernelTuner(this.host(handle), this.backend as Backend<Impl>, op, shape, impl) as never;
+    }
+    this.handles.push(handle);
+    this.announcedDone = false;
+    return handle;
+  }
+
+  private host(handle: Kernel): TunerHost<Impl> {
+    const wt = this;
+    return {
+      server: this.server,
+      sessionId: this.session.session_id,
+      fetchKernel: (url, target) => this.fetchKernel(url, target),
+      async adopt(t, impl, m, previous) {
+        await (handle as KernelHandle<Impl>).adopt(impl);
+        handle.swaps++;
+        const detail: SwapDetail = {
+          op: t.op, shape: t.shape, target: wt.target, from: previous.sha256, to: impl.sha256,
+          from_us: m.current_us, to_us: m.median_us, speedup: m.current_us / m.median_us,
+          index: m.index, total: m.total, at: performance.now(),
+        };
+        wt.dispatchEvent(new CustomEvent('swap', { detail }));
+        await wt.cache.put({
+          key: wt.cacheKey(t.op, t.shape), sha256: impl.sha256, meta: impl.meta, bytes: impl.bytes,
+          tuned: false, median_us: m.median_us, saved_at: Date.now(),
+        });
+      },
+      measured(t, m) {
+        const detail: MeasureDetail = { ...m, op: t.op, shape: t.shape, target: wt.target };
+        wt.dispatchEvent(new CustomEvent('measure', { detail }));
+      },
+      reported(t, response, error) {
+        const body = t.reportBody();
+        const detail: ReportDetail = { op: t.op, shape: t.shape, target: wt.target, response, error, entries: body?.entries.length ?? 0 };
+        wt.dispatchEvent(new CustomEvent('report', { detail }));
+        if (!error) {
+          const impl = t.current;
+          void wt.cache.put({
+            key: wt.cacheKey(t.op, t.shape), sha256: impl.sha256, meta: impl.meta, bytes: impl.bytes,
+            tuned: true, median_us: 0, saved_at: Date.now(),
+          });
+        }
+      },
+    };
+  }
+
+  private activeTuner(): KernelTuner<Impl> | null {
+    let next: KernelTuner<Impl> | null = null;
+    let weight = -1;
+    for (const h of this.handles) {
+      const t = h.tuner as KernelTuner<Impl> | null;
+      if (!t) continue;
+      if (t.phase === 'opening' || t.phase === 'running') return t;
+      if (t.phase !== 'waiting') continue;
+      // Biggest share of the app's time first: work per call times calls.
+      const w = flops(h.op, h.shape) * (h.calls + 1);
+      if (w > weight) {
+        weight = w;
+        next = t;
+      }
+    }
+    return next;
+  }
+
+  /** Whether every kernel is tuned and reported (or not to be tuned). */
+  get done(): boolean {
+    return this.handles.every((h) => !h.tuner || h.tuner.phase === 'done');
+  }
+
+  /** Tuning progress of every kernel. */
+  status(): TuningStatus[] {
+    return this.handles.map((h) => ({
+      op: h.op,
+      shape: h.shape,
+      phase: h.tuner?.phase ?? 'done',
+      evaluated: h.tuner?.evaluated ?? 0,
+      total: h.tuner?.total ?? 0,
+      sha256: h.sha256,
+      notes: h.tuner?.notes ?? [],
+    }));
+  }
+
+  /**
+   * One slice of tuning, at most `budgetMs` long (default: the session's
+   * budget). Call it between inferences; it returns at once when nothing is
+   * ready (a candidate still downloading or compiling).
+   */
+  async idle(budgetMs = this.budgetMs): Promise<IdleResult> {
+    if (this.busy) return { worked: false, done: this.done };
+    this.busy = true;
+    const deadline = performance.now() + budgetMs;
+    let worked = false;
+    try {
+      for (let guard = 0; guard < this.handles.length + 1; guard++) {
+        const t = this.activeTuner();
+        if (!t) break;
+        worked = (await t.step(deadline)) || worked;
+        // A tuner that just finished hands over to the next one at once, so
+        // its queue opens while this one's report is in flight.
+        if (t.phase !== 'reporting' && t.phase !== 'done') break;
+      }
+    } finally {
+      this.busy = false;
+    }
+    const done = this.done;
+    if (done && !this.announcedDone && this.handles.length) {
+      this.announcedDone = true;
+      this.dispatchEvent(new CustomEvent('tuned', { detail: this.status() }));
+    }
+    return { worked, done };
+  }
+
+  /**
+   * Calls `idle()` from requestIdleCallback (a timer where there is none)
+   * until every kernel is tuned or `stopIdleLoop()` is called.
+   */
+  startIdleLoop(): void {
+    if (this.loop) return;
+    const loop = { stop: false };
+    this.loop = loop;
+    const ric = (globalThis as { requestIdleCallback?: (cb: (d: { timeRemaining(): number }) => void) => number }).requestIdleCallback;
+    const schedule = () => {
+      if (loop.stop) return;
+      if (ric) ric((d) => void this.idle(Math.max(1, Math.min(this.budgetMs, d.timeRemaining()))).then(after));
+      else setTimeout(() => void this.idle().then(after), 16);
+    };
+    const after = (r: IdleResult) => {
+      if (r.done && !this.pendingKernels()) {
+        this.loop = null;
+        return;
+      }
+      schedule();
+    };
+    schedule();
+  }
+
+  stopIdleLoop(): void {
+    if (this.loop) this.loop.stop = true;
+    this.loop = null;
+  }
+
+  private pendingKernels(): boolean {
+    return this.kernels.size > this.handles.length;
+  }
+
+  /** Forgets this browser's cached winners (for every server and device). */
+  async clearCache(): Promise<void> {
+    await this.cache.clear();
+  }
+
+  /** Stops tuning; open queues are closed, nothing more is reported. */
+  close(): void {
+    this.stopIdleLoop();
+    for (const h of this.handles) h.tuner?.cancel();
+  }
+}

@@ -1,0 +1,189 @@
+// End-to-end: the demo page in headless Chromium against a real
+// `webtune serve` on loopback with a fresh SQLite database.
+//
+// For each target (Wasm, then WebGPU on Chromium's SwiftShader adapter):
+//  1. a fresh browser profile runs the demo until every kernel's queue is
+//     drained and reported; the reports must land in the database (the
+//     server's counters and row counts say so), every candidate must pass
+//     its output checks, and the model's output must not move when kernels
+//     are swapped; a screenshot of the chart goes to artifacts/;
+//  2. a reload in the same profile starts from the IndexedDB cache;
+//  3. a second fresh profile (same device, so the same device key) gets the
+//     voted winners on its very first request: level `device`, not `default`.
+//
+// Needs: the release binary (WEBTUNE_BIN, default target/release/webtune)
+// and Debian's chromium (CHROMIUM, default /usr/lib/chromium/chromium). No
+// browser is ever downloaded.
+
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const BIN = process.env.WEBTUNE_BIN ?? join(ROOT, 'target', 'release', 'webtune');
+const CHROMIUM = process.env.CHROMIUM ?? ['/usr/lib/chromium/chromium', '/usr/bin/chromium'].find((p) => existsSync(p));
+const ARTIFACTS = join(ROOT, 'artifacts');
+// Small shapes: the whole file runs in a few minutes on two cores. q4=1 puts
+// the MLP on matmul_q4, so all three ops are tuned.
+const MODEL = 'layers=2&seq=16&dim=64&heads=2&ffn=128&q4=1&after=2';
+const FLAGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  '--disable-dev-shm-usage', '--remote-debugging-pipe',
+];
+
+let server, base, work;
+
+function startServer(db) {
+  return new Promise((resolve, reject) => {
+    // Quorum 1: one browser's report elects a winner, so the next profile's
+    // first request can be checked against it exactly. (Votes across
+    // sessions are kernel-db's tests' business.)
+    const args = ['serve', '--addr', '127.0.0.1:0', '--database-url', `sqlite://${db}`, '--quorum', '1'];
+    const p = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '', err = '';
+    const timer = setTimeout(() => reject(new Error(`webtune serve did not start in 60 s: ${out}${err}`)), 60_000);
+    p.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ proc: p, url: m[1], log: () => err });
+      }
+    });
+    p.stderr.on('data', (d) => (err += d));
+    p.on('exit', (code) => reject(new Error(`webtune serve exited with ${code}: ${out}${err}`)));
+  });
+}
+
+async function metrics() {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const m = {};
+  for (const line of text.split('\n')) {
+    const r = /^([a-z_]+(?:\{[^}]*\})?) (\S+)$/.exec(line);
+    if (r) m[r[1]] = Number(r[2]);
+  }
+  return m;
+}
+
+async function browser(name, webgpu) {
+  const dir = mkdtempSync(join(work, `${name}-`));
+  const b = await chromium.launch({
+    executablePath: CHROMIUM,
+    ignoreDefaultArgs: true,
+    args: [...FLAGS, `--user-data-dir=${dir}`, ...(webgpu ? ['--enable-unsafe-webgpu'] : [])],
+    timeout: 60_000,
+  });
+  const context = b.contexts()[0] ?? (await b.newContext());
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  // Failed loads are caught by URL below; the console's copy of them has none.
+  page.on('console', (m) => m.type() === 'error' && !m.text().startsWith('Failed to load resource') && errors.push(m.text()));
+  page.on('response', (r) => r.status() >= 400 && !r.url().endsWith('/favicon.ico') && errors.push(`${r.status()} ${r.url()}`));
+  return { browser: b, page, errors };
+}
+
+const demoState = (page) => page.evaluate(() => JSON.parse(JSON.stringify(window.webtuneDemo)));
+
+async function runUntil(page, phases, timeout) {
+  await page.waitForFunction((p) => p.includes(window.webtuneDemo?.phase), phases, { timeout, polling: 250 });
+  return demoState(page);
+}
+
+before(async () => {
+  assert.ok(existsSync(BIN), `no server binary at ${BIN}: run cargo build --release -p webtune (or set WEBTUNE_BIN)`);
+  assert.ok(CHROMIUM, 'no Chromium: apt-get install chromium (or set CHROMIUM)');
+  work = mkdtempSync(join(tmpdir(), 'webtune-e2e-'));
+  mkdirSync(ARTIFACTS, { recursive: true });
+  server = await startServer(join(work, 'e2e.sqlite'));
+  base = server.url;
+});
+
+after(() => {
+  server?.proc.kill('SIGTERM');
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+for (const target of ['wasm', 'webgpu']) {
+  test(`the demo tunes its ${target} kernels, reports, and the next device starts with the winners`, { timeout: 600_000 }, async () => {
+    const url = `${base}/demo?target=${target}&${MODEL}`;
+    const before = await metrics();
+
+    // 1. A fresh profile tunes everything.
+    const a = await browser(`${target}-a`, target === 'webgpu');
+    let s;
+    try {
+      await a.page.goto(url);
+      s = await runUntil(a.page, ['stopped', 'error'], 480_000);
+      assert.equal(s.error, '', `demo error: ${s.error}`);
+      assert.deepEqual(a.errors, []);
+      assert.equal(s.kernels.length, 6);
+      for (const k of s.kernels) {
+        assert.equal(k.source, 'server', `${k.name}: a fresh profile has no cache`);
+        assert.equal(k.level, 'default', `${k.name}: a fresh database has no winners`);
+      }
+      assert.deepEqual(s.failed, [], 'every candidate the server sends must pass its output checks');
+      assert.equal(s.reports.length, 6, 'one report per kernel');
+      for (const r of s.reports) {
+        assert.equal(r.error, undefined, `${r.name}: ${r.error}`);
+        assert.ok(r.entries >= 1 && r.entries <= 5);
+        assert.equal(r.response.accepted, r.entries);
+      }
+      assert.ok(s.measured >= 6 * 2, `measured only ${s.measured} candidates`);
+      assert.ok(s.output.maxDiff < 1e-3, `the model's output moved by ${s.output.maxDiff} across kernel swaps`);
+      assert.ok(s.inferences > 10);
+      for (const sw of s.swaps) assert.ok(sw.to_us < sw.from_us, 'a swap is always to a faster kernel');
+
+      // The reports are in the database.
+      const m = await metrics();
+      assert.equal(m.webtune_reports_accepted_total - (before.webtune_reports_accepted_total ?? 0), 6);
+      assert.equal(m.webtune_reports_rejected_total, 0);
+      assert.ok(m['webtune_db_rows{table="reports"}'] >= 6);
+      assert.ok(m['webtune_db_rows{table="winners"}'] >= 6);
+      const dashboard = await (await fetch(`${base}/dashboard`)).text();
+      assert.ok(dashboard.includes(s.deviceKey.replaceAll('&', '&amp;')), 'the dashboard lists the device');
+
+      const shot = join(ARTIFACTS, `demo-chart-${target}.png`);
+      await a.page.locator('#chart').screenshot({ path: shot });
+      assert.ok(statSync(shot).size > 5000, 'the chart screenshot is not empty');
+      console.log(`# ${target}: device ${s.deviceKey}, ${s.inferences} inferences, ${s.measured} candidates measured, ` +
+        `${s.swaps.length} swaps, tuned after ${s.tunedAt?.toFixed(1)} s, latency ${s.summary?.startMs?.toFixed(3)} -> ${s.summary?.finalMs?.toFixed(3)} ms; chart: ${shot}`);
+
+      // 2. A reload in the same profile starts from the local cache.
+      await a.page.reload();
+      const again = await runUntil(a.page, ['stopped', 'error'], 120_000);
+      assert.equal(again.error, '');
+      for (const k of again.kernels) {
+        assert.equal(k.source, 'cache', `${k.name} should come from IndexedDB after a reload`);
+        assert.equal(k.initial, s.kernels.find((x) => x.name === k.name).sha256, `${k.name}: the cache holds the kernel in use at the end`);
+      }
+      assert.equal(again.reports.length, 0, 'tuned kernels are not tuned again');
+    } finally {
+      await a.browser.close();
+    }
+
+    // 3. A second fresh profile gets the winners on its first request.
+    const b = await browser(`${target}-b`, target === 'webgpu');
+    try {
+      await b.page.goto(url);
+      const first = await runUntil(b.page, ['running', 'tuned', 'stopped', 'error'], 120_000);
+      assert.equal(first.error, '');
+      assert.equal(first.deviceKey, s.deviceKey, 'the same machine and browser make the same device key');
+      for (const k of first.kernels) {
+        assert.equal(k.source, 'server');
+        assert.equal(k.level, 'device', `${k.name}: the second profile must get the voted winner, not the default`);
+        const report = s.reports.find((r) => r.name === k.name);
+        const winner = report.response.winners.find((w) => w.level === 'device');
+        assert.equal(k.initial, winner.sha256, `${k.name}: the first request returns the device winner`);
+      }
+    } finally {
+      await b.browser.close();
+    }
+  });
+}

@@ -1,0 +1,137 @@
+// Unit tests of the runtime's pure parts: the seeded inputs (which must match
+// the server's bit for bit), the SSE reader, the noise rule and the checks.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { load } from './load.mjs';
+
+const rng = await load('src/rng.ts');
+const ops = await load('src/ops.ts');
+const sse = await load('src/sse.ts');
+const stats = await load('src/stats.ts');
+const check = await load('src/check.ts');
+const tuner = await load('src/tuner.ts');
+
+// An independent SplitMix64 in BigInt, written from the Rust source.
+function* reference(seed) {
+  const M = (1n << 64n) - 1n, G = 0x9e3779b97f4a7c15n;
+  let x = (seed ^ G) & M;
+  for (;;) {
+    x = (x + G) & M;
+    let z = x;
+    z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & M;
+    z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & M;
+    yield z ^ (z >> 31n);
+  }
+}
+
+test('SplitMix64 on 32-bit halves equals the 64-bit definition', () => {
+  for (const seed of [0n, 1n, 7n, 0xffffffffn, (1n << 53n) + 1n, (1n << 60n) - 1n, (1n << 64n) - 1n]) {
+    const a = new rng.SplitMix64(seed);
+    const b = reference(seed);
+    for (let i = 0; i < 2000; i++) assert.equal(a.nextBig(), b.next().value, `seed ${seed} draw ${i}`);
+  }
+  // Values from the Rust definition, computed independently.
+  const r = new rng.SplitMix64(7n);
+  assert.deepEqual([r.nextBig(), r.nextBig(), r.nextBig()], [17039259473404265729n, 18363971414914884509n, 8043341295829897994n]);
+});
+
+test('seeded inputs match webtune_compiler::reference::inputs', () => {
+  // matmul_q4 2,64,3 covers f32 data, packed u32 words and the q4 scales.
+  const seed = 1152921504606859320n; // beyond 2^53: must not go through a double
+  const [A, W, S] = rng.seededInputs(ops.argSpecs('matmul_q4', [2, 64, 3]), seed);
+  assert.equal(A.length, 128);
+  assert.equal(W.length, 24);
+  assert.equal(S.length, 6);
+  assert.deepEqual([...A.slice(0, 3)], [1056731020, 1056424580, 1062199534]);
+  assert.equal(A[127], 3210627238);
+  assert.deepEqual([W[0], W[1], W[23]], [3207118510, 1761921944, 3884944249]);
+  assert.deepEqual([...S], [1033983286, 1012647050, 1036398790, 1021497548, 1033485782, 1025148418]);
+  // Never zero, always in [-1, 1).
+  const f = new Float32Array(A.buffer);
+  assert.ok(f.every((x) => x !== 0 && x >= -1 && x < 1));
+});
+
+test('inputs generated in slices equal inputs generated at once', () => {
+  const specs = ops.argSpecs('batch_matmul', [3, 5, 7, 11]);
+  const whole = rng.seededInputs(specs, 99n);
+  const g = new rng.InputGen(specs, 99n);
+  let calls = 0;
+  while (!g.fill(13)) calls++;
+  assert.ok(calls > 10);
+  assert.deepEqual(g.args.map((a) => [...a]), whole.map((a) => [...a]));
+});
+
+test('parseCandidate keeps a u64 seed exact', () => {
+  const c = tuner.parseCandidate('{"index":0,"total":2,"source":"explore","sha256":"ab","url":"/v1/kernels/ab","meta":{},"ticket":"t","seed":1152921504606846975,"space_checksum":"x"}');
+  assert.equal(c.seed, 1152921504606846975n);
+  assert.equal(c.total, 2);
+});
+
+function streamOf(chunks) {
+  const enc = new TextEncoder();
+  let i = 0;
+  return {
+    read: async () => (i < chunks.length ? { value: enc.encode(chunks[i++]), done: false } : { value: undefined, done: true }),
+    cancel: async () => {},
+  };
+}
+
+test('the SSE reader splits events across chunk boundaries and skips comments', async () => {
+  const r = new sse.SseReader(streamOf([
+    ': keep-alive\n\nevent: cand', 'idate\nid: 0\ndata: {"a":1}\n', '\nevent: candidate\r\ndata: {"a":\r\ndata: 2}\r\n\r\n',
+    'event: done\ndata: {"total":2}',
+  ]));
+  assert.deepEqual(await r.next(), { event: 'candidate', data: '{"a":1}' });
+  assert.deepEqual(await r.next(), { event: 'candidate', data: '{"a":\n2}' });
+  assert.deepEqual(await r.next(), { event: 'done', data: '{"total":2}' });
+  assert.equal(await r.next(), null);
+});
+
+test('a swap needs a gain beyond the measured noise', () => {
+  const cur = [10, 10.1, 9.9, 10.05, 9.95, 10, 10.02, 9.98, 10];
+  assert.ok(stats.fasterBeyondNoise(cur.map((x) => x * 0.9), cur));
+  assert.ok(!stats.fasterBeyondNoise(cur.map((x) => x * 0.995), cur), 'half a percent is below the 1 % floor');
+  const noisy = [10, 13, 7, 12, 8, 11, 9, 14, 6];
+  assert.ok(!stats.fasterBeyondNoise(noisy.map((x) => x * 0.9), noisy), 'a 10 % gain inside 30 % noise is not a gain');
+  assert.ok(stats.relNoise(noisy) > 0.2);
+  assert.equal(stats.median([3, 1, 2]), 2);
+});
+
+test('output checks accept f32 rounding and catch wrong values and NaN', () => {
+  const shape = [4, 32, 5];
+  const args = rng.seededInputs(ops.argSpecs('matmul', shape), 5n);
+  const scales = new check.Scales('matmul', shape, args);
+  const exact = new Float32Array(20);
+  for (let p = 0; p < 20; p++) exact[p] = scales.reference(p);
+  const pos = check.defaultPositions(20);
+  assert.ok(pos.includes(0) && pos.includes(19));
+  assert.ok(check.checkPositions(scales, exact, pos).ok);
+  assert.ok(check.compareOutputs(scales, exact, exact.slice(), 2e-5).ok);
+  const off = exact.slice();
+  off[19] += 1e-2;
+  const r = check.checkPositions(scales, off, pos);
+  assert.ok(!r.ok);
+  assert.equal(r.worst, 19);
+  assert.equal(check.compareOutputs(scales, off, exact, 2e-5).worst, 19);
+  const nan = exact.slice();
+  nan[3] = NaN;
+  const c = check.compareOutputs(scales, nan, exact, 2e-5);
+  assert.ok(!c.ok);
+  assert.equal(c.worst, 3);
+  // matmul_q4: the reference dequantises nibbles with their scales.
+  const q = rng.seededInputs(ops.argSpecs('matmul_q4', [2, 64, 3]), 11n);
+  const qs = new check.Scales('matmul_q4', [2, 64, 3], q);
+  const a = new Float32Array(q[0].buffer), s = new Float32Array(q[2].buffer);
+  let want = 0;
+  for (let k = 0; k < 64; k++) want += a[64 + k] * ((((q[1][2 * 8 + (k >> 3)] >>> (4 * (k & 7))) & 15) - 8) * s[2 * 2 + (k >> 5)]);
+  assert.ok(Math.abs(qs.reference(1 * 3 + 2) - want) < 1e-9);
+});
+
+test('shapes are checked with a message that says what to fix', () => {
+  assert.throws(() => ops.checkShape('conv', [1, 2, 3]), /unknown op/);
+  assert.throws(() => ops.checkShape('batch_matmul', [1, 2, 3]), /4 dimensions/);
+  assert.throws(() => ops.checkShape('matmul_q4', [1, 30, 3]), /K % 32/);
+  assert.throws(() => ops.checkShape('matmul', [1, 0, 3]), /positive/);
+  assert.equal(ops.flops('batch_matmul', [2, 3, 4, 5]), 240);
+});
