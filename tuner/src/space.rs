@@ -1,0 +1,625 @@
+//! The lite search space (NNJIT section 5.2): from the naive space of every
+//! tile size and primitive setting, keep the candidates that use the
+//! device's registers, caches and threads well, in the order they should be
+//! tried.
+//!
+//! # Table 1, as applied here
+//!
+//! Symbols follow the paper and [`Schedule`]: `x` runs over M, `y` over N,
+//! `r` over K; level 0 is a thread's register tile, level 1 a workgroup's
+//! (GPU) or a cache block's (CPU) tile.
+//!
+//! - `Reg_thread = x0·r0 + r0·y0 + x0·y0` (32-bit registers) on the GPU.
+//!   On the CPU our micro-kernel (`compiler/src/generate/matmul_cpu.rs`)
+//!   consumes each reduction step's values before loading the next, so the
+//!   live set is the accumulator tile, one row of B and one splat of A:
+//!   `x0·y0/4 + y0/4 + 1` vector registers with 4-wide vectors. Table 1's
+//!   formula assumes all `r0` steps live at once, which would rule out every
+//!   tile the CPU measurements favour.
+//! - `L1_block = (x1·r1 + r1·y1)·4` bytes of workgroup memory on the GPU when
+//!   tiles are staged (`cache_read`), doubled with `double_buffer`: our WGSL
+//!   kernels accumulate the `x1·y1` output tile in registers, where
+//!   `Reg_thread · Thread_block` already counts it. On the CPU Table 1's
+//!   `(x1·r1 + r1·y1 + x1·y1)·4` bytes, the three blocks the nest reuses.
+//! - GPU: `Thread_block = (x1/x0)·(y1/y0)`, `Warp_block = Thread_block /
+//!   WARP_WIDTH`, `Block_core = min(RegLimit, L1Limit, WarpLimit, the core's
+//!   workgroup limit)` with `RegLimit = REGS / (Reg_thread · Thread_block)`,
+//!   `L1Limit = SHARED / L1_block`, `WarpLimit = WARPS / Warp_block`.
+//!   CPU: `Thread_block = Block_core = 1`.
+//!
+//! Heuristics, each with the [relaxation](Relaxation) that makes it usable:
+//!
+//! 1. SIMD width ≤ 128 bits: 4-wide vectors (`f32x4`, `vec4<f32>`) where the
+//!    microbenchmark fixes `vectorize = 4`, so `y0` is a multiple of 4 unless N < 4.
+//! 2. Tile sizes are powers of two, no larger than the dimension rounded up
+//!    to a power of two (a larger tile only idles threads or lanes).
+//! 3. CPU: `L1_block ≤ usable · L1`, and at least `fill` of it (a smaller block
+//!    could grow and still fit). Among the blocks that pass, the two with the
+//!    least modelled memory traffic per multiply-add, `1/x1 + 1/y1 + 2/r1`
+//!    (B re-read per row block, A per column block, C per K block), are kept
+//!    for each register tile: square-ish blocks re-read the least.
+//! 4. CPU: `Reg_thread` "=" the register file: between `fill · usable · REGS`
+//!    and `usable · REGS`.
+//! 5. GPU: `Thread_block ≤ 256` and the adapter's limit, in whole warps, and
+//!    the thread grid no more than 2:1 (at equal threads, a flatter grid
+//!    re-reads more of A or B per output).
+//! 6. GPU: `L1_block ≤ 16 KiB` and the adapter's limit. `r1` is the largest
+//!    that fits without making workgroup memory the binding resource (H7).
+//! 7. GPU: `Block_core = RegLimit`: registers are the binding resource
+//!    (`Block_core ≥ fill · RegLimit`) and the resident workgroups use at
+//!    least `fill · usable` of the register file. `r0` is the largest that
+//!    keeps `Reg_thread ≤ usable · max registers per thread`, the register
+//!    tile is no more than 2:1 (1:2 along the vector), and the unrolled body
+//!    `x0·y0·r0` stays ≤ 1024 multiply-adds (compile time, BENCHMARKS.md).
+//!
+//! Candidates are ordered by `Block_core`, most first (the paper), then:
+//! work per thread (`x0·y0`), most first — FACTS.md measured the largest
+//! unrolled register tiles fastest on the H100 (8×8 per thread, 45% of
+//! cuBLAS, against 2% for a tile in an indexed array) and BENCHMARKS.md's
+//! best Wasm schedule had the largest register tile of its sample; on the
+//! CPU, register use closest to the file (H4's "="), then the modelled
+//! traffic; then whole tiles before ragged ones (remainder code is extra
+//! work and extra code); then threads per workgroup, most first; then the
+//! schedule's fields, so that the order is total and deterministic. The list
+//! stops at [`LITE_BUDGET`] candidates. If fewer than [`MIN_LITE`] pass, the
+//! fill ratio halves (0.5, 0.25, then 0), and as a last resort only the hard
+//! limits (`Schedule::check`, the adapter's limits) remain, so the space is
+//! never empty.
+
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use webtune_compiler::op::OpKind;
+use webtune_compiler::schedule::{MAX_R0, MAX_REGISTER_TILE};
+use webtune_compiler::{Op, Schedule, Target};
+
+use crate::fingerprint::Device;
+use crate::settings::Settings;
+
+/// Most candidates in a lite space (NNJIT Table 6: 10–41).
+pub const LITE_BUDGET: usize = 32;
+/// Fewest candidates before the fill ratio relaxes.
+pub const MIN_LITE: usize = 8;
+/// Largest unrolled register-tile body, `x0·y0·r0` multiply-adds.
+pub const MAX_UNROLLED: u32 = 1024;
+/// Cache blocks kept per register tile on the CPU (heuristic 3).
+pub const CACHE_TILES_PER_REGISTER_TILE: usize = 3;
+
+/// NNJIT's relaxation ratio, as two numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Relaxation {
+    /// Share of registers and CPU cache a tile may take: the rest holds
+    /// addresses, loop counters and the stack ("other variables in a kernel
+    /// also use registers or caches", section 5.2).
+    pub usable: f64,
+    /// Least share of a resource an "=" heuristic (4, 7) or heuristic 3
+    /// accepts. Power-of-two tiles move usage in steps of about 2×, so 0.5
+    /// keeps the tiles that cannot double and still fit.
+    pub fill: f64,
+    /// Whether the heuristics apply at all (false only as the last resort).
+    pub heuristics: bool,
+}
+
+impl Relaxation {
+    pub const START: Relaxation = Relaxation { usable: 0.75, fill: 0.5, heuristics: true };
+
+    fn next(self) -> Option<Relaxation> {
+        if !self.heuristics {
+            None
+        } else if self.fill > 0.3 {
+            Some(Relaxation { fill: self.fill / 2.0, ..self })
+        } else if self.fill > 0.0 {
+            Some(Relaxation { fill: 0.0, ..self })
+        } else {
+            Some(Relaxation { heuristics: false, ..self })
+        }
+    }
+}
+
+/// An ordered lite space.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Space {
+    /// Candidates in evaluation order, best first.
+    pub schedules: Vec<Schedule>,
+    /// Size of the naive space it was pruned from ([`naive_size`]).
+    pub naive_size: u64,
+    /// Hex prefix (16 digits) of the SHA-256 of the schedules' JSON, in order:
+    /// stored beside results so that a changed space invalidates old winners.
+    pub checksum: String,
+    /// Candidates that passed the heuristics and `Schedule::check`, before
+    /// the list was cut to [`LITE_BUDGET`].
+    pub survivors: usize,
+    /// The relaxation the builder ended at.
+    pub relaxation: Relaxation,
+}
+
+/// The checksum of an ordered schedule list.
+pub fn checksum(schedules: &[Schedule]) -> String {
+    let text = serde_json::to_string(schedules).expect("schedules serialize");
+    hex::encode(Sha256::digest(text.as_bytes()))[..16].to_string()
+}
+
+// ------------------------------------------------------------ naive space
+
+/// Tile sizes of a dimension in the naive space: every power of two and
+/// every divisor up to the dimension.
+fn naive_tiles(d: u32) -> Vec<u32> {
+    let mut t: Vec<u32> = (0..32).map(|i| 1u32 << i).take_while(|&p| p <= d).collect();
+    t.extend((1..=d).filter(|i| d % i == 0));
+    t.sort_unstable();
+    t.dedup();
+    t
+}
+
+/// Pairs `(t0, t1)` of naive tiles with `t0` dividing `t1` (a register tile
+/// must divide its cache tile).
+fn naive_pairs(d: u32) -> u64 {
+    let t = naive_tiles(d);
+    t.iter().map(|&a| t.iter().filter(|&&b| b % a == 0).count() as u64).sum()
+}
+
+/// Size of the naive space: every combination of the tile sizes of
+/// [`naive_tiles`] (per dimension, level-0 dividing level-1) and of every
+/// primitive the target's code generator reads, counted, not listed:
+///
+/// - Wasm matmul: tiles of M, N, K × 6 loop orders × 2 (inner_n_first) × 4
+///   (unroll x0y0, r0) × 2 (vectorize) × 2 (cache_read) × 2 (relaxed SIMD) × 8 (passes);
+/// - WGSL matmul: tiles of M, N, K × 4 (unroll) × 2 (vectorize) × 2 (cache_read) × 2 (double_buffer);
+/// - Wasm matmul_q4: tiles of M and N × r0 (multiples of 32 among the naive
+///   tiles of K) × 4 × 2 × 2 × 8;
+/// - WGSL matmul_q4: rows x0 (naive tiles of M) × outputs y1 (of N) ×
+///   split_k (naive tiles of K/8 up to 256) × r0 (multiples of 8 among the
+///   naive tiles of K) × 4 (unroll).
+pub fn naive_size(op: &Op, target: Target) -> u64 {
+    let (_, m, k, n) = op.bmkn();
+    let sat = |a: u64, b: u64| a.saturating_mul(b);
+    match (op.kind(), target) {
+        (OpKind::MatmulQ4, Target::Wasm) => {
+            let r0 = naive_tiles(k).into_iter().filter(|r| r % 32 == 0).count() as u64;
+            [naive_pairs(m), naive_pairs(n), r0, 4 * 2 * 2 * 8].into_iter().fold(1, sat)
+        }
+        (OpKind::MatmulQ4, Target::Wgsl) => {
+            let r0 = naive_tiles(k).into_iter().filter(|r| r % 8 == 0).count() as u64;
+            let split = naive_tiles(k / 8).into_iter().filter(|&s| s <= 256).count() as u64;
+            [naive_tiles(m).len() as u64, naive_tiles(n).len() as u64, split, r0, 4].into_iter().fold(1, sat)
+        }
+        (_, Target::Wasm) => {
+            [naive_pairs(m), naive_pairs(n), naive_pairs(k), 6 * 2 * 4 * 2 * 2 * 2 * 8].into_iter().fold(1, sat)
+        }
+        (_, Target::Wgsl) => [naive_pairs(m), naive_pairs(n), naive_pairs(k), 4 * 2 * 2 * 2].into_iter().fold(1, sat),
+    }
+}
+
+// ------------------------------------------------------------- lite space
+
+/// Powers of two from 1 to `hi` (at least 1).
+fn pow2s(hi: u32) -> impl Iterator<Item = u32> {
+    (0..31).map(|i| 1u32 << i).take_while(move |&p| p <= hi.max(1))
+}
+
+fn np2(d: u32) -> u32 {
+    d.max(1).next_power_of_two()
+}
+
+fn floor_pow2(d: u32) -> u32 {
+    if d == 0 { 1 } else { 1 << (31 - d.leading_zeros()) }
+}
+
+/// One surviving candidate and what it is ranked by.
+#[derive(Clone, Debug)]
+struct Cand {
+    s: Schedule,
+    /// Sort keys, compared in order, smallest first.
+    rank: Vec<i64>,
+}
+
+fn ragged(s: &Schedule, op: &Op) -> i64 {
+    let (_, m, k, n) = op.bmkn();
+    [(m, s.x1), (n, s.y1), (k, s.r1), (s.x1.min(m), s.x0), (s.y1.min(n), s.y0)]
+        .iter()
+        .filter(|(d, t)| d % t != 0)
+        .count() as i64
+}
+
+/// The lite space for `op` on `target` for `device`, with the
+/// microbenchmark's `settings` applied.
+pub fn lite_space(op: &Op, target: Target, device: &Device, settings: &Settings) -> Space {
+    let mut relax = Relaxation::START;
+    let (mut cands, survivors) = loop {
+        let (cands, survivors) = candidates(op, target, device, settings, relax);
+        match relax.next() {
+            Some(next) if survivors < MIN_LITE => relax = next,
+            _ => break (cands, survivors),
+        }
+    };
+    if cands.is_empty() {
+        // Only reachable if the settings forbid every schedule the hard
+        // limits allow; the portable default is still a valid candidate.
+        let s = Schedule::default_for(op, target);
+        if s.check(op, target).is_ok() {
+            cands.push(Cand { s, rank: Vec::new() });
+        }
+    }
+    let schedules: Vec<Schedule> = cands.into_iter().map(|c| c.s).collect();
+    Space { checksum: checksum(&schedules), naive_size: naive_size(op, target), schedules, survivors, relaxation: relax }
+}
+
+/// Ordered, deduplicated candidates that pass `Schedule::check`, at most
+/// [`LITE_BUDGET`], and how many there were before the cut.
+fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, relax: Relaxation) -> (Vec<Cand>, usize) {
+    let base = base_schedule(op, target, device, settings);
+    let mut out = Vec::new();
+    for combo in settings.combinations(&[]) {
+        let mut b = base.clone();
+        for (p, v) in &combo {
+            Settings::apply(&mut b, p, v);
+        }
+        canonicalise(op, target, device, &mut b);
+        let tiles = match (op.kind(), target) {
+            (OpKind::MatmulQ4, Target::Wgsl) => gpu_q4(op, device, &b, relax),
+            (OpKind::MatmulQ4, Target::Wasm) => cpu_q4(op, device, &b, relax),
+            (_, Target::Wgsl) => gpu_matmul(op, device, &b, relax),
+            (_, Target::Wasm) => cpu_matmul(op, device, &b, relax),
+        };
+        out.extend(tiles);
+    }
+    out.retain(|c| c.s.check(op, target).is_ok());
+    out.sort_by(|a, b| a.rank.cmp(&b.rank).then_with(|| field_key(&a.s).cmp(&field_key(&b.s))));
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|c| seen.insert(c.s.clone()));
+    let survivors = out.len();
+    out.truncate(LITE_BUDGET);
+    (out, survivors)
+}
+
+/// Every field of a schedule as a sortable key: the last tie-breaker.
+fn field_key(s: &Schedule) -> String {
+    serde_json::to_string(s).expect("schedule serializes")
+}
+
+/// The schedule every candidate starts from: the portable default with the
+/// fixed settings applied, and the device's SIMD support respected.
+fn base_schedule(op: &Op, target: Target, device: &Device, settings: &Settings) -> Schedule {
+    let mut s = Schedule::default_for(op, target);
+    for (p, v) in &settings.fixed {
+        Settings::apply(&mut s, p, v);
+    }
+    canonicalise(op, target, device, &mut s);
+    s
+}
+
+/// Settings that the op, the target or the device decide, whatever the
+/// microbenchmark says: relaxed SIMD only where the client has it, no SIMD
+/// where it has none, and the fields a kernel family ignores at one value
+/// (so that candidates differing only there are one candidate).
+fn canonicalise(op: &Op, target: Target, device: &Device, s: &mut Schedule) {
+    match target {
+        Target::Wasm => {
+            s.relaxed_simd &= device.simd.relaxed();
+            if !device.simd.simd() {
+                s.vectorize = 1;
+            }
+            s.double_buffer = false;
+            s.split_k = 1;
+            s.subgroup_reduce = false;
+            if op.kind() == OpKind::MatmulQ4 {
+                // q4_cpu reads neither a loop order nor a packed B tile.
+                s.cache_read = false;
+                s.order = webtune_compiler::schedule::LoopOrder::MNK;
+                s.inner_n_first = false;
+            }
+        }
+        Target::Wgsl => {
+            s.relaxed_simd = false;
+            s.subgroup_reduce = false;
+            // The CPU-only fields, at their defaults.
+            s.order = webtune_compiler::schedule::LoopOrder::MNK;
+            s.inner_n_first = false;
+            s.passes = Default::default();
+            if op.kind() == OpKind::MatmulQ4 {
+                s.vectorize = 1;
+                s.cache_read = false;
+                s.double_buffer = false;
+            } else {
+                s.split_k = 1;
+                s.double_buffer &= s.cache_read;
+            }
+        }
+    }
+}
+
+/// Register tiles (x0, y0) allowed by heuristics 1, 2 and the aspect rule.
+fn register_tiles(xmax: u32, ymax: u32, x_cap: u32, y_cap: u32, vec4: bool, relax: Relaxation) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    for x0 in pow2s(xmax.min(x_cap)) {
+        for y0 in pow2s(ymax.min(y_cap)) {
+            if x0 * y0 > MAX_REGISTER_TILE {
+                continue;
+            }
+            if relax.heuristics {
+                // H1: full vectors where the columns allow them.
+                if vec4 && y0 % 4 != 0 && ymax >= 4 {
+                    continue;
+                }
+                // The register tile is square or 1:2 along the vector; a side
+                // already at its dimension's size may fall short.
+                let ok = y0 == x0 || y0 == 2 * x0 || (x0 == xmax && y0 > x0) || (y0 == ymax.min(y_cap) && x0 > y0);
+                if !ok {
+                    continue;
+                }
+            }
+            out.push((x0, y0));
+        }
+    }
+    out
+}
+
+fn with_vector(mut s: Schedule, y0: u32) -> Schedule {
+    if s.vectorize == 4 && y0 % 4 != 0 {
+        s.vectorize = 1;
+    }
+    s
+}
+
+/// `matmul` and `batch_matmul` on WGSL (Table 1, WebGPU).
+fn gpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
+    let (_, m, k, n) = op.bmkn();
+    let (xm, ym, km) = (np2(m), np2(n), np2(k));
+    let hw = &device.gpu;
+    let lim = device.limits;
+    let reg_cap = (relax.usable * hw.max_regs_per_thread as f64) as u32;
+    let mut out = Vec::new();
+    for (x0, y0) in register_tiles(xm, ym, 16, 16, base.vectorize == 4, relax) {
+        let reg = |r0: u32| x0 * r0 + r0 * y0 + x0 * y0;
+        // H7, per thread: the largest r0 whose tile fits the thread's registers.
+        let fits = |r0: u32| !relax.heuristics || (reg(r0) <= reg_cap && x0 * y0 * r0 <= MAX_UNROLLED);
+        let Some(r0) = pow2s(km.min(MAX_R0)).filter(|&r| fits(r)).last() else { continue };
+        let reg = reg(r0);
+        for tx in pow2s(xm / x0) {
+            for ty in pow2s(ym / y0) {
+                let threads = tx * ty;
+                if threads > lim.invocations {
+                    continue;
+                }
+                let (x1, y1) = (x0 * tx, y0 * ty);
+                if relax.heuristics {
+                    // H5: whole warps, unless the shape cannot fill one.
+                    let can_fill = (xm / x0) * (ym / y0) >= hw.warp_width;
+                    if can_fill && threads % hw.warp_width != 0 {
+                        continue;
+                    }
+                    // A thread grid of at most 2:1, unless a side is at its dimension.
+                    let (lx, ly) = (tx.trailing_zeros() as i32, ty.trailing_zeros() as i32);
+                    if (lx - ly).abs() > 1 && !(lx < ly && x1 == xm) && !(ly < lx && y1 == ym) {
+                        continue;
+                    }
+                }
+                let warps = threads.div_ceil(hw.warp_width);
+                let reg_limit = hw.regs_per_core / (reg * threads).max(1);
+                let warp_limit = hw.max_warps_per_core / warps;
+                let bytes = |r1: u32| {
+                    let t = if base.cache_read { (x1 + y1) * r1 * 4 } else { 0 };
+                    if base.double_buffer { 2 * t } else { t }
+                };
+                let l1_limit = |r1: u32| if bytes(r1) == 0 { u32::MAX } else { hw.shared_bytes_per_core / bytes(r1) };
+                // H6: the largest slab that fits and leaves registers binding.
+                let r1 = if base.cache_read {
+                    let ok = |r1: u32| bytes(r1) <= lim.workgroup_bytes && (!relax.heuristics || l1_limit(r1) >= reg_limit.min(hw.max_blocks_per_core));
+                    match pow2s(km).filter(|&r| r >= r0 && ok(r)).last() {
+                        Some(r1) => r1,
+                        None => continue,
+                    }
+                } else {
+                    r0
+                };
+                let block_core = reg_limit.min(l1_limit(r1)).min(warp_limit).min(hw.max_blocks_per_core);
+                if relax.heuristics {
+                    // H7: registers bind, and the resident workgroups fill them.
+                    if reg_limit == 0 || (block_core as f64) < relax.fill * reg_limit as f64 {
+                        continue;
+                    }
+                    let used = block_core as f64 * threads as f64 * reg as f64;
+                    if used < relax.fill * relax.usable * hw.regs_per_core as f64 {
+                        continue;
+                    }
+                }
+                let s = Schedule { x0, y0, r0, x1, y1, r1, ..with_vector(base.clone(), y0) };
+                let rank = vec![
+                    -(block_core as i64),
+                    -((x0 * y0) as i64),
+                    ragged(&s, op),
+                    -(threads as i64),
+                    -(r1 as i64),
+                ];
+                out.push(Cand { s, rank });
+            }
+        }
+    }
+    out
+}
+
+/// `matmul_q4` on WGSL: the split-K family (rows x0 per workgroup, y1
+/// outputs, split_k threads per output).
+fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
+    let (_, m, k, n) = op.bmkn();
+    let hw = &device.gpu;
+    let lim = device.limits;
+    let reg_cap = (relax.usable * hw.max_regs_per_thread as f64) as u32;
+    let mut out = Vec::new();
+    for x0 in pow2s(np2(m).min(16)) {
+        // Table 1 with y0 = 1: x0 rows of A per K step, one weight, x0 sums.
+        let reg = |r0: u32| x0 * r0 + r0 + x0;
+        let fits = |r0: u32| !relax.heuristics || (reg(r0) <= reg_cap && x0 * r0 <= MAX_UNROLLED);
+        // r0 is a multiple of 8 (one packed word), a power of two, at most K.
+        let Some(r0) = pow2s(floor_pow2(k).min(256)).filter(|&r| r >= 8 && fits(r)).last() else { continue };
+        let reg = reg(r0);
+        for split_k in pow2s(floor_pow2(k / r0).clamp(1, 256)) {
+            for y1 in pow2s(np2(n)) {
+                let threads = y1 * split_k;
+                if threads > lim.invocations {
+                    continue;
+                }
+                let can_fill = np2(n) * floor_pow2(k / r0).clamp(1, 256) >= hw.warp_width;
+                if relax.heuristics && can_fill && threads % hw.warp_width != 0 {
+                    continue;
+                }
+                let bytes = if split_k > 1 { x0 * y1 * split_k * 4 } else { 0 };
+                if bytes > lim.workgroup_bytes {
+                    continue;
+                }
+                let warps = threads.div_ceil(hw.warp_width);
+                let reg_limit = hw.regs_per_core / (reg * threads).max(1);
+                let l1_limit = if bytes == 0 { u32::MAX } else { hw.shared_bytes_per_core / bytes };
+                let block_core = reg_limit.min(l1_limit).min(hw.max_warps_per_core / warps).min(hw.max_blocks_per_core);
+                if relax.heuristics {
+                    if reg_limit == 0 || (block_core as f64) < relax.fill * reg_limit as f64 {
+                        continue;
+                    }
+                    if (block_core * threads * reg) as f64 * 1.0 < relax.fill * relax.usable * hw.regs_per_core as f64 {
+                        continue;
+                    }
+                }
+                let s = Schedule { x0, y0: 1, r0, x1: x0, y1, r1: r0, split_k, ..base.clone() };
+                // Then more threads per output first: neighbouring threads
+                // read neighbouring packed words (coalesced), then more rows.
+                let rank = vec![-(block_core as i64), -(split_k as i64), -(x0 as i64), ragged(&s, op), -(threads as i64)];
+                out.push(Cand { s, rank });
+            }
+        }
+    }
+    out
+}
+
+/// Vector registers live in the Wasm micro-kernel (see the module docs).
+fn cpu_live_registers(x0: u32, y0: u32, vectorize: u32) -> u32 {
+    if vectorize == 4 { x0 * y0.div_ceil(4) + y0.div_ceil(4) + 1 } else { x0 * y0 + y0 + 1 }
+}
+
+/// Heuristic 4 on the CPU: whether `live` registers fill the file.
+fn cpu_registers_ok(live: u32, regs: u32, relax: Relaxation) -> bool {
+    let cap = relax.usable * regs as f64;
+    !relax.heuristics || (live as f64 <= cap && live as f64 >= relax.fill * cap)
+}
+
+/// r0 of a Wasm register tile: the K steps unrolled per iteration, the
+/// largest power of two that keeps the unrolled body within 32 vector
+/// multiply-adds (the portable default's 4×8, r0 = 4) and within K.
+fn cpu_r0(x0: u32, y0: u32, vectorize: u32, k: u32) -> u32 {
+    let per_step = x0 * y0.div_ceil(vectorize.max(1));
+    pow2s(np2(k).min(MAX_R0)).filter(|&r| per_step * r <= 32).last().unwrap_or(1)
+}
+
+/// `matmul` and `batch_matmul` on Wasm (Table 1, Wasm).
+fn cpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
+    let (_, m, k, n) = op.bmkn();
+    let (xm, ym, km) = (np2(m), np2(n), np2(k));
+    let cpu = &device.cpu;
+    let l1_words = relax.usable * cpu.l1_bytes as f64 / 4.0;
+    let mut out = Vec::new();
+    for (x0, y0) in register_tiles(xm, ym, 16, 64, base.vectorize == 4, relax) {
+        let vectorize = if base.vectorize == 4 && y0 % 4 == 0 { 4 } else { 1 };
+        let live = cpu_live_registers(x0, y0, vectorize);
+        if !cpu_registers_ok(live, cpu.vector_registers, relax) {
+            continue;
+        }
+        let r0 = cpu_r0(x0, y0, vectorize, k);
+        // H3: cache blocks that fit L1 and fill it, least traffic first.
+        let mut blocks = Vec::new();
+        for x1 in pow2s(xm).filter(|&x| x >= x0) {
+            for y1 in pow2s(ym).filter(|&y| y >= y0) {
+                for r1 in pow2s(km).filter(|&r| r >= r0) {
+                    let words = (x1 * r1 + r1 * y1 + x1 * y1) as f64;
+                    if relax.heuristics && (words > l1_words || words < relax.fill * l1_words) {
+                        continue;
+                    }
+                    let (ex, ey, er) = (x1.min(m) as f64, y1.min(n) as f64, r1.min(k) as f64);
+                    let traffic = 1.0 / ex + 1.0 / ey + if r1 >= k { 0.0 } else { 2.0 / er };
+                    blocks.push(((traffic * 1e9) as i64, x1, y1, r1));
+                }
+            }
+        }
+        blocks.sort();
+        if relax.heuristics {
+            blocks.truncate(CACHE_TILES_PER_REGISTER_TILE);
+        }
+        for (traffic, x1, y1, r1) in blocks {
+            let s = Schedule { x0, y0, r0, x1, y1, r1, vectorize, ..base.clone() };
+            let fill_gap = (relax.usable * cpu.vector_registers as f64 - live as f64).abs();
+            let rank = vec![(fill_gap * 1000.0) as i64, -((x0 * y0) as i64), traffic, ragged(&s, op)];
+            out.push(Cand { s, rank });
+        }
+    }
+    out
+}
+
+/// `matmul_q4` on Wasm: register tiles of x0 rows × y0 outputs, each output
+/// a 4-lane accumulator over K (`q4_cpu.rs`).
+fn cpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
+    let (_, m, k, n) = op.bmkn();
+    let (xm, ym) = (np2(m), np2(n));
+    let cpu = &device.cpu;
+    let l1_words = relax.usable * cpu.l1_bytes as f64 / 4.0;
+    let mut out = Vec::new();
+    for (x0, y0) in register_tiles(xm, ym, 8, 16, base.vectorize == 4, relax) {
+        let vectorize = if base.vectorize == 4 && y0 % 4 == 0 { 4 } else { 1 };
+        // One accumulator per output, one dot product per row, the word and its nibbles.
+        let live = x0 * y0 + x0 + 2;
+        if !cpu_registers_ok(live, cpu.vector_registers, relax) {
+            continue;
+        }
+        for r0 in [32u32, 64].into_iter().filter(|&r| r <= k) {
+            let mut blocks = Vec::new();
+            for x1 in pow2s(xm).filter(|&x| x >= x0) {
+                for y1 in pow2s(ym).filter(|&y| y >= y0) {
+                    // A's rows stay cached while the block's columns of W stream by.
+                    let words = (x1 * k) as f64 + (y1 * (k / 8 + k / 32)) as f64;
+                    if relax.heuristics && relax.fill > 0.0 && words > l1_words && !(x1 == x0 && y1 == y0) {
+                        continue;
+                    }
+                    let traffic = 1.0 / x1.min(m) as f64 + 1.0 / y1.min(n) as f64;
+                    blocks.push(((traffic * 1e9) as i64, x1, y1));
+                }
+            }
+            blocks.sort();
+            if relax.heuristics {
+                blocks.truncate(2);
+            }
+            for (traffic, x1, y1) in blocks {
+                let s = Schedule { x0, y0, r0, x1, y1, r1: r0, vectorize, ..base.clone() };
+                let fill_gap = (relax.usable * cpu.vector_registers as f64 - live as f64).abs();
+                let rank = vec![(fill_gap * 1000.0) as i64, -((x0 * y0) as i64), traffic, -(r0 as i64), ragged(&s, op)];
+                out.push(Cand { s, rank });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn naive_tiles_and_pairs() {
+        assert_eq!(naive_tiles(12), vec![1, 2, 3, 4, 6, 8, 12]);
+        assert_eq!(naive_tiles(7), vec![1, 2, 4, 7]);
+        // (1,1) (1,2) (1,4) (1,7) (2,2) (2,4) (4,4) (7,7)
+        assert_eq!(naive_pairs(7), 8);
+        let k0 = Op::parse("matmul", "384,768,768").unwrap();
+        let p = naive_pairs(384) * naive_pairs(768) * naive_pairs(768);
+        assert_eq!(naive_size(&k0, Target::Wasm), p * 6 * 2 * 4 * 2 * 2 * 2 * 8);
+        assert_eq!(naive_size(&k0, Target::Wgsl), p * 32);
+    }
+
+    #[test]
+    fn relaxation_ends() {
+        let mut r = Relaxation::START;
+        let mut steps = 0;
+        while let Some(n) = r.next() {
+            r = n;
+            steps += 1;
+        }
+        assert_eq!(steps, 3);
+        assert!(!r.heuristics && r.fill == 0.0);
+    }
+}

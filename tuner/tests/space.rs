@@ -1,0 +1,206 @@
+//! The lite space over random shapes and devices: every candidate passes
+//! `Schedule::check` and compiles, the space is never empty, its order and
+//! checksum are deterministic, and device keys do not depend on field order.
+
+use proptest::prelude::*;
+use webtune_compiler::{Op, Schedule, Target, compile};
+use webtune_tuner::{Device, Fingerprint, Settings, Space, extended_space, lite_space, presets};
+
+fn devices() -> Vec<Device> {
+    let mut out: Vec<Device> =
+        presets::names().into_iter().map(|n| Device::from_fingerprint(&presets::get(n).unwrap()).unwrap()).collect();
+    for text in [
+        "{}",
+        r#"{"target": "wgsl"}"#,
+        r#"{"adapter": {"vendor": "amd", "architecture": "rdna-3"}}"#,
+        r#"{"adapter": {"vendor": "intel", "architecture": "gen-12lp"}}"#,
+        r#"{"adapter": {"vendor": "qualcomm", "architecture": "adreno-7xx"}, "limits": {"maxComputeInvocationsPerWorkgroup": 128}}"#,
+        r#"{"target": "wasm", "simd": false}"#,
+    ] {
+        out.push(Device::from_fingerprint(&Fingerprint::from_json(text).unwrap()).unwrap());
+    }
+    out
+}
+
+fn space(op: &Op, target: Target, d: &Device) -> Space {
+    lite_space(op, target, d, &Settings::builtin(target))
+}
+
+/// K0 and K2 of NNJIT Table 3 and a q4 decode shape: at most 32 candidates on
+/// every device, each one valid.
+#[test]
+fn table6_shapes_fit_the_budget() {
+    let ops = [
+        Op::parse("matmul", "384,768,768").unwrap(),
+        Op::parse("batch_matmul", "12,384,384,64").unwrap(),
+        Op::parse("matmul_q4", "1,4096,4096").unwrap(),
+        Op::parse("matmul_q4", "384,768,768").unwrap(),
+    ];
+    for d in devices() {
+        for op in &ops {
+            for t in [Target::Wasm, Target::Wgsl] {
+                let s = space(op, t, &d);
+                assert!(!s.schedules.is_empty() && s.schedules.len() <= 32, "{op} {t} {}: {}", d.keys, s.schedules.len());
+                // matmul_q4 has fewer knobs (a decode shape's naive space is thousands, not millions).
+                let factor = if op.kind() == webtune_compiler::op::OpKind::MatmulQ4 { 10 } else { 10_000 };
+                assert!(s.naive_size > factor * s.schedules.len() as u64, "{op} {t}: naive {}", s.naive_size);
+                for c in &s.schedules {
+                    c.check(op, t).unwrap_or_else(|e| panic!("{op} {t} {}: {e}", d.keys));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn limits_and_settings_are_respected() {
+    let op = Op::parse("matmul", "384,768,768").unwrap();
+    let low = Device::from_fingerprint(
+        &Fingerprint::from_json(r#"{"adapter": {"vendor": "nvidia", "architecture": "hopper"}, "limits": {"maxComputeInvocationsPerWorkgroup": 64, "maxComputeWorkgroupStorageSize": 4096}}"#)
+            .unwrap(),
+    )
+    .unwrap();
+    let s = space(&op, Target::Wgsl, &low);
+    assert!(!s.schedules.is_empty());
+    for c in &s.schedules {
+        assert!((c.x1 / c.x0) * (c.y1 / c.y0) <= 64, "{c:?}");
+        if c.cache_read {
+            assert!((c.x1 + c.y1) * c.r1 * 4 <= 4096, "{c:?}");
+        }
+    }
+    let h100 = Device::from_fingerprint(&presets::get("h100").unwrap()).unwrap();
+    let full = space(&op, Target::Wgsl, &h100);
+    assert_ne!(full.checksum, s.checksum);
+    // Built-in WGSL settings keep cache_read device-dependent: both appear.
+    assert!(full.schedules.iter().any(|c| c.cache_read) && full.schedules.iter().any(|c| !c.cache_read));
+    assert!(full.schedules.iter().all(|c| c.tile_in_registers() && !c.double_buffer));
+    // A settings file that fixes cache_read off removes the staged candidates.
+    let mut fixed = Settings::builtin(Target::Wgsl);
+    fixed.dependent.clear();
+    fixed.fixed.insert("cache_read".into(), "off".into());
+    let off = lite_space(&op, Target::Wgsl, &h100, &fixed);
+    assert!(off.schedules.iter().all(|c| !c.cache_read));
+    assert_ne!(off.checksum, full.checksum);
+    // Relaxed SIMD only where the client has it.
+    let cpu = Device::from_fingerprint(&presets::get("xeon-2core").unwrap()).unwrap();
+    assert!(space(&op, Target::Wasm, &cpu).schedules.iter().all(|c| c.relaxed_simd && c.vectorize == 4 && !c.cache_read));
+    let plain = Device::from_fingerprint(&Fingerprint::from_json(r#"{"target": "wasm", "simd": true}"#).unwrap()).unwrap();
+    assert!(space(&op, Target::Wasm, &plain).schedules.iter().all(|c| !c.relaxed_simd));
+}
+
+#[test]
+fn register_file_size_changes_the_cpu_space() {
+    let op = Op::parse("matmul", "384,768,768").unwrap();
+    let x86 = Device::from_fingerprint(&presets::get("xeon-2core").unwrap()).unwrap();
+    let arm = Device::from_fingerprint(&Fingerprint::from_json(r#"{"target": "wasm", "os": "Android", "relaxedSimd": true}"#).unwrap()).unwrap();
+    let (a, b) = (space(&op, Target::Wasm, &x86), space(&op, Target::Wasm, &arm));
+    let biggest = |s: &Space| s.schedules.iter().map(|c| c.x0 * c.y0).max().unwrap();
+    // 32 vector registers hold larger register tiles than 16.
+    assert!(biggest(&b) > biggest(&a), "{} vs {}", biggest(&b), biggest(&a));
+}
+
+#[test]
+fn server_rebuilds_the_space_from_keys() {
+    let op = Op::parse("batch_matmul", "12,384,384,64").unwrap();
+    for d in devices() {
+        let again = Device::from_keys(&webtune_tuner::DeviceKeys::from_device_key(&d.keys.device_key).unwrap());
+        for t in [Target::Wasm, Target::Wgsl] {
+            assert_eq!(space(&op, t, &d), space(&op, t, &again), "{}", d.keys);
+        }
+    }
+}
+
+#[test]
+fn extended_space_puts_winners_first() {
+    let op = Op::parse("matmul", "384,768,768").unwrap();
+    let d = Device::from_fingerprint(&presets::get("h100").unwrap()).unwrap();
+    let lite = space(&op, Target::Wgsl, &d);
+    let winner = Schedule::default_for(&op, Target::Wgsl);
+    let ext = extended_space(std::slice::from_ref(&winner), &lite);
+    assert_eq!(ext[0].1, winner);
+    assert_eq!(ext.len(), lite.schedules.len() + usize::from(!lite.schedules.contains(&winner)));
+}
+
+/// A JSON object with its keys in reverse order, recursively.
+fn reversed(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Object(m) => {
+            let parts: Vec<String> = m.iter().rev().map(|(k, v)| format!("{}:{}", serde_json::to_string(k).unwrap(), reversed(v))).collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        other => other.to_string(),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_shapes_give_valid_compilable_spaces(
+        kind in 0usize..3,
+        dims in proptest::collection::vec(prop_oneof![1u32..300, Just(1u32), Just(2), Just(3), Just(97), Just(211), Just(293)], 4),
+        dev in 0usize..11,
+        wgsl in any::<bool>(),
+    ) {
+        let target = if wgsl { Target::Wgsl } else { Target::Wasm };
+        let op = match kind {
+            0 => Op::new(webtune_compiler::op::OpKind::Matmul, &dims[..3]),
+            1 => Op::new(webtune_compiler::op::OpKind::BatchMatmul, &[dims[0].min(4), dims[1], dims[2], dims[3]]),
+            _ => Op::new(webtune_compiler::op::OpKind::MatmulQ4, &[dims[0], 32 * dims[1].div_ceil(8), dims[2]]),
+        }.unwrap();
+        let devs = devices();
+        let d = &devs[dev % devs.len()];
+        let s = space(&op, target, d);
+        prop_assert!(!s.schedules.is_empty());
+        prop_assert!(s.schedules.len() <= 32);
+        prop_assert!(s.naive_size >= s.schedules.len() as u64);
+        // Deterministic: the same inputs, the same list and checksum.
+        let again = space(&op, target, d);
+        prop_assert_eq!(&again.schedules, &s.schedules);
+        prop_assert_eq!(&again.checksum, &s.checksum);
+        prop_assert_eq!(s.checksum.len(), 16);
+        // No duplicates.
+        for (i, a) in s.schedules.iter().enumerate() {
+            prop_assert!(!s.schedules[..i].contains(a));
+        }
+        // Every candidate passes the check; the first few compile (the
+        // compiler's own property tests cover compilation broadly).
+        for c in &s.schedules {
+            prop_assert!(c.check(&op, target).is_ok(), "{:?}: {:?}", c, c.check(&op, target));
+        }
+        for c in s.schedules.iter().take(3) {
+            prop_assert!(compile(&op, target, c).is_ok(), "{:?}", c);
+        }
+        // The checksum changes when the list does.
+        if s.schedules.len() > 1 {
+            let mut swapped = s.schedules.clone();
+            swapped.swap(0, 1);
+            prop_assert_ne!(webtune_tuner::space::checksum(&swapped), s.checksum.clone());
+            prop_assert_ne!(webtune_tuner::space::checksum(&s.schedules[1..]), s.checksum.clone());
+        }
+    }
+
+    #[test]
+    fn keys_ignore_field_order_and_missing_fields(
+        vendor in "[A-Za-z0-9 ]{0,12}", arch in "[a-z0-9-]{0,8}", cores in proptest::option::of(1u64..128),
+        drop in proptest::collection::vec(any::<bool>(), 6),
+    ) {
+        let mut v = serde_json::json!({
+            "adapter": {"vendor": vendor, "architecture": arch, "description": "x"},
+            "limits": {"maxComputeInvocationsPerWorkgroup": 256},
+            "hardwareConcurrency": cores, "os": "Linux", "browser": {"name": "Firefox"}, "rho": "0110",
+        });
+        let names = ["adapter", "limits", "hardwareConcurrency", "os", "browser", "rho"];
+        for (name, d) in names.iter().zip(&drop) {
+            if *d {
+                v.as_object_mut().unwrap().remove(*name);
+            }
+        }
+        let a = Fingerprint::from_json(&v.to_string()).unwrap().keys().unwrap();
+        let b = Fingerprint::from_json(&reversed(&v)).unwrap().keys().unwrap();
+        prop_assert_eq!(&a, &b);
+        prop_assert_eq!(a.device_key.split('/').count(), 4);
+        prop_assert!(a.device_key.starts_with(&a.arch_key) && a.arch_key.starts_with(&a.vendor_key));
+        prop_assert!(a.device_key.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"-./".contains(&c)));
+    }
+}
