@@ -108,7 +108,10 @@ export function drawChart(canvas: HTMLCanvasElement, points: Point[], marks: Mar
     g.lineTo(X(m.t), T + h);
     g.stroke();
     g.fillStyle = m.color;
-    g.fillText(m.label, X(m.t) + 3, T + 2 + (i % 4) * 13);
+    // Labels near the right edge go on the left of their line.
+    const tw = g.measureText(m.label).width;
+    const lx = X(m.t) + 3 + tw > L + w ? X(m.t) - 3 - tw : X(m.t) + 3;
+    g.fillText(m.label, lx, T + 2 + (i % 4) * 13);
   });
   g.setLineDash([]);
 

@@ -3,8 +3,8 @@
 // inferences; the chart shows latency falling as faster kernels swap in.
 //
 // Query parameters: target=wasm|webgpu, layers, seq, dim, heads, ffn, q4=1,
-// budget (ms per idle slot), after (seconds to keep inferring once tuned;
-// 0 = until stopped), autostart=0.
+// budget (ms per idle slot), candidates (at most this many per kernel),
+// after (seconds to keep inferring once tuned; 0 = until stopped).
 
 import { Webtune, type MeasureDetail, type ReportDetail, type SwapDetail } from '/web/webtune.js';
 import { type Mark, type Point, drawChart } from './chart.js';
@@ -24,6 +24,7 @@ const config: Config = {
 };
 const budgetMs = num('budget', 8);
 const afterS = num('after', 0);
+const maxCandidates = params.has('candidates') ? num('candidates', 0) : undefined;
 
 const COLORS: Record<string, string> = {
   qkv: '#d62728', scores: '#2ca02c', context: '#9467bd', out: '#ff7f0e', up: '#8c564b', down: '#e377c2',
@@ -41,6 +42,8 @@ const state = {
   kernels: [] as { name: string; op: string; shape: number[]; source: string; level: string | null; initial: string; sha256: string; swaps: number }[],
   swaps: [] as (SwapDetail & { name: string; t: number })[],
   measured: 0,
+  /** Every candidate measured: kernel, hash, whether it passed, its median and the kernel in use's, µs. */
+  measures: [] as { name: string; sha256: string; ok: boolean; us: number; current_us: number; runs: number }[],
   failed: [] as { name: string; sha256: string; error?: string }[],
   reports: [] as (ReportDetail & { name: string })[],
   inferences: 0,
@@ -127,7 +130,7 @@ async function main(): Promise<void> {
     device = await adapter.requestDevice({ requiredFeatures: adapter.features.has('timestamp-query') ? ['timestamp-query'] : [] });
   }
   const memory = target === 'wasm' ? new WebAssembly.Memory({ initial: 16 }) : undefined;
-  const wt = await Webtune.open({ target, device, adapter, memory, budgetMs });
+  const wt = await Webtune.open({ target, device, adapter, memory, budgetMs, maxCandidates });
   state.deviceKey = wt.session.device_key;
   state.fingerprint = wt.fingerprint;
   state.timerResolutionMs = wt.timerResolutionMs;
@@ -149,6 +152,7 @@ async function main(): Promise<void> {
   wt.addEventListener('measure', (e) => {
     const d = (e as CustomEvent<MeasureDetail>).detail;
     state.measured++;
+    state.measures.push({ name: nameOf(d.op, d.shape), sha256: d.sha256, ok: d.ok, us: d.median_us, current_us: d.current_us, runs: d.runs });
     if (!d.ok) state.failed.push({ name: nameOf(d.op, d.shape), sha256: d.sha256, error: d.error });
   });
   wt.addEventListener('report', (e) => {

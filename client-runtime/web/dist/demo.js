@@ -88,7 +88,9 @@ function drawChart(canvas2, points, marks, title, legend) {
     g.lineTo(X(m.t), T + h);
     g.stroke();
     g.fillStyle = m.color;
-    g.fillText(m.label, X(m.t) + 3, T + 2 + i % 4 * 13);
+    const tw = g.measureText(m.label).width;
+    const lx2 = X(m.t) + 3 + tw > L + w ? X(m.t) - 3 - tw : X(m.t) + 3;
+    g.fillText(m.label, lx2, T + 2 + i % 4 * 13);
   });
   g.setLineDash([]);
   g.fillStyle = "rgba(40, 90, 200, 0.45)";
@@ -484,6 +486,7 @@ var config = {
 };
 var budgetMs = num("budget", 8);
 var afterS = num("after", 0);
+var maxCandidates = params.has("candidates") ? num("candidates", 0) : void 0;
 var COLORS = {
   qkv: "#d62728",
   scores: "#2ca02c",
@@ -503,6 +506,8 @@ var state = {
   kernels: [],
   swaps: [],
   measured: 0,
+  /** Every candidate measured: kernel, hash, whether it passed, its median and the kernel in use's, µs. */
+  measures: [],
   failed: [],
   reports: [],
   inferences: 0,
@@ -570,7 +575,7 @@ async function main() {
     device = await adapter.requestDevice({ requiredFeatures: adapter.features.has("timestamp-query") ? ["timestamp-query"] : [] });
   }
   const memory = target === "wasm" ? new WebAssembly.Memory({ initial: 16 }) : void 0;
-  const wt = await Webtune.open({ target, device, adapter, memory, budgetMs });
+  const wt = await Webtune.open({ target, device, adapter, memory, budgetMs, maxCandidates });
   state.deviceKey = wt.session.device_key;
   state.fingerprint = wt.fingerprint;
   state.timerResolutionMs = wt.timerResolutionMs;
@@ -592,6 +597,7 @@ async function main() {
   wt.addEventListener("measure", (e) => {
     const d = e.detail;
     state.measured++;
+    state.measures.push({ name: nameOf(d.op, d.shape), sha256: d.sha256, ok: d.ok, us: d.median_us, current_us: d.current_us, runs: d.runs });
     if (!d.ok) state.failed.push({ name: nameOf(d.op, d.shape), sha256: d.sha256, error: d.error });
   });
   wt.addEventListener("report", (e) => {

@@ -45,6 +45,9 @@ export declare class KernelTuner<I extends Impl> {
     readonly results: Measurement[];
     readonly notes: string[];
     total: number;
+    /** Candidates to evaluate at most (the queue is best first); the rest are not fetched. */
+    maxCandidates: number;
+    private started;
     /** Timed sample pairs per candidate. */
     timedPairs: number;
     /** Fixed warm-up pairs (no JIT to wait for on a GPU), or undefined to wait until timings settle. */

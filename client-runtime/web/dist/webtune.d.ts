@@ -58,6 +58,12 @@ export interface OpenOptions {
     tune?: boolean;
     /** Tune again kernels this browser already tuned (the cache says so). Default false. */
     retune?: boolean;
+    /**
+     * Candidates to evaluate per kernel at most. The queue is ordered best
+     * first, so a small number still finds most of the gain where compiling a
+     * candidate is expensive (a software GPU, a phone on battery). Default: all.
+     */
+    maxCandidates?: number;
     /** Use the IndexedDB cache of winners. Default true. */
     cache?: boolean;
     /** NNJIT's primitive vector for the fingerprint, if the app measured one. */

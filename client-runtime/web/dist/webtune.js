@@ -552,18 +552,20 @@ function settled(xs) {
   return Math.max(...last) <= 1.05 * Math.min(...last);
 }
 var Evaluation = class {
-  constructor(t, cand, impl, loadError) {
+  constructor(t, backend, cand, fetched) {
     this.t = t;
+    this.backend = backend;
     this.cand = cand;
-    this.impl = impl;
-    this.loadError = loadError;
+    this.fetched = fetched;
     this.gen = new InputGen(t.specs, cand.seed);
+    this.impl = fetched.impl;
+    this.loadError = fetched.error;
   }
   t;
+  backend;
   cand;
-  impl;
-  loadError;
-  phase = "inputs";
+  fetched;
+  phase = "load";
   result = null;
   gen;
   scales = null;
@@ -574,6 +576,30 @@ var Evaluation = class {
   warm = { cur: [], cand: [] };
   timed = { cur: [], cand: [] };
   samples;
+  impl;
+  loading = null;
+  loadError;
+  /**
+   * Compiles the candidate in the background. It starts only when this
+   * candidate's turn comes, never while another is being timed: a compile
+   * (V8's background tiers, a GPU driver's pipeline build) competes for the
+   * same cores and would inflate the timings.
+   */
+  startLoad() {
+    this.loading = this.backend.load(this.fetched.bytes, this.cand.meta).then(
+      (impl) => {
+        this.impl = impl;
+      },
+      (e) => {
+        this.loadError = `load: ${e instanceof Error ? e.message : e}`;
+      }
+    );
+    this.loading.then(() => {
+      this.loading = null;
+      if (this.phase === "load") this.phase = this.impl ? "inputs" : "done";
+      if (!this.impl) this.fail(this.loadError ?? "load failed");
+    });
+  }
   fail(error, us = 1) {
     const c = this.cand;
     this.result = {
@@ -593,7 +619,16 @@ var Evaluation = class {
   }
   /** Does what fits before `deadline`; at least one unit of work per call. */
   async step(bench, deadline) {
-    if (!this.impl) return this.fail(this.loadError ?? "not loaded");
+    if (this.phase === "load") {
+      if (this.impl) this.phase = "inputs";
+      else if (!this.fetched.bytes) return this.fail(this.loadError ?? "not fetched");
+      else {
+        if (!this.loading) this.startLoad();
+        return;
+      }
+    }
+    if (this.phase === "done") return;
+    const impl = this.impl;
     const cur = this.t.current;
     let worked = false;
     while (this.phase !== "done") {
@@ -624,7 +659,7 @@ var Evaluation = class {
         const t1 = performance.now();
         let candOut;
         try {
-          candOut = await bench.runOnce(this.impl);
+          candOut = await bench.runOnce(impl);
         } catch (e) {
           return this.fail(`run: ${e instanceof Error ? e.message : e}`);
         }
@@ -652,7 +687,7 @@ var Evaluation = class {
       if (worked && now + est > deadline) return;
       worked = true;
       const curTurn = this.turn % 4 === 0 || this.turn % 4 === 3;
-      const ms = await bench.time(curTurn ? cur : this.impl, this.reps);
+      const ms = await bench.time(curTurn ? cur : impl, this.reps);
       const per = ms / this.reps;
       const into = this.phase === "warm" ? this.warm : this.timed;
       (curTurn ? into.cur : into.cand).push(per);
@@ -710,6 +745,9 @@ var KernelTuner = class {
   results = [];
   notes = [];
   total = 0;
+  /** Candidates to evaluate at most (the queue is best first); the rest are not fetched. */
+  maxCandidates = Infinity;
+  started = 0;
   /** Timed sample pairs per candidate. */
   timedPairs;
   /** Fixed warm-up pairs (no JIT to wait for on a GPU), or undefined to wait until timings settle. */
@@ -760,10 +798,9 @@ var KernelTuner = class {
         this.total = cand.total;
         if (cand.sha256 === this.current.sha256) return { cand, impl: this.current };
         try {
-          const bytes = await this.host.fetchKernel(cand.url, this.backend.target);
-          return { cand, impl: await this.backend.load(bytes, cand.meta) };
+          return { cand, bytes: await this.host.fetchKernel(cand.url, this.backend.target) };
         } catch (err) {
-          return { cand, error: `load: ${err instanceof Error ? err.message : err}` };
+          return { cand, error: `fetch: ${err instanceof Error ? err.message : err}` };
         }
       }
     };
@@ -793,8 +830,10 @@ var KernelTuner = class {
         this.finish();
         return false;
       }
-      this.ev = new Evaluation(this, p.value.cand, p.value.impl, p.value.error);
-      this.pull();
+      this.ev = new Evaluation(this, this.backend, p.value.cand, p.value);
+      this.started++;
+      if (this.started < this.maxCandidates) this.pull();
+      else this.pending = { done: true, value: null };
     }
     const ev = this.ev;
     this.bench ??= this.backend.bench(this.specs, this.current.meta);
@@ -1425,7 +1464,9 @@ var Webtune = class _Webtune extends EventTarget {
     const tune = (this.opts.tune ?? true) && !(cached2?.tuned && !this.opts.retune);
     if (tune) {
       const impl = handle.impl;
-      handle.tuner = new KernelTuner(this.host(handle), this.backend, op, shape, impl);
+      const tuner = new KernelTuner(this.host(handle), this.backend, op, shape, impl);
+      tuner.maxCandidates = Math.max(1, this.opts.maxCandidates ?? Infinity);
+      handle.tuner = tuner;
     }
     this.handles.push(handle);
     this.announcedDone = false;

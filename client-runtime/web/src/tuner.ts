@@ -47,7 +47,8 @@ export interface TunerHost<I extends Impl> {
   reported(tuner: KernelTuner<I>, body: unknown, error?: string): void;
 }
 
-type Loaded<I> = { cand: Candidate; impl?: I; error?: string };
+/** A candidate read from the queue: its bytes fetched, not yet compiled. */
+type Fetched<I> = { cand: Candidate; bytes?: ArrayBuffer | string; impl?: I; error?: string };
 
 /** Parses a `candidate` event, keeping its u64 seed exact. */
 export function parseCandidate(data: string): Candidate {
@@ -66,7 +67,7 @@ function settled(xs: number[]): boolean {
 }
 
 class Evaluation<I extends Impl> {
-  phase: 'inputs' | 'check' | 'warm' | 'time' | 'done' = 'inputs';
+  phase: 'load' | 'inputs' | 'check' | 'warm' | 'time' | 'done' = 'load';
   result: Measurement | null = null;
   private gen: InputGen;
   private scales: Scales | null = null;
@@ -78,13 +79,41 @@ class Evaluation<I extends Impl> {
   private timed = { cur: [] as number[], cand: [] as number[] };
   private samples: number[] | undefined;
 
+  impl: I | undefined;
+  private loading: Promise<void> | null = null;
+  private loadError: string | undefined;
+
   constructor(
     private t: KernelTuner<I>,
+    private backend: Backend<I>,
     readonly cand: Candidate,
-    readonly impl: I | undefined,
-    private loadError: string | undefined,
+    private fetched: Fetched<I>,
   ) {
     this.gen = new InputGen(t.specs, cand.seed);
+    this.impl = fetched.impl;
+    this.loadError = fetched.error;
+  }
+
+  /**
+   * Compiles the candidate in the background. It starts only when this
+   * candidate's turn comes, never while another is being timed: a compile
+   * (V8's background tiers, a GPU driver's pipeline build) competes for the
+   * same cores and would inflate the timings.
+   */
+  private startLoad(): void {
+    this.loading = this.backend.load(this.fetched.bytes!, this.cand.meta).then(
+      (impl) => {
+        this.impl = impl;
+      },
+      (e) => {
+        this.loadError = `load: ${e instanceof Error ? e.message : e}`;
+      },
+    );
+    this.loading.then(() => {
+      this.loading = null;
+      if (this.phase === 'load') this.phase = this.impl ? 'inputs' : 'done';
+      if (!this.impl) this.fail(this.loadError ?? 'load failed');
+    });
   }
 
   private fail(error: string, us = 1): void {
@@ -98,7 +127,16 @@ class Evaluation<I extends Impl> {
 
   /** Does what fits before `deadline`; at least one unit of work per call. */
   async step(bench: Bench<I>, deadline: number): Promise<void> {
-    if (!this.impl) return this.fail(this.loadError ?? 'not loaded');
+    if (this.phase === 'load') {
+      if (this.impl) this.phase = 'inputs';
+      else if (!this.fetched.bytes) return this.fail(this.loadError ?? 'not fetched');
+      else {
+        if (!this.loading) this.startLoad();
+        return;
+      }
+    }
+    if (this.phase === 'done') return;
+    const impl = this.impl!;
     const cur = this.t.current;
     let worked = false;
     while (this.phase !== 'done') {
@@ -128,7 +166,7 @@ class Evaluation<I extends Impl> {
         const t1 = performance.now();
         let candOut: Float32Array;
         try {
-          candOut = await bench.runOnce(this.impl);
+          candOut = await bench.runOnce(impl);
         } catch (e) {
           return this.fail(`run: ${e instanceof Error ? e.message : e}`);
         }
@@ -158,7 +196,7 @@ class Evaluation<I extends Impl> {
       if (worked && now + est > deadline) return;
       worked = true;
       const curTurn = this.turn % 4 === 0 || this.turn % 4 === 3;
-      const ms = await bench.time(curTurn ? cur : this.impl, this.reps);
+      const ms = await bench.time(curTurn ? cur : impl, this.reps);
       const per = ms / this.reps;
       const into = this.phase === 'warm' ? this.warm : this.timed;
       (curTurn ? into.cur : into.cand).push(per);
@@ -202,12 +240,15 @@ export class KernelTuner<I extends Impl> {
   readonly results: Measurement[] = [];
   readonly notes: string[] = [];
   total = 0;
+  /** Candidates to evaluate at most (the queue is best first); the rest are not fetched. */
+  maxCandidates = Infinity;
+  private started = 0;
   /** Timed sample pairs per candidate. */
   timedPairs: number;
   /** Fixed warm-up pairs (no JIT to wait for on a GPU), or undefined to wait until timings settle. */
   warmPairs: number | undefined;
   private reader: SseReader | null = null;
-  private pending: { done: boolean; value?: Loaded<I> | null } | null = null;
+  private pending: { done: boolean; value?: Fetched<I> | null } | null = null;
   private ev: Evaluation<I> | null = null;
   private bench: Bench<I> | null = null;
   private abort = new AbortController();
@@ -258,9 +299,9 @@ export class KernelTuner<I extends Impl> {
 
   /** Reads the next event and loads its kernel, in the background. */
   private pull(): void {
-    const p: { done: boolean; value?: Loaded<I> | null } = { done: false };
+    const p: { done: boolean; value?: Fetched<I> | null } = { done: false };
     this.pending = p;
-    const load = async (): Promise<Loaded<I> | null> => {
+    const load = async (): Promise<Fetched<I> | null> => {
       for (;;) {
         const e = await this.reader!.next();
         if (!e || e.event === 'done') return null;
@@ -269,10 +310,9 @@ export class KernelTuner<I extends Impl> {
         this.total = cand.total;
         if (cand.sha256 === this.current.sha256) return { cand, impl: this.current };
         try {
-          const bytes = await this.host.fetchKernel(cand.url, this.backend.target);
-          return { cand, impl: await this.backend.load(bytes, cand.meta) };
+          return { cand, bytes: await this.host.fetchKernel(cand.url, this.backend.target) };
         } catch (err) {
-          return { cand, error: `load: ${err instanceof Error ? err.message : err}` };
+          return { cand, error: `fetch: ${err instanceof Error ? err.message : err}` };
         }
       }
     };
@@ -303,8 +343,11 @@ export class KernelTuner<I extends Impl> {
         this.finish();
         return false;
       }
-      this.ev = new Evaluation(this, p.value.cand, p.value.impl, p.value.error);
-      this.pull(); // load the next candidate while this one is timed
+      this.ev = new Evaluation(this, this.backend, p.value.cand, p.value);
+      this.started++;
+      // Fetch the next candidate's bytes while this one runs (network only).
+      if (this.started < this.maxCandidates) this.pull();
+      else this.pending = { done: true, value: null };
     }
     const ev = this.ev;
     this.bench ??= this.backend.bench(this.specs, this.current.meta);

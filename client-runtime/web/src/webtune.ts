@@ -64,6 +64,12 @@ export interface OpenOptions {
   tune?: boolean;
   /** Tune again kernels this browser already tuned (the cache says so). Default false. */
   retune?: boolean;
+  /**
+   * Candidates to evaluate per kernel at most. The queue is ordered best
+   * first, so a small number still finds most of the gain where compiling a
+   * candidate is expensive (a software GPU, a phone on battery). Default: all.
+   */
+  maxCandidates?: number;
   /** Use the IndexedDB cache of winners. Default true. */
   cache?: boolean;
   /** NNJIT's primitive vector for the fingerprint, if the app measured one. */
@@ -395,7 +401,9 @@ export class Webtune extends EventTarget {
     if (tune) {
       // The handle's impl is protected; the tuner gets the same object.
       const impl = (handle as unknown as { impl: Impl }).impl;
-      handle.tuner = new KernelTuner(this.host(handle), this.backend as Backend<Impl>, op, shape, impl) as never;
+      const tuner = new KernelTuner(this.host(handle), this.backend as Backend<Impl>, op, shape, impl);
+      tuner.maxCandidates = Math.max(1, this.opts.maxCandidates ?? Infinity);
+      handle.tuner = tuner as never;
     }
     this.handles.push(handle);
     this.announcedDone = false;

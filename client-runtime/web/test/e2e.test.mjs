@@ -31,11 +31,18 @@ const ARTIFACTS = join(ROOT, 'artifacts');
 // Small shapes: the whole file runs in a few minutes on two cores. q4=1 puts
 // the MLP on matmul_q4, so all three ops are tuned.
 const MODEL = 'layers=2&seq=16&dim=64&heads=2&ffn=128&q4=1&after=2';
+// SwiftShader takes about two seconds to build each candidate's pipeline:
+// WebGPU evaluates the first three of each queue (it is ordered best first).
+const EXTRA = { wasm: '', webgpu: '&candidates=3' };
 const FLAGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync',
   '--disable-dev-shm-usage', '--remote-debugging-pipe',
 ];
+
+// Debian's Chromium 148 offers no adapter with --disable-gpu unless ANGLE
+// and WebGPU are both pointed at SwiftShader (CPU Vulkan, exact results).
+const WEBGPU_FLAGS = ['--enable-unsafe-webgpu', '--use-angle=swiftshader', '--use-webgpu-adapter=swiftshader'];
 
 let server, base, work;
 
@@ -76,7 +83,7 @@ async function browser(name, webgpu) {
   const b = await chromium.launch({
     executablePath: CHROMIUM,
     ignoreDefaultArgs: true,
-    args: [...FLAGS, `--user-data-dir=${dir}`, ...(webgpu ? ['--enable-unsafe-webgpu'] : [])],
+    args: [...FLAGS, `--user-data-dir=${dir}`, ...(webgpu ? WEBGPU_FLAGS : [])],
     timeout: 60_000,
   });
   const context = b.contexts()[0] ?? (await b.newContext());
@@ -112,7 +119,7 @@ after(() => {
 
 for (const target of ['wasm', 'webgpu']) {
   test(`the demo tunes its ${target} kernels, reports, and the next device starts with the winners`, { timeout: 600_000 }, async () => {
-    const url = `${base}/demo?target=${target}&${MODEL}`;
+    const url = `${base}/demo?target=${target}&${MODEL}${EXTRA[target]}`;
     const before = await metrics();
 
     // 1. A fresh profile tunes everything.
@@ -135,9 +142,9 @@ for (const target of ['wasm', 'webgpu']) {
         assert.ok(r.entries >= 1 && r.entries <= 5);
         assert.equal(r.response.accepted, r.entries);
       }
-      assert.ok(s.measured >= 6 * 2, `measured only ${s.measured} candidates`);
+      assert.ok(s.measured >= 6 * 3, `measured only ${s.measured} candidates`);
       assert.ok(s.output.maxDiff < 1e-3, `the model's output moved by ${s.output.maxDiff} across kernel swaps`);
-      assert.ok(s.inferences > 10);
+      assert.ok(s.inferences >= 5);
       for (const sw of s.swaps) assert.ok(sw.to_us < sw.from_us, 'a swap is always to a faster kernel');
 
       // The reports are in the database.
