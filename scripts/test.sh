@@ -13,6 +13,7 @@ command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 have_pkg mesa-vulkan-drivers || need+=(mesa-vulkan-drivers)
 have_pkg libvulkan1 || need+=(libvulkan1)
+have_pkg chromium || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -26,3 +27,16 @@ export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
 # --- Rust ------------------------------------------------------------------
 log "cargo test"
 cargo test --workspace --all-features --no-fail-fast 2>&1
+
+# --- Browser ---------------------------------------------------------------
+# The client runtime and demo are TypeScript built with esbuild; dist/ is
+# committed (webtune serve embeds it), so the build must reproduce it exactly.
+log "client runtime: npm ci, dist check, unit tests"
+(cd client-runtime/web && npm ci --no-audit --no-fund --loglevel=error && node build.mjs --check && node --test test/unit.test.mjs)
+
+# The demo in headless Chromium (Debian's; never a downloaded one) against a
+# real `webtune serve` on loopback with a fresh SQLite file: Wasm, then
+# WebGPU on SwiftShader. Chart screenshots land in artifacts/.
+log "end-to-end in Chromium"
+cargo build -p webtune --all-features 2>&1
+(cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/e2e.test.mjs)
