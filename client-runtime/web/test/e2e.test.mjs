@@ -151,6 +151,9 @@ for (const target of ['wasm', 'webgpu']) {
       const m = await metrics();
       assert.equal(m.webtune_reports_accepted_total - (before.webtune_reports_accepted_total ?? 0), 6);
       assert.equal(m.webtune_reports_rejected_total, 0);
+      // The server recomputed the reported output samples from each ticket's
+      // seed: the browser's seeded inputs are the server's, bit for bit.
+      assert.equal(m.webtune_samples_rejected_total ?? 0, 0);
       assert.ok(m['webtune_db_rows{table="reports"}'] >= 6);
       assert.ok(m['webtune_db_rows{table="winners"}'] >= 6);
       const dashboard = await (await fetch(`${base}/dashboard`)).text();
