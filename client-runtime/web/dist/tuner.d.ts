@@ -10,7 +10,7 @@ export interface Measurement {
     ok: boolean;
     /** Why the candidate failed (a load, run or output check error). */
     error?: string;
-    /** Median of one call, µs (for a failed candidate: its single check run). */
+    /** Median of one call, µs (a failed candidate: its single check run, or 0 if it never ran). */
     median_us: number;
     /** Median of one call of the kernel in use, timed interleaved with this one, µs. */
     current_us: number;
@@ -71,7 +71,11 @@ export declare class KernelTuner<I extends Impl> {
      * time). Returns whether anything was done.
      */
     step(deadline: number): Promise<boolean>;
-    /** The report body: the five fastest that passed, then failures while there is room. */
+    /**
+     * The report body: the five fastest that passed, then failures that ran
+     * (the server flags them) while there is room. A candidate that failed to
+     * load has no time to report, so it is left out.
+     */
     reportBody(): {
         op: string;
         shape: number[];

@@ -149,7 +149,13 @@ declare abstract class KernelHandle<I extends Impl> {
     get sha256(): string;
     get meta(): KernelMeta;
 }
-/** A Wasm kernel on the app's memory. */
+/**
+ * A Wasm kernel on the app's memory. Binding a kernel may grow the memory
+ * (to its `memory_pages_min`, and by whole pages at the end for a kernel that
+ * needs scratch space), which detaches the app's typed-array views of the old
+ * buffer: make views from `memory.buffer` after `kernel()` and after a `swap`
+ * event, or size the memory generously up front.
+ */
 export declare class WasmKernel extends KernelHandle<WasmImpl> {
     private binding;
     /** Runs the kernel on arguments at these byte offsets of the app's memory, in ABI order. */

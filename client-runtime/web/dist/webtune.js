@@ -600,7 +600,8 @@ var Evaluation = class {
       if (!this.impl) this.fail(this.loadError ?? "load failed");
     });
   }
-  fail(error, us = 1) {
+  /** Records a failure; `us` is the time of the one run it had, if it ran. */
+  fail(error, us) {
     const c = this.cand;
     this.result = {
       sha256: c.sha256,
@@ -610,10 +611,10 @@ var Evaluation = class {
       ticket: c.ticket,
       ok: false,
       error,
-      median_us: Math.max(us, 1e-3),
+      median_us: us === void 0 ? 0 : Math.max(us, 1e-3),
       current_us: 0,
       noise: 0,
-      runs: 1
+      runs: us === void 0 ? 0 : 1
     };
     this.phase = "done";
   }
@@ -661,7 +662,7 @@ var Evaluation = class {
         try {
           candOut = await bench.runOnce(impl);
         } catch (e) {
-          return this.fail(`run: ${e instanceof Error ? e.message : e}`);
+          return this.fail(`run: ${e instanceof Error ? e.message : e}`, (performance.now() - t1) * 1e3);
         }
         const t2 = performance.now();
         const positions = this.cand.check?.length ? this.cand.check : defaultPositions(candOut.length);
@@ -853,7 +854,11 @@ var KernelTuner = class {
     }
     return true;
   }
-  /** The report body: the five fastest that passed, then failures while there is room. */
+  /**
+   * The report body: the five fastest that passed, then failures that ran
+   * (the server flags them) while there is room. A candidate that failed to
+   * load has no time to report, so it is left out.
+   */
   reportBody() {
     const bySha = /* @__PURE__ */ new Map();
     for (const m of this.results) {
@@ -862,7 +867,7 @@ var KernelTuner = class {
     }
     const all = [...bySha.values()];
     const ok = all.filter((m) => m.ok).sort((a, b) => a.median_us - b.median_us);
-    const bad = all.filter((m) => !m.ok);
+    const bad = all.filter((m) => !m.ok && m.runs > 0);
     const top = [...ok, ...bad].slice(0, 5);
     if (!ok.length) return null;
     return {

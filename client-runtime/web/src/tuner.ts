@@ -25,7 +25,7 @@ export interface Measurement {
   ok: boolean;
   /** Why the candidate failed (a load, run or output check error). */
   error?: string;
-  /** Median of one call, µs (for a failed candidate: its single check run). */
+  /** Median of one call, µs (a failed candidate: its single check run, or 0 if it never ran). */
   median_us: number;
   /** Median of one call of the kernel in use, timed interleaved with this one, µs. */
   current_us: number;
@@ -116,11 +116,12 @@ class Evaluation<I extends Impl> {
     });
   }
 
-  private fail(error: string, us = 1): void {
+  /** Records a failure; `us` is the time of the one run it had, if it ran. */
+  private fail(error: string, us?: number): void {
     const c = this.cand;
     this.result = {
       sha256: c.sha256, index: c.index, total: c.total, source: c.source, ticket: c.ticket,
-      ok: false, error, median_us: Math.max(us, 0.001), current_us: 0, noise: 0, runs: 1,
+      ok: false, error, median_us: us === undefined ? 0 : Math.max(us, 0.001), current_us: 0, noise: 0, runs: us === undefined ? 0 : 1,
     };
     this.phase = 'done';
   }
@@ -168,7 +169,7 @@ class Evaluation<I extends Impl> {
         try {
           candOut = await bench.runOnce(impl);
         } catch (e) {
-          return this.fail(`run: ${e instanceof Error ? e.message : e}`);
+          return this.fail(`run: ${e instanceof Error ? e.message : e}`, (performance.now() - t1) * 1000);
         }
         const t2 = performance.now();
         const positions = this.cand.check?.length ? this.cand.check : defaultPositions(candOut.length);
@@ -368,7 +369,11 @@ export class KernelTuner<I extends Impl> {
     return true;
   }
 
-  /** The report body: the five fastest that passed, then failures while there is room. */
+  /**
+   * The report body: the five fastest that passed, then failures that ran
+   * (the server flags them) while there is room. A candidate that failed to
+   * load has no time to report, so it is left out.
+   */
   reportBody(): { op: string; shape: number[]; target: string; entries: Record<string, unknown>[] } | null {
     const bySha = new Map<string, Measurement>();
     for (const m of this.results) {
@@ -377,7 +382,7 @@ export class KernelTuner<I extends Impl> {
     }
     const all = [...bySha.values()];
     const ok = all.filter((m) => m.ok).sort((a, b) => a.median_us - b.median_us);
-    const bad = all.filter((m) => !m.ok);
+    const bad = all.filter((m) => !m.ok && m.runs > 0);
     const top = [...ok, ...bad].slice(0, 5);
     if (!ok.length) return null;
     return {

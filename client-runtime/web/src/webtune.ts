@@ -172,7 +172,13 @@ abstract class KernelHandle<I extends Impl> {
   abstract adopt(impl: I): Promise<void>;
 }
 
-/** A Wasm kernel on the app's memory. */
+/**
+ * A Wasm kernel on the app's memory. Binding a kernel may grow the memory
+ * (to its `memory_pages_min`, and by whole pages at the end for a kernel that
+ * needs scratch space), which detaches the app's typed-array views of the old
+ * buffer: make views from `memory.buffer` after `kernel()` and after a `swap`
+ * event, or size the memory generously up front.
+ */
 export class WasmKernel extends KernelHandle<WasmImpl> {
   /** @internal */
   constructor(op: OpName, shape: number[], impl: WasmImpl, source: KernelSource, level: BestResponse['level'] | null, private binding: WasmKernelBinding) {

@@ -1,0 +1,162 @@
+// The tuner's decisions, end to end but without a browser: a fake queue
+// (fetch stubbed to stream SSE), a fake backend whose kernels compute a real
+// matmul (or a wrong one) and report scripted times. Checks that the tuner
+// swaps only to a faster-beyond-noise kernel, rejects wrong output, and
+// reports the right top five with tickets and samples.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { load } from './load.mjs';
+
+const { KernelTuner } = await load('src/tuner.ts');
+const { argSpecs } = await load('src/ops.ts');
+
+const SHAPE = [4, 32, 5];
+const sha = (c) => c.repeat(64);
+
+function matmul(args, wrong) {
+  const [m, k, n] = SHAPE;
+  const a = new Float32Array(args[0].buffer), b = new Float32Array(args[1].buffer);
+  const c = new Float32Array(m * n);
+  for (let i = 0; i < m; i++) for (let j = 0; j < n; j++) {
+    let s = 0;
+    for (let kk = 0; kk < k; kk++) s += a[i * k + kk] * b[kk * n + j];
+    c[i * n + j] = s;
+  }
+  if (wrong) c[7] += 0.05;
+  return c;
+}
+
+// Kernels by hash: a relative speed, and whether the output is wrong.
+const KERNELS = {
+  [sha('a')]: { speed: 1.0 }, // the kernel in use (the default)
+  [sha('b')]: { speed: 0.5 }, // twice as fast: swapped in
+  [sha('c')]: { speed: 0.3, wrong: true }, // fastest, but wrong: never used
+  [sha('d')]: { speed: 0.498 }, // 0.4 % faster than b: inside the 1 % floor
+  [sha('e')]: { speed: 2.0 }, // slower
+  [sha('f')]: { speed: 0.9 },
+};
+const meta = (h) => ({ abi: 1, op: 'matmul', shape: SHAPE, target: 'wasm', config: {}, args: argSpecs('matmul', SHAPE), flops: 320, sha256: h, entry: 'kernel' });
+const impl = (h) => ({ sha256: h, meta: meta(h), bytes: new ArrayBuffer(8), ...KERNELS[h] });
+
+const backend = {
+  target: 'wasm',
+  async load(_bytes, m) {
+    return impl(m.sha256);
+  },
+  bench() {
+    let args = null;
+    return {
+      resolutionMs: 0.001,
+      minSampleMs: 1,
+      async setInputs(a) {
+        args = a;
+      },
+      async runOnce(i) {
+        return matmul(args, i.wrong);
+      },
+      // 0.1 ms per call times the kernel's speed, with 0.2 % alternating jitter.
+      jitter: 0,
+      async time(i, reps) {
+        this.jitter++;
+        return reps * 0.1 * i.speed * (this.jitter % 2 ? 1.002 : 0.998);
+      },
+      dispose() {},
+    };
+  },
+};
+
+function sse(events) {
+  return events.map(([e, d]) => `event: ${e}\ndata: ${d}\n\n`).join('');
+}
+
+test('the tuner swaps only beyond noise, rejects wrong output and reports the top five', async () => {
+  const order = ['a', 'b', 'c', 'd', 'e', 'f'];
+  // Seeds above 2^53 must reach the input generator exactly.
+  const events = order.map((c, index) => ['candidate',
+    `{"index":${index},"total":${order.length},"source":"explore","sha256":"${sha(c)}","url":"/v1/kernels/${sha(c)}","meta":${JSON.stringify(meta(sha(c)))},"ticket":"t-${c}","seed":${9007199254740993n + BigInt(index)},"check":[0,7,19],"space_checksum":"x"}`]);
+  events.push(['done', '{"total":6,"skipped":0}']);
+  const posted = [];
+  const fetched = [];
+  globalThis.fetch = async (url, init) => {
+    if (url.includes('/queue?')) return new Response(sse(events), { headers: { 'content-type': 'text/event-stream' } });
+    if (url.endsWith('/reports')) {
+      posted.push(JSON.parse(init.body));
+      return new Response('{"report_id":"r","accepted":5,"winners":[]}', { status: 200 });
+    }
+    throw new Error(`unexpected fetch ${url}`);
+  };
+  const swaps = [], measured = [], reports = [];
+  const host = {
+    server: 'http://x',
+    sessionId: 's',
+    async fetchKernel(url) {
+      fetched.push(url);
+      return new ArrayBuffer(8);
+    },
+    async adopt(t, i, m, prev) {
+      swaps.push([prev.sha256[0], i.sha256[0], m.current_us / m.median_us]);
+    },
+    measured(t, m) {
+      measured.push(m);
+    },
+    reported(t, body, error) {
+      reports.push({ body, error });
+    },
+  };
+  const t = new KernelTuner(host, backend, 'matmul', SHAPE, impl(sha('a')));
+  for (let i = 0; i < 2000 && t.phase !== 'done'; i++) {
+    await t.step(performance.now() + 1e6);
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  assert.equal(t.phase, 'done');
+  assert.equal(fetched.length, 5, 'the kernel in use is not fetched again');
+  assert.deepEqual(swaps.map((s) => s.slice(0, 2)), [['a', 'b']]);
+  assert.ok(Math.abs(swaps[0][2] - 2) < 0.05, `speedup ${swaps[0][2]}`);
+  assert.equal(t.current.sha256, sha('b'));
+  const bad = measured.filter((m) => !m.ok);
+  assert.deepEqual(bad.map((m) => m.sha256[0]), ['c']);
+  assert.match(bad[0].error, /output 7/);
+
+  assert.equal(reports.length, 1);
+  assert.equal(reports[0].error, undefined);
+  assert.equal(posted.length, 1);
+  const r = posted[0];
+  assert.deepEqual([r.op, r.shape, r.target], ['matmul', SHAPE, 'wasm']);
+  assert.deepEqual(r.entries.map((e) => e.sha256[0]), ['d', 'b', 'f', 'a', 'e'], 'five fastest that passed, fastest first');
+  for (const e of r.entries) {
+    assert.equal(e.ticket, `t-${e.sha256[0]}`);
+    assert.ok(e.output_ok && e.runs >= 9 && e.median_us > 0);
+    assert.equal(e.samples.length, 3);
+  }
+  // The samples are the output at the check positions on the candidate's own seed.
+  const { seededInputs } = await load('src/rng.ts');
+  const seedD = 9007199254740993n + 3n;
+  const out = matmul(seededInputs(argSpecs('matmul', SHAPE), seedD), false);
+  assert.deepEqual(r.entries[0].samples, [out[0], out[7], out[19]]);
+  const med = Object.fromEntries(r.entries.map((e) => [e.sha256[0], e.median_us]));
+  assert.ok(Math.abs(med.b / med.a - 0.5) < 0.01);
+});
+
+test('maxCandidates stops the queue early and still reports', async () => {
+  const order = ['a', 'e', 'b', 'f'];
+  const events = order.map((c, index) => ['candidate',
+    `{"index":${index},"total":4,"source":"explore","sha256":"${sha(c)}","url":"/k/${sha(c)}","meta":${JSON.stringify(meta(sha(c)))},"ticket":"t","seed":${index},"space_checksum":"x"}`]);
+  const posted = [];
+  globalThis.fetch = async (url, init) => {
+    if (url.includes('/queue?')) return new Response(sse(events), { headers: { 'content-type': 'text/event-stream' } });
+    posted.push(JSON.parse(init.body));
+    return new Response('{}', { status: 200 });
+  };
+  const host = { server: '', sessionId: 's', fetchKernel: async () => new ArrayBuffer(8), adopt: async () => {}, measured() {}, reported() {} };
+  const t = new KernelTuner(host, backend, 'matmul', SHAPE, impl(sha('a')));
+  t.maxCandidates = 2;
+  for (let i = 0; i < 1000 && t.phase !== 'done'; i++) {
+    await t.step(performance.now() + 1e6);
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  assert.equal(t.evaluated, 2);
+  assert.deepEqual(posted[0].entries.map((e) => e.sha256[0]), ['a', 'e']);
+  // Without `check` positions (an older server) no samples are sent.
+  assert.equal(posted[0].entries[0].samples, undefined);
+});
