@@ -1,0 +1,100 @@
+// Tuned webtune Wasm kernels against ONNX Runtime Web and TensorFlow.js's
+// wasm backends, single thread, in one headless Chromium run (issue 6's
+// K0–K3). Not a test: it prints one JSON line per shape for BENCHMARKS.md.
+//
+//   (cd bench && npm ci) && node bench/kernels.mjs [--server URL] [--shapes K0,K1] [--reps 3] [--samples 30]
+//
+// A small local server serves the page, the runtime, both peers' files, and
+// proxies /v1/ to webtune serve (started here on a fresh SQLite file unless
+// --server is given), so the page is one origin and cross-origin isolated
+// (5 µs timer).
+
+import { spawn } from 'node:child_process';
+import { createReadStream, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, extname, join, normalize } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(here, '..', '..', '..');
+const arg = (k, d) => {
+  const i = process.argv.indexOf(`--${k}`);
+  return i > 0 ? process.argv[i + 1] : d;
+};
+const work = mkdtempSync(join(tmpdir(), 'webtune-kbench-'));
+let upstream = arg('server', null), proc = null;
+if (!upstream) {
+  const bin = process.env.WEBTUNE_BIN ?? join(ROOT, 'target', 'release', 'webtune');
+  proc = spawn(bin, ['serve', '--addr', '127.0.0.1:0', '--database-url', `sqlite://${join(work, 'bench.sqlite')}`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  upstream = await new Promise((resolve, reject) => {
+    let out = '';
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m) resolve(m[1]);
+    });
+    proc.on('exit', (c) => reject(new Error(`server exited ${c}`)));
+  });
+}
+
+const MOUNTS = {
+  '/bench': join(here, 'kernels.html'),
+  '/web/': join(here, '..', 'dist'),
+  '/ort/': join(here, 'node_modules', 'onnxruntime-web', 'dist'),
+  '/tfjs/': [join(here, 'node_modules', '@tensorflow', 'tfjs-core', 'dist'), join(here, 'node_modules', '@tensorflow', 'tfjs-backend-wasm', 'dist')],
+};
+const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm' };
+const ISOLATED = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
+
+const server = http.createServer((req, res) => {
+  const path = new URL(req.url, 'http://x').pathname;
+  if (path.startsWith('/v1/')) {
+    const up = new URL(req.url, upstream);
+    const p = http.request(up, { method: req.method, headers: { ...req.headers, host: up.host } }, (r) => {
+      res.writeHead(r.statusCode, r.headers);
+      r.pipe(res);
+    });
+    req.pipe(p);
+    p.on('error', () => res.destroy());
+    return;
+  }
+  for (const [prefix, target] of Object.entries(MOUNTS)) {
+    if (path === prefix || (prefix.endsWith('/') && path.startsWith(prefix))) {
+      const rel = normalize(path.slice(prefix.length)).replace(/^(\.\.[/\\])+/, '');
+      const file = [target].flat().map((t) => (prefix.endsWith('/') ? join(t, rel) : t)).find((f) => existsSync(f));
+      if (file) {
+        res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', ...ISOLATED });
+        createReadStream(file).pipe(res);
+        return;
+      }
+    }
+  }
+  res.writeHead(404).end();
+});
+await new Promise((r) => server.listen(0, '127.0.0.1', r));
+const local = `http://127.0.0.1:${server.address().port}`;
+
+const CHROMIUM = process.env.CHROMIUM ?? ['/usr/lib/chromium/chromium', '/usr/bin/chromium'].find((p) => existsSync(p));
+const browser = await chromium.launch({
+  executablePath: CHROMIUM,
+  ignoreDefaultArgs: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage', '--remote-debugging-pipe', `--user-data-dir=${join(work, 'profile')}`],
+});
+try {
+  const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
+  page.on('console', (m) => console.error(`page: ${m.text()}`));
+  const q = new URLSearchParams({ shapes: arg('shapes', 'K0,K1,K2,K3'), reps: arg('reps', '3'), samples: arg('samples', '30') });
+  await page.goto(`${local}/bench?${q}`);
+  await page.waitForFunction(() => window.benchResult || window.benchError, null, { timeout: 3_600_000, polling: 1000 });
+  const err = await page.evaluate(() => window.benchError);
+  if (err) throw new Error(err);
+  for (const row of await page.evaluate(() => window.benchResult)) console.log(JSON.stringify(row));
+} finally {
+  await browser.close();
+  server.close();
+  proc?.kill('SIGTERM');
+  rmSync(work, { recursive: true, force: true });
+}
