@@ -25,6 +25,8 @@ enum Cmd {
     Run(cli::run::RunArgs),
     /// Run the tuning service and kernel database (HTTP API, queue, dashboard).
     Serve(cli::serve::ServeArgs),
+    /// Print the lite search space a device would be given for one kernel, in evaluation order.
+    Space(cli::space::SpaceArgs),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
         Cmd::Microbench(a) => cli::microbench::run(a),
         Cmd::Run(a) => cli::run::run(a),
         Cmd::Serve(a) => cli::serve::run(a),
+        Cmd::Space(a) => cli::space::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

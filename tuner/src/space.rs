@@ -38,8 +38,10 @@
 //!    least modelled memory traffic per multiply-add, `1/x1 + 1/y1 + 2/r1`
 //!    (B re-read per row block, A per column block, C per K block), are kept
 //!    for each register tile: square-ish blocks re-read the least.
-//! 4. CPU: `Reg_thread` "=" the register file: between `fill · usable · REGS`
-//!    and `usable · REGS`.
+//! 4. CPU: `Reg_thread` "=" the register file: between `fill · cap` and
+//!    `cap`, where `cap = cpu_spill · REGS` (spilled values stay in L1; the
+//!    factor is measured, see [`Relaxation::cpu_spill`]). The register tile
+//!    is square or 2:1 counted in registers (`x0` rows by `y0/4` vectors).
 //! 5. GPU: `Thread_block ≤ 256` and the adapter's limit, in whole warps, and
 //!    the thread grid no more than 2:1 (at equal threads, a flatter grid
 //!    re-reads more of A or B per output).
@@ -96,12 +98,18 @@ pub struct Relaxation {
     /// accepts. Power-of-two tiles move usage in steps of about 2×, so 0.5
     /// keeps the tiles that cannot double and still fit.
     pub fill: f64,
+    /// CPU register file, as a multiple of the vector registers: values
+    /// beyond the registers spill to the stack, which stays in L1 and feeds
+    /// the multiply-add's memory operand. Measured on wasmtime (BENCHMARKS.md,
+    /// "Lite space"): 8×16 tiles (37 live vectors against x86's 16) ran as
+    /// fast as or faster than 4×8 (11 live); 8×32 (73 live) ran 2–3× slower.
+    pub cpu_spill: f64,
     /// Whether the heuristics apply at all (false only as the last resort).
     pub heuristics: bool,
 }
 
 impl Relaxation {
-    pub const START: Relaxation = Relaxation { usable: 0.75, fill: 0.5, heuristics: true };
+    pub const START: Relaxation = Relaxation { usable: 0.75, fill: 0.5, cpu_spill: 2.5, heuristics: true };
 
     fn next(self) -> Option<Relaxation> {
         if !self.heuristics {
@@ -145,7 +153,7 @@ pub fn checksum(schedules: &[Schedule]) -> String {
 /// every divisor up to the dimension.
 fn naive_tiles(d: u32) -> Vec<u32> {
     let mut t: Vec<u32> = (0..32).map(|i| 1u32 << i).take_while(|&p| p <= d).collect();
-    t.extend((1..=d).filter(|i| d % i == 0));
+    t.extend((1..=d).filter(|&i| d.is_multiple_of(i)));
     t.sort_unstable();
     t.dedup();
     t
@@ -329,7 +337,9 @@ fn canonicalise(op: &Op, target: Target, device: &Device, s: &mut Schedule) {
 }
 
 /// Register tiles (x0, y0) allowed by heuristics 1, 2 and the aspect rule.
-fn register_tiles(xmax: u32, ymax: u32, x_cap: u32, y_cap: u32, vec4: bool, relax: Relaxation) -> Vec<(u32, u32)> {
+/// `lanes`: columns per register along y (4 where the CPU's tile is
+/// counted in vectors, 1 on the GPU, whose threads are the vector lanes).
+fn register_tiles(xmax: u32, ymax: u32, x_cap: u32, y_cap: u32, vec4: bool, lanes: u32, relax: Relaxation) -> Vec<(u32, u32)> {
     let mut out = Vec::new();
     for x0 in pow2s(xmax.min(x_cap)) {
         for y0 in pow2s(ymax.min(y_cap)) {
@@ -341,9 +351,17 @@ fn register_tiles(xmax: u32, ymax: u32, x_cap: u32, y_cap: u32, vec4: bool, rela
                 if vec4 && y0 % 4 != 0 && ymax >= 4 {
                     continue;
                 }
-                // The register tile is square or 1:2 along the vector; a side
+                // The register tile is square or 1:2 along the vector (in
+                // registers on the CPU: a square tile needs the fewest loads
+                // per multiply-add, x0 + y0/lanes for x0·y0/lanes); a side
                 // already at its dimension's size may fall short.
-                let ok = y0 == x0 || y0 == 2 * x0 || (x0 == xmax && y0 > x0) || (y0 == ymax.min(y_cap) && x0 > y0);
+                let ry = (y0 / lanes).max(1);
+                let ok = if lanes == 1 {
+                    y0 == x0 || y0 == 2 * x0
+                } else {
+                    ry == x0 || ry == 2 * x0 || x0 == 2 * ry
+                };
+                let ok = ok || (x0 == xmax && ry > x0) || (y0 == ymax.min(y_cap) && x0 > ry);
                 if !ok {
                     continue;
                 }
@@ -355,7 +373,7 @@ fn register_tiles(xmax: u32, ymax: u32, x_cap: u32, y_cap: u32, vec4: bool, rela
 }
 
 fn with_vector(mut s: Schedule, y0: u32) -> Schedule {
-    if s.vectorize == 4 && y0 % 4 != 0 {
+    if s.vectorize == 4 && !y0.is_multiple_of(4) {
         s.vectorize = 1;
     }
     s
@@ -369,7 +387,7 @@ fn gpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> V
     let lim = device.limits;
     let reg_cap = (relax.usable * hw.max_regs_per_thread as f64) as u32;
     let mut out = Vec::new();
-    for (x0, y0) in register_tiles(xm, ym, 16, 16, base.vectorize == 4, relax) {
+    for (x0, y0) in register_tiles(xm, ym, 16, 16, base.vectorize == 4, 1, relax) {
         let reg = |r0: u32| x0 * r0 + r0 * y0 + x0 * y0;
         // H7, per thread: the largest r0 whose tile fits the thread's registers.
         let fits = |r0: u32| !relax.heuristics || (reg(r0) <= reg_cap && x0 * y0 * r0 <= MAX_UNROLLED);
@@ -469,13 +487,13 @@ fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<C
                 }
                 let warps = threads.div_ceil(hw.warp_width);
                 let reg_limit = hw.regs_per_core / (reg * threads).max(1);
-                let l1_limit = if bytes == 0 { u32::MAX } else { hw.shared_bytes_per_core / bytes };
+                let l1_limit = hw.shared_bytes_per_core.checked_div(bytes).unwrap_or(u32::MAX);
                 let block_core = reg_limit.min(l1_limit).min(hw.max_warps_per_core / warps).min(hw.max_blocks_per_core);
                 if relax.heuristics {
                     if reg_limit == 0 || (block_core as f64) < relax.fill * reg_limit as f64 {
                         continue;
                     }
-                    if (block_core * threads * reg) as f64 * 1.0 < relax.fill * relax.usable * hw.regs_per_core as f64 {
+                    if ((block_core * threads * reg) as f64) < relax.fill * relax.usable * hw.regs_per_core as f64 {
                         continue;
                     }
                 }
@@ -497,16 +515,16 @@ fn cpu_live_registers(x0: u32, y0: u32, vectorize: u32) -> u32 {
 
 /// Heuristic 4 on the CPU: whether `live` registers fill the file.
 fn cpu_registers_ok(live: u32, regs: u32, relax: Relaxation) -> bool {
-    let cap = relax.usable * regs as f64;
+    let cap = relax.cpu_spill * regs as f64;
     !relax.heuristics || (live as f64 <= cap && live as f64 >= relax.fill * cap)
 }
 
 /// r0 of a Wasm register tile: the K steps unrolled per iteration, the
-/// largest power of two that keeps the unrolled body within 32 vector
-/// multiply-adds (the portable default's 4×8, r0 = 4) and within K.
+/// largest power of two that keeps the unrolled body within 64 vector
+/// multiply-adds (BENCHMARKS.md's best Wasm schedule: 8×16, r0 = 2) and within K.
 fn cpu_r0(x0: u32, y0: u32, vectorize: u32, k: u32) -> u32 {
     let per_step = x0 * y0.div_ceil(vectorize.max(1));
-    pow2s(np2(k).min(MAX_R0)).filter(|&r| per_step * r <= 32).last().unwrap_or(1)
+    pow2s(np2(k).min(MAX_R0)).filter(|&r| per_step * r <= 64).last().unwrap_or(1)
 }
 
 /// `matmul` and `batch_matmul` on Wasm (Table 1, Wasm).
@@ -516,7 +534,8 @@ fn cpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> V
     let cpu = &device.cpu;
     let l1_words = relax.usable * cpu.l1_bytes as f64 / 4.0;
     let mut out = Vec::new();
-    for (x0, y0) in register_tiles(xm, ym, 16, 64, base.vectorize == 4, relax) {
+    let lanes = if base.vectorize == 4 { 4 } else { 1 };
+    for (x0, y0) in register_tiles(xm, ym, 16, 64, base.vectorize == 4, lanes, relax) {
         let vectorize = if base.vectorize == 4 && y0 % 4 == 0 { 4 } else { 1 };
         let live = cpu_live_registers(x0, y0, vectorize);
         if !cpu_registers_ok(live, cpu.vector_registers, relax) {
@@ -544,7 +563,7 @@ fn cpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> V
         }
         for (traffic, x1, y1, r1) in blocks {
             let s = Schedule { x0, y0, r0, x1, y1, r1, vectorize, ..base.clone() };
-            let fill_gap = (relax.usable * cpu.vector_registers as f64 - live as f64).abs();
+            let fill_gap = (relax.cpu_spill * cpu.vector_registers as f64 - live as f64).abs();
             let rank = vec![(fill_gap * 1000.0) as i64, -((x0 * y0) as i64), traffic, ragged(&s, op)];
             out.push(Cand { s, rank });
         }
@@ -560,7 +579,7 @@ fn cpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<C
     let cpu = &device.cpu;
     let l1_words = relax.usable * cpu.l1_bytes as f64 / 4.0;
     let mut out = Vec::new();
-    for (x0, y0) in register_tiles(xm, ym, 8, 16, base.vectorize == 4, relax) {
+    for (x0, y0) in register_tiles(xm, ym, 8, 16, base.vectorize == 4, 1, relax) {
         let vectorize = if base.vectorize == 4 && y0 % 4 == 0 { 4 } else { 1 };
         // One accumulator per output, one dot product per row, the word and its nibbles.
         let live = x0 * y0 + x0 + 2;
@@ -586,7 +605,7 @@ fn cpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<C
             }
             for (traffic, x1, y1) in blocks {
                 let s = Schedule { x0, y0, r0, x1, y1, r1: r0, vectorize, ..base.clone() };
-                let fill_gap = (relax.usable * cpu.vector_registers as f64 - live as f64).abs();
+                let fill_gap = (relax.cpu_spill * cpu.vector_registers as f64 - live as f64).abs();
                 let rank = vec![(fill_gap * 1000.0) as i64, -((x0 * y0) as i64), traffic, -(r0 as i64), ragged(&s, op)];
                 out.push(Cand { s, rank });
             }

@@ -4,6 +4,7 @@ pub mod compile;
 pub mod microbench;
 pub mod run;
 pub mod serve;
+pub mod space;
 
 /// A native timing engine (wasmtime, wgpu) by name.
 #[allow(clippy::needless_pass_by_value)]

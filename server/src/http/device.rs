@@ -1,107 +1,59 @@
-//! Fingerprint → device keys, and (op, target, fingerprint) → candidate space.
+//! Fingerprint → device keys, and (op, target, keys) → candidate space.
 //!
 //! This is the server's one seam to the tuner: everything else in `http`
-//! calls [`keys_for`] and [`space_for`] only. Until the `tuner` crate
-//! publishes its `Fingerprint`, device key chain and `lite_space`, these
-//! functions implement the same contract in the smallest honest way:
-//!
-//! - a fingerprint is a JSON object with `vendor`, `architecture` and
-//!   `device` strings (e.g. a WebGPU adapter's info or a CPU's model name)
-//!   and an optional `rho`, NNJIT's primitive vector as a string of 0/1;
-//! - the keys are `vendor`, `vendor/architecture` and
-//!   `vendor/architecture/device/rho`, lower-cased, with every character
-//!   outside `[a-z0-9._-]` replaced by `-`;
-//! - the space is a fixed grid of register and cache tiles around the
-//!   portable default, filtered by `Schedule::check`, in a fixed order, and
-//!   its checksum is the SHA-256 of the schedules' JSON in that order.
+//! calls these functions only. The rules live in `webtune_tuner` (the
+//! fingerprint format and key rule in `webtune_tuner::fingerprint`, the lite
+//! space in `webtune_tuner::space`); this module converts between the
+//! tuner's types and the kernel database's, and fixes the settings the
+//! service builds spaces with (the tuner's built-in verdicts), so that a
+//! space, and its checksum, depends on the device's keys alone: a session's
+//! space can be rebuilt from the keys stored with it, and lookups by device
+//! key (`GET /v1/best`) see the same checksum as the session that voted.
 
 use webtune_compiler::{Op, Schedule, Target};
-use webtune_kernel_db::{DeviceKeys, sha256_hex};
+use webtune_kernel_db::DeviceKeys;
+use webtune_tuner::{Device, Fingerprint, Settings};
 
-/// Longest accepted fingerprint field.
-const MAX_FIELD: usize = 128;
+pub use webtune_tuner::Space;
 
-fn field<'a>(fp: &'a serde_json::Value, name: &str, required: bool) -> Result<Option<&'a str>, String> {
-    match fp.get(name) {
-        None | Some(serde_json::Value::Null) if !required => Ok(None),
-        None | Some(serde_json::Value::Null) => Err(format!("fingerprint.{name} is missing: give a string such as \"nvidia\"")),
-        Some(serde_json::Value::String(s)) if s.trim().is_empty() && required => {
-            Err(format!("fingerprint.{name} is empty"))
-        }
-        Some(serde_json::Value::String(s)) if s.len() > MAX_FIELD => {
-            Err(format!("fingerprint.{name} is {} bytes long; the limit is {MAX_FIELD}", s.len()))
-        }
-        Some(serde_json::Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(format!("fingerprint.{name} must be a string")),
+fn to_db(k: webtune_tuner::DeviceKeys) -> DeviceKeys {
+    DeviceKeys { device_key: k.device_key, arch_key: k.arch_key, vendor_key: k.vendor_key, rho: k.rho }
+}
+
+fn from_db(k: &DeviceKeys) -> webtune_tuner::DeviceKeys {
+    webtune_tuner::DeviceKeys {
+        device_key: k.device_key.clone(),
+        arch_key: k.arch_key.clone(),
+        vendor_key: k.vendor_key.clone(),
+        rho: k.rho.clone(),
     }
 }
 
-fn slug(s: &str) -> String {
-    s.trim()
-        .to_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' { c } else { '-' })
-        .collect()
-}
-
-/// The device keys of a fingerprint, or what is wrong with it.
+/// The device keys of a fingerprint, or what is wrong with it. Missing or
+/// unknown fields are not wrong (they become `unknown` in the key); only a
+/// non-object, a malformed `rho` or an unknown `target` is refused.
 pub fn keys_for(fp: &serde_json::Value) -> Result<DeviceKeys, String> {
-    if !fp.is_object() {
-        return Err("fingerprint must be a JSON object with vendor, architecture and device".into());
-    }
-    let vendor = slug(field(fp, "vendor", true)?.unwrap_or_default());
-    let arch = slug(field(fp, "architecture", true)?.unwrap_or_default());
-    let device = slug(field(fp, "device", true)?.unwrap_or_default());
-    let rho = field(fp, "rho", false)?.unwrap_or("").to_string();
-    if !rho.bytes().all(|b| b == b'0' || b == b'1') {
-        return Err(format!("fingerprint.rho `{rho}` must be a string of 0 and 1 (one bit per primitive)"));
-    }
-    Ok(DeviceKeys {
-        device_key: format!("{vendor}/{arch}/{device}/{}", if rho.is_empty() { "-" } else { &rho }),
-        arch_key: format!("{vendor}/{arch}"),
-        vendor_key: vendor,
-        rho,
-    })
+    let fp = Fingerprint::from_value(fp).map_err(|e| e.to_string())?;
+    fp.keys().map(to_db).map_err(|e| e.to_string())
 }
 
 /// The keys implied by a device key alone (for lookups from devices this
-/// server has not seen): its `/`-separated prefixes.
+/// server has not seen): its `/`-separated prefixes, the fallback chain
+/// device → arch → vendor → portable default.
 pub fn keys_from_device_key(device_key: &str) -> Option<DeviceKeys> {
-    let parts: Vec<&str> = device_key.split('/').collect();
-    let [vendor, arch, _device, rho] = parts.as_slice() else { return None };
-    Some(DeviceKeys {
-        device_key: device_key.to_string(),
-        arch_key: format!("{vendor}/{arch}"),
-        vendor_key: vendor.to_string(),
-        rho: if *rho == "-" { String::new() } else { rho.to_string() },
-    })
+    webtune_tuner::DeviceKeys::from_device_key(device_key).map(to_db)
 }
 
-/// An ordered candidate space and its checksum.
-#[derive(Clone, Debug)]
-pub struct Space {
-    pub schedules: Vec<Schedule>,
-    pub checksum: String,
+/// The lite space for `op` on `target` for a device with keys `keys`.
+pub fn space_for(op: &Op, target: Target, keys: &DeviceKeys) -> Space {
+    let device = Device::from_keys(&from_db(keys));
+    webtune_tuner::lite_space(op, target, &device, &Settings::builtin(target))
 }
 
-/// The candidate space for `op` on `target` for a device with keys `keys`.
-pub fn space_for(op: &Op, target: Target, _keys: &DeviceKeys) -> Space {
-    let base = Schedule::default_for(op, target);
-    let mut schedules = vec![base.clone()];
-    let (reg, cache): (&[(u32, u32)], &[(u32, u32)]) = match target {
-        Target::Wasm => (&[(4, 8), (2, 8), (4, 4), (8, 8), (2, 16), (1, 4)], &[(64, 256), (32, 128), (128, 512), (16, 64)]),
-        Target::Wgsl => (&[(4, 4), (2, 4), (4, 8), (8, 4), (1, 4)], &[(64, 64), (32, 64), (64, 32), (32, 32), (16, 64)]),
-    };
-    for &(x0, y0) in reg {
-        for &(x1, y1) in cache {
-            let s = Schedule { x0, y0, x1, y1, ..base.clone() };
-            if !schedules.contains(&s) && s.check(op, target).is_ok() {
-                schedules.push(s);
-            }
-        }
-    }
-    let text = serde_json::to_string(&schedules).unwrap_or_default();
-    Space { checksum: sha256_hex(text.as_bytes())[..16].to_string(), schedules }
+/// The extended space: the crowd's winners for similar devices (most
+/// similar first) in front of the lite space, capped at a tenth of it.
+pub fn extended(exploit: &[Schedule], space: &Space) -> Vec<(&'static str, Schedule)> {
+    webtune_tuner::extended_space(exploit, space).into_iter().map(|(src, s)| (src.name(), s)).collect()
 }
 
 #[cfg(test)]
@@ -112,21 +64,40 @@ mod tests {
     fn keys_and_chain() {
         let fp = serde_json::json!({"vendor": "NVIDIA", "architecture": "Ampere", "device": "RTX 3070", "rho": "101"});
         let k = keys_for(&fp).unwrap();
-        assert_eq!(k.device_key, "nvidia/ampere/rtx-3070/101");
-        assert_eq!(k.arch_key, "nvidia/ampere");
-        assert_eq!(k.vendor_key, "nvidia");
+        assert_eq!(k.device_key, "gpu-nvidia/ampere/rtx-3070/101");
+        assert_eq!(k.arch_key, "gpu-nvidia/ampere");
+        assert_eq!(k.vendor_key, "gpu-nvidia");
         assert_eq!(keys_from_device_key(&k.device_key).unwrap(), k);
-        assert!(keys_for(&serde_json::json!({"vendor": "x"})).unwrap_err().contains("architecture"));
+        // Browsers hide fields: a partial fingerprint still has keys.
+        let partial = keys_for(&serde_json::json!({"vendor": "x"})).unwrap();
+        assert_eq!(partial.device_key, "gpu-x/unknown/unknown/-");
         assert!(keys_for(&serde_json::json!({"vendor": "x", "architecture": "y", "device": "z", "rho": "12"})).is_err());
+        assert!(keys_for(&serde_json::json!("nvidia")).is_err());
     }
 
     #[test]
     fn space_is_valid_and_stable() {
         let op = Op::parse("matmul", "64,64,64").unwrap();
         let keys = keys_for(&serde_json::json!({"vendor": "a", "architecture": "b", "device": "c"})).unwrap();
-        let a = space_for(&op, Target::Wasm, &keys);
-        assert!(a.schedules.len() > 5);
-        assert!(a.schedules.iter().all(|s| s.check(&op, Target::Wasm).is_ok()));
-        assert_eq!(a.checksum, space_for(&op, Target::Wasm, &keys).checksum);
+        for t in [Target::Wasm, Target::Wgsl] {
+            let a = space_for(&op, t, &keys);
+            assert!(!a.schedules.is_empty() && a.schedules.len() <= webtune_tuner::LITE_BUDGET);
+            assert!(a.schedules.iter().all(|s| s.check(&op, t).is_ok()));
+            assert_eq!(a.checksum, space_for(&op, t, &keys).checksum);
+        }
+        let gpu = keys_for(&serde_json::json!({"adapter": {"vendor": "nvidia", "architecture": "hopper"}})).unwrap();
+        assert_ne!(space_for(&op, Target::Wgsl, &gpu).checksum, space_for(&op, Target::Wgsl, &keys).checksum);
+    }
+
+    #[test]
+    fn extended_merges_winners_first() {
+        let op = Op::parse("matmul", "64,64,64").unwrap();
+        let keys = keys_for(&serde_json::json!({"target": "wasm"})).unwrap();
+        let space = space_for(&op, Target::Wasm, &keys);
+        let w = Schedule { x0: 1, y0: 4, x1: 1, y1: 4, r0: 1, r1: 1, ..Schedule::default_for(&op, Target::Wasm) };
+        let list = extended(&[w.clone(), w.clone()], &space);
+        assert_eq!(list[0], ("exploit", w));
+        assert_eq!(list.iter().filter(|(s, _)| *s == "exploit").count(), 1);
+        assert!(list[1..].iter().all(|(s, _)| *s == "explore"));
     }
 }

@@ -1,9 +1,10 @@
 //! The candidate queue: `GET /v1/sessions/{id}/queue?op=&shape=&target=`,
 //! streamed as Server-Sent Events.
 //!
-//! The queue is NNJIT's extended space: first the exploitation set (winners
-//! already voted for this device's key, architecture or vendor, in that
-//! order), then the exploration set (the lite space, best first). Each
+//! The queue is NNJIT's extended space (`webtune_tuner::extended_space`):
+//! first the exploitation set (winners already voted for this device's key,
+//! architecture or vendor, in that order, at most a tenth of the lite
+//! space), then the exploration set (the lite space, best first). Each
 //! candidate is compiled just in time on the rayon pool (cached by its
 //! inputs, stored by its hash) and sent as one `candidate` event with a
 //! ticket; a final `done` event closes the queue. A bounded channel keeps the
@@ -39,22 +40,22 @@ pub async fn queue(
     let space = device::space_for(&op, target, &session.keys);
     let kind = kind_of(&op, target);
 
-    // Exploitation set: the crowd's winners for similar devices, whatever
-    // space they were voted in, unless the lite space holds them already.
-    let mut list: Vec<(&'static str, Schedule)> = Vec::new();
-    for b in app.db.winners_for(&kind, &session.keys).await? {
-        let schedule = serde_json::from_str::<serde_json::Value>(&b.meta_json)
-            .ok()
-            .and_then(|m| m.get("config").cloned())
-            .and_then(|c| serde_json::from_value::<Schedule>(c).ok());
-        if let Some(s) = schedule
-            && !space.schedules.contains(&s)
-            && !list.iter().any(|(_, x)| *x == s)
-        {
-            list.push(("exploit", s));
-        }
-    }
-    list.extend(space.schedules.iter().cloned().map(|s| ("explore", s)));
+    // Exploitation set: the crowd's winners for similar devices (device,
+    // arch, vendor), whatever space they were voted in; the tuner merges
+    // them in front of the lite space, about a tenth of its size.
+    let winners: Vec<Schedule> = app
+        .db
+        .winners_for(&kind, &session.keys)
+        .await?
+        .into_iter()
+        .filter_map(|b| {
+            serde_json::from_str::<serde_json::Value>(&b.meta_json)
+                .ok()
+                .and_then(|m| m.get("config").cloned())
+                .and_then(|c| serde_json::from_value::<Schedule>(c).ok())
+        })
+        .collect();
+    let list = device::extended(&winners, &space);
 
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(AHEAD);
     let total = list.len();

@@ -1,0 +1,90 @@
+//! `webtune space`: the lite space a device would be given, in order.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use webtune_compiler::{Op, Target};
+use webtune_tuner::{Device, Fingerprint, Settings, lite_space, presets};
+
+#[derive(Args, Debug)]
+pub struct SpaceArgs {
+    /// matmul, batch_matmul or matmul_q4.
+    #[arg(long)]
+    pub op: String,
+    /// Comma-separated dimensions, e.g. 384,768,768 (M,K,N) or 12,384,384,64 (B,M,K,N).
+    #[arg(long)]
+    pub shape: String,
+    /// wasm or wgsl.
+    #[arg(long)]
+    pub target: String,
+    /// A fingerprint JSON file in the client's format, or a preset name
+    /// (h100, swiftshader, xeon-2core, apple-m2, pixel-8).
+    #[arg(long)]
+    pub device: String,
+    /// Print one JSON object of statistics instead of the candidates.
+    #[arg(long)]
+    pub stats: bool,
+    /// A settings file written by `webtune microbench` (default: the built-in verdicts).
+    #[arg(long)]
+    pub settings: Option<PathBuf>,
+}
+
+fn fingerprint(device: &str) -> Result<Fingerprint> {
+    if let Some(fp) = presets::get(device) {
+        return Ok(fp);
+    }
+    let path = std::path::Path::new(device);
+    if !path.exists() {
+        bail!("--device `{device}` is neither a file nor a preset ({})", presets::names().join(", "));
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading fingerprint file {device}"))?;
+    Fingerprint::from_json(&text).map_err(|e| anyhow::anyhow!("{device}: {e}"))
+}
+
+pub fn run(a: SpaceArgs) -> Result<()> {
+    let op = Op::parse(&a.op, &a.shape)?;
+    let target: Target = a.target.parse().map_err(anyhow::Error::msg)?;
+    let mut fp = fingerprint(&a.device)?;
+    // The space is for the target asked for, whatever the file's own target.
+    fp.target = Some(target.name().to_string());
+    let keys = fp.keys().map_err(|e| anyhow::anyhow!("{}: {e}", a.device))?;
+    let device = Device::from_keys(&keys);
+    let settings = match &a.settings {
+        None => Settings::builtin(target),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading settings file {}", path.display()))?;
+            let (s, ignored) = Settings::from_microbench_json(&text).map_err(anyhow::Error::msg)?;
+            if s.target != target {
+                bail!("settings file {} is for target {}, not {target}", path.display(), s.target);
+            }
+            if !ignored.is_empty() {
+                eprintln!("webtune space: the space builder does not set {}; ignored", ignored.join(", "));
+            }
+            s
+        }
+    };
+    let space = lite_space(&op, target, &device, &settings);
+    if a.stats {
+        let stats = serde_json::json!({
+            "op": op.kind().name(),
+            "shape": op.shape(),
+            "target": target.name(),
+            "device_key": keys.device_key,
+            "arch_key": keys.arch_key,
+            "vendor_key": keys.vendor_key,
+            "model": device.model_name(target),
+            "naive_size": space.naive_size,
+            "lite_size": space.schedules.len(),
+            "survivors": space.survivors,
+            "checksum": space.checksum,
+            "relaxation": space.relaxation,
+        });
+        println!("{stats}");
+    } else {
+        for s in &space.schedules {
+            println!("{}", serde_json::to_string(s)?);
+        }
+    }
+    Ok(())
+}
