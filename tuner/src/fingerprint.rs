@@ -119,6 +119,17 @@ pub struct Browser {
     pub version: Option<String>,
 }
 
+/// A native client's CPU description.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuInfo {
+    #[serde(default, deserialize_with = "lenient_str", skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+}
+
+fn is_default<T: Default + PartialEq>(t: &T) -> bool {
+    *t == T::default()
+}
+
 /// What a client tells the service about itself. See the module docs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -147,6 +158,10 @@ pub struct Fingerprint {
     /// `navigator.userAgentData` high-entropy `architecture` (`x86`, `arm`).
     #[serde(default, deserialize_with = "lenient_str", skip_serializing_if = "Option::is_none")]
     pub cpu_architecture: Option<String>,
+    /// Native clients (`webtune tune`) describe the CPU as `{"arch": "x86_64"}`;
+    /// read where `cpuArchitecture` is absent.
+    #[serde(default, deserialize_with = "lenient_or_default", skip_serializing_if = "is_default")]
+    pub cpu: CpuInfo,
     #[serde(default, deserialize_with = "lenient_or_default")]
     pub browser: Browser,
     #[serde(default, deserialize_with = "lenient_str", skip_serializing_if = "Option::is_none")]
@@ -461,7 +476,8 @@ impl Fingerprint {
             }
             DeviceClass::Cpu => {
                 let os = os_slug(self.os.as_deref().unwrap_or(""));
-                let isa = cpu_isa(self.cpu_architecture.as_deref().unwrap_or(""), &os);
+                let arch = self.cpu_architecture.as_deref().or(self.cpu.arch.as_deref()).unwrap_or("");
+                let isa = cpu_isa(arch, &os);
                 let simd = match (self.simd, self.relaxed_simd) {
                     (_, Some(true)) => SimdClass::RelaxedSimd,
                     (Some(true), _) => SimdClass::Simd128,
@@ -723,6 +739,11 @@ mod tests {
         let k = keys(json!({"simd": true, "os": "Android 14", "browser": {"name": "Firefox"}, "hardwareConcurrency": "8"}));
         assert_eq!(k.device_key, "cpu-arm/simd128/android-8t-spidermonkey/-");
         assert_eq!(Device::from_keys(&k).cpu.vector_registers, 32);
+        // The native runner's shape.
+        let k = keys(json!({"target": "wasm", "cpu": {"arch": "x86_64"}, "os": "linux", "simd": true}));
+        assert_eq!(k.vendor_key, "cpu-x86");
+        let k = keys(json!({"target": "wasm", "cpu": {"arch": "aarch64"}}));
+        assert_eq!(k.vendor_key, "cpu-arm");
     }
 
     #[test]
