@@ -52,4 +52,4 @@ pub use extended::{Source, extended_space};
 pub use fingerprint::{Device, DeviceClass, DeviceKeys, Fingerprint, FingerprintError};
 pub use hardware::{CpuModel, GpuModel};
 pub use settings::Settings;
-pub use space::{LITE_BUDGET, Space, lite_space, naive_size};
+pub use space::{LITE_BUDGET, Space, lite_space, naive_size, rules_checksum};

@@ -131,8 +131,9 @@ pub struct Space {
     pub schedules: Vec<Schedule>,
     /// Size of the naive space it was pruned from ([`naive_size`]).
     pub naive_size: u64,
-    /// Hex prefix (16 digits) of the SHA-256 of the schedules' JSON, in order:
-    /// stored beside results so that a changed space invalidates old winners.
+    /// Hex prefix (16 digits) of the SHA-256 of the schedules' JSON, in
+    /// order: this device's list. The service stores [`rules_checksum`]
+    /// instead, which is shared by every device.
     pub checksum: String,
     /// Candidates that passed the heuristics and `Schedule::check`, before
     /// the list was cut to [`LITE_BUDGET`].
@@ -144,6 +145,30 @@ pub struct Space {
 /// The checksum of an ordered schedule list.
 pub fn checksum(schedules: &[Schedule]) -> String {
     let text = serde_json::to_string(schedules).expect("schedules serialize");
+    hex::encode(Sha256::digest(text.as_bytes()))[..16].to_string()
+}
+
+/// Version of the space rules (heuristics, relaxation, hardware tables).
+/// Bump it with any change that should retire winners elected under the old
+/// rules; [`rules_checksum`] mixes it in.
+pub const RULES_VERSION: &str = "lite-space-1";
+
+/// A checksum of the rules that build spaces for `op` on `target` under
+/// `settings`, the same for every device: [`RULES_VERSION`] and the space
+/// the portable (all-unknown) device gets. Winners are shared between
+/// devices whose lite spaces differ (a vendor-level winner was voted by
+/// other architectures), so the service stores and compares this, not a
+/// device's own [`Space::checksum`]; it still changes when the rules or the
+/// settings do.
+pub fn rules_checksum(op: &Op, target: Target, settings: &Settings) -> String {
+    let portable = Device::from_keys(&crate::fingerprint::DeviceKeys {
+        device_key: "unknown/unknown/unknown/-".into(),
+        arch_key: "unknown/unknown".into(),
+        vendor_key: "unknown".into(),
+        rho: String::new(),
+    });
+    let space = lite_space(op, target, &portable, settings);
+    let text = format!("{RULES_VERSION}|{op}|{target}|{}", serde_json::to_string(&space.schedules).expect("schedules serialize"));
     hex::encode(Sha256::digest(text.as_bytes()))[..16].to_string()
 }
 

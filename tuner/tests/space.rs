@@ -81,6 +81,11 @@ fn limits_and_settings_are_respected() {
     let off = lite_space(&op, Target::Wgsl, &h100, &fixed);
     assert!(off.schedules.iter().all(|c| !c.cache_read));
     assert_ne!(off.checksum, full.checksum);
+    // The rules checksum is one per op, target and settings, whatever the device.
+    use webtune_tuner::rules_checksum;
+    assert_eq!(rules_checksum(&op, Target::Wgsl, &Settings::builtin(Target::Wgsl)), rules_checksum(&op, Target::Wgsl, &Settings::builtin(Target::Wgsl)));
+    assert_ne!(rules_checksum(&op, Target::Wgsl, &fixed), rules_checksum(&op, Target::Wgsl, &Settings::builtin(Target::Wgsl)));
+    assert_ne!(rules_checksum(&op, Target::Wasm, &Settings::builtin(Target::Wasm)), rules_checksum(&op, Target::Wgsl, &Settings::builtin(Target::Wgsl)));
     // Relaxed SIMD only where the client has it.
     let cpu = Device::from_fingerprint(&presets::get("xeon-2core").unwrap()).unwrap();
     assert!(space(&op, Target::Wasm, &cpu).schedules.iter().all(|c| c.relaxed_simd && c.vectorize == 4 && !c.cache_read));

@@ -78,6 +78,7 @@ pub fn run(a: SpaceArgs) -> Result<()> {
             "lite_size": space.schedules.len(),
             "survivors": space.survivors,
             "checksum": space.checksum,
+            "rules_checksum": webtune_tuner::rules_checksum(&op, target, &settings),
             "relaxation": space.relaxation,
         });
         println!("{stats}");

@@ -6,9 +6,15 @@
 //! space in `webtune_tuner::space`); this module converts between the
 //! tuner's types and the kernel database's, and fixes the settings the
 //! service builds spaces with (the tuner's built-in verdicts), so that a
-//! space, and its checksum, depends on the device's keys alone: a session's
-//! space can be rebuilt from the keys stored with it, and lookups by device
-//! key (`GET /v1/best`) see the same checksum as the session that voted.
+//! space depends on the device's keys alone: a session's space can be
+//! rebuilt from the keys stored with it.
+//!
+//! The checksum the service stores beside results and compares on lookups
+//! is `webtune_tuner::rules_checksum`: the same for every device of an op and
+//! target, and changed by any change of the tuner's rules or settings. A
+//! device's own list differs from its neighbours' (that is the point of a
+//! device-guided space), yet a winner voted by one architecture must still
+//! answer another of the same vendor.
 
 use webtune_compiler::{Op, Schedule, Target};
 use webtune_kernel_db::DeviceKeys;
@@ -45,9 +51,13 @@ pub fn keys_from_device_key(device_key: &str) -> Option<DeviceKeys> {
 }
 
 /// The lite space for `op` on `target` for a device with keys `keys`.
+/// Its `checksum` is the rules checksum (see the module docs).
 pub fn space_for(op: &Op, target: Target, keys: &DeviceKeys) -> Space {
     let device = Device::from_keys(&from_db(keys));
-    webtune_tuner::lite_space(op, target, &device, &Settings::builtin(target))
+    let settings = Settings::builtin(target);
+    let mut space = webtune_tuner::lite_space(op, target, &device, &settings);
+    space.checksum = webtune_tuner::rules_checksum(op, target, &settings);
+    space
 }
 
 /// The extended space: the crowd's winners for similar devices (most
@@ -85,8 +95,14 @@ mod tests {
             assert!(a.schedules.iter().all(|s| s.check(&op, t).is_ok()));
             assert_eq!(a.checksum, space_for(&op, t, &keys).checksum);
         }
+        // Different devices, different lists, one rules checksum: winners
+        // are shared along the fallback chain.
         let gpu = keys_for(&serde_json::json!({"adapter": {"vendor": "nvidia", "architecture": "hopper"}})).unwrap();
-        assert_ne!(space_for(&op, Target::Wgsl, &gpu).checksum, space_for(&op, Target::Wgsl, &keys).checksum);
+        let (a, b) = (space_for(&op, Target::Wgsl, &gpu), space_for(&op, Target::Wgsl, &keys));
+        assert_ne!(a.schedules, b.schedules);
+        assert_eq!(a.checksum, b.checksum);
+        let other = Op::parse("matmul", "64,64,65").unwrap();
+        assert_ne!(space_for(&other, Target::Wgsl, &gpu).checksum, a.checksum);
     }
 
     #[test]
