@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what the tests need and runs every test. CI calls exactly this.
+#
+# Needs: Mesa's Vulkan driver (WGSL kernels run on lavapipe), Node.js (V8
+# runs the Wasm kernels), PostgreSQL (kernel-db runs on SQLite and on
+# PostgreSQL), Chromium (end-to-end tests in a real browser).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { printf '\n== %s\n' "$*"; }
 
 # --- System packages -------------------------------------------------------
-# Each entry: a command or file that proves the package is there, and the package.
 need=()
 have_pkg() { dpkg -s "$1" >/dev/null 2>&1; }
 command -v node >/dev/null 2>&1 || need+=(nodejs)
@@ -14,6 +17,7 @@ command -v npm >/dev/null 2>&1 || need+=(npm)
 have_pkg mesa-vulkan-drivers || need+=(mesa-vulkan-drivers)
 have_pkg libvulkan1 || need+=(libvulkan1)
 have_pkg chromium || need+=(chromium)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -23,6 +27,14 @@ fi
 
 # WGSL tests run on Mesa's CPU Vulkan driver (lavapipe); skip wgpu's GL probe.
 export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
+
+# --- PostgreSQL --------------------------------------------------------------
+# A throwaway cluster on a free loopback port; the kernel-db and server tests
+# create one database each in it. Tests fail (not skip) when it is missing.
+log "starting PostgreSQL"
+eval "$(scripts/postgres.sh start)"
+trap 'scripts/postgres.sh stop "$WEBTUNE_TEST_PG_DIR"' EXIT
+export WEBTUNE_REQUIRE_PG=1
 
 # --- Rust ------------------------------------------------------------------
 log "cargo test"

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use wgpu::util::DeviceExt as _;
 
-use crate::{KernelDir, RunError, RunOptions, RunReport, Timing, calls_for, prepare, report};
+use crate::{KernelDir, RunError, RunOptions, RunReport, Timing, calls_for, prepare, report, samples_of};
 use webtune_compiler::Target;
 use webtune_compiler::reference;
 
@@ -275,11 +275,85 @@ impl Gpu {
         let p = self.prepare(k, &inputs)?;
         let out = self.output(&p)?;
         let check = reference::check(&want, &out);
+        let samples = samples_of(&out, &opts.sample_positions);
         if !check.ok() {
             let t = Timing { samples_ms: vec![], calls: 0, timer: "none", compile_ms: p.compile_ms };
-            return Ok(report(k, &op, self.adapter_name(), check, t));
+            return Ok(report(k, &op, self.adapter_name(), check, t, samples));
         }
         let t = self.time(&p, opts)?;
-        Ok(report(k, &op, self.adapter_name(), check, t))
+        Ok(report(k, &op, self.adapter_name(), check, t, samples))
+    }
+}
+
+/// Lower-case vendor name of a PCI vendor id, as browsers spell
+/// `GPUAdapterInfo.vendor`; empty when unknown (browsers hide it too).
+pub fn vendor_name(id: u32) -> &'static str {
+    match id {
+        0x10de => "nvidia",
+        0x1002 | 0x1022 => "amd",
+        0x8086 => "intel",
+        0x106b => "apple",
+        0x13b5 => "arm",
+        0x5143 => "qualcomm",
+        0x1010 => "imagination",
+        0x10005 => "mesa",
+        _ => "",
+    }
+}
+
+impl Gpu {
+    /// This adapter as a WebGPU client would describe it (`GPUAdapterInfo`,
+    /// `GPUSupportedLimits` with the browser's camelCase names, `features`),
+    /// for `POST /v1/sessions`. Limits are the device's, i.e. what a kernel
+    /// run here may use, not the adapter's maxima.
+    pub fn fingerprint(&self) -> serde_json::Value {
+        let i = self.adapter.get_info();
+        let l = self.device.limits();
+        let mut features = Vec::new();
+        if self.timestamps {
+            features.push("timestamp-query");
+        }
+        let af = self.adapter.features();
+        if af.contains(wgpu::Features::SHADER_F16) {
+            features.push("shader-f16");
+        }
+        if af.contains(wgpu::Features::SUBGROUP) {
+            features.push("subgroups");
+        }
+        let vendor = vendor_name(i.vendor);
+        // Software rasterisers name their architecture in the device name.
+        let lower = i.name.to_lowercase();
+        let architecture = if lower.contains("llvmpipe") {
+            "llvmpipe"
+        } else if lower.contains("swiftshader") {
+            "swiftshader"
+        } else {
+            ""
+        };
+        serde_json::json!({
+            "adapter": {
+                "vendor": vendor,
+                "architecture": architecture,
+                "device": format!("{:04x}", i.device),
+                "description": i.name,
+                "subgroupMinSize": self.adapter.get_info().subgroup_min_size,
+                "subgroupMaxSize": self.adapter.get_info().subgroup_max_size,
+            },
+            "limits": {
+                "maxComputeInvocationsPerWorkgroup": l.max_compute_invocations_per_workgroup,
+                "maxComputeWorkgroupStorageSize": l.max_compute_workgroup_storage_size,
+                "maxComputeWorkgroupSizeX": l.max_compute_workgroup_size_x,
+                "maxComputeWorkgroupSizeY": l.max_compute_workgroup_size_y,
+                "maxComputeWorkgroupSizeZ": l.max_compute_workgroup_size_z,
+                "maxComputeWorkgroupsPerDimension": l.max_compute_workgroups_per_dimension,
+                "maxStorageBuffersPerShaderStage": l.max_storage_buffers_per_shader_stage,
+                "maxStorageBufferBindingSize": l.max_storage_buffer_binding_size,
+                "maxBufferSize": l.max_buffer_size,
+            },
+            "features": features,
+            "browser": {"name": "webtune-native", "version": env!("CARGO_PKG_VERSION")},
+            "os": std::env::consts::OS,
+            "backend": format!("{:?}", i.backend).to_lowercase(),
+        })
     }
 }

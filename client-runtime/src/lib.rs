@@ -96,11 +96,14 @@ pub struct RunOptions {
     pub min_sample_ms: f64,
     /// Seed of the inputs.
     pub seed: u64,
+    /// Output positions (flat indices) whose values the report returns in
+    /// [`RunReport::output_samples`], for a server to check (issue 7).
+    pub sample_positions: Vec<u64>,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { reps: 20, warmup: 3, min_sample_ms: 2.0, seed: 1 }
+        RunOptions { reps: 20, warmup: 3, min_sample_ms: 2.0, seed: 1, sample_positions: Vec::new() }
     }
 }
 
@@ -129,6 +132,10 @@ pub struct RunReport {
     /// WGSL: time to create the shader module and compute pipeline (the
     /// driver's compile); Wasm: time to compile the module.
     pub compile_ms: f64,
+    /// The output values at [`RunOptions::sample_positions`], from the
+    /// checked run (before any timing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub output_samples: Vec<f32>,
 }
 
 /// Why a kernel could not be run.
@@ -170,7 +177,12 @@ pub struct Timing {
     pub compile_ms: f64,
 }
 
-pub(crate) fn report(k: &KernelDir, op: &Op, adapter: String, check: Check, t: Timing) -> RunReport {
+/// The output values at `positions` (NaN where a position is out of range).
+pub(crate) fn samples_of(out: &[u32], positions: &[u64]) -> Vec<f32> {
+    positions.iter().map(|&p| out.get(p as usize).map_or(f32::NAN, |&w| f32::from_bits(w))).collect()
+}
+
+pub(crate) fn report(k: &KernelDir, op: &Op, adapter: String, check: Check, t: Timing, output_samples: Vec<f32>) -> RunReport {
     let mut s = t.samples_ms;
     s.sort_by(f64::total_cmp);
     let median = if s.is_empty() {
@@ -199,6 +211,7 @@ pub(crate) fn report(k: &KernelDir, op: &Op, adapter: String, check: Check, t: T
         max_rel_err: check.max_rel_err,
         correct: check.ok(),
         compile_ms: t.compile_ms,
+        output_samples,
     }
 }
 
@@ -208,4 +221,24 @@ pub(crate) fn calls_for(one_ms: f64, min_ms: f64) -> u32 {
         return 1000;
     }
     (min_ms / one_ms).ceil().clamp(1.0, 10_000.0) as u32
+}
+
+/// This machine's CPU as a Wasm client would describe it
+/// (`hardwareConcurrency`, SIMD support), for `POST /v1/sessions`. wasmtime
+/// runs SIMD and relaxed SIMD everywhere it runs; threads are not used.
+pub fn cpu_fingerprint() -> serde_json::Value {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| t.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|s| s.trim().to_string()))
+        .unwrap_or_default();
+    serde_json::json!({
+        "hardwareConcurrency": cores,
+        "simd": true,
+        "relaxedSimd": true,
+        "threads": false,
+        "cpu": {"arch": std::env::consts::ARCH, "model": model},
+        "browser": {"name": "webtune-native", "version": env!("CARGO_PKG_VERSION")},
+        "os": std::env::consts::OS,
+    })
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use wasmtime::{Config, Engine, Instance, Memory, MemoryType, Module, Store, TypedFunc};
 
-use crate::{KernelDir, RunError, RunOptions, RunReport, Timing, calls_for, prepare, report};
+use crate::{KernelDir, RunError, RunOptions, RunReport, Timing, calls_for, prepare, report, samples_of};
 use webtune_compiler::Target;
 use webtune_compiler::reference;
 
@@ -94,9 +94,10 @@ impl WasmEngine {
         memory.read(&store, out_off, &mut bytes).map_err(|e| RunError::Engine(e.to_string()))?;
         let out: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         let check = reference::check(&want, &out);
+        let samples = samples_of(&out, &opts.sample_positions);
         let adapter = self.adapter();
         if !check.ok() {
-            return Ok(report(k, &op, adapter, check, Timing { samples_ms: vec![], calls: 0, timer: "wall-clock", compile_ms }));
+            return Ok(report(k, &op, adapter, check, Timing { samples_ms: vec![], calls: 0, timer: "wall-clock", compile_ms }, samples));
         }
         for _ in 0..opts.warmup {
             call(&mut store)?;
@@ -112,6 +113,6 @@ impl WasmEngine {
             }
             samples_ms.push(t.elapsed().as_secs_f64() * 1e3 / calls as f64);
         }
-        Ok(report(k, &op, adapter, check, Timing { samples_ms, calls, timer: "wall-clock", compile_ms }))
+        Ok(report(k, &op, adapter, check, Timing { samples_ms, calls, timer: "wall-clock", compile_ms }, samples))
     }
 }

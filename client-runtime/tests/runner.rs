@@ -20,7 +20,7 @@ fn gpu() -> &'static Gpu {
 
 /// Correctness only: one timed sample keeps lavapipe runs short.
 fn quick() -> RunOptions {
-    RunOptions { reps: 1, warmup: 0, min_sample_ms: 0.0, seed: 5 }
+    RunOptions { reps: 1, warmup: 0, min_sample_ms: 0.0, seed: 5, ..RunOptions::default() }
 }
 
 fn pick<T: Copy>(rng: &mut Rng, xs: &[T]) -> T {
@@ -31,7 +31,7 @@ const DIMS: [u32; 10] = [1, 2, 3, 4, 5, 7, 8, 13, 16, 31];
 
 fn random_matmul_schedule(rng: &mut Rng, op: &Op) -> Schedule {
     loop {
-        let x0 = pick(rng, &[1, 2, 4]);
+        let x0 = pick(rng, &[1, 2, 4, 8]);
         let y0 = pick(rng, &[1, 2, 4, 8]);
         let r0 = pick(rng, &[1, 2, 4]);
         let cache_read = rng.next_u64() % 4 != 0;
@@ -146,7 +146,7 @@ fn wasm_kernels_run_in_wasmtime() {
     for (kind, shape) in [("matmul", "13,31,7"), ("batch_matmul", "2,5,8,3"), ("matmul_q4", "2,64,5")] {
         let op = Op::parse(kind, shape).unwrap();
         let k = compile(&op, Target::Wasm, &Schedule::default_for(&op, Target::Wasm)).unwrap();
-        let r = engine.run(&KernelDir::from_kernel(k), &RunOptions { reps: 3, warmup: 1, min_sample_ms: 0.5, seed: 2 }).unwrap();
+        let r = engine.run(&KernelDir::from_kernel(k), &RunOptions { reps: 3, warmup: 1, min_sample_ms: 0.5, seed: 2, ..RunOptions::default() }).unwrap();
         assert!(r.correct, "{kind} {shape}: {}", r.max_rel_err);
         assert_eq!(r.samples, 3);
         assert!(r.min_ms <= r.median_ms && r.median_ms <= r.max_ms && r.gflops > 0.0);

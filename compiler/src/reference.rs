@@ -141,6 +141,101 @@ pub fn check(reference: &(Vec<f64>, Vec<f64>), out: &[u32]) -> Check {
     worst
 }
 
+/// The raw 64-bit draw number `t` (from 0) of [`Rng::new`]`(seed)`, without
+/// drawing the ones before it. SplitMix64's state after `t + 1` steps is
+/// `(seed ^ γ) + (t + 1)·γ`, so any draw is one multiply away: this is what
+/// lets a server recompute a few outputs of a large kernel without
+/// generating its whole inputs.
+pub fn draw_at(seed: u64, t: u64) -> u64 {
+    let mut r = Rng((seed ^ 0x9E37_79B9_7F4A_7C15).wrapping_add(t.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+    r.next_u64()
+}
+
+fn nonzero_from(u: u64) -> f32 {
+    let u = (u >> 40) as f32 / (1u64 << 24) as f32;
+    let x = 2.0 * u - 1.0;
+    if x.abs() < 1.0 / 64.0 { 0.5 } else { x }
+}
+
+/// Element `index` of input argument `arg` of [`inputs`]`(op, seed)`, as raw
+/// 32-bit words, computed on its own.
+pub fn input_at(op: &Op, seed: u64, arg: usize, index: u64) -> u32 {
+    let specs = op.args();
+    let offset: u64 = specs[..arg].iter().map(|a| a.elems()).sum();
+    let u = draw_at(seed, offset + index);
+    match (specs[arg].dtype, specs[arg].name) {
+        (Dtype::U32, _) => u as u32,
+        (Dtype::F32, "S") => ((nonzero_from(u).abs() * 0.1) + 0.01).to_bits(),
+        (Dtype::F32, _) => nonzero_from(u).to_bits(),
+    }
+}
+
+/// Output element `index` (flat, row-major) of `op` on [`inputs`]`(op, seed)`:
+/// the f64 reference value and its rounding scale `‖row‖·‖col‖`, in O(K).
+pub fn output_at(op: &Op, seed: u64, index: u64) -> (f64, f64) {
+    let (_, m, k, n) = op.bmkn();
+    let (m, k, n) = (m as u64, k as u64, n as u64);
+    let (bi, i, j) = (index / (m * n), (index / n) % m, index % n);
+    let a = |kk: u64| f32::from_bits(input_at(op, seed, 0, (bi * m + i) * k + kk)) as f64;
+    let (mut acc, mut ra, mut cb) = (0.0, 0.0, 0.0);
+    for kk in 0..k {
+        let x = a(kk);
+        let y = match op.kind() {
+            OpKind::Matmul | OpKind::BatchMatmul => f32::from_bits(input_at(op, seed, 1, bi * k * n + kk * n + j)) as f64,
+            OpKind::MatmulQ4 => {
+                let word = input_at(op, seed, 1, j * (k / 8) + kk / 8);
+                let q = (word >> (4 * (kk % 8))) & 0xF;
+                let s = f32::from_bits(input_at(op, seed, 2, j * (k / 32) + kk / 32)) as f64;
+                (q as f64 - 8.0) * s
+            }
+        };
+        acc += x * y;
+        ra += x * x;
+        cb += y * y;
+    }
+    (acc, ra.sqrt() * cb.sqrt())
+}
+
+/// Number of output positions a server asks a client to return.
+pub const CHECK_POSITIONS: usize = 4;
+
+/// The output positions checked for a kernel run on seed `seed`: the first
+/// and last element (where tiles and remainders meet the edges) and
+/// seed-chosen ones between, in increasing order, without repeats.
+pub fn check_positions(op: &Op, seed: u64) -> Vec<u64> {
+    let len = op.args().last().map(|a| a.elems()).unwrap_or(1);
+    let mut out = vec![0, len - 1];
+    let mut t = 0;
+    while out.len() < CHECK_POSITIONS.min(len as usize) && t < 64 {
+        let p = draw_at(seed ^ 0xC4EC_CB05_17E5_u64, t) % len;
+        if !out.contains(&p) {
+            out.push(p);
+        }
+        t += 1;
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Checks values a client reported at [`check_positions`]: `Ok` when every
+/// one is finite and within [`TOLERANCE`] of the reference (norm-scaled),
+/// else the position and its error.
+pub fn check_samples(op: &Op, seed: u64, samples: &[f32]) -> Result<(), (u64, f64)> {
+    let pos = check_positions(op, seed);
+    if samples.len() != pos.len() {
+        return Err((u64::MAX, f64::INFINITY));
+    }
+    for (&p, &got) in pos.iter().zip(samples) {
+        let (want, scale) = output_at(op, seed, p);
+        let err = if got.is_finite() { (got as f64 - want).abs() / scale.max(f64::MIN_POSITIVE) } else { f64::INFINITY };
+        if err > TOLERANCE {
+            return Err((p, err));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +264,46 @@ mod tests {
         let mut off = exact;
         off[1] = (f32::from_bits(off[1]) + 1e-2).to_bits();
         assert!(!check(&r, &off).ok());
+    }
+
+    #[test]
+    fn random_access_matches_the_generated_inputs() {
+        for (kind, shape) in [("matmul", "3,5,7"), ("batch_matmul", "2,3,4,5"), ("matmul_q4", "2,64,3")] {
+            let op = Op::parse(kind, shape).unwrap();
+            let inp = inputs(&op, 11);
+            for (a, vals) in inp.args[..inp.args.len() - 1].iter().enumerate() {
+                for (i, &v) in vals.iter().enumerate() {
+                    assert_eq!(input_at(&op, 11, a, i as u64), v, "{kind} arg {a} elem {i}");
+                }
+            }
+            let (want, scale) = reference(&op, &inp);
+            for p in 0..want.len() {
+                let (w, s) = output_at(&op, 11, p as u64);
+                assert!((w - want[p]).abs() <= 1e-12 * s.max(1.0), "{kind} output {p}: {w} vs {}", want[p]);
+                assert!((s - scale[p]).abs() <= 1e-9 * s);
+            }
+        }
+    }
+
+    #[test]
+    fn samples_accept_f32_results_and_reject_wrong_ones() {
+        let op = Op::parse("matmul", "9,33,17").unwrap();
+        let inp = inputs(&op, 5);
+        let (want, _) = reference(&op, &inp);
+        let pos = check_positions(&op, 5);
+        assert_eq!(pos.len(), CHECK_POSITIONS);
+        assert_eq!((pos[0], *pos.last().unwrap()), (0, 9 * 17 - 1));
+        let good: Vec<f32> = pos.iter().map(|&p| want[p as usize] as f32).collect();
+        assert!(check_samples(&op, 5, &good).is_ok());
+        let mut bad = good.clone();
+        bad[1] *= 1.01;
+        assert_eq!(check_samples(&op, 5, &bad).unwrap_err().0, pos[1]);
+        assert!(check_samples(&op, 5, &good[..2]).is_err());
+        let mut nan = good;
+        nan[0] = f32::NAN;
+        assert!(check_samples(&op, 5, &nan).is_err());
+        // Another seed means other inputs: the same values no longer pass.
+        assert!(check_samples(&op, 6, &bad).is_err());
     }
 
     #[test]

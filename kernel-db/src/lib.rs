@@ -278,7 +278,10 @@ fn migrator() -> Migrator {
         Migration::new(version, Cow::Borrowed(description), MigrationType::Simple, sql.into_sql_str(), false)
     };
     Migrator {
-        migrations: Cow::Owned(vec![m(1, "kernel db", include_str!("../../migrations/0001_kernel_db.sql"))]),
+        migrations: Cow::Owned(vec![
+            m(1, "kernel db", include_str!("../../migrations/0001_kernel_db.sql")),
+            m(2, "robust votes", include_str!("../../migrations/0002_robust_votes.sql")),
+        ]),
         ..Migrator::DEFAULT
     }
 }
@@ -328,6 +331,120 @@ fn normalise_url(url: &str) -> Result<(Backend, String)> {
     Ok((Backend::Sqlite, url))
 }
 
+/// How votes become winners (issue 7): a kernel wins at a key only with
+/// votes from at least `quorum` distinct sessions; each session counts once
+/// (its latest report); kernels flagged wrong by a quorum of sessions, and
+/// by no fewer than voted for them, are out;
+/// and a standing winner is replaced only by a challenger that leads the
+/// votes clearly, or leads them and is faster than it by more than the
+/// noise of the comparison (see [`elect`]), so winners do not flap between
+/// equals.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct VotePolicy {
+    pub quorum: usize,
+    /// Least relative speed-up a challenger needs over the incumbent.
+    pub min_margin: f64,
+    /// A challenger with this much more of the votes (0.25: 25% more)
+    /// replaces the incumbent whatever the times say.
+    pub vote_margin: f64,
+}
+
+impl Default for VotePolicy {
+    fn default() -> Self {
+        VotePolicy { quorum: 2, min_margin: 0.03, vote_margin: 0.25 }
+    }
+}
+
+/// One kernel's tally at one key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tally {
+    pub kernel_sha256: String,
+    /// Summed ranked weights (each session counted once).
+    pub votes: i64,
+    /// (session, its median time in microseconds), one per session, by session.
+    pub times: Vec<(String, f64)>,
+    /// Distinct sessions that flagged the kernel wrong at this key.
+    pub flagged_by: usize,
+}
+
+impl Tally {
+    pub fn sessions(&self) -> usize {
+        self.times.len()
+    }
+    /// Median of the per-session medians.
+    pub fn median_us(&self) -> f64 {
+        median(self.times.iter().map(|t| t.1).collect())
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { 0.5 * (v[n / 2 - 1] + v[n / 2]) }
+}
+
+/// The median of `v` and the noise of that median: 1.5 standard errors,
+/// estimated robustly from the median absolute deviation.
+fn median_and_noise(v: Vec<f64>) -> (f64, f64) {
+    let m = median(v.clone());
+    let mad = median(v.iter().map(|x| (x - m).abs()).collect());
+    (m, 1.5 * 1.4826 * mad / (v.len() as f64).sqrt())
+}
+
+/// NNJIT's majority vote, made robust. Eligible kernels have votes from at
+/// least `quorum` sessions and are not excluded by flags (a quorum of flags,
+/// no fewer than the sessions voting for the kernel). The leader has the
+/// most votes (ties: faster median, then smaller hash, so every engine
+/// agrees). It replaces an eligible incumbent when it has `vote_margin` more
+/// votes, or when it is faster by more than `max(min_margin, noise)`:
+/// measured, where possible, as the median of per-session ratios
+/// leader/incumbent over sessions that timed both (which cancels the
+/// differences between devices of one key), else as the ratio of their
+/// medians. The vote margin is what lets an honest majority unseat a winner
+/// that a few early liars installed with paired fake times; the time margin
+/// is what lets a clearly faster kernel win before the votes pile up.
+/// `None` when no kernel is eligible.
+pub fn elect<'a>(tallies: &'a [Tally], incumbent: Option<&str>, policy: &VotePolicy) -> Option<&'a Tally> {
+    let q = policy.quorum.max(1);
+    // Flags exclude a kernel only when a quorum of sessions raised them and
+    // they are at least as many as the sessions whose samples the server
+    // verified for it: a driver that miscomputes on a device class is
+    // excluded, while a minority of liars cannot exclude the crowd's winner.
+    let eligible: Vec<&Tally> = tallies.iter().filter(|t| t.sessions() >= q && !(t.flagged_by >= q && t.flagged_by >= t.sessions())).collect();
+    let leader = eligible.iter().copied().max_by(|a, b| {
+        a.votes
+            .cmp(&b.votes)
+            .then(b.median_us().total_cmp(&a.median_us()))
+            .then(b.kernel_sha256.cmp(&a.kernel_sha256))
+    })?;
+    let Some(inc) = incumbent.and_then(|i| eligible.iter().copied().find(|t| t.kernel_sha256 == i)) else {
+        return Some(leader);
+    };
+    if inc.kernel_sha256 == leader.kernel_sha256 {
+        return Some(inc);
+    }
+    if leader.votes as f64 >= inc.votes as f64 * (1.0 + policy.vote_margin) {
+        return Some(leader);
+    }
+    let paired: Vec<f64> = leader
+        .times
+        .iter()
+        .filter_map(|(s, t)| inc.times.iter().find(|(s2, _)| s2 == s).map(|(_, ti)| t / ti))
+        .filter(|r| r.is_finite())
+        .collect();
+    let (ratio, noise) = if paired.len() >= q {
+        median_and_noise(paired)
+    } else {
+        let (l, ln) = median_and_noise(leader.times.iter().map(|t| t.1).collect());
+        let (i, inn) = median_and_noise(inc.times.iter().map(|t| t.1).collect());
+        (l / i, ln / l + inn / i)
+    };
+    if ratio < 1.0 - noise.max(policy.min_margin) { Some(leader) } else { Some(inc) }
+}
+
 /// The kernel database. Cheap to share behind an `Arc`.
 #[derive(Debug)]
 pub struct Db {
@@ -336,18 +453,28 @@ pub struct Db {
     write: tokio::sync::Mutex<()>,
 }
 
-// Each level's vote count filters on its own column; the SQL must be static
-// text, so the three variants are spelled out by one macro.
-macro_rules! tally_sql {
+// Each level filters on its own column; the SQL must be static text, so the
+// three variants are spelled out by one macro.
+macro_rules! votes_sql {
     ($col:literal) => {
         concat!(
-            "SELECT m.kernel_sha256 AS kernel_sha256, CAST(SUM(m.weight) AS BIGINT) AS votes, ",
-            "MIN(m.median_us) AS best, COUNT(DISTINCT r.id) AS reports ",
+            "SELECT r.session_id AS session_id, r.id AS report_id, r.created_at AS created_at, ",
+            "m.kernel_sha256 AS kernel_sha256, m.weight AS weight, m.median_us AS median_us ",
             "FROM measurements m JOIN reports r ON m.report_id = r.id ",
             "WHERE r.op = $1 AND r.shape = $2 AND r.target = $3 AND r.space_checksum = $4 AND r.",
             $col,
-            " = $5 AND m.weight > 0 ",
-            "GROUP BY m.kernel_sha256"
+            " = $5 AND m.weight > 0"
+        )
+    };
+}
+
+macro_rules! flags_sql {
+    ($col:literal) => {
+        concat!(
+            "SELECT kernel_sha256, COUNT(DISTINCT session_id) AS n FROM flags ",
+            "WHERE op = $1 AND shape = $2 AND target = $3 AND ",
+            $col,
+            " = $4 GROUP BY kernel_sha256"
         )
     };
 }
@@ -519,17 +646,20 @@ impl Db {
         .transpose()
     }
 
-    /// Stores a top-N report and its raw measurements, then recomputes the
-    /// winner at each of the session's three levels, all in one transaction.
+    /// Stores a top-N report and its raw measurements, then re-elects the
+    /// winner at each of the session's three levels under `policy`, all in
+    /// one transaction. Entries whose client-side check failed also flag
+    /// their kernel for this device.
     ///
     /// The caller has checked the tickets' signatures and that each kernel
     /// belongs to `report.kind`; this checks that every kernel is stored and
     /// that no ticket was used before.
-    pub async fn record_report(&self, report: &NewReport, keys: &DeviceKeys) -> Result<RecordedReport> {
+    pub async fn record_report(&self, report: &NewReport, keys: &DeviceKeys, policy: &VotePolicy) -> Result<RecordedReport> {
         let id = random_id();
         let now = now_ms();
         let _w = self.write.lock().await;
         let mut tx = self.pool.begin().await?;
+        self.serialise_writers(&mut tx).await?;
         for e in &report.entries {
             let known = sqlx::query("SELECT op, shape, target FROM kernels WHERE sha256 = $1")
                 .bind(&e.kernel_sha256)
@@ -582,82 +712,206 @@ impl Db {
             .execute(&mut *tx)
             .await?;
         }
+        for e in report.entries.iter().filter(|e| !e.output_ok) {
+            insert_flag(&mut tx, &e.kernel_sha256, &report.kind, keys, &report.session_id, "client-check", now).await?;
+        }
         let mut winners = Vec::new();
         for level in Level::STORED {
-            let key = keys.key(level).unwrap_or_default();
-            let sql = match level {
-                Level::Device => tally_sql!("device_key"),
-                Level::Arch => tally_sql!("arch_key"),
-                _ => tally_sql!("vendor_key"),
-            };
-            let rows = sqlx::query(sql)
-                .bind(&report.kind.op)
-                .bind(&report.kind.shape)
-                .bind(&report.kind.target)
-                .bind(&report.space_checksum)
-                .bind(key)
-                .fetch_all(&mut *tx)
-                .await?;
-            let mut tally: Vec<(String, i64, f64, i64)> = Vec::with_capacity(rows.len());
-            for r in &rows {
-                tally.push((r.try_get("kernel_sha256")?, r.try_get("votes")?, r.try_get("best")?, r.try_get("reports")?));
+            if let Some(w) = self.elect(&mut tx, &report.kind, &report.space_checksum, level, keys, policy, now).await? {
+                winners.push(w);
             }
-            let total: i64 = tally.iter().map(|t| t.1).sum();
-            // Majority of ranked weights; ties go to the faster best median,
-            // then to the smaller hash so every engine picks the same row.
-            tally.sort_by(|a, b| b.1.cmp(&a.1).then(a.2.total_cmp(&b.2)).then(a.0.cmp(&b.0)));
-            let Some((sha, votes, best, _)) = tally.first().cloned() else { continue };
-            let reports = sqlx::query(match level {
-                Level::Device => "SELECT COUNT(*) AS n FROM reports WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND device_key = $5",
-                Level::Arch => "SELECT COUNT(*) AS n FROM reports WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND arch_key = $5",
-                _ => "SELECT COUNT(*) AS n FROM reports WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND vendor_key = $5",
-            })
-            .bind(&report.kind.op)
-            .bind(&report.kind.shape)
-            .bind(&report.kind.target)
-            .bind(&report.space_checksum)
-            .bind(key)
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get::<i64, _>("n")?;
-            let w = Winner {
-                kind: report.kind.clone(),
-                level,
-                level_key: key.to_string(),
-                space_checksum: report.space_checksum.clone(),
-                kernel_sha256: sha,
-                votes,
-                total_votes: total,
-                reports,
-                best_median_us: best,
-                updated_at: now,
-            };
-            sqlx::query(
-                "INSERT INTO winners (op, shape, target, level, level_key, space_checksum, kernel_sha256, votes, total_votes, reports, best_median_us, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
-                 ON CONFLICT (op, shape, target, level, level_key) DO UPDATE SET \
-                 space_checksum = excluded.space_checksum, kernel_sha256 = excluded.kernel_sha256, votes = excluded.votes, \
-                 total_votes = excluded.total_votes, reports = excluded.reports, best_median_us = excluded.best_median_us, \
-                 updated_at = excluded.updated_at",
-            )
-            .bind(&w.kind.op)
-            .bind(&w.kind.shape)
-            .bind(&w.kind.target)
-            .bind(level.name())
-            .bind(&w.level_key)
-            .bind(&w.space_checksum)
-            .bind(&w.kernel_sha256)
-            .bind(w.votes)
-            .bind(w.total_votes)
-            .bind(w.reports)
-            .bind(w.best_median_us)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            winners.push(w);
         }
         tx.commit().await?;
         Ok(RecordedReport { report_id: id, winners })
+    }
+
+    /// PostgreSQL: one transaction-scoped advisory lock, so that servers
+    /// sharing the database elect winners one at a time and never from a
+    /// tally that misses a concurrent report. (SQLite allows one writer.)
+    async fn serialise_writers(&self, tx: &mut sqlx::Transaction<'_, Any>) -> Result<()> {
+        if self.backend == Backend::Postgres {
+            sqlx::query("SELECT pg_advisory_xact_lock(7765) AS locked").fetch_one(&mut **tx).await?;
+        }
+        Ok(())
+    }
+
+    /// Re-elects the winner of `kind` at one level of `keys` from every
+    /// session's latest report in space `space`, and stores it (or removes a
+    /// winner that is no longer eligible).
+    #[allow(clippy::too_many_arguments)]
+    async fn elect(
+        &self,
+        tx: &mut sqlx::Transaction<'_, Any>,
+        kind: &KernelKind,
+        space: &str,
+        level: Level,
+        keys: &DeviceKeys,
+        policy: &VotePolicy,
+        now: i64,
+    ) -> Result<Option<Winner>> {
+        let key = keys.key(level).unwrap_or_default();
+        let tallies = self.tally_in(tx, kind, space, level, key).await?;
+        let incumbent: Option<String> = sqlx::query(
+            "SELECT kernel_sha256 FROM winners WHERE op = $1 AND shape = $2 AND target = $3 AND level = $4 AND level_key = $5 AND space_checksum = $6",
+        )
+        .bind(&kind.op)
+        .bind(&kind.shape)
+        .bind(&kind.target)
+        .bind(level.name())
+        .bind(key)
+        .bind(space)
+        .fetch_optional(&mut **tx)
+        .await?
+        .map(|r| r.try_get("kernel_sha256"))
+        .transpose()?;
+        let Some(win) = elect(&tallies, incumbent.as_deref(), policy) else {
+            sqlx::query("DELETE FROM winners WHERE op = $1 AND shape = $2 AND target = $3 AND level = $4 AND level_key = $5")
+                .bind(&kind.op)
+                .bind(&kind.shape)
+                .bind(&kind.target)
+                .bind(level.name())
+                .bind(key)
+                .execute(&mut **tx)
+                .await?;
+            return Ok(None);
+        };
+        let w = Winner {
+            kind: kind.clone(),
+            level,
+            level_key: key.to_string(),
+            space_checksum: space.to_string(),
+            kernel_sha256: win.kernel_sha256.clone(),
+            votes: win.votes,
+            total_votes: tallies.iter().map(|t| t.votes).sum(),
+            reports: tallies.iter().map(|t| t.sessions()).max().unwrap_or(0) as i64,
+            best_median_us: win.median_us(),
+            updated_at: now,
+        };
+        sqlx::query(
+            "INSERT INTO winners (op, shape, target, level, level_key, space_checksum, kernel_sha256, votes, total_votes, reports, best_median_us, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+             ON CONFLICT (op, shape, target, level, level_key) DO UPDATE SET \
+             space_checksum = excluded.space_checksum, kernel_sha256 = excluded.kernel_sha256, votes = excluded.votes, \
+             total_votes = excluded.total_votes, reports = excluded.reports, best_median_us = excluded.best_median_us, \
+             updated_at = excluded.updated_at",
+        )
+        .bind(&w.kind.op)
+        .bind(&w.kind.shape)
+        .bind(&w.kind.target)
+        .bind(level.name())
+        .bind(&w.level_key)
+        .bind(&w.space_checksum)
+        .bind(&w.kernel_sha256)
+        .bind(w.votes)
+        .bind(w.total_votes)
+        .bind(w.reports)
+        .bind(w.best_median_us)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+        Ok(Some(w))
+    }
+
+    /// Every kernel's tally at one key, from each session's latest report.
+    async fn tally_in(&self, tx: &mut sqlx::Transaction<'_, Any>, kind: &KernelKind, space: &str, level: Level, key: &str) -> Result<Vec<Tally>> {
+        let (votes, flags) = match level {
+            Level::Device => (votes_sql!("device_key"), flags_sql!("device_key")),
+            Level::Arch => (votes_sql!("arch_key"), flags_sql!("arch_key")),
+            _ => (votes_sql!("vendor_key"), flags_sql!("vendor_key")),
+        };
+        let rows = sqlx::query(votes)
+            .bind(&kind.op)
+            .bind(&kind.shape)
+            .bind(&kind.target)
+            .bind(space)
+            .bind(key)
+            .fetch_all(&mut **tx)
+            .await?;
+        // (session, report, created_at, kernel, weight, median)
+        let mut votes: Vec<(String, String, i64, String, i64, f64)> = Vec::with_capacity(rows.len());
+        for r in &rows {
+            votes.push((
+                r.try_get("session_id")?,
+                r.try_get("report_id")?,
+                r.try_get("created_at")?,
+                r.try_get("kernel_sha256")?,
+                r.try_get("weight")?,
+                r.try_get("median_us")?,
+            ));
+        }
+        // A session's weight is capped at one report: its latest.
+        let mut latest: std::collections::HashMap<&str, (i64, &str)> = std::collections::HashMap::new();
+        for v in &votes {
+            let e = latest.entry(&v.0).or_insert((v.2, &v.1));
+            if (v.2, v.1.as_str()) > (e.0, e.1) {
+                *e = (v.2, &v.1);
+            }
+        }
+        let mut by_kernel: std::collections::BTreeMap<&str, Tally> = std::collections::BTreeMap::new();
+        for v in votes.iter().filter(|v| latest.get(v.0.as_str()).is_some_and(|l| l.1 == v.1)) {
+            let t = by_kernel.entry(&v.3).or_insert_with(|| Tally { kernel_sha256: v.3.clone(), votes: 0, times: Vec::new(), flagged_by: 0 });
+            t.votes += v.4;
+            t.times.push((v.0.clone(), v.5));
+        }
+        let flag_rows = sqlx::query(flags).bind(&kind.op).bind(&kind.shape).bind(&kind.target).bind(key).fetch_all(&mut **tx).await?;
+        for r in &flag_rows {
+            let sha: String = r.try_get("kernel_sha256")?;
+            if let Some(t) = by_kernel.get_mut(sha.as_str()) {
+                t.flagged_by = r.try_get::<i64, _>("n")? as usize;
+            }
+        }
+        let mut out: Vec<Tally> = by_kernel.into_values().collect();
+        for t in &mut out {
+            t.times.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        Ok(out)
+    }
+
+    /// Flags `kernel` as wrong on the device of `keys` (the server's own
+    /// recomputation disagreed with a client's samples), then re-elects the
+    /// winners of every space at the three keys, so a kernel flagged by a
+    /// quorum of sessions stops winning at once.
+    pub async fn flag(&self, kernel: &str, kind: &KernelKind, keys: &DeviceKeys, session_id: &str, reason: &str, policy: &VotePolicy) -> Result<()> {
+        let now = now_ms();
+        let _w = self.write.lock().await;
+        let mut tx = self.pool.begin().await?;
+        self.serialise_writers(&mut tx).await?;
+        insert_flag(&mut tx, kernel, kind, keys, session_id, reason, now).await?;
+        for level in Level::STORED {
+            let key = keys.key(level).unwrap_or_default();
+            let space: Option<String> = sqlx::query(
+                "SELECT space_checksum FROM winners WHERE op = $1 AND shape = $2 AND target = $3 AND level = $4 AND level_key = $5",
+            )
+            .bind(&kind.op)
+            .bind(&kind.shape)
+            .bind(&kind.target)
+            .bind(level.name())
+            .bind(key)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|r| r.try_get("space_checksum"))
+            .transpose()?;
+            if let Some(space) = space {
+                self.elect(&mut tx, kind, &space, level, keys, policy, now).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Distinct sessions that flagged `kernel` for `kind` on `device_key`.
+    pub async fn flags_for(&self, kernel: &str, kind: &KernelKind, device_key: &str) -> Result<i64> {
+        let r = sqlx::query(
+            "SELECT COUNT(DISTINCT session_id) AS n FROM flags WHERE kernel_sha256 = $1 AND op = $2 AND shape = $3 AND target = $4 AND device_key = $5",
+        )
+        .bind(kernel)
+        .bind(&kind.op)
+        .bind(&kind.shape)
+        .bind(&kind.target)
+        .bind(device_key)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(r.try_get("n")?)
     }
 
     /// The most specific winner for `kind` on a device with `keys`: the exact
@@ -831,6 +1085,34 @@ impl Db {
     }
 }
 
+async fn insert_flag(
+    tx: &mut sqlx::Transaction<'_, Any>,
+    kernel: &str,
+    kind: &KernelKind,
+    keys: &DeviceKeys,
+    session_id: &str,
+    reason: &str,
+    now: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO flags (kernel_sha256, op, shape, target, device_key, arch_key, vendor_key, session_id, reason, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+    )
+    .bind(kernel)
+    .bind(&kind.op)
+    .bind(&kind.shape)
+    .bind(&kind.target)
+    .bind(&keys.device_key)
+    .bind(&keys.arch_key)
+    .bind(&keys.vendor_key)
+    .bind(session_id)
+    .bind(reason)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 fn device_row(r: &AnyRow) -> Result<DeviceRow> {
     Ok(DeviceRow {
         keys: DeviceKeys {
@@ -854,6 +1136,53 @@ mod tests {
         assert_eq!((1..=5).map(|r| ranked_weight(r, true)).collect::<Vec<_>>(), [5, 4, 3, 2, 1]);
         assert_eq!(ranked_weight(1, false), 0);
         assert_eq!(ranked_weight(6, true), 0);
+    }
+
+    fn tally(sha: &str, votes: i64, times: &[(&str, f64)]) -> Tally {
+        Tally { kernel_sha256: sha.into(), votes, times: times.iter().map(|(s, t)| (s.to_string(), *t)).collect(), flagged_by: 0 }
+    }
+
+    #[test]
+    fn election_needs_a_quorum_and_ignores_flagged_kernels() {
+        let p = VotePolicy { quorum: 2, ..VotePolicy::default() };
+        let one = [tally("a", 5, &[("s1", 10.0)])];
+        assert!(elect(&one, None, &p).is_none());
+        let mut two = vec![tally("a", 9, &[("s1", 10.0), ("s2", 10.5)]), tally("b", 8, &[("s1", 11.0), ("s2", 12.0)])];
+        assert_eq!(elect(&two, None, &p).unwrap().kernel_sha256, "a");
+        two[0].flagged_by = 2;
+        assert_eq!(elect(&two, None, &p).unwrap().kernel_sha256, "b");
+        two[1].flagged_by = 2;
+        assert!(elect(&two, None, &p).is_none());
+    }
+
+    #[test]
+    fn challengers_must_be_faster_beyond_noise() {
+        let p = VotePolicy { quorum: 2, ..VotePolicy::default() };
+        // b leads the votes narrowly and is only 1% faster in every session: a stays.
+        let close = [
+            tally("a", 8, &[("s1", 100.0), ("s2", 200.0), ("s3", 150.0)]),
+            tally("b", 9, &[("s1", 99.0), ("s2", 198.0), ("s3", 148.5)]),
+        ];
+        assert_eq!(elect(&close, Some("a"), &p).unwrap().kernel_sha256, "a");
+        assert_eq!(elect(&close, None, &p).unwrap().kernel_sha256, "b");
+        // A clear lead in the votes wins whatever the (possibly faked) times say.
+        let mut landslide = close.clone();
+        landslide[1].votes = 10;
+        assert_eq!(elect(&landslide, Some("a"), &p).unwrap().kernel_sha256, "b");
+        // Clearly faster in the sessions that timed both, though the devices
+        // themselves differ twofold: b takes over.
+        let clear = [
+            tally("a", 8, &[("s1", 100.0), ("s2", 200.0), ("s3", 150.0)]),
+            tally("b", 9, &[("s1", 80.0), ("s2", 161.0), ("s3", 119.0)]),
+        ];
+        assert_eq!(elect(&clear, Some("a"), &p).unwrap().kernel_sha256, "b");
+        // A faster kernel without the votes does not win.
+        let unvoted = [tally("a", 15, &[("s1", 100.0), ("s2", 100.0)]), tally("b", 8, &[("s1", 50.0), ("s2", 50.0)])];
+        assert_eq!(elect(&unvoted, Some("a"), &p).unwrap().kernel_sha256, "a");
+        // An incumbent that lost its eligibility is replaced outright.
+        let mut gone = clear.clone();
+        gone[0].flagged_by = 2;
+        assert_eq!(elect(&gone, Some("a"), &p).unwrap().kernel_sha256, "b");
     }
 
     #[test]

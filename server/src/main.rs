@@ -25,6 +25,8 @@ enum Cmd {
     Run(cli::run::RunArgs),
     /// Run the tuning service and kernel database (HTTP API, queue, dashboard).
     Serve(cli::serve::ServeArgs),
+    /// Tune one op natively against a server: take its candidate queue, run and check each, report the top 5.
+    Tune(cli::tune::TuneArgs),
     /// Print the lite search space a device would be given for one kernel, in evaluation order.
     Space(cli::space::SpaceArgs),
 }
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => cli::run::run(a),
         Cmd::Serve(a) => cli::serve::run(a),
         Cmd::Space(a) => cli::space::run(a),
+        Cmd::Tune(a) => cli::tune::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

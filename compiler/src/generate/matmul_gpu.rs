@@ -4,7 +4,9 @@
 //!
 //! ```text
 //! workgroup (group_id.x, group_id.y, group_id.z) = (N tile, M tile, batch)
-//! threads   T = (x1/x0)·(y1/y0); thread t owns rows trow + i·(x1/x0) and
+//! threads   T = (x1/x0)·(y1/y0); thread t owns rows trow + i·(x1/x0)
+//!           (with cache_read and vectorize 4: groups of 4 consecutive rows
+//!           4·(trow + g·(x1/x0)) + 0..4, read as one vec4 from As) and
 //!           columns tcol + j·(y1/y0) of the tile (strided, so that
 //!           neighbouring threads touch neighbouring columns), or with
 //!           vectorize 4 groups of 4 columns 4·(tcol + jj·(y1/y0))
@@ -46,6 +48,9 @@ struct Mm<'s> {
     ty: u32,
     /// Whether B, C and the B tile are accessed as `vec4`.
     vec: bool,
+    /// Whether a thread's rows come in groups of 4 consecutive rows, read
+    /// from the transposed A tile as one `vec4` per group (see [`rows_vec4`]).
+    rows_vec: bool,
     lid: E,
     trow: E,
     tcol: E,
@@ -55,6 +60,7 @@ struct Mm<'s> {
     off: [E; 3],
     acc: Vec<Handle<Var>>,
     av: Vec<Handle<Var>>,
+    avec: Vec<Handle<Var>>,
     bv: Vec<Handle<Var>>,
 }
 
@@ -67,6 +73,15 @@ impl HasGen for Mm<'_> {
 /// Whether `matmul` under `s` uses `vec4` columns: only where alignment allows.
 pub fn uses_vec4(n: u32, s: &Schedule) -> bool {
     s.vectorize == 4 && n % 4 == 0 && s.y0 % 4 == 0
+}
+
+/// Whether the register tile's rows are read as `vec4`s from the transposed
+/// A tile in workgroup memory: with cache_read and vectorize 4, when x0 and
+/// x1 are multiples of 4. A thread then owns x0/4 groups of 4 consecutive
+/// rows, `4·(trow + g·(x1/x0)) + 0..4`, and one 16-byte read feeds 4 rows,
+/// instead of 4 scalar reads.
+pub fn rows_vec4(s: &Schedule) -> bool {
+    s.cache_read && s.vectorize == 4 && s.x0 % 4 == 0 && s.x1 % 4 == 0
 }
 
 /// Threads per workgroup and workgroup counts of the matmul kernel.
@@ -125,6 +140,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         tx,
         ty,
         vec,
+        rows_vec: rows_vec4(s),
         lid,
         trow,
         tcol,
@@ -133,6 +149,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         off,
         acc: Vec::new(),
         av: Vec::new(),
+        avec: Vec::new(),
         bv: Vec::new(),
     };
     mm.declare_registers(&mut body);
@@ -176,9 +193,16 @@ impl Mm<'_> {
                 self.acc.push(v);
             }
         }
-        for i in 0..self.s.x0 {
-            let v = self.g.fresh(&format!("a_{i}"), Ty::F32);
-            self.av.push(v);
+        if self.rows_vec {
+            for g in 0..self.s.x0 / 4 {
+                let v = self.g.fresh(&format!("a4_{g}"), Ty::F32x4);
+                self.avec.push(v);
+            }
+        } else {
+            for i in 0..self.s.x0 {
+                let v = self.g.fresh(&format!("a_{i}"), Ty::F32);
+                self.av.push(v);
+            }
         }
         for j in 0..groups {
             let v = self.g.fresh(&format!("b_{j}"), vty);
@@ -189,6 +213,10 @@ impl Mm<'_> {
     /// Row `i` of this thread's register tile, relative to the workgroup tile.
     fn row(&mut self, i: u32) -> E {
         let (trow, tx) = (self.trow, self.tx);
+        if self.rows_vec {
+            let t4 = self.f().mul_c(trow, 4);
+            return self.f().add_c(t4, (4 * (i / 4) * tx + i % 4) as i64);
+        }
         self.f().add_c(trow, (i * tx) as i64)
     }
 
@@ -206,21 +234,35 @@ impl Mm<'_> {
     }
 
     /// One reduction step: load a_i and b_j with `load_a(row i)` /
-    /// `load_b(column group j)`, then the x0 × y0 fused multiply-adds.
+    /// `load_b(column group j)`, then the x0 × y0 fused multiply-adds. With
+    /// `rows_vec`, `load_a(g)` loads the `vec4` of row group `g` instead.
     fn fma_step(&mut self, load_a: &mut dyn FnMut(&mut Self, u32) -> E, load_b: &mut dyn FnMut(&mut Self, u32) -> E) -> Vec<Stmt> {
         let mut out = Vec::new();
         let (_, groups) = self.col_groups();
-        for i in 0..self.s.x0 {
-            let value = load_a(self, i);
-            out.push(Stmt::Set { var: self.av[i as usize], value });
+        if self.rows_vec {
+            for g in 0..self.s.x0 / 4 {
+                let value = load_a(self, g);
+                out.push(Stmt::Set { var: self.avec[g as usize], value });
+            }
+        } else {
+            for i in 0..self.s.x0 {
+                let value = load_a(self, i);
+                out.push(Stmt::Set { var: self.av[i as usize], value });
+            }
         }
         for j in 0..groups {
             let value = load_b(self, j);
             out.push(Stmt::Set { var: self.bv[j as usize], value });
         }
         for i in 0..self.s.x0 {
-            let av = self.av[i as usize];
-            let a = self.f().get(av);
+            let a = if self.rows_vec {
+                let av = self.avec[(i / 4) as usize];
+                let v = self.f().get(av);
+                self.f().exprs.push(Expr::Lane(v, (i % 4) as u8))
+            } else {
+                let av = self.av[i as usize];
+                self.f().get(av)
+            };
             let a = if self.vec { self.f().splat(a) } else { a };
             for j in 0..groups {
                 let acc = self.acc[(i * groups + j) as usize];
@@ -457,10 +499,12 @@ impl Mm<'_> {
         let step = &mut |this: &mut Self, kk: E| {
             this.fma_step(
                 &mut |this, i| {
-                    let r = this.row(i);
+                    // With rows_vec, `i` is a row group and row(4·i) its first row.
+                    let r = if this.rows_vec { this.row(4 * i) } else { this.row(i) };
                     let base = this.f().mul_c(kk, x1 as i64);
                     let idx = this.g.plus(base, r);
-                    this.f().load(LoadTy::F32, asb, idx)
+                    let ty = if this.rows_vec { LoadTy::F32x4 } else { LoadTy::F32 };
+                    this.f().load(ty, asb, idx)
                 },
                 &mut |this, j| {
                     let c = this.col(j);

@@ -286,6 +286,8 @@ pub enum Expr {
     ToF32(Handle<Expr>),
     /// Sum of the four lanes of an `f32x4`.
     HSum(Handle<Expr>),
+    /// Lane `n` (0..4) of an `f32x4`.
+    Lane(Handle<Expr>, u8),
     Builtin(Builtin),
 }
 

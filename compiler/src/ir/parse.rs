@@ -459,6 +459,7 @@ impl Parser {
                     "splat" => Expr::Splat(self.args(1)?[0]),
                     "tof32" => Expr::ToF32(self.args(1)?[0]),
                     "hsum" => Expr::HSum(self.args(1)?[0]),
+                    "lane0" | "lane1" | "lane2" | "lane3" => Expr::Lane(self.args(1)?[0], name.as_bytes()[4] - b'0'),
                     _ => {
                         self.pos -= 1;
                         let v = self.var_ref()?;

@@ -114,6 +114,7 @@ fn write_expr(f: &Func, e: Handle<Expr>, parent: u8, right: bool, out: &mut Stri
         Expr::Splat(a) => call(f, "splat", &[*a], out),
         Expr::ToF32(a) => call(f, "tof32", &[*a], out),
         Expr::HSum(a) => call(f, "hsum", &[*a], out),
+        Expr::Lane(a, n) => call(f, &format!("lane{n}"), &[*a], out),
         Expr::Load { ty, buf, index } => {
             let _ = write!(out, "load.{} {}[", ty.name(), f.buffers[*buf].name);
             write_expr(f, *index, 0, false, out);

@@ -83,7 +83,7 @@ fn check_handles(f: &Func) -> Result<(), VerifyError> {
         let operands: Vec<Handle<Expr>> = match e {
             Expr::Bin(_, a, b) => vec![*a, *b],
             Expr::Fma(a, b, c) => vec![*a, *b, *c],
-            Expr::Splat(a) | Expr::ToF32(a) | Expr::HSum(a) => vec![*a],
+            Expr::Splat(a) | Expr::ToF32(a) | Expr::HSum(a) | Expr::Lane(a, _) => vec![*a],
             Expr::Load { buf, index, .. } => {
                 if f.buffers.get(*buf).is_none() {
                     return bad("buffer", buf.index());
@@ -311,6 +311,11 @@ impl Verifier<'_> {
             Expr::HSum(a) => match self.expr(a)? {
                 Ty::F32x4 => Ty::F32,
                 t => return self.err(format!("hsum of a {}", t.name())),
+            },
+            Expr::Lane(a, n) => match self.expr(a)? {
+                Ty::F32x4 if n < 4 => Ty::F32,
+                Ty::F32x4 => return self.err(format!("lane {n} of an f32x4 (lanes are 0 to 3)")),
+                t => return self.err(format!("lane of a {}", t.name())),
             },
             Expr::Load { ty, buf, index } => {
                 self.access(buf, ty, index)?;

@@ -266,6 +266,10 @@ impl Lower<'_> {
                 let hi = self.push(Node::F32Bin(FOp::Add, lanes[2], lanes[3]));
                 self.push(Node::F32Bin(FOp::Add, lo, hi))
             }
+            Expr::Lane(a, n) => {
+                let x = self.expr(a);
+                self.push(Node::F32x4ExtractLane(x, n))
+            }
             Expr::Load { ty, buf, index } => {
                 let op = match ty {
                     LoadTy::F32 => LoadOp::F32,

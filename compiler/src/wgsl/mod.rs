@@ -166,12 +166,17 @@ impl Emitter<'_> {
                 break;
             }
         }
-        // Buffers: every access 4-lane and aligned.
-        let mut ok: Vec<Option<bool>> = vec![None; self.f.buffers.len()];
+        // Buffers: (has a 4-lane access, every 4-lane access aligned, every
+        // access 4-lane), per buffer.
+        let mut acc: Vec<(bool, bool, bool)> = vec![(false, true, true); self.f.buffers.len()];
         let mut note = |buf: Handle<Buffer>, lanes: u32, index: Handle<Expr>, this: &Self| {
-            let good = lanes == 4 && this.multiple(index) % 4 == 0;
-            let slot = &mut ok[buf.index()];
-            *slot = Some(slot.unwrap_or(true) && good);
+            let a = &mut acc[buf.index()];
+            if lanes == 4 {
+                a.0 = true;
+                a.1 &= this.multiple(index) % 4 == 0;
+            } else {
+                a.2 = false;
+            }
         };
         for (_, e) in self.f.exprs.iter() {
             if let Expr::Load { ty, buf, index } = *e {
@@ -194,8 +199,14 @@ impl Emitter<'_> {
             let lanes = self.types.of(value).lanes();
             note(buf, lanes, index, self);
         }
+        // A buffer whose every access is an aligned 4-lane one is an array of
+        // vec4. So is a workgroup buffer whose 4-lane accesses are all
+        // aligned, though it also has scalar ones: those address one
+        // component (`b[i / 4][i % 4]`), which keeps its vector loads single
+        // 16-byte reads (a register tile's rows from a transposed A tile).
         for (h, b) in self.f.buffers.iter() {
-            self.vec4[h.index()] = ok[h.index()] == Some(true) && b.len % 4 == 0;
+            let (has4, aligned, all4) = acc[h.index()];
+            self.vec4[h.index()] = b.len % 4 == 0 && has4 && aligned && (all4 || b.space == Space::Workgroup);
         }
     }
 
@@ -289,7 +300,9 @@ impl Emitter<'_> {
                 let name = buf_name(f, *buf);
                 let lanes = self.types.of(*value).lanes();
                 self.line();
-                if lanes == 1 {
+                if lanes == 1 && self.vec4[buf.index()] {
+                    let _ = writeln!(self.out, "{{ let i = {i}; {name}[i / 4i][i % 4i] = {v}; }}");
+                } else if lanes == 1 {
                     let _ = writeln!(self.out, "{name}[{i}] = {v};");
                 } else if self.vec4[buf.index()] {
                     let _ = writeln!(self.out, "{name}[({i}) / 4i] = {v};");
@@ -356,12 +369,14 @@ impl Emitter<'_> {
                 _ => format!("vec4<f32>({})", self.expr(a)?),
             },
             Expr::HSum(a) => format!("dot({}, vec4<f32>(1.0f))", self.expr(a)?),
+            Expr::Lane(a, n) => format!("({}).{}", self.expr(a)?, ["x", "y", "z", "w"][n as usize]),
             Expr::Load { ty, buf, index } => {
                 let name = buf_name(f, buf);
                 let i = self.expr(index)?;
+                let scalar = if self.vec4[buf.index()] { format!("{name}[({i}) / 4i][({i}) % 4i]") } else { format!("{name}[{i}]") };
                 match ty {
-                    LoadTy::F32 => format!("{name}[{i}]"),
-                    LoadTy::U32 => format!("bitcast<i32>({name}[{i}])"),
+                    LoadTy::F32 => scalar,
+                    LoadTy::U32 => format!("bitcast<i32>({scalar})"),
                     LoadTy::F32x4 | LoadTy::U32x4 if self.vec4[buf.index()] => format!("{name}[({i}) / 4i]"),
                     LoadTy::F32x4 => {
                         format!("vec4<f32>({name}[{i}], {name}[({i}) + 1i], {name}[({i}) + 2i], {name}[({i}) + 3i])")
@@ -437,6 +452,21 @@ mod tests {
         let odd = Op::parse("matmul", "64,64,63").unwrap();
         let k = compile(&odd, &s).unwrap();
         assert!(k.source.contains("var<storage, read> b_B: array<f32>"));
+    }
+
+    #[test]
+    fn register_rows_read_the_a_tile_as_vec4() {
+        let op = Op::parse("matmul", "128,128,128").unwrap();
+        let s = Schedule { x0: 8, y0: 8, x1: 64, y1: 64, r1: 8, r0: 8, ..Schedule::default_for(&op, Target::Wgsl) };
+        let k = compile(&op, &s).unwrap();
+        // The transposed A tile is an array of vec4 (its scalar stores address
+        // components) and each row group is one read, split into lanes.
+        assert!(k.source.contains("var<workgroup> b_As: array<vec4<f32>, 128>;"), "{}", k.source);
+        assert!(k.source.contains("[i / 4i][i % 4i] = "), "{}", k.source);
+        assert!(k.source.contains("(v_a4_1).w"), "{}", k.source);
+        // Scalar schedules keep scalar rows.
+        let scalar = compile(&op, &Schedule { vectorize: 1, ..s }).unwrap();
+        assert!(scalar.source.contains("var<workgroup> b_As: array<f32, 512>;"), "{}", scalar.source);
     }
 
     #[test]

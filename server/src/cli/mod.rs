@@ -5,9 +5,74 @@ pub mod microbench;
 pub mod run;
 pub mod serve;
 pub mod space;
+pub mod tune;
 
 /// A native timing engine (wasmtime, wgpu) by name.
+#[cfg(not(feature = "native"))]
 #[allow(clippy::needless_pass_by_value)]
 pub fn native_engine(name: &str, _target: webtune_compiler::Target) -> anyhow::Result<Box<dyn webtune_microbench::Engine>> {
     anyhow::bail!("unknown engine `{name}`: this build knows `node`; native engines (wasmtime, wgpu) need a build with --features native")
+}
+
+/// A native timing engine (wasmtime, wgpu) by name.
+#[cfg(feature = "native")]
+pub fn native_engine(name: &str, target: webtune_compiler::Target) -> anyhow::Result<Box<dyn webtune_microbench::Engine>> {
+    use webtune_compiler::Target;
+    match (name, target) {
+        ("wasmtime", Target::Wasm) => Ok(Box::new(native::Native::Wasm(webtune_client_runtime::wasm::WasmEngine::new()?))),
+        ("wgpu", Target::Wgsl) => Ok(Box::new(native::Native::Gpu(Box::new(webtune_client_runtime::gpu::Gpu::new()?)))),
+        ("wasmtime", Target::Wgsl) => anyhow::bail!("wasmtime runs Wasm only; WGSL kernels need --engine wgpu"),
+        ("wgpu", Target::Wasm) => anyhow::bail!("wgpu runs WGSL only; Wasm kernels need --engine wasmtime or node"),
+        (other, _) => anyhow::bail!("unknown engine `{other}`: use node or wasmtime (Wasm), wgpu (WGSL)"),
+    }
+}
+
+#[cfg(feature = "native")]
+mod native {
+    use webtune_client_runtime::{KernelDir, RunOptions, gpu::Gpu, wasm::WasmEngine};
+    use webtune_compiler::{Kernel, Op};
+    use webtune_microbench::{Engine, Timing};
+
+    /// The client runtime's runners as microbenchmark engines: each kernel is
+    /// checked against the reference, then timed.
+    pub enum Native {
+        Wasm(WasmEngine),
+        Gpu(Box<Gpu>),
+    }
+
+    impl std::fmt::Debug for Native {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.name())
+        }
+    }
+
+    impl Engine for Native {
+        fn name(&self) -> String {
+            match self {
+                Native::Wasm(_) => "wasmtime".into(),
+                Native::Gpu(g) => format!("wgpu {}", g.adapter_name()),
+            }
+        }
+
+        fn time(&mut self, _op: &Op, kernels: &[Kernel], progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Timing>, String> {
+            let opts = RunOptions { reps: 9, warmup: 2, min_sample_ms: 20.0, ..RunOptions::default() };
+            let mut out = Vec::with_capacity(kernels.len());
+            for (i, k) in kernels.iter().enumerate() {
+                let dir = KernelDir::from_kernel(k.clone());
+                let r = match self {
+                    Native::Wasm(e) => e.run(&dir, &opts),
+                    Native::Gpu(g) => g.run(&dir, &opts),
+                }
+                .map_err(|e| format!("kernel {}: {e}", k.meta.sha256))?;
+                if !r.correct {
+                    return Err(format!("kernel {} computes a wrong result (max_rel_err {:e})", k.meta.sha256, r.max_rel_err));
+                }
+                // The report gives min, median and max of the samples; the
+                // spread between them stands in for p10..p90.
+                out.push(Timing { median_s: r.median_ms / 1e3, p10_s: r.min_ms / 1e3, p90_s: r.max_ms / 1e3, runs: r.samples as u32 });
+                progress(i + 1, kernels.len());
+            }
+            Ok(out)
+        }
+    }
 }

@@ -1,9 +1,13 @@
 //! `webtune serve`: the tuning service over the kernel database.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
+
+use crate::http::limits::Limits;
+use crate::http::Config;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -13,9 +17,56 @@ pub struct ServeArgs {
     /// sqlite://PATH (created on first start), a bare path, or postgres://USER@HOST:PORT/DB.
     #[arg(long, default_value = "sqlite://webtune.sqlite")]
     pub database_url: String,
+    /// Distinct sessions that must vote for a kernel before it can win at a key.
+    #[arg(long, default_value_t = 2)]
+    pub quorum: usize,
+    /// Least relative speed-up a challenger needs to replace a winner.
+    #[arg(long, default_value_t = 0.03)]
+    pub min_margin: f64,
+    /// Relative lead in votes with which a challenger replaces a winner whatever the times say.
+    #[arg(long, default_value_t = 0.25)]
+    pub vote_margin: f64,
+    /// Write requests (sessions, reports, queues) per client address per minute.
+    #[arg(long, default_value_t = 600.0)]
+    pub rate_per_address: f64,
+    /// Reports and queues per session per minute.
+    #[arg(long, default_value_t = 60.0)]
+    pub rate_per_session: f64,
+    /// Requests handled at once before answering 503.
+    #[arg(long, default_value_t = 512)]
+    pub max_in_flight: usize,
+    /// Candidate queues streaming at once before answering 503.
+    #[arg(long, default_value_t = 256)]
+    pub max_queues: usize,
+    /// Milliseconds a best-kernel answer may be cached (other servers' reports show after this).
+    #[arg(long, default_value_t = 1000)]
+    pub cache_ttl_ms: u64,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
+    if a.quorum == 0 {
+        bail!("--quorum must be at least 1");
+    }
+    if !(0.0..1.0).contains(&a.min_margin) {
+        bail!("--min-margin must be in [0, 1), e.g. 0.03");
+    }
+    if !(a.vote_margin >= 0.0) {
+        bail!("--vote-margin must be 0 or more, e.g. 0.25");
+    }
+    if a.rate_per_address <= 0.0 || a.rate_per_session <= 0.0 || a.max_in_flight == 0 || a.max_queues == 0 {
+        bail!("rates and limits must be positive");
+    }
+    let config = Config {
+        policy: webtune_kernel_db::VotePolicy { quorum: a.quorum, min_margin: a.min_margin, vote_margin: a.vote_margin },
+        limits: Limits {
+            per_address_per_min: a.rate_per_address,
+            per_session_per_min: a.rate_per_session,
+            max_in_flight: a.max_in_flight,
+            max_queues: a.max_queues,
+            max_queues_per_session: Limits::default().max_queues_per_session,
+        },
+        cache_ttl: Duration::from_millis(a.cache_ttl_ms),
+    };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
-    rt.block_on(crate::http::serve(a.addr, &a.database_url))
+    rt.block_on(crate::http::serve(a.addr, &a.database_url, config))
 }

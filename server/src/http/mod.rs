@@ -18,6 +18,8 @@
 
 pub mod device;
 pub mod error;
+pub mod limits;
+mod plausible;
 mod pages;
 pub mod protocol;
 mod queue;
@@ -39,7 +41,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
 use webtune_compiler::{Op, OpKind, Schedule, Target, compile};
-use webtune_kernel_db::{Db, DeviceKeys, KernelKind, Level, NewKernel, NewMeasurement, NewReport, random_id};
+use webtune_kernel_db::{Db, DeviceKeys, KernelKind, Level, NewKernel, NewMeasurement, NewReport, VotePolicy, random_id};
 
 use error::{ApiError, ApiResult};
 use protocol::*;
@@ -67,7 +69,31 @@ pub struct Metrics {
     pub compile_us_total: AtomicU64,
     pub kernel_downloads: AtomicU64,
     pub not_modified: AtomicU64,
+    pub rate_limited: AtomicU64,
+    pub overloaded: AtomicU64,
+    pub samples_rejected: AtomicU64,
+    pub implausible_rejected: AtomicU64,
 }
+
+/// How a server runs: vote policy, admission limits, cache lifetime.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub policy: VotePolicy,
+    pub limits: limits::Limits,
+    /// How long a cached best-kernel answer may be served. Reports to this
+    /// server invalidate it at once; reports to another server sharing the
+    /// database are seen after at most this long.
+    pub cache_ttl: std::time::Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { policy: VotePolicy::default(), limits: limits::Limits::default(), cache_ttl: std::time::Duration::from_millis(1000) }
+    }
+}
+
+/// Fewest timed runs behind a reported median.
+pub const MIN_RUNS: u32 = 3;
 
 /// A kernel compiled and stored by this server.
 #[derive(Debug)]
@@ -82,10 +108,21 @@ pub struct App {
     pub db: Db,
     pub signer: Signer,
     pub metrics: Metrics,
+    pub config: Config,
+    /// Write requests per client address.
+    pub per_address: limits::Buckets,
+    /// Reports and queues per session.
+    pub per_session: limits::Buckets,
+    /// Requests being handled.
+    pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    /// Candidate queues streaming.
+    pub queues: Arc<std::sync::atomic::AtomicUsize>,
+    /// Candidate queues streaming, per session.
+    pub session_queues: Mutex<HashMap<String, Arc<std::sync::atomic::AtomicUsize>>>,
     /// (op, shape, target, schedule JSON) → compiled kernel.
     compiled: Mutex<HashMap<String, Arc<Compiled>>>,
-    /// Lookup answers, valid while `generation` is unchanged.
-    best_cache: RwLock<HashMap<String, (u64, Bytes)>>,
+    /// Lookup answers, valid while `generation` is unchanged and younger than the TTL.
+    best_cache: RwLock<HashMap<String, (u64, Instant, Bytes)>>,
     /// Bumped by every accepted report: cached lookups are then stale.
     generation: AtomicU64,
     started: Instant,
@@ -102,13 +139,19 @@ pub fn unix_now() -> u64 {
 
 impl App {
     /// Connects to (and migrates) the database and loads the ticket secret.
-    pub async fn new(database_url: &str) -> anyhow::Result<Arc<App>> {
+    pub async fn new(database_url: &str, config: Config) -> anyhow::Result<Arc<App>> {
         let db = Db::connect(database_url).await?;
         let secret = db.setting_or_init("ticket_secret", &(random_id() + &random_id())).await?;
         Ok(Arc::new(App {
             db,
             signer: Signer::new(secret.as_bytes()),
             metrics: Metrics::default(),
+            per_address: limits::Buckets::per_minute(config.limits.per_address_per_min),
+            per_session: limits::Buckets::per_minute(config.limits.per_session_per_min),
+            in_flight: Arc::default(),
+            queues: Arc::default(),
+            session_queues: Mutex::new(HashMap::new()),
+            config,
             compiled: Mutex::new(HashMap::new()),
             best_cache: RwLock::new(HashMap::new()),
             generation: AtomicU64::new(0),
@@ -253,8 +296,9 @@ async fn best(State(app): State<Arc<App>>, q: Result<Query<KernelQuery>, QueryRe
     let cache_key = format!("{device_key}\n{}\n{}\n{}", q.op, q.shape, q.target);
     let generation = app.generation.load(Ordering::Acquire);
     let cached = app.best_cache.read().unwrap_or_else(|p| p.into_inner()).get(&cache_key).cloned();
-    if let Some((g, body)) = cached
+    if let Some((g, at, body)) = cached
         && g == generation
+        && at.elapsed() < app.config.cache_ttl
     {
         app.metrics.best_cache_hits.fetch_add(1, Ordering::Relaxed);
         return Ok(json_bytes(body));
@@ -305,7 +349,7 @@ async fn best(State(app): State<Arc<App>>, q: Result<Query<KernelQuery>, QueryRe
     if cache.len() >= CACHE_LIMIT {
         cache.clear();
     }
-    cache.insert(cache_key, (generation, body.clone()));
+    cache.insert(cache_key, (generation, Instant::now(), body.clone()));
     Ok(json_bytes(body))
 }
 
@@ -360,6 +404,10 @@ async fn report(
 
 async fn record(app: &App, id: &str, body: Result<Bytes, BytesRejection>) -> ApiResult<ReportResponse> {
     let session = session_of(app, id).await?;
+    if let Err(wait) = app.per_session.take(id) {
+        app.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
+        return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, format!("too many reports from this session; retry in {} s", wait.as_secs().max(1))));
+    }
     let req: ReportRequest = json_body(body)?;
     let (op, target) = parse_kind(&req.op, &req.shape, &req.target)?;
     let n = req.entries.len();
@@ -383,8 +431,15 @@ async fn record(app: &App, id: &str, body: Result<Bytes, BytesRejection>) -> Api
         if !(e.median_us.is_finite() && e.median_us > 0.0 && e.median_us < 3.6e9) {
             return Err(ApiError::unprocessable(format!("{at}.median_us must be a positive number of microseconds, got {}", e.median_us)));
         }
-        if e.runs == 0 || e.runs > 1_000_000_000 {
-            return Err(ApiError::unprocessable(format!("{at}.runs must be between 1 and 10^9, got {}", e.runs)));
+        if e.runs < MIN_RUNS || e.runs > 1_000_000_000 {
+            return Err(ApiError::unprocessable(format!(
+                "{at}.runs must be between {MIN_RUNS} and 10^9 (a median needs repeated timed runs), got {}",
+                e.runs
+            )));
+        }
+        if let Err(why) = plausible::check(&op, target, &session.keys, e.median_us) {
+            app.metrics.implausible_rejected.fetch_add(1, Ordering::Relaxed);
+            return Err(ApiError::unprocessable(format!("{at}.median_us is implausible: {why}")));
         }
         if i > 0 && e.output_ok && req.entries[i - 1].output_ok && e.median_us < req.entries[i - 1].median_us {
             return Err(ApiError::unprocessable(format!("{at}: entries must be ordered fastest first (by median_us)")));
@@ -396,6 +451,28 @@ async fn record(app: &App, id: &str, body: Result<Bytes, BytesRejection>) -> Api
             .signer
             .verify(&e.ticket, id, &e.sha256, now)
             .map_err(|t| ApiError::new(StatusCode::FORBIDDEN, format!("{at}.ticket {t}")))?;
+        if e.output_ok {
+            if let Err((pos, err)) = webtune_compiler::reference::check_samples(&op, claims.seed, &e.samples) {
+                app.metrics.samples_rejected.fetch_add(1, Ordering::Relaxed);
+                let n = webtune_compiler::reference::check_positions(&op, claims.seed).len();
+                if e.samples.len() != n {
+                    return Err(ApiError::unprocessable(format!(
+                        "{at}.samples must hold the {n} output values at the candidate's `check` positions, from a run on the ticket's seed; got {}",
+                        e.samples.len()
+                    )));
+                }
+                // The values are wrong: the kernel miscomputes on this device
+                // (or the client lies). Flag it; a quorum of flags excludes it.
+                app.db
+                    .flag(&e.sha256, &kind_of(&op, target), &session.keys, &session.id, &format!("server-check: output {pos} off by {err:e}"), &app.config.policy)
+                    .await?;
+                return Err(ApiError::unprocessable(format!(
+                    "{at}.samples disagree with the server's recomputation at output {pos} (norm-scaled error {err:.1e}): \
+                     the kernel's output is wrong on this device, or it was not run on the inputs of the ticket's seed; \
+                     the kernel is flagged for this device"
+                )));
+            }
+        }
         match &space {
             Some(s) if *s != claims.space_checksum => {
                 return Err(ApiError::unprocessable(format!(
@@ -418,7 +495,7 @@ async fn record(app: &App, id: &str, body: Result<Bytes, BytesRejection>) -> Api
         space_checksum: space.unwrap_or_default(),
         entries,
     };
-    let rec = app.db.record_report(&report, &session.keys).await?;
+    let rec = app.db.record_report(&report, &session.keys, &app.config.policy).await?;
     app.generation.fetch_add(1, Ordering::Release);
     app.metrics.measurements_accepted.fetch_add(n as u64, Ordering::Relaxed);
     Ok(ReportResponse {
@@ -474,20 +551,23 @@ pub fn router(app: Arc<App>) -> Router {
         .merge(web::routes())
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(app.clone(), limits::admit))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(app)
 }
 
 /// Serves until Ctrl-C or SIGTERM. Prints the bound address on stdout first,
 /// so `--addr 127.0.0.1:0` can be used by tests and scripts.
-pub async fn serve(addr: SocketAddr, database_url: &str) -> anyhow::Result<()> {
-    let app = App::new(database_url).await?;
+pub async fn serve(addr: SocketAddr, database_url: &str, config: Config) -> anyhow::Result<()> {
+    let app = App::new(database_url, config).await?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     println!("webtune: listening on http://{local} (database: {})", redact(database_url));
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    axum::serve(listener, router(app.clone())).with_graceful_shutdown(shutdown()).await?;
+    axum::serve(listener, router(app.clone()).into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown())
+        .await?;
     app.db.close().await;
     Ok(())
 }

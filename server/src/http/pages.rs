@@ -99,6 +99,12 @@ pub async fn metrics(State(app): State<Arc<App>>) -> ApiResult<Response> {
     counter("webtune_compile_microseconds_total", "Time spent compiling, microseconds.", m.compile_us_total.load(Ordering::Relaxed));
     counter("webtune_kernel_downloads_total", "Kernel byte downloads.", m.kernel_downloads.load(Ordering::Relaxed));
     counter("webtune_kernel_not_modified_total", "Kernel requests answered 304.", m.not_modified.load(Ordering::Relaxed));
+    counter("webtune_rate_limited_total", "Requests answered 429 by a rate limit.", m.rate_limited.load(Ordering::Relaxed));
+    counter("webtune_overloaded_total", "Requests answered 503 at a concurrency limit.", m.overloaded.load(Ordering::Relaxed));
+    counter("webtune_samples_rejected_total", "Report entries whose output samples the server found wrong.", m.samples_rejected.load(Ordering::Relaxed));
+    counter("webtune_implausible_rejected_total", "Report entries with a time above the device class's ceiling.", m.implausible_rejected.load(Ordering::Relaxed));
+    let _ = writeln!(t, "# HELP webtune_queues_active Candidate queues streaming now.\n# TYPE webtune_queues_active gauge\nwebtune_queues_active {}", app.queues.load(Ordering::Relaxed));
+    let _ = writeln!(t, "# HELP webtune_requests_in_flight Requests being handled now.\n# TYPE webtune_requests_in_flight gauge\nwebtune_requests_in_flight {}", app.in_flight.load(Ordering::Relaxed));
     let _ = writeln!(t, "# HELP webtune_best_lookups_total Best-kernel lookups computed, by the fallback level that answered.\n# TYPE webtune_best_lookups_total counter");
     for (i, level) in ["device", "arch", "vendor", "default"].iter().enumerate() {
         let _ = writeln!(t, "webtune_best_lookups_total{{level=\"{level}\"}} {}", m.best[i].load(Ordering::Relaxed));
@@ -145,7 +151,7 @@ pub fn spec() -> serde_json::Value {
                 "summary": "Open a tuning session for a device fingerprint",
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SessionRequest"}}}},
                 "responses": {"201": {"description": "Session opened", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SessionResponse"}}}},
-                              "400": err, "413": err, "422": err}}},
+                              "400": err, "413": err, "422": err, "429": err, "503": err}}},
             "/v1/kernels/best": {"get": {
                 "summary": "The best known kernel for a device key, with the fallback level that answered",
                 "parameters": best_params,
@@ -163,13 +169,13 @@ pub fn spec() -> serde_json::Value {
                 "summary": "Candidate queue as Server-Sent Events: `candidate` events (data: CandidateEvent JSON), then one `done` event (data: QueueDone JSON)",
                 "parameters": queue_params,
                 "responses": {"200": {"description": "Event stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
-                              "400": err, "404": err}}},
+                              "400": err, "404": err, "429": err, "503": err}}},
             "/v1/sessions/{id}/reports": {"post": {
                 "summary": "Report the top N (1 to 5) kernels of one op, shape and target, fastest first",
                 "parameters": [session_param],
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ReportRequest"}}}},
                 "responses": {"200": {"description": "Stored; the winners after this report", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ReportResponse"}}}},
-                              "400": err, "403": err, "404": err, "409": err, "413": err, "422": err}}},
+                              "400": err, "403": err, "404": err, "409": err, "413": err, "422": err, "429": err, "503": err}}},
             "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "Text format 0.0.4", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
             "/healthz": {"get": {"summary": "Liveness and database reachability", "responses": {"200": {"description": "OK"}, "503": err}}},
@@ -195,7 +201,9 @@ pub fn spec() -> serde_json::Value {
             "CandidateEvent": {"type": "object", "required": ["index", "total", "source", "sha256", "url", "meta", "ticket", "seed", "space_checksum"], "properties": {
                 "index": {"type": "integer"}, "total": {"type": "integer"}, "source": {"type": "string", "enum": ["exploit", "explore"]},
                 "sha256": {"type": "string"}, "url": {"type": "string"}, "meta": {"type": "object"}, "ticket": {"type": "string"},
-                "seed": {"type": "integer"}, "space_checksum": {"type": "string"}}},
+                "seed": {"type": "integer", "description": "inputs are webtune_compiler::reference::inputs(op, seed) (README, Output checks)"},
+                "check": {"type": "array", "items": {"type": "integer"}, "description": "flat output positions whose values the report returns as samples"},
+                "space_checksum": {"type": "string"}}},
             "QueueDone": {"type": "object", "required": ["total", "skipped"], "properties": {"total": {"type": "integer"}, "skipped": {"type": "integer"}}},
             "ReportRequest": {"type": "object", "required": ["op", "shape", "target", "entries"], "additionalProperties": false, "properties": {
                 "op": {"type": "string", "enum": ["matmul", "batch_matmul", "matmul_q4"]},
@@ -204,8 +212,9 @@ pub fn spec() -> serde_json::Value {
                 "entries": {"type": "array", "minItems": 1, "maxItems": 5, "items": {"$ref": "#/components/schemas/ReportEntry"}}}},
             "ReportEntry": {"type": "object", "required": ["sha256", "ticket", "median_us", "runs", "output_ok"], "additionalProperties": false, "properties": {
                 "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}, "ticket": {"type": "string", "maxLength": 512},
-                "median_us": {"type": "number", "exclusiveMinimum": 0}, "runs": {"type": "integer", "minimum": 1, "maximum": 1000000000u64},
-                "output_ok": {"type": "boolean"}}},
+                "median_us": {"type": "number", "exclusiveMinimum": 0}, "runs": {"type": "integer", "minimum": 3, "maximum": 1000000000u64},
+                "output_ok": {"type": "boolean"},
+                "samples": {"type": "array", "items": {"type": "number"}, "description": "output values at the candidate's check positions; required when output_ok"}}},
             "ReportResponse": {"type": "object", "required": ["report_id", "accepted", "winners"], "properties": {
                 "report_id": {"type": "string"}, "accepted": {"type": "integer"},
                 "winners": {"type": "array", "items": {"type": "object", "properties": {

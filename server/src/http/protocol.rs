@@ -70,8 +70,12 @@ pub struct CandidateEvent {
     pub meta: serde_json::Value,
     /// Quote this in the report: it binds session, kernel, seed, space and expiry.
     pub ticket: String,
-    /// Seed of the inputs to check the output with (issue 7 builds on it).
+    /// Seed of the inputs to run the candidate on: `webtune_compiler::reference::inputs(op, seed)`.
     pub seed: u64,
+    /// Flat output positions whose values the report must return (`samples`);
+    /// the server recomputes them from the seed and refuses wrong ones.
+    #[serde(default)]
+    pub check: Vec<u64>,
     pub space_checksum: String,
 }
 
@@ -105,6 +109,10 @@ pub struct ReportEntry {
     pub runs: u32,
     /// Whether the client's check of the output passed.
     pub output_ok: bool,
+    /// The output values at the candidate's `check` positions, from a run on
+    /// the ticket's seed. Required when `output_ok` is true.
+    #[serde(default)]
+    pub samples: Vec<f32>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

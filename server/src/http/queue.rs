@@ -22,6 +22,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use webtune_compiler::Schedule;
 
 use super::error::ApiResult;
+use super::limits::{self, Slot};
 use super::protocol::{CandidateEvent, KernelQuery, QueueDone};
 use super::ticket::TICKET_TTL_S;
 use super::{App, device, kernel_url, kind_of, parse_kind, parse_shape, query, session_of, unix_now};
@@ -33,9 +34,30 @@ pub async fn queue(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
     q: Result<Query<KernelQuery>, QueryRejection>,
-) -> ApiResult<impl IntoResponse> {
+) -> ApiResult<axum::response::Response> {
     let session = session_of(&app, &id).await?;
     let q = query(q)?;
+    if let Err(wait) = app.per_session.take(&id) {
+        app.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
+        return Ok(limits::too_many("too many queues from this session", wait));
+    }
+    // Bounded: a few queues per session, a bounded number in all. The slots
+    // travel with the producer task and are released when it ends, which a
+    // client that disconnects causes at the next candidate.
+    let per_session = {
+        let mut map = app.session_queues.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() > 100_000 {
+            map.retain(|_, n| n.load(Ordering::Acquire) > 0);
+        }
+        map.entry(id.clone()).or_default().clone()
+    };
+    let Some(session_slot) = Slot::try_take(&per_session, app.config.limits.max_queues_per_session) else {
+        return Ok(limits::too_many("this session already streams its limit of queues; finish or close one", std::time::Duration::from_secs(1)));
+    };
+    let Some(global_slot) = Slot::try_take(&app.queues, app.config.limits.max_queues) else {
+        app.metrics.overloaded.fetch_add(1, Ordering::Relaxed);
+        return Ok(limits::overloaded("the server streams its limit of candidate queues"));
+    };
     let (op, target) = parse_kind(&q.op, &parse_shape(&q.shape)?, &q.target)?;
     let space = device::space_for(&op, target, &session.keys);
     let kind = kind_of(&op, target);
@@ -60,6 +82,7 @@ pub async fn queue(
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(AHEAD);
     let total = list.len();
     tokio::spawn(async move {
+        let _slots = (session_slot, global_slot);
         let mut skipped = 0;
         for (index, (source, schedule)) in list.into_iter().enumerate() {
             let c = match app.compile_and_store(&op, target, &schedule).await {
@@ -83,6 +106,7 @@ pub async fn queue(
                 meta: c.meta.clone(),
                 ticket: app.signer.issue(&session.id, &c.sha256, &space.checksum, seed, expiry),
                 seed,
+                check: webtune_compiler::reference::check_positions(&op, seed),
                 space_checksum: space.checksum.clone(),
             };
             let Ok(data) = serde_json::to_string(&ev) else { continue };
@@ -97,5 +121,5 @@ pub async fn queue(
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
 }

@@ -1,0 +1,68 @@
+//! Load on the write path: how many top-5 reports a server accepts per
+//! second, durably (each is acknowledged only after its transaction
+//! committed), and their latency. Sessions and tickets are prepared first;
+//! then `concurrency` clients post one report each until all are sent.
+//!
+//! ```text
+//! cargo run --release -p webtune --example report_load -- http://127.0.0.1:8080 400 16
+//! ```
+
+#[path = "../tests/common/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod common;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use common::*;
+use serde_json::json;
+use webtune_compiler::Op;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let url = args.next().unwrap_or_else(|| "http://127.0.0.1:8080".into());
+    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(400);
+    let concurrency: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(16);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    rt.block_on(async move {
+        let http = client();
+        let op = Op::parse("matmul", "64,64,64").unwrap();
+        eprintln!("preparing {n} sessions and their queues...");
+        let mut bodies = Vec::with_capacity(n);
+        for i in 0..n {
+            let fp = gpu_fingerprint("nvidia", "hopper", &format!("h{}", i % 4));
+            let (sid, _) = open_session(&http, &url, &fp).await;
+            let q = queue(&http, &url, &sid, "matmul", "64,64,64", "wgsl").await;
+            let entries: Vec<_> = q.iter().take(5).enumerate().map(|(r, c)| entry(&op, c, 100.0 + r as f64)).collect();
+            bodies.push((sid, json!({"op": "matmul", "shape": [64, 64, 64], "target": "wgsl", "entries": entries})));
+        }
+        let bodies = Arc::new(tokio::sync::Mutex::new(bodies));
+        let lat = Arc::new(tokio::sync::Mutex::new(Vec::new()));
+        let t0 = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..concurrency {
+            let (http, url, bodies, lat) = (http.clone(), url.clone(), bodies.clone(), lat.clone());
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let Some((sid, body)) = bodies.lock().await.pop() else { break };
+                    let t = Instant::now();
+                    let r = http.post(format!("{url}/v1/sessions/{sid}/reports")).json(&body).send().await.unwrap();
+                    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+                    lat.lock().await.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        let mut l = lat.lock().await.clone();
+        l.sort_by(f64::total_cmp);
+        let p = |q: f64| l[((l.len() - 1) as f64 * q).round() as usize];
+        println!(
+            "{}",
+            json!({"reports": l.len(), "concurrency": concurrency, "seconds": secs, "reports_per_s": l.len() as f64 / secs,
+                   "p50_ms": p(0.5), "p99_ms": p(0.99), "max_ms": p(1.0)})
+        );
+    });
+}

@@ -1,0 +1,167 @@
+//! Faults and limits: a killed server loses no acknowledged report, two
+//! servers on one PostgreSQL agree, a client that disconnects mid-queue
+//! leaves nothing behind, and overload is answered with 4xx, not a crash.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::json;
+use webtune_compiler::Op;
+
+const OP: &str = "matmul";
+const SHAPE: &str = "8,16,8";
+const TARGET: &str = "wgsl";
+
+/// One client: session, queue, a report of its first candidate; the report
+/// id when the server acknowledged it.
+async fn one_report(http: &reqwest::Client, url: &str, i: usize) -> Option<String> {
+    let op = Op::parse(OP, SHAPE).unwrap();
+    let r = http.post(format!("{url}/v1/sessions")).json(&json!({"fingerprint": gpu_fingerprint("nvidia", "hopper", &format!("dev{}", i % 3))})).send().await.ok()?;
+    let sid = r.json::<serde_json::Value>().await.ok()?["session_id"].as_str()?.to_string();
+    let q = try_queue(http, url, &sid, OP, SHAPE, TARGET).await?;
+    let body = json!({"op": OP, "shape": op.shape(), "target": TARGET, "entries": [entry(&op, &q[i % q.len()], 50.0 + i as f64)]});
+    let r = http.post(format!("{url}/v1/sessions/{sid}/reports")).json(&body).send().await.ok()?;
+    if r.status() != 200 {
+        return None;
+    }
+    Some(r.json::<serde_json::Value>().await.ok()?["report_id"].as_str()?.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_loses_no_acknowledged_report() {
+    let db_url = sqlite_url();
+    let mut srv = Server::start(&db_url, &["--rate-per-address", "1000000"]);
+    let http = client();
+    let acked = std::sync::Arc::new(tokio::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let (http, url, acked) = (http.clone(), srv.url.clone(), acked.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0.. {
+                if let Some(id) = one_report(&http, &url, w * 1000 + i).await {
+                    acked.lock().await.push(id);
+                }
+            }
+        }));
+    }
+    // Let reports stream in, then kill the server without warning.
+    let t = Instant::now();
+    while acked.lock().await.len() < 40 && t.elapsed() < Duration::from_secs(120) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    srv.child.kill().unwrap(); // SIGKILL
+    srv.child.wait().unwrap();
+    for t in &tasks {
+        t.abort();
+    }
+    let acked: HashSet<String> = acked.lock().await.iter().cloned().collect();
+    assert!(acked.len() >= 40, "only {} reports were acknowledged", acked.len());
+    // After a restart every acknowledged report is there.
+    let db = webtune_kernel_db::Db::connect(&db_url).await.unwrap();
+    let stored: HashSet<String> = db.recent_reports(1_000_000).await.unwrap().into_iter().map(|r| r.id).collect();
+    let missing: Vec<_> = acked.difference(&stored).collect();
+    assert!(missing.is_empty(), "{} acknowledged reports were lost: {missing:?}", missing.len());
+    let srv2 = Server::start(&db_url, &[]);
+    let metrics = http.get(format!("{}/metrics", srv2.url)).send().await.unwrap().text().await.unwrap();
+    let rows = metrics.lines().find(|l| l.starts_with("webtune_db_rows{table=\"reports\"}")).unwrap();
+    let n: usize = rows.rsplit(' ').next().unwrap().parse().unwrap();
+    assert_eq!(n, stored.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_one_postgres_agree() {
+    let Some(pg) = postgres_url().await else { return };
+    let a = Server::start(&pg, &["--quorum", "2", "--cache-ttl-ms", "0"]);
+    let b = Server::start(&pg, &["--quorum", "2", "--cache-ttl-ms", "0"]);
+    let http = client();
+    let op = Op::parse(OP, SHAPE).unwrap();
+    let fp = gpu_fingerprint("nvidia", "hopper", "h100");
+    let mut key = String::new();
+    let mut favourite = String::new();
+    // Sessions open on one server and report to the other, concurrently:
+    // the ticket secret and the votes live in the shared database.
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let (http, fp, op) = (http.clone(), fp.clone(), op.clone());
+        let (open_on, report_to) = if i % 2 == 0 { (a.url.clone(), b.url.clone()) } else { (b.url.clone(), a.url.clone()) };
+        tasks.push(tokio::spawn(async move {
+            let (sid, v) = open_session(&http, &open_on, &fp).await;
+            let q = queue(&http, &open_on, &sid, OP, SHAPE, TARGET).await;
+            let (st, body) = report(&http, &report_to, &sid, &op, TARGET, vec![entry(&op, &q[1], 10.0), entry(&op, &q[0], 20.0)]).await;
+            assert_eq!(st, 200, "{body}");
+            (v["device_key"].as_str().unwrap().to_string(), q[1]["sha256"].as_str().unwrap().to_string())
+        }));
+    }
+    for t in tasks {
+        (key, favourite) = t.await.unwrap();
+    }
+    let from_a = best(&http, &a.url, &key, OP, SHAPE, TARGET).await;
+    let from_b = best(&http, &b.url, &key, OP, SHAPE, TARGET).await;
+    assert_eq!(from_a["meta"]["sha256"], favourite.as_str());
+    assert_eq!(from_a["meta"]["sha256"], from_b["meta"]["sha256"]);
+    assert_eq!(from_a["votes"], from_b["votes"]);
+    assert_eq!(from_a["votes"], 30, "six sessions' first places, each counted once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_disconnects_mid_queue_leaves_nothing_stuck() {
+    let srv = Server::start(&sqlite_url(), &[]);
+    let http = client();
+    let (sid, _) = open_session(&http, &srv.url, &gpu_fingerprint("nvidia", "hopper", "h100")).await;
+    for _ in 0..3 {
+        let r = http
+            .get(format!("{}/v1/sessions/{sid}/queue", srv.url))
+            .query(&[("op", "matmul"), ("shape", "64,64,64"), ("target", "wgsl")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let mut s = r.bytes_stream();
+        use futures_util::StreamExt;
+        let first = s.next().await.unwrap().unwrap();
+        assert!(String::from_utf8_lossy(&first).contains("candidate"));
+        drop(s); // hang up after one candidate
+    }
+    // The producers notice at their next send and release their slots.
+    let t = Instant::now();
+    loop {
+        let m = http.get(format!("{}/metrics", srv.url)).send().await.unwrap().text().await.unwrap();
+        if m.lines().any(|l| l == "webtune_queues_active 0") {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "queues stayed open:\n{m}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // And the session can take a queue again.
+    let q = queue(&http, &srv.url, &sid, "matmul", "64,64,64", "wgsl").await;
+    assert!(!q.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overload_is_refused_with_4xx_not_a_crash() {
+    let srv = Server::start(&sqlite_url(), &["--rate-per-address", "30"]);
+    let http = client();
+    // An oversized body.
+    let big = "x".repeat(200 * 1024);
+    let r = http.post(format!("{}/v1/sessions", srv.url)).body(big).header("content-type", "application/json").send().await.unwrap();
+    assert_eq!(r.status(), 413);
+    assert!(r.text().await.unwrap().contains("larger than"));
+    // A flood of sessions from one address meets the rate limit.
+    let mut limited = None;
+    for _ in 0..40 {
+        let r = http.post(format!("{}/v1/sessions", srv.url)).json(&json!({"fingerprint": gpu_fingerprint("a", "b", "c")})).send().await.unwrap();
+        if r.status() == 429 {
+            limited = Some(r.headers().get("retry-after").map(|v| v.to_str().unwrap().to_string()));
+            break;
+        }
+        assert_eq!(r.status(), 201);
+    }
+    let retry = limited.expect("40 sessions in a burst from one address must meet the limit of 30 a minute");
+    assert!(retry.is_some_and(|s| s.parse::<u64>().unwrap() >= 1));
+    // Reads are not rate limited and the server is still healthy.
+    let r = http.get(format!("{}/healthz", srv.url)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+}

@@ -1,0 +1,135 @@
+//! The tuning service end to end on loopback, on SQLite and on PostgreSQL:
+//! simulated devices of one key report, the winner follows the votes, a new
+//! device of the same key gets the winner on its first request, and devices
+//! of new keys fall back to their architecture's, vendor's, then the
+//! portable default.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use webtune_compiler::Op;
+
+const OP: &str = "matmul";
+const SHAPE: &str = "24,40,20";
+const TARGET: &str = "wgsl";
+
+fn find<'a>(q: &'a [Value], sha: &str) -> &'a Value {
+    q.iter().find(|c| c["sha256"] == sha).unwrap_or_else(|| panic!("kernel {sha} is not in this queue"))
+}
+
+async fn scenario(db_url: String) {
+    let srv = Server::start(&db_url, &["--quorum", "2"]);
+    let http = client();
+    let op = Op::parse(OP, SHAPE).unwrap();
+    let fp = gpu_fingerprint("NVIDIA", "hopper", "H100 80GB HBM3");
+
+    // A fresh server answers with the portable default.
+    let (s1, v1) = open_session(&http, &srv.url, &fp).await;
+    let key = v1["device_key"].as_str().unwrap().to_string();
+    let b = best(&http, &srv.url, &key, OP, SHAPE, TARGET).await;
+    assert_eq!(b["level"], "default", "{b}");
+    let default_sha = b["meta"]["sha256"].as_str().unwrap().to_string();
+
+    // The kernel is served content-addressed, immutable, with an ETag.
+    let r = http.get(format!("{}{}", srv.url, b["url"].as_str().unwrap())).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["cache-control"].to_str().unwrap().contains("immutable"));
+    let etag = r.headers()["etag"].to_str().unwrap().to_string();
+    let bytes = r.bytes().await.unwrap();
+    assert_eq!(webtune_compiler::kernel::sha256_hex(&bytes), default_sha);
+    let r = http
+        .get(format!("{}{}", srv.url, b["url"].as_str().unwrap()))
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 304);
+
+    // Device 1 tunes: every candidate carries its own ticket and check positions.
+    let q1 = queue(&http, &srv.url, &s1, OP, SHAPE, TARGET).await;
+    assert!(q1.len() >= 3, "the queue has {} candidates", q1.len());
+    let mut tickets: Vec<&str> = q1.iter().map(|c| c["ticket"].as_str().unwrap()).collect();
+    tickets.sort_unstable();
+    tickets.dedup();
+    assert_eq!(tickets.len(), q1.len());
+    assert!(q1.iter().all(|c| !c["check"].as_array().unwrap().is_empty()));
+    let (x, y) = (q1[1]["sha256"].as_str().unwrap().to_string(), q1[2]["sha256"].as_str().unwrap().to_string());
+    let (st, body) = report(&http, &srv.url, &s1, &op, TARGET, vec![entry(&op, &q1[1], 10.0), entry(&op, &q1[2], 20.0)]).await;
+    assert_eq!(st, 200, "{body}");
+    // One session is below the quorum of 2: still the default.
+    assert_eq!(best(&http, &srv.url, &key, OP, SHAPE, TARGET).await["level"], "default");
+
+    // A replayed report is refused; nothing changes.
+    let (st, body) = report(&http, &srv.url, &s1, &op, TARGET, vec![entry(&op, &q1[1], 1.0)]).await;
+    assert_eq!(st, 409, "{body}");
+
+    // Device 2, same key, agrees: X wins at the device level.
+    let (s2, v2) = open_session(&http, &srv.url, &fp).await;
+    assert_eq!(v2["device_key"], key.as_str());
+    let q2 = queue(&http, &srv.url, &s2, OP, SHAPE, TARGET).await;
+    let (st, body) = report(&http, &srv.url, &s2, &op, TARGET, vec![entry(&op, find(&q2, &x), 11.0), entry(&op, find(&q2, &y), 21.0)]).await;
+    assert_eq!(st, 200, "{body}");
+    let b = best(&http, &srv.url, &key, OP, SHAPE, TARGET).await;
+    assert_eq!(b["level"], "device", "{b}");
+    assert_eq!(b["meta"]["sha256"], x.as_str());
+
+    // A third device of the same key gets X on its first request.
+    let (_, v3) = open_session(&http, &srv.url, &fp).await;
+    let b = best(&http, &srv.url, v3["device_key"].as_str().unwrap(), OP, SHAPE, TARGET).await;
+    assert_eq!((b["level"].as_str(), b["meta"]["sha256"].as_str()), (Some("device"), Some(x.as_str())));
+
+    // New keys fall back: same architecture, same vendor, then nothing.
+    let (_, va) = open_session(&http, &srv.url, &gpu_fingerprint("NVIDIA", "hopper", "H200")).await;
+    assert_ne!(va["device_key"], key.as_str());
+    assert_eq!(va["arch_key"], v1["arch_key"]);
+    let b = best(&http, &srv.url, va["device_key"].as_str().unwrap(), OP, SHAPE, TARGET).await;
+    assert_eq!((b["level"].as_str(), b["meta"]["sha256"].as_str()), (Some("arch"), Some(x.as_str())), "{b}");
+    let (_, vv) = open_session(&http, &srv.url, &gpu_fingerprint("NVIDIA", "ampere", "A100")).await;
+    assert_ne!(vv["arch_key"], v1["arch_key"]);
+    let b = best(&http, &srv.url, vv["device_key"].as_str().unwrap(), OP, SHAPE, TARGET).await;
+    assert_eq!((b["level"].as_str(), b["meta"]["sha256"].as_str()), (Some("vendor"), Some(x.as_str())), "{b}");
+    let (_, vo) = open_session(&http, &srv.url, &gpu_fingerprint("AMD", "rdna-3", "7900")).await;
+    let b = best(&http, &srv.url, vo["device_key"].as_str().unwrap(), OP, SHAPE, TARGET).await;
+    assert_eq!(b["level"], "default", "{b}");
+    // A device key the server never saw still answers, with the default.
+    let b = best(&http, &srv.url, "nobody/knows/this", OP, SHAPE, TARGET).await;
+    assert_eq!(b["level"], "default");
+
+    // The winner follows the votes: three more devices find Y clearly faster.
+    for i in 0..3 {
+        let (s, _) = open_session(&http, &srv.url, &fp).await;
+        let q = queue(&http, &srv.url, &s, OP, SHAPE, TARGET).await;
+        let (st, body) = report(&http, &srv.url, &s, &op, TARGET, vec![entry(&op, find(&q, &y), 5.0 + i as f64 * 0.01), entry(&op, find(&q, &x), 11.0)]).await;
+        assert_eq!(st, 200, "{body}");
+    }
+    let b = best(&http, &srv.url, &key, OP, SHAPE, TARGET).await;
+    assert_eq!((b["level"].as_str(), b["meta"]["sha256"].as_str()), (Some("device"), Some(y.as_str())), "{b}");
+
+    // The queue of a similar device now starts with the crowd's winners.
+    let (s7, _) = open_session(&http, &srv.url, &gpu_fingerprint("NVIDIA", "hopper", "H200")).await;
+    let q7 = queue(&http, &srv.url, &s7, OP, SHAPE, TARGET).await;
+    let mut seen: Vec<&str> = q7.iter().map(|c| c["sha256"].as_str().unwrap()).collect();
+    let n = seen.len();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), n, "the queue repeats a kernel");
+
+    // The dashboard and metrics show what happened.
+    let dash = http.get(format!("{}/dashboard", srv.url)).send().await.unwrap().text().await.unwrap();
+    assert!(dash.contains(&key), "the dashboard lists the device key");
+    let metrics = http.get(format!("{}/metrics", srv.url)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("webtune_reports_accepted_total 5"), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crowd_votes_and_fallback_on_sqlite() {
+    scenario(sqlite_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crowd_votes_and_fallback_on_postgres() {
+    if let Some(url) = postgres_url().await {
+        scenario(url).await;
+    }
+}
