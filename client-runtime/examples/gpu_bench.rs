@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release -p webtune-client-runtime --example gpu_bench -- gen      # generation + naga time per candidate
 //! cargo run --release -p webtune-client-runtime --example gpu_bench -- device   # matmul / q4 on the GPU (JSON lines)
+//! cargo run --release -p webtune-client-runtime --example gpu_bench -- lite     # lite space quality and order on the GPU
 //! ```
 //!
 //! `device` searches a schedule space per shape (every candidate is checked
@@ -211,12 +212,97 @@ fn generation() {
     }
 }
 
+/// Issue 4's quality figures on this GPU: every candidate of the lite space
+/// an H100 browser is given (the `h100` preset), in order, against a search
+/// over at least ten times as many schedules of the same op and shape.
+fn lite() {
+    let gpu = match Gpu::new() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("gpu_bench: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!("{}", json!({"adapter": gpu.adapter_name(), "timestamps": gpu.has_timestamps()}));
+    let fp = webtune_tuner::presets::get("h100").expect("preset");
+    let device = webtune_tuner::Device::from_fingerprint(&fp).expect("preset is a device");
+    let settings = webtune_tuner::Settings::builtin(Target::Wgsl);
+    for (kind, shape) in [("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("matmul_q4", "1,4096,4096")] {
+        let op = Op::parse(kind, shape).expect("shape");
+        let space = webtune_tuner::lite_space(&op, Target::Wgsl, &device, &settings);
+        let t = Instant::now();
+        let ordered: Vec<f64> = space.schedules.iter().map(|s| measure(&gpu, &op, s, 5).map_or(0.0, |r| r.gflops)).collect();
+        let lite_s = t.elapsed().as_secs_f64();
+        // The wide search: every schedule of the hand-written spaces above,
+        // then a seeded sample of the full matmul space, until it is at least
+        // ten times the lite space and not in it.
+        let mut wide: Vec<Schedule> = if kind == "matmul_q4" { q4_space(&op) } else { matmul_tuned(&op) };
+        if kind != "matmul_q4" {
+            let full = matmul_space(&op);
+            let mut rng = Rng::new(99);
+            let want = (10 * space.schedules.len()).max(wide.len());
+            let mut tries = 0;
+            while wide.len() < want && tries < 100 * want {
+                tries += 1;
+                let s = &full[(rng.next_u64() % full.len() as u64) as usize];
+                if !wide.contains(s) {
+                    wide.push(s.clone());
+                }
+            }
+        }
+        wide.retain(|s| !space.schedules.contains(s));
+        let t = Instant::now();
+        let mut wide_best: Option<(f64, Schedule)> = None;
+        for s in &wide {
+            if let Some(r) = measure(&gpu, &op, s, 5) {
+                if wide_best.as_ref().is_none_or(|(g, _)| r.gflops > *g) {
+                    wide_best = Some((r.gflops, s.clone()));
+                }
+            }
+        }
+        let wide_s = t.elapsed().as_secs_f64();
+        let (lite_i, _) = ordered.iter().enumerate().fold((0, 0.0), |acc, (i, g)| if *g > acc.1 { (i, *g) } else { acc });
+        // Re-measure both winners side by side, alternating, with more samples.
+        let lite_sched = space.schedules[lite_i].clone();
+        let mut lite_g = Vec::new();
+        let mut wide_g = Vec::new();
+        for _ in 0..3 {
+            if let Some(r) = measure(&gpu, &op, &lite_sched, 15) {
+                lite_g.push(r.gflops);
+            }
+            if let Some((_, s)) = &wide_best {
+                if let Some(r) = measure(&gpu, &op, s, 15) {
+                    wide_g.push(r.gflops);
+                }
+            }
+        }
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(0.0)
+        };
+        let (lite_best, wide_best_g) = (med(&mut lite_g), med(&mut wide_g));
+        let best = ordered.iter().copied().fold(0.0, f64::max);
+        let reach95 = ordered.iter().position(|g| *g >= 0.95 * best).map(|i| i + 1);
+        println!(
+            "{}",
+            json!({"summary": format!("lite space {kind} {shape}"), "device_key": device.keys.device_key,
+                   "lite_size": space.schedules.len(), "naive_size": space.naive_size, "wide_size": wide.len(),
+                   "lite_best_gflops": lite_best, "wide_best_gflops": wide_best_g,
+                   "lite_over_wide": if wide_best_g > 0.0 { lite_best / wide_best_g } else { f64::NAN },
+                   "candidates_to_95pct": reach95, "ordered_gflops": ordered,
+                   "lite_best_config": lite_sched, "wide_best_config": wide_best.map(|w| w.1),
+                   "lite_s": lite_s, "wide_s": wide_s})
+        );
+    }
+}
+
 fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("gen") => generation(),
         Some("device") => device(),
+        Some("lite") => lite(),
         _ => {
-            eprintln!("usage: gpu_bench gen|device");
+            eprintln!("usage: gpu_bench gen|device|lite");
             std::process::exit(2);
         }
     }

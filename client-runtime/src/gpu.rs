@@ -274,7 +274,7 @@ impl Gpu {
         let (inputs, want) = prepare(&op, opts.seed);
         let p = self.prepare(k, &inputs)?;
         let out = self.output(&p)?;
-        let check = reference::check(&want, &out);
+        let check = want.check(&out);
         let samples = samples_of(&out, &opts.sample_positions);
         if !check.ok() {
             let t = Timing { samples_ms: vec![], calls: 0, timer: "none", compile_ms: p.compile_ms };

@@ -9,7 +9,6 @@ use wasmtime::{Config, Engine, Instance, Memory, MemoryType, Module, Store, Type
 
 use crate::{KernelDir, RunError, RunOptions, RunReport, Timing, calls_for, prepare, report, samples_of};
 use webtune_compiler::Target;
-use webtune_compiler::reference;
 
 /// A wasmtime engine with SIMD and relaxed SIMD, reusable across kernels.
 #[derive(Debug, Clone)]
@@ -93,7 +92,7 @@ impl WasmEngine {
         let mut bytes = vec![0u8; n * 4];
         memory.read(&store, out_off, &mut bytes).map_err(|e| RunError::Engine(e.to_string()))?;
         let out: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        let check = reference::check(&want, &out);
+        let check = want.check(&out);
         let samples = samples_of(&out, &opts.sample_positions);
         let adapter = self.adapter();
         if !check.ok() {

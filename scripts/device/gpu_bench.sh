@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the repository root:
-#   scripts/device/gpu_bench.sh BIN_DIR
-# BIN_DIR holds the gpu_bench example built here. Prints JSON lines.
+#   scripts/device/gpu_bench.sh BIN_DIR [MODE ...]
+# BIN_DIR holds the gpu_bench example (and optionally the webtune binary)
+# built here. MODE is any of: baseline (cuBLAS, copy bandwidth), device
+# (WGSL kernels), lite (lite-space quality and order), microbench (the
+# primitive study on wgpu); default: baseline device. Prints JSON lines.
 set -uo pipefail
-bin="${1:?usage: gpu_bench.sh BIN_DIR}"
+bin="${1:?usage: gpu_bench.sh BIN_DIR [MODE ...]}"
+shift
+modes=("${@:-baseline device}")
+[ $# -eq 0 ] && modes=(baseline device)
 # The machine has the NVIDIA driver but no Vulkan loader: unpack the carried one.
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export WGPU_BACKEND=vulkan
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
-echo "== cuBLAS and copy baselines"
-python3 scripts/device/cublas_baseline.py
-echo "== webtune WGSL kernels"
-"$bin/gpu_bench" device
+for m in "${modes[@]}"; do
+  case "$m" in
+    baseline) echo "== cuBLAS and copy baselines"; python3 scripts/device/cublas_baseline.py ;;
+    device) echo "== webtune WGSL kernels"; "$bin/gpu_bench" device ;;
+    lite) echo "== lite space on the GPU"; "$bin/gpu_bench" lite ;;
+    microbench) echo "== microbench wgsl on wgpu"; "$bin/webtune" microbench --target wgsl --engine wgpu --out "${OUT:-.}/microbench-wgsl.json" ;;
+    *) echo "unknown mode $m" >&2; exit 2 ;;
+  esac
+done

@@ -1,8 +1,7 @@
 //! `webtune`: the service and command-line tool. A thin layer over the
 //! library crates: it parses arguments, does the I/O, and prints results.
 
-mod cli;
-mod http;
+use webtune::cli;
 
 use std::process::ExitCode;
 
