@@ -95,7 +95,7 @@ fn measure(gpu: &Gpu, op: &Op, s: &Schedule, reps: usize) -> Option<RunReport> {
             return None;
         }
     };
-    let opts = RunOptions { reps, warmup: 2, min_sample_ms: 5.0, seed: 7, ..RunOptions::default() };
+    let opts = RunOptions { reps, warmup: 2, warmup_ms: 200.0, min_sample_ms: 5.0, seed: 7, ..RunOptions::default() };
     match gpu.run(&KernelDir::from_kernel(k), &opts) {
         Ok(r) => {
             println!("{}", json!({"kernel": r, "config": s}));

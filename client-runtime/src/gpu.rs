@@ -202,14 +202,29 @@ impl Gpu {
         if self.timestamps {
             let one = self.timestamp_samples(p, 1, 3)?;
             let calls = calls_for(one.iter().copied().fold(f64::INFINITY, f64::min), opts.min_sample_ms);
+            self.busy(p, calls, opts.warmup_ms)?;
             let samples_ms = self.timestamp_samples(p, calls, reps)?;
             Ok(Timing { samples_ms, calls, timer: "gpu-timestamp", compile_ms: p.compile_ms })
         } else {
             let one = self.wall_samples(p, 1, 3)?;
             let calls = calls_for(one.iter().copied().fold(f64::INFINITY, f64::min), opts.min_sample_ms.max(10.0));
+            self.busy(p, calls, opts.warmup_ms)?;
             let samples_ms = self.wall_samples(p, calls, reps)?;
             Ok(Timing { samples_ms, calls, timer: "wall-clock", compile_ms: p.compile_ms })
         }
+    }
+
+    /// Runs batches of `calls` dispatches until at least `ms` of wall time
+    /// passed, so that the device's clocks have risen from idle.
+    fn busy(&self, p: &Prepared, calls: u32, ms: f64) -> Result<(), RunError> {
+        let t = Instant::now();
+        while t.elapsed().as_secs_f64() * 1e3 < ms {
+            let mut enc = self.device.create_command_encoder(&Default::default());
+            self.encode_calls(&mut enc, p, calls, None);
+            self.queue.submit([enc.finish()]);
+            self.wait()?;
+        }
+        Ok(())
     }
 
     fn timestamp_samples(&self, p: &Prepared, calls: u32, reps: usize) -> Result<Vec<f64>, RunError> {
@@ -271,8 +286,9 @@ impl Gpu {
     /// Checks `k` against the reference, then times it.
     pub fn run(&self, k: &KernelDir, opts: &RunOptions) -> Result<RunReport, RunError> {
         let op = k.op()?;
-        let (inputs, want) = prepare(&op, opts.seed);
-        let p = self.prepare(k, &inputs)?;
+        let prepared = prepare(&op, opts.seed);
+        let (inputs, want) = &*prepared;
+        let p = self.prepare(k, inputs)?;
         let out = self.output(&p)?;
         let check = want.check(&out);
         let samples = samples_of(&out, &opts.sample_positions);

@@ -40,7 +40,8 @@ impl WasmEngine {
             return Err(RunError::Input(format!("a {} kernel given to the Wasm runner", k.meta.target)));
         }
         let op = k.op()?;
-        let (inputs, want) = prepare(&op, opts.seed);
+        let prepared = prepare(&op, opts.seed);
+        let (inputs, want) = &*prepared;
         let t0 = Instant::now();
         let module = Module::new(&self.engine, &k.bytes).map_err(|e| RunError::Engine(format!("wasmtime rejects the module: {e}")))?;
         let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -104,6 +105,10 @@ impl WasmEngine {
         let t = Instant::now();
         call(&mut store)?;
         let calls = calls_for(t.elapsed().as_secs_f64() * 1e3, opts.min_sample_ms);
+        let warm = Instant::now();
+        while warm.elapsed().as_secs_f64() * 1e3 < opts.warmup_ms {
+            call(&mut store)?;
+        }
         let mut samples_ms = Vec::with_capacity(opts.reps);
         for _ in 0..opts.reps {
             let t = Instant::now();

@@ -20,7 +20,7 @@ fn gpu() -> &'static Gpu {
 
 /// Correctness only: one timed sample keeps lavapipe runs short.
 fn quick() -> RunOptions {
-    RunOptions { reps: 1, warmup: 0, min_sample_ms: 0.0, seed: 5, ..RunOptions::default() }
+    RunOptions { reps: 1, warmup: 0, warmup_ms: 0.0, min_sample_ms: 0.0, seed: 5, ..RunOptions::default() }
 }
 
 fn pick<T: Copy>(rng: &mut Rng, xs: &[T]) -> T {

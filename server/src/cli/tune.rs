@@ -272,7 +272,7 @@ mod native {
             bail!("kernel {sha256}: the bytes served do not have this hash");
         }
         let k = KernelDir { bytes, meta };
-        let opts = RunOptions { reps, warmup: 2, min_sample_ms: 2.0, seed, sample_positions: positions };
+        let opts = RunOptions { reps, warmup: 2, min_sample_ms: 2.0, seed, sample_positions: positions, ..RunOptions::default() };
         // The runner blocks (GPU waits, Wasm calls): keep it off the async workers.
         let report = tokio::task::block_in_place(|| runner.run(&k, &opts));
         match report {
