@@ -19,6 +19,19 @@ use webtune_client_runtime::{KernelDir, RunOptions, RunReport};
 use webtune_compiler::reference::Rng;
 use webtune_compiler::{Op, Schedule, Target, compile};
 
+/// The K shapes a mode covers: `GPU_BENCH_SHAPES="kind:shape kind:shape"`
+/// when set (to split a run across device calls), else `default`.
+fn shapes(default: &[(&str, &str)]) -> Vec<(String, String)> {
+    match std::env::var("GPU_BENCH_SHAPES") {
+        Ok(v) => v
+            .split_whitespace()
+            .filter_map(|ks| ks.split_once(':'))
+            .map(|(k, s)| (k.to_string(), s.to_string()))
+            .collect(),
+        Err(_) => default.iter().map(|(k, s)| (k.to_string(), s.to_string())).collect(),
+    }
+}
+
 fn base(op: &Op) -> Schedule {
     Schedule::default_for(op, Target::Wgsl)
 }
@@ -95,7 +108,7 @@ fn measure(gpu: &Gpu, op: &Op, s: &Schedule, reps: usize) -> Option<RunReport> {
             return None;
         }
     };
-    let opts = RunOptions { reps, warmup: 2, warmup_ms: 200.0, min_sample_ms: 5.0, seed: 7, ..RunOptions::default() };
+    let opts = RunOptions { reps, warmup: 2, warmup_ms: 100.0, min_sample_ms: 5.0, seed: 7, ..RunOptions::default() };
     match gpu.run(&KernelDir::from_kernel(k), &opts) {
         Ok(r) => {
             println!("{}", json!({"kernel": r, "config": s}));
@@ -160,7 +173,11 @@ fn device() {
                    "worst_gflops": times[0], "median_gflops": times[times.len() / 2], "best_gflops": times[times.len() - 1]})
         );
     }
-    for (kind, shape) in [("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("batch_matmul", "120,64,64,64")] {
+    for (kind, shape) in shapes(&[("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("batch_matmul", "120,64,64,64")]) {
+        let (kind, shape) = (kind.as_str(), shape.as_str());
+        if kind == "matmul_q4" {
+            continue;
+        }
         let op = Op::parse(kind, shape).expect("shape");
         let mut space = matmul_tuned(&op);
         // Small tiles matter for the small batched shapes.
@@ -227,7 +244,8 @@ fn lite() {
     let fp = webtune_tuner::presets::get("h100").expect("preset");
     let device = webtune_tuner::Device::from_fingerprint(&fp).expect("preset is a device");
     let settings = webtune_tuner::Settings::builtin(Target::Wgsl);
-    for (kind, shape) in [("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("matmul_q4", "1,4096,4096")] {
+    for (kind, shape) in shapes(&[("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("matmul_q4", "1,4096,4096")]) {
+        let (kind, shape) = (kind.as_str(), shape.as_str());
         let op = Op::parse(kind, shape).expect("shape");
         let space = webtune_tuner::lite_space(&op, Target::Wgsl, &device, &settings);
         let t = Instant::now();

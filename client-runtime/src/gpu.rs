@@ -112,13 +112,14 @@ impl Gpu {
             .iter()
             .enumerate()
             .map(|(i, a)| {
-                let bytes: Vec<u8> = a.iter().flat_map(|w| w.to_le_bytes()).collect();
+                // Words are uploaded as they lie in memory (wgpu targets are little-endian).
+                let bytes: &[u8] = bytemuck::cast_slice(a);
                 let usage = if i == last {
                     wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST
                 } else {
                     wgpu::BufferUsages::STORAGE
                 };
-                self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: None, contents: &bytes, usage })
+                self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: None, contents: bytes, usage })
             })
             .collect();
         let out_bytes = inputs.args[last].len() as u64 * 4;
@@ -185,7 +186,7 @@ impl Gpu {
         enc.copy_buffer_to_buffer(&p.output, 0, &p.readback, 0, p.out_bytes);
         self.scoped("dispatch", || self.queue.submit([enc.finish()]))?;
         let bytes = self.read(&p.readback, p.out_bytes)?;
-        Ok(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
 
     /// Per-call times of `reps` samples of `calls` back-to-back dispatches.

@@ -27,6 +27,9 @@
 //! directory or a kernel the engine rejects: those are [`RunError`]s. It knows
 //! nothing of HTTP or SQL.
 
+#[cfg(target_endian = "big")]
+compile_error!("the runners pass tensors to Wasm memory and GPU buffers as they lie in host memory, which must be little-endian");
+
 pub mod gpu;
 pub mod wasm;
 

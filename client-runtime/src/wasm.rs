@@ -61,8 +61,8 @@ impl WasmEngine {
         }
         let memory = Memory::new(&mut store, MemoryType::new(pages as u32, None)).map_err(|e| RunError::Engine(e.to_string()))?;
         for (a, &off) in inputs.args.iter().zip(&offsets) {
-            let bytes: Vec<u8> = a.iter().flat_map(|w| w.to_le_bytes()).collect();
-            memory.write(&mut store, off as usize, &bytes).map_err(|e| RunError::Engine(e.to_string()))?;
+            // Wasm memory is little-endian, as every host this runs on.
+            memory.write(&mut store, off as usize, bytemuck::cast_slice(a)).map_err(|e| RunError::Engine(e.to_string()))?;
         }
         let instance = Instance::new(&mut store, &module, &[memory.into()])
             .map_err(|e| RunError::Engine(format!("instantiation (the module must import only env.memory): {e}")))?;
@@ -92,7 +92,7 @@ impl WasmEngine {
         let n = inputs.args.last().expect("ops have an output").len();
         let mut bytes = vec![0u8; n * 4];
         memory.read(&store, out_off, &mut bytes).map_err(|e| RunError::Engine(e.to_string()))?;
-        let out: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let out: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
         let check = want.check(&out);
         let samples = samples_of(&out, &opts.sample_positions);
         let adapter = self.adapter();

@@ -16,6 +16,8 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Benchmarks of the service's own work (`bench compile`: just-in-time compile time per candidate).
+    Bench(cli::bench::BenchArgs),
     /// Compile one kernel to DIR/kernel.wasm (or kernel.wgsl) and DIR/kernel.json.
     Compile(cli::compile::CompileArgs),
     /// Vary one primitive at a time on every engine and classify each as consistent or device-dependent.
@@ -33,6 +35,7 @@ enum Cmd {
 fn main() -> ExitCode {
     let args = Args::parse();
     let result = match args.cmd {
+        Cmd::Bench(a) => cli::bench::run(a),
         Cmd::Compile(a) => cli::compile::run(a),
         Cmd::Microbench(a) => cli::microbench::run(a),
         Cmd::Run(a) => cli::run::run(a),

@@ -9,8 +9,13 @@
 //! `r` over K; level 0 is a thread's register tile, level 1 a workgroup's
 //! (GPU) or a cache block's (CPU) tile.
 //!
-//! - `Reg_thread = x0·r0 + r0·y0 + x0·y0` (32-bit registers) on the GPU.
-//!   On the CPU our micro-kernel (`compiler/src/generate/matmul_cpu.rs`)
+//! - `Reg_thread` on the GPU is the live set of our WGSL generator
+//!   (`compiler/src/generate/matmul_gpu.rs`): the `x0·y0` accumulators plus
+//!   one reduction step's `x0` values of A and `y0` of B, which the next step
+//!   overwrites, so `x0·y0 + x0 + y0` registers. Table 1's
+//!   `x0·r0 + r0·y0 + x0·y0` holds every step's values at once, which is not
+//!   what the generator emits.
+//! - On the CPU our micro-kernel (`compiler/src/generate/matmul_cpu.rs`)
 //!   consumes each reduction step's values before loading the next, so the
 //!   live set is the accumulator tile, one row of B and one splat of A:
 //!   `x0·y0/4 + y0/4 + 1` vector registers with 4-wide vectors. Table 1's
@@ -45,14 +50,21 @@
 //! 5. GPU: `Thread_block ≤ 256` and the adapter's limit, in whole warps, and
 //!    the thread grid no more than 2:1 (at equal threads, a flatter grid
 //!    re-reads more of A or B per output).
-//! 6. GPU: `L1_block ≤ 16 KiB` and the adapter's limit. `r1` is the largest
-//!    that fits without making workgroup memory the binding resource (H7).
+//! 6. GPU: `L1_block ≤ 16 KiB` and the adapter's limit. A staged tile takes
+//!    one register step per stage, `r1 = r0`: on the H100 (BENCHMARKS.md,
+//!    "Lite space") `r1 = r0 = 8` beat `r1` = 16 and 32 on every one of 17
+//!    tiles at 4096³, by 5–45%, and every schedule in the top 14 of K0, K1
+//!    and K2's wide searches had it. Double buffering gained 7–25% there at
+//!    `r1 = r0`, but doubles the workgroup memory and has not been shown to
+//!    win on every device, so it is device-dependent: each staged tile comes
+//!    with it (first) and without it, unless a settings file fixes it.
 //! 7. GPU: `Block_core = RegLimit`: registers are the binding resource
 //!    (`Block_core ≥ fill · RegLimit`) and the resident workgroups use at
-//!    least `fill · usable` of the register file. `r0` is the largest that
-//!    keeps `Reg_thread ≤ usable · max registers per thread`, the register
-//!    tile is no more than 2:1 (1:2 along the vector), and the unrolled body
-//!    `x0·y0·r0` stays ≤ 1024 multiply-adds (compile time, BENCHMARKS.md).
+//!    least `fill · usable` of the register file. The register tile fits
+//!    `usable · max registers per thread` and [`GPU_REGISTER_TILE`], is no
+//!    more than 2:1 (1:2 along the vector), and `r0` is the largest power of two up to
+//!    [`GPU_R0`] that keeps the unrolled body `x0·y0·r0` ≤ 1024
+//!    multiply-adds (compile time, BENCHMARKS.md).
 //!
 //! Candidates are ordered by `Block_core`, most first (the paper), then:
 //! work per thread (`x0·y0`), most first — FACTS.md measured the largest
@@ -84,6 +96,11 @@ pub const LITE_BUDGET: usize = 32;
 pub const MIN_LITE: usize = 8;
 /// Largest unrolled register-tile body, `x0·y0·r0` multiply-adds.
 pub const MAX_UNROLLED: u32 = 1024;
+/// Largest GPU register step `r0` (heuristic 7): `r0 = r1 = 8` was the
+/// measured optimum on the H100 (BENCHMARKS.md, "Lite space").
+pub const GPU_R0: u32 = 8;
+/// Largest GPU register tile `x0·y0` (heuristic 7).
+pub const GPU_REGISTER_TILE: u32 = 64;
 /// Cache blocks kept per register tile on the CPU (heuristic 3).
 pub const CACHE_TILES_PER_REGISTER_TILE: usize = 3;
 
@@ -151,7 +168,7 @@ pub fn checksum(schedules: &[Schedule]) -> String {
 /// Version of the space rules (heuristics, relaxation, hardware tables).
 /// Bump it with any change that should retire winners elected under the old
 /// rules; [`rules_checksum`] mixes it in.
-pub const RULES_VERSION: &str = "lite-space-1";
+pub const RULES_VERSION: &str = "lite-space-2";
 
 /// A checksum of the rules that build spaces for `op` on `target` under
 /// `settings`, the same for every device: [`RULES_VERSION`] and the space
@@ -244,6 +261,16 @@ struct Cand {
     s: Schedule,
     /// Sort keys, compared in order, smallest first.
     rank: Vec<i64>,
+    /// GPU matmul only: the second tile ranking and the variant's place.
+    gpu: Option<GpuOrder>,
+}
+
+/// How a GPU matmul candidate is placed: its tile's rank by work per thread
+/// (`rank` is by `Block_core`), and which variant of the tile it is.
+#[derive(Clone, Debug)]
+struct GpuOrder {
+    intensity: Vec<i64>,
+    variant: u8,
 }
 
 fn ragged(s: &Schedule, op: &Op) -> i64 {
@@ -270,7 +297,7 @@ pub fn lite_space(op: &Op, target: Target, device: &Device, settings: &Settings)
         // limits allow; the portable default is still a valid candidate.
         let s = Schedule::default_for(op, target);
         if s.check(op, target).is_ok() {
-            cands.push(Cand { s, rank: Vec::new() });
+            cands.push(Cand { s, rank: Vec::new(), gpu: None });
         }
     }
     let schedules: Vec<Schedule> = cands.into_iter().map(|c| c.s).collect();
@@ -300,12 +327,57 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
     out.sort_by(|a, b| a.rank.cmp(&b.rank).then_with(|| field_key(&a.s).cmp(&field_key(&b.s))));
     let mut seen = std::collections::HashSet::new();
     out.retain(|c| seen.insert(c.s.clone()));
+    if out.iter().all(|c| c.gpu.is_some()) && !out.is_empty() {
+        out = interleave_tiles(out);
+    }
     let survivors = out.len();
     out.truncate(LITE_BUDGET);
     (out, survivors)
 }
 
 /// Every field of a schedule as a sortable key: the last tie-breaker.
+/// GPU matmul order: the tiles ranked by `Block_core` (the paper) and by
+/// work per thread are taken alternately, each tile once, and each tile's
+/// variants follow it in their order. The two rankings win on different
+/// shapes on the H100 (BENCHMARKS.md, "Lite space"): small register tiles
+/// with many resident workgroups on K0, whose grid is too small to fill the
+/// GPU with large tiles; 8×8 register tiles on K1 and 4096³.
+fn interleave_tiles(cands: Vec<Cand>) -> Vec<Cand> {
+    type Tile = (u32, u32, u32, u32);
+    let tile = |c: &Cand| (c.s.x0, c.s.y0, c.s.x1, c.s.y1);
+    // Each tile ranked by its best-ranked variant, in both rankings.
+    let mut by_paper: Vec<Tile> = Vec::new();
+    for c in &cands {
+        if !by_paper.contains(&tile(c)) {
+            by_paper.push(tile(c));
+        }
+    }
+    let mut by_work: Vec<(&Vec<i64>, Tile)> = cands.iter().map(|c| (&c.gpu.as_ref().expect("GPU candidates").intensity, tile(c))).collect();
+    by_work.sort();
+    let mut order: Vec<Tile> = Vec::new();
+    let mut work = by_work.into_iter().map(|(_, t)| t);
+    for t in by_paper {
+        if !order.contains(&t) {
+            order.push(t);
+        }
+        for w in work.by_ref() {
+            if !order.contains(&w) {
+                order.push(w);
+                break;
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(cands.len());
+    let mut rest = cands;
+    for t in order {
+        let (mut mine, others): (Vec<Cand>, Vec<Cand>) = rest.into_iter().partition(|c| tile(c) == t);
+        mine.sort_by_key(|c| c.gpu.as_ref().map(|g| g.variant));
+        out.extend(mine);
+        rest = others;
+    }
+    out
+}
+
 fn field_key(s: &Schedule) -> String {
     serde_json::to_string(s).expect("schedule serializes")
 }
@@ -413,11 +485,19 @@ fn gpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> V
     let reg_cap = (relax.usable * hw.max_regs_per_thread as f64) as u32;
     let mut out = Vec::new();
     for (x0, y0) in register_tiles(xm, ym, 16, 16, base.vectorize == 4, 1, relax) {
-        let reg = |r0: u32| x0 * r0 + r0 * y0 + x0 * y0;
-        // H7, per thread: the largest r0 whose tile fits the thread's registers.
-        let fits = |r0: u32| !relax.heuristics || (reg(r0) <= reg_cap && x0 * y0 * r0 <= MAX_UNROLLED);
-        let Some(r0) = pow2s(km.min(MAX_R0)).filter(|&r| fits(r)).last() else { continue };
-        let reg = reg(r0);
+        // At most 8×8 per thread: the largest tile measured fastest on the
+        // H100 (FACTS.md); 8×16 has not been shown to pay for its registers.
+        if relax.heuristics && x0 * y0 > GPU_REGISTER_TILE {
+            continue;
+        }
+        // H7, per thread: the generator's live set fits the thread's
+        // registers, and r0 is the largest step up to GPU_R0 whose unrolled
+        // body stays small.
+        let reg = x0 * y0 + x0 + y0;
+        if relax.heuristics && reg > reg_cap {
+            continue;
+        }
+        let Some(r0) = pow2s(km.min(GPU_R0)).filter(|&r| !relax.heuristics || x0 * y0 * r <= MAX_UNROLLED).last() else { continue };
         for tx in pow2s(xm / x0) {
             for ty in pow2s(ym / y0) {
                 let threads = tx * ty;
@@ -445,16 +525,11 @@ fn gpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> V
                     if base.double_buffer { 2 * t } else { t }
                 };
                 let l1_limit = |r1: u32| if bytes(r1) == 0 { u32::MAX } else { hw.shared_bytes_per_core / bytes(r1) };
-                // H6: the largest slab that fits and leaves registers binding.
-                let r1 = if base.cache_read {
-                    let ok = |r1: u32| bytes(r1) <= lim.workgroup_bytes && (!relax.heuristics || l1_limit(r1) >= reg_limit.min(hw.max_blocks_per_core));
-                    match pow2s(km).filter(|&r| r >= r0 && ok(r)).last() {
-                        Some(r1) => r1,
-                        None => continue,
-                    }
-                } else {
-                    r0
-                };
+                // H6: one register step per stage, in the workgroup's memory.
+                let r1 = r0;
+                if bytes(r1) > lim.workgroup_bytes {
+                    continue;
+                }
                 let block_core = reg_limit.min(l1_limit(r1)).min(warp_limit).min(hw.max_blocks_per_core);
                 if relax.heuristics {
                     // H7: registers bind, and the resident workgroups fill them.
@@ -467,14 +542,12 @@ fn gpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> V
                     }
                 }
                 let s = Schedule { x0, y0, r0, x1, y1, r1, ..with_vector(base.clone(), y0) };
-                let rank = vec![
-                    -(block_core as i64),
-                    -((x0 * y0) as i64),
-                    ragged(&s, op),
-                    -(threads as i64),
-                    -(r1 as i64),
-                ];
-                out.push(Cand { s, rank });
+                let rank = vec![-(block_core as i64), -((x0 * y0) as i64), ragged(&s, op), -(threads as i64)];
+                let intensity = vec![-((x0 * y0) as i64), -(block_core as i64), ragged(&s, op), -(threads as i64)];
+                // Variants of one tile: staged and double-buffered first, then
+                // staged, then read straight from global memory.
+                let variant = if !s.cache_read { 2 } else if s.double_buffer { 0 } else { 1 };
+                out.push(Cand { s, rank, gpu: Some(GpuOrder { intensity, variant }) });
             }
         }
     }
@@ -526,7 +599,7 @@ fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<C
                 // Then more threads per output first: neighbouring threads
                 // read neighbouring packed words (coalesced), then more rows.
                 let rank = vec![-(block_core as i64), -(split_k as i64), -(x0 as i64), ragged(&s, op), -(threads as i64)];
-                out.push(Cand { s, rank });
+                out.push(Cand { s, rank, gpu: None });
             }
         }
     }
@@ -590,7 +663,7 @@ fn cpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> V
             let s = Schedule { x0, y0, r0, x1, y1, r1, vectorize, ..base.clone() };
             let fill_gap = (relax.cpu_spill * cpu.vector_registers as f64 - live as f64).abs();
             let rank = vec![(fill_gap * 1000.0) as i64, -((x0 * y0) as i64), traffic, ragged(&s, op)];
-            out.push(Cand { s, rank });
+            out.push(Cand { s, rank, gpu: None });
         }
     }
     out
@@ -632,7 +705,7 @@ fn cpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<C
                 let s = Schedule { x0, y0, r0, x1, y1, r1: r0, vectorize, ..base.clone() };
                 let fill_gap = (relax.cpu_spill * cpu.vector_registers as f64 - live as f64).abs();
                 let rank = vec![(fill_gap * 1000.0) as i64, -((x0 * y0) as i64), traffic, -(r0 as i64), ragged(&s, op)];
-                out.push(Cand { s, rank });
+                out.push(Cand { s, rank, gpu: None });
             }
         }
     }

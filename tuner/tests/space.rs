@@ -65,15 +65,19 @@ fn limits_and_settings_are_respected() {
     for c in &s.schedules {
         assert!((c.x1 / c.x0) * (c.y1 / c.y0) <= 64, "{c:?}");
         if c.cache_read {
-            assert!((c.x1 + c.y1) * c.r1 * 4 <= 4096, "{c:?}");
+            let stages = if c.double_buffer { 2 } else { 1 };
+            assert!((c.x1 + c.y1) * c.r1 * 4 * stages <= 4096, "{c:?}");
         }
     }
     let h100 = Device::from_fingerprint(&presets::get("h100").unwrap()).unwrap();
     let full = space(&op, Target::Wgsl, &h100);
     assert_ne!(full.checksum, s.checksum);
-    // Built-in WGSL settings keep cache_read device-dependent: both appear.
+    // Built-in WGSL settings keep cache_read and double_buffer
+    // device-dependent: both settings of each appear, double buffering only
+    // on staged tiles, and each staged tile one register step per stage.
     assert!(full.schedules.iter().any(|c| c.cache_read) && full.schedules.iter().any(|c| !c.cache_read));
-    assert!(full.schedules.iter().all(|c| c.tile_in_registers() && !c.double_buffer));
+    assert!(full.schedules.iter().any(|c| c.double_buffer) && full.schedules.iter().any(|c| c.cache_read && !c.double_buffer));
+    assert!(full.schedules.iter().all(|c| c.tile_in_registers() && (c.cache_read || !c.double_buffer) && c.r1 == c.r0));
     // A settings file that fixes cache_read off removes the staged candidates.
     let mut fixed = Settings::builtin(Target::Wgsl);
     fixed.dependent.clear();

@@ -30,7 +30,7 @@ pub struct SpaceArgs {
     pub settings: Option<PathBuf>,
 }
 
-fn fingerprint(device: &str) -> Result<Fingerprint> {
+pub(crate) fn fingerprint(device: &str) -> Result<Fingerprint> {
     if let Some(fp) = presets::get(device) {
         return Ok(fp);
     }
