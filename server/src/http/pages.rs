@@ -134,7 +134,7 @@ pub fn spec() -> serde_json::Value {
     let err = json!({"description": "What was wrong and how to fix it", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
     let kind_params = json!([
         {"name": "op", "in": "query", "required": true, "schema": {"type": "string", "enum": ["matmul", "batch_matmul", "matmul_q4"]}},
-        {"name": "shape", "in": "query", "required": true, "schema": {"type": "string", "pattern": "^[0-9]+(,[0-9]+){2,3}$"}, "example": "384,768,768"},
+        {"name": "shape", "in": "query", "required": true, "description": "M,K,N for matmul and matmul_q4, B,M,K,N for batch_matmul", "schema": {"type": "string", "pattern": "^[1-9][0-9]{0,9}(,[1-9][0-9]{0,9}){2,3}$"}, "example": "384,768,768"},
         {"name": "target", "in": "query", "required": true, "schema": {"type": "string", "enum": ["wasm", "wgsl"]}}
     ]);
     let mut best_params = kind_params.as_array().cloned().unwrap_or_default();
@@ -168,7 +168,7 @@ pub fn spec() -> serde_json::Value {
             "/v1/sessions/{id}/queue": {"get": {
                 "summary": "Candidate queue as Server-Sent Events: `candidate` events (data: CandidateEvent JSON), then one `done` event (data: QueueDone JSON)",
                 "parameters": queue_params,
-                "responses": {"200": {"description": "Event stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                "responses": {"200": {"description": "Event stream", "content": {"text/event-stream": {"schema": {"$ref": "#/components/schemas/QueueEvent"}}}},
                               "400": err, "404": err, "429": err, "503": err}}},
             "/v1/sessions/{id}/reports": {"post": {
                 "summary": "Report the top N (1 to 5) kernels of one op, shape and target, fastest first",
@@ -184,11 +184,13 @@ pub fn spec() -> serde_json::Value {
         "components": {"schemas": {
             "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
             "SessionRequest": {"type": "object", "required": ["fingerprint"], "additionalProperties": false, "properties": {
-                "fingerprint": {"type": "object", "required": ["vendor", "architecture", "device"], "properties": {
-                    "vendor": {"type": "string", "minLength": 1, "maxLength": 128},
-                    "architecture": {"type": "string", "minLength": 1, "maxLength": 128},
-                    "device": {"type": "string", "minLength": 1, "maxLength": 128},
-                    "rho": {"type": "string", "pattern": "^[01]*$", "maxLength": 128}}}}},
+                // Every field is optional: browsers hide what they like.
+                // A field of another type is read as unknown, never refused.
+                "fingerprint": {"type": "object", "properties": {
+                    "vendor": {"description": "GPUAdapterInfo.vendor, a string; a value of another type reads as unknown"},
+                    "architecture": {"description": "GPUAdapterInfo.architecture; as vendor"},
+                    "device": {"description": "GPUAdapterInfo.device; as vendor"},
+                    "rho": {"description": "the microbenchmark vector, a string of 0 and 1; a value of another type reads as absent"}}}}},
             "SessionResponse": {"type": "object", "required": ["session_id", "device_key", "arch_key", "vendor_key", "rho"], "properties": {
                 "session_id": {"type": "string"}, "device_key": {"type": "string"}, "arch_key": {"type": "string"},
                 "vendor_key": {"type": "string"}, "rho": {"type": "string"}}},
@@ -204,6 +206,8 @@ pub fn spec() -> serde_json::Value {
                 "seed": {"type": "integer", "description": "inputs are webtune_compiler::reference::inputs(op, seed) (README, Output checks)"},
                 "check": {"type": "array", "items": {"type": "integer"}, "description": "flat output positions whose values the report returns as samples"},
                 "space_checksum": {"type": "string"}}},
+            "QueueEvent": {"type": "object", "description": "One Server-Sent Event: `candidate` (data: CandidateEvent JSON) or `done` (data: QueueDone JSON)",
+                "required": ["data"], "properties": {"event": {"type": "string"}, "id": {"type": "string"}, "data": {"type": "string"}}},
             "QueueDone": {"type": "object", "required": ["total", "skipped"], "properties": {"total": {"type": "integer"}, "skipped": {"type": "integer"}}},
             "ReportRequest": {"type": "object", "required": ["op", "shape", "target", "entries"], "additionalProperties": false, "properties": {
                 "op": {"type": "string", "enum": ["matmul", "batch_matmul", "matmul_q4"]},

@@ -93,6 +93,7 @@ pub struct QueueDone {
 pub struct ReportRequest {
     pub op: String,
     /// The dimensions, e.g. `[384, 768, 768]`.
+    #[serde(deserialize_with = "integral::u32s")]
     pub shape: Vec<u32>,
     pub target: String,
     pub entries: Vec<ReportEntry>,
@@ -106,6 +107,7 @@ pub struct ReportEntry {
     /// Median time of one call, microseconds.
     pub median_us: f64,
     /// Timed runs behind the median.
+    #[serde(deserialize_with = "integral::u32")]
     pub runs: u32,
     /// Whether the client's check of the output passed.
     pub output_ok: bool,
@@ -138,4 +140,51 @@ pub struct WinnerView {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ErrorBody {
     pub error: String,
+}
+
+/// JSON has one number type: `2230.0` is the integer 2230 to JSON Schema and
+/// to JavaScript, so integer fields take any number with no fractional part
+/// that fits, and refuse the rest with serde's message.
+mod integral {
+    use serde::de::{Deserializer, Error};
+    use serde::Deserialize;
+
+    fn whole<E: Error>(n: serde_json::Number) -> Result<u32, E> {
+        let v = n.as_u64().map(|u| u as f64).or_else(|| n.as_f64()).unwrap_or(f64::NAN);
+        if v.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(&v) {
+            Ok(v as u32)
+        } else {
+            Err(E::custom(format!("expected a whole number from 0 to {}, got {n}", u32::MAX)))
+        }
+    }
+
+    pub fn u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        whole(serde_json::Number::deserialize(d)?)
+    }
+
+    pub fn u32s<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u32>, D::Error> {
+        Vec::<serde_json::Number>::deserialize(d)?.into_iter().map(whole).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(runs: &str) -> Result<ReportEntry, serde_json::Error> {
+        serde_json::from_str(&format!(r#"{{"sha256": "", "ticket": "", "median_us": 1.5, "runs": {runs}, "output_ok": false}}"#))
+    }
+
+    #[test]
+    fn integer_fields_take_whole_numbers_in_any_spelling() {
+        assert_eq!(entry("2230").unwrap().runs, 2230);
+        assert_eq!(entry("2230.0").unwrap().runs, 2230);
+        assert_eq!(entry("4294967295").unwrap().runs, u32::MAX);
+        for bad in ["2230.5", "-1", "4294967296", "1e300", "\"7\""] {
+            assert!(entry(bad).is_err(), "{bad}");
+        }
+        let r: ReportRequest = serde_json::from_str(r#"{"op": "matmul", "shape": [384, 768.0, 768], "target": "wasm", "entries": []}"#).unwrap();
+        assert_eq!(r.shape, vec![384, 768, 768]);
+        assert!(serde_json::from_str::<ReportRequest>(r#"{"op": "matmul", "shape": [384, 0.5, 768], "target": "wasm", "entries": []}"#).is_err());
+    }
 }
