@@ -1,5 +1,5 @@
-//! The report endpoint of the real service, in process, on an in-memory
-//! SQLite database: arbitrary bytes as the body of
+//! The report endpoint of the real service, in process, on a fresh
+//! SQLite database file: arbitrary bytes as the body of
 //! `POST /v1/sessions/{id}/reports` for a live session must be answered with
 //! a 4xx JSON error (or 200), never a 5xx or a panic. Session creation
 //! (`POST /v1/sessions`, the fingerprint decoder) gets the same bytes.
@@ -28,10 +28,13 @@ fn world() -> &'static World {
         // Rate limits off: the fuzzer is one very fast client.
         let limits = Limits { per_address_per_min: 1e12, per_session_per_min: 1e12, ..Limits::default() };
         let config = Config { limits, ..Config::default() };
-        let app = rt.block_on(App::new("sqlite::memory:", config)).unwrap();
+        // A fresh database file per fuzzing process (the service's own URL form).
+        let path = std::env::temp_dir().join(format!("webtune-fuzz-{}.sqlite", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let app = rt.block_on(App::new(&format!("sqlite://{}", path.display()), config)).unwrap();
         let body = r#"{"fingerprint": {"target": "wasm", "hardwareConcurrency": 2, "simd": true, "relaxedSimd": true}}"#;
         let (status, text) = rt.block_on(post(&app, "/v1/sessions", body.as_bytes().to_vec()));
-        assert_eq!(status, StatusCode::OK, "{text}");
+        assert!(status.is_success(), "{status} {text}");
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let session = v["session_id"].as_str().expect("session_id").to_string();
         World { rt, app, session }
