@@ -34,7 +34,10 @@ fn gflops(engine: &WasmEngine, op: &Op, s: &Schedule, reps: usize) -> f64 {
     };
     let opts = RunOptions { reps, warmup: 2, min_sample_ms: 20.0, seed: 7, ..RunOptions::default() };
     match engine.run(&KernelDir::from_kernel(k), &opts) {
-        Ok(r) if r.correct => r.gflops,
+        Ok(r) if r.correct => {
+            println!("{}", json!({"gflops": r.gflops, "spread": r.spread, "config": s}));
+            r.gflops
+        }
         Ok(r) => {
             println!("{}", json!({"error": "WRONG RESULT", "max_rel_err": r.max_rel_err, "config": s}));
             0.0

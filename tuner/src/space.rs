@@ -332,13 +332,20 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
     }
     let survivors = out.len();
     out.truncate(LITE_BUDGET);
+    if out.iter().all(|c| c.gpu.is_some()) {
+        // The kept set is whole tiles in tile order; within it, every tile's
+        // first variant comes before any tile's second (a stable sort).
+        out.sort_by_key(|c| c.gpu.as_ref().map(|g| g.variant));
+    }
     (out, survivors)
 }
 
 /// Every field of a schedule as a sortable key: the last tie-breaker.
 /// GPU matmul order: the tiles ranked by `Block_core` (the paper) and by
 /// work per thread are taken alternately, each tile once, and each tile's
-/// variants follow it in their order. The two rankings win on different
+/// variants follow it in their order. That decides which candidates fit the
+/// budget; `candidates` then puts every kept tile's first variant ahead of
+/// any second one. The two rankings win on different
 /// shapes on the H100 (BENCHMARKS.md, "Lite space"): small register tiles
 /// with many resident workgroups on K0, whose grid is too small to fill the
 /// GPU with large tiles; 8×8 register tiles on K1 and 4096³.
