@@ -62,6 +62,10 @@ export declare class KernelTuner<I extends Impl> {
     note(s: string): void;
     /** Candidates evaluated so far. */
     get evaluated(): number;
+    /** Candidates taken from the queue so far, evaluated or under evaluation. */
+    get taken(): number;
+    /** Whether a candidate is part-way through its evaluation. */
+    get evaluating(): boolean;
     /** Starts reading the queue (in the background). */
     open(): void;
     /** Reads the next event and loads its kernel, in the background. */

@@ -210,7 +210,15 @@ export declare class Webtune extends EventTarget {
     gpuKernel(op: OpName, shape: number[]): Promise<GpuKernel>;
     private makeKernel;
     private host;
-    private activeTuner;
+    /**
+     * The tuners with work left, in the order `idle()` offers them its time.
+     * A candidate part-way through its evaluation finishes first. Then round
+     * robin over the ops: the tuner that has taken the fewest candidates goes
+     * next, so the head of every op's queue (the lite space is best first) is
+     * measured before the tail of any, and the app's latency falls early.
+     * Ties go to the op with the biggest share of the app's time.
+     */
+    private tunerOrder;
     /** Whether every kernel is tuned and reported (or not to be tuned). */
     get done(): boolean;
     /** Tuning progress of every kernel. */

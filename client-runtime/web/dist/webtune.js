@@ -768,6 +768,14 @@ var KernelTuner = class {
   get evaluated() {
     return this.results.length;
   }
+  /** Candidates taken from the queue so far, evaluated or under evaluation. */
+  get taken() {
+    return this.started;
+  }
+  /** Whether a candidate is part-way through its evaluation. */
+  get evaluating() {
+    return this.ev !== null;
+  }
   /** Starts reading the queue (in the background). */
   open() {
     if (this.phase !== "waiting") return;
@@ -1238,6 +1246,7 @@ var GpuBackend = class {
 };
 
 // src/webtune.ts
+var MAX_OPEN_QUEUES = 4;
 var KernelHandle = class {
   constructor(op, shape, impl, source, level) {
     this.op = op;
@@ -1533,21 +1542,25 @@ var Webtune = class _Webtune extends EventTarget {
       }
     };
   }
-  activeTuner() {
-    let next = null;
-    let weight = -1;
+  /**
+   * The tuners with work left, in the order `idle()` offers them its time.
+   * A candidate part-way through its evaluation finishes first. Then round
+   * robin over the ops: the tuner that has taken the fewest candidates goes
+   * next, so the head of every op's queue (the lite space is best first) is
+   * measured before the tail of any, and the app's latency falls early.
+   * Ties go to the op with the biggest share of the app's time.
+   */
+  tunerOrder() {
+    const live = [];
+    const open = this.handles.filter((h) => h.tuner?.phase === "opening" || h.tuner?.phase === "running").length;
     for (const h of this.handles) {
       const t = h.tuner;
-      if (!t) continue;
-      if (t.phase === "opening" || t.phase === "running") return t;
-      if (t.phase !== "waiting") continue;
-      const w = flops(h.op, h.shape) * (h.calls + 1);
-      if (w > weight) {
-        weight = w;
-        next = t;
-      }
+      if (!t || !(t.phase === "waiting" || t.phase === "opening" || t.phase === "running")) continue;
+      if (t.phase === "waiting" && open >= MAX_OPEN_QUEUES) continue;
+      live.push({ t, w: flops(h.op, h.shape) * (h.calls + 1) });
     }
-    return next;
+    live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || a.t.taken - b.t.taken || b.w - a.w);
+    return live.map((x) => x.t);
   }
   /** Whether every kernel is tuned and reported (or not to be tuned). */
   get done() {
@@ -1576,11 +1589,11 @@ var Webtune = class _Webtune extends EventTarget {
     const deadline = performance.now() + budgetMs;
     let worked = false;
     try {
-      for (let guard = 0; guard < this.handles.length + 1; guard++) {
-        const t = this.activeTuner();
-        if (!t) break;
-        worked = await t.step(deadline) || worked;
-        if (t.phase !== "reporting" && t.phase !== "done") break;
+      for (const t of this.tunerOrder()) {
+        if (worked && performance.now() >= deadline) break;
+        const did = await t.step(deadline);
+        worked = did || worked;
+        if (did && t.phase !== "reporting" && t.phase !== "done") break;
       }
     } finally {
       this.busy = false;

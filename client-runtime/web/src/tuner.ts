@@ -279,6 +279,16 @@ export class KernelTuner<I extends Impl> {
     return this.results.length;
   }
 
+  /** Candidates taken from the queue so far, evaluated or under evaluation. */
+  get taken(): number {
+    return this.started;
+  }
+
+  /** Whether a candidate is part-way through its evaluation. */
+  get evaluating(): boolean {
+    return this.ev !== null;
+  }
+
   /** Starts reading the queue (in the background). */
   open(): void {
     if (this.phase !== 'waiting') return;

@@ -41,6 +41,12 @@ import type { Backend, BestResponse, Impl, KernelMeta } from './types.js';
 import { WasmBackend, type WasmImpl, WasmKernelBinding } from './wasm.js';
 import { GpuBackend, type GpuImpl, GpuLayouts } from './webgpu.js';
 
+/**
+ * Candidate queues one page streams at once (the server allows a session 8):
+ * the ops beyond it wait for one to finish.
+ */
+const MAX_OPEN_QUEUES = 4;
+
 export type { Fingerprint } from './fingerprint.js';
 export type { Measurement } from './tuner.js';
 export type { BestResponse, KernelMeta } from './types.js';
@@ -455,22 +461,26 @@ export class Webtune extends EventTarget {
     };
   }
 
-  private activeTuner(): KernelTuner<Impl> | null {
-    let next: KernelTuner<Impl> | null = null;
-    let weight = -1;
+  /**
+   * The tuners with work left, in the order `idle()` offers them its time.
+   * A candidate part-way through its evaluation finishes first. Then round
+   * robin over the ops: the tuner that has taken the fewest candidates goes
+   * next, so the head of every op's queue (the lite space is best first) is
+   * measured before the tail of any, and the app's latency falls early.
+   * Ties go to the op with the biggest share of the app's time.
+   */
+  private tunerOrder(): KernelTuner<Impl>[] {
+    const live: { t: KernelTuner<Impl>; w: number }[] = [];
+    const open = this.handles.filter((h) => h.tuner?.phase === 'opening' || h.tuner?.phase === 'running').length;
     for (const h of this.handles) {
       const t = h.tuner as KernelTuner<Impl> | null;
-      if (!t) continue;
-      if (t.phase === 'opening' || t.phase === 'running') return t;
-      if (t.phase !== 'waiting') continue;
-      // Biggest share of the app's time first: work per call times calls.
-      const w = flops(h.op, h.shape) * (h.calls + 1);
-      if (w > weight) {
-        weight = w;
-        next = t;
-      }
+      if (!t || !(t.phase === 'waiting' || t.phase === 'opening' || t.phase === 'running')) continue;
+      // A new queue opens only while fewer than MAX_OPEN_QUEUES stream.
+      if (t.phase === 'waiting' && open >= MAX_OPEN_QUEUES) continue;
+      live.push({ t, w: flops(h.op, h.shape) * (h.calls + 1) });
     }
-    return next;
+    live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || a.t.taken - b.t.taken || b.w - a.w);
+    return live.map((x) => x.t);
   }
 
   /** Whether every kernel is tuned and reported (or not to be tuned). */
@@ -502,13 +512,15 @@ export class Webtune extends EventTarget {
     const deadline = performance.now() + budgetMs;
     let worked = false;
     try {
-      for (let guard = 0; guard < this.handles.length + 1; guard++) {
-        const t = this.activeTuner();
-        if (!t) break;
-        worked = (await t.step(deadline)) || worked;
-        // A tuner that just finished hands over to the next one at once, so
-        // its queue opens while this one's report is in flight.
-        if (t.phase !== 'reporting' && t.phase !== 'done') break;
+      // The first tuner in order that has work ready takes the slice; one
+      // with nothing ready yet (its queue opening, a candidate downloading)
+      // passes it on, and so does one that just finished, so that the next
+      // queue opens while its report is in flight.
+      for (const t of this.tunerOrder()) {
+        if (worked && performance.now() >= deadline) break;
+        const did = await t.step(deadline);
+        worked = did || worked;
+        if (did && t.phase !== 'reporting' && t.phase !== 'done') break;
       }
     } finally {
       this.busy = false;

@@ -27,13 +27,15 @@ pub struct Limits {
     pub max_in_flight: usize,
     /// Candidate queues streaming at once, all sessions together.
     pub max_queues: usize,
-    /// Candidate queues streaming at once for one session.
+    /// Candidate queues streaming at once for one session. The browser
+    /// runtime tunes an app's ops side by side (a candidate of each in turn),
+    /// so an app with a few ops holds a queue for each.
     pub max_queues_per_session: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { per_address_per_min: 600.0, per_session_per_min: 60.0, max_in_flight: 512, max_queues: 256, max_queues_per_session: 2 }
+        Limits { per_address_per_min: 600.0, per_session_per_min: 60.0, max_in_flight: 512, max_queues: 256, max_queues_per_session: 8 }
     }
 }
 
