@@ -1,6 +1,6 @@
-//! Times naga's WGSL parser and validator on files, taken in turn (round
-//! robin, so that a noisy machine slows every file alike), to see which
-//! source shapes cost parse time.
+//! Times the compiler's two naga steps (`wgsl::parse`, `wgsl::check_module`)
+//! on files, taken in turn (round robin, so that a noisy machine slows every
+//! file alike), to see which source shapes cost parse time.
 //!
 //! `cargo run --release -p webtune-compiler --example naga_parse -- FILE...`
 
@@ -14,10 +14,10 @@ fn main() {
     for _ in 0..60 {
         for (i, (src, _)) in files.iter().enumerate() {
             let t = Instant::now();
-            let m = naga::front::wgsl::parse_str(src).expect("parses");
+            let m = webtune_compiler::wgsl::parse(src).expect("parses");
             parse[i].push(t.elapsed().as_secs_f64() * 1e3);
             let t = Instant::now();
-            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty()).validate(&m).expect("valid");
+            webtune_compiler::wgsl::check_module(&m, src).expect("valid");
             valid[i].push(t.elapsed().as_secs_f64() * 1e3);
         }
     }

@@ -327,12 +327,13 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
     out.sort_by(|a, b| a.rank.cmp(&b.rank).then_with(|| field_key(&a.s).cmp(&field_key(&b.s))));
     let mut seen = std::collections::HashSet::new();
     out.retain(|c| seen.insert(c.s.clone()));
-    if out.iter().all(|c| c.gpu.is_some()) && !out.is_empty() {
+    let gpu_matmul = !out.is_empty() && out.iter().all(|c| c.gpu.is_some());
+    if gpu_matmul {
         out = interleave_tiles(out);
     }
     let survivors = out.len();
     out.truncate(LITE_BUDGET);
-    if out.iter().all(|c| c.gpu.is_some()) {
+    if gpu_matmul {
         // The kept set is whole tiles in tile order; within it, every tile's
         // first variant comes before any tile's second (a stable sort).
         out.sort_by_key(|c| c.gpu.as_ref().map(|g| g.variant));
@@ -340,7 +341,6 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
     (out, survivors)
 }
 
-/// Every field of a schedule as a sortable key: the last tie-breaker.
 /// GPU matmul order: the tiles ranked by `Block_core` (the paper) and by
 /// work per thread are taken alternately, each tile once, and each tile's
 /// variants follow it in their order. That decides which candidates fit the
@@ -385,6 +385,7 @@ fn interleave_tiles(cands: Vec<Cand>) -> Vec<Cand> {
     out
 }
 
+/// Every field of a schedule as a sortable key: the last tie-breaker.
 fn field_key(s: &Schedule) -> String {
     serde_json::to_string(s).expect("schedule serializes")
 }
@@ -527,17 +528,15 @@ fn gpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> V
                 let warps = threads.div_ceil(hw.warp_width);
                 let reg_limit = hw.regs_per_core / (reg * threads).max(1);
                 let warp_limit = hw.max_warps_per_core / warps;
-                let bytes = |r1: u32| {
-                    let t = if base.cache_read { (x1 + y1) * r1 * 4 } else { 0 };
-                    if base.double_buffer { 2 * t } else { t }
-                };
-                let l1_limit = |r1: u32| if bytes(r1) == 0 { u32::MAX } else { hw.shared_bytes_per_core / bytes(r1) };
                 // H6: one register step per stage, in the workgroup's memory.
                 let r1 = r0;
-                if bytes(r1) > lim.workgroup_bytes {
+                let stage = if base.cache_read { (x1 + y1) * r1 * 4 } else { 0 };
+                let bytes = if base.double_buffer { 2 * stage } else { stage };
+                if bytes > lim.workgroup_bytes {
                     continue;
                 }
-                let block_core = reg_limit.min(l1_limit(r1)).min(warp_limit).min(hw.max_blocks_per_core);
+                let l1_limit = hw.shared_bytes_per_core.checked_div(bytes).unwrap_or(u32::MAX);
+                let block_core = reg_limit.min(l1_limit).min(warp_limit).min(hw.max_blocks_per_core);
                 if relax.heuristics {
                     // H7: registers bind, and the resident workgroups fill them.
                     if reg_limit == 0 || (block_core as f64) < relax.fill * reg_limit as f64 {

@@ -71,9 +71,19 @@ pub enum EmitError {
 
 /// Parses and validates `source` with naga; the error is naga's report.
 pub fn validate(source: &str) -> Result<(), String> {
-    let module = naga::front::wgsl::parse_str(source).map_err(|e| format!("naga parse: {}", e.emit_to_string(source)))?;
+    check_module(&parse(source)?, source)
+}
+
+/// The first half of [`validate`]: naga's WGSL front end.
+pub fn parse(source: &str) -> Result<naga::Module, String> {
+    naga::front::wgsl::parse_str(source).map_err(|e| format!("naga parse: {}", e.emit_to_string(source)))
+}
+
+/// The second half of [`validate`]: naga's validator, with every check on
+/// and no optional capability, on a module [`parse`]d from `source`.
+pub fn check_module(module: &naga::Module, source: &str) -> Result<(), String> {
     naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())
-        .validate(&module)
+        .validate(module)
         .map_err(|e| format!("naga validate: {}", e.emit_to_string(source)))?;
     Ok(())
 }

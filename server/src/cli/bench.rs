@@ -87,12 +87,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
                     let source = wgsl::emit(&func, wg).map_err(|e| anyhow::anyhow!("{e}"))?;
                     emit.push(t.elapsed().as_secs_f64() * 1e3);
                     let t = Instant::now();
-                    let module = naga::front::wgsl::parse_str(&source).map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let module = wgsl::parse(&source).map_err(anyhow::Error::msg)?;
                     parse.push(t.elapsed().as_secs_f64() * 1e3);
                     let t = Instant::now();
-                    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())
-                        .validate(&module)
-                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    wgsl::check_module(&module, &source).map_err(anyhow::Error::msg)?;
                     validate.push(t.elapsed().as_secs_f64() * 1e3);
                 }
             }
