@@ -1,14 +1,14 @@
 // Measures the demo for BENCHMARKS.md: latency before and after tuning, and
 // seconds until the rolling median stays within 5 % of the final latency.
 //
-//   node bench/demo.mjs [--server URL] [--target wasm|webgpu] [--runs N] [--params 'layers=4&...']
+//   node bench/demo.mjs [--server URL] [--target wasm|webgpu] [--runs N] [--params 'layers=4&...'] [--dump DIR] [--local-dist]
 //
 // Without --server it starts `webtune serve` (WEBTUNE_BIN, default
 // target/release/webtune) on a fresh SQLite file, so every run starts from
 // the portable default kernels. Each run uses a fresh browser profile.
 
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +22,11 @@ const arg = (k, d) => {
 const target = arg('target', 'wasm');
 const runs = Number(arg('runs', 1));
 const params = arg('params', 'after=5');
+// --dump DIR writes each run's whole window.webtuneDemo (latencies, swaps, measures) as DIR/run-N.json.
+const dump = arg('dump', null);
+// --local-dist serves /web/* from client-runtime/web/dist on disk instead of the copy built into the server
+// binary: for trying a change to the runtime without rebuilding the server. Recorded figures use the binary.
+const localDist = process.argv.includes('--local-dist');
 const CHROMIUM = process.env.CHROMIUM ?? ['/usr/lib/chromium/chromium', '/usr/bin/chromium'].find((p) => existsSync(p));
 const work = mkdtempSync(join(tmpdir(), 'webtune-bench-'));
 
@@ -47,17 +52,33 @@ try {
   for (let r = 0; r < runs; r++) {
     const b = await chromium.launch({ executablePath: CHROMIUM, ignoreDefaultArgs: true, args: [...flags, `--user-data-dir=${mkdtempSync(join(work, 'p-'))}`] });
     const page = await (b.contexts()[0] ?? (await b.newContext())).newPage();
+    if (localDist) {
+      await page.route('**/web/*', (route) => {
+        const name = new URL(route.request().url()).pathname.split('/').pop();
+        return route.fulfill({
+          path: join(ROOT, 'client-runtime', 'web', 'dist', name),
+          contentType: 'text/javascript; charset=utf-8',
+          headers: { 'cross-origin-resource-policy': 'same-origin', 'cache-control': 'no-cache' },
+        });
+      });
+    }
     await page.goto(`${url}/demo?target=${target}&${params}`);
     await page.waitForFunction(() => ['stopped', 'error'].includes(window.webtuneDemo?.phase), null, { timeout: 1_800_000, polling: 500 });
     const s = await page.evaluate(() => JSON.parse(JSON.stringify(window.webtuneDemo)));
     await b.close();
+    if (dump) {
+      mkdirSync(dump, { recursive: true });
+      writeFileSync(join(dump, `run-${r}.json`), JSON.stringify(s));
+    }
     if (s.error) throw new Error(s.error);
     const c = s.config;
     console.log(JSON.stringify({
       run: r, target, config: `${c.layers}L seq${c.seq} d${c.dim} h${c.heads} ffn${c.ffn}${c.q4 ? ' q4' : ''}`, device: s.deviceKey,
       timer_ms: s.timerResolutionMs, inferences: s.inferences, candidates: s.measured, failed: s.failed.length, swaps: s.swaps.length,
       tuned_s: s.tunedAt, start_ms: s.summary.startMs, final_ms: s.summary.finalMs, speedup: s.summary.startMs / s.summary.finalMs,
-      within5_s: s.summary.secondsToWithin5,
+      within5_s: s.summary.secondsToWithin5, within5_of9_s: s.summary.secondsToWithin5Of9,
+      rejected_early: s.measures?.filter((m) => m.early).length,
+      idle_ms_per_loop: s.idles?.length ? s.idles.reduce((a, i) => a + i.ms, 0) / s.idles.length : undefined,
     }));
   }
 } finally {

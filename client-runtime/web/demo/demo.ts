@@ -43,13 +43,15 @@ const state = {
   swaps: [] as (SwapDetail & { name: string; t: number })[],
   measured: 0,
   /** Every candidate measured: kernel, hash, whether it passed, its median and the kernel in use's, µs. */
-  measures: [] as { name: string; sha256: string; ok: boolean; us: number; current_us: number; runs: number }[],
+  measures: [] as { name: string; sha256: string; ok: boolean; us: number; current_us: number; runs: number; early: boolean; t: number; trace?: MeasureDetail['trace'] }[],
   failed: [] as { name: string; sha256: string; error?: string }[],
   reports: [] as (ReportDetail & { name: string })[],
   inferences: 0,
   latencies: [] as Point[],
+  /** Each loop's idle() call: when it started (s), how long it took (ms), whether it tuned. */
+  idles: [] as { t: number; ms: number; worked: boolean }[],
   tunedAt: null as number | null,
-  summary: null as null | { startMs: number; finalMs: number; secondsToWithin5: number | null },
+  summary: null as null | { startMs: number; finalMs: number; secondsToWithin5: number | null; secondsToWithin5Of9: number | null },
   output: { first: null as number[] | null, last: null as number[] | null, maxDiff: 0 },
 };
 (window as unknown as { webtuneDemo: typeof state }).webtuneDemo = state;
@@ -67,11 +69,24 @@ function median(xs: number[]): number {
   return s.length ? s[Math.floor(s.length / 2)] : NaN;
 }
 
+/** The median latency of the inferences that started within ±`half` s of points[i] (points are in time order). */
+function windowMedian(points: Point[], i: number, half: number): number {
+  let lo = i, hi = i;
+  while (lo > 0 && points[lo - 1].t >= points[i].t - half) lo--;
+  while (hi < points.length - 1 && points[hi + 1].t <= points[i].t + half) hi++;
+  return median(points.slice(lo, hi + 1).map((p) => p.ms));
+}
+
 /**
  * Latency before tuning (the median between the 10th inference, once the
  * engine's JIT has warmed up, and the first swap), after it (the median of
- * the last inferences), and when the rolling median first came within 5 % of
- * the final latency and stayed there.
+ * the last inferences: 100, or a third of them if fewer than 300), and how
+ * many seconds after the first inference the latency came within 5 % of
+ * the final latency and stayed there. "The latency" at an inference is the
+ * median of the inferences that started within ±1 s of it (a centred
+ * window: no lag behind a swap, and a few slow inferences, from a GC or
+ * another process, do not count as being off). `secondsToWithin5Of9` is the earlier definition, kept to compare
+ * runs: the median of each inference and the 8 before it.
  */
 function summarize(points: Point[], swaps: { t: number }[]) {
   if (points.length < 20) return null;
@@ -80,9 +95,12 @@ function summarize(points: Point[], swaps: { t: number }[]) {
   const startMs = median((before.length ? before : points.slice(10, 60)).map((p) => p.ms));
   const finalMs = median(points.slice(-Math.min(100, Math.floor(points.length / 3))).map((p) => p.ms));
   let secondsToWithin5: number | null = null;
-  const roll = points.map((_, i) => median(points.slice(Math.max(0, i - 8), i + 1).map((p) => p.ms)));
-  for (let i = roll.length - 1; i >= 0 && roll[i] <= finalMs * 1.05; i--) secondsToWithin5 = points[i].t;
-  return { startMs, finalMs, secondsToWithin5 };
+  for (let i = points.length - 1; i >= 0 && windowMedian(points, i, 1) <= finalMs * 1.05; i--) secondsToWithin5 = points[i].t;
+  let secondsToWithin5Of9: number | null = null;
+  for (let i = points.length - 1; i >= 0 && median(points.slice(Math.max(0, i - 8), i + 1).map((p) => p.ms)) <= finalMs * 1.05; i--) {
+    secondsToWithin5Of9 = points[i].t;
+  }
+  return { startMs, finalMs, secondsToWithin5, secondsToWithin5Of9 };
 }
 
 function render(wt: Webtune | null): void {
@@ -152,7 +170,7 @@ async function main(): Promise<void> {
   wt.addEventListener('measure', (e) => {
     const d = (e as CustomEvent<MeasureDetail>).detail;
     state.measured++;
-    state.measures.push({ name: nameOf(d.op, d.shape), sha256: d.sha256, ok: d.ok, us: d.median_us, current_us: d.current_us, runs: d.runs });
+    state.measures.push({ name: nameOf(d.op, d.shape), sha256: d.sha256, ok: d.ok, us: d.median_us, current_us: d.current_us, runs: d.runs, early: !!d.rejected_early, t: (performance.now() - t0) / 1000, trace: d.trace });
     if (!d.ok) state.failed.push({ name: nameOf(d.op, d.shape), sha256: d.sha256, error: d.error });
   });
   wt.addEventListener('report', (e) => {
@@ -173,7 +191,9 @@ async function main(): Promise<void> {
     state.output.last = fp;
     // Kernels differ only in f32 rounding: the model's output must not move.
     state.output.maxDiff = Math.max(state.output.maxDiff, ...fp.map((v, i) => Math.abs(v - state.output.first![i]) / Math.max(1, Math.abs(state.output.first![i]))));
+    const i0 = performance.now();
     const r = await wt.idle();
+    if (!r.done) state.idles.push({ t: (i0 - t0) / 1000, ms: performance.now() - i0, worked: r.worked });
     if (r.done && state.tunedAt === null) {
       state.tunedAt = (performance.now() - t0) / 1000;
       state.phase = 'tuned';

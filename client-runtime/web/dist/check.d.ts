@@ -8,6 +8,8 @@ export declare class Scales {
     readonly args: Uint32Array[];
     readonly rows: Float64Array;
     readonly cols: Float64Array;
+    private m;
+    private n;
     constructor(op: OpName, shape: readonly number[], args: Uint32Array[]);
     /** The scale of flat output index `p`. */
     at(p: number): number;

@@ -512,6 +512,8 @@ var state = {
   reports: [],
   inferences: 0,
   latencies: [],
+  /** Each loop's idle() call: when it started (s), how long it took (ms), whether it tuned. */
+  idles: [],
   tunedAt: null,
   summary: null,
   output: { first: null, last: null, maxDiff: 0 }
@@ -527,6 +529,12 @@ function median(xs) {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? s[Math.floor(s.length / 2)] : NaN;
 }
+function windowMedian(points, i, half) {
+  let lo = i, hi = i;
+  while (lo > 0 && points[lo - 1].t >= points[i].t - half) lo--;
+  while (hi < points.length - 1 && points[hi + 1].t <= points[i].t + half) hi++;
+  return median(points.slice(lo, hi + 1).map((p) => p.ms));
+}
 function summarize(points, swaps) {
   if (points.length < 20) return null;
   const firstSwap = swaps.length ? swaps[0].t : Infinity;
@@ -534,9 +542,12 @@ function summarize(points, swaps) {
   const startMs = median((before.length ? before : points.slice(10, 60)).map((p) => p.ms));
   const finalMs = median(points.slice(-Math.min(100, Math.floor(points.length / 3))).map((p) => p.ms));
   let secondsToWithin5 = null;
-  const roll = points.map((_, i) => median(points.slice(Math.max(0, i - 8), i + 1).map((p) => p.ms)));
-  for (let i = roll.length - 1; i >= 0 && roll[i] <= finalMs * 1.05; i--) secondsToWithin5 = points[i].t;
-  return { startMs, finalMs, secondsToWithin5 };
+  for (let i = points.length - 1; i >= 0 && windowMedian(points, i, 1) <= finalMs * 1.05; i--) secondsToWithin5 = points[i].t;
+  let secondsToWithin5Of9 = null;
+  for (let i = points.length - 1; i >= 0 && median(points.slice(Math.max(0, i - 8), i + 1).map((p) => p.ms)) <= finalMs * 1.05; i--) {
+    secondsToWithin5Of9 = points[i].t;
+  }
+  return { startMs, finalMs, secondsToWithin5, secondsToWithin5Of9 };
 }
 function render(wt) {
   const marks = state.swaps.map((s2) => ({ t: s2.t, label: `${s2.name} ×${s2.speedup.toFixed(2)}`, color: COLORS[s2.name] ?? "#555" }));
@@ -597,7 +608,7 @@ async function main() {
   wt.addEventListener("measure", (e) => {
     const d = e.detail;
     state.measured++;
-    state.measures.push({ name: nameOf(d.op, d.shape), sha256: d.sha256, ok: d.ok, us: d.median_us, current_us: d.current_us, runs: d.runs });
+    state.measures.push({ name: nameOf(d.op, d.shape), sha256: d.sha256, ok: d.ok, us: d.median_us, current_us: d.current_us, runs: d.runs, early: !!d.rejected_early, t: (performance.now() - t0) / 1e3, trace: d.trace });
     if (!d.ok) state.failed.push({ name: nameOf(d.op, d.shape), sha256: d.sha256, error: d.error });
   });
   wt.addEventListener("report", (e) => {
@@ -617,7 +628,9 @@ async function main() {
     if (!state.output.first) state.output.first = fp;
     state.output.last = fp;
     state.output.maxDiff = Math.max(state.output.maxDiff, ...fp.map((v, i) => Math.abs(v - state.output.first[i]) / Math.max(1, Math.abs(state.output.first[i]))));
+    const i0 = performance.now();
     const r = await wt.idle();
+    if (!r.done) state.idles.push({ t: (i0 - t0) / 1e3, ms: performance.now() - i0, worked: r.worked });
     if (r.done && state.tunedAt === null) {
       state.tunedAt = (performance.now() - t0) / 1e3;
       state.phase = "tuned";

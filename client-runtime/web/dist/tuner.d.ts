@@ -19,6 +19,33 @@ export interface Measurement {
     runs: number;
     /** Output values at the server's check positions. */
     samples?: number[];
+    /** Stopped before its full timed pairs as clearly slower than the kernel in use, or no faster (its medians are from the pairs taken). */
+    rejected_early?: boolean;
+    /** Where the evaluation's time went (not reported to the server). */
+    trace?: EvalTrace;
+}
+/**
+ * Where one evaluation's time went: wall-clock ms from the candidate's turn
+ * to the end of each phase, the ms spent inside step() (the idle slices it
+ * used), how many slices, and the sample pairs warm-up and timing took.
+ */
+export interface EvalTrace {
+    load_ms: number;
+    inputs_ms: number;
+    check_ms: number;
+    warm_ms: number;
+    done_ms: number;
+    busy_ms: number;
+    slices: number;
+    warm_pairs: number;
+    timed_pairs: number;
+    /** ms inside step() by the phase each slice started in, and the longest slice. */
+    busy_by_phase: Record<string, number>;
+    longest_ms: number;
+    longest_phase: string;
+    /** Warm-up samples, ms per call: the kernel in use, the candidate. */
+    warm_cur: number[];
+    warm_cand: number[];
 }
 /** The host side of a tuner: the Webtune instance that owns the app's kernel. */
 export interface TunerHost<I extends Impl> {
@@ -32,6 +59,45 @@ export interface TunerHost<I extends Impl> {
 }
 /** Parses a `candidate` event, keeping its u64 seed exact. */
 export declare function parseCandidate(data: string): Candidate;
+/**
+ * Early rejection: a candidate slower than the kernel in use by at least
+ * this ratio in each of the last REJECT_PAIRS timed pairs, with no
+ * improvement in sight, stops there and is recorded with what was measured.
+ */
+export declare const REJECT_RATIO = 1.25;
+export declare const REJECT_PAIRS = 3;
+/**
+ * Futility: after FUTILE_PAIRS timed pairs, a candidate that is not faster
+ * than the kernel in use in the median pair stops too. A swap needs its
+ * median to be lower by twice the noise (at least 1 %); with ±10 % noise per
+ * pair, a candidate truly 10 % faster shows a median pair ratio of 1 or more
+ * after five pairs with a probability well under 1 %.
+ */
+export declare const FUTILE_PAIRS = 5;
+/**
+ * Neither stop comes sooner than this after the candidate's first call: if
+ * V8's optimizing compile is slow to arrive (busy cores), samples of the
+ * baseline code can look steady and several times too slow.
+ */
+export declare const STOP_AFTER_MS = 30;
+/** Whether the last sample is no new low: not under NEW_LOW × the least of the earlier ones. */
+export declare function noNewLow(xs: readonly number[]): boolean;
+/**
+ * Whether warm-up is over: at least two pairs, WARM_MIN_MS since the
+ * candidate first ran, and neither kernel's last sample a new low (a kernel
+ * still tiering up gets faster from sample to sample; a spike upwards, from
+ * a GC or another process, does not hold warm-up back).
+ */
+export declare function warmedUp(cur: readonly number[], cand: readonly number[], sinceFirstRunMs: number): boolean;
+/**
+ * Whether a candidate is clearly slower: in each of the last REJECT_PAIRS
+ * pairs (timed back to back, ABBA) it took REJECT_RATIO times the kernel in
+ * use or more, and its last sample is no new low (it is not still speeding up).
+ */
+export declare function clearlySlower(cur: readonly number[], cand: readonly number[]): boolean;
+/** Whether, after FUTILE_PAIRS pairs or more, the candidate is no faster in the median pair (and not speeding up). */
+export declare function futile(cur: readonly number[], cand: readonly number[]): boolean;
+type Unit = 'fill' | 'scales' | 'checkCur' | 'checkCand';
 export type TunerPhase = 'waiting' | 'opening' | 'running' | 'reporting' | 'done';
 export declare class KernelTuner<I extends Impl> {
     private host;
@@ -52,6 +118,15 @@ export declare class KernelTuner<I extends Impl> {
     timedPairs: number;
     /** Fixed warm-up pairs (no JIT to wait for on a GPU), or undefined to wait until timings settle. */
     warmPairs: number | undefined;
+    /** Stop timing a candidate once it is clearly slower or cannot win (see `clearlySlower`, `futile`). */
+    earlyReject: boolean;
+    /** How long after a candidate's first call an early stop may come, ms. */
+    stopAfterMs: number;
+    /**
+     * How long each kind of unit of work took lately, ms (a decaying maximum;
+     * Infinity until seen): a strict step starts a unit only when it fits.
+     */
+    readonly unitMs: Record<Unit, number>;
     private reader;
     private pending;
     private ev;
@@ -72,9 +147,12 @@ export declare class KernelTuner<I extends Impl> {
     private pull;
     /**
      * Does the tuning work that is ready, until `deadline` (a performance.now()
-     * time). Returns whether anything was done.
+     * time). Returns whether anything was done. Unless `strict`, one unit of
+     * work is done even if it alone overruns the deadline (so that a kernel
+     * longer than the budget still gets tuned); a strict step never starts a
+     * unit that it does not expect to fit.
      */
-    step(deadline: number): Promise<boolean>;
+    step(deadline: number, strict?: boolean): Promise<boolean>;
     /**
      * The report body: the five fastest that passed, then failures that ran
      * (the server flags them) while there is room. A candidate that failed to
@@ -90,3 +168,4 @@ export declare class KernelTuner<I extends Impl> {
     /** Stops reading the queue; nothing is reported. */
     cancel(): void;
 }
+export {};

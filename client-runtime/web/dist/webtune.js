@@ -286,6 +286,8 @@ var Scales = class {
     this.shape = shape;
     this.args = args;
     const [b, m, k, n] = bmkn(op, shape);
+    this.m = m;
+    this.n = n;
     this.rows = new Float64Array(b * m);
     this.cols = new Float64Array(b * n);
     const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);
@@ -294,15 +296,25 @@ var Scales = class {
       for (let kk = 0; kk < k; kk++) s += a[r * k + kk] * a[r * k + kk];
       this.rows[r] = Math.sqrt(s);
     }
-    for (let bi = 0; bi < b; bi++) {
+    if (op === "matmul_q4") {
       for (let j = 0; j < n; j++) {
         let s = 0;
         for (let kk = 0; kk < k; kk++) {
-          const v = bAt(op, shape, args, bi, kk, j);
+          const v = bAt(op, shape, args, 0, kk, j);
           s += v * v;
         }
-        this.cols[bi * n + j] = Math.sqrt(s);
+        this.cols[j] = Math.sqrt(s);
       }
+      return;
+    }
+    const bv = new Float32Array(args[1].buffer, args[1].byteOffset, args[1].length);
+    for (let bi = 0; bi < b; bi++) {
+      const cols = this.cols.subarray(bi * n, (bi + 1) * n);
+      for (let kk = 0; kk < k; kk++) {
+        const row = (bi * k + kk) * n;
+        for (let j = 0; j < n; j++) cols[j] += bv[row + j] * bv[row + j];
+      }
+      for (let j = 0; j < n; j++) cols[j] = Math.sqrt(cols[j]);
     }
   }
   op;
@@ -310,9 +322,11 @@ var Scales = class {
   args;
   rows;
   cols;
+  m;
+  n;
   /** The scale of flat output index `p`. */
   at(p) {
-    const [, m, , n] = bmkn(this.op, this.shape);
+    const m = this.m, n = this.n;
     const bi = Math.floor(p / (m * n));
     const i = Math.floor(p / n) % m;
     const j = p % n;
@@ -546,10 +560,34 @@ function parseCandidate(data) {
 }
 var WARM_MAX_PAIRS = 15;
 var WARM_MAX_MS = 1500;
-function settled(xs) {
-  if (xs.length < 3) return false;
-  const last = xs.slice(-3);
-  return Math.max(...last) <= 1.05 * Math.min(...last);
+var WARM_MIN_MS = 8;
+var MAX_RESTARTS = 2;
+var NEW_LOW = 0.9;
+var REJECT_RATIO = 1.25;
+var REJECT_PAIRS = 3;
+var FUTILE_PAIRS = 5;
+var STOP_AFTER_MS = 30;
+function noNewLow(xs) {
+  if (xs.length < 2) return false;
+  let min = Infinity;
+  for (let i = 0; i < xs.length - 1; i++) min = Math.min(min, xs[i]);
+  return xs[xs.length - 1] >= NEW_LOW * min;
+}
+function warmedUp(cur, cand, sinceFirstRunMs) {
+  return cur.length >= 2 && cand.length >= 2 && sinceFirstRunMs >= WARM_MIN_MS && noNewLow(cur) && noNewLow(cand);
+}
+function clearlySlower(cur, cand) {
+  const n = Math.min(cur.length, cand.length);
+  if (n < REJECT_PAIRS || !noNewLow(cand)) return false;
+  for (let i = n - REJECT_PAIRS; i < n; i++) if (!(cand[i] >= REJECT_RATIO * cur[i])) return false;
+  return true;
+}
+function futile(cur, cand) {
+  const n = Math.min(cur.length, cand.length);
+  if (n < FUTILE_PAIRS || !noNewLow(cand)) return false;
+  const ratios = [];
+  for (let i = 0; i < n; i++) ratios.push(cand[i] / cur[i]);
+  return median(ratios) >= 1;
 }
 var Evaluation = class {
   constructor(t, backend, cand, fetched) {
@@ -569,21 +607,32 @@ var Evaluation = class {
   result = null;
   gen;
   scales = null;
+  curOut = null;
   reps = 1;
   perCall = 0;
   turn = 0;
   warmMs = 0;
+  firstRun = 0;
   warm = { cur: [], cand: [] };
   timed = { cur: [], cand: [] };
   samples;
+  rejectedEarly = false;
+  restarts = 0;
+  t0 = performance.now();
+  ends = {};
+  busyMs = 0;
+  slices = 0;
+  busyBy = {};
+  longest = 0;
+  longestPhase = "";
   impl;
   loading = null;
   loadError;
   /**
-   * Compiles the candidate in the background. It starts only when this
-   * candidate's turn comes, never while another is being timed: a compile
-   * (V8's background tiers, a GPU driver's pipeline build) competes for the
-   * same cores and would inflate the timings.
+   * Compiles the candidate in the background while its inputs are made. It
+   * starts only when this candidate's turn comes, never while another is
+   * being timed: a compile (V8's background tiers, a GPU driver's pipeline
+   * build) competes for the same cores and would inflate the timings.
    */
   startLoad() {
     this.loading = this.backend.load(this.fetched.bytes, this.cand.meta).then(
@@ -596,8 +645,7 @@ var Evaluation = class {
     );
     this.loading.then(() => {
       this.loading = null;
-      if (this.phase === "load") this.phase = this.impl ? "inputs" : "done";
-      if (!this.impl) this.fail(this.loadError ?? "load failed");
+      this.ends.load = performance.now() - this.t0;
     });
   }
   /** Records a failure; `us` is the time of the one run it had, if it ran. */
@@ -618,53 +666,120 @@ var Evaluation = class {
     };
     this.phase = "done";
   }
-  /** Does what fits before `deadline`; at least one unit of work per call. */
-  async step(bench, deadline) {
-    if (this.phase === "load") {
-      if (this.impl) this.phase = "inputs";
-      else if (!this.fetched.bytes) return this.fail(this.loadError ?? "not fetched");
-      else {
-        if (!this.loading) this.startLoad();
-        return;
+  /**
+   * Does what fits before `deadline`. Unless `strict`, at least one unit of
+   * work is done even when it alone overruns; a strict call starts a unit
+   * only when its estimated time fits.
+   */
+  async step(bench, deadline, strict = false) {
+    const t = performance.now();
+    const from = this.phase;
+    try {
+      await this.work(bench, deadline, strict);
+    } finally {
+      const now = performance.now();
+      this.busyMs += now - t;
+      this.slices++;
+      this.busyBy[from] = (this.busyBy[from] ?? 0) + (now - t);
+      if (now - t > this.longest) {
+        this.longest = now - t;
+        this.longestPhase = from;
       }
+      this.markPhases(from, now);
+    }
+  }
+  /** Notes the end time of the phases left since `from`. */
+  markPhases(from, now) {
+    const order = ["load", "inputs", "check", "warm", "time", "done"];
+    for (let i = order.indexOf(from); i < order.indexOf(this.phase); i++) {
+      const p = order[i];
+      if (p !== "time" && p !== "done" && this.ends[p] === void 0) this.ends[p] = now - this.t0;
+    }
+    if (this.result && !this.result.trace) {
+      const e = this.ends, at = now - this.t0;
+      this.result.trace = {
+        load_ms: e.load ?? at,
+        inputs_ms: e.inputs ?? at,
+        check_ms: e.check ?? at,
+        warm_ms: e.warm ?? at,
+        done_ms: at,
+        busy_ms: this.busyMs,
+        slices: this.slices,
+        warm_pairs: this.warm.cur.length,
+        timed_pairs: this.timed.cur.length,
+        busy_by_phase: this.busyBy,
+        longest_ms: this.longest,
+        longest_phase: this.longestPhase,
+        warm_cur: this.warm.cur,
+        warm_cand: this.warm.cand
+      };
+    }
+  }
+  /** Runs one unit of work, timing it for the tuner's estimates. */
+  async unit(u, f) {
+    const t = performance.now();
+    try {
+      return await f();
+    } finally {
+      this.t.noteUnit(u, performance.now() - t);
+    }
+  }
+  async work(bench, deadline, strict) {
+    if (this.phase === "load") {
+      if (!this.impl && !this.fetched.bytes) return this.fail(this.loadError ?? "not fetched");
+      if (!this.impl && !this.loading) this.startLoad();
+      this.phase = "inputs";
     }
     if (this.phase === "done") return;
-    const impl = this.impl;
     const cur = this.t.current;
-    let worked = false;
+    let worked = strict;
+    const fits = (est) => !worked || performance.now() + est <= deadline;
     while (this.phase !== "done") {
-      const now = performance.now();
-      if (worked && now >= deadline) return;
       if (this.phase === "inputs") {
-        do
-          this.gen.fill(1 << 15);
-        while (!this.gen.done && performance.now() < deadline);
+        if (!this.gen.done) {
+          if (!fits(this.t.unitMs.fill)) return;
+          await this.unit("fill", () => this.gen.fill(1 << 15));
+          worked = true;
+          continue;
+        }
+        if (!fits(this.t.unitMs.scales)) return;
+        await this.unit("scales", async () => {
+          await bench.setInputs(this.gen.args);
+          this.scales = new Scales(this.t.op, this.t.shape, this.gen.args);
+        });
         worked = true;
-        if (!this.gen.done) return;
-        await bench.setInputs(this.gen.args);
-        this.scales = new Scales(this.t.op, this.t.shape, this.gen.args);
         this.phase = "check";
         continue;
       }
       if (this.phase === "check") {
-        worked = true;
-        const t0 = performance.now();
-        let curOut;
-        try {
-          curOut = await bench.runOnce(cur);
-        } catch (e) {
-          curOut = new Float32Array(0);
-          this.t.currentBroken = true;
-          this.t.note(`the kernel in use failed to run: ${e}`);
+        if (!this.curOut) {
+          if (!fits(this.t.unitMs.checkCur)) return;
+          worked = true;
+          const t0 = performance.now();
+          try {
+            this.curOut = await this.unit("checkCur", () => bench.runOnce(cur));
+          } catch (e) {
+            this.curOut = new Float32Array(0);
+            this.t.currentBroken = true;
+            this.t.note(`the kernel in use failed to run: ${e}`);
+          }
+          this.perCall = Math.max(performance.now() - t0, 1e-4);
+          continue;
         }
+        if (this.loading) return;
+        if (!this.impl) return this.fail(this.loadError ?? "load failed");
+        if (!fits(Math.max(this.t.unitMs.checkCand, this.perCall))) return;
+        worked = true;
         const t1 = performance.now();
+        this.firstRun = t1;
         let candOut;
         try {
-          candOut = await bench.runOnce(impl);
+          candOut = await this.unit("checkCand", () => bench.runOnce(this.impl));
         } catch (e) {
           return this.fail(`run: ${e instanceof Error ? e.message : e}`, (performance.now() - t1) * 1e3);
         }
         const t2 = performance.now();
+        const curOut = this.curOut;
         const positions = this.cand.check?.length ? this.cand.check : defaultPositions(candOut.length);
         const ref = checkPositions(this.scales, candOut, positions);
         if (!ref.ok) return this.fail(`output ${ref.worst} is off the reference by ${ref.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1e3);
@@ -679,13 +794,14 @@ var Evaluation = class {
           }
         }
         if (this.cand.check) this.samples = this.cand.check.map((p) => candOut[p]);
-        this.perCall = Math.max(t1 - t0, t2 - t1, 1e-4);
+        this.curOut = null;
+        this.perCall = Math.max(this.perCall, t2 - t1, 1e-4);
         this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));
         this.phase = "warm";
         continue;
       }
-      const est = this.reps * this.perCall;
-      if (worked && now + est > deadline) return;
+      const impl = this.impl;
+      if (!fits(this.reps * this.perCall)) return;
       worked = true;
       const curTurn = this.turn % 4 === 0 || this.turn % 4 === 3;
       const ms = await bench.time(curTurn ? cur : impl, this.reps);
@@ -698,9 +814,23 @@ var Evaluation = class {
         this.warmMs += 2 * ms;
         this.perCall = Math.max(into.cur.at(-1), into.cand.at(-1), 1e-4);
         this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));
-        const enough = this.t.warmPairs !== void 0 ? into.cur.length >= this.t.warmPairs : settled(into.cur) && settled(into.cand) || into.cur.length >= WARM_MAX_PAIRS || this.warmMs > WARM_MAX_MS;
+        const enough = this.t.warmPairs !== void 0 ? into.cur.length >= this.t.warmPairs : warmedUp(into.cur, into.cand, performance.now() - this.firstRun) || into.cur.length >= WARM_MAX_PAIRS || this.warmMs > WARM_MAX_MS;
         if (enough) this.phase = "time";
-      } else if (this.timed.cur.length >= this.t.timedPairs) {
+        continue;
+      }
+      const t = this.timed;
+      if (this.t.warmPairs === void 0 && t.cand.length >= 2 && !noNewLow(t.cand) && this.restarts < MAX_RESTARTS) {
+        this.restarts++;
+        this.warm.cur.push(...t.cur);
+        this.warm.cand.push(...t.cand);
+        t.cur.length = 0;
+        t.cand.length = 0;
+        this.phase = "warm";
+        continue;
+      }
+      const early = this.t.earlyReject && t.cur.length < this.t.timedPairs && performance.now() - this.firstRun >= this.t.stopAfterMs && (clearlySlower(t.cur, t.cand) || futile(t.cur, t.cand));
+      if (early || t.cur.length >= this.t.timedPairs) {
+        this.rejectedEarly = early;
         const c = this.cand;
         this.result = {
           sha256: c.sha256,
@@ -709,11 +839,12 @@ var Evaluation = class {
           source: c.source,
           ticket: c.ticket,
           ok: true,
-          median_us: median(this.timed.cand) * 1e3,
-          current_us: median(this.timed.cur) * 1e3,
-          noise: relNoise(this.timed.cand),
-          runs: this.reps * this.timed.cand.length,
-          samples: this.samples
+          median_us: median(t.cand) * 1e3,
+          current_us: median(t.cur) * 1e3,
+          noise: relNoise(t.cand),
+          runs: this.reps * t.cand.length,
+          samples: this.samples,
+          ...early ? { rejected_early: true } : {}
         };
         this.phase = "done";
       }
@@ -721,7 +852,7 @@ var Evaluation = class {
   }
   /** Whether the candidate beat the kernel in use beyond the noise of both. */
   beatsCurrent() {
-    return this.timed.cand.length > 0 && fasterBeyondNoise(this.timed.cand, this.timed.cur);
+    return !this.rejectedEarly && this.timed.cand.length > 0 && fasterBeyondNoise(this.timed.cand, this.timed.cur);
   }
 };
 var KernelTuner = class {
@@ -753,6 +884,15 @@ var KernelTuner = class {
   timedPairs;
   /** Fixed warm-up pairs (no JIT to wait for on a GPU), or undefined to wait until timings settle. */
   warmPairs;
+  /** Stop timing a candidate once it is clearly slower or cannot win (see `clearlySlower`, `futile`). */
+  earlyReject = true;
+  /** How long after a candidate's first call an early stop may come, ms. */
+  stopAfterMs = STOP_AFTER_MS;
+  /**
+   * How long each kind of unit of work took lately, ms (a decaying maximum;
+   * Infinity until seen): a strict step starts a unit only when it fits.
+   */
+  unitMs = { fill: Infinity, scales: Infinity, checkCur: Infinity, checkCand: Infinity };
   reader = null;
   pending = null;
   ev = null;
@@ -763,6 +903,11 @@ var KernelTuner = class {
   }
   note(s) {
     this.notes.push(s);
+  }
+  /** @internal Records how long one unit of work took. */
+  noteUnit(u, ms) {
+    const prev = this.unitMs[u];
+    this.unitMs[u] = Number.isFinite(prev) ? Math.max(ms, 0.9 * prev) : ms;
   }
   /** Candidates evaluated so far. */
   get evaluated() {
@@ -827,9 +972,12 @@ var KernelTuner = class {
   }
   /**
    * Does the tuning work that is ready, until `deadline` (a performance.now()
-   * time). Returns whether anything was done.
+   * time). Returns whether anything was done. Unless `strict`, one unit of
+   * work is done even if it alone overruns the deadline (so that a kernel
+   * longer than the budget still gets tuned); a strict step never starts a
+   * unit that it does not expect to fit.
    */
-  async step(deadline) {
+  async step(deadline, strict = false) {
     if (this.phase === "waiting") this.open();
     if (this.phase !== "running") return false;
     if (!this.ev) {
@@ -846,7 +994,7 @@ var KernelTuner = class {
     }
     const ev = this.ev;
     this.bench ??= this.backend.bench(this.specs, this.current.meta);
-    await ev.step(this.bench, deadline);
+    await ev.step(this.bench, deadline, strict);
     if (ev.phase === "done" && ev.result) {
       this.ev = null;
       const m = ev.result;
@@ -1589,11 +1737,20 @@ var Webtune = class _Webtune extends EventTarget {
     const deadline = performance.now() + budgetMs;
     let worked = false;
     try {
-      for (const t of this.tunerOrder()) {
-        if (worked && performance.now() >= deadline) break;
-        const did = await t.step(deadline);
-        worked = did || worked;
-        if (did && t.phase !== "reporting" && t.phase !== "done") break;
+      let strict = false;
+      for (let round = 0; round < 64; round++) {
+        let again = false;
+        for (const t of this.tunerOrder()) {
+          if (strict && performance.now() >= deadline) break;
+          const before = t.evaluated;
+          const did = await t.step(deadline, strict);
+          if (did) worked = strict = true;
+          if (did && t.phase !== "reporting" && t.phase !== "done") {
+            again = t.evaluated > before && !t.evaluating;
+            break;
+          }
+        }
+        if (!again || performance.now() >= deadline) break;
       }
     } finally {
       this.busy = false;

@@ -30,8 +30,12 @@ function bAt(op: OpName, shape: readonly number[], args: Uint32Array[], bi: numb
 export class Scales {
   readonly rows: Float64Array;
   readonly cols: Float64Array;
+  private m: number;
+  private n: number;
   constructor(readonly op: OpName, readonly shape: readonly number[], readonly args: Uint32Array[]) {
     const [b, m, k, n] = bmkn(op, shape);
+    this.m = m;
+    this.n = n;
     this.rows = new Float64Array(b * m);
     this.cols = new Float64Array(b * n);
     const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);
@@ -40,21 +44,32 @@ export class Scales {
       for (let kk = 0; kk < k; kk++) s += a[r * k + kk] * a[r * k + kk];
       this.rows[r] = Math.sqrt(s);
     }
-    for (let bi = 0; bi < b; bi++) {
+    if (op === 'matmul_q4') {
       for (let j = 0; j < n; j++) {
         let s = 0;
         for (let kk = 0; kk < k; kk++) {
-          const v = bAt(op, shape, args, bi, kk, j);
+          const v = bAt(op, shape, args, 0, kk, j);
           s += v * v;
         }
-        this.cols[bi * n + j] = Math.sqrt(s);
+        this.cols[j] = Math.sqrt(s);
       }
+      return;
+    }
+    // Plain B [b, k, n]: summed row by row, so memory is read in order.
+    const bv = new Float32Array(args[1].buffer, args[1].byteOffset, args[1].length);
+    for (let bi = 0; bi < b; bi++) {
+      const cols = this.cols.subarray(bi * n, (bi + 1) * n);
+      for (let kk = 0; kk < k; kk++) {
+        const row = (bi * k + kk) * n;
+        for (let j = 0; j < n; j++) cols[j] += bv[row + j] * bv[row + j];
+      }
+      for (let j = 0; j < n; j++) cols[j] = Math.sqrt(cols[j]);
     }
   }
 
   /** The scale of flat output index `p`. */
   at(p: number): number {
-    const [, m, , n] = bmkn(this.op, this.shape);
+    const m = this.m, n = this.n;
     const bi = Math.floor(p / (m * n));
     const i = Math.floor(p / n) % m;
     const j = p % n;

@@ -34,6 +34,34 @@ export interface Measurement {
   runs: number;
   /** Output values at the server's check positions. */
   samples?: number[];
+  /** Stopped before its full timed pairs as clearly slower than the kernel in use, or no faster (its medians are from the pairs taken). */
+  rejected_early?: boolean;
+  /** Where the evaluation's time went (not reported to the server). */
+  trace?: EvalTrace;
+}
+
+/**
+ * Where one evaluation's time went: wall-clock ms from the candidate's turn
+ * to the end of each phase, the ms spent inside step() (the idle slices it
+ * used), how many slices, and the sample pairs warm-up and timing took.
+ */
+export interface EvalTrace {
+  load_ms: number;
+  inputs_ms: number;
+  check_ms: number;
+  warm_ms: number;
+  done_ms: number;
+  busy_ms: number;
+  slices: number;
+  warm_pairs: number;
+  timed_pairs: number;
+  /** ms inside step() by the phase each slice started in, and the longest slice. */
+  busy_by_phase: Record<string, number>;
+  longest_ms: number;
+  longest_phase: string;
+  /** Warm-up samples, ms per call: the kernel in use, the candidate. */
+  warm_cur: number[];
+  warm_cand: number[];
 }
 
 /** The host side of a tuner: the Webtune instance that owns the app's kernel. */
@@ -57,27 +85,106 @@ export function parseCandidate(data: string): Candidate {
   return { ...c, seed: m ? BigInt(m[1]) : BigInt(c.seed) };
 }
 
+/** Warm-up ends after this many pairs or ms of sampling at most. */
 const WARM_MAX_PAIRS = 15;
 const WARM_MAX_MS = 1500;
+/**
+ * Warm-up lasts at least this long after the candidate's first call: V8
+ * starts its optimizing compile of a Wasm function during the first call
+ * and swaps the code in when the background compile is done, so two equal
+ * samples taken right after that call may both still be baseline code.
+ */
+const WARM_MIN_MS = 8;
+/** Times the timed phase may start over on a late tier-up. */
+const MAX_RESTARTS = 2;
+/** A sample this far below every earlier one marks a tier-up (or the end of a disturbance). */
+const NEW_LOW = 0.9;
+/**
+ * Early rejection: a candidate slower than the kernel in use by at least
+ * this ratio in each of the last REJECT_PAIRS timed pairs, with no
+ * improvement in sight, stops there and is recorded with what was measured.
+ */
+export const REJECT_RATIO = 1.25;
+export const REJECT_PAIRS = 3;
+/**
+ * Futility: after FUTILE_PAIRS timed pairs, a candidate that is not faster
+ * than the kernel in use in the median pair stops too. A swap needs its
+ * median to be lower by twice the noise (at least 1 %); with ±10 % noise per
+ * pair, a candidate truly 10 % faster shows a median pair ratio of 1 or more
+ * after five pairs with a probability well under 1 %.
+ */
+export const FUTILE_PAIRS = 5;
+/**
+ * Neither stop comes sooner than this after the candidate's first call: if
+ * V8's optimizing compile is slow to arrive (busy cores), samples of the
+ * baseline code can look steady and several times too slow.
+ */
+export const STOP_AFTER_MS = 30;
 
-function settled(xs: number[]): boolean {
-  if (xs.length < 3) return false;
-  const last = xs.slice(-3);
-  return Math.max(...last) <= 1.05 * Math.min(...last);
+/** Whether the last sample is no new low: not under NEW_LOW × the least of the earlier ones. */
+export function noNewLow(xs: readonly number[]): boolean {
+  if (xs.length < 2) return false;
+  let min = Infinity;
+  for (let i = 0; i < xs.length - 1; i++) min = Math.min(min, xs[i]);
+  return xs[xs.length - 1] >= NEW_LOW * min;
 }
+
+/**
+ * Whether warm-up is over: at least two pairs, WARM_MIN_MS since the
+ * candidate first ran, and neither kernel's last sample a new low (a kernel
+ * still tiering up gets faster from sample to sample; a spike upwards, from
+ * a GC or another process, does not hold warm-up back).
+ */
+export function warmedUp(cur: readonly number[], cand: readonly number[], sinceFirstRunMs: number): boolean {
+  return cur.length >= 2 && cand.length >= 2 && sinceFirstRunMs >= WARM_MIN_MS && noNewLow(cur) && noNewLow(cand);
+}
+
+/**
+ * Whether a candidate is clearly slower: in each of the last REJECT_PAIRS
+ * pairs (timed back to back, ABBA) it took REJECT_RATIO times the kernel in
+ * use or more, and its last sample is no new low (it is not still speeding up).
+ */
+export function clearlySlower(cur: readonly number[], cand: readonly number[]): boolean {
+  const n = Math.min(cur.length, cand.length);
+  if (n < REJECT_PAIRS || !noNewLow(cand)) return false;
+  for (let i = n - REJECT_PAIRS; i < n; i++) if (!(cand[i] >= REJECT_RATIO * cur[i])) return false;
+  return true;
+}
+
+/** Whether, after FUTILE_PAIRS pairs or more, the candidate is no faster in the median pair (and not speeding up). */
+export function futile(cur: readonly number[], cand: readonly number[]): boolean {
+  const n = Math.min(cur.length, cand.length);
+  if (n < FUTILE_PAIRS || !noNewLow(cand)) return false;
+  const ratios: number[] = [];
+  for (let i = 0; i < n; i++) ratios.push(cand[i] / cur[i]);
+  return median(ratios) >= 1;
+}
+
+type Unit = 'fill' | 'scales' | 'checkCur' | 'checkCand';
 
 class Evaluation<I extends Impl> {
   phase: 'load' | 'inputs' | 'check' | 'warm' | 'time' | 'done' = 'load';
   result: Measurement | null = null;
   private gen: InputGen;
   private scales: Scales | null = null;
+  private curOut: Float32Array | null = null;
   private reps = 1;
   private perCall = 0;
   private turn = 0;
   private warmMs = 0;
+  private firstRun = 0;
   private warm = { cur: [] as number[], cand: [] as number[] };
   private timed = { cur: [] as number[], cand: [] as number[] };
   private samples: number[] | undefined;
+  private rejectedEarly = false;
+  private restarts = 0;
+  private t0 = performance.now();
+  private ends: Partial<Record<'load' | 'inputs' | 'check' | 'warm', number>> = {};
+  private busyMs = 0;
+  private slices = 0;
+  private busyBy: Record<string, number> = {};
+  private longest = 0;
+  private longestPhase = '';
 
   impl: I | undefined;
   private loading: Promise<void> | null = null;
@@ -95,10 +202,10 @@ class Evaluation<I extends Impl> {
   }
 
   /**
-   * Compiles the candidate in the background. It starts only when this
-   * candidate's turn comes, never while another is being timed: a compile
-   * (V8's background tiers, a GPU driver's pipeline build) competes for the
-   * same cores and would inflate the timings.
+   * Compiles the candidate in the background while its inputs are made. It
+   * starts only when this candidate's turn comes, never while another is
+   * being timed: a compile (V8's background tiers, a GPU driver's pipeline
+   * build) competes for the same cores and would inflate the timings.
    */
   private startLoad(): void {
     this.loading = this.backend.load(this.fetched.bytes!, this.cand.meta).then(
@@ -111,8 +218,7 @@ class Evaluation<I extends Impl> {
     );
     this.loading.then(() => {
       this.loading = null;
-      if (this.phase === 'load') this.phase = this.impl ? 'inputs' : 'done';
-      if (!this.impl) this.fail(this.loadError ?? 'load failed');
+      this.ends.load = performance.now() - this.t0;
     });
   }
 
@@ -126,52 +232,115 @@ class Evaluation<I extends Impl> {
     this.phase = 'done';
   }
 
-  /** Does what fits before `deadline`; at least one unit of work per call. */
-  async step(bench: Bench<I>, deadline: number): Promise<void> {
-    if (this.phase === 'load') {
-      if (this.impl) this.phase = 'inputs';
-      else if (!this.fetched.bytes) return this.fail(this.loadError ?? 'not fetched');
-      else {
-        if (!this.loading) this.startLoad();
-        return;
+  /**
+   * Does what fits before `deadline`. Unless `strict`, at least one unit of
+   * work is done even when it alone overruns; a strict call starts a unit
+   * only when its estimated time fits.
+   */
+  async step(bench: Bench<I>, deadline: number, strict = false): Promise<void> {
+    const t = performance.now();
+    const from = this.phase;
+    try {
+      await this.work(bench, deadline, strict);
+    } finally {
+      const now = performance.now();
+      this.busyMs += now - t;
+      this.slices++;
+      this.busyBy[from] = (this.busyBy[from] ?? 0) + (now - t);
+      if (now - t > this.longest) {
+        this.longest = now - t;
+        this.longestPhase = from;
       }
+      this.markPhases(from, now);
+    }
+  }
+
+  /** Notes the end time of the phases left since `from`. */
+  private markPhases(from: Evaluation<I>['phase'], now: number): void {
+    const order = ['load', 'inputs', 'check', 'warm', 'time', 'done'] as const;
+    for (let i = order.indexOf(from); i < order.indexOf(this.phase); i++) {
+      const p = order[i];
+      if (p !== 'time' && p !== 'done' && this.ends[p] === undefined) this.ends[p] = now - this.t0;
+    }
+    if (this.result && !this.result.trace) {
+      const e = this.ends, at = now - this.t0;
+      this.result.trace = {
+        load_ms: e.load ?? at, inputs_ms: e.inputs ?? at, check_ms: e.check ?? at, warm_ms: e.warm ?? at, done_ms: at,
+        busy_ms: this.busyMs, slices: this.slices, warm_pairs: this.warm.cur.length, timed_pairs: this.timed.cur.length,
+        busy_by_phase: this.busyBy, longest_ms: this.longest, longest_phase: this.longestPhase,
+        warm_cur: this.warm.cur, warm_cand: this.warm.cand,
+      };
+    }
+  }
+
+  /** Runs one unit of work, timing it for the tuner's estimates. */
+  private async unit<T>(u: Unit, f: () => T | Promise<T>): Promise<T> {
+    const t = performance.now();
+    try {
+      return await f();
+    } finally {
+      this.t.noteUnit(u, performance.now() - t);
+    }
+  }
+
+  private async work(bench: Bench<I>, deadline: number, strict: boolean): Promise<void> {
+    if (this.phase === 'load') {
+      if (!this.impl && !this.fetched.bytes) return this.fail(this.loadError ?? 'not fetched');
+      if (!this.impl && !this.loading) this.startLoad();
+      this.phase = 'inputs';
     }
     if (this.phase === 'done') return;
-    const impl = this.impl!;
     const cur = this.t.current;
-    let worked = false;
+    // Whether a unit estimated to take `est` ms may start now.
+    let worked = strict;
+    const fits = (est: number) => !worked || performance.now() + est <= deadline;
     while (this.phase !== 'done') {
-      const now = performance.now();
-      if (worked && now >= deadline) return;
       if (this.phase === 'inputs') {
-        do this.gen.fill(1 << 15);
-        while (!this.gen.done && performance.now() < deadline);
+        if (!this.gen.done) {
+          if (!fits(this.t.unitMs.fill)) return;
+          await this.unit('fill', () => this.gen.fill(1 << 15));
+          worked = true;
+          continue;
+        }
+        if (!fits(this.t.unitMs.scales)) return;
+        await this.unit('scales', async () => {
+          await bench.setInputs(this.gen.args);
+          this.scales = new Scales(this.t.op, this.t.shape, this.gen.args);
+        });
         worked = true;
-        if (!this.gen.done) return;
-        await bench.setInputs(this.gen.args);
-        this.scales = new Scales(this.t.op, this.t.shape, this.gen.args);
         this.phase = 'check';
         continue;
       }
       if (this.phase === 'check') {
-        worked = true;
-        const t0 = performance.now();
-        let curOut: Float32Array;
-        try {
-          curOut = await bench.runOnce(cur);
-        } catch (e) {
-          curOut = new Float32Array(0);
-          this.t.currentBroken = true;
-          this.t.note(`the kernel in use failed to run: ${e}`);
+        if (!this.curOut) {
+          if (!fits(this.t.unitMs.checkCur)) return;
+          worked = true;
+          const t0 = performance.now();
+          try {
+            this.curOut = await this.unit('checkCur', () => bench.runOnce(cur));
+          } catch (e) {
+            this.curOut = new Float32Array(0);
+            this.t.currentBroken = true;
+            this.t.note(`the kernel in use failed to run: ${e}`);
+          }
+          this.perCall = Math.max(performance.now() - t0, 1e-4);
+          continue;
         }
+        // The candidate's compile runs in the background: wait for it.
+        if (this.loading) return;
+        if (!this.impl) return this.fail(this.loadError ?? 'load failed');
+        if (!fits(Math.max(this.t.unitMs.checkCand, this.perCall))) return;
+        worked = true;
         const t1 = performance.now();
+        this.firstRun = t1;
         let candOut: Float32Array;
         try {
-          candOut = await bench.runOnce(impl);
+          candOut = await this.unit('checkCand', () => bench.runOnce(this.impl!));
         } catch (e) {
           return this.fail(`run: ${e instanceof Error ? e.message : e}`, (performance.now() - t1) * 1000);
         }
         const t2 = performance.now();
+        const curOut = this.curOut;
         const positions = this.cand.check?.length ? this.cand.check : defaultPositions(candOut.length);
         const ref = checkPositions(this.scales!, candOut, positions);
         if (!ref.ok) return this.fail(`output ${ref.worst} is off the reference by ${ref.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1000);
@@ -187,14 +356,15 @@ class Evaluation<I extends Impl> {
           }
         }
         if (this.cand.check) this.samples = this.cand.check.map((p) => candOut[p]);
-        this.perCall = Math.max(t1 - t0, t2 - t1, 1e-4);
+        this.curOut = null;
+        this.perCall = Math.max(this.perCall, t2 - t1, 1e-4);
         this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));
         this.phase = 'warm';
         continue;
       }
       // warm and time: one sample per loop, in ABBA order so drift hits both alike.
-      const est = this.reps * this.perCall;
-      if (worked && now + est > deadline) return;
+      const impl = this.impl!;
+      if (!fits(this.reps * this.perCall)) return;
       worked = true;
       const curTurn = this.turn % 4 === 0 || this.turn % 4 === 3;
       const ms = await bench.time(curTurn ? cur : impl, this.reps);
@@ -209,17 +379,35 @@ class Evaluation<I extends Impl> {
         this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));
         const enough = this.t.warmPairs !== undefined
           ? into.cur.length >= this.t.warmPairs
-          : (settled(into.cur) && settled(into.cand)) || into.cur.length >= WARM_MAX_PAIRS || this.warmMs > WARM_MAX_MS;
+          : warmedUp(into.cur, into.cand, performance.now() - this.firstRun) || into.cur.length >= WARM_MAX_PAIRS || this.warmMs > WARM_MAX_MS;
         if (enough) this.phase = 'time';
-      } else if (this.timed.cur.length >= this.t.timedPairs) {
+        continue;
+      }
+      const t = this.timed;
+      if (this.t.warmPairs === undefined && t.cand.length >= 2 && !noNewLow(t.cand) && this.restarts < MAX_RESTARTS) {
+        this.restarts++;
+        // The candidate got faster beyond noise: it was still warming up
+        // (a late tier-up). Its timed samples become warm-up.
+        this.warm.cur.push(...t.cur);
+        this.warm.cand.push(...t.cand);
+        t.cur.length = 0;
+        t.cand.length = 0;
+        this.phase = 'warm';
+        continue;
+      }
+      const early = this.t.earlyReject && t.cur.length < this.t.timedPairs && performance.now() - this.firstRun >= this.t.stopAfterMs &&
+        (clearlySlower(t.cur, t.cand) || futile(t.cur, t.cand));
+      if (early || t.cur.length >= this.t.timedPairs) {
+        this.rejectedEarly = early;
         const c = this.cand;
         this.result = {
           sha256: c.sha256, index: c.index, total: c.total, source: c.source, ticket: c.ticket, ok: true,
-          median_us: median(this.timed.cand) * 1000,
-          current_us: median(this.timed.cur) * 1000,
-          noise: relNoise(this.timed.cand),
-          runs: this.reps * this.timed.cand.length,
+          median_us: median(t.cand) * 1000,
+          current_us: median(t.cur) * 1000,
+          noise: relNoise(t.cand),
+          runs: this.reps * t.cand.length,
           samples: this.samples,
+          ...(early ? { rejected_early: true } : {}),
         };
         this.phase = 'done';
       }
@@ -228,7 +416,7 @@ class Evaluation<I extends Impl> {
 
   /** Whether the candidate beat the kernel in use beyond the noise of both. */
   beatsCurrent(): boolean {
-    return this.timed.cand.length > 0 && fasterBeyondNoise(this.timed.cand, this.timed.cur);
+    return !this.rejectedEarly && this.timed.cand.length > 0 && fasterBeyondNoise(this.timed.cand, this.timed.cur);
   }
 }
 
@@ -248,6 +436,15 @@ export class KernelTuner<I extends Impl> {
   timedPairs: number;
   /** Fixed warm-up pairs (no JIT to wait for on a GPU), or undefined to wait until timings settle. */
   warmPairs: number | undefined;
+  /** Stop timing a candidate once it is clearly slower or cannot win (see `clearlySlower`, `futile`). */
+  earlyReject = true;
+  /** How long after a candidate's first call an early stop may come, ms. */
+  stopAfterMs = STOP_AFTER_MS;
+  /**
+   * How long each kind of unit of work took lately, ms (a decaying maximum;
+   * Infinity until seen): a strict step starts a unit only when it fits.
+   */
+  readonly unitMs: Record<Unit, number> = { fill: Infinity, scales: Infinity, checkCur: Infinity, checkCand: Infinity };
   private reader: SseReader | null = null;
   private pending: { done: boolean; value?: Fetched<I> | null } | null = null;
   private ev: Evaluation<I> | null = null;
@@ -272,6 +469,12 @@ export class KernelTuner<I extends Impl> {
 
   note(s: string): void {
     this.notes.push(s);
+  }
+
+  /** @internal Records how long one unit of work took. */
+  noteUnit(u: Unit, ms: number): void {
+    const prev = this.unitMs[u];
+    this.unitMs[u] = Number.isFinite(prev) ? Math.max(ms, 0.9 * prev) : ms;
   }
 
   /** Candidates evaluated so far. */
@@ -342,9 +545,12 @@ export class KernelTuner<I extends Impl> {
 
   /**
    * Does the tuning work that is ready, until `deadline` (a performance.now()
-   * time). Returns whether anything was done.
+   * time). Returns whether anything was done. Unless `strict`, one unit of
+   * work is done even if it alone overruns the deadline (so that a kernel
+   * longer than the budget still gets tuned); a strict step never starts a
+   * unit that it does not expect to fit.
    */
-  async step(deadline: number): Promise<boolean> {
+  async step(deadline: number, strict = false): Promise<boolean> {
     if (this.phase === 'waiting') this.open();
     if (this.phase !== 'running') return false;
     if (!this.ev) {
@@ -362,7 +568,7 @@ export class KernelTuner<I extends Impl> {
     }
     const ev = this.ev;
     this.bench ??= this.backend.bench(this.specs, this.current.meta);
-    await ev.step(this.bench, deadline);
+    await ev.step(this.bench, deadline, strict);
     if (ev.phase === 'done' && ev.result) {
       this.ev = null;
       const m = ev.result;

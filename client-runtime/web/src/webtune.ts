@@ -515,12 +515,24 @@ export class Webtune extends EventTarget {
       // The first tuner in order that has work ready takes the slice; one
       // with nothing ready yet (its queue opening, a candidate downloading)
       // passes it on, and so does one that just finished, so that the next
-      // queue opens while its report is in flight.
-      for (const t of this.tunerOrder()) {
-        if (worked && performance.now() >= deadline) break;
-        const did = await t.step(deadline);
-        worked = did || worked;
-        if (did && t.phase !== 'reporting' && t.phase !== 'done') break;
+      // queue opens while its report is in flight. When a candidate's
+      // evaluation ends with time left, the slice goes on to the next
+      // tuner in order. Once work is done, every further step is strict:
+      // it starts nothing it does not expect to finish before the deadline.
+      let strict = false;
+      for (let round = 0; round < 64; round++) {
+        let again = false;
+        for (const t of this.tunerOrder()) {
+          if (strict && performance.now() >= deadline) break;
+          const before = t.evaluated;
+          const did = await t.step(deadline, strict);
+          if (did) worked = strict = true;
+          if (did && t.phase !== 'reporting' && t.phase !== 'done') {
+            again = t.evaluated > before && !t.evaluating;
+            break;
+          }
+        }
+        if (!again || performance.now() >= deadline) break;
       }
     } finally {
       this.busy = false;

@@ -160,3 +160,135 @@ test('maxCandidates stops the queue early and still reports', async () => {
   // Without `check` positions (an older server) no samples are sent.
   assert.equal(posted[0].entries[0].samples, undefined);
 });
+
+// A queue of `order` (hashes by letter) served through a stubbed fetch; the
+// tuner stepped until done. Returns what it measured, swapped and posted.
+async function tune(order, bk, { strictProbe, budgetMs = 1e6, stopAfterMs } = {}) {
+  const events = order.map((c, index) => ['candidate',
+    `{"index":${index},"total":${order.length},"source":"explore","sha256":"${sha(c)}","url":"/k/${sha(c)}","meta":${JSON.stringify(meta(sha(c)))},"ticket":"t-${c}","seed":${index + 1},"check":[0,7],"space_checksum":"x"}`]);
+  events.push(['done', `{"total":${order.length},"skipped":0}`]);
+  const posted = [];
+  globalThis.fetch = async (url, init) => {
+    if (url.includes('/queue?')) return new Response(sse(events), { headers: { 'content-type': 'text/event-stream' } });
+    posted.push(JSON.parse(init.body));
+    return new Response('{}', { status: 200 });
+  };
+  const swaps = [], measured = [];
+  const host = {
+    server: '', sessionId: 's', fetchKernel: async () => new ArrayBuffer(8),
+    async adopt(t, i) {
+      swaps.push(i.sha256[0]);
+    },
+    measured(t, m) {
+      measured.push(m);
+    },
+    reported() {},
+  };
+  const t = new KernelTuner(host, bk, 'matmul', SHAPE, impl(sha(order[0])));
+  if (stopAfterMs !== undefined) t.stopAfterMs = stopAfterMs;
+  for (let i = 0; i < 5000 && t.phase !== 'done'; i++) {
+    if (strictProbe && (await strictProbe(t))) break;
+    await t.step(performance.now() + budgetMs);
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  return { t, swaps, measured, posted };
+}
+
+// The fake backend, with per-kernel scripts: `slowFirst` time() calls of a
+// kernel take `slowBy` times as long (a late tier-up); calls are counted.
+function scriptedBackend(kernels) {
+  const calls = { time: 0, runOnce: 0 };
+  const seen = {};
+  return {
+    calls,
+    target: 'wasm',
+    async load(_b, m) {
+      return { ...impl(m.sha256), ...kernels[m.sha256[0]] };
+    },
+    bench() {
+      let args = null, jitter = 0;
+      return {
+        resolutionMs: 0.001,
+        minSampleMs: 1,
+        async setInputs(a) {
+          args = a;
+        },
+        async runOnce(i) {
+          calls.runOnce++;
+          return matmul(args, false);
+        },
+        async time(i, reps) {
+          calls.time++;
+          const k = i.sha256[0];
+          seen[k] = (seen[k] ?? 0) + 1;
+          const slow = seen[k] <= (i.slowFirst ?? 0) ? i.slowBy : 1;
+          jitter++;
+          return reps * 0.1 * (i.speed ?? 1) * slow * (jitter % 2 ? 1.002 : 0.998);
+        },
+        dispose() {},
+      };
+    },
+  };
+}
+
+test('clearly slower candidates stop early with an honest median; equal ones stop at futility; a faster one is timed in full', async () => {
+  const bk = scriptedBackend({ a: { speed: 1 }, e: { speed: 2 }, q: { speed: 1.0 }, b: { speed: 0.5 } });
+  KERNELS[sha('q')] = { speed: 1.0 };
+  // The fake kernels take no wall time: no wait for a tier-up.
+  const { swaps, measured, posted } = await tune(['a', 'e', 'q', 'b'], bk, { stopAfterMs: 0 });
+  const by = Object.fromEntries(measured.map((m) => [m.sha256[0], m]));
+  assert.deepEqual(swaps, ['b']);
+  // e: three timed pairs, each 2x slower: stopped there, median from those pairs.
+  assert.equal(by.e.rejected_early, true);
+  assert.equal(by.e.trace.timed_pairs, 3);
+  assert.ok(Math.abs(by.e.median_us / by.e.current_us - 2) < 0.02, `ratio ${by.e.median_us / by.e.current_us}`);
+  // q (and a, itself): no faster in the median pair after five pairs.
+  for (const k of ['a', 'q']) {
+    assert.equal(by[k].rejected_early, true, k);
+    assert.equal(by[k].trace.timed_pairs, 5, k);
+  }
+  // b: faster, so all nine pairs, then swapped.
+  assert.equal(by.b.rejected_early, undefined);
+  assert.equal(by.b.trace.timed_pairs, 9);
+  // The report keeps the honest medians of the early-stopped ones.
+  const med = Object.fromEntries(posted[0].entries.map((e) => [e.sha256[0], e.median_us]));
+  assert.ok(Math.abs(med.e / med.b - 4) < 0.05);
+});
+
+test('a candidate that tiers up late is not rejected: its slow samples become warm-up', async () => {
+  // f is 4x slower than a for its first 20 timed calls (beyond the 15
+  // warm-up pairs, so its first timed pairs look steady and slow), then
+  // twice as fast. The fake takes no wall time, so it is all within the
+  // first STOP_AFTER_MS after the first call, when no early stop may come.
+  const bk = scriptedBackend({ a: { speed: 1 }, f: { speed: 0.5, slowFirst: 20, slowBy: 8 } });
+  const { swaps, measured } = await tune(['a', 'f'], bk);
+  const f = measured.find((m) => m.sha256[0] === 'f');
+  assert.equal(f.rejected_early, undefined);
+  assert.ok(Math.abs(f.current_us / f.median_us - 2) < 0.05, `speedup ${f.current_us / f.median_us}`);
+  assert.deepEqual(swaps, ['f']);
+});
+
+test('a strict step starts no unit that does not fit before the deadline', async () => {
+  const bk = scriptedBackend({ a: { speed: 1 }, e: { speed: 2 }, b: { speed: 0.5 } });
+  let probed = 0, plainWorked = 0, last = null;
+  // Steps with no time left: a plain one does one unit of work each time.
+  await tune(['a', 'e', 'b'], bk, {
+    budgetMs: 0,
+    async strictProbe(t) {
+      const total = () => bk.calls.time + bk.calls.runOnce;
+      // Did the plain step after the last probe run a kernel?
+      if (last !== null && total() > last) plainWorked++;
+      last = null;
+      // Once the first candidate is done (unit times known), a strict step
+      // with no time left must leave the bench alone.
+      if (t.evaluated < 1 || t.phase !== 'running') return false;
+      const before = total();
+      await t.step(performance.now(), true);
+      assert.equal(total(), before);
+      probed++;
+      last = before;
+      return false;
+    },
+  });
+  assert.ok(probed >= 5 && plainWorked >= 3, `probed ${probed}, plain steps that ran a kernel ${plainWorked}`);
+});

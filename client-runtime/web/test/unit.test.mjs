@@ -135,3 +135,54 @@ test('shapes are checked with a message that says what to fix', () => {
   assert.throws(() => ops.checkShape('matmul', [1, 0, 3]), /positive/);
   assert.equal(ops.flops('batch_matmul', [2, 3, 4, 5]), 240);
 });
+
+test('Scales: the row-order column norms equal the definition, batched and q4', () => {
+  for (const [op, shape] of [['matmul', [3, 7, 5]], ['batch_matmul', [3, 2, 7, 5]], ['matmul_q4', [2, 64, 3]]]) {
+    const args = rng.seededInputs(ops.argSpecs(op, shape), 17n);
+    const s = new check.Scales(op, shape, args);
+    const [b, m, k, n] = ops.bmkn(op, shape);
+    const f = (w) => new Float32Array(new Uint32Array([w]).buffer)[0];
+    for (let bi = 0; bi < b; bi++) for (let j = 0; j < n; j++) {
+      let want = 0;
+      for (let kk = 0; kk < k; kk++) {
+        let v;
+        if (op === 'matmul_q4') v = ((((args[1][j * (k / 8) + (kk >> 3)] >>> (4 * (kk & 7))) & 15) - 8) * f(args[2][j * (k / 32) + (kk >> 5)]));
+        else v = f(args[1][bi * k * n + kk * n + j]);
+        want += v * v;
+      }
+      assert.ok(Math.abs(s.cols[bi * n + j] - Math.sqrt(want)) < 1e-12, `${op} col ${bi},${j}`);
+    }
+    // at(): the row norm of the output's row times the column norm of its column.
+    const p = b * m * n - 1;
+    assert.equal(s.at(p), s.rows[b * m - 1] * s.cols[b * n - 1]);
+  }
+});
+
+test('warm-up waits out a tier-up and the minimum time, not an upward spike', () => {
+  const { noNewLow, warmedUp } = tuner;
+  assert.ok(!noNewLow([1]), 'one sample says nothing');
+  assert.ok(noNewLow([1.0, 0.95]) && noNewLow([1.0, 3.0]), 'noise and spikes are no new low');
+  assert.ok(!noNewLow([1.0, 0.5]), 'a drop is');
+  const flat = [1, 1.02];
+  assert.ok(warmedUp(flat, flat, 20));
+  assert.ok(!warmedUp(flat, flat, 2), 'two equal samples right after the first call may both be baseline code');
+  assert.ok(!warmedUp(flat, [0.4, 0.12], 20), 'the candidate just tiered up');
+  assert.ok(warmedUp(flat, [0.4, 0.12, 0.12], 20));
+  assert.ok(warmedUp([1, 5, 1], [0.12, 0.12, 0.6], 20), 'a GC spike does not hold warm-up back');
+  assert.ok(!warmedUp([1], [1], 20));
+});
+
+test('early rejection needs every recent pair clearly slower; futility needs the median pair no faster', () => {
+  const { clearlySlower, futile, REJECT_RATIO } = tuner;
+  const cur = [1, 1, 1];
+  assert.ok(clearlySlower(cur, [1.4, 1.5, 1.3]));
+  assert.ok(!clearlySlower(cur, [1.4, 1.5, 1.1]), 'one pair inside the ratio');
+  assert.ok(!clearlySlower([1, 1], [2, 2]), 'too few pairs');
+  assert.ok(!clearlySlower([1, 1, 1, 1], [4, 4, 4, 1.6]), 'still speeding up (a late tier-up)');
+  assert.ok(clearlySlower([1, 2, 1, 1, 1], [1, 1, 1.3, 1.3, 1.3]), 'only the last pairs count');
+  assert.ok(!clearlySlower(cur, cur.map(() => REJECT_RATIO * 0.99)));
+  assert.ok(!futile([1, 1, 1, 1], [1, 1, 1, 1]), 'too few pairs');
+  assert.ok(futile([1, 1, 1, 1, 1], [1, 1.05, 0.97, 1.02, 1]));
+  assert.ok(!futile([1, 1, 1, 1, 1], [0.95, 0.97, 0.93, 1.02, 0.96]), 'faster in the median pair: timed to the end');
+  assert.ok(!futile([1, 1, 1, 1, 1], [3, 3, 3, 3, 1.1]), 'not while speeding up');
+});
