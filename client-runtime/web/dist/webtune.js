@@ -417,6 +417,14 @@ var SplitMix64 = class {
     s[2] = h ^ h >>> 31;
     s[3] = l ^ (l >>> 31 | h << 1);
   }
+  /** The 64-bit state, for the Wasm filler to go on from. */
+  get state() {
+    return BigInt(this.s[0]) << 32n | BigInt(this.s[1]);
+  }
+  set state(x) {
+    this.s[0] = Number(BigInt.asUintN(64, x) >> 32n);
+    this.s[1] = Number(x & 0xffffffffn);
+  }
   /** Full 64-bit draw as a BigInt (for tests). */
   nextBig() {
     this.next();
@@ -429,14 +437,190 @@ function nonzero(hi) {
 }
 var TENTH = Math.fround(0.1);
 var HUNDREDTH = Math.fround(0.01);
+var CHUNK_WORDS = 1 << 15;
+function sleb(v) {
+  const out = [];
+  for (; ; ) {
+    const b = Number(v & 0x7fn);
+    v >>= 7n;
+    const last = v === 0n && !(b & 64) || v === -1n && (b & 64) !== 0;
+    out.push(last ? b : b | 128);
+    if (last) return out;
+  }
+}
+function f64(x) {
+  const d = new DataView(new ArrayBuffer(8));
+  d.setFloat64(0, x, true);
+  return [...new Uint8Array(d.buffer)];
+}
+function fillerBytes() {
+  const i64 = (v) => [66, ...sleb(BigInt.asIntN(64, v))];
+  const get = (i) => [32, i], set = (i) => [33, i], tee = (i) => [34, i];
+  const body = [
+    2,
+    64,
+    3,
+    64,
+    ...get(1),
+    ...get(2),
+    79,
+    13,
+    1,
+    // p >= end: out
+    ...get(0),
+    ...i64(0x9e3779b97f4a7c15n),
+    124,
+    ...tee(0),
+    ...get(0),
+    ...i64(30n),
+    136,
+    133,
+    ...i64(0xbf58476d1ce4e5b9n),
+    126,
+    ...tee(4),
+    ...get(4),
+    ...i64(27n),
+    136,
+    133,
+    ...i64(0x94d049bb133111ebn),
+    126,
+    ...tee(4),
+    ...get(4),
+    ...i64(31n),
+    136,
+    133,
+    ...set(4),
+    ...get(3),
+    69,
+    4,
+    64,
+    ...get(1),
+    ...get(4),
+    167,
+    54,
+    2,
+    0,
+    // i32.store of the low word
+    5,
+    ...get(4),
+    ...i64(32n),
+    136,
+    167,
+    ...set(5),
+    ...get(5),
+    65,
+    8,
+    118,
+    184,
+    68,
+    ...f64(2),
+    162,
+    68,
+    ...f64(16777216),
+    163,
+    68,
+    ...f64(1),
+    161,
+    ...set(6),
+    ...get(6),
+    153,
+    68,
+    ...f64(1 / 64),
+    99,
+    4,
+    64,
+    68,
+    ...f64(0.5),
+    ...set(6),
+    11,
+    ...get(3),
+    65,
+    2,
+    70,
+    4,
+    64,
+    ...get(6),
+    153,
+    68,
+    ...f64(TENTH),
+    162,
+    182,
+    187,
+    68,
+    ...f64(HUNDREDTH),
+    160,
+    ...set(6),
+    11,
+    ...get(1),
+    ...get(6),
+    182,
+    56,
+    2,
+    0,
+    // f32.store
+    11,
+    ...get(1),
+    65,
+    4,
+    106,
+    ...set(1),
+    12,
+    0,
+    11,
+    11,
+    ...get(0),
+    11
+  ];
+  const func = [3, 1, 126, 1, 127, 1, 124, ...body];
+  const section = (id, content) => [id, ...uleb(content.length), ...content];
+  const name = (s) => [s.length, ...[...s].map((c) => c.charCodeAt(0))];
+  return new Uint8Array([
+    0,
+    97,
+    115,
+    109,
+    1,
+    0,
+    0,
+    0,
+    ...section(1, [1, 96, 4, 126, 127, 127, 127, 1, 126]),
+    ...section(3, [1, 0]),
+    ...section(5, [1, 0, CHUNK_WORDS * 4 / 65536]),
+    ...section(7, [2, ...name("fill"), 0, 0, ...name("mem"), 2, 0]),
+    ...section(10, [1, ...uleb(func.length), ...func])
+  ]);
+}
+function uleb(n) {
+  const out = [];
+  do {
+    const b = n & 127;
+    n >>>= 7;
+    out.push(n ? b | 128 : b);
+  } while (n);
+  return out;
+}
+var filler;
+function wasmFiller() {
+  if (filler !== void 0) return filler;
+  try {
+    const inst = new WebAssembly.Instance(new WebAssembly.Module(fillerBytes()));
+    filler = inst.exports;
+    filler.fill(0n, 0, 0, 0);
+  } catch {
+    filler = null;
+  }
+  return filler;
+}
 var InputGen = class {
-  /** `specs` are all arguments; the last (the output) is not generated. */
-  constructor(specs, seed) {
+  /** `specs` are all arguments; the last (the output) is not generated. `useWasm`: false forces the JS path. */
+  constructor(specs, seed, useWasm = true) {
     this.specs = specs;
+    this.useWasm = useWasm;
     this.rng = new SplitMix64(seed);
     this.args = specs.slice(0, -1).map((s) => new Uint32Array(s.elems));
   }
   specs;
+  useWasm;
   rng;
   arg = 0;
   pos = 0;
@@ -450,9 +634,14 @@ var InputGen = class {
     while (n > 0 && !this.done) {
       const out = this.args[this.arg];
       const s = this.specs[this.arg];
-      const end = Math.min(out.length, this.pos + n);
+      const w = this.useWasm ? wasmFiller() : null;
+      const end = Math.min(out.length, this.pos + Math.min(n, w ? CHUNK_WORDS : n));
       n -= end - this.pos;
-      if (s.dtype === "u32") {
+      if (w) {
+        const mode = s.dtype === "u32" ? 0 : s.name === "S" ? 2 : 1;
+        rng.state = w.fill(rng.state, 0, (end - this.pos) * 4, mode);
+        out.set(new Uint32Array(w.mem.buffer, 0, end - this.pos), this.pos);
+      } else if (s.dtype === "u32") {
         for (let i = this.pos; i < end; i++) {
           rng.next();
           out[i] = rng.outLo;

@@ -186,3 +186,15 @@ test('early rejection needs every recent pair clearly slower; futility needs the
   assert.ok(!futile([1, 1, 1, 1, 1], [0.95, 0.97, 0.93, 1.02, 0.96]), 'faster in the median pair: timed to the end');
   assert.ok(!futile([1, 1, 1, 1, 1], [3, 3, 3, 3, 1.1]), 'not while speeding up');
 });
+
+test('the Wasm input filler draws the same words as the JS generator, across chunks', () => {
+  assert.ok(rng.wasmFiller(), 'Node has Wasm with BigInt integration');
+  for (const [op, shape, seed] of [['matmul_q4', [3, 256, 40], (1n << 63n) + 12345n], ['matmul', [200, 130, 300], 7n], ['batch_matmul', [2, 3, 4, 5], 0n]]) {
+    const specs = ops.argSpecs(op, shape);
+    const js = new rng.InputGen(specs, seed, false);
+    js.fill(Infinity);
+    const w = new rng.InputGen(specs, seed);
+    while (!w.fill(40000));
+    for (let i = 0; i < js.args.length; i++) assert.ok(Buffer.from(js.args[i].buffer).equals(Buffer.from(w.args[i].buffer)), `${op} argument ${i}`);
+  }
+});
