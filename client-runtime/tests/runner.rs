@@ -131,7 +131,8 @@ fn a_wrong_wgsl_kernel_is_reported_wrong_and_not_timed() {
     let mut k = compile(&op, Target::Wgsl, &Schedule::default_for(&op, Target::Wgsl)).unwrap();
     // Scale every stored value: still valid WGSL, no longer the right answer.
     let src = String::from_utf8(k.bytes.clone()).unwrap();
-    let bad = src.replacen("= v_acc_0_0;", "= v_acc_0_0 * 2.0f;", 1);
+    let stored = src.find("= v_acc_0_0_;").expect("the kernel reads its first accumulator");
+    let bad = format!("{}= (v_acc_0_0_ * 2.0f);{}", &src[..stored], &src[stored + "= v_acc_0_0_;".len()..]);
     assert_ne!(src, bad);
     k.bytes = bad.into_bytes();
     k.meta.sha256 = webtune_compiler::kernel::sha256_hex(&k.bytes);

@@ -1,4 +1,4 @@
-//! Times the compiler's two naga steps (`wgsl::parse`, `wgsl::check_module`)
+//! Times naga's WGSL front end (`wgsl::parse`) and validator (`wgsl::check_module`)
 //! on files, taken in turn (round robin, so that a noisy machine slows every
 //! file alike), to see which source shapes cost parse time.
 //!

@@ -1,5 +1,11 @@
 // Measures the demo for BENCHMARKS.md: latency before and after tuning, and
-// seconds until the rolling median stays within 5 % of the final latency.
+// seconds until the latency stays within 5 % of the final latency
+// (`within5_s`: the latency at an inference is the median of those that
+// started within ±1 s of it; `within5_of9_s`: the earlier definition, the
+// median of each inference and the 8 before it; see summarize() in
+// demo/demo.ts). `rejected_early` counts candidates stopped before their
+// full timed pairs; `idle_ms_per_loop` is the mean time of one idle() call
+// while tuning.
 //
 //   node bench/demo.mjs [--server URL] [--target wasm|webgpu] [--runs N] [--params 'layers=4&...'] [--dump DIR] [--local-dist]
 //

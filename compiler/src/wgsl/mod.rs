@@ -1,10 +1,12 @@
-//! The WGSL backend: schedule → loop IR (GPU flavor) → WGSL text, checked by
-//! naga's parser and validator before it leaves the compiler.
+//! The WGSL backend: schedule → loop IR (GPU flavor) → naga IR ([`lower`]),
+//! checked by naga's validator, written as WGSL text by naga's own backend.
+//! No kernel leaves the compiler unvalidated; builds with debug assertions
+//! (every test) also parse each written text back and validate it again.
 //!
 //! # The WGSL kernel ABI
 //! One compute entry point `main`. Argument `i` of the op (ABI order) is bound
-//! at `@group(0) @binding(i)`: inputs as `var<storage, read>`, the output as
-//! `var<storage, read_write>`; there are no other bindings, because shapes
+//! at `@group(0) @binding(i)`: inputs read-only (`var<storage>`, read
+//! being the default access), the output as `var<storage, read_write>`; there are no other bindings, because shapes
 //! are baked in as constants. Dispatch [`WgslKernel::dispatch`] workgroups of
 //! [`WgslKernel::workgroup_size`] threads.
 //!
@@ -20,11 +22,11 @@
 //!   `tof32` converts an unsigned value, so both go through `bitcast<u32>`.
 //!   Comparisons yield `i32` 0 or 1, and `if` tests for non-zero.
 
-use std::fmt::Write as _;
+pub mod lower;
 
 use crate::generate::{matmul_gpu, q4_gpu};
-use crate::ir::verify::{Flavor, Types, verify};
-use crate::ir::{BinOp, Buffer, Builtin, Elem, Expr, Func, Handle, LoadTy, Space, Stmt, Ty, Var};
+use crate::ir::verify::Types;
+use crate::ir::{BinOp, Buffer, Expr, Func, Handle, Space, Stmt, Var};
 use crate::kernel::CompileError;
 use crate::op::{Op, OpKind};
 use crate::schedule::Schedule;
@@ -52,12 +54,37 @@ pub fn generate(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
     }
 }
 
-/// Compiles `op` under `s` to validated WGSL.
+/// Compiles `op` under `s` to WGSL: the loop IR is lowered straight to a
+/// naga module ([`lower::module`]), naga's validator checks it, and naga's
+/// WGSL backend writes the text. Builds with debug assertions (every test)
+/// also parse the written text back and validate it again ([`validate`]).
 pub fn compile(op: &Op, s: &Schedule) -> Result<WgslKernel, CompileError> {
     let (func, workgroup_size, dispatch) = generate(op, s);
-    let source = emit(&func, workgroup_size).map_err(|e| CompileError::Internal(e.to_string()))?;
-    validate(&source).map_err(CompileError::Internal)?;
+    let source = write(&func, workgroup_size).map_err(CompileError::Internal)?;
+    if cfg!(debug_assertions) {
+        validate(&source).map_err(|e| CompileError::Internal(format!("written WGSL does not parse back: {e}")))?;
+    }
     Ok(WgslKernel { source, workgroup_size, dispatch })
+}
+
+/// Lowers, validates and writes a GPU-flavor function as WGSL text.
+pub fn write(f: &Func, workgroup_size: [u32; 3]) -> Result<String, String> {
+    let module = lower::module(f, workgroup_size).map_err(|e| e.to_string())?;
+    let info = check(&module)?;
+    write_module(&module, &info)
+}
+
+/// naga's validator, with every check on and no optional capability.
+pub fn check(module: &naga::Module) -> Result<naga::valid::ModuleInfo, String> {
+    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())
+        .validate(module)
+        .map_err(|e| format!("naga validate: {}", e.emit_to_string("")))
+}
+
+/// naga's WGSL backend on a validated module.
+pub fn write_module(module: &naga::Module, info: &naga::valid::ModuleInfo) -> Result<String, String> {
+    naga::back::wgsl::write_string(module, info, naga::back::wgsl::WriterFlags::empty())
+        .map_err(|e| format!("naga WGSL writer: {e}"))
 }
 
 /// Why a loop IR function could not be written as WGSL.
@@ -69,7 +96,9 @@ pub enum EmitError {
     NonFinite(String),
 }
 
-/// Parses and validates `source` with naga; the error is naga's report.
+/// Parses and validates WGSL `source` with naga; the error is naga's report.
+/// This is the check of a text: [`compile`] does not need it on its fast
+/// path (its module is validated before the text is written from it).
 pub fn validate(source: &str) -> Result<(), String> {
     check_module(&parse(source)?, source)
 }
@@ -88,38 +117,6 @@ pub fn check_module(module: &naga::Module, source: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes a verified GPU-flavor function as a WGSL compute shader.
-pub fn emit(f: &Func, workgroup_size: [u32; 3]) -> Result<String, EmitError> {
-    let types = verify(f, Flavor::Gpu)?;
-    let mut e = Emitter {
-        f,
-        types,
-        out: String::with_capacity(16 * 1024),
-        consts: vec![None; f.vars.len()],
-        mult: vec![1; f.vars.len()],
-        vec4: vec![false; f.buffers.len()],
-        indent: 1,
-    };
-    e.analyse();
-    e.header(workgroup_size);
-    e.block(&f.body)?;
-    e.out.push_str("}\n");
-    Ok(e.out)
-}
-
-struct Emitter<'a> {
-    f: &'a Func,
-    types: Types,
-    out: String,
-    /// Loop counters of unrolled loops, replaced by their current value.
-    consts: Vec<Option<i32>>,
-    /// A number every value of the integer variable is a multiple of.
-    mult: Vec<i64>,
-    /// Buffers declared as arrays of `vec4`.
-    vec4: Vec<bool>,
-    indent: usize,
-}
-
 fn gcd(a: i64, b: i64) -> i64 {
     let (mut a, mut b) = (a.abs(), b.abs());
     while b != 0 {
@@ -128,289 +125,99 @@ fn gcd(a: i64, b: i64) -> i64 {
     a
 }
 
-impl Emitter<'_> {
-    /// A number that every value of `e` is a multiple of: 1 when unknown, 0
-    /// when the value is always zero.
-    fn multiple(&self, e: Handle<Expr>) -> i64 {
-        match self.f.exprs[e] {
-            Expr::I32(c) => (c as i64).abs(),
-            Expr::Var(v) => self.mult[v.index()],
-            Expr::Bin(BinOp::Add | BinOp::Sub | BinOp::Min, a, b) => gcd(self.multiple(a), self.multiple(b)),
-            Expr::Bin(BinOp::Mul, a, b) => self.multiple(a).checked_mul(self.multiple(b)).filter(|m| *m < 1 << 40).unwrap_or(1),
-            _ => 1,
+/// A number that every value of `e` is a multiple of (1 when unknown, 0 when
+/// the value is always zero), given the same for every variable in `mult`.
+fn multiple(f: &Func, mult: &[i64], e: Handle<Expr>) -> i64 {
+    match f.exprs[e] {
+        Expr::I32(c) => (c as i64).abs(),
+        Expr::Var(v) => mult[v.index()],
+        Expr::Bin(BinOp::Add | BinOp::Sub | BinOp::Min, a, b) => gcd(multiple(f, mult, a), multiple(f, mult, b)),
+        Expr::Bin(BinOp::Mul, a, b) => {
+            multiple(f, mult, a).checked_mul(multiple(f, mult, b)).filter(|m| *m < 1 << 40).unwrap_or(1)
         }
-    }
-
-    /// Fills `mult` for integer variables and `vec4` for buffers.
-    fn analyse(&mut self) {
-        // Every definition of a variable: (variable, value, step), where a loop
-        // counter is defined by its start and its step.
-        fn defs(body: &[Stmt], out: &mut Vec<(Handle<Var>, Handle<Expr>, i64)>) {
-            for s in body {
-                match s {
-                    Stmt::For(l) => {
-                        out.push((l.var, l.lo, l.step as i64));
-                        defs(&l.body, out);
-                    }
-                    Stmt::If { body, .. } => defs(body, out),
-                    Stmt::Set { var, value } => out.push((*var, *value, 0)),
-                    _ => {}
-                }
-            }
-        }
-        let mut d = Vec::new();
-        defs(&self.f.body, &mut d);
-        // A fixed point from "always zero" (0, the identity of gcd) downwards:
-        // each variable ends as the gcd of everything it is ever assigned.
-        self.mult.iter_mut().for_each(|m| *m = 0);
-        loop {
-            let mut changed = false;
-            for &(v, value, step) in &d {
-                let m = gcd(gcd(self.mult[v.index()], self.multiple(value)), step);
-                if m != self.mult[v.index()] {
-                    self.mult[v.index()] = m;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        // Buffers: (has a 4-lane access, every 4-lane access aligned, every
-        // access 4-lane), per buffer.
-        let mut acc: Vec<(bool, bool, bool)> = vec![(false, true, true); self.f.buffers.len()];
-        let mut note = |buf: Handle<Buffer>, lanes: u32, index: Handle<Expr>, this: &Self| {
-            let a = &mut acc[buf.index()];
-            if lanes == 4 {
-                a.0 = true;
-                a.1 &= this.multiple(index) % 4 == 0;
-            } else {
-                a.2 = false;
-            }
-        };
-        for (_, e) in self.f.exprs.iter() {
-            if let Expr::Load { ty, buf, index } = *e {
-                note(buf, ty.lanes(), index, self);
-            }
-        }
-        fn stores(body: &[Stmt], out: &mut Vec<(Handle<Buffer>, Handle<Expr>, Handle<Expr>)>) {
-            for s in body {
-                match s {
-                    Stmt::For(l) => stores(&l.body, out),
-                    Stmt::If { body, .. } => stores(body, out),
-                    Stmt::Store { buf, index, value } => out.push((*buf, *index, *value)),
-                    _ => {}
-                }
-            }
-        }
-        let mut st = Vec::new();
-        stores(&self.f.body, &mut st);
-        for (buf, index, value) in st {
-            let lanes = self.types.of(value).lanes();
-            note(buf, lanes, index, self);
-        }
-        // A buffer whose every access is an aligned 4-lane one is an array of
-        // vec4. So is a workgroup buffer whose 4-lane accesses are all
-        // aligned, though it also has scalar ones: those address one
-        // component (`b[i / 4][i % 4]`), which keeps its vector loads single
-        // 16-byte reads (a register tile's rows from a transposed A tile).
-        for (h, b) in self.f.buffers.iter() {
-            let (has4, aligned, all4) = acc[h.index()];
-            self.vec4[h.index()] = b.len % 4 == 0 && has4 && aligned && (all4 || b.space == Space::Workgroup);
-        }
-    }
-
-    fn header(&mut self, wg: [u32; 3]) {
-        let f = self.f;
-        for (h, b) in f.buffers.iter() {
-            let elem = self.elem_ty(h);
-            let name = buf_name(f, h);
-            match b.space {
-                Space::Param(n) => {
-                    let access = if b.writable { "read_write" } else { "read" };
-                    let _ = writeln!(self.out, "@group(0) @binding({n}) var<storage, {access}> {name}: array<{elem}>;");
-                }
-                Space::Workgroup => {
-                    let len = if self.vec4[h.index()] { b.len / 4 } else { b.len };
-                    let _ = writeln!(self.out, "var<workgroup> {name}: array<{elem}, {len}>;");
-                }
-                Space::Scratch => {
-                    let len = if self.vec4[h.index()] { b.len / 4 } else { b.len };
-                    let _ = writeln!(self.out, "var<private> {name}: array<{elem}, {len}>;");
-                }
-            }
-        }
-        let _ = writeln!(
-            self.out,
-            "\n@compute @workgroup_size({}, {}, {})\nfn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {{",
-            wg[0], wg[1], wg[2]
-        );
-        for (h, v) in f.vars.iter() {
-            let _ = writeln!(self.out, "  var {}: {};", var_name(f, h), ty_name(v.ty));
-        }
-    }
-
-    fn elem_ty(&self, h: Handle<Buffer>) -> &'static str {
-        match (self.f.buffers[h].elem, self.vec4[h.index()]) {
-            (Elem::F32, false) => "f32",
-            (Elem::F32, true) => "vec4<f32>",
-            (Elem::U32, false) => "u32",
-            (Elem::U32, true) => "vec4<u32>",
-        }
-    }
-
-    fn line(&mut self) {
-        for _ in 0..self.indent {
-            self.out.push_str("  ");
-        }
-    }
-
-    fn block(&mut self, body: &[Stmt]) -> Result<(), EmitError> {
-        for s in body {
-            self.stmt(s)?;
-        }
-        Ok(())
-    }
-
-    fn stmt(&mut self, s: &Stmt) -> Result<(), EmitError> {
-        let f = self.f;
-        match s {
-            Stmt::For(l) if l.unroll => {
-                // Verified: constant bounds.
-                let lo = crate::ir::const_i32(f, l.lo).unwrap_or(0);
-                let hi = crate::ir::const_i32(f, l.hi).unwrap_or(0);
-                let mut i = lo as i64;
-                while i < hi as i64 {
-                    self.consts[l.var.index()] = Some(i as i32);
-                    self.block(&l.body)?;
-                    i += l.step as i64;
-                }
-                self.consts[l.var.index()] = None;
-            }
-            Stmt::For(l) => {
-                let v = var_name(f, l.var);
-                self.line();
-                let lo = self.expr(l.lo)?;
-                let hi = self.expr(l.hi)?;
-                let _ = writeln!(self.out, "for ({v} = {lo}; {v} < {hi}; {v} += {}i) {{", l.step);
-                self.indent += 1;
-                self.block(&l.body)?;
-                self.indent -= 1;
-                self.line();
-                self.out.push_str("}\n");
-            }
-            Stmt::Set { var, value } => {
-                let v = self.expr(*value)?;
-                self.line();
-                let _ = writeln!(self.out, "{} = {v};", var_name(f, *var));
-            }
-            Stmt::Store { buf, index, value } => {
-                let v = self.expr(*value)?;
-                let i = self.expr(*index)?;
-                let name = buf_name(f, *buf);
-                let lanes = self.types.of(*value).lanes();
-                self.line();
-                if lanes == 1 && self.vec4[buf.index()] {
-                    let _ = writeln!(self.out, "{{ let i = {i}; {name}[i / 4i][i % 4i] = {v}; }}");
-                } else if lanes == 1 {
-                    let _ = writeln!(self.out, "{name}[{i}] = {v};");
-                } else if self.vec4[buf.index()] {
-                    let _ = writeln!(self.out, "{name}[({i}) / 4i] = {v};");
-                } else {
-                    let _ = writeln!(
-                        self.out,
-                        "{{ let t = {v}; let i = {i}; {name}[i] = t.x; {name}[i + 1i] = t.y; {name}[i + 2i] = t.z; {name}[i + 3i] = t.w; }}"
-                    );
-                }
-            }
-            Stmt::If { cond, body } => {
-                let c = self.expr(*cond)?;
-                self.line();
-                let _ = writeln!(self.out, "if ({c} != 0i) {{");
-                self.indent += 1;
-                self.block(body)?;
-                self.indent -= 1;
-                self.line();
-                self.out.push_str("}\n");
-            }
-            Stmt::Barrier => {
-                self.line();
-                self.out.push_str("workgroupBarrier();\n");
-            }
-        }
-        Ok(())
-    }
-
-    fn expr(&self, e: Handle<Expr>) -> Result<String, EmitError> {
-        let f = self.f;
-        Ok(match f.exprs[e] {
-            Expr::I32(c) if c < 0 => format!("({c}i)"),
-            Expr::I32(c) => format!("{c}i"),
-            Expr::F32(x) => {
-                if !x.is_finite() {
-                    return Err(EmitError::NonFinite(x.to_string()));
-                }
-                let s = format!("{x:?}");
-                if x < 0.0 { format!("({s}f)") } else { format!("{s}f") }
-            }
-            Expr::Var(v) => match self.consts[v.index()] {
-                Some(c) if c < 0 => format!("({c}i)"),
-                Some(c) => format!("{c}i"),
-                None => var_name(f, v),
-            },
-            Expr::Bin(op, a, b) => {
-                let ty = self.types.of(a);
-                let (x, y) = (self.expr(a)?, self.expr(b)?);
-                match (op, ty) {
-                    (BinOp::Min, _) => format!("min({x}, {y})"),
-                    (BinOp::Lt, _) => format!("select(0i, 1i, {x} < {y})"),
-                    (BinOp::Shr, Ty::I32) => format!("bitcast<i32>(bitcast<u32>({x}) >> (bitcast<u32>({y}) & 31u))"),
-                    (BinOp::Shr, _) => format!("({x} >> vec4<u32>(bitcast<u32>({y}) & 31u))"),
-                    _ => format!("({x} {} {y})", op.symbol()),
-                }
-            }
-            Expr::Fma(a, b, c) => format!("fma({}, {}, {})", self.expr(a)?, self.expr(b)?, self.expr(c)?),
-            Expr::Splat(a) => match self.types.of(a) {
-                Ty::F32 => format!("vec4<f32>({})", self.expr(a)?),
-                _ => format!("vec4<u32>(bitcast<u32>({}))", self.expr(a)?),
-            },
-            Expr::ToF32(a) => match self.types.of(a) {
-                Ty::I32 => format!("f32(bitcast<u32>({}))", self.expr(a)?),
-                _ => format!("vec4<f32>({})", self.expr(a)?),
-            },
-            Expr::HSum(a) => format!("dot({}, vec4<f32>(1.0f))", self.expr(a)?),
-            Expr::Lane(a, n) => format!("({}).{}", self.expr(a)?, ["x", "y", "z", "w"][n as usize]),
-            Expr::Load { ty, buf, index } => {
-                let name = buf_name(f, buf);
-                let i = self.expr(index)?;
-                let scalar = if self.vec4[buf.index()] { format!("{name}[({i}) / 4i][({i}) % 4i]") } else { format!("{name}[{i}]") };
-                match ty {
-                    LoadTy::F32 => scalar,
-                    LoadTy::U32 => format!("bitcast<i32>({scalar})"),
-                    LoadTy::F32x4 | LoadTy::U32x4 if self.vec4[buf.index()] => format!("{name}[({i}) / 4i]"),
-                    LoadTy::F32x4 => {
-                        format!("vec4<f32>({name}[{i}], {name}[({i}) + 1i], {name}[({i}) + 2i], {name}[({i}) + 3i])")
-                    }
-                    LoadTy::U32x4 => {
-                        format!("vec4<u32>({name}[{i}], {name}[({i}) + 1i], {name}[({i}) + 2i], {name}[({i}) + 3i])")
-                    }
-                }
-            }
-            Expr::Builtin(b) => match b {
-                Builtin::LocalId(d) => format!("i32(lid.{})", ["x", "y", "z"][d as usize]),
-                Builtin::GroupId(d) => format!("i32(wid.{})", ["x", "y", "z"][d as usize]),
-            },
-        })
+        _ => 1,
     }
 }
 
-fn ty_name(t: Ty) -> &'static str {
-    match t {
-        Ty::I32 => "i32",
-        Ty::F32 => "f32",
-        Ty::F32x4 => "vec4<f32>",
-        Ty::U32x4 => "vec4<u32>",
+/// Which buffers are declared as arrays of `vec4` (see the module docs).
+pub(crate) fn vec4_buffers(f: &Func, types: &Types) -> Vec<bool> {
+    // Every definition of a variable: (variable, value, step), where a loop
+    // counter is defined by its start and its step.
+    fn defs(body: &[Stmt], out: &mut Vec<(Handle<Var>, Handle<Expr>, i64)>) {
+        for s in body {
+            match s {
+                Stmt::For(l) => {
+                    out.push((l.var, l.lo, l.step as i64));
+                    defs(&l.body, out);
+                }
+                Stmt::If { body, .. } => defs(body, out),
+                Stmt::Set { var, value } => out.push((*var, *value, 0)),
+                _ => {}
+            }
+        }
     }
+    let mut d = Vec::new();
+    defs(&f.body, &mut d);
+    // A fixed point from "always zero" (0, the identity of gcd) downwards:
+    // each variable ends as the gcd of everything it is ever assigned.
+    let mut mult = vec![0i64; f.vars.len()];
+    loop {
+        let mut changed = false;
+        for &(v, value, step) in &d {
+            let m = gcd(gcd(mult[v.index()], multiple(f, &mult, value)), step);
+            if m != mult[v.index()] {
+                mult[v.index()] = m;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    // Buffers: (has a 4-lane access, every 4-lane access aligned, every
+    // access 4-lane), per buffer.
+    let mut acc: Vec<(bool, bool, bool)> = vec![(false, true, true); f.buffers.len()];
+    let mut note = |buf: Handle<Buffer>, lanes: u32, index: Handle<Expr>| {
+        let a = &mut acc[buf.index()];
+        if lanes == 4 {
+            a.0 = true;
+            a.1 &= multiple(f, &mult, index) % 4 == 0;
+        } else {
+            a.2 = false;
+        }
+    };
+    for (_, e) in f.exprs.iter() {
+        if let Expr::Load { ty, buf, index } = *e {
+            note(buf, ty.lanes(), index);
+        }
+    }
+    fn stores(body: &[Stmt], out: &mut Vec<(Handle<Buffer>, Handle<Expr>, Handle<Expr>)>) {
+        for s in body {
+            match s {
+                Stmt::For(l) => stores(&l.body, out),
+                Stmt::If { body, .. } => stores(body, out),
+                Stmt::Store { buf, index, value } => out.push((*buf, *index, *value)),
+                _ => {}
+            }
+        }
+    }
+    let mut st = Vec::new();
+    stores(&f.body, &mut st);
+    for (buf, index, value) in st {
+        note(buf, types.of(value).lanes(), index);
+    }
+    // A buffer whose every access is an aligned 4-lane one is an array of
+    // vec4. So is a workgroup buffer whose 4-lane accesses are all aligned,
+    // though it also has scalar ones: those address one component
+    // (`b[i / 4][i % 4]`), which keeps its vector loads single 16-byte reads
+    // (a register tile's rows from a transposed A tile).
+    f.buffers
+        .iter()
+        .map(|(h, b)| {
+            let (has4, aligned, all4) = acc[h.index()];
+            b.len % 4 == 0 && has4 && aligned && (all4 || b.space == Space::Workgroup)
+        })
+        .collect()
 }
 
 /// WGSL name of a buffer: `b_` + its IR name, so no name can be a keyword.
@@ -439,7 +246,16 @@ mod tests {
             let s = Schedule::default_for(&op, Target::Wgsl);
             let k = compile(&op, &s).unwrap_or_else(|e| panic!("{kind} {shape}: {e}"));
             assert!(k.source.contains("fn main("));
-            assert!(k.source.contains("@group(0) @binding(0) var<storage, read>"));
+            // The ABI, read back from the text: argument i at binding i,
+            // inputs read-only, the output (last) read-write.
+            let m = parse(&k.source).unwrap();
+            let bound: Vec<_> = m.global_variables.iter().filter_map(|(_, g)| Some((g.binding.clone()?, g.space))).collect();
+            assert_eq!(bound.len(), op.args().len(), "{kind} {shape}");
+            for (i, (b, space)) in bound.iter().enumerate() {
+                assert_eq!((b.group, b.binding), (0, i as u32));
+                let naga::AddressSpace::Storage { access } = *space else { panic!("binding {i} is not storage") };
+                assert_eq!(access.contains(naga::StorageAccess::STORE), i == bound.len() - 1, "{kind} {shape} binding {i}");
+            }
         }
     }
 
@@ -448,7 +264,7 @@ mod tests {
         let op = Op::parse("matmul", "128,128,128").unwrap();
         let s = Schedule { x0: 4, y0: 4, vectorize: 1, ..Schedule::default_for(&op, Target::Wgsl) };
         let k = compile(&op, &s).unwrap();
-        assert!(k.source.contains("var v_acc_3_3: f32;"), "{}", k.source);
+        assert!(k.source.contains("var v_acc_3_3_: f32;"), "{}", k.source);
         assert!(!k.source.contains("array<f32, 16>"));
     }
 
@@ -457,11 +273,11 @@ mod tests {
         let op = Op::parse("matmul", "64,64,64").unwrap();
         let s = Schedule::default_for(&op, Target::Wgsl);
         let k = compile(&op, &s).unwrap();
-        assert!(k.source.contains("var<storage, read> b_B: array<vec4<f32>>"), "{}", k.source);
-        assert!(k.source.contains("var<storage, read> b_A: array<f32>"));
+        assert!(k.source.contains("var<storage> b_B: array<vec4<f32>>;"), "{}", k.source);
+        assert!(k.source.contains("var<storage> b_A: array<f32>;"));
         let odd = Op::parse("matmul", "64,64,63").unwrap();
         let k = compile(&odd, &s).unwrap();
-        assert!(k.source.contains("var<storage, read> b_B: array<f32>"));
+        assert!(k.source.contains("var<storage> b_B: array<f32>;"), "{}", k.source);
     }
 
     #[test]
@@ -472,8 +288,9 @@ mod tests {
         // The transposed A tile is an array of vec4 (its scalar stores address
         // components) and each row group is one read, split into lanes.
         assert!(k.source.contains("var<workgroup> b_As: array<vec4<f32>, 128>;"), "{}", k.source);
-        assert!(k.source.contains("[i / 4i][i % 4i] = "), "{}", k.source);
-        assert!(k.source.contains("(v_a4_1).w"), "{}", k.source);
+        assert!(k.source.contains("% 4i)] = "), "{}", k.source);
+        assert!(k.source.contains(" = v_a4_1_;"), "{}", k.source);
+        assert!(k.source.contains(".w), "), "{}", k.source);
         // Scalar schedules keep scalar rows.
         let scalar = compile(&op, &Schedule { vectorize: 1, ..s }).unwrap();
         assert!(scalar.source.contains("var<workgroup> b_As: array<f32, 512>;"), "{}", scalar.source);

@@ -1,0 +1,485 @@
+//! Loop IR (GPU flavor) → naga IR, directly: no WGSL text is written or
+//! parsed on the way. The module follows the same lowering rules as the
+//! module docs of [`super`] state for the text (unrolled loops replicated with
+//! their counter as a literal, `vec4` buffers where every 4-lane access is
+//! aligned, Wasm integer semantics); naga's validator checks it and naga's
+//! WGSL backend writes its text.
+//!
+//! Why not emit text and parse it: naga's WGSL front end costs about 0.3 µs
+//! per byte of our unrolled kernels (3–6 ms each, and part of it grows with
+//! the square of a function's expression count), which is most of a
+//! candidate's compile time. Building the module costs a small fraction of
+//! that, and the validator runs on the same module either way.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+
+use naga::{
+    AddressSpace, ArraySize, BinaryOperator as NOp, Binding, Block, BuiltIn, Expression as N, Literal, MathFunction,
+    ScalarKind, Span, Statement, Type, TypeInner, VectorSize,
+};
+
+use super::{EmitError, vec4_buffers};
+use crate::ir::verify::{Flavor, Types, verify};
+use crate::ir::{BinOp, Builtin, Elem, Expr, Func, Handle, LoadTy, Space, Stmt, Ty};
+
+type NExpr = naga::Handle<N>;
+
+/// Builds the naga module of a verified GPU-flavor function: entry point
+/// `main`, buffers bound as the kernel ABI says, `lid`/`wid` builtins.
+pub fn module(f: &Func, workgroup_size: [u32; 3]) -> Result<naga::Module, EmitError> {
+    let types = verify(f, Flavor::Gpu)?;
+    let vec4 = vec4_buffers(f, &types);
+    let mut m = naga::Module::default();
+    let mut tys = TypeSet::default();
+    let mut func = naga::Function { name: Some("main".into()), ..Default::default() };
+
+    let uvec3 = tys.get(&mut m, TypeInner::Vector { size: VectorSize::Tri, scalar: naga::Scalar::U32 });
+    for (name, b) in [("lid", BuiltIn::LocalInvocationId), ("wid", BuiltIn::WorkGroupId)] {
+        func.arguments.push(naga::FunctionArgument { name: Some(name.into()), ty: uvec3, binding: Some(Binding::BuiltIn(b)) });
+    }
+    // The pre-emitted expressions every statement may use, made once up front.
+    let args = [0, 1].map(|i| func.expressions.append(N::FunctionArgument(i), Span::UNDEFINED));
+    let mut globals = Vec::with_capacity(f.buffers.len());
+    for (h, b) in f.buffers.iter() {
+        let elem = elem_inner(b.elem, vec4[h.index()]);
+        let base = tys.get(&mut m, elem);
+        let stride = if vec4[h.index()] { 16 } else { 4 };
+        let len = if vec4[h.index()] { b.len / 4 } else { b.len };
+        let (size, space, binding) = match b.space {
+            Space::Param(n) => {
+                let access = if b.writable {
+                    naga::StorageAccess::LOAD | naga::StorageAccess::STORE
+                } else {
+                    naga::StorageAccess::LOAD
+                };
+                (ArraySize::Dynamic, AddressSpace::Storage { access }, Some(naga::ResourceBinding { group: 0, binding: n }))
+            }
+            Space::Workgroup => (fixed(len), AddressSpace::WorkGroup, None),
+            Space::Scratch => (fixed(len), AddressSpace::Private, None),
+        };
+        let ty = tys.get(&mut m, TypeInner::Array { base, size, stride });
+        let g = m.global_variables.append(
+            naga::GlobalVariable {
+                name: Some(super::buf_name(f, h)),
+                space,
+                binding,
+                ty,
+                init: None,
+                memory_decorations: naga::MemoryDecorations::empty(),
+            },
+            Span::UNDEFINED,
+        );
+        globals.push(func.expressions.append(N::GlobalVariable(g), Span::UNDEFINED));
+    }
+    let mut locals = Vec::with_capacity(f.vars.len());
+    for (h, v) in f.vars.iter() {
+        let ty = tys.get(&mut m, value_inner(v.ty));
+        let l = func.local_variables.append(
+            naga::LocalVariable { name: Some(super::var_name(f, h)), ty, init: None },
+            Span::UNDEFINED,
+        );
+        locals.push(func.expressions.append(N::LocalVariable(l), Span::UNDEFINED));
+    }
+
+    let mut b = Builder {
+        f,
+        types,
+        vec4,
+        consts: vec![None; f.vars.len()],
+        exprs: std::mem::take(&mut func.expressions),
+        emitted: 0,
+        blocks: vec![Block::new()],
+        literals: HashMap::new(),
+        args,
+        vec4_types: [value_inner(Ty::F32x4), value_inner(Ty::U32x4)].map(|t| tys.get(&mut m, t)),
+        globals,
+        locals,
+    };
+    b.emitted = b.exprs.len();
+    b.block(&f.body)?;
+    b.flush();
+    func.body = b.blocks.pop().unwrap_or_default();
+    func.expressions = b.exprs;
+    m.entry_points.push(naga::EntryPoint {
+        name: "main".into(),
+        stage: naga::ShaderStage::Compute,
+        early_depth_test: None,
+        workgroup_size,
+        workgroup_size_overrides: None,
+        function: func,
+        mesh_info: None,
+        task_payload: None,
+        incoming_ray_payload: None,
+    });
+    Ok(m)
+}
+
+fn fixed(len: u32) -> ArraySize {
+    ArraySize::Constant(NonZeroU32::new(len.max(1)).unwrap_or(NonZeroU32::MIN))
+}
+
+fn elem_inner(e: Elem, vec4: bool) -> TypeInner {
+    let scalar = match e {
+        Elem::F32 => naga::Scalar::F32,
+        Elem::U32 => naga::Scalar::U32,
+    };
+    if vec4 { TypeInner::Vector { size: VectorSize::Quad, scalar } } else { TypeInner::Scalar(scalar) }
+}
+
+fn value_inner(t: Ty) -> TypeInner {
+    match t {
+        Ty::I32 => TypeInner::Scalar(naga::Scalar::I32),
+        Ty::F32 => TypeInner::Scalar(naga::Scalar::F32),
+        Ty::F32x4 => TypeInner::Vector { size: VectorSize::Quad, scalar: naga::Scalar::F32 },
+        Ty::U32x4 => TypeInner::Vector { size: VectorSize::Quad, scalar: naga::Scalar::U32 },
+    }
+}
+
+/// The module's types, each inserted once.
+#[derive(Default)]
+struct TypeSet {
+    seen: Vec<(TypeInner, naga::Handle<Type>)>,
+}
+
+impl TypeSet {
+    fn get(&mut self, m: &mut naga::Module, inner: TypeInner) -> naga::Handle<Type> {
+        if let Some((_, h)) = self.seen.iter().find(|(t, _)| *t == inner) {
+            return *h;
+        }
+        let h = m.types.insert(Type { name: None, inner: inner.clone() }, Span::UNDEFINED);
+        self.seen.push((inner, h));
+        h
+    }
+}
+
+struct Builder<'a> {
+    f: &'a Func,
+    types: Types,
+    vec4: Vec<bool>,
+    /// Loop counters of unrolled loops, replaced by their current value.
+    consts: Vec<Option<i32>>,
+    exprs: naga::Arena<N>,
+    /// Expressions before this index are covered by an `Emit` (or need none).
+    emitted: usize,
+    /// The block being filled, innermost last.
+    blocks: Vec<Block>,
+    literals: HashMap<(u8, u32), NExpr>,
+    args: [NExpr; 2],
+    /// `vec4<f32>` and `vec4<u32>`.
+    vec4_types: [naga::Handle<Type>; 2],
+    globals: Vec<NExpr>,
+    locals: Vec<NExpr>,
+}
+
+impl Builder<'_> {
+    /// Covers the expressions made since the last flush with one `Emit`.
+    fn flush(&mut self) {
+        if self.exprs.len() > self.emitted {
+            let range = self.exprs.range_from(self.emitted);
+            self.emitted = self.exprs.len();
+            self.push(Statement::Emit(range));
+        }
+    }
+
+    fn push(&mut self, s: Statement) {
+        if let Some(b) = self.blocks.last_mut() {
+            b.push(s, Span::UNDEFINED);
+        }
+    }
+
+    /// Ends the pending `Emit`, then appends `s`.
+    fn stmt_after_flush(&mut self, s: Statement) {
+        self.flush();
+        self.push(s);
+    }
+
+    fn add(&mut self, e: N) -> NExpr {
+        self.exprs.append(e, Span::UNDEFINED)
+    }
+
+    /// A literal is in scope everywhere and must not sit inside an `Emit`,
+    /// so making one first closes the expressions pending before it.
+    fn lit(&mut self, l: Literal) -> NExpr {
+        let key = match l {
+            Literal::I32(v) => (0, v as u32),
+            Literal::U32(v) => (1, v),
+            Literal::F32(v) => (2, v.to_bits()),
+            _ => unreachable!("only i32, u32 and f32 literals are made"),
+        };
+        if let Some(&h) = self.literals.get(&key) {
+            return h;
+        }
+        self.flush();
+        let h = self.add(N::Literal(l));
+        self.emitted = self.exprs.len();
+        self.literals.insert(key, h);
+        h
+    }
+
+    fn i32(&mut self, v: i32) -> NExpr {
+        self.lit(Literal::I32(v))
+    }
+
+    fn bin(&mut self, op: NOp, left: NExpr, right: NExpr) -> NExpr {
+        self.add(N::Binary { op, left, right })
+    }
+
+    fn bitcast(&mut self, expr: NExpr, kind: ScalarKind) -> NExpr {
+        self.add(N::As { expr, kind, convert: None })
+    }
+
+    fn math(&mut self, fun: MathFunction, arg: NExpr, arg1: NExpr, arg2: Option<NExpr>) -> NExpr {
+        self.add(N::Math { fun, arg, arg1: Some(arg1), arg2, arg3: None })
+    }
+
+    fn splat(&mut self, value: NExpr) -> NExpr {
+        self.add(N::Splat { size: VectorSize::Quad, value })
+    }
+
+    fn load(&mut self, pointer: NExpr) -> NExpr {
+        self.add(N::Load { pointer })
+    }
+
+    fn access(&mut self, base: NExpr, index: NExpr) -> NExpr {
+        self.add(N::Access { base, index })
+    }
+
+    /// Pointer to scalar element `i` of buffer `buf`, whichever way it is declared.
+    fn element(&mut self, buf: Handle<crate::ir::Buffer>, i: NExpr) -> NExpr {
+        let g = self.globals[buf.index()];
+        if self.vec4[buf.index()] {
+            let four = self.i32(4);
+            let q = self.bin(NOp::Divide, i, four);
+            let r = self.bin(NOp::Modulo, i, four);
+            let v = self.access(g, q);
+            self.access(v, r)
+        } else {
+            self.access(g, i)
+        }
+    }
+
+    /// Pointer to the aligned `vec4` at element `i` of a `vec4` buffer.
+    fn quad(&mut self, buf: Handle<crate::ir::Buffer>, i: NExpr) -> NExpr {
+        let g = self.globals[buf.index()];
+        let four = self.i32(4);
+        let q = self.bin(NOp::Divide, i, four);
+        self.access(g, q)
+    }
+
+    fn block(&mut self, body: &[Stmt]) -> Result<(), EmitError> {
+        for s in body {
+            self.stmt(s)?;
+        }
+        Ok(())
+    }
+
+    /// Lowers `body` into a fresh block and returns it.
+    fn nested(&mut self, body: &[Stmt]) -> Result<Block, EmitError> {
+        self.flush();
+        self.blocks.push(Block::new());
+        self.block(body)?;
+        self.flush();
+        Ok(self.blocks.pop().unwrap_or_default())
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> Result<(), EmitError> {
+        let f = self.f;
+        match s {
+            Stmt::For(l) if l.unroll => {
+                // Verified: constant bounds.
+                let lo = crate::ir::const_i32(f, l.lo).unwrap_or(0);
+                let hi = crate::ir::const_i32(f, l.hi).unwrap_or(0);
+                let mut i = lo as i64;
+                while i < hi as i64 {
+                    self.consts[l.var.index()] = Some(i as i32);
+                    self.block(&l.body)?;
+                    i += l.step as i64;
+                }
+                self.consts[l.var.index()] = None;
+            }
+            Stmt::For(l) => {
+                // for (v = lo; v < hi; v += step) as naga spells it: a loop
+                // whose body starts with `if (v < hi) {} else { break; }`.
+                let ptr = self.locals[l.var.index()];
+                let lo = self.expr(l.lo)?;
+                self.stmt_after_flush(Statement::Store { pointer: ptr, value: lo });
+                self.flush();
+                self.blocks.push(Block::new());
+                let v = self.load(ptr);
+                let hi = self.expr(l.hi)?;
+                let cond = self.bin(NOp::Less, v, hi);
+                let mut brk = Block::new();
+                brk.push(Statement::Break, Span::UNDEFINED);
+                self.stmt_after_flush(Statement::If { condition: cond, accept: Block::new(), reject: brk });
+                self.block(&l.body)?;
+                self.flush();
+                let body = self.blocks.pop().unwrap_or_default();
+                self.blocks.push(Block::new());
+                let v = self.load(ptr);
+                let step = self.i32(l.step as i32);
+                let next = self.bin(NOp::Add, v, step);
+                self.stmt_after_flush(Statement::Store { pointer: ptr, value: next });
+                self.flush();
+                let continuing = self.blocks.pop().unwrap_or_default();
+                self.push(Statement::Loop { body, continuing, break_if: None });
+            }
+            Stmt::Set { var, value } => {
+                let v = self.expr(*value)?;
+                let pointer = self.locals[var.index()];
+                self.stmt_after_flush(Statement::Store { pointer, value: v });
+            }
+            Stmt::Store { buf, index, value } => {
+                let mut v = self.expr(*value)?;
+                let i = self.expr(*index)?;
+                let ty = self.types.of(*value);
+                if ty == Ty::I32 && f.buffers[*buf].elem == Elem::U32 {
+                    v = self.bitcast(v, ScalarKind::Uint);
+                }
+                if ty.lanes() == 1 {
+                    let p = self.element(*buf, i);
+                    self.stmt_after_flush(Statement::Store { pointer: p, value: v });
+                } else if self.vec4[buf.index()] {
+                    let p = self.quad(*buf, i);
+                    self.stmt_after_flush(Statement::Store { pointer: p, value: v });
+                } else {
+                    for k in 0..4u32 {
+                        let lane = self.add(N::AccessIndex { base: v, index: k });
+                        let off = self.i32(k as i32);
+                        let ik = self.bin(NOp::Add, i, off);
+                        let p = self.element(*buf, ik);
+                        self.stmt_after_flush(Statement::Store { pointer: p, value: lane });
+                    }
+                }
+            }
+            Stmt::If { cond, body } => {
+                let c = self.expr(*cond)?;
+                let zero = self.i32(0);
+                let condition = self.bin(NOp::NotEqual, c, zero);
+                let accept = self.nested(body)?;
+                self.push(Statement::If { condition, accept, reject: Block::new() });
+            }
+            Stmt::Barrier => self.stmt_after_flush(Statement::ControlBarrier(naga::Barrier::WORK_GROUP)),
+        }
+        Ok(())
+    }
+
+    fn expr(&mut self, e: Handle<Expr>) -> Result<NExpr, EmitError> {
+        let f = self.f;
+        Ok(match f.exprs[e] {
+            Expr::I32(c) => self.i32(c),
+            Expr::F32(x) => {
+                if !x.is_finite() {
+                    return Err(EmitError::NonFinite(x.to_string()));
+                }
+                self.lit(Literal::F32(x))
+            }
+            Expr::Var(v) => match self.consts[v.index()] {
+                Some(c) => self.i32(c),
+                None => self.load(self.locals[v.index()]),
+            },
+            Expr::Bin(op, a, b) => {
+                let ty = self.types.of(a);
+                let (x, y) = (self.expr(a)?, self.expr(b)?);
+                match (op, ty) {
+                    (BinOp::Min, _) => self.math(MathFunction::Min, x, y, None),
+                    (BinOp::Lt, _) => {
+                        let c = self.bin(NOp::Less, x, y);
+                        let (one, zero) = (self.i32(1), self.i32(0));
+                        self.add(N::Select { condition: c, accept: one, reject: zero })
+                    }
+                    (BinOp::Shr, _) => {
+                        let mask = self.lit(Literal::U32(31));
+                        let yu = self.bitcast(y, ScalarKind::Uint);
+                        let mut amount = self.bin(NOp::And, yu, mask);
+                        if ty == Ty::I32 {
+                            let xu = self.bitcast(x, ScalarKind::Uint);
+                            let r = self.bin(NOp::ShiftRight, xu, amount);
+                            self.bitcast(r, ScalarKind::Sint)
+                        } else {
+                            amount = self.splat(amount);
+                            self.bin(NOp::ShiftRight, x, amount)
+                        }
+                    }
+                    _ => {
+                        let nop = match op {
+                            BinOp::Add => NOp::Add,
+                            BinOp::Sub => NOp::Subtract,
+                            BinOp::Mul => NOp::Multiply,
+                            BinOp::Div => NOp::Divide,
+                            BinOp::Rem => NOp::Modulo,
+                            BinOp::And => NOp::And,
+                            BinOp::Min | BinOp::Lt | BinOp::Shr => unreachable!("handled above"),
+                        };
+                        self.bin(nop, x, y)
+                    }
+                }
+            }
+            Expr::Fma(a, b, c) => {
+                let (x, y, z) = (self.expr(a)?, self.expr(b)?, self.expr(c)?);
+                self.math(MathFunction::Fma, x, y, Some(z))
+            }
+            Expr::Splat(a) => {
+                let mut x = self.expr(a)?;
+                if self.types.of(a) == Ty::I32 {
+                    x = self.bitcast(x, ScalarKind::Uint);
+                }
+                self.splat(x)
+            }
+            Expr::ToF32(a) => {
+                let mut x = self.expr(a)?;
+                if self.types.of(a) == Ty::I32 {
+                    x = self.bitcast(x, ScalarKind::Uint);
+                }
+                self.add(N::As { expr: x, kind: ScalarKind::Float, convert: Some(4) })
+            }
+            Expr::HSum(a) => {
+                let x = self.expr(a)?;
+                let one = self.lit(Literal::F32(1.0));
+                let ones = self.splat(one);
+                self.math(MathFunction::Dot, x, ones, None)
+            }
+            Expr::Lane(a, n) => {
+                let x = self.expr(a)?;
+                self.add(N::AccessIndex { base: x, index: n as u32 })
+            }
+            Expr::Load { ty, buf, index } => {
+                let i = self.expr(index)?;
+                match ty {
+                    LoadTy::F32 | LoadTy::U32 => {
+                        let p = self.element(buf, i);
+                        let v = self.load(p);
+                        if ty == LoadTy::U32 { self.bitcast(v, ScalarKind::Sint) } else { v }
+                    }
+                    LoadTy::F32x4 | LoadTy::U32x4 if self.vec4[buf.index()] => {
+                        let p = self.quad(buf, i);
+                        self.load(p)
+                    }
+                    LoadTy::F32x4 | LoadTy::U32x4 => {
+                        let mut lanes = Vec::with_capacity(4);
+                        for k in 0..4 {
+                            let ik = if k == 0 {
+                                i
+                            } else {
+                                let off = self.i32(k);
+                                self.bin(NOp::Add, i, off)
+                            };
+                            let p = self.element(buf, ik);
+                            lanes.push(self.load(p));
+                        }
+                        let vty = if ty == LoadTy::F32x4 { self.vec4_types[0] } else { self.vec4_types[1] };
+                        self.add(N::Compose { ty: vty, components: lanes })
+                    }
+                }
+            }
+            Expr::Builtin(b) => {
+                let (arg, d) = match b {
+                    Builtin::LocalId(d) => (self.args[0], d),
+                    Builtin::GroupId(d) => (self.args[1], d),
+                };
+                let c = self.add(N::AccessIndex { base: arg, index: d as u32 });
+                self.add(N::As { expr: c, kind: ScalarKind::Sint, convert: Some(4) })
+            }
+        })
+    }
+}
