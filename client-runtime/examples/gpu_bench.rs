@@ -62,19 +62,18 @@ fn matmul_space(op: &Op) -> Vec<Schedule> {
     out
 }
 
-/// The space the tuned figure is searched in: register-tiled, staged, vec4.
+/// The space the tuned figure is searched in: register-tiled, staged, vec4,
+/// register tiles up to 8×16 and 16×8.
 fn matmul_tuned(op: &Op) -> Vec<Schedule> {
     let mut out = Vec::new();
-    for x0 in [4, 8] {
-        for y0 in [4, 8] {
-            for x1 in [32, 64, 128] {
-                for y1 in [32, 64, 128] {
-                    for r1 in [8, 16, 32] {
-                        for double_buffer in [false, true] {
-                            let s = Schedule { x0, y0, x1, y1, r1, r0: r1.min(8), vectorize: 4, cache_read: true, double_buffer, ..base(op) };
-                            if s.check(op, Target::Wgsl).is_ok() && (x1 / x0) * (y1 / y0) >= 64 {
-                                out.push(s);
-                            }
+    for (x0, y0) in [(4, 4), (4, 8), (8, 4), (8, 8), (8, 16), (16, 8)] {
+        for x1 in [32, 64, 128] {
+            for y1 in [32, 64, 128] {
+                for r1 in [8, 16, 32] {
+                    for double_buffer in [false, true] {
+                        let s = Schedule { x0, y0, x1, y1, r1, r0: r1.min(8), vectorize: 4, cache_read: true, double_buffer, ..base(op) };
+                        if s.check(op, Target::Wgsl).is_ok() && (x1 / x0) * (y1 / y0) >= 64 {
+                            out.push(s);
                         }
                     }
                 }
@@ -88,7 +87,7 @@ fn q4_space(op: &Op) -> Vec<Schedule> {
     let mut out = Vec::new();
     for y1 in [1, 2, 4, 8, 16, 32, 64] {
         for split_k in [1, 2, 4, 8, 16, 32, 64, 128, 256] {
-            for r0 in [8, 16, 32, 64] {
+            for r0 in [8, 16, 32, 64, 128, 256] {
                 let s = Schedule { x0: 1, x1: 1, y0: 1, y1, split_k, r0, r1: r0, ..base(op) };
                 let t = y1 * split_k;
                 if (32..=256).contains(&t) && s.check(op, Target::Wgsl).is_ok() {
@@ -98,6 +97,12 @@ fn q4_space(op: &Op) -> Vec<Schedule> {
         }
     }
     out
+}
+
+/// Whether `device` runs `part` (big, sample, shapes, q4):
+/// `GPU_BENCH_PARTS="big q4"` when set, else every part.
+fn part(name: &str) -> bool {
+    std::env::var("GPU_BENCH_PARTS").map_or(true, |v| v.split_whitespace().any(|p| p == name))
 }
 
 fn measure(gpu: &Gpu, op: &Op, s: &Schedule, reps: usize) -> Option<RunReport> {
@@ -151,9 +156,23 @@ fn device() {
     };
     println!("{}", json!({"adapter": gpu.adapter_name(), "timestamps": gpu.has_timestamps()}));
     let big = Op::parse("matmul", "4096,4096,4096").expect("shape");
-    best(&gpu, &big, &matmul_tuned(&big), "matmul 4096^3 tuned");
-    // The spread: a seeded sample of 50 schedules from the full space.
-    let space = matmul_space(&big);
+    if part("big") {
+        best(&gpu, &big, &matmul_tuned(&big), "matmul 4096^3 tuned");
+    }
+    if part("sample") {
+        sample_spread(&gpu, &big);
+    }
+    if part("shapes") {
+        small_shapes(&gpu);
+    }
+    if part("q4") {
+        q4_decode(&gpu);
+    }
+}
+
+/// The spread: a seeded sample of 50 schedules from the full 4096³ space.
+fn sample_spread(gpu: &Gpu, big: &Op) {
+    let space = matmul_space(big);
     let mut rng = Rng::new(2026);
     let mut sample = Vec::new();
     let mut taken = vec![false; space.len()];
@@ -164,7 +183,7 @@ fn device() {
             sample.push(space[i].clone());
         }
     }
-    let mut times: Vec<f64> = sample.iter().filter_map(|s| measure(&gpu, &big, s, 3).map(|r| r.gflops)).collect();
+    let mut times: Vec<f64> = sample.iter().filter_map(|s| measure(gpu, big, s, 3).map(|r| r.gflops)).collect();
     times.sort_by(f64::total_cmp);
     if !times.is_empty() {
         println!(
@@ -173,6 +192,10 @@ fn device() {
                    "worst_gflops": times[0], "median_gflops": times[times.len() / 2], "best_gflops": times[times.len() - 1]})
         );
     }
+}
+
+/// K0–K3, each over the tuned space plus small staged tiles.
+fn small_shapes(gpu: &Gpu) {
     for (kind, shape) in shapes(&[("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("batch_matmul", "120,64,64,64")]) {
         let (kind, shape) = (kind.as_str(), shape.as_str());
         if kind == "matmul_q4" {
@@ -186,11 +209,15 @@ fn device() {
                 space.push(s);
             }
         }
-        best(&gpu, &op, &space, &format!("{kind} {shape}"));
+        best(gpu, &op, &space, &format!("{kind} {shape}"));
     }
+}
+
+/// The q4 decode shapes, with their weight traffic.
+fn q4_decode(gpu: &Gpu) {
     for shape in ["1,4096,4096", "1,3072,9216", "1,8192,3072"] {
         let op = Op::parse("matmul_q4", shape).expect("shape");
-        if let Some((_, r)) = best(&gpu, &op, &q4_space(&op), &format!("matmul_q4 {shape}")) {
+        if let Some((_, r)) = best(gpu, &op, &q4_space(&op), &format!("matmul_q4 {shape}")) {
             let (_, _, k, n) = op.bmkn();
             let weight_bytes = (n as u64 * k as u64 / 2) + (n as u64 * (k as u64 / 32) * 4);
             println!(

@@ -96,6 +96,10 @@ pub const LITE_BUDGET: usize = 32;
 pub const MIN_LITE: usize = 8;
 /// Largest unrolled register-tile body, `x0·y0·r0` multiply-adds.
 pub const MAX_UNROLLED: u32 = 1024;
+
+/// Largest K step (weights per thread per loop iteration, unrolled) of the
+/// WGSL `matmul_q4` lite space (BENCHMARKS.md, the q4 search on the H100).
+pub const GPU_Q4_R0: u32 = 128;
 /// Largest GPU register step `r0` (heuristic 7): `r0 = r1 = 8` was the
 /// measured optimum on the H100 (BENCHMARKS.md, "Lite space").
 pub const GPU_R0: u32 = 8;
@@ -569,11 +573,17 @@ fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<C
     let reg_cap = (relax.usable * hw.max_regs_per_thread as f64) as u32;
     let mut out = Vec::new();
     for x0 in pow2s(np2(m).min(16)) {
-        // Table 1 with y0 = 1: x0 rows of A per K step, one weight, x0 sums.
-        let reg = |r0: u32| x0 * r0 + r0 + x0;
+        // Registers: the q4 generator's live set, not Table 1's x0·r0 + r0
+        // + x0 (that counts every weight of the unrolled r0 as live, which
+        // capped r0 at 64 on the H100, where the wide search's best had r0 =
+        // 128: BENCHMARKS.md). Live are the r0/8 packed words and r0/32
+        // scales the unrolled loop can have in flight, the 8 unpacked
+        // nibbles, and per row its 8 A values and its sum.
+        let reg = |r0: u32| r0 / 8 + r0 / 32 + 8 + 9 * x0 + 2;
         let fits = |r0: u32| !relax.heuristics || (reg(r0) <= reg_cap && x0 * r0 <= MAX_UNROLLED);
         // r0 is a multiple of 8 (one packed word), a power of two, at most K.
-        let Some(r0) = pow2s(floor_pow2(k).min(256)).filter(|&r| r >= 8 && fits(r)).last() else { continue };
+        // At most 128: the largest the H100 search has measured a win for.
+        let Some(r0) = pow2s(floor_pow2(k).min(GPU_Q4_R0)).filter(|&r| r >= 8 && fits(r)).last() else { continue };
         let reg = reg(r0);
         for split_k in pow2s(floor_pow2(k / r0).clamp(1, 256)) {
             for y1 in pow2s(np2(n)) {

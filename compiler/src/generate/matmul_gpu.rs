@@ -379,24 +379,31 @@ impl Mm<'_> {
             }
             return;
         }
-        // Double buffering: slab 2p lives in buffer 0 and slab 2p+1 in buffer 1;
-        // the next slab is loaded while the current one is computed on.
+        // Double buffering: slab 2p lives in buffer 0 and slab 2p+1 in buffer 1.
+        // The next slab's global loads go into registers before the current
+        // slab is computed on, and reach workgroup memory after it, so their
+        // latency hides behind the multiply-adds; one barrier per slab.
         body.extend(self.load_slab(zero, bufs[0]));
         body.push(Stmt::Barrier);
         let pairs = slabs / 2;
         let p = self.g.fresh("k0", Ty::I32);
         let pe = self.f().get(p);
         let next = self.g.plus_c(pe, r1);
-        let mut inner = self.load_slab(next, bufs[1]);
+        let (fetch1, put1) = self.slab_copy(next, bufs[1], None);
+        let mut inner = fetch1;
         inner.extend(self.compute_slab(bufs[0]));
+        inner.extend(put1);
         inner.push(Stmt::Barrier);
         let after = self.g.plus_c(pe, 2 * r1);
-        let load0 = self.load_slab(after, bufs[0]);
         let limit = self.f().i32((slabs * r1) as i32);
+        // The condition depends only on the loop counter: uniform. When it
+        // fails (the last pair of an even slab count) buffer 0 is dead, so
+        // its stores (of zeros) need no guard.
         let cond = self.f().bin(BinOp::Lt, after, limit);
-        // The condition depends only on the loop counter: uniform.
-        inner.push(Stmt::If { cond, body: load0 });
+        let (fetch0, put0) = self.slab_copy(after, bufs[0], Some(cond));
+        inner.extend(fetch0);
         inner.extend(self.compute_slab(bufs[1]));
+        inner.extend(put0);
         inner.push(Stmt::Barrier);
         let hi = self.f().i32((pairs * 2 * r1) as i32);
         body.push(Stmt::For(For { var: p, lo: zero, hi, step: 2 * r1, unroll: false, body: inner }));
@@ -408,31 +415,51 @@ impl Mm<'_> {
     /// Cooperative copy of one K slab starting at `k0` into workgroup memory:
     /// A transposed (`As[k][row]`), B as is (`Bs[k][col]`). Rows and columns
     /// past the edge are clamped; K past the edge is zero-filled.
-    fn load_slab(&mut self, k0: E, (asb, bsb): (Handle<Buffer>, Handle<Buffer>)) -> Vec<Stmt> {
+    fn load_slab(&mut self, k0: E, bufs: (Handle<Buffer>, Handle<Buffer>)) -> Vec<Stmt> {
+        let (mut fetch, put) = self.slab_copy(k0, bufs, None);
+        fetch.extend(put);
+        fetch
+    }
+
+    /// [`Self::load_slab`] in two halves: `fetch` reads this thread's
+    /// elements of the slab into registers, `put` writes them to workgroup
+    /// memory. With `guard`, `fetch` reads only where it holds (and leaves
+    /// zeros otherwise).
+    fn slab_copy(&mut self, k0: E, (asb, bsb): (Handle<Buffer>, Handle<Buffer>), guard: Option<E>) -> (Vec<Stmt>, Vec<Stmt>) {
         let s = self.s;
         let (m, k, n) = (self.m, self.k, self.n);
         let (x1, y1, r1) = (s.x1, s.y1, s.r1);
         let threads = self.tx * self.ty;
         let k_edge = k % r1 != 0;
-        let mut out = Vec::new();
-        // A: x1 × r1 elements, consecutive threads read consecutive k of a row.
-        let count = x1 * r1;
+        let (mut fetch, mut put) = (Vec::new(), Vec::new());
+        // A: x1 × r1 elements, consecutive threads read consecutive k of a
+        // row. When the transposed tile is an array of vec4 (rows_vec), a
+        // thread copies 4 consecutive rows at one k, so each vec4 of it is
+        // written by one thread only: WGSL lets a write of one vector
+        // component read and write the whole vector, and component writes
+        // from different threads then race (seen on the H100: 3% wrong).
+        let group = if self.rows_vec { 4 } else { 1 };
+        let count = x1 / group * r1;
         let (a, lid) = (self.a, self.lid);
         for e in 0..count.div_ceil(threads) {
             let idx = self.f().add_c(lid, (e * threads) as i64);
             let r1c = self.f().i32(r1 as i32);
-            let ar = self.f().bin(BinOp::Div, idx, r1c);
+            let ag = self.f().bin(BinOp::Div, idx, r1c);
             let ak = self.f().bin(BinOp::Rem, idx, r1c);
-            let gr = self.g.plus(self.m0, ar);
-            let gr = self.min_c(gr, m - 1);
             let gk = self.g.plus(k0, ak);
-            let row = self.f().mul_c(gr, k as i64);
-            let src = self.g.plus(row, gk);
-            let src = self.g.plus(self.off[0], src);
-            let dst = self.f().mul_c(ak, x1 as i64);
-            let dst = self.g.plus(dst, ar);
-            let stmts = self.guarded_copy(LoadTy::F32, a, src, asb, dst, k_edge.then_some(gk));
-            out.extend(self.within(idx, count, threads, e, stmts));
+            let within = self.within(idx, count, threads, e);
+            for i in 0..group {
+                let ar = self.f().mul_c(ag, group as i64);
+                let ar = self.f().add_c(ar, i as i64);
+                let gr = self.g.plus(self.m0, ar);
+                let gr = self.min_c(gr, m - 1);
+                let row = self.f().mul_c(gr, k as i64);
+                let src = self.g.plus(row, gk);
+                let src = self.g.plus(self.off[0], src);
+                let dst = self.f().mul_c(ak, x1 as i64);
+                let dst = self.g.plus(dst, ar);
+                self.copy_elem(LoadTy::F32, (a, src), (asb, dst), [k_edge.then_some(gk), guard, within], (&mut fetch, &mut put));
+            }
         }
         // B: r1 × y1 elements (or r1 × y1/4 vec4s), consecutive threads read
         // consecutive columns of a row.
@@ -454,42 +481,59 @@ impl Mm<'_> {
             let src = self.g.plus(self.off[1], src);
             let dst = self.f().mul_c(bk, y1 as i64);
             let dst = self.g.plus(dst, bn);
-            let stmts = self.guarded_copy(lty, b, src, bsb, dst, k_edge.then_some(gk));
-            out.extend(self.within(idx, count, threads, e, stmts));
+            let within = self.within(idx, count, threads, e);
+            self.copy_elem(lty, (b, src), (bsb, dst), [k_edge.then_some(gk), guard, within], (&mut fetch, &mut put));
         }
-        out
+        (fetch, put)
     }
 
-    /// `stmts` when `idx < count` may fail for copy round `e`, else `stmts` as is.
-    fn within(&mut self, idx: E, count: u32, threads: u32, e: u32, stmts: Vec<Stmt>) -> Vec<Stmt> {
+    /// `idx < count` when it may fail for copy round `e`.
+    fn within(&mut self, idx: E, count: u32, threads: u32, e: u32) -> Option<E> {
         if (e + 1) * threads <= count {
-            return stmts;
+            return None;
         }
         let c = self.f().i32(count as i32);
-        let cond = self.f().bin(BinOp::Lt, idx, c);
-        vec![Stmt::If { cond, body: stmts }]
+        Some(self.f().bin(BinOp::Lt, idx, c))
     }
 
-    /// `dst[di] = src[si]`, or zero when `gk` (a global k) is past K.
-    fn guarded_copy(&mut self, ty: LoadTy, src: Handle<Buffer>, si: E, dst: Handle<Buffer>, di: E, gk: Option<E>) -> Vec<Stmt> {
-        let Some(gk) = gk else {
-            let value = self.f().load(ty, src, si);
-            return vec![Stmt::Store { buf: dst, index: di, value }];
-        };
+    /// One element of a slab copy, `dst[di] = src[si]` through a fresh
+    /// register: its load goes to `fetch`, its store to `put`. The conditions
+    /// are `gk` (a global k, which must be below K, else the element is
+    /// zero), the caller's guard (else zero), and `within` (else the element
+    /// is neither read nor written).
+    fn copy_elem(
+        &mut self,
+        ty: LoadTy,
+        (src, si): (Handle<Buffer>, E),
+        (dst, di): (Handle<Buffer>, E),
+        [gk, guard, within]: [Option<E>; 3],
+        (fetch, put): (&mut Vec<Stmt>, &mut Vec<Stmt>),
+    ) {
         let vty = ty.value_ty();
         let t = self.g.fresh("t", vty);
-        let z = self.f().f32(0.0);
-        let zero = if vty == Ty::F32x4 { self.f().splat(z) } else { z };
-        let kk = self.k as i32;
-        let kc = self.f().i32(kk);
-        let cond = self.f().bin(BinOp::Lt, gk, kc);
         let value = self.f().load(ty, src, si);
+        let k = self.k as i32;
+        let in_k = gk.map(|gk| {
+            let kc = self.f().i32(k);
+            self.f().bin(BinOp::Lt, gk, kc)
+        });
+        let conds: Vec<E> = [in_k, guard, within].into_iter().flatten().collect();
+        match conds.split_first() {
+            None => fetch.push(Stmt::Set { var: t, value }),
+            Some((&first, rest)) => {
+                let cond = rest.iter().fold(first, |acc, &c| self.f().bin(BinOp::And, acc, c));
+                let z = self.f().f32(0.0);
+                let zero = if vty == Ty::F32x4 { self.f().splat(z) } else { z };
+                fetch.push(Stmt::Set { var: t, value: zero });
+                fetch.push(Stmt::If { cond, body: vec![Stmt::Set { var: t, value }] });
+            }
+        }
         let tv = self.f().get(t);
-        vec![
-            Stmt::Set { var: t, value: zero },
-            Stmt::If { cond, body: vec![Stmt::Set { var: t, value }] },
-            Stmt::Store { buf: dst, index: di, value: tv },
-        ]
+        let st = Stmt::Store { buf: dst, index: di, value: tv };
+        put.push(match within {
+            Some(cond) => Stmt::If { cond, body: vec![st] },
+            None => st,
+        });
     }
 
     fn compute_slab(&mut self, (asb, bsb): (Handle<Buffer>, Handle<Buffer>)) -> Vec<Stmt> {
