@@ -91,6 +91,12 @@ pub fn module(f: &Func, workgroup_size: [u32; 3]) -> Result<naga::Module, EmitEr
         emitted: 0,
         blocks: vec![Block::new()],
         literals: HashMap::new(),
+        loaded: HashMap::new(),
+        memo: (0..f.exprs.len()).map(|_| None).collect(),
+        epoch: vec![0; f.vars.len()],
+        scope: 0,
+        reads: Vec::new(),
+        buffer_loads: 0,
         args,
         vec4_types: [value_inner(Ty::F32x4), value_inner(Ty::U32x4)].map(|t| tys.get(&mut m, t)),
         globals,
@@ -153,6 +159,12 @@ impl TypeSet {
     }
 }
 
+struct Memo {
+    expr: NExpr,
+    reads: Vec<(usize, u64)>,
+    scope: u64,
+}
+
 struct Builder<'a> {
     f: &'a Func,
     types: Types,
@@ -165,6 +177,25 @@ struct Builder<'a> {
     /// The block being filled, innermost last.
     blocks: Vec<Block>,
     literals: HashMap<(u8, u32), NExpr>,
+    /// The load of each variable made since the last store to it in the
+    /// current straight-line run of statements (emptied at every block
+    /// boundary): a variable read many times is loaded once, which keeps
+    /// naga's output from spelling one `let` per read.
+    loaded: HashMap<usize, NExpr>,
+    /// Lowered IR expressions without buffer loads, by IR handle, reused
+    /// while every variable they read is unchanged (`epoch`) and the block
+    /// is the same (`scope`): the generators share index subexpressions,
+    /// and lowering each use afresh made naga's output several times larger.
+    memo: Vec<Option<Memo>>,
+    /// Bumped on each store to a variable (and each new value of an unrolled
+    /// loop's counter).
+    epoch: Vec<u64>,
+    /// Bumped at every block boundary.
+    scope: u64,
+    /// The (variable, epoch) reads of the expressions being lowered.
+    reads: Vec<(usize, u64)>,
+    /// Buffer loads lowered so far.
+    buffer_loads: u64,
     args: [NExpr; 2],
     /// `vec4<f32>` and `vec4<u32>`.
     vec4_types: [naga::Handle<Type>; 2],
@@ -180,6 +211,39 @@ impl Builder<'_> {
             self.emitted = self.exprs.len();
             self.push(Statement::Emit(range));
         }
+    }
+
+    /// Starts a nested block (an `if` arm, a loop body or its continuing).
+    fn open(&mut self) {
+        self.flush();
+        self.loaded.clear();
+        self.scope += 1;
+        self.blocks.push(Block::new());
+    }
+
+    /// Ends the block [`Self::open`] started and returns it.
+    fn close(&mut self) -> Block {
+        self.flush();
+        self.loaded.clear();
+        self.scope += 1;
+        self.blocks.pop().unwrap_or_default()
+    }
+
+    /// The value of variable `v` (see `loaded`).
+    fn read_var(&mut self, v: usize) -> NExpr {
+        if let Some(&h) = self.loaded.get(&v) {
+            return h;
+        }
+        let h = self.load(self.locals[v]);
+        self.loaded.insert(v, h);
+        h
+    }
+
+    /// Stores `value` to variable `v`.
+    fn write_var(&mut self, v: usize, value: NExpr) {
+        self.stmt_after_flush(Statement::Store { pointer: self.locals[v], value });
+        self.loaded.remove(&v);
+        self.epoch[v] += 1;
     }
 
     fn push(&mut self, s: Statement) {
@@ -276,11 +340,9 @@ impl Builder<'_> {
 
     /// Lowers `body` into a fresh block and returns it.
     fn nested(&mut self, body: &[Stmt]) -> Result<Block, EmitError> {
-        self.flush();
-        self.blocks.push(Block::new());
+        self.open();
         self.block(body)?;
-        self.flush();
-        Ok(self.blocks.pop().unwrap_or_default())
+        Ok(self.close())
     }
 
     fn stmt(&mut self, s: &Stmt) -> Result<(), EmitError> {
@@ -293,6 +355,7 @@ impl Builder<'_> {
                 let mut i = lo as i64;
                 while i < hi as i64 {
                     self.consts[l.var.index()] = Some(i as i32);
+                    self.epoch[l.var.index()] += 1;
                     self.block(&l.body)?;
                     i += l.step as i64;
                 }
@@ -301,33 +364,32 @@ impl Builder<'_> {
             Stmt::For(l) => {
                 // for (v = lo; v < hi; v += step) as naga spells it: a loop
                 // whose body starts with `if (v < hi) {} else { break; }`.
-                let ptr = self.locals[l.var.index()];
+                let var = l.var.index();
                 let lo = self.expr(l.lo)?;
-                self.stmt_after_flush(Statement::Store { pointer: ptr, value: lo });
-                self.flush();
-                self.blocks.push(Block::new());
-                let v = self.load(ptr);
+                self.write_var(var, lo);
+                self.open();
+                let v = self.read_var(var);
                 let hi = self.expr(l.hi)?;
                 let cond = self.bin(NOp::Less, v, hi);
                 let mut brk = Block::new();
                 brk.push(Statement::Break, Span::UNDEFINED);
                 self.stmt_after_flush(Statement::If { condition: cond, accept: Block::new(), reject: brk });
                 self.block(&l.body)?;
-                self.flush();
-                let body = self.blocks.pop().unwrap_or_default();
-                self.blocks.push(Block::new());
-                let v = self.load(ptr);
+                let body = self.close();
+                self.open();
+                let v = self.read_var(var);
                 let step = self.i32(l.step as i32);
                 let next = self.bin(NOp::Add, v, step);
-                self.stmt_after_flush(Statement::Store { pointer: ptr, value: next });
-                self.flush();
-                let continuing = self.blocks.pop().unwrap_or_default();
+                self.write_var(var, next);
+                let continuing = self.close();
                 self.push(Statement::Loop { body, continuing, break_if: None });
+                // Stores in the loop may have changed any variable.
+                self.loaded.clear();
+                self.scope += 1;
             }
             Stmt::Set { var, value } => {
                 let v = self.expr(*value)?;
-                let pointer = self.locals[var.index()];
-                self.stmt_after_flush(Statement::Store { pointer, value: v });
+                self.write_var(var.index(), v);
             }
             Stmt::Store { buf, index, value } => {
                 let mut v = self.expr(*value)?;
@@ -358,13 +420,51 @@ impl Builder<'_> {
                 let condition = self.bin(NOp::NotEqual, c, zero);
                 let accept = self.nested(body)?;
                 self.push(Statement::If { condition, accept, reject: Block::new() });
+                // The arm's stores may have changed any variable.
+                self.loaded.clear();
+                self.scope += 1;
             }
             Stmt::Barrier => self.stmt_after_flush(Statement::ControlBarrier(naga::Barrier::WORK_GROUP)),
         }
         Ok(())
     }
 
+    /// `x op y` when both are `i32` literals (unrolled loops make many such
+    /// products), with the IR's (and WGSL's) wrapping semantics; division
+    /// and remainder by zero are left to the shader.
+    fn fold(&self, op: BinOp, x: NExpr, y: NExpr) -> Option<i32> {
+        let (N::Literal(Literal::I32(a)), N::Literal(Literal::I32(b))) = (&self.exprs[x], &self.exprs[y]) else { return None };
+        let (a, b) = (*a, *b);
+        match op {
+            BinOp::Add => Some(a.wrapping_add(b)),
+            BinOp::Sub => Some(a.wrapping_sub(b)),
+            BinOp::Mul => Some(a.wrapping_mul(b)),
+            BinOp::Div if b != 0 => Some(a.wrapping_div(b)),
+            BinOp::Rem if b != 0 => Some(a.wrapping_rem(b)),
+            BinOp::Min => Some(a.min(b)),
+            _ => None,
+        }
+    }
+
+    /// Lowers IR expression `e` at the current point (see `memo`).
     fn expr(&mut self, e: Handle<Expr>) -> Result<NExpr, EmitError> {
+        let Builder { memo, reads, epoch, scope, .. } = self;
+        if let Some(m) = &memo[e.index()] {
+            if m.scope == *scope && m.reads.iter().all(|&(v, ep)| epoch[v] == ep) {
+                reads.extend_from_slice(&m.reads);
+                return Ok(m.expr);
+            }
+        }
+        let (mark, loads) = (self.reads.len(), self.buffer_loads);
+        let h = self.lower_expr(e)?;
+        if self.buffer_loads == loads {
+            let reads = self.reads[mark..].to_vec();
+            self.memo[e.index()] = Some(Memo { expr: h, reads, scope: self.scope });
+        }
+        Ok(h)
+    }
+
+    fn lower_expr(&mut self, e: Handle<Expr>) -> Result<NExpr, EmitError> {
         let f = self.f;
         Ok(match f.exprs[e] {
             Expr::I32(c) => self.i32(c),
@@ -374,13 +474,19 @@ impl Builder<'_> {
                 }
                 self.lit(Literal::F32(x))
             }
-            Expr::Var(v) => match self.consts[v.index()] {
-                Some(c) => self.i32(c),
-                None => self.load(self.locals[v.index()]),
-            },
+            Expr::Var(v) => {
+                self.reads.push((v.index(), self.epoch[v.index()]));
+                match self.consts[v.index()] {
+                    Some(c) => self.i32(c),
+                    None => self.read_var(v.index()),
+                }
+            }
             Expr::Bin(op, a, b) => {
                 let ty = self.types.of(a);
                 let (x, y) = (self.expr(a)?, self.expr(b)?);
+                if let Some(c) = self.fold(op, x, y) {
+                    return Ok(self.i32(c));
+                }
                 match (op, ty) {
                     (BinOp::Min, _) => self.math(MathFunction::Min, x, y, None),
                     (BinOp::Lt, _) => {
@@ -389,9 +495,15 @@ impl Builder<'_> {
                         self.add(N::Select { condition: c, accept: one, reject: zero })
                     }
                     (BinOp::Shr, _) => {
-                        let mask = self.lit(Literal::U32(31));
-                        let yu = self.bitcast(y, ScalarKind::Uint);
-                        let mut amount = self.bin(NOp::And, yu, mask);
+                        // A constant amount (the usual case) is one literal.
+                        let mut amount = match crate::ir::const_i32(f, b) {
+                            Some(c) => self.lit(Literal::U32(c as u32 & 31)),
+                            None => {
+                                let mask = self.lit(Literal::U32(31));
+                                let yu = self.bitcast(y, ScalarKind::Uint);
+                                self.bin(NOp::And, yu, mask)
+                            }
+                        };
                         if ty == Ty::I32 {
                             let xu = self.bitcast(x, ScalarKind::Uint);
                             let r = self.bin(NOp::ShiftRight, xu, amount);
@@ -444,6 +556,7 @@ impl Builder<'_> {
                 self.add(N::AccessIndex { base: x, index: n as u32 })
             }
             Expr::Load { ty, buf, index } => {
+                self.buffer_loads += 1;
                 let i = self.expr(index)?;
                 match ty {
                     LoadTy::F32 | LoadTy::U32 => {
@@ -481,5 +594,86 @@ impl Builder<'_> {
                 self.add(N::As { expr: c, kind: ScalarKind::Sint, convert: Some(4) })
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Buffer, Var};
+
+    /// Loads of variable `name` in the entry point's expressions.
+    fn loads_of(m: &naga::Module, name: &str) -> usize {
+        let f = &m.entry_points[0].function;
+        f.expressions
+            .iter()
+            .filter(|(_, e)| match e {
+                N::Load { pointer } => {
+                    matches!(f.expressions[*pointer], N::LocalVariable(l) if f.local_variables[l].name.as_deref() == Some(name))
+                }
+                _ => false,
+            })
+            .count()
+    }
+
+    fn build(f: &Func) -> naga::Module {
+        let m = module(f, [1, 1, 1]).unwrap();
+        super::super::check(&m).unwrap();
+        m
+    }
+
+    #[test]
+    fn a_variable_is_loaded_again_after_each_store_and_in_each_block() {
+        let f = crate::ir::parse::parse(
+            "kernel k {
+               buf C: f32[8] param 0 rw
+               var x: i32
+               x = 1
+               store C[x] = 1.0
+               store C[x + 1] = 2.0
+               x = x + 2
+               store C[x] = 3.0
+               store C[x + 1] = 4.0
+               if x < 4 {
+                 store C[x] = 5.0
+               }
+             }",
+        )
+        .unwrap();
+        // One load serves both stores and `x + 2`; the store to x forces a
+        // second, which also serves the `if` condition; the `if` arm is a
+        // new block and loads again.
+        assert_eq!(loads_of(&build(&f), "v_x"), 3);
+    }
+
+    #[test]
+    fn shared_index_expressions_are_lowered_once_until_a_read_variable_changes() {
+        let mut f = Func::new("k");
+        let a: Handle<Buffer> = f.buffer("A", Elem::F32, 64, Space::Param(0), false);
+        let c = f.buffer("C", Elem::F32, 64, Space::Param(1), true);
+        let i: Handle<Var> = f.var("i", Ty::I32);
+        let [three, four, eight, one, two] = [3, 4, 8, 1, 2].map(|v| f.exprs.push(Expr::I32(v)));
+        let iv = f.exprs.push(Expr::Var(i));
+        let prod = f.exprs.push(Expr::Bin(BinOp::Mul, iv, eight));
+        let idx1 = f.exprs.push(Expr::Bin(BinOp::Add, prod, one));
+        let idx2 = f.exprs.push(Expr::Bin(BinOp::Add, prod, two));
+        let ld1 = f.exprs.push(Expr::Load { ty: LoadTy::F32, buf: a, index: idx1 });
+        let ld2 = f.exprs.push(Expr::Load { ty: LoadTy::F32, buf: a, index: idx2 });
+        f.body = vec![
+            Stmt::Set { var: i, value: three },
+            Stmt::Store { buf: c, index: idx1, value: ld1 },
+            Stmt::Store { buf: c, index: idx2, value: ld2 },
+            Stmt::Store { buf: c, index: idx1, value: ld1 },
+            Stmt::Set { var: i, value: four },
+            Stmt::Store { buf: c, index: idx1, value: ld1 },
+        ];
+        let m = build(&f);
+        let e = &m.entry_points[0].function.expressions;
+        let count = |pred: &dyn Fn(&N) -> bool| e.iter().filter(|(_, x)| pred(x)).count();
+        // `i * 8` once per value of i; buffer loads are never reused (a
+        // store or barrier may come between), so A is read four times.
+        assert_eq!(count(&|x| matches!(x, N::Binary { op: NOp::Multiply, .. })), 2);
+        assert_eq!(count(&|x| matches!(x, N::Load { .. })), 4 + loads_of(&m, "v_i"));
+        assert_eq!(loads_of(&m, "v_i"), 2);
     }
 }

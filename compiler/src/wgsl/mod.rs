@@ -290,7 +290,7 @@ mod tests {
         assert!(k.source.contains("var<workgroup> b_As: array<vec4<f32>, 128>;"), "{}", k.source);
         assert!(k.source.contains("% 4i)] = "), "{}", k.source);
         assert!(k.source.contains(" = v_a4_1_;"), "{}", k.source);
-        assert!(k.source.contains(".w), "), "{}", k.source);
+        assert!(k.source.contains(".w)"), "{}", k.source);
         // Scalar schedules keep scalar rows.
         let scalar = compile(&op, &Schedule { vectorize: 1, ..s }).unwrap();
         assert!(scalar.source.contains("var<workgroup> b_As: array<f32, 512>;"), "{}", scalar.source);
