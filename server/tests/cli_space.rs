@@ -102,3 +102,20 @@ fn bad_input_is_one_line_and_non_zero() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: not one line: {err:?}");
     }
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    // `webtune space ... | head -0`: stdout is closed before the first line.
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_webtune"))
+        .args(["space", "--op", "matmul", "--shape", "384,768,768", "--target", "wgsl", "--device", "h100"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("runs");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("exits");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "status {:?}: {err}", out.status);
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -125,7 +125,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             // validating it again costs (builds with debug assertions do it).
             line["not_counted_median_ms"] = json!({ "reparse_written": median(reparse) });
         }
-        println!("{line}");
+        crate::cli::out(line)?;
     }
     Ok(())
 }

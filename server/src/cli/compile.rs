@@ -53,6 +53,6 @@ pub fn run(a: CompileArgs) -> Result<()> {
     let meta = serde_json::to_string_pretty(&kernel.meta)?;
     let mpath = a.out.join("kernel.json");
     std::fs::write(&mpath, meta + "\n").with_context(|| format!("writing {}", mpath.display()))?;
-    println!("{} ({} bytes, sha256 {})", path.display(), kernel.bytes.len(), kernel.meta.sha256);
+    crate::cli::out(format_args!("{} ({} bytes, sha256 {})", path.display(), kernel.bytes.len(), kernel.meta.sha256))?;
     Ok(())
 }

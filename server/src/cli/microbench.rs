@@ -59,13 +59,13 @@ pub fn run(a: MicrobenchArgs) -> Result<()> {
     let reports = classify(&study, &names, &timings);
     let base = study.index[0][0];
     for (n, t) in names.iter().zip(&timings) {
-        println!(
+        crate::cli::out(format_args!(
             "base schedule on {n}: {:.2} GFLOP/s (median {:.1} ms)\n",
             op.flops() as f64 / t[base].median_s / 1e9,
             t[base].median_s * 1e3
-        );
+        ))?;
     }
-    print!("{}", table(&reports));
+    crate::cli::out(table(&reports).trim_end())?;
     let file = SettingsFile { target, op: op.kind().name().into(), shape: op.shape().to_vec(), engines: names, primitives: reports };
     std::fs::write(&a.out, serde_json::to_string_pretty(&file)? + "\n").with_context(|| format!("writing {}", a.out.display()))?;
     eprintln!("settings written to {}", a.out.display());

@@ -1,5 +1,21 @@
 //! One module per subcommand.
 
+use std::io::Write as _;
+
+/// Writes one line of a subcommand's result to stdout. Unlike `println!`,
+/// a closed stdout (`webtune space ... | head -1`) is an error the caller
+/// returns, not a panic; `main` then exits quietly.
+pub fn out(line: impl std::fmt::Display) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}")?;
+    stdout.flush()
+}
+
+/// Whether `e` comes from writing to a closed stdout.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
 pub mod bench;
 pub mod compile;
 pub mod microbench;

@@ -30,7 +30,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let k = KernelDir::load(&a.kernel)?;
     let opts = RunOptions { reps: a.reps, seed: a.seed, ..RunOptions::default() };
     let report = webtune_client_runtime::run(&k, &opts)?;
-    println!("{}", serde_json::to_string(&report)?);
+    crate::cli::out(serde_json::to_string(&report)?)?;
     if !report.correct {
         anyhow::bail!("the kernel's output differs from the reference (max_rel_err {:e})", report.max_rel_err);
     }

@@ -81,10 +81,10 @@ pub fn run(a: SpaceArgs) -> Result<()> {
             "rules_checksum": webtune_tuner::rules_checksum(&op, target, &settings),
             "relaxation": space.relaxation,
         });
-        println!("{stats}");
+        crate::cli::out(stats)?;
     } else {
         for s in &space.schedules {
-            println!("{}", serde_json::to_string(s)?);
+            crate::cli::out(serde_json::to_string(s)?)?;
         }
     }
     Ok(())

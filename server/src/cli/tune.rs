@@ -241,8 +241,7 @@ mod native {
         .json()
         .await?;
         let best = &top[0].report;
-        println!(
-            "{}",
+        crate::cli::out(
             json!({
                 "session_id": sid,
                 "device_key": device_key,
@@ -251,7 +250,7 @@ mod native {
                 "best": {"sha256": top[0].sha256, "median_ms": best.median_ms, "gflops": best.gflops},
                 "report": answer,
             })
-        );
+        )?;
         Ok(())
     }
 

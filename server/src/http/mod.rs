@@ -562,7 +562,8 @@ pub async fn serve(addr: SocketAddr, database_url: &str, config: Config) -> anyh
     let app = App::new(database_url, config).await?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    println!("webtune: listening on http://{local} (database: {})", redact(database_url));
+    // A closed stdout must not stop the service (the line is for a reader).
+    let _ = crate::cli::out(format_args!("webtune: listening on http://{local} (database: {})", redact(database_url)));
     use std::io::Write;
     let _ = std::io::stdout().flush();
     axum::serve(listener, router(app.clone()).into_make_service_with_connect_info::<SocketAddr>())
