@@ -250,6 +250,22 @@ impl BinOp {
             BinOp::Min => 9,
         }
     }
+    /// `a op b` on `i32` values with the IR's semantics (wrapping, `>>`
+    /// logical, `<` as 0 or 1); `None` for division or remainder by zero.
+    pub fn eval_i32(self, a: i32, b: i32) -> Option<i32> {
+        match self {
+            BinOp::Add => Some(a.wrapping_add(b)),
+            BinOp::Sub => Some(a.wrapping_sub(b)),
+            BinOp::Mul => Some(a.wrapping_mul(b)),
+            BinOp::Div if b != 0 => Some(a.wrapping_div(b)),
+            BinOp::Rem if b != 0 => Some(a.wrapping_rem(b)),
+            BinOp::Min => Some(a.min(b)),
+            BinOp::Shr => Some(((a as u32) >> (b as u32 & 31)) as i32),
+            BinOp::And => Some(a & b),
+            BinOp::Lt => Some((a < b) as i32),
+            BinOp::Div | BinOp::Rem => None,
+        }
+    }
     pub const INFIX: [BinOp; 8] =
         [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem, BinOp::Shr, BinOp::And, BinOp::Lt];
 }
@@ -416,18 +432,7 @@ pub fn const_i32(f: &Func, e: Handle<Expr>) -> Option<i32> {
         Expr::I32(v) => Some(v),
         Expr::Bin(op, a, b) => {
             let (a, b) = (const_i32(f, a)?, const_i32(f, b)?);
-            match op {
-                BinOp::Add => Some(a.wrapping_add(b)),
-                BinOp::Sub => Some(a.wrapping_sub(b)),
-                BinOp::Mul => Some(a.wrapping_mul(b)),
-                BinOp::Div if b != 0 => Some(a.wrapping_div(b)),
-                BinOp::Rem if b != 0 => Some(a.wrapping_rem(b)),
-                BinOp::Min => Some(a.min(b)),
-                BinOp::Shr => Some(((a as u32) >> (b as u32 & 31)) as i32),
-                BinOp::And => Some(a & b),
-                BinOp::Lt => Some((a < b) as i32),
-                _ => None,
-            }
+            op.eval_i32(a, b)
         }
         _ => None,
     }

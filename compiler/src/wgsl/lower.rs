@@ -91,7 +91,7 @@ pub fn module(f: &Func, workgroup_size: [u32; 3]) -> Result<naga::Module, EmitEr
         emitted: 0,
         blocks: vec![Block::new()],
         literals: HashMap::new(),
-        loaded: HashMap::new(),
+        loaded: vec![None; f.vars.len()],
         memo: (0..f.exprs.len()).map(|_| None).collect(),
         epoch: vec![0; f.vars.len()],
         scope: 0,
@@ -177,11 +177,11 @@ struct Builder<'a> {
     /// The block being filled, innermost last.
     blocks: Vec<Block>,
     literals: HashMap<(u8, u32), NExpr>,
-    /// The load of each variable made since the last store to it in the
-    /// current straight-line run of statements (emptied at every block
-    /// boundary): a variable read many times is loaded once, which keeps
-    /// naga's output from spelling one `let` per read.
-    loaded: HashMap<usize, NExpr>,
+    /// The last load of each variable, with the `epoch` and `scope` it was
+    /// made at: it is reused while both are unchanged, so a variable read
+    /// many times between stores is loaded once, which keeps naga's output
+    /// from spelling one `let` per read.
+    loaded: Vec<Option<(NExpr, u64, u64)>>,
     /// Lowered IR expressions without buffer loads, by IR handle, reused
     /// while every variable they read is unchanged (`epoch`) and the block
     /// is the same (`scope`): the generators share index subexpressions,
@@ -216,33 +216,34 @@ impl Builder<'_> {
     /// Starts a nested block (an `if` arm, a loop body or its continuing).
     fn open(&mut self) {
         self.flush();
-        self.loaded.clear();
         self.scope += 1;
         self.blocks.push(Block::new());
     }
 
     /// Ends the block [`Self::open`] started and returns it.
+    /// Loads and expressions made inside it go out of scope, and any made
+    /// before it may be stale (its stores), so neither is reused after it.
     fn close(&mut self) -> Block {
         self.flush();
-        self.loaded.clear();
         self.scope += 1;
         self.blocks.pop().unwrap_or_default()
     }
 
     /// The value of variable `v` (see `loaded`).
     fn read_var(&mut self, v: usize) -> NExpr {
-        if let Some(&h) = self.loaded.get(&v) {
+        if let Some((h, epoch, scope)) = self.loaded[v]
+            && (epoch, scope) == (self.epoch[v], self.scope)
+        {
             return h;
         }
         let h = self.load(self.locals[v]);
-        self.loaded.insert(v, h);
+        self.loaded[v] = Some((h, self.epoch[v], self.scope));
         h
     }
 
     /// Stores `value` to variable `v`.
     fn write_var(&mut self, v: usize, value: NExpr) {
         self.stmt_after_flush(Statement::Store { pointer: self.locals[v], value });
-        self.loaded.remove(&v);
         self.epoch[v] += 1;
     }
 
@@ -383,9 +384,6 @@ impl Builder<'_> {
                 self.write_var(var, next);
                 let continuing = self.close();
                 self.push(Statement::Loop { body, continuing, break_if: None });
-                // Stores in the loop may have changed any variable.
-                self.loaded.clear();
-                self.scope += 1;
             }
             Stmt::Set { var, value } => {
                 let v = self.expr(*value)?;
@@ -420,9 +418,6 @@ impl Builder<'_> {
                 let condition = self.bin(NOp::NotEqual, c, zero);
                 let accept = self.nested(body)?;
                 self.push(Statement::If { condition, accept, reject: Block::new() });
-                // The arm's stores may have changed any variable.
-                self.loaded.clear();
-                self.scope += 1;
             }
             Stmt::Barrier => self.stmt_after_flush(Statement::ControlBarrier(naga::Barrier::WORK_GROUP)),
         }
@@ -430,30 +425,21 @@ impl Builder<'_> {
     }
 
     /// `x op y` when both are `i32` literals (unrolled loops make many such
-    /// products), with the IR's (and WGSL's) wrapping semantics; division
-    /// and remainder by zero are left to the shader.
+    /// products), by the IR's own rule ([`BinOp::eval_i32`]).
     fn fold(&self, op: BinOp, x: NExpr, y: NExpr) -> Option<i32> {
         let (N::Literal(Literal::I32(a)), N::Literal(Literal::I32(b))) = (&self.exprs[x], &self.exprs[y]) else { return None };
-        let (a, b) = (*a, *b);
-        match op {
-            BinOp::Add => Some(a.wrapping_add(b)),
-            BinOp::Sub => Some(a.wrapping_sub(b)),
-            BinOp::Mul => Some(a.wrapping_mul(b)),
-            BinOp::Div if b != 0 => Some(a.wrapping_div(b)),
-            BinOp::Rem if b != 0 => Some(a.wrapping_rem(b)),
-            BinOp::Min => Some(a.min(b)),
-            _ => None,
-        }
+        op.eval_i32(*a, *b)
     }
 
     /// Lowers IR expression `e` at the current point (see `memo`).
     fn expr(&mut self, e: Handle<Expr>) -> Result<NExpr, EmitError> {
         let Builder { memo, reads, epoch, scope, .. } = self;
-        if let Some(m) = &memo[e.index()] {
-            if m.scope == *scope && m.reads.iter().all(|&(v, ep)| epoch[v] == ep) {
-                reads.extend_from_slice(&m.reads);
-                return Ok(m.expr);
-            }
+        if let Some(m) = &memo[e.index()]
+            && m.scope == *scope
+            && m.reads.iter().all(|&(v, ep)| epoch[v] == ep)
+        {
+            reads.extend_from_slice(&m.reads);
+            return Ok(m.expr);
         }
         let (mark, loads) = (self.reads.len(), self.buffer_loads);
         let h = self.lower_expr(e)?;
