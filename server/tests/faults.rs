@@ -148,6 +148,9 @@ async fn overload_is_refused_with_4xx_not_a_crash() {
     let big = "x".repeat(200 * 1024);
     let r = http.post(format!("{}/v1/sessions", srv.url)).body(big).header("content-type", "application/json").send().await.unwrap();
     assert_eq!(r.status(), 413);
+    // The unread body makes the connection unusable: the server says so,
+    // so that the pool does not hand it to the next request.
+    assert_eq!(r.headers().get("connection").and_then(|v| v.to_str().ok()), Some("close"));
     assert!(r.text().await.unwrap().contains("larger than"));
     // A flood of sessions from one address meets the rate limit.
     let mut limited = None;

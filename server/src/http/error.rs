@@ -56,7 +56,14 @@ impl From<webtune_kernel_db::DbError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(ErrorBody { error: self.message })).into_response()
+        let mut r = (self.status, Json(ErrorBody { error: self.message })).into_response();
+        if self.status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The body was not read to its end, so this connection cannot
+            // carry another request: say so, or a client may reuse it from
+            // its pool and see it closed under its next request.
+            r.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+        }
+        r
     }
 }
 
