@@ -90,7 +90,10 @@ fn q4_space(op: &Op) -> Vec<Schedule> {
             for r0 in [8, 16, 32, 64, 128, 256] {
                 let s = Schedule { x0: 1, x1: 1, y0: 1, y1, split_k, r0, r1: r0, ..base(op) };
                 let t = y1 * split_k;
-                if (32..=256).contains(&t) && s.check(op, Target::Wgsl).is_ok() {
+                // GPU_BENCH_Q4_QUICK: only the region where the bests lie.
+                let quick = std::env::var_os("GPU_BENCH_Q4_QUICK").is_none()
+                    || ([1, 2, 4].contains(&y1) && [16, 32, 64].contains(&split_k) && [32, 128, 256].contains(&r0));
+                if quick && (32..=256).contains(&t) && s.check(op, Target::Wgsl).is_ok() {
                     out.push(s);
                 }
             }
@@ -147,7 +150,7 @@ fn best(gpu: &Gpu, op: &Op, space: &[Schedule], label: &str) -> Option<(Schedule
 }
 
 fn device() {
-    let gpu = match Gpu::new() {
+    let mut gpu = match Gpu::new() {
         Ok(g) => g,
         Err(e) => {
             eprintln!("gpu_bench: {e}");
@@ -167,6 +170,85 @@ fn device() {
     }
     if part("q4") {
         q4_decode(&gpu);
+    }
+    if part("checks") {
+        bounds_check_cost(&mut gpu, &big);
+    }
+    if part("ceiling") {
+        read_ceiling(&gpu);
+    }
+}
+
+/// What wgpu's runtime bounds checks cost the best 4096³ tiles: each
+/// schedule with checks on (as in browsers) and off, alternately, 3 rounds.
+fn bounds_check_cost(gpu: &mut Gpu, big: &Op) {
+    let tiles = [(8, 8, 64, 128), (8, 8, 128, 128), (8, 16, 128, 128), (4, 8, 32, 128), (8, 8, 64, 64), (8, 8, 128, 64)];
+    for (x0, y0, x1, y1) in tiles {
+        let s = Schedule { x0, y0, x1, y1, r1: 8, r0: 8, vectorize: 4, cache_read: true, double_buffer: true, ..base(big) };
+        let mut by = [Vec::new(), Vec::new()];
+        for _round in 0..3 {
+            for (i, on) in [true, false].into_iter().enumerate() {
+                gpu.set_bounds_checks(on);
+                if let Some(r) = measure(gpu, big, &s, 10) {
+                    by[i].push(r.gflops);
+                }
+            }
+        }
+        gpu.set_bounds_checks(true);
+        let best = |v: &Vec<f64>| v.iter().copied().fold(0.0, f64::max);
+        println!(
+            "{}",
+            json!({"summary": "bounds checks on/off", "config": s, "checked_gflops": by[0], "unchecked_gflops": by[1],
+                   "unchecked_over_checked": best(&by[1]) / best(&by[0])})
+        );
+    }
+}
+
+/// The most a kernel of this harness can read: a WGSL kernel that only reads
+/// `bytes` (as vec4<u32>, grid-stride) and writes one word per thread, timed
+/// like every kernel (back-to-back dispatches between GPU timestamps). At the
+/// q4 shapes' weight sizes and at 128 MiB (wgpu's default binding limit); the best of several grid sizes.
+fn read_ceiling(gpu: &Gpu) {
+    let sizes: [(&str, u64); 4] = [
+        ("1,4096,4096", 4096 * 4096 / 2 + 4096 * 128 * 4),
+        ("1,3072,9216", 9216 * 3072 / 2 + 9216 * 96 * 4),
+        ("1,8192,3072", 3072 * 8192 / 2 + 3072 * 256 * 4),
+        ("128 MiB", 1 << 27),
+    ];
+    for (label, bytes) in sizes {
+        let quads = (bytes / 16) as u32;
+        let mut best: Option<(u32, f64)> = None;
+        for groups in [132, 264, 528, 1056, 2112, 4224] {
+            let threads = groups * 256;
+            let src = format!(
+                "@group(0) @binding(0) var<storage> w: array<vec4<u32>>;\n\
+                 @group(0) @binding(1) var<storage, read_write> o: array<u32>;\n\
+                 @compute @workgroup_size(256)\n\
+                 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n\
+                   var acc = vec4<u32>(0u);\n\
+                   for (var i = gid.x; i < {quads}u; i += {threads}u) {{ acc ^= w[i]; }}\n\
+                   o[gid.x] = acc.x ^ acc.y ^ acc.z ^ acc.w;\n\
+                 }}\n"
+            );
+            let args = vec![(0..quads * 4).map(|i| i.wrapping_mul(2654435761)).collect::<Vec<u32>>(), vec![0u32; threads as usize]];
+            let opts = RunOptions { reps: 10, warmup: 2, warmup_ms: 100.0, min_sample_ms: 5.0, ..RunOptions::default() };
+            let r = gpu.prepare_source(&src, "main", [groups, 1, 1], &args).and_then(|p| gpu.time(&p, &opts));
+            match r {
+                Ok(t) => {
+                    let mut v = t.samples_ms.clone();
+                    v.sort_by(f64::total_cmp);
+                    let gbps = bytes as f64 / (v[v.len() / 2] * 1e6);
+                    println!("{}", json!({"ceiling": label, "groups": groups, "median_ms": v[v.len() / 2], "gbps": gbps}));
+                    if best.is_none_or(|(_, b)| gbps > b) {
+                        best = Some((groups, gbps));
+                    }
+                }
+                Err(e) => println!("{}", json!({"ceiling": label, "groups": groups, "error": e.to_string()})),
+            }
+        }
+        if let Some((groups, gbps)) = best {
+            println!("{}", json!({"summary": format!("read ceiling {label}"), "bytes": bytes, "groups": groups, "gbps": gbps}));
+        }
     }
 }
 

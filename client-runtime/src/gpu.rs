@@ -19,6 +19,8 @@ pub struct Gpu {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
     timestamps: bool,
+    /// Whether shaders get wgpu's runtime bounds checks (on, as in browsers).
+    bounds_checks: bool,
 }
 
 /// A kernel ready to dispatch: pipeline, bound buffers and launch shape.
@@ -56,7 +58,7 @@ impl Gpu {
         // Errors are captured by error scopes around each step; anything that
         // slips past them is logged rather than aborting the process.
         device.on_uncaptured_error(Arc::new(|e| eprintln!("wgpu: uncaptured error: {e}")));
-        Ok(Gpu { adapter, device, queue, timestamps })
+        Ok(Gpu { adapter, device, queue, timestamps, bounds_checks: true })
     }
 
     /// Adapter name and backend, e.g. `NVIDIA H100 80GB HBM3 (Vulkan)`.
@@ -67,6 +69,13 @@ impl Gpu {
 
     pub fn has_timestamps(&self) -> bool {
         self.timestamps
+    }
+
+    /// Turns wgpu's runtime bounds checks in kernels off (or back on). They
+    /// are on by default, as every browser has them; off only measures what
+    /// they cost. Loop bounding stays on either way.
+    pub fn set_bounds_checks(&mut self, on: bool) {
+        self.bounds_checks = on;
     }
 
     fn scoped<T>(&self, what: &str, f: impl FnOnce() -> T) -> Result<T, RunError> {
@@ -86,29 +95,46 @@ impl Gpu {
         }
         let source = std::str::from_utf8(&k.bytes).map_err(|_| RunError::Input("kernel.wgsl is not UTF-8".into()))?;
         let dispatch = k.meta.dispatch.ok_or_else(|| RunError::Input("kernel.json of a WGSL kernel has no `dispatch`".into()))?;
+        self.prepare_source(source, &k.meta.entry, dispatch, &inputs.args)
+    }
+
+    /// Measurement only (see [`Self::set_bounds_checks`]).
+    #[allow(unsafe_code)]
+    fn module_without_bounds_checks(&self, desc: wgpu::ShaderModuleDescriptor) -> wgpu::ShaderModule {
+        let checks = wgpu::ShaderRuntimeChecks { bounds_checks: false, ..wgpu::ShaderRuntimeChecks::checked() };
+        // SAFETY: only bounds checks are dropped (loops stay bounded); the
+        // generator clamps every global index itself, and naga has validated
+        // the module. Off only when a benchmark asks, never by default.
+        unsafe { self.device.create_shader_module_trusted(desc, checks) }
+    }
+
+    /// [`Self::prepare`] for any WGSL source whose bindings are `args` in
+    /// order, the last one the output (which is poisoned).
+    pub fn prepare_source(&self, source: &str, entry: &str, dispatch: [u32; 3], args: &[Vec<u32>]) -> Result<Prepared, RunError> {
         let limit = self.device.limits().max_compute_workgroups_per_dimension;
         if dispatch.iter().any(|&d| d == 0 || d > limit) {
             return Err(RunError::Input(format!("dispatch {dispatch:?} is outside 1..={limit} per dimension")));
         }
         let t0 = Instant::now();
         let pipeline = self.scoped("shader module and pipeline", || {
-            let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some("kernel"),
-                source: wgpu::ShaderSource::Wgsl(source.into()),
-            });
+            let desc = wgpu::ShaderModuleDescriptor { label: Some("kernel"), source: wgpu::ShaderSource::Wgsl(source.into()) };
+            let module = if self.bounds_checks {
+                self.device.create_shader_module(desc)
+            } else {
+                self.module_without_bounds_checks(desc)
+            };
             self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some("kernel"),
                 layout: None,
                 module: &module,
-                entry_point: Some(&k.meta.entry),
+                entry_point: Some(entry),
                 compilation_options: Default::default(),
                 cache: None,
             })
         })?;
         let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let last = inputs.args.len() - 1;
-        let buffers: Vec<wgpu::Buffer> = inputs
-            .args
+        let last = args.len() - 1;
+        let buffers: Vec<wgpu::Buffer> = args
             .iter()
             .enumerate()
             .map(|(i, a)| {
@@ -122,7 +148,7 @@ impl Gpu {
                 self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: None, contents: bytes, usage })
             })
             .collect();
-        let out_bytes = inputs.args[last].len() as u64 * 4;
+        let out_bytes = args[last].len() as u64 * 4;
         let readback = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readback"),
             size: out_bytes,

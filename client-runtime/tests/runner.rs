@@ -126,6 +126,19 @@ fn wgsl_defaults_on_larger_shapes() {
 }
 
 #[test]
+fn kernels_without_runtime_bounds_checks_compute_the_same() {
+    // A device of its own: turning checks off must not leak into other tests.
+    let mut g = Gpu::new().expect("wgpu adapter");
+    g.set_bounds_checks(false);
+    for (kind, shape) in [("matmul", "67,129,65"), ("matmul_q4", "1,512,67")] {
+        let op = Op::parse(kind, shape).unwrap();
+        let k = compile(&op, Target::Wgsl, &Schedule::default_for(&op, Target::Wgsl)).unwrap();
+        let r = g.run(&KernelDir::from_kernel(k), &quick()).unwrap();
+        assert!(r.correct, "{kind} {shape}: max_rel_err {}", r.max_rel_err);
+    }
+}
+
+#[test]
 fn a_wrong_wgsl_kernel_is_reported_wrong_and_not_timed() {
     let op = Op::parse("matmul", "8,8,8").unwrap();
     let mut k = compile(&op, Target::Wgsl, &Schedule::default_for(&op, Target::Wgsl)).unwrap();

@@ -221,6 +221,8 @@ pub enum BinOp {
     Min,
     Shr,
     And,
+    /// Bitwise or, on `i32` only.
+    Or,
     Lt,
 }
 
@@ -236,6 +238,7 @@ impl BinOp {
             BinOp::Min => "min",
             BinOp::Shr => ">>",
             BinOp::And => "&",
+            BinOp::Or => "|",
             BinOp::Lt => "<",
         }
     }
@@ -243,10 +246,11 @@ impl BinOp {
     pub fn precedence(self) -> u8 {
         match self {
             BinOp::Lt => 1,
-            BinOp::And => 2,
-            BinOp::Shr => 3,
-            BinOp::Add | BinOp::Sub => 4,
-            BinOp::Mul | BinOp::Div | BinOp::Rem => 5,
+            BinOp::Or => 2,
+            BinOp::And => 3,
+            BinOp::Shr => 4,
+            BinOp::Add | BinOp::Sub => 5,
+            BinOp::Mul | BinOp::Div | BinOp::Rem => 6,
             BinOp::Min => 9,
         }
     }
@@ -262,12 +266,13 @@ impl BinOp {
             BinOp::Min => Some(a.min(b)),
             BinOp::Shr => Some(((a as u32) >> (b as u32 & 31)) as i32),
             BinOp::And => Some(a & b),
+            BinOp::Or => Some(a | b),
             BinOp::Lt => Some((a < b) as i32),
             BinOp::Div | BinOp::Rem => None,
         }
     }
-    pub const INFIX: [BinOp; 8] =
-        [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem, BinOp::Shr, BinOp::And, BinOp::Lt];
+    pub const INFIX: [BinOp; 9] =
+        [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem, BinOp::Shr, BinOp::And, BinOp::Or, BinOp::Lt];
 }
 
 /// GPU invocation indices.
@@ -300,6 +305,8 @@ pub enum Expr {
     Load { ty: LoadTy, buf: Handle<Buffer>, index: Handle<Expr> },
     /// Unsigned integer to float: `i32 → f32` or `u32x4 → f32x4`.
     ToF32(Handle<Expr>),
+    /// The bits of an `i32` read as an `f32` (no conversion).
+    FromBits(Handle<Expr>),
     /// Sum of the four lanes of an `f32x4`.
     HSum(Handle<Expr>),
     /// Lane `n` (0..4) of an `f32x4`.

@@ -30,7 +30,7 @@ struct Lexer<'a> {
     col: usize,
 }
 
-const PUNCT: [&str; 17] = ["..", ">>", "{", "}", "[", "]", "(", ")", ",", ":", "=", "+", "-", "*", "/", "%", "<"];
+const PUNCT: [&str; 18] = ["..", ">>", "{", "}", "[", "]", "(", ")", ",", ":", "=", "+", "-", "*", "/", "%", "<", "|"];
 
 impl<'a> Lexer<'a> {
     fn tokens(src: &'a str) -> Result<Vec<(Tok, usize, usize)>, ParseError> {
@@ -458,6 +458,7 @@ impl Parser {
                     }
                     "splat" => Expr::Splat(self.args(1)?[0]),
                     "tof32" => Expr::ToF32(self.args(1)?[0]),
+                    "bitsf32" => Expr::FromBits(self.args(1)?[0]),
                     "hsum" => Expr::HSum(self.args(1)?[0]),
                     "lane0" | "lane1" | "lane2" | "lane3" => Expr::Lane(self.args(1)?[0], name.as_bytes()[4] - b'0'),
                     _ => {
@@ -497,6 +498,7 @@ mod tests {
     }
     if local_id.x < 4 {
       store C[group_id.y] = tof32(load.u32 W[0])
+      store C[group_id.x] = bitsf32(load.u32 W[1] >> 4 & 15 | 1258291200) - 8388616.0
       barrier
     }
   }

@@ -113,6 +113,7 @@ fn write_expr(f: &Func, e: Handle<Expr>, parent: u8, right: bool, out: &mut Stri
         Expr::Fma(a, b, c) => call(f, "fma", &[*a, *b, *c], out),
         Expr::Splat(a) => call(f, "splat", &[*a], out),
         Expr::ToF32(a) => call(f, "tof32", &[*a], out),
+        Expr::FromBits(a) => call(f, "bitsf32", &[*a], out),
         Expr::HSum(a) => call(f, "hsum", &[*a], out),
         Expr::Lane(a, n) => call(f, &format!("lane{n}"), &[*a], out),
         Expr::Load { ty, buf, index } => {

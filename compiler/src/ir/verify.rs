@@ -83,7 +83,7 @@ fn check_handles(f: &Func) -> Result<(), VerifyError> {
         let operands: Vec<Handle<Expr>> = match e {
             Expr::Bin(_, a, b) => vec![*a, *b],
             Expr::Fma(a, b, c) => vec![*a, *b, *c],
-            Expr::Splat(a) | Expr::ToF32(a) | Expr::HSum(a) | Expr::Lane(a, _) => vec![*a],
+            Expr::Splat(a) | Expr::ToF32(a) | Expr::FromBits(a) | Expr::HSum(a) | Expr::Lane(a, _) => vec![*a],
             Expr::Load { buf, index, .. } => {
                 if f.buffers.get(*buf).is_none() {
                     return bad("buffer", buf.index());
@@ -282,6 +282,7 @@ impl Verifier<'_> {
                     BinOp::Div | BinOp::Rem | BinOp::Min | BinOp::Lt => ta == Ty::I32 && tb == Ty::I32,
                     BinOp::Shr => (ta == Ty::I32 || ta == Ty::U32x4) && tb == Ty::I32,
                     BinOp::And => ta == tb && (ta == Ty::I32 || ta == Ty::U32x4),
+                    BinOp::Or => ta == Ty::I32 && tb == Ty::I32,
                 };
                 if !ok {
                     return self.err(format!("`{}` on {} and {} in {}", op.symbol(), ta.name(), tb.name(), self.show(e)));
@@ -307,6 +308,10 @@ impl Verifier<'_> {
                 Ty::I32 => Ty::F32,
                 Ty::U32x4 => Ty::F32x4,
                 t => return self.err(format!("tof32 of a {}", t.name())),
+            },
+            Expr::FromBits(a) => match self.expr(a)? {
+                Ty::I32 => Ty::F32,
+                t => return self.err(format!("bitsf32 of a {}", t.name())),
             },
             Expr::HSum(a) => match self.expr(a)? {
                 Ty::F32x4 => Ty::F32,
@@ -351,6 +356,11 @@ impl Verifier<'_> {
                     BinOp::Min => Range { lo: x.lo.min(y.lo), hi: x.hi.min(y.hi) },
                     BinOp::Lt => Range { lo: 0, hi: 1 },
                     BinOp::And if y.lo == y.hi && y.lo >= 0 => Range { lo: 0, hi: y.lo },
+                    BinOp::Or if x.lo >= 0 && y.lo >= 0 => {
+                        // At most every bit below the larger operand's top bit.
+                        let top = x.hi.max(y.hi);
+                        Range { lo: x.lo.max(y.lo), hi: if top == 0 { 0 } else { (1i64 << (64 - top.leading_zeros())) - 1 } }
+                    }
                     BinOp::Shr if y.lo == y.hi && x.lo >= 0 && (0..32).contains(&y.lo) => {
                         Range { lo: x.lo >> y.lo, hi: x.hi >> y.lo }
                     }

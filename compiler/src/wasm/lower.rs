@@ -212,6 +212,7 @@ impl Lower<'_> {
                             BinOp::Rem => IOp::RemS,
                             BinOp::Shr => IOp::ShrU,
                             BinOp::And => IOp::And,
+                            BinOp::Or => IOp::Or,
                             BinOp::Lt => IOp::LtS,
                             BinOp::Min => unreachable!(),
                         },
@@ -251,6 +252,10 @@ impl Lower<'_> {
                     Ty::I32 => self.push(Node::F32ConvertI32U(x)),
                     _ => self.push(Node::F32x4ConvertI32x4U(x)),
                 }
+            }
+            Expr::FromBits(a) => {
+                let x = self.expr(a);
+                self.push(Node::F32ReinterpretI32(x))
             }
             Expr::HSum(a) => {
                 let x = self.expr(a);

@@ -32,6 +32,7 @@ pub enum IOp {
     RemS,
     ShrU,
     And,
+    Or,
     LtS,
 }
 
@@ -63,6 +64,7 @@ pub enum Node {
     I32x4ShrU(N, N),
     V128And(N, N),
     F32ConvertI32U(N),
+    F32ReinterpretI32(N),
     F32x4ConvertI32x4U(N),
     F32x4ExtractLane(N, u8),
     /// A sequence of statements (void nodes).
@@ -104,6 +106,7 @@ impl WFunc {
             | Node::F32x4Splat(a)
             | Node::I32x4Splat(a)
             | Node::F32ConvertI32U(a)
+            | Node::F32ReinterpretI32(a)
             | Node::F32x4ConvertI32x4U(a)
             | Node::F32x4ExtractLane(a, _)
             | Node::BrIfLoop(a) => vec![*a],
@@ -200,6 +203,7 @@ fn encode_node(f: &WFunc, n: N, out: &mut wasm_encoder::Function) {
             IOp::RemS => I::I32RemS,
             IOp::ShrU => I::I32ShrU,
             IOp::And => I::I32And,
+            IOp::Or => I::I32Or,
             IOp::LtS => I::I32LtS,
         },
         Node::Select(..) => I::Select,
@@ -230,6 +234,7 @@ fn encode_node(f: &WFunc, n: N, out: &mut wasm_encoder::Function) {
         Node::I32x4ShrU(..) => I::I32x4ShrU,
         Node::V128And(..) => I::V128And,
         Node::F32ConvertI32U(_) => I::F32ConvertI32U,
+        Node::F32ReinterpretI32(_) => I::F32ReinterpretI32,
         Node::F32x4ConvertI32x4U(_) => I::F32x4ConvertI32x4U,
         Node::F32x4ExtractLane(_, lane) => I::F32x4ExtractLane(lane),
         Node::BrIfLoop(_) => I::BrIf(0),

@@ -314,9 +314,13 @@ impl Builder<'_> {
     fn element(&mut self, buf: Handle<crate::ir::Buffer>, i: NExpr) -> NExpr {
         let g = self.globals[buf.index()];
         if self.vec4[buf.index()] {
-            let four = self.i32(4);
-            let q = self.bin(NOp::Divide, i, four);
-            let r = self.bin(NOp::Modulo, i, four);
+            // `i >> 2` and `i & 3`, not `/ 4` and `% 4`: one instruction
+            // each instead of a signed division's fix-ups, and the same
+            // element 4q + r for every i.
+            let two = self.lit(Literal::U32(2));
+            let q = self.bin(NOp::ShiftRight, i, two);
+            let three = self.i32(3);
+            let r = self.bin(NOp::And, i, three);
             let v = self.access(g, q);
             self.access(v, r)
         } else {
@@ -327,8 +331,9 @@ impl Builder<'_> {
     /// Pointer to the aligned `vec4` at element `i` of a `vec4` buffer.
     fn quad(&mut self, buf: Handle<crate::ir::Buffer>, i: NExpr) -> NExpr {
         let g = self.globals[buf.index()];
-        let four = self.i32(4);
-        let q = self.bin(NOp::Divide, i, four);
+        // Aligned, so `i >> 2` is exactly i / 4 (an arithmetic shift).
+        let two = self.lit(Literal::U32(2));
+        let q = self.bin(NOp::ShiftRight, i, two);
         self.access(g, q)
     }
 
@@ -507,6 +512,7 @@ impl Builder<'_> {
                             BinOp::Div => NOp::Divide,
                             BinOp::Rem => NOp::Modulo,
                             BinOp::And => NOp::And,
+                            BinOp::Or => NOp::InclusiveOr,
                             BinOp::Min | BinOp::Lt | BinOp::Shr => unreachable!("handled above"),
                         };
                         self.bin(nop, x, y)
@@ -530,6 +536,10 @@ impl Builder<'_> {
                     x = self.bitcast(x, ScalarKind::Uint);
                 }
                 self.add(N::As { expr: x, kind: ScalarKind::Float, convert: Some(4) })
+            }
+            Expr::FromBits(a) => {
+                let x = self.expr(a)?;
+                self.bitcast(x, ScalarKind::Float)
             }
             Expr::HSum(a) => {
                 let x = self.expr(a)?;

@@ -288,7 +288,8 @@ mod tests {
         // The transposed A tile is an array of vec4 (its scalar stores address
         // components) and each row group is one read, split into lanes.
         assert!(k.source.contains("var<workgroup> b_As: array<vec4<f32>, 128>;"), "{}", k.source);
-        assert!(k.source.contains("% 4i)] = "), "{}", k.source);
+        assert!(k.source.contains("& 3i)] = "), "{}", k.source);
+        assert!(!k.source.contains("/ 4i"), "vec4 indices are shifts, not divisions: {}", k.source);
         assert!(k.source.contains(" = v_a4_1_;"), "{}", k.source);
         assert!(k.source.contains(".w)"), "{}", k.source);
         // Scalar schedules keep scalar rows.
