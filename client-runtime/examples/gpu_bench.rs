@@ -102,7 +102,7 @@ fn q4_space(op: &Op) -> Vec<Schedule> {
     out
 }
 
-/// Whether `device` runs `part` (big, sample, shapes, q4):
+/// Whether `device` runs `part` (big, sample, shapes, q4, checks, ceiling):
 /// `GPU_BENCH_PARTS="big q4"` when set, else every part.
 fn part(name: &str) -> bool {
     std::env::var("GPU_BENCH_PARTS").map_or(true, |v| v.split_whitespace().any(|p| p == name))

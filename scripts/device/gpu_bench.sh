@@ -5,7 +5,9 @@
 # built here. MODE is any of: baseline (cuBLAS, copy bandwidth), device
 # (WGSL kernels), lite (lite-space quality and order), microbench (the
 # primitive study on wgpu); default: baseline device. Prints JSON lines.
-# GPU_BENCH_PARTS="big sample shapes q4" picks parts of `device` (default all);
+# GPU_BENCH_PARTS="big sample shapes q4 checks ceiling" picks parts of `device`
+# (default all; checks: bounds checks on/off, ceiling: a read-only kernel);
+# GPU_BENCH_Q4_QUICK=1 narrows the q4 search to where its bests lie;
 # GPU_BENCH_SHAPES="kind:shape ..." picks the shapes of `shapes` and `lite`.
 set -uo pipefail
 bin="${1:?usage: gpu_bench.sh BIN_DIR [MODE ...]}"
