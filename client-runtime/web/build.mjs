@@ -2,7 +2,8 @@
 // `webtune serve` embeds them without npm), or with --check, builds into a
 // temporary folder and fails when dist/ differs from what the sources give.
 //
-//   dist/webtune.js   the ES module apps import (served at /web/webtune.js)
+//   dist/webtune.js   the ES module apps import (served at /web/webtune.js),
+//                     with the bench worker's bundle inside as a string
 //   dist/*.d.ts       its type declarations
 //   dist/demo.js      the demo app (served at /web/demo.js), which imports
 //                     /web/webtune.js like any other app would
@@ -37,7 +38,11 @@ const common = {
   legalComments: 'none',
   logLevel: 'warning',
 };
-await esbuild.build({ ...common, entryPoints: ['src/webtune.ts'], outfile: join(out, 'webtune.js') });
+// The bench worker (the `worker` option) is bundled on its own and put into
+// webtune.js as a string, started from a Blob URL: no second file to serve.
+const worker = await esbuild.build({ ...common, entryPoints: ['src/eval-worker.ts'], format: 'iife', write: false, outfile: 'eval-worker.js' });
+const define = { __WEBTUNE_EVAL_WORKER__: JSON.stringify(worker.outputFiles[0].text) };
+await esbuild.build({ ...common, entryPoints: ['src/webtune.ts'], outfile: join(out, 'webtune.js'), define });
 await esbuild.build({ ...common, entryPoints: ['demo/demo.ts'], outfile: join(out, 'demo.js'), external: ['/web/webtune.js'] });
 
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');

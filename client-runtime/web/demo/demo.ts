@@ -4,7 +4,9 @@
 //
 // Query parameters: target=wasm|webgpu, layers, seq, dim, heads, ffn, q4=1,
 // budget (ms per idle slot), candidates (at most this many per kernel),
-// after (seconds to keep inferring once tuned; 0 = until stopped).
+// after (seconds to keep inferring once tuned; 0 = until stopped),
+// worker=0 (Wasm: tune in idle() between inferences instead of in the
+// background bench worker, the default).
 
 import { Webtune, type MeasureDetail, type ReportDetail, type SwapDetail } from '/web/webtune.js';
 import { type Mark, type Point, drawChart } from './chart.js';
@@ -25,6 +27,7 @@ const config: Config = {
 const budgetMs = num('budget', 8);
 const afterS = num('after', 0);
 const maxCandidates = params.has('candidates') ? num('candidates', 0) : undefined;
+const worker = params.get('worker') !== '0';
 
 const COLORS: Record<string, string> = {
   qkv: '#d62728', scores: '#2ca02c', context: '#9467bd', out: '#ff7f0e', up: '#8c564b', down: '#e377c2',
@@ -34,6 +37,8 @@ const COLORS: Record<string, string> = {
 const state = {
   target,
   config,
+  /** Whether tuning runs in the background worker. */
+  background: false,
   phase: 'starting' as 'starting' | 'running' | 'tuned' | 'stopped' | 'error',
   error: '',
   deviceKey: '',
@@ -148,7 +153,8 @@ async function main(): Promise<void> {
     device = await adapter.requestDevice({ requiredFeatures: adapter.features.has('timestamp-query') ? ['timestamp-query'] : [] });
   }
   const memory = target === 'wasm' ? new WebAssembly.Memory({ initial: 16 }) : undefined;
-  const wt = await Webtune.open({ target, device, adapter, memory, budgetMs, maxCandidates });
+  const wt = await Webtune.open({ target, device, adapter, memory, budgetMs, maxCandidates, worker });
+  state.background = wt.background;
   state.deviceKey = wt.session.device_key;
   state.fingerprint = wt.fingerprint;
   state.timerResolutionMs = wt.timerResolutionMs;

@@ -487,6 +487,7 @@ var config = {
 var budgetMs = num("budget", 8);
 var afterS = num("after", 0);
 var maxCandidates = params.has("candidates") ? num("candidates", 0) : void 0;
+var worker = params.get("worker") !== "0";
 var COLORS = {
   qkv: "#d62728",
   scores: "#2ca02c",
@@ -498,6 +499,8 @@ var COLORS = {
 var state = {
   target,
   config,
+  /** Whether tuning runs in the background worker. */
+  background: false,
   phase: "starting",
   error: "",
   deviceKey: "",
@@ -586,7 +589,8 @@ async function main() {
     device = await adapter.requestDevice({ requiredFeatures: adapter.features.has("timestamp-query") ? ["timestamp-query"] : [] });
   }
   const memory = target === "wasm" ? new WebAssembly.Memory({ initial: 16 }) : void 0;
-  const wt = await Webtune.open({ target, device, adapter, memory, budgetMs, maxCandidates });
+  const wt = await Webtune.open({ target, device, adapter, memory, budgetMs, maxCandidates, worker });
+  state.background = wt.background;
   state.deviceKey = wt.session.device_key;
   state.fingerprint = wt.fingerprint;
   state.timerResolutionMs = wt.timerResolutionMs;

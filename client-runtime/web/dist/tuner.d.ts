@@ -1,5 +1,5 @@
 import { type ArgSpec, type OpName } from './ops.js';
-import type { Backend, Candidate, Impl } from './types.js';
+import type { Backend, Bench, Candidate, Impl } from './types.js';
 /** What the tuner learnt about one candidate. */
 export interface Measurement {
     sha256: string;
@@ -57,6 +57,13 @@ export interface TunerHost<I extends Impl> {
     measured(tuner: KernelTuner<I>, m: Measurement): void;
     reported(tuner: KernelTuner<I>, body: unknown, error?: string): void;
 }
+/** A candidate read from the queue: its bytes fetched, not yet compiled. */
+export type Fetched<I> = {
+    cand: Candidate;
+    bytes?: ArrayBuffer | string;
+    impl?: I;
+    error?: string;
+};
 /** Parses a `candidate` event, keeping its u64 seed exact. */
 export declare function parseCandidate(data: string): Candidate;
 /**
@@ -97,7 +104,89 @@ export declare function warmedUp(cur: readonly number[], cand: readonly number[]
 export declare function clearlySlower(cur: readonly number[], cand: readonly number[]): boolean;
 /** Whether, after FUTILE_PAIRS pairs or more, the candidate is no faster in the median pair (and not speeding up). */
 export declare function futile(cur: readonly number[], cand: readonly number[]): boolean;
-type Unit = 'fill' | 'scales' | 'checkCur' | 'checkCand';
+export type Unit = 'fill' | 'scales' | 'checkCur' | 'checkCand';
+/** What an evaluation reads from (and notes in) the tuner of its op: a KernelTuner, or its stand-in in the bench worker. */
+export interface EvalContext<I extends Impl> {
+    readonly specs: ArgSpec[];
+    readonly op: OpName;
+    readonly shape: number[];
+    current: I;
+    currentBroken: boolean;
+    readonly unitMs: Record<Unit, number>;
+    noteUnit(u: Unit, ms: number): void;
+    note(s: string): void;
+    timedPairs: number;
+    warmPairs: number | undefined;
+    earlyReject: boolean;
+    stopAfterMs: number;
+}
+/** What the bench worker answers for one candidate. */
+export interface RemoteAnswer {
+    result: Measurement;
+    /** Whether the candidate replaced the worker's kernel in use (the page adopts it too). */
+    beats: boolean;
+    notes: string[];
+}
+/** Evaluates candidates somewhere else (a worker), one at a time in the order given. */
+export interface RemoteEvaluator<I extends Impl> {
+    evaluate(tuner: KernelTuner<I>, cand: Candidate, impl: I): Promise<RemoteAnswer>;
+}
+/** A `Measurement` of a candidate that never ran. */
+export declare function failed(c: Candidate, error: string): Measurement;
+export declare class Evaluation<I extends Impl> {
+    private t;
+    private backend;
+    readonly cand: Candidate;
+    private fetched;
+    phase: 'load' | 'inputs' | 'check' | 'warm' | 'time' | 'done';
+    result: Measurement | null;
+    private gen;
+    private scales;
+    private curOut;
+    private reps;
+    private perCall;
+    private turn;
+    private warmMs;
+    private firstRun;
+    private warm;
+    private timed;
+    private samples;
+    private rejectedEarly;
+    private restarts;
+    private t0;
+    private ends;
+    private busyMs;
+    private slices;
+    private busyBy;
+    private longest;
+    private longestPhase;
+    impl: I | undefined;
+    private loading;
+    private loadError;
+    constructor(t: EvalContext<I>, backend: Backend<I>, cand: Candidate, fetched: Fetched<I>);
+    /**
+     * Compiles the candidate in the background while its inputs are made. It
+     * starts only when this candidate's turn comes, never while another is
+     * being timed: a compile (V8's background tiers, a GPU driver's pipeline
+     * build) competes for the same cores and would inflate the timings.
+     */
+    private startLoad;
+    /** Records a failure; `us` is the time of the one run it had, if it ran. */
+    private fail;
+    /**
+     * Does what fits before `deadline`. Unless `strict`, at least one unit of
+     * work is done even when it alone overruns; a strict call starts a unit
+     * only when its estimated time fits.
+     */
+    step(bench: Bench<I>, deadline: number, strict?: boolean): Promise<void>;
+    /** Notes the end time of the phases left since `from`. */
+    private markPhases;
+    /** Runs one unit of work, timing it for the tuner's estimates. */
+    private unit;
+    private work;
+    /** Whether the candidate beat the kernel in use beyond the noise of both. */
+    beatsCurrent(): boolean;
+}
 export type TunerPhase = 'waiting' | 'opening' | 'running' | 'reporting' | 'done';
 export declare class KernelTuner<I extends Impl> {
     private host;
@@ -132,6 +221,9 @@ export declare class KernelTuner<I extends Impl> {
     private ev;
     private bench;
     private abort;
+    /** Where candidates are evaluated when not here (the bench worker), and the ones sent there, oldest first. */
+    remote: RemoteEvaluator<I> | null;
+    private jobs;
     constructor(host: TunerHost<I>, backend: Backend<I>, op: OpName, shape: number[], current: I);
     get key(): string;
     note(s: string): void;
@@ -154,6 +246,13 @@ export declare class KernelTuner<I extends Impl> {
      */
     step(deadline: number, strict?: boolean): Promise<boolean>;
     /**
+     * With a remote evaluator: takes in finished answers (adopting a winner),
+     * and keeps up to two candidates with the worker, so that it never waits
+     * for this page between two of them. The page only fetches, compiles
+     * (in the background) and adopts.
+     */
+    private stepRemote;
+    /**
      * The report body: the five fastest that passed, then failures that ran
      * (the server flags them) while there is room. A candidate that failed to
      * load has no time to report, so it is left out.
@@ -168,4 +267,3 @@ export declare class KernelTuner<I extends Impl> {
     /** Stops reading the queue; nothing is reported. */
     cancel(): void;
 }
-export {};

@@ -56,6 +56,15 @@ export interface OpenOptions {
     budgetMs?: number;
     /** Tune in `idle()`. Default true. */
     tune?: boolean;
+    /**
+     * Wasm: evaluate candidates in a dedicated worker (inputs, checks and
+     * timing included), tuning in the background while the app runs instead
+     * of in `idle()`, which then returns at once. The app is never blocked by
+     * a kernel being tried, and the tuning uses another core; the page only
+     * fetches, compiles and swaps. Ignored where workers are unavailable.
+     * Default false.
+     */
+    worker?: boolean;
     /** Tune again kernels this browser already tuned (the cache says so). Default false. */
     retune?: boolean;
     /**
@@ -195,6 +204,10 @@ export declare class Webtune extends EventTarget {
     private busy;
     private announcedDone;
     private loop;
+    /** The bench worker, when the `worker` option took effect. */
+    private remote;
+    private pumping;
+    private closed;
     private constructor();
     /** Fingerprints this browser and opens a session with the server. */
     static open(opts: OpenOptions): Promise<Webtune>;
@@ -229,6 +242,16 @@ export declare class Webtune extends EventTarget {
      * ready (a candidate still downloading or compiling).
      */
     idle(budgetMs?: number): Promise<IdleResult>;
+    /** Whether tuning runs in the background, in the bench worker (the `worker` option). */
+    get background(): boolean;
+    /**
+     * Background tuning: short slices of page-side work (taking in the
+     * worker's answers, sending candidates, adopting winners), a pause of a
+     * few ms between them, until every kernel is tuned. A new kernel to tune
+     * starts it again.
+     */
+    private startBackground;
+    private slice;
     /**
      * Calls `idle()` from requestIdleCallback (a timer where there is none)
      * until every kernel is tuned or `stopIdleLoop()` is called.

@@ -778,6 +778,21 @@ function futile(cur, cand) {
   for (let i = 0; i < n; i++) ratios.push(cand[i] / cur[i]);
   return median(ratios) >= 1;
 }
+function failed(c, error) {
+  return {
+    sha256: c.sha256,
+    index: c.index,
+    total: c.total,
+    source: c.source,
+    ticket: c.ticket,
+    ok: false,
+    error,
+    median_us: 0,
+    current_us: 0,
+    noise: 0,
+    runs: 0
+  };
+}
 var Evaluation = class {
   constructor(t, backend, cand, fetched) {
     this.t = t;
@@ -1087,6 +1102,9 @@ var KernelTuner = class {
   ev = null;
   bench = null;
   abort = new AbortController();
+  /** Where candidates are evaluated when not here (the bench worker), and the ones sent there, oldest first. */
+  remote = null;
+  jobs = [];
   get key() {
     return `${this.op}/${this.shape.join(",")}/${this.backend.target}`;
   }
@@ -1108,7 +1126,7 @@ var KernelTuner = class {
   }
   /** Whether a candidate is part-way through its evaluation. */
   get evaluating() {
-    return this.ev !== null;
+    return this.ev !== null || this.jobs.length > 0;
   }
   /** Starts reading the queue (in the background). */
   open() {
@@ -1169,6 +1187,7 @@ var KernelTuner = class {
   async step(deadline, strict = false) {
     if (this.phase === "waiting") this.open();
     if (this.phase !== "running") return false;
+    if (this.remote) return this.stepRemote();
     if (!this.ev) {
       const p = this.pending;
       if (!p || !p.done) return false;
@@ -1197,6 +1216,53 @@ var KernelTuner = class {
         this.currentBroken = false;
       }
     }
+    return true;
+  }
+  /**
+   * With a remote evaluator: takes in finished answers (adopting a winner),
+   * and keeps up to two candidates with the worker, so that it never waits
+   * for this page between two of them. The page only fetches, compiles
+   * (in the background) and adopts.
+   */
+  async stepRemote() {
+    let did = false;
+    while (this.jobs.length && this.jobs[0].done) {
+      const j = this.jobs.shift();
+      did = true;
+      const m = j.answer?.result ?? failed(j.fetched.cand, j.error ?? "not evaluated");
+      for (const n of j.answer?.notes ?? []) this.note(n);
+      this.results.push(m);
+      this.host.measured(this, m);
+      if (j.answer?.beats && j.impl && j.impl.sha256 !== this.current.sha256) {
+        const previous = this.current;
+        await this.host.adopt(this, j.impl, m, previous);
+        this.current = j.impl;
+        this.currentBroken = false;
+      }
+    }
+    const p = this.pending;
+    if (this.jobs.length >= 2 || !p || !p.done) return did;
+    if (!p.value) {
+      if (!this.jobs.length) this.finish();
+      return did;
+    }
+    const f = p.value;
+    this.started++;
+    if (this.started < this.maxCandidates) this.pull();
+    else this.pending = { done: true, value: null };
+    const job = { fetched: f, done: false };
+    this.jobs.push(job);
+    const remote = this.remote;
+    (async () => {
+      const impl = f.impl ?? (f.bytes !== void 0 ? await this.backend.load(f.bytes, f.cand.meta) : void 0);
+      if (!impl) throw new Error(f.error ?? "not fetched");
+      job.impl = impl;
+      job.answer = await remote.evaluate(this, f.cand, impl);
+    })().catch((e) => {
+      job.error = !job.impl && f.error ? f.error : `${job.impl ? "bench worker" : "load"}: ${e instanceof Error ? e.message : e}`;
+    }).finally(() => {
+      job.done = true;
+    });
     return true;
   }
   /**
@@ -1400,6 +1466,62 @@ var WasmKernelBinding = class {
   }
 };
 
+// src/remote.ts
+function workersAvailable() {
+  return typeof Worker === "function" && typeof Blob === "function" && typeof URL?.createObjectURL === "function" && true;
+}
+var WorkerEvaluator = class {
+  worker;
+  next = 1;
+  waiting = /* @__PURE__ */ new Map();
+  /** Ops whose kernel in use the worker has. */
+  known = /* @__PURE__ */ new Set();
+  constructor() {
+    const url = URL.createObjectURL(new Blob(['"use strict";\n(() => {\n  // src/ops.ts\n  function bmkn(op, shape) {\n    return op === "batch_matmul" ? [shape[0], shape[1], shape[2], shape[3]] : [1, shape[0], shape[1], shape[2]];\n  }\n  function spec(name, dtype, shape) {\n    return { name, dtype, shape, elems: shape.reduce((a, b) => a * b, 1) };\n  }\n  function argSpecs(op, shape) {\n    const [b, m, k, n] = bmkn(op, shape);\n    switch (op) {\n      case "matmul":\n        return [spec("A", "f32", [m, k]), spec("B", "f32", [k, n]), spec("C", "f32", [m, n])];\n      case "batch_matmul":\n        return [spec("A", "f32", [b, m, k]), spec("B", "f32", [b, k, n]), spec("C", "f32", [b, m, n])];\n      case "matmul_q4":\n        return [\n          spec("A", "f32", [m, k]),\n          spec("W", "u32", [n, k / 8]),\n          spec("S", "f32", [n, k / 32]),\n          spec("C", "f32", [m, n])\n        ];\n    }\n  }\n\n  // src/check.ts\n  var TOLERANCE = 1e-5;\n  var F = new Float32Array(1);\n  var U = new Uint32Array(F.buffer);\n  function f32(bitsValue) {\n    U[0] = bitsValue;\n    return F[0];\n  }\n  function bAt(op, shape, args, bi, kk, j) {\n    const [, , k, n] = bmkn(op, shape);\n    if (op === "matmul_q4") {\n      const word = args[1][j * (k / 8) + (kk >>> 3)];\n      const q = word >>> 4 * (kk & 7) & 15;\n      return (q - 8) * f32(args[2][j * (k / 32) + (kk >>> 5)]);\n    }\n    return f32(args[1][bi * k * n + kk * n + j]);\n  }\n  var Scales = class {\n    constructor(op, shape, args) {\n      this.op = op;\n      this.shape = shape;\n      this.args = args;\n      const [b, m, k, n] = bmkn(op, shape);\n      this.m = m;\n      this.n = n;\n      this.rows = new Float64Array(b * m);\n      this.cols = new Float64Array(b * n);\n      const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);\n      for (let r = 0; r < b * m; r++) {\n        let s = 0;\n        for (let kk = 0; kk < k; kk++) s += a[r * k + kk] * a[r * k + kk];\n        this.rows[r] = Math.sqrt(s);\n      }\n      if (op === "matmul_q4") {\n        for (let j = 0; j < n; j++) {\n          let s = 0;\n          for (let kk = 0; kk < k; kk++) {\n            const v = bAt(op, shape, args, 0, kk, j);\n            s += v * v;\n          }\n          this.cols[j] = Math.sqrt(s);\n        }\n        return;\n      }\n      const bv = new Float32Array(args[1].buffer, args[1].byteOffset, args[1].length);\n      for (let bi = 0; bi < b; bi++) {\n        const cols = this.cols.subarray(bi * n, (bi + 1) * n);\n        for (let kk = 0; kk < k; kk++) {\n          const row = (bi * k + kk) * n;\n          for (let j = 0; j < n; j++) cols[j] += bv[row + j] * bv[row + j];\n        }\n        for (let j = 0; j < n; j++) cols[j] = Math.sqrt(cols[j]);\n      }\n    }\n    op;\n    shape;\n    args;\n    rows;\n    cols;\n    m;\n    n;\n    /** The scale of flat output index `p`. */\n    at(p) {\n      const m = this.m, n = this.n;\n      const bi = Math.floor(p / (m * n));\n      const i = Math.floor(p / n) % m;\n      const j = p % n;\n      return Math.max(this.rows[bi * m + i] * this.cols[bi * n + j], Number.MIN_VALUE);\n    }\n    /** The f64 reference of flat output index `p`, in O(K). */\n    reference(p) {\n      const [, m, k, n] = bmkn(this.op, this.shape);\n      const bi = Math.floor(p / (m * n));\n      const i = Math.floor(p / n) % m;\n      const j = p % n;\n      const a = this.args[0];\n      let acc = 0;\n      for (let kk = 0; kk < k; kk++) acc += f32(a[(bi * m + i) * k + kk]) * bAt(this.op, this.shape, this.args, bi, kk, j);\n      return acc;\n    }\n  };\n  function compareOutputs(scales, got, want, tolerance) {\n    let maxErr = 0, worst = 0;\n    for (let p = 0; p < got.length; p++) {\n      const g = got[p], w = want[p];\n      const err = Number.isFinite(g) && Number.isFinite(w) ? Math.abs(g - w) / scales.at(p) : Infinity;\n      if (err > maxErr || err === Infinity && maxErr !== Infinity) {\n        maxErr = err;\n        worst = p;\n      }\n    }\n    return { ok: maxErr <= tolerance, maxErr, worst };\n  }\n  function checkPositions(scales, got, positions) {\n    let maxErr = 0, worst = 0;\n    for (const p of positions) {\n      const g = got[p];\n      const err = Number.isFinite(g) ? Math.abs(g - scales.reference(p)) / scales.at(p) : Infinity;\n      if (err > maxErr || err === Infinity && maxErr !== Infinity) {\n        maxErr = err;\n        worst = p;\n      }\n    }\n    return { ok: maxErr <= TOLERANCE, maxErr, worst };\n  }\n  function defaultPositions(len, count = 8) {\n    const out = /* @__PURE__ */ new Set([0, len - 1]);\n    for (let i = 1; out.size < Math.min(count, len); i++) out.add(Math.floor(i * 0.618033988749895 * len % len));\n    return [...out].sort((a, b) => a - b);\n  }\n\n  // src/rng.ts\n  var POISON = 2143346349;\n  function mul64(out, hi, lo, ch, cl) {\n    const a0 = lo & 65535, a1 = lo >>> 16, b0 = cl & 65535, b1 = cl >>> 16;\n    const c1 = a1 * b0, c2 = a0 * b1;\n    const low = a0 * b0 + ((c1 & 65535) + (c2 & 65535)) * 65536;\n    const l = low >>> 0;\n    out[1] = l;\n    out[0] = a1 * b1 + (c1 >>> 16) + (c2 >>> 16) + (low - l) / 4294967296 + Math.imul(hi, cl) + Math.imul(lo, ch);\n  }\n  var SplitMix64 = class {\n    // [state hi, state lo, last draw hi, last draw lo]\n    s = new Uint32Array(4);\n    m = new Uint32Array(2);\n    constructor(seed) {\n      const x = BigInt.asUintN(64, seed) ^ 0x9e3779b97f4a7c15n;\n      this.s[0] = Number(x >> 32n);\n      this.s[1] = Number(x & 0xffffffffn);\n    }\n    /** High 32 bits of the last draw. */\n    get outHi() {\n      return this.s[2];\n    }\n    /** Low 32 bits of the last draw. */\n    get outLo() {\n      return this.s[3];\n    }\n    /** Draws the next 64 bits into `outHi`/`outLo`. */\n    next() {\n      const s = this.s, m = this.m;\n      const lo = s[1] + 2135587861;\n      s[0] = s[0] + 2654435769 + (lo > 4294967295 ? 1 : 0);\n      s[1] = lo;\n      let h = s[0], l = s[1];\n      mul64(m, (h ^ h >>> 30) >>> 0, (l ^ (l >>> 30 | h << 2)) >>> 0, 3210233709, 484763065);\n      h = m[0];\n      l = m[1];\n      mul64(m, (h ^ h >>> 27) >>> 0, (l ^ (l >>> 27 | h << 5)) >>> 0, 2496678331, 321982955);\n      h = m[0];\n      l = m[1];\n      s[2] = h ^ h >>> 31;\n      s[3] = l ^ (l >>> 31 | h << 1);\n    }\n    /** The 64-bit state, for the Wasm filler to go on from. */\n    get state() {\n      return BigInt(this.s[0]) << 32n | BigInt(this.s[1]);\n    }\n    set state(x) {\n      this.s[0] = Number(BigInt.asUintN(64, x) >> 32n);\n      this.s[1] = Number(x & 0xffffffffn);\n    }\n    /** Full 64-bit draw as a BigInt (for tests). */\n    nextBig() {\n      this.next();\n      return BigInt(this.outHi) << 32n | BigInt(this.outLo);\n    }\n  };\n  function nonzero(hi) {\n    const x = 2 * (hi >>> 8) / 16777216 - 1;\n    return Math.abs(x) < 1 / 64 ? 0.5 : x;\n  }\n  var TENTH = Math.fround(0.1);\n  var HUNDREDTH = Math.fround(0.01);\n  var CHUNK_WORDS = 1 << 15;\n  function sleb(v) {\n    const out = [];\n    for (; ; ) {\n      const b = Number(v & 0x7fn);\n      v >>= 7n;\n      const last = v === 0n && !(b & 64) || v === -1n && (b & 64) !== 0;\n      out.push(last ? b : b | 128);\n      if (last) return out;\n    }\n  }\n  function f64(x) {\n    const d = new DataView(new ArrayBuffer(8));\n    d.setFloat64(0, x, true);\n    return [...new Uint8Array(d.buffer)];\n  }\n  function fillerBytes() {\n    const i64 = (v) => [66, ...sleb(BigInt.asIntN(64, v))];\n    const get = (i) => [32, i], set = (i) => [33, i], tee = (i) => [34, i];\n    const body = [\n      2,\n      64,\n      3,\n      64,\n      ...get(1),\n      ...get(2),\n      79,\n      13,\n      1,\n      // p >= end: out\n      ...get(0),\n      ...i64(0x9e3779b97f4a7c15n),\n      124,\n      ...tee(0),\n      ...get(0),\n      ...i64(30n),\n      136,\n      133,\n      ...i64(0xbf58476d1ce4e5b9n),\n      126,\n      ...tee(4),\n      ...get(4),\n      ...i64(27n),\n      136,\n      133,\n      ...i64(0x94d049bb133111ebn),\n      126,\n      ...tee(4),\n      ...get(4),\n      ...i64(31n),\n      136,\n      133,\n      ...set(4),\n      ...get(3),\n      69,\n      4,\n      64,\n      ...get(1),\n      ...get(4),\n      167,\n      54,\n      2,\n      0,\n      // i32.store of the low word\n      5,\n      ...get(4),\n      ...i64(32n),\n      136,\n      167,\n      ...set(5),\n      ...get(5),\n      65,\n      8,\n      118,\n      184,\n      68,\n      ...f64(2),\n      162,\n      68,\n      ...f64(16777216),\n      163,\n      68,\n      ...f64(1),\n      161,\n      ...set(6),\n      ...get(6),\n      153,\n      68,\n      ...f64(1 / 64),\n      99,\n      4,\n      64,\n      68,\n      ...f64(0.5),\n      ...set(6),\n      11,\n      ...get(3),\n      65,\n      2,\n      70,\n      4,\n      64,\n      ...get(6),\n      153,\n      68,\n      ...f64(TENTH),\n      162,\n      182,\n      187,\n      68,\n      ...f64(HUNDREDTH),\n      160,\n      ...set(6),\n      11,\n      ...get(1),\n      ...get(6),\n      182,\n      56,\n      2,\n      0,\n      // f32.store\n      11,\n      ...get(1),\n      65,\n      4,\n      106,\n      ...set(1),\n      12,\n      0,\n      11,\n      11,\n      ...get(0),\n      11\n    ];\n    const func = [3, 1, 126, 1, 127, 1, 124, ...body];\n    const section = (id, content) => [id, ...uleb(content.length), ...content];\n    const name = (s) => [s.length, ...[...s].map((c) => c.charCodeAt(0))];\n    return new Uint8Array([\n      0,\n      97,\n      115,\n      109,\n      1,\n      0,\n      0,\n      0,\n      ...section(1, [1, 96, 4, 126, 127, 127, 127, 1, 126]),\n      ...section(3, [1, 0]),\n      ...section(5, [1, 0, CHUNK_WORDS * 4 / 65536]),\n      ...section(7, [2, ...name("fill"), 0, 0, ...name("mem"), 2, 0]),\n      ...section(10, [1, ...uleb(func.length), ...func])\n    ]);\n  }\n  function uleb(n) {\n    const out = [];\n    do {\n      const b = n & 127;\n      n >>>= 7;\n      out.push(n ? b | 128 : b);\n    } while (n);\n    return out;\n  }\n  var filler;\n  function wasmFiller() {\n    if (filler !== void 0) return filler;\n    try {\n      const inst = new WebAssembly.Instance(new WebAssembly.Module(fillerBytes()));\n      filler = inst.exports;\n      filler.fill(0n, 0, 0, 0);\n    } catch {\n      filler = null;\n    }\n    return filler;\n  }\n  var InputGen = class {\n    /** `specs` are all arguments; the last (the output) is not generated. `useWasm`: false forces the JS path. */\n    constructor(specs, seed, useWasm = true) {\n      this.specs = specs;\n      this.useWasm = useWasm;\n      this.rng = new SplitMix64(seed);\n      this.args = specs.slice(0, -1).map((s) => new Uint32Array(s.elems));\n    }\n    specs;\n    useWasm;\n    rng;\n    arg = 0;\n    pos = 0;\n    args;\n    get done() {\n      return this.arg >= this.args.length;\n    }\n    /** Generates up to `n` more words; returns true when all are there. */\n    fill(n) {\n      const rng = this.rng;\n      while (n > 0 && !this.done) {\n        const out = this.args[this.arg];\n        const s = this.specs[this.arg];\n        const w = this.useWasm ? wasmFiller() : null;\n        const end = Math.min(out.length, this.pos + Math.min(n, w ? CHUNK_WORDS : n));\n        n -= end - this.pos;\n        if (w) {\n          const mode = s.dtype === "u32" ? 0 : s.name === "S" ? 2 : 1;\n          rng.state = w.fill(rng.state, 0, (end - this.pos) * 4, mode);\n          out.set(new Uint32Array(w.mem.buffer, 0, end - this.pos), this.pos);\n        } else if (s.dtype === "u32") {\n          for (let i = this.pos; i < end; i++) {\n            rng.next();\n            out[i] = rng.outLo;\n          }\n        } else {\n          const f = new Float32Array(out.buffer, out.byteOffset, out.length);\n          if (s.name === "S") {\n            for (let i = this.pos; i < end; i++) {\n              rng.next();\n              f[i] = Math.fround(Math.abs(nonzero(rng.outHi)) * TENTH) + HUNDREDTH;\n            }\n          } else {\n            for (let i = this.pos; i < end; i++) {\n              rng.next();\n              f[i] = nonzero(rng.outHi);\n            }\n          }\n        }\n        this.pos = end;\n        if (end === out.length) {\n          this.arg++;\n          this.pos = 0;\n        }\n      }\n      return this.done;\n    }\n  };\n\n  // src/stats.ts\n  function median(xs) {\n    const s = [...xs].sort((a, b) => a - b);\n    const n = s.length;\n    if (n === 0) return NaN;\n    return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;\n  }\n  function relNoise(xs) {\n    const m = median(xs);\n    if (!(m > 0)) return Infinity;\n    return 1.4826 * median(xs.map((x) => Math.abs(x - m))) / m;\n  }\n  function fasterBeyondNoise(cand, cur, floor = 0.01) {\n    const threshold = Math.max(floor, 2 * Math.hypot(relNoise(cand), relNoise(cur)));\n    return median(cand) < median(cur) * (1 - threshold);\n  }\n\n  // src/tuner.ts\n  var WARM_MAX_PAIRS = 15;\n  var WARM_MAX_MS = 1500;\n  var WARM_MIN_MS = 8;\n  var MAX_RESTARTS = 2;\n  var NEW_LOW = 0.9;\n  var REJECT_RATIO = 1.25;\n  var REJECT_PAIRS = 3;\n  var FUTILE_PAIRS = 5;\n  var STOP_AFTER_MS = 30;\n  function noNewLow(xs) {\n    if (xs.length < 2) return false;\n    let min = Infinity;\n    for (let i = 0; i < xs.length - 1; i++) min = Math.min(min, xs[i]);\n    return xs[xs.length - 1] >= NEW_LOW * min;\n  }\n  function warmedUp(cur, cand, sinceFirstRunMs) {\n    return cur.length >= 2 && cand.length >= 2 && sinceFirstRunMs >= WARM_MIN_MS && noNewLow(cur) && noNewLow(cand);\n  }\n  function clearlySlower(cur, cand) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < REJECT_PAIRS || !noNewLow(cand)) return false;\n    for (let i = n - REJECT_PAIRS; i < n; i++) if (!(cand[i] >= REJECT_RATIO * cur[i])) return false;\n    return true;\n  }\n  function futile(cur, cand) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < FUTILE_PAIRS || !noNewLow(cand)) return false;\n    const ratios = [];\n    for (let i = 0; i < n; i++) ratios.push(cand[i] / cur[i]);\n    return median(ratios) >= 1;\n  }\n  var Evaluation = class {\n    constructor(t, backend, cand, fetched) {\n      this.t = t;\n      this.backend = backend;\n      this.cand = cand;\n      this.fetched = fetched;\n      this.gen = new InputGen(t.specs, cand.seed);\n      this.impl = fetched.impl;\n      this.loadError = fetched.error;\n    }\n    t;\n    backend;\n    cand;\n    fetched;\n    phase = "load";\n    result = null;\n    gen;\n    scales = null;\n    curOut = null;\n    reps = 1;\n    perCall = 0;\n    turn = 0;\n    warmMs = 0;\n    firstRun = 0;\n    warm = { cur: [], cand: [] };\n    timed = { cur: [], cand: [] };\n    samples;\n    rejectedEarly = false;\n    restarts = 0;\n    t0 = performance.now();\n    ends = {};\n    busyMs = 0;\n    slices = 0;\n    busyBy = {};\n    longest = 0;\n    longestPhase = "";\n    impl;\n    loading = null;\n    loadError;\n    /**\n     * Compiles the candidate in the background while its inputs are made. It\n     * starts only when this candidate\'s turn comes, never while another is\n     * being timed: a compile (V8\'s background tiers, a GPU driver\'s pipeline\n     * build) competes for the same cores and would inflate the timings.\n     */\n    startLoad() {\n      this.loading = this.backend.load(this.fetched.bytes, this.cand.meta).then(\n        (impl) => {\n          this.impl = impl;\n        },\n        (e) => {\n          this.loadError = `load: ${e instanceof Error ? e.message : e}`;\n        }\n      );\n      this.loading.then(() => {\n        this.loading = null;\n        this.ends.load = performance.now() - this.t0;\n      });\n    }\n    /** Records a failure; `us` is the time of the one run it had, if it ran. */\n    fail(error, us) {\n      const c = this.cand;\n      this.result = {\n        sha256: c.sha256,\n        index: c.index,\n        total: c.total,\n        source: c.source,\n        ticket: c.ticket,\n        ok: false,\n        error,\n        median_us: us === void 0 ? 0 : Math.max(us, 1e-3),\n        current_us: 0,\n        noise: 0,\n        runs: us === void 0 ? 0 : 1\n      };\n      this.phase = "done";\n    }\n    /**\n     * Does what fits before `deadline`. Unless `strict`, at least one unit of\n     * work is done even when it alone overruns; a strict call starts a unit\n     * only when its estimated time fits.\n     */\n    async step(bench, deadline, strict = false) {\n      const t = performance.now();\n      const from = this.phase;\n      try {\n        await this.work(bench, deadline, strict);\n      } finally {\n        const now = performance.now();\n        this.busyMs += now - t;\n        this.slices++;\n        this.busyBy[from] = (this.busyBy[from] ?? 0) + (now - t);\n        if (now - t > this.longest) {\n          this.longest = now - t;\n          this.longestPhase = from;\n        }\n        this.markPhases(from, now);\n      }\n    }\n    /** Notes the end time of the phases left since `from`. */\n    markPhases(from, now) {\n      const order = ["load", "inputs", "check", "warm", "time", "done"];\n      for (let i = order.indexOf(from); i < order.indexOf(this.phase); i++) {\n        const p = order[i];\n        if (p !== "time" && p !== "done" && this.ends[p] === void 0) this.ends[p] = now - this.t0;\n      }\n      if (this.result && !this.result.trace) {\n        const e = this.ends, at = now - this.t0;\n        this.result.trace = {\n          load_ms: e.load ?? at,\n          inputs_ms: e.inputs ?? at,\n          check_ms: e.check ?? at,\n          warm_ms: e.warm ?? at,\n          done_ms: at,\n          busy_ms: this.busyMs,\n          slices: this.slices,\n          warm_pairs: this.warm.cur.length,\n          timed_pairs: this.timed.cur.length,\n          busy_by_phase: this.busyBy,\n          longest_ms: this.longest,\n          longest_phase: this.longestPhase,\n          warm_cur: this.warm.cur,\n          warm_cand: this.warm.cand\n        };\n      }\n    }\n    /** Runs one unit of work, timing it for the tuner\'s estimates. */\n    async unit(u, f) {\n      const t = performance.now();\n      try {\n        return await f();\n      } finally {\n        this.t.noteUnit(u, performance.now() - t);\n      }\n    }\n    async work(bench, deadline, strict) {\n      if (this.phase === "load") {\n        if (!this.impl && !this.fetched.bytes) return this.fail(this.loadError ?? "not fetched");\n        if (!this.impl && !this.loading) this.startLoad();\n        this.phase = "inputs";\n      }\n      if (this.phase === "done") return;\n      const cur = this.t.current;\n      let worked = strict;\n      const fits = (est) => !worked || performance.now() + est <= deadline;\n      while (this.phase !== "done") {\n        if (this.phase === "inputs") {\n          if (!this.gen.done) {\n            if (!fits(this.t.unitMs.fill)) return;\n            await this.unit("fill", () => this.gen.fill(1 << 15));\n            worked = true;\n            continue;\n          }\n          if (!fits(this.t.unitMs.scales)) return;\n          await this.unit("scales", async () => {\n            await bench.setInputs(this.gen.args);\n            this.scales = new Scales(this.t.op, this.t.shape, this.gen.args);\n          });\n          worked = true;\n          this.phase = "check";\n          continue;\n        }\n        if (this.phase === "check") {\n          if (!this.curOut) {\n            if (!fits(this.t.unitMs.checkCur)) return;\n            worked = true;\n            const t0 = performance.now();\n            try {\n              this.curOut = await this.unit("checkCur", () => bench.runOnce(cur));\n            } catch (e) {\n              this.curOut = new Float32Array(0);\n              this.t.currentBroken = true;\n              this.t.note(`the kernel in use failed to run: ${e}`);\n            }\n            this.perCall = Math.max(performance.now() - t0, 1e-4);\n            continue;\n          }\n          if (this.loading) return;\n          if (!this.impl) return this.fail(this.loadError ?? "load failed");\n          if (!fits(Math.max(this.t.unitMs.checkCand, this.perCall))) return;\n          worked = true;\n          const t1 = performance.now();\n          this.firstRun = t1;\n          let candOut;\n          try {\n            candOut = await this.unit("checkCand", () => bench.runOnce(this.impl));\n          } catch (e) {\n            return this.fail(`run: ${e instanceof Error ? e.message : e}`, (performance.now() - t1) * 1e3);\n          }\n          const t2 = performance.now();\n          const curOut = this.curOut;\n          const positions = this.cand.check?.length ? this.cand.check : defaultPositions(candOut.length);\n          const ref = checkPositions(this.scales, candOut, positions);\n          if (!ref.ok) return this.fail(`output ${ref.worst} is off the reference by ${ref.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1e3);\n          if (!this.t.currentBroken) {\n            const curRef = checkPositions(this.scales, curOut, positions);\n            if (!curRef.ok) {\n              this.t.currentBroken = true;\n              this.t.note(`the kernel in use is off the reference at output ${curRef.worst} (${curRef.maxErr.toExponential(2)})`);\n            } else {\n              const cmp = compareOutputs(this.scales, candOut, curOut, 2 * TOLERANCE);\n              if (!cmp.ok) return this.fail(`output ${cmp.worst} differs from the kernel in use by ${cmp.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1e3);\n            }\n          }\n          if (this.cand.check) this.samples = this.cand.check.map((p) => candOut[p]);\n          this.curOut = null;\n          this.perCall = Math.max(this.perCall, t2 - t1, 1e-4);\n          this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));\n          this.phase = "warm";\n          continue;\n        }\n        const impl = this.impl;\n        if (!fits(this.reps * this.perCall)) return;\n        worked = true;\n        const curTurn = this.turn % 4 === 0 || this.turn % 4 === 3;\n        const ms = await bench.time(curTurn ? cur : impl, this.reps);\n        const per = ms / this.reps;\n        const into = this.phase === "warm" ? this.warm : this.timed;\n        (curTurn ? into.cur : into.cand).push(per);\n        this.turn++;\n        if (this.turn % 2) continue;\n        if (this.phase === "warm") {\n          this.warmMs += 2 * ms;\n          this.perCall = Math.max(into.cur.at(-1), into.cand.at(-1), 1e-4);\n          this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));\n          const enough = this.t.warmPairs !== void 0 ? into.cur.length >= this.t.warmPairs : warmedUp(into.cur, into.cand, performance.now() - this.firstRun) || into.cur.length >= WARM_MAX_PAIRS || this.warmMs > WARM_MAX_MS;\n          if (enough) this.phase = "time";\n          continue;\n        }\n        const t = this.timed;\n        if (this.t.warmPairs === void 0 && t.cand.length >= 2 && !noNewLow(t.cand) && this.restarts < MAX_RESTARTS) {\n          this.restarts++;\n          this.warm.cur.push(...t.cur);\n          this.warm.cand.push(...t.cand);\n          t.cur.length = 0;\n          t.cand.length = 0;\n          this.phase = "warm";\n          continue;\n        }\n        const early = this.t.earlyReject && t.cur.length < this.t.timedPairs && performance.now() - this.firstRun >= this.t.stopAfterMs && (clearlySlower(t.cur, t.cand) || futile(t.cur, t.cand));\n        if (early || t.cur.length >= this.t.timedPairs) {\n          this.rejectedEarly = early;\n          const c = this.cand;\n          this.result = {\n            sha256: c.sha256,\n            index: c.index,\n            total: c.total,\n            source: c.source,\n            ticket: c.ticket,\n            ok: true,\n            median_us: median(t.cand) * 1e3,\n            current_us: median(t.cur) * 1e3,\n            noise: relNoise(t.cand),\n            runs: this.reps * t.cand.length,\n            samples: this.samples,\n            ...early ? { rejected_early: true } : {}\n          };\n          this.phase = "done";\n        }\n      }\n    }\n    /** Whether the candidate beat the kernel in use beyond the noise of both. */\n    beatsCurrent() {\n      return !this.rejectedEarly && this.timed.cand.length > 0 && fasterBeyondNoise(this.timed.cand, this.timed.cur);\n    }\n  };\n\n  // src/timer.ts\n  var cached = 0;\n  function timerResolutionMs() {\n    if (cached) return cached;\n    let best = Infinity;\n    for (let trial = 0; trial < 5; trial++) {\n      const t0 = performance.now();\n      let t1 = t0;\n      const start = Date.now();\n      while (t1 === t0 && Date.now() - start < 50) t1 = performance.now();\n      if (t1 > t0) best = Math.min(best, t1 - t0);\n    }\n    cached = Number.isFinite(best) ? best : 1;\n    return cached;\n  }\n\n  // src/wasm.ts\n  var PAGE = 65536;\n  function align(n, a) {\n    return Math.ceil(n / a) * a;\n  }\n  function ensureBytes(memory, bytes) {\n    const have = memory.buffer.byteLength;\n    if (have < bytes) memory.grow(Math.ceil((bytes - have) / PAGE));\n  }\n  var WasmBench = class {\n    resolutionMs = timerResolutionMs();\n    // 1 % rounding, and never under 0.5 ms (call overhead and clock reads).\n    minSampleMs = Math.max(0.5, 100 * this.resolutionMs);\n    memory;\n    offsets = [];\n    scratch;\n    outElems;\n    constructor(specs, meta) {\n      let end = 0;\n      for (const s of specs) {\n        this.offsets.push(end);\n        end = align(end + s.elems * 4, 64);\n      }\n      this.scratch = end;\n      this.outElems = specs[specs.length - 1].elems;\n      this.memory = new WebAssembly.Memory({ initial: Math.max(1, meta.memory_pages_min ?? 0, Math.ceil(end / PAGE)) });\n    }\n    async setInputs(args) {\n      for (let i = 0; i < args.length; i++) new Uint32Array(this.memory.buffer, this.offsets[i], args[i].length).set(args[i]);\n    }\n    async prepare(impl) {\n      if (impl.benchFn && impl.benchMemory === this.memory) return impl.benchFn;\n      ensureBytes(this.memory, Math.max((impl.meta.memory_pages_min ?? 0) * PAGE, this.scratch + (impl.meta.scratch_bytes ?? 0)));\n      const inst = await WebAssembly.instantiate(impl.module, { env: { memory: this.memory } });\n      const fn = inst.exports[impl.meta.entry || "kernel"];\n      if (typeof fn !== "function") throw new Error(`kernel ${impl.sha256} exports no \\`${impl.meta.entry}\\``);\n      impl.benchFn = fn;\n      impl.benchMemory = this.memory;\n      return fn;\n    }\n    argsFor(impl) {\n      return impl.meta.scratch_bytes ? [...this.offsets, this.scratch] : this.offsets;\n    }\n    async runOnce(impl) {\n      const fn = await this.prepare(impl);\n      const out = this.offsets[this.offsets.length - 1];\n      new Uint32Array(this.memory.buffer, out, this.outElems).fill(POISON);\n      fn(...this.argsFor(impl));\n      return new Float32Array(this.memory.buffer.slice(out, out + this.outElems * 4));\n    }\n    async time(impl, reps) {\n      const fn = await this.prepare(impl);\n      const o = this.argsFor(impl);\n      let t0 = 0, t1 = 0;\n      switch (o.length) {\n        case 3: {\n          const [a, b, c] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c);\n          t1 = performance.now();\n          break;\n        }\n        case 4: {\n          const [a, b, c, d] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d);\n          t1 = performance.now();\n          break;\n        }\n        case 5: {\n          const [a, b, c, d, e] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e);\n          t1 = performance.now();\n          break;\n        }\n        default:\n          throw new Error(`unexpected kernel arity ${o.length}`);\n      }\n      return t1 - t0;\n    }\n    dispose() {\n    }\n  };\n  var WasmBackend = class {\n    target = "wasm";\n    async load(bytes, meta) {\n      if (typeof bytes === "string") throw new Error("a Wasm kernel must be bytes");\n      const module = await WebAssembly.compile(bytes);\n      return { sha256: meta.sha256, meta, module, bytes };\n    }\n    bench(specs, meta) {\n      return new WasmBench(specs, meta);\n    }\n  };\n\n  // src/eval-worker.ts\n  var BenchSide = class {\n    constructor(backend, implOf) {\n      this.backend = backend;\n      this.implOf = implOf;\n    }\n    backend;\n    implOf;\n    ops = /* @__PURE__ */ new Map();\n    notes = [];\n    context(r) {\n      let o = this.ops.get(r.key);\n      if (o) return o;\n      if (!r.current) throw new Error(`op ${r.key}: its kernel in use was never sent`);\n      const specs = argSpecs(r.op, r.shape);\n      const unitMs = { fill: Infinity, scales: Infinity, checkCur: Infinity, checkCand: Infinity };\n      const notes = () => this.notes;\n      const ctx = {\n        specs,\n        op: r.op,\n        shape: r.shape,\n        current: this.implOf(r.current),\n        currentBroken: false,\n        unitMs,\n        noteUnit(u, ms) {\n          const prev = unitMs[u];\n          unitMs[u] = Number.isFinite(prev) ? Math.max(ms, 0.9 * prev) : ms;\n        },\n        note(s) {\n          notes().push(s);\n        },\n        timedPairs: r.settings.timedPairs,\n        warmPairs: r.settings.warmPairs,\n        earlyReject: r.settings.earlyReject,\n        stopAfterMs: r.settings.stopAfterMs ?? STOP_AFTER_MS\n      };\n      o = { ctx, bench: this.backend.bench(specs, ctx.current.meta) };\n      this.ops.set(r.key, o);\n      return o;\n    }\n    async evaluate(r) {\n      const { ctx, bench } = this.context(r);\n      this.notes = [];\n      const cand = r.impl.sha256 === ctx.current.sha256 ? ctx.current : this.implOf(r.impl);\n      const ev = new Evaluation(ctx, this.backend, r.cand, { cand: r.cand, impl: cand });\n      while (ev.phase !== "done") await ev.step(bench, Infinity, false);\n      const result = ev.result;\n      const beats = result.ok && cand.sha256 !== ctx.current.sha256 && (ctx.currentBroken || ev.beatsCurrent());\n      if (beats) {\n        ctx.current = cand;\n        ctx.currentBroken = false;\n      }\n      return { result, beats, notes: this.notes };\n    }\n  };\n  var scope = globalThis;\n  if (typeof scope.WorkerGlobalScope !== "undefined") {\n    const side = new BenchSide(new WasmBackend(), (k) => ({ sha256: k.sha256, meta: k.meta, module: k.module, bytes: new ArrayBuffer(0) }));\n    let chain = Promise.resolve();\n    scope.onmessage = (e) => {\n      const r = e.data;\n      chain = chain.then(async () => {\n        let reply;\n        try {\n          reply = { id: r.id, ok: true, answer: await side.evaluate(r) };\n        } catch (err) {\n          reply = { id: r.id, ok: false, error: err instanceof Error ? err.message : String(err) };\n        }\n        scope.postMessage(reply);\n      });\n    };\n  }\n})();\n'], { type: "text/javascript" }));
+    this.worker = new Worker(url);
+    URL.revokeObjectURL(url);
+    this.worker.onmessage = (e) => {
+      const w = this.waiting.get(e.data.id);
+      if (!w) return;
+      this.waiting.delete(e.data.id);
+      if (e.data.ok) w.resolve(e.data.answer);
+      else w.reject(new Error(e.data.error));
+    };
+    this.worker.onerror = (e) => {
+      e.preventDefault();
+      this.failAll(new Error(`bench worker: ${e.message}`));
+    };
+  }
+  failAll(e) {
+    for (const w of this.waiting.values()) w.reject(e);
+    this.waiting.clear();
+  }
+  evaluate(t, cand, impl) {
+    const kernel = (k) => ({ sha256: k.sha256, meta: k.meta, module: k.module });
+    const req2 = {
+      id: this.next++,
+      key: t.key,
+      op: t.op,
+      shape: t.shape,
+      cand,
+      impl: kernel(impl),
+      settings: { timedPairs: t.timedPairs, warmPairs: t.warmPairs, earlyReject: t.earlyReject, stopAfterMs: t.stopAfterMs }
+    };
+    if (!this.known.has(t.key)) {
+      req2.current = kernel(t.current);
+      this.known.add(t.key);
+    }
+    return new Promise((resolve, reject) => {
+      this.waiting.set(req2.id, { resolve, reject });
+      this.worker.postMessage(req2);
+    });
+  }
+  close() {
+    this.worker.terminate();
+    this.failAll(new Error("bench worker closed"));
+  }
+};
+
 // src/webgpu.ts
 var GpuLayouts = class {
   constructor(device) {
@@ -1584,6 +1706,7 @@ var GpuBackend = class {
 
 // src/webtune.ts
 var MAX_OPEN_QUEUES = 4;
+var BACKGROUND_SLICE_MS = 4;
 var KernelHandle = class {
   constructor(op, shape, impl, source, level) {
     this.op = op;
@@ -1698,6 +1821,10 @@ var Webtune = class _Webtune extends EventTarget {
   busy = false;
   announcedDone = false;
   loop = null;
+  /** The bench worker, when the `worker` option took effect. */
+  remote = null;
+  pumping = false;
+  closed = false;
   constructor(init) {
     super();
     this.opts = init.opts;
@@ -1716,6 +1843,7 @@ var Webtune = class _Webtune extends EventTarget {
     } else {
       this.layouts = null;
       this.backend = new WasmBackend();
+      if (init.opts.worker && workersAvailable()) this.remote = new WorkerEvaluator();
     }
   }
   /** Fingerprints this browser and opens a session with the server. */
@@ -1817,10 +1945,12 @@ var Webtune = class _Webtune extends EventTarget {
       const impl = handle.impl;
       const tuner = new KernelTuner(this.host(handle), this.backend, op, shape, impl);
       tuner.maxCandidates = Math.max(1, this.opts.maxCandidates ?? Infinity);
+      if (this.remote) tuner.remote = this.remote;
       handle.tuner = tuner;
     }
     this.handles.push(handle);
     this.announcedDone = false;
+    if (tune && this.remote) this.startBackground();
     return handle;
   }
   host(handle) {
@@ -1921,6 +2051,36 @@ var Webtune = class _Webtune extends EventTarget {
    * ready (a candidate still downloading or compiling).
    */
   async idle(budgetMs = this.budgetMs) {
+    if (this.remote) return { worked: false, done: this.done };
+    return this.slice(budgetMs);
+  }
+  /** Whether tuning runs in the background, in the bench worker (the `worker` option). */
+  get background() {
+    return this.remote !== null;
+  }
+  /**
+   * Background tuning: short slices of page-side work (taking in the
+   * worker's answers, sending candidates, adopting winners), a pause of a
+   * few ms between them, until every kernel is tuned. A new kernel to tune
+   * starts it again.
+   */
+  startBackground() {
+    if (this.pumping || this.closed) return;
+    this.pumping = true;
+    const run = async () => {
+      try {
+        while (!this.closed) {
+          const r = await this.slice(BACKGROUND_SLICE_MS);
+          if (r.done && !this.pendingKernels()) break;
+          await new Promise((res) => setTimeout(res, r.worked ? 0 : 4));
+        }
+      } finally {
+        this.pumping = false;
+      }
+    };
+    void run();
+  }
+  async slice(budgetMs) {
     if (this.busy) return { worked: false, done: this.done };
     this.busy = true;
     const deadline = performance.now() + budgetMs;
@@ -1987,6 +2147,8 @@ var Webtune = class _Webtune extends EventTarget {
   }
   /** Stops tuning; open queues are closed, nothing more is reported. */
   close() {
+    this.closed = true;
+    this.remote?.close();
     this.stopIdleLoop();
     for (const h of this.handles) h.tuner?.cancel();
   }

@@ -76,7 +76,7 @@ export interface TunerHost<I extends Impl> {
 }
 
 /** A candidate read from the queue: its bytes fetched, not yet compiled. */
-type Fetched<I> = { cand: Candidate; bytes?: ArrayBuffer | string; impl?: I; error?: string };
+export type Fetched<I> = { cand: Candidate; bytes?: ArrayBuffer | string; impl?: I; error?: string };
 
 /** Parses a `candidate` event, keeping its u64 seed exact. */
 export function parseCandidate(data: string): Candidate {
@@ -160,9 +160,46 @@ export function futile(cur: readonly number[], cand: readonly number[]): boolean
   return median(ratios) >= 1;
 }
 
-type Unit = 'fill' | 'scales' | 'checkCur' | 'checkCand';
+export type Unit = 'fill' | 'scales' | 'checkCur' | 'checkCand';
 
-class Evaluation<I extends Impl> {
+/** What an evaluation reads from (and notes in) the tuner of its op: a KernelTuner, or its stand-in in the bench worker. */
+export interface EvalContext<I extends Impl> {
+  readonly specs: ArgSpec[];
+  readonly op: OpName;
+  readonly shape: number[];
+  current: I;
+  currentBroken: boolean;
+  readonly unitMs: Record<Unit, number>;
+  noteUnit(u: Unit, ms: number): void;
+  note(s: string): void;
+  timedPairs: number;
+  warmPairs: number | undefined;
+  earlyReject: boolean;
+  stopAfterMs: number;
+}
+
+/** What the bench worker answers for one candidate. */
+export interface RemoteAnswer {
+  result: Measurement;
+  /** Whether the candidate replaced the worker's kernel in use (the page adopts it too). */
+  beats: boolean;
+  notes: string[];
+}
+
+/** Evaluates candidates somewhere else (a worker), one at a time in the order given. */
+export interface RemoteEvaluator<I extends Impl> {
+  evaluate(tuner: KernelTuner<I>, cand: Candidate, impl: I): Promise<RemoteAnswer>;
+}
+
+/** A `Measurement` of a candidate that never ran. */
+export function failed(c: Candidate, error: string): Measurement {
+  return {
+    sha256: c.sha256, index: c.index, total: c.total, source: c.source, ticket: c.ticket,
+    ok: false, error, median_us: 0, current_us: 0, noise: 0, runs: 0,
+  };
+}
+
+export class Evaluation<I extends Impl> {
   phase: 'load' | 'inputs' | 'check' | 'warm' | 'time' | 'done' = 'load';
   result: Measurement | null = null;
   private gen: InputGen;
@@ -191,7 +228,7 @@ class Evaluation<I extends Impl> {
   private loadError: string | undefined;
 
   constructor(
-    private t: KernelTuner<I>,
+    private t: EvalContext<I>,
     private backend: Backend<I>,
     readonly cand: Candidate,
     private fetched: Fetched<I>,
@@ -450,6 +487,9 @@ export class KernelTuner<I extends Impl> {
   private ev: Evaluation<I> | null = null;
   private bench: Bench<I> | null = null;
   private abort = new AbortController();
+  /** Where candidates are evaluated when not here (the bench worker), and the ones sent there, oldest first. */
+  remote: RemoteEvaluator<I> | null = null;
+  private jobs: { fetched: Fetched<I>; impl?: I; answer?: RemoteAnswer; error?: string; done: boolean }[] = [];
 
   constructor(
     private host: TunerHost<I>,
@@ -489,7 +529,7 @@ export class KernelTuner<I extends Impl> {
 
   /** Whether a candidate is part-way through its evaluation. */
   get evaluating(): boolean {
-    return this.ev !== null;
+    return this.ev !== null || this.jobs.length > 0;
   }
 
   /** Starts reading the queue (in the background). */
@@ -553,6 +593,7 @@ export class KernelTuner<I extends Impl> {
   async step(deadline: number, strict = false): Promise<boolean> {
     if (this.phase === 'waiting') this.open();
     if (this.phase !== 'running') return false;
+    if (this.remote) return this.stepRemote();
     if (!this.ev) {
       const p = this.pending;
       if (!p || !p.done) return false;
@@ -582,6 +623,56 @@ export class KernelTuner<I extends Impl> {
         this.currentBroken = false;
       }
     }
+    return true;
+  }
+
+  /**
+   * With a remote evaluator: takes in finished answers (adopting a winner),
+   * and keeps up to two candidates with the worker, so that it never waits
+   * for this page between two of them. The page only fetches, compiles
+   * (in the background) and adopts.
+   */
+  private async stepRemote(): Promise<boolean> {
+    let did = false;
+    while (this.jobs.length && this.jobs[0].done) {
+      const j = this.jobs.shift()!;
+      did = true;
+      const m = j.answer?.result ?? failed(j.fetched.cand, j.error ?? 'not evaluated');
+      for (const n of j.answer?.notes ?? []) this.note(n);
+      this.results.push(m);
+      this.host.measured(this, m);
+      if (j.answer?.beats && j.impl && j.impl.sha256 !== this.current.sha256) {
+        const previous = this.current;
+        await this.host.adopt(this, j.impl, m, previous);
+        this.current = j.impl;
+        this.currentBroken = false;
+      }
+    }
+    const p = this.pending;
+    if (this.jobs.length >= 2 || !p || !p.done) return did;
+    if (!p.value) {
+      if (!this.jobs.length) this.finish();
+      return did;
+    }
+    const f = p.value;
+    this.started++;
+    if (this.started < this.maxCandidates) this.pull();
+    else this.pending = { done: true, value: null };
+    const job: (typeof this.jobs)[number] = { fetched: f, done: false };
+    this.jobs.push(job);
+    const remote = this.remote!;
+    (async () => {
+      const impl = f.impl ?? (f.bytes !== undefined ? await this.backend.load(f.bytes, f.cand.meta) : undefined);
+      if (!impl) throw new Error(f.error ?? 'not fetched');
+      job.impl = impl;
+      job.answer = await remote.evaluate(this, f.cand, impl);
+    })()
+      .catch((e) => {
+        job.error = !job.impl && f.error ? f.error : `${job.impl ? 'bench worker' : 'load'}: ${e instanceof Error ? e.message : e}`;
+      })
+      .finally(() => {
+        job.done = true;
+      });
     return true;
   }
 

@@ -39,6 +39,7 @@ import { timerResolutionMs } from './timer.js';
 import { KernelTuner, type Measurement, type TunerHost } from './tuner.js';
 import type { Backend, BestResponse, Impl, KernelMeta } from './types.js';
 import { WasmBackend, type WasmImpl, WasmKernelBinding } from './wasm.js';
+import { WorkerEvaluator, workersAvailable } from './remote.js';
 import { GpuBackend, type GpuImpl, GpuLayouts } from './webgpu.js';
 
 /**
@@ -46,6 +47,9 @@ import { GpuBackend, type GpuImpl, GpuLayouts } from './webgpu.js';
  * the ops beyond it wait for one to finish.
  */
 const MAX_OPEN_QUEUES = 4;
+
+/** Background tuning (`worker`): the page-side work of one slice, ms at most. */
+const BACKGROUND_SLICE_MS = 4;
 
 export type { Fingerprint } from './fingerprint.js';
 export type { Measurement } from './tuner.js';
@@ -68,6 +72,15 @@ export interface OpenOptions {
   budgetMs?: number;
   /** Tune in `idle()`. Default true. */
   tune?: boolean;
+  /**
+   * Wasm: evaluate candidates in a dedicated worker (inputs, checks and
+   * timing included), tuning in the background while the app runs instead
+   * of in `idle()`, which then returns at once. The app is never blocked by
+   * a kernel being tried, and the tuning uses another core; the page only
+   * fetches, compiles and swaps. Ignored where workers are unavailable.
+   * Default false.
+   */
+  worker?: boolean;
   /** Tune again kernels this browser already tuned (the cache says so). Default false. */
   retune?: boolean;
   /**
@@ -283,6 +296,10 @@ export class Webtune extends EventTarget {
   private busy = false;
   private announcedDone = false;
   private loop: { stop: boolean } | null = null;
+  /** The bench worker, when the `worker` option took effect. */
+  private remote: WorkerEvaluator | null = null;
+  private pumping = false;
+  private closed = false;
 
   private constructor(init: {
     opts: OpenOptions; server: string; fingerprint: Fingerprint; session: SessionInfo;
@@ -305,6 +322,7 @@ export class Webtune extends EventTarget {
     } else {
       this.layouts = null;
       this.backend = new WasmBackend();
+      if (init.opts.worker && workersAvailable()) this.remote = new WorkerEvaluator();
     }
   }
 
@@ -415,10 +433,12 @@ export class Webtune extends EventTarget {
       const impl = (handle as unknown as { impl: Impl }).impl;
       const tuner = new KernelTuner(this.host(handle), this.backend as Backend<Impl>, op, shape, impl);
       tuner.maxCandidates = Math.max(1, this.opts.maxCandidates ?? Infinity);
+      if (this.remote) (tuner as KernelTuner<WasmImpl>).remote = this.remote;
       handle.tuner = tuner as never;
     }
     this.handles.push(handle);
     this.announcedDone = false;
+    if (tune && this.remote) this.startBackground();
     return handle;
   }
 
@@ -507,6 +527,39 @@ export class Webtune extends EventTarget {
    * ready (a candidate still downloading or compiling).
    */
   async idle(budgetMs = this.budgetMs): Promise<IdleResult> {
+    if (this.remote) return { worked: false, done: this.done };
+    return this.slice(budgetMs);
+  }
+
+  /** Whether tuning runs in the background, in the bench worker (the `worker` option). */
+  get background(): boolean {
+    return this.remote !== null;
+  }
+
+  /**
+   * Background tuning: short slices of page-side work (taking in the
+   * worker's answers, sending candidates, adopting winners), a pause of a
+   * few ms between them, until every kernel is tuned. A new kernel to tune
+   * starts it again.
+   */
+  private startBackground(): void {
+    if (this.pumping || this.closed) return;
+    this.pumping = true;
+    const run = async () => {
+      try {
+        while (!this.closed) {
+          const r = await this.slice(BACKGROUND_SLICE_MS);
+          if (r.done && !this.pendingKernels()) break;
+          await new Promise((res) => setTimeout(res, r.worked ? 0 : 4));
+        }
+      } finally {
+        this.pumping = false;
+      }
+    };
+    void run();
+  }
+
+  private async slice(budgetMs: number): Promise<IdleResult> {
     if (this.busy) return { worked: false, done: this.done };
     this.busy = true;
     const deadline = performance.now() + budgetMs;
@@ -585,6 +638,8 @@ export class Webtune extends EventTarget {
 
   /** Stops tuning; open queues are closed, nothing more is reported. */
   close(): void {
+    this.closed = true;
+    this.remote?.close();
     this.stopIdleLoop();
     for (const h of this.handles) h.tuner?.cancel();
   }

@@ -33,7 +33,14 @@ const ARTIFACTS = join(ROOT, 'artifacts');
 const MODEL = 'layers=2&seq=16&dim=64&heads=2&ffn=128&q4=1&after=2';
 // SwiftShader takes about two seconds to build each candidate's pipeline:
 // WebGPU evaluates the first three of each queue (it is ordered best first).
-const EXTRA = { wasm: '', webgpu: '&candidates=3' };
+// Wasm twice: tuned in idle() between inferences (worker=0), and in the
+// bench worker (the demo's default; another sequence length, so that its
+// kernels start from a database without winners for them).
+const SCENARIOS = [
+  { name: 'wasm', target: 'wasm', params: MODEL + '&worker=0', worker: false },
+  { name: 'wasm-worker', target: 'wasm', params: MODEL.replace('seq=16', 'seq=24'), worker: true },
+  { name: 'webgpu', target: 'webgpu', params: MODEL + '&candidates=3', worker: false },
+];
 const FLAGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync',
@@ -117,13 +124,14 @@ after(() => {
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
-for (const target of ['wasm', 'webgpu']) {
-  test(`the demo tunes its ${target} kernels, reports, and the next device starts with the winners`, { timeout: 600_000 }, async () => {
-    const url = `${base}/demo?target=${target}&${MODEL}${EXTRA[target]}`;
+for (const { name, target, params, worker } of SCENARIOS) {
+  const how = worker ? ' in its bench worker' : '';
+  test(`the demo tunes its ${target} kernels${how}, reports, and the next device starts with the winners`, { timeout: 600_000 }, async () => {
+    const url = `${base}/demo?target=${target}&${params}`;
     const before = await metrics();
 
     // 1. A fresh profile tunes everything.
-    const a = await browser(`${target}-a`, target === 'webgpu');
+    const a = await browser(`${name}-a`, target === 'webgpu');
     let s;
     try {
       await a.page.goto(url);
@@ -131,6 +139,7 @@ for (const target of ['wasm', 'webgpu']) {
       assert.equal(s.error, '', `demo error: ${s.error}`);
       assert.deepEqual(a.errors, []);
       assert.equal(s.kernels.length, 6);
+      assert.equal(s.background, worker, worker ? 'the bench worker must start' : 'tuning runs in idle()');
       for (const k of s.kernels) {
         assert.equal(k.source, 'server', `${k.name}: a fresh profile has no cache`);
         assert.equal(k.level, 'default', `${k.name}: a fresh database has no winners`);
@@ -159,10 +168,10 @@ for (const target of ['wasm', 'webgpu']) {
       const dashboard = await (await fetch(`${base}/dashboard`)).text();
       assert.ok(dashboard.includes(s.deviceKey.replaceAll('&', '&amp;')), 'the dashboard lists the device');
 
-      const shot = join(ARTIFACTS, `demo-chart-${target}.png`);
+      const shot = join(ARTIFACTS, `demo-chart-${name}.png`);
       await a.page.locator('#chart').screenshot({ path: shot });
       assert.ok(statSync(shot).size > 5000, 'the chart screenshot is not empty');
-      console.log(`# ${target}: device ${s.deviceKey}, ${s.inferences} inferences, ${s.measured} candidates measured, ` +
+      console.log(`# ${name}: device ${s.deviceKey}, ${s.inferences} inferences, ${s.measured} candidates measured, ` +
         `${s.swaps.length} swaps, tuned after ${s.tunedAt?.toFixed(1)} s, latency ${s.summary?.startMs?.toFixed(3)} -> ${s.summary?.finalMs?.toFixed(3)} ms; chart: ${shot}`);
 
       // 2. A reload in the same profile starts from the local cache.
@@ -179,7 +188,7 @@ for (const target of ['wasm', 'webgpu']) {
     }
 
     // 3. A second fresh profile gets the winners on its first request.
-    const b = await browser(`${target}-b`, target === 'webgpu');
+    const b = await browser(`${name}-b`, target === 'webgpu');
     try {
       await b.page.goto(url);
       const first = await runUntil(b.page, ['running', 'tuned', 'stopped', 'error'], 120_000);

@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import { load } from './load.mjs';
 
 const { KernelTuner } = await load('src/tuner.ts');
+const { BenchSide } = await load('src/eval-worker.ts');
 const { argSpecs } = await load('src/ops.ts');
 
 const SHAPE = [4, 32, 5];
@@ -70,7 +71,29 @@ function sse(events) {
   return events.map(([e, d]) => `event: ${e}\ndata: ${d}\n\n`).join('');
 }
 
-test('the tuner swaps only beyond noise, rejects wrong output and reports the top five', async () => {
+/**
+ * The bench worker's side, called directly: what `WorkerEvaluator` posts,
+ * without the worker (kernels are the fake ones, looked up by hash).
+ */
+function directRemote() {
+  const side = new BenchSide(backend, (k) => impl(k.sha256));
+  const known = new Set();
+  const kernel = (i) => ({ sha256: i.sha256, meta: i.meta, module: null });
+  let id = 0;
+  return {
+    evaluate(t, cand, i) {
+      const req = { id: id++, key: t.key, op: t.op, shape: t.shape, cand, impl: kernel(i),
+        settings: { timedPairs: t.timedPairs, warmPairs: t.warmPairs, earlyReject: t.earlyReject, stopAfterMs: t.stopAfterMs } };
+      if (!known.has(t.key)) {
+        req.current = kernel(t.current);
+        known.add(t.key);
+      }
+      return side.evaluate(req);
+    },
+  };
+}
+
+for (const remote of [false, true]) test(`the tuner swaps only beyond noise, rejects wrong output and reports the top five${remote ? ' (evaluated by the bench worker)' : ''}`, async () => {
   const order = ['a', 'b', 'c', 'd', 'e', 'f'];
   // Seeds above 2^53 must reach the input generator exactly.
   const events = order.map((c, index) => ['candidate',
@@ -105,6 +128,7 @@ test('the tuner swaps only beyond noise, rejects wrong output and reports the to
     },
   };
   const t = new KernelTuner(host, backend, 'matmul', SHAPE, impl(sha('a')));
+  if (remote) t.remote = directRemote();
   for (let i = 0; i < 2000 && t.phase !== 'done'; i++) {
     await t.step(performance.now() + 1e6);
     await new Promise((r) => setTimeout(r, 0));

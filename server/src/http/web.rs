@@ -42,6 +42,8 @@ const DIST: &[(&str, &str)] = &[
     dist!("types.d.ts"),
     dist!("wasm.d.ts"),
     dist!("webgpu.d.ts"),
+    dist!("eval-worker.d.ts"),
+    dist!("remote.d.ts"),
 ];
 
 const DEMO_HTML: &str = include_str!("../../../client-runtime/web/demo/index.html");

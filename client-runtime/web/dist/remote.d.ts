@@ -1,0 +1,16 @@
+import type { KernelTuner, RemoteAnswer, RemoteEvaluator } from './tuner.js';
+import type { Candidate } from './types.js';
+import type { WasmImpl } from './wasm.js';
+/** Whether this page can start the bench worker. */
+export declare function workersAvailable(): boolean;
+export declare class WorkerEvaluator implements RemoteEvaluator<WasmImpl> {
+    private worker;
+    private next;
+    private waiting;
+    /** Ops whose kernel in use the worker has. */
+    private known;
+    constructor();
+    private failAll;
+    evaluate(t: KernelTuner<WasmImpl>, cand: Candidate, impl: WasmImpl): Promise<RemoteAnswer>;
+    close(): void;
+}

@@ -1,0 +1,74 @@
+// The page's side of the bench worker (the `worker` option, Wasm): one
+// worker for the whole page, so candidates of different ops are never timed
+// at the same time; requests carry compiled modules (V8 shares their code
+// and its optimizing tier with the page's instances).
+
+import type { EvalReply, EvalRequest } from './eval-worker.js';
+import type { KernelTuner, RemoteAnswer, RemoteEvaluator } from './tuner.js';
+import type { Candidate } from './types.js';
+import type { WasmImpl } from './wasm.js';
+
+/** The bench worker's bundled source, put in by build.mjs. */
+declare const __WEBTUNE_EVAL_WORKER__: string;
+
+/** Whether this page can start the bench worker. */
+export function workersAvailable(): boolean {
+  return typeof Worker === 'function' && typeof Blob === 'function' && typeof URL?.createObjectURL === 'function'
+    && typeof __WEBTUNE_EVAL_WORKER__ === 'string';
+}
+
+export class WorkerEvaluator implements RemoteEvaluator<WasmImpl> {
+  private worker: Worker;
+  private next = 1;
+  private waiting = new Map<number, { resolve: (a: RemoteAnswer) => void; reject: (e: Error) => void }>();
+  /** Ops whose kernel in use the worker has. */
+  private known = new Set<string>();
+
+  constructor() {
+    const url = URL.createObjectURL(new Blob([__WEBTUNE_EVAL_WORKER__], { type: 'text/javascript' }));
+    this.worker = new Worker(url);
+    URL.revokeObjectURL(url);
+    this.worker.onmessage = (e: MessageEvent<EvalReply>) => {
+      const w = this.waiting.get(e.data.id);
+      if (!w) return;
+      this.waiting.delete(e.data.id);
+      if (e.data.ok) w.resolve(e.data.answer);
+      else w.reject(new Error(e.data.error));
+    };
+    this.worker.onerror = (e) => {
+      e.preventDefault();
+      this.failAll(new Error(`bench worker: ${e.message}`));
+    };
+  }
+
+  private failAll(e: Error): void {
+    for (const w of this.waiting.values()) w.reject(e);
+    this.waiting.clear();
+  }
+
+  evaluate(t: KernelTuner<WasmImpl>, cand: Candidate, impl: WasmImpl): Promise<RemoteAnswer> {
+    const kernel = (k: WasmImpl) => ({ sha256: k.sha256, meta: k.meta, module: k.module });
+    const req: EvalRequest = {
+      id: this.next++,
+      key: t.key,
+      op: t.op,
+      shape: t.shape,
+      cand,
+      impl: kernel(impl),
+      settings: { timedPairs: t.timedPairs, warmPairs: t.warmPairs, earlyReject: t.earlyReject, stopAfterMs: t.stopAfterMs },
+    };
+    if (!this.known.has(t.key)) {
+      req.current = kernel(t.current);
+      this.known.add(t.key);
+    }
+    return new Promise((resolve, reject) => {
+      this.waiting.set(req.id, { resolve, reject });
+      this.worker.postMessage(req);
+    });
+  }
+
+  close(): void {
+    this.worker.terminate();
+    this.failAll(new Error('bench worker closed'));
+  }
+}
