@@ -59,7 +59,8 @@ export interface OpenOptions {
     /**
      * Wasm: evaluate candidates in a dedicated worker (inputs, checks and
      * timing included), tuning in the background while the app runs instead
-     * of in `idle()`, which then returns at once. The app is never blocked by
+     * of in `idle()`: the first `idle()` call starts it, and every call
+     * returns at once. The app is never blocked by
      * a kernel being tried, and the tuning uses another core; the page only
      * fetches, compiles and swaps. Ignored where workers are unavailable.
      * Default false.
@@ -247,8 +248,8 @@ export declare class Webtune extends EventTarget {
     /**
      * Background tuning: short slices of page-side work (taking in the
      * worker's answers, sending candidates, adopting winners), a pause of a
-     * few ms between them, until every kernel is tuned. A new kernel to tune
-     * starts it again.
+     * few ms between them, until every kernel is tuned. Started by `idle()`
+     * (and `startIdleLoop()`), again after new kernels.
      */
     private startBackground;
     private slice;

@@ -1950,7 +1950,6 @@ var Webtune = class _Webtune extends EventTarget {
     }
     this.handles.push(handle);
     this.announcedDone = false;
-    if (tune && this.remote) this.startBackground();
     return handle;
   }
   host(handle) {
@@ -2051,7 +2050,10 @@ var Webtune = class _Webtune extends EventTarget {
    * ready (a candidate still downloading or compiling).
    */
   async idle(budgetMs = this.budgetMs) {
-    if (this.remote) return { worked: false, done: this.done };
+    if (this.remote) {
+      this.startBackground();
+      return { worked: false, done: this.done };
+    }
     return this.slice(budgetMs);
   }
   /** Whether tuning runs in the background, in the bench worker (the `worker` option). */
@@ -2061,8 +2063,8 @@ var Webtune = class _Webtune extends EventTarget {
   /**
    * Background tuning: short slices of page-side work (taking in the
    * worker's answers, sending candidates, adopting winners), a pause of a
-   * few ms between them, until every kernel is tuned. A new kernel to tune
-   * starts it again.
+   * few ms between them, until every kernel is tuned. Started by `idle()`
+   * (and `startIdleLoop()`), again after new kernels.
    */
   startBackground() {
     if (this.pumping || this.closed) return;

@@ -75,7 +75,8 @@ export interface OpenOptions {
   /**
    * Wasm: evaluate candidates in a dedicated worker (inputs, checks and
    * timing included), tuning in the background while the app runs instead
-   * of in `idle()`, which then returns at once. The app is never blocked by
+   * of in `idle()`: the first `idle()` call starts it, and every call
+   * returns at once. The app is never blocked by
    * a kernel being tried, and the tuning uses another core; the page only
    * fetches, compiles and swaps. Ignored where workers are unavailable.
    * Default false.
@@ -438,7 +439,6 @@ export class Webtune extends EventTarget {
     }
     this.handles.push(handle);
     this.announcedDone = false;
-    if (tune && this.remote) this.startBackground();
     return handle;
   }
 
@@ -527,7 +527,12 @@ export class Webtune extends EventTarget {
    * ready (a candidate still downloading or compiling).
    */
   async idle(budgetMs = this.budgetMs): Promise<IdleResult> {
-    if (this.remote) return { worked: false, done: this.done };
+    if (this.remote) {
+      // The first call starts the background work (the app is ready for
+      // swaps and listens to events by then); later calls return at once.
+      this.startBackground();
+      return { worked: false, done: this.done };
+    }
     return this.slice(budgetMs);
   }
 
@@ -539,8 +544,8 @@ export class Webtune extends EventTarget {
   /**
    * Background tuning: short slices of page-side work (taking in the
    * worker's answers, sending candidates, adopting winners), a pause of a
-   * few ms between them, until every kernel is tuned. A new kernel to tune
-   * starts it again.
+   * few ms between them, until every kernel is tuned. Started by `idle()`
+   * (and `startIdleLoop()`), again after new kernels.
    */
   private startBackground(): void {
     if (this.pumping || this.closed) return;
