@@ -42,7 +42,12 @@
 //!    could grow and still fit). Among the blocks that pass, the two with the
 //!    least modelled memory traffic per multiply-add, `1/x1 + 1/y1 + 2/r1`
 //!    (B re-read per row block, A per column block, C per K block), are kept
-//!    for each register tile: square-ish blocks re-read the least.
+//!    for each register tile: square-ish blocks re-read the least. A third
+//!    block per register tile is deep in K instead (32 × 32 × 256, k
+//!    outermost), beyond L1: measured in wasmtime it was the best of 120
+//!    schedules drawn from the whole space on K0, K1 and K2 (BENCHMARKS.md).
+//!    The K step `r0` is at most 2 on the CPU, as in every one of those
+//!    searches' fastest schedules.
 //! 4. CPU: `Reg_thread` "=" the register file: between `fill · cap` and
 //!    `cap`, where `cap = cpu_spill · REGS` (spilled values stay in L1; the
 //!    factor is measured, see [`Relaxation::cpu_spill`]). The register tile
@@ -84,7 +89,7 @@
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use webtune_compiler::op::OpKind;
-use webtune_compiler::schedule::{MAX_R0, MAX_REGISTER_TILE};
+use webtune_compiler::schedule::{LoopOrder, MAX_R0, MAX_REGISTER_TILE};
 use webtune_compiler::{Op, Schedule, Target};
 
 use crate::fingerprint::Device;
@@ -105,8 +110,11 @@ pub const GPU_Q4_R0: u32 = 128;
 pub const GPU_R0: u32 = 8;
 /// Largest GPU register tile `x0·y0` (heuristic 7).
 pub const GPU_REGISTER_TILE: u32 = 64;
-/// Cache blocks kept per register tile on the CPU (heuristic 3).
+/// Cache blocks kept per register tile on the CPU (heuristic 3), the deep K
+/// block included.
 pub const CACHE_TILES_PER_REGISTER_TILE: usize = 3;
+/// Largest CPU K step `r0` (see `cpu_r0`).
+pub const CPU_R0: u32 = 2;
 
 /// NNJIT's relaxation ratio, as two numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -633,12 +641,25 @@ fn cpu_registers_ok(live: u32, regs: u32, relax: Relaxation) -> bool {
     !relax.heuristics || (live as f64 <= cap && live as f64 >= relax.fill * cap)
 }
 
-/// r0 of a Wasm register tile: the K steps unrolled per iteration, the
-/// largest power of two that keeps the unrolled body within 64 vector
-/// multiply-adds (BENCHMARKS.md's best Wasm schedule: 8×16, r0 = 2) and within K.
+/// r0 of a Wasm register tile: the K steps unrolled per iteration, 2 where
+/// the unrolled body stays within 64 vector multiply-adds, else 1 (the 15
+/// fastest schedules of a 120-schedule search in wasmtime all had r0 ≤ 2,
+/// and r0 = 2 beat the 4–8 the earlier rule gave 4×16 and 4×8 tiles:
+/// BENCHMARKS.md).
 fn cpu_r0(x0: u32, y0: u32, vectorize: u32, k: u32) -> u32 {
     let per_step = x0 * y0.div_ceil(vectorize.max(1));
-    pow2s(np2(k).min(MAX_R0)).filter(|&r| per_step * r <= 64).last().unwrap_or(1)
+    pow2s(np2(k).min(MAX_R0).min(CPU_R0)).filter(|&r| per_step * r <= 64).last().unwrap_or(1)
+}
+
+/// The deep K block of a Wasm register tile: 32 × 32 outputs (or the tile,
+/// if larger) over up to 256 of K, traversed k-outermost (`kmn`). Measured
+/// with `examples/space_quality` on the dev machine: 4×16 in a 32×32×256
+/// `kmn` block was the best of 120 schedules drawn from the whole space on
+/// K0, K1 and K2, 5–16% ahead of the best L1-sized block (BENCHMARKS.md).
+/// None where K is too short for the block to differ from an L1 one.
+fn deep_k_block(x0: u32, y0: u32, r0: u32, xm: u32, ym: u32, km: u32) -> Option<(i64, u32, u32, u32)> {
+    let (x1, y1, r1) = (32.max(x0).min(xm.max(x0)), 32.max(y0).min(ym.max(y0)), 256.min(km));
+    (r1 >= 128 && r1 >= r0).then_some((i64::MAX, x1, y1, r1))
 }
 
 /// `matmul` and `batch_matmul` on Wasm (Table 1, Wasm).
@@ -672,11 +693,24 @@ fn cpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> V
             }
         }
         blocks.sort();
+        let mut orders = Vec::new();
         if relax.heuristics {
             blocks.truncate(CACHE_TILES_PER_REGISTER_TILE);
+            orders = vec![base.order; blocks.len()];
+            // The last L1 block gives way to a deep K block, k outermost:
+            // the wide searches' winner on K0, K1 and K2 (BENCHMARKS.md).
+            if let Some(deep) = deep_k_block(x0, y0, r0, xm, ym, km) {
+                if blocks.len() == CACHE_TILES_PER_REGISTER_TILE {
+                    blocks.pop();
+                    orders.pop();
+                }
+                blocks.push(deep);
+                orders.push(LoopOrder::KMN);
+            }
         }
-        for (traffic, x1, y1, r1) in blocks {
-            let s = Schedule { x0, y0, r0, x1, y1, r1, vectorize, ..base.clone() };
+        for (i, (traffic, x1, y1, r1)) in blocks.into_iter().enumerate() {
+            let order = orders.get(i).copied().unwrap_or(base.order);
+            let s = Schedule { x0, y0, r0, x1, y1, r1, vectorize, order, ..base.clone() };
             let fill_gap = (relax.cpu_spill * cpu.vector_registers as f64 - live as f64).abs();
             let rank = vec![(fill_gap * 1000.0) as i64, -((x0 * y0) as i64), traffic, ragged(&s, op)];
             out.push(Cand { s, rank, gpu: None });

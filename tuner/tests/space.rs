@@ -109,6 +109,29 @@ fn register_file_size_changes_the_cpu_space() {
 }
 
 #[test]
+fn each_cpu_register_tile_gets_l1_blocks_and_one_deep_k_block() {
+    use webtune_compiler::schedule::LoopOrder;
+    let x86 = Device::from_fingerprint(&presets::get("xeon-2core").unwrap()).unwrap();
+    for (kind, shape) in [("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64")] {
+        let op = Op::parse(kind, shape).unwrap();
+        let sp = space(&op, Target::Wasm, &x86);
+        let mut tiles: Vec<(u32, u32)> = sp.schedules.iter().map(|c| (c.x0, c.y0)).collect();
+        tiles.dedup();
+        for (x0, y0) in tiles {
+            let of: Vec<&Schedule> = sp.schedules.iter().filter(|c| (c.x0, c.y0) == (x0, y0)).collect();
+            let deep: Vec<&&Schedule> = of.iter().filter(|c| c.order == LoopOrder::KMN).collect();
+            assert_eq!(deep.len(), 1, "{kind} {shape} {x0}x{y0}: one deep K block");
+            assert_eq!((deep[0].x1, deep[0].y1, deep[0].r1), (32.max(x0), 32.max(y0), 256));
+            // It comes after the tile's L1 blocks, which keep the settings' order.
+            assert_eq!(of.last().unwrap().order, LoopOrder::KMN);
+            assert!(of.iter().filter(|c| c.order != LoopOrder::KMN).all(|c| c.order == LoopOrder::MNK && c.r1 <= 128));
+            // Two K steps per loop iteration at most (the wide searches' winners).
+            assert!(of.iter().all(|c| c.r0 <= 2));
+        }
+    }
+}
+
+#[test]
 fn server_rebuilds_the_space_from_keys() {
     let op = Op::parse("batch_matmul", "12,384,384,64").unwrap();
     for d in devices() {
