@@ -693,23 +693,19 @@ fn cpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> V
             }
         }
         blocks.sort();
-        let mut orders = Vec::new();
+        let mut blocks: Vec<_> = blocks.into_iter().map(|(t, x1, y1, r1)| (t, x1, y1, r1, base.order)).collect();
         if relax.heuristics {
             blocks.truncate(CACHE_TILES_PER_REGISTER_TILE);
-            orders = vec![base.order; blocks.len()];
             // The last L1 block gives way to a deep K block, k outermost:
             // the wide searches' winner on K0, K1 and K2 (BENCHMARKS.md).
-            if let Some(deep) = deep_k_block(x0, y0, r0, xm, ym, km) {
+            if let Some((t, x1, y1, r1)) = deep_k_block(x0, y0, r0, xm, ym, km) {
                 if blocks.len() == CACHE_TILES_PER_REGISTER_TILE {
                     blocks.pop();
-                    orders.pop();
                 }
-                blocks.push(deep);
-                orders.push(LoopOrder::KMN);
+                blocks.push((t, x1, y1, r1, LoopOrder::KMN));
             }
         }
-        for (i, (traffic, x1, y1, r1)) in blocks.into_iter().enumerate() {
-            let order = orders.get(i).copied().unwrap_or(base.order);
+        for (traffic, x1, y1, r1, order) in blocks {
             let s = Schedule { x0, y0, r0, x1, y1, r1, vectorize, order, ..base.clone() };
             let fill_gap = (relax.cpu_spill * cpu.vector_registers as f64 - live as f64).abs();
             let rank = vec![(fill_gap * 1000.0) as i64, -((x0 * y0) as i64), traffic, ragged(&s, op)];

@@ -131,6 +131,10 @@ export interface RemoteAnswer {
 export interface RemoteEvaluator<I extends Impl> {
     evaluate(tuner: KernelTuner<I>, cand: Candidate, impl: I): Promise<RemoteAnswer>;
 }
+/** No unit seen yet: every estimate Infinity. */
+export declare function unitTimes(): Record<Unit, number>;
+/** Records that unit `u` took `ms`: a decaying maximum of the recent times. */
+export declare function noteUnitTime(times: Record<Unit, number>, u: Unit, ms: number): void;
 /** A `Measurement` of a candidate that never ran. */
 export declare function failed(c: Candidate, error: string): Measurement;
 export declare class Evaluation<I extends Impl> {

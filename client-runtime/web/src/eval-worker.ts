@@ -7,7 +7,7 @@
 // into a string that the page starts from a Blob URL.
 
 import { argSpecs, type OpName } from './ops.js';
-import { type EvalContext, Evaluation, type RemoteAnswer, STOP_AFTER_MS, type Unit } from './tuner.js';
+import { type EvalContext, Evaluation, type RemoteAnswer, STOP_AFTER_MS, noteUnitTime, unitTimes } from './tuner.js';
 import type { Backend, Bench, Candidate, Impl, KernelMeta } from './types.js';
 import { WasmBackend, type WasmImpl } from './wasm.js';
 
@@ -46,13 +46,12 @@ export class BenchSide<I extends Impl> {
     if (o) return o;
     if (!r.current) throw new Error(`op ${r.key}: its kernel in use was never sent`);
     const specs = argSpecs(r.op, r.shape);
-    const unitMs: Record<Unit, number> = { fill: Infinity, scales: Infinity, checkCur: Infinity, checkCand: Infinity };
+    const unitMs = unitTimes();
     const notes = () => this.notes;
     const ctx: EvalContext<I> = {
       specs, op: r.op, shape: r.shape, current: this.implOf(r.current), currentBroken: false, unitMs,
       noteUnit(u, ms) {
-        const prev = unitMs[u];
-        unitMs[u] = Number.isFinite(prev) ? Math.max(ms, 0.9 * prev) : ms;
+        noteUnitTime(unitMs, u, ms);
       },
       note(s) {
         notes().push(s);

@@ -191,6 +191,17 @@ export interface RemoteEvaluator<I extends Impl> {
   evaluate(tuner: KernelTuner<I>, cand: Candidate, impl: I): Promise<RemoteAnswer>;
 }
 
+/** No unit seen yet: every estimate Infinity. */
+export function unitTimes(): Record<Unit, number> {
+  return { fill: Infinity, scales: Infinity, checkCur: Infinity, checkCand: Infinity };
+}
+
+/** Records that unit `u` took `ms`: a decaying maximum of the recent times. */
+export function noteUnitTime(times: Record<Unit, number>, u: Unit, ms: number): void {
+  const prev = times[u];
+  times[u] = Number.isFinite(prev) ? Math.max(ms, 0.9 * prev) : ms;
+}
+
 /** A `Measurement` of a candidate that never ran. */
 export function failed(c: Candidate, error: string): Measurement {
   return {
@@ -261,11 +272,7 @@ export class Evaluation<I extends Impl> {
 
   /** Records a failure; `us` is the time of the one run it had, if it ran. */
   private fail(error: string, us?: number): void {
-    const c = this.cand;
-    this.result = {
-      sha256: c.sha256, index: c.index, total: c.total, source: c.source, ticket: c.ticket,
-      ok: false, error, median_us: us === undefined ? 0 : Math.max(us, 0.001), current_us: 0, noise: 0, runs: us === undefined ? 0 : 1,
-    };
+    this.result = us === undefined ? failed(this.cand, error) : { ...failed(this.cand, error), median_us: Math.max(us, 0.001), runs: 1 };
     this.phase = 'done';
   }
 
@@ -481,7 +488,7 @@ export class KernelTuner<I extends Impl> {
    * How long each kind of unit of work took lately, ms (a decaying maximum;
    * Infinity until seen): a strict step starts a unit only when it fits.
    */
-  readonly unitMs: Record<Unit, number> = { fill: Infinity, scales: Infinity, checkCur: Infinity, checkCand: Infinity };
+  readonly unitMs: Record<Unit, number> = unitTimes();
   private reader: SseReader | null = null;
   private pending: { done: boolean; value?: Fetched<I> | null } | null = null;
   private ev: Evaluation<I> | null = null;
@@ -513,8 +520,7 @@ export class KernelTuner<I extends Impl> {
 
   /** @internal Records how long one unit of work took. */
   noteUnit(u: Unit, ms: number): void {
-    const prev = this.unitMs[u];
-    this.unitMs[u] = Number.isFinite(prev) ? Math.max(ms, 0.9 * prev) : ms;
+    noteUnitTime(this.unitMs, u, ms);
   }
 
   /** Candidates evaluated so far. */

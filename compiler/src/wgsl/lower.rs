@@ -312,26 +312,24 @@ impl Builder<'_> {
 
     /// Pointer to scalar element `i` of buffer `buf`, whichever way it is declared.
     fn element(&mut self, buf: Handle<crate::ir::Buffer>, i: NExpr) -> NExpr {
-        let g = self.globals[buf.index()];
         if self.vec4[buf.index()] {
-            // `i >> 2` and `i & 3`, not `/ 4` and `% 4`: one instruction
-            // each instead of a signed division's fix-ups, and the same
-            // element 4q + r for every i.
-            let two = self.lit(Literal::U32(2));
-            let q = self.bin(NOp::ShiftRight, i, two);
+            // Lane `i & 3` of the vec4 `i >> 2` ([`Self::quad`]): the same
+            // element 4q + r for every i, without a division's fix-ups.
+            let v = self.quad(buf, i);
             let three = self.i32(3);
             let r = self.bin(NOp::And, i, three);
-            let v = self.access(g, q);
             self.access(v, r)
         } else {
+            let g = self.globals[buf.index()];
             self.access(g, i)
         }
     }
 
-    /// Pointer to the aligned `vec4` at element `i` of a `vec4` buffer.
+    /// Pointer to the `vec4` holding element `i` of a `vec4` buffer: `i >> 2`,
+    /// not `i / 4` (one instruction instead of a signed division's fix-ups;
+    /// for an aligned i exactly i / 4).
     fn quad(&mut self, buf: Handle<crate::ir::Buffer>, i: NExpr) -> NExpr {
         let g = self.globals[buf.index()];
-        // Aligned, so `i >> 2` is exactly i / 4 (an arithmetic shift).
         let two = self.lit(Literal::U32(2));
         let q = self.bin(NOp::ShiftRight, i, two);
         self.access(g, q)
