@@ -218,7 +218,10 @@ fn read_ceiling(gpu: &Gpu) {
     for (label, bytes) in sizes {
         let quads = (bytes / 16) as u32;
         let mut best: Option<(u32, f64)> = None;
-        for groups in [132, 264, 528, 1056, 2112, 4224] {
+        const GRIDS: [u32; 6] = [132, 264, 528, 1056, 2112, 4224];
+        // The words once per size; the output sized for the largest grid.
+        let args = [(0..quads * 4).map(|i| i.wrapping_mul(2654435761)).collect::<Vec<u32>>(), vec![0u32; GRIDS[5] as usize * 256]];
+        for groups in GRIDS {
             let threads = groups * 256;
             let src = format!(
                 "@group(0) @binding(0) var<storage> w: array<vec4<u32>>;\n\
@@ -230,7 +233,6 @@ fn read_ceiling(gpu: &Gpu) {
                    o[gid.x] = acc.x ^ acc.y ^ acc.z ^ acc.w;\n\
                  }}\n"
             );
-            let args = vec![(0..quads * 4).map(|i| i.wrapping_mul(2654435761)).collect::<Vec<u32>>(), vec![0u32; threads as usize]];
             let opts = RunOptions { reps: 10, warmup: 2, warmup_ms: 100.0, min_sample_ms: 5.0, ..RunOptions::default() };
             let r = gpu.prepare_source(&src, "main", [groups, 1, 1], &args).and_then(|p| gpu.time(&p, &opts));
             match r {
