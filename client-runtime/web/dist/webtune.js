@@ -201,6 +201,48 @@ async function fingerprint(target, adapter, rho) {
   return fp;
 }
 
+// src/http.ts
+var MAX_ATTEMPTS = 5;
+var MAX_WAIT_S = 30;
+function retryable(status) {
+  return status === 429 || status === 503;
+}
+function retryAfterSeconds(header, now = Date.now()) {
+  if (header === null || header.trim() === "") return 1;
+  const v = header.trim();
+  let s;
+  if (/^\d+$/.test(v)) s = Number(v);
+  else {
+    const at = Date.parse(v);
+    s = Number.isFinite(at) ? (at - now) / 1e3 : 1;
+  }
+  return Math.min(MAX_WAIT_S, Math.max(0, s));
+}
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const t = setTimeout(() => {
+      signal?.removeEventListener("abort", stop);
+      resolve();
+    }, ms);
+    const stop = () => {
+      clearTimeout(t);
+      reject(signal.reason);
+    };
+    signal?.addEventListener("abort", stop, { once: true });
+  });
+}
+async function fetchRetrying(input, init = {}, fetcher = fetch) {
+  for (let attempt = 1; ; attempt++) {
+    const res = await fetcher(input, init);
+    if (!retryable(res.status) || attempt >= MAX_ATTEMPTS) return res;
+    const wait = retryAfterSeconds(res.headers.get("retry-after"));
+    await res.body?.cancel().catch(() => {
+    });
+    await sleep(wait * 1e3, init.signal);
+  }
+}
+
 // src/ops.ts
 var DIMS = { matmul: 3, batch_matmul: 4, matmul_q4: 3 };
 function checkShape(op, shape) {
@@ -680,7 +722,7 @@ var SseReader = class _SseReader {
   decoder = new TextDecoder();
   ended = false;
   static async open(url, signal) {
-    const res = await fetch(url, { headers: { accept: "text/event-stream" }, cache: "no-store", signal });
+    const res = await fetchRetrying(url, { headers: { accept: "text/event-stream" }, cache: "no-store", signal });
     if (!res.ok || !res.body) {
       throw new Error(`queue ${url}: HTTP ${res.status}: ${await res.text().catch(() => "")}`);
     }
@@ -1303,7 +1345,7 @@ var KernelTuner = class {
       this.host.reported(this, null, "no candidate passed its check; nothing to report");
       return;
     }
-    fetch(`${this.host.server}/v1/sessions/${this.host.sessionId}/reports`, {
+    fetchRetrying(`${this.host.server}/v1/sessions/${this.host.sessionId}/reports`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify(body)
@@ -1855,7 +1897,7 @@ var Webtune = class _Webtune extends EventTarget {
     }
     const fp = await fingerprint(opts.target, adapter, opts.rho);
     const session = await json(
-      await fetch(`${server}/v1/sessions`, {
+      await fetchRetrying(`${server}/v1/sessions`, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ fingerprint: fp })
@@ -1874,7 +1916,7 @@ var Webtune = class _Webtune extends EventTarget {
   }
   /** @internal Fetches kernel bytes and checks them against their content address. */
   async fetchKernel(url, target) {
-    const res = await fetch(url.startsWith("http") ? url : `${this.server}${url}`);
+    const res = await fetchRetrying(url.startsWith("http") ? url : `${this.server}${url}`);
     if (!res.ok) throw new Error(`kernel ${url}: HTTP ${res.status}`);
     const bytes = target === "wasm" ? await res.arrayBuffer() : await res.text();
     const want = url.split("/").pop();
@@ -1916,7 +1958,7 @@ var Webtune = class _Webtune extends EventTarget {
       level = null;
     } else {
       const q = new URLSearchParams({ device_key: this.session.device_key, op, shape: shape.join(","), target: this.serverTarget });
-      const best = await json(await fetch(`${this.server}/v1/kernels/best?${q}`), `best ${op} ${shape}`);
+      const best = await json(await fetchRetrying(`${this.server}/v1/kernels/best?${q}`), `best ${op} ${shape}`);
       meta = best.meta;
       bytes = await this.fetchKernel(best.url, this.serverTarget);
       source = "server";

@@ -3,6 +3,8 @@
 // stream after `done`, and it reads ahead without limit; here the next event
 // is read only when the tuner wants the next candidate.
 
+import { fetchRetrying } from './http.js';
+
 export interface SseEvent {
   event: string;
   data: string;
@@ -16,7 +18,7 @@ export class SseReader {
   constructor(private reader: ReadableStreamDefaultReader<Uint8Array>) {}
 
   static async open(url: string, signal?: AbortSignal): Promise<SseReader> {
-    const res = await fetch(url, { headers: { accept: 'text/event-stream' }, cache: 'no-store', signal });
+    const res = await fetchRetrying(url, { headers: { accept: 'text/event-stream' }, cache: 'no-store', signal });
     if (!res.ok || !res.body) {
       throw new Error(`queue ${url}: HTTP ${res.status}: ${await res.text().catch(() => '')}`);
     }

@@ -11,6 +11,7 @@
 import { Scales, TOLERANCE, checkPositions, compareOutputs, defaultPositions } from './check.js';
 import { type ArgSpec, type OpName, argSpecs } from './ops.js';
 import { InputGen } from './rng.js';
+import { fetchRetrying } from './http.js';
 import { SseReader } from './sse.js';
 import { fasterBeyondNoise, median, relNoise } from './stats.js';
 import type { Backend, Bench, Candidate, Impl } from './types.js';
@@ -724,7 +725,7 @@ export class KernelTuner<I extends Impl> {
       this.host.reported(this, null, 'no candidate passed its check; nothing to report');
       return;
     }
-    fetch(`${this.host.server}/v1/sessions/${this.host.sessionId}/reports`, {
+    fetchRetrying(`${this.host.server}/v1/sessions/${this.host.sessionId}/reports`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(body),

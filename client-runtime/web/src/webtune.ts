@@ -34,6 +34,7 @@
 
 import { KernelCache } from './cache.js';
 import { type Fingerprint, fingerprint } from './fingerprint.js';
+import { fetchRetrying } from './http.js';
 import { type OpName, checkShape, flops } from './ops.js';
 import { timerResolutionMs } from './timer.js';
 import { KernelTuner, type Measurement, type TunerHost } from './tuner.js';
@@ -343,7 +344,7 @@ export class Webtune extends EventTarget {
     }
     const fp = await fingerprint(opts.target, adapter, opts.rho);
     const session = await json<SessionInfo>(
-      await fetch(`${server}/v1/sessions`, {
+      await fetchRetrying(`${server}/v1/sessions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ fingerprint: fp }),
@@ -365,7 +366,7 @@ export class Webtune extends EventTarget {
 
   /** @internal Fetches kernel bytes and checks them against their content address. */
   async fetchKernel(url: string, target: 'wasm' | 'wgsl'): Promise<ArrayBuffer | string> {
-    const res = await fetch(url.startsWith('http') ? url : `${this.server}${url}`);
+    const res = await fetchRetrying(url.startsWith('http') ? url : `${this.server}${url}`);
     if (!res.ok) throw new Error(`kernel ${url}: HTTP ${res.status}`);
     const bytes = target === 'wasm' ? await res.arrayBuffer() : await res.text();
     const want = url.split('/').pop();
@@ -411,7 +412,7 @@ export class Webtune extends EventTarget {
       level = null;
     } else {
       const q = new URLSearchParams({ device_key: this.session.device_key, op, shape: shape.join(','), target: this.serverTarget });
-      const best = await json<BestResponse>(await fetch(`${this.server}/v1/kernels/best?${q}`), `best ${op} ${shape}`);
+      const best = await json<BestResponse>(await fetchRetrying(`${this.server}/v1/kernels/best?${q}`), `best ${op} ${shape}`);
       meta = best.meta;
       bytes = await this.fetchKernel(best.url, this.serverTarget);
       source = 'server';

@@ -11,6 +11,7 @@ const sse = await load('src/sse.ts');
 const stats = await load('src/stats.ts');
 const check = await load('src/check.ts');
 const tuner = await load('src/tuner.ts');
+const http = await load('src/http.ts');
 
 // An independent SplitMix64 in BigInt, written from the Rust source.
 function* reference(seed) {
@@ -197,4 +198,47 @@ test('the Wasm input filler draws the same words as the JS generator, across chu
     while (!w.fill(40000));
     for (let i = 0; i < js.args.length; i++) assert.ok(Buffer.from(js.args[i].buffer).equals(Buffer.from(w.args[i].buffer)), `${op} argument ${i}`);
   }
+});
+
+test('Retry-After is read as seconds or a date, defaults to 1 s and is capped', () => {
+  assert.equal(http.retryAfterSeconds('3'), 3);
+  assert.equal(http.retryAfterSeconds(null), 1);
+  assert.equal(http.retryAfterSeconds('soon'), 1);
+  assert.equal(http.retryAfterSeconds('86400'), http.MAX_WAIT_S);
+  const now = Date.parse('2026-01-01T00:00:00Z');
+  assert.equal(http.retryAfterSeconds('Thu, 01 Jan 2026 00:00:02 GMT', now), 2);
+  assert.equal(http.retryAfterSeconds('Wed, 31 Dec 2025 00:00:00 GMT', now), 0, 'a date in the past means now');
+});
+
+test('fetchRetrying waits out 429 and 503, and gives up after MAX_ATTEMPTS', async () => {
+  const answers = (statuses) => {
+    const calls = [];
+    const fetcher = async (url, init) => {
+      calls.push({ url, body: init.body, at: Date.now() });
+      const status = statuses[Math.min(calls.length - 1, statuses.length - 1)];
+      return new Response(`answer ${calls.length}`, { status, headers: { 'retry-after': '0' } });
+    };
+    return { calls, fetcher };
+  };
+  const a = answers([429, 503, 200]);
+  const r = await http.fetchRetrying('http://x/reports', { method: 'POST', body: '{"n":1}' }, a.fetcher);
+  assert.equal(r.status, 200);
+  assert.equal(await r.text(), 'answer 3');
+  assert.equal(a.calls.length, 3);
+  assert.ok(a.calls.every((c) => c.body === '{"n":1}'), 'the same body each time');
+  const b = answers([429]);
+  const last = await http.fetchRetrying('http://x/q', {}, b.fetcher);
+  assert.equal(last.status, 429, 'the last refusal is returned for the caller to report');
+  assert.equal(b.calls.length, http.MAX_ATTEMPTS);
+  const c = answers([404]);
+  assert.equal((await http.fetchRetrying('http://x/k', {}, c.fetcher)).status, 404);
+  assert.equal(c.calls.length, 1, 'other errors are not retried');
+  // An abort during the wait ends it at once.
+  const slow = async () => new Response('', { status: 429, headers: { 'retry-after': '20' } });
+  const ctl = new AbortController();
+  const t0 = Date.now();
+  const p = http.fetchRetrying('http://x/q', { signal: ctl.signal }, slow);
+  setTimeout(() => ctl.abort(new Error('closed')), 20);
+  await assert.rejects(p, /closed/);
+  assert.ok(Date.now() - t0 < 5000);
 });

@@ -33,6 +33,17 @@ pub struct Limits {
     pub max_queues_per_session: usize,
 }
 
+impl Limits {
+    /// A session's burst of queue and report requests: an app opens a queue
+    /// for each kernel it tunes and reports each one when it is drained, so a
+    /// page that tunes as many kernels as it may stream at once makes two
+    /// requests per queue in quick succession (a small model drains its
+    /// queues in seconds). The steady rate stays `per_session_per_min`.
+    pub fn per_session_burst(&self) -> f64 {
+        (self.per_session_per_min / 6.0).max((2 * self.max_queues_per_session + 4) as f64)
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits { per_address_per_min: 600.0, per_session_per_min: 60.0, max_in_flight: 512, max_queues: 256, max_queues_per_session: 8 }
@@ -51,9 +62,15 @@ pub struct Buckets {
 const MAX_KEYS: usize = 100_000;
 
 impl Buckets {
+    /// `per_min` tokens a minute, with a burst of ten seconds' worth (at least 5).
     pub fn per_minute(per_min: f64) -> Buckets {
+        Buckets::with_burst(per_min, per_min / 6.0)
+    }
+
+    /// `per_min` tokens a minute, with a burst of `burst` (at least 5).
+    pub fn with_burst(per_min: f64, burst: f64) -> Buckets {
         let rate = (per_min / 60.0).max(1e-6);
-        Buckets { rate, burst: (per_min / 6.0).max(5.0), map: std::sync::Mutex::new(HashMap::new()) }
+        Buckets { rate, burst: burst.max(5.0), map: std::sync::Mutex::new(HashMap::new()) }
     }
 
     /// Takes one token for `key`, or says how long until one is there.
@@ -139,6 +156,22 @@ mod tests {
         let wait = b.take("a").unwrap_err();
         assert!(wait > Duration::ZERO && wait <= Duration::from_secs(1));
         assert!(b.take("b").is_ok(), "keys are independent");
+    }
+
+    #[test]
+    fn a_session_may_open_and_report_all_its_queues_at_once() {
+        let limits = Limits::default();
+        let b = Buckets::with_burst(limits.per_session_per_min, limits.per_session_burst());
+        // Every queue a session may hold, opened and reported back to back.
+        for i in 0..2 * limits.max_queues_per_session {
+            assert!(b.take("s").is_ok(), "request {i} of a normal session refused");
+        }
+        // The steady rate still holds past the burst.
+        let mut refused = false;
+        for _ in 0..limits.per_session_burst() as usize {
+            refused |= b.take("s").is_err();
+        }
+        assert!(refused, "a session past its burst must be refused");
     }
 
     #[test]

@@ -147,7 +147,7 @@ impl App {
             signer: Signer::new(secret.as_bytes()),
             metrics: Metrics::default(),
             per_address: limits::Buckets::per_minute(config.limits.per_address_per_min),
-            per_session: limits::Buckets::per_minute(config.limits.per_session_per_min),
+            per_session: limits::Buckets::with_burst(config.limits.per_session_per_min, config.limits.per_session_burst()),
             in_flight: Arc::default(),
             queues: Arc::default(),
             session_queues: Mutex::new(HashMap::new()),

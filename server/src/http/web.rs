@@ -44,6 +44,7 @@ const DIST: &[(&str, &str)] = &[
     dist!("webgpu.d.ts"),
     dist!("eval-worker.d.ts"),
     dist!("remote.d.ts"),
+    dist!("http.d.ts"),
 ];
 
 const DEMO_HTML: &str = include_str!("../../../client-runtime/web/demo/index.html");

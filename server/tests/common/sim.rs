@@ -124,8 +124,9 @@ pub async fn run(url: &str, sessions: usize, liar_share: f64, parallel: usize, s
                     }
                 }
                 _ => {
-                    // Flood: many queues, many reports, all for the slow kernel.
-                    for _ in 0..12 {
+                    // Flood: many queues, many reports, all for the slow kernel
+                    // (twice a session's burst of requests, so the limit bites).
+                    for _ in 0..20 {
                         let Some(q2) = try_queue(&http, &url, &sid, OP, SHAPE, TARGET).await else { continue };
                         let c = q2.iter().find(|c| c["sha256"] == slow.as_str()).unwrap();
                         posts.push(vec![entry(&op, c, 40.0)]);
