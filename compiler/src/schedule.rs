@@ -66,6 +66,7 @@ pub enum Dim {
 impl LoopOrder {
     pub const MNK: LoopOrder = LoopOrder([Dim::M, Dim::N, Dim::K]);
     pub const KMN: LoopOrder = LoopOrder([Dim::K, Dim::M, Dim::N]);
+    pub const NKM: LoopOrder = LoopOrder([Dim::N, Dim::K, Dim::M]);
     pub const ALL: [LoopOrder; 6] = [
         LoopOrder([Dim::M, Dim::N, Dim::K]),
         LoopOrder([Dim::M, Dim::K, Dim::N]),

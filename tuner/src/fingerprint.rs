@@ -337,6 +337,8 @@ impl Device {
         if let Some(isa) = vendor_part.strip_prefix("cpu-") {
             let simd = SimdClass::parse(arch_part);
             let os = device_part.split('-').next().unwrap_or("unknown").to_string();
+            // `{os}-{threads}t-{engine}`; the engine's own name may hold '-'.
+            let engine = device_part.splitn(3, '-').nth(2).unwrap_or("unknown");
             return Device {
                 keys: keys.clone(),
                 class: DeviceClass::Cpu,
@@ -346,7 +348,7 @@ impl Device {
                 simd,
                 os: os.clone(),
                 gpu: GpuModel::for_gpu("unknown", "unknown"),
-                cpu: CpuModel::for_cpu(isa, &os),
+                cpu: CpuModel::for_cpu(isa, &os, engine),
             };
         }
         let vendor = vendor_part.strip_prefix("gpu-").unwrap_or(vendor_part).to_string();
@@ -355,7 +357,7 @@ impl Device {
             keys: keys.clone(),
             class: DeviceClass::Gpu,
             gpu: GpuModel::for_gpu(&vendor, &arch),
-            cpu: CpuModel::for_cpu("unknown", "unknown"),
+            cpu: CpuModel::for_cpu("unknown", "unknown", "unknown"),
             vendor,
             arch,
             limits,

@@ -217,7 +217,25 @@ impl GpuModel {
     }
 }
 
-/// What one CPU core offers to a single-threaded Wasm kernel.
+/// How a Wasm engine's compiler copes with a micro-kernel whose register
+/// tile needs more vector registers than the CPU has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegisterTiles {
+    /// Spilled accumulators cost little: Cranelift (wasmtime, the native
+    /// client) ran 8×16 tiles (37 live vectors on x86's 16) as fast as 4×8
+    /// (11 live) in BENCHMARKS.md's "The CPU register model, measured".
+    MaySpill,
+    /// Every spill is slow, so the tile, a row of B and a splat of A stay in
+    /// the registers, less one the engine keeps as scratch. V8 in Chromium
+    /// 156: on K0 the spill-free 6×8 tile ran at 48 GFLOP/s and the spilling
+    /// 4×16 and 8×16 tiles the other rule favours at 28–31 (BENCHMARKS.md,
+    /// "Lite space in V8"). Engines not measured get this rule: it never
+    /// spills, whatever the allocator.
+    InRegisters,
+}
+
+/// What one CPU core offers to a single-threaded Wasm kernel, as the
+/// browser's Wasm engine compiles it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CpuModel {
     pub name: &'static str,
@@ -225,27 +243,36 @@ pub struct CpuModel {
     pub vector_registers: u32,
     /// L1 data cache per core in bytes (L1_SIZE_PER_CORE).
     pub l1_bytes: u32,
+    /// How the engine treats a register tile larger than the registers.
+    pub tiles: RegisterTiles,
 }
 
 impl CpuModel {
-    /// The model for an ISA (`x86`, `arm`, `unknown`) and OS slug.
-    pub fn for_cpu(isa: &str, os: &str) -> CpuModel {
-        match (isa, os) {
+    /// The model for an ISA (`x86`, `arm`, `unknown`) and OS slug, with the
+    /// engine the device key names (`v8`, `webtune-native`, ...).
+    pub fn for_cpu(isa: &str, os: &str, engine: &str) -> CpuModel {
+        let tiles = match engine {
+            // The native client runs kernels in wasmtime (Cranelift).
+            "webtune-native" | "wasmtime" => RegisterTiles::MaySpill,
+            _ => RegisterTiles::InRegisters,
+        };
+        let (name, vector_registers, l1_bytes) = match (isa, os) {
             // Apple M-series and A-series performance cores: 128 KiB L1D
             // (Apple publishes no figure; AnandTech's "Apple M1" and A14
             // deep dives measured it). Arm A64 has 32 vector registers.
-            ("arm", "macos" | "ios") => CpuModel { name: "cpu-arm-apple", vector_registers: 32, l1_bytes: 128 * KIB },
+            ("arm", "macos" | "ios") => ("cpu-arm-apple", 32, 128 * KIB),
             // Arm Architecture Reference Manual (A64): 32 128-bit V
             // registers. L1D is 32–64 KiB on Cortex-A55..A78 and X cores
             // (their TRMs): the smaller.
-            ("arm", _) => CpuModel { name: "cpu-arm", vector_registers: 32, l1_bytes: 32 * KIB },
+            ("arm", _) => ("cpu-arm", 32, 32 * KIB),
             // Intel SDM vol. 1: 16 XMM registers in 64-bit mode without
             // EVEX; V8 and Cranelift allocate xmm0–15 for SIMD128 even on
             // AVX-512 parts. L1D: 32 KiB on Intel Skylake–Cascade Lake and
             // AMD Zen 1–4 (48 KiB on Ice Lake and later): the smaller.
-            ("x86", _) => CpuModel { name: "cpu-x86", vector_registers: 16, l1_bytes: 32 * KIB },
-            _ => CpuModel { name: "cpu-unknown", vector_registers: 16, l1_bytes: 32 * KIB },
-        }
+            ("x86", _) => ("cpu-x86", 16, 32 * KIB),
+            _ => ("cpu-unknown", 16, 32 * KIB),
+        };
+        CpuModel { name, vector_registers, l1_bytes, tiles }
     }
 }
 
@@ -287,9 +314,12 @@ mod tests {
 
     #[test]
     fn cpu_models() {
-        assert_eq!(CpuModel::for_cpu("x86", "linux").vector_registers, 16);
-        assert_eq!(CpuModel::for_cpu("arm", "android").vector_registers, 32);
-        assert_eq!(CpuModel::for_cpu("arm", "macos").l1_bytes, 128 * 1024);
-        assert_eq!(CpuModel::for_cpu("unknown", "macos"), CpuModel::for_cpu("nope", "x"));
+        assert_eq!(CpuModel::for_cpu("x86", "linux", "v8").vector_registers, 16);
+        assert_eq!(CpuModel::for_cpu("arm", "android", "v8").vector_registers, 32);
+        assert_eq!(CpuModel::for_cpu("arm", "macos", "jsc").l1_bytes, 128 * 1024);
+        assert_eq!(CpuModel::for_cpu("unknown", "macos", "v8"), CpuModel::for_cpu("nope", "x", "v8"));
+        assert_eq!(CpuModel::for_cpu("x86", "linux", "v8").tiles, RegisterTiles::InRegisters);
+        assert_eq!(CpuModel::for_cpu("x86", "linux", "webtune-native").tiles, RegisterTiles::MaySpill);
+        assert_eq!(CpuModel::for_cpu("x86", "linux", "someengine").tiles, RegisterTiles::InRegisters, "unmeasured engines never spill");
     }
 }

@@ -9,6 +9,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("h100", include_str!("../presets/h100.json")),
     ("swiftshader", include_str!("../presets/swiftshader.json")),
     ("xeon-2core", include_str!("../presets/xeon-2core.json")),
+    // The same machine as the native client (wasmtime) describes it.
+    ("xeon-2core-native", include_str!("../presets/xeon-2core-native.json")),
     ("apple-m2", include_str!("../presets/apple-m2.json")),
     ("pixel-8", include_str!("../presets/pixel-8.json")),
 ];
@@ -38,6 +40,7 @@ mod tests {
         }
         assert_eq!(get("h100").unwrap().keys().unwrap().arch_key, "gpu-nvidia/hopper");
         assert_eq!(get("xeon-2core").unwrap().keys().unwrap().device_key, "cpu-x86/relaxed-simd/linux-2t-v8/-");
+        assert_eq!(get("xeon-2core-native").unwrap().keys().unwrap().device_key, "cpu-x86/relaxed-simd/linux-2t-webtune-native/-");
         assert!(get("nope").is_none());
     }
 }

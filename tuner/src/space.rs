@@ -93,6 +93,7 @@ use webtune_compiler::schedule::{LoopOrder, MAX_R0, MAX_REGISTER_TILE};
 use webtune_compiler::{Op, Schedule, Target};
 
 use crate::fingerprint::Device;
+use crate::hardware::RegisterTiles;
 use crate::settings::Settings;
 
 /// Most candidates in a lite space (NNJIT Table 6: 10–41).
@@ -180,7 +181,7 @@ pub fn checksum(schedules: &[Schedule]) -> String {
 /// Version of the space rules (heuristics, relaxation, hardware tables).
 /// Bump it with any change that should retire winners elected under the old
 /// rules; [`rules_checksum`] mixes it in.
-pub const RULES_VERSION: &str = "lite-space-2";
+pub const RULES_VERSION: &str = "lite-space-3";
 
 /// A checksum of the rules that build spaces for `op` on `target` under
 /// `settings`, the same for every device: [`RULES_VERSION`] and the space
@@ -662,8 +663,14 @@ fn deep_k_block(x0: u32, y0: u32, r0: u32, xm: u32, ym: u32, km: u32) -> Option<
     (r1 >= 128 && r1 >= r0).then_some((i64::MAX, x1, y1, r1))
 }
 
+/// Register tiles kept on an engine that keeps them in registers.
+pub const IN_REGISTER_TILES: usize = 4;
+
 /// `matmul` and `batch_matmul` on Wasm (Table 1, Wasm).
 fn cpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
+    if device.cpu.tiles == RegisterTiles::InRegisters {
+        return cpu_matmul_in_registers(op, device, base, relax);
+    }
     let (_, m, k, n) = op.bmkn();
     let (xm, ym, km) = (np2(m), np2(n), np2(k));
     let cpu = &device.cpu;
@@ -709,6 +716,83 @@ fn cpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> V
             let s = Schedule { x0, y0, r0, x1, y1, r1, vectorize, order, ..base.clone() };
             let fill_gap = (relax.cpu_spill * cpu.vector_registers as f64 - live as f64).abs();
             let rank = vec![(fill_gap * 1000.0) as i64, -((x0 * y0) as i64), traffic, ragged(&s, op)];
+            out.push(Cand { s, rank, gpu: None });
+        }
+    }
+    out
+}
+
+/// `matmul` and `batch_matmul` on Wasm for an engine whose spills are slow
+/// (V8; [`RegisterTiles::InRegisters`]). Measured in Chromium 156 on K0 and
+/// K1 (BENCHMARKS.md, "Lite space in V8"):
+///
+/// - H4 as the paper states it, `Reg_thread ≤ REGS`: the accumulators, a
+///   row of B and a splat of A (`x0·v + v + 1` vectors, `v = y0/4`) within
+///   the registers less the engine's scratch one (15 on x86, 31 on Arm).
+///   `x0` need not be a power of two (H2 relaxed): 6×8 fills x86's 15
+///   exactly, and it ran 1.13–1.2× faster than any power-of-two tile that
+///   fits. Tiles are ranked by loads per multiply-add, `(x0 + v)/(x0·v)`
+///   (the fewest first; then the most outputs), the micro-kernel's
+///   arithmetic intensity, and the best [`IN_REGISTER_TILES`] are kept.
+/// - B's cache tile is packed (`cache_read`): the micro-kernel then reads
+///   it in order instead of striding across rows of B, whose power-of-two
+///   multiples of 4 KiB alias in L1. Packing made K1 (N = 3072) 1.26× faster
+///   and K0 1.05× among the best blocks. The one-variable study, which held
+///   the block at its base value, found packing neutral: its gain needs the
+///   taller row blocks that amortize the copy (the same kind of interaction
+///   as double buffering on the H100).
+/// - H3 for a packed tile: the packed B block `r1·y1` and A's block `x1·r1`
+///   fill about twice L1 (L2-resident, read in order), in three shapes:
+///   deep (`r1` = 256, `x1` ≈ 64, n outermost), square (`r1` = 128,
+///   `x1` ≈ 128, n outermost) and wide (`r1` = 128, `y1` doubled, k
+///   outermost). These held the top of the measured sweep on both shapes;
+///   the blocks within it differed by less than the noise.
+fn cpu_matmul_in_registers(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
+    let (_, m, k, n) = op.bmkn();
+    let cpu = &device.cpu;
+    let usable = cpu.vector_registers.saturating_sub(1).max(3);
+    let vector = base.vectorize == 4 && n >= 4;
+    let lanes = if vector { 4 } else { 1 };
+    // (loads per multiply-add, outputs, x0, y0)
+    let mut tiles = Vec::new();
+    for v in 1..=8u32 {
+        let y0 = v * lanes;
+        if y0 > np2(n) {
+            break;
+        }
+        for x0 in 1..=16u32.min(m) {
+            let live = x0 * v + v + 1;
+            if live > usable || x0 * y0 > MAX_REGISTER_TILE {
+                continue;
+            }
+            if relax.heuristics && (live as f64) < relax.fill * usable as f64 {
+                continue;
+            }
+            let loads = ((x0 + v) as f64 / (x0 * v) as f64 * 1e6) as i64;
+            tiles.push((loads, -((x0 * y0) as i64), x0, y0));
+        }
+    }
+    tiles.sort();
+    if relax.heuristics {
+        tiles.truncate(IN_REGISTER_TILES);
+    }
+    let words = 2 * cpu.l1_bytes / 4;
+    let mut out = Vec::new();
+    for (t, &(loads, outputs, x0, y0)) in tiles.iter().enumerate() {
+        let vectorize = if vector { 4 } else { 1 };
+        let r0 = cpu_r0(x0, y0, vectorize, k);
+        // Row blocks: the largest multiple of x0 within `rows` (and M).
+        let rows_of = |rows: u32| -> u32 { (rows.min(m) / x0).max(1) * x0 };
+        let cols_of = |cols: u32| -> u32 { (cols.min(np2(n)) / y0).max(1) * y0 };
+        let deep = |r1: u32| -> u32 { (r1.min(np2(k)) / r0).max(1) * r0 };
+        let blocks = [
+            (rows_of(words / 256), cols_of(words / 256), deep(256), LoopOrder::NKM),
+            (rows_of(words / 128), cols_of(words / 128), deep(128), LoopOrder::NKM),
+            (rows_of(words / 256), cols_of(2 * words / 128), deep(128), LoopOrder::KMN),
+        ];
+        for (b, (x1, y1, r1, order)) in blocks.into_iter().enumerate() {
+            let s = Schedule { x0, y0, r0, x1, y1, r1, vectorize, order, cache_read: true, ..base.clone() };
+            let rank = vec![loads, outputs, t as i64, b as i64, ragged(&s, op)];
             out.push(Cand { s, rank, gpu: None });
         }
     }

@@ -91,8 +91,11 @@ fn limits_and_settings_are_respected() {
     assert_ne!(rules_checksum(&op, Target::Wgsl, &fixed), rules_checksum(&op, Target::Wgsl, &Settings::builtin(Target::Wgsl)));
     assert_ne!(rules_checksum(&op, Target::Wasm, &Settings::builtin(Target::Wasm)), rules_checksum(&op, Target::Wgsl, &Settings::builtin(Target::Wgsl)));
     // Relaxed SIMD only where the client has it.
+    // B is packed for a browser's engine (V8), not for the native client's.
     let cpu = Device::from_fingerprint(&presets::get("xeon-2core").unwrap()).unwrap();
-    assert!(space(&op, Target::Wasm, &cpu).schedules.iter().all(|c| c.relaxed_simd && c.vectorize == 4 && !c.cache_read));
+    assert!(space(&op, Target::Wasm, &cpu).schedules.iter().all(|c| c.relaxed_simd && c.vectorize == 4 && c.cache_read));
+    let native = Device::from_fingerprint(&presets::get("xeon-2core-native").unwrap()).unwrap();
+    assert!(space(&op, Target::Wasm, &native).schedules.iter().all(|c| c.relaxed_simd && c.vectorize == 4 && !c.cache_read));
     let plain = Device::from_fingerprint(&Fingerprint::from_json(r#"{"target": "wasm", "simd": true}"#).unwrap()).unwrap();
     assert!(space(&op, Target::Wasm, &plain).schedules.iter().all(|c| !c.relaxed_simd));
 }
@@ -111,7 +114,8 @@ fn register_file_size_changes_the_cpu_space() {
 #[test]
 fn each_cpu_register_tile_gets_l1_blocks_and_one_deep_k_block() {
     use webtune_compiler::schedule::LoopOrder;
-    let x86 = Device::from_fingerprint(&presets::get("xeon-2core").unwrap()).unwrap();
+    // The rule for an engine that spills cheaply (the native client's wasmtime).
+    let x86 = Device::from_fingerprint(&presets::get("xeon-2core-native").unwrap()).unwrap();
     for (kind, shape) in [("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64")] {
         let op = Op::parse(kind, shape).unwrap();
         let sp = space(&op, Target::Wasm, &x86);
@@ -128,6 +132,36 @@ fn each_cpu_register_tile_gets_l1_blocks_and_one_deep_k_block() {
             // Two K steps per loop iteration at most (the wide searches' winners).
             assert!(of.iter().all(|c| c.r0 <= 2));
         }
+    }
+}
+
+#[test]
+fn a_browser_engine_gets_register_tiles_that_never_spill_and_packed_blocks() {
+    use webtune_compiler::schedule::LoopOrder;
+    let x86 = Device::from_fingerprint(&presets::get("xeon-2core").unwrap()).unwrap();
+    let arm = Device::from_fingerprint(&Fingerprint::from_json(r#"{"target": "wasm", "os": "Android", "relaxedSimd": true, "browser": {"name": "Chrome"}}"#).unwrap()).unwrap();
+    for (kind, shape) in [("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("batch_matmul", "120,64,64,64")] {
+        let op = Op::parse(kind, shape).unwrap();
+        let (_, m, k, n) = op.bmkn();
+        for (dev, regs) in [(&x86, 16), (&arm, 32)] {
+            let sp = space(&op, Target::Wasm, dev);
+            assert!(sp.schedules.len() >= 8 && sp.schedules.len() <= 12, "{kind} {shape}: {}", sp.schedules.len());
+            let live = |c: &Schedule| c.x0 * (c.y0 / 4) + c.y0 / 4 + 1;
+            // The tile, a row of B and a splat of A fit the registers less one.
+            assert!(sp.schedules.iter().all(|c| live(c) <= regs - 1 && c.cache_read && c.vectorize == 4), "{kind} {shape}");
+            // Loads per multiply-add never get worse down the list.
+            let loads = |c: &Schedule| (c.x0 + c.y0 / 4) as f64 / (c.x0 * c.y0 / 4) as f64;
+            assert!(sp.schedules.windows(2).all(|w| loads(&w[0]) <= loads(&w[1]) + 1e-9));
+            // Blocks hold whole register tiles and stay within the op.
+            for c in &sp.schedules {
+                assert!(c.x1 % c.x0 == 0 && c.y1 % c.y0 == 0 && c.r1 % c.r0 == 0, "{c:?}");
+                assert!(c.x1 <= m.max(c.x0) && c.y1 <= n.next_power_of_two() && c.r1 <= k.next_power_of_two(), "{c:?}");
+                assert!([LoopOrder::NKM, LoopOrder::KMN].contains(&c.order));
+            }
+        }
+        // On x86 the first tile is 6×8: 12 accumulators, 2 of B, 1 of A.
+        let first = &space(&op, Target::Wasm, &x86).schedules[0];
+        assert_eq!((first.x0, first.y0), (6, 8), "{kind} {shape}");
     }
 }
 

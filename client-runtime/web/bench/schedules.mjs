@@ -1,0 +1,127 @@
+// Times Wasm kernel directories (made by `webtune compile`) side by side in
+// one headless Chromium page, one thread: the engine the browser runtime
+// tunes for. For studying schedules outside the tuner's queue; not a test.
+//
+//   node bench/schedules.mjs DIR [DIR ...] [--rounds 5] [--ms 150]
+//
+// Each DIR holds kernel.wasm and kernel.json (webtune's Wasm ABI v1). Every
+// kernel gets seeded non-zero inputs in its own memory, a 300 ms warm-up
+// (V8's optimizing tier), then `rounds` rounds; in each round every kernel
+// is timed in turn for `ms` milliseconds (batches of calls ≥ 2 ms, so the
+// page's timer resolution does not matter). Prints one JSON line per
+// kernel: its median and best round in GFLOP/s, and the spread of rounds.
+
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const args = process.argv.slice(2);
+const opt = (k, d) => {
+  const i = args.indexOf(`--${k}`);
+  if (i < 0) return d;
+  const v = args[i + 1];
+  args.splice(i, 2);
+  return Number(v);
+};
+const rounds = opt('rounds', 5), ms = opt('ms', 150);
+const dirs = args.filter((d) => existsSync(join(d, 'kernel.wasm')));
+if (!dirs.length) {
+  console.error('usage: node bench/schedules.mjs DIR [DIR ...] [--rounds N] [--ms M]');
+  process.exit(2);
+}
+const kernels = dirs.map((d) => {
+  const meta = JSON.parse(readFileSync(join(d, 'kernel.json'), 'utf8'));
+  return { dir: d, meta, wasm: readFileSync(join(d, 'kernel.wasm')).toString('base64') };
+});
+
+const CHROMIUM = process.env.CHROMIUM ?? ['/usr/lib/chromium/chromium', '/usr/bin/chromium'].find((p) => existsSync(p));
+const browser = await chromium.launch({
+  executablePath: CHROMIUM,
+  ignoreDefaultArgs: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage', '--remote-debugging-pipe', '--user-data-dir=' + join(process.env.TMPDIR ?? '/tmp', `wt-sched-${process.pid}`)],
+});
+const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
+page.on('console', (m) => process.stderr.write(`[page] ${m.text()}\n`));
+
+const out = await page.evaluate(async ({ kernels, rounds, ms }) => {
+  const flops = (m) => {
+    const s = m.args.map((a) => a.shape);
+    // C's shape and the contracted length: A is [.., M, K].
+    const c = s[s.length - 1].reduce((x, y) => x * y, 1);
+    const a = s[0];
+    return 2 * c * a[a.length - 1];
+  };
+  // Kernels of the same op and shape share one memory (and its inputs):
+  // a page holds a bounded number of Wasm memories.
+  const memories = new Map();
+  const setup = [];
+  for (const k of kernels) {
+    const m = k.meta;
+    const key = JSON.stringify(m.args.map((a) => a.shape));
+    const offsets = [];
+    let total = 0;
+    for (const a of m.args) {
+      offsets.push(total);
+      total += Math.ceil((4 * a.shape.reduce((x, y) => x * y, 1)) / 64) * 64;
+    }
+    const inputsEnd = total;
+    if (m.scratch_bytes > 0) offsets.push(total);
+    const need = Math.max(total + m.scratch_bytes, m.memory_pages_min * 65536);
+    let mem = memories.get(key);
+    if (!mem) {
+      const memory = new WebAssembly.Memory({ initial: Math.ceil(need / 65536) });
+      const f32 = new Float32Array(memory.buffer, 0, inputsEnd / 4);
+      let x = 12345;
+      for (let j = 0; j < f32.length; j++) {
+        x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+        f32[j] = (x / 4294967296) * 2 - 1 || 0.5;
+      }
+      mem = { memory };
+      memories.set(key, mem);
+    }
+    const memory = mem.memory;
+    if (memory.buffer.byteLength < need) memory.grow(Math.ceil((need - memory.buffer.byteLength) / 65536));
+    const bytes = Uint8Array.from(atob(k.wasm), (c) => c.charCodeAt(0));
+    const { instance } = await WebAssembly.instantiate(bytes, { env: { memory } });
+    const fn = instance.exports[m.entry];
+    const run = () => fn(...offsets);
+    const t0 = performance.now();
+    let calls = 0;
+    while (calls < 3 || performance.now() - t0 < 300) {
+      run();
+      calls++;
+    }
+    const per = (performance.now() - t0) / calls;
+    setup.push({ run, batch: Math.max(1, Math.ceil(2 / per)), flops: flops(m), rounds: [] });
+  }
+  for (let r = 0; r < rounds; r++) {
+    for (const s of setup) {
+      const xs = [];
+      const end = performance.now() + ms;
+      while (xs.length < 3 || performance.now() < end) {
+        const t = performance.now();
+        for (let i = 0; i < s.batch; i++) s.run();
+        xs.push((performance.now() - t) / s.batch);
+      }
+      xs.sort((a, b) => a - b);
+      s.rounds.push(xs[xs.length >> 1]);
+    }
+    console.log(`round ${r + 1}/${rounds}`);
+  }
+  return setup.map((s) => ({ rounds_ms: s.rounds, flops: s.flops }));
+}, { kernels, rounds, ms });
+await browser.close();
+
+for (let i = 0; i < kernels.length; i++) {
+  const r = [...out[i].rounds_ms].sort((a, b) => a - b);
+  const med = r[r.length >> 1];
+  console.log(JSON.stringify({
+    kernel: kernels[i].dir,
+    config: kernels[i].meta.config,
+    median_ms: +med.toFixed(4),
+    gflops: +(out[i].flops / med / 1e6).toFixed(2),
+    best_gflops: +(out[i].flops / r[0] / 1e6).toFixed(2),
+    spread: +((r[r.length - 1] - r[0]) / med).toFixed(3),
+  }));
+}
