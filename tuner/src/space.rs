@@ -52,6 +52,12 @@
 //!    `cap`, where `cap = cpu_spill · REGS` (spilled values stay in L1; the
 //!    factor is measured, see [`Relaxation::cpu_spill`]). The register tile
 //!    is square or 2:1 counted in registers (`x0` rows by `y0/4` vectors).
+//!    That is the rule for an engine whose spills are cheap (wasmtime). For
+//!    an engine whose spills are slow (V8, and any engine not measured;
+//!    [`RegisterTiles`]) heuristics 2–4 take another form, measured in
+//!    Chromium: `Reg_thread ≤ REGS − 1` with any `x0`, the tiles with the
+//!    fewest loads per multiply-add first, and packed B blocks of about
+//!    twice L1 (see `cpu_matmul_in_registers`).
 //! 5. GPU: `Thread_block ≤ 256` and the adapter's limit, in whole warps, and
 //!    the thread grid no more than 2:1 (at equal threads, a flatter grid
 //!    re-reads more of A or B per output).
