@@ -83,18 +83,29 @@ fn matmul_tuned(op: &Op) -> Vec<Schedule> {
     out
 }
 
+/// The q4 search: outputs per workgroup `y1`, threads per output `split_k`,
+/// weights per thread per iteration `r0`, and outputs per thread `y0`
+/// (1, or with GPU_BENCH_Q4_OUTPUTS="1 2 4" several: A's values loaded once
+/// for all of a thread's outputs; not yet measured on the H100).
 fn q4_space(op: &Op) -> Vec<Schedule> {
+    let outputs: Vec<u32> = std::env::var("GPU_BENCH_Q4_OUTPUTS")
+        .ok()
+        .map(|v| v.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_else(|| vec![1]);
     let mut out = Vec::new();
-    for y1 in [1, 2, 4, 8, 16, 32, 64] {
-        for split_k in [1, 2, 4, 8, 16, 32, 64, 128, 256] {
-            for r0 in [8, 16, 32, 64, 128, 256] {
-                let s = Schedule { x0: 1, x1: 1, y0: 1, y1, split_k, r0, r1: r0, ..base(op) };
-                let t = y1 * split_k;
-                // GPU_BENCH_Q4_QUICK: only the region where the bests lie.
-                let quick = std::env::var_os("GPU_BENCH_Q4_QUICK").is_none()
-                    || ([1, 2, 4].contains(&y1) && [16, 32, 64].contains(&split_k) && [32, 128, 256].contains(&r0));
-                if quick && (32..=256).contains(&t) && s.check(op, Target::Wgsl).is_ok() {
-                    out.push(s);
+    for &y0 in &outputs {
+        for groups in [1, 2, 4, 8, 16, 32, 64] {
+            for split_k in [1, 2, 4, 8, 16, 32, 64, 128, 256] {
+                for r0 in [8, 16, 32, 64, 128, 256] {
+                    let y1 = groups * y0;
+                    let s = Schedule { x0: 1, x1: 1, y0, y1, split_k, r0, r1: r0, ..base(op) };
+                    let t = groups * split_k;
+                    // GPU_BENCH_Q4_QUICK: only the region where the bests lie.
+                    let quick = std::env::var_os("GPU_BENCH_Q4_QUICK").is_none()
+                        || ([1, 2, 4].contains(&groups) && [16, 32, 64].contains(&split_k) && [32, 128, 256].contains(&r0));
+                    if quick && (32..=256).contains(&t) && s.check(op, Target::Wgsl).is_ok() {
+                        out.push(s);
+                    }
                 }
             }
         }

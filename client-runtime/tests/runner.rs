@@ -78,6 +78,30 @@ fn random_q4_schedule(rng: &mut Rng, op: &Op) -> Schedule {
     }
 }
 
+/// A q4 schedule with several outputs per thread (`y0 > 1`): A's values
+/// are loaded once per word for all of them, and outputs past N read W's
+/// last row.
+fn random_q4_multi_output_schedule(rng: &mut Rng, op: &Op) -> Schedule {
+    loop {
+        let x0 = pick(rng, &[1, 2, 3]);
+        let y0 = pick(rng, &[2, 3, 4, 8]);
+        let r0 = pick(rng, &[8, 16, 32, 64]);
+        let s = Schedule {
+            x0,
+            x1: x0,
+            y0,
+            y1: y0 * pick(rng, &[1, 2, 3, 4]),
+            r0,
+            r1: r0,
+            split_k: pick(rng, &[1, 2, 3, 4, 8, 32]),
+            ..Schedule::default_for(op, Target::Wgsl)
+        };
+        if s.check(op, Target::Wgsl).is_ok() {
+            return s;
+        }
+    }
+}
+
 fn assert_correct(op: &Op, s: &Schedule) {
     let k = compile(op, Target::Wgsl, s).unwrap_or_else(|e| panic!("{} {s:?}: {e}", op.slug()));
     let r = gpu().run(&KernelDir::from_kernel(k), &quick()).unwrap_or_else(|e| panic!("{} {s:?}: {e}", op.slug()));
@@ -102,6 +126,18 @@ fn wgsl_batch_matmul_random_shapes_and_schedules() {
         let shape = [pick(&mut rng, &[1, 2, 3]), pick(&mut rng, &DIMS), pick(&mut rng, &DIMS), pick(&mut rng, &DIMS)];
         let op = Op::new(webtune_compiler::OpKind::BatchMatmul, &shape).unwrap();
         let s = random_matmul_schedule(&mut rng, &op);
+        assert_correct(&op, &s);
+    }
+}
+
+#[test]
+fn wgsl_matmul_q4_several_outputs_per_thread() {
+    let mut rng = Rng::new(14);
+    for _ in 0..20 {
+        // N often not a multiple of the workgroup's outputs (the clamped rows).
+        let shape = [pick(&mut rng, &[1, 1, 2, 3]), 32 * pick(&mut rng, &[1, 2, 3, 5]), pick(&mut rng, &[1, 2, 5, 7, 13, 17, 24])];
+        let op = Op::new(webtune_compiler::OpKind::MatmulQ4, &shape).unwrap();
+        let s = random_q4_multi_output_schedule(&mut rng, &op);
         assert_correct(&op, &s);
     }
 }

@@ -235,6 +235,8 @@ pub const MAX_WORKGROUP_THREADS: u32 = 256;
 pub const MAX_WORKGROUP_BYTES: u32 = 16384;
 /// Largest reduction unroll.
 pub const MAX_R0: u32 = 64;
+/// Most outputs one thread computes in the WGSL `matmul_q4` kernel.
+pub const MAX_Q4_OUTPUTS_PER_THREAD: u32 = 8;
 /// Largest cache-tile edge.
 pub const MAX_TILE: u32 = 1 << 16;
 
@@ -372,8 +374,8 @@ impl Schedule {
             if self.r0 % 8 != 0 {
                 return Err(err("r0", format!("{} must be a multiple of 8 for matmul_q4 (one packed word)", self.r0)));
             }
-            if self.y0 != 1 {
-                return Err(err("y0", "must be 1 for matmul_q4 on WGSL (one output column per thread group)"));
+            if self.y0 > MAX_Q4_OUTPUTS_PER_THREAD {
+                return Err(err("y0", format!("{} outputs per thread: at most {MAX_Q4_OUTPUTS_PER_THREAD} for matmul_q4 on WGSL", self.y0)));
             }
             if self.x1 != self.x0 {
                 return Err(err("x1", format!("must equal x0 = {} for matmul_q4 on WGSL (rows per workgroup)", self.x0)));
@@ -385,7 +387,7 @@ impl Schedule {
                 return Err(err("cache_read", "matmul_q4 on WGSL stages nothing in workgroup memory: use false (and double_buffer false)"));
             }
             let red = if self.split_k > 1 { self.x0 * self.y1 * self.split_k * 4 } else { 0 };
-            (self.y1 * self.split_k, red)
+            (self.y1 / self.y0 * self.split_k, red)
         } else {
             if self.split_k != 1 {
                 return Err(err("split_k", "is a matmul_q4 setting; use 1 for matmul on WGSL"));

@@ -8,6 +8,7 @@
 # GPU_BENCH_PARTS="big sample shapes q4 checks ceiling" picks parts of `device`
 # (default all; checks: bounds checks on/off, ceiling: a read-only kernel);
 # GPU_BENCH_Q4_QUICK=1 narrows the q4 search to where its bests lie;
+# GPU_BENCH_Q4_OUTPUTS="1 2 4" adds q4 kernels with several outputs per thread;
 # GPU_BENCH_SHAPES="kind:shape ..." picks the shapes of `shapes` and `lite`.
 set -uo pipefail
 bin="${1:?usage: gpu_bench.sh BIN_DIR [MODE ...]}"

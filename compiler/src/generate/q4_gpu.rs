@@ -3,9 +3,10 @@
 //!
 //! ```text
 //! workgroup (group_id.x, group_id.y) = (y1 outputs, x0 rows)
-//! threads   T = y1 · split_k; thread t serves output o = t / split_k and
-//!           reads the packed words s, s + split_k, ... (s = t % split_k) of
-//!           W's row, so neighbouring threads read neighbouring words
+//! threads   T = (y1 / y0) · split_k; thread t serves the y0 outputs from
+//!           o = (t / split_k) · y0 and reads the packed words s, s + split_k,
+//!           ... (s = t % split_k) of each of their rows of W, so
+//!           neighbouring threads read neighbouring words
 //! per word  q_j = bitcast<f32>((w >> 4j) & 15 | 0x4B000000) − (2^23 + 8)
 //!           = nibble − 8 exactly, for its 8 nibbles (shared by the x0 rows);
 //!           A[row, 8w .. 8w + 8] as two vec4 reads; p = Σ_j q_j · A[row, 8w + j],
@@ -14,8 +15,15 @@
 //!           split_k is a power of two, else one thread adds them in order
 //! ```
 //!
-//! Outputs past N and rows past M compute nothing and store nothing; every
-//! barrier is at the top level of the kernel.
+//! With `y0 > 1` outputs per thread, A's values for a word are loaded once
+//! and used for all y0 rows of W (the reads of A from cache are 8× the
+//! bytes of the packed weights they meet, so a thread with one output reads
+//! far more of A than of W).
+//!
+//! Outputs past N and rows past M store nothing (with `y0 = 1` they compute
+//! nothing; with `y0 > 1` they read W's last row instead, so that a thread's
+//! other outputs are computed); every barrier is at the top level of the
+//! kernel.
 
 use super::Gen;
 use crate::ir::{BinOp, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty};
@@ -27,7 +35,7 @@ type E = Handle<Expr>;
 /// Threads per workgroup and workgroup counts of the q4 kernel.
 pub fn launch(op: &Op, s: &Schedule) -> ([u32; 3], [u32; 3]) {
     let (_, m, _, n) = op.bmkn();
-    ([s.y1 * s.split_k, 1, 1], [n.div_ceil(s.y1), m.div_ceil(s.x0), 1])
+    ([s.y1 / s.y0 * s.split_k, 1, 1], [n.div_ceil(s.y1), m.div_ceil(s.x0), 1])
 }
 
 pub fn generate(op: &Op, s: &Schedule) -> Func {
@@ -56,8 +64,10 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let lane_v = g.fresh("lane", Ty::I32);
     body.push(Stmt::Set { var: lane_v, value: lane });
     let lane = g.f.get(lane_v);
+    let y0 = s.y0;
     let n0 = g.f.mul_c(gx, s.y1 as i64);
-    let nn = g.plus(n0, o);
+    let first = if y0 == 1 { o } else { g.f.mul_c(o, y0 as i64) };
+    let nn = g.plus(n0, first);
     let n_v = g.fresh("n", Ty::I32);
     body.push(Stmt::Set { var: n_v, value: nn });
     let nn = g.f.get(n_v);
@@ -66,12 +76,37 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     body.push(Stmt::Set { var: m_v, value: m0 });
     let m0 = g.f.get(m_v);
 
+    // Output j of the thread is row n + j of W; with y0 > 1 and N not a
+    // multiple of y1 its loads are clamped to W's last row.
+    let outs: Vec<E> = (0..y0)
+        .map(|j| {
+            if y0 == 1 {
+                return nn;
+            }
+            let nj = g.plus_c(nn, j);
+            let nj = if n % s.y1 != 0 {
+                let last = g.f.i32(n as i32 - 1);
+                g.f.bin(BinOp::Min, nj, last)
+            } else {
+                nj
+            };
+            let v = g.fresh(&format!("n{j}"), Ty::I32);
+            body.push(Stmt::Set { var: v, value: nj });
+            g.f.get(v)
+        })
+        .collect();
     let zf = g.f.f32(0.0);
-    let acc: Vec<_> = (0..rows)
+    // acc[i][j]: row i of A, output j.
+    let acc: Vec<Vec<_>> = (0..rows)
         .map(|i| {
-            let v = g.fresh(&format!("acc_{i}"), Ty::F32);
-            body.push(Stmt::Set { var: v, value: zf });
-            v
+            (0..y0)
+                .map(|j| {
+                    let name = if y0 == 1 { format!("acc_{i}") } else { format!("acc_{i}_{j}") };
+                    let v = g.fresh(&name, Ty::F32);
+                    body.push(Stmt::Set { var: v, value: zf });
+                    v
+                })
+                .collect()
         })
         .collect();
     // Rows past M are clamped when read (their sums are never stored).
@@ -89,14 +124,19 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let scale = g.fresh("scale", Ty::F32);
     let p = g.fresh("p", Ty::F32);
 
-    // The work of one packed word `wi` of row `nn`.
-    let one_word = |g: &mut Gen, wi: E| -> Vec<Stmt> {
-        let mut out = Vec::new();
-        let wrow = g.f.mul_c(nn, kw as i64);
+    // A's 8 values of word `wi` for each row, kept for all y0 outputs.
+    let a4_rows: Vec<Vec<_>> = if y0 == 1 {
+        Vec::new()
+    } else {
+        (0..rows).map(|i| (0..2).map(|h| g.fresh(&format!("a4_{i}_{h}"), Ty::F32x4)).collect()).collect()
+    };
+    // Loads word `wi` of output row `row` and its scale, and unpacks it into q.
+    let unpack = |g: &mut Gen, row: E, wi: E, out: &mut Vec<Stmt>| {
+        let wrow = g.f.mul_c(row, kw as i64);
         let widx = g.plus(wrow, wi);
         let value = g.f.load(LoadTy::U32, w, widx);
         out.push(Stmt::Set { var: word, value });
-        let srow = g.f.mul_c(nn, kb as i64);
+        let srow = g.f.mul_c(row, kb as i64);
         let four = g.f.i32(4);
         let blk = g.f.bin(BinOp::Div, wi, four);
         let sidx = g.plus(srow, blk);
@@ -118,31 +158,57 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             let value = g.f.sub(fl, bias);
             out.push(Stmt::Set { var: qv, value });
         }
-        let col = g.f.mul_c(wi, 8);
-        for (i, &accv) in acc.iter().enumerate() {
-            let base = g.plus(row_base[i], col);
-            // A's 8 values as two aligned vec4 reads (K is a multiple of 32).
-            for (h, &v) in a4.iter().enumerate() {
-                let at = g.plus_c(base, 4 * h as u32);
-                let value = g.f.load(LoadTy::F32x4, a, at);
-                out.push(Stmt::Set { var: v, value });
+    };
+    // acc += S · Σ_j q_j · A[row, 8w + j], A's 8 values in `a` (two vec4s).
+    let dot = |g: &mut Gen, a: &[Handle<crate::ir::Var>], accv: Handle<crate::ir::Var>, out: &mut Vec<Stmt>| {
+        let mut sum: Option<E> = None;
+        for (j, &qv) in q.iter().enumerate() {
+            let v = g.f.get(a[j / 4]);
+            let av = g.f.exprs.push(Expr::Lane(v, (j % 4) as u8));
+            let qe = g.f.get(qv);
+            sum = Some(match sum {
+                None => g.f.mul(qe, av),
+                Some(prev) => g.f.fma(qe, av, prev),
+            });
+        }
+        out.push(Stmt::Set { var: p, value: sum.expect("eight nibbles") });
+        let pe = g.f.get(p);
+        let se = g.f.get(scale);
+        let ae = g.f.get(accv);
+        let value = g.f.fma(pe, se, ae);
+        out.push(Stmt::Set { var: accv, value });
+    };
+    // Loads A[row i, col .. col + 8] (col = 8·wi) into `into` (two aligned
+    // vec4 reads; K is a multiple of 32).
+    let load_a = |g: &mut Gen, i: usize, col: E, into: &[Handle<crate::ir::Var>], out: &mut Vec<Stmt>| {
+        let base = g.plus(row_base[i], col);
+        for (h, &v) in into.iter().enumerate() {
+            let at = g.plus_c(base, 4 * h as u32);
+            let value = g.f.load(LoadTy::F32x4, a, at);
+            out.push(Stmt::Set { var: v, value });
+        }
+    };
+    // The work of one packed word `wi` for each of the thread's outputs.
+    let one_word = |g: &mut Gen, wi: E| -> Vec<Stmt> {
+        let mut out = Vec::new();
+        if y0 == 1 {
+            unpack(g, nn, wi, &mut out);
+            let col = g.f.mul_c(wi, 8);
+            for (i, row) in acc.iter().enumerate() {
+                load_a(g, i, col, &a4, &mut out);
+                dot(g, &a4, row[0], &mut out);
             }
-            let mut sum: Option<E> = None;
-            for (j, &qv) in q.iter().enumerate() {
-                let v = g.f.get(a4[j / 4]);
-                let av = g.f.exprs.push(Expr::Lane(v, (j % 4) as u8));
-                let qe = g.f.get(qv);
-                sum = Some(match sum {
-                    None => g.f.mul(qe, av),
-                    Some(prev) => g.f.fma(qe, av, prev),
-                });
+        } else {
+            let col = g.f.mul_c(wi, 8);
+            for (i, a_row) in a4_rows.iter().enumerate() {
+                load_a(g, i, col, a_row, &mut out);
             }
-            out.push(Stmt::Set { var: p, value: sum.expect("eight nibbles") });
-            let pe = g.f.get(p);
-            let se = g.f.get(scale);
-            let ae = g.f.get(accv);
-            let value = g.f.fma(pe, se, ae);
-            out.push(Stmt::Set { var: accv, value });
+            for (j, &row) in outs.iter().enumerate() {
+                unpack(g, row, wi, &mut out);
+                for (i, accs) in acc.iter().enumerate() {
+                    dot(g, &a4_rows[i], accs[j], &mut out);
+                }
+            }
         }
         out
     };
@@ -181,17 +247,19 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     }
     let ncst = g.f.i32(n as i32);
     let in_n = g.f.bin(BinOp::Lt, nn, ncst);
-    if n % s.y1 == 0 {
+    if n % s.y1 == 0 || y0 > 1 {
         body.extend(work);
     } else {
         body.push(Stmt::If { cond: in_n, body: work });
     }
 
-    // Reduction and store.
-    let store_row = |g: &mut Gen, i: u32, value: E| -> Stmt {
+    // Reduction and store, for each (row i of A, output j) in order.
+    let pairs: Vec<(u32, u32)> = (0..rows).flat_map(|i| (0..y0).map(move |j| (i, j))).collect();
+    let store_out = |g: &mut Gen, i: u32, j: u32, value: E| -> Stmt {
         let r = g.f.add_c(m0, i as i64);
         let rowoff = g.f.mul_c(r, n as i64);
-        let idx = g.plus(rowoff, nn);
+        let col = if j == 0 { nn } else { g.plus_c(nn, j) };
+        let idx = g.plus(rowoff, col);
         let st = Stmt::Store { buf: c, index: idx, value };
         let mut conds = Vec::new();
         if m % rows != 0 {
@@ -199,7 +267,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             conds.push(g.f.bin(BinOp::Lt, r, mc));
         }
         if n % s.y1 != 0 {
-            conds.push(in_n);
+            conds.push(if j == 0 { in_n } else { g.f.bin(BinOp::Lt, col, ncst) });
         }
         match conds.as_slice() {
             [] => st,
@@ -209,22 +277,22 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         }
     };
     let Some(red) = red else {
-        for (i, &accv) in acc.iter().enumerate() {
-            let v = g.f.get(accv);
-            body.push(store_row(&mut g, i as u32, v));
+        for &(i, j) in &pairs {
+            let v = g.f.get(acc[i as usize][j as usize]);
+            body.push(store_out(&mut g, i, j, v));
         }
         g.f.body = body;
         return g.f;
     };
-    // red[(i·y1 + o)·sk + lane]
-    let slot = |g: &mut Gen, i: u32, l: E| -> E {
-        let oi = g.f.add_c(o, (i * s.y1) as i64);
+    // red[(i·y1 + o·y0 + j)·sk + lane]
+    let slot = |g: &mut Gen, i: u32, j: u32, l: E| -> E {
+        let oi = g.f.add_c(first, (i * s.y1 + j) as i64);
         let base = g.f.mul_c(oi, sk as i64);
         g.plus(base, l)
     };
-    for (i, &accv) in acc.iter().enumerate() {
-        let idx = slot(&mut g, i as u32, lane);
-        let value = g.f.get(accv);
+    for &(i, j) in &pairs {
+        let idx = slot(&mut g, i, j, lane);
+        let value = g.f.get(acc[i as usize][j as usize]);
         body.push(Stmt::Store { buf: red, index: idx, value });
     }
     body.push(Stmt::Barrier);
@@ -235,8 +303,8 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             let stc = g.f.i32(stride as i32);
             let cond = g.f.bin(BinOp::Lt, lane, stc);
             let mut adds = Vec::new();
-            for i in 0..rows {
-                let here = slot(&mut g, i, lane);
+            for &(i, j) in &pairs {
+                let here = slot(&mut g, i, j, lane);
                 let there = g.f.add_c(here, stride as i64);
                 let x = g.f.load(LoadTy::F32, red, here);
                 let y = g.f.load(LoadTy::F32, red, there);
@@ -248,35 +316,35 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             stride /= 2;
         }
         let one = g.f.i32(1);
-        let first = g.f.bin(BinOp::Lt, lane, one);
+        let first_lane = g.f.bin(BinOp::Lt, lane, one);
         let mut stores = Vec::new();
-        for i in 0..rows {
-            let idx = slot(&mut g, i, zero);
+        for &(i, j) in &pairs {
+            let idx = slot(&mut g, i, j, zero);
             let v = g.f.load(LoadTy::F32, red, idx);
-            stores.push(store_row(&mut g, i, v));
+            stores.push(store_out(&mut g, i, j, v));
         }
-        body.push(Stmt::If { cond: first, body: stores });
+        body.push(Stmt::If { cond: first_lane, body: stores });
     } else {
         let one = g.f.i32(1);
-        let first = g.f.bin(BinOp::Lt, lane, one);
+        let first_lane = g.f.bin(BinOp::Lt, lane, one);
         let mut stores = Vec::new();
         let t = g.fresh("total", Ty::F32);
-        for i in 0..rows {
-            let idx = slot(&mut g, i, zero);
+        for &(i, j) in &pairs {
+            let idx = slot(&mut g, i, j, zero);
             let v = g.f.load(LoadTy::F32, red, idx);
             stores.push(Stmt::Set { var: t, value: v });
             for l in 1..sk {
                 let li = g.f.i32(l as i32);
-                let idx = slot(&mut g, i, li);
+                let idx = slot(&mut g, i, j, li);
                 let v = g.f.load(LoadTy::F32, red, idx);
                 let te = g.f.get(t);
                 let value = g.f.add(te, v);
                 stores.push(Stmt::Set { var: t, value });
             }
             let te = g.f.get(t);
-            stores.push(store_row(&mut g, i, te));
+            stores.push(store_out(&mut g, i, j, te));
         }
-        body.push(Stmt::If { cond: first, body: stores });
+        body.push(Stmt::If { cond: first_lane, body: stores });
     }
     g.f.body = body;
     g.f
