@@ -260,6 +260,34 @@ mod tests {
     }
 
     #[test]
+    fn every_checked_q4_schedule_compiles_and_validates() {
+        // A grid over the q4 kernel's parameters, several outputs per thread
+        // included: whatever `Schedule::check` accepts must compile and pass
+        // naga's validator (which `compile` runs before returning).
+        let mut compiled = 0;
+        for shape in ["1,64,7", "3,96,10", "2,256,24"] {
+            let op = Op::parse("matmul_q4", shape).unwrap();
+            for x0 in [1, 2, 3] {
+                for y0 in [1, 2, 3, 4, 8] {
+                    for groups in [1, 3, 4] {
+                        for split_k in [1, 2, 3, 8] {
+                            for r0 in [8, 32, 64] {
+                                let s = Schedule { x0, x1: x0, y0, y1: y0 * groups, split_k, r0, r1: r0, ..Schedule::default_for(&op, Target::Wgsl) };
+                                if s.check(&op, Target::Wgsl).is_err() {
+                                    continue;
+                                }
+                                compile(&op, &s).unwrap_or_else(|e| panic!("{shape} {}: {e}", serde_json::to_string(&s).unwrap()));
+                                compiled += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compiled > 300, "only {compiled} schedules checked out");
+    }
+
+    #[test]
     fn unrolled_tiles_are_scalar_registers() {
         let op = Op::parse("matmul", "128,128,128").unwrap();
         let s = Schedule { x0: 4, y0: 4, vectorize: 1, ..Schedule::default_for(&op, Target::Wgsl) };
