@@ -187,7 +187,7 @@ pub fn checksum(schedules: &[Schedule]) -> String {
 /// Version of the space rules (heuristics, relaxation, hardware tables).
 /// Bump it with any change that should retire winners elected under the old
 /// rules; [`rules_checksum`] mixes it in.
-pub const RULES_VERSION: &str = "lite-space-3";
+pub const RULES_VERSION: &str = "lite-space-2";
 
 /// A checksum of the rules that build spaces for `op` on `target` under
 /// `settings`, the same for every device: [`RULES_VERSION`] and the space
