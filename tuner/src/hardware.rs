@@ -226,7 +226,7 @@ pub enum RegisterTiles {
     /// (11 live) in BENCHMARKS.md's "The CPU register model, measured".
     MaySpill,
     /// Every spill is slow, so the tile, a row of B and a splat of A stay in
-    /// the registers, less one the engine keeps as scratch. V8 in Chromium
+    /// the registers the engine allocates ([`CpuModel::allocatable`]). V8 in Chromium
     /// 156: on K0 the spill-free 6×8 tile ran at 48 GFLOP/s and the spilling
     /// 4×16 and 8×16 tiles the other rule favours at 28–31 (BENCHMARKS.md,
     /// "Lite space in V8"). Engines not measured get this rule: it never
@@ -245,6 +245,12 @@ pub struct CpuModel {
     pub l1_bytes: u32,
     /// How the engine treats a register tile larger than the registers.
     pub tiles: RegisterTiles,
+    /// Vector registers V8's register allocator hands out, the ones its
+    /// code generator keeps as scratch left out (`ALLOCATABLE_DOUBLE_REGISTERS`
+    /// in V8's `register-x64.h` and `register-arm64.h`): xmm0–14 on x86-64
+    /// (xmm15 is scratch), d0–14 and d16–28 on arm64. The budget of an
+    /// [`RegisterTiles::InRegisters`] tile.
+    pub allocatable: u32,
 }
 
 impl CpuModel {
@@ -256,23 +262,23 @@ impl CpuModel {
             "webtune-native" | "wasmtime" => RegisterTiles::MaySpill,
             _ => RegisterTiles::InRegisters,
         };
-        let (name, vector_registers, l1_bytes) = match (isa, os) {
+        let (name, vector_registers, l1_bytes, allocatable) = match (isa, os) {
             // Apple M-series and A-series performance cores: 128 KiB L1D
             // (Apple publishes no figure; AnandTech's "Apple M1" and A14
             // deep dives measured it). Arm A64 has 32 vector registers.
-            ("arm", "macos" | "ios") => ("cpu-arm-apple", 32, 128 * KIB),
+            ("arm", "macos" | "ios") => ("cpu-arm-apple", 32, 128 * KIB, 28),
             // Arm Architecture Reference Manual (A64): 32 128-bit V
             // registers. L1D is 32–64 KiB on Cortex-A55..A78 and X cores
             // (their TRMs): the smaller.
-            ("arm", _) => ("cpu-arm", 32, 32 * KIB),
+            ("arm", _) => ("cpu-arm", 32, 32 * KIB, 28),
             // Intel SDM vol. 1: 16 XMM registers in 64-bit mode without
             // EVEX; V8 and Cranelift allocate xmm0–15 for SIMD128 even on
             // AVX-512 parts. L1D: 32 KiB on Intel Skylake–Cascade Lake and
             // AMD Zen 1–4 (48 KiB on Ice Lake and later): the smaller.
-            ("x86", _) => ("cpu-x86", 16, 32 * KIB),
-            _ => ("cpu-unknown", 16, 32 * KIB),
+            ("x86", _) => ("cpu-x86", 16, 32 * KIB, 15),
+            _ => ("cpu-unknown", 16, 32 * KIB, 15),
         };
-        CpuModel { name, vector_registers, l1_bytes, tiles }
+        CpuModel { name, vector_registers, l1_bytes, tiles, allocatable }
     }
 }
 
@@ -321,5 +327,7 @@ mod tests {
         assert_eq!(CpuModel::for_cpu("x86", "linux", "v8").tiles, RegisterTiles::InRegisters);
         assert_eq!(CpuModel::for_cpu("x86", "linux", "webtune-native").tiles, RegisterTiles::MaySpill);
         assert_eq!(CpuModel::for_cpu("x86", "linux", "someengine").tiles, RegisterTiles::InRegisters, "unmeasured engines never spill");
+        assert_eq!(CpuModel::for_cpu("x86", "linux", "v8").allocatable, 15);
+        assert_eq!(CpuModel::for_cpu("arm", "android", "v8").allocatable, 28);
     }
 }

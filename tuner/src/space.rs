@@ -55,7 +55,7 @@
 //!    That is the rule for an engine whose spills are cheap (wasmtime). For
 //!    an engine whose spills are slow (V8, and any engine not measured;
 //!    [`RegisterTiles`]) heuristics 2–4 take another form, measured in
-//!    Chromium: `Reg_thread ≤ REGS − 1` with any `x0`, the tiles with the
+//!    Chromium: `Reg_thread ≤` the registers V8 allocates, with any `x0`, the tiles with the
 //!    fewest loads per multiply-add first, and packed B blocks of about
 //!    twice L1 (see `cpu_matmul_in_registers`).
 //! 5. GPU: `Thread_block ≤ 256` and the adapter's limit, in whole warps, and
@@ -734,7 +734,8 @@ fn cpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> V
 ///
 /// - H4 as the paper states it, `Reg_thread ≤ REGS`: the accumulators, a
 ///   row of B and a splat of A (`x0·v + v + 1` vectors, `v = y0/4`) within
-///   the registers less the engine's scratch one (15 on x86, 31 on Arm).
+///   the registers V8 allocates ([`crate::hardware::CpuModel::allocatable`]: 15 on x86, 28
+///   on Arm).
 ///   `x0` need not be a power of two (H2 relaxed): 6×8 fills x86's 15
 ///   exactly, and it ran 1.13–1.2× faster than any power-of-two tile that
 ///   fits. Tiles are ranked by loads per multiply-add, `(x0 + v)/(x0·v)`
@@ -756,7 +757,7 @@ fn cpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> V
 fn cpu_matmul_in_registers(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
     let (_, m, k, n) = op.bmkn();
     let cpu = &device.cpu;
-    let usable = cpu.vector_registers.saturating_sub(1).max(3);
+    let usable = cpu.allocatable.max(3);
     let vector = base.vectorize == 4 && n >= 4;
     let lanes = if vector { 4 } else { 1 };
     // (loads per multiply-add, outputs, x0, y0)

@@ -143,12 +143,12 @@ fn a_browser_engine_gets_register_tiles_that_never_spill_and_packed_blocks() {
     for (kind, shape) in [("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("batch_matmul", "120,64,64,64")] {
         let op = Op::parse(kind, shape).unwrap();
         let (_, m, k, n) = op.bmkn();
-        for (dev, regs) in [(&x86, 16), (&arm, 32)] {
+        for (dev, regs) in [(&x86, 15), (&arm, 28)] {
             let sp = space(&op, Target::Wasm, dev);
             assert!(sp.schedules.len() >= 8 && sp.schedules.len() <= 12, "{kind} {shape}: {}", sp.schedules.len());
             let live = |c: &Schedule| c.x0 * (c.y0 / 4) + c.y0 / 4 + 1;
-            // The tile, a row of B and a splat of A fit the registers less one.
-            assert!(sp.schedules.iter().all(|c| live(c) <= regs - 1 && c.cache_read && c.vectorize == 4), "{kind} {shape}");
+            // The tile, a row of B and a splat of A fit the registers V8 allocates.
+            assert!(sp.schedules.iter().all(|c| live(c) <= regs && c.cache_read && c.vectorize == 4), "{kind} {shape}");
             // Loads per multiply-add never get worse down the list.
             let loads = |c: &Schedule| (c.x0 + c.y0 / 4) as f64 / (c.x0 * c.y0 / 4) as f64;
             assert!(sp.schedules.windows(2).all(|w| loads(&w[0]) <= loads(&w[1]) + 1e-9));
