@@ -227,8 +227,23 @@ fn naive_pairs(d: u32) -> u64 {
     t.iter().map(|&a| t.iter().filter(|&&b| b % a == 0).count() as u64).sum()
 }
 
+/// Pairs `(t0, t1)` of a Wasm matmul dimension: a register tile `t0` that
+/// is a naive tile or any size up to 16 (the generator unrolls any size;
+/// the in-register rule picks e.g. 6 rows), and a cache tile `t1` that is
+/// any multiple of it up to the dimension rounded up to a power of two.
+/// Every `naive_pairs` pair is one of these.
+fn naive_pairs_cpu(d: u32) -> u64 {
+    let mut t0 = naive_tiles(d);
+    t0.extend(1..=d.min(16));
+    t0.sort_unstable();
+    t0.dedup();
+    let top = np2(d);
+    t0.iter().map(|&a| (top / a) as u64).sum()
+}
+
 /// Size of the naive space: every combination of the tile sizes of
-/// [`naive_tiles`] (per dimension, level-0 dividing level-1) and of every
+/// [`naive_tiles`] (per dimension, level-0 dividing level-1; on Wasm
+/// matmul the wider pairs of `naive_pairs_cpu`) and of every
 /// primitive the target's code generator reads, counted, not listed:
 ///
 /// - Wasm matmul: tiles of M, N, K × 6 loop orders × 2 (inner_n_first) × 4
@@ -253,7 +268,7 @@ pub fn naive_size(op: &Op, target: Target) -> u64 {
             [naive_tiles(m).len() as u64, naive_tiles(n).len() as u64, split, r0, 4].into_iter().fold(1, sat)
         }
         (_, Target::Wasm) => {
-            [naive_pairs(m), naive_pairs(n), naive_pairs(k), 6 * 2 * 4 * 2 * 2 * 2 * 8].into_iter().fold(1, sat)
+            [naive_pairs_cpu(m), naive_pairs_cpu(n), naive_pairs_cpu(k), 6 * 2 * 4 * 2 * 2 * 2 * 8].into_iter().fold(1, sat)
         }
         (_, Target::Wgsl) => [naive_pairs(m), naive_pairs(n), naive_pairs(k), 4 * 2 * 2 * 2].into_iter().fold(1, sat),
     }
@@ -854,6 +869,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_cpu_naive_space_holds_every_lite_candidate() {
+        // Membership in naive_pairs_cpu's set, enumerated.
+        let member = |d: u32, t0: u32, t1: u32| (naive_tiles(d).contains(&t0) || (1..=d.min(16)).contains(&t0)) && t1 % t0 == 0 && t1 <= np2(d);
+        for d in [1, 7, 12, 40] {
+            let count = (1..=np2(d)).flat_map(|a| (1..=np2(d)).map(move |b| (a, b))).filter(|&(a, b)| member(d, a, b)).count() as u64;
+            assert_eq!(count, naive_pairs_cpu(d), "d = {d}");
+            assert!(naive_pairs_cpu(d) >= naive_pairs(d));
+        }
+        let settings = Settings::builtin(Target::Wasm);
+        for preset in ["xeon-2core", "xeon-2core-native", "apple-m2", "pixel-8"] {
+            let device = Device::from_fingerprint(&crate::presets::get(preset).unwrap()).unwrap();
+            for (kind, shape) in [("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("batch_matmul", "120,64,64,64"), ("matmul", "67,129,65")] {
+                let op = Op::parse(kind, shape).unwrap();
+                let (_, m, k, n) = op.bmkn();
+                for c in lite_space(&op, Target::Wasm, &device, &settings).schedules {
+                    assert!(member(m, c.x0, c.x1) && member(n, c.y0, c.y1) && member(k, c.r0, c.r1), "{preset} {kind} {shape}: {c:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn naive_tiles_and_pairs() {
         assert_eq!(naive_tiles(12), vec![1, 2, 3, 4, 6, 8, 12]);
         assert_eq!(naive_tiles(7), vec![1, 2, 4, 7]);
@@ -861,8 +898,11 @@ mod tests {
         assert_eq!(naive_pairs(7), 8);
         let k0 = Op::parse("matmul", "384,768,768").unwrap();
         let p = naive_pairs(384) * naive_pairs(768) * naive_pairs(768);
-        assert_eq!(naive_size(&k0, Target::Wasm), p * 6 * 2 * 4 * 2 * 2 * 2 * 8);
+        let p_cpu = naive_pairs_cpu(384) * naive_pairs_cpu(768) * naive_pairs_cpu(768);
+        assert_eq!(naive_size(&k0, Target::Wasm), p_cpu * 6 * 2 * 4 * 2 * 2 * 2 * 8);
         assert_eq!(naive_size(&k0, Target::Wgsl), p * 32);
+        // 7: register tiles 1..=7 (all up to 16) and their multiples up to 8.
+        assert_eq!(naive_pairs_cpu(7), 8 + 4 + 2 + 2 + 1 + 1 + 1);
     }
 
     #[test]
