@@ -773,17 +773,16 @@ fn cpu_matmul_in_registers(op: &Op, device: &Device, base: &Schedule, relax: Rel
     let (_, m, k, n) = op.bmkn();
     let cpu = &device.cpu;
     let usable = cpu.allocatable.max(3);
-    let vector = base.vectorize == 4 && n >= 4;
-    let lanes = if vector { 4 } else { 1 };
+    let vectorize = if base.vectorize == 4 && n >= 4 { 4 } else { 1 };
     // (loads per multiply-add, outputs, x0, y0)
     let mut tiles = Vec::new();
     for v in 1..=8u32 {
-        let y0 = v * lanes;
+        let y0 = v * vectorize;
         if y0 > np2(n) {
             break;
         }
         for x0 in 1..=16u32.min(m) {
-            let live = x0 * v + v + 1;
+            let live = cpu_live_registers(x0, y0, vectorize);
             if live > usable || x0 * y0 > MAX_REGISTER_TILE {
                 continue;
             }
@@ -801,7 +800,6 @@ fn cpu_matmul_in_registers(op: &Op, device: &Device, base: &Schedule, relax: Rel
     let words = 2 * cpu.l1_bytes / 4;
     let mut out = Vec::new();
     for (t, &(loads, outputs, x0, y0)) in tiles.iter().enumerate() {
-        let vectorize = if vector { 4 } else { 1 };
         let r0 = cpu_r0(x0, y0, vectorize, k);
         // Row blocks: the largest multiple of x0 within `rows` (and M).
         let rows_of = |rows: u32| -> u32 { (rows.min(m) / x0).max(1) * x0 };

@@ -191,15 +191,14 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     // The work of one packed word `wi` for each of the thread's outputs.
     let one_word = |g: &mut Gen, wi: E| -> Vec<Stmt> {
         let mut out = Vec::new();
+        let col = g.f.mul_c(wi, 8);
         if y0 == 1 {
             unpack(g, nn, wi, &mut out);
-            let col = g.f.mul_c(wi, 8);
             for (i, row) in acc.iter().enumerate() {
                 load_a(g, i, col, &a4, &mut out);
                 dot(g, &a4, row[0], &mut out);
             }
         } else {
-            let col = g.f.mul_c(wi, 8);
             for (i, a_row) in a4_rows.iter().enumerate() {
                 load_a(g, i, col, a_row, &mut out);
             }
