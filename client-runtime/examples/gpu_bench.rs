@@ -84,27 +84,36 @@ fn matmul_tuned(op: &Op) -> Vec<Schedule> {
 }
 
 /// The q4 search: outputs per workgroup `y1`, threads per output `split_k`,
-/// weights per thread per iteration `r0`, and outputs per thread `y0`
-/// (1, or with GPU_BENCH_Q4_OUTPUTS="1 2 4" several: A's values loaded once
-/// for all of a thread's outputs; not yet measured on the H100).
-fn q4_space(op: &Op) -> Vec<Schedule> {
-    let outputs: Vec<u32> = std::env::var("GPU_BENCH_Q4_OUTPUTS")
-        .ok()
-        .map(|v| v.split_whitespace().filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_else(|| vec![1]);
+/// weights per thread per iteration `r0`, outputs per thread `y0` (A's
+/// values loaded once for all of them), packed words per load `vectorize`
+/// (1, or 4: a whole scale block), and the split-K reduction (a subgroup
+/// butterfly wherever the adapter's subgroups hold split_k lanes).
+/// GPU_BENCH_Q4_OUTPUTS / GPU_BENCH_Q4_VEC override the y0 / vectorize lists.
+fn q4_space(op: &Op, subgroup_min: Option<u32>) -> Vec<Schedule> {
+    let list = |var: &str, default: &[u32]| -> Vec<u32> {
+        std::env::var(var)
+            .ok()
+            .map(|v| v.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+            .unwrap_or_else(|| default.to_vec())
+    };
+    let outputs = list("GPU_BENCH_Q4_OUTPUTS", &[1, 2, 4]);
+    let vecs = list("GPU_BENCH_Q4_VEC", &[1, 4]);
     let mut out = Vec::new();
     for &y0 in &outputs {
-        for groups in [1, 2, 4, 8, 16, 32, 64] {
-            for split_k in [1, 2, 4, 8, 16, 32, 64, 128, 256] {
-                for r0 in [8, 16, 32, 64, 128, 256] {
-                    let y1 = groups * y0;
-                    let s = Schedule { x0: 1, x1: 1, y0, y1, split_k, r0, r1: r0, ..base(op) };
-                    let t = groups * split_k;
-                    // GPU_BENCH_Q4_QUICK: only the region where the bests lie.
-                    let quick = std::env::var_os("GPU_BENCH_Q4_QUICK").is_none()
-                        || ([1, 2, 4].contains(&groups) && [16, 32, 64].contains(&split_k) && [32, 128, 256].contains(&r0));
-                    if quick && (32..=256).contains(&t) && s.check(op, Target::Wgsl).is_ok() {
-                        out.push(s);
+        for groups in [1, 2, 4, 8] {
+            for split_k in [4, 8, 16, 32, 64] {
+                for r0 in [32, 64, 128, 256] {
+                    for &vectorize in &vecs {
+                        let y1 = groups * y0;
+                        let subgroup_reduce = subgroup_min.is_some_and(|m| split_k <= m);
+                        let s = Schedule { x0: 1, x1: 1, y0, y1, split_k, r0, r1: r0, vectorize, subgroup_reduce, ..base(op) };
+                        let t = groups * split_k;
+                        // GPU_BENCH_Q4_QUICK: only the region where the bests lie.
+                        let quick = std::env::var_os("GPU_BENCH_Q4_QUICK").is_none()
+                            || ([1, 2, 4].contains(&groups) && [8, 16, 32].contains(&split_k) && [64, 128, 256].contains(&r0));
+                        if quick && (32..=256).contains(&t) && s.check(op, Target::Wgsl).is_ok() {
+                            out.push(s);
+                        }
                     }
                 }
             }
@@ -168,7 +177,7 @@ fn device() {
             std::process::exit(1);
         }
     };
-    println!("{}", json!({"adapter": gpu.adapter_name(), "timestamps": gpu.has_timestamps()}));
+    println!("{}", json!({"adapter": gpu.adapter_name(), "timestamps": gpu.has_timestamps(), "subgroup_min_size": gpu.subgroups()}));
     let big = Op::parse("matmul", "4096,4096,4096").expect("shape");
     if part("big") {
         best(&gpu, &big, &matmul_tuned(&big), "matmul 4096^3 tuned");
@@ -308,17 +317,59 @@ fn small_shapes(gpu: &Gpu) {
     }
 }
 
-/// The q4 decode shapes, with their weight traffic.
+/// Weight bytes of a q4 op: 4-bit weights plus one f32 scale per 32.
+fn q4_weight_bytes(op: &Op) -> u64 {
+    let (_, _, k, n) = op.bmkn();
+    (n as u64 * k as u64 / 2) + (n as u64 * (k as u64 / 32) * 4)
+}
+
+/// The q4 decode shapes, with their weight traffic; then what each of the
+/// best schedule's choices is worth: the best with one setting changed
+/// (subgroup butterfly or workgroup memory, 4 or 1 words per load, y0 or 1
+/// outputs per thread), measured alternately with the best, 3 rounds.
 fn q4_decode(gpu: &Gpu) {
-    for shape in ["1,4096,4096", "1,3072,9216", "1,8192,3072"] {
+    let shapes: Vec<String> = std::env::var("GPU_BENCH_Q4_SHAPES")
+        .map(|v| v.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_else(|_| ["1,4096,4096", "1,3072,9216", "1,8192,3072"].map(str::to_string).to_vec());
+    for shape in &shapes {
         let op = Op::parse("matmul_q4", shape).expect("shape");
-        if let Some((_, r)) = best(gpu, &op, &q4_space(&op), &format!("matmul_q4 {shape}")) {
-            let (_, _, k, n) = op.bmkn();
-            let weight_bytes = (n as u64 * k as u64 / 2) + (n as u64 * (k as u64 / 32) * 4);
+        let weight_bytes = q4_weight_bytes(&op);
+        let Some((bs, r)) = best(gpu, &op, &q4_space(&op, gpu.subgroups()), &format!("matmul_q4 {shape}")) else { continue };
+        println!(
+            "{}",
+            json!({"summary": format!("matmul_q4 {shape} weight traffic"), "weight_bytes": weight_bytes,
+                   "weight_gbps": weight_bytes as f64 / (r.median_ms * 1e6)})
+        );
+        let mut variants: Vec<(&str, Schedule)> = Vec::new();
+        if bs.subgroup_reduce {
+            variants.push(("workgroup-memory reduction", Schedule { subgroup_reduce: false, ..bs.clone() }));
+        }
+        if bs.vectorize == 4 {
+            variants.push(("one word per load", Schedule { vectorize: 1, ..bs.clone() }));
+        } else if bs.r0 % 32 == 0 {
+            variants.push(("four words per load", Schedule { vectorize: 4, ..bs.clone() }));
+        }
+        if bs.y0 > 1 {
+            variants.push(("one output per thread", Schedule { y0: 1, y1: bs.y1 / bs.y0, ..bs.clone() }));
+        }
+        for (what, v) in variants {
+            if v.check(&op, Target::Wgsl).is_err() {
+                continue;
+            }
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                if let Some(r) = measure(gpu, &op, &bs, 10) {
+                    a.push(r.median_ms);
+                }
+                if let Some(r) = measure(gpu, &op, &v, 10) {
+                    b.push(r.median_ms);
+                }
+            }
+            let min = |x: &Vec<f64>| x.iter().copied().fold(f64::INFINITY, f64::min);
             println!(
                 "{}",
-                json!({"summary": format!("matmul_q4 {shape} weight traffic"), "weight_bytes": weight_bytes,
-                       "weight_gbps": weight_bytes as f64 / (r.median_ms * 1e6)})
+                json!({"summary": format!("matmul_q4 {shape} ablation: {what}"), "best_ms": a, "variant_ms": b,
+                       "variant_over_best_time": min(&b) / min(&a), "variant": v})
             );
         }
     }
@@ -328,7 +379,7 @@ fn q4_decode(gpu: &Gpu) {
 fn generation() {
     for (kind, shape) in [("matmul", "4096,4096,4096"), ("matmul_q4", "1,4096,4096")] {
         let op = Op::parse(kind, shape).expect("shape");
-        let space = if kind == "matmul" { matmul_tuned(&op) } else { q4_space(&op) };
+        let space = if kind == "matmul" { matmul_tuned(&op) } else { q4_space(&op, Some(32)) };
         let mut ms = Vec::new();
         let mut bytes = 0usize;
         for round in 0..3 {
@@ -376,7 +427,7 @@ fn lite() {
         // The wide search: every schedule of the hand-written spaces above,
         // then a seeded sample of the full matmul space, until it is at least
         // ten times the lite space and not in it.
-        let mut wide: Vec<Schedule> = if kind == "matmul_q4" { q4_space(&op) } else { matmul_tuned(&op) };
+        let mut wide: Vec<Schedule> = if kind == "matmul_q4" { q4_space(&op, gpu.subgroups()) } else { matmul_tuned(&op) };
         if kind != "matmul_q4" {
             let full = matmul_space(&op);
             let mut rng = Rng::new(99);

@@ -47,7 +47,8 @@ impl Gpu {
         }))
         .map_err(|e| RunError::NoEngine(format!("no wgpu adapter ({e}); on Linux install mesa-vulkan-drivers for lavapipe")))?;
         let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
-        let required_features = if timestamps { wgpu::Features::TIMESTAMP_QUERY } else { wgpu::Features::empty() };
+        // Timestamps and subgroup operations, where the adapter has them.
+        let required_features = adapter.features() & (wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("webtune"),
             required_features,
@@ -87,11 +88,28 @@ impl Gpu {
         }
     }
 
+    /// Whether the device has subgroup operations, and the fewest
+    /// invocations a subgroup of this adapter has.
+    pub fn subgroups(&self) -> Option<u32> {
+        self.device.features().contains(wgpu::Features::SUBGROUP).then(|| self.adapter.get_info().subgroup_min_size)
+    }
+
     /// Creates the pipeline and buffers of `k` with `inputs` uploaded and the
     /// output poisoned.
     pub fn prepare(&self, k: &KernelDir, inputs: &reference::Inputs) -> Result<Prepared, RunError> {
         if k.meta.target != Target::Wgsl {
             return Err(RunError::Input(format!("a {} kernel given to the WGSL runner", k.meta.target)));
+        }
+        if let Some(need) = k.meta.min_subgroup_size {
+            match self.subgroups() {
+                None => return Err(RunError::Input("the kernel reduces with subgroup operations; this adapter has no `subgroups` feature".into())),
+                Some(min) if min < need => {
+                    return Err(RunError::Input(format!(
+                        "the kernel needs subgroups of at least {need} invocations; this adapter's may have {min}"
+                    )));
+                }
+                Some(_) => {}
+            }
         }
         let source = std::str::from_utf8(&k.bytes).map_err(|_| RunError::Input("kernel.wgsl is not UTF-8".into()))?;
         let dispatch = k.meta.dispatch.ok_or_else(|| RunError::Input("kernel.json of a WGSL kernel has no `dispatch`".into()))?;
@@ -115,6 +133,10 @@ impl Gpu {
         if dispatch.iter().any(|&d| d == 0 || d > limit) {
             return Err(RunError::Input(format!("dispatch {dispatch:?} is outside 1..={limit} per dimension")));
         }
+        if webtune_compiler::wgsl::needs_subgroups(source) && self.subgroups().is_none() {
+            return Err(RunError::Input("the kernel uses subgroup operations; this adapter has no `subgroups` feature".into()));
+        }
+        let source = webtune_compiler::wgsl::native_source(source);
         let t0 = Instant::now();
         let pipeline = self.scoped("shader module and pipeline", || {
             let desc = wgpu::ShaderModuleDescriptor { label: Some("kernel"), source: wgpu::ShaderSource::Wgsl(source.into()) };

@@ -65,7 +65,10 @@ fn random_q4_schedule(rng: &mut Rng, op: &Op, outputs: &[u32]) -> Schedule {
     loop {
         let x0 = pick(rng, &[1, 2, 3]);
         let y0 = if outputs.len() == 1 { outputs[0] } else { pick(rng, outputs) };
-        let r0 = pick(rng, &[8, 16, 32, 64]);
+        let r0 = pick(rng, &[8, 16, 32, 64, 128]);
+        let split_k = pick(rng, &[1, 2, 3, 4, 8, 32]);
+        // Subgroup butterflies where this adapter's subgroups hold split_k lanes.
+        let subgroup_reduce = gpu().subgroups().is_some_and(|min| split_k > 1 && split_k <= min) && pick(rng, &[false, true]);
         let s = Schedule {
             x0,
             x1: x0,
@@ -73,7 +76,9 @@ fn random_q4_schedule(rng: &mut Rng, op: &Op, outputs: &[u32]) -> Schedule {
             y1: y0 * pick(rng, &[1, 2, 3, 4, 8]),
             r0,
             r1: r0,
-            split_k: pick(rng, &[1, 2, 3, 4, 8, 32]),
+            split_k,
+            vectorize: pick(rng, &[1, 4]),
+            subgroup_reduce,
             ..Schedule::default_for(op, Target::Wgsl)
         };
         if s.check(op, Target::Wgsl).is_ok() {
@@ -199,4 +204,34 @@ fn kernel_dirs_are_checked_on_load() {
     std::fs::remove_file(dir.join("kernel.json")).unwrap();
     assert!(matches!(KernelDir::load(&dir), Err(RunError::Input(_))));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn wgsl_matmul_q4_subgroup_reduction_and_whole_blocks() {
+    // Lavapipe (CI) and every GPU adapter measured so far have subgroups;
+    // the butterfly must be checked, not skipped.
+    let min = gpu().subgroups().expect("the test adapter has the `subgroups` feature");
+    let mut rng = Rng::new(15);
+    let mut splits: Vec<u32> = [2, 4, 8, 16, 32, 64].into_iter().filter(|&s| s <= min).collect();
+    splits.truncate(3);
+    assert!(!splits.is_empty(), "subgroups of {min} invocations");
+    for _ in 0..12 {
+        let shape = [pick(&mut rng, &[1, 1, 2]), 32 * pick(&mut rng, &[1, 3, 4, 6]), pick(&mut rng, &[1, 5, 8, 13, 24])];
+        let op = Op::new(webtune_compiler::OpKind::MatmulQ4, &shape).unwrap();
+        let y0 = pick(&mut rng, &[1, 2, 4]);
+        let s = Schedule {
+            y0,
+            y1: y0 * pick(&mut rng, &[1, 2, 4]),
+            split_k: pick(&mut rng, &splits),
+            r0: pick(&mut rng, &[32, 64, 128]),
+            vectorize: pick(&mut rng, &[1, 4]),
+            subgroup_reduce: true,
+            ..Schedule::default_for(&op, Target::Wgsl)
+        };
+        let s = Schedule { r1: s.r0, ..s };
+        s.check(&op, Target::Wgsl).unwrap();
+        let k = compile(&op, Target::Wgsl, &s).unwrap();
+        assert_eq!(k.meta.min_subgroup_size, Some(s.split_k));
+        assert_correct(&op, &s);
+    }
 }

@@ -49,6 +49,12 @@ pub struct KernelMeta {
     /// WGSL: workgroup counts to dispatch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch: Option<[u32; 3]>,
+    /// WGSL: present when the kernel uses subgroup operations (its text then
+    /// starts with `enable subgroups;`): the host must request the adapter's
+    /// `subgroups` feature, and run the kernel only where every subgroup has
+    /// at least this many invocations (the adapter's `subgroupMinSize`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_subgroup_size: Option<u32>,
 }
 
 impl KernelMeta {
@@ -126,6 +132,7 @@ pub fn compile(op: &Op, target: Target, schedule: &Schedule) -> Result<Kernel, C
         scratch_bytes,
         workgroup_size,
         dispatch,
+        min_subgroup_size: (target == Target::Wgsl && schedule.subgroup_reduce).then_some(schedule.split_k),
     };
     Ok(Kernel { bytes, meta })
 }

@@ -237,6 +237,12 @@ pub const MAX_WORKGROUP_BYTES: u32 = 16384;
 pub const MAX_R0: u32 = 64;
 /// Most outputs one thread computes in the WGSL `matmul_q4` kernel.
 pub const MAX_Q4_OUTPUTS_PER_THREAD: u32 = 8;
+
+/// The largest split_k a subgroup reduction takes: WebGPU adapters'
+/// subgroups have 4 to 128 invocations, and the kernel needs one output's
+/// split_k lanes inside one subgroup (the tuner checks the device's
+/// `subgroupMinSize`).
+pub const MAX_SUBGROUP_SPLIT: u32 = 64;
 /// Largest cache-tile edge.
 pub const MAX_TILE: u32 = 1 << 16;
 
@@ -368,7 +374,18 @@ impl Schedule {
             ));
         }
         if self.subgroup_reduce {
-            return Err(err("subgroup_reduce", "is not implemented by the WGSL backend yet; reduce in workgroup memory (false)"));
+            if op.kind() != OpKind::MatmulQ4 {
+                return Err(err("subgroup_reduce", "reduces matmul_q4's split-K sums; matmul on WGSL has none (use false)"));
+            }
+            if !self.split_k.is_power_of_two() || !(2..=MAX_SUBGROUP_SPLIT).contains(&self.split_k) {
+                return Err(err(
+                    "subgroup_reduce",
+                    format!(
+                        "needs split_k a power of two from 2 to {MAX_SUBGROUP_SPLIT} (one output's lanes in one subgroup), got {}",
+                        self.split_k
+                    ),
+                ));
+            }
         }
         let (threads, wg_bytes) = if op.kind() == OpKind::MatmulQ4 {
             if self.r0 % 8 != 0 {
@@ -380,13 +397,13 @@ impl Schedule {
             if self.x1 != self.x0 {
                 return Err(err("x1", format!("must equal x0 = {} for matmul_q4 on WGSL (rows per workgroup)", self.x0)));
             }
-            if self.vectorize != 1 {
-                return Err(err("vectorize", "must be 1 for matmul_q4 on WGSL (packed words are read one at a time)"));
+            if self.vectorize == 4 && self.r0 % 32 != 0 {
+                return Err(err("r0", format!("{} must be a multiple of 32 with vectorize 4 (a scale block of four words per load)", self.r0)));
             }
             if self.double_buffer || self.cache_read {
                 return Err(err("cache_read", "matmul_q4 on WGSL stages nothing in workgroup memory: use false (and double_buffer false)"));
             }
-            let red = if self.split_k > 1 { self.x0 * self.y1 * self.split_k * 4 } else { 0 };
+            let red = if self.split_k > 1 && !self.subgroup_reduce { self.x0 * self.y1 * self.split_k * 4 } else { 0 };
             (self.y1 / self.y0 * self.split_k, red)
         } else {
             if self.split_k != 1 {

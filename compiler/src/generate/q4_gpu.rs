@@ -4,26 +4,34 @@
 //! ```text
 //! workgroup (group_id.x, group_id.y) = (y1 outputs, x0 rows)
 //! threads   T = (y1 / y0) · split_k; thread t serves the y0 outputs from
-//!           o = (t / split_k) · y0 and reads the packed words s, s + split_k,
-//!           ... (s = t % split_k) of each of their rows of W, so
-//!           neighbouring threads read neighbouring words
-//! per word  q_j = bitcast<f32>((w >> 4j) & 15 | 0x4B000000) − (2^23 + 8)
-//!           = nibble − 8 exactly, for its 8 nibbles (shared by the x0 rows);
-//!           A[row, 8w .. 8w + 8] as two vec4 reads; p = Σ_j q_j · A[row, 8w + j],
-//!           acc_row += S · p (r0/8 words per loop iteration, unrolled)
-//! reduce    split_k partial sums per output in workgroup memory: a tree when
-//!           split_k is a power of two, else one thread adds them in order
+//!           o = (t / split_k) · y0 and reads the units s, s + split_k, ...
+//!           (s = t % split_k) of each of their rows of W, so neighbouring
+//!           threads read neighbouring words. A unit is one packed word
+//!           (vectorize 1) or four, one whole scale block (vectorize 4: one
+//!           vec4<u32> load and one scale load per 32 weights)
+//! per word  lo = w, hi = w >> 16; nibble j sits at bits 4p .. 4p+4 of lo
+//!           (j < 4) or hi (j ≥ 4), p = j mod 4, and
+//!           g_j = bitcast<f32>(src & (15 << 4p) | 0x4B000000) − (2^23 + 8·16^p)
+//!           = (nibble − 8)·16^p exactly (no conversion instruction, one
+//!           shift per word); part_p += g_j · A[row, 8w + j]
+//! per unit  acc_row += S · (part_0 + part_1/16 + part_2/256 + part_3/4096)
+//!           (r0/(8·vectorize) units per loop iteration, unrolled)
+//! reduce    split_k partial sums per output: with subgroup_reduce an
+//!           xor-shuffle butterfly inside the subgroup (split_k a power of
+//!           two, at most the adapter's smallest subgroup); otherwise in
+//!           workgroup memory, a tree when split_k is a power of two, else
+//!           one thread adds them in order
 //! ```
 //!
-//! With `y0 > 1` outputs per thread, A's values for a word are loaded once
-//! and used for all y0 rows of W (the reads of A from cache are 8× the
-//! bytes of the packed weights they meet, so a thread with one output reads
-//! far more of A than of W).
+//! A's values of a unit are loaded once per thread and used for all of its
+//! y0 outputs (the reads of A from cache are 8× the bytes of the packed
+//! weights they meet, so a thread with one output reads far more of A than
+//! of W), and each word is unpacked once for all x0 rows of A.
 //!
 //! Outputs past N and rows past M store nothing (with `y0 = 1` they compute
 //! nothing; with `y0 > 1` they read W's last row instead, so that a thread's
-//! other outputs are computed); every barrier is at the top level of the
-//! kernel.
+//! other outputs are computed); every barrier and every shuffle is at the
+//! top level of the kernel.
 
 use super::Gen;
 use crate::ir::{BinOp, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty};
@@ -48,7 +56,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let c = f.buffer("C", Elem::F32, m * n, Space::Param(3), true);
     let sk = s.split_k;
     let rows = s.x0;
-    let red = (sk > 1).then(|| f.buffer("red", Elem::F32, rows * s.y1 * sk, Space::Workgroup, true));
+    let red = (sk > 1 && !s.subgroup_reduce).then(|| f.buffer("red", Elem::F32, rows * s.y1 * sk, Space::Workgroup, true));
     let lid = f.exprs.push(Expr::Builtin(Builtin::LocalId(0)));
     let gx = f.exprs.push(Expr::Builtin(Builtin::GroupId(0)));
     let gy = f.exprs.push(Expr::Builtin(Builtin::GroupId(1)));
@@ -118,68 +126,108 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             g.f.mul_c(r, k as i64)
         })
         .collect();
-    let q: Vec<_> = (0..8).map(|j| g.fresh(&format!("q{j}"), Ty::F32)).collect();
-    let a4: Vec<_> = (0..2).map(|h| g.fresh(&format!("a4_{h}"), Ty::F32x4)).collect();
-    let word = g.fresh("word", Ty::I32);
+    // Loads of W: one packed word (`vectorize` 1) or four, one scale block
+    // (`vectorize` 4), per unit.
+    let vec = s.vectorize;
+    let units = kw / vec;
+    let words: Vec<_> = (0..vec).map(|i| g.fresh(&format!("word{i}"), Ty::I32)).collect();
+    let wv = (vec == 4).then(|| g.fresh("wv", Ty::U32x4));
+    let gq: Vec<_> = (0..8).map(|j| g.fresh(&format!("q{j}"), Ty::F32)).collect();
     let scale = g.fresh("scale", Ty::F32);
-    let p = g.fresh("p", Ty::F32);
+    // part[i][j][p]: row i of A, output j, nibble position p (see `unpack`).
+    let part: Vec<Vec<Vec<_>>> = (0..rows)
+        .map(|i| (0..y0).map(|j| (0..4).map(|p| g.fresh(&format!("p{i}_{j}_{p}"), Ty::F32)).collect()).collect())
+        .collect();
+    // A's 8·vec values of a unit for each row, kept for all y0 outputs.
+    let a4_rows: Vec<Vec<_>> =
+        (0..rows).map(|i| (0..2 * vec).map(|h| g.fresh(&format!("a4_{i}_{h}"), Ty::F32x4)).collect()).collect();
 
-    // A's 8 values of word `wi` for each row, kept for all y0 outputs.
-    let a4_rows: Vec<Vec<_>> = if y0 == 1 {
-        Vec::new()
-    } else {
-        (0..rows).map(|i| (0..2).map(|h| g.fresh(&format!("a4_{i}_{h}"), Ty::F32x4)).collect()).collect()
-    };
-    // Loads word `wi` of output row `row` and its scale, and unpacks it into q.
-    let unpack = |g: &mut Gen, row: E, wi: E, out: &mut Vec<Stmt>| {
+    // Loads unit `ui` of output row `row` (its words and their scale).
+    let load_w = |g: &mut Gen, row: E, ui: E, out: &mut Vec<Stmt>| {
         let wrow = g.f.mul_c(row, kw as i64);
-        let widx = g.plus(wrow, wi);
-        let value = g.f.load(LoadTy::U32, w, widx);
-        out.push(Stmt::Set { var: word, value });
+        if let Some(wv) = wv {
+            let at = g.f.mul_c(ui, 4);
+            let widx = g.plus(wrow, at);
+            let value = g.f.load(LoadTy::U32x4, w, widx);
+            out.push(Stmt::Set { var: wv, value });
+            for (i, &wd) in words.iter().enumerate() {
+                let v = g.f.get(wv);
+                let value = g.f.exprs.push(Expr::Lane(v, i as u8));
+                out.push(Stmt::Set { var: wd, value });
+            }
+        } else {
+            let widx = g.plus(wrow, ui);
+            let value = g.f.load(LoadTy::U32, w, widx);
+            out.push(Stmt::Set { var: words[0], value });
+        }
         let srow = g.f.mul_c(row, kb as i64);
-        let four = g.f.i32(4);
-        let blk = g.f.bin(BinOp::Div, wi, four);
+        // The unit's scale block: ui itself for whole blocks, ui / 4 (a
+        // shift: ui is never negative) for single words.
+        let blk = if vec == 4 {
+            ui
+        } else {
+            let two = g.f.i32(2);
+            g.f.bin(BinOp::Shr, ui, two)
+        };
         let sidx = g.plus(srow, blk);
         let value = g.f.load(LoadTy::F32, sc, sidx);
         out.push(Stmt::Set { var: scale, value });
-        let we = g.f.get(word);
-        let fifteen = g.f.i32(15);
-        for (j, &qv) in q.iter().enumerate() {
-            let sh = g.f.i32(4 * j as i32);
-            let shifted = if j == 0 { we } else { g.f.bin(BinOp::Shr, we, sh) };
-            let nib = g.f.bin(BinOp::And, shifted, fifteen);
-            // The nibble as the low mantissa bits of 2^23, then 2^23 + 8
-            // taken away: q − 8 exactly, with no integer-to-float conversion
-            // (slow on GPUs: measured on the H100, 1.15–1.40× faster).
+    };
+    // Unpacks word `wd` into gq: nibble j of the low half (j < 4) and of
+    // `wd >> 16` (j ≥ 4) stays at bits 4p..4p+4 (p = j mod 4) and is or-ed
+    // into the mantissa of 2^23; taking 2^23 + 8·16^p away leaves
+    // (nibble − 8)·16^p exactly. One shift and one and-or per nibble instead
+    // of a shift, an and and an or; the factor 16^p is taken out once per
+    // unit, when the four position sums are added (Horner, by 1/16).
+    let unpack = |g: &mut Gen, wd: Handle<crate::ir::Var>, out: &mut Vec<Stmt>| {
+        let lo = g.f.get(wd);
+        let sixteen = g.f.i32(16);
+        let hi = g.f.bin(BinOp::Shr, lo, sixteen);
+        for (j, &qv) in gq.iter().enumerate() {
+            let p = j % 4;
+            let src = if j < 4 { lo } else { hi };
+            let mask = g.f.i32(15 << (4 * p));
+            let nib = g.f.bin(BinOp::And, src, mask);
             let magic = g.f.i32(0x4B00_0000);
             let bits = g.f.bin(BinOp::Or, nib, magic);
             let fl = g.f.exprs.push(Expr::FromBits(bits));
-            let bias = g.f.f32(8_388_616.0);
+            let bias = g.f.f32(8_388_608.0 + 8.0 * 16f32.powi(p as i32));
             let value = g.f.sub(fl, bias);
             out.push(Stmt::Set { var: qv, value });
         }
     };
-    // acc += S · Σ_j q_j · A[row, 8w + j], A's 8 values in `a` (two vec4s).
-    let dot = |g: &mut Gen, a: &[Handle<crate::ir::Var>], accv: Handle<crate::ir::Var>, out: &mut Vec<Stmt>| {
-        let mut sum: Option<E> = None;
-        for (j, &qv) in q.iter().enumerate() {
-            let v = g.f.get(a[j / 4]);
-            let av = g.f.exprs.push(Expr::Lane(v, (j % 4) as u8));
-            let qe = g.f.get(qv);
-            sum = Some(match sum {
-                None => g.f.mul(qe, av),
-                Some(prev) => g.f.fma(qe, av, prev),
-            });
+    // part[p] += Σ over nibbles j at position p of gq_j · A[8·wi + j], for
+    // word wi of the unit (A's values in `a`, two vec4s per word).
+    let dot = |g: &mut Gen, a: &[Handle<crate::ir::Var>], wi: usize, parts: &[Handle<crate::ir::Var>], first: bool, out: &mut Vec<Stmt>| {
+        for (p, &pv) in parts.iter().enumerate() {
+            let mut sum = if first { None } else { Some(g.f.get(pv)) };
+            for j in [p, p + 4] {
+                let v = g.f.get(a[2 * wi + j / 4]);
+                let av = g.f.exprs.push(Expr::Lane(v, (j % 4) as u8));
+                let qe = g.f.get(gq[j]);
+                sum = Some(match sum {
+                    None => g.f.mul(qe, av),
+                    Some(prev) => g.f.fma(qe, av, prev),
+                });
+            }
+            out.push(Stmt::Set { var: pv, value: sum.expect("two nibbles") });
         }
-        out.push(Stmt::Set { var: p, value: sum.expect("eight nibbles") });
-        let pe = g.f.get(p);
+    };
+    // acc += scale · (p0 + p1/16 + p2/256 + p3/4096).
+    let combine = |g: &mut Gen, parts: &[Handle<crate::ir::Var>], accv: Handle<crate::ir::Var>, out: &mut Vec<Stmt>| {
+        let sixteenth = g.f.f32(1.0 / 16.0);
+        let mut h = g.f.get(parts[3]);
+        for p in (0..3).rev() {
+            let lower = g.f.get(parts[p]);
+            h = g.f.fma(h, sixteenth, lower);
+        }
         let se = g.f.get(scale);
         let ae = g.f.get(accv);
-        let value = g.f.fma(pe, se, ae);
+        let value = g.f.fma(h, se, ae);
         out.push(Stmt::Set { var: accv, value });
     };
-    // Loads A[row i, col .. col + 8] (col = 8·wi) into `into` (two aligned
-    // vec4 reads; K is a multiple of 32).
+    // Loads A[row i, col .. col + 8·vec] (col = 8·vec·ui) into `into`
+    // (aligned vec4 reads; K is a multiple of 32).
     let load_a = |g: &mut Gen, i: usize, col: E, into: &[Handle<crate::ir::Var>], out: &mut Vec<Stmt>| {
         let base = g.plus(row_base[i], col);
         for (h, &v) in into.iter().enumerate() {
@@ -188,34 +236,32 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             out.push(Stmt::Set { var: v, value });
         }
     };
-    // The work of one packed word `wi` for each of the thread's outputs.
-    let one_word = |g: &mut Gen, wi: E| -> Vec<Stmt> {
+    // The work of one unit `ui` for each of the thread's outputs.
+    let one_word = |g: &mut Gen, ui: E| -> Vec<Stmt> {
         let mut out = Vec::new();
-        let col = g.f.mul_c(wi, 8);
-        if y0 == 1 {
-            unpack(g, nn, wi, &mut out);
-            for (i, row) in acc.iter().enumerate() {
-                load_a(g, i, col, &a4, &mut out);
-                dot(g, &a4, row[0], &mut out);
-            }
-        } else {
-            for (i, a_row) in a4_rows.iter().enumerate() {
-                load_a(g, i, col, a_row, &mut out);
-            }
-            for (j, &row) in outs.iter().enumerate() {
-                unpack(g, row, wi, &mut out);
-                for (i, accs) in acc.iter().enumerate() {
-                    dot(g, &a4_rows[i], accs[j], &mut out);
+        let col = g.f.mul_c(ui, 8 * vec as i64);
+        for (i, a_row) in a4_rows.iter().enumerate() {
+            load_a(g, i, col, a_row, &mut out);
+        }
+        for (j, &row) in outs.iter().enumerate() {
+            load_w(g, row, ui, &mut out);
+            for (wi, &wd) in words.iter().enumerate() {
+                unpack(g, wd, &mut out);
+                for (i, a_row) in a4_rows.iter().enumerate() {
+                    dot(g, a_row, wi, &part[i][j], wi == 0, &mut out);
                 }
+            }
+            for (i, accs) in acc.iter().enumerate() {
+                combine(g, &part[i][j], accs[j], &mut out);
             }
         }
         out
     };
 
     // Words per loop iteration per thread, and the loop over them.
-    let per_iter = (s.r0 / 8).max(1);
+    let per_iter = (s.r0 / (8 * vec)).max(1);
     let chunk = sk * per_iter;
-    let full = kw / chunk;
+    let full = units / chunk;
     let unroll = s.unrolls(UnrollLoop::R0);
     let mut work = Vec::new();
     let chunk_body = |g: &mut Gen, w0: E, guard: bool| -> Vec<Stmt> {
@@ -226,7 +272,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         let wi = g.plus(base, us);
         let mut inner = one_word(g, wi);
         if guard {
-            let kwc = g.f.i32(kw as i32);
+            let kwc = g.f.i32(units as i32);
             let cond = g.f.bin(BinOp::Lt, wi, kwc);
             inner = vec![Stmt::If { cond, body: inner }];
         }
@@ -240,7 +286,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         let (lo, hi) = (g.f.i32(0), g.f.i32((full * chunk) as i32));
         work.push(Stmt::For(For { var: w0, lo, hi, step: chunk, unroll: false, body: inner }));
     }
-    if kw % chunk != 0 {
+    if units % chunk != 0 {
         let w0 = g.f.i32((full * chunk) as i32);
         work.extend(chunk_body(&mut g, w0, true));
     }
@@ -276,10 +322,38 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         }
     };
     let Some(red) = red else {
+        if sk == 1 {
+            for &(i, j) in &pairs {
+                let v = g.f.get(acc[i as usize][j as usize]);
+                body.push(store_out(&mut g, i, j, v));
+            }
+            g.f.body = body;
+            return g.f;
+        }
+        // Subgroup butterfly: the split_k lanes of an output are neighbours
+        // in one subgroup (split_k is a power of two no larger than the
+        // subgroup), so after log2(split_k) xor-shuffles every lane holds
+        // the sum; lane 0 stores it. No workgroup memory, no barrier.
+        for &(i, j) in &pairs {
+            let v = acc[i as usize][j as usize];
+            let mut mask = sk / 2;
+            while mask >= 1 {
+                let x = g.f.get(v);
+                let mc = g.f.i32(mask as i32);
+                let other = g.f.exprs.push(Expr::ShuffleXor(x, mc));
+                let value = g.f.add(x, other);
+                body.push(Stmt::Set { var: v, value });
+                mask /= 2;
+            }
+        }
+        let one = g.f.i32(1);
+        let first_lane = g.f.bin(BinOp::Lt, lane, one);
+        let mut stores = Vec::new();
         for &(i, j) in &pairs {
             let v = g.f.get(acc[i as usize][j as usize]);
-            body.push(store_out(&mut g, i, j, v));
+            stores.push(store_out(&mut g, i, j, v));
         }
+        body.push(Stmt::If { cond: first_lane, body: stores });
         g.f.body = body;
         return g.f;
     };

@@ -18,8 +18,8 @@
 //! - Binary operators are typed by their operands: `+ - *` on `i32`, `f32`,
 //!   `f32x4`; `/ % min <` on `i32`; `>> &` on `i32` and `u32x4`. Integer
 //!   arithmetic wraps like Wasm's `i32` and WGSL's `i32`.
-//! - GPU builtins (`local_id.x`, `group_id.y`, ...) and `barrier` are valid
-//!   only for the WGSL backend.
+//! - GPU builtins (`local_id.x`, `group_id.y`, ...), `barrier` and the
+//!   subgroup shuffle `shufflexor(x, mask)` are valid only for the WGSL backend.
 //!
 //! The printed form (see [`print`]) is the test language of the filetests;
 //! [`parse`] reads it back, and [`verify`] checks every rule above, including
@@ -309,9 +309,13 @@ pub enum Expr {
     FromBits(Handle<Expr>),
     /// Sum of the four lanes of an `f32x4`.
     HSum(Handle<Expr>),
-    /// Lane `n` (0..4) of an `f32x4`.
+    /// Lane `n` (0..4) of an `f32x4` (an `f32`) or of a `u32x4` (an `i32`).
     Lane(Handle<Expr>, u8),
     Builtin(Builtin),
+    /// GPU only: the `f32` value of the invocation whose subgroup lane is
+    /// this one's xor the constant mask (1 to 64). Every invocation of the
+    /// workgroup must reach it (it sits in uniform control flow).
+    ShuffleXor(Handle<Expr>, Handle<Expr>),
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -460,6 +460,10 @@ impl Parser {
                     "tof32" => Expr::ToF32(self.args(1)?[0]),
                     "bitsf32" => Expr::FromBits(self.args(1)?[0]),
                     "hsum" => Expr::HSum(self.args(1)?[0]),
+                    "shufflexor" => {
+                        let a = self.args(2)?;
+                        Expr::ShuffleXor(a[0], a[1])
+                    }
                     "lane0" | "lane1" | "lane2" | "lane3" => Expr::Lane(self.args(1)?[0], name.as_bytes()[4] - b'0'),
                     _ => {
                         self.pos -= 1;

@@ -122,6 +122,7 @@ fn write_expr(f: &Func, e: Handle<Expr>, parent: u8, right: bool, out: &mut Stri
             out.push(']');
         }
         Expr::Builtin(b) => out.push_str(&b.name()),
+        Expr::ShuffleXor(a, m) => call(f, "shufflexor", &[*a, *m], out),
     }
 }
 

@@ -81,7 +81,7 @@ fn check_handles(f: &Func) -> Result<(), VerifyError> {
     let n = f.exprs.len();
     for (h, e) in f.exprs.iter() {
         let operands: Vec<Handle<Expr>> = match e {
-            Expr::Bin(_, a, b) => vec![*a, *b],
+            Expr::Bin(_, a, b) | Expr::ShuffleXor(a, b) => vec![*a, *b],
             Expr::Fma(a, b, c) => vec![*a, *b, *c],
             Expr::Splat(a) | Expr::ToF32(a) | Expr::FromBits(a) | Expr::HSum(a) | Expr::Lane(a, _) => vec![*a],
             Expr::Load { buf, index, .. } => {
@@ -319,7 +319,8 @@ impl Verifier<'_> {
             },
             Expr::Lane(a, n) => match self.expr(a)? {
                 Ty::F32x4 if n < 4 => Ty::F32,
-                Ty::F32x4 => return self.err(format!("lane {n} of an f32x4 (lanes are 0 to 3)")),
+                Ty::U32x4 if n < 4 => Ty::I32,
+                t @ (Ty::F32x4 | Ty::U32x4) => return self.err(format!("lane {n} of an {} (lanes are 0 to 3)", t.name())),
                 t => return self.err(format!("lane of a {}", t.name())),
             },
             Expr::Load { ty, buf, index } => {
@@ -331,6 +332,21 @@ impl Verifier<'_> {
                     return self.err(format!("{} outside a GPU kernel", b.name()));
                 }
                 Ty::I32
+            }
+            Expr::ShuffleXor(a, m) => {
+                if self.flavor != Flavor::Gpu {
+                    return self.err("shufflexor outside a GPU kernel".into());
+                }
+                match self.expr(a)? {
+                    Ty::F32 => {}
+                    t => return self.err(format!("shufflexor of a {}", t.name())),
+                }
+                match crate::ir::const_i32(self.f, m) {
+                    Some(1..=64) => {}
+                    _ => return self.err("shufflexor's mask must be a constant from 1 to 64".into()),
+                }
+                self.expr(m)?;
+                Ty::F32
             }
         };
         self.types.tys[e.index()] = Some(ty);

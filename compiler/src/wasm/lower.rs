@@ -272,8 +272,9 @@ impl Lower<'_> {
                 self.push(Node::F32Bin(FOp::Add, lo, hi))
             }
             Expr::Lane(a, n) => {
+                let wide = self.types.of(a);
                 let x = self.expr(a);
-                self.push(Node::F32x4ExtractLane(x, n))
+                if wide == Ty::U32x4 { self.push(Node::I32x4ExtractLane(x, n)) } else { self.push(Node::F32x4ExtractLane(x, n)) }
             }
             Expr::Load { ty, buf, index } => {
                 let op = match ty {
@@ -284,7 +285,7 @@ impl Lower<'_> {
                 let (mem, addr) = self.address(buf, index);
                 self.push(Node::Load { op, mem, offset: 0, addr })
             }
-            Expr::Builtin(_) => unreachable!("GPU builtin in a verified CPU kernel"),
+            Expr::Builtin(_) | Expr::ShuffleXor(..) => unreachable!("GPU-only expression in a verified CPU kernel"),
         }
     }
 

@@ -67,6 +67,7 @@ pub enum Node {
     F32ReinterpretI32(N),
     F32x4ConvertI32x4U(N),
     F32x4ExtractLane(N, u8),
+    I32x4ExtractLane(N, u8),
     /// A sequence of statements (void nodes).
     Block(Vec<N>),
     /// A `loop` whose body ends by branching back while the condition holds.
@@ -109,6 +110,7 @@ impl WFunc {
             | Node::F32ReinterpretI32(a)
             | Node::F32x4ConvertI32x4U(a)
             | Node::F32x4ExtractLane(a, _)
+            | Node::I32x4ExtractLane(a, _)
             | Node::BrIfLoop(a) => vec![*a],
             Node::Load { addr, .. } => vec![*addr],
             Node::I32Bin(_, a, b) | Node::F32Bin(_, a, b) | Node::F32x4Bin(_, a, b) | Node::I32x4ShrU(a, b) | Node::V128And(a, b) => {
@@ -237,6 +239,7 @@ fn encode_node(f: &WFunc, n: N, out: &mut wasm_encoder::Function) {
         Node::F32ReinterpretI32(_) => I::F32ReinterpretI32,
         Node::F32x4ConvertI32x4U(_) => I::F32x4ConvertI32x4U,
         Node::F32x4ExtractLane(_, lane) => I::F32x4ExtractLane(lane),
+        Node::I32x4ExtractLane(_, lane) => I::I32x4ExtractLane(lane),
         Node::BrIfLoop(_) => I::BrIf(0),
         Node::Block(_) | Node::Loop(_) | Node::If(..) => unreachable!("handled above"),
     };

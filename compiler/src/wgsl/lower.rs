@@ -99,6 +99,7 @@ pub fn module(f: &Func, workgroup_size: [u32; 3]) -> Result<naga::Module, EmitEr
         buffer_loads: 0,
         args,
         vec4_types: [value_inner(Ty::F32x4), value_inner(Ty::U32x4)].map(|t| tys.get(&mut m, t)),
+        scalar_f32: tys.get(&mut m, value_inner(Ty::F32)),
         globals,
         locals,
     };
@@ -199,6 +200,8 @@ struct Builder<'a> {
     args: [NExpr; 2],
     /// `vec4<f32>` and `vec4<u32>`.
     vec4_types: [naga::Handle<Type>; 2],
+    /// `f32`, the type of a subgroup shuffle's result.
+    scalar_f32: naga::Handle<Type>,
     globals: Vec<NExpr>,
     locals: Vec<NExpr>,
 }
@@ -547,7 +550,9 @@ impl Builder<'_> {
             }
             Expr::Lane(a, n) => {
                 let x = self.expr(a)?;
-                self.add(N::AccessIndex { base: x, index: n as u32 })
+                let lane = self.add(N::AccessIndex { base: x, index: n as u32 });
+                // A `u32x4` lane is an IR `i32`.
+                if self.types.of(a) == Ty::U32x4 { self.bitcast(lane, ScalarKind::Sint) } else { lane }
             }
             Expr::Load { ty, buf, index } => {
                 self.buffer_loads += 1;
@@ -578,6 +583,19 @@ impl Builder<'_> {
                         self.add(N::Compose { ty: vty, components: lanes })
                     }
                 }
+            }
+            Expr::ShuffleXor(a, m) => {
+                let x = self.expr(a)?;
+                let mask = crate::ir::const_i32(f, m).expect("verified: a constant mask");
+                let mask = self.lit(Literal::U32(mask as u32));
+                // Like a load, its value is not reused from the memo.
+                self.buffer_loads += 1;
+                self.flush();
+                let ty = self.scalar_f32;
+                let result = self.add(N::SubgroupOperationResult { ty });
+                self.emitted = self.exprs.len();
+                self.push(Statement::SubgroupGather { mode: naga::GatherMode::ShuffleXor(mask), argument: x, result });
+                result
             }
             Expr::Builtin(b) => {
                 let (arg, d) = match b {

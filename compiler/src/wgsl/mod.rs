@@ -67,16 +67,59 @@ pub fn compile(op: &Op, s: &Schedule) -> Result<WgslKernel, CompileError> {
     Ok(WgslKernel { source, workgroup_size, dispatch })
 }
 
+/// The directive a kernel that uses subgroup operations starts with. WGSL
+/// requires it (browsers reject subgroup builtins without it); naga 30 does
+/// not implement the directive and accepts the builtins without it, so
+/// [`native_source`] takes it off before naga or wgpu parse the text.
+pub const ENABLE_SUBGROUPS: &str = "enable subgroups;\n";
+
+/// The WGSL source as naga and wgpu want it: without [`ENABLE_SUBGROUPS`].
+pub fn native_source(source: &str) -> &str {
+    source.strip_prefix(ENABLE_SUBGROUPS).unwrap_or(source)
+}
+
+/// Whether a kernel's text needs the adapter's `subgroups` feature.
+pub fn needs_subgroups(source: &str) -> bool {
+    source.starts_with(ENABLE_SUBGROUPS)
+}
+
+/// Whether a GPU-flavor function uses subgroup operations.
+pub fn uses_subgroups(f: &Func) -> bool {
+    f.exprs.iter().any(|(_, e)| matches!(e, Expr::ShuffleXor(..)))
+}
+
 /// Lowers, validates and writes a GPU-flavor function as WGSL text.
 pub fn write(f: &Func, workgroup_size: [u32; 3]) -> Result<String, String> {
     let module = lower::module(f, workgroup_size).map_err(|e| e.to_string())?;
     let info = check(&module)?;
-    write_module(&module, &info)
+    let text = write_module(&module, &info)?;
+    Ok(if uses_subgroups(f) { format!("{ENABLE_SUBGROUPS}{text}") } else { text })
 }
 
-/// naga's validator, with every check on and no optional capability.
+/// naga's validator with every check on. The only optional capability is
+/// subgroup operations, and only for a module that uses them.
+fn validator(subgroups: bool) -> naga::valid::Validator {
+    let caps = if subgroups { naga::valid::Capabilities::SUBGROUP } else { naga::valid::Capabilities::empty() };
+    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+}
+
+/// Whether a naga module holds a subgroup operation.
+fn module_uses_subgroups(module: &naga::Module) -> bool {
+    fn block(b: &naga::Block) -> bool {
+        b.iter().any(|s| match s {
+            naga::Statement::SubgroupGather { .. } | naga::Statement::SubgroupCollectiveOperation { .. } => true,
+            naga::Statement::Block(b) => block(b),
+            naga::Statement::If { accept, reject, .. } => block(accept) || block(reject),
+            naga::Statement::Loop { body, continuing, .. } => block(body) || block(continuing),
+            _ => false,
+        })
+    }
+    module.entry_points.iter().any(|ep| block(&ep.function.body))
+}
+
+/// naga's validator, with every check on (see [`validator`]).
 pub fn check(module: &naga::Module) -> Result<naga::valid::ModuleInfo, String> {
-    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())
+    validator(module_uses_subgroups(module))
         .validate(module)
         .map_err(|e| format!("naga validate: {}", e.emit_to_string("")))
 }
@@ -100,18 +143,21 @@ pub enum EmitError {
 /// This is the check of a text: [`compile`] does not need it on its fast
 /// path (its module is validated before the text is written from it).
 pub fn validate(source: &str) -> Result<(), String> {
+    let source = native_source(source);
     check_module(&parse(source)?, source)
 }
 
-/// The first half of [`validate`]: naga's WGSL front end.
+/// The first half of [`validate`]: naga's WGSL front end (on the
+/// [`native_source`]).
 pub fn parse(source: &str) -> Result<naga::Module, String> {
-    naga::front::wgsl::parse_str(source).map_err(|e| format!("naga parse: {}", e.emit_to_string(source)))
+    naga::front::wgsl::parse_str(native_source(source)).map_err(|e| format!("naga parse: {}", e.emit_to_string(source)))
 }
 
 /// The second half of [`validate`]: naga's validator, with every check on
-/// and no optional capability, on a module [`parse`]d from `source`.
+/// (subgroup operations allowed only where the module uses them), on a
+/// module [`parse`]d from `source`.
 pub fn check_module(module: &naga::Module, source: &str) -> Result<(), String> {
-    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())
+    validator(module_uses_subgroups(module))
         .validate(module)
         .map_err(|e| format!("naga validate: {}", e.emit_to_string(source)))?;
     Ok(())
@@ -271,12 +317,25 @@ mod tests {
                 for y0 in [1, 2, 3, 4, 8] {
                     for groups in [1, 3, 4] {
                         for split_k in [1, 2, 3, 8] {
-                            for r0 in [8, 32, 64] {
-                                let s = Schedule { x0, x1: x0, y0, y1: y0 * groups, split_k, r0, r1: r0, ..Schedule::default_for(&op, Target::Wgsl) };
+                            for (r0, vectorize, subgroup_reduce) in [(8, 1, false), (32, 1, true), (64, 1, false), (32, 4, false), (64, 4, true)] {
+                                let s = Schedule {
+                                    x0,
+                                    x1: x0,
+                                    y0,
+                                    y1: y0 * groups,
+                                    split_k,
+                                    r0,
+                                    r1: r0,
+                                    vectorize,
+                                    subgroup_reduce,
+                                    ..Schedule::default_for(&op, Target::Wgsl)
+                                };
                                 if s.check(&op, Target::Wgsl).is_err() {
                                     continue;
                                 }
-                                compile(&op, &s).unwrap_or_else(|e| panic!("{shape} {}: {e}", serde_json::to_string(&s).unwrap()));
+                                let k = compile(&op, &s).unwrap_or_else(|e| panic!("{shape} {}: {e}", serde_json::to_string(&s).unwrap()));
+                                // Subgroup operations exactly where the schedule asks for them.
+                                assert_eq!(needs_subgroups(&k.source), subgroup_reduce, "{shape} {s:?}");
                                 compiled += 1;
                             }
                         }
@@ -284,7 +343,7 @@ mod tests {
                 }
             }
         }
-        assert!(compiled > 300, "only {compiled} schedules checked out");
+        assert!(compiled > 600, "only {compiled} schedules checked out");
     }
 
     #[test]
