@@ -95,7 +95,7 @@
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use webtune_compiler::op::OpKind;
-use webtune_compiler::schedule::{LoopOrder, MAX_R0, MAX_REGISTER_TILE};
+use webtune_compiler::schedule::{LoopOrder, MAX_Q4_OUTPUTS_PER_THREAD, MAX_R0, MAX_REGISTER_TILE};
 use webtune_compiler::{Op, Schedule, Target};
 
 use crate::fingerprint::Device;
@@ -112,6 +112,11 @@ pub const MAX_UNROLLED: u32 = 1024;
 /// Largest K step (weights per thread per loop iteration, unrolled) of the
 /// WGSL `matmul_q4` lite space (BENCHMARKS.md, the q4 search on the H100).
 pub const GPU_Q4_R0: u32 = 128;
+/// Outputs per thread `y0` of the WGSL `matmul_q4` lite space, best first:
+/// two outputs (A's values loaded once for both) were the best of the H100
+/// search on all three decode shapes, 1.13–1.22× faster than one
+/// (BENCHMARKS.md, fourth session on the H100).
+pub const GPU_Q4_OUTPUTS: [u32; 2] = [2, 1];
 /// Largest GPU register step `r0` (heuristic 7): `r0 = r1 = 8` was the
 /// measured optimum on the H100 (BENCHMARKS.md, "Lite space").
 pub const GPU_R0: u32 = 8;
@@ -253,7 +258,8 @@ fn naive_pairs_cpu(d: u32) -> u64 {
 ///   tiles of K) × 4 × 2 × 2 × 8;
 /// - WGSL matmul_q4: rows x0 (naive tiles of M) × outputs y1 (of N) ×
 ///   split_k (naive tiles of K/8 up to 256) × r0 (multiples of 8 among the
-///   naive tiles of K) × 4 (unroll).
+///   naive tiles of K) × 8 (outputs per thread y0) × 4 (unroll) × 2
+///   (vectorize) × 2 (subgroup_reduce).
 pub fn naive_size(op: &Op, target: Target) -> u64 {
     let (_, m, k, n) = op.bmkn();
     let sat = |a: u64, b: u64| a.saturating_mul(b);
@@ -265,7 +271,9 @@ pub fn naive_size(op: &Op, target: Target) -> u64 {
         (OpKind::MatmulQ4, Target::Wgsl) => {
             let r0 = naive_tiles(k).into_iter().filter(|r| r % 8 == 0).count() as u64;
             let split = naive_tiles(k / 8).into_iter().filter(|&s| s <= 256).count() as u64;
-            [naive_tiles(m).len() as u64, naive_tiles(n).len() as u64, split, r0, 4].into_iter().fold(1, sat)
+            [naive_tiles(m).len() as u64, naive_tiles(n).len() as u64, split, r0, MAX_Q4_OUTPUTS_PER_THREAD as u64 * 4 * 2 * 2]
+                .into_iter()
+                .fold(1, sat)
         }
         (_, Target::Wasm) => {
             [naive_pairs_cpu(m), naive_pairs_cpu(n), naive_pairs_cpu(k), 6 * 2 * 4 * 2 * 2 * 2 * 8].into_iter().fold(1, sat)
@@ -606,46 +614,56 @@ fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<C
         // Registers: the q4 generator's live set, not Table 1's x0·r0 + r0
         // + x0 (that counts every weight of the unrolled r0 as live, which
         // capped r0 at 64 on the H100, where the wide search's best had r0 =
-        // 128: BENCHMARKS.md). Live are the r0/8 packed words and r0/32
-        // scales the unrolled loop can have in flight, the 8 unpacked
-        // nibbles, and per row its 8 A values and its sum.
-        let reg = |r0: u32| r0 / 8 + r0 / 32 + 8 + 9 * x0 + 2;
-        let fits = |r0: u32| !relax.heuristics || (reg(r0) <= reg_cap && x0 * r0 <= MAX_UNROLLED);
-        // r0 is a multiple of 8 (one packed word), a power of two, at most K.
-        // At most 128: the largest the H100 search has measured a win for.
-        let Some(r0) = pow2s(floor_pow2(k).min(GPU_Q4_R0)).filter(|&r| r >= 8 && fits(r)).last() else { continue };
-        let reg = reg(r0);
-        for split_k in pow2s(floor_pow2(k / r0).clamp(1, 256)) {
-            for y1 in pow2s(np2(n)) {
-                let threads = y1 * split_k;
-                if threads > lim.invocations {
+        // 128: BENCHMARKS.md). Live are, per output, the r0/8 packed words
+        // and r0/32 scales the unrolled loop can have in flight; the 8
+        // unpacked nibbles; per row its 8 A values; and per (row, output)
+        // its 4 position sums and its accumulator.
+        for y0 in GPU_Q4_OUTPUTS {
+            let reg = |r0: u32| y0 * (r0 / 8 + r0 / 32) + 8 + x0 * (8 + 5 * y0) + 2;
+            let fits = |r0: u32| !relax.heuristics || (reg(r0) <= reg_cap && x0 * y0 * r0 <= MAX_UNROLLED);
+            let max_split = floor_pow2(k / 8).clamp(1, 256);
+            for split_k in pow2s(max_split) {
+                // r0: a multiple of 8 (one packed word), a power of two, at
+                // most K / split_k (every thread has a whole step) and at
+                // most 128, the largest the H100 search measured a win for.
+                let Some(r0) = pow2s(floor_pow2(k / split_k).min(GPU_Q4_R0)).filter(|&r| r >= 8 && fits(r)).last() else {
                     continue;
-                }
-                let can_fill = np2(n) * floor_pow2(k / r0).clamp(1, 256) >= hw.warp_width;
-                if relax.heuristics && can_fill && threads % hw.warp_width != 0 {
-                    continue;
-                }
-                let bytes = if split_k > 1 { x0 * y1 * split_k * 4 } else { 0 };
-                if bytes > lim.workgroup_bytes {
-                    continue;
-                }
-                let warps = threads.div_ceil(hw.warp_width);
-                let reg_limit = hw.regs_per_core / (reg * threads).max(1);
-                let l1_limit = hw.shared_bytes_per_core.checked_div(bytes).unwrap_or(u32::MAX);
-                let block_core = reg_limit.min(l1_limit).min(hw.max_warps_per_core / warps).min(hw.max_blocks_per_core);
-                if relax.heuristics {
-                    if reg_limit == 0 || (block_core as f64) < relax.fill * reg_limit as f64 {
+                };
+                let reg = reg(r0);
+                for y1 in pow2s(np2(n)).filter(|y1| y1 % y0 == 0) {
+                    let threads = y1 / y0 * split_k;
+                    if threads > lim.invocations {
                         continue;
                     }
-                    if ((block_core * threads * reg) as f64) < relax.fill * relax.usable * hw.regs_per_core as f64 {
+                    let can_fill = np2(n) * max_split >= hw.warp_width;
+                    if relax.heuristics && can_fill && threads % hw.warp_width != 0 {
                         continue;
                     }
+                    let bytes = if split_k > 1 { x0 * y1 * split_k * 4 } else { 0 };
+                    if bytes > lim.workgroup_bytes {
+                        continue;
+                    }
+                    let warps = threads.div_ceil(hw.warp_width);
+                    let reg_limit = hw.regs_per_core / (reg * threads).max(1);
+                    let l1_limit = hw.shared_bytes_per_core.checked_div(bytes).unwrap_or(u32::MAX);
+                    let block_core = reg_limit.min(l1_limit).min(hw.max_warps_per_core / warps).min(hw.max_blocks_per_core);
+                    if relax.heuristics {
+                        if reg_limit == 0 || (block_core as f64) < relax.fill * reg_limit as f64 {
+                            continue;
+                        }
+                        if ((block_core * threads * reg) as f64) < relax.fill * relax.usable * hw.regs_per_core as f64 {
+                            continue;
+                        }
+                    }
+                    let s = Schedule { x0, y0, r0, x1: x0, y1, r1: r0, split_k, ..base.clone() };
+                    // Outputs per thread in GPU_Q4_OUTPUTS' order (measured),
+                    // then fuller cores, then more threads per output:
+                    // neighbouring threads read neighbouring packed words
+                    // (coalesced), then more rows.
+                    let y0_rank = GPU_Q4_OUTPUTS.iter().position(|&o| o == y0).unwrap_or(0) as i64;
+                    let rank = vec![y0_rank, -(block_core as i64), -(split_k as i64), -(x0 as i64), ragged(&s, op), -(threads as i64)];
+                    out.push(Cand { s, rank, gpu: None });
                 }
-                let s = Schedule { x0, y0: 1, r0, x1: x0, y1, r1: r0, split_k, ..base.clone() };
-                // Then more threads per output first: neighbouring threads
-                // read neighbouring packed words (coalesced), then more rows.
-                let rank = vec![-(block_core as i64), -(split_k as i64), -(x0 as i64), ragged(&s, op), -(threads as i64)];
-                out.push(Cand { s, rank, gpu: None });
             }
         }
     }

@@ -1721,6 +1721,16 @@ var GpuBackend = class {
   target = "wgsl";
   async load(code, meta) {
     const text = typeof code === "string" ? code : new TextDecoder().decode(code);
+    const need = meta.min_subgroup_size;
+    if (need) {
+      if (!this.device.features.has("subgroups")) {
+        throw new Error(`kernel ${meta.sha256.slice(0, 12)} reduces with subgroup operations; this device has no 'subgroups' feature`);
+      }
+      const min = this.device.adapterInfo?.subgroupMinSize;
+      if (min !== void 0 && min < need) {
+        throw new Error(`kernel ${meta.sha256.slice(0, 12)} needs subgroups of at least ${need} invocations; this adapter's may have ${min}`);
+      }
+    }
     const pipeline = await scoped(this.device, async () => {
       const module = this.device.createShaderModule({ label: `webtune ${meta.sha256.slice(0, 12)}`, code: text });
       const info = await module.getCompilationInfo();
@@ -1891,8 +1901,9 @@ var Webtune = class _Webtune extends EventTarget {
       if (!globalThis.navigator?.gpu) throw new Error("WebGPU is not available in this browser");
       adapter = opts.adapter ?? await navigator.gpu.requestAdapter();
       if (!adapter) throw new Error("no WebGPU adapter");
+      const wanted = ["timestamp-query", "subgroups"];
       device = opts.device ?? await adapter.requestDevice({
-        requiredFeatures: adapter.features.has("timestamp-query") ? ["timestamp-query"] : []
+        requiredFeatures: wanted.filter((f) => adapter.features.has(f))
       });
     }
     const fp = await fingerprint(opts.target, adapter, opts.rho);

@@ -18,6 +18,10 @@ export interface KernelMeta {
   scratch_bytes?: number | null;
   workgroup_size?: number[] | null;
   dispatch?: number[] | null;
+  /** WGSL: the kernel reduces with subgroup operations (its text starts with
+   * `enable subgroups;`); it needs the `subgroups` feature and subgroups of
+   * at least this many invocations. */
+  min_subgroup_size?: number | null;
 }
 
 /** `GET /v1/kernels/best`. */

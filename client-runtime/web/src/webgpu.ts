@@ -180,6 +180,16 @@ export class GpuBackend implements Backend<GpuImpl> {
 
   async load(code: ArrayBuffer | string, meta: KernelMeta): Promise<GpuImpl> {
     const text = typeof code === 'string' ? code : new TextDecoder().decode(code);
+    const need = meta.min_subgroup_size;
+    if (need) {
+      if (!this.device.features.has('subgroups' as GPUFeatureName)) {
+        throw new Error(`kernel ${meta.sha256.slice(0, 12)} reduces with subgroup operations; this device has no 'subgroups' feature`);
+      }
+      const min = (this.device as GPUDevice & { adapterInfo?: { subgroupMinSize?: number } }).adapterInfo?.subgroupMinSize;
+      if (min !== undefined && min < need) {
+        throw new Error(`kernel ${meta.sha256.slice(0, 12)} needs subgroups of at least ${need} invocations; this adapter's may have ${min}`);
+      }
+    }
     const pipeline = await scoped(this.device, async () => {
       const module = this.device.createShaderModule({ label: `webtune ${meta.sha256.slice(0, 12)}`, code: text });
       const info = await module.getCompilationInfo();

@@ -338,8 +338,10 @@ export class Webtune extends EventTarget {
       if (!globalThis.navigator?.gpu) throw new Error('WebGPU is not available in this browser');
       adapter = opts.adapter ?? (await navigator.gpu.requestAdapter());
       if (!adapter) throw new Error('no WebGPU adapter');
+      // Timestamps and subgroup operations, where the adapter has them.
+      const wanted = ['timestamp-query', 'subgroups'] as GPUFeatureName[];
       device = opts.device ?? (await adapter.requestDevice({
-        requiredFeatures: adapter.features.has('timestamp-query') ? ['timestamp-query'] : [],
+        requiredFeatures: wanted.filter((f) => adapter!.features.has(f)),
       }));
     }
     const fp = await fingerprint(opts.target, adapter, opts.rho);
