@@ -98,7 +98,7 @@ use webtune_compiler::op::OpKind;
 use webtune_compiler::schedule::{LoopOrder, MAX_Q4_OUTPUTS_PER_THREAD, MAX_R0, MAX_REGISTER_TILE};
 use webtune_compiler::{Op, Schedule, Target};
 
-use crate::fingerprint::Device;
+use crate::fingerprint::{Device, DeviceClass};
 use crate::hardware::RegisterTiles;
 use crate::settings::Settings;
 
@@ -375,6 +375,11 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
     }
     let survivors = out.len();
     out.truncate(LITE_BUDGET);
+    // A subgroup candidate is never kept without its workgroup-memory twin
+    // (browsers without `subgroups` run the twin): a cut between them drops both.
+    if out.last().is_some_and(|c| c.s.subgroup_reduce) {
+        out.pop();
+    }
     if gpu_matmul {
         // The kept set is whole tiles in tile order; within it, every tile's
         // first variant comes before any tile's second (a stable sort).
@@ -466,7 +471,8 @@ fn canonicalise(op: &Op, target: Target, device: &Device, s: &mut Schedule) {
         }
         Target::Wgsl => {
             s.relaxed_simd = false;
-            s.subgroup_reduce = false;
+            // Only the q4 generator reduces across threads.
+            s.subgroup_reduce &= op.kind() == OpKind::MatmulQ4;
             // The CPU-only fields, at their defaults.
             s.order = webtune_compiler::schedule::LoopOrder::MNK;
             s.inner_n_first = false;
@@ -621,11 +627,13 @@ fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<C
         for y0 in GPU_Q4_OUTPUTS {
             let reg = |r0: u32| y0 * (r0 / 8 + r0 / 32) + 8 + x0 * (8 + 5 * y0) + 2;
             let fits = |r0: u32| !relax.heuristics || (reg(r0) <= reg_cap && x0 * y0 * r0 <= MAX_UNROLLED);
-            let max_split = floor_pow2(k / 8).clamp(1, 256);
+            // At least one scale block (32 weights) per thread and step.
+            let max_split = floor_pow2(k / 32).clamp(1, 256);
             for split_k in pow2s(max_split) {
                 // r0: a multiple of 8 (one packed word), a power of two, at
-                // most K / split_k (every thread has a whole step) and at
-                // most 128, the largest the H100 search measured a win for.
+                // most K / split_k (every thread has a whole step; 32 or
+                // more by max_split) and at most 128, the largest the H100
+                // search measured a win for.
                 let Some(r0) = pow2s(floor_pow2(k / split_k).min(GPU_Q4_R0)).filter(|&r| r >= 8 && fits(r)).last() else {
                     continue;
                 };
@@ -662,12 +670,34 @@ fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<C
                     // (coalesced), then more rows.
                     let y0_rank = GPU_Q4_OUTPUTS.iter().position(|&o| o == y0).unwrap_or(0) as i64;
                     let rank = vec![y0_rank, -(block_core as i64), -(split_k as i64), -(x0 as i64), ragged(&s, op), -(threads as i64)];
+                    // Where the adapter's subgroups surely hold an output's
+                    // lanes, the subgroup butterfly first (1.04–1.07× faster
+                    // on the H100), its workgroup-memory twin right after
+                    // (for browsers without the `subgroups` feature, which
+                    // cannot load the first).
+                    if subgroup_lanes(device).is_some_and(|l| split_k > 1 && split_k <= l) {
+                        let sg = Schedule { subgroup_reduce: true, ..s.clone() };
+                        let mut r = rank.clone();
+                        r.push(0);
+                        out.push(Cand { s: sg, rank: r, gpu: None });
+                    }
+                    let mut rank = rank;
+                    rank.push(1);
                     out.push(Cand { s, rank, gpu: None });
                 }
             }
         }
     }
     out
+}
+
+/// The fewest invocations a WebGPU subgroup has on this device, where that
+/// is certain from its vendor: NVIDIA's warps and Apple's SIMD-groups are 32
+/// wide (the H100 reports `subgroupMinSize` 32 through Vulkan). Others are
+/// unknown here (AMD runs wave32 or wave64, Intel 8 to 32 lanes), so their
+/// spaces reduce in workgroup memory only.
+fn subgroup_lanes(device: &Device) -> Option<u32> {
+    (device.class == DeviceClass::Gpu && ["nvidia", "apple"].contains(&device.vendor.as_str())).then_some(32)
 }
 
 /// Vector registers live in the Wasm micro-kernel (see the module docs).

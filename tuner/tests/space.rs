@@ -166,6 +166,29 @@ fn a_browser_engine_gets_register_tiles_that_never_spill_and_packed_blocks() {
 }
 
 #[test]
+fn q4_decode_on_a_known_subgroup_width_gets_butterflies_with_their_fallbacks() {
+    let op = Op::parse("matmul_q4", "1,4096,4096").unwrap();
+    let h100 = Device::from_fingerprint(&presets::get("h100").unwrap()).unwrap();
+    let s = space(&op, Target::Wgsl, &h100).schedules;
+    // First: two outputs per thread, a warp per output, the subgroup butterfly
+    // (the H100 search's best), then the same schedule reducing in workgroup memory.
+    assert_eq!((s[0].y0, s[0].y1, s[0].split_k, s[0].subgroup_reduce), (2, 2, 32, true), "{:?}", s[0]);
+    assert_eq!(Schedule { subgroup_reduce: false, ..s[0].clone() }, s[1]);
+    for (i, c) in s.iter().enumerate() {
+        if c.subgroup_reduce {
+            assert!(c.split_k <= 32 && c.split_k.is_power_of_two(), "{c:?}");
+            assert_eq!(s.get(i + 1), Some(&Schedule { subgroup_reduce: false, ..c.clone() }), "candidate {i} has no fallback");
+            let k = compile(&op, Target::Wgsl, c).unwrap();
+            assert_eq!(k.meta.min_subgroup_size, Some(c.split_k));
+        }
+    }
+    // Where the subgroup width is unknown, none.
+    for d in devices().into_iter().filter(|d| !["nvidia", "apple"].contains(&d.vendor.as_str())) {
+        assert!(space(&op, Target::Wgsl, &d).schedules.iter().all(|c| !c.subgroup_reduce), "{}", d.keys.device_key);
+    }
+}
+
+#[test]
 fn server_rebuilds_the_space_from_keys() {
     let op = Op::parse("batch_matmul", "12,384,384,64").unwrap();
     for d in devices() {
