@@ -48,7 +48,8 @@ log "client runtime: npm ci, dist check, unit tests"
 
 # The demo in headless Chromium (Debian's; never a downloaded one) against a
 # real `webtune serve` on loopback with a fresh SQLite file: Wasm, then
-# WebGPU on SwiftShader. Chart screenshots land in artifacts/.
+# WebGPU on SwiftShader. Chart screenshots land in artifacts/. Then subgroup
+# kernels straight from `webtune compile` in Chromium's WebGPU (Tint).
 log "end-to-end in Chromium"
 cargo build -p webtune --all-features 2>&1
-(cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/e2e.test.mjs)
+(cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/e2e.test.mjs test/subgroups.test.mjs)

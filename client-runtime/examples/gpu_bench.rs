@@ -122,7 +122,7 @@ fn q4_space(op: &Op, subgroup_min: Option<u32>) -> Vec<Schedule> {
     out
 }
 
-/// Whether `device` runs `part` (big, sample, shapes, q4, checks, ceiling):
+/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, ceiling):
 /// `GPU_BENCH_PARTS="big q4"` when set, else every part.
 fn part(name: &str) -> bool {
     std::env::var("GPU_BENCH_PARTS").map_or(true, |v| v.split_whitespace().any(|p| p == name))
@@ -194,8 +194,42 @@ fn device() {
     if part("checks") {
         bounds_check_cost(&mut gpu, &big);
     }
+    if part("q4checks") {
+        q4_bounds_check_cost(&mut gpu);
+    }
     if part("ceiling") {
         read_ceiling(&gpu);
+    }
+}
+
+/// What wgpu's runtime bounds checks cost the q4 decode kernel: the first
+/// candidate of each shape's lite space (what an H100 browser runs first)
+/// with checks on and off, alternately, 3 rounds.
+fn q4_bounds_check_cost(gpu: &mut Gpu) {
+    let fp = webtune_tuner::presets::get("h100").expect("preset");
+    let device = webtune_tuner::Device::from_fingerprint(&fp).expect("preset is a device");
+    let settings = webtune_tuner::Settings::builtin(Target::Wgsl);
+    for shape in ["1,4096,4096", "1,3072,9216", "1,8192,3072"] {
+        let op = Op::parse("matmul_q4", shape).expect("shape");
+        let space = webtune_tuner::lite_space(&op, Target::Wgsl, &device, &settings);
+        let s = &space.schedules[0];
+        let mut by = [Vec::new(), Vec::new()];
+        for _round in 0..3 {
+            for (i, on) in [true, false].into_iter().enumerate() {
+                gpu.set_bounds_checks(on);
+                if let Some(r) = measure(gpu, &op, s, 10) {
+                    by[i].push(r.median_ms);
+                }
+            }
+        }
+        gpu.set_bounds_checks(true);
+        let min = |v: &Vec<f64>| v.iter().copied().fold(f64::INFINITY, f64::min);
+        println!(
+            "{}",
+            json!({"summary": format!("matmul_q4 {shape} bounds checks on/off"), "config": s, "checked_ms": by[0], "unchecked_ms": by[1],
+                   "checked_weight_gbps": q4_weight_bytes(&op) as f64 / (min(&by[0]) * 1e6),
+                   "unchecked_weight_gbps": q4_weight_bytes(&op) as f64 / (min(&by[1]) * 1e6)})
+        );
     }
 }
 
