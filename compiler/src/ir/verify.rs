@@ -429,10 +429,30 @@ mod tests {
             ("store C[0] = 1", "of another element type"),
             ("var x: f32 x = load.f32 A[0] + splat(1.0)", "`+` on f32 and f32x4"),
             ("barrier", "outside a GPU"),
+            ("var x: f32 x = shufflexor(1.0, 1)", "outside a GPU"),
+            ("var x: f32 x = lane0(load.u32x4 W[0])", "assigned a i32"),
+            ("var x: f32 x = lane0(1.0)", "lane of a f32"),
         ];
         for (body, want) in cases {
-            let src = format!("kernel k {{ buf A: f32[16] param 0 buf C: f32[16] param 1 rw {body} }}");
-            let e = check(&src).unwrap_err();
+            let src = format!("kernel k {{ buf A: f32[16] param 0 buf W: u32[16] param 2 buf C: f32[16] param 1 rw {body} }}");
+            let e = parse(&src).map_err(|e| VerifyError(e.to_string())).and_then(|f| verify(&f, Flavor::Cpu)).unwrap_err();
+            assert!(e.0.contains(want), "{body}: {e}");
+        }
+    }
+
+    #[test]
+    fn subgroup_shuffles_on_the_gpu_take_an_f32_and_a_constant_mask() {
+        let gpu = |body: &str| {
+            let src = format!("kernel k {{ buf C: f32[16] param 0 rw var x: f32 var m: i32 {body} }}");
+            verify(&parse(&src).unwrap(), Flavor::Gpu)
+        };
+        gpu("x = 2.0 x = x + shufflexor(x, 4) store C[0] = x").unwrap();
+        for (body, want) in [
+            ("m = 4 x = shufflexor(2.0, m)", "constant"),
+            ("x = shufflexor(2.0, 65)", "constant from 1 to 64"),
+            ("m = shufflexor(2, 1)", "shufflexor of a i32"),
+        ] {
+            let e = gpu(body).unwrap_err();
             assert!(e.0.contains(want), "{body}: {e}");
         }
     }
