@@ -122,7 +122,7 @@ fn q4_space(op: &Op, subgroup_min: Option<u32>) -> Vec<Schedule> {
     out
 }
 
-/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, ceiling):
+/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4loads, ceiling):
 /// `GPU_BENCH_PARTS="big q4"` when set, else every part.
 fn part(name: &str) -> bool {
     std::env::var("GPU_BENCH_PARTS").map_or(true, |v| v.split_whitespace().any(|p| p == name))
@@ -197,8 +197,165 @@ fn device() {
     if part("q4checks") {
         q4_bounds_check_cost(&mut gpu);
     }
+    if part("q4loads") {
+        q4_loads_only(&gpu);
+    }
+    if part("q4shapes") {
+        q4_load_shapes(&gpu);
+    }
     if part("ceiling") {
         read_ceiling(&gpu);
+    }
+}
+
+/// Where the q4 decode kernel's time goes: a kernel with its exact loads
+/// (32 lanes per output, 2 outputs per thread, one packed word, its scale and
+/// A's 8 values per lane and step, all steps unrolled) but 9 arithmetic
+/// operations per word and output instead of ~29, timed like every kernel.
+/// Its result is not a matvec (nothing checks it); it only keeps the loads
+/// alive.
+fn q4_loads_only(gpu: &Gpu) {
+    for (shape, with_a) in [("1,4096,4096", true), ("1,3072,9216", true), ("1,8192,3072", true), ("1,4096,4096", false)] {
+        let op = Op::parse("matmul_q4", shape).expect("shape");
+        let (_, _, k, n) = op.bmkn();
+        let (kw, kb) = (k / 8, k / 32);
+        let steps = kw / 32;
+        // Without A: its two vec4 reads replaced by values made from the index.
+        let a_reads =
+            if with_a { "let a0 = a[2u * wi]; let a1 = a[2u * wi + 1u] + a[0];" } else { "let a0 = vec4(f32(wi)); let a1 = a0 + a[0];" };
+        let src = format!(
+            "@group(0) @binding(0) var<storage> a: array<vec4<f32>>;\n\
+             @group(0) @binding(1) var<storage> w: array<u32>;\n\
+             @group(0) @binding(2) var<storage> s: array<f32>;\n\
+             @group(0) @binding(3) var<storage, read_write> o: array<f32>;\n\
+             @compute @workgroup_size(32)\n\
+             fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {{\n\
+               let lane = lid.x;\n\
+               let n0 = wid.x * 2u;\n\
+               var acc0 = vec4<f32>(0.0);\n\
+               var acc1 = vec4<f32>(0.0);\n\
+               for (var u = 0u; u < {steps}u; u++) {{\n\
+                 let wi = lane + 32u * u;\n\
+                 {a_reads}\n\
+                 let w0 = bitcast<f32>(w[n0 * {kw}u + wi] | 0x3F800000u);\n\
+                 let w1 = bitcast<f32>(w[(n0 + 1u) * {kw}u + wi] | 0x3F800000u);\n\
+                 let s0 = s[n0 * {kb}u + (wi >> 2u)];\n\
+                 let s1 = s[(n0 + 1u) * {kb}u + (wi >> 2u)];\n\
+                 acc0 = fma(fma(a0, vec4(w0), a1), vec4(s0), acc0);\n\
+                 acc1 = fma(fma(a0, vec4(w1), a1), vec4(s1), acc1);\n\
+               }}\n\
+               o[wid.x * 32u + lane] = dot(acc0, acc1);\n\
+             }}\n"
+        );
+        let mut rng = Rng::new(5);
+        let mut words = |len: u32| (0..len).map(|_| rng.next_u64() as u32 & 0x3FFF_FFFF).collect::<Vec<u32>>();
+        let args = [words(k), words(n * kw), words(n * kb), vec![0u32; (n / 2 * 32) as usize]];
+        let opts = RunOptions { reps: 10, warmup: 2, warmup_ms: 100.0, min_sample_ms: 5.0, ..RunOptions::default() };
+        match gpu.prepare_source(&src, "main", [n / 2, 1, 1], &args).and_then(|p| gpu.time(&p, &opts)) {
+            Ok(t) => {
+                let mut v = t.samples_ms.clone();
+                v.sort_by(f64::total_cmp);
+                let med = v[v.len() / 2];
+                println!(
+                    "{}",
+                    json!({"summary": format!("q4 loads only {shape}"), "reads_a": with_a, "median_ms": med,
+                           "weight_gbps": q4_weight_bytes(&op) as f64 / (med * 1e6)})
+                );
+            }
+            Err(e) => println!("{}", json!({"summary": format!("q4 loads only {shape}"), "error": e.to_string()})),
+        }
+    }
+}
+
+/// One variant of the q4 decode kernel's loads (see [`q4_load_shapes`]).
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+struct LoadShape {
+    /// Packed words per lane and load: 1 (a `u32`) or 4 (a `vec4<u32>`).
+    words: u32,
+    /// Output rows per thread.
+    rows: u32,
+    /// Warps per workgroup (each warp its own rows).
+    warps: u32,
+    scales: bool,
+    a: bool,
+}
+
+/// The loads of a q4 decode kernel, every step unrolled, with two
+/// multiply-adds per loaded value: which part of the access pattern costs
+/// the time. Lanes split K (32 per row); nothing checks the result.
+fn q4_load_shapes(gpu: &Gpu) {
+    let v = |words, rows, warps, scales, a| LoadShape { words, rows, warps, scales, a };
+    let variants = [
+        v(1, 2, 1, true, true),
+        v(1, 2, 1, true, false),
+        v(1, 2, 1, false, false),
+        v(1, 2, 8, false, false),
+        v(4, 2, 1, false, false),
+        v(4, 2, 8, false, false),
+        v(4, 1, 8, false, false),
+        v(4, 2, 1, true, true),
+        v(4, 2, 8, true, false),
+        v(1, 1, 1, true, true),
+    ];
+    for shape in ["1,4096,4096", "1,8192,3072"] {
+        let op = Op::parse("matmul_q4", shape).expect("shape");
+        let (_, _, k, n) = op.bmkn();
+        let (kw, kb) = (k / 8, k / 32);
+        for ls in variants {
+            let steps = kw / (32 * ls.words);
+            let rows_per_group = ls.rows * ls.warps;
+            let mut body = String::new();
+            for u in 0..steps {
+                for r in 0..ls.rows {
+                    let wi = format!("(lane + {}u)", 32 * u);
+                    let row = format!("(n0 + {r}u)");
+                    let (wexpr, first_word) = if ls.words == 4 {
+                        (format!("vec4<f32>(bitcast<vec4<f32>>(w4[{row} * {}u + {wi}] | vec4(0x3F800000u)))", kw / 4), format!("{wi} * 4u"))
+                    } else {
+                        (format!("vec4(bitcast<f32>(w[{row} * {kw}u + {wi}] | 0x3F800000u))"), wi.clone())
+                    };
+                    let sc = if ls.scales { format!("s[{row} * {kb}u + ({first_word} >> 2u)]") } else { "1.0".into() };
+                    // A's values of the loaded words: 2 vec4 per word.
+                    let av = if ls.a {
+                        (0..2 * ls.words).map(|i| format!("a[2u * {first_word} + {i}u]")).collect::<Vec<_>>().join(" + ")
+                    } else {
+                        format!("vec4(f32({first_word}))")
+                    };
+                    body.push_str(&format!("acc{r} = fma(fma({av}, {wexpr}, acc{r}), vec4({sc}), acc{r});\n"));
+                }
+            }
+            let accs: String = (0..ls.rows).map(|r| format!("var acc{r} = vec4<f32>(0.0);\n")).collect();
+            let sum: String = (0..ls.rows).map(|r| format!(" + dot(acc{r}, acc{r})")).collect();
+            let src = format!(
+                "@group(0) @binding(0) var<storage> a: array<vec4<f32>>;\n\
+                 @group(0) @binding(1) var<storage> w: array<u32>;\n\
+                 @group(0) @binding(2) var<storage> w4: array<vec4<u32>>;\n\
+                 @group(0) @binding(3) var<storage> s: array<f32>;\n\
+                 @group(0) @binding(4) var<storage, read_write> o: array<f32>;\n\
+                 @compute @workgroup_size({threads})\n\
+                 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {{\n\
+                 let lane = lid.x % 32u;\n\
+                 let n0 = wid.x * {rows_per_group}u + (lid.x / 32u) * {rows}u;\n\
+                 {accs}{body}\
+                 o[wid.x * {threads}u + lid.x] = a[0].x + w[0] + w4[0].x + s[0]{sum};\n}}\n",
+                threads = 32 * ls.warps,
+                rows = ls.rows,
+            );
+            let src = src.replace("a[0].x + w[0] + w4[0].x + s[0]", "a[0].x + f32(w[0] + w4[0].x) + s[0]");
+            let mut rng = Rng::new(5);
+            let mut words = |len: u32| (0..len).map(|_| rng.next_u64() as u32 & 0x3FFF_FFFF).collect::<Vec<u32>>();
+            let groups = n / rows_per_group;
+            let args = [words(k), words(n * kw), words(n * kw), words(n * kb), vec![0u32; (groups * 32 * ls.warps) as usize]];
+            let opts = RunOptions { reps: 10, warmup: 2, warmup_ms: 50.0, min_sample_ms: 5.0, ..RunOptions::default() };
+            match gpu.prepare_source(&src, "main", [groups, 1, 1], &args).and_then(|p| gpu.time(&p, &opts)) {
+                Ok(t) => {
+                    let mut v = t.samples_ms.clone();
+                    v.sort_by(f64::total_cmp);
+                    println!("{}", json!({"summary": format!("q4 load shape {shape}"), "shape": ls, "median_us": v[v.len() / 2] * 1e3}));
+                }
+                Err(e) => println!("{}", json!({"summary": format!("q4 load shape {shape}"), "shape": ls, "error": e.to_string()})),
+            }
+        }
     }
 }
 
