@@ -203,6 +203,9 @@ fn device() {
     if part("q4shapes") {
         q4_load_shapes(&gpu);
     }
+    if part("q4smem") {
+        q4_smem_study(&gpu);
+    }
     if part("ceiling") {
         read_ceiling(&gpu);
     }
@@ -354,6 +357,76 @@ fn q4_load_shapes(gpu: &Gpu) {
                     println!("{}", json!({"summary": format!("q4 load shape {shape}"), "shape": ls, "median_us": v[v.len() / 2] * 1e3}));
                 }
                 Err(e) => println!("{}", json!({"summary": format!("q4 load shape {shape}"), "shape": ls, "error": e.to_string()})),
+            }
+        }
+    }
+}
+
+/// The q4 kernel's loads with A staged in workgroup memory: per chunk of K
+/// (2048 values or fewer, dividing K) the workgroup copies A with whole-vec4
+/// reads in order and stores each word's two vec4 halves in two padded
+/// arrays, so that the lanes (one word each, neighbours on neighbouring
+/// words) then read A from workgroup memory without bank conflicts. Same
+/// light arithmetic as [`q4_load_shapes`].
+fn q4_smem_study(gpu: &Gpu) {
+    for shape in ["1,4096,4096", "1,8192,3072", "1,3072,9216"] {
+        let op = Op::parse("matmul_q4", shape).expect("shape");
+        let (_, _, k, n) = op.bmkn();
+        let (kw, kb) = (k / 8, k / 32);
+        // At most 2048 values (8 KiB, two padded halves within the 16 KiB limit), dividing K.
+        let chunk = [2048u32, 1024, 512].into_iter().find(|c| k % c == 0).expect("K is a multiple of 512 here");
+        let cw = chunk / 8;
+        for (rows, warps) in [(2u32, 1u32), (2, 4), (2, 8), (4, 4), (1, 8)] {
+            let threads = 32 * warps;
+            let rpg = rows * warps;
+            let mut body = String::new();
+            for u in 0..cw / 32 {
+                body.push_str(&format!("{{ let wl = lane + {}u; let a0 = sa[wl]; let a1 = sa[{} + wl]; let wg = c / 8u + wl;\n", 32 * u, cw + 1));
+                for r in 0..rows {
+                    body.push_str(&format!(
+                        "acc{r} = fma(fma(a0, vec4(bitcast<f32>(w[(n0 + {r}u) * {kw}u + wg] | 0x3F800000u)), a1), vec4(s[(n0 + {r}u) * {kb}u + (wg >> 2u)]), acc{r});\n"
+                    ));
+                }
+                body.push_str("}\n");
+            }
+            let accs: String = (0..rows).map(|r| format!("var acc{r} = vec4<f32>(0.0);\n")).collect();
+            let sum: String = (0..rows).map(|r| format!(" + dot(acc{r}, acc{r})")).collect();
+            let src = format!(
+                "@group(0) @binding(0) var<storage> a: array<vec4<f32>>;\n\
+                 @group(0) @binding(1) var<storage> w: array<u32>;\n\
+                 @group(0) @binding(2) var<storage> s: array<f32>;\n\
+                 @group(0) @binding(3) var<storage, read_write> o: array<f32>;\n\
+                 var<workgroup> sa: array<vec4<f32>, {slots}>;\n\
+                 @compute @workgroup_size({threads})\n\
+                 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {{\n\
+                 let t = lid.x;\n\
+                 let lane = t % 32u;\n\
+                 let n0 = wid.x * {rpg}u + (t / 32u) * {rows}u;\n\
+                 {accs}\
+                 for (var c = 0u; c < {k}u; c += {chunk}u) {{\n\
+                   workgroupBarrier();\n\
+                   for (var q = t; q < {quads}u; q += {threads}u) {{ sa[(q & 1u) * {pitch}u + (q >> 1u)] = a[c / 4u + q]; }}\n\
+                   workgroupBarrier();\n\
+                   {body}\
+                 }}\n\
+                 o[wid.x * {threads}u + t] = 0.0{sum};\n}}\n",
+                slots = 2 * (cw + 1),
+                quads = chunk / 4,
+                pitch = cw + 1,
+            );
+            let mut rng = Rng::new(5);
+            let mut words = |len: u32| (0..len).map(|_| rng.next_u64() as u32 & 0x3FFF_FFFF).collect::<Vec<u32>>();
+            let groups = n / rpg;
+            let args = [words(k), words(n * kw), words(n * kb), vec![0u32; (groups * threads) as usize]];
+            let opts = RunOptions { reps: 10, warmup: 2, warmup_ms: 50.0, min_sample_ms: 5.0, ..RunOptions::default() };
+            let what = json!({"rows": rows, "warps": warps, "chunk": chunk});
+            match gpu.prepare_source(&src, "main", [groups, 1, 1], &args).and_then(|p| gpu.time(&p, &opts)) {
+                Ok(t) => {
+                    let mut v = t.samples_ms.clone();
+                    v.sort_by(f64::total_cmp);
+                    println!("{}", json!({"summary": format!("q4 loads, A staged {shape}"), "shape": what, "median_us": v[v.len() / 2] * 1e3}));
+                }
+                Err(e) => println!("{}", json!({"summary": format!("q4 loads, A staged {shape}"), "shape": what, "error": e.to_string()})),
             }
         }
     }
