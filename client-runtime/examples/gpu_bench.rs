@@ -281,13 +281,18 @@ struct LoadShape {
     warps: u32,
     scales: bool,
     a: bool,
+    /// One word per lane pair: lane l takes half l & 1 of word l / 2, so
+    /// that the lanes' A reads are neighbouring 16-byte pieces (whole
+    /// sectors) at the price of twice the weight and scale load instructions.
+    half: bool,
 }
 
 /// The loads of a q4 decode kernel, every step unrolled, with two
 /// multiply-adds per loaded value: which part of the access pattern costs
 /// the time. Lanes split K (32 per row); nothing checks the result.
 fn q4_load_shapes(gpu: &Gpu) {
-    let v = |words, rows, warps, scales, a| LoadShape { words, rows, warps, scales, a };
+    let v = |words, rows, warps, scales, a| LoadShape { words, rows, warps, scales, a, half: false };
+    let h = |rows, warps| LoadShape { words: 1, rows, warps, scales: true, a: true, half: true };
     let variants = [
         v(1, 2, 1, true, true),
         v(1, 2, 1, true, false),
@@ -299,18 +304,22 @@ fn q4_load_shapes(gpu: &Gpu) {
         v(4, 2, 1, true, true),
         v(4, 2, 8, true, false),
         v(1, 1, 1, true, true),
+        h(2, 1),
+        h(2, 8),
+        h(4, 1),
+        v(1, 4, 1, true, true),
     ];
     for shape in ["1,4096,4096", "1,8192,3072"] {
         let op = Op::parse("matmul_q4", shape).expect("shape");
         let (_, _, k, n) = op.bmkn();
         let (kw, kb) = (k / 8, k / 32);
         for ls in variants {
-            let steps = kw / (32 * ls.words);
+            let steps = if ls.half { kw / 16 } else { kw / (32 * ls.words) };
             let rows_per_group = ls.rows * ls.warps;
             let mut body = String::new();
             for u in 0..steps {
                 for r in 0..ls.rows {
-                    let wi = format!("(lane + {}u)", 32 * u);
+                    let wi = if ls.half { format!("((lane >> 1u) + {}u)", 16 * u) } else { format!("(lane + {}u)", 32 * u) };
                     let row = format!("(n0 + {r}u)");
                     let (wexpr, first_word) = if ls.words == 4 {
                         (format!("vec4<f32>(bitcast<vec4<f32>>(w4[{row} * {}u + {wi}] | vec4(0x3F800000u)))", kw / 4), format!("{wi} * 4u"))
@@ -319,7 +328,9 @@ fn q4_load_shapes(gpu: &Gpu) {
                     };
                     let sc = if ls.scales { format!("s[{row} * {kb}u + ({first_word} >> 2u)]") } else { "1.0".into() };
                     // A's values of the loaded words: 2 vec4 per word.
-                    let av = if ls.a {
+                    let av = if ls.a && ls.half {
+                        format!("a[2u * {first_word} + (lane & 1u)]")
+                    } else if ls.a {
                         (0..2 * ls.words).map(|i| format!("a[2u * {first_word} + {i}u]")).collect::<Vec<_>>().join(" + ")
                     } else {
                         format!("vec4(f32({first_word}))")
