@@ -237,7 +237,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         }
     };
     // The work of one unit `ui` for each of the thread's outputs.
-    let one_word = |g: &mut Gen, ui: E| -> Vec<Stmt> {
+    let one_unit = |g: &mut Gen, ui: E| -> Vec<Stmt> {
         let mut out = Vec::new();
         let col = g.f.mul_c(ui, 8 * vec as i64);
         for (i, a_row) in a4_rows.iter().enumerate() {
@@ -258,7 +258,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         out
     };
 
-    // Words per loop iteration per thread, and the loop over them.
+    // Units per loop iteration per thread, and the loop over them.
     let per_iter = (s.r0 / (8 * vec)).max(1);
     let chunk = sk * per_iter;
     let full = units / chunk;
@@ -270,7 +270,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         let us = g.f.mul_c(ue, sk as i64);
         let base = g.plus(w0, lane);
         let wi = g.plus(base, us);
-        let mut inner = one_word(g, wi);
+        let mut inner = one_unit(g, wi);
         if guard {
             let kwc = g.f.i32(units as i32);
             let cond = g.f.bin(BinOp::Lt, wi, kwc);
@@ -321,6 +321,20 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             _ => unreachable!("at most two conditions"),
         }
     };
+    // Lane 0 of each output stores its sums: `value(g, i, j)` for row i of
+    // A and output j.
+    let lane0_stores = |g: &mut Gen, value: &mut dyn FnMut(&mut Gen, u32, u32) -> E| -> Stmt {
+        let one = g.f.i32(1);
+        let cond = g.f.bin(BinOp::Lt, lane, one);
+        let stores = pairs
+            .iter()
+            .map(|&(i, j)| {
+                let v = value(g, i, j);
+                store_out(g, i, j, v)
+            })
+            .collect();
+        Stmt::If { cond, body: stores }
+    };
     let Some(red) = red else {
         if sk == 1 {
             for &(i, j) in &pairs {
@@ -346,14 +360,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
                 mask /= 2;
             }
         }
-        let one = g.f.i32(1);
-        let first_lane = g.f.bin(BinOp::Lt, lane, one);
-        let mut stores = Vec::new();
-        for &(i, j) in &pairs {
-            let v = g.f.get(acc[i as usize][j as usize]);
-            stores.push(store_out(&mut g, i, j, v));
-        }
-        body.push(Stmt::If { cond: first_lane, body: stores });
+        body.push(lane0_stores(&mut g, &mut |g, i, j| g.f.get(acc[i as usize][j as usize])));
         g.f.body = body;
         return g.f;
     };
@@ -388,15 +395,10 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             body.push(Stmt::Barrier);
             stride /= 2;
         }
-        let one = g.f.i32(1);
-        let first_lane = g.f.bin(BinOp::Lt, lane, one);
-        let mut stores = Vec::new();
-        for &(i, j) in &pairs {
-            let idx = slot(&mut g, i, j, zero);
-            let v = g.f.load(LoadTy::F32, red, idx);
-            stores.push(store_out(&mut g, i, j, v));
-        }
-        body.push(Stmt::If { cond: first_lane, body: stores });
+        body.push(lane0_stores(&mut g, &mut |g, i, j| {
+            let idx = slot(g, i, j, zero);
+            g.f.load(LoadTy::F32, red, idx)
+        }));
     } else {
         let one = g.f.i32(1);
         let first_lane = g.f.bin(BinOp::Lt, lane, one);

@@ -83,24 +83,23 @@ pub fn needs_subgroups(source: &str) -> bool {
     source.starts_with(ENABLE_SUBGROUPS)
 }
 
-/// Whether a GPU-flavor function uses subgroup operations.
-pub fn uses_subgroups(f: &Func) -> bool {
-    f.exprs.iter().any(|(_, e)| matches!(e, Expr::ShuffleXor(..)))
-}
-
 /// Lowers, validates and writes a GPU-flavor function as WGSL text.
 pub fn write(f: &Func, workgroup_size: [u32; 3]) -> Result<String, String> {
     let module = lower::module(f, workgroup_size).map_err(|e| e.to_string())?;
-    let info = check(&module)?;
+    let subgroups = module_uses_subgroups(&module);
+    let info = validate_module(&module, subgroups, "")?;
     let text = write_module(&module, &info)?;
-    Ok(if uses_subgroups(f) { format!("{ENABLE_SUBGROUPS}{text}") } else { text })
+    Ok(if subgroups { format!("{ENABLE_SUBGROUPS}{text}") } else { text })
 }
 
-/// naga's validator with every check on. The only optional capability is
-/// subgroup operations, and only for a module that uses them.
-fn validator(subgroups: bool) -> naga::valid::Validator {
+/// naga's validator with every check on. The only optional capability it
+/// grants is subgroup operations, and only to a module that uses them;
+/// errors are rendered against `source` (empty when there is no text).
+fn validate_module(module: &naga::Module, subgroups: bool, source: &str) -> Result<naga::valid::ModuleInfo, String> {
     let caps = if subgroups { naga::valid::Capabilities::SUBGROUP } else { naga::valid::Capabilities::empty() };
     naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+        .validate(module)
+        .map_err(|e| format!("naga validate: {}", e.emit_to_string(source)))
 }
 
 /// Whether a naga module holds a subgroup operation.
@@ -117,11 +116,9 @@ fn module_uses_subgroups(module: &naga::Module) -> bool {
     module.entry_points.iter().any(|ep| block(&ep.function.body))
 }
 
-/// naga's validator, with every check on (see [`validator`]).
+/// naga's validator, with every check on (see [`validate_module`]).
 pub fn check(module: &naga::Module) -> Result<naga::valid::ModuleInfo, String> {
-    validator(module_uses_subgroups(module))
-        .validate(module)
-        .map_err(|e| format!("naga validate: {}", e.emit_to_string("")))
+    validate_module(module, module_uses_subgroups(module), "")
 }
 
 /// naga's WGSL backend on a validated module.
@@ -150,17 +147,15 @@ pub fn validate(source: &str) -> Result<(), String> {
 /// The first half of [`validate`]: naga's WGSL front end (on the
 /// [`native_source`]).
 pub fn parse(source: &str) -> Result<naga::Module, String> {
-    naga::front::wgsl::parse_str(native_source(source)).map_err(|e| format!("naga parse: {}", e.emit_to_string(source)))
+    let source = native_source(source);
+    naga::front::wgsl::parse_str(source).map_err(|e| format!("naga parse: {}", e.emit_to_string(source)))
 }
 
 /// The second half of [`validate`]: naga's validator, with every check on
 /// (subgroup operations allowed only where the module uses them), on a
 /// module [`parse`]d from `source`.
 pub fn check_module(module: &naga::Module, source: &str) -> Result<(), String> {
-    validator(module_uses_subgroups(module))
-        .validate(module)
-        .map_err(|e| format!("naga validate: {}", e.emit_to_string(source)))?;
-    Ok(())
+    validate_module(module, module_uses_subgroups(module), native_source(source)).map(|_| ())
 }
 
 fn gcd(a: i64, b: i64) -> i64 {
