@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use webtune_client_runtime::gpu::Gpu;
-use webtune_client_runtime::{KernelDir, RunOptions, RunReport};
+use webtune_client_runtime::{KernelDir, RunError, RunOptions, RunReport};
 use webtune_compiler::reference::Rng;
 use webtune_compiler::{Op, Schedule, Target, compile};
 
@@ -122,7 +122,7 @@ fn q4_space(op: &Op, subgroup_min: Option<u32>) -> Vec<Schedule> {
     out
 }
 
-/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4loads, ceiling):
+/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4shapes, q4smem, ceiling):
 /// `GPU_BENCH_PARTS="big q4"` when set, else every part.
 fn part(name: &str) -> bool {
     std::env::var("GPU_BENCH_PARTS").map_or(true, |v| v.split_whitespace().any(|p| p == name))
@@ -197,9 +197,6 @@ fn device() {
     if part("q4checks") {
         q4_bounds_check_cost(&mut gpu);
     }
-    if part("q4loads") {
-        q4_loads_only(&gpu);
-    }
     if part("q4shapes") {
         q4_load_shapes(&gpu);
     }
@@ -211,63 +208,28 @@ fn device() {
     }
 }
 
-/// Where the q4 decode kernel's time goes: a kernel with its exact loads
-/// (32 lanes per output, 2 outputs per thread, one packed word, its scale and
-/// A's 8 values per lane and step, all steps unrolled) but 9 arithmetic
-/// operations per word and output instead of ~29, timed like every kernel.
-/// Its result is not a matvec (nothing checks it); it only keeps the loads
-/// alive.
-fn q4_loads_only(gpu: &Gpu) {
-    for (shape, with_a) in [("1,4096,4096", true), ("1,3072,9216", true), ("1,8192,3072", true), ("1,4096,4096", false)] {
-        let op = Op::parse("matmul_q4", shape).expect("shape");
-        let (_, _, k, n) = op.bmkn();
-        let (kw, kb) = (k / 8, k / 32);
-        let steps = kw / 32;
-        // Without A: its two vec4 reads replaced by values made from the index.
-        let a_reads =
-            if with_a { "let a0 = a[2u * wi]; let a1 = a[2u * wi + 1u] + a[0];" } else { "let a0 = vec4(f32(wi)); let a1 = a0 + a[0];" };
-        let src = format!(
-            "@group(0) @binding(0) var<storage> a: array<vec4<f32>>;\n\
-             @group(0) @binding(1) var<storage> w: array<u32>;\n\
-             @group(0) @binding(2) var<storage> s: array<f32>;\n\
-             @group(0) @binding(3) var<storage, read_write> o: array<f32>;\n\
-             @compute @workgroup_size(32)\n\
-             fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {{\n\
-               let lane = lid.x;\n\
-               let n0 = wid.x * 2u;\n\
-               var acc0 = vec4<f32>(0.0);\n\
-               var acc1 = vec4<f32>(0.0);\n\
-               for (var u = 0u; u < {steps}u; u++) {{\n\
-                 let wi = lane + 32u * u;\n\
-                 {a_reads}\n\
-                 let w0 = bitcast<f32>(w[n0 * {kw}u + wi] | 0x3F800000u);\n\
-                 let w1 = bitcast<f32>(w[(n0 + 1u) * {kw}u + wi] | 0x3F800000u);\n\
-                 let s0 = s[n0 * {kb}u + (wi >> 2u)];\n\
-                 let s1 = s[(n0 + 1u) * {kb}u + (wi >> 2u)];\n\
-                 acc0 = fma(fma(a0, vec4(w0), a1), vec4(s0), acc0);\n\
-                 acc1 = fma(fma(a0, vec4(w1), a1), vec4(s1), acc1);\n\
-               }}\n\
-               o[wid.x * 32u + lane] = dot(acc0, acc1);\n\
-             }}\n"
-        );
-        let mut rng = Rng::new(5);
-        let mut words = |len: u32| (0..len).map(|_| rng.next_u64() as u32 & 0x3FFF_FFFF).collect::<Vec<u32>>();
-        let args = [words(k), words(n * kw), words(n * kb), vec![0u32; (n / 2 * 32) as usize]];
-        let opts = RunOptions { reps: 10, warmup: 2, warmup_ms: 100.0, min_sample_ms: 5.0, ..RunOptions::default() };
-        match gpu.prepare_source(&src, "main", [n / 2, 1, 1], &args).and_then(|p| gpu.time(&p, &opts)) {
-            Ok(t) => {
-                let mut v = t.samples_ms.clone();
-                v.sort_by(f64::total_cmp);
-                let med = v[v.len() / 2];
-                println!(
-                    "{}",
-                    json!({"summary": format!("q4 loads only {shape}"), "reads_a": with_a, "median_ms": med,
-                           "weight_gbps": q4_weight_bytes(&op) as f64 / (med * 1e6)})
-                );
-            }
-            Err(e) => println!("{}", json!({"summary": format!("q4 loads only {shape}"), "error": e.to_string()})),
-        }
+/// Median time (ms) of a hand-written WGSL kernel over `groups` workgroups,
+/// its bindings `args` in order (the last the output), timed like every
+/// kernel (back-to-back dispatches between GPU timestamps).
+fn time_source(gpu: &Gpu, src: &str, groups: u32, args: &[Vec<u32>], warmup_ms: f64) -> Result<f64, RunError> {
+    let opts = RunOptions { reps: 10, warmup: 2, warmup_ms, min_sample_ms: 5.0, ..RunOptions::default() };
+    let mut v = gpu.prepare_source(src, "main", [groups, 1, 1], args).and_then(|p| gpu.time(&p, &opts))?.samples_ms;
+    v.sort_by(f64::total_cmp);
+    Ok(v[v.len() / 2])
+}
+
+/// One JSON line of the q4 load studies: the kernel's median or its error.
+fn print_study(summary: String, shape: serde_json::Value, r: Result<f64, RunError>) {
+    match r {
+        Ok(ms) => println!("{}", json!({"summary": summary, "shape": shape, "median_us": ms * 1e3})),
+        Err(e) => println!("{}", json!({"summary": summary, "shape": shape, "error": e.to_string()})),
     }
+}
+
+/// Seeded words that read as finite floats (exponent below 0x7F), for the
+/// load studies' buffers.
+fn finite_words(rng: &mut Rng, len: u32) -> Vec<u32> {
+    (0..len).map(|_| rng.next_u64() as u32 & 0x3FFF_FFFF).collect()
 }
 
 /// One variant of the q4 decode kernel's loads (see [`q4_load_shapes`]).
@@ -356,19 +318,16 @@ fn q4_load_shapes(gpu: &Gpu) {
                 rows = ls.rows,
             );
             let src = src.replace("a[0].x + w[0] + w4[0].x + s[0]", "a[0].x + f32(w[0] + w4[0].x) + s[0]");
-            let mut rng = Rng::new(5);
-            let mut words = |len: u32| (0..len).map(|_| rng.next_u64() as u32 & 0x3FFF_FFFF).collect::<Vec<u32>>();
+            let rng = &mut Rng::new(5);
             let groups = n / rows_per_group;
-            let args = [words(k), words(n * kw), words(n * kw), words(n * kb), vec![0u32; (groups * 32 * ls.warps) as usize]];
-            let opts = RunOptions { reps: 10, warmup: 2, warmup_ms: 50.0, min_sample_ms: 5.0, ..RunOptions::default() };
-            match gpu.prepare_source(&src, "main", [groups, 1, 1], &args).and_then(|p| gpu.time(&p, &opts)) {
-                Ok(t) => {
-                    let mut v = t.samples_ms.clone();
-                    v.sort_by(f64::total_cmp);
-                    println!("{}", json!({"summary": format!("q4 load shape {shape}"), "shape": ls, "median_us": v[v.len() / 2] * 1e3}));
-                }
-                Err(e) => println!("{}", json!({"summary": format!("q4 load shape {shape}"), "shape": ls, "error": e.to_string()})),
-            }
+            let args = [
+                finite_words(rng, k),
+                finite_words(rng, n * kw),
+                finite_words(rng, n * kw),
+                finite_words(rng, n * kb),
+                vec![0u32; (groups * 32 * ls.warps) as usize],
+            ];
+            print_study(format!("q4 load shape {shape}"), json!(ls), time_source(gpu, &src, groups, &args, 50.0));
         }
     }
 }
@@ -425,20 +384,11 @@ fn q4_smem_study(gpu: &Gpu) {
                 quads = chunk / 4,
                 pitch = cw + 1,
             );
-            let mut rng = Rng::new(5);
-            let mut words = |len: u32| (0..len).map(|_| rng.next_u64() as u32 & 0x3FFF_FFFF).collect::<Vec<u32>>();
+            let rng = &mut Rng::new(5);
             let groups = n / rpg;
-            let args = [words(k), words(n * kw), words(n * kb), vec![0u32; (groups * threads) as usize]];
-            let opts = RunOptions { reps: 10, warmup: 2, warmup_ms: 50.0, min_sample_ms: 5.0, ..RunOptions::default() };
+            let args = [finite_words(rng, k), finite_words(rng, n * kw), finite_words(rng, n * kb), vec![0u32; (groups * threads) as usize]];
             let what = json!({"rows": rows, "warps": warps, "chunk": chunk});
-            match gpu.prepare_source(&src, "main", [groups, 1, 1], &args).and_then(|p| gpu.time(&p, &opts)) {
-                Ok(t) => {
-                    let mut v = t.samples_ms.clone();
-                    v.sort_by(f64::total_cmp);
-                    println!("{}", json!({"summary": format!("q4 loads, A staged {shape}"), "shape": what, "median_us": v[v.len() / 2] * 1e3}));
-                }
-                Err(e) => println!("{}", json!({"summary": format!("q4 loads, A staged {shape}"), "shape": what, "error": e.to_string()})),
-            }
+            print_study(format!("q4 loads, A staged {shape}"), what, time_source(gpu, &src, groups, &args, 50.0));
         }
     }
 }
@@ -528,14 +478,10 @@ fn read_ceiling(gpu: &Gpu) {
                    o[gid.x] = acc.x ^ acc.y ^ acc.z ^ acc.w;\n\
                  }}\n"
             );
-            let opts = RunOptions { reps: 10, warmup: 2, warmup_ms: 100.0, min_sample_ms: 5.0, ..RunOptions::default() };
-            let r = gpu.prepare_source(&src, "main", [groups, 1, 1], &args).and_then(|p| gpu.time(&p, &opts));
-            match r {
-                Ok(t) => {
-                    let mut v = t.samples_ms.clone();
-                    v.sort_by(f64::total_cmp);
-                    let gbps = bytes as f64 / (v[v.len() / 2] * 1e6);
-                    println!("{}", json!({"ceiling": label, "groups": groups, "median_ms": v[v.len() / 2], "gbps": gbps}));
+            match time_source(gpu, &src, groups, &args, 100.0) {
+                Ok(median_ms) => {
+                    let gbps = bytes as f64 / (median_ms * 1e6);
+                    println!("{}", json!({"ceiling": label, "groups": groups, "median_ms": median_ms, "gbps": gbps}));
                     if best.is_none_or(|(_, b)| gbps > b) {
                         best = Some((groups, gbps));
                     }

@@ -100,16 +100,12 @@ impl Gpu {
         if k.meta.target != Target::Wgsl {
             return Err(RunError::Input(format!("a {} kernel given to the WGSL runner", k.meta.target)));
         }
-        if let Some(need) = k.meta.min_subgroup_size {
-            match self.subgroups() {
-                None => return Err(RunError::Input("the kernel reduces with subgroup operations; this adapter has no `subgroups` feature".into())),
-                Some(min) if min < need => {
-                    return Err(RunError::Input(format!(
-                        "the kernel needs subgroups of at least {need} invocations; this adapter's may have {min}"
-                    )));
-                }
-                Some(_) => {}
-            }
+        // Whether the adapter has subgroups at all, `prepare_source` checks
+        // from the text; here, whether they are wide enough.
+        if let (Some(need), Some(min)) = (k.meta.min_subgroup_size, self.subgroups())
+            && min < need
+        {
+            return Err(RunError::Input(format!("the kernel needs subgroups of at least {need} invocations; this adapter's may have {min}")));
         }
         let source = std::str::from_utf8(&k.bytes).map_err(|_| RunError::Input("kernel.wgsl is not UTF-8".into()))?;
         let dispatch = k.meta.dispatch.ok_or_else(|| RunError::Input("kernel.json of a WGSL kernel has no `dispatch`".into()))?;
