@@ -86,8 +86,9 @@ fn matmul_tuned(op: &Op) -> Vec<Schedule> {
 /// The q4 search: outputs per workgroup `y1`, threads per output `split_k`,
 /// weights per thread per iteration `r0`, outputs per thread `y0` (A's
 /// values loaded once for all of them), packed words per load `vectorize`
-/// (1, or 4: a whole scale block), and the split-K reduction (a subgroup
-/// butterfly wherever the adapter's subgroups hold split_k lanes).
+/// (1, or 4: a whole scale block), the split-K reduction (a subgroup
+/// butterfly wherever the adapter's subgroups hold split_k lanes) and
+/// register double buffering of the next K step.
 /// GPU_BENCH_Q4_OUTPUTS / GPU_BENCH_Q4_VEC override the y0 / vectorize lists.
 fn q4_space(op: &Op, subgroup_min: Option<u32>) -> Vec<Schedule> {
     let list = |var: &str, default: &[u32]| -> Vec<u32> {
@@ -98,19 +99,25 @@ fn q4_space(op: &Op, subgroup_min: Option<u32>) -> Vec<Schedule> {
     };
     let outputs = list("GPU_BENCH_Q4_OUTPUTS", &[1, 2, 4]);
     let vecs = list("GPU_BENCH_Q4_VEC", &[1, 4]);
+    // Register double buffering of the next K step off (0) and on (1).
+    let dbs = list("GPU_BENCH_Q4_DB", &[0, 1]);
     let mut out = Vec::new();
     for &y0 in &outputs {
         for groups in [1, 2, 4, 8] {
             for split_k in [4, 8, 16, 32, 64] {
                 for r0 in [32, 64, 128, 256] {
-                    for &vectorize in &vecs {
+                    for (&vectorize, &db) in vecs.iter().flat_map(|v| dbs.iter().map(move |d| (v, d))) {
                         let y1 = groups * y0;
                         let subgroup_reduce = subgroup_min.is_some_and(|m| split_k <= m);
-                        let s = Schedule { x0: 1, x1: 1, y0, y1, split_k, r0, r1: r0, vectorize, subgroup_reduce, ..base(op) };
+                        let double_buffer = db == 1;
+                        let s = Schedule { x0: 1, x1: 1, y0, y1, split_k, r0, r1: r0, vectorize, subgroup_reduce, double_buffer, ..base(op) };
                         let t = groups * split_k;
-                        // GPU_BENCH_Q4_QUICK: only the region where the bests lie.
+                        // GPU_BENCH_Q4_QUICK: only the region where the bests lie
+                        // (double buffering needs two steps: shorter ones too).
                         let quick = std::env::var_os("GPU_BENCH_Q4_QUICK").is_none()
-                            || ([1, 2, 4].contains(&groups) && [8, 16, 32].contains(&split_k) && [64, 128, 256].contains(&r0));
+                            || ([1, 2, 4].contains(&groups)
+                                && [8, 16, 32].contains(&split_k)
+                                && (r0 >= 64 || (double_buffer && r0 == 32)));
                         if quick && (32..=256).contains(&t) && s.check(op, Target::Wgsl).is_ok() {
                             out.push(s);
                         }
@@ -122,10 +129,17 @@ fn q4_space(op: &Op, subgroup_min: Option<u32>) -> Vec<Schedule> {
     out
 }
 
-/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4shapes, q4smem, ceiling):
+/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4shapes, q4smem, q4rows, q4stream, q4rowsloop, ceiling):
 /// `GPU_BENCH_PARTS="big q4"` when set, else every part.
 fn part(name: &str) -> bool {
     std::env::var("GPU_BENCH_PARTS").map_or(true, |v| v.split_whitespace().any(|p| p == name))
+}
+
+/// Median ms of `s` on `op`, nothing printed (the studies' baseline).
+fn measure_quiet(gpu: &Gpu, op: &Op, s: &Schedule) -> Option<f64> {
+    let k = compile(op, Target::Wgsl, s).ok()?;
+    let opts = RunOptions { reps: 10, warmup: 2, warmup_ms: 50.0, min_sample_ms: 5.0, seed: 7, ..RunOptions::default() };
+    gpu.run(&KernelDir::from_kernel(k), &opts).ok().filter(|r| r.correct).map(|r| r.median_ms)
 }
 
 fn measure(gpu: &Gpu, op: &Op, s: &Schedule, reps: usize) -> Option<RunReport> {
@@ -202,6 +216,15 @@ fn device() {
     }
     if part("q4smem") {
         q4_smem_study(&gpu);
+    }
+    if part("q4rows") {
+        q4_rows_study(&gpu);
+    }
+    if part("q4stream") {
+        q4_stream_study(&gpu);
+    }
+    if part("q4rowsloop") {
+        q4_rows_loop_study(&gpu);
     }
     if part("ceiling") {
         read_ceiling(&gpu);
@@ -393,6 +416,560 @@ fn q4_smem_study(gpu: &Gpu) {
     }
 }
 
+/// One variant of the rows-loop q4 kernel (see [`q4_rows_study`]).
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+struct RowsShape {
+    /// Scale blocks (32 values of K) per thread: blocks t, t + L, ... of
+    /// each row, L = K / 32 / blocks threads per workgroup.
+    blocks: u32,
+    /// Outputs (rows of W) per workgroup; every thread serves all of them.
+    rows: u32,
+    /// Rows whose loads are written before their arithmetic.
+    group: u32,
+    /// Reduce-scatter (each lane ends with one row's sum) instead of a
+    /// butterfly per row.
+    scatter: bool,
+    /// Software pipelining: the loads of the next group of rows are
+    /// written before the arithmetic of the current one.
+    pipe: bool,
+}
+
+/// The rows-loop q4 decode kernel: each thread loads its slice of A into
+/// registers once and walks `rows` rows of W with it, so A's reads from
+/// cache are paid once per thread rather than once per weight word; the
+/// weights are read as whole `vec4<u32>` scale blocks, neighbouring threads
+/// on neighbouring blocks. The K sums are reduced in each subgroup (32
+/// lanes) and then across the workgroup's subgroups in workgroup memory.
+fn q4_rows_source(k: u32, n: u32, v: RowsShape, sg: u32) -> Option<String> {
+    let kb = k / 32;
+    if kb % v.blocks != 0 || v.rows % v.group != 0 || n % v.rows != 0 || (v.scatter && v.rows > sg) || !v.rows.is_power_of_two() {
+        return None;
+    }
+    let lanes = kb / v.blocks;
+    if lanes % sg != 0 || lanes > 256 {
+        return None;
+    }
+    let warps = lanes / sg;
+    // Thread t < rows adds row t's subgroup sums up.
+    if warps > 1 && v.rows > lanes {
+        return None;
+    }
+    let (b, r) = (v.blocks, v.rows);
+    let mut s = String::new();
+    let c = ["x", "y", "z", "w"];
+    for bi in 0..b {
+        for i in 0..8 {
+            s += &format!("let a{bi}_{i} = a[(t + {}u) * 8u + {i}u];\n", lanes * bi);
+        }
+    }
+    for ri in 0..r {
+        s += &format!("var acc{ri} = 0.0;\n");
+    }
+    let loads = |g0: u32| -> String {
+        let mut o = String::new();
+        for ri in g0..(g0 + v.group).min(r) {
+            for bi in 0..b {
+                let at = format!("(n0 + {ri}u) * {kb}u + t + {}u", lanes * bi);
+                o += &format!("let w{ri}_{bi} = w[{at}];\nlet s{ri}_{bi} = sc[{at}];\n");
+            }
+        }
+        o
+    };
+    if v.pipe {
+        s += &loads(0);
+    }
+    for g0 in (0..r).step_by(v.group as usize) {
+        s += &loads(if v.pipe { g0 + v.group } else { g0 });
+        for ri in g0..g0 + v.group {
+            for bi in 0..b {
+                s += "{\n";
+                for p in 0..4 {
+                    s += &format!("var p{p} = 0.0;\n");
+                }
+                for (i, ci) in c.iter().enumerate() {
+                    s += &format!("let l{i} = w{ri}_{bi}.{ci};\nlet h{i} = l{i} >> 16u;\n");
+                    for p in 0..4 {
+                        let bias = 8_388_608.0 + 8.0 * 16f64.powi(p as i32);
+                        let mask = 15u32 << (4 * p);
+                        for (half, src) in [(0, "l"), (1, "h")] {
+                            s += &format!(
+                                "p{p} = fma(bitcast<f32>(({src}{i} & {mask}u) | 0x4B000000u) - {bias:.1}, a{bi}_{}.{}, p{p});\n",
+                                2 * i + half,
+                                c[p]
+                            );
+                        }
+                    }
+                }
+                s += &format!("acc{ri} = fma(fma(fma(fma(p3, 0.0625, p2), 0.0625, p1), 0.0625, p0), s{ri}_{bi}, acc{ri});\n}}\n");
+            }
+        }
+    }
+    // Reduction inside the subgroup; `row` is the row whose sum a lane
+    // holds afterwards, `writer` whether it stores it.
+    let (row, writer) = if v.scatter {
+        let lg = r.trailing_zeros();
+        let (mut cnt, mut mask) = (r, sg / 2);
+        while cnt > 1 {
+            let half = cnt / 2;
+            s += &format!("let bit{mask} = (lane & {mask}u) != 0u;\n");
+            for i in 0..half {
+                let j = i + half;
+                s += &format!("acc{i} = select(acc{i}, acc{j}, bit{mask}) + subgroupShuffleXor(select(acc{j}, acc{i}, bit{mask}), {mask}u);\n");
+            }
+            cnt = half;
+            mask /= 2;
+        }
+        while mask >= 1 {
+            s += &format!("acc0 += subgroupShuffleXor(acc0, {mask}u);\n");
+            mask /= 2;
+        }
+        let sl = sg.trailing_zeros();
+        let low = (1u32 << (sl - lg)) - 1;
+        (format!("(lane >> {}u)", sl - lg), format!("(lane & {low}u) == 0u"))
+    } else {
+        for ri in 0..r {
+            let mut m = sg / 2;
+            while m >= 1 {
+                s += &format!("acc{ri} += subgroupShuffleXor(acc{ri}, {m}u);\n");
+                m /= 2;
+            }
+        }
+        (String::new(), "lane == 0u".to_string())
+    };
+    let stores = |target: &str| -> String {
+        if v.scatter {
+            format!("if ({writer}) {{ {target}[{row}] = acc0; }}\n")
+        } else {
+            let mut o = format!("if ({writer}) {{\n");
+            for ri in 0..r {
+                o += &format!("{target}[{ri}u] = acc{ri};\n");
+            }
+            o + "}\n"
+        }
+    };
+    let (decl, tail) = if warps == 1 {
+        (String::new(), stores("c").replace("c[", "c[n0 + "))
+    } else {
+        let mut t = stores("red").replace("red[", &format!("red[(t / {sg}u) * {r}u + "));
+        t += "workgroupBarrier();\n";
+        let sum: Vec<String> = (0..warps).map(|wi| format!("red[{}u + t]", wi * r)).collect();
+        t += &format!("if (t < {r}u) {{ c[n0 + t] = {}; }}\n", sum.join(" + "));
+        (format!("var<workgroup> red: array<f32, {}>;\n", warps * r), t)
+    };
+    Some(format!(
+        "@group(0) @binding(0) var<storage> a: array<vec4<f32>>;\n\
+         @group(0) @binding(1) var<storage> w: array<vec4<u32>>;\n\
+         @group(0) @binding(2) var<storage> sc: array<f32>;\n\
+         @group(0) @binding(3) var<storage, read_write> c: array<f32>;\n\
+         {decl}\
+         @compute @workgroup_size({lanes})\n\
+         fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {{\n\
+         let t = lid.x;\n\
+         let lane = t % {sg}u;\n\
+         let n0 = wid.x * {r}u;\n\
+         {s}{tail}}}\n"
+    ))
+}
+
+/// The rows-loop q4 kernel against the generator's current first lite
+/// candidate for the H100, alternately in one run, each variant checked
+/// against the f64 reference first. GPU_BENCH_Q4_SHAPES picks the shapes.
+fn q4_rows_study(gpu: &Gpu) {
+    let shapes: Vec<String> = std::env::var("GPU_BENCH_Q4_SHAPES")
+        .map(|v| v.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_else(|_| ["1,4096,4096", "1,3072,9216", "1,8192,3072"].map(str::to_string).to_vec());
+    let fp = webtune_tuner::presets::get("h100").expect("preset");
+    let device = webtune_tuner::Device::from_fingerprint(&fp).expect("preset is a device");
+    let settings = webtune_tuner::Settings::builtin(Target::Wgsl);
+    // The subgroup width the kernels assume: 32 (NVIDIA), or the adapter's if smaller.
+    let sg = gpu.subgroups().unwrap_or(32).min(32);
+    // GPU_BENCH_Q4_ROWS="blocks,rows,group,scatter,pipe ..." (0/1 flags) picks the variants.
+    let variants: Vec<RowsShape> = std::env::var("GPU_BENCH_Q4_ROWS")
+        .unwrap_or_else(|_| "1,8,4,1,1 1,16,4,1,1 1,16,8,1,1 1,16,16,1,0 1,32,4,1,1 3,8,2,1,1".into())
+        .split_whitespace()
+        .filter_map(|v| {
+            let f: Vec<u32> = v.split(',').filter_map(|x| x.parse().ok()).collect();
+            (f.len() == 5).then(|| RowsShape { blocks: f[0], rows: f[1], group: f[2], scatter: f[3] == 1, pipe: f[4] == 1 })
+        })
+        .collect();
+    for shape in &shapes {
+        let op = Op::parse("matmul_q4", shape).expect("shape");
+        let (_, _, k, n) = op.bmkn();
+        let bytes = q4_weight_bytes(&op) as f64;
+        let inputs = webtune_compiler::reference::inputs(&op, 7);
+        let want = webtune_compiler::reference::reference(&op, &inputs);
+        let space = webtune_tuner::lite_space(&op, Target::Wgsl, &device, &settings);
+        let first = &space.schedules[0];
+        let gen_ms = measure(gpu, &op, first, 10).map(|r| r.median_ms);
+        for v in &variants {
+            let Some(src) = q4_rows_source(k, n, *v, sg) else { continue };
+            let groups = n / v.rows;
+            let checked = gpu.prepare_source(&src, "main", [groups, 1, 1], &inputs.args).and_then(|p| gpu.output(&p));
+            let err = match checked {
+                Ok(out) => webtune_compiler::reference::check(&want, &out).max_rel_err,
+                Err(e) => {
+                    print_study(format!("q4 rows {shape}"), json!(v), Err(e));
+                    continue;
+                }
+            };
+            if err > webtune_compiler::reference::TOLERANCE {
+                println!("{}", json!({"summary": format!("q4 rows {shape}"), "shape": v, "error": "WRONG RESULT", "max_rel_err": err}));
+                continue;
+            }
+            // Alternately with the generator's kernel, 3 rounds; the best of each.
+            let (mut mine, mut theirs) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                match time_source(gpu, &src, groups, &inputs.args, 50.0) {
+                    Ok(ms) => mine.push(ms * 1e3),
+                    Err(e) => {
+                        print_study(format!("q4 rows {shape}"), json!(v), Err(e));
+                        break;
+                    }
+                }
+                if let Some(r) = measure_quiet(gpu, &op, first) {
+                    theirs.push(r * 1e3);
+                }
+            }
+            let min = |x: &Vec<f64>| x.iter().copied().fold(f64::INFINITY, f64::min);
+            if !mine.is_empty() {
+                println!(
+                    "{}",
+                    json!({"summary": format!("q4 rows {shape}"), "shape": v, "best_us": min(&mine), "rows_us": mine, "generator_us": theirs,
+                           "weight_gbps": bytes / (min(&mine) * 1e3), "max_rel_err": err, "generator_over_rows": min(&theirs) / min(&mine)})
+                );
+            }
+        }
+        let gen_after = measure(gpu, &op, first, 10).map(|r| r.median_ms * 1e3);
+        println!("{}", json!({"summary": format!("q4 rows {shape} generator first candidate"), "before_us": gen_ms.map(|g| g * 1e3), "after_us": gen_after, "config": first}));
+    }
+}
+
+/// One variant of the streaming q4 kernel (see [`q4_stream_study`]).
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+struct StreamShape {
+    /// Outputs per thread (one subgroup of 32 lanes splits their K).
+    rows: u32,
+    /// Packed words per lane per loop iteration (per row).
+    units: u32,
+    /// Subgroups per workgroup.
+    warps: u32,
+    /// The next iteration's words and scales are loaded before this
+    /// iteration's arithmetic (kept in registers across the back edge).
+    prefetch: bool,
+    /// One logic instruction per nibble, (src | M) & (mask | M), as the
+    /// generator does, instead of (src & mask) | M.
+    one_op: bool,
+}
+
+/// The generator's decode pattern (32 lanes split K, lane l on words l,
+/// l + 32, ...; A's 8 values per word read by each lane) as a loop of
+/// `iters` iterations that is not unrolled, optionally with the next
+/// iteration's weights prefetched: whether spreading each subgroup's loads
+/// over time (instead of issuing them all at once and computing at the end)
+/// lets the arithmetic overlap the memory traffic.
+fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
+    let (kw, kb) = (k / 8, k / 32);
+    let per = sg * v.units;
+    if kw % per != 0 || n % (v.rows * v.warps) != 0 {
+        return None;
+    }
+    let iters = kw / per;
+    let c = ["x", "y", "z", "w"];
+    let loads = |pre: &str, it: &str, decl: bool| -> String {
+        let mut o = String::new();
+        for r in 0..v.rows {
+            for u in 0..v.units {
+                let wi = format!("({it} * {per}u + {}u + lane)", sg * u);
+                let kw_ = if decl { "let " } else { "" };
+                o += &format!("{kw_}{pre}w{r}_{u} = w[(n0 + {r}u) * {kw}u + {wi}];\n{kw_}{pre}s{r}_{u} = sc[(n0 + {r}u) * {kb}u + ({wi} >> 2u)];\n");
+            }
+        }
+        o
+    };
+    let compute = |pre: &str, it: &str| -> String {
+        let mut o = String::new();
+        for u in 0..v.units {
+            let wi = format!("({it} * {per}u + {}u + lane)", sg * u);
+            o += &format!("{{\nlet a0 = a[2u * {wi}];\nlet a1 = a[2u * {wi} + 1u];\n");
+            for r in 0..v.rows {
+                o += &format!("{{\nlet l0 = {pre}w{r}_{u};\nlet h0 = l0 >> 16u;\n");
+                if v.one_op {
+                    o += "let l = l0 | 0x4B000000u;\nlet h = h0 | 0x4B000000u;\n";
+                } else {
+                    o += "let l = l0;\nlet h = h0;\n";
+                }
+                for p in 0..4 {
+                    let bias = 8_388_608.0 + 8.0 * 16f64.powi(p as i32);
+                    let mask = 15u32 << (4 * p);
+                    let q = |src: &str| {
+                        if v.one_op { format!("bitcast<f32>({src} & {}u)", mask | 0x4B00_0000) } else { format!("bitcast<f32>(({src} & {mask}u) | 0x4B000000u)") }
+                    };
+                    o += &format!("let p{p} = fma({} - {bias:.1}, a1.{cp}, ({} - {bias:.1}) * a0.{cp});\n", q("h"), q("l"), cp = c[p]);
+                }
+                o += &format!("acc{r} = fma(fma(fma(fma(p3, 0.0625, p2), 0.0625, p1), 0.0625, p0), {pre}s{r}_{u}, acc{r});\n}}\n");
+            }
+            o += "}\n";
+        }
+        o
+    };
+    let mut s = String::new();
+    for r in 0..v.rows {
+        s += &format!("var acc{r} = 0.0;\n");
+    }
+    if v.prefetch {
+        for r in 0..v.rows {
+            for u in 0..v.units {
+                s += &format!("var cw{r}_{u} = 0u;\nvar cs{r}_{u} = 0.0;\n");
+            }
+        }
+        s += &loads("c", "0u", false);
+        s += &format!("for (var i = 0u; i < {}u; i++) {{\n", iters - 1);
+        s += &loads("n", "(i + 1u)", true);
+        s += &compute("c", "i");
+        for r in 0..v.rows {
+            for u in 0..v.units {
+                s += &format!("cw{r}_{u} = nw{r}_{u};\ncs{r}_{u} = ns{r}_{u};\n");
+            }
+        }
+        s += "}\n";
+        s += &compute("c", &format!("{}u", iters - 1));
+    } else {
+        s += &format!("for (var i = 0u; i < {iters}u; i++) {{\n");
+        s += &loads("c", "i", true);
+        s += &compute("c", "i");
+        s += "}\n";
+    }
+    for r in 0..v.rows {
+        let mut m = sg / 2;
+        while m >= 1 {
+            s += &format!("acc{r} += subgroupShuffleXor(acc{r}, {m}u);\n");
+            m /= 2;
+        }
+    }
+    s += "if (lane == 0u) {\n";
+    for r in 0..v.rows {
+        s += &format!("c[n0 + {r}u] = acc{r};\n");
+    }
+    s += "}\n";
+    Some(format!(
+        "@group(0) @binding(0) var<storage> a: array<vec4<f32>>;\n\
+         @group(0) @binding(1) var<storage> w: array<u32>;\n\
+         @group(0) @binding(2) var<storage> sc: array<f32>;\n\
+         @group(0) @binding(3) var<storage, read_write> c: array<f32>;\n\
+         @compute @workgroup_size({threads})\n\
+         fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {{\n\
+         let lane = lid.x % {sg}u;\n\
+         let n0 = (wid.x * {warps}u + lid.x / {sg}u) * {rows}u;\n\
+         {s}}}\n",
+        threads = sg * v.warps,
+        warps = v.warps,
+        rows = v.rows,
+    ))
+}
+
+/// The streaming q4 kernel against the generator's first lite candidate,
+/// alternately, each variant checked against the f64 reference first.
+/// GPU_BENCH_Q4_STREAM="rows,units,warps,prefetch,one_op ..." picks the variants.
+fn q4_stream_study(gpu: &Gpu) {
+    let variants: Vec<StreamShape> = std::env::var("GPU_BENCH_Q4_STREAM")
+        .unwrap_or_else(|_| "2,16,1,0,0 2,16,1,0,1 2,4,1,1,1 4,4,1,1,1 2,4,4,1,1".into())
+        .split_whitespace()
+        .filter_map(|v| {
+            let f: Vec<u32> = v.split(',').filter_map(|x| x.parse().ok()).collect();
+            (f.len() == 5).then(|| StreamShape { rows: f[0], units: f[1], warps: f[2], prefetch: f[3] == 1, one_op: f[4] == 1 })
+        })
+        .collect();
+    // 32 lanes split K (NVIDIA's subgroup), or the adapter's subgroup if narrower.
+    let sg = gpu.subgroups().unwrap_or(32).min(32);
+    study_against_generator(gpu, "q4 stream", &variants, |k, n, v| q4_stream_source(k, n, *v, sg).map(|src| (src, n / (v.rows * v.warps))));
+}
+
+/// Checks each variant's kernel against the f64 reference, then times it
+/// alternately with the generator's first lite candidate for the H100
+/// (3 rounds, the best of each). `source(k, n, variant)` gives the WGSL and
+/// its workgroup count, or None where the variant does not fit the shape.
+fn study_against_generator<V: serde::Serialize>(gpu: &Gpu, label: &str, variants: &[V], source: impl Fn(u32, u32, &V) -> Option<(String, u32)>) {
+    let shapes: Vec<String> = std::env::var("GPU_BENCH_Q4_SHAPES")
+        .map(|v| v.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_else(|_| ["1,4096,4096", "1,3072,9216", "1,8192,3072"].map(str::to_string).to_vec());
+    let fp = webtune_tuner::presets::get("h100").expect("preset");
+    let device = webtune_tuner::Device::from_fingerprint(&fp).expect("preset is a device");
+    let settings = webtune_tuner::Settings::builtin(Target::Wgsl);
+    for shape in &shapes {
+        let op = Op::parse("matmul_q4", shape).expect("shape");
+        let (_, _, k, n) = op.bmkn();
+        let bytes = q4_weight_bytes(&op) as f64;
+        let inputs = webtune_compiler::reference::inputs(&op, 7);
+        let want = webtune_compiler::reference::reference(&op, &inputs);
+        let space = webtune_tuner::lite_space(&op, Target::Wgsl, &device, &settings);
+        let first = &space.schedules[0];
+        for v in variants {
+            let Some((src, groups)) = source(k, n, v) else { continue };
+            let summary = format!("{label} {shape}");
+            let checked = gpu.prepare_source(&src, "main", [groups, 1, 1], &inputs.args).and_then(|p| gpu.output(&p));
+            let err = match checked {
+                Ok(out) => webtune_compiler::reference::check(&want, &out).max_rel_err,
+                Err(e) => {
+                    print_study(summary, json!(v), Err(e));
+                    continue;
+                }
+            };
+            if err > webtune_compiler::reference::TOLERANCE {
+                println!("{}", json!({"summary": summary, "shape": v, "error": "WRONG RESULT", "max_rel_err": err}));
+                continue;
+            }
+            let (mut mine, mut theirs) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                match time_source(gpu, &src, groups, &inputs.args, 50.0) {
+                    Ok(ms) => mine.push(ms * 1e3),
+                    Err(e) => {
+                        print_study(summary.clone(), json!(v), Err(e));
+                        break;
+                    }
+                }
+                if let Some(r) = measure_quiet(gpu, &op, first) {
+                    theirs.push(r * 1e3);
+                }
+            }
+            let min = |x: &Vec<f64>| x.iter().copied().fold(f64::INFINITY, f64::min);
+            if !mine.is_empty() {
+                println!(
+                    "{}",
+                    json!({"summary": summary, "shape": v, "best_us": min(&mine), "variant_us": mine, "generator_us": theirs,
+                           "weight_gbps": bytes / (min(&mine) * 1e3), "max_rel_err": err, "generator_over_variant": min(&theirs) / min(&mine)})
+                );
+            }
+        }
+    }
+}
+
+/// One variant of the looped rows kernel (see [`q4_rows_loop_source`]).
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+struct RowsLoopShape {
+    blocks: u32,
+    rows: u32,
+    /// Rows per loop iteration.
+    group: u32,
+}
+
+/// The rows kernel (A's slice in registers, W read as whole scale blocks)
+/// as a loop over groups of rows that is not unrolled, the next group's
+/// weights loaded before this group's arithmetic, each group's sums
+/// reduce-scattered in the subgroup and kept in workgroup memory; one
+/// barrier at the end. One logic instruction per nibble.
+fn q4_rows_loop_source(k: u32, n: u32, v: RowsLoopShape, sg: u32) -> Option<String> {
+    let kb = k / 32;
+    let (b, r, g) = (v.blocks, v.rows, v.group);
+    if kb % b != 0 || r % g != 0 || n % r != 0 || !g.is_power_of_two() || g > sg {
+        return None;
+    }
+    let lanes = kb / b;
+    if lanes % sg != 0 || lanes > 256 || r > lanes {
+        return None;
+    }
+    let warps = lanes / sg;
+    let iters = r / g;
+    let c = ["x", "y", "z", "w"];
+    let mut s = String::new();
+    for bi in 0..b {
+        for i in 0..8 {
+            s += &format!("let a{bi}_{i} = a[(t + {}u) * 8u + {i}u];\n", lanes * bi);
+        }
+    }
+    let at = |row: &str, bi: u32| format!("({row}) * {kb}u + t + {}u", lanes * bi);
+    for ri in 0..g {
+        for bi in 0..b {
+            s += &format!("var cw{ri}_{bi} = w[{}];\nvar cs{ri}_{bi} = sc[{}];\n", at(&format!("n0 + {ri}u"), bi), at(&format!("n0 + {ri}u"), bi));
+        }
+    }
+    s += &format!("for (var gi = 0u; gi < {iters}u; gi++) {{\nlet gn = min(gi + 1u, {}u);\n", iters - 1);
+    for ri in 0..g {
+        for bi in 0..b {
+            let row = format!("n0 + gn * {g}u + {ri}u");
+            s += &format!("let nw{ri}_{bi} = w[{}];\nlet ns{ri}_{bi} = sc[{}];\n", at(&row, bi), at(&row, bi));
+        }
+    }
+    for ri in 0..g {
+        s += &format!("var acc{ri} = 0.0;\n");
+        for bi in 0..b {
+            s += "{\n";
+            for (i, ci) in c.iter().enumerate() {
+                s += &format!("let l{i} = cw{ri}_{bi}.{ci} | 0x4B000000u;\nlet h{i} = (cw{ri}_{bi}.{ci} >> 16u) | 0x4B000000u;\n");
+            }
+            for p in 0..4 {
+                let bias = 8_388_608.0 + 8.0 * 16f64.powi(p as i32);
+                let mask = (15u32 << (4 * p)) | 0x4B00_0000;
+                let mut e = String::new();
+                for i in 0..4 {
+                    for (half, src) in [(0, "l"), (1, "h")] {
+                        let term = format!("(bitcast<f32>({src}{i} & {mask}u) - {bias:.1})");
+                        let av = format!("a{bi}_{}.{}", 2 * i + half, c[p]);
+                        e = if e.is_empty() { format!("{term} * {av}") } else { format!("fma({term}, {av}, {e})") };
+                    }
+                }
+                s += &format!("let p{p} = {e};\n");
+            }
+            s += &format!("acc{ri} = fma(fma(fma(fma(p3, 0.0625, p2), 0.0625, p1), 0.0625, p0), cs{ri}_{bi}, acc{ri});\n}}\n");
+        }
+    }
+    // Reduce-scatter the group's sums: lane ends with row (lane >> (log sg - log g)).
+    let (lg, sl) = (g.trailing_zeros(), sg.trailing_zeros());
+    let (mut cnt, mut mask) = (g, sg / 2);
+    while cnt > 1 {
+        let half = cnt / 2;
+        s += &format!("let bit{mask} = (lane & {mask}u) != 0u;\n");
+        for i in 0..half {
+            let j = i + half;
+            s += &format!("acc{i} = select(acc{i}, acc{j}, bit{mask}) + subgroupShuffleXor(select(acc{j}, acc{i}, bit{mask}), {mask}u);\n");
+        }
+        cnt = half;
+        mask /= 2;
+    }
+    while mask >= 1 {
+        s += &format!("acc0 += subgroupShuffleXor(acc0, {mask}u);\n");
+        mask /= 2;
+    }
+    let low = (1u32 << (sl - lg)) - 1;
+    s += &format!("if ((lane & {low}u) == 0u) {{ red[(t / {sg}u) * {r}u + gi * {g}u + (lane >> {}u)] = acc0; }}\n", sl - lg);
+    for ri in 0..g {
+        for bi in 0..b {
+            s += &format!("cw{ri}_{bi} = nw{ri}_{bi};\ncs{ri}_{bi} = ns{ri}_{bi};\n");
+        }
+    }
+    s += "}\nworkgroupBarrier();\n";
+    let sum: Vec<String> = (0..warps).map(|wi| format!("red[{}u + t]", wi * r)).collect();
+    s += &format!("if (t < {r}u) {{ c[n0 + t] = {}; }}\n", sum.join(" + "));
+    Some(format!(
+        "@group(0) @binding(0) var<storage> a: array<vec4<f32>>;\n\
+         @group(0) @binding(1) var<storage> w: array<vec4<u32>>;\n\
+         @group(0) @binding(2) var<storage> sc: array<f32>;\n\
+         @group(0) @binding(3) var<storage, read_write> c: array<f32>;\n\
+         var<workgroup> red: array<f32, {}>;\n\
+         @compute @workgroup_size({lanes})\n\
+         fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {{\n\
+         let t = lid.x;\n\
+         let lane = t % {sg}u;\n\
+         let n0 = wid.x * {r}u;\n\
+         {s}}}\n",
+        warps * r
+    ))
+}
+
+/// The looped rows kernel against the generator's first lite candidate.
+/// GPU_BENCH_Q4_ROWSLOOP="blocks,rows,group ..." picks the variants.
+fn q4_rows_loop_study(gpu: &Gpu) {
+    let variants: Vec<RowsLoopShape> = std::env::var("GPU_BENCH_Q4_ROWSLOOP")
+        .unwrap_or_else(|_| "1,16,4 1,32,4 1,16,2 1,8,2".into())
+        .split_whitespace()
+        .filter_map(|v| {
+            let f: Vec<u32> = v.split(',').filter_map(|x| x.parse().ok()).collect();
+            (f.len() == 3).then(|| RowsLoopShape { blocks: f[0], rows: f[1], group: f[2] })
+        })
+        .collect();
+    let sg = gpu.subgroups().unwrap_or(32).min(32);
+    study_against_generator(gpu, "q4 rows loop", &variants, |k, n, v| q4_rows_loop_source(k, n, *v, sg).map(|src| (src, n / v.rows)));
+}
+
 /// What wgpu's runtime bounds checks cost the q4 decode kernel: the first
 /// candidate of each shape's lite space (what an H100 browser runs first)
 /// with checks on and off, alternately, 3 rounds.
@@ -573,6 +1150,10 @@ fn q4_decode(gpu: &Gpu) {
         if bs.y0 > 1 {
             variants.push(("one output per thread", Schedule { y0: 1, y1: bs.y1 / bs.y0, ..bs.clone() }));
         }
+        variants.push((
+            if bs.double_buffer { "no double buffering" } else { "double buffering" },
+            Schedule { double_buffer: !bs.double_buffer, ..bs.clone() },
+        ));
         for (what, v) in variants {
             if v.check(&op, Target::Wgsl).is_err() {
                 continue;

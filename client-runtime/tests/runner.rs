@@ -79,6 +79,7 @@ fn random_q4_schedule(rng: &mut Rng, op: &Op, outputs: &[u32]) -> Schedule {
             split_k,
             vectorize: pick(rng, &[1, 4]),
             subgroup_reduce,
+            double_buffer: pick(rng, &[false, true]),
             ..Schedule::default_for(op, Target::Wgsl)
         };
         if s.check(op, Target::Wgsl).is_ok() {
@@ -124,6 +125,48 @@ fn wgsl_matmul_q4_several_outputs_per_thread() {
         let op = Op::new(webtune_compiler::OpKind::MatmulQ4, &shape).unwrap();
         let s = random_q4_schedule(&mut rng, &op, &[2, 3, 4, 8]);
         assert_correct(&op, &s);
+    }
+}
+
+#[test]
+fn wgsl_matmul_q4_double_buffered_steps() {
+    // Register double buffering: two or more whole K steps (the loop that
+    // prefetches the next step, then the last step on its own), with and
+    // without a guarded remainder after them, one or four words per load,
+    // one or several outputs per thread and rows of A, N ragged.
+    let mut rng = Rng::new(15);
+    let mut steps_seen = std::collections::BTreeSet::new();
+    for _ in 0..16 {
+        let shape = [pick(&mut rng, &[1, 1, 2, 3]), 32 * pick(&mut rng, &[2, 3, 4, 6, 9, 13]), pick(&mut rng, &[1, 5, 8, 13, 24])];
+        let op = Op::new(webtune_compiler::OpKind::MatmulQ4, &shape).unwrap();
+        let s = loop {
+            let x0 = pick(&mut rng, &[1, 2]);
+            let y0 = pick(&mut rng, &[1, 2, 4]);
+            let r0 = pick(&mut rng, &[8, 16, 32]);
+            let s = Schedule {
+                x0,
+                x1: x0,
+                y0,
+                y1: y0 * pick(&mut rng, &[1, 2, 3]),
+                r0,
+                r1: r0,
+                split_k: pick(&mut rng, &[1, 2, 3, 4]),
+                vectorize: pick(&mut rng, &[1, 4]),
+                double_buffer: true,
+                ..Schedule::default_for(&op, Target::Wgsl)
+            };
+            if s.check(&op, Target::Wgsl).is_ok() {
+                break s;
+            }
+        };
+        let units = shape[1] / 8 / s.vectorize;
+        let step = s.split_k * (s.r0 / (8 * s.vectorize)).max(1);
+        steps_seen.insert((units / step).min(4) * 10 + u32::from(units % step != 0));
+        assert_correct(&op, &s);
+    }
+    // Two steps and more than three, each with and without a remainder.
+    for want in [20, 21, 40, 41] {
+        assert!(steps_seen.contains(&want), "no schedule with (steps, remainder) code {want}: {steps_seen:?}");
     }
 }
 

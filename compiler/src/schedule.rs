@@ -193,7 +193,9 @@ pub struct Schedule {
     /// The Wasm passes to run.
     #[serde(default)]
     pub passes: WasmPasses,
-    /// GPU: load the next K slab into a second workgroup buffer while computing on the first.
+    /// GPU: load the next K slab into a second workgroup buffer while computing on the first
+    /// (matmul, with cache_read); for matmul_q4, load the next K step's weights and scales
+    /// into a second set of registers while computing on the first.
     #[serde(default)]
     pub double_buffer: bool,
     /// GPU: number of threads that share one output along K (matrix-vector kernels).
@@ -400,8 +402,24 @@ impl Schedule {
             if self.vectorize == 4 && self.r0 % 32 != 0 {
                 return Err(err("r0", format!("{} must be a multiple of 32 with vectorize 4 (a scale block of four words per load)", self.r0)));
             }
-            if self.double_buffer || self.cache_read {
-                return Err(err("cache_read", "matmul_q4 on WGSL stages nothing in workgroup memory: use false (and double_buffer false)"));
+            if self.cache_read {
+                return Err(err("cache_read", "matmul_q4 on WGSL stages nothing in workgroup memory: use false"));
+            }
+            if self.double_buffer {
+                // Register double buffering prefetches the next K step: it
+                // needs a next step.
+                let (_, _, k, _) = op.bmkn();
+                let per_step = self.split_k * (self.r0 / (8 * self.vectorize)).max(1);
+                let steps = k / 8 / self.vectorize / per_step;
+                if steps < 2 {
+                    return Err(err(
+                        "double_buffer",
+                        format!(
+                            "prefetches the next K step of matmul_q4: K = {k} makes {steps} whole step(s) of split_k · r0 = {} values; use false or a smaller r0 / split_k",
+                            self.split_k * self.r0.max(8 * self.vectorize)
+                        ),
+                    ));
+                }
             }
             let red = if self.split_k > 1 && !self.subgroup_reduce { self.x0 * self.y1 * self.split_k * 4 } else { 0 };
             (self.y1 / self.y0 * self.split_k, red)

@@ -117,6 +117,10 @@ pub const GPU_Q4_R0: u32 = 128;
 /// search on all three decode shapes, 1.13–1.22× faster than one
 /// (BENCHMARKS.md, fourth session on the H100).
 pub const GPU_Q4_OUTPUTS: [u32; 2] = [2, 1];
+/// Fewest K steps a double-buffered WGSL `matmul_q4` candidate has: its r0
+/// is the largest that leaves this many, which picked the H100 search's
+/// best r0 on all three decode shapes (BENCHMARKS.md, fifth session).
+pub const GPU_Q4_DB_STEPS: u32 = 3;
 /// Largest GPU register step `r0` (heuristic 7): `r0 = r1 = 8` was the
 /// measured optimum on the H100 (BENCHMARKS.md, "Lite space").
 pub const GPU_R0: u32 = 8;
@@ -259,7 +263,7 @@ fn naive_pairs_cpu(d: u32) -> u64 {
 /// - WGSL matmul_q4: rows x0 (naive tiles of M) × outputs y1 (of N) ×
 ///   split_k (naive tiles of K/8 up to 256) × r0 (multiples of 8 among the
 ///   naive tiles of K) × 8 (outputs per thread y0) × 4 (unroll) × 2
-///   (vectorize) × 2 (subgroup_reduce).
+///   (vectorize) × 2 (subgroup_reduce) × 2 (double_buffer).
 pub fn naive_size(op: &Op, target: Target) -> u64 {
     let (_, m, k, n) = op.bmkn();
     let sat = |a: u64, b: u64| a.saturating_mul(b);
@@ -271,7 +275,7 @@ pub fn naive_size(op: &Op, target: Target) -> u64 {
         (OpKind::MatmulQ4, Target::Wgsl) => {
             let r0 = naive_tiles(k).into_iter().filter(|r| r % 8 == 0).count() as u64;
             let split = naive_tiles(k / 8).into_iter().filter(|&s| s <= 256).count() as u64;
-            [naive_tiles(m).len() as u64, naive_tiles(n).len() as u64, split, r0, MAX_Q4_OUTPUTS_PER_THREAD as u64 * 4 * 2 * 2]
+            [naive_tiles(m).len() as u64, naive_tiles(n).len() as u64, split, r0, MAX_Q4_OUTPUTS_PER_THREAD as u64 * 4 * 2 * 2 * 2]
                 .into_iter()
                 .fold(1, sat)
         }
@@ -478,6 +482,7 @@ fn canonicalise(op: &Op, target: Target, device: &Device, s: &mut Schedule) {
             s.inner_n_first = false;
             s.passes = Default::default();
             if op.kind() == OpKind::MatmulQ4 {
+                // gpu_q4 decides double buffering per candidate.
                 s.vectorize = 1;
                 s.cache_read = false;
                 s.double_buffer = false;
@@ -670,20 +675,31 @@ fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<C
                     // (coalesced), then more rows.
                     let y0_rank = GPU_Q4_OUTPUTS.iter().position(|&o| o == y0).unwrap_or(0) as i64;
                     let rank = vec![y0_rank, -(block_core as i64), -(split_k as i64), -(x0 as i64), ragged(&s, op), -(threads as i64)];
-                    // Where the adapter's subgroups surely hold an output's
-                    // lanes, the subgroup butterfly first (1.04–1.07× faster
-                    // on the H100), its workgroup-memory twin right after
-                    // (for browsers without the `subgroups` feature, which
-                    // cannot load the first).
-                    if subgroup_lanes(device).is_some_and(|l| split_k > 1 && split_k <= l) {
-                        let sg = Schedule { subgroup_reduce: true, ..s.clone() };
-                        let mut r = rank.clone();
-                        r.push(0);
-                        out.push(Cand { s: sg, rank: r, gpu: None });
+                    // Register double buffering first where K makes three
+                    // steps or more at some r0 ≤ this one (the largest such
+                    // r0): on the H100 it was the best of the q4 search on
+                    // all three decode shapes, 1.07–1.09× faster than the
+                    // same schedule without (BENCHMARKS.md, fifth session).
+                    let db = pow2s(r0).filter(|&r| r >= 8 && k / (split_k * r) >= GPU_Q4_DB_STEPS).last();
+                    let db = db.map(|r| Schedule { r0: r, r1: r, double_buffer: true, ..s.clone() });
+                    for (order, s) in db.into_iter().map(|d| (0, d)).chain([(1, s)]) {
+                        let mut rank = rank.clone();
+                        rank.push(order);
+                        // Where the adapter's subgroups surely hold an
+                        // output's lanes, the subgroup butterfly first
+                        // (1.04–1.10× faster on the H100), its
+                        // workgroup-memory twin right after (for browsers
+                        // without the `subgroups` feature, which cannot load
+                        // the first).
+                        if subgroup_lanes(device).is_some_and(|l| split_k > 1 && split_k <= l) {
+                            let sg = Schedule { subgroup_reduce: true, ..s.clone() };
+                            let mut r = rank.clone();
+                            r.push(0);
+                            out.push(Cand { s: sg, rank: r, gpu: None });
+                        }
+                        rank.push(1);
+                        out.push(Cand { s, rank, gpu: None });
                     }
-                    let mut rank = rank;
-                    rank.push(1);
-                    out.push(Cand { s, rank, gpu: None });
                 }
             }
         }

@@ -170,10 +170,13 @@ fn q4_decode_on_a_known_subgroup_width_gets_butterflies_with_their_fallbacks() {
     let op = Op::parse("matmul_q4", "1,4096,4096").unwrap();
     let h100 = Device::from_fingerprint(&presets::get("h100").unwrap()).unwrap();
     let s = space(&op, Target::Wgsl, &h100).schedules;
-    // First: two outputs per thread, a warp per output, the subgroup butterfly
-    // (the H100 search's best), then the same schedule reducing in workgroup memory.
-    assert_eq!((s[0].y0, s[0].y1, s[0].split_k, s[0].subgroup_reduce), (2, 2, 32, true), "{:?}", s[0]);
+    // First: two outputs per thread, a warp per output, the next K step
+    // double-buffered with r0 = 32 (four steps), the subgroup butterfly (the
+    // H100 search's best), then the same schedule reducing in workgroup memory.
+    assert_eq!((s[0].y0, s[0].y1, s[0].split_k, s[0].r0, s[0].double_buffer, s[0].subgroup_reduce), (2, 2, 32, 32, true, true), "{:?}", s[0]);
     assert_eq!(Schedule { subgroup_reduce: false, ..s[0].clone() }, s[1]);
+    // Its single-buffered twin, with the largest r0, follows.
+    assert_eq!((s[2].r0, s[2].double_buffer), (128, false), "{:?}", s[2]);
     for (i, c) in s.iter().enumerate() {
         if c.subgroup_reduce {
             assert!(c.split_k <= 32 && c.split_k.is_power_of_two(), "{c:?}");
@@ -185,6 +188,25 @@ fn q4_decode_on_a_known_subgroup_width_gets_butterflies_with_their_fallbacks() {
     // Where the subgroup width is unknown, none.
     for d in devices().into_iter().filter(|d| !["nvidia", "apple"].contains(&d.vendor.as_str())) {
         assert!(space(&op, Target::Wgsl, &d).schedules.iter().all(|c| !c.subgroup_reduce), "{}", d.keys.device_key);
+    }
+}
+
+#[test]
+fn q4_double_buffering_first_and_only_where_k_makes_three_steps() {
+    let h100 = Device::from_fingerprint(&presets::get("h100").unwrap()).unwrap();
+    for shape in ["1,4096,4096", "1,3072,9216", "1,8192,3072", "1,128,64", "2,64,40"] {
+        let op = Op::parse("matmul_q4", shape).unwrap();
+        let (_, _, k, _) = op.bmkn();
+        let s = space(&op, Target::Wgsl, &h100).schedules;
+        for c in &s {
+            if c.double_buffer {
+                assert!(k / (c.split_k * c.r0) >= 3, "{shape}: {c:?}");
+            }
+        }
+        let with = s.iter().filter(|c| c.double_buffer).count();
+        if k >= 3 * 32 * 8 {
+            assert!(with > 0 && s[0].double_buffer, "{shape}: the first candidate is single-buffered");
+        }
     }
 }
 

@@ -16,6 +16,11 @@
 //!           shift per word); part_p += g_j · A[row, 8w + j]
 //! per unit  acc_row += S · (part_0 + part_1/16 + part_2/256 + part_3/4096)
 //!           (r0/(8·vectorize) units per loop iteration, unrolled)
+//! double    with double_buffer, the next iteration's words and scales are
+//!           loaded into a second set of registers before this iteration's
+//!           arithmetic (the loop runs over all but the last whole
+//!           iteration, which follows it on its own), so that a thread
+//!           computes while its next loads are in flight
 //! reduce    split_k partial sums per output: with subgroup_reduce an
 //!           xor-shuffle butterfly inside the subgroup (split_k a power of
 //!           two, at most the adapter's smallest subgroup); otherwise in
@@ -142,24 +147,8 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let a4_rows: Vec<Vec<_>> =
         (0..rows).map(|i| (0..2 * vec).map(|h| g.fresh(&format!("a4_{i}_{h}"), Ty::F32x4)).collect()).collect();
 
-    // Loads unit `ui` of output row `row` (its words and their scale).
-    let load_w = |g: &mut Gen, row: E, ui: E, out: &mut Vec<Stmt>| {
-        let wrow = g.f.mul_c(row, kw as i64);
-        if let Some(wv) = wv {
-            let at = g.f.mul_c(ui, 4);
-            let widx = g.plus(wrow, at);
-            let value = g.f.load(LoadTy::U32x4, w, widx);
-            out.push(Stmt::Set { var: wv, value });
-            for (i, &wd) in words.iter().enumerate() {
-                let v = g.f.get(wv);
-                let value = g.f.exprs.push(Expr::Lane(v, i as u8));
-                out.push(Stmt::Set { var: wd, value });
-            }
-        } else {
-            let widx = g.plus(wrow, ui);
-            let value = g.f.load(LoadTy::U32, w, widx);
-            out.push(Stmt::Set { var: words[0], value });
-        }
+    // Loads the scale of unit `ui` of output row `row` into `sv`.
+    let load_scale = |g: &mut Gen, row: E, ui: E, sv: Handle<crate::ir::Var>, out: &mut Vec<Stmt>| {
         let srow = g.f.mul_c(row, kb as i64);
         // The unit's scale block: ui itself for whole blocks, ui / 4 (a
         // shift: ui is never negative) for single words.
@@ -171,7 +160,36 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         };
         let sidx = g.plus(srow, blk);
         let value = g.f.load(LoadTy::F32, sc, sidx);
-        out.push(Stmt::Set { var: scale, value });
+        out.push(Stmt::Set { var: sv, value });
+    };
+    // Loads the packed words of unit `ui` of output row `row` into `raw`: a
+    // vec4<u32> (`vectorize` 4) or one word.
+    let load_raw = |g: &mut Gen, row: E, ui: E, raw: Handle<crate::ir::Var>, out: &mut Vec<Stmt>| {
+        let wrow = g.f.mul_c(row, kw as i64);
+        let (widx, ty) = if vec == 4 {
+            let at = g.f.mul_c(ui, 4);
+            (g.plus(wrow, at), LoadTy::U32x4)
+        } else {
+            (g.plus(wrow, ui), LoadTy::U32)
+        };
+        let value = g.f.load(ty, w, widx);
+        out.push(Stmt::Set { var: raw, value });
+    };
+    // Copies the four words of a vec4<u32> load into `words`.
+    let spread = |g: &mut Gen, raw: Handle<crate::ir::Var>, out: &mut Vec<Stmt>| {
+        for (i, &wd) in words.iter().enumerate() {
+            let v = g.f.get(raw);
+            let value = g.f.exprs.push(Expr::Lane(v, i as u8));
+            out.push(Stmt::Set { var: wd, value });
+        }
+    };
+    // Loads unit `ui` of output row `row` (its words and their scale).
+    let load_w = |g: &mut Gen, row: E, ui: E, out: &mut Vec<Stmt>| {
+        load_raw(g, row, ui, wv.unwrap_or(words[0]), out);
+        if let Some(wv) = wv {
+            spread(g, wv, out);
+        }
+        load_scale(g, row, ui, scale, out);
     };
     // Unpacks word `wd` into gq: nibble j of the low half (j < 4) and of
     // `wd >> 16` (j ≥ 4) stays at bits 4p..4p+4 (p = j mod 4) and is or-ed
@@ -214,7 +232,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         }
     };
     // acc += scale · (p0 + p1/16 + p2/256 + p3/4096).
-    let combine = |g: &mut Gen, parts: &[Handle<crate::ir::Var>], accv: Handle<crate::ir::Var>, out: &mut Vec<Stmt>| {
+    let combine = |g: &mut Gen, parts: &[Handle<crate::ir::Var>], accv: Handle<crate::ir::Var>, scale: Handle<crate::ir::Var>, out: &mut Vec<Stmt>| {
         let sixteenth = g.f.f32(1.0 / 16.0);
         let mut h = g.f.get(parts[3]);
         for p in (0..3).rev() {
@@ -252,7 +270,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
                 }
             }
             for (i, accs) in acc.iter().enumerate() {
-                combine(g, &part[i][j], accs[j], &mut out);
+                combine(g, &part[i][j], accs[j], scale, &mut out);
             }
         }
         out
@@ -279,7 +297,81 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         let (lo, hi) = (g.f.i32(0), g.f.i32(per_iter as i32));
         vec![Stmt::For(For { var: u, lo, hi, step: 1, unroll, body: inner })]
     };
-    if full > 0 {
+    if s.double_buffer {
+        // Register double buffering: the next step's words and scales are
+        // loaded before this step's arithmetic and carried across the loop's
+        // back edge, so each thread keeps one step of loads in flight while
+        // it computes instead of issuing every load first and computing at
+        // the end. Per unit u of a step and output j: the raw load and its
+        // scale, current and next.
+        let raw_ty = if vec == 4 { Ty::U32x4 } else { Ty::I32 };
+        let mut stage = |pre: &str| -> Vec<Vec<(Handle<crate::ir::Var>, Handle<crate::ir::Var>)>> {
+            (0..per_iter)
+                .map(|u| (0..y0).map(|j| (g.fresh(&format!("{pre}w{u}_{j}"), raw_ty), g.fresh(&format!("{pre}s{u}_{j}"), Ty::F32))).collect())
+                .collect()
+        };
+        let (cur, nxt) = (stage("cur"), stage("next"));
+        // Unit u of the step starting at w0.
+        let unit_at = |g: &mut Gen, w0: E, u: u32| -> E {
+            let base = g.plus(w0, lane);
+            g.plus_c(base, u * sk)
+        };
+        type Stage = [Vec<(Handle<crate::ir::Var>, Handle<crate::ir::Var>)>];
+        let loads = |g: &mut Gen, w0: E, dst: &Stage, out: &mut Vec<Stmt>| {
+            for (u, per_out) in dst.iter().enumerate() {
+                let ui = unit_at(g, w0, u as u32);
+                for (&(raw, sv), &row) in per_out.iter().zip(&outs) {
+                    load_raw(g, row, ui, raw, out);
+                    load_scale(g, row, ui, sv, out);
+                }
+            }
+        };
+        let compute = |g: &mut Gen, w0: E, src: &Stage, out: &mut Vec<Stmt>| {
+            for (u, per_out) in src.iter().enumerate() {
+                let ui = unit_at(g, w0, u as u32);
+                let col = g.f.mul_c(ui, 8 * vec as i64);
+                for (i, a_row) in a4_rows.iter().enumerate() {
+                    load_a(g, i, col, a_row, out);
+                }
+                for (j, &(raw, sv)) in per_out.iter().enumerate() {
+                    let wds = if vec == 4 {
+                        spread(g, raw, out);
+                        words.clone()
+                    } else {
+                        vec![raw]
+                    };
+                    for (wi, &wd) in wds.iter().enumerate() {
+                        unpack(g, wd, out);
+                        for (i, a_row) in a4_rows.iter().enumerate() {
+                            dot(g, a_row, wi, &part[i][j], wi == 0, out);
+                        }
+                    }
+                    for (i, accs) in acc.iter().enumerate() {
+                        combine(g, &part[i][j], accs[j], sv, out);
+                    }
+                }
+            }
+        };
+        let zero = g.f.i32(0);
+        loads(&mut g, zero, &cur, &mut work);
+        let w0 = g.fresh("w0", Ty::I32);
+        let w0e = g.f.get(w0);
+        let mut inner = Vec::new();
+        let ahead = g.f.add_c(w0e, chunk as i64);
+        loads(&mut g, ahead, &nxt, &mut inner);
+        compute(&mut g, w0e, &cur, &mut inner);
+        for (c_u, n_u) in cur.iter().zip(&nxt) {
+            for (&(cr, cs), &(nr, ns)) in c_u.iter().zip(n_u) {
+                let (rv, sv) = (g.f.get(nr), g.f.get(ns));
+                inner.push(Stmt::Set { var: cr, value: rv });
+                inner.push(Stmt::Set { var: cs, value: sv });
+            }
+        }
+        let (lo, hi) = (g.f.i32(0), g.f.i32(((full - 1) * chunk) as i32));
+        work.push(Stmt::For(For { var: w0, lo, hi, step: chunk, unroll: false, body: inner }));
+        let last = g.f.i32(((full - 1) * chunk) as i32);
+        compute(&mut g, last, &cur, &mut work);
+    } else if full > 0 {
         let w0 = g.fresh("w0", Ty::I32);
         let w0e = g.f.get(w0);
         let inner = chunk_body(&mut g, w0e, false);

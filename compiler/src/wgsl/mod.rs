@@ -305,14 +305,16 @@ mod tests {
         // A grid over the q4 kernel's parameters, several outputs per thread
         // included: whatever `Schedule::check` accepts must compile and pass
         // naga's validator (which `compile` runs before returning).
-        let mut compiled = 0;
+        let (mut compiled, mut double_buffered) = (0, 0);
         for shape in ["1,64,7", "3,96,10", "2,256,24"] {
             let op = Op::parse("matmul_q4", shape).unwrap();
             for x0 in [1, 2, 3] {
                 for y0 in [1, 2, 3, 4, 8] {
                     for groups in [1, 3, 4] {
                         for split_k in [1, 2, 3, 8] {
-                            for (r0, vectorize, subgroup_reduce) in [(8, 1, false), (32, 1, true), (64, 1, false), (32, 4, false), (64, 4, true)] {
+                            for (r0, vectorize, subgroup_reduce, double_buffer) in
+                                [(8, 1, false, false), (8, 1, false, true), (32, 1, true, false), (32, 1, true, true), (64, 1, false, false), (32, 4, false, false), (32, 4, false, true), (64, 4, true, false)]
+                            {
                                 let s = Schedule {
                                     x0,
                                     x1: x0,
@@ -323,11 +325,13 @@ mod tests {
                                     r1: r0,
                                     vectorize,
                                     subgroup_reduce,
+                                    double_buffer,
                                     ..Schedule::default_for(&op, Target::Wgsl)
                                 };
                                 if s.check(&op, Target::Wgsl).is_err() {
                                     continue;
                                 }
+                                double_buffered += usize::from(double_buffer);
                                 let k = compile(&op, &s).unwrap_or_else(|e| panic!("{shape} {}: {e}", serde_json::to_string(&s).unwrap()));
                                 // Subgroup operations exactly where the schedule asks for them.
                                 assert_eq!(needs_subgroups(&k.source), subgroup_reduce, "{shape} {s:?}");
@@ -338,7 +342,8 @@ mod tests {
                 }
             }
         }
-        assert!(compiled > 600, "only {compiled} schedules checked out");
+        assert!(compiled > 900, "only {compiled} schedules checked out");
+        assert!(double_buffered > 150, "only {double_buffered} double-buffered schedules checked out");
     }
 
     #[test]
