@@ -656,9 +656,11 @@ struct StreamShape {
     /// The next iteration's words and scales are loaded before this
     /// iteration's arithmetic (kept in registers across the back edge).
     prefetch: bool,
-    /// One logic instruction per nibble, (src | M) & (mask | M), as the
-    /// generator does, instead of (src & mask) | M.
+    /// One logic instruction per nibble, (src | M) & (mask | M), instead
+    /// of (src & mask) | M.
     one_op: bool,
+    /// Buffers indexed with i32 values, as the generator's kernels are.
+    signed: bool,
 }
 
 /// The generator's decode pattern (32 lanes split K, lane l on words l,
@@ -674,6 +676,8 @@ fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
         return None;
     }
     let iters = kw / per;
+    // Signed indices (as the generator writes them) or unsigned ones.
+    let ix = |e: String| if v.signed { format!("i32({e})") } else { e };
     let c = ["x", "y", "z", "w"];
     let loads = |pre: &str, it: &str, decl: bool| -> String {
         let mut o = String::new();
@@ -681,7 +685,7 @@ fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
             for u in 0..v.units {
                 let wi = format!("({it} * {per}u + {}u + lane)", sg * u);
                 let kw_ = if decl { "let " } else { "" };
-                o += &format!("{kw_}{pre}w{r}_{u} = w[(n0 + {r}u) * {kw}u + {wi}];\n{kw_}{pre}s{r}_{u} = sc[(n0 + {r}u) * {kb}u + ({wi} >> 2u)];\n");
+                o += &format!("{kw_}{pre}w{r}_{u} = w[{}];\n{kw_}{pre}s{r}_{u} = sc[{}];\n", ix(format!("(n0 + {r}u) * {kw}u + {wi}")), ix(format!("(n0 + {r}u) * {kb}u + ({wi} >> 2u)")));
             }
         }
         o
@@ -690,7 +694,7 @@ fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
         let mut o = String::new();
         for u in 0..v.units {
             let wi = format!("({it} * {per}u + {}u + lane)", sg * u);
-            o += &format!("{{\nlet a0 = a[2u * {wi}];\nlet a1 = a[2u * {wi} + 1u];\n");
+            o += &format!("{{\nlet a0 = a[{}];\nlet a1 = a[{}];\n", ix(format!("2u * {wi}")), ix(format!("2u * {wi} + 1u")));
             for r in 0..v.rows {
                 o += &format!("{{\nlet l0 = {pre}w{r}_{u};\nlet h0 = l0 >> 16u;\n");
                 if v.one_op {
@@ -769,14 +773,21 @@ fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
 
 /// The streaming q4 kernel against the generator's first lite candidate,
 /// alternately, each variant checked against the f64 reference first.
-/// GPU_BENCH_Q4_STREAM="rows,units,warps,prefetch,one_op ..." picks the variants.
+/// GPU_BENCH_Q4_STREAM="rows,units,warps,prefetch,one_op[,signed] ..." picks the variants.
 fn q4_stream_study(gpu: &Gpu) {
     let variants: Vec<StreamShape> = std::env::var("GPU_BENCH_Q4_STREAM")
         .unwrap_or_else(|_| "2,16,1,0,0 2,16,1,0,1 2,4,1,1,1 4,4,1,1,1 2,4,4,1,1".into())
         .split_whitespace()
         .filter_map(|v| {
             let f: Vec<u32> = v.split(',').filter_map(|x| x.parse().ok()).collect();
-            (f.len() == 5).then(|| StreamShape { rows: f[0], units: f[1], warps: f[2], prefetch: f[3] == 1, one_op: f[4] == 1 })
+            (f.len() >= 5).then(|| StreamShape {
+                rows: f[0],
+                units: f[1],
+                warps: f[2],
+                prefetch: f[3] == 1,
+                one_op: f[4] == 1,
+                signed: f.get(5) == Some(&1),
+            })
         })
         .collect();
     // 32 lanes split K (NVIDIA's subgroup), or the adapter's subgroup if narrower.

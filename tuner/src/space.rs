@@ -118,8 +118,8 @@ pub const GPU_Q4_R0: u32 = 128;
 /// (BENCHMARKS.md, fourth session on the H100).
 pub const GPU_Q4_OUTPUTS: [u32; 2] = [2, 1];
 /// Fewest K steps a double-buffered WGSL `matmul_q4` candidate has: its r0
-/// is the largest that leaves this many, which picked the H100 search's
-/// best r0 on all three decode shapes (BENCHMARKS.md, fifth session).
+/// is the largest that leaves this many (the H100 search's best
+/// double-buffered r0 on the decode shapes; BENCHMARKS.md, fifth session).
 pub const GPU_Q4_DB_STEPS: u32 = 3;
 /// Largest GPU register step `r0` (heuristic 7): `r0 = r1 = 8` was the
 /// measured optimum on the H100 (BENCHMARKS.md, "Lite space").
@@ -675,14 +675,19 @@ fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<C
                     // (coalesced), then more rows.
                     let y0_rank = GPU_Q4_OUTPUTS.iter().position(|&o| o == y0).unwrap_or(0) as i64;
                     let rank = vec![y0_rank, -(block_core as i64), -(split_k as i64), -(x0 as i64), ragged(&s, op), -(threads as i64)];
-                    // Register double buffering first where K makes three
+                    // A register double-buffered twin where K makes three
                     // steps or more at some r0 ≤ this one (the largest such
-                    // r0): on the H100 it was the best of the q4 search on
-                    // all three decode shapes, 1.07–1.09× faster than the
-                    // same schedule without (BENCHMARKS.md, fifth session).
+                    // r0). It comes first where this schedule's steps leave
+                    // a remainder of K (on the H100, 1,3072,9216: 1.10×
+                    // faster than without), after it where they divide K
+                    // (4096² and 8192×3072, where the single-buffered
+                    // schedule was as fast or faster; BENCHMARKS.md, fifth
+                    // session).
                     let db = pow2s(r0).filter(|&r| r >= 8 && k / (split_k * r) >= GPU_Q4_DB_STEPS).last();
                     let db = db.map(|r| Schedule { r0: r, r1: r, double_buffer: true, ..s.clone() });
-                    for (order, s) in db.into_iter().map(|d| (0, d)).chain([(1, s)]) {
+                    let ragged_k = (k / 8) % (split_k * (r0 / 8).max(1)) != 0;
+                    let db_order = if ragged_k { 0 } else { 2 };
+                    for (order, s) in db.into_iter().map(|d| (db_order, d)).chain([(1, s)]) {
                         let mut rank = rank.clone();
                         rank.push(order);
                         // Where the adapter's subgroups surely hold an

@@ -170,13 +170,14 @@ fn q4_decode_on_a_known_subgroup_width_gets_butterflies_with_their_fallbacks() {
     let op = Op::parse("matmul_q4", "1,4096,4096").unwrap();
     let h100 = Device::from_fingerprint(&presets::get("h100").unwrap()).unwrap();
     let s = space(&op, Target::Wgsl, &h100).schedules;
-    // First: two outputs per thread, a warp per output, the next K step
-    // double-buffered with r0 = 32 (four steps), the subgroup butterfly (the
-    // H100 search's best), then the same schedule reducing in workgroup memory.
-    assert_eq!((s[0].y0, s[0].y1, s[0].split_k, s[0].r0, s[0].double_buffer, s[0].subgroup_reduce), (2, 2, 32, 32, true, true), "{:?}", s[0]);
+    // First: two outputs per thread, a warp per output, r0 = 128 (K in one
+    // step), the subgroup butterfly (the H100 search's best), then the same
+    // schedule reducing in workgroup memory.
+    assert_eq!((s[0].y0, s[0].y1, s[0].split_k, s[0].r0, s[0].double_buffer, s[0].subgroup_reduce), (2, 2, 32, 128, false, true), "{:?}", s[0]);
     assert_eq!(Schedule { subgroup_reduce: false, ..s[0].clone() }, s[1]);
-    // Its single-buffered twin, with the largest r0, follows.
-    assert_eq!((s[2].r0, s[2].double_buffer), (128, false), "{:?}", s[2]);
+    // Its double-buffered twin (r0 = 32, four steps) follows, since 128
+    // divides K's steps evenly.
+    assert_eq!((s[2].r0, s[2].double_buffer, s[2].subgroup_reduce), (32, true, true), "{:?}", s[2]);
     for (i, c) in s.iter().enumerate() {
         if c.subgroup_reduce {
             assert!(c.split_k <= 32 && c.split_k.is_power_of_two(), "{c:?}");
@@ -205,7 +206,13 @@ fn q4_double_buffering_first_and_only_where_k_makes_three_steps() {
         }
         let with = s.iter().filter(|c| c.double_buffer).count();
         if k >= 3 * 32 * 8 {
-            assert!(with > 0 && s[0].double_buffer, "{shape}: the first candidate is single-buffered");
+            assert!(with > 0, "{shape}: no double-buffered candidate");
+        }
+        // First exactly where the single-buffered first's steps leave a remainder of K.
+        let single = s.iter().find(|c| !c.double_buffer).unwrap();
+        let ragged = (k / 8) % (single.split_k * (single.r0 / 8).max(1)) != 0;
+        if with > 0 && shape.starts_with("1,") && k >= 3072 {
+            assert_eq!(s[0].double_buffer, ragged, "{shape}: {:?}", s[0]);
         }
     }
 }

@@ -11,9 +11,10 @@
 //!           vec4<u32> load and one scale load per 32 weights)
 //! per word  lo = w, hi = w >> 16; nibble j sits at bits 4p .. 4p+4 of lo
 //!           (j < 4) or hi (j ≥ 4), p = j mod 4, and
-//!           g_j = bitcast<f32>(src & (15 << 4p) | 0x4B000000) − (2^23 + 8·16^p)
-//!           = (nibble − 8)·16^p exactly (no conversion instruction, one
-//!           shift per word); part_p += g_j · A[row, 8w + j]
+//!           g_j = bitcast<f32>((src | M) & ((15 << 4p) | M)) − (2^23 + 8·16^p)
+//!           = (nibble − 8)·16^p exactly (M = 0x4B000000, the bits of 2^23;
+//!           no conversion instruction, one shift and two ors per word, one
+//!           and per nibble); part_p += g_j · A[row, 8w + j]
 //! per unit  acc_row += S · (part_0 + part_1/16 + part_2/256 + part_3/4096)
 //!           (r0/(8·vectorize) units per loop iteration, unrolled)
 //! double    with double_buffer, the next iteration's words and scales are
@@ -44,6 +45,10 @@ use crate::op::Op;
 use crate::schedule::{Schedule, UnrollLoop};
 
 type E = Handle<Expr>;
+
+/// The bits of 2^23 (0x4B000000): or-ed over a value below 2^23 they make
+/// the float 2^23 + value.
+const MAGIC: i32 = 0x4B00_0000;
 
 /// Threads per workgroup and workgroup counts of the q4 kernel.
 pub fn launch(op: &Op, s: &Schedule) -> ([u32; 3], [u32; 3]) {
@@ -194,20 +199,27 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     // Unpacks word `wd` into gq: nibble j of the low half (j < 4) and of
     // `wd >> 16` (j ≥ 4) stays at bits 4p..4p+4 (p = j mod 4) and is or-ed
     // into the mantissa of 2^23; taking 2^23 + 8·16^p away leaves
-    // (nibble − 8)·16^p exactly. One shift and one and-or per nibble instead
-    // of a shift, an and and an or; the factor 16^p is taken out once per
-    // unit, when the four position sums are added (Horner, by 1/16).
+    // (nibble − 8)·16^p exactly. The factor 16^p is taken out once per unit,
+    // when the four position sums are added (Horner, by 1/16). The or with
+    // 2^23's bits M is made once per half: (src | M) & (mask | M) equals
+    // (src & mask) | M, so each nibble costs one logic instruction (an and
+    // with one immediate) instead of two (compilers do not merge an and and
+    // an or whose operands are both constants).
+    let (lo_m, hi_m) = (g.fresh("lo", Ty::I32), g.fresh("hi", Ty::I32));
     let unpack = |g: &mut Gen, wd: Handle<crate::ir::Var>, out: &mut Vec<Stmt>| {
         let lo = g.f.get(wd);
         let sixteen = g.f.i32(16);
         let hi = g.f.bin(BinOp::Shr, lo, sixteen);
+        for (v, half) in [(lo_m, lo), (hi_m, hi)] {
+            let magic = g.f.i32(MAGIC);
+            let value = g.f.bin(BinOp::Or, half, magic);
+            out.push(Stmt::Set { var: v, value });
+        }
         for (j, &qv) in gq.iter().enumerate() {
             let p = j % 4;
-            let src = if j < 4 { lo } else { hi };
-            let mask = g.f.i32(15 << (4 * p));
-            let nib = g.f.bin(BinOp::And, src, mask);
-            let magic = g.f.i32(0x4B00_0000);
-            let bits = g.f.bin(BinOp::Or, nib, magic);
+            let src = g.f.get(if j < 4 { lo_m } else { hi_m });
+            let mask = g.f.i32((15 << (4 * p)) | MAGIC);
+            let bits = g.f.bin(BinOp::And, src, mask);
             let fl = g.f.exprs.push(Expr::FromBits(bits));
             let bias = g.f.f32(8_388_608.0 + 8.0 * 16f32.powi(p as i32));
             let value = g.f.sub(fl, bias);
