@@ -416,6 +416,31 @@ fn q4_smem_study(gpu: &Gpu) {
     }
 }
 
+/// Appends the WGSL of a reduce-scatter of `rows` sums `acc0..` (a power of
+/// two, at most `sg`) across a subgroup of `sg` lanes: afterwards `acc0` of
+/// each lane holds the whole sum of one row. Returns the WGSL expressions of
+/// that row and of whether the lane is the one that stores it.
+fn reduce_scatter(s: &mut String, rows: u32, sg: u32) -> (String, String) {
+    let (mut cnt, mut mask) = (rows, sg / 2);
+    while cnt > 1 {
+        let half = cnt / 2;
+        *s += &format!("let bit{mask} = (lane & {mask}u) != 0u;\n");
+        for i in 0..half {
+            let j = i + half;
+            *s += &format!("acc{i} = select(acc{i}, acc{j}, bit{mask}) + subgroupShuffleXor(select(acc{j}, acc{i}, bit{mask}), {mask}u);\n");
+        }
+        cnt = half;
+        mask /= 2;
+    }
+    while mask >= 1 {
+        *s += &format!("acc0 += subgroupShuffleXor(acc0, {mask}u);\n");
+        mask /= 2;
+    }
+    let shift = sg.trailing_zeros() - rows.trailing_zeros();
+    let low = (1u32 << shift) - 1;
+    (format!("(lane >> {shift}u)"), format!("(lane & {low}u) == 0u"))
+}
+
 /// One variant of the rows-loop q4 kernel (see [`q4_rows_study`]).
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 struct RowsShape {
@@ -507,25 +532,7 @@ fn q4_rows_source(k: u32, n: u32, v: RowsShape, sg: u32) -> Option<String> {
     // Reduction inside the subgroup; `row` is the row whose sum a lane
     // holds afterwards, `writer` whether it stores it.
     let (row, writer) = if v.scatter {
-        let lg = r.trailing_zeros();
-        let (mut cnt, mut mask) = (r, sg / 2);
-        while cnt > 1 {
-            let half = cnt / 2;
-            s += &format!("let bit{mask} = (lane & {mask}u) != 0u;\n");
-            for i in 0..half {
-                let j = i + half;
-                s += &format!("acc{i} = select(acc{i}, acc{j}, bit{mask}) + subgroupShuffleXor(select(acc{j}, acc{i}, bit{mask}), {mask}u);\n");
-            }
-            cnt = half;
-            mask /= 2;
-        }
-        while mask >= 1 {
-            s += &format!("acc0 += subgroupShuffleXor(acc0, {mask}u);\n");
-            mask /= 2;
-        }
-        let sl = sg.trailing_zeros();
-        let low = (1u32 << (sl - lg)) - 1;
-        (format!("(lane >> {}u)", sl - lg), format!("(lane & {low}u) == 0u"))
+        reduce_scatter(&mut s, r, sg)
     } else {
         for ri in 0..r {
             let mut m = sg / 2;
@@ -923,25 +930,8 @@ fn q4_rows_loop_source(k: u32, n: u32, v: RowsLoopShape, sg: u32) -> Option<Stri
             s += &format!("acc{ri} = fma(fma(fma(fma(p3, 0.0625, p2), 0.0625, p1), 0.0625, p0), cs{ri}_{bi}, acc{ri});\n}}\n");
         }
     }
-    // Reduce-scatter the group's sums: lane ends with row (lane >> (log sg - log g)).
-    let (lg, sl) = (g.trailing_zeros(), sg.trailing_zeros());
-    let (mut cnt, mut mask) = (g, sg / 2);
-    while cnt > 1 {
-        let half = cnt / 2;
-        s += &format!("let bit{mask} = (lane & {mask}u) != 0u;\n");
-        for i in 0..half {
-            let j = i + half;
-            s += &format!("acc{i} = select(acc{i}, acc{j}, bit{mask}) + subgroupShuffleXor(select(acc{j}, acc{i}, bit{mask}), {mask}u);\n");
-        }
-        cnt = half;
-        mask /= 2;
-    }
-    while mask >= 1 {
-        s += &format!("acc0 += subgroupShuffleXor(acc0, {mask}u);\n");
-        mask /= 2;
-    }
-    let low = (1u32 << (sl - lg)) - 1;
-    s += &format!("if ((lane & {low}u) == 0u) {{ red[(t / {sg}u) * {r}u + gi * {g}u + (lane >> {}u)] = acc0; }}\n", sl - lg);
+    let (row, writer) = reduce_scatter(&mut s, g, sg);
+    s += &format!("if ({writer}) {{ red[(t / {sg}u) * {r}u + gi * {g}u + {row}] = acc0; }}\n");
     for ri in 0..g {
         for bi in 0..b {
             s += &format!("cw{ri}_{bi} = nw{ri}_{bi};\ncs{ri}_{bi} = ns{ri}_{bi};\n");
