@@ -578,16 +578,9 @@ fn q4_rows_source(k: u32, n: u32, v: RowsShape, sg: u32) -> Option<String> {
     ))
 }
 
-/// The rows-loop q4 kernel against the generator's current first lite
-/// candidate for the H100, alternately in one run, each variant checked
-/// against the f64 reference first. GPU_BENCH_Q4_SHAPES picks the shapes.
+/// The rows q4 kernel (A in registers) against the generator's first lite
+/// candidate (see [`study_against_generator`]).
 fn q4_rows_study(gpu: &Gpu) {
-    let shapes: Vec<String> = std::env::var("GPU_BENCH_Q4_SHAPES")
-        .map(|v| v.split_whitespace().map(str::to_string).collect())
-        .unwrap_or_else(|_| ["1,4096,4096", "1,3072,9216", "1,8192,3072"].map(str::to_string).to_vec());
-    let fp = webtune_tuner::presets::get("h100").expect("preset");
-    let device = webtune_tuner::Device::from_fingerprint(&fp).expect("preset is a device");
-    let settings = webtune_tuner::Settings::builtin(Target::Wgsl);
     // The subgroup width the kernels assume: 32 (NVIDIA), or the adapter's if smaller.
     let sg = gpu.subgroups().unwrap_or(32).min(32);
     // GPU_BENCH_Q4_ROWS="blocks,rows,group,scatter,pipe ..." (0/1 flags) picks the variants.
@@ -599,56 +592,7 @@ fn q4_rows_study(gpu: &Gpu) {
             (f.len() == 5).then(|| RowsShape { blocks: f[0], rows: f[1], group: f[2], scatter: f[3] == 1, pipe: f[4] == 1 })
         })
         .collect();
-    for shape in &shapes {
-        let op = Op::parse("matmul_q4", shape).expect("shape");
-        let (_, _, k, n) = op.bmkn();
-        let bytes = q4_weight_bytes(&op) as f64;
-        let inputs = webtune_compiler::reference::inputs(&op, 7);
-        let want = webtune_compiler::reference::reference(&op, &inputs);
-        let space = webtune_tuner::lite_space(&op, Target::Wgsl, &device, &settings);
-        let first = &space.schedules[0];
-        let gen_ms = measure(gpu, &op, first, 10).map(|r| r.median_ms);
-        for v in &variants {
-            let Some(src) = q4_rows_source(k, n, *v, sg) else { continue };
-            let groups = n / v.rows;
-            let checked = gpu.prepare_source(&src, "main", [groups, 1, 1], &inputs.args).and_then(|p| gpu.output(&p));
-            let err = match checked {
-                Ok(out) => webtune_compiler::reference::check(&want, &out).max_rel_err,
-                Err(e) => {
-                    print_study(format!("q4 rows {shape}"), json!(v), Err(e));
-                    continue;
-                }
-            };
-            if err > webtune_compiler::reference::TOLERANCE {
-                println!("{}", json!({"summary": format!("q4 rows {shape}"), "shape": v, "error": "WRONG RESULT", "max_rel_err": err}));
-                continue;
-            }
-            // Alternately with the generator's kernel, 3 rounds; the best of each.
-            let (mut mine, mut theirs) = (Vec::new(), Vec::new());
-            for _ in 0..3 {
-                match time_source(gpu, &src, groups, &inputs.args, 50.0) {
-                    Ok(ms) => mine.push(ms * 1e3),
-                    Err(e) => {
-                        print_study(format!("q4 rows {shape}"), json!(v), Err(e));
-                        break;
-                    }
-                }
-                if let Some(r) = measure_quiet(gpu, &op, first) {
-                    theirs.push(r * 1e3);
-                }
-            }
-            let min = |x: &Vec<f64>| x.iter().copied().fold(f64::INFINITY, f64::min);
-            if !mine.is_empty() {
-                println!(
-                    "{}",
-                    json!({"summary": format!("q4 rows {shape}"), "shape": v, "best_us": min(&mine), "rows_us": mine, "generator_us": theirs,
-                           "weight_gbps": bytes / (min(&mine) * 1e3), "max_rel_err": err, "generator_over_rows": min(&theirs) / min(&mine)})
-                );
-            }
-        }
-        let gen_after = measure(gpu, &op, first, 10).map(|r| r.median_ms * 1e3);
-        println!("{}", json!({"summary": format!("q4 rows {shape} generator first candidate"), "before_us": gen_ms.map(|g| g * 1e3), "after_us": gen_after, "config": first}));
-    }
+    study_against_generator(gpu, "q4 rows", &variants, |k, n, v| q4_rows_source(k, n, *v, sg).map(|src| (src, n / v.rows)));
 }
 
 /// One variant of the streaming q4 kernel (see [`q4_stream_study`]).
