@@ -159,9 +159,8 @@ fn wgsl_matmul_q4_double_buffered_steps() {
                 break s;
             }
         };
-        let units = shape[1] / 8 / s.vectorize;
-        let step = s.split_k * (s.r0 / (8 * s.vectorize)).max(1);
-        steps_seen.insert((units / step).min(4) * 10 + u32::from(units % step != 0));
+        let (steps, rest) = s.q4_gpu_steps(shape[1]);
+        steps_seen.insert(steps.min(4) * 10 + u32::from(rest != 0));
         assert_correct(&op, &s);
     }
     // Two steps and more than three, each with and without a remainder.

@@ -301,6 +301,16 @@ impl Schedule {
         self.unrolls(UnrollLoop::X0)
     }
 
+    /// The K loop of the WGSL `matmul_q4` kernel over a reduction of `k`:
+    /// its whole steps (each `split_k` threads × r0/(8·vectorize) units of
+    /// `vectorize` packed words) and the units left after them, which a
+    /// guarded step takes.
+    pub fn q4_gpu_steps(&self, k: u32) -> (u32, u32) {
+        let units = k / 8 / self.vectorize;
+        let per_step = self.split_k * (self.r0 / (8 * self.vectorize)).max(1);
+        (units / per_step, units % per_step)
+    }
+
     /// Checks that the schedule can be compiled for `op` on `target`.
     pub fn check(&self, op: &Op, target: Target) -> Result<(), ScheduleError> {
         for (field, v) in [("x0", self.x0), ("y0", self.y0), ("r0", self.r0), ("x1", self.x1), ("y1", self.y1), ("r1", self.r1)] {
@@ -409,8 +419,7 @@ impl Schedule {
                 // Register double buffering prefetches the next K step: it
                 // needs a next step.
                 let (_, _, k, _) = op.bmkn();
-                let per_step = self.split_k * (self.r0 / (8 * self.vectorize)).max(1);
-                let steps = k / 8 / self.vectorize / per_step;
+                let (steps, _) = self.q4_gpu_steps(k);
                 if steps < 2 {
                     return Err(err(
                         "double_buffer",

@@ -683,10 +683,12 @@ fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<C
                     // (4096² and 8192×3072, where the single-buffered
                     // schedule was as fast or faster; BENCHMARKS.md, fifth
                     // session).
-                    let db = pow2s(r0).filter(|&r| r >= 8 && k / (split_k * r) >= GPU_Q4_DB_STEPS).last();
-                    let db = db.map(|r| Schedule { r0: r, r1: r, double_buffer: true, ..s.clone() });
-                    let ragged_k = (k / 8) % (split_k * (r0 / 8).max(1)) != 0;
-                    let db_order = if ragged_k { 0 } else { 2 };
+                    let db = pow2s(r0)
+                        .filter(|&r| r >= 8)
+                        .map(|r| Schedule { r0: r, r1: r, double_buffer: true, ..s.clone() })
+                        .filter(|d| d.q4_gpu_steps(k).0 >= GPU_Q4_DB_STEPS)
+                        .last();
+                    let db_order = if s.q4_gpu_steps(k).1 != 0 { 0 } else { 2 };
                     for (order, s) in db.into_iter().map(|d| (db_order, d)).chain([(1, s)]) {
                         let mut rank = rank.clone();
                         rank.push(order);

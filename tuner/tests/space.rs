@@ -201,7 +201,7 @@ fn q4_double_buffering_first_and_only_where_k_makes_three_steps() {
         let s = space(&op, Target::Wgsl, &h100).schedules;
         for c in &s {
             if c.double_buffer {
-                assert!(k / (c.split_k * c.r0) >= 3, "{shape}: {c:?}");
+                assert!(c.q4_gpu_steps(k).0 >= 3, "{shape}: {c:?}");
             }
         }
         let with = s.iter().filter(|c| c.double_buffer).count();
@@ -210,7 +210,7 @@ fn q4_double_buffering_first_and_only_where_k_makes_three_steps() {
         }
         // First exactly where the single-buffered first's steps leave a remainder of K.
         let single = s.iter().find(|c| !c.double_buffer).unwrap();
-        let ragged = (k / 8) % (single.split_k * (single.r0 / 8).max(1)) != 0;
+        let ragged = single.q4_gpu_steps(k).1 != 0;
         if with > 0 && shape.starts_with("1,") && k >= 3072 {
             assert_eq!(s[0].double_buffer, ragged, "{shape}: {:?}", s[0]);
         }

@@ -45,6 +45,7 @@ use crate::op::Op;
 use crate::schedule::{Schedule, UnrollLoop};
 
 type E = Handle<Expr>;
+type Var = Handle<crate::ir::Var>;
 
 /// The bits of 2^23 (0x4B000000): or-ed over a value below 2^23 they make
 /// the float 2^23 + value.
@@ -153,7 +154,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         (0..rows).map(|i| (0..2 * vec).map(|h| g.fresh(&format!("a4_{i}_{h}"), Ty::F32x4)).collect()).collect();
 
     // Loads the scale of unit `ui` of output row `row` into `sv`.
-    let load_scale = |g: &mut Gen, row: E, ui: E, sv: Handle<crate::ir::Var>, out: &mut Vec<Stmt>| {
+    let load_scale = |g: &mut Gen, row: E, ui: E, sv: Var, out: &mut Vec<Stmt>| {
         let srow = g.f.mul_c(row, kb as i64);
         // The unit's scale block: ui itself for whole blocks, ui / 4 (a
         // shift: ui is never negative) for single words.
@@ -169,7 +170,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     };
     // Loads the packed words of unit `ui` of output row `row` into `raw`: a
     // vec4<u32> (`vectorize` 4) or one word.
-    let load_raw = |g: &mut Gen, row: E, ui: E, raw: Handle<crate::ir::Var>, out: &mut Vec<Stmt>| {
+    let load_raw = |g: &mut Gen, row: E, ui: E, raw: Var, out: &mut Vec<Stmt>| {
         let wrow = g.f.mul_c(row, kw as i64);
         let (widx, ty) = if vec == 4 {
             let at = g.f.mul_c(ui, 4);
@@ -181,7 +182,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         out.push(Stmt::Set { var: raw, value });
     };
     // Copies the four words of a vec4<u32> load into `words`.
-    let spread = |g: &mut Gen, raw: Handle<crate::ir::Var>, out: &mut Vec<Stmt>| {
+    let spread = |g: &mut Gen, raw: Var, out: &mut Vec<Stmt>| {
         for (i, &wd) in words.iter().enumerate() {
             let v = g.f.get(raw);
             let value = g.f.exprs.push(Expr::Lane(v, i as u8));
@@ -206,7 +207,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     // with one immediate) instead of two (compilers do not merge an and and
     // an or whose operands are both constants).
     let (lo_m, hi_m) = (g.fresh("lo", Ty::I32), g.fresh("hi", Ty::I32));
-    let unpack = |g: &mut Gen, wd: Handle<crate::ir::Var>, out: &mut Vec<Stmt>| {
+    let unpack = |g: &mut Gen, wd: Var, out: &mut Vec<Stmt>| {
         let lo = g.f.get(wd);
         let sixteen = g.f.i32(16);
         let hi = g.f.bin(BinOp::Shr, lo, sixteen);
@@ -228,7 +229,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     };
     // part[p] += Σ over nibbles j at position p of gq_j · A[8·wi + j], for
     // word wi of the unit (A's values in `a`, two vec4s per word).
-    let dot = |g: &mut Gen, a: &[Handle<crate::ir::Var>], wi: usize, parts: &[Handle<crate::ir::Var>], first: bool, out: &mut Vec<Stmt>| {
+    let dot = |g: &mut Gen, a: &[Var], wi: usize, parts: &[Var], first: bool, out: &mut Vec<Stmt>| {
         for (p, &pv) in parts.iter().enumerate() {
             let mut sum = if first { None } else { Some(g.f.get(pv)) };
             for j in [p, p + 4] {
@@ -244,7 +245,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         }
     };
     // acc += scale · (p0 + p1/16 + p2/256 + p3/4096).
-    let combine = |g: &mut Gen, parts: &[Handle<crate::ir::Var>], accv: Handle<crate::ir::Var>, scale: Handle<crate::ir::Var>, out: &mut Vec<Stmt>| {
+    let combine = |g: &mut Gen, parts: &[Var], accv: Var, scale: Var, out: &mut Vec<Stmt>| {
         let sixteenth = g.f.f32(1.0 / 16.0);
         let mut h = g.f.get(parts[3]);
         for p in (0..3).rev() {
@@ -258,7 +259,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     };
     // Loads A[row i, col .. col + 8·vec] (col = 8·vec·ui) into `into`
     // (aligned vec4 reads; K is a multiple of 32).
-    let load_a = |g: &mut Gen, i: usize, col: E, into: &[Handle<crate::ir::Var>], out: &mut Vec<Stmt>| {
+    let load_a = |g: &mut Gen, i: usize, col: E, into: &[Var], out: &mut Vec<Stmt>| {
         let base = g.plus(row_base[i], col);
         for (h, &v) in into.iter().enumerate() {
             let at = g.plus_c(base, 4 * h as u32);
@@ -266,32 +267,42 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             out.push(Stmt::Set { var: v, value });
         }
     };
-    // The work of one unit `ui` for each of the thread's outputs.
-    let one_unit = |g: &mut Gen, ui: E| -> Vec<Stmt> {
-        let mut out = Vec::new();
+    // The arithmetic of unit `ui` for each of the thread's outputs j, whose
+    // packed words and scale `fetch(g, j, out)` puts in registers and names
+    // (by loading them, or from registers a previous step prefetched).
+    let unit_work = |g: &mut Gen, ui: E, fetch: &mut dyn FnMut(&mut Gen, usize, &mut Vec<Stmt>) -> (Vec<Var>, Var), out: &mut Vec<Stmt>| {
         let col = g.f.mul_c(ui, 8 * vec as i64);
         for (i, a_row) in a4_rows.iter().enumerate() {
-            load_a(g, i, col, a_row, &mut out);
+            load_a(g, i, col, a_row, out);
         }
-        for (j, &row) in outs.iter().enumerate() {
-            load_w(g, row, ui, &mut out);
-            for (wi, &wd) in words.iter().enumerate() {
-                unpack(g, wd, &mut out);
+        for j in 0..outs.len() {
+            let (wds, sv) = fetch(g, j, out);
+            for (wi, &wd) in wds.iter().enumerate() {
+                unpack(g, wd, out);
                 for (i, a_row) in a4_rows.iter().enumerate() {
-                    dot(g, a_row, wi, &part[i][j], wi == 0, &mut out);
+                    dot(g, a_row, wi, &part[i][j], wi == 0, out);
                 }
             }
             for (i, accs) in acc.iter().enumerate() {
-                combine(g, &part[i][j], accs[j], scale, &mut out);
+                combine(g, &part[i][j], accs[j], sv, out);
             }
         }
+    };
+    // The work of one unit `ui` for each of the thread's outputs, loads included.
+    let one_unit = |g: &mut Gen, ui: E| -> Vec<Stmt> {
+        let mut out = Vec::new();
+        let mut fetch = |g: &mut Gen, j: usize, out: &mut Vec<Stmt>| {
+            load_w(g, outs[j], ui, out);
+            (words.clone(), scale)
+        };
+        unit_work(g, ui, &mut fetch, &mut out);
         out
     };
 
     // Units per loop iteration per thread, and the loop over them.
     let per_iter = (s.r0 / (8 * vec)).max(1);
     let chunk = sk * per_iter;
-    let full = units / chunk;
+    let (full, rest) = s.q4_gpu_steps(k);
     let unroll = s.unrolls(UnrollLoop::R0);
     let mut work = Vec::new();
     let chunk_body = |g: &mut Gen, w0: E, guard: bool| -> Vec<Stmt> {
@@ -317,7 +328,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         // the end. Per unit u of a step and output j: the raw load and its
         // scale, current and next.
         let raw_ty = if vec == 4 { Ty::U32x4 } else { Ty::I32 };
-        let mut stage = |pre: &str| -> Vec<Vec<(Handle<crate::ir::Var>, Handle<crate::ir::Var>)>> {
+        let mut stage = |pre: &str| -> Vec<Vec<(Var, Var)>> {
             (0..per_iter)
                 .map(|u| (0..y0).map(|j| (g.fresh(&format!("{pre}w{u}_{j}"), raw_ty), g.fresh(&format!("{pre}s{u}_{j}"), Ty::F32))).collect())
                 .collect()
@@ -328,7 +339,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             let base = g.plus(w0, lane);
             g.plus_c(base, u * sk)
         };
-        type Stage = [Vec<(Handle<crate::ir::Var>, Handle<crate::ir::Var>)>];
+        type Stage = [Vec<(Var, Var)>];
         let loads = |g: &mut Gen, w0: E, dst: &Stage, out: &mut Vec<Stmt>| {
             for (u, per_out) in dst.iter().enumerate() {
                 let ui = unit_at(g, w0, u as u32);
@@ -341,27 +352,16 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         let compute = |g: &mut Gen, w0: E, src: &Stage, out: &mut Vec<Stmt>| {
             for (u, per_out) in src.iter().enumerate() {
                 let ui = unit_at(g, w0, u as u32);
-                let col = g.f.mul_c(ui, 8 * vec as i64);
-                for (i, a_row) in a4_rows.iter().enumerate() {
-                    load_a(g, i, col, a_row, out);
-                }
-                for (j, &(raw, sv)) in per_out.iter().enumerate() {
-                    let wds = if vec == 4 {
+                let mut fetch = |g: &mut Gen, j: usize, out: &mut Vec<Stmt>| {
+                    let (raw, sv) = per_out[j];
+                    if vec == 4 {
                         spread(g, raw, out);
-                        words.clone()
+                        (words.clone(), sv)
                     } else {
-                        vec![raw]
-                    };
-                    for (wi, &wd) in wds.iter().enumerate() {
-                        unpack(g, wd, out);
-                        for (i, a_row) in a4_rows.iter().enumerate() {
-                            dot(g, a_row, wi, &part[i][j], wi == 0, out);
-                        }
+                        (vec![raw], sv)
                     }
-                    for (i, accs) in acc.iter().enumerate() {
-                        combine(g, &part[i][j], accs[j], sv, out);
-                    }
-                }
+                };
+                unit_work(g, ui, &mut fetch, out);
             }
         };
         let zero = g.f.i32(0);
@@ -390,7 +390,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         let (lo, hi) = (g.f.i32(0), g.f.i32((full * chunk) as i32));
         work.push(Stmt::For(For { var: w0, lo, hi, step: chunk, unroll: false, body: inner }));
     }
-    if units % chunk != 0 {
+    if rest != 0 {
         let w0 = g.f.i32((full * chunk) as i32);
         work.extend(chunk_body(&mut g, w0, true));
     }
