@@ -441,6 +441,26 @@ fn reduce_scatter(s: &mut String, rows: u32, sg: u32) -> (String, String) {
     (format!("(lane >> {shift}u)"), format!("(lane & {low}u) == 0u"))
 }
 
+/// WGSL for nibble position `p` of the study kernels' half-word `src`,
+/// unpacked in place as the generator does: `(nibble − 8)·16^p`. With
+/// `one_op`, `src` already has 2^23's bits or-ed in and one and picks the
+/// nibble; without, an and and an or.
+fn nibble_wgsl(src: &str, p: usize, one_op: bool) -> String {
+    let bias = 8_388_608.0 + 8.0 * 16f64.powi(p as i32);
+    let mask = 15u32 << (4 * p);
+    if one_op {
+        format!("(bitcast<f32>({src} & {}u) - {bias:.1})", mask | 0x4B00_0000)
+    } else {
+        format!("(bitcast<f32>(({src} & {mask}u) | 0x4B000000u) - {bias:.1})")
+    }
+}
+
+/// WGSL adding a unit's four position sums `p0..p3` (Horner, by 1/16) times
+/// its scale to `acc`.
+fn combine_wgsl(acc: &str, scale: &str) -> String {
+    format!("{acc} = fma(fma(fma(fma(p3, 0.0625, p2), 0.0625, p1), 0.0625, p0), {scale}, {acc});\n")
+}
+
 /// One variant of the rows-loop q4 kernel (see [`q4_rows_study`]).
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 struct RowsShape {
@@ -514,18 +534,12 @@ fn q4_rows_source(k: u32, n: u32, v: RowsShape, sg: u32) -> Option<String> {
                 for (i, ci) in c.iter().enumerate() {
                     s += &format!("let l{i} = w{ri}_{bi}.{ci};\nlet h{i} = l{i} >> 16u;\n");
                     for p in 0..4 {
-                        let bias = 8_388_608.0 + 8.0 * 16f64.powi(p as i32);
-                        let mask = 15u32 << (4 * p);
                         for (half, src) in [(0, "l"), (1, "h")] {
-                            s += &format!(
-                                "p{p} = fma(bitcast<f32>(({src}{i} & {mask}u) | 0x4B000000u) - {bias:.1}, a{bi}_{}.{}, p{p});\n",
-                                2 * i + half,
-                                c[p]
-                            );
+                            s += &format!("p{p} = fma({}, a{bi}_{}.{}, p{p});\n", nibble_wgsl(&format!("{src}{i}"), p, false), 2 * i + half, c[p]);
                         }
                     }
                 }
-                s += &format!("acc{ri} = fma(fma(fma(fma(p3, 0.0625, p2), 0.0625, p1), 0.0625, p0), s{ri}_{bi}, acc{ri});\n}}\n");
+                s += &format!("{}}}\n", combine_wgsl(&format!("acc{ri}"), &format!("s{ri}_{bi}")));
             }
         }
     }
@@ -654,14 +668,10 @@ fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
                     o += "let l = l0;\nlet h = h0;\n";
                 }
                 for p in 0..4 {
-                    let bias = 8_388_608.0 + 8.0 * 16f64.powi(p as i32);
-                    let mask = 15u32 << (4 * p);
-                    let q = |src: &str| {
-                        if v.one_op { format!("bitcast<f32>({src} & {}u)", mask | 0x4B00_0000) } else { format!("bitcast<f32>(({src} & {mask}u) | 0x4B000000u)") }
-                    };
-                    o += &format!("let p{p} = fma({} - {bias:.1}, a1.{cp}, ({} - {bias:.1}) * a0.{cp});\n", q("h"), q("l"), cp = c[p]);
+                    let (qh, ql) = (nibble_wgsl("h", p, v.one_op), nibble_wgsl("l", p, v.one_op));
+                    o += &format!("let p{p} = fma({qh}, a1.{cp}, {ql} * a0.{cp});\n", cp = c[p]);
                 }
-                o += &format!("acc{r} = fma(fma(fma(fma(p3, 0.0625, p2), 0.0625, p1), 0.0625, p0), {pre}s{r}_{u}, acc{r});\n}}\n");
+                o += &format!("{}}}\n", combine_wgsl(&format!("acc{r}"), &format!("{pre}s{r}_{u}")));
             }
             o += "}\n";
         }
@@ -859,19 +869,17 @@ fn q4_rows_loop_source(k: u32, n: u32, v: RowsLoopShape, sg: u32) -> Option<Stri
                 s += &format!("let l{i} = cw{ri}_{bi}.{ci} | 0x4B000000u;\nlet h{i} = (cw{ri}_{bi}.{ci} >> 16u) | 0x4B000000u;\n");
             }
             for p in 0..4 {
-                let bias = 8_388_608.0 + 8.0 * 16f64.powi(p as i32);
-                let mask = (15u32 << (4 * p)) | 0x4B00_0000;
                 let mut e = String::new();
                 for i in 0..4 {
                     for (half, src) in [(0, "l"), (1, "h")] {
-                        let term = format!("(bitcast<f32>({src}{i} & {mask}u) - {bias:.1})");
+                        let term = nibble_wgsl(&format!("{src}{i}"), p, true);
                         let av = format!("a{bi}_{}.{}", 2 * i + half, c[p]);
                         e = if e.is_empty() { format!("{term} * {av}") } else { format!("fma({term}, {av}, {e})") };
                     }
                 }
                 s += &format!("let p{p} = {e};\n");
             }
-            s += &format!("acc{ri} = fma(fma(fma(fma(p3, 0.0625, p2), 0.0625, p1), 0.0625, p0), cs{ri}_{bi}, acc{ri});\n}}\n");
+            s += &format!("{}}}\n", combine_wgsl(&format!("acc{ri}"), &format!("cs{ri}_{bi}")));
         }
     }
     let (row, writer) = reduce_scatter(&mut s, g, sg);
