@@ -626,6 +626,10 @@ struct StreamShape {
     one_op: bool,
     /// Buffers indexed with i32 values, as the generator's kernels are.
     signed: bool,
+    /// Subgroups that split the K of each group of rows: a subgroup
+    /// butterfly, then one add across them in workgroup memory (more warps
+    /// in flight per SM than one subgroup per row group gives).
+    kwarps: u32,
 }
 
 /// The generator's decode pattern (32 lanes split K, lane l on words l,
@@ -636,8 +640,10 @@ struct StreamShape {
 /// lets the arithmetic overlap the memory traffic.
 fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
     let (kw, kb) = (k / 8, k / 32);
-    let per = sg * v.units;
-    if kw % per != 0 || n % (v.rows * v.warps) != 0 {
+    // Lanes that split one row group's K.
+    let kl = sg * v.kwarps;
+    let per = kl * v.units;
+    if kw % per != 0 || n % (v.rows * v.warps) != 0 || kl * v.warps > 256 {
         return None;
     }
     let iters = kw / per;
@@ -648,7 +654,7 @@ fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
         let mut o = String::new();
         for r in 0..v.rows {
             for u in 0..v.units {
-                let wi = format!("({it} * {per}u + {}u + lane)", sg * u);
+                let wi = format!("({it} * {per}u + {}u + lane)", kl * u);
                 let kw_ = if decl { "let " } else { "" };
                 o += &format!("{kw_}{pre}w{r}_{u} = w[{}];\n{kw_}{pre}s{r}_{u} = sc[{}];\n", ix(format!("(n0 + {r}u) * {kw}u + {wi}")), ix(format!("(n0 + {r}u) * {kb}u + ({wi} >> 2u)")));
             }
@@ -658,7 +664,7 @@ fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
     let compute = |pre: &str, it: &str| -> String {
         let mut o = String::new();
         for u in 0..v.units {
-            let wi = format!("({it} * {per}u + {}u + lane)", sg * u);
+            let wi = format!("({it} * {per}u + {}u + lane)", kl * u);
             o += &format!("{{\nlet a0 = a[{}];\nlet a1 = a[{}];\n", ix(format!("2u * {wi}")), ix(format!("2u * {wi} + 1u")));
             for r in 0..v.rows {
                 o += &format!("{{\nlet l0 = {pre}w{r}_{u};\nlet h0 = l0 >> 16u;\n");
@@ -711,22 +717,38 @@ fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
             m /= 2;
         }
     }
-    s += "if (lane == 0u) {\n";
-    for r in 0..v.rows {
-        s += &format!("c[n0 + {r}u] = acc{r};\n");
+    let mut decl = String::new();
+    if v.kwarps == 1 {
+        s += "if (lane == 0u) {\n";
+        for r in 0..v.rows {
+            s += &format!("c[n0 + {r}u] = acc{r};\n");
+        }
+        s += "}\n";
+    } else {
+        // Lane 0 of each subgroup writes its sums; after the barrier the
+        // first `rows` lanes of each row group add the kwarps partials in order.
+        decl = format!("var<workgroup> red: array<f32, {}>;\n", v.warps * v.kwarps * v.rows);
+        s += &format!("if (lane % {sg}u == 0u) {{\n");
+        for r in 0..v.rows {
+            s += &format!("red[(lid.x / {sg}u) * {rows}u + {r}u] = acc{r};\n", rows = v.rows);
+        }
+        s += "}\nworkgroupBarrier();\n";
+        let sum: Vec<String> = (0..v.kwarps).map(|q| format!("red[(grp * {kwarps}u + {q}u) * {rows}u + lane]", kwarps = v.kwarps, rows = v.rows)).collect();
+        s += &format!("if (lane < {}u) {{ c[n0 + lane] = {}; }}\n", v.rows, sum.join(" + "));
     }
-    s += "}\n";
     Some(format!(
         "@group(0) @binding(0) var<storage> a: array<vec4<f32>>;\n\
          @group(0) @binding(1) var<storage> w: array<u32>;\n\
          @group(0) @binding(2) var<storage> sc: array<f32>;\n\
          @group(0) @binding(3) var<storage, read_write> c: array<f32>;\n\
+         {decl}\
          @compute @workgroup_size({threads})\n\
          fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {{\n\
-         let lane = lid.x % {sg}u;\n\
-         let n0 = (wid.x * {warps}u + lid.x / {sg}u) * {rows}u;\n\
+         let lane = lid.x % {kl}u;\n\
+         let grp = lid.x / {kl}u;\n\
+         let n0 = (wid.x * {warps}u + grp) * {rows}u;\n\
          {s}}}\n",
-        threads = sg * v.warps,
+        threads = kl * v.warps,
         warps = v.warps,
         rows = v.rows,
     ))
@@ -734,7 +756,7 @@ fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
 
 /// The streaming q4 kernel against the generator's first lite candidate,
 /// alternately, each variant checked against the f64 reference first.
-/// GPU_BENCH_Q4_STREAM="rows,units,warps,prefetch,one_op[,signed] ..." picks the variants.
+/// GPU_BENCH_Q4_STREAM="rows,units,warps,prefetch,one_op[,signed[,kwarps]]" picks the variants.
 fn q4_stream_study(gpu: &Gpu) {
     let variants: Vec<StreamShape> = std::env::var("GPU_BENCH_Q4_STREAM")
         .unwrap_or_else(|_| "2,16,1,0,0 2,16,1,0,1 2,4,1,1,1 4,4,1,1,1 2,4,4,1,1".into())
@@ -748,6 +770,7 @@ fn q4_stream_study(gpu: &Gpu) {
                 prefetch: f[3] == 1,
                 one_op: f[4] == 1,
                 signed: f.get(5) == Some(&1),
+                kwarps: f.get(6).copied().unwrap_or(1).max(1),
             })
         })
         .collect();
