@@ -129,7 +129,7 @@ fn q4_space(op: &Op, subgroup_min: Option<u32>) -> Vec<Schedule> {
     out
 }
 
-/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4shapes, q4smem, q4rows, q4stream, q4rowsloop, ceiling):
+/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4shapes, q4smem, q4rows, q4stream, q4cols, q4rowsloop, ceiling):
 /// `GPU_BENCH_PARTS="big q4"` when set, else every part.
 fn part(name: &str) -> bool {
     std::env::var("GPU_BENCH_PARTS").map_or(true, |v| v.split_whitespace().any(|p| p == name))
@@ -222,6 +222,9 @@ fn device() {
     }
     if part("q4stream") {
         q4_stream_study(&gpu);
+    }
+    if part("q4cols") {
+        q4_cols_study(&gpu);
     }
     if part("q4rowsloop") {
         q4_rows_loop_study(&gpu);
@@ -779,6 +782,166 @@ fn q4_stream_study(gpu: &Gpu) {
     study_against_generator(gpu, "q4 stream", &variants, |k, n, v| q4_stream_source(k, n, *v, sg).map(|src| (src, n / (v.rows * v.warps))));
 }
 
+/// One variant of the N-major q4 kernel (see [`q4_cols_source`]).
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+struct ColsShape {
+    /// Lanes of a warp along K (adjacent lanes read adjacent scale blocks);
+    /// the other 32 / lk lanes take different rows.
+    lk: u32,
+    /// Rows per lane (each value of A read serves all of them).
+    rows: u32,
+    /// Scale blocks (one `vec4<u32>` of W, 32 values of K) per lane per loop iteration.
+    units: u32,
+    /// Warps per workgroup, each on its own part of K; their sums are
+    /// added in workgroup memory.
+    warps: u32,
+    /// The next iteration's words and scales are loaded before this
+    /// iteration's arithmetic.
+    prefetch: bool,
+}
+
+/// The decode matvec with lanes along N instead of K: lane (kl, g) of warp
+/// `wp` serves rows g·rows .. g·rows + rows − 1 of the workgroup's rows and
+/// scale blocks t, t + T, ... (t = wp·lk + kl, T = lk·warps), reading each
+/// block as one `vec4<u32>` and its scale as one f32. All lanes with the same
+/// t read the same values of A, so A costs one sector per load instead of
+/// the 32 half-used sectors of the lanes-along-K pattern, and no butterfly
+/// over 32 lanes is needed (lk lanes, then one ordered add across warps).
+fn q4_cols_source(k: u32, n: u32, v: ColsShape, sg: u32) -> Option<String> {
+    let kb = k / 32;
+    let t_all = v.lk * v.warps;
+    let per_wg = 32 / v.lk * v.rows;
+    if v.lk > sg || 32 % v.lk != 0 || kb % (t_all * v.units) != 0 || n % per_wg != 0 || 32 * v.warps > 256 || per_wg > 32 * v.warps {
+        return None;
+    }
+    let iters = kb / (t_all * v.units);
+    let c = ["x", "y", "z", "w"];
+    let block = |it: &str, u: u32| format!("(({it}) * {}u + {}u + t)", t_all * v.units, t_all * u);
+    let loads = |pre: &str, it: &str, decl: bool| -> String {
+        let mut o = String::new();
+        for r in 0..v.rows {
+            for u in 0..v.units {
+                let kw_ = if decl { "let " } else { "" };
+                let ix = format!("(n0 + {r}u) * {kb}u + {}", block(it, u));
+                o += &format!("{kw_}{pre}w{r}_{u} = w[{ix}];\n{kw_}{pre}s{r}_{u} = sc[{ix}];\n");
+            }
+        }
+        o
+    };
+    let compute = |pre: &str, it: &str| -> String {
+        let mut o = String::new();
+        for u in 0..v.units {
+            o += &format!("{{\nlet b = {};\n", block(it, u));
+            for j in 0..8 {
+                o += &format!("let a{j} = a[8u * b + {j}u];\n");
+            }
+            for r in 0..v.rows {
+                o += "{\n";
+                for (j, cj) in c.iter().enumerate() {
+                    o += &format!("let l{j} = {pre}w{r}_{u}.{cj} | 0x4B000000u;\nlet h{j} = ({pre}w{r}_{u}.{cj} >> 16u) | 0x4B000000u;\n");
+                }
+                for p in 0..4 {
+                    let mut e = format!("{} * a0.{}", nibble_wgsl("l0", p, true), c[p]);
+                    e = format!("fma({}, a1.{}, {e})", nibble_wgsl("h0", p, true), c[p]);
+                    for j in 1..4 {
+                        e = format!("fma({}, a{}.{}, {e})", nibble_wgsl(&format!("l{j}"), p, true), 2 * j, c[p]);
+                        e = format!("fma({}, a{}.{}, {e})", nibble_wgsl(&format!("h{j}"), p, true), 2 * j + 1, c[p]);
+                    }
+                    o += &format!("let p{p} = {e};\n");
+                }
+                o += &format!("{}}}\n", combine_wgsl(&format!("acc{r}"), &format!("{pre}s{r}_{u}")));
+            }
+            o += "}\n";
+        }
+        o
+    };
+    let mut s = String::new();
+    for r in 0..v.rows {
+        s += &format!("var acc{r} = 0.0;\n");
+    }
+    if v.prefetch && iters > 1 {
+        for r in 0..v.rows {
+            for u in 0..v.units {
+                s += &format!("var cw{r}_{u} = vec4<u32>();\nvar cs{r}_{u} = 0.0;\n");
+            }
+        }
+        s += &loads("c", "0u", false);
+        s += &format!("for (var i = 0u; i < {}u; i++) {{\n", iters - 1);
+        s += &loads("n", "i + 1u", true);
+        s += &compute("c", "i");
+        for r in 0..v.rows {
+            for u in 0..v.units {
+                s += &format!("cw{r}_{u} = nw{r}_{u};\ncs{r}_{u} = ns{r}_{u};\n");
+            }
+        }
+        s += "}\n";
+        s += &compute("c", &format!("{}u", iters - 1));
+    } else {
+        s += &format!("for (var i = 0u; i < {iters}u; i++) {{\n");
+        s += &loads("c", "i", true);
+        s += &compute("c", "i");
+        s += "}\n";
+    }
+    let mut m = v.lk / 2;
+    while m >= 1 {
+        for r in 0..v.rows {
+            s += &format!("acc{r} += subgroupShuffleXor(acc{r}, {m}u);\n");
+        }
+        m /= 2;
+    }
+    let mut decl = String::new();
+    if v.warps == 1 {
+        s += "if (kl == 0u) {\n";
+        for r in 0..v.rows {
+            s += &format!("c[n0 + {r}u] = acc{r};\n");
+        }
+        s += "}\n";
+    } else {
+        decl = format!("var<workgroup> red: array<f32, {}>;\n", v.warps * per_wg);
+        s += "if (kl == 0u) {\n";
+        for r in 0..v.rows {
+            s += &format!("red[wp * {per_wg}u + g * {rows}u + {r}u] = acc{r};\n", rows = v.rows);
+        }
+        s += "}\nworkgroupBarrier();\n";
+        let sum: Vec<String> = (0..v.warps).map(|q| format!("red[{}u + lid.x]", q * per_wg)).collect();
+        s += &format!("if (lid.x < {per_wg}u) {{ c[wid.x * {per_wg}u + lid.x] = {}; }}\n", sum.join(" + "));
+    }
+    Some(format!(
+        "@group(0) @binding(0) var<storage> a: array<vec4<f32>>;\n\
+         @group(0) @binding(1) var<storage> w: array<vec4<u32>>;\n\
+         @group(0) @binding(2) var<storage> sc: array<f32>;\n\
+         @group(0) @binding(3) var<storage, read_write> c: array<f32>;\n\
+         {decl}\
+         @compute @workgroup_size({threads})\n\
+         fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {{\n\
+         let lane = lid.x % 32u;\n\
+         let wp = lid.x / 32u;\n\
+         let kl = lane % {lk}u;\n\
+         let g = lane / {lk}u;\n\
+         let t = wp * {lk}u + kl;\n\
+         let n0 = wid.x * {per_wg}u + g * {rows}u;\n\
+         {s}}}\n",
+        threads = 32 * v.warps,
+        lk = v.lk,
+        rows = v.rows,
+    ))
+}
+
+/// The N-major q4 kernel against the generator's first lite candidate,
+/// alternately. GPU_BENCH_Q4_COLS="lk,rows,units,warps,prefetch ..." picks the variants.
+fn q4_cols_study(gpu: &Gpu) {
+    let variants: Vec<ColsShape> = std::env::var("GPU_BENCH_Q4_COLS")
+        .unwrap_or_else(|_| "1,1,2,8,1 2,1,2,8,1 4,1,1,8,1 1,2,2,8,1 2,2,1,8,1".into())
+        .split_whitespace()
+        .filter_map(|v| {
+            let f: Vec<u32> = v.split(',').filter_map(|x| x.parse().ok()).collect();
+            (f.len() == 5).then(|| ColsShape { lk: f[0], rows: f[1], units: f[2], warps: f[3], prefetch: f[4] == 1 })
+        })
+        .collect();
+    let sg = gpu.subgroups().unwrap_or(1);
+    study_against_generator(gpu, "q4 cols", &variants, |k, n, v| q4_cols_source(k, n, *v, sg).map(|src| (src, n / (32 / v.lk * v.rows))));
+}
+
 /// Checks each variant's kernel against the f64 reference, then times it
 /// alternately with the generator's first lite candidate for the H100
 /// (3 rounds, the best of each). `source(k, n, variant)` gives the WGSL and
@@ -1028,7 +1191,7 @@ fn read_ceiling(gpu: &Gpu) {
                  fn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n\
                    var acc = vec4<u32>(0u);\n\
                    for (var i = gid.x; i < {quads}u; i += {threads}u) {{ acc ^= w[i]; }}\n\
-                   o[gid.x] = acc.x ^ acc.y ^ acc.z ^ acc.w;\n\
+                   if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x12345678u) {{ o[gid.x] = 1u; }}\n\
                  }}\n"
             );
             match time_source(gpu, &src, groups, &args, 100.0) {
@@ -1045,6 +1208,18 @@ fn read_ceiling(gpu: &Gpu) {
         if let Some((groups, gbps)) = best {
             println!("{}", json!({"summary": format!("read ceiling {label}"), "bytes": bytes, "groups": groups, "gbps": gbps}));
         }
+    }
+    // The floor of one dispatch timed back to back: a kernel that reads nothing.
+    let args = [vec![0u32; 4], vec![0u32; 1]];
+    let src = "@group(0) @binding(0) var<storage> w: array<vec4<u32>>;\n\
+               @group(0) @binding(1) var<storage, read_write> o: array<u32>;\n\
+               @compute @workgroup_size(256)\n\
+               fn main(@builtin(global_invocation_id) gid: vec3<u32>) {\n\
+                 if (gid.x == 0xFFFFFFFFu) { o[0] = w[0].x; }\n\
+               }\n";
+    match time_source(gpu, src, 132, &args, 100.0) {
+        Ok(median_ms) => println!("{}", json!({"summary": "empty dispatch", "groups": 132, "median_us": median_ms * 1e3})),
+        Err(e) => println!("{}", json!({"summary": "empty dispatch", "error": e.to_string()})),
     }
 }
 
