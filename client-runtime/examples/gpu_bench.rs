@@ -635,6 +635,43 @@ struct StreamShape {
     kwarps: u32,
 }
 
+/// The K loop of the streaming study kernels: `rows` accumulators, then
+/// `iters` iterations of `loads(prefix, iteration, declare)` (words
+/// `{prefix}w{r}_{u}` and scales `{prefix}s{r}_{u}`) and `compute(prefix,
+/// iteration)`. With `prefetch`, the next iteration's loads go into `n…`
+/// before this one's arithmetic on `c…` (kept across the back edge, the
+/// words starting as `zero`).
+fn stream_loop(rows: u32, units: u32, iters: u32, prefetch: bool, zero: &str, loads: &dyn Fn(&str, &str, bool) -> String, compute: &dyn Fn(&str, &str) -> String) -> String {
+    let mut s = String::new();
+    for r in 0..rows {
+        s += &format!("var acc{r} = 0.0;\n");
+    }
+    if prefetch && iters > 1 {
+        for r in 0..rows {
+            for u in 0..units {
+                s += &format!("var cw{r}_{u} = {zero};\nvar cs{r}_{u} = 0.0;\n");
+            }
+        }
+        s += &loads("c", "0u", false);
+        s += &format!("for (var i = 0u; i < {}u; i++) {{\n", iters - 1);
+        s += &loads("n", "(i + 1u)", true);
+        s += &compute("c", "i");
+        for r in 0..rows {
+            for u in 0..units {
+                s += &format!("cw{r}_{u} = nw{r}_{u};\ncs{r}_{u} = ns{r}_{u};\n");
+            }
+        }
+        s += "}\n";
+        s += &compute("c", &format!("{}u", iters - 1));
+    } else {
+        s += &format!("for (var i = 0u; i < {iters}u; i++) {{\n");
+        s += &loads("c", "i", true);
+        s += &compute("c", "i");
+        s += "}\n";
+    }
+    s
+}
+
 /// The generator's decode pattern (32 lanes split K, lane l on words l,
 /// l + 32, ...; A's 8 values per word read by each lane) as a loop of
 /// `iters` iterations that is not unrolled, optionally with the next
@@ -687,32 +724,7 @@ fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
         o
     };
     let mut s = String::new();
-    for r in 0..v.rows {
-        s += &format!("var acc{r} = 0.0;\n");
-    }
-    if v.prefetch {
-        for r in 0..v.rows {
-            for u in 0..v.units {
-                s += &format!("var cw{r}_{u} = 0u;\nvar cs{r}_{u} = 0.0;\n");
-            }
-        }
-        s += &loads("c", "0u", false);
-        s += &format!("for (var i = 0u; i < {}u; i++) {{\n", iters - 1);
-        s += &loads("n", "(i + 1u)", true);
-        s += &compute("c", "i");
-        for r in 0..v.rows {
-            for u in 0..v.units {
-                s += &format!("cw{r}_{u} = nw{r}_{u};\ncs{r}_{u} = ns{r}_{u};\n");
-            }
-        }
-        s += "}\n";
-        s += &compute("c", &format!("{}u", iters - 1));
-    } else {
-        s += &format!("for (var i = 0u; i < {iters}u; i++) {{\n");
-        s += &loads("c", "i", true);
-        s += &compute("c", "i");
-        s += "}\n";
-    }
+    s += &stream_loop(v.rows, v.units, iters, v.prefetch, "0u", &loads, &compute);
     for r in 0..v.rows {
         let mut m = sg / 2;
         while m >= 1 {
@@ -856,32 +868,7 @@ fn q4_cols_source(k: u32, n: u32, v: ColsShape, sg: u32) -> Option<String> {
         o
     };
     let mut s = String::new();
-    for r in 0..v.rows {
-        s += &format!("var acc{r} = 0.0;\n");
-    }
-    if v.prefetch && iters > 1 {
-        for r in 0..v.rows {
-            for u in 0..v.units {
-                s += &format!("var cw{r}_{u} = vec4<u32>();\nvar cs{r}_{u} = 0.0;\n");
-            }
-        }
-        s += &loads("c", "0u", false);
-        s += &format!("for (var i = 0u; i < {}u; i++) {{\n", iters - 1);
-        s += &loads("n", "i + 1u", true);
-        s += &compute("c", "i");
-        for r in 0..v.rows {
-            for u in 0..v.units {
-                s += &format!("cw{r}_{u} = nw{r}_{u};\ncs{r}_{u} = ns{r}_{u};\n");
-            }
-        }
-        s += "}\n";
-        s += &compute("c", &format!("{}u", iters - 1));
-    } else {
-        s += &format!("for (var i = 0u; i < {iters}u; i++) {{\n");
-        s += &loads("c", "i", true);
-        s += &compute("c", "i");
-        s += "}\n";
-    }
+    s += &stream_loop(v.rows, v.units, iters, v.prefetch, "vec4<u32>()", &loads, &compute);
     let mut m = v.lk / 2;
     while m >= 1 {
         for r in 0..v.rows {
