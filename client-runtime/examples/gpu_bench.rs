@@ -129,7 +129,7 @@ fn q4_space(op: &Op, subgroup_min: Option<u32>) -> Vec<Schedule> {
     out
 }
 
-/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4shapes, q4smem, q4rows, q4stream, q4cols, q4rowsloop, ceiling):
+/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4shapes, q4smem, q4rows, q4stream, q4cols, q4onestep, q4rowsloop, ceiling):
 /// `GPU_BENCH_PARTS="big q4"` when set, else every part.
 fn part(name: &str) -> bool {
     std::env::var("GPU_BENCH_PARTS").map_or(true, |v| v.split_whitespace().any(|p| p == name))
@@ -225,6 +225,9 @@ fn device() {
     }
     if part("q4cols") {
         q4_cols_study(&gpu);
+    }
+    if part("q4onestep") {
+        q4_one_step(&gpu);
     }
     if part("q4rowsloop") {
         q4_rows_loop_study(&gpu);
@@ -1310,6 +1313,78 @@ fn q4_decode(gpu: &Gpu) {
                 "{}",
                 json!({"summary": format!("matmul_q4 {shape} ablation: {what}"), "best_ms": a, "variant_ms": b,
                        "variant_over_best_time": min(&b) / min(&a), "variant": v})
+            );
+        }
+    }
+}
+
+/// Whether one K step pays: schedules whose r0 = K / split_k (every weight
+/// of a thread loaded before any arithmetic, no loop), which the
+/// power-of-two r0 of the search cannot give where K / split_k is not a
+/// power of two (3072 / 32 = 96), each timed alternately with the searched
+/// best of the sixth session's final call (3 rounds, the best of each).
+fn q4_one_step(gpu: &Gpu) {
+    let shapes: Vec<String> = std::env::var("GPU_BENCH_Q4_SHAPES")
+        .map(|v| v.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_else(|_| ["1,4096,4096", "1,3072,9216", "1,8192,3072"].map(str::to_string).to_vec());
+    let sg = gpu.subgroups();
+    for shape in &shapes {
+        let op = Op::parse("matmul_q4", shape).expect("shape");
+        let (_, _, k, _) = op.bmkn();
+        let q4 = |y0: u32, y1: u32, split_k: u32, r0: u32, double_buffer: bool| Schedule {
+            x0: 1,
+            x1: 1,
+            y0,
+            y1,
+            split_k,
+            r0,
+            r1: r0,
+            vectorize: 1,
+            subgroup_reduce: sg.is_some_and(|m| split_k <= m),
+            double_buffer,
+            ..base(&op)
+        };
+        let reference = match shape.as_str() {
+            "1,4096,4096" => q4(4, 4, 32, 128, false),
+            "1,3072,9216" => q4(2, 8, 32, 32, true),
+            _ => q4(2, 2, 32, 256, false),
+        };
+        let mut cands = Vec::new();
+        for split_k in [16, 32, 64] {
+            let r0 = k / split_k;
+            if k % split_k != 0 || r0 % 8 != 0 || r0 > 512 {
+                continue;
+            }
+            for y0 in [1, 2, 4] {
+                for groups in [1, 2, 4, 8] {
+                    let c = q4(y0, y0 * groups, split_k, r0, false);
+                    let threads = groups * split_k;
+                    if (32..=256).contains(&threads) && c != reference && c.check(&op, Target::Wgsl).is_ok() {
+                        cands.push(c);
+                    }
+                }
+            }
+        }
+        let weight_bytes = q4_weight_bytes(&op) as f64;
+        for c in cands {
+            let (mut mine, mut theirs) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                if let Some(r) = measure_quiet(gpu, &op, &c) {
+                    mine.push(r * 1e3);
+                }
+                if let Some(r) = measure_quiet(gpu, &op, &reference) {
+                    theirs.push(r * 1e3);
+                }
+            }
+            let min = |x: &Vec<f64>| x.iter().copied().fold(f64::INFINITY, f64::min);
+            if mine.is_empty() || theirs.is_empty() {
+                println!("{}", json!({"summary": format!("q4 one step {shape}"), "config": c, "error": "not measured (see the lines above)"}));
+                continue;
+            }
+            println!(
+                "{}",
+                json!({"summary": format!("q4 one step {shape}"), "config": c, "best_us": min(&mine), "reference_us": min(&theirs),
+                       "reference_over_variant": min(&theirs) / min(&mine), "weight_gbps": weight_bytes / (min(&mine) * 1e3)})
             );
         }
     }
