@@ -483,6 +483,10 @@ struct RowsShape {
     /// Software pipelining: the loads of the next group of rows are
     /// written before the arithmetic of the current one.
     pipe: bool,
+    /// One logic instruction per nibble (as the generator now unpacks),
+    /// and the first group's words read before A (as the CUDA twin in
+    /// `scripts/device/q4_cuda_pipe.cu` does).
+    one_op: bool,
 }
 
 /// The rows-loop q4 decode kernel: each thread loads its slice of A into
@@ -508,9 +512,10 @@ fn q4_rows_source(k: u32, n: u32, v: RowsShape, sg: u32) -> Option<String> {
     let (b, r) = (v.blocks, v.rows);
     let mut s = String::new();
     let c = ["x", "y", "z", "w"];
+    let mut a_loads = String::new();
     for bi in 0..b {
         for i in 0..8 {
-            s += &format!("let a{bi}_{i} = a[(t + {}u) * 8u + {i}u];\n", lanes * bi);
+            a_loads += &format!("let a{bi}_{i} = a[(t + {}u) * 8u + {i}u];\n", lanes * bi);
         }
     }
     for ri in 0..r {
@@ -529,8 +534,14 @@ fn q4_rows_source(k: u32, n: u32, v: RowsShape, sg: u32) -> Option<String> {
     if v.pipe {
         s += &loads(0);
     }
+    if !v.one_op {
+        s = a_loads.clone() + &s;
+    }
     for g0 in (0..r).step_by(v.group as usize) {
         s += &loads(if v.pipe { g0 + v.group } else { g0 });
+        if v.one_op && g0 == 0 {
+            s += &a_loads;
+        }
         for ri in g0..g0 + v.group {
             for bi in 0..b {
                 s += "{\n";
@@ -538,10 +549,14 @@ fn q4_rows_source(k: u32, n: u32, v: RowsShape, sg: u32) -> Option<String> {
                     s += &format!("var p{p} = 0.0;\n");
                 }
                 for (i, ci) in c.iter().enumerate() {
-                    s += &format!("let l{i} = w{ri}_{bi}.{ci};\nlet h{i} = l{i} >> 16u;\n");
+                    if v.one_op {
+                        s += &format!("let l{i} = w{ri}_{bi}.{ci} | 0x4B000000u;\nlet h{i} = (w{ri}_{bi}.{ci} >> 16u) | 0x4B000000u;\n");
+                    } else {
+                        s += &format!("let l{i} = w{ri}_{bi}.{ci};\nlet h{i} = l{i} >> 16u;\n");
+                    }
                     for p in 0..4 {
                         for (half, src) in [(0, "l"), (1, "h")] {
-                            s += &format!("p{p} = fma({}, a{bi}_{}.{}, p{p});\n", nibble_wgsl(&format!("{src}{i}"), p, false), 2 * i + half, c[p]);
+                            s += &format!("p{p} = fma({}, a{bi}_{}.{}, p{p});\n", nibble_wgsl(&format!("{src}{i}"), p, v.one_op), 2 * i + half, c[p]);
                         }
                     }
                 }
@@ -603,13 +618,13 @@ fn q4_rows_source(k: u32, n: u32, v: RowsShape, sg: u32) -> Option<String> {
 fn q4_rows_study(gpu: &Gpu) {
     // The subgroup width the kernels assume: 32 (NVIDIA), or the adapter's if smaller.
     let sg = gpu.subgroups().unwrap_or(32).min(32);
-    // GPU_BENCH_Q4_ROWS="blocks,rows,group,scatter,pipe ..." (0/1 flags) picks the variants.
+    // GPU_BENCH_Q4_ROWS="blocks,rows,group,scatter,pipe[,one_op] ..." (0/1 flags) picks the variants.
     let variants: Vec<RowsShape> = std::env::var("GPU_BENCH_Q4_ROWS")
         .unwrap_or_else(|_| "1,8,4,1,1 1,16,4,1,1 1,16,8,1,1 1,16,16,1,0 1,32,4,1,1 3,8,2,1,1".into())
         .split_whitespace()
         .filter_map(|v| {
             let f: Vec<u32> = v.split(',').filter_map(|x| x.parse().ok()).collect();
-            (f.len() == 5).then(|| RowsShape { blocks: f[0], rows: f[1], group: f[2], scatter: f[3] == 1, pipe: f[4] == 1 })
+            (f.len() >= 5).then(|| RowsShape { blocks: f[0], rows: f[1], group: f[2], scatter: f[3] == 1, pipe: f[4] == 1, one_op: f.get(5) == Some(&1) })
         })
         .collect();
     study_against_generator(gpu, "q4 rows", &variants, |k, n, v| q4_rows_source(k, n, *v, sg).map(|src| (src, n / v.rows)));
@@ -950,7 +965,9 @@ fn study_against_generator<V: serde::Serialize>(gpu: &Gpu, label: &str, variants
         let inputs = webtune_compiler::reference::inputs(&op, 7);
         let want = webtune_compiler::reference::reference(&op, &inputs);
         let space = webtune_tuner::lite_space(&op, Target::Wgsl, &device, &settings);
-        let first = &space.schedules[0];
+        // GPU_BENCH_Q4_VS_BEST=1: against the searched best instead.
+        let best = searched_best(&op, gpu.subgroups());
+        let first = if std::env::var_os("GPU_BENCH_Q4_VS_BEST").is_some() { &best } else { &space.schedules[0] };
         for v in variants {
             let Some((src, groups)) = source(k, n, v) else { continue };
             let summary = format!("{label} {shape}");
@@ -1318,6 +1335,20 @@ fn q4_decode(gpu: &Gpu) {
     }
 }
 
+/// The searched best q4 schedule of the sixth H100 session's final call
+/// for the three decode shapes (`GPU_BENCH_PARTS=q4`; BENCHMARKS.md), the
+/// 4096² one for any other shape; subgroup butterflies where the adapter's
+/// subgroups hold 32 lanes.
+fn searched_best(op: &Op, subgroup_min: Option<u32>) -> Schedule {
+    let (_, _, k, n) = op.bmkn();
+    let (y0, y1, r0, double_buffer) = match (k, n) {
+        (3072, 9216) => (2, 8, 32, true),
+        (8192, 3072) => (2, 2, 256, false),
+        _ => (4, 4, 128, false),
+    };
+    Schedule { x0: 1, x1: 1, y0, y1, split_k: 32, r0, r1: r0, vectorize: 1, subgroup_reduce: subgroup_min.is_some_and(|m| m >= 32), double_buffer, ..base(op) }
+}
+
 /// Whether one K step pays: schedules whose r0 = K / split_k (every weight
 /// of a thread loaded before any arithmetic, no loop), which the
 /// power-of-two r0 of the search cannot give where K / split_k is not a
@@ -1331,24 +1362,8 @@ fn q4_one_step(gpu: &Gpu) {
     for shape in &shapes {
         let op = Op::parse("matmul_q4", shape).expect("shape");
         let (_, _, k, _) = op.bmkn();
-        let q4 = |y0: u32, y1: u32, split_k: u32, r0: u32, double_buffer: bool| Schedule {
-            x0: 1,
-            x1: 1,
-            y0,
-            y1,
-            split_k,
-            r0,
-            r1: r0,
-            vectorize: 1,
-            subgroup_reduce: sg.is_some_and(|m| split_k <= m),
-            double_buffer,
-            ..base(&op)
-        };
-        let reference = match shape.as_str() {
-            "1,4096,4096" => q4(4, 4, 32, 128, false),
-            "1,3072,9216" => q4(2, 8, 32, 32, true),
-            _ => q4(2, 2, 32, 256, false),
-        };
+        let q4 = |y0, y1, split_k, r0| Schedule { x0: 1, x1: 1, y0, y1, split_k, r0, r1: r0, vectorize: 1, subgroup_reduce: sg.is_some_and(|m| split_k <= m), double_buffer: false, ..base(&op) };
+        let reference = searched_best(&op, sg);
         let mut cands = Vec::new();
         for split_k in [16, 32, 64] {
             let r0 = k / split_k;
@@ -1357,7 +1372,7 @@ fn q4_one_step(gpu: &Gpu) {
             }
             for y0 in [1, 2, 4] {
                 for groups in [1, 2, 4, 8] {
-                    let c = q4(y0, y0 * groups, split_k, r0, false);
+                    let c = q4(y0, y0 * groups, split_k, r0);
                     let threads = groups * split_k;
                     if (32..=256).contains(&threads) && c != reference && c.check(&op, Target::Wgsl).is_ok() {
                         cands.push(c);

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <vector>
 #include <cmath>
+#include <string>
 #include <cuda_runtime.h>
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1); } } while (0)
@@ -118,6 +119,107 @@ __global__ void __launch_bounds__(WARPS * 32) pipe(const float4* __restrict__ a,
   finish(acc, lane, n0, c);
 }
 
+// Lanes along K as whole scale blocks, A's block in registers, R rows a
+// block of KB threads (thread t on scale block t of every row), the rows'
+// words loaded first; sums reduced in the warp, then across warps. f32:
+// the same unpacking as above. dp4a: A's block as 23-bit integers against
+// the block's largest exponent (a·2^(22−E) rounded, |m| < 2^23: an error of
+// at most 2^-23 of the block's largest |a|), split into three byte planes,
+// each multiplied with four nibbles by one integer dot product, exact in
+// int32; −8 per nibble as 8·Σm; one float conversion per block and row.
+// Not f32 arithmetic: it asks what fewer instructions a nibble would buy.
+template <int R, int KB>
+__device__ __forceinline__ void rows_finish(float (&acc)[R], int t, int n0, float* c) {
+  __shared__ float red[KB / 32][R];
+  int lane = t & 31;
+#pragma unroll
+  for (int r = 0; r < R; r++)
+    for (int m = 16; m >= 1; m /= 2) acc[r] += __shfl_xor_sync(~0u, acc[r], m);
+  if (lane == 0)
+#pragma unroll
+    for (int r = 0; r < R; r++) red[t / 32][r] = acc[r];
+  __syncthreads();
+  if (t < R) {
+    float v = 0.f;
+    for (int i = 0; i < KB / 32; i++) v += red[i][t];
+    c[n0 + t] = v;
+  }
+}
+
+template <int R, int KB>
+__global__ void __launch_bounds__(KB) rowsf(const float4* __restrict__ a, const uint4* __restrict__ w, const float* __restrict__ s, float* __restrict__ c) {
+  int t = threadIdx.x, n0 = blockIdx.x * R;
+  uint4 q[R];
+  float sc[R], acc[R];
+#pragma unroll
+  for (int r = 0; r < R; r++) { q[r] = w[(size_t)(n0 + r) * KB + t]; sc[r] = s[(size_t)(n0 + r) * KB + t]; }
+  float4 av[8];
+#pragma unroll
+  for (int i = 0; i < 8; i++) av[i] = a[t * 8 + i];
+#pragma unroll
+  for (int r = 0; r < R; r++)
+    acc[r] = (word_dot(q[r].x, av[0], av[1]) + word_dot(q[r].y, av[2], av[3]) + word_dot(q[r].z, av[4], av[5]) + word_dot(q[r].w, av[6], av[7])) * sc[r];
+  rows_finish<R, KB>(acc, t, n0, c);
+}
+
+__device__ __forceinline__ unsigned pack4(int a, int b, int c, int d) {
+  return (unsigned)(a & 0xFF) | ((unsigned)(b & 0xFF) << 8) | ((unsigned)(c & 0xFF) << 16) | ((unsigned)d << 24);
+}
+
+template <int R, int KB>
+__global__ void __launch_bounds__(KB) idp(const float4* __restrict__ a, const uint4* __restrict__ w, const float* __restrict__ s, float* __restrict__ c) {
+  int t = threadIdx.x, n0 = blockIdx.x * R;
+  uint4 q[R];
+  float sc[R], acc[R];
+#pragma unroll
+  for (int r = 0; r < R; r++) { q[r] = w[(size_t)(n0 + r) * KB + t]; sc[r] = s[(size_t)(n0 + r) * KB + t]; }
+  float av[32];
+#pragma unroll
+  for (int i = 0; i < 8; i++) { float4 v = a[t * 8 + i]; av[4 * i] = v.x; av[4 * i + 1] = v.y; av[4 * i + 2] = v.z; av[4 * i + 3] = v.w; }
+  int emax = 1;
+#pragma unroll
+  for (int i = 0; i < 32; i++) emax = max(emax, (__float_as_int(av[i]) >> 23) & 0xFF);
+  // a·2^(149−E): |a| < 2^(E−126), so |m| < 2^23.
+  int ex = min(149 - emax, 126);  // blocks of tiny values: no overflow
+  float f = ldexpf(1.f, ex), back = ldexpf(1.f, -ex);
+  int m[32];
+#pragma unroll
+  for (int i = 0; i < 32; i++) m[i] = __float2int_rn(av[i] * f);
+  // Byte planes (lo, mid unsigned; hi signed), per word j the even and odd values of K.
+  unsigned pl[3][8];
+  int sum[3] = {0, 0, 0};
+#pragma unroll
+  for (int j = 0; j < 4; j++)
+#pragma unroll
+    for (int odd = 0; odd < 2; odd++) {
+      int b = 8 * j + odd;
+#pragma unroll
+      for (int p = 0; p < 3; p++) {
+        int sh = 8 * p;
+        auto byte = [&](int v) { return p == 2 ? (v >> 16) : ((v >> sh) & 0xFF); };
+        pl[p][2 * j + odd] = pack4(byte(m[b]), byte(m[b + 2]), byte(m[b + 4]), byte(m[b + 6]) & 0xFF);
+        sum[p] += byte(m[b]) + byte(m[b + 2]) + byte(m[b + 4]) + byte(m[b + 6]);
+      }
+    }
+#pragma unroll
+  for (int r = 0; r < R; r++) {
+    unsigned lo = 0, mid = 0;
+    int hi = 0;
+    unsigned wd[4] = {q[r].x, q[r].y, q[r].z, q[r].w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      unsigned ev = wd[j] & 0x0F0F0F0Fu, od = (wd[j] >> 4) & 0x0F0F0F0Fu;
+      lo = __dp4a(ev, pl[0][2 * j], lo); lo = __dp4a(od, pl[0][2 * j + 1], lo);
+      mid = __dp4a(ev, pl[1][2 * j], mid); mid = __dp4a(od, pl[1][2 * j + 1], mid);
+      hi = __dp4a((int)ev, (int)pl[2][2 * j], hi); hi = __dp4a((int)od, (int)pl[2][2 * j + 1], hi);
+    }
+    int low = ((int)mid - 8 * sum[1]) * 256 + ((int)lo - 8 * sum[0]);
+    float v = fmaf((float)(hi - 8 * sum[2]), 65536.f, (float)low);
+    acc[r] = v * (sc[r] * back);
+  }
+  rows_finish<R, KB>(acc, t, n0, c);
+}
+
 __global__ void readonly(const uint4* __restrict__ p, size_t n, float* out) {
   uint4 acc = make_uint4(0, 0, 0, 0);
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -215,9 +317,21 @@ void run_pipe(Data& d, int reps) {
 }
 
 template <int K, int N>
-void shape(int reps) {
-  constexpr int KW = K / 8;
+void shape(int reps, bool dp4a) {
+  constexpr int KW = K / 8, KB = K / 32;
   Data d = make(K, N);
+  if (dp4a) {
+    const float4* a4 = (const float4*)d.a;
+    const uint4* w4 = (const uint4*)d.w;
+    run("gen Y2 W4", d, [&](cudaStream_t st) { gen<2, KW><<<N / 8, 128, 0, st>>>(a4, d.w, d.s, d.c); }, reps);
+    run("rows f32 R8", d, [&](cudaStream_t st) { rowsf<8, KB><<<N / 8, KB, 0, st>>>(a4, w4, d.s, d.c); }, reps);
+    run("rows f32 R16", d, [&](cudaStream_t st) { rowsf<16, KB><<<N / 16, KB, 0, st>>>(a4, w4, d.s, d.c); }, reps);
+    run("rows dp4a R4", d, [&](cudaStream_t st) { idp<4, KB><<<N / 4, KB, 0, st>>>(a4, w4, d.s, d.c); }, reps);
+    run("rows dp4a R8", d, [&](cudaStream_t st) { idp<8, KB><<<N / 8, KB, 0, st>>>(a4, w4, d.s, d.c); }, reps);
+    run("rows dp4a R16", d, [&](cudaStream_t st) { idp<16, KB><<<N / 16, KB, 0, st>>>(a4, w4, d.s, d.c); }, reps);
+    run("rows dp4a R32", d, [&](cudaStream_t st) { idp<32, KB><<<N / 32, KB, 0, st>>>(a4, w4, d.s, d.c); }, reps);
+    return;
+  }
   run("gen Y4 W4", d, [&](cudaStream_t st) { gen<4, KW><<<N / 16, 128, 0, st>>>((const float4*)d.a, d.w, d.s, d.c); }, reps);
   run("gen Y2 W1", d, [&](cudaStream_t st) { gen<2, KW><<<N / 2, 32, 0, st>>>((const float4*)d.a, d.w, d.s, d.c); }, reps);
   run("gen Y2 W4", d, [&](cudaStream_t st) { gen<2, KW><<<N / 8, 128, 0, st>>>((const float4*)d.a, d.w, d.s, d.c); }, reps);
@@ -244,11 +358,13 @@ void shape(int reps) {
   CK(cudaFree(big));
 }
 
-int main() {
+int main(int argc, char** argv) {
   int reps = getenv("REPS") ? atoi(getenv("REPS")) : 500;
-  shape<4096, 4096>(reps);
-  shape<3072, 9216>(reps);
-  shape<8192, 3072>(reps);
+  // `./pipe dp4a`: the rows kernels, f32 and integer dot products.
+  bool dp4a = argc > 1 && std::string(argv[1]) == "dp4a";
+  shape<4096, 4096>(reps, dp4a);
+  shape<3072, 9216>(reps, dp4a);
+  shape<8192, 3072>(reps, dp4a);
   // The copy bandwidth of the same run: 1 GiB device to device, read + write.
   size_t gib = (size_t)1 << 30;
   char *src, *dst;
