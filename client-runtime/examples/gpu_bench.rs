@@ -129,6 +129,39 @@ fn q4_space(op: &Op, subgroup_min: Option<u32>) -> Vec<Schedule> {
     out
 }
 
+/// A study's variants from `var` (default `default`): space-separated
+/// lists of comma-separated numbers, each given to `make` (None skips it).
+fn variants_from_env<V>(var: &str, default: &str, make: impl Fn(&[u32]) -> Option<V>) -> Vec<V> {
+    std::env::var(var)
+        .unwrap_or_else(|_| default.into())
+        .split_whitespace()
+        .filter_map(|v| make(&v.split(',').filter_map(|x| x.parse().ok()).collect::<Vec<u32>>()))
+        .collect()
+}
+
+/// The q4 decode shapes of the studies: `GPU_BENCH_Q4_SHAPES="1,K,N ..."`,
+/// else issue 3's three.
+fn q4_shapes() -> Vec<String> {
+    std::env::var("GPU_BENCH_Q4_SHAPES")
+        .map(|v| v.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_else(|_| ["1,4096,4096", "1,3072,9216", "1,8192,3072"].map(str::to_string).to_vec())
+}
+
+/// Rounds of `a` then `b`, alternately (3 rounds); each side's results.
+fn alternately(mut a: impl FnMut() -> Option<f64>, mut b: impl FnMut() -> Option<f64>) -> (Vec<f64>, Vec<f64>) {
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        x.extend(a());
+        y.extend(b());
+    }
+    (x, y)
+}
+
+/// The smallest of `v` (infinity when empty).
+fn min_of(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
 /// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4shapes, q4smem, q4rows, q4stream, q4cols, q4onestep, q4rowsloop, ceiling):
 /// `GPU_BENCH_PARTS="big q4"` when set, else every part.
 fn part(name: &str) -> bool {
@@ -518,6 +551,10 @@ fn q4_rows_source(k: u32, n: u32, v: RowsShape, sg: u32) -> Option<String> {
             a_loads += &format!("let a{bi}_{i} = a[(t + {}u) * 8u + {i}u];\n", lanes * bi);
         }
     }
+    // A first, or (one_op) after the first group's words.
+    if !v.one_op {
+        s += &a_loads;
+    }
     for ri in 0..r {
         s += &format!("var acc{ri} = 0.0;\n");
     }
@@ -533,9 +570,6 @@ fn q4_rows_source(k: u32, n: u32, v: RowsShape, sg: u32) -> Option<String> {
     };
     if v.pipe {
         s += &loads(0);
-    }
-    if !v.one_op {
-        s = a_loads.clone() + &s;
     }
     for g0 in (0..r).step_by(v.group as usize) {
         s += &loads(if v.pipe { g0 + v.group } else { g0 });
@@ -619,14 +653,9 @@ fn q4_rows_study(gpu: &Gpu) {
     // The subgroup width the kernels assume: 32 (NVIDIA), or the adapter's if smaller.
     let sg = gpu.subgroups().unwrap_or(32).min(32);
     // GPU_BENCH_Q4_ROWS="blocks,rows,group,scatter,pipe[,one_op] ..." (0/1 flags) picks the variants.
-    let variants: Vec<RowsShape> = std::env::var("GPU_BENCH_Q4_ROWS")
-        .unwrap_or_else(|_| "1,8,4,1,1 1,16,4,1,1 1,16,8,1,1 1,16,16,1,0 1,32,4,1,1 3,8,2,1,1".into())
-        .split_whitespace()
-        .filter_map(|v| {
-            let f: Vec<u32> = v.split(',').filter_map(|x| x.parse().ok()).collect();
-            (f.len() >= 5).then(|| RowsShape { blocks: f[0], rows: f[1], group: f[2], scatter: f[3] == 1, pipe: f[4] == 1, one_op: f.get(5) == Some(&1) })
-        })
-        .collect();
+    let variants = variants_from_env("GPU_BENCH_Q4_ROWS", "1,8,4,1,1 1,16,4,1,1 1,16,8,1,1 1,16,16,1,0 1,32,4,1,1 3,8,2,1,1", |f| {
+        (f.len() >= 5).then(|| RowsShape { blocks: f[0], rows: f[1], group: f[2], scatter: f[3] == 1, pipe: f[4] == 1, one_op: f.get(5) == Some(&1) })
+    });
     study_against_generator(gpu, "q4 rows", &variants, |k, n, v| q4_rows_source(k, n, *v, sg).map(|src| (src, n / v.rows)));
 }
 
@@ -791,22 +820,17 @@ fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
 /// alternately, each variant checked against the f64 reference first.
 /// GPU_BENCH_Q4_STREAM="rows,units,warps,prefetch,one_op[,signed[,kwarps]]" picks the variants.
 fn q4_stream_study(gpu: &Gpu) {
-    let variants: Vec<StreamShape> = std::env::var("GPU_BENCH_Q4_STREAM")
-        .unwrap_or_else(|_| "2,16,1,0,0 2,16,1,0,1 2,4,1,1,1 4,4,1,1,1 2,4,4,1,1".into())
-        .split_whitespace()
-        .filter_map(|v| {
-            let f: Vec<u32> = v.split(',').filter_map(|x| x.parse().ok()).collect();
-            (f.len() >= 5).then(|| StreamShape {
-                rows: f[0],
-                units: f[1],
-                warps: f[2],
-                prefetch: f[3] == 1,
-                one_op: f[4] == 1,
-                signed: f.get(5) == Some(&1),
-                kwarps: f.get(6).copied().unwrap_or(1).max(1),
-            })
+    let variants = variants_from_env("GPU_BENCH_Q4_STREAM", "2,16,1,0,0 2,16,1,0,1 2,4,1,1,1 4,4,1,1,1 2,4,4,1,1", |f| {
+        (f.len() >= 5).then(|| StreamShape {
+            rows: f[0],
+            units: f[1],
+            warps: f[2],
+            prefetch: f[3] == 1,
+            one_op: f[4] == 1,
+            signed: f.get(5) == Some(&1),
+            kwarps: f.get(6).copied().unwrap_or(1).max(1),
         })
-        .collect();
+    });
     // 32 lanes split K (NVIDIA's subgroup), or the adapter's subgroup if narrower.
     let sg = gpu.subgroups().unwrap_or(32).min(32);
     study_against_generator(gpu, "q4 stream", &variants, |k, n, v| q4_stream_source(k, n, *v, sg).map(|src| (src, n / (v.rows * v.warps))));
@@ -935,30 +959,22 @@ fn q4_cols_source(k: u32, n: u32, v: ColsShape, sg: u32) -> Option<String> {
 /// The N-major q4 kernel against the generator's first lite candidate,
 /// alternately. GPU_BENCH_Q4_COLS="lk,rows,units,warps,prefetch ..." picks the variants.
 fn q4_cols_study(gpu: &Gpu) {
-    let variants: Vec<ColsShape> = std::env::var("GPU_BENCH_Q4_COLS")
-        .unwrap_or_else(|_| "1,1,2,8,1 2,1,2,8,1 4,1,1,8,1 1,2,2,8,1 2,2,1,8,1".into())
-        .split_whitespace()
-        .filter_map(|v| {
-            let f: Vec<u32> = v.split(',').filter_map(|x| x.parse().ok()).collect();
-            (f.len() == 5).then(|| ColsShape { lk: f[0], rows: f[1], units: f[2], warps: f[3], prefetch: f[4] == 1 })
-        })
-        .collect();
+    let variants = variants_from_env("GPU_BENCH_Q4_COLS", "1,1,2,8,1 2,1,2,8,1 4,1,1,8,1 1,2,2,8,1 2,2,1,8,1", |f| {
+        (f.len() == 5).then(|| ColsShape { lk: f[0], rows: f[1], units: f[2], warps: f[3], prefetch: f[4] == 1 })
+    });
     let sg = gpu.subgroups().unwrap_or(1);
     study_against_generator(gpu, "q4 cols", &variants, |k, n, v| q4_cols_source(k, n, *v, sg).map(|src| (src, n / (32 / v.lk * v.rows))));
 }
 
 /// Checks each variant's kernel against the f64 reference, then times it
-/// alternately with the generator's first lite candidate for the H100
-/// (3 rounds, the best of each). `source(k, n, variant)` gives the WGSL and
+/// alternately with the generator's first lite candidate for the H100, or
+/// with `GPU_BENCH_Q4_VS_BEST=1` its searched best (3 rounds, the best of each). `source(k, n, variant)` gives the WGSL and
 /// its workgroup count, or None where the variant does not fit the shape.
 fn study_against_generator<V: serde::Serialize>(gpu: &Gpu, label: &str, variants: &[V], source: impl Fn(u32, u32, &V) -> Option<(String, u32)>) {
-    let shapes: Vec<String> = std::env::var("GPU_BENCH_Q4_SHAPES")
-        .map(|v| v.split_whitespace().map(str::to_string).collect())
-        .unwrap_or_else(|_| ["1,4096,4096", "1,3072,9216", "1,8192,3072"].map(str::to_string).to_vec());
     let fp = webtune_tuner::presets::get("h100").expect("preset");
     let device = webtune_tuner::Device::from_fingerprint(&fp).expect("preset is a device");
     let settings = webtune_tuner::Settings::builtin(Target::Wgsl);
-    for shape in &shapes {
+    for shape in &q4_shapes() {
         let op = Op::parse("matmul_q4", shape).expect("shape");
         let (_, _, k, n) = op.bmkn();
         let bytes = q4_weight_bytes(&op) as f64;
@@ -966,8 +982,7 @@ fn study_against_generator<V: serde::Serialize>(gpu: &Gpu, label: &str, variants
         let want = webtune_compiler::reference::reference(&op, &inputs);
         let space = webtune_tuner::lite_space(&op, Target::Wgsl, &device, &settings);
         // GPU_BENCH_Q4_VS_BEST=1: against the searched best instead.
-        let best = searched_best(&op, gpu.subgroups());
-        let first = if std::env::var_os("GPU_BENCH_Q4_VS_BEST").is_some() { &best } else { &space.schedules[0] };
+        let reference = if std::env::var_os("GPU_BENCH_Q4_VS_BEST").is_some() { searched_best(&op, gpu.subgroups()) } else { space.schedules[0].clone() };
         for v in variants {
             let Some((src, groups)) = source(k, n, v) else { continue };
             let summary = format!("{label} {shape}");
@@ -992,7 +1007,7 @@ fn study_against_generator<V: serde::Serialize>(gpu: &Gpu, label: &str, variants
                         break;
                     }
                 }
-                if let Some(r) = measure_quiet(gpu, &op, first) {
+                if let Some(r) = measure_quiet(gpu, &op, &reference) {
                     theirs.push(r * 1e3);
                 }
             }
@@ -1104,14 +1119,9 @@ fn q4_rows_loop_source(k: u32, n: u32, v: RowsLoopShape, sg: u32) -> Option<Stri
 /// The looped rows kernel against the generator's first lite candidate.
 /// GPU_BENCH_Q4_ROWSLOOP="blocks,rows,group ..." picks the variants.
 fn q4_rows_loop_study(gpu: &Gpu) {
-    let variants: Vec<RowsLoopShape> = std::env::var("GPU_BENCH_Q4_ROWSLOOP")
-        .unwrap_or_else(|_| "1,16,4 1,32,4 1,16,2 1,8,2".into())
-        .split_whitespace()
-        .filter_map(|v| {
-            let f: Vec<u32> = v.split(',').filter_map(|x| x.parse().ok()).collect();
-            (f.len() == 3).then(|| RowsLoopShape { blocks: f[0], rows: f[1], group: f[2] })
-        })
-        .collect();
+    let variants = variants_from_env("GPU_BENCH_Q4_ROWSLOOP", "1,16,4 1,32,4 1,16,2 1,8,2", |f| {
+        (f.len() == 3).then(|| RowsLoopShape { blocks: f[0], rows: f[1], group: f[2] })
+    });
     let sg = gpu.subgroups().unwrap_or(32).min(32);
     study_against_generator(gpu, "q4 rows loop", &variants, |k, n, v| q4_rows_loop_source(k, n, *v, sg).map(|src| (src, n / v.rows)));
 }
@@ -1284,10 +1294,7 @@ fn q4_weight_bytes(op: &Op) -> u64 {
 /// (subgroup butterfly or workgroup memory, 4 or 1 words per load, y0 or 1
 /// outputs per thread), measured alternately with the best, 3 rounds.
 fn q4_decode(gpu: &Gpu) {
-    let shapes: Vec<String> = std::env::var("GPU_BENCH_Q4_SHAPES")
-        .map(|v| v.split_whitespace().map(str::to_string).collect())
-        .unwrap_or_else(|_| ["1,4096,4096", "1,3072,9216", "1,8192,3072"].map(str::to_string).to_vec());
-    for shape in &shapes {
+    for shape in &q4_shapes() {
         let op = Op::parse("matmul_q4", shape).expect("shape");
         let weight_bytes = q4_weight_bytes(&op);
         let Some((bs, r)) = best(gpu, &op, &q4_space(&op, gpu.subgroups()), &format!("matmul_q4 {shape}")) else { continue };
@@ -1316,20 +1323,11 @@ fn q4_decode(gpu: &Gpu) {
             if v.check(&op, Target::Wgsl).is_err() {
                 continue;
             }
-            let (mut a, mut b) = (Vec::new(), Vec::new());
-            for _ in 0..3 {
-                if let Some(r) = measure(gpu, &op, &bs, 10) {
-                    a.push(r.median_ms);
-                }
-                if let Some(r) = measure(gpu, &op, &v, 10) {
-                    b.push(r.median_ms);
-                }
-            }
-            let min = |x: &Vec<f64>| x.iter().copied().fold(f64::INFINITY, f64::min);
+            let (a, b) = alternately(|| measure(gpu, &op, &bs, 10).map(|r| r.median_ms), || measure(gpu, &op, &v, 10).map(|r| r.median_ms));
             println!(
                 "{}",
                 json!({"summary": format!("matmul_q4 {shape} ablation: {what}"), "best_ms": a, "variant_ms": b,
-                       "variant_over_best_time": min(&b) / min(&a), "variant": v})
+                       "variant_over_best_time": min_of(&b) / min_of(&a), "variant": v})
             );
         }
     }
@@ -1346,7 +1344,14 @@ fn searched_best(op: &Op, subgroup_min: Option<u32>) -> Schedule {
         (8192, 3072) => (2, 2, 256, false),
         _ => (4, 4, 128, false),
     };
-    Schedule { x0: 1, x1: 1, y0, y1, split_k: 32, r0, r1: r0, vectorize: 1, subgroup_reduce: subgroup_min.is_some_and(|m| m >= 32), double_buffer, ..base(op) }
+    Schedule { double_buffer, ..q4_schedule(op, y0, y1, 32, r0, subgroup_min) }
+}
+
+/// A one-word-per-load q4 decode schedule (one row, single-buffered), with
+/// the subgroup butterfly where the adapter's subgroups hold `split_k` lanes.
+fn q4_schedule(op: &Op, y0: u32, y1: u32, split_k: u32, r0: u32, subgroup_min: Option<u32>) -> Schedule {
+    let subgroup_reduce = subgroup_min.is_some_and(|m| split_k <= m);
+    Schedule { x0: 1, x1: 1, y0, y1, split_k, r0, r1: r0, vectorize: 1, subgroup_reduce, double_buffer: false, ..base(op) }
 }
 
 /// Whether one K step pays: schedules whose r0 = K / split_k (every weight
@@ -1355,14 +1360,10 @@ fn searched_best(op: &Op, subgroup_min: Option<u32>) -> Schedule {
 /// power of two (3072 / 32 = 96), each timed alternately with the searched
 /// best of the sixth session's final call (3 rounds, the best of each).
 fn q4_one_step(gpu: &Gpu) {
-    let shapes: Vec<String> = std::env::var("GPU_BENCH_Q4_SHAPES")
-        .map(|v| v.split_whitespace().map(str::to_string).collect())
-        .unwrap_or_else(|_| ["1,4096,4096", "1,3072,9216", "1,8192,3072"].map(str::to_string).to_vec());
     let sg = gpu.subgroups();
-    for shape in &shapes {
+    for shape in &q4_shapes() {
         let op = Op::parse("matmul_q4", shape).expect("shape");
         let (_, _, k, _) = op.bmkn();
-        let q4 = |y0, y1, split_k, r0| Schedule { x0: 1, x1: 1, y0, y1, split_k, r0, r1: r0, vectorize: 1, subgroup_reduce: sg.is_some_and(|m| split_k <= m), double_buffer: false, ..base(&op) };
         let reference = searched_best(&op, sg);
         let mut cands = Vec::new();
         for split_k in [16, 32, 64] {
@@ -1372,7 +1373,7 @@ fn q4_one_step(gpu: &Gpu) {
             }
             for y0 in [1, 2, 4] {
                 for groups in [1, 2, 4, 8] {
-                    let c = q4(y0, y0 * groups, split_k, r0);
+                    let c = q4_schedule(&op, y0, y0 * groups, split_k, r0, sg);
                     let threads = groups * split_k;
                     if (32..=256).contains(&threads) && c != reference && c.check(&op, Target::Wgsl).is_ok() {
                         cands.push(c);
@@ -1382,24 +1383,16 @@ fn q4_one_step(gpu: &Gpu) {
         }
         let weight_bytes = q4_weight_bytes(&op) as f64;
         for c in cands {
-            let (mut mine, mut theirs) = (Vec::new(), Vec::new());
-            for _ in 0..3 {
-                if let Some(r) = measure_quiet(gpu, &op, &c) {
-                    mine.push(r * 1e3);
-                }
-                if let Some(r) = measure_quiet(gpu, &op, &reference) {
-                    theirs.push(r * 1e3);
-                }
-            }
-            let min = |x: &Vec<f64>| x.iter().copied().fold(f64::INFINITY, f64::min);
+            let (mine, theirs) = alternately(|| measure_quiet(gpu, &op, &c).map(|ms| ms * 1e3), || measure_quiet(gpu, &op, &reference).map(|ms| ms * 1e3));
             if mine.is_empty() || theirs.is_empty() {
                 println!("{}", json!({"summary": format!("q4 one step {shape}"), "config": c, "error": "not measured (see the lines above)"}));
                 continue;
             }
+            let (best, refer) = (min_of(&mine), min_of(&theirs));
             println!(
                 "{}",
-                json!({"summary": format!("q4 one step {shape}"), "config": c, "best_us": min(&mine), "reference_us": min(&theirs),
-                       "reference_over_variant": min(&theirs) / min(&mine), "weight_gbps": weight_bytes / (min(&mine) * 1e3)})
+                json!({"summary": format!("q4 one step {shape}"), "config": c, "best_us": best, "reference_us": refer,
+                       "reference_over_variant": refer / best, "weight_gbps": weight_bytes / (best * 1e3)})
             );
         }
     }

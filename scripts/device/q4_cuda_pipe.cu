@@ -37,11 +37,17 @@ __device__ __forceinline__ float word_dot(uint32_t w, float4 a0, float4 a1) {
   return fmaf(fmaf(fmaf(p3, 0.0625f, p2), 0.0625f, p1), 0.0625f, p0);
 }
 
+// Each row's sum over the warp's 32 lanes, in every lane.
 template <int Y>
-__device__ __forceinline__ void finish(float (&acc)[Y], int lane, int n0, float* c) {
+__device__ __forceinline__ void butterfly(float (&acc)[Y]) {
 #pragma unroll
   for (int r = 0; r < Y; r++)
     for (int m = 16; m >= 1; m /= 2) acc[r] += __shfl_xor_sync(~0u, acc[r], m);
+}
+
+template <int Y>
+__device__ __forceinline__ void finish(float (&acc)[Y], int lane, int n0, float* c) {
+  butterfly(acc);
   if (lane == 0)
 #pragma unroll
     for (int r = 0; r < Y; r++) c[n0 + r] = acc[r];
@@ -132,9 +138,7 @@ template <int R, int KB>
 __device__ __forceinline__ void rows_finish(float (&acc)[R], int t, int n0, float* c) {
   __shared__ float red[KB / 32][R];
   int lane = t & 31;
-#pragma unroll
-  for (int r = 0; r < R; r++)
-    for (int m = 16; m >= 1; m /= 2) acc[r] += __shfl_xor_sync(~0u, acc[r], m);
+  butterfly(acc);
   if (lane == 0)
 #pragma unroll
     for (int r = 0; r < R; r++) red[t / 32][r] = acc[r];
@@ -146,13 +150,20 @@ __device__ __forceinline__ void rows_finish(float (&acc)[R], int t, int n0, floa
   }
 }
 
+// Thread t's scale block of rows n0 .. n0 + R − 1: words and scales, all
+// loads written before any arithmetic.
+template <int R, int KB>
+__device__ __forceinline__ void load_rows(const uint4* __restrict__ w, const float* __restrict__ s, int n0, int t, uint4 (&q)[R], float (&sc)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; r++) { q[r] = w[(size_t)(n0 + r) * KB + t]; sc[r] = s[(size_t)(n0 + r) * KB + t]; }
+}
+
 template <int R, int KB>
 __global__ void __launch_bounds__(KB) rowsf(const float4* __restrict__ a, const uint4* __restrict__ w, const float* __restrict__ s, float* __restrict__ c) {
   int t = threadIdx.x, n0 = blockIdx.x * R;
   uint4 q[R];
   float sc[R], acc[R];
-#pragma unroll
-  for (int r = 0; r < R; r++) { q[r] = w[(size_t)(n0 + r) * KB + t]; sc[r] = s[(size_t)(n0 + r) * KB + t]; }
+  load_rows<R, KB>(w, s, n0, t, q, sc);
   float4 av[8];
 #pragma unroll
   for (int i = 0; i < 8; i++) av[i] = a[t * 8 + i];
@@ -163,7 +174,7 @@ __global__ void __launch_bounds__(KB) rowsf(const float4* __restrict__ a, const 
 }
 
 __device__ __forceinline__ unsigned pack4(int a, int b, int c, int d) {
-  return (unsigned)(a & 0xFF) | ((unsigned)(b & 0xFF) << 8) | ((unsigned)(c & 0xFF) << 16) | ((unsigned)d << 24);
+  return (unsigned)(a & 0xFF) | ((unsigned)(b & 0xFF) << 8) | ((unsigned)(c & 0xFF) << 16) | ((unsigned)(d & 0xFF) << 24);
 }
 
 template <int R, int KB>
@@ -171,8 +182,7 @@ __global__ void __launch_bounds__(KB) idp(const float4* __restrict__ a, const ui
   int t = threadIdx.x, n0 = blockIdx.x * R;
   uint4 q[R];
   float sc[R], acc[R];
-#pragma unroll
-  for (int r = 0; r < R; r++) { q[r] = w[(size_t)(n0 + r) * KB + t]; sc[r] = s[(size_t)(n0 + r) * KB + t]; }
+  load_rows<R, KB>(w, s, n0, t, q, sc);
   float av[32];
 #pragma unroll
   for (int i = 0; i < 8; i++) { float4 v = a[t * 8 + i]; av[4 * i] = v.x; av[4 * i + 1] = v.y; av[4 * i + 2] = v.z; av[4 * i + 3] = v.w; }
@@ -197,7 +207,7 @@ __global__ void __launch_bounds__(KB) idp(const float4* __restrict__ a, const ui
       for (int p = 0; p < 3; p++) {
         int sh = 8 * p;
         auto byte = [&](int v) { return p == 2 ? (v >> 16) : ((v >> sh) & 0xFF); };
-        pl[p][2 * j + odd] = pack4(byte(m[b]), byte(m[b + 2]), byte(m[b + 4]), byte(m[b + 6]) & 0xFF);
+        pl[p][2 * j + odd] = pack4(byte(m[b]), byte(m[b + 2]), byte(m[b + 4]), byte(m[b + 6]));
         sum[p] += byte(m[b]) + byte(m[b + 2]) + byte(m[b + 4]) + byte(m[b + 6]);
       }
     }
