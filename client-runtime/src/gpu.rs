@@ -9,7 +9,7 @@ use std::time::Instant;
 use wgpu::util::DeviceExt as _;
 
 use crate::{KernelDir, RunError, RunOptions, RunReport, Timing, calls_for, prepare, report, samples_of};
-use webtune_compiler::Target;
+use webtune_compiler::{Op, OpKind, Target, compile};
 use webtune_compiler::reference;
 
 /// One wgpu device, reusable across many kernels.
@@ -72,9 +72,13 @@ impl Gpu {
         self.timestamps
     }
 
-    /// Turns wgpu's runtime bounds checks in kernels off (or back on). They
-    /// are on by default, as every browser has them; off only measures what
-    /// they cost. Loop bounding stays on either way.
+    /// Turns wgpu's runtime bounds checks off (or back on) for kernels the
+    /// compiler generated. They are on by default, as every browser has them;
+    /// off only measures what they cost. [`Self::prepare`] drops them only
+    /// for a kernel whose bytes are exactly what `compile` makes of its own
+    /// `kernel.json` (the generator clamps every index itself); any other
+    /// source, and every [`Self::prepare_source`] call, keeps them. Loop
+    /// bounding stays on either way.
     pub fn set_bounds_checks(&mut self, on: bool) {
         self.bounds_checks = on;
     }
@@ -109,22 +113,32 @@ impl Gpu {
         }
         let source = std::str::from_utf8(&k.bytes).map_err(|_| RunError::Input("kernel.wgsl is not UTF-8".into()))?;
         let dispatch = k.meta.dispatch.ok_or_else(|| RunError::Input("kernel.json of a WGSL kernel has no `dispatch`".into()))?;
-        self.prepare_source(source, &k.meta.entry, dispatch, &inputs.args)
+        let checks = self.bounds_checks || !compiler_made(k);
+        self.prepare_with(source, &k.meta.entry, dispatch, &inputs.args, checks)
     }
 
-    /// Measurement only (see [`Self::set_bounds_checks`]).
+    /// Measurement only (see [`Self::set_bounds_checks`]); reached only for
+    /// a kernel that [`compiler_made`] vouches for.
     #[allow(unsafe_code)]
     fn module_without_bounds_checks(&self, desc: wgpu::ShaderModuleDescriptor) -> wgpu::ShaderModule {
         let checks = wgpu::ShaderRuntimeChecks { bounds_checks: false, ..wgpu::ShaderRuntimeChecks::checked() };
-        // SAFETY: only bounds checks are dropped (loops stay bounded); the
-        // generator clamps every global index itself, and naga has validated
-        // the module. Off only when a benchmark asks, never by default.
+        // SAFETY: only bounds checks are dropped (loops stay bounded). The
+        // caller has shown that the source is byte for byte what the
+        // compiler generates for its op, shape and schedule: the generator
+        // clamps every global index itself, its IR verifier proved every
+        // constant-bounded index in range, and naga validated the module.
         unsafe { self.device.create_shader_module_trusted(desc, checks) }
     }
 
     /// [`Self::prepare`] for any WGSL source whose bindings are `args` in
-    /// order, the last one the output (which is poisoned).
+    /// order, the last one the output (which is poisoned). wgpu's runtime
+    /// bounds checks are always on here, whatever [`Self::set_bounds_checks`]
+    /// says: nothing vouches for a hand-written source.
     pub fn prepare_source(&self, source: &str, entry: &str, dispatch: [u32; 3], args: &[Vec<u32>]) -> Result<Prepared, RunError> {
+        self.prepare_with(source, entry, dispatch, args, true)
+    }
+
+    fn prepare_with(&self, source: &str, entry: &str, dispatch: [u32; 3], args: &[Vec<u32>], checks: bool) -> Result<Prepared, RunError> {
         let limit = self.device.limits().max_compute_workgroups_per_dimension;
         if dispatch.iter().any(|&d| d == 0 || d > limit) {
             return Err(RunError::Input(format!("dispatch {dispatch:?} is outside 1..={limit} per dimension")));
@@ -136,7 +150,7 @@ impl Gpu {
         let t0 = Instant::now();
         let pipeline = self.scoped("shader module and pipeline", || {
             let desc = wgpu::ShaderModuleDescriptor { label: Some("kernel"), source: wgpu::ShaderSource::Wgsl(source.into()) };
-            let module = if self.bounds_checks {
+            let module = if checks {
                 self.device.create_shader_module(desc)
             } else {
                 self.module_without_bounds_checks(desc)
@@ -348,6 +362,15 @@ impl Gpu {
 
 /// Lower-case vendor name of a PCI vendor id, as browsers spell
 /// `GPUAdapterInfo.vendor`; empty when unknown (browsers hide it too).
+/// Whether `k`'s bytes are exactly what the compiler generates for the op,
+/// shape and schedule its `kernel.json` names: the one condition under which
+/// a kernel may run without wgpu's bounds checks.
+fn compiler_made(k: &KernelDir) -> bool {
+    let Ok(kind) = k.meta.op.parse::<OpKind>() else { return false };
+    let Ok(op) = Op::new(kind, &k.meta.shape) else { return false };
+    compile(&op, Target::Wgsl, &k.meta.config).is_ok_and(|c| c.bytes == k.bytes)
+}
+
 pub fn vendor_name(id: u32) -> &'static str {
     match id {
         0x10de => "nvidia",
@@ -416,5 +439,28 @@ impl Gpu {
             "os": std::env::consts::OS,
             "backend": format!("{:?}", i.backend).to_lowercase(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use webtune_compiler::Schedule;
+
+    #[test]
+    fn only_generated_kernels_may_drop_bounds_checks() {
+        let op = Op::parse("matmul", "67,129,65").unwrap();
+        let k = compile(&op, Target::Wgsl, &Schedule::default_for(&op, Target::Wgsl)).unwrap();
+        let dir = KernelDir::from_kernel(k);
+        assert!(compiler_made(&dir));
+        // The same kernel.json over other text (one comment line) is no
+        // longer the compiler's, and neither is a kernel.json that names
+        // another shape over the original text.
+        let mut edited = dir.clone();
+        edited.bytes.extend_from_slice(b"\n// hand-edited\n");
+        assert!(!compiler_made(&edited));
+        let mut other = dir.clone();
+        other.meta.shape = vec![67, 129, 66];
+        assert!(!compiler_made(&other));
     }
 }

@@ -72,8 +72,9 @@ async fn kill_9_loses_no_acknowledged_report() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
 async fn two_servers_on_one_postgres_agree() {
-    let Some(pg) = postgres_url().await else { return };
+    let pg = postgres_url().await;
     let a = Server::start(&pg, &["--quorum", "2", "--cache-ttl-ms", "0"]);
     let b = Server::start(&pg, &["--quorum", "2", "--cache-ttl-ms", "0"]);
     let http = client();

@@ -128,8 +128,7 @@ async fn crowd_votes_and_fallback_on_sqlite() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
 async fn crowd_votes_and_fallback_on_postgres() {
-    if let Some(url) = postgres_url().await {
-        scenario(url).await;
-    }
+    scenario(postgres_url().await).await;
 }

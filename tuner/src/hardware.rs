@@ -196,8 +196,8 @@ impl GpuModel {
                 shared_bytes_per_core: 32 * KIB,
             },
             // Software renderers run one workgroup at a time on one CPU
-            // thread, SIMD-wide: SwiftShader's subgroup is 4 lanes (measured,
-            // FACTS.md), llvmpipe's 8 ("llvmpipe (LLVM 15, 256 bits)").
+            // thread, SIMD-wide: SwiftShader's subgroup is 4 lanes (measured:
+            // BENCHMARKS.md, "Facts carried in"), llvmpipe's 8 ("llvmpipe (LLVM 15, 256 bits)").
             // Values that do not fit the CPU's registers spill to the stack,
             // which stays in the 32 KiB L1, so L1 is the register file here.
             "google" | "mesa" | "microsoft" => {

@@ -84,7 +84,7 @@ impl Settings {
     /// The built-in verdicts, used where no settings file says otherwise:
     ///
     /// - both targets: the register tile unrolled into locals/registers
-    ///   (`unroll` on: NNJIT Fig. 9; FACTS.md measured 20× on the H100 for
+    ///   (`unroll` on: NNJIT Fig. 9; BENCHMARKS.md ("Facts carried in") records 20× on the H100 for
     ///   WGSL), the K steps of a tile unrolled, 4-wide vectors (heuristic 1:
     ///   SIMD width ≤ 128 bits);
     /// - Wasm: `cache_read` off (NNJIT Fig. 9: slower on every device), all

@@ -78,7 +78,7 @@
 //!    multiply-adds (compile time, BENCHMARKS.md).
 //!
 //! Candidates are ordered by `Block_core`, most first (the paper), then:
-//! work per thread (`x0·y0`), most first — FACTS.md measured the largest
+//! work per thread (`x0·y0`), most first — BENCHMARKS.md ("Facts carried in") records the largest
 //! unrolled register tiles fastest on the H100 (8×8 per thread, 45% of
 //! cuBLAS, against 2% for a tile in an indexed array) and BENCHMARKS.md's
 //! best Wasm schedule had the largest register tile of its sample; on the
@@ -547,7 +547,7 @@ fn gpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> V
     let mut out = Vec::new();
     for (x0, y0) in register_tiles(xm, ym, 16, 16, base.vectorize == 4, 1, relax) {
         // At most 8×8 per thread: the largest tile measured fastest on the
-        // H100 (FACTS.md); 8×16 has not been shown to pay for its registers.
+        // H100 (BENCHMARKS.md, "Facts carried in"); 8×16 has not been shown to pay for its registers.
         if relax.heuristics && x0 * y0 > GPU_REGISTER_TILE {
             continue;
         }

@@ -71,20 +71,17 @@ pub fn sqlite_url() -> String {
     format!("sqlite://{}", dir.join("db.sqlite").display())
 }
 
-/// A fresh PostgreSQL database on the test cluster, or `None` to skip when
-/// no cluster is configured (never under `scripts/test.sh`).
-pub async fn postgres_url() -> Option<String> {
-    let Ok(base) = std::env::var("WEBTUNE_TEST_PG_URL") else {
-        let required = std::env::var("WEBTUNE_REQUIRE_PG").as_deref() == Ok("1") || std::env::var("CI").as_deref() == Ok("true");
-        assert!(!required, "WEBTUNE_TEST_PG_URL must be set (scripts/test.sh starts PostgreSQL)");
-        eprintln!("skipping PostgreSQL: WEBTUNE_TEST_PG_URL is not set (scripts/test.sh sets it)");
-        return None;
-    };
+/// A fresh PostgreSQL database on the test cluster at `WEBTUNE_TEST_PG_URL`.
+/// Tests that call it are `#[ignore = "needs PostgreSQL ..."]`: a plain
+/// `cargo test` shows them as ignored, and `scripts/test.sh` runs them.
+pub async fn postgres_url() -> String {
+    let base = std::env::var("WEBTUNE_TEST_PG_URL")
+        .expect("WEBTUNE_TEST_PG_URL must be set: scripts/test.sh starts PostgreSQL and runs this test");
     let admin = webtune_kernel_db::Db::connect(&base).await.unwrap();
     let name = format!("srv_{}", webtune_kernel_db::random_id());
     admin.create_database(&name).await.unwrap();
     admin.close().await;
-    Some(format!("{}/{name}", base.rsplit_once('/').unwrap().0))
+    format!("{}/{name}", base.rsplit_once('/').unwrap().0)
 }
 
 /// A WebGPU fingerprint in the browser's own field names.

@@ -1,5 +1,5 @@
 //! Times Wasm kernels in wasmtime (single thread) for a few schedules.
-//! `cargo run -p webtune-compiler --example wasm_speed -- 384,768,768 '<schedule json>'...`
+//! `cargo run -p webtune-research --bin wasm_speed -- 384,768,768 '<schedule json>'...`
 
 use std::time::Instant;
 

@@ -5,8 +5,8 @@
 //! relaxed-SIMD FMA and every pass on, as the microbenchmark fixed them).
 //!
 //! ```text
-//! cargo run --release -p webtune-client-runtime --example space_quality -- [PRESET] [SHAPES]
-//! cargo run --release -p webtune-client-runtime --example space_quality -- xeon-2core matmul:384,768,768
+//! cargo run --release -p webtune-research --bin space_quality -- [PRESET] [SHAPES]
+//! cargo run --release -p webtune-research --bin space_quality -- xeon-2core matmul:384,768,768
 //! ```
 //!
 //! Prints one JSON line per measured kernel and a `summary` line per shape:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the `device` tool), from the repository root:
-#   scripts/device/gpu_bench.sh BIN_DIR [MODE ...]
+#   research/device/gpu_bench.sh BIN_DIR [MODE ...]
 # BIN_DIR holds the gpu_bench example (and optionally the webtune binary)
 # built here. MODE is any of: baseline (cuBLAS, copy bandwidth), device
 # (WGSL kernels), lite (lite-space quality and order), microbench (the
@@ -22,7 +22,7 @@ export WGPU_BACKEND=vulkan
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
 for m in "${modes[@]}"; do
   case "$m" in
-    baseline) echo "== cuBLAS and copy baselines"; python3 scripts/device/cublas_baseline.py ;;
+    baseline) echo "== cuBLAS and copy baselines"; python3 research/device/cublas_baseline.py ;;
     device) echo "== webtune WGSL kernels"; "$bin/gpu_bench" device ;;
     lite) echo "== lite space on the GPU"; "$bin/gpu_bench" lite ;;
     microbench) echo "== microbench wgsl on wgpu"; "$bin/webtune" microbench --target wgsl --engine wgpu --out "${OUT:-.}/microbench-wgsl.json" ;;

@@ -2,7 +2,7 @@
 //! on files, taken in turn (round robin, so that a noisy machine slows every
 //! file alike), to see which source shapes cost parse time.
 //!
-//! `cargo run --release -p webtune-compiler --example naga_parse -- FILE...`
+//! `cargo run --release -p webtune-research --bin naga_parse -- FILE...`
 
 use std::time::Instant;
 

@@ -6,7 +6,7 @@ pipeline in its disk cache. Run the kernels on the GPU machine with
 __GL_SHADER_DISK_CACHE_PATH=$OUT/cache __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1,
 bring the cache's *.bin back, and run this here:
 
-    python3 scripts/device/sass_counts.py CACHE.bin [--min-bytes 30000]
+    python3 research/device/sass_counts.py CACHE.bin [--min-bytes 30000]
 
 The cache file is a series of zstd frames (needs `pip install zstandard`);
 frames that start with NVIDIA's NVVM container hold raw sm_90 code in

@@ -1,9 +1,9 @@
 //! GPU benchmark of the WGSL backend, as recorded in BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p webtune-client-runtime --example gpu_bench -- gen      # generation + naga time per candidate
-//! cargo run --release -p webtune-client-runtime --example gpu_bench -- device   # matmul / q4 on the GPU (JSON lines)
-//! cargo run --release -p webtune-client-runtime --example gpu_bench -- lite     # lite space quality and order on the GPU
+//! cargo run --release -p webtune-research --bin gpu_bench -- gen      # generation + naga time per candidate
+//! cargo run --release -p webtune-research --bin gpu_bench -- device   # matmul / q4 on the GPU (JSON lines)
+//! cargo run --release -p webtune-research --bin gpu_bench -- lite     # lite space quality and order on the GPU
 //! ```
 //!
 //! `device` searches a schedule space per shape (every candidate is checked
