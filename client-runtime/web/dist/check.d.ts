@@ -1,6 +1,8 @@
 import { type OpName } from './ops.js';
 /** Largest norm-scaled error one f32 kernel may have against the reference. */
 export declare const TOLERANCE = 0.00001;
+/** The B operand's value at (batch, k, n), dequantised for matmul_q4. */
+export declare function bAt(op: OpName, shape: readonly number[], args: Uint32Array[], bi: number, kk: number, j: number): number;
 /** Row norms of A and column norms of B: the error scale of every output. */
 export declare class Scales {
     readonly op: OpName;

@@ -16,7 +16,7 @@ function f32(bitsValue: number): number {
 }
 
 /** The B operand's value at (batch, k, n), dequantised for matmul_q4. */
-function bAt(op: OpName, shape: readonly number[], args: Uint32Array[], bi: number, kk: number, j: number): number {
+export function bAt(op: OpName, shape: readonly number[], args: Uint32Array[], bi: number, kk: number, j: number): number {
   const [, , k, n] = bmkn(op, shape);
   if (op === 'matmul_q4') {
     const word = args[1][j * (k / 8) + (kk >>> 3)];

@@ -2,6 +2,7 @@
 // the server's bit for bit), the SSE reader, the noise rule and the checks.
 
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { load } from './load.mjs';
 
@@ -51,6 +52,30 @@ test('seeded inputs match webtune_compiler::reference::inputs', () => {
   // Never zero, always in [-1, 1).
   const f = new Float32Array(A.buffer);
   assert.ok(f.every((x) => x !== 0 && x >= -1 && x < 1));
+});
+
+test('the golden file of webtune_compiler::reference: inputs, q4 unpacking and the f64 reference', () => {
+  // compiler/tests/golden.rs writes and checks the same file from the Rust
+  // side, so a change to either generator fails both suites.
+  const golden = JSON.parse(readFileSync(new URL('../../../compiler/tests/golden/reference.json', import.meta.url), 'utf8'));
+  assert.ok(golden.cases.length >= 4);
+  for (const c of golden.cases) {
+    const what = `${c.op} ${c.shape}`;
+    const args = rng.seededInputs(ops.argSpecs(c.op, c.shape), BigInt(c.seed));
+    assert.equal(args.length, c.inputs.length, `${what}: argument count`);
+    c.inputs.forEach((want, i) => assert.deepEqual([...args[i]], want, `${what}: argument ${i}`));
+    const scales = new check.Scales(c.op, c.shape, args);
+    c.reference.forEach((want, p) => {
+      assert.ok(Math.abs(scales.reference(p) - want) <= 1e-12 * c.scale[p], `${what}: reference[${p}] ${scales.reference(p)} vs ${want}`);
+      assert.ok(Math.abs(scales.at(p) - c.scale[p]) <= 1e-12 * c.scale[p], `${what}: scale[${p}]`);
+    });
+    if (c.dequant) {
+      const [, k, n] = c.shape;
+      for (let j = 0; j < n; j++) for (let kk = 0; kk < k; kk++) {
+        assert.equal(check.bAt(c.op, c.shape, args, 0, kk, j), c.dequant[j * k + kk], `${what}: dequant(W)[${j}, ${kk}]`);
+      }
+    }
+  }
 });
 
 test('inputs generated in slices equal inputs generated at once', () => {
