@@ -9,7 +9,7 @@
 use webtune_kernel_db::{Db, DeviceKeys, KernelKind, Level, NewKernel, NewMeasurement, NewReport, VotePolicy, random_id, sha256_hex};
 
 async fn sqlite() -> Db {
-    let dir = std::env::temp_dir().join(format!("webtune-kdb-{}", random_id()));
+    let dir = std::env::temp_dir().join(format!("webtune-kdb-{}", random_id().unwrap()));
     std::fs::create_dir_all(&dir).unwrap();
     Db::connect(dir.join("t.sqlite").to_str().unwrap()).await.unwrap()
 }
@@ -19,7 +19,7 @@ async fn postgres() -> Db {
     let base = std::env::var("WEBTUNE_TEST_PG_URL")
         .expect("WEBTUNE_TEST_PG_URL must be set: scripts/test.sh starts PostgreSQL and runs this test");
     let admin = Db::connect(&base).await.unwrap();
-    let name = format!("kdb_{}", random_id());
+    let name = format!("kdb_{}", random_id().unwrap());
     admin.create_database(&name).await.unwrap();
     let url = format!("{}/{name}", base.rsplit_once('/').unwrap().0);
     Db::connect(&url).await.unwrap()
@@ -58,7 +58,7 @@ fn report(session: &str, space: &str, ranked: &[&str]) -> NewReport {
             .enumerate()
             .map(|(i, sha)| NewMeasurement {
                 kernel_sha256: sha.to_string(),
-                ticket: random_id(),
+                ticket: random_id().unwrap(),
                 median_us: 100.0 + i as f64,
                 runs: 10,
                 output_ok: true,
@@ -174,7 +174,7 @@ async fn postgres_votes_and_fallback() {
 
 #[tokio::test]
 async fn sqlite_file_is_created_in_wal_mode_and_reopens() {
-    let dir = std::env::temp_dir().join(format!("webtune-kdb-{}", random_id()));
+    let dir = std::env::temp_dir().join(format!("webtune-kdb-{}", random_id().unwrap()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("w.sqlite");
     let url = format!("sqlite://{}", path.display());

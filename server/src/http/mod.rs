@@ -73,6 +73,8 @@ pub struct Metrics {
     pub overloaded: AtomicU64,
     pub samples_rejected: AtomicU64,
     pub implausible_rejected: AtomicU64,
+    /// Stored winners whose kernel metadata did not parse as a schedule.
+    pub unreadable_winners: AtomicU64,
 }
 
 /// How a server runs: vote policy, admission limits, cache lifetime.
@@ -141,7 +143,7 @@ impl App {
     /// Connects to (and migrates) the database and loads the ticket secret.
     pub async fn new(database_url: &str, config: Config) -> anyhow::Result<Arc<App>> {
         let db = Db::connect(database_url).await?;
-        let secret = db.setting_or_init("ticket_secret", &(random_id() + &random_id())).await?;
+        let secret = db.setting_or_init("ticket_secret", &(random_id()? + &random_id()?)).await?;
         Ok(Arc::new(App {
             db,
             signer: Signer::new(secret.as_bytes()),

@@ -102,6 +102,7 @@ pub async fn metrics(State(app): State<Arc<App>>) -> ApiResult<Response> {
     counter("webtune_rate_limited_total", "Requests answered 429 by a rate limit.", m.rate_limited.load(Ordering::Relaxed));
     counter("webtune_overloaded_total", "Requests answered 503 at a concurrency limit.", m.overloaded.load(Ordering::Relaxed));
     counter("webtune_samples_rejected_total", "Report entries whose output samples the server found wrong.", m.samples_rejected.load(Ordering::Relaxed));
+    counter("webtune_unreadable_winners_total", "Stored winners left out of a queue because their metadata did not parse (logged).", m.unreadable_winners.load(Ordering::Relaxed));
     counter("webtune_implausible_rejected_total", "Report entries with a time above the device class's ceiling.", m.implausible_rejected.load(Ordering::Relaxed));
     let _ = writeln!(t, "# HELP webtune_queues_active Candidate queues streaming now.\n# TYPE webtune_queues_active gauge\nwebtune_queues_active {}", app.queues.load(Ordering::Relaxed));
     let _ = writeln!(t, "# HELP webtune_requests_in_flight Requests being handled now.\n# TYPE webtune_requests_in_flight gauge\nwebtune_requests_in_flight {}", app.in_flight.load(Ordering::Relaxed));

@@ -71,10 +71,18 @@ pub async fn queue(
         .await?
         .into_iter()
         .filter_map(|b| {
-            serde_json::from_str::<serde_json::Value>(&b.meta_json)
+            let config = serde_json::from_str::<serde_json::Value>(&b.meta_json)
+                .map_err(|e| e.to_string())
+                .and_then(|m| m.get("config").cloned().ok_or_else(|| "no `config`".to_string()))
+                .and_then(|c| serde_json::from_value::<Schedule>(c).map_err(|e| e.to_string()));
+            // A winner this server cannot read is left out of the queue, and
+            // said so: logged and counted, never dropped silently.
+            config
+                .inspect_err(|e| {
+                    eprintln!("webtune serve: winner {} of {kind} at {} is left out of the queue: its metadata does not parse: {e}", b.winner.kernel_sha256, b.winner.level_key);
+                    app.metrics.unreadable_winners.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                })
                 .ok()
-                .and_then(|m| m.get("config").cloned())
-                .and_then(|c| serde_json::from_value::<Schedule>(c).ok())
         })
         .collect();
     let list = device::extended(&winners, &space);
@@ -95,7 +103,17 @@ pub async fn queue(
                     continue;
                 }
             };
-            let seed = u64::from_str_radix(&webtune_kernel_db::random_id()[..15], 16).unwrap_or(index as u64);
+            // Seeds need not be secret (the client regenerates the inputs
+            // from them), but they must not repeat across sessions; a
+            // failing random generator ends the queue rather than fall
+            // back to a guessable value.
+            let seed = match webtune_kernel_db::random_id() {
+                Ok(id) => u64::from_str_radix(&id[..15], 16).expect("random_id is hex"),
+                Err(e) => {
+                    eprintln!("webtune serve: queue for {op} ended after {index} candidates: {e}");
+                    break;
+                }
+            };
             let expiry = unix_now() + TICKET_TTL_S;
             let ev = CandidateEvent {
                 index,

@@ -66,7 +66,7 @@ pub fn webtune_bin() -> std::path::PathBuf {
 
 /// A fresh SQLite database URL in a temporary directory.
 pub fn sqlite_url() -> String {
-    let dir = std::env::temp_dir().join(format!("webtune-srv-{}", webtune_kernel_db::random_id()));
+    let dir = std::env::temp_dir().join(format!("webtune-srv-{}", webtune_kernel_db::random_id().unwrap()));
     std::fs::create_dir_all(&dir).unwrap();
     format!("sqlite://{}", dir.join("db.sqlite").display())
 }
@@ -78,7 +78,7 @@ pub async fn postgres_url() -> String {
     let base = std::env::var("WEBTUNE_TEST_PG_URL")
         .expect("WEBTUNE_TEST_PG_URL must be set: scripts/test.sh starts PostgreSQL and runs this test");
     let admin = webtune_kernel_db::Db::connect(&base).await.unwrap();
-    let name = format!("srv_{}", webtune_kernel_db::random_id());
+    let name = format!("srv_{}", webtune_kernel_db::random_id().unwrap());
     admin.create_database(&name).await.unwrap();
     admin.close().await;
     format!("{}/{name}", base.rsplit_once('/').unwrap().0)

@@ -1,0 +1,149 @@
+//! Connecting: database URLs, the pool, embedded migrations, and the few
+//! statements about the database itself (settings, health).
+
+use std::borrow::Cow;
+
+use sqlx::any::Any;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::pool::{Pool, PoolOptions};
+use sqlx::{Executor, Row, SqlSafeStr};
+
+use crate::{Backend, DbError, Result};
+
+/// The migrations, embedded so the binary carries its schema.
+fn migrator() -> Migrator {
+    let m = |version: i64, description: &'static str, sql: &'static str| {
+        Migration::new(version, Cow::Borrowed(description), MigrationType::Simple, sql.into_sql_str(), false)
+    };
+    Migrator {
+        migrations: Cow::Owned(vec![
+            m(1, "kernel db", include_str!("../../migrations/0001_kernel_db.sql")),
+            m(2, "robust votes", include_str!("../../migrations/0002_robust_votes.sql")),
+        ]),
+        ..Migrator::DEFAULT
+    }
+}
+
+/// Normalises a database URL: a bare path means a SQLite file, created if
+/// missing.
+fn normalise_url(url: &str) -> Result<(Backend, String)> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok((Backend::Postgres, url.to_string()));
+    }
+    let path = if let Some(rest) = url.strip_prefix("sqlite://") {
+        rest
+    } else if let Some(rest) = url.strip_prefix("sqlite:") {
+        rest
+    } else if url.contains("://") {
+        return Err(DbError::BadUrl(url.to_string()));
+    } else {
+        url
+    };
+    if path.is_empty() {
+        return Err(DbError::BadUrl(url.to_string()));
+    }
+    let sep = if path.contains('?') { '&' } else { '?' };
+    let url = if path.contains("mode=") { format!("sqlite://{path}") } else { format!("sqlite://{path}{sep}mode=rwc") };
+    Ok((Backend::Sqlite, url))
+}
+
+/// The kernel database. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct Db {
+    pub(crate) pool: Pool<Any>,
+    pub(crate) backend: Backend,
+    /// Serialises this process's writers (see the crate's invariants).
+    pub(crate) write: tokio::sync::Mutex<()>,
+}
+
+impl Db {
+    /// Opens (and for SQLite creates) the database at `url` and brings its
+    /// schema up to date. `url` is `sqlite://PATH`, a bare path (SQLite), or
+    /// `postgres://USER@HOST:PORT/DB`.
+    pub async fn connect(url: &str) -> Result<Db> {
+        sqlx::any::install_default_drivers();
+        let (backend, url) = normalise_url(url)?;
+        let opts = PoolOptions::<Any>::new().max_connections(if backend == Backend::Sqlite { 8 } else { 16 });
+        let opts = opts.after_connect(|conn, _meta| {
+            Box::pin(async move {
+                if conn.backend_name().eq_ignore_ascii_case("sqlite") {
+                    // Readers wait for the single writer instead of failing;
+                    // references are checked; NORMAL is durable under WAL
+                    // except across power loss of the last commit.
+                    conn.execute("PRAGMA busy_timeout = 10000").await?;
+                    conn.execute("PRAGMA foreign_keys = ON").await?;
+                    conn.execute("PRAGMA synchronous = FULL").await?;
+                }
+                Ok(())
+            })
+        });
+        let pool = opts.connect(&url).await?;
+        if backend == Backend::Sqlite {
+            // WAL is a property of the file: set once, it persists.
+            sqlx::query("PRAGMA journal_mode = WAL").fetch_all(&pool).await?;
+        }
+        migrator().run(&pool).await?;
+        Ok(Db { pool, backend, write: tokio::sync::Mutex::new(()) })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Closes the pool, waiting for open connections to finish.
+    pub async fn close(&self) {
+        self.pool.close().await
+    }
+
+    /// The value of setting `name`, storing `init` first if it has none.
+    /// Every server on one database therefore reads the same value.
+    pub async fn setting_or_init(&self, name: &str, init: &str) -> Result<String> {
+        let _w = self.write.lock().await;
+        sqlx::query("INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING")
+            .bind(name)
+            .bind(init)
+            .execute(&self.pool)
+            .await?;
+        let row = sqlx::query("SELECT value FROM settings WHERE name = $1").bind(name).fetch_one(&self.pool).await?;
+        Ok(row.try_get("value")?)
+    }
+
+    /// PostgreSQL: creates an empty database `name` on the same server (for
+    /// test isolation and setup scripts). `name` is letters, digits and `_`.
+    pub async fn create_database(&self, name: &str) -> Result<()> {
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(DbError::BadUrl(format!("database name `{name}`")));
+        }
+        // Identifiers cannot be bound as parameters; the name was checked above.
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// SQLite: the journal mode (`wal` once connected). Other engines: `""`.
+    pub async fn journal_mode(&self) -> Result<String> {
+        if self.backend != Backend::Sqlite {
+            return Ok(String::new());
+        }
+        let row = sqlx::query("PRAGMA journal_mode").fetch_one(&self.pool).await?;
+        Ok(row.try_get::<String, _>(0)?.to_lowercase())
+    }
+
+    /// Answers a trivial query: the database is reachable.
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1 AS one").fetch_one(&self.pool).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(normalise_url("webtune.sqlite").unwrap(), (Backend::Sqlite, "sqlite://webtune.sqlite?mode=rwc".into()));
+        assert_eq!(normalise_url("sqlite:///tmp/a.db").unwrap().1, "sqlite:///tmp/a.db?mode=rwc");
+        assert_eq!(normalise_url("postgres://u@h/d").unwrap().0, Backend::Postgres);
+        assert!(normalise_url("mysql://x").is_err());
+    }
+}

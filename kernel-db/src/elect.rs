@@ -1,0 +1,176 @@
+//! NNJIT's majority vote, made robust: the pure election rule, apart from
+//! SQL, so that it can be tested (and reasoned about) on plain tallies.
+
+/// How votes become winners (issue 7): a kernel wins at a key only with
+/// votes from at least `quorum` distinct sessions; each session counts once
+/// (its latest report); kernels flagged wrong by a quorum of sessions, and
+/// by no fewer than voted for them, are out;
+/// and a standing winner is replaced only by a challenger that leads the
+/// votes clearly, or leads them and is faster than it by more than the
+/// noise of the comparison (see [`elect`]), so winners do not flap between
+/// equals.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct VotePolicy {
+    pub quorum: usize,
+    /// Least relative speed-up a challenger needs over the incumbent.
+    pub min_margin: f64,
+    /// A challenger with this much more of the votes (0.25: 25% more)
+    /// replaces the incumbent whatever the times say.
+    pub vote_margin: f64,
+}
+
+impl Default for VotePolicy {
+    fn default() -> Self {
+        VotePolicy { quorum: 2, min_margin: 0.03, vote_margin: 0.25 }
+    }
+}
+
+/// One kernel's tally at one key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tally {
+    pub kernel_sha256: String,
+    /// Summed ranked weights (each session counted once).
+    pub votes: i64,
+    /// (session, its median time in microseconds), one per session, by session.
+    pub times: Vec<(String, f64)>,
+    /// Distinct sessions that flagged the kernel wrong at this key.
+    pub flagged_by: usize,
+}
+
+impl Tally {
+    pub fn sessions(&self) -> usize {
+        self.times.len()
+    }
+    /// Median of the per-session medians.
+    pub fn median_us(&self) -> f64 {
+        median(self.times.iter().map(|t| t.1).collect())
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { 0.5 * (v[n / 2 - 1] + v[n / 2]) }
+}
+
+/// The median of `v` and the noise of that median: 1.5 standard errors,
+/// estimated robustly from the median absolute deviation.
+fn median_and_noise(v: Vec<f64>) -> (f64, f64) {
+    let m = median(v.clone());
+    let mad = median(v.iter().map(|x| (x - m).abs()).collect());
+    (m, 1.5 * 1.4826 * mad / (v.len() as f64).sqrt())
+}
+
+/// NNJIT's majority vote, made robust. Eligible kernels have votes from at
+/// least `quorum` sessions and are not excluded by flags (a quorum of flags,
+/// no fewer than the sessions voting for the kernel). The leader has the
+/// most votes (ties: faster median, then smaller hash, so every engine
+/// agrees). It replaces an eligible incumbent when it has `vote_margin` more
+/// votes, or when it is faster by more than `max(min_margin, noise)`:
+/// measured, where possible, as the median of per-session ratios
+/// leader/incumbent over sessions that timed both (which cancels the
+/// differences between devices of one key), else as the ratio of their
+/// medians. The vote margin is what lets an honest majority unseat a winner
+/// that a few early liars installed with paired fake times; the time margin
+/// is what lets a clearly faster kernel win before the votes pile up.
+/// `None` when no kernel is eligible.
+pub fn elect<'a>(tallies: &'a [Tally], incumbent: Option<&str>, policy: &VotePolicy) -> Option<&'a Tally> {
+    let q = policy.quorum.max(1);
+    // Flags exclude a kernel only when a quorum of sessions raised them and
+    // they are at least as many as the sessions whose samples the server
+    // verified for it: a driver that miscomputes on a device class is
+    // excluded, while a minority of liars cannot exclude the crowd's winner.
+    let eligible: Vec<&Tally> = tallies.iter().filter(|t| t.sessions() >= q && !(t.flagged_by >= q && t.flagged_by >= t.sessions())).collect();
+    let leader = eligible.iter().copied().max_by(|a, b| {
+        a.votes
+            .cmp(&b.votes)
+            .then(b.median_us().total_cmp(&a.median_us()))
+            .then(b.kernel_sha256.cmp(&a.kernel_sha256))
+    })?;
+    let Some(inc) = incumbent.and_then(|i| eligible.iter().copied().find(|t| t.kernel_sha256 == i)) else {
+        return Some(leader);
+    };
+    if inc.kernel_sha256 == leader.kernel_sha256 {
+        return Some(inc);
+    }
+    if leader.votes as f64 >= inc.votes as f64 * (1.0 + policy.vote_margin) {
+        return Some(leader);
+    }
+    let paired: Vec<f64> = leader
+        .times
+        .iter()
+        .filter_map(|(s, t)| inc.times.iter().find(|(s2, _)| s2 == s).map(|(_, ti)| t / ti))
+        .filter(|r| r.is_finite())
+        .collect();
+    let (ratio, noise) = if paired.len() >= q {
+        median_and_noise(paired)
+    } else {
+        let (l, ln) = median_and_noise(leader.times.iter().map(|t| t.1).collect());
+        let (i, inn) = median_and_noise(inc.times.iter().map(|t| t.1).collect());
+        (l / i, ln / l + inn / i)
+    };
+    if ratio < 1.0 - noise.max(policy.min_margin) { Some(leader) } else { Some(inc) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ranked_weight;
+
+    #[test]
+    fn weights_are_ranked() {
+        assert_eq!((1..=5).map(|r| ranked_weight(r, true)).collect::<Vec<_>>(), [5, 4, 3, 2, 1]);
+        assert_eq!(ranked_weight(1, false), 0);
+        assert_eq!(ranked_weight(6, true), 0);
+    }
+
+    fn tally(sha: &str, votes: i64, times: &[(&str, f64)]) -> Tally {
+        Tally { kernel_sha256: sha.into(), votes, times: times.iter().map(|(s, t)| (s.to_string(), *t)).collect(), flagged_by: 0 }
+    }
+
+    #[test]
+    fn election_needs_a_quorum_and_ignores_flagged_kernels() {
+        let p = VotePolicy { quorum: 2, ..VotePolicy::default() };
+        let one = [tally("a", 5, &[("s1", 10.0)])];
+        assert!(elect(&one, None, &p).is_none());
+        let mut two = vec![tally("a", 9, &[("s1", 10.0), ("s2", 10.5)]), tally("b", 8, &[("s1", 11.0), ("s2", 12.0)])];
+        assert_eq!(elect(&two, None, &p).unwrap().kernel_sha256, "a");
+        two[0].flagged_by = 2;
+        assert_eq!(elect(&two, None, &p).unwrap().kernel_sha256, "b");
+        two[1].flagged_by = 2;
+        assert!(elect(&two, None, &p).is_none());
+    }
+
+    #[test]
+    fn challengers_must_be_faster_beyond_noise() {
+        let p = VotePolicy { quorum: 2, ..VotePolicy::default() };
+        // b leads the votes narrowly and is only 1% faster in every session: a stays.
+        let close = [
+            tally("a", 8, &[("s1", 100.0), ("s2", 200.0), ("s3", 150.0)]),
+            tally("b", 9, &[("s1", 99.0), ("s2", 198.0), ("s3", 148.5)]),
+        ];
+        assert_eq!(elect(&close, Some("a"), &p).unwrap().kernel_sha256, "a");
+        assert_eq!(elect(&close, None, &p).unwrap().kernel_sha256, "b");
+        // A clear lead in the votes wins whatever the (possibly faked) times say.
+        let mut landslide = close.clone();
+        landslide[1].votes = 10;
+        assert_eq!(elect(&landslide, Some("a"), &p).unwrap().kernel_sha256, "b");
+        // Clearly faster in the sessions that timed both, though the devices
+        // themselves differ twofold: b takes over.
+        let clear = [
+            tally("a", 8, &[("s1", 100.0), ("s2", 200.0), ("s3", 150.0)]),
+            tally("b", 9, &[("s1", 80.0), ("s2", 161.0), ("s3", 119.0)]),
+        ];
+        assert_eq!(elect(&clear, Some("a"), &p).unwrap().kernel_sha256, "b");
+        // A faster kernel without the votes does not win.
+        let unvoted = [tally("a", 15, &[("s1", 100.0), ("s2", 100.0)]), tally("b", 8, &[("s1", 50.0), ("s2", 50.0)])];
+        assert_eq!(elect(&unvoted, Some("a"), &p).unwrap().kernel_sha256, "a");
+        // An incumbent that lost its eligibility is replaced outright.
+        let mut gone = clear.clone();
+        gone[0].flagged_by = 2;
+        assert_eq!(elect(&gone, Some("a"), &p).unwrap().kernel_sha256, "b");
+    }
+}
