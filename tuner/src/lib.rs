@@ -45,11 +45,13 @@ pub mod extended;
 pub mod fingerprint;
 pub mod hardware;
 pub mod presets;
+pub mod rho;
 pub mod settings;
 pub mod space;
 
 pub use extended::{Source, extended_space};
 pub use fingerprint::{Device, DeviceClass, DeviceKeys, Fingerprint, FingerprintError};
 pub use hardware::{CpuModel, GpuModel};
+pub use rho::{RHO_MARGIN, RhoPrimitive, rho_bit, rho_primitives, rho_version};
 pub use settings::Settings;
 pub use space::{LITE_BUDGET, Space, lite_space, naive_size, rules_checksum};

@@ -32,12 +32,15 @@
  * - no allocation inside a timed region.
  */
 import { type Fingerprint } from './fingerprint.js';
+import { type RhoResult } from './rho.js';
 import { type OpName } from './ops.js';
 import { type Measurement } from './tuner.js';
 import type { BestResponse, Impl, KernelMeta } from './types.js';
 import { type WasmImpl } from './wasm.js';
 import { type GpuImpl } from './webgpu.js';
 export type { Fingerprint } from './fingerprint.js';
+export type { RhoResult } from './rho.js';
+export { measureRho, rhoBit } from './rho.js';
 export type { Measurement } from './tuner.js';
 export type { BestResponse, KernelMeta } from './types.js';
 export type { OpName } from './ops.js';
@@ -76,7 +79,12 @@ export interface OpenOptions {
     maxCandidates?: number;
     /** Use the IndexedDB cache of winners. Default true. */
     cache?: boolean;
-    /** NNJIT's primitive vector for the fingerprint, if the app measured one. */
+    /**
+     * NNJIT's primitive vector for the fingerprint: a string of `0`/`1` the
+     * app measured, or `'measure'` to have the runtime time the server's ρ
+     * pairs on this device first (Wasm; ≤ 200 ms, once per browser: the result
+     * is cached). Absent: no ρ (the key's last part is `-`).
+     */
     rho?: string;
 }
 /** `POST /v1/sessions`'s answer. */
@@ -189,6 +197,8 @@ export declare class Webtune extends EventTarget {
     readonly target: Target;
     readonly fingerprint: Fingerprint;
     readonly session: SessionInfo;
+    /** The ρ measurement behind `fingerprint.rho`, when `rho: 'measure'` ran it. */
+    readonly rho: RhoResult | null;
     /** Wasm: the memory kernels run on. */
     readonly memory: WebAssembly.Memory | null;
     /** WebGPU: the device kernels run on. */

@@ -289,133 +289,6 @@ function flops(op, shape) {
   return 2 * b * m * k * n;
 }
 
-// src/timer.ts
-var cached = 0;
-function timerResolutionMs() {
-  if (cached) return cached;
-  let best = Infinity;
-  for (let trial = 0; trial < 5; trial++) {
-    const t0 = performance.now();
-    let t1 = t0;
-    const start = Date.now();
-    while (t1 === t0 && Date.now() - start < 50) t1 = performance.now();
-    if (t1 > t0) best = Math.min(best, t1 - t0);
-  }
-  cached = Number.isFinite(best) ? best : 1;
-  return cached;
-}
-
-// src/check.ts
-var TOLERANCE = 1e-5;
-var F = new Float32Array(1);
-var U = new Uint32Array(F.buffer);
-function f32(bitsValue) {
-  U[0] = bitsValue;
-  return F[0];
-}
-function bAt(op, shape, args, bi, kk, j) {
-  const [, , k, n] = bmkn(op, shape);
-  if (op === "matmul_q4") {
-    const word = args[1][j * (k / 8) + (kk >>> 3)];
-    const q = word >>> 4 * (kk & 7) & 15;
-    return (q - 8) * f32(args[2][j * (k / 32) + (kk >>> 5)]);
-  }
-  return f32(args[1][bi * k * n + kk * n + j]);
-}
-var Scales = class {
-  constructor(op, shape, args) {
-    this.op = op;
-    this.shape = shape;
-    this.args = args;
-    const [b, m, k, n] = bmkn(op, shape);
-    this.m = m;
-    this.n = n;
-    this.rows = new Float64Array(b * m);
-    this.cols = new Float64Array(b * n);
-    const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);
-    for (let r = 0; r < b * m; r++) {
-      let s = 0;
-      for (let kk = 0; kk < k; kk++) s += a[r * k + kk] * a[r * k + kk];
-      this.rows[r] = Math.sqrt(s);
-    }
-    if (op === "matmul_q4") {
-      for (let j = 0; j < n; j++) {
-        let s = 0;
-        for (let kk = 0; kk < k; kk++) {
-          const v = bAt(op, shape, args, 0, kk, j);
-          s += v * v;
-        }
-        this.cols[j] = Math.sqrt(s);
-      }
-      return;
-    }
-    const bv = new Float32Array(args[1].buffer, args[1].byteOffset, args[1].length);
-    for (let bi = 0; bi < b; bi++) {
-      const cols = this.cols.subarray(bi * n, (bi + 1) * n);
-      for (let kk = 0; kk < k; kk++) {
-        const row = (bi * k + kk) * n;
-        for (let j = 0; j < n; j++) cols[j] += bv[row + j] * bv[row + j];
-      }
-      for (let j = 0; j < n; j++) cols[j] = Math.sqrt(cols[j]);
-    }
-  }
-  op;
-  shape;
-  args;
-  rows;
-  cols;
-  m;
-  n;
-  /** The scale of flat output index `p`. */
-  at(p) {
-    const m = this.m, n = this.n;
-    const bi = Math.floor(p / (m * n));
-    const i = Math.floor(p / n) % m;
-    const j = p % n;
-    return Math.max(this.rows[bi * m + i] * this.cols[bi * n + j], Number.MIN_VALUE);
-  }
-  /** The f64 reference of flat output index `p`, in O(K). */
-  reference(p) {
-    const [, m, k, n] = bmkn(this.op, this.shape);
-    const bi = Math.floor(p / (m * n));
-    const i = Math.floor(p / n) % m;
-    const j = p % n;
-    const a = this.args[0];
-    let acc = 0;
-    for (let kk = 0; kk < k; kk++) acc += f32(a[(bi * m + i) * k + kk]) * bAt(this.op, this.shape, this.args, bi, kk, j);
-    return acc;
-  }
-};
-function compareOutputs(scales, got, want, tolerance) {
-  let maxErr = 0, worst = 0;
-  for (let p = 0; p < got.length; p++) {
-    const g = got[p], w = want[p];
-    const err = Number.isFinite(g) && Number.isFinite(w) ? Math.abs(g - w) / scales.at(p) : Infinity;
-    if (err > maxErr || err === Infinity && maxErr !== Infinity) {
-      maxErr = err;
-      worst = p;
-    }
-  }
-  return { ok: maxErr <= tolerance, maxErr, worst };
-}
-function checkPositions(scales, got, positions) {
-  let maxErr = 0, worst = 0;
-  for (const p of positions) {
-    const g = got[p];
-    const err = Number.isFinite(g) ? Math.abs(g - scales.reference(p)) / scales.at(p) : Infinity;
-    if (err > maxErr || err === Infinity && maxErr !== Infinity) {
-      maxErr = err;
-      worst = p;
-    }
-  }
-  return { ok: maxErr <= TOLERANCE, maxErr, worst };
-}
-function defaultPositions(len, count = 8) {
-  const out = /* @__PURE__ */ new Set([0, len - 1]);
-  for (let i = 1; out.size < Math.min(count, len); i++) out.add(Math.floor(i * 0.618033988749895 * len % len));
-  return [...out].sort((a, b) => a - b);
-}
-
 // src/rng.ts
 var POISON = 2143346349;
 function mul64(out, hi, lo, ch, cl) {
@@ -711,6 +584,262 @@ var InputGen = class {
     return this.done;
   }
 };
+function seededInputs(specs, seed) {
+  const g = new InputGen(specs, seed);
+  g.fill(Infinity);
+  return g.args;
+}
+
+// src/stats.ts
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const n = s.length;
+  if (n === 0) return NaN;
+  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+function relNoise(xs) {
+  const m = median(xs);
+  if (!(m > 0)) return Infinity;
+  return 1.4826 * median(xs.map((x) => Math.abs(x - m))) / m;
+}
+function fasterBeyondNoise(cand, cur, floor = 0.01) {
+  const threshold = Math.max(floor, 2 * Math.hypot(relNoise(cand), relNoise(cur)));
+  return median(cand) < median(cur) * (1 - threshold);
+}
+
+// src/timer.ts
+var cached = 0;
+function timerResolutionMs() {
+  if (cached) return cached;
+  let best = Infinity;
+  for (let trial = 0; trial < 5; trial++) {
+    const t0 = performance.now();
+    let t1 = t0;
+    const start = Date.now();
+    while (t1 === t0 && Date.now() - start < 50) t1 = performance.now();
+    if (t1 > t0) best = Math.min(best, t1 - t0);
+  }
+  cached = Number.isFinite(best) ? best : 1;
+  return cached;
+}
+
+// src/rho.ts
+var RHO_BUDGET_MS = 200;
+function rhoBit(ratio, margin) {
+  return Number.isFinite(ratio) && ratio < 1 - margin ? "1" : "0";
+}
+async function fetchModule(server, url) {
+  const res = await fetch(url.startsWith("http") ? url : `${server}${url}`);
+  if (!res.ok) throw new Error(`rho kernel ${url}: HTTP ${res.status}`);
+  return WebAssembly.compile(await res.arrayBuffer());
+}
+async function instantiateAll(server, op, shape, kernels) {
+  const specs = argSpecs(op, shape);
+  const offsets = [];
+  let end = 0;
+  for (const s of specs) {
+    offsets.push(end);
+    end = Math.ceil((end + s.elems * 4) / 64) * 64;
+  }
+  const scratch = end;
+  const need = scratch + Math.max(...kernels.map((k) => k.meta.scratch_bytes ?? 0));
+  const pages = Math.max(1, ...kernels.map((k) => k.meta.memory_pages_min ?? 0), Math.ceil(need / 65536));
+  const memory = new WebAssembly.Memory({ initial: pages });
+  seededInputs(specs.slice(0, -1), 0x5eedn).forEach((a, i) => new Uint32Array(memory.buffer, offsets[i], a.length).set(a));
+  const fns = /* @__PURE__ */ new Map();
+  for (const k of kernels) {
+    if (fns.has(k.url)) continue;
+    const inst = await WebAssembly.instantiate(await fetchModule(server, k.url), { env: { memory } });
+    const fn = inst.exports[k.meta.entry || "kernel"];
+    if (typeof fn !== "function") throw new Error(`rho kernel ${k.url} exports no \`${k.meta.entry}\``);
+    const args = k.meta.scratch_bytes ? [...offsets, scratch] : offsets;
+    fns.set(k.url, () => fn(...args));
+  }
+  return fns;
+}
+function msPerCall(f, windowMs) {
+  const t0 = performance.now();
+  let n = 0;
+  let t = t0;
+  do {
+    f();
+    n++;
+    t = performance.now();
+  } while (t - t0 < windowMs);
+  return (t - t0) / n;
+}
+function cacheKey(server, version) {
+  return `webtune-rho|${server}|${version}|${globalThis.navigator?.userAgent ?? ""}`;
+}
+async function measureRho(server, relaxedSimd, opts = {}) {
+  const res = await fetch(`${server}/v1/rho?target=wasm`);
+  if (!res.ok) throw new Error(`GET /v1/rho: HTTP ${res.status}: ${await res.text()}`);
+  const spec2 = await res.json();
+  const storage = opts.useCache === false ? null : globalThis.localStorage ?? null;
+  const key = cacheKey(server, spec2.version);
+  const hit = storage?.getItem(key);
+  if (hit) {
+    const saved = JSON.parse(hit);
+    if (/^[01]*$/.test(saved.rho) && saved.rho.length === spec2.pairs.length) return { ...saved, ms: 0, setupMs: 0, cached: true, version: spec2.version };
+  }
+  const setup0 = performance.now();
+  const run = spec2.pairs.filter((p) => !(p.needs_relaxed_simd && !relaxedSimd));
+  const fns = /* @__PURE__ */ new Map();
+  const byShape = /* @__PURE__ */ new Map();
+  for (const p of run) {
+    checkShape(p.op, p.shape);
+    const k = `${p.op}/${p.shape}`;
+    byShape.set(k, [...byShape.get(k) ?? [], p]);
+  }
+  for (const ps of byShape.values()) {
+    const got = await instantiateAll(server, ps[0].op, ps[0].shape, ps.flatMap((p) => [p.base, p.variant]));
+    for (const [url, f] of got) fns.set(url, f);
+  }
+  const t0 = performance.now();
+  const setupMs = t0 - setup0;
+  const windowMs = Math.max(20 * timerResolutionMs(), 1);
+  for (const f of fns.values()) {
+    let last = msPerCall(f, windowMs);
+    for (let i = 0; i < 30; i++) {
+      const now = msPerCall(f, windowMs);
+      const settled = now > 0.95 * last;
+      last = Math.min(last, now);
+      if (settled && i >= 2) break;
+    }
+  }
+  const samples = new Map([...fns.keys()].map((u) => [u, []]));
+  const order = [...fns.keys()];
+  for (let round = 0; round < 9; round++) {
+    if (round >= 3 && performance.now() - t0 > RHO_BUDGET_MS) break;
+    for (const url of round % 2 ? [...order].reverse() : order) samples.get(url).push(msPerCall(fns.get(url), windowMs));
+  }
+  const ratios = {};
+  let rho = "";
+  for (const p of spec2.pairs) {
+    const v = samples.get(p.variant.url);
+    const b = samples.get(p.base.url);
+    const ratio = v && b ? median(v.map((x, r) => x / b[r])) : NaN;
+    ratios[p.name] = ratio;
+    rho += rhoBit(ratio, spec2.margin);
+  }
+  const ms = performance.now() - t0;
+  try {
+    storage?.setItem(key, JSON.stringify({ rho, ratios }));
+  } catch {
+  }
+  return { rho, ratios, ms, setupMs, cached: false, version: spec2.version };
+}
+
+// src/check.ts
+var TOLERANCE = 1e-5;
+var F = new Float32Array(1);
+var U = new Uint32Array(F.buffer);
+function f32(bitsValue) {
+  U[0] = bitsValue;
+  return F[0];
+}
+function bAt(op, shape, args, bi, kk, j) {
+  const [, , k, n] = bmkn(op, shape);
+  if (op === "matmul_q4") {
+    const word = args[1][j * (k / 8) + (kk >>> 3)];
+    const q = word >>> 4 * (kk & 7) & 15;
+    return (q - 8) * f32(args[2][j * (k / 32) + (kk >>> 5)]);
+  }
+  return f32(args[1][bi * k * n + kk * n + j]);
+}
+var Scales = class {
+  constructor(op, shape, args) {
+    this.op = op;
+    this.shape = shape;
+    this.args = args;
+    const [b, m, k, n] = bmkn(op, shape);
+    this.m = m;
+    this.n = n;
+    this.rows = new Float64Array(b * m);
+    this.cols = new Float64Array(b * n);
+    const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);
+    for (let r = 0; r < b * m; r++) {
+      let s = 0;
+      for (let kk = 0; kk < k; kk++) s += a[r * k + kk] * a[r * k + kk];
+      this.rows[r] = Math.sqrt(s);
+    }
+    if (op === "matmul_q4") {
+      for (let j = 0; j < n; j++) {
+        let s = 0;
+        for (let kk = 0; kk < k; kk++) {
+          const v = bAt(op, shape, args, 0, kk, j);
+          s += v * v;
+        }
+        this.cols[j] = Math.sqrt(s);
+      }
+      return;
+    }
+    const bv = new Float32Array(args[1].buffer, args[1].byteOffset, args[1].length);
+    for (let bi = 0; bi < b; bi++) {
+      const cols = this.cols.subarray(bi * n, (bi + 1) * n);
+      for (let kk = 0; kk < k; kk++) {
+        const row = (bi * k + kk) * n;
+        for (let j = 0; j < n; j++) cols[j] += bv[row + j] * bv[row + j];
+      }
+      for (let j = 0; j < n; j++) cols[j] = Math.sqrt(cols[j]);
+    }
+  }
+  op;
+  shape;
+  args;
+  rows;
+  cols;
+  m;
+  n;
+  /** The scale of flat output index `p`. */
+  at(p) {
+    const m = this.m, n = this.n;
+    const bi = Math.floor(p / (m * n));
+    const i = Math.floor(p / n) % m;
+    const j = p % n;
+    return Math.max(this.rows[bi * m + i] * this.cols[bi * n + j], Number.MIN_VALUE);
+  }
+  /** The f64 reference of flat output index `p`, in O(K). */
+  reference(p) {
+    const [, m, k, n] = bmkn(this.op, this.shape);
+    const bi = Math.floor(p / (m * n));
+    const i = Math.floor(p / n) % m;
+    const j = p % n;
+    const a = this.args[0];
+    let acc = 0;
+    for (let kk = 0; kk < k; kk++) acc += f32(a[(bi * m + i) * k + kk]) * bAt(this.op, this.shape, this.args, bi, kk, j);
+    return acc;
+  }
+};
+function compareOutputs(scales, got, want, tolerance) {
+  let maxErr = 0, worst = 0;
+  for (let p = 0; p < got.length; p++) {
+    const g = got[p], w = want[p];
+    const err = Number.isFinite(g) && Number.isFinite(w) ? Math.abs(g - w) / scales.at(p) : Infinity;
+    if (err > maxErr || err === Infinity && maxErr !== Infinity) {
+      maxErr = err;
+      worst = p;
+    }
+  }
+  return { ok: maxErr <= tolerance, maxErr, worst };
+}
+function checkPositions(scales, got, positions) {
+  let maxErr = 0, worst = 0;
+  for (const p of positions) {
+    const g = got[p];
+    const err = Number.isFinite(g) ? Math.abs(g - scales.reference(p)) / scales.at(p) : Infinity;
+    if (err > maxErr || err === Infinity && maxErr !== Infinity) {
+      maxErr = err;
+      worst = p;
+    }
+  }
+  return { ok: maxErr <= TOLERANCE, maxErr, worst };
+}
+function defaultPositions(len, count = 8) {
+  const out = /* @__PURE__ */ new Set([0, len - 1]);
+  for (let i = 1; out.size < Math.min(count, len); i++) out.add(Math.floor(i * 0.618033988749895 * len % len));
+  return [...out].sort((a, b) => a - b);
+}
 
 // src/sse.ts
 var SseReader = class _SseReader {
@@ -765,23 +894,6 @@ var SseReader = class _SseReader {
     });
   }
 };
-
-// src/stats.ts
-function median(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  const n = s.length;
-  if (n === 0) return NaN;
-  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-function relNoise(xs) {
-  const m = median(xs);
-  if (!(m > 0)) return Infinity;
-  return 1.4826 * median(xs.map((x) => Math.abs(x - m))) / m;
-}
-function fasterBeyondNoise(cand, cur, floor = 0.01) {
-  const threshold = Math.max(floor, 2 * Math.hypot(relNoise(cand), relNoise(cur)));
-  return median(cand) < median(cur) * (1 - threshold);
-}
 
 // src/tuner.ts
 function parseCandidate(data) {
@@ -1850,6 +1962,8 @@ var Webtune = class _Webtune extends EventTarget {
   target;
   fingerprint;
   session;
+  /** The ρ measurement behind `fingerprint.rho`, when `rho: 'measure'` ran it. */
+  rho;
   /** Wasm: the memory kernels run on. */
   memory;
   /** WebGPU: the device kernels run on. */
@@ -1877,6 +1991,7 @@ var Webtune = class _Webtune extends EventTarget {
     this.target = init.opts.target;
     this.fingerprint = init.fingerprint;
     this.session = init.session;
+    this.rho = init.rho;
     this.memory = init.memory;
     this.device = init.device;
     this.cache = init.cache;
@@ -1906,7 +2021,13 @@ var Webtune = class _Webtune extends EventTarget {
         requiredFeatures: wanted.filter((f) => adapter.features.has(f))
       });
     }
-    const fp = await fingerprint(opts.target, adapter, opts.rho);
+    let rho = opts.rho;
+    let rhoMeasurement = null;
+    if (rho === "measure") {
+      rhoMeasurement = opts.target === "wasm" ? await measureRho(server, wasmFeatures().relaxedSimd) : null;
+      rho = rhoMeasurement?.rho || void 0;
+    }
+    const fp = await fingerprint(opts.target, adapter, rho);
     const session = await json(
       await fetchRetrying(`${server}/v1/sessions`, {
         method: "POST",
@@ -1917,7 +2038,7 @@ var Webtune = class _Webtune extends EventTarget {
     );
     const cache = await KernelCache.open(opts.cache ?? true);
     const memory = opts.target === "wasm" ? opts.memory ?? new WebAssembly.Memory({ initial: 1 }) : null;
-    return new _Webtune({ opts, server, fingerprint: fp, session, memory, device, cache });
+    return new _Webtune({ opts, server, fingerprint: fp, session, memory, device, cache, rho: rhoMeasurement });
   }
   cacheKey(op, shape) {
     return [this.server, this.session.device_key, op, shape.join(","), this.serverTarget].join("|");
@@ -1960,8 +2081,8 @@ var Webtune = class _Webtune extends EventTarget {
     return await this.kernel(op, shape);
   }
   async makeKernel(op, shape) {
-    const cacheKey = this.cacheKey(op, shape);
-    const cached2 = await this.cache.get(cacheKey);
+    const cacheKey2 = this.cacheKey(op, shape);
+    const cached2 = await this.cache.get(cacheKey2);
     let meta, bytes, source, level;
     if (cached2) {
       ({ meta, bytes } = cached2);
@@ -1974,7 +2095,7 @@ var Webtune = class _Webtune extends EventTarget {
       bytes = await this.fetchKernel(best.url, this.serverTarget);
       source = "server";
       level = best.level;
-      await this.cache.put({ key: cacheKey, sha256: meta.sha256, meta, bytes, tuned: false, median_us: 0, saved_at: Date.now() });
+      await this.cache.put({ key: cacheKey2, sha256: meta.sha256, meta, bytes, tuned: false, median_us: 0, saved_at: Date.now() });
     }
     let handle;
     if (this.device) {
@@ -2204,5 +2325,7 @@ var Webtune = class _Webtune extends EventTarget {
 export {
   GpuKernel,
   WasmKernel,
-  Webtune
+  Webtune,
+  measureRho,
+  rhoBit
 };

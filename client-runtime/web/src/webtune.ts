@@ -33,8 +33,9 @@
  */
 
 import { KernelCache } from './cache.js';
-import { type Fingerprint, fingerprint } from './fingerprint.js';
+import { type Fingerprint, fingerprint, wasmFeatures } from './fingerprint.js';
 import { fetchRetrying } from './http.js';
+import { type RhoResult, measureRho } from './rho.js';
 import { type OpName, checkShape, flops } from './ops.js';
 import { timerResolutionMs } from './timer.js';
 import { KernelTuner, type Measurement, type TunerHost } from './tuner.js';
@@ -53,6 +54,8 @@ const MAX_OPEN_QUEUES = 4;
 const BACKGROUND_SLICE_MS = 4;
 
 export type { Fingerprint } from './fingerprint.js';
+export type { RhoResult } from './rho.js';
+export { measureRho, rhoBit } from './rho.js';
 export type { Measurement } from './tuner.js';
 export type { BestResponse, KernelMeta } from './types.js';
 export type { OpName } from './ops.js';
@@ -93,7 +96,12 @@ export interface OpenOptions {
   maxCandidates?: number;
   /** Use the IndexedDB cache of winners. Default true. */
   cache?: boolean;
-  /** NNJIT's primitive vector for the fingerprint, if the app measured one. */
+  /**
+   * NNJIT's primitive vector for the fingerprint: a string of `0`/`1` the
+   * app measured, or `'measure'` to have the runtime time the server's ρ
+   * pairs on this device first (Wasm; ≤ 200 ms, once per browser: the result
+   * is cached). Absent: no ρ (the key's last part is `-`).
+   */
   rho?: string;
 }
 
@@ -282,6 +290,8 @@ export class Webtune extends EventTarget {
   readonly target: Target;
   readonly fingerprint: Fingerprint;
   readonly session: SessionInfo;
+  /** The ρ measurement behind `fingerprint.rho`, when `rho: 'measure'` ran it. */
+  readonly rho: RhoResult | null;
   /** Wasm: the memory kernels run on. */
   readonly memory: WebAssembly.Memory | null;
   /** WebGPU: the device kernels run on. */
@@ -305,7 +315,7 @@ export class Webtune extends EventTarget {
 
   private constructor(init: {
     opts: OpenOptions; server: string; fingerprint: Fingerprint; session: SessionInfo;
-    memory: WebAssembly.Memory | null; device: GPUDevice | null; cache: KernelCache;
+    memory: WebAssembly.Memory | null; device: GPUDevice | null; cache: KernelCache; rho: RhoResult | null;
   }) {
     super();
     this.opts = init.opts;
@@ -313,6 +323,7 @@ export class Webtune extends EventTarget {
     this.target = init.opts.target;
     this.fingerprint = init.fingerprint;
     this.session = init.session;
+    this.rho = init.rho;
     this.memory = init.memory;
     this.device = init.device;
     this.cache = init.cache;
@@ -344,7 +355,14 @@ export class Webtune extends EventTarget {
         requiredFeatures: wanted.filter((f) => adapter!.features.has(f)),
       }));
     }
-    const fp = await fingerprint(opts.target, adapter, opts.rho);
+    let rho = opts.rho;
+    let rhoMeasurement: RhoResult | null = null;
+    if (rho === 'measure') {
+      // ρ pairs exist for Wasm only: a GPU key already names the architecture.
+      rhoMeasurement = opts.target === 'wasm' ? await measureRho(server, wasmFeatures().relaxedSimd) : null;
+      rho = rhoMeasurement?.rho || undefined;
+    }
+    const fp = await fingerprint(opts.target, adapter, rho);
     const session = await json<SessionInfo>(
       await fetchRetrying(`${server}/v1/sessions`, {
         method: 'POST',
@@ -355,7 +373,7 @@ export class Webtune extends EventTarget {
     );
     const cache = await KernelCache.open(opts.cache ?? true);
     const memory = opts.target === 'wasm' ? (opts.memory ?? new WebAssembly.Memory({ initial: 1 })) : null;
-    return new Webtune({ opts, server, fingerprint: fp, session, memory, device, cache });
+    return new Webtune({ opts, server, fingerprint: fp, session, memory, device, cache, rho: rhoMeasurement });
   }
 
   private cacheKey(op: string, shape: number[]): string {

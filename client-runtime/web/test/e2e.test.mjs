@@ -206,3 +206,35 @@ for (const { name, target, params, worker } of SCENARIOS) {
     }
   });
 }
+
+test('rho: measure the primitive vector on this device once, and it becomes the key\'s last part', { timeout: 120_000 }, async () => {
+  const a = await browser('rho', false);
+  try {
+    await a.page.goto(`${base}/healthz`);
+    const r = await a.page.evaluate(async () => {
+      const { Webtune } = await import('/web/webtune.js');
+      const first = await Webtune.open({ target: 'wasm', rho: 'measure', cache: false, tune: false });
+      const second = await Webtune.open({ target: 'wasm', rho: 'measure', cache: false, tune: false });
+      const plain = await Webtune.open({ target: 'wasm', cache: false, tune: false });
+      return { session: first.session, m: first.rho, second: second.rho, secondKey: second.session.device_key, plainKey: plain.session.device_key };
+    });
+    const pairs = await (await fetch(`${base}/v1/rho?target=wasm`)).json();
+    assert.equal(r.session.rho.length, pairs.pairs.length);
+    assert.match(r.session.rho, /^[01]+$/);
+    assert.ok(r.session.device_key.endsWith(`/${r.session.rho}`), r.session.device_key);
+    assert.ok(r.plainKey.endsWith('/-'), 'without rho the key has no vector');
+    assert.equal(r.plainKey.split('/').slice(0, 3).join('/'), r.session.device_key.split('/').slice(0, 3).join('/'));
+    assert.equal(r.m.cached, false);
+    for (const p of pairs.pairs) assert.ok(Number.isFinite(r.m.ratios[p.name]) && r.m.ratios[p.name] > 0, `${p.name}: ratio ${r.m.ratios[p.name]}`);
+    // Each bit follows the margin rule from its measured ratio.
+    pairs.pairs.forEach((p, i) => assert.equal(r.session.rho[i], r.m.ratios[p.name] < 1 - pairs.margin ? '1' : '0', p.name));
+    // The second open reads this browser's cache: same bits, no measuring.
+    assert.equal(r.second.cached, true);
+    assert.equal(r.second.rho, r.session.rho);
+    assert.equal(r.secondKey, r.session.device_key);
+    assert.deepEqual(a.errors, []);
+    console.log(`# rho ${r.session.rho} in ${r.m.ms.toFixed(0)} ms; ratios ${JSON.stringify(r.m.ratios)}`);
+  } finally {
+    await a.browser.close();
+  }
+});

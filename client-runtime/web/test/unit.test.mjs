@@ -267,3 +267,13 @@ test('fetchRetrying waits out 429 and 503, and gives up after MAX_ATTEMPTS', asy
   await assert.rejects(p, /closed/);
   assert.ok(Date.now() - t0 < 5000);
 });
+
+test('rho: a bit needs a clear win, the same rule as webtune_tuner::rho_bit', async () => {
+  const rho = await load('src/rho.ts');
+  const margin = 0.1; // webtune_tuner::RHO_MARGIN, as GET /v1/rho sends it
+  assert.equal(rho.rhoBit(0.85, margin), '1');
+  assert.equal(rho.rhoBit(0.95, margin), '0', 'inside the noise band');
+  assert.equal(rho.rhoBit(1.3, margin), '0');
+  assert.equal(rho.rhoBit(NaN, margin), '0');
+  assert.equal(rho.rhoBit(Infinity, margin), '0');
+});

@@ -23,6 +23,7 @@ mod plausible;
 mod pages;
 pub mod protocol;
 mod queue;
+mod rho;
 pub mod ticket;
 mod web;
 
@@ -545,6 +546,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sessions/{id}/reports", post(report))
         .route("/v1/kernels/best", get(best))
         .route("/v1/kernels/{sha256}", get(kernel_bytes))
+        .route("/v1/rho", get(rho::rho))
         .route("/v1/openapi.json", get(pages::openapi))
         .route("/metrics", get(pages::metrics))
         .route("/healthz", get(healthz))

@@ -177,6 +177,11 @@ pub fn spec() -> serde_json::Value {
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ReportRequest"}}}},
                 "responses": {"200": {"description": "Stored; the winners after this report", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ReportResponse"}}}},
                               "400": err, "403": err, "404": err, "409": err, "413": err, "422": err, "429": err, "503": err}}},
+            "/v1/rho": {"get": {
+                "summary": "The kernel pairs of the on-device microbenchmark ρ: time each pair, one bit per pair (1: variant / base < 1 − margin), and send the bits as fingerprint.rho",
+                "parameters": [{"name": "target", "in": "query", "required": true, "schema": {"type": "string", "enum": ["wasm", "wgsl"]}}],
+                "responses": {"200": {"description": "The pairs, in bit order (none for wgsl yet)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RhoResponse"}}}},
+                              "400": err}}},
             "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "Text format 0.0.4", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
             "/healthz": {"get": {"summary": "Liveness and database reachability", "responses": {"200": {"description": "OK"}, "503": err}}},
@@ -220,6 +225,14 @@ pub fn spec() -> serde_json::Value {
                 "median_us": {"type": "number", "exclusiveMinimum": 0}, "runs": {"type": "integer", "minimum": 3, "maximum": 1000000000u64},
                 "output_ok": {"type": "boolean"},
                 "samples": {"type": "array", "items": {"type": "number"}, "description": "output values at the candidate's check positions; required when output_ok"}}},
+            "RhoResponse": {"type": "object", "required": ["version", "margin", "pairs"], "properties": {
+                "version": {"type": "string"}, "margin": {"type": "number"},
+                "pairs": {"type": "array", "items": {"type": "object", "required": ["name", "meaning", "op", "shape", "base", "variant", "needs_relaxed_simd"], "properties": {
+                    "name": {"type": "string"}, "meaning": {"type": "string"}, "op": {"type": "string"},
+                    "shape": {"type": "array", "items": {"type": "integer"}},
+                    "base": {"$ref": "#/components/schemas/RhoKernel"}, "variant": {"$ref": "#/components/schemas/RhoKernel"},
+                    "needs_relaxed_simd": {"type": "boolean"}}}}}},
+            "RhoKernel": {"type": "object", "required": ["url", "meta"], "properties": {"url": {"type": "string"}, "meta": {"type": "object"}}},
             "ReportResponse": {"type": "object", "required": ["report_id", "accepted", "winners"], "properties": {
                 "report_id": {"type": "string"}, "accepted": {"type": "integer"},
                 "winners": {"type": "array", "items": {"type": "object", "properties": {

@@ -188,3 +188,44 @@ mod tests {
         assert!(serde_json::from_str::<ReportRequest>(r#"{"op": "matmul", "shape": [384, 0.5, 768], "target": "wasm", "entries": []}"#).is_err());
     }
 }
+
+/// Query of `GET /v1/rho`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RhoQuery {
+    pub target: String,
+}
+
+/// One kernel of a ρ pair.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RhoKernel {
+    /// Where to fetch the kernel bytes (path relative to this server).
+    pub url: String,
+    /// The kernel metadata, exactly as `webtune compile` writes `kernel.json`.
+    pub meta: serde_json::Value,
+}
+
+/// One primitive of ρ: a base kernel and a variant that differs in it alone.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RhoPair {
+    pub name: String,
+    /// What a `1` bit means.
+    pub meaning: String,
+    pub op: String,
+    pub shape: Vec<u32>,
+    pub base: RhoKernel,
+    pub variant: RhoKernel,
+    /// The variant uses relaxed SIMD: a client without it sets the bit to 0.
+    pub needs_relaxed_simd: bool,
+}
+
+/// `GET /v1/rho`: the on-device microbenchmark that gives a fingerprint its
+/// `rho`, one bit per pair in order.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RhoResponse {
+    /// Changes whenever a pair or the margin does: a client re-measures.
+    pub version: String,
+    /// A bit is 1 when variant / base < 1 − margin.
+    pub margin: f64,
+    pub pairs: Vec<RhoPair>,
+}
