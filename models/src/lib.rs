@@ -36,6 +36,8 @@
 
 mod bert;
 mod error;
+#[doc(hidden)]
+pub mod fixture;
 mod manifest;
 mod plan;
 mod source;

@@ -2,12 +2,10 @@
 //! bundle holds every tensor, transposed exactly as README.md's "Models"
 //! says; bad models fail with one clear line and leave the store untouched.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::*;
+use webtune_models::fixture::*;
 use serde_json::json;
 use webtune_models::{BundleLayout, Manifest, ModelError, Pooling, Store, import, read_bundle_tensor};
 

@@ -140,6 +140,7 @@ pub fn spec() -> serde_json::Value {
     let mut best_params = kind_params.as_array().cloned().unwrap_or_default();
     best_params.push(json!({"name": "device_key", "in": "query", "required": false, "schema": {"type": "string", "maxLength": 512}}));
     let session_param = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}});
+    let model_param = json!({"name": "name", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[a-z0-9]([a-z0-9.-]{0,62}[a-z0-9])?$"}});
     let mut queue_params = kind_params.as_array().cloned().unwrap_or_default();
     queue_params.insert(0, session_param.clone());
     json!({
@@ -165,6 +166,22 @@ pub fn spec() -> serde_json::Value {
                                       "content": {"application/wasm": {"schema": {"type": "string", "format": "binary"}},
                                                   "text/wgsl": {"schema": {"type": "string"}}}},
                               "304": {"description": "Not modified"}, "400": err, "404": err}}},
+            "/v1/models": {"get": {
+                "summary": "The model bundles this server serves (README, Models)",
+                "responses": {"200": {"description": "The store's models", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ModelList"}}}}}}},
+            "/v1/models/{name}": {"get": {
+                "summary": "A bundle's manifest (format 1): config, pooling, blobs and tensor layout; ETag is the quoted SHA-256 of these bytes, revalidate with If-None-Match",
+                "parameters": [model_param.clone(), {"name": "If-None-Match", "in": "header", "required": false, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "The manifest", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ModelManifest"}}}},
+                              "304": {"description": "Not modified"}, "404": err}}},
+            "/v1/models/{name}/blobs/{sha256}": {"get": {
+                "summary": "A blob the model's manifest lists (weights: little-endian f32; tokenizer: tokenizer.json), content-addressed and immutable, streamed",
+                "parameters": [model_param, {"name": "sha256", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9a-f]{64}$"}},
+                               {"name": "If-None-Match", "in": "header", "required": false, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "The bytes; ETag is the quoted hash",
+                                      "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+                                                  "application/json": {"schema": {"type": "object"}}}},
+                              "304": {"description": "Not modified"}, "400": err, "404": err}}},
             "/v1/sessions/{id}/queue": {"get": {
                 "summary": "Candidate queue as Server-Sent Events: `candidate` events (data: CandidateEvent JSON), then one `done` event (data: QueueDone JSON)",
                 "parameters": queue_params,
@@ -183,6 +200,20 @@ pub fn spec() -> serde_json::Value {
         },
         "components": {"schemas": {
             "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+            "ModelList": {"type": "object", "required": ["models"], "properties": {"models": {"type": "array", "items": {
+                "type": "object", "required": ["name", "architecture", "hidden_size", "layers", "max_seq_length", "manifest_sha256"], "properties": {
+                    "name": {"type": "string"}, "architecture": {"type": "string"}, "hidden_size": {"type": "integer"},
+                    "layers": {"type": "integer"}, "max_seq_length": {"type": "integer"}, "manifest_sha256": {"type": "string"}}}}}},
+            "ModelBlob": {"type": "object", "required": ["sha256", "bytes", "url"], "properties": {
+                "sha256": {"type": "string"}, "bytes": {"type": "integer"}, "url": {"type": "string"}}},
+            "ModelManifest": {"type": "object", "required": ["format", "name", "architecture", "config", "max_seq_length", "pooling", "normalize", "tokenizer", "weights", "tensors"], "properties": {
+                "format": {"type": "integer", "const": 1}, "name": {"type": "string"}, "architecture": {"type": "string", "enum": ["bert"]},
+                "config": {"type": "object", "description": "vocab_size, hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_act"},
+                "max_seq_length": {"type": "integer"}, "pooling": {"type": "string", "enum": ["mean", "cls"]}, "normalize": {"type": "boolean"},
+                "tokenizer": {"$ref": "#/components/schemas/ModelBlob"}, "weights": {"$ref": "#/components/schemas/ModelBlob"},
+                "tensors": {"type": "array", "items": {"type": "object", "required": ["name", "dtype", "shape", "offset"], "properties": {
+                    "name": {"type": "string"}, "dtype": {"type": "string", "enum": ["f32"]}, "shape": {"type": "array", "items": {"type": "integer"}},
+                    "offset": {"type": "integer", "description": "bytes into the weights blob, a multiple of 64"}}}}}},
             "SessionRequest": {"type": "object", "required": ["fingerprint"], "additionalProperties": false, "properties": {
                 // Every field is optional: browsers hide what they like.
                 // A field of another type is read as unknown, never refused.

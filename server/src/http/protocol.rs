@@ -142,6 +142,24 @@ pub struct ErrorBody {
     pub error: String,
 }
 
+/// `GET /v1/models`: the bundles in the model store.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ModelList {
+    pub models: Vec<ModelSummary>,
+}
+
+/// One bundle in `GET /v1/models`; its manifest is at `/v1/models/{name}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ModelSummary {
+    pub name: String,
+    pub architecture: String,
+    pub hidden_size: usize,
+    pub layers: usize,
+    pub max_seq_length: u32,
+    /// SHA-256 of the manifest's bytes: its ETag.
+    pub manifest_sha256: String,
+}
+
 /// JSON has one number type: `2230.0` is the integer 2230 to JSON Schema and
 /// to JavaScript, so integer fields take any number with no fractional part
 /// that fits, and refuse the rest with serde's message.

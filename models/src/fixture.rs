@@ -1,10 +1,11 @@
 //! A small generated BERT in the Hugging Face layout (2 layers, hidden 32,
 //! 4 heads, FFN 64, a 100-token WordPiece vocabulary), written with the
-//! `safetensors` crate, for import tests.
-#![allow(dead_code)]
+//! `safetensors` and `zip` crates: the model of the import tests here and of
+//! the server's model endpoint tests. Not for production use; it is public
+//! only so that other crates' tests can build the same model.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use safetensors::{Dtype, tensor::TensorView};
@@ -88,7 +89,7 @@ pub fn safetensors_bytes(tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, dty
             let bytes = match dtype {
                 Dtype::F32 => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
                 Dtype::F16 => v.iter().flat_map(|x| half::f16::from_f32(*x).to_le_bytes()).collect(),
-                _ => unreachable!("F32 or F16"),
+                other => panic!("the fixture writes F32 or F16, not {other:?}"),
             };
             (name.clone(), dtype, shape.clone(), bytes)
         })
