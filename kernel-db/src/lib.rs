@@ -15,7 +15,7 @@
 //!
 //! ## Invariants
 //! - `kernels` rows are content-addressed (`sha256` of `bytes`) and never change.
-//! - `measurements` and `reports` are append only. Winners are derived data:
+//! - `measurements`, `reports` and `model_latency` are append only. Winners are derived data:
 //!   [`Db::record_report`] recomputes them from all raw votes for the keys it
 //!   touched, inside the same transaction that stores the report, so an
 //!   acknowledged report is durable and already counted.
@@ -36,6 +36,8 @@
 //! assert_eq!(stats.reports, 0);
 //! # Ok(()) }
 //! ```
+
+pub mod plan;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -193,6 +195,22 @@ pub struct NewReport {
     pub entries: Vec<NewMeasurement>,
 }
 
+/// One model-level latency report: a client's median time for one call
+/// of a model (e.g. `SentenceEncoder.encode`) at one batch and padded
+/// sequence length, on one target.
+#[derive(Clone, Debug)]
+pub struct NewModelLatency {
+    pub session_id: String,
+    pub model: String,
+    pub weights_sha256: String,
+    /// `wasm` or `webgpu`.
+    pub target: String,
+    pub batch: i64,
+    pub seq_len: i64,
+    pub median_ms: f64,
+    pub runs: i64,
+}
+
 /// The ranked weight of the vote at `rank` (1-based) in a report of `n`
 /// entries: NNJIT's top-5 with ranked weights, 5 for the fastest down to 1.
 /// Entries whose output check failed weigh 0.
@@ -281,6 +299,7 @@ fn migrator() -> Migrator {
         migrations: Cow::Owned(vec![
             m(1, "kernel db", include_str!("../../migrations/0001_kernel_db.sql")),
             m(2, "robust votes", include_str!("../../migrations/0002_robust_votes.sql")),
+            m(3, "model latency", include_str!("../../migrations/0003_model_latency.sql")),
         ]),
         ..Migrator::DEFAULT
     }
@@ -475,6 +494,17 @@ macro_rules! flags_sql {
             "WHERE op = $1 AND shape = $2 AND target = $3 AND ",
             $col,
             " = $4 GROUP BY kernel_sha256"
+        )
+    };
+}
+
+macro_rules! model_latency_sql {
+    ($col:literal) => {
+        concat!(
+            "SELECT session_id, target, median_ms FROM model_latency ",
+            "WHERE model = $1 AND batch = $2 AND seq_len = $3 AND ",
+            $col,
+            " = $4"
         )
     };
 }
@@ -956,6 +986,50 @@ impl Db {
         }
         found.sort_by_key(|b| b.winner.level);
         Ok(found)
+    }
+
+    /// Stores one model-level latency report (append only) under the keys
+    /// of the session it came with.
+    pub async fn record_model_latency(&self, r: &NewModelLatency, keys: &DeviceKeys) -> Result<String> {
+        let id = random_id();
+        let _w = self.write.lock().await;
+        sqlx::query(
+            "INSERT INTO model_latency (id, model, weights_sha256, target, batch, seq_len, median_ms, runs, session_id, \
+             device_key, arch_key, vendor_key, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+        )
+        .bind(&id)
+        .bind(&r.model)
+        .bind(&r.weights_sha256)
+        .bind(&r.target)
+        .bind(r.batch)
+        .bind(r.seq_len)
+        .bind(r.median_ms)
+        .bind(r.runs)
+        .bind(&r.session_id)
+        .bind(&keys.device_key)
+        .bind(&keys.arch_key)
+        .bind(&keys.vendor_key)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(id)
+    }
+
+    /// Every latency report for `model` at one batch and sequence length
+    /// whose `level` key is `key` (device, arch or vendor).
+    pub async fn model_latencies(&self, model: &str, batch: i64, seq_len: i64, level: Level, key: &str) -> Result<Vec<plan::LatencyRow>> {
+        let sql = match level {
+            Level::Device => model_latency_sql!("device_key"),
+            Level::Arch => model_latency_sql!("arch_key"),
+            Level::Vendor => model_latency_sql!("vendor_key"),
+            Level::Default => return Ok(vec![]),
+        };
+        let rows = sqlx::query(sql).bind(model).bind(batch).bind(seq_len).bind(key).fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|r| -> Result<plan::LatencyRow> {
+                Ok(plan::LatencyRow { session_id: r.try_get("session_id")?, target: r.try_get("target")?, median_ms: r.try_get("median_ms")? })
+            })
+            .collect()
     }
 
     /// Most recently seen devices.

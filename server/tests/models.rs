@@ -123,9 +123,10 @@ async fn the_store_is_served_with_etags_and_clear_404s() {
     // The OpenAPI document describes the three endpoints.
     let (_, _, body) = get(&app, "/v1/openapi.json", None).await;
     let spec: Value = serde_json::from_slice(&body).unwrap();
-    for path in ["/v1/models", "/v1/models/{name}", "/v1/models/{name}/blobs/{sha256}"] {
+    for path in ["/v1/models", "/v1/models/{name}", "/v1/models/{name}/blobs/{sha256}", "/v1/models/{name}/plan"] {
         assert!(spec["paths"][path]["get"]["responses"]["200"].is_object(), "{path} is not in the OpenAPI document");
     }
+    assert!(spec["paths"]["/v1/models/{name}/latency"]["post"]["responses"]["201"].is_object());
 
     // A server without a store lists nothing and finds nothing.
     let bare = app_without_store().await;
@@ -181,4 +182,110 @@ async fn the_command_line_imports_lists_and_serves() {
     assert_eq!(list["models"][0]["name"], "tiny-bert");
     drop(srv);
     let _ = std::fs::remove_dir_all(&work);
+}
+
+/// A request with a JSON body; (status, body as JSON).
+async fn send(app: &Arc<App>, method: &str, path: &str, body: Value) -> (StatusCode, Value) {
+    let req = Request::builder().method(method).uri(path).header("content-type", "application/json").body(Body::from(body.to_string())).unwrap();
+    let res = router(app.clone()).oneshot(req).await.unwrap();
+    let status = res.status();
+    let bytes = to_bytes(res.into_body(), usize::MAX).await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+async fn session(app: &Arc<App>, device: &str) -> (String, String) {
+    let (st, v) = send(app, "POST", "/v1/sessions", serde_json::json!({"fingerprint": common::gpu_fingerprint("NVIDIA", "hopper", device)})).await;
+    assert_eq!(st, 201, "{v}");
+    (v["session_id"].as_str().unwrap().to_string(), v["device_key"].as_str().unwrap().to_string())
+}
+
+async fn report_latency(app: &Arc<App>, sid: &str, target: &str, ms: f64) -> (StatusCode, Value) {
+    send(app, "POST", "/v1/models/tiny-bert/latency", serde_json::json!({"session_id": sid, "target": target, "batch": 2, "seq_len": 16, "median_ms": ms, "runs": 10})).await
+}
+
+async fn plan(app: &Arc<App>, key: &str) -> Value {
+    let (st, _, body) = get(app, &format!("/v1/models/tiny-bert/plan?device_key={key}&batch=2&seq_len=16"), None).await;
+    assert_eq!(st, 200, "{}", String::from_utf8_lossy(&body));
+    serde_json::from_slice(&body).unwrap()
+}
+
+#[tokio::test]
+async fn the_plan_follows_the_measured_latencies_per_device_class() {
+    let src = temp_dir("plan-src").join("tiny");
+    write_files(&src, &model_files(&config(), &tensors(), true));
+    let store = Store::new(temp_dir("plan-store"));
+    webtune_models::import(&src, Some("tiny-bert"), &store, &mut |_: &str| {}).unwrap();
+    let app = app(Some(store.dir().to_path_buf())).await; // quorum 2 (the default)
+    let (s1, key) = session(&app, "H100 80GB HBM3").await;
+    let (s2, key2) = session(&app, "H100 80GB HBM3").await;
+    assert_eq!(key, key2);
+
+    // Nothing measured: no target, and why; the kernels of one layer.
+    let p = plan(&app, &key).await;
+    assert_eq!(p["target"], Value::Null);
+    assert!(p["reason"].as_str().unwrap().starts_with("no latency reports for tiny-bert at batch 2, seq_len 16"), "{p}");
+    let kernels: Vec<(String, Value)> = p["kernels"].as_array().unwrap().iter().map(|k| (k["name"].as_str().unwrap().to_string(), k["shape"].clone())).collect();
+    assert_eq!(
+        kernels,
+        [("qkv", [32, 32, 96].as_slice()), ("scores", &[8, 16, 8, 16]), ("context", &[8, 16, 16, 8]), ("attn_out", &[32, 32, 32]), ("ffn_in", &[32, 32, 64]), ("ffn_out", &[32, 64, 32])]
+            .map(|(n, s)| (n.to_string(), serde_json::json!(s)))
+    );
+    assert_eq!(p["layers"], 2);
+    assert_eq!(p["kernels"][1]["best"]["webgpu"], format!("/v1/kernels/best?device_key={key}&op=batch_matmul&shape=8,16,8,16&target=wgsl"));
+
+    // Reports: the device key comes from the session.
+    let (st, v) = report_latency(&app, &s1, "wasm", 60.0).await;
+    assert_eq!((st, v["device_key"].as_str()), (StatusCode::CREATED, Some(key.as_str())), "{v}");
+    report_latency(&app, &s1, "webgpu", 30.0).await;
+    // One session per target is below the quorum of 2.
+    let p = plan(&app, &key).await;
+    assert_eq!(p["target"], Value::Null);
+    assert!(p["reason"].as_str().unwrap().starts_with("not enough measurements at batch 2, seq_len 16 on device"), "{p}");
+    report_latency(&app, &s2, "wasm", 70.0).await;
+    // Session 2's webgpu is slow; a session reporting many times counts once.
+    for _ in 0..5 {
+        report_latency(&app, &s2, "webgpu", 500.0).await;
+    }
+    let p = plan(&app, &key).await;
+    assert_eq!((p["target"].as_str(), p["level"].as_str()), (Some("wasm"), Some("device")), "{p}");
+    let t: Vec<(String, f64, u64, u64)> = p["targets"].as_array().unwrap().iter()
+        .map(|t| (t["target"].as_str().unwrap().into(), t["median_ms"].as_f64().unwrap(), t["sessions"].as_u64().unwrap(), t["reports"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(t, [("wasm".to_string(), 65.0, 2, 2), ("webgpu".to_string(), 265.0, 2, 6)]);
+    assert_eq!(p["reason"], format!("wasm is faster at batch 2, seq_len 16 on device `{key}`: median 65.0 ms against 265.0 ms"));
+
+    // Another device of the same architecture falls back to the arch key.
+    let (_, other) = session(&app, "H100 PCIe").await;
+    assert_ne!(other, key);
+    let p = plan(&app, &other).await;
+    assert_eq!((p["target"].as_str(), p["level"].as_str()), (Some("wasm"), Some("arch")), "{p}");
+    // Another batch or length has its own measurements.
+    let (_, _, body) = get(&app, &format!("/v1/models/tiny-bert/plan?device_key={key}&batch=1&seq_len=16"), None).await;
+    assert_eq!(serde_json::from_slice::<Value>(&body).unwrap()["target"], Value::Null);
+
+    // Refusals that say what to fix.
+    let body = |extra: Value| {
+        let mut b = serde_json::json!({"session_id": s1, "target": "wasm", "batch": 2, "seq_len": 16, "median_ms": 10.0, "runs": 10});
+        b.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        b
+    };
+    for (extra, status, text) in [
+        (serde_json::json!({"device_key": "gpu-x/y/z/-"}), 400, "unknown field `device_key`"),
+        (serde_json::json!({"session_id": "0".repeat(32)}), 404, "unknown session"),
+        (serde_json::json!({"target": "cuda"}), 422, "target must be `wasm` or `webgpu`, got `cuda`"),
+        (serde_json::json!({"seq_len": 33}), 422, "seq_len must be from 1 to the model's max_seq_length 32, got 33"),
+        (serde_json::json!({"batch": 0}), 422, "batch must be from 1 to 256 texts, got 0"),
+        (serde_json::json!({"median_ms": -1.0}), 422, "median_ms must be a positive number"),
+        (serde_json::json!({"runs": 1}), 422, "runs must be from 3"),
+    ] {
+        let (st, v) = send(&app, "POST", "/v1/models/tiny-bert/latency", body(extra.clone())).await;
+        assert_eq!(st.as_u16(), status, "{extra}: {v}");
+        assert!(v["error"].as_str().unwrap().contains(text), "{extra}: {v}");
+    }
+    let (st, v) = send(&app, "POST", "/v1/models/nope/latency", body(serde_json::json!({}))).await;
+    assert_eq!(st, 404, "{v}");
+    let (st, _, body) = get(&app, "/v1/models/tiny-bert/plan", None).await;
+    assert_eq!(st, 400);
+    assert!(error_of(&body).starts_with("device_key is required"));
+    let _ = std::fs::remove_dir_all(store.dir());
 }

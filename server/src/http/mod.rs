@@ -554,6 +554,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/models", get(models::list))
         .route("/v1/models/{name}", get(models::manifest))
         .route("/v1/models/{name}/blobs/{sha256}", get(models::blob))
+        .route("/v1/models/{name}/latency", post(models::latency))
+        .route("/v1/models/{name}/plan", get(models::plan))
         .route("/v1/openapi.json", get(pages::openapi))
         .route("/metrics", get(pages::metrics))
         .route("/healthz", get(healthz))

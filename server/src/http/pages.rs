@@ -182,6 +182,20 @@ pub fn spec() -> serde_json::Value {
                                       "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
                                                   "application/json": {"schema": {"type": "object"}}}},
                               "304": {"description": "Not modified"}, "400": err, "404": err}}},
+            "/v1/models/{name}/latency": {"post": {
+                "summary": "Report one model-level latency (one call of the model at a batch and padded length, on one target) measured in a session; the device keys come from the session",
+                "parameters": [model_param.clone()],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/LatencyRequest"}}}},
+                "responses": {"201": {"description": "Stored", "content": {"application/json": {"schema": {"type": "object", "required": ["id", "device_key"], "properties": {"id": {"type": "string"}, "device_key": {"type": "string"}}}}}},
+                              "400": err, "404": err, "413": err, "422": err, "429": err, "503": err}}},
+            "/v1/models/{name}/plan": {"get": {
+                "summary": "Which target (wasm or webgpu) runs the model faster on this device class (median per target over sessions, device → arch → vendor key), and the matrix products of one layer with their best-kernel lookups",
+                "parameters": [model_param.clone(),
+                               {"name": "device_key", "in": "query", "required": true, "schema": {"type": "string", "maxLength": 512}},
+                               {"name": "batch", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 1, "maximum": 256, "default": 1}},
+                               {"name": "seq_len", "in": "query", "required": false, "description": "padded tokens; default min(128, max_seq_length)", "schema": {"type": "integer", "minimum": 1}}],
+                "responses": {"200": {"description": "The plan; target is null with a reason when the measurements do not decide", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PlanResponse"}}}},
+                              "400": err, "404": err, "422": err}}},
             "/v1/sessions/{id}/queue": {"get": {
                 "summary": "Candidate queue as Server-Sent Events: `candidate` events (data: CandidateEvent JSON), then one `done` event (data: QueueDone JSON)",
                 "parameters": queue_params,
@@ -204,6 +218,20 @@ pub fn spec() -> serde_json::Value {
                 "type": "object", "required": ["name", "architecture", "hidden_size", "layers", "max_seq_length", "manifest_sha256"], "properties": {
                     "name": {"type": "string"}, "architecture": {"type": "string"}, "hidden_size": {"type": "integer"},
                     "layers": {"type": "integer"}, "max_seq_length": {"type": "integer"}, "manifest_sha256": {"type": "string"}}}}}},
+            "LatencyRequest": {"type": "object", "required": ["session_id", "target", "batch", "seq_len", "median_ms", "runs"], "additionalProperties": false, "properties": {
+                "session_id": {"type": "string", "pattern": "^[0-9a-f]{32}$"}, "target": {"type": "string", "enum": ["wasm", "webgpu"]},
+                "batch": {"type": "integer", "minimum": 1, "maximum": 256}, "seq_len": {"type": "integer", "minimum": 1, "description": "padded tokens, at most the model's max_seq_length"},
+                "median_ms": {"type": "number", "exclusiveMinimum": 0, "maximum": 600000}, "runs": {"type": "integer", "minimum": 3, "maximum": 1000000}}},
+            "PlanResponse": {"type": "object", "required": ["model", "device_key", "batch", "seq_len", "target", "reason", "targets", "layers", "kernels"], "properties": {
+                "model": {"type": "string"}, "device_key": {"type": "string"}, "batch": {"type": "integer"}, "seq_len": {"type": "integer"},
+                "target": {"type": ["string", "null"], "enum": ["wasm", "webgpu", null]}, "reason": {"type": "string"},
+                "level": {"type": ["string", "null"], "enum": ["device", "arch", "vendor", null]}, "level_key": {"type": ["string", "null"]},
+                "targets": {"type": "array", "items": {"type": "object", "properties": {"target": {"type": "string"}, "median_ms": {"type": "number"},
+                    "sessions": {"type": "integer"}, "reports": {"type": "integer"}}}},
+                "layers": {"type": "integer"},
+                "kernels": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string", "enum": ["qkv", "scores", "context", "attn_out", "ffn_in", "ffn_out"]},
+                    "op": {"type": "string"}, "shape": {"type": "array", "items": {"type": "integer"}},
+                    "best": {"type": "object", "description": "GET /v1/kernels/best URL by target (wasm, webgpu)"}}}}}},
             "ModelBlob": {"type": "object", "required": ["sha256", "bytes", "url"], "properties": {
                 "sha256": {"type": "string"}, "bytes": {"type": "integer"}, "url": {"type": "string"}}},
             "ModelManifest": {"type": "object", "required": ["format", "name", "architecture", "config", "max_seq_length", "pooling", "normalize", "tokenizer", "weights", "tensors"], "properties": {
