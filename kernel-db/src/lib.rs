@@ -16,7 +16,9 @@
 //! - `kernels`: content-addressed kernel bytes and metadata;
 //! - `reports`: reports, raw measurements, flags, and re-election;
 //! - `winners`: lookups along the fallback chain;
-//! - `dashboard`: listings and counts for the dashboard and `/metrics`.
+//! - `dashboard`: listings and counts for the dashboard and `/metrics`;
+//! - `models`: model-level latency reports, and [`plan`], the pure rule
+//!   that picks the faster target from them.
 //!
 //! One code path serves two engines through sqlx's `Any` driver:
 //! SQLite (the embedded default: a file created and migrated on first start,
@@ -26,7 +28,7 @@
 //!
 //! ## Invariants
 //! - `kernels` rows are content-addressed (`sha256` of `bytes`) and never change.
-//! - `measurements` and `reports` are append only. Winners are derived data:
+//! - `measurements`, `reports` and `model_latency` are append only. Winners are derived data:
 //!   [`Db::record_report`] recomputes them from all raw votes for the keys it
 //!   touched, inside the same transaction that stores the report, so an
 //!   acknowledged report is durable and already counted.
@@ -52,6 +54,8 @@ mod connect;
 mod dashboard;
 mod elect;
 mod kernels;
+mod models;
+pub mod plan;
 mod reports;
 mod sessions;
 mod types;

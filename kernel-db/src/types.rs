@@ -115,6 +115,22 @@ pub struct NewReport {
     pub entries: Vec<NewMeasurement>,
 }
 
+/// One model-level latency report: a client's median time for one call
+/// of a model (e.g. `SentenceEncoder.encode`) at one batch and padded
+/// sequence length, on one target.
+#[derive(Clone, Debug)]
+pub struct NewModelLatency {
+    pub session_id: String,
+    pub model: String,
+    pub weights_sha256: String,
+    /// `wasm` or `webgpu`.
+    pub target: String,
+    pub batch: i64,
+    pub seq_len: i64,
+    pub median_ms: f64,
+    pub runs: i64,
+}
+
 /// The ranked weight of the vote at `rank` (1-based) in a report of `n`
 /// entries: NNJIT's top-5 with ranked weights, 5 for the fastest down to 1.
 /// Entries whose output check failed weigh 0.

@@ -188,3 +188,45 @@ async fn sqlite_file_is_created_in_wal_mode_and_reopens() {
     let db = Db::connect(&url).await.unwrap(); // migrations already applied: no error
     assert_eq!(db.stats().await.unwrap().kernels, 1);
 }
+
+/// Model-level latency reports: stored under the session's keys, read back
+/// per level and per (model, batch, seq_len), never mixed across them.
+async fn model_latency(db: Db) {
+    use webtune_kernel_db::NewModelLatency;
+    let k1 = keys("gpu-a/x/one/-", "gpu-a/x", "gpu-a");
+    let k2 = keys("gpu-a/x/two/-", "gpu-a/x", "gpu-a");
+    let (s1, s2) = (session(&db, &k1).await, session(&db, &k2).await);
+    let row = |s: &str, target: &str, seq_len: i64, ms: f64| NewModelLatency {
+        session_id: s.into(),
+        model: "m".into(),
+        weights_sha256: "w".into(),
+        target: target.into(),
+        batch: 1,
+        seq_len,
+        median_ms: ms,
+        runs: 5,
+    };
+    db.record_model_latency(&row(&s1, "wasm", 128, 60.5), &k1).await.unwrap();
+    db.record_model_latency(&row(&s1, "webgpu", 128, 20.0), &k1).await.unwrap();
+    db.record_model_latency(&row(&s2, "wasm", 128, 70.0), &k2).await.unwrap();
+    db.record_model_latency(&row(&s2, "wasm", 64, 30.0), &k2).await.unwrap();
+    let mut at_device = db.model_latencies("m", 1, 128, Level::Device, &k1.device_key).await.unwrap();
+    at_device.sort_by(|a, b| a.target.cmp(&b.target));
+    assert_eq!(at_device.iter().map(|r| (r.target.as_str(), r.median_ms)).collect::<Vec<_>>(), [("wasm", 60.5), ("webgpu", 20.0)]);
+    assert!(at_device.iter().all(|r| r.session_id == s1));
+    assert_eq!(db.model_latencies("m", 1, 128, Level::Arch, "gpu-a/x").await.unwrap().len(), 3);
+    assert_eq!(db.model_latencies("m", 1, 64, Level::Vendor, "gpu-a").await.unwrap().len(), 1);
+    assert!(db.model_latencies("other", 1, 128, Level::Vendor, "gpu-a").await.unwrap().is_empty());
+    assert!(db.model_latencies("m", 2, 128, Level::Vendor, "gpu-a").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn sqlite_model_latency() {
+    model_latency(sqlite().await).await;
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
+async fn postgres_model_latency() {
+    model_latency(postgres().await).await;
+}

@@ -9,6 +9,9 @@
 //! What it must never do: hold SQL (that is `webtune-kernel-db`), generate
 //! code (that is `webtune-compiler`), or believe a client (see [`http`]'s
 //! invariants).
+// The hand-written OpenAPI document is one `json!` literal deeper than
+// serde_json's default macro recursion allows.
+#![recursion_limit = "256"]
 
 pub mod cli;
 pub mod http;

@@ -22,6 +22,8 @@ enum Cmd {
     Compile(cli::compile::CompileArgs),
     /// Vary one primitive at a time on every engine and classify each as consistent or device-dependent.
     Microbench(cli::microbench::MicrobenchArgs),
+    /// The model store: `model import PATH` checks and stores an encoder as a bundle, `model list` lists them.
+    Model(cli::model::ModelArgs),
     /// Run one kernel directory natively (wasmtime or wgpu), check it against the reference and time it.
     Run(cli::run::RunArgs),
     /// Run the tuning service and kernel database (HTTP API, queue, dashboard).
@@ -38,6 +40,7 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => cli::bench::run(a),
         Cmd::Compile(a) => cli::compile::run(a),
         Cmd::Microbench(a) => cli::microbench::run(a),
+        Cmd::Model(a) => cli::model::run(a),
         Cmd::Run(a) => cli::run::run(a),
         Cmd::Serve(a) => cli::serve::run(a),
         Cmd::Space(a) => cli::space::run(a),

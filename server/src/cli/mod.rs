@@ -19,6 +19,7 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
 pub mod bench;
 pub mod compile;
 pub mod microbench;
+pub mod model;
 pub mod run;
 pub mod serve;
 pub mod space;

@@ -17,6 +17,9 @@ pub struct ServeArgs {
     /// sqlite://PATH (created on first start), a bare path, or postgres://USER@HOST:PORT/DB.
     #[arg(long, default_value = "sqlite://webtune.sqlite")]
     pub database_url: String,
+    /// The model store served at /v1/models (default: a `webtune-models` folder next to the SQLite file; ./webtune-models for PostgreSQL).
+    #[arg(long)]
+    pub models_dir: Option<std::path::PathBuf>,
     /// Distinct sessions that must vote for a kernel before it can win at a key.
     #[arg(long, default_value_t = 2)]
     pub quorum: usize,
@@ -66,6 +69,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             max_queues_per_session: Limits::default().max_queues_per_session,
         },
         cache_ttl: Duration::from_millis(a.cache_ttl_ms),
+        models_dir: Some(a.models_dir.unwrap_or_else(|| super::model::default_models_dir(&a.database_url))),
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(crate::http::serve(a.addr, &a.database_url, config))

@@ -19,6 +19,7 @@
 pub mod device;
 pub mod error;
 pub mod limits;
+mod models;
 mod plausible;
 mod pages;
 pub mod protocol;
@@ -87,11 +88,18 @@ pub struct Config {
     /// server invalidate it at once; reports to another server sharing the
     /// database are seen after at most this long.
     pub cache_ttl: std::time::Duration,
+    /// The model store served at `/v1/models`; `None` serves no models.
+    pub models_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { policy: VotePolicy::default(), limits: limits::Limits::default(), cache_ttl: std::time::Duration::from_millis(1000) }
+        Config {
+            policy: VotePolicy::default(),
+            limits: limits::Limits::default(),
+            cache_ttl: std::time::Duration::from_millis(1000),
+            models_dir: None,
+        }
     }
 }
 
@@ -547,6 +555,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/kernels/best", get(best))
         .route("/v1/kernels/{sha256}", get(kernel_bytes))
         .route("/v1/rho", get(rho::rho))
+        .route("/v1/models", get(models::list))
+        .route("/v1/models/{name}", get(models::manifest))
+        .route("/v1/models/{name}/blobs/{sha256}", get(models::blob))
+        .route("/v1/models/{name}/latency", post(models::latency))
+        .route("/v1/models/{name}/plan", get(models::plan))
         .route("/v1/openapi.json", get(pages::openapi))
         .route("/metrics", get(pages::metrics))
         .route("/healthz", get(healthz))

@@ -141,6 +141,7 @@ pub fn spec() -> serde_json::Value {
     let mut best_params = kind_params.as_array().cloned().unwrap_or_default();
     best_params.push(json!({"name": "device_key", "in": "query", "required": false, "schema": {"type": "string", "maxLength": 512}}));
     let session_param = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}});
+    let model_param = json!({"name": "name", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[a-z0-9]([a-z0-9.-]{0,62}[a-z0-9])?$"}});
     let mut queue_params = kind_params.as_array().cloned().unwrap_or_default();
     queue_params.insert(0, session_param.clone());
     json!({
@@ -166,6 +167,36 @@ pub fn spec() -> serde_json::Value {
                                       "content": {"application/wasm": {"schema": {"type": "string", "format": "binary"}},
                                                   "text/wgsl": {"schema": {"type": "string"}}}},
                               "304": {"description": "Not modified"}, "400": err, "404": err}}},
+            "/v1/models": {"get": {
+                "summary": "The model bundles this server serves (README, Models)",
+                "responses": {"200": {"description": "The store's models", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ModelList"}}}}}}},
+            "/v1/models/{name}": {"get": {
+                "summary": "A bundle's manifest (format 1): config, pooling, blobs and tensor layout; ETag is the quoted SHA-256 of these bytes, revalidate with If-None-Match",
+                "parameters": [model_param.clone(), {"name": "If-None-Match", "in": "header", "required": false, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "The manifest", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ModelManifest"}}}},
+                              "304": {"description": "Not modified"}, "404": err}}},
+            "/v1/models/{name}/blobs/{sha256}": {"get": {
+                "summary": "A blob the model's manifest lists (weights: little-endian f32; tokenizer: tokenizer.json), content-addressed and immutable, streamed",
+                "parameters": [model_param, {"name": "sha256", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9a-f]{64}$"}},
+                               {"name": "If-None-Match", "in": "header", "required": false, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "The bytes; ETag is the quoted hash",
+                                      "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+                                                  "application/json": {"schema": {"type": "object"}}}},
+                              "304": {"description": "Not modified"}, "400": err, "404": err}}},
+            "/v1/models/{name}/latency": {"post": {
+                "summary": "Report one model-level latency (one call of the model at a batch and padded length, on one target) measured in a session; the device keys come from the session",
+                "parameters": [model_param.clone()],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/LatencyRequest"}}}},
+                "responses": {"201": {"description": "Stored", "content": {"application/json": {"schema": {"type": "object", "required": ["id", "device_key"], "properties": {"id": {"type": "string"}, "device_key": {"type": "string"}}}}}},
+                              "400": err, "404": err, "413": err, "422": err, "429": err, "503": err}}},
+            "/v1/models/{name}/plan": {"get": {
+                "summary": "Which target (wasm or webgpu) runs the model faster on this device class (median per target over sessions, device → arch → vendor key), and the matrix products of one layer with their best-kernel lookups",
+                "parameters": [model_param.clone(),
+                               {"name": "device_key", "in": "query", "required": true, "schema": {"type": "string", "maxLength": 512}},
+                               {"name": "batch", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 1, "maximum": 256, "default": 1}},
+                               {"name": "seq_len", "in": "query", "required": false, "description": "padded tokens; default min(128, max_seq_length)", "schema": {"type": "integer", "minimum": 1}}],
+                "responses": {"200": {"description": "The plan; target is null with a reason when the measurements do not decide", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PlanResponse"}}}},
+                              "400": err, "404": err, "422": err}}},
             "/v1/sessions/{id}/queue": {"get": {
                 "summary": "Candidate queue as Server-Sent Events: `candidate` events (data: CandidateEvent JSON), then one `done` event (data: QueueDone JSON)",
                 "parameters": queue_params,
@@ -189,6 +220,34 @@ pub fn spec() -> serde_json::Value {
         },
         "components": {"schemas": {
             "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+            "ModelList": {"type": "object", "required": ["models"], "properties": {"models": {"type": "array", "items": {
+                "type": "object", "required": ["name", "architecture", "hidden_size", "layers", "max_seq_length", "manifest_sha256"], "properties": {
+                    "name": {"type": "string"}, "architecture": {"type": "string"}, "hidden_size": {"type": "integer"},
+                    "layers": {"type": "integer"}, "max_seq_length": {"type": "integer"}, "manifest_sha256": {"type": "string"}}}}}},
+            "LatencyRequest": {"type": "object", "required": ["session_id", "target", "batch", "seq_len", "median_ms", "runs"], "additionalProperties": false, "properties": {
+                "session_id": {"type": "string", "pattern": "^[0-9a-f]{32}$"}, "target": {"type": "string", "enum": ["wasm", "webgpu"]},
+                "batch": {"type": "integer", "minimum": 1, "maximum": 256}, "seq_len": {"type": "integer", "minimum": 1, "description": "padded tokens, at most the model's max_seq_length"},
+                "median_ms": {"type": "number", "exclusiveMinimum": 0, "maximum": 600000}, "runs": {"type": "integer", "minimum": 3, "maximum": 1000000}}},
+            "PlanResponse": {"type": "object", "required": ["model", "device_key", "batch", "seq_len", "target", "reason", "targets", "layers", "kernels"], "properties": {
+                "model": {"type": "string"}, "device_key": {"type": "string"}, "batch": {"type": "integer"}, "seq_len": {"type": "integer"},
+                "target": {"type": ["string", "null"], "enum": ["wasm", "webgpu", null]}, "reason": {"type": "string"},
+                "level": {"type": ["string", "null"], "enum": ["device", "arch", "vendor", null]}, "level_key": {"type": ["string", "null"]},
+                "targets": {"type": "array", "items": {"type": "object", "properties": {"target": {"type": "string"}, "median_ms": {"type": "number"},
+                    "sessions": {"type": "integer"}, "reports": {"type": "integer"}}}},
+                "layers": {"type": "integer"},
+                "kernels": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string", "enum": ["qkv", "scores", "context", "attn_out", "ffn_in", "ffn_out"]},
+                    "op": {"type": "string"}, "shape": {"type": "array", "items": {"type": "integer"}},
+                    "best": {"type": "object", "description": "GET /v1/kernels/best URL by target (wasm, webgpu)"}}}}}},
+            "ModelBlob": {"type": "object", "required": ["sha256", "bytes", "url"], "properties": {
+                "sha256": {"type": "string"}, "bytes": {"type": "integer"}, "url": {"type": "string"}}},
+            "ModelManifest": {"type": "object", "required": ["format", "name", "architecture", "config", "max_seq_length", "pooling", "normalize", "tokenizer", "weights", "tensors"], "properties": {
+                "format": {"type": "integer", "const": 1}, "name": {"type": "string"}, "architecture": {"type": "string", "enum": ["bert"]},
+                "config": {"type": "object", "description": "vocab_size, hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, max_position_embeddings, type_vocab_size, layer_norm_eps, hidden_act"},
+                "max_seq_length": {"type": "integer"}, "pooling": {"type": "string", "enum": ["mean", "cls"]}, "normalize": {"type": "boolean"},
+                "tokenizer": {"$ref": "#/components/schemas/ModelBlob"}, "weights": {"$ref": "#/components/schemas/ModelBlob"},
+                "tensors": {"type": "array", "items": {"type": "object", "required": ["name", "dtype", "shape", "offset"], "properties": {
+                    "name": {"type": "string"}, "dtype": {"type": "string", "enum": ["f32"]}, "shape": {"type": "array", "items": {"type": "integer"}},
+                    "offset": {"type": "integer", "description": "bytes into the weights blob, a multiple of 64"}}}}}},
             "SessionRequest": {"type": "object", "required": ["fingerprint"], "additionalProperties": false, "properties": {
                 // Every field is optional: browsers hide what they like.
                 // A field of another type is read as unknown, never refused.

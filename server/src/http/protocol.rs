@@ -142,6 +142,93 @@ pub struct ErrorBody {
     pub error: String,
 }
 
+/// `GET /v1/models`: the bundles in the model store.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ModelList {
+    pub models: Vec<ModelSummary>,
+}
+
+/// One bundle in `GET /v1/models`; its manifest is at `/v1/models/{name}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ModelSummary {
+    pub name: String,
+    pub architecture: String,
+    pub hidden_size: usize,
+    pub layers: usize,
+    pub max_seq_length: u32,
+    /// SHA-256 of the manifest's bytes: its ETag.
+    pub manifest_sha256: String,
+}
+
+/// `POST /v1/models/{name}/latency`: one model-level latency measured by a
+/// client. The device keys come from the session; a body that names one is
+/// refused (unknown field).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyRequest {
+    pub session_id: String,
+    /// `wasm` or `webgpu`.
+    pub target: String,
+    /// Texts per call.
+    #[serde(deserialize_with = "integral::u32")]
+    pub batch: u32,
+    /// Padded sequence length of the call, tokens ([CLS] and [SEP] included).
+    #[serde(deserialize_with = "integral::u32")]
+    pub seq_len: u32,
+    /// Median time of one call, milliseconds.
+    pub median_ms: f64,
+    /// Timed calls behind the median.
+    #[serde(deserialize_with = "integral::u32")]
+    pub runs: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LatencyResponse {
+    pub id: String,
+    pub device_key: String,
+}
+
+/// `GET /v1/models/{name}/plan?device_key=&batch=&seq_len=`
+#[derive(Clone, Debug, Deserialize)]
+pub struct PlanQuery {
+    pub device_key: Option<String>,
+    pub batch: Option<u32>,
+    pub seq_len: Option<u32>,
+}
+
+/// Which target runs the model faster on a device class, and the matrix
+/// products (kernels) one layer of it runs at this batch and length.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlanResponse {
+    pub model: String,
+    pub device_key: String,
+    pub batch: u32,
+    pub seq_len: u32,
+    /// `wasm`, `webgpu`, or null when the measurements do not say.
+    pub target: Option<String>,
+    /// Why this target (or why none).
+    pub reason: String,
+    /// The fallback level whose reports decided, when one did.
+    pub level: Option<Level>,
+    pub level_key: Option<String>,
+    /// Every target's latency at the deciding level (or the most specific
+    /// level with any report).
+    pub targets: Vec<webtune_kernel_db::plan::TargetLatency>,
+    pub layers: usize,
+    pub kernels: Vec<PlanKernel>,
+}
+
+/// One matrix product of a layer, with the lookup of its best kernel per target.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlanKernel {
+    /// `qkv`, `scores`, `context`, `attn_out`, `ffn_in` or `ffn_out`.
+    pub name: String,
+    pub op: String,
+    pub shape: Vec<u32>,
+    /// `GET /v1/kernels/best` URLs by model target (`wasm`, `webgpu`).
+    pub best: std::collections::BTreeMap<String, String>,
+}
+
 /// JSON has one number type: `2230.0` is the integer 2230 to JSON Schema and
 /// to JavaScript, so integer fields take any number with no fractional part
 /// that fits, and refuse the rest with serde's message.

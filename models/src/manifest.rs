@@ -1,0 +1,99 @@
+//! The bundle manifest, format 1 (README.md, "Models"): what the browser
+//! runtime reads to fetch and lay out a model. It is a file format, so it is
+//! `Serialize`; new fields get `#[serde(default)]`.
+
+use serde::{Deserialize, Serialize};
+
+/// The manifest format this crate writes and reads.
+pub const FORMAT: u32 = 1;
+
+/// A bundle's manifest, `models/{name}.json` in the store.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    pub name: String,
+    /// `bert`: the only family imported so far.
+    pub architecture: String,
+    pub config: BertConfig,
+    /// Longest input in tokens, [CLS] and [SEP] included; longer texts are truncated.
+    pub max_seq_length: u32,
+    pub pooling: Pooling,
+    /// Whether embeddings are L2-normalised.
+    pub normalize: bool,
+    /// The model's `tokenizer.json`, unchanged.
+    pub tokenizer: BlobRef,
+    /// One little-endian f32 blob holding every tensor.
+    pub weights: BlobRef,
+    pub tensors: Vec<TensorEntry>,
+}
+
+/// The model's dimensions, from its `config.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BertConfig {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    pub max_position_embeddings: usize,
+    pub type_vocab_size: usize,
+    pub layer_norm_eps: f64,
+    /// `gelu`: the exact GELU, x·Φ(x) through erf.
+    pub hidden_act: String,
+}
+
+/// How token vectors become one embedding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pooling {
+    /// The mean over the real (unmasked) tokens, [CLS] and [SEP] included.
+    Mean,
+    /// The [CLS] token's vector.
+    Cls,
+}
+
+/// A blob of the bundle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlobRef {
+    /// Hex SHA-256 of the bytes; the blob's name in the store.
+    pub sha256: String,
+    pub bytes: u64,
+    /// Where the server serves it: `/v1/models/{name}/blobs/{sha256}`.
+    pub url: String,
+}
+
+/// One tensor in the weights blob.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorEntry {
+    pub name: String,
+    /// `f32`, little-endian.
+    pub dtype: String,
+    /// Row-major.
+    pub shape: Vec<usize>,
+    /// Byte offset of the first element in the weights blob, a multiple of 64.
+    pub offset: u64,
+}
+
+impl TensorEntry {
+    /// Bytes of the tensor's data.
+    pub fn bytes(&self) -> u64 {
+        self.shape.iter().product::<usize>() as u64 * 4
+    }
+}
+
+impl Manifest {
+    /// The blob of this manifest named `sha256`, if it lists one.
+    pub fn blob(&self, sha256: &str) -> Option<&BlobRef> {
+        [&self.weights, &self.tokenizer].into_iter().find(|b| b.sha256 == sha256)
+    }
+
+    /// The tensor named `name`.
+    pub fn tensor(&self, name: &str) -> Option<&TensorEntry> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+}
+
+/// The URL of blob `sha256` of model `name`.
+pub(crate) fn blob_url(name: &str, sha256: &str) -> String {
+    format!("/v1/models/{name}/blobs/{sha256}")
+}
