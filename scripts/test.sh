@@ -40,6 +40,21 @@ export WEBTUNE_REQUIRE_PG=1
 log "cargo test"
 cargo test --workspace --all-features --no-fail-fast 2>&1
 
+# --- Under attack ------------------------------------------------------------
+# The adversarial suite (issue 23) already ran inside `cargo test` above
+# (server/tests/adversarial.rs: slow bodies, half-open connections, reports
+# that try to flag good kernels, cross-target sessions, fingerprint junk,
+# CORS, against a real `webtune serve` on loopback). The fuzz targets run
+# for a fixed budget each where cargo-fuzz and a nightly toolchain exist.
+if command -v cargo-fuzz >/dev/null 2>&1 && rustup toolchain list 2>/dev/null | grep -q nightly; then
+  log "fuzz targets, 20 s each"
+  for t in ir_parser schedule_decoder report_decoder; do
+    (cd fuzz && cargo +nightly fuzz run "$t" -- -max_total_time=20 2>&1 | tail -3)
+  done
+else
+  log "fuzz targets skipped: needs cargo-fuzz and a nightly toolchain (cargo install cargo-fuzz; rustup toolchain install nightly)"
+fi
+
 # --- Browser ---------------------------------------------------------------
 # The client runtime and demo are TypeScript built with esbuild; dist/ is
 # committed (webtune serve embeds it), so the build must reproduce it exactly.
