@@ -52,7 +52,7 @@ impl Origins {
 }
 
 fn origin(v: &str) -> Result<HeaderValue, String> {
-    let shown: String = v.chars().take(80).collect();
+    let shown = v.chars().take(80).collect::<String>().escape_debug().to_string();
     let bad = |why: &str| format!("--allow-origin `{shown}`: {why}; give an origin as a browser sends it, e.g. https://app.example or http://localhost:5173, or `*`");
     let Some((scheme, rest)) = v.split_once("://") else { return Err(bad("no scheme")) };
     if scheme != "http" && scheme != "https" {
