@@ -68,7 +68,10 @@ async fn honest(url: String, i: u8, until: Instant) -> (Vec<Duration>, usize) {
             }
         } else {
             let r = http.get(format!("{url}/v1/kernels/best")).query(&[("device_key", key.as_str()), ("op", "matmul"), ("shape", SHAPE), ("target", "wgsl")]).send().await;
-            matches!(r, Ok(r) if r.status() == 200 && r.bytes().await.is_ok())
+            match r {
+                Ok(r) if r.status() == 200 => r.bytes().await.is_ok(),
+                _ => false,
+            }
         };
         if ok {
             lat.push(t.elapsed());
