@@ -42,7 +42,11 @@ fn clap_error(e: &clap::Error) -> ExitCode {
         return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { ExitCode::FAILURE } else { ExitCode::SUCCESS };
     }
     let text = e.render().to_string();
-    let first = text.lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ");
+    // The first paragraph says what is wrong (a list of missing arguments
+    // runs on over indented lines); tips and usage follow a blank line.
+    let para: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+    let first = para.join(" ");
+    let first = first.trim_start_matches("error: ");
     // Quote at most a screen line of the input back.
     let first: String = if first.chars().count() > 200 { first.chars().take(200).collect::<String>() + "…" } else { first.to_string() };
     eprintln!("webtune: {first}; see webtune --help");
