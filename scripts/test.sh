@@ -55,6 +55,23 @@ eval "$(scripts/fetch-model.sh)"
 log "cargo test"
 cargo test --workspace --all-features --no-fail-fast -- --include-ignored 2>&1
 
+# --- Under attack ------------------------------------------------------------
+# The adversarial suite (issue 23) already ran inside `cargo test` above
+# (server/tests/adversarial.rs: slow bodies, half-open connections, reports
+# that try to flag good kernels, cross-target sessions, fingerprint junk,
+# CORS, against a real `webtune serve` on loopback). The fuzz targets'
+# sanitizer build takes over 10 minutes on two cores, so they run here only
+# when asked: WEBTUNE_FUZZ_SECONDS=20 ./scripts/test.sh (needs cargo-fuzz and
+# a nightly toolchain).
+if [ -n "${WEBTUNE_FUZZ_SECONDS:-}" ]; then
+  log "fuzz targets, ${WEBTUNE_FUZZ_SECONDS} s each"
+  for t in ir_parser schedule_decoder report_decoder; do
+    (cd fuzz && cargo +nightly fuzz run "$t" -- -max_total_time="$WEBTUNE_FUZZ_SECONDS" 2>&1 | tail -3)
+  done
+else
+  log "fuzz targets not run (set WEBTUNE_FUZZ_SECONDS to run each for that long)"
+fi
+
 # --- Browser ---------------------------------------------------------------
 # The client runtime and demo are TypeScript built with esbuild; dist/ is
 # committed (webtune serve embeds it), so the build must reproduce it exactly.

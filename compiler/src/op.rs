@@ -103,6 +103,8 @@ pub enum OpError {
     WrongRank { op: OpKind, expected: usize, names: String, got: usize },
     #[error("shape dimension `{0}` is not a positive integer")]
     BadDim(String),
+    #[error("shape dimension `{0}` is too large: each dimension must be below 2^32 = 4294967296")]
+    DimTooLarge(String),
     #[error("{op}: dimension {name} must be at least 1")]
     ZeroDim { op: OpKind, name: &'static str },
     #[error("matmul_q4: K = {0} must be a multiple of 32 (one scale per 32 weights)")]
@@ -211,7 +213,18 @@ pub fn parse_shape(s: &str) -> Result<Vec<u32>, OpError> {
     s.split(',')
         .map(|d| {
             let d = d.trim();
-            d.parse::<u32>().map_err(|_| OpError::BadDim(d.to_string()))
+            d.parse::<u32>().map_err(|_| {
+                // A whole number that does not fit is too large, not "not an
+                // integer"; and an error quotes at most 24 characters of the
+                // input, so a 300-digit dimension is not echoed back whole.
+                let shown = if d.chars().count() > 24 { d.chars().take(24).collect::<String>() + "…" } else { d.to_string() };
+                let digits = d.trim_start_matches('+');
+                if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                    OpError::DimTooLarge(shown)
+                } else {
+                    OpError::BadDim(shown)
+                }
+            })
         })
         .collect()
 }
@@ -229,6 +242,9 @@ mod tests {
         assert!(matches!(Op::parse("matmul", "1,2"), Err(OpError::WrongRank { .. })));
         assert!(matches!(Op::parse("matmul", "1,0,2"), Err(OpError::ZeroDim { name: "K", .. })));
         assert!(matches!(Op::parse("matmul", "1,-2,2"), Err(OpError::BadDim(_))));
+        assert!(matches!(Op::parse("matmul", "1,4294967296,2"), Err(OpError::DimTooLarge(_))));
+        let long = Op::parse("matmul", &format!("1,{},2", "9".repeat(300))).unwrap_err().to_string();
+        assert!(long.contains("below 2^32") && long.len() < 120, "{long}");
         assert!(matches!(Op::parse("matmul_q4", "1,48,2"), Err(OpError::Q4K(48))));
         assert!(matches!(
             Op::parse("matmul", "2147483648,2,2"),

@@ -20,6 +20,7 @@ fn migrator() -> Migrator {
             m(1, "kernel db", include_str!("../../migrations/0001_kernel_db.sql")),
             m(2, "robust votes", include_str!("../../migrations/0002_robust_votes.sql")),
             m(3, "model latency", include_str!("../../migrations/0003_model_latency.sql")),
+            m(4, "flag tickets", include_str!("../../migrations/0004_flag_tickets.sql")),
         ]),
         ..Migrator::DEFAULT
     }

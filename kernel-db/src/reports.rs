@@ -58,11 +58,7 @@ impl Db {
             if kind != report.kind {
                 return Err(DbError::WrongKind { kernel: e.kernel_sha256.clone(), is: kind, reported: report.kind.clone() });
             }
-            let used = sqlx::query("SELECT report_id FROM measurements WHERE ticket = $1")
-                .bind(&e.ticket)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if used.is_some() {
+            if ticket_used(&mut tx, &e.ticket).await? {
                 return Err(DbError::TicketReused(e.kernel_sha256.clone()));
             }
         }
@@ -101,7 +97,7 @@ impl Db {
             .await?;
         }
         for e in report.entries.iter().filter(|e| !e.output_ok) {
-            insert_flag(&mut tx, &e.kernel_sha256, &report.kind, keys, &report.session_id, "client-check", now).await?;
+            insert_flag(&mut tx, &e.kernel_sha256, &report.kind, keys, &report.session_id, None, "client-check", now).await?;
         }
         let mut winners = Vec::new();
         for level in Level::STORED {
@@ -255,16 +251,38 @@ impl Db {
         Ok(out)
     }
 
+    /// Whether `ticket` was already quoted by a measurement or a flag.
+    /// Advisory (the answer may change before the caller acts on it):
+    /// [`Db::record_report`] and [`Db::flag`] check again in their
+    /// transactions. The server asks first so that a used ticket is refused
+    /// before any of its entry's other checks.
+    pub async fn ticket_used(&self, ticket: &str) -> Result<bool> {
+        let mut conn = self.pool.acquire().await?;
+        for sql in ["SELECT 1 AS one FROM measurements WHERE ticket = $1", "SELECT 1 AS one FROM flags WHERE ticket = $1"] {
+            if sqlx::query(sql).bind(ticket).fetch_optional(&mut *conn).await?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Flags `kernel` as wrong on the device of `keys` (the server's own
     /// recomputation disagreed with a client's samples), then re-elects the
     /// winners of every space at the three keys, so a kernel flagged by a
-    /// quorum of sessions stops winning at once.
-    pub async fn flag(&self, kernel: &str, kind: &KernelKind, keys: &DeviceKeys, session_id: &str, reason: &str, policy: &VotePolicy) -> Result<()> {
+    /// quorum of sessions stops winning at once. The flag consumes `ticket`,
+    /// the one the samples were sent under: a ticket already used by a
+    /// measurement or a flag is refused with [`DbError::TicketReused`], so
+    /// one ticket flags at most once and never after it voted.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn flag(&self, kernel: &str, kind: &KernelKind, keys: &DeviceKeys, session_id: &str, ticket: &str, reason: &str, policy: &VotePolicy) -> Result<()> {
         let now = now_ms();
         let _w = self.write.lock().await;
         let mut tx = self.pool.begin().await?;
         self.serialise_writers(&mut tx).await?;
-        insert_flag(&mut tx, kernel, kind, keys, session_id, reason, now).await?;
+        if ticket_used(&mut tx, ticket).await? {
+            return Err(DbError::TicketReused(kernel.to_string()));
+        }
+        insert_flag(&mut tx, kernel, kind, keys, session_id, Some(ticket), reason, now).await?;
         for level in Level::STORED {
             let key = keys.key(level).unwrap_or_default();
             let space: Option<String> = sqlx::query(
@@ -303,18 +321,30 @@ impl Db {
     }
 }
 
+/// Whether a measurement or a flag already quoted `ticket`.
+async fn ticket_used(tx: &mut sqlx::Transaction<'_, Any>, ticket: &str) -> Result<bool> {
+    for sql in ["SELECT 1 AS one FROM measurements WHERE ticket = $1", "SELECT 1 AS one FROM flags WHERE ticket = $1"] {
+        if sqlx::query(sql).bind(ticket).fetch_optional(&mut **tx).await?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn insert_flag(
     tx: &mut sqlx::Transaction<'_, Any>,
     kernel: &str,
     kind: &KernelKind,
     keys: &DeviceKeys,
     session_id: &str,
+    ticket: Option<&str>,
     reason: &str,
     now: i64,
 ) -> Result<()> {
     sqlx::query(
-        "INSERT INTO flags (kernel_sha256, op, shape, target, device_key, arch_key, vendor_key, session_id, reason, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        "INSERT INTO flags (kernel_sha256, op, shape, target, device_key, arch_key, vendor_key, session_id, reason, created_at, ticket) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
     .bind(kernel)
     .bind(&kind.op)
@@ -326,6 +356,7 @@ async fn insert_flag(
     .bind(session_id)
     .bind(reason)
     .bind(now)
+    .bind(ticket)
     .execute(&mut **tx)
     .await?;
     Ok(())

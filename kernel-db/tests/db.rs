@@ -126,9 +126,17 @@ async fn votes_and_fallback(db: Db) {
     bad.entries[0].output_ok = false;
     db.record_report(&bad, &k1, &POLICY).await.unwrap();
     assert_eq!(db.flags_for(&c, &kind(), &k1.device_key).await.unwrap(), 1);
-    db.flag(&b, &kind(), &k1, &s1, "server-check", &POLICY).await.unwrap();
+    db.flag(&b, &kind(), &k1, &s1, "flag-ticket-1", "server-check", &POLICY).await.unwrap();
     assert_eq!(db.best(&kind(), &k1, Some("sp")).await.unwrap().unwrap().winner.kernel_sha256, b, "one flag is not enough");
-    db.flag(&b, &kind(), &k1, &s2, "server-check", &POLICY).await.unwrap();
+    db.flag(&b, &kind(), &k1, &s2, "flag-ticket-2", "server-check", &POLICY).await.unwrap();
+    // A ticket flags once, and one already spent on a measurement never flags.
+    assert!(matches!(db.flag(&b, &kind(), &k1, &s2, "flag-ticket-2", "server-check", &POLICY).await, Err(webtune_kernel_db::DbError::TicketReused(_))));
+    assert!(matches!(
+        db.flag(&c, &kind(), &k1, &s1, &bad.entries[0].ticket, "server-check", &POLICY).await,
+        Err(webtune_kernel_db::DbError::TicketReused(_))
+    ));
+    assert!(db.ticket_used("flag-ticket-2").await.unwrap());
+    assert!(!db.ticket_used("never-issued").await.unwrap());
     assert_eq!(
         db.best(&kind(), &k1, Some("sp")).await.unwrap().unwrap().winner.kernel_sha256,
         b,
@@ -136,7 +144,7 @@ async fn votes_and_fallback(db: Db) {
     );
     for _ in 0..2 {
         let s = session(&db, &k1).await;
-        db.flag(&b, &kind(), &k1, &s, "server-check", &POLICY).await.unwrap();
+        db.flag(&b, &kind(), &k1, &s, &format!("flag-ticket-{s}"), "server-check", &POLICY).await.unwrap();
     }
     assert_eq!(db.flags_for(&b, &kind(), &k1.device_key).await.unwrap(), 4);
     assert_eq!(db.best(&kind(), &k1, Some("sp")).await.unwrap().unwrap().winner.kernel_sha256, a, "as many flags as votes exclude b");

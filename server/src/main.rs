@@ -34,8 +34,32 @@ enum Cmd {
     Space(cli::space::SpaceArgs),
 }
 
+/// Help and version go to stdout as clap writes them; every other argument
+/// error is one line on stderr and status 1, like every other error of the
+/// tool (clap's own text is several lines and status 2).
+fn clap_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+        let _ = e.print();
+        return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+    }
+    let text = e.render().to_string();
+    // The first paragraph says what is wrong (a list of missing arguments
+    // runs on over indented lines); tips and usage follow a blank line.
+    let para: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+    let first = para.join(" ");
+    let first = first.trim_start_matches("error: ");
+    // Quote at most a screen line of the input back.
+    let first: String = if first.chars().count() > 200 { first.chars().take(200).collect::<String>() + "…" } else { first.to_string() };
+    eprintln!("webtune: {first}; see webtune --help");
+    ExitCode::FAILURE
+}
+
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => return clap_error(&e),
+    };
     let result = match args.cmd {
         Cmd::Bench(a) => cli::bench::run(a),
         Cmd::Compile(a) => cli::compile::run(a),

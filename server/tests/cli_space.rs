@@ -92,6 +92,12 @@ fn bad_input_is_one_line_and_non_zero() {
         (&["--op", "matmul", "--shape", "4,4,4", "--target", "cuda", "--device", "h100"], "unknown target `cuda`"),
         (&["--op", "matmul", "--shape", "4,4,4", "--target", "wasm", "--device", "no-such-device"], "neither a file nor a preset"),
         (&["--op", "matmul", "--shape", "4,4,4", "--target", "wgsl", "--device", "h100", "--settings", "/nonexistent/s.json"], "reading settings file"),
+        // Issue 23: clap's own errors, huge dimensions and endless files.
+        (&["--op", "matmul", "--shape", "-1,4,4", "--target", "wasm", "--device", "h100"], "not a positive integer"),
+        (&["--op", "matmul", "--shape", "4,4,4", "--target", "wasm"], "--device"),
+        (&["--op", "matmul", "--shape", "4,4,4", "--target", "wasm", "--device", "h100", "--bogus"], "--bogus"),
+        (&["--op", "matmul", "--shape", "4,4294967296,4", "--target", "wasm", "--device", "h100"], "below 2^32"),
+        (&["--op", "matmul", "--shape", "4,4,4", "--target", "wasm", "--device", "/dev/zero"], "larger than 1024 KiB"),
     ];
     for (args, want) in cases {
         let mut full = vec!["space"];
@@ -100,7 +106,24 @@ fn bad_input_is_one_line_and_non_zero() {
         assert!(!ok, "{args:?} should fail");
         assert!(err.contains(want), "{args:?}: stderr was {err:?}");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: not one line: {err:?}");
+        assert!(err.len() < 400, "{args:?}: {} bytes of error", err.len());
     }
+    // Exit status 1 for argument errors too (clap's own is 2).
+    let out = Command::new(env!("CARGO_BIN_EXE_webtune")).args(["space", "--nope"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let huge = format!("4,{},4", "9".repeat(300));
+    let (_, _, err) = webtune(&["space", "--op", "matmul", "--shape", &huge, "--target", "wasm", "--device", "h100"]);
+    assert!(!err.contains(&"9".repeat(40)), "the number was echoed back: {err}");
+}
+
+#[test]
+fn space_reads_a_session_body_as_its_fingerprint() {
+    let dir = std::env::temp_dir().join(format!("webtune-body-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("body.json");
+    std::fs::write(&f, r#"{"fingerprint": {"adapter": {"vendor": "nvidia", "architecture": "hopper", "device": "h100"}}}"#).unwrap();
+    let st = stats(&["--op", "matmul", "--shape", "64,64,64", "--target", "wgsl", "--device", f.to_str().unwrap()]);
+    assert_eq!(st["device_key"], "gpu-nvidia/hopper/h100/-");
 }
 
 #[test]

@@ -12,7 +12,7 @@ pub struct CompileArgs {
     #[arg(long)]
     pub op: String,
     /// Comma-separated dimensions, e.g. 384,768,768 (M,K,N) or 12,384,384,64 (B,M,K,N).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub shape: String,
     /// wasm or wgsl.
     #[arg(long)]
@@ -34,7 +34,7 @@ pub fn run(a: CompileArgs) -> Result<()> {
     let schedule = match (&a.config, a.default) {
         (Some(c), _) => {
             let text = match c.strip_prefix('@') {
-                Some(path) => std::fs::read_to_string(path).with_context(|| format!("reading schedule file {path}"))?,
+                Some(path) => crate::cli::read_input(std::path::Path::new(path), "schedule file")?,
                 None => c.clone(),
             };
             Schedule::from_json(&text).map_err(anyhow::Error::msg)?

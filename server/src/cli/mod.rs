@@ -11,6 +11,24 @@ pub fn out(line: impl std::fmt::Display) -> std::io::Result<()> {
     stdout.flush()
 }
 
+/// Largest input file the CLI reads (a schedule, fingerprint or settings
+/// file is a few KiB): `--config @/dev/zero` must be an error, not 12 GB.
+pub const MAX_INPUT: u64 = 1 << 20;
+
+/// Reads the text file `path` (`what` names it in errors) of at most
+/// [`MAX_INPUT`] bytes, without reading further than that.
+pub fn read_input(path: &std::path::Path, what: &str) -> anyhow::Result<String> {
+    use std::io::Read as _;
+    use anyhow::Context as _;
+    let f = std::fs::File::open(path).with_context(|| format!("reading {what} {}", path.display()))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_INPUT + 1).read_to_end(&mut bytes).with_context(|| format!("reading {what} {}", path.display()))?;
+    if bytes.len() as u64 > MAX_INPUT {
+        anyhow::bail!("{what} {} is larger than {} KiB; give a JSON file", path.display(), MAX_INPUT / 1024);
+    }
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{what} {} is not UTF-8 text; give a JSON file", path.display()))
+}
+
 /// Whether `e` comes from writing to a closed stdout.
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))

@@ -6,6 +6,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
+use crate::http::conn::ConnLimits;
+use crate::http::cors::Origins;
 use crate::http::limits::Limits;
 use crate::http::Config;
 
@@ -44,6 +46,21 @@ pub struct ServeArgs {
     /// Milliseconds a best-kernel answer may be cached (other servers' reports show after this).
     #[arg(long, default_value_t = 1000)]
     pub cache_ttl_ms: u64,
+    /// Milliseconds a connection has to send a request's headers (also the longest a keep-alive connection may idle).
+    #[arg(long, default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+    /// Milliseconds a request has, body included, before it is answered 408.
+    #[arg(long, default_value_t = 10_000)]
+    pub request_timeout_ms: u64,
+    /// Connections open at once from one client address; more are closed on arrival.
+    #[arg(long, default_value_t = 64)]
+    pub max_connections_per_address: usize,
+    /// Connections open at once in all (keep it under `ulimit -n`).
+    #[arg(long, default_value_t = 900)]
+    pub max_connections: usize,
+    /// An origin (https://app.example) whose pages may call the API; repeatable; `*` for any. Default: none beyond the server's own.
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
@@ -59,6 +76,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
     if a.rate_per_address <= 0.0 || a.rate_per_session <= 0.0 || a.max_in_flight == 0 || a.max_queues == 0 {
         bail!("rates and limits must be positive");
     }
+    if a.header_timeout_ms == 0 || a.request_timeout_ms == 0 || a.max_connections == 0 || a.max_connections_per_address == 0 {
+        bail!("--header-timeout-ms, --request-timeout-ms, --max-connections and --max-connections-per-address must be positive");
+    }
+    let cors = Origins::parse(&a.allow_origin).map_err(anyhow::Error::msg)?;
     let config = Config {
         policy: webtune_kernel_db::VotePolicy { quorum: a.quorum, min_margin: a.min_margin, vote_margin: a.vote_margin },
         limits: Limits {
@@ -70,6 +91,13 @@ pub fn run(a: ServeArgs) -> Result<()> {
         },
         cache_ttl: Duration::from_millis(a.cache_ttl_ms),
         models_dir: Some(a.models_dir.unwrap_or_else(|| super::model::default_models_dir(&a.database_url))),
+        connections: ConnLimits {
+            header_timeout: Duration::from_millis(a.header_timeout_ms),
+            request_timeout: Duration::from_millis(a.request_timeout_ms),
+            per_address: a.max_connections_per_address,
+            total: a.max_connections,
+        },
+        cors,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(crate::http::serve(a.addr, &a.database_url, config))

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Args;
 use webtune_compiler::{Op, Target};
 use webtune_tuner::{Device, Fingerprint, Settings, lite_space, presets};
@@ -13,7 +13,7 @@ pub struct SpaceArgs {
     #[arg(long)]
     pub op: String,
     /// Comma-separated dimensions, e.g. 384,768,768 (M,K,N) or 12,384,384,64 (B,M,K,N).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub shape: String,
     /// wasm or wgsl.
     #[arg(long)]
@@ -38,8 +38,15 @@ pub(crate) fn fingerprint(device: &str) -> Result<Fingerprint> {
     if !path.exists() {
         bail!("--device `{device}` is neither a file nor a preset ({})", presets::names().join(", "));
     }
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading fingerprint file {device}"))?;
-    Fingerprint::from_json(&text).map_err(|e| anyhow::anyhow!("{device}: {e}"))
+    let text = crate::cli::read_input(path, "fingerprint file")?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{device}: fingerprint JSON: {e}"))?;
+    // A body of `POST /v1/sessions`, `{"fingerprint": {...}}`, is taken for
+    // the fingerprint it holds (it used to read as an empty fingerprint).
+    let v = match v.as_object() {
+        Some(o) if o.len() == 1 && o.contains_key("fingerprint") => o["fingerprint"].clone(),
+        _ => v,
+    };
+    Fingerprint::from_value(&v).map_err(|e| anyhow::anyhow!("{device}: {e}"))
 }
 
 pub fn run(a: SpaceArgs) -> Result<()> {
@@ -53,7 +60,7 @@ pub fn run(a: SpaceArgs) -> Result<()> {
     let settings = match &a.settings {
         None => Settings::builtin(target),
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading settings file {}", path.display()))?;
+            let text = crate::cli::read_input(path, "settings file")?;
             let (s, ignored) = Settings::from_microbench_json(&text).map_err(anyhow::Error::msg)?;
             if s.target != target {
                 bail!("settings file {} is for target {}, not {target}", path.display(), s.target);

@@ -19,7 +19,7 @@ pub struct TuneArgs {
     #[arg(long)]
     pub op: String,
     /// Comma-separated dimensions, e.g. 384,768,768.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub shape: String,
     /// wasm or wgsl.
     #[arg(long)]
@@ -140,7 +140,7 @@ mod native {
             Target::Wgsl => Runner::Gpu(Box::new(Gpu::new()?)),
         };
         let fingerprint: Value = match &a.fingerprint {
-            Some(p) => serde_json::from_slice(&std::fs::read(p).with_context(|| format!("reading {}", p.display()))?)
+            Some(p) => serde_json::from_str(&crate::cli::read_input(p, "fingerprint file")?)
                 .with_context(|| format!("{} is not JSON", p.display()))?,
             None => match &runner {
                 Runner::Wasm(_) => cpu_fingerprint(),

@@ -43,6 +43,54 @@ pub fn keys_for(fp: &serde_json::Value) -> Result<DeviceKeys, String> {
     fp.keys().map(to_db).map_err(|e| e.to_string())
 }
 
+/// The target a session of these keys tunes: `gpu-` keys are WGSL devices,
+/// `cpu-` keys Wasm ones (`webtune_tuner::fingerprint`'s key rule).
+pub fn target_of(keys: &DeviceKeys) -> Option<Target> {
+    if keys.device_key.starts_with("gpu-") {
+        Some(Target::Wgsl)
+    } else if keys.device_key.starts_with("cpu-") {
+        Some(Target::Wasm)
+    } else {
+        None
+    }
+}
+
+/// Longest string kept in a stored fingerprint, bytes.
+pub const STORED_STR: usize = 128;
+/// Most items kept of a stored fingerprint's list (`features`).
+pub const STORED_ITEMS: usize = 64;
+
+/// The fingerprint as the server stores and shows it: the fields the tuner
+/// knows (`webtune_tuner::Fingerprint`, re-serialised), each string cut to
+/// [`STORED_STR`] bytes and each list to [`STORED_ITEMS`] items. Unknown
+/// fields are dropped, as README promises, so a client cannot park 64 KB of
+/// its own text in the devices table or on the dashboard. Canonical text:
+/// the same fingerprint always stores the same bytes.
+pub fn stored_fingerprint(fp: &serde_json::Value) -> Result<String, String> {
+    let fp = Fingerprint::from_value(fp).map_err(|e| e.to_string())?;
+    let mut v = serde_json::to_value(&fp).map_err(|e| e.to_string())?;
+    bound(&mut v);
+    serde_json::to_string(&v).map_err(|e| e.to_string())
+}
+
+fn bound(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) if s.len() > STORED_STR => {
+            let mut end = STORED_STR;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            s.truncate(end);
+        }
+        serde_json::Value::Array(a) => {
+            a.truncate(STORED_ITEMS);
+            a.iter_mut().for_each(bound);
+        }
+        serde_json::Value::Object(m) => m.values_mut().for_each(bound),
+        _ => {}
+    }
+}
+
 /// The keys implied by a device key alone (for lookups from devices this
 /// server has not seen): its `/`-separated prefixes, the fallback chain
 /// device → arch → vendor → portable default.
@@ -83,6 +131,29 @@ mod tests {
         assert_eq!(partial.device_key, "gpu-x/unknown/unknown/-");
         assert!(keys_for(&serde_json::json!({"vendor": "x", "architecture": "y", "device": "z", "rho": "12"})).is_err());
         assert!(keys_for(&serde_json::json!("nvidia")).is_err());
+    }
+
+    #[test]
+    fn stored_fingerprints_keep_known_fields_only_and_bounded() {
+        let fp = serde_json::json!({
+            "target": "wgsl",
+            "adapter": {"vendor": "nvidia", "architecture": "hopper", "description": "d".repeat(5000), "junk": "x".repeat(60_000)},
+            "features": (0..1000).map(|i| format!("f{i}")).collect::<Vec<_>>(),
+            "unknownField": "y".repeat(60_000),
+            "rho": "101"
+        });
+        let text = stored_fingerprint(&fp).unwrap();
+        assert!(text.len() < 2000, "{} bytes stored", text.len());
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(v.get("unknownField").is_none() && v["adapter"].get("junk").is_none());
+        assert_eq!(v["adapter"]["vendor"], "nvidia");
+        assert_eq!(v["rho"], "101");
+        assert_eq!(v["adapter"]["description"].as_str().unwrap().len(), STORED_STR);
+        assert_eq!(v["features"].as_array().unwrap().len(), STORED_ITEMS);
+        // The keys come from the same fingerprint, whatever was dropped.
+        assert_eq!(keys_for(&fp).unwrap().device_key, "gpu-nvidia/hopper/".to_string() + &"d".repeat(48) + "/101");
+        assert_eq!(target_of(&keys_for(&fp).unwrap()), Some(Target::Wgsl));
+        assert_eq!(target_of(&keys_for(&serde_json::json!({"target": "wasm"})).unwrap()), Some(Target::Wasm));
     }
 
     #[test]

@@ -127,7 +127,13 @@ impl Drop for Slot {
 
 /// Middleware: a bound on requests in flight, and a per-address rate for
 /// writes (every POST, and the queue, which compiles).
+/// `/healthz` is exempt from both: it must answer while the server is at
+/// its limits (it costs one database ping), so that an orchestrator does
+/// not restart a server that is merely busy.
 pub async fn admit(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    if req.uri().path() == "/healthz" {
+        return next.run(req).await;
+    }
     let Some(_slot) = Slot::try_take(&app.in_flight, app.config.limits.max_in_flight) else {
         app.metrics.overloaded.fetch_add(1, Ordering::Relaxed);
         return overloaded("the server is at its limit of requests in flight");

@@ -16,6 +16,8 @@
 //! - A report is acknowledged (200) only after its transaction committed.
 //! - Compilation runs on the rayon pool, never on a tokio worker.
 
+pub mod conn;
+pub mod cors;
 pub mod device;
 pub mod error;
 pub mod limits;
@@ -77,6 +79,7 @@ pub struct Metrics {
     pub implausible_rejected: AtomicU64,
     /// Stored winners whose kernel metadata did not parse as a schedule.
     pub unreadable_winners: AtomicU64,
+    pub connections_refused: AtomicU64,
 }
 
 /// How a server runs: vote policy, admission limits, cache lifetime.
@@ -90,6 +93,10 @@ pub struct Config {
     pub cache_ttl: std::time::Duration,
     /// The model store served at `/v1/models`; `None` serves no models.
     pub models_dir: Option<std::path::PathBuf>,
+    /// Timeouts and caps on connections.
+    pub connections: conn::ConnLimits,
+    /// Origins other than the server's own whose pages may call the API.
+    pub cors: cors::Origins,
 }
 
 impl Default for Config {
@@ -99,6 +106,8 @@ impl Default for Config {
             limits: limits::Limits::default(),
             cache_ttl: std::time::Duration::from_millis(1000),
             models_dir: None,
+            connections: conn::ConnLimits::default(),
+            cors: cors::Origins::default(),
         }
     }
 }
@@ -128,6 +137,8 @@ pub struct App {
     pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
     /// Candidate queues streaming.
     pub queues: Arc<std::sync::atomic::AtomicUsize>,
+    /// Connections open, per address and in all.
+    pub open: Arc<conn::Open>,
     /// Candidate queues streaming, per session.
     pub session_queues: Mutex<HashMap<String, Arc<std::sync::atomic::AtomicUsize>>>,
     /// (op, shape, target, schedule JSON) → compiled kernel.
@@ -161,6 +172,7 @@ impl App {
             per_session: limits::Buckets::with_burst(config.limits.per_session_per_min, config.limits.per_session_burst()),
             in_flight: Arc::default(),
             queues: Arc::default(),
+            open: Arc::default(),
             session_queues: Mutex::new(HashMap::new()),
             config,
             compiled: Mutex::new(HashMap::new()),
@@ -283,8 +295,8 @@ async fn session_of(app: &App, id: &str) -> ApiResult<webtune_kernel_db::Session
 async fn create_session(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
     let req: SessionRequest = json_body(body)?;
     let keys = device::keys_for(&req.fingerprint).map_err(ApiError::unprocessable)?;
-    // serde_json's maps are sorted, so this text is canonical.
-    let canonical = serde_json::to_string(&req.fingerprint).map_err(ApiError::internal)?;
+    // Known fields only, bounded (README: unknown fields are ignored).
+    let canonical = device::stored_fingerprint(&req.fingerprint).map_err(ApiError::unprocessable)?;
     let fp_sha = app.db.upsert_device(&canonical, &keys).await?;
     let s = app.db.create_session(&fp_sha, &keys).await?;
     app.metrics.sessions.fetch_add(1, Ordering::Relaxed);
@@ -421,6 +433,7 @@ async fn record(app: &App, id: &str, body: Result<Bytes, BytesRejection>) -> Api
     }
     let req: ReportRequest = json_body(body)?;
     let (op, target) = parse_kind(&req.op, &req.shape, &req.target)?;
+    let kind = kind_of(&op, target);
     let n = req.entries.len();
     if n == 0 || n > webtune_kernel_db::MAX_TOP_N {
         return Err(ApiError::unprocessable(format!(
@@ -428,9 +441,20 @@ async fn record(app: &App, id: &str, body: Result<Bytes, BytesRejection>) -> Api
             webtune_kernel_db::MAX_TOP_N
         )));
     }
+    if let Some(own) = device::target_of(&session.keys)
+        && own != target
+    {
+        return Err(wrong_target(&session.keys.device_key, own, target));
+    }
+    // The checks run in this order, each over every entry before the next:
+    // form, ticket (signature, expiry, and the op, shape and target it was
+    // issued for), single use, times, and only then the output samples. So
+    // a report can flag a kernel only through a fresh ticket of this
+    // session, and only for the kind of kernel the ticket names: the
+    // samples are recomputed for the ticket's op and shape, never the
+    // report's.
     let now = unix_now();
-    let mut space: Option<String> = None;
-    let mut entries = Vec::with_capacity(n);
+    let mut claims: Vec<ticket::TicketClaims> = Vec::with_capacity(n);
     for (i, e) in req.entries.iter().enumerate() {
         let at = format!("entries[{i}]");
         if !is_hex(&e.sha256, 64) {
@@ -439,6 +463,36 @@ async fn record(app: &App, id: &str, body: Result<Bytes, BytesRejection>) -> Api
         if req.entries[..i].iter().any(|p| p.sha256 == e.sha256) {
             return Err(ApiError::unprocessable(format!("{at}: kernel {} is listed twice", e.sha256)));
         }
+        if e.ticket.len() > 512 {
+            return Err(ApiError::unprocessable(format!("{at}.ticket is too long")));
+        }
+        let c = app
+            .signer
+            .verify(&e.ticket, id, &e.sha256, now)
+            .map_err(|t| ApiError::new(StatusCode::FORBIDDEN, format!("{at}.ticket {t}")))?;
+        if c.kind != kind {
+            return Err(ApiError::unprocessable(format!(
+                "{at}: its ticket was issued for {} {} on {}, but the report is for {} {} on {}; \
+                 report each queue's kernels with the op, shape and target of that queue",
+                c.kind.op, c.kind.shape, c.kind.target, kind.op, kind.shape, kind.target
+            )));
+        }
+        if let Some(first) = claims.first()
+            && first.space_checksum != c.space_checksum
+        {
+            return Err(ApiError::unprocessable(format!(
+                "{at} comes from another candidate space than entries[0]; report each queue separately"
+            )));
+        }
+        claims.push(c);
+    }
+    for e in &req.entries {
+        if app.db.ticket_used(&e.ticket).await? {
+            return Err(webtune_kernel_db::DbError::TicketReused(e.sha256.clone()).into());
+        }
+    }
+    for (i, e) in req.entries.iter().enumerate() {
+        let at = format!("entries[{i}]");
         if !(e.median_us.is_finite() && e.median_us > 0.0 && e.median_us < 3.6e9) {
             return Err(ApiError::unprocessable(format!("{at}.median_us must be a positive number of microseconds, got {}", e.median_us)));
         }
@@ -455,57 +509,45 @@ async fn record(app: &App, id: &str, body: Result<Bytes, BytesRejection>) -> Api
         if i > 0 && e.output_ok && req.entries[i - 1].output_ok && e.median_us < req.entries[i - 1].median_us {
             return Err(ApiError::unprocessable(format!("{at}: entries must be ordered fastest first (by median_us)")));
         }
-        if e.ticket.len() > 512 {
-            return Err(ApiError::unprocessable(format!("{at}.ticket is too long")));
+    }
+    for (i, (e, c)) in req.entries.iter().zip(&claims).enumerate() {
+        let at = format!("entries[{i}]");
+        if !e.output_ok {
+            continue;
         }
-        let claims = app
-            .signer
-            .verify(&e.ticket, id, &e.sha256, now)
-            .map_err(|t| ApiError::new(StatusCode::FORBIDDEN, format!("{at}.ticket {t}")))?;
-        if e.output_ok {
-            if let Err((pos, err)) = webtune_compiler::reference::check_samples(&op, claims.seed, &e.samples) {
-                app.metrics.samples_rejected.fetch_add(1, Ordering::Relaxed);
-                let n = webtune_compiler::reference::check_positions(&op, claims.seed).len();
-                if e.samples.len() != n {
-                    return Err(ApiError::unprocessable(format!(
-                        "{at}.samples must hold the {n} output values at the candidate's `check` positions, from a run on the ticket's seed; got {}",
-                        e.samples.len()
-                    )));
-                }
-                // The values are wrong: the kernel miscomputes on this device
-                // (or the client lies). Flag it; a quorum of flags excludes it.
-                app.db
-                    .flag(&e.sha256, &kind_of(&op, target), &session.keys, &session.id, &format!("server-check: output {pos} off by {err:e}"), &app.config.policy)
-                    .await?;
-                return Err(ApiError::unprocessable(format!(
-                    "{at}.samples disagree with the server's recomputation at output {pos} (norm-scaled error {err:.1e}): \
-                     the kernel's output is wrong on this device, or it was not run on the inputs of the ticket's seed; \
-                     the kernel is flagged for this device"
-                )));
-            }
+        let Err((pos, err)) = webtune_compiler::reference::check_samples(&op, c.seed, &e.samples) else { continue };
+        app.metrics.samples_rejected.fetch_add(1, Ordering::Relaxed);
+        let want = webtune_compiler::reference::check_positions(&op, c.seed).len();
+        if e.samples.len() != want {
+            return Err(ApiError::unprocessable(format!(
+                "{at}.samples must hold the {want} output values at the candidate's `check` positions, from a run on the ticket's seed; got {}",
+                e.samples.len()
+            )));
         }
-        match &space {
-            Some(s) if *s != claims.space_checksum => {
-                return Err(ApiError::unprocessable(format!(
-                    "{at} comes from another candidate space than entries[0]; report each queue separately"
-                )));
-            }
-            _ => space = Some(claims.space_checksum),
-        }
-        entries.push(NewMeasurement {
+        // The values are wrong: the kernel miscomputes on this device (or
+        // the client lies). Flag it, spending the ticket; a quorum of flags
+        // excludes it.
+        let reason = format!("server-check: output {pos} off by {err:e}");
+        app.db.flag(&e.sha256, &kind, &session.keys, &session.id, &e.ticket, &reason, &app.config.policy).await?;
+        return Err(ApiError::unprocessable(format!(
+            "{at}.samples disagree with the server's recomputation at output {pos} (norm-scaled error {err:.1e}): \
+             the kernel's output is wrong on this device, or it was not run on the inputs of the ticket's seed; \
+             the kernel is flagged for this device"
+        )));
+    }
+    let space = claims.first().map(|c| c.space_checksum.clone()).unwrap_or_default();
+    let entries = req
+        .entries
+        .iter()
+        .map(|e| NewMeasurement {
             kernel_sha256: e.sha256.clone(),
             ticket: e.ticket.clone(),
             median_us: e.median_us,
             runs: e.runs as i64,
             output_ok: e.output_ok,
-        });
-    }
-    let report = NewReport {
-        session_id: session.id.clone(),
-        kind: kind_of(&op, target),
-        space_checksum: space.unwrap_or_default(),
-        entries,
-    };
+        })
+        .collect();
+    let report = NewReport { session_id: session.id.clone(), kind, space_checksum: space, entries };
     let rec = app.db.record_report(&report, &session.keys, &app.config.policy).await?;
     app.generation.fetch_add(1, Ordering::Release);
     app.metrics.measurements_accepted.fetch_add(n as u64, Ordering::Relaxed);
@@ -526,6 +568,16 @@ async fn record(app: &App, id: &str, body: Result<Bytes, BytesRejection>) -> Api
             })
             .collect(),
     })
+}
+
+/// A session serves the one target its device key is for (`gpu-` keys
+/// WGSL, `cpu-` keys Wasm): the key, and so the candidate space and the
+/// votes, would be wrong for the other.
+fn wrong_target(device_key: &str, own: Target, asked: Target) -> ApiError {
+    ApiError::unprocessable(format!(
+        "this session is for {own} kernels (device key {device_key}), not {asked}; \
+         open another session with \"target\": \"{asked}\" in its fingerprint to tune {asked} kernels"
+    ))
 }
 
 async fn healthz(State(app): State<Arc<App>>) -> Response {
@@ -570,6 +622,11 @@ pub fn router(app: Arc<App>) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(app.clone(), limits::admit))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        // Outside admission, so that a request that runs out of time gives
+        // its in-flight slot back (module `conn` has the rest of the story).
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, app.config.connections.request_timeout))
+        // Outermost: preflights are answered before any limit is counted.
+        .layer(cors::layer(&app.config.cors))
         .with_state(app)
 }
 
@@ -583,9 +640,7 @@ pub async fn serve(addr: SocketAddr, database_url: &str, config: Config) -> anyh
     let _ = crate::cli::out(format_args!("webtune: listening on http://{local} (database: {})", redact(database_url)));
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    axum::serve(listener, router(app.clone()).into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown())
-        .await?;
+    conn::serve(listener, router(app.clone()), app.clone(), shutdown(), std::time::Duration::from_secs(10)).await?;
     app.db.close().await;
     Ok(())
 }

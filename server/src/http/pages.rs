@@ -104,6 +104,8 @@ pub async fn metrics(State(app): State<Arc<App>>) -> ApiResult<Response> {
     counter("webtune_samples_rejected_total", "Report entries whose output samples the server found wrong.", m.samples_rejected.load(Ordering::Relaxed));
     counter("webtune_unreadable_winners_total", "Stored winners left out of a queue because their metadata did not parse (logged).", m.unreadable_winners.load(Ordering::Relaxed));
     counter("webtune_implausible_rejected_total", "Report entries with a time above the device class's ceiling.", m.implausible_rejected.load(Ordering::Relaxed));
+    counter("webtune_connections_refused_total", "Connections closed on arrival at a per-address or total cap.", m.connections_refused.load(Ordering::Relaxed));
+    let _ = writeln!(t, "# HELP webtune_connections_open Connections open now.\n# TYPE webtune_connections_open gauge\nwebtune_connections_open {}", app.open.total.load(Ordering::Relaxed));
     let _ = writeln!(t, "# HELP webtune_queues_active Candidate queues streaming now.\n# TYPE webtune_queues_active gauge\nwebtune_queues_active {}", app.queues.load(Ordering::Relaxed));
     let _ = writeln!(t, "# HELP webtune_requests_in_flight Requests being handled now.\n# TYPE webtune_requests_in_flight gauge\nwebtune_requests_in_flight {}", app.in_flight.load(Ordering::Relaxed));
     let _ = writeln!(t, "# HELP webtune_best_lookups_total Best-kernel lookups computed, by the fallback level that answered.\n# TYPE webtune_best_lookups_total counter");
@@ -147,7 +149,9 @@ pub fn spec() -> serde_json::Value {
     json!({
         "openapi": "3.1.0",
         "info": {"title": "webtune", "version": env!("CARGO_PKG_VERSION"),
-                 "description": format!("Just-in-time kernel tuning with a crowdsourced kernel database. Request bodies are limited to {BODY_LIMIT} bytes.")},
+                 "description": format!("Just-in-time kernel tuning with a crowdsourced kernel database. Request bodies are limited to {BODY_LIMIT} bytes. \
+                     A request must send its headers, and its body, within the server's timeouts (10 s each by default; 408 past the request timeout). \
+                     Pages of other origins may call the API only where the server was started with --allow-origin.")},
         "paths": {
             "/v1/sessions": {"post": {
                 "summary": "Open a tuning session for a device fingerprint",
@@ -201,7 +205,7 @@ pub fn spec() -> serde_json::Value {
                 "summary": "Candidate queue as Server-Sent Events: `candidate` events (data: CandidateEvent JSON), then one `done` event (data: QueueDone JSON)",
                 "parameters": queue_params,
                 "responses": {"200": {"description": "Event stream", "content": {"text/event-stream": {"schema": {"$ref": "#/components/schemas/QueueEvent"}}}},
-                              "400": err, "404": err, "429": err, "503": err}}},
+                              "400": err, "404": err, "422": err, "429": err, "503": err}}},
             "/v1/sessions/{id}/reports": {"post": {
                 "summary": "Report the top N (1 to 5) kernels of one op, shape and target, fastest first",
                 "parameters": [session_param],
@@ -216,7 +220,14 @@ pub fn spec() -> serde_json::Value {
             "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "Text format 0.0.4", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
             "/healthz": {"get": {"summary": "Liveness and database reachability", "responses": {"200": {"description": "OK"}, "503": err}}},
-            "/dashboard": {"get": {"summary": "Devices, winners and recent reports", "responses": {"200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}}}}
+            "/dashboard": {"get": {"summary": "Devices, winners and recent reports", "responses": {"200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+            "/": {"get": {"summary": "The dashboard, as /dashboard", "responses": {"200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+            "/demo": {"get": {"summary": "The demo app (cross-origin isolated page that tunes a small model's kernels)", "responses": {"200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+            "/web/{name}": {"get": {
+                "summary": "The browser client runtime (webtune.js, demo.js) and its TypeScript declarations (*.d.ts)",
+                "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}, "example": "webtune.js"}],
+                "responses": {"200": {"description": "The file", "content": {"text/javascript": {"schema": {"type": "string"}}, "application/typescript": {"schema": {"type": "string"}}}},
+                              "404": err}}}
         },
         "components": {"schemas": {
             "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
@@ -249,13 +260,31 @@ pub fn spec() -> serde_json::Value {
                     "name": {"type": "string"}, "dtype": {"type": "string", "enum": ["f32"]}, "shape": {"type": "array", "items": {"type": "integer"}},
                     "offset": {"type": "integer", "description": "bytes into the weights blob, a multiple of 64"}}}}}},
             "SessionRequest": {"type": "object", "required": ["fingerprint"], "additionalProperties": false, "properties": {
-                // Every field is optional: browsers hide what they like.
-                // A field of another type is read as unknown, never refused.
-                "fingerprint": {"type": "object", "properties": {
-                    "vendor": {"description": "GPUAdapterInfo.vendor, a string; a value of another type reads as unknown"},
-                    "architecture": {"description": "GPUAdapterInfo.architecture; as vendor"},
-                    "device": {"description": "GPUAdapterInfo.device; as vendor"},
-                    "rho": {"description": "the microbenchmark vector, a string of 0 and 1; a value of another type reads as absent"}}}}},
+                "fingerprint": {"$ref": "#/components/schemas/Fingerprint"}}},
+            // README, Device fingerprint: what the browser exposes, under its
+            // own names. Every field is optional (browsers hide what they
+            // like); a field of another type reads as unknown, never as an
+            // error; unknown fields are dropped, strings kept to 128 bytes.
+            "Fingerprint": {"type": "object", "description": "Every field is optional; a value of the wrong type reads as unknown; unknown fields are ignored and not stored", "properties": {
+                "target": {"type": "string", "enum": ["wasm", "wgsl"], "description": "which kernels this session tunes; a session serves one target"},
+                "adapter": {"type": "object", "description": "GPUAdapterInfo", "properties": {
+                    "vendor": {"type": "string"}, "architecture": {"type": "string"}, "device": {"type": "string"},
+                    "description": {"type": "string"}, "subgroupMinSize": {"type": "integer"}, "subgroupMaxSize": {"type": "integer"}}},
+                "limits": {"type": "object", "description": "GPUSupportedLimits (camelCase)", "properties": {
+                    "maxComputeInvocationsPerWorkgroup": {"type": "integer"}, "maxComputeWorkgroupStorageSize": {"type": "integer"},
+                    "maxComputeWorkgroupSizeX": {"type": "integer"}, "maxComputeWorkgroupsPerDimension": {"type": "integer"},
+                    "maxStorageBuffersPerShaderStage": {"type": "integer"}, "maxStorageBufferBindingSize": {"type": "integer"}}},
+                "features": {"type": "array", "items": {"type": "string"}, "description": "GPUAdapter.features"},
+                "hardwareConcurrency": {"type": "integer"}, "simd": {"type": "boolean"}, "relaxedSimd": {"type": "boolean"}, "threads": {"type": "boolean"},
+                "cpuArchitecture": {"type": "string", "description": "x86 or arm"},
+                "cpu": {"type": "object", "properties": {"arch": {"type": "string"}}, "description": "native clients: {\"arch\": \"x86_64\"}"},
+                "browser": {"type": "object", "properties": {"name": {"type": "string"}, "version": {"type": "string"}}},
+                "os": {"type": "string"},
+                "rho": {"type": "string", "pattern": "^[01]{0,64}$", "description": "the microbenchmark vector, one 0/1 per primitive"},
+                "vendor": {"type": "string", "description": "first-release flat form of adapter.vendor"},
+                "architecture": {"type": "string", "description": "first-release flat form of adapter.architecture"},
+                "device": {"type": "string", "description": "first-release flat form of adapter.device"},
+                "description": {"type": "string", "description": "first-release flat form of adapter.description"}}},
             "SessionResponse": {"type": "object", "required": ["session_id", "device_key", "arch_key", "vendor_key", "rho"], "properties": {
                 "session_id": {"type": "string"}, "device_key": {"type": "string"}, "arch_key": {"type": "string"},
                 "vendor_key": {"type": "string"}, "rho": {"type": "string"}}},

@@ -59,6 +59,11 @@ pub async fn queue(
         return Ok(limits::overloaded("the server streams its limit of candidate queues"));
     };
     let (op, target) = parse_kind(&q.op, &parse_shape(&q.shape)?, &q.target)?;
+    if let Some(own) = device::target_of(&session.keys)
+        && own != target
+    {
+        return Err(super::wrong_target(&session.keys.device_key, own, target));
+    }
     let space = device::space_for(&op, target, &session.keys);
     let kind = kind_of(&op, target);
 
@@ -122,7 +127,7 @@ pub async fn queue(
                 sha256: c.sha256.clone(),
                 url: kernel_url(&c.sha256),
                 meta: c.meta.clone(),
-                ticket: app.signer.issue(&session.id, &c.sha256, &space.checksum, seed, expiry),
+                ticket: app.signer.issue(&session.id, &c.sha256, &kind, &space.checksum, seed, expiry),
                 seed,
                 check: webtune_compiler::reference::check_positions(&op, seed),
                 space_checksum: space.checksum.clone(),
