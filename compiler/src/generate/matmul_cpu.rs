@@ -28,6 +28,10 @@ use crate::schedule::{Dim, Schedule, UnrollLoop};
 
 type E = Handle<Expr>;
 
+/// The statements for one element group of a tile kept in scratch memory:
+/// `(row, column, index in the tile, access type)`.
+type TileVisit<'a, T> = dyn FnMut(&mut T, E, E, E, LoadTy) -> Vec<Stmt> + 'a;
+
 struct Mm<'s> {
     g: Gen,
     s: &'s Schedule,
@@ -354,7 +358,7 @@ impl Mm<'_> {
         let acc = self.acc.expect("scratch tile");
         let width = 4 * nv + ns;
         // Visits every (row, column group) of the tile with rolled loops.
-        let each = |this: &mut Self, f: &mut dyn FnMut(&mut Self, E, E, E, LoadTy) -> Vec<Stmt>| -> Vec<Stmt> {
+        let each = |this: &mut Self, f: &mut TileVisit<Self>| -> Vec<Stmt> {
             let r = this.g.fresh("r", Ty::I32);
             let rv = this.f().get(r);
             let row = this.g.plus(rg, rv);

@@ -320,7 +320,8 @@ pub const ERF_Q: [f32; 5] =
 /// `x = clamp(a, −4, 4)`, `p = x·P(x²)`, `q = Q(x²)` by Horner's rule
 /// (one multiply and one add per step, unfused), then `p / q`.
 pub fn erf_f32(a: f32) -> f32 {
-    let x = a.min(ERF_CLAMP).max(-ERF_CLAMP);
+    // clamp, not min then max: a NaN stays NaN, as in Wasm and WGSL.
+    let x = a.clamp(-ERF_CLAMP, ERF_CLAMP);
     let x2 = x * x;
     let mut p = ERF_P[0];
     for c in &ERF_P[1..] {
