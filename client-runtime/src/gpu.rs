@@ -9,7 +9,7 @@ use std::time::Instant;
 use wgpu::util::DeviceExt as _;
 
 use crate::{KernelDir, RunError, RunOptions, RunReport, Timing, calls_for, prepare, report, samples_of};
-use webtune_compiler::{Op, OpKind, Target, compile};
+use webtune_compiler::{Op, Target, compile};
 use webtune_compiler::reference;
 
 /// One wgpu device, reusable across many kernels.
@@ -366,8 +366,7 @@ impl Gpu {
 /// shape and schedule its `kernel.json` names: the one condition under which
 /// a kernel may run without wgpu's bounds checks.
 fn compiler_made(k: &KernelDir) -> bool {
-    let Ok(kind) = k.meta.op.parse::<OpKind>() else { return false };
-    let Ok(op) = Op::new(kind, &k.meta.shape) else { return false };
+    let Ok(op) = Op::from_name(&k.meta.op, &k.meta.shape) else { return false };
     compile(&op, Target::Wgsl, &k.meta.config).is_ok_and(|c| c.bytes == k.bytes)
 }
 

@@ -116,6 +116,29 @@ fn wgsl_batch_matmul_random_shapes_and_schedules() {
     }
 }
 
+/// Every fused epilogue (bias, GELU or ReLU, residual) on random shapes and
+/// schedules, matmul and batch_matmul, in WGSL on the adapter and in
+/// wasmtime, against the f64 reference.
+#[test]
+fn epilogues_random_shapes_and_schedules() {
+    let mut rng = Rng::new(18);
+    let epilogues: Vec<_> = webtune_compiler::op::Epilogue::all().into_iter().filter(|e| !e.is_none()).collect();
+    let engine = WasmEngine::new().unwrap();
+    for (i, e) in epilogues.iter().cycle().take(2 * epilogues.len()).enumerate() {
+        let (kind, shape) = if i % 3 == 2 {
+            (webtune_compiler::OpKind::BatchMatmul, vec![pick(&mut rng, &[1, 2, 3]), pick(&mut rng, &DIMS), pick(&mut rng, &DIMS), pick(&mut rng, &DIMS)])
+        } else {
+            (webtune_compiler::OpKind::Matmul, vec![pick(&mut rng, &DIMS), pick(&mut rng, &DIMS), pick(&mut rng, &DIMS)])
+        };
+        let op = Op::with_epilogue(kind, *e, &shape).unwrap();
+        let s = random_matmul_schedule(&mut rng, &op);
+        assert_correct(&op, &s);
+        let k = compile(&op, Target::Wasm, &Schedule::default_for(&op, Target::Wasm)).unwrap();
+        let r = engine.run(&KernelDir::from_kernel(k), &quick()).unwrap();
+        assert!(r.correct, "wasm {}: max_rel_err {}", op.slug(), r.max_rel_err);
+    }
+}
+
 #[test]
 fn wgsl_matmul_q4_several_outputs_per_thread() {
     let mut rng = Rng::new(14);

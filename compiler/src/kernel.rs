@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::generate;
-use crate::op::{Op, OpError, OpKind};
+use crate::op::{Op, OpError};
 use crate::schedule::{Schedule, ScheduleError, Target};
 use crate::wasm::{self, LowerOptions, WasmOptions};
 
@@ -60,7 +60,7 @@ pub struct KernelMeta {
 impl KernelMeta {
     /// The op this metadata describes.
     pub fn parsed_op(&self) -> Result<Op, OpError> {
-        Op::new(self.op.parse::<OpKind>()?, &self.shape)
+        Op::from_name(&self.op, &self.shape)
     }
 }
 
@@ -116,7 +116,7 @@ pub fn compile(op: &Op, target: Target, schedule: &Schedule) -> Result<Kernel, C
     };
     let meta = KernelMeta {
         abi: ABI_VERSION,
-        op: op.kind().name().to_string(),
+        op: op.name(),
         shape: op.shape().to_vec(),
         target,
         config: schedule.clone(),

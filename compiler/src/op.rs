@@ -5,6 +5,17 @@
 //! ABI: Wasm kernels take the byte offsets of the arguments in this order, WGSL
 //! kernels bind them at `@binding(i)` in this order. Inputs come first, the
 //! output last.
+//!
+//! # Fused epilogues
+//! `matmul` and `batch_matmul` take an optional [`Epilogue`], named by a
+//! canonical suffix list on the op's name, so that an op is still one string
+//! on the wire: `matmul+bias`, `matmul+bias+gelu`, `batch_matmul+residual`,
+//! `matmul+bias+gelu+residual`. The kernel computes
+//! `C = act(A·B + bias) + R`: `bias` (`f32[N]`) is added to every row, `act`
+//! is exact GELU `0.5·x·(1+erf(x/√2))` or ReLU `max(x, 0)`, and `R` (the
+//! residual, shaped like C) is added last. Suffixes appear in that order
+//! (`bias`, then `gelu` or `relu`, then `residual`), each at most once; the
+//! new arguments come after A and B in the same order (A, B, bias, R, C).
 
 use std::fmt;
 use std::str::FromStr;
@@ -61,6 +72,104 @@ impl FromStr for OpKind {
     }
 }
 
+/// The activation of an [`Epilogue`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Activation {
+    #[default]
+    None,
+    /// `0.5·x·(1 + erf(x/√2))`, erf to f32 rounding.
+    Gelu,
+    /// `max(x, 0)`.
+    Relu,
+}
+
+/// What a matmul does to each output element after the reduction, in
+/// registers, before the store: `act(acc + bias[n]) + R[m, n]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Epilogue {
+    pub bias: bool,
+    pub act: Activation,
+    pub residual: bool,
+}
+
+impl Epilogue {
+    /// No epilogue: the plain op.
+    pub const NONE: Epilogue = Epilogue { bias: false, act: Activation::None, residual: false };
+
+    pub fn is_none(self) -> bool {
+        self == Epilogue::NONE
+    }
+
+    /// The canonical suffix, e.g. `+bias+gelu+residual` (empty for none).
+    pub fn suffix(self) -> String {
+        let mut s = String::new();
+        if self.bias {
+            s.push_str("+bias");
+        }
+        match self.act {
+            Activation::None => {}
+            Activation::Gelu => s.push_str("+gelu"),
+            Activation::Relu => s.push_str("+relu"),
+        }
+        if self.residual {
+            s.push_str("+residual");
+        }
+        s
+    }
+
+    /// Every epilogue, the plain op first, in the order [`Epilogue::suffix`] sorts.
+    pub fn all() -> Vec<Epilogue> {
+        let mut out = Vec::new();
+        for bias in [false, true] {
+            for act in [Activation::None, Activation::Gelu, Activation::Relu] {
+                for residual in [false, true] {
+                    out.push(Epilogue { bias, act, residual });
+                }
+            }
+        }
+        out
+    }
+
+    /// Parses the suffix list after an op's base name (`["bias", "gelu"]`).
+    fn parse(name: &str, parts: &[&str]) -> Result<Epilogue, OpError> {
+        let mut e = Epilogue::NONE;
+        // Position of the last suffix seen: 1 bias, 2 activation, 3 residual.
+        let mut last = 0;
+        for &p in parts {
+            let rank = match p {
+                "bias" => 1,
+                "gelu" | "relu" => 2,
+                "residual" => 3,
+                _ => return Err(OpError::BadEpilogue(name.to_string())),
+            };
+            if rank <= last {
+                return Err(OpError::BadEpilogue(name.to_string()));
+            }
+            last = rank;
+            match p {
+                "bias" => e.bias = true,
+                "gelu" => e.act = Activation::Gelu,
+                "relu" => e.act = Activation::Relu,
+                _ => e.residual = true,
+            }
+        }
+        Ok(e)
+    }
+}
+
+/// Splits a full op name such as `matmul+bias+gelu` into its base kind and epilogue.
+pub fn parse_name(name: &str) -> Result<(OpKind, Epilogue), OpError> {
+    let name = name.trim();
+    let mut parts = name.split('+');
+    let base: OpKind = parts.next().unwrap_or_default().parse().map_err(|_| OpError::UnknownOp(name.to_string()))?;
+    let rest: Vec<&str> = parts.collect();
+    let e = Epilogue::parse(name, &rest)?;
+    if !e.is_none() && base == OpKind::MatmulQ4 {
+        return Err(OpError::NoEpilogue(base));
+    }
+    Ok((base, e))
+}
+
 /// Element type of a kernel argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Dtype {
@@ -99,6 +208,12 @@ impl ArgSpec {
 pub enum OpError {
     #[error("unknown op `{0}`: expected one of matmul, batch_matmul, matmul_q4")]
     UnknownOp(String),
+    #[error(
+        "op `{0}`: an epilogue is `+bias`, then `+gelu` or `+relu`, then `+residual`, each at most once and in that order, e.g. matmul+bias+gelu"
+    )]
+    BadEpilogue(String),
+    #[error("{0} takes no epilogue: only matmul and batch_matmul do")]
+    NoEpilogue(OpKind),
     #[error("{op} takes {expected} dimensions ({names}), got {got}")]
     WrongRank { op: OpKind, expected: usize, names: String, got: usize },
     #[error("shape dimension `{0}` is not a positive integer")]
@@ -119,10 +234,25 @@ pub enum OpError {
 pub struct Op {
     kind: OpKind,
     shape: Vec<u32>,
+    epilogue: Epilogue,
 }
 
 impl Op {
+    /// The plain op (no epilogue).
     pub fn new(kind: OpKind, shape: &[u32]) -> Result<Op, OpError> {
+        Op::with_epilogue(kind, Epilogue::NONE, shape)
+    }
+
+    /// The op by its full name (`matmul+bias+gelu`) and shape.
+    pub fn from_name(name: &str, shape: &[u32]) -> Result<Op, OpError> {
+        let (kind, epilogue) = parse_name(name)?;
+        Op::with_epilogue(kind, epilogue, shape)
+    }
+
+    pub fn with_epilogue(kind: OpKind, epilogue: Epilogue, shape: &[u32]) -> Result<Op, OpError> {
+        if !epilogue.is_none() && kind == OpKind::MatmulQ4 {
+            return Err(OpError::NoEpilogue(kind));
+        }
         let names = kind.dim_names();
         if shape.len() != names.len() {
             return Err(OpError::WrongRank {
@@ -138,7 +268,7 @@ impl Op {
         if kind == OpKind::MatmulQ4 && !shape[1].is_multiple_of(32) {
             return Err(OpError::Q4K(shape[1]));
         }
-        let op = Op { kind, shape: shape.to_vec() };
+        let op = Op { kind, shape: shape.to_vec(), epilogue };
         for arg in op.args() {
             let elems = arg.shape.iter().map(|&d| d as u64).product::<u64>();
             if elems > MAX_ARG_ELEMS {
@@ -148,15 +278,28 @@ impl Op {
         Ok(op)
     }
 
-    /// Parses `"matmul"` and `"384,768,768"`.
-    pub fn parse(kind: &str, shape: &str) -> Result<Op, OpError> {
-        let kind: OpKind = kind.trim().parse()?;
+    /// Parses `"matmul"` (or `"matmul+bias+gelu"`) and `"384,768,768"`.
+    pub fn parse(name: &str, shape: &str) -> Result<Op, OpError> {
+        let (kind, epilogue) = parse_name(name)?;
         let dims = parse_shape(shape)?;
-        Op::new(kind, &dims)
+        Op::with_epilogue(kind, epilogue, &dims)
     }
 
+    /// The base kind; the epilogue is [`Op::epilogue`].
     pub fn kind(&self) -> OpKind {
         self.kind
+    }
+    pub fn epilogue(&self) -> Epilogue {
+        self.epilogue
+    }
+    /// The full name on the wire and in `kernel.json`: the base kind and the
+    /// epilogue's suffix, e.g. `matmul+bias+gelu`.
+    pub fn name(&self) -> String {
+        format!("{}{}", self.kind, self.epilogue.suffix())
+    }
+    /// The plain op of the same kind and shape.
+    pub fn base(&self) -> Op {
+        Op { epilogue: Epilogue::NONE, ..self.clone() }
     }
     pub fn shape(&self) -> &[u32] {
         &self.shape
@@ -174,11 +317,20 @@ impl Op {
     pub fn args(&self) -> Vec<ArgSpec> {
         let (b, m, k, n) = self.bmkn();
         let f = |name, shape: Vec<u32>| ArgSpec { name, dtype: Dtype::F32, shape };
-        match self.kind {
-            OpKind::Matmul => vec![f("A", vec![m, k]), f("B", vec![k, n]), f("C", vec![m, n])],
-            OpKind::BatchMatmul => {
-                vec![f("A", vec![b, m, k]), f("B", vec![b, k, n]), f("C", vec![b, m, n])]
+        let with_epilogue = |a: ArgSpec, bb: ArgSpec, c: ArgSpec| {
+            let mut out = vec![a, bb];
+            if self.epilogue.bias {
+                out.push(f("bias", vec![n]));
             }
+            if self.epilogue.residual {
+                out.push(ArgSpec { name: "R", ..c.clone() });
+            }
+            out.push(c);
+            out
+        };
+        match self.kind {
+            OpKind::Matmul => with_epilogue(f("A", vec![m, k]), f("B", vec![k, n]), f("C", vec![m, n])),
+            OpKind::BatchMatmul => with_epilogue(f("A", vec![b, m, k]), f("B", vec![b, k, n]), f("C", vec![b, m, n])),
             OpKind::MatmulQ4 => vec![
                 f("A", vec![m, k]),
                 ArgSpec { name: "W", dtype: Dtype::U32, shape: vec![n, k / 8] },
@@ -188,23 +340,25 @@ impl Op {
         }
     }
 
-    /// Floating-point operations of one call, counting a multiply-add as two.
+    /// Floating-point operations of one call, counting a multiply-add as
+    /// two. An epilogue adds none: rates stay comparable with the plain op's.
     pub fn flops(&self) -> u64 {
         let (b, m, k, n) = self.bmkn();
         2 * b as u64 * m as u64 * k as u64 * n as u64
     }
 
-    /// Short stable name such as `matmul_384x768x768`.
+    /// Short stable name such as `matmul_384x768x768` (or
+    /// `matmul_bias_gelu_384x768x768`): letters, digits and `_` only.
     pub fn slug(&self) -> String {
         let dims: Vec<String> = self.shape.iter().map(|d| d.to_string()).collect();
-        format!("{}_{}", self.kind, dims.join("x"))
+        format!("{}_{}", self.name().replace('+', "_"), dims.join("x"))
     }
 }
 
 impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let dims: Vec<String> = self.shape.iter().map(|d| d.to_string()).collect();
-        write!(f, "{} {}", self.kind, dims.join(","))
+        write!(f, "{} {}", self.name(), dims.join(","))
     }
 }
 
@@ -251,6 +405,34 @@ mod tests {
             Err(OpError::BadDim(_)) | Err(OpError::TooLarge { .. })
         ));
         assert!(matches!(Op::parse("matmul", "65536,65536,1"), Err(OpError::TooLarge { arg: "A", .. })));
+    }
+
+    #[test]
+    fn epilogue_names_round_trip_and_bad_ones_are_refused() {
+        for kind in ["matmul", "batch_matmul"] {
+            for e in Epilogue::all() {
+                let name = format!("{kind}{}", e.suffix());
+                let shape = if kind == "matmul" { "3,5,7" } else { "2,3,5,7" };
+                let op = Op::parse(&name, shape).unwrap();
+                assert_eq!((op.name(), op.epilogue()), (name.clone(), e));
+                assert_eq!(Op::from_name(&op.name(), op.shape()).unwrap(), op);
+                assert_eq!(op.to_string(), format!("{name} {shape}"));
+            }
+        }
+        let op = Op::parse("matmul+bias+gelu+residual", "3,5,7").unwrap();
+        let args: Vec<_> = op.args().iter().map(|a| (a.name, a.shape.clone())).collect();
+        assert_eq!(args, [("A", vec![3, 5]), ("B", vec![5, 7]), ("bias", vec![7]), ("R", vec![3, 7]), ("C", vec![3, 7])]);
+        assert_eq!(op.slug(), "matmul_bias_gelu_residual_3x5x7");
+        assert_eq!(op.flops(), op.base().flops());
+        let bm = Op::parse("batch_matmul+residual", "2,3,5,7").unwrap();
+        assert_eq!(bm.args()[2].shape, vec![2, 3, 7]);
+        for bad in ["matmul+gelu+bias", "matmul+bias+bias", "matmul+gelu+relu", "matmul+tanh", "matmul+", "matmul+residual+gelu"] {
+            let e = Op::parse(bad, "3,5,7").unwrap_err();
+            assert!(matches!(e, OpError::BadEpilogue(_)), "{bad}: {e}");
+            assert!(!e.to_string().contains('\n'));
+        }
+        assert!(matches!(Op::parse("matmul_q4+bias", "1,32,2"), Err(OpError::NoEpilogue(OpKind::MatmulQ4))));
+        assert!(matches!(Op::parse("conv+bias", "1,2,3"), Err(OpError::UnknownOp(_))));
     }
 
     #[test]

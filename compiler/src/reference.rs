@@ -4,7 +4,7 @@
 //! skips work must not pass by luck); outputs are compared element-wise in a
 //! norm-scaled relative error, so that only f32 rounding is tolerated.
 
-use crate::op::{Dtype, Op, OpKind};
+use crate::op::{Activation, Dtype, Epilogue, Op, OpKind};
 
 /// The argument buffers of one call, as raw 32-bit words in ABI order
 /// (f32 arguments hold `f32::to_bits`). The output starts poisoned with NaN.
@@ -73,12 +73,36 @@ pub fn dequant(w: &[u32], s: &[u32], k: usize, n: usize, kk: usize) -> f64 {
     (q as f64 - 8.0) * f(s, n * (k / 32) + kk / 32)
 }
 
+/// `act(x + bias) + r` in f64, with GELU through libm's f64 erf; `bias` and
+/// `r` are 0 where the epilogue has none.
+pub fn epilogue(e: Epilogue, x: f64, bias: f64, r: f64) -> f64 {
+    let x = x + bias;
+    let x = match e.act {
+        Activation::None => x,
+        Activation::Gelu => 0.5 * x * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2)),
+        Activation::Relu => x.max(0.0),
+    };
+    x + r
+}
+
+/// Argument numbers of the epilogue's bias and residual inputs (ABI order:
+/// A, B, bias, R, C).
+pub fn epilogue_args(e: Epilogue) -> (Option<usize>, Option<usize>) {
+    let bias = e.bias.then_some(2);
+    let residual = e.residual.then_some(2 + usize::from(e.bias));
+    (bias, residual)
+}
+
 /// The exact result (in f64) and, per output, the scale of rounding error it
-/// may carry: `‖row of A‖₂ · ‖column of B‖₂`.
+/// may carry: `‖row of A‖₂ · ‖column of B‖₂`, plus `|bias| + |R|` for an
+/// epilogue's terms (its activations have slopes of at most 1.13, so f32
+/// rounding of their input stays within the same scale).
 pub fn reference(op: &Op, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
     let (batch, m, k, n) = op.bmkn();
     let (batch, m, k, n) = (batch as usize, m as usize, k as usize, n as usize);
     let a = &inputs.args[0];
+    let e = op.epilogue();
+    let (bias, residual) = epilogue_args(e);
     let mut out = vec![0.0; batch * m * n];
     let mut scale = vec![0.0; batch * m * n];
     let bval: Box<dyn Fn(usize, usize, usize) -> f64> = match op.kind() {
@@ -101,8 +125,10 @@ pub fn reference(op: &Op, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
                 for (kk, &x) in arow.iter().enumerate() {
                     acc += f32::from_bits(x) as f64 * bval(bi, kk, j);
                 }
-                out[(bi * m + i) * n + j] = acc;
-                scale[(bi * m + i) * n + j] = row_norm * col_norm[j];
+                let o = (bi * m + i) * n + j;
+                let (bv, rv) = (bias.map_or(0.0, |b| f(&inputs.args[b], j)), residual.map_or(0.0, |r| f(&inputs.args[r], o)));
+                out[o] = if e.is_none() { acc } else { epilogue(e, acc, bv, rv) };
+                scale[o] = row_norm * col_norm[j] + bv.abs() + rv.abs();
             }
         }
     }
@@ -193,7 +219,14 @@ pub fn output_at(op: &Op, seed: u64, index: u64) -> (f64, f64) {
         ra += x * x;
         cb += y * y;
     }
-    (acc, ra.sqrt() * cb.sqrt())
+    let e = op.epilogue();
+    if e.is_none() {
+        return (acc, ra.sqrt() * cb.sqrt());
+    }
+    let (bias, residual) = epilogue_args(e);
+    let at = |arg: Option<usize>, i: u64| arg.map_or(0.0, |a| f32::from_bits(input_at(op, seed, a, i)) as f64);
+    let (bv, rv) = (at(bias, j), at(residual, index));
+    (epilogue(e, acc, bv, rv), ra.sqrt() * cb.sqrt() + bv.abs() + rv.abs())
 }
 
 /// Number of output positions a server asks a client to return.
@@ -268,7 +301,14 @@ mod tests {
 
     #[test]
     fn random_access_matches_the_generated_inputs() {
-        for (kind, shape) in [("matmul", "3,5,7"), ("batch_matmul", "2,3,4,5"), ("matmul_q4", "2,64,3")] {
+        for (kind, shape) in [
+            ("matmul", "3,5,7"),
+            ("batch_matmul", "2,3,4,5"),
+            ("matmul_q4", "2,64,3"),
+            ("matmul+bias+gelu+residual", "3,5,7"),
+            ("batch_matmul+relu+residual", "2,3,4,5"),
+            ("matmul+bias", "4,3,5"),
+        ] {
             let op = Op::parse(kind, shape).unwrap();
             let inp = inputs(&op, 11);
             for (a, vals) in inp.args[..inp.args.len() - 1].iter().enumerate() {
@@ -304,6 +344,25 @@ mod tests {
         assert!(check_samples(&op, 5, &nan).is_err());
         // Another seed means other inputs: the same values no longer pass.
         assert!(check_samples(&op, 6, &bad).is_err());
+    }
+
+    #[test]
+    fn epilogue_reference_follows_its_formula() {
+        let op = Op::parse("matmul+bias+gelu+residual", "2,3,5").unwrap();
+        let inp = inputs(&op, 9);
+        assert!(inp.args[2..4].iter().flatten().all(|&x| f32::from_bits(x) != 0.0), "bias and R are non-zero");
+        assert!(inp.args[4].iter().all(|&x| x == POISON));
+        let (plain, _) = reference(&op.base(), &Inputs { args: vec![inp.args[0].clone(), inp.args[1].clone(), inp.args[4].clone()] });
+        let (want, _) = reference(&op, &inp);
+        for (o, (&p, &w)) in plain.iter().zip(&want).enumerate() {
+            let x = p + f(&inp.args[2], o % 5);
+            let gelu = 0.5 * x * (1.0 + libm::erf(x / 2f64.sqrt()));
+            assert!((gelu + f(&inp.args[3], o) - w).abs() < 1e-15, "output {o}");
+        }
+        // libm's erf is the f64 erf: a few exact values.
+        assert_eq!(libm::erf(0.0), 0.0);
+        assert!((libm::erf(1.0) - 0.842_700_792_949_714_9).abs() < 1e-16);
+        assert_eq!(epilogue(Epilogue { act: Activation::Relu, ..Epilogue::NONE }, -2.0, 0.5, 0.25), 0.25);
     }
 
     #[test]

@@ -20,6 +20,10 @@ fn cases() -> Vec<(Op, Schedule)> {
         ("batch_matmul", "3,13,17,11"),
         ("matmul_q4", "1,128,37"),
         ("matmul_q4", "3,64,9"),
+        ("matmul+bias+gelu", "33,47,29"),
+        ("matmul+bias+gelu+residual", "1,7,3"),
+        ("batch_matmul+relu+residual", "3,13,17,11"),
+        ("matmul+bias+residual", "64,96,80"),
     ] {
         let op = Op::parse(op, shape).unwrap();
         out.push((op.clone(), Schedule::default_for(&op, Target::Wasm)));
@@ -27,7 +31,7 @@ fn cases() -> Vec<(Op, Schedule)> {
     // Random schedules covering relaxed SIMD, cache_read (scratch), rolled tiles and pass subsets.
     let mut rng = Rng::new(99);
     let op = Op::parse("matmul", "37,53,43").unwrap();
-    while out.len() < 24 {
+    while out.len() < 28 {
         let bit = |rng: &mut Rng| rng.next_u64() % 2 == 0;
         let x0 = 1 + (rng.next_u64() % 5) as u32;
         let y0 = 4 * (1 + (rng.next_u64() % 3) as u32);

@@ -6,7 +6,13 @@ mod common;
 
 use proptest::prelude::*;
 use webtune_compiler::schedule::{LoopOrder, UnrollLoop};
+use webtune_compiler::op::Epilogue;
 use webtune_compiler::{Op, OpKind, Schedule, Target, WasmPasses, compile};
+
+/// Any epilogue but none (bias, gelu or relu, residual).
+fn epilogue() -> impl Strategy<Value = Epilogue> {
+    prop::sample::select(Epilogue::all().into_iter().filter(|e| !e.is_none()).collect::<Vec<_>>())
+}
 
 /// Dimensions from 1 to 300, biased towards primes and small sizes, where remainder code lives.
 fn dim() -> impl Strategy<Value = u32> {
@@ -67,6 +73,18 @@ proptest! {
     fn batch_matmul_matches_reference(b in 1u32..5, m in dim(), k in 1u32..80, n in dim(), s in schedule()) {
         prop_assume!((b as u64) * (m as u64) * (k as u64) * (n as u64) <= 2_000_000);
         check(&Op::new(OpKind::BatchMatmul, &[b, m, k, n]).unwrap(), &s)?;
+    }
+
+    #[test]
+    fn matmul_epilogue_matches_reference(m in dim(), k in dim(), n in dim(), s in schedule(), e in epilogue()) {
+        prop_assume!((m as u64) * (k as u64) * (n as u64) <= 3_000_000);
+        check(&Op::with_epilogue(OpKind::Matmul, e, &[m, k, n]).unwrap(), &s)?;
+    }
+
+    #[test]
+    fn batch_matmul_epilogue_matches_reference(b in 1u32..5, m in dim(), k in 1u32..80, n in dim(), s in schedule(), e in epilogue()) {
+        prop_assume!((b as u64) * (m as u64) * (k as u64) * (n as u64) <= 2_000_000);
+        check(&Op::with_epilogue(OpKind::BatchMatmul, e, &[b, m, k, n]).unwrap(), &s)?;
     }
 
     #[test]

@@ -322,3 +322,29 @@ proptest! {
         prop_assert!(a.device_key.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"-./".contains(&c)));
     }
 }
+
+/// The lite space treats a fused epilogue as fixed: every epilogue of an op
+/// gets the plain op's candidates, in the same order, and each compiles.
+#[test]
+fn epilogues_change_no_tile_choice() {
+    use webtune_compiler::op::Epilogue;
+    for (kind, shape) in [("matmul", "128,384,1536"), ("matmul", "128,1536,384"), ("batch_matmul", "12,128,64,128")] {
+        let plain = Op::parse(kind, shape).unwrap();
+        for d in devices() {
+            for t in [Target::Wasm, Target::Wgsl] {
+                let want = space(&plain, t, &d);
+                for e in Epilogue::all() {
+                    let op = Op::with_epilogue(plain.kind(), e, plain.shape()).unwrap();
+                    let got = space(&op, t, &d);
+                    assert_eq!(got.schedules, want.schedules, "{op} {t} {}", d.keys);
+                    assert_eq!(got.checksum, want.checksum);
+                }
+                // Each candidate compiles with the fullest epilogue.
+                let full = Op::parse(&format!("{kind}+bias+gelu+residual"), shape).unwrap();
+                for s in want.schedules.iter().take(3) {
+                    compile(&full, t, s).unwrap_or_else(|e| panic!("{full} {t}: {e}"));
+                }
+            }
+        }
+    }
+}

@@ -1,6 +1,14 @@
-import { type OpName } from './ops.js';
+import { type OpName, type ParsedOp } from './ops.js';
 /** Largest norm-scaled error one f32 kernel may have against the reference. */
 export declare const TOLERANCE = 0.00001;
+/**
+ * The f64 error function (JavaScript has none): the Maclaurin series below
+ * |x| = 2.5, the continued fraction of erfc above; |error| < 1e-13, far
+ * below the check's tolerance. Rust's reference uses libm's erf.
+ */
+export declare function erf(x: number): number;
+/** `act(x + bias) + r` in f64, as `webtune_compiler::reference::epilogue`. */
+export declare function epilogue(p: ParsedOp, x: number, bias: number, r: number): number;
 /** The B operand's value at (batch, k, n), dequantised for matmul_q4. */
 export declare function bAt(op: OpName, shape: readonly number[], args: Uint32Array[], bi: number, kk: number, j: number): number;
 /** Row norms of A and column norms of B: the error scale of every output. */
@@ -12,9 +20,15 @@ export declare class Scales {
     readonly cols: Float64Array;
     private m;
     private n;
+    private parsed;
+    /** Argument numbers of the epilogue's bias and R (ABI order A, B, bias, R, C). */
+    private biasArg;
+    private residualArg;
     constructor(op: OpName, shape: readonly number[], args: Uint32Array[]);
     /** The scale of flat output index `p`. */
     at(p: number): number;
+    /** The bias and residual values that output `p` adds (0 where the op has none). */
+    private epilogueTerms;
     /** The f64 reference of flat output index `p`, in O(K). */
     reference(p: number): number;
 }

@@ -3,7 +3,7 @@
 // f64 reference, in the norm-scaled error the compiler's tests use:
 // |got − want| / (‖row of A‖₂ · ‖column of B‖₂), so only f32 rounding passes.
 
-import { type OpName, bmkn } from './ops.js';
+import { type OpName, type ParsedOp, bmkn, parseOp } from './ops.js';
 
 /** Largest norm-scaled error one f32 kernel may have against the reference. */
 export const TOLERANCE = 1e-5;
@@ -13,6 +13,37 @@ const U = new Uint32Array(F.buffer);
 function f32(bitsValue: number): number {
   U[0] = bitsValue;
   return F[0];
+}
+
+/**
+ * The f64 error function (JavaScript has none): the Maclaurin series below
+ * |x| = 2.5, the continued fraction of erfc above; |error| < 1e-13, far
+ * below the check's tolerance. Rust's reference uses libm's erf.
+ */
+export function erf(x: number): number {
+  const ax = Math.abs(x);
+  if (ax < 2.5) {
+    let term = ax;
+    let sum = ax;
+    for (let n = 1; n < 100 && Math.abs(term) > 1e-17 * Math.abs(sum); n++) {
+      term *= (-ax * ax) / n;
+      sum += term / (2 * n + 1);
+    }
+    return (Math.sign(x) * 2 * sum) / Math.sqrt(Math.PI);
+  }
+  // erfc(x) = exp(−x²)/√π · 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + ...)))), evaluated from the tail.
+  let f = ax;
+  for (let n = 60; n >= 1; n--) f = ax + n / 2 / f;
+  const erfc = Math.exp(-ax * ax) / Math.sqrt(Math.PI) / f;
+  return Math.sign(x) * (1 - erfc);
+}
+
+/** `act(x + bias) + r` in f64, as `webtune_compiler::reference::epilogue`. */
+export function epilogue(p: ParsedOp, x: number, bias: number, r: number): number {
+  let v = x + bias;
+  if (p.act === 'gelu') v = 0.5 * v * (1 + erf(v / Math.SQRT2));
+  else if (p.act === 'relu') v = Math.max(v, 0);
+  return v + r;
 }
 
 /** The B operand's value at (batch, k, n), dequantised for matmul_q4. */
@@ -32,10 +63,17 @@ export class Scales {
   readonly cols: Float64Array;
   private m: number;
   private n: number;
+  private parsed: ParsedOp;
+  /** Argument numbers of the epilogue's bias and R (ABI order A, B, bias, R, C). */
+  private biasArg: number;
+  private residualArg: number;
   constructor(readonly op: OpName, readonly shape: readonly number[], readonly args: Uint32Array[]) {
     const [b, m, k, n] = bmkn(op, shape);
     this.m = m;
     this.n = n;
+    this.parsed = parseOp(op);
+    this.biasArg = this.parsed.bias ? 2 : -1;
+    this.residualArg = this.parsed.residual ? 2 + (this.parsed.bias ? 1 : 0) : -1;
     this.rows = new Float64Array(b * m);
     this.cols = new Float64Array(b * n);
     const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);
@@ -73,7 +111,15 @@ export class Scales {
     const bi = Math.floor(p / (m * n));
     const i = Math.floor(p / n) % m;
     const j = p % n;
-    return Math.max(this.rows[bi * m + i] * this.cols[bi * n + j], Number.MIN_VALUE);
+    const [bv, rv] = this.epilogueTerms(p);
+    return Math.max(this.rows[bi * m + i] * this.cols[bi * n + j] + Math.abs(bv) + Math.abs(rv), Number.MIN_VALUE);
+  }
+
+  /** The bias and residual values that output `p` adds (0 where the op has none). */
+  private epilogueTerms(p: number): [number, number] {
+    const bv = this.biasArg >= 0 ? f32(this.args[this.biasArg][p % this.n]) : 0;
+    const rv = this.residualArg >= 0 ? f32(this.args[this.residualArg][p]) : 0;
+    return [bv, rv];
   }
 
   /** The f64 reference of flat output index `p`, in O(K). */
@@ -85,7 +131,9 @@ export class Scales {
     const a = this.args[0];
     let acc = 0;
     for (let kk = 0; kk < k; kk++) acc += f32(a[(bi * m + i) * k + kk]) * bAt(this.op, this.shape, this.args, bi, kk, j);
-    return acc;
+    if (this.biasArg < 0 && this.residualArg < 0 && this.parsed.act === 'none') return acc;
+    const [bv, rv] = this.epilogueTerms(p);
+    return epilogue(this.parsed, acc, bv, rv);
   }
 }
 

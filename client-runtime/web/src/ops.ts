@@ -1,8 +1,51 @@
 // The ops webtune kernels compute and their arguments in ABI order
 // (README, "Ops"). Mirrors `webtune_compiler::Op::args`.
 
-/** An op a kernel computes. */
-export type OpName = 'matmul' | 'batch_matmul' | 'matmul_q4';
+/** The base ops. */
+export type BaseOp = 'matmul' | 'batch_matmul' | 'matmul_q4';
+
+/**
+ * An op a kernel computes: a base op, or matmul / batch_matmul with a fused
+ * epilogue suffix (README, "Ops"): `+bias`, then `+gelu` or `+relu`, then
+ * `+residual`, e.g. `matmul+bias+gelu`. The kernel computes
+ * `C = act(A·B + bias) + R`.
+ */
+export type OpName = BaseOp | `${'matmul' | 'batch_matmul'}+${string}`;
+
+/** A parsed op name. Mirrors `webtune_compiler::op::parse_name`. */
+export interface ParsedOp {
+  base: BaseOp;
+  bias: boolean;
+  act: 'none' | 'gelu' | 'relu';
+  residual: boolean;
+}
+
+/** Splits `matmul+bias+gelu` into its base op and epilogue; throws one line on a bad name. */
+export function parseOp(op: string): ParsedOp {
+  const [base, ...rest] = op.split('+');
+  if (!(base in DIMS)) {
+    throw new Error(`unknown op \`${op}\`: use matmul, batch_matmul or matmul_q4`);
+  }
+  const out: ParsedOp = { base: base as BaseOp, bias: false, act: 'none', residual: false };
+  const rank: Record<string, number> = { bias: 1, gelu: 2, relu: 2, residual: 3 };
+  let last = 0;
+  for (const p of rest) {
+    const r = rank[p];
+    if (r === undefined || r <= last) {
+      throw new Error(
+        `op \`${op}\`: an epilogue is \`+bias\`, then \`+gelu\` or \`+relu\`, then \`+residual\`, each at most once and in that order, e.g. matmul+bias+gelu`,
+      );
+    }
+    last = r;
+    if (p === 'bias') out.bias = true;
+    else if (p === 'residual') out.residual = true;
+    else out.act = p as 'gelu' | 'relu';
+  }
+  if (rest.length > 0 && base === 'matmul_q4') {
+    throw new Error('matmul_q4 takes no epilogue: only matmul and batch_matmul do');
+  }
+  return out;
+}
 
 export interface ArgSpec {
   name: string;
@@ -11,14 +54,11 @@ export interface ArgSpec {
   elems: number;
 }
 
-const DIMS: Record<OpName, number> = { matmul: 3, batch_matmul: 4, matmul_q4: 3 };
+const DIMS: Record<BaseOp, number> = { matmul: 3, batch_matmul: 4, matmul_q4: 3 };
 
 /** Throws with a message that says what to fix when `shape` does not fit `op`. */
 export function checkShape(op: string, shape: readonly number[]): asserts op is OpName {
-  if (!(op in DIMS)) {
-    throw new Error(`unknown op \`${op}\`: use matmul, batch_matmul or matmul_q4`);
-  }
-  const want = DIMS[op as OpName];
+  const want = DIMS[parseOp(op).base];
   if (shape.length !== want) {
     throw new Error(`${op} takes ${want} dimensions, got ${shape.length}`);
   }
@@ -34,7 +74,7 @@ export function checkShape(op: string, shape: readonly number[]): asserts op is 
 
 /** (batch, M, K, N) of an op. */
 export function bmkn(op: OpName, shape: readonly number[]): [number, number, number, number] {
-  return op === 'batch_matmul'
+  return parseOp(op).base === 'batch_matmul'
     ? [shape[0], shape[1], shape[2], shape[3]]
     : [1, shape[0], shape[1], shape[2]];
 }
@@ -46,11 +86,20 @@ function spec(name: string, dtype: 'f32' | 'u32', shape: number[]): ArgSpec {
 /** Arguments in ABI order: inputs, then the output. */
 export function argSpecs(op: OpName, shape: readonly number[]): ArgSpec[] {
   const [b, m, k, n] = bmkn(op, shape);
-  switch (op) {
+  const p = parseOp(op);
+  // A, B, then the epilogue's bias [N] and R (shaped like C), then C.
+  const fused = (a: ArgSpec, bb: ArgSpec, c: ArgSpec): ArgSpec[] => [
+    a,
+    bb,
+    ...(p.bias ? [spec('bias', 'f32', [n])] : []),
+    ...(p.residual ? [spec('R', 'f32', c.shape)] : []),
+    c,
+  ];
+  switch (p.base) {
     case 'matmul':
-      return [spec('A', 'f32', [m, k]), spec('B', 'f32', [k, n]), spec('C', 'f32', [m, n])];
+      return fused(spec('A', 'f32', [m, k]), spec('B', 'f32', [k, n]), spec('C', 'f32', [m, n]));
     case 'batch_matmul':
-      return [spec('A', 'f32', [b, m, k]), spec('B', 'f32', [b, k, n]), spec('C', 'f32', [b, m, n])];
+      return fused(spec('A', 'f32', [b, m, k]), spec('B', 'f32', [b, k, n]), spec('C', 'f32', [b, m, n]));
     case 'matmul_q4':
       return [
         spec('A', 'f32', [m, k]),
@@ -61,7 +110,7 @@ export function argSpecs(op: OpName, shape: readonly number[]): ArgSpec[] {
   }
 }
 
-/** Floating-point operations of one call (a multiply-add counts two). */
+/** Floating-point operations of one call (a multiply-add counts two; an epilogue adds none, as in Rust). */
 export function flops(op: OpName, shape: readonly number[]): number {
   const [b, m, k, n] = bmkn(op, shape);
   return 2 * b * m * k * n;

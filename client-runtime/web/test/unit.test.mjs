@@ -78,6 +78,19 @@ test('the golden file of webtune_compiler::reference: inputs, q4 unpacking and t
   }
 });
 
+test('epilogue op names: args in ABI order, the same refusals as Rust, an f64 erf', () => {
+  const specs = ops.argSpecs('batch_matmul+bias+gelu+residual', [2, 3, 5, 7]);
+  assert.deepEqual(specs.map((s) => [s.name, s.shape]), [['A', [2, 3, 5]], ['B', [2, 5, 7]], ['bias', [7]], ['R', [2, 3, 7]], ['C', [2, 3, 7]]]);
+  ops.checkShape('matmul+relu', [1, 2, 3]);
+  for (const bad of ['matmul+gelu+bias', 'matmul+bias+bias', 'matmul+tanh', 'matmul_q4+bias', 'conv+bias']) {
+    assert.throws(() => ops.checkShape(bad, [1, 32, 3]), /op|epilogue/, bad);
+  }
+  // erf against values of the f64 erf (libm).
+  for (const [x, want] of [[0, 0], [0.5, 0.5204998778130465], [1, 0.8427007929497149], [-2.4, -0.999311486103355], [2.6, 0.9997639655834707], [5, 0.9999999999984626]]) {
+    assert.ok(Math.abs(check.erf(x) - want) < 1e-13, `erf(${x}) = ${check.erf(x)}, want ${want}`);
+  }
+});
+
 test('inputs generated in slices equal inputs generated at once', () => {
   const specs = ops.argSpecs('batch_matmul', [3, 5, 7, 11]);
   const whole = rng.seededInputs(specs, 99n);

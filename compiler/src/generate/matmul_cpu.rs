@@ -13,15 +13,24 @@
 //!     for i0 / j0 in `inner_n_first`     register tiles x0 × y0
 //!       acc = 0 or C                     in locals (x0,y0 unrolled) or in scratch memory
 //!       for kk step r0 { for u in 0..r0 (unroll r0) { acc += splat(A[i,k]) · B[k, j..j+4] } }
-//!       C = acc
+//!       C = acc                          or, after the last K tile, C = act(acc + bias) + R
 //! ```
+//!
+//! A fused epilogue (see `Op`'s docs) is applied in registers as the tile is
+//! stored, once per output element: when K is split into several cache
+//! tiles, only by the stores of the last one (a static choice where the K
+//! tile's origin is constant, else an `if` per register tile).
 
-use super::{Gen, HasGen, tiled};
-use crate::ir::{Buffer, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, Var};
+use super::{Epi, Gen, HasGen, tiled};
+use crate::ir::{BinOp, Buffer, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, Var, const_i32};
 use crate::op::Op;
 use crate::schedule::{Dim, Schedule, UnrollLoop};
 
 type E = Handle<Expr>;
+
+/// The statements for one element group of a tile kept in scratch memory:
+/// `(row, column, index in the tile, access type)`.
+type TileVisit<'a, T> = dyn FnMut(&mut T, E, E, E, LoadTy) -> Vec<Stmt> + 'a;
 
 struct Mm<'s> {
     g: Gen,
@@ -37,6 +46,17 @@ struct Mm<'s> {
     /// Element offsets of the current batch in A, B and C.
     off: Option<[E; 3]>,
     multi_k: bool,
+    epi: Epi,
+}
+
+/// Which stores of a register tile apply the epilogue.
+enum Last {
+    /// This K tile is the last: every store.
+    Always,
+    /// Not the last: none.
+    Never,
+    /// Decided at run time: the conditions "last" and "not last".
+    When(E, E),
 }
 
 /// Where the micro-kernel reads B from.
@@ -56,10 +76,11 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let (bm, bk) = (batch * m, batch * k);
     let a = f.buffer("A", Elem::F32, bm * k, Space::Param(0), false);
     let b = f.buffer("B", Elem::F32, bk * n, Space::Param(1), false);
-    let c = f.buffer("C", Elem::F32, bm * n, Space::Param(2), true);
+    let (epi, out) = Epi::declare(&mut f, op, bm * n);
+    let c = f.buffer("C", Elem::F32, bm * n, Space::Param(out), true);
     let pack = s.cache_read.then(|| f.buffer("P", Elem::F32, s.r1.min(k) * s.y1.min(n), Space::Scratch, true));
     let acc = (!s.tile_in_registers()).then(|| f.buffer("ACC", Elem::F32, s.x0 * s.y0, Space::Scratch, true));
-    let mut mm = Mm { g: Gen::new(f), s, m, k, n, a, b, c, pack, acc, off: None, multi_k: s.r1 < k };
+    let mut mm = Mm { g: Gen::new(f), s, m, k, n, a, b, c, pack, acc, off: None, multi_k: s.r1 < k, epi };
     let body = if batch > 1 {
         let bi = mm.g.fresh("b", Ty::I32);
         let v = mm.g.f.get(bi);
@@ -270,17 +291,65 @@ impl Mm<'_> {
             }
             body
         }));
-        for r in 0..rows {
-            let row = self.g.plus_c(rg, r);
-            for (j, &var) in av[r as usize].iter().chain(&sv[r as usize]).enumerate() {
-                let (col, _) = col_of(j as u32, nv);
-                let c = self.g.plus_c(cols.global, col);
-                let index = self.c_index(row, c);
-                let value = self.f().get(var);
-                out.push(Stmt::Store { buf: self.c, index, value });
+        let stores = |this: &mut Self, epilogue: bool| {
+            let mut out = Vec::new();
+            for r in 0..rows {
+                let row = this.g.plus_c(rg, r);
+                for (j, &var) in av[r as usize].iter().chain(&sv[r as usize]).enumerate() {
+                    let (col, ty) = col_of(j as u32, nv);
+                    let c = this.g.plus_c(cols.global, col);
+                    let index = this.c_index(row, c);
+                    let value = this.f().get(var);
+                    out.extend(this.store_c(index, value, ty, c, epilogue));
+                }
+            }
+            out
+        };
+        out.extend(self.last_k(ok, sk, &mut |this, epilogue| stores(this, epilogue)));
+        out
+    }
+
+    /// `C[index] = value`, through the epilogue when `epilogue` (`col` is
+    /// the column in 0..N).
+    fn store_c(&mut self, index: E, value: E, ty: LoadTy, col: E, epilogue: bool) -> Vec<Stmt> {
+        if !epilogue {
+            return vec![Stmt::Store { buf: self.c, index, value }];
+        }
+        let (mut out, value) = self.epi.apply(&mut self.g, value, ty, col, index);
+        out.push(Stmt::Store { buf: self.c, index, value });
+        out
+    }
+
+    /// The stores of a register tile over K in [ok, ok+sk): `stores(true)`
+    /// (through the epilogue) where this is the last K tile, `stores(false)`
+    /// elsewhere. Without an epilogue, always `stores(false)`: the plain
+    /// kernel is unchanged.
+    fn last_k(&mut self, ok: E, sk: u32, stores: &mut dyn FnMut(&mut Self, bool) -> Vec<Stmt>) -> Vec<Stmt> {
+        if self.epi.is_none() {
+            return stores(self, false);
+        }
+        let last = match const_i32(&self.g.f, ok) {
+            Some(o) if o as u32 + sk == self.k => Last::Always,
+            Some(_) => Last::Never,
+            None => {
+                // ok is a multiple of r1 below K: last ⇔ ok > K − sk − 1.
+                let start = (self.k - sk) as i32;
+                let before = self.f().i32(start - 1);
+                let is_last = self.f().bin(BinOp::Lt, before, ok);
+                let limit = self.f().i32(start);
+                let not_last = self.f().bin(BinOp::Lt, ok, limit);
+                Last::When(is_last, not_last)
+            }
+        };
+        match last {
+            Last::Always => stores(self, true),
+            Last::Never => stores(self, false),
+            Last::When(is_last, not_last) => {
+                let fused = stores(self, true);
+                let plain = stores(self, false);
+                vec![Stmt::If { cond: is_last, body: fused }, Stmt::If { cond: not_last, body: plain }]
             }
         }
-        out
     }
 
     /// The register tile kept in scratch memory, with rolled row and column loops.
@@ -289,7 +358,7 @@ impl Mm<'_> {
         let acc = self.acc.expect("scratch tile");
         let width = 4 * nv + ns;
         // Visits every (row, column group) of the tile with rolled loops.
-        let each = |this: &mut Self, f: &mut dyn FnMut(&mut Self, E, E, E, LoadTy) -> Stmt| -> Vec<Stmt> {
+        let each = |this: &mut Self, f: &mut TileVisit<Self>| -> Vec<Stmt> {
             let r = this.g.fresh("r", Ty::I32);
             let rv = this.f().get(r);
             let row = this.g.plus(rg, rv);
@@ -302,9 +371,9 @@ impl Mm<'_> {
                 let jv = this.f().get(j);
                 let ar = this.f().mul_c(rv, width as i64);
                 let ai = this.f().add(ar, jv);
-                let stmt = f(this, row, jv, ai, ty);
+                let body = f(this, row, jv, ai, ty);
                 let (lo, hi) = (this.f().i32(lo as i32), this.f().i32(hi as i32));
-                inner.push(Stmt::For(For { var: j, lo, hi, step, unroll: false, body: vec![stmt] }));
+                inner.push(Stmt::For(For { var: j, lo, hi, step, unroll: false, body }));
             }
             let (lo, hi) = (this.f().i32(0), this.f().i32(rows as i32));
             vec![Stmt::For(For { var: r, lo, hi, step: 1, unroll: false, body: inner })]
@@ -319,7 +388,7 @@ impl Mm<'_> {
                 let z = this.f().f32(0.0);
                 if ty == LoadTy::F32x4 { this.f().splat(z) } else { z }
             };
-            Stmt::Store { buf: acc, index: ai, value }
+            vec![Stmt::Store { buf: acc, index: ai, value }]
         });
         out.extend(self.k_loop(ok, sk, &mut |this, kg, kl| {
             each(this, &mut |this, row, j, ai, ty| {
@@ -331,14 +400,16 @@ impl Mm<'_> {
                 let b = this.b_load(ty, kg, kl, jc, 0);
                 let old = this.f().load(ty, acc, ai);
                 let value = this.f().fma(a, b, old);
-                Stmt::Store { buf: acc, index: ai, value }
+                vec![Stmt::Store { buf: acc, index: ai, value }]
             })
         }));
-        out.extend(each(self, &mut |this, row, j, ai, ty| {
-            let c = this.g.plus(cols.global, j);
-            let index = this.c_index(row, c);
-            let value = this.f().load(ty, acc, ai);
-            Stmt::Store { buf: this.c, index, value }
+        out.extend(self.last_k(ok, sk, &mut |this, epilogue| {
+            each(this, &mut |this, row, j, ai, ty| {
+                let c = this.g.plus(cols.global, j);
+                let index = this.c_index(row, c);
+                let value = this.f().load(ty, acc, ai);
+                this.store_c(index, value, ty, c, epilogue)
+            })
         }));
         out
     }

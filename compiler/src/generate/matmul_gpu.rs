@@ -17,7 +17,8 @@
 //!   barrier                                (double_buffer: two slabs in flight,
 //!                                          one barrier per slab)
 //! without cache_read, a_i and b_j come straight from global memory
-//! store acc where row < M and col < N
+//! store acc where row < M and col < N   (or act(acc + bias) + R: a fused
+//!                                        epilogue, in registers, per element)
 //! ```
 //!
 //! Any shape is exact: rows and columns past the edge are clamped when read
@@ -27,7 +28,7 @@
 //! top level, or in loops and `if`s whose conditions depend only on constants
 //! and loop counters.
 
-use super::{Gen, HasGen};
+use super::{Epi, Gen, HasGen};
 use crate::ir::{BinOp, Buffer, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, Var};
 use crate::op::Op;
 use crate::schedule::{Schedule, UnrollLoop};
@@ -62,6 +63,7 @@ struct Mm<'s> {
     av: Vec<Handle<Var>>,
     avec: Vec<Handle<Var>>,
     bv: Vec<Handle<Var>>,
+    epi: Epi,
 }
 
 impl HasGen for Mm<'_> {
@@ -96,7 +98,8 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let mut f = Func::new(op.slug());
     let a = f.buffer("A", Elem::F32, batch * m * k, Space::Param(0), false);
     let b = f.buffer("B", Elem::F32, batch * k * n, Space::Param(1), false);
-    let c = f.buffer("C", Elem::F32, batch * m * n, Space::Param(2), true);
+    let (epi, out) = Epi::declare(&mut f, op, batch * m * n);
+    let c = f.buffer("C", Elem::F32, batch * m * n, Space::Param(out), true);
     let vec = uses_vec4(n, s);
     let (tx, ty) = (s.x1 / s.x0, s.y1 / s.y0);
     let lid = f.exprs.push(Expr::Builtin(Builtin::LocalId(0)));
@@ -151,6 +154,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         av: Vec::new(),
         avec: Vec::new(),
         bv: Vec::new(),
+        epi,
     };
     mm.declare_registers(&mut body);
     if s.cache_read {
@@ -580,14 +584,21 @@ impl Mm<'_> {
                 let idx = self.g.plus(self.off[2], idx);
                 let accv = self.acc[(i * groups + j) as usize];
                 let value = self.f().get(accv);
-                let st = Stmt::Store { buf: c, index: idx, value };
+                // The epilogue's loads sit inside the edge guards, with the store.
+                let (mut st, value) = if self.epi.is_none() {
+                    (Vec::new(), value)
+                } else {
+                    let lty = self.lty();
+                    self.epi.apply(&mut self.g, value, lty, gc, idx)
+                };
+                st.push(Stmt::Store { buf: c, index: idx, value });
                 if col_edge {
                     // gc is a multiple of w and so is n: a whole group is in or out.
                     let nc = self.f().i32(n as i32);
                     let cond = self.f().bin(BinOp::Lt, gc, nc);
-                    row_stmts.push(Stmt::If { cond, body: vec![st] });
+                    row_stmts.push(Stmt::If { cond, body: st });
                 } else {
-                    row_stmts.push(st);
+                    row_stmts.extend(st);
                 }
             }
             if row_edge {

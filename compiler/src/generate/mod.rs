@@ -7,8 +7,8 @@ pub mod q4_gpu;
 
 use std::collections::HashMap;
 
-use crate::ir::{Expr, For, Func, Handle, Stmt, Ty, Var, const_i32};
-use crate::op::{Op, OpKind};
+use crate::ir::{Buffer, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, UnOp, Var, const_i32};
+use crate::op::{Activation, Epilogue, Op, OpKind};
 use crate::schedule::Schedule;
 
 /// The loop IR of `op` under a CPU schedule. The schedule must have passed
@@ -97,4 +97,78 @@ pub fn tiled<T: HasGen>(
         out.extend(body(this, global, local, rem));
     }
     out
+}
+
+/// A matmul's fused epilogue in a generated kernel: its buffers, and the
+/// temporaries GELU reads twice (made on first use, so that a kernel without
+/// an epilogue has exactly the variables and buffers it had before).
+#[derive(Debug)]
+pub struct Epi {
+    pub epilogue: Epilogue,
+    pub bias: Option<Handle<Buffer>>,
+    pub residual: Option<Handle<Buffer>>,
+    /// `f32` and `f32x4` temporaries.
+    tmp: [Option<Handle<Var>>; 2],
+}
+
+impl Epi {
+    /// Declares the epilogue's arguments after A (param 0) and B (param 1),
+    /// in ABI order (bias, then R), and returns them with the output's param
+    /// number. `outputs` is the length of C (and of R).
+    pub fn declare(f: &mut Func, op: &Op, outputs: u32) -> (Epi, u32) {
+        let e = op.epilogue();
+        let (_, _, _, n) = op.bmkn();
+        let mut next = 2;
+        let mut param = |f: &mut Func, name: &str, len: u32| {
+            let b = f.buffer(name, Elem::F32, len, Space::Param(next), false);
+            next += 1;
+            b
+        };
+        let bias = e.bias.then(|| param(f, "bias", n));
+        let residual = e.residual.then(|| param(f, "R", outputs));
+        (Epi { epilogue: e, bias, residual, tmp: [None; 2] }, next)
+    }
+
+    pub fn is_none(&self) -> bool {
+        self.epilogue.is_none()
+    }
+
+    /// `act(acc + bias[col]) + R[cidx]` for an accumulator `acc` of C's
+    /// element `cidx` (one `f32`, or four from `col` on): the statements to
+    /// run first, and the value to store. `col` is the column in 0..N.
+    pub fn apply(&mut self, g: &mut Gen, acc: Handle<Expr>, ty: LoadTy, col: Handle<Expr>, cidx: Handle<Expr>) -> (Vec<Stmt>, Handle<Expr>) {
+        let vector = ty == LoadTy::F32x4;
+        let mut pre = Vec::new();
+        let mut v = acc;
+        if let Some(b) = self.bias {
+            let x = g.f.load(ty, b, col);
+            v = g.f.add(v, x);
+        }
+        match self.epilogue.act {
+            Activation::None => {}
+            Activation::Relu => v = g.f.un(UnOp::Relu, v),
+            Activation::Gelu => {
+                // 0.5·x·(1 + erf(x/√2)) as fma(h, erf(x·(1/√2)), h), h = 0.5·x.
+                let slot = usize::from(vector);
+                let t = *self.tmp[slot].get_or_insert_with(|| g.fresh("ep", if vector { Ty::F32x4 } else { Ty::F32 }));
+                pre.push(Stmt::Set { var: t, value: v });
+                let c = |g: &mut Gen, x: f32| {
+                    let k = g.f.f32(x);
+                    if vector { g.f.splat(k) } else { k }
+                };
+                let (half, scale) = (c(g, 0.5), c(g, std::f32::consts::FRAC_1_SQRT_2));
+                let x = g.f.get(t);
+                let h = g.f.mul(x, half);
+                let x = g.f.get(t);
+                let s = g.f.mul(x, scale);
+                let e = g.f.un(UnOp::Erf, s);
+                v = g.f.fma(h, e, h);
+            }
+        }
+        if let Some(r) = self.residual {
+            let x = g.f.load(ty, r, cidx);
+            v = g.f.add(v, x);
+        }
+        (pre, v)
+    }
 }

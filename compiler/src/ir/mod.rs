@@ -18,6 +18,7 @@
 //! - Binary operators are typed by their operands: `+ - *` on `i32`, `f32`,
 //!   `f32x4`; `/ % min <` on `i32`; `>> &` on `i32` and `u32x4`. Integer
 //!   arithmetic wraps like Wasm's `i32` and WGSL's `i32`.
+//! - `erf(x)` and `relu(x)` take and give `f32` or `f32x4` (see [`UnOp`]).
 //! - GPU builtins (`local_id.x`, `group_id.y`, ...), `barrier` and the
 //!   subgroup shuffle `shufflexor(x, mask)` are valid only for the WGSL backend.
 //!
@@ -275,6 +276,64 @@ impl BinOp {
         [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem, BinOp::Shr, BinOp::And, BinOp::Or, BinOp::Lt];
 }
 
+/// Unary float functions, on `f32` or `f32x4`, lane-wise. Backends expand
+/// them into plain arithmetic: neither Wasm nor WGSL has an erf.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    /// The error function to about f32 rounding: [`erf_f32`]'s sequence.
+    Erf,
+    /// `max(x, 0)`.
+    Relu,
+}
+
+impl UnOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            UnOp::Erf => "erf",
+            UnOp::Relu => "relu",
+        }
+    }
+    pub const ALL: [UnOp; 2] = [UnOp::Erf, UnOp::Relu];
+}
+
+/// Where [`erf_f32`] clamps its argument: erf(±4) is ±1 in f32.
+pub const ERF_CLAMP: f32 = 4.0;
+/// Odd numerator coefficients of [`erf_f32`], highest power first
+/// (x¹³ … x¹): the rational minimax approximation of Eigen's and XLA's f32
+/// erf.
+#[allow(clippy::excessive_precision)]
+pub const ERF_P: [f32; 7] = [
+    -2.72614225801306e-10,
+    2.77068142495902e-08,
+    -2.10102402082508e-06,
+    -5.69250639462346e-05,
+    -7.34990630326855e-04,
+    -2.95459980854025e-03,
+    -1.60960333262415e-02,
+];
+/// Even denominator coefficients of [`erf_f32`], highest power first (x⁸ … x⁰).
+#[allow(clippy::excessive_precision)]
+pub const ERF_Q: [f32; 5] =
+    [-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03, -1.42647390514189e-02];
+
+/// The erf every backend computes, step for step:
+/// `x = clamp(a, −4, 4)`, `p = x·P(x²)`, `q = Q(x²)` by Horner's rule
+/// (one multiply and one add per step, unfused), then `p / q`.
+pub fn erf_f32(a: f32) -> f32 {
+    // clamp, not min then max: a NaN stays NaN, as in Wasm and WGSL.
+    let x = a.clamp(-ERF_CLAMP, ERF_CLAMP);
+    let x2 = x * x;
+    let mut p = ERF_P[0];
+    for c in &ERF_P[1..] {
+        p = p * x2 + c;
+    }
+    let mut q = ERF_Q[0];
+    for c in &ERF_Q[1..] {
+        q = q * x2 + c;
+    }
+    (p * x) / q
+}
+
 /// GPU invocation indices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Builtin {
@@ -312,6 +371,8 @@ pub enum Expr {
     /// Lane `n` (0..4) of an `f32x4` (an `f32`) or of a `u32x4` (an `i32`).
     Lane(Handle<Expr>, u8),
     Builtin(Builtin),
+    /// A unary float function ([`UnOp`]) of an `f32` or `f32x4`.
+    Un(UnOp, Handle<Expr>),
     /// GPU only: the `f32` value of the invocation whose subgroup lane is
     /// this one's xor the constant mask (1 to 64). Every invocation of the
     /// workgroup must reach it (it sits in uniform control flow).
@@ -431,6 +492,9 @@ impl Func {
     }
     pub fn splat(&mut self, a: Handle<Expr>) -> Handle<Expr> {
         self.exprs.push(Expr::Splat(a))
+    }
+    pub fn un(&mut self, op: UnOp, a: Handle<Expr>) -> Handle<Expr> {
+        self.exprs.push(Expr::Un(op, a))
     }
     pub fn load(&mut self, ty: LoadTy, buf: Handle<Buffer>, index: Handle<Expr>) -> Handle<Expr> {
         self.exprs.push(Expr::Load { ty, buf, index })

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{BinOp, Buffer, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, Var};
+use super::{BinOp, Buffer, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, UnOp, Var};
 
 /// A syntax error with its 1-based position.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -465,6 +465,10 @@ impl Parser {
                         Expr::ShuffleXor(a[0], a[1])
                     }
                     "lane0" | "lane1" | "lane2" | "lane3" => Expr::Lane(self.args(1)?[0], name.as_bytes()[4] - b'0'),
+                    _ if UnOp::ALL.iter().any(|u| u.name() == name) && self.at_punct("(") => {
+                        let op = UnOp::ALL.into_iter().find(|u| u.name() == name).expect("matched above");
+                        Expr::Un(op, self.args(1)?[0])
+                    }
                     _ => {
                         self.pos -= 1;
                         let v = self.var_ref()?;
@@ -503,6 +507,8 @@ mod tests {
     if local_id.x < 4 {
       store C[group_id.y] = tof32(load.u32 W[0])
       store C[group_id.x] = bitsf32(load.u32 W[1] >> 4 & 15 | 1258291200) - 8388616.0
+      a = fma(splat(0.5), erf(a), relu(a))
+      store C[i] = erf(1.5) + relu(-0.25)
       barrier
     }
   }

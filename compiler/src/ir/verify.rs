@@ -83,7 +83,9 @@ fn check_handles(f: &Func) -> Result<(), VerifyError> {
         let operands: Vec<Handle<Expr>> = match e {
             Expr::Bin(_, a, b) | Expr::ShuffleXor(a, b) => vec![*a, *b],
             Expr::Fma(a, b, c) => vec![*a, *b, *c],
-            Expr::Splat(a) | Expr::ToF32(a) | Expr::FromBits(a) | Expr::HSum(a) | Expr::Lane(a, _) => vec![*a],
+            Expr::Splat(a) | Expr::ToF32(a) | Expr::FromBits(a) | Expr::HSum(a) | Expr::Lane(a, _) | Expr::Un(_, a) => {
+                vec![*a]
+            }
             Expr::Load { buf, index, .. } => {
                 if f.buffers.get(*buf).is_none() {
                     return bad("buffer", buf.index());
@@ -323,6 +325,10 @@ impl Verifier<'_> {
                 t @ (Ty::F32x4 | Ty::U32x4) => return self.err(format!("lane {n} of an {} (lanes are 0 to 3)", t.name())),
                 t => return self.err(format!("lane of a {}", t.name())),
             },
+            Expr::Un(op, a) => match self.expr(a)? {
+                t @ (Ty::F32 | Ty::F32x4) => t,
+                t => return self.err(format!("{} of a {}", op.name(), t.name())),
+            },
             Expr::Load { ty, buf, index } => {
                 self.access(buf, ty, index)?;
                 ty.value_ty()
@@ -432,6 +438,9 @@ mod tests {
             ("var x: f32 x = shufflexor(1.0, 1)", "outside a GPU"),
             ("var x: f32 x = lane0(load.u32x4 W[0])", "assigned a i32"),
             ("var x: f32 x = lane0(1.0)", "lane of a f32"),
+            ("var x: f32 x = erf(1)", "erf of a i32"),
+            ("var x: f32 x = relu(load.u32x4 W[0])", "relu of a u32x4"),
+            ("var x: f32 x = erf(splat(1.0))", "assigned a f32x4"),
         ];
         for (body, want) in cases {
             let src = format!("kernel k {{ buf A: f32[16] param 0 buf W: u32[16] param 2 buf C: f32[16] param 1 rw {body} }}");

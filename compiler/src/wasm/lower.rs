@@ -14,7 +14,7 @@ use wasm_encoder::ValType;
 
 use super::wir::{FOp, IOp, LoadOp, N, Node, StoreOp, WFunc};
 use crate::ir::verify::Types;
-use crate::ir::{BinOp, Buffer, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, Var, const_i32};
+use crate::ir::{BinOp, Buffer, ERF_CLAMP, ERF_P, ERF_Q, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, UnOp, Var, const_i32};
 
 /// Options that change instruction selection.
 #[derive(Clone, Copy, Debug, Default)]
@@ -285,8 +285,64 @@ impl Lower<'_> {
                 let (mem, addr) = self.address(buf, index);
                 self.push(Node::Load { op, mem, offset: 0, addr })
             }
+            Expr::Un(op, a) => {
+                let vector = self.types.of(a) == Ty::F32x4;
+                let x = self.expr(a);
+                match op {
+                    UnOp::Relu => {
+                        let zero = self.fconst(0.0, vector);
+                        self.fbin(FOp::Max, x, zero, vector)
+                    }
+                    UnOp::Erf => self.erf(x, vector),
+                }
+            }
             Expr::Builtin(_) | Expr::ShuffleXor(..) => unreachable!("GPU-only expression in a verified CPU kernel"),
         }
+    }
+
+    /// An `f32` constant, splat to `f32x4` when `vector`.
+    fn fconst(&mut self, v: f32, vector: bool) -> N {
+        let c = self.push(Node::F32Const(v));
+        if vector { self.push(Node::F32x4Splat(c)) } else { c }
+    }
+
+    fn fbin(&mut self, op: FOp, a: N, b: N, vector: bool) -> N {
+        self.push(if vector { Node::F32x4Bin(op, a, b) } else { Node::F32Bin(op, a, b) })
+    }
+
+    /// [`crate::ir::erf_f32`] on the value of node `x`, lane-wise when
+    /// `vector`. The clamped argument and its square live in two fresh
+    /// locals; every read of a local is evaluated after the `local.tee`
+    /// that sets it (Wasm evaluates operands left to right).
+    fn erf(&mut self, x: N, vector: bool) -> N {
+        let ty = if vector { ValType::V128 } else { ValType::F32 };
+        let (t, t2) = (self.out.new_local(ty), self.out.new_local(ty));
+        let hi = self.fconst(ERF_CLAMP, vector);
+        let lo = self.fconst(-ERF_CLAMP, vector);
+        let clamped = self.fbin(FOp::Min, x, hi, vector);
+        let clamped = self.fbin(FOp::Max, clamped, lo, vector);
+        let tee = self.push(Node::LocalTee(t, clamped));
+        let get = self.push(Node::LocalGet(t));
+        let sq = self.fbin(FOp::Mul, tee, get, vector);
+        let mut x2 = Some(self.push(Node::LocalTee(t2, sq)));
+        // Horner's rule for p: its first step holds the tees.
+        let mut p = self.fconst(ERF_P[0], vector);
+        for &c in &ERF_P[1..] {
+            let s = x2.take().unwrap_or_else(|| self.push(Node::LocalGet(t2)));
+            let m = self.fbin(FOp::Mul, p, s, vector);
+            let c = self.fconst(c, vector);
+            p = self.fbin(FOp::Add, m, c, vector);
+        }
+        let get = self.push(Node::LocalGet(t));
+        let p = self.fbin(FOp::Mul, p, get, vector);
+        let mut q = self.fconst(ERF_Q[0], vector);
+        for &c in &ERF_Q[1..] {
+            let s = self.push(Node::LocalGet(t2));
+            let m = self.fbin(FOp::Mul, q, s, vector);
+            let c = self.fconst(c, vector);
+            q = self.fbin(FOp::Add, m, c, vector);
+        }
+        self.fbin(FOp::Div, p, q, vector)
     }
 
     /// The value of an i32 expression that is constant under the current bindings.

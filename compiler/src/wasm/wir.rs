@@ -41,6 +41,9 @@ pub enum FOp {
     Add,
     Sub,
     Mul,
+    Div,
+    Min,
+    Max,
 }
 
 /// One node of the tree. Operands are node indices.
@@ -224,11 +227,17 @@ fn encode_node(f: &WFunc, n: N, out: &mut wasm_encoder::Function) {
             FOp::Add => I::F32Add,
             FOp::Sub => I::F32Sub,
             FOp::Mul => I::F32Mul,
+            FOp::Div => I::F32Div,
+            FOp::Min => I::F32Min,
+            FOp::Max => I::F32Max,
         },
         Node::F32x4Bin(op, ..) => match op {
             FOp::Add => I::F32x4Add,
             FOp::Sub => I::F32x4Sub,
             FOp::Mul => I::F32x4Mul,
+            FOp::Div => I::F32x4Div,
+            FOp::Min => I::F32x4Min,
+            FOp::Max => I::F32x4Max,
         },
         Node::F32x4Splat(_) => I::F32x4Splat,
         Node::I32x4Splat(_) => I::I32x4Splat,

@@ -21,7 +21,7 @@ use naga::{
 
 use super::{EmitError, vec4_buffers};
 use crate::ir::verify::{Flavor, Types, verify};
-use crate::ir::{BinOp, Builtin, Elem, Expr, Func, Handle, LoadTy, Space, Stmt, Ty};
+use crate::ir::{BinOp, Builtin, ERF_CLAMP, ERF_P, ERF_Q, Elem, Expr, Func, Handle, LoadTy, Space, Stmt, Ty, UnOp};
 
 type NExpr = naga::Handle<N>;
 
@@ -437,6 +437,36 @@ impl Builder<'_> {
         op.eval_i32(*a, *b)
     }
 
+    /// An `f32` literal, splat to `vec4<f32>` when `vector`.
+    fn fconst(&mut self, v: f32, vector: bool) -> NExpr {
+        let c = self.lit(Literal::F32(v));
+        if vector { self.splat(c) } else { c }
+    }
+
+    /// [`crate::ir::erf_f32`], step for step (WGSL has no erf): naga
+    /// expressions are values, so the clamped argument and its square are
+    /// simply reused.
+    fn erf(&mut self, x: NExpr, vector: bool) -> NExpr {
+        let lo = self.fconst(-ERF_CLAMP, vector);
+        let hi = self.fconst(ERF_CLAMP, vector);
+        let x = self.math(MathFunction::Clamp, x, lo, Some(hi));
+        let x2 = self.bin(NOp::Multiply, x, x);
+        let mut p = self.fconst(ERF_P[0], vector);
+        for &c in &ERF_P[1..] {
+            let m = self.bin(NOp::Multiply, p, x2);
+            let c = self.fconst(c, vector);
+            p = self.bin(NOp::Add, m, c);
+        }
+        let p = self.bin(NOp::Multiply, p, x);
+        let mut q = self.fconst(ERF_Q[0], vector);
+        for &c in &ERF_Q[1..] {
+            let m = self.bin(NOp::Multiply, q, x2);
+            let c = self.fconst(c, vector);
+            q = self.bin(NOp::Add, m, c);
+        }
+        self.bin(NOp::Divide, p, q)
+    }
+
     /// Lowers IR expression `e` at the current point (see `memo`).
     fn expr(&mut self, e: Handle<Expr>) -> Result<NExpr, EmitError> {
         let Builder { memo, reads, epoch, scope, .. } = self;
@@ -582,6 +612,17 @@ impl Builder<'_> {
                         let vty = if ty == LoadTy::F32x4 { self.vec4_types[0] } else { self.vec4_types[1] };
                         self.add(N::Compose { ty: vty, components: lanes })
                     }
+                }
+            }
+            Expr::Un(op, a) => {
+                let vector = self.types.of(a) == Ty::F32x4;
+                let x = self.expr(a)?;
+                match op {
+                    UnOp::Relu => {
+                        let zero = self.fconst(0.0, vector);
+                        self.math(MathFunction::Max, x, zero, None)
+                    }
+                    UnOp::Erf => self.erf(x, vector),
                 }
             }
             Expr::ShuffleXor(a, m) => {

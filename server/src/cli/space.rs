@@ -74,7 +74,7 @@ pub fn run(a: SpaceArgs) -> Result<()> {
     let space = lite_space(&op, target, &device, &settings);
     if a.stats {
         let stats = serde_json::json!({
-            "op": op.kind().name(),
+            "op": op.name(),
             "shape": op.shape(),
             "target": target.name(),
             "device_key": keys.device_key,

@@ -44,7 +44,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
-use webtune_compiler::{Op, OpKind, Schedule, Target, compile};
+use webtune_compiler::{Op, Schedule, Target, compile};
 use webtune_kernel_db::{Db, DeviceKeys, KernelKind, Level, NewKernel, NewMeasurement, NewReport, VotePolicy, random_id};
 
 use error::{ApiError, ApiResult};
@@ -236,7 +236,7 @@ impl App {
 
 pub fn kind_of(op: &Op, target: Target) -> KernelKind {
     let shape: Vec<String> = op.shape().iter().map(|d| d.to_string()).collect();
-    KernelKind { op: op.kind().name().to_string(), shape: shape.join(","), target: target.name().to_string() }
+    KernelKind { op: op.name(), shape: shape.join(","), target: target.name().to_string() }
 }
 
 pub fn kernel_url(sha256: &str) -> String {
@@ -245,8 +245,9 @@ pub fn kernel_url(sha256: &str) -> String {
 
 /// Parses and validates op, shape and target.
 pub fn parse_kind(op: &str, shape: &[u32], target: &str) -> ApiResult<(Op, Target)> {
-    let kind: OpKind = op.parse().map_err(|e: webtune_compiler::OpError| ApiError::bad_request(e.to_string()))?;
-    let op = Op::new(kind, shape).map_err(|e| ApiError::bad_request(format!("shape: {e}")))?;
+    // The name may carry an epilogue suffix (`matmul+bias+gelu`).
+    let (kind, epilogue) = webtune_compiler::op::parse_name(op).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let op = Op::with_epilogue(kind, epilogue, shape).map_err(|e| ApiError::bad_request(format!("shape: {e}")))?;
     let target: Target = target.parse().map_err(|e: String| ApiError::bad_request(e))?;
     Ok((op, target))
 }

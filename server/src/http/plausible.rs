@@ -77,4 +77,22 @@ mod tests {
         assert!(check(&mv, Target::Wgsl, &gpu, 10.0).is_ok());
         assert!(check(&mv, Target::Wgsl, &gpu, 0.3).unwrap_err().contains("bytes/s"));
     }
+
+    #[test]
+    fn epilogue_ops_parse_from_the_wire_and_their_arguments_count_as_traffic() {
+        let (op, target) = crate::http::parse_kind("matmul+bias+gelu+residual", &[128, 384, 1536], "wasm").unwrap();
+        assert_eq!(op.name(), "matmul+bias+gelu+residual");
+        assert_eq!(crate::http::kind_of(&op, target).op, "matmul+bias+gelu+residual");
+        for bad in ["matmul+gelu+bias", "matmul_q4+bias", "matmul+"] {
+            assert!(crate::http::parse_kind(bad, &[1, 32, 2], "wasm").is_err(), "{bad}");
+        }
+        // Same FLOPs as the plain op, more bytes (bias and R): a time the
+        // plain op's bandwidth ceiling just allows is refused with them.
+        let plain = op.base();
+        assert_eq!(op.flops(), plain.flops());
+        let bytes = |o: &Op| o.args().iter().map(|a| a.bytes()).sum::<u64>() as f64;
+        let us = bytes(&plain) / 1e12 * 1e6 * 1.01;
+        assert!(check(&plain, Target::Wasm, &keys("cpu"), us.max(op.flops() as f64 / 1e12 * 1e6 * 1.01)).is_ok());
+        assert!(check(&op, Target::Wasm, &keys("cpu"), bytes(&plain) / 1e12 * 1e6 * 1.01).is_err());
+    }
 }

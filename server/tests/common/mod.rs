@@ -175,7 +175,7 @@ pub fn entry(op: &Op, candidate: &Value, median_us: f64) -> Value {
 
 /// Posts a report; returns (status, body).
 pub async fn report(http: &reqwest::Client, url: &str, sid: &str, op: &Op, target: &str, entries: Vec<Value>) -> (u16, Value) {
-    let body = json!({ "op": op.kind().name(), "shape": op.shape(), "target": target, "entries": entries });
+    let body = json!({ "op": op.name(), "shape": op.shape(), "target": target, "entries": entries });
     let r = http.post(format!("{url}/v1/sessions/{sid}/reports")).json(&body).send().await.unwrap();
     let status = r.status().as_u16();
     let text = r.text().await.unwrap();

@@ -1,0 +1,74 @@
+//! Kernels without an epilogue are byte-identical to those of the compiler
+//! before epilogues existed: one SHA-256 over the kernels of a fixed grid of
+//! ops and seeded random schedules, on both targets, recorded from that
+//! compiler (commit 2d5d93b). A change to it must be deliberate.
+
+use sha2::{Digest, Sha256};
+use webtune_compiler::reference::Rng;
+use webtune_compiler::schedule::{LoopOrder, UnrollLoop};
+use webtune_compiler::{Op, Schedule, Target, WasmPasses, compile};
+
+const WANT: &str = "7e45e9343808d7422d579252fef7b5032cfaddd36633649c3561f16c5027037c";
+
+fn grid() -> Vec<(Op, Target, Schedule)> {
+    let mut out = Vec::new();
+    let ops = ["matmul 37,29,41", "matmul 64,96,80", "matmul 1,1,1", "batch_matmul 3,13,17,11", "matmul 128,384,1536", "matmul_q4 3,96,11"];
+    let mut rng = Rng::new(2024);
+    for text in ops {
+        let (kind, shape) = text.split_once(' ').unwrap();
+        let op = Op::parse(kind, shape).unwrap();
+        for target in [Target::Wasm, Target::Wgsl] {
+            let base = Schedule::default_for(&op, target);
+            out.push((op.clone(), target, base.clone()));
+            if op.kind() == webtune_compiler::OpKind::MatmulQ4 {
+                continue;
+            }
+            let mut taken = 0;
+            let mut tries = 0;
+            while taken < 8 && tries < 500 {
+                tries += 1;
+                let r = |rng: &mut Rng, n: u64| (rng.next_u64() % n) as u32;
+                let bit = |rng: &mut Rng| rng.next_u64() % 2 == 0;
+                let vectorize = if bit(&mut rng) { 4 } else { 1 };
+                let x0 = 1 + r(&mut rng, 4);
+                let y0 = vectorize * (1 + r(&mut rng, 2));
+                let r0 = 1 << r(&mut rng, 3);
+                let s = Schedule {
+                    x0,
+                    y0,
+                    r0,
+                    x1: x0 << r(&mut rng, 4),
+                    y1: y0 << r(&mut rng, 4),
+                    r1: r0 << r(&mut rng, 4),
+                    order: LoopOrder::ALL[r(&mut rng, 6) as usize],
+                    inner_n_first: bit(&mut rng),
+                    unroll: if bit(&mut rng) { vec![UnrollLoop::X0, UnrollLoop::Y0, UnrollLoop::R0] } else { vec![UnrollLoop::R0] },
+                    vectorize,
+                    cache_read: bit(&mut rng),
+                    relaxed_simd: target == Target::Wasm && bit(&mut rng),
+                    double_buffer: target == Target::Wgsl && bit(&mut rng),
+                    passes: WasmPasses { offset: bit(&mut rng), load_splat: bit(&mut rng), tee: bit(&mut rng) },
+                    ..base.clone()
+                };
+                if s.check(&op, target).is_ok() {
+                    out.push((op.clone(), target, s));
+                    taken += 1;
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn kernels_without_an_epilogue_are_unchanged() {
+    let mut all = Sha256::new();
+    let grid = grid();
+    for (op, target, s) in &grid {
+        let k = compile(op, *target, s).unwrap();
+        all.update(k.meta.sha256.as_bytes());
+    }
+    let got = hex::encode(all.finalize());
+    assert!(grid.len() > 80, "only {} kernels in the grid", grid.len());
+    assert_eq!(got, WANT, "{} plain kernels changed", grid.len());
+}
