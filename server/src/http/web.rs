@@ -45,6 +45,7 @@ const DIST: &[(&str, &str)] = &[
     dist!("eval-worker.d.ts"),
     dist!("remote.d.ts"),
     dist!("http.d.ts"),
+    dist!("encoder.d.ts"),
 ];
 
 const DEMO_HTML: &str = include_str!("../../../client-runtime/web/demo/index.html");
