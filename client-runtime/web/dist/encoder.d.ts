@@ -15,6 +15,8 @@ export interface EncoderLoadOptions {
     budgetMs?: number;
     /** Use the IndexedDB cache of winning kernels. Default true. */
     cache?: boolean;
+    /** Candidates to evaluate per kernel at most (see `Webtune.open`). Default: all. */
+    maxCandidates?: number;
     /** Largest batch run at once; longer lists are encoded in several batches. Default 8. */
     maxBatch?: number;
 }

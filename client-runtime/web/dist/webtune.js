@@ -4825,7 +4825,8 @@ var SentenceEncoder = class _SentenceEncoder {
       tune: opts.tune ?? true,
       worker: opts.worker ?? false,
       budgetMs: opts.budgetMs,
-      cache: opts.cache
+      cache: opts.cache,
+      maxCandidates: opts.maxCandidates
     });
     return new _SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch: Math.max(1, opts.maxBatch ?? 8) });
   }

@@ -41,6 +41,8 @@ export interface EncoderLoadOptions {
   budgetMs?: number;
   /** Use the IndexedDB cache of winning kernels. Default true. */
   cache?: boolean;
+  /** Candidates to evaluate per kernel at most (see `Webtune.open`). Default: all. */
+  maxCandidates?: number;
   /** Largest batch run at once; longer lists are encoded in several batches. Default 8. */
   maxBatch?: number;
 }
@@ -219,7 +221,7 @@ export class SentenceEncoder {
     const fixed = mod.instance.exports as unknown as Fixed;
     const webtune = await Webtune.open({
       server, target: 'wasm', memory, tune: opts.tune ?? true, worker: opts.worker ?? false,
-      budgetMs: opts.budgetMs, cache: opts.cache,
+      budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates,
     });
     return new SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch: Math.max(1, opts.maxBatch ?? 8) });
   }
