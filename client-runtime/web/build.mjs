@@ -3,7 +3,9 @@
 // temporary folder and fails when dist/ differs from what the sources give.
 //
 //   dist/webtune.js   the ES module apps import (served at /web/webtune.js),
-//                     with the bench worker's bundle inside as a string
+//                     with the bench worker's bundle inside as a string, the
+//                     SentenceEncoder's Wasm kernels (encoder-kernels.wat) as base64
+//                     and @huggingface/tokenizers
 //   dist/*.d.ts       its type declarations
 //   dist/demo.js      the demo app (served at /web/demo.js), which imports
 //                     /web/webtune.js like any other app would
@@ -14,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
+import { assembleKernels } from './assemble.mjs';
 
 const root = dirname(fileURLToPath(import.meta.url));
 const names = (d) => {
@@ -41,7 +44,12 @@ const common = {
 // The bench worker (the `worker` option) is bundled on its own and put into
 // webtune.js as a string, started from a Blob URL: no second file to serve.
 const worker = await esbuild.build({ ...common, entryPoints: ['src/eval-worker.ts'], format: 'iife', write: false, outfile: 'eval-worker.js' });
-const define = { __WEBTUNE_EVAL_WORKER__: JSON.stringify(worker.outputFiles[0].text) };
+// The sentence encoder's fixed kernels, assembled from src/encoder-kernels.wat
+// with wabt, go in as base64.
+const define = {
+  __WEBTUNE_EVAL_WORKER__: JSON.stringify(worker.outputFiles[0].text),
+  __WEBTUNE_ENCODER_KERNELS__: JSON.stringify((await assembleKernels()).toString('base64')),
+};
 await esbuild.build({ ...common, entryPoints: ['src/webtune.ts'], outfile: join(out, 'webtune.js'), define });
 await esbuild.build({ ...common, entryPoints: ['demo/demo.ts'], outfile: join(out, 'demo.js'), external: ['/web/webtune.js'] });
 

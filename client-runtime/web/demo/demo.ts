@@ -10,6 +10,7 @@
 
 import { Webtune, type MeasureDetail, type ReportDetail, type SwapDetail } from '/web/webtune.js';
 import { type Mark, type Point, drawChart } from './chart.js';
+import { runEncoderDemo } from './encoder-demo.js';
 import { type Config, type Model, checkConfig, gpuModel, kernelList, makeWeights, wasmModel } from './model.js';
 
 const params = new URLSearchParams(location.search);
@@ -230,8 +231,31 @@ $('target').addEventListener('change', (e) => {
   params.set('target', (e.target as HTMLSelectElement).value);
   location.search = params.toString();
 });
-render(null);
-main().catch((e) => {
+/**
+ * The real model when the server has one (the first of `GET /v1/models`),
+ * Wasm only and unless the generated model's parameters (or `model=0`) are
+ * given; otherwise the generated model, with a hint how to import one.
+ */
+async function pickModel(): Promise<string | null> {
+  const generated = ['layers', 'seq', 'dim', 'heads', 'ffn', 'q4'].some((k) => params.has(k)) || params.get('model') === '0';
+  if (generated || target !== 'wasm') return null;
+  try {
+    const res = await fetch('/v1/models');
+    if (!res.ok) return null;
+    const { models } = (await res.json()) as { models: { name: string }[] };
+    const want = params.get('model');
+    return (want ? models.find((m) => m.name === want)?.name : models[0]?.name) ?? null;
+  } catch {
+    return null;
+  }
+}
+
+pickModel().then((model) => {
+  if (model) return runEncoderDemo(model, afterS, budgetMs, () => stopRequested);
+  $('hint').textContent = 'A generated model with random weights. For a real one: webtune model import PATH (e.g. all-MiniLM-L6-v2), then webtune serve.';
+  render(null);
+  return main();
+}).catch((e) => {
   state.phase = 'error';
   state.error = e instanceof Error ? `${e.message}` : String(e);
   render(null);

@@ -114,6 +114,83 @@ function drawChart(canvas2, points, marks, title, legend) {
   }
 }
 
+// demo/encoder-demo.ts
+import { SentenceEncoder } from "/web/webtune.js";
+var SENTENCES = [
+  "The new movie is awesome",
+  "The new movie is so great",
+  "The cat sits outside",
+  "The cat plays in the garden",
+  "I love pasta",
+  "Do you like pizza?"
+].join("\n");
+var $ = (id) => document.getElementById(id);
+var esc = (s) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+async function runEncoderDemo(model, afterS2, budgetMs2, isStopped) {
+  const state2 = {
+    mode: "encoder",
+    model,
+    phase: "starting",
+    error: "",
+    deviceKey: "",
+    encodes: 0,
+    latencies: [],
+    swaps: [],
+    similarity: [],
+    tunedAt: null
+  };
+  window.webtuneDemo = state2;
+  $("encoder").hidden = false;
+  const box = $("texts");
+  if (!box.value) box.value = SENTENCES;
+  try {
+    const enc = await SentenceEncoder.load({ model, target: "wasm", budgetMs: budgetMs2 });
+    state2.deviceKey = enc.webtune.session.device_key;
+    let t0 = performance.now();
+    enc.webtune.addEventListener("swap", (e) => state2.swaps.push({ ...e.detail, t: (performance.now() - t0) / 1e3 }));
+    state2.phase = "running";
+    t0 = performance.now();
+    let lastDraw = 0;
+    while (!isStopped()) {
+      const texts = box.value.split("\n").map((s) => s.trim()).filter((s) => s);
+      if (!texts.length) texts.push("");
+      const start = performance.now();
+      const emb = await enc.encode(texts);
+      state2.latencies.push({ t: (start - t0) / 1e3, ms: performance.now() - start });
+      state2.encodes++;
+      const r = await enc.idle();
+      if (r.done && state2.tunedAt === null) {
+        state2.tunedAt = (performance.now() - t0) / 1e3;
+        state2.phase = "tuned";
+      }
+      if (state2.tunedAt !== null && afterS2 > 0 && (performance.now() - t0) / 1e3 > state2.tunedAt + afterS2) break;
+      if (performance.now() - lastDraw > 250) {
+        state2.similarity = emb.map((a) => emb.map((b) => a.reduce((s, x, i) => s + x * b[i], 0)));
+        render(state2, texts);
+        lastDraw = performance.now();
+      }
+      await new Promise((res) => setTimeout(res, 0));
+    }
+    state2.phase = "stopped";
+  } catch (e) {
+    state2.phase = "error";
+    state2.error = e instanceof Error ? e.message : String(e);
+  }
+  render(state2, []);
+}
+function render(state2, texts) {
+  const marks = state2.swaps.map((s) => ({ t: s.t, label: `${s.op} ${s.shape.join("×")} ×${s.speedup.toFixed(2)}`, color: "#d62728" }));
+  const title = `Wasm · ${state2.model} · ${state2.encodes} encodes, ${state2.swaps.length} swaps`;
+  drawChart($("chart"), state2.latencies, marks, title, [["kernel swap", "#d62728"]]);
+  if (texts.length) {
+    const head = texts.map((_, j) => `<th>${j + 1}</th>`).join("");
+    const rows = texts.map((t, i) => `<tr><th title="${esc(t)}">${i + 1}. ${esc(t.slice(0, 40))}</th>${state2.similarity[i].map((v) => `<td style="background:rgba(31,119,180,${Math.max(0, v).toFixed(2)})">${v.toFixed(3)}</td>`).join("")}</tr>`);
+    $("sim").innerHTML = `<tr><th>cosine</th>${head}</tr>${rows.join("")}`;
+  }
+  const last = state2.latencies.slice(-9).map((p) => p.ms).sort((a, b) => a - b);
+  $("status").textContent = state2.error ? `error: ${state2.error}` : `${state2.phase} · ${state2.model} · device key ${state2.deviceKey} · encode ${last.length ? last[last.length >> 1].toFixed(1) : "?"} ms (median of the last 9)` + (state2.tunedAt !== null ? ` · tuned after ${state2.tunedAt.toFixed(1)} s` : "");
+}
+
 // demo/model.ts
 function checkConfig(c) {
   if (c.dim % c.heads) throw new Error(`dim ${c.dim} must be a multiple of heads ${c.heads}`);
@@ -522,8 +599,8 @@ var state = {
   output: { first: null, last: null, maxDiff: 0 }
 };
 window.webtuneDemo = state;
-var $ = (id) => document.getElementById(id);
-var canvas = $("chart");
+var $2 = (id) => document.getElementById(id);
+var canvas = $2("chart");
 var stopRequested = false;
 function nameOf(op, shape) {
   return kernelList(config).find((k) => k.op === op && k.shape.join() === shape.join())?.name ?? op;
@@ -552,7 +629,7 @@ function summarize(points, swaps) {
   }
   return { startMs, finalMs, secondsToWithin5, secondsToWithin5Of9 };
 }
-function render(wt) {
+function render2(wt) {
   const marks = state.swaps.map((s2) => ({ t: s2.t, label: `${s2.name} ×${s2.speedup.toFixed(2)}`, color: COLORS[s2.name] ?? "#555" }));
   const c = config;
   const title = `${target === "wasm" ? "Wasm" : "WebGPU"} · ${c.layers} layers, seq ${c.seq}, dim ${c.dim}, ${c.heads} heads, ffn ${c.ffn}${c.q4 ? ", q4 MLP" : ""} · ${state.inferences} inferences, ${state.swaps.length} swaps`;
@@ -562,9 +639,9 @@ function render(wt) {
     const progress = st ? `${st.phase} ${st.evaluated}/${st.total || "?"}` : "";
     return `<tr><td style="color:${COLORS[k.name]}">${k.name}</td><td>${k.op}</td><td>${k.shape.join("×")}</td><td>${k.source}${k.level ? ` (${k.level})` : ""}</td><td>${progress}</td><td>${k.swaps}</td><td><code>${k.sha256.slice(0, 12)}</code></td></tr>`;
   });
-  $("kernels").innerHTML = `<tr><th>kernel</th><th>op</th><th>shape</th><th>first from</th><th>tuning</th><th>swaps</th><th>in use</th></tr>${rows.join("")}`;
+  $2("kernels").innerHTML = `<tr><th>kernel</th><th>op</th><th>shape</th><th>first from</th><th>tuning</th><th>swaps</th><th>in use</th></tr>${rows.join("")}`;
   const s = state.summary;
-  $("status").textContent = state.error ? `error: ${state.error}` : `${state.phase} · device key ${state.deviceKey} · timer ${state.timerResolutionMs.toFixed(3)} ms · candidates measured ${state.measured} (${state.failed.length} failed checks) · reports ${state.reports.length}` + (s ? ` · latency ${s.startMs.toFixed(2)} → ${s.finalMs.toFixed(2)} ms${s.secondsToWithin5 !== null ? `, within 5 % of final after ${s.secondsToWithin5.toFixed(1)} s` : ""}` : "");
+  $2("status").textContent = state.error ? `error: ${state.error}` : `${state.phase} · device key ${state.deviceKey} · timer ${state.timerResolutionMs.toFixed(3)} ms · candidates measured ${state.measured} (${state.failed.length} failed checks) · reports ${state.reports.length}` + (s ? ` · latency ${s.startMs.toFixed(2)} → ${s.finalMs.toFixed(2)} ms${s.secondsToWithin5 !== null ? `, within 5 % of final after ${s.secondsToWithin5.toFixed(1)} s` : ""}` : "");
 }
 function yieldNow() {
   return new Promise((resolve) => {
@@ -642,31 +719,48 @@ async function main() {
     if (state.tunedAt !== null && afterS > 0 && (performance.now() - t0) / 1e3 > state.tunedAt + afterS) break;
     if (performance.now() - lastDraw > 250) {
       state.summary = summarize(state.latencies, state.swaps);
-      render(wt);
+      render2(wt);
       lastDraw = performance.now();
     }
     await yieldNow();
   }
   state.summary = summarize(state.latencies, state.swaps);
   state.phase = "stopped";
-  render(wt);
+  render2(wt);
 }
-$("stop").addEventListener("click", () => {
+$2("stop").addEventListener("click", () => {
   stopRequested = true;
 });
-$("clear").addEventListener("click", async () => {
+$2("clear").addEventListener("click", async () => {
   indexedDB.deleteDatabase("webtune");
-  $("status").textContent = "local kernel cache cleared; reload to start from the server";
+  $2("status").textContent = "local kernel cache cleared; reload to start from the server";
 });
-$("target").value = target;
-$("target").addEventListener("change", (e) => {
+$2("target").value = target;
+$2("target").addEventListener("change", (e) => {
   params.set("target", e.target.value);
   location.search = params.toString();
 });
-render(null);
-main().catch((e) => {
+async function pickModel() {
+  const generated = ["layers", "seq", "dim", "heads", "ffn", "q4"].some((k) => params.has(k)) || params.get("model") === "0";
+  if (generated || target !== "wasm") return null;
+  try {
+    const res = await fetch("/v1/models");
+    if (!res.ok) return null;
+    const { models } = await res.json();
+    const want = params.get("model");
+    return (want ? models.find((m) => m.name === want)?.name : models[0]?.name) ?? null;
+  } catch {
+    return null;
+  }
+}
+pickModel().then((model) => {
+  if (model) return runEncoderDemo(model, afterS, budgetMs, () => stopRequested);
+  $2("hint").textContent = "A generated model with random weights. For a real one: webtune model import PATH (e.g. all-MiniLM-L6-v2), then webtune serve.";
+  render2(null);
+  return main();
+}).catch((e) => {
   state.phase = "error";
   state.error = e instanceof Error ? `${e.message}` : String(e);
-  render(null);
+  render2(null);
   console.error(e);
 });

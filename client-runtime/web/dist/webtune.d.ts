@@ -44,6 +44,7 @@ export { measureRho, rhoBit } from './rho.js';
 export type { Measurement } from './tuner.js';
 export type { BestResponse, KernelMeta } from './types.js';
 export type { OpName } from './ops.js';
+export { SentenceEncoder, type EncoderLoadOptions, type ModelConfig, type ModelManifest } from './encoder.js';
 export type Target = 'wasm' | 'webgpu';
 export interface OpenOptions {
     /** Base URL of the webtune server; default: this page's origin. */

@@ -903,9 +903,9 @@ function checkPositions(scales, got, positions) {
   }
   return { ok: maxErr <= TOLERANCE, maxErr, worst };
 }
-function defaultPositions(len, count = 8) {
-  const out = /* @__PURE__ */ new Set([0, len - 1]);
-  for (let i = 1; out.size < Math.min(count, len); i++) out.add(Math.floor(i * 0.618033988749895 * len % len));
+function defaultPositions(len2, count = 8) {
+  const out = /* @__PURE__ */ new Set([0, len2 - 1]);
+  for (let i = 1; out.size < Math.min(count, len2); i++) out.add(Math.floor(i * 0.618033988749895 * len2 % len2));
   return [...out].sort((a, b) => a - b);
 }
 
@@ -980,9 +980,9 @@ var FUTILE_PAIRS = 5;
 var STOP_AFTER_MS = 30;
 function noNewLow(xs) {
   if (xs.length < 2) return false;
-  let min = Infinity;
-  for (let i = 0; i < xs.length - 1; i++) min = Math.min(min, xs[i]);
-  return xs[xs.length - 1] >= NEW_LOW * min;
+  let min2 = Infinity;
+  for (let i = 0; i < xs.length - 1; i++) min2 = Math.min(min2, xs[i]);
+  return xs[xs.length - 1] >= NEW_LOW * min2;
 }
 function warmedUp(cur, cand, sinceFirstRunMs) {
   return cur.length >= 2 && cand.length >= 2 && sinceFirstRunMs >= WARM_MIN_MS && noNewLow(cur) && noNewLow(cand);
@@ -1906,9 +1906,9 @@ var GpuBackend = class {
       if (!this.device.features.has("subgroups")) {
         throw new Error(`kernel ${meta.sha256.slice(0, 12)} reduces with subgroup operations; this device has no 'subgroups' feature`);
       }
-      const min = this.device.adapterInfo?.subgroupMinSize;
-      if (min !== void 0 && min < need) {
-        throw new Error(`kernel ${meta.sha256.slice(0, 12)} needs subgroups of at least ${need} invocations; this adapter's may have ${min}`);
+      const min2 = this.device.adapterInfo?.subgroupMinSize;
+      if (min2 !== void 0 && min2 < need) {
+        throw new Error(`kernel ${meta.sha256.slice(0, 12)} needs subgroups of at least ${need} invocations; this adapter's may have ${min2}`);
       }
     }
     const pipeline = await scoped(this.device, async () => {
@@ -1926,6 +1926,3239 @@ var GpuBackend = class {
   }
   bench(specs) {
     return new GpuBench(this.device, this.layouts, specs, this.timerMs);
+  }
+};
+
+// node_modules/@huggingface/tokenizers/dist/tokenizers.mjs
+var DictionarySplitter = class {
+  /**
+   * @param dictionary The dictionary of words to use for splitting.
+   */
+  constructor(dictionary) {
+    this.trie = this._build_trie(dictionary);
+  }
+  /**
+   * Builds a trie from the given dictionary.
+   * @param dictionary The dictionary of words to build the trie from.
+   * @returns The root node of the trie.
+   * @private
+   */
+  _build_trie(dictionary) {
+    const trie = /* @__PURE__ */ Object.create(null);
+    for (const word of dictionary) {
+      let node = trie;
+      for (let i = 0; i < word.length; ++i) {
+        const char = word[i];
+        node = node[char] ??= /* @__PURE__ */ Object.create(null);
+      }
+      node.end = word;
+    }
+    return trie;
+  }
+  /**
+   * Splits the input text into tokens based on the dictionary.
+   * @param text The input text to split.
+   * @returns An array of tokens.
+   */
+  split(text) {
+    const result = [];
+    const n = text.length;
+    let start = 0;
+    let i = 0;
+    while (i < n) {
+      let node = this.trie;
+      let match = null;
+      let j = i;
+      while (j < n && (node = node[text[j]])) {
+        if (node.end) {
+          match = node.end;
+        }
+        ++j;
+      }
+      if (match) {
+        if (i > start) {
+          result.push(text.slice(start, i));
+        }
+        result.push(match);
+        i += match.length;
+        start = i;
+      } else {
+        ++i;
+      }
+    }
+    if (start < n) {
+      result.push(text.slice(start));
+    }
+    return result;
+  }
+};
+var DictionarySplitter_default = DictionarySplitter;
+var AddedToken = class {
+  /**
+   * Creates a new instance of AddedToken.
+   * @param config Added token configuration object.
+   */
+  constructor(config) {
+    this.content = config.content;
+    this.id = config.id;
+    this.single_word = config.single_word ?? false;
+    this.lstrip = config.lstrip ?? false;
+    this.rstrip = config.rstrip ?? false;
+    this.special = config.special ?? false;
+    this.normalized = config.normalized ?? !this.special;
+  }
+};
+var AddedToken_default = AddedToken;
+var compile_unicode_regexp = (source, flags) => {
+  try {
+    return new RegExp(source, flags);
+  } catch (error) {
+    if (!(error instanceof SyntaxError)) throw error;
+    const property_names = /* @__PURE__ */ new Map();
+    const rewritten = source.replace(
+      /(\\[pP])\{([^}=]+)\}/g,
+      (text, p, n, offset) => {
+        let preceding_backslashes = 0;
+        for (let i = offset - 1; i >= 0 && source[i] === "\\"; --i) {
+          ++preceding_backslashes;
+        }
+        if (preceding_backslashes % 2 === 1) return text;
+        let property_name = property_names.get(n);
+        if (property_name === void 0) {
+          try {
+            new RegExp(`\\p{${n}}`, "u");
+            property_name = n;
+          } catch {
+            property_name = `Script=${n}`;
+          }
+          property_names.set(n, property_name);
+        }
+        return `${p}{${property_name}}`;
+      }
+    );
+    if (rewritten === source) throw error;
+    try {
+      return new RegExp(rewritten, flags);
+    } catch {
+      throw error;
+    }
+  }
+};
+var clean_up_tokenization = (text) => text.replace(/ \./g, ".").replace(/ \?/g, "?").replace(/ \!/g, "!").replace(/ ,/g, ",").replace(/ \' /g, "'").replace(/ n't/g, "n't").replace(/ 'm/g, "'m").replace(/ 's/g, "'s").replace(/ 've/g, "'ve").replace(/ 're/g, "'re");
+var create_pattern = (pattern, invert = true) => {
+  if (pattern.Regex !== void 0) {
+    const regex = rewrite_oniguruma_to_js(
+      normalize_bloom_split_char_class(pattern.Regex)
+    );
+    return compile_unicode_regexp(regex, "gu");
+  } else if (pattern.String !== void 0) {
+    const escaped = escape_reg_exp(pattern.String);
+    return new RegExp(invert ? escaped : `(${escaped})`, "gu");
+  } else {
+    console.warn("Unknown pattern type:", pattern);
+    return null;
+  }
+};
+var UNICODE_WORD_CHARS_IN_CLASS = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}";
+var UNICODE_WORD_CHARS = `${UNICODE_WORD_CHARS_IN_CLASS}\\u00B2\\u00B3\\u00B9\\u00BC-\\u00BE`;
+var UNICODE_WORD_CLASS = `[${UNICODE_WORD_CHARS}]`;
+var UNICODE_NON_WORD_CLASS = `[^${UNICODE_WORD_CHARS}]`;
+var UNICODE_WORD_BOUNDARY = `(?:(?<!${UNICODE_WORD_CLASS})(?=${UNICODE_WORD_CLASS})|(?<=${UNICODE_WORD_CLASS})(?!${UNICODE_WORD_CLASS}))`;
+var UNICODE_NON_WORD_BOUNDARY = `(?:(?<!${UNICODE_WORD_CLASS})(?!${UNICODE_WORD_CLASS})|(?<=${UNICODE_WORD_CLASS})(?=${UNICODE_WORD_CLASS}))`;
+var LINE_START_ANCHOR = "(?:(?<![\\s\\S])|(?<=\\n))";
+var LINE_END_ANCHOR = "(?:(?=\\n)|(?![\\s\\S]))";
+var HEX_DIGIT_CHARS = "0-9A-Fa-f";
+var ESCAPE_REWRITES = /* @__PURE__ */ new Map([
+  ["A", "(?<![\\s\\S])"],
+  ["z", "(?![\\s\\S])"],
+  ["Z", "(?=\\n?(?![\\s\\S]))"],
+  // \Z permits a single optional final \n (not \r\n)
+  ["h", `[${HEX_DIGIT_CHARS}]`],
+  ["H", `[^${HEX_DIGIT_CHARS}]`],
+  ["w", UNICODE_WORD_CLASS],
+  ["W", UNICODE_NON_WORD_CLASS],
+  ["d", "\\p{Nd}"],
+  ["D", "\\P{Nd}"],
+  ["s", "\\p{White_Space}"],
+  // JS \s wrongly adds U+FEFF and misses \x85
+  ["S", "\\P{White_Space}"],
+  ["b", UNICODE_WORD_BOUNDARY],
+  ["B", UNICODE_NON_WORD_BOUNDARY],
+  ["a", "\\x07"],
+  ["e", "\\x1B"]
+]);
+var CLASS_ESCAPE_REWRITES = /* @__PURE__ */ new Map([
+  ["h", HEX_DIGIT_CHARS],
+  ["w", UNICODE_WORD_CHARS_IN_CLASS],
+  ["d", "\\p{Nd}"],
+  ["D", "\\P{Nd}"],
+  ["s", "\\p{White_Space}"],
+  ["S", "\\P{White_Space}"],
+  ["a", "\\x07"],
+  ["e", "\\x1B"]
+]);
+var CLASS_COMPLEMENT_ALTERNATIVES = /* @__PURE__ */ new Map([
+  ["W", `[^${UNICODE_WORD_CHARS_IN_CLASS}]`],
+  ["H", `[^${HEX_DIGIT_CHARS}]`]
+]);
+var RAW_WHITESPACE_ESCAPES = /* @__PURE__ */ new Map([
+  ["\n", "\\n"],
+  ["\r", "\\r"],
+  ["	", "\\t"],
+  ["\f", "\\f"],
+  ["\v", "\\v"]
+]);
+var POSIX_CLASS_FRAGMENTS = /* @__PURE__ */ new Map([
+  ["alpha", "\\p{Alphabetic}"],
+  ["alnum", "\\p{Alphabetic}\\p{Nd}"],
+  ["digit", "\\p{Nd}"],
+  ["lower", "\\p{Lowercase}"],
+  ["upper", "\\p{Uppercase}"],
+  ["space", "\\p{White_Space}"],
+  ["blank", "\\t\\p{Zs}"],
+  ["punct", "\\p{P}\\p{S}"],
+  ["cntrl", "\\p{Cc}"],
+  ["word", UNICODE_WORD_CHARS_IN_CLASS],
+  ["xdigit", HEX_DIGIT_CHARS]
+]);
+var JS_SYNTAX_CHARS = "^$\\.*+?()[]{}|/";
+var GROUP_PREFIX_RE = /^\(\?(?:<[=!]|<[A-Za-z_][A-Za-z0-9_]*>|[:=!>])/;
+var BRACED_ESCAPE_RE = /^\\([pPxu])\{([^}]*)\}/;
+var QUANTIFIER_BRACE_RE = /^\{(\d+(?:,\d*)?|,\d+)\}/;
+var POSIX_BRACKET_RE = /^\[:(\^?)(\p{Alphabetic}+):\]/u;
+var EMPTY_NEGATED_POSIX_BRACKET_RE = /^\[:\^:\]/;
+var UNSUPPORTED_POSIX_BRACKET_RE = /^\[(?:\.[^\]]*\.\]|=[^\]]*=\])/;
+var FIXED_WIDTH_ESCAPE_RE = /^(?:\\x[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}|\\c[A-Za-z])/;
+var is_ascii_letter = (char) => char >= "A" && char <= "Z" || char >= "a" && char <= "z";
+var character_at = (text, index) => String.fromCodePoint(text.codePointAt(index));
+var get_ascii_folded_hex_atom = (hex) => {
+  if (!/^[0-9A-Fa-f]{1,8}$/.test(hex)) return null;
+  const code_point = Number.parseInt(hex, 16);
+  if (code_point > 127) return null;
+  const letter = String.fromCharCode(code_point);
+  return is_ascii_letter(letter) ? `[${letter.toLowerCase()}${letter.toUpperCase()}]` : null;
+};
+var normalize_bloom_split_char_class = (regex) => regex.replace(/\[\^\(\\s\|\[([^\]]+)\]\)\]/g, "[^()|\\s$1]");
+var ANY_CODE_POINT = "[\\s\\S]";
+var MAX_CHARACTER_CLASS_NESTING_DEPTH = 256;
+var create_character_class_operand = () => ({
+  fragment: "",
+  alternatives: [],
+  tail: null,
+  contains_complex_set: false
+});
+var throw_character_class_range_error = (index) => {
+  throw new SyntaxError(
+    `Unsupported range with a set-valued character-class operand at index ${index}`
+  );
+};
+var add_character_class_atom = (operand, atom, index, contains_complex_set = true) => {
+  if (operand.tail === "range") throw_character_class_range_error(index);
+  operand.alternatives.push(atom);
+  operand.tail = "set";
+  operand.contains_complex_set = operand.contains_complex_set || contains_complex_set;
+};
+var append_character_class_fragment = (operand, fragment, set_valued = false, index = -1) => {
+  if (set_valued && operand.tail === "range") {
+    throw_character_class_range_error(index);
+  }
+  if (operand.tail === "range") {
+    operand.fragment += fragment;
+    operand.tail = "complete_range";
+    return;
+  }
+  operand.fragment += fragment;
+  operand.tail = set_valued ? "set" : "scalar";
+  operand.contains_complex_set = operand.contains_complex_set || set_valued;
+};
+var rewrite_character_class_escape = (regex, index, operand) => {
+  const braced = BRACED_ESCAPE_RE.exec(regex.slice(index));
+  if (braced) {
+    const [text, kind, body] = braced;
+    if (kind === "P" && body === "Word") {
+      add_character_class_atom(
+        operand,
+        `[^${UNICODE_WORD_CHARS_IN_CLASS}]`,
+        index
+      );
+    } else {
+      const replacement2 = kind === "x" ? `\\u{${body}}` : kind === "p" && body === "Word" ? UNICODE_WORD_CHARS_IN_CLASS : text;
+      append_character_class_fragment(
+        operand,
+        replacement2,
+        kind === "p" || kind === "P",
+        index
+      );
+    }
+    return index + text.length;
+  }
+  const fixed_width = FIXED_WIDTH_ESCAPE_RE.exec(regex.slice(index));
+  if (fixed_width) {
+    append_character_class_fragment(operand, fixed_width[0]);
+    return index + fixed_width[0].length;
+  }
+  if (index + 1 >= regex.length) {
+    throw new SyntaxError(
+      `Unterminated escape in character class at index ${index}`
+    );
+  }
+  const next = character_at(regex, index + 1);
+  const next_end = index + 1 + next.length;
+  const raw_whitespace = RAW_WHITESPACE_ESCAPES.get(next);
+  if (raw_whitespace !== void 0) {
+    append_character_class_fragment(operand, raw_whitespace);
+    return next_end;
+  }
+  const complement = CLASS_COMPLEMENT_ALTERNATIVES.get(next);
+  if (complement !== void 0) {
+    add_character_class_atom(operand, complement, index);
+    return next_end;
+  }
+  const rewrite = CLASS_ESCAPE_REWRITES.get(next);
+  let replacement;
+  let set_valued = false;
+  if (rewrite !== void 0) {
+    replacement = rewrite;
+    set_valued = next !== "a" && next !== "e";
+  } else if (/[A-Za-z0-9]/.test(next)) {
+    replacement = `\\${next}`;
+  } else if (JS_SYNTAX_CHARS.includes(next) || next === "-") {
+    replacement = `\\${next}`;
+  } else {
+    replacement = next;
+  }
+  append_character_class_fragment(operand, replacement, set_valued, index);
+  return next_end;
+};
+var compile_character_set_union = (pieces) => {
+  if (pieces.length === 1) return pieces[0];
+  return `(?:(?=(?:${pieces.join("|")}))${ANY_CODE_POINT})`;
+};
+var compile_character_class_operand = (operand) => {
+  const pieces = operand.fragment.length === 0 ? operand.alternatives : [`[${operand.fragment}]`, ...operand.alternatives];
+  return compile_character_set_union(pieces);
+};
+var get_ascii_fold_additions = (positive_atom) => {
+  const membership = compile_unicode_regexp(`^(?:${positive_atom})$`, "u");
+  let additions = "";
+  for (let offset = 0; offset < 26; ++offset) {
+    const upper = String.fromCharCode(65 + offset);
+    const lower = String.fromCharCode(97 + offset);
+    const has_upper = membership.test(upper);
+    const has_lower = membership.test(lower);
+    if (has_upper !== has_lower) additions += has_upper ? lower : upper;
+  }
+  return additions;
+};
+var parse_character_class = (regex, start, ascii_fold, apply_ascii_fold = true, nesting_depth = 1) => {
+  if (nesting_depth > MAX_CHARACTER_CLASS_NESTING_DEPTH) {
+    throw new SyntaxError(
+      `Maximum character-class nesting depth of ${MAX_CHARACTER_CLASS_NESTING_DEPTH} exceeded at index ${start}`
+    );
+  }
+  let i = start + 1;
+  const negated = regex[i] === "^";
+  if (negated) ++i;
+  const first_content_index = i;
+  const operands = [create_character_class_operand()];
+  let operand = operands[0];
+  let contains_nested_negated_complex_set = false;
+  while (i < regex.length) {
+    const char = character_at(regex, i);
+    if (char === "\\") {
+      i = rewrite_character_class_escape(regex, i, operand);
+      continue;
+    }
+    if (char === "]") {
+      if (i === first_content_index) {
+        append_character_class_fragment(operand, "\\]");
+        ++i;
+        continue;
+      }
+      if (operand.tail === null) {
+        if (operands.length > 1) {
+          throw new SyntaxError(
+            `Malformed character-class intersection with an empty operand at index ${i}`
+          );
+        }
+        throw new SyntaxError(`Empty character class at index ${start}`);
+      }
+      const contains_complex_set = operands.some(
+        (candidate) => candidate.contains_complex_set
+      );
+      if (negated && operands.length > 1 && contains_nested_negated_complex_set) {
+        throw new SyntaxError(
+          `Unsupported outer-negated character-class intersection with a nested negated class containing a Unicode property, POSIX class, or shorthand at index ${start}`
+        );
+      }
+      const first_atom = compile_character_class_operand(operands[0]);
+      let positive_atom = first_atom;
+      if (operands.length > 1) {
+        let lookaheads = "";
+        for (let j = 1; j < operands.length; ++j) {
+          lookaheads += `(?=${compile_character_class_operand(operands[j])})`;
+        }
+        positive_atom = `(?:${lookaheads}${first_atom})`;
+      }
+      const is_direct_class = operands.length === 1 && operand.alternatives.length === 0;
+      let direct_fragment = operand.fragment;
+      if (ascii_fold && apply_ascii_fold) {
+        const additions = get_ascii_fold_additions(positive_atom);
+        if (additions.length > 0) {
+          if (is_direct_class) {
+            direct_fragment += additions;
+            positive_atom = `[${direct_fragment}]`;
+          } else {
+            positive_atom = compile_character_set_union([
+              positive_atom,
+              `[${additions}]`
+            ]);
+          }
+        }
+      }
+      const atom = negated ? is_direct_class ? `[^${direct_fragment}]` : `(?:(?!${positive_atom})${ANY_CODE_POINT})` : positive_atom;
+      return {
+        atom,
+        end: i + 1,
+        negated,
+        contains_complex_set,
+        contains_nested_negated_complex_set
+      };
+    }
+    if (regex.startsWith("&&", i)) {
+      if (operand.tail === null) {
+        throw new SyntaxError(
+          `Malformed character-class intersection with an empty operand at index ${i}`
+        );
+      }
+      operand = create_character_class_operand();
+      operands.push(operand);
+      i += 2;
+      continue;
+    }
+    if (char === "[") {
+      const suffix = regex.slice(i);
+      if (EMPTY_NEGATED_POSIX_BRACKET_RE.test(suffix)) {
+        throw new SyntaxError(
+          `Malformed empty negated POSIX character class at index ${i}`
+        );
+      }
+      const posix = POSIX_BRACKET_RE.exec(suffix);
+      if (posix) {
+        const [, posix_negated, name] = posix;
+        const fragment = POSIX_CLASS_FRAGMENTS.get(name);
+        if (fragment === void 0) {
+          throw new SyntaxError(
+            `Unsupported POSIX character class "${name}" at index ${i}`
+          );
+        }
+        if (ascii_fold && posix_negated && (name === "lower" || name === "upper")) {
+          throw new SyntaxError(
+            `Unsupported negated POSIX ${name} class inside an inline case-insensitive group`
+          );
+        }
+        if (posix_negated) {
+          add_character_class_atom(operand, `[^${fragment}]`, i);
+        } else {
+          append_character_class_fragment(operand, fragment, true, i);
+        }
+        i += posix[0].length;
+        continue;
+      }
+      if (UNSUPPORTED_POSIX_BRACKET_RE.test(suffix)) {
+        throw new SyntaxError(
+          `Unsupported POSIX collating or equivalence bracket expression at index ${i}`
+        );
+      }
+      const nested = parse_character_class(
+        regex,
+        i,
+        ascii_fold,
+        false,
+        nesting_depth + 1
+      );
+      add_character_class_atom(
+        operand,
+        nested.atom,
+        i,
+        nested.contains_complex_set
+      );
+      contains_nested_negated_complex_set ||= nested.contains_nested_negated_complex_set || nested.negated && nested.contains_complex_set;
+      i = nested.end;
+      continue;
+    }
+    if (char === "-") {
+      const is_terminal_literal = regex[i + 1] === "]" || regex.startsWith("&&", i + 1);
+      if (operand.tail === "set" && !is_terminal_literal) {
+        throw_character_class_range_error(i);
+      }
+      if (operand.tail === null || operand.tail === "range" || operand.tail === "complete_range" || is_terminal_literal) {
+        append_character_class_fragment(operand, "\\-");
+      } else {
+        operand.fragment += "-";
+        operand.tail = "range";
+      }
+      ++i;
+      continue;
+    }
+    append_character_class_fragment(
+      operand,
+      char === "^" && operand.fragment.length === 0 ? "\\^" : char
+    );
+    i += char.length;
+  }
+  throw new SyntaxError(
+    `${operands.length > 1 ? "Unterminated character-class intersection" : "Unterminated character class"} at index ${start}`
+  );
+};
+var rewrite_oniguruma_to_js = (regex) => {
+  let out = "";
+  let atom_start = -1;
+  let last_was_quantifier = false;
+  let ascii_fold = false;
+  const group_states = [];
+  const emit_atom = (text) => {
+    atom_start = out.length;
+    out += text;
+    last_was_quantifier = false;
+  };
+  for (let i = 0; i < regex.length; ) {
+    const char = character_at(regex, i);
+    if (char === "\\") {
+      const braced = BRACED_ESCAPE_RE.exec(regex.slice(i));
+      if (braced) {
+        const [text, kind, body] = braced;
+        let replacement2 = text;
+        if (kind === "x") {
+          const code_point_escape = `\\u{${body}}`;
+          replacement2 = ascii_fold ? get_ascii_folded_hex_atom(body) ?? code_point_escape : code_point_escape;
+        } else if (body === "Word") {
+          replacement2 = kind === "p" ? UNICODE_WORD_CLASS : UNICODE_NON_WORD_CLASS;
+        }
+        emit_atom(replacement2);
+        i += text.length;
+        continue;
+      }
+      const fixed_width = FIXED_WIDTH_ESCAPE_RE.exec(regex.slice(i));
+      if (fixed_width) {
+        const text = fixed_width[0];
+        const replacement2 = ascii_fold && text[1] !== "c" ? get_ascii_folded_hex_atom(text.slice(2)) ?? text : text;
+        emit_atom(replacement2);
+        i += text.length;
+        continue;
+      }
+      if (i + 1 >= regex.length) {
+        out += char;
+        break;
+      }
+      const next = character_at(regex, i + 1);
+      i += 1 + next.length;
+      if (next === "G") {
+        continue;
+      }
+      const raw_whitespace = RAW_WHITESPACE_ESCAPES.get(next);
+      if (raw_whitespace !== void 0) {
+        emit_atom(raw_whitespace);
+        continue;
+      }
+      const rewrite = ESCAPE_REWRITES.get(next);
+      let replacement;
+      if (rewrite !== void 0) {
+        replacement = rewrite;
+      } else if (/[A-Za-z0-9]/.test(next)) {
+        replacement = `\\${next}`;
+      } else if (JS_SYNTAX_CHARS.includes(next)) {
+        replacement = `\\${next}`;
+      } else {
+        replacement = next;
+      }
+      emit_atom(replacement);
+      continue;
+    }
+    switch (char) {
+      case "[": {
+        const parsed = parse_character_class(regex, i, ascii_fold);
+        emit_atom(parsed.atom);
+        i = parsed.end;
+        continue;
+      }
+      case "]":
+        emit_atom("\\]");
+        ++i;
+        continue;
+      case ".":
+        emit_atom("[^\\n]");
+        ++i;
+        continue;
+      case "^":
+        emit_atom(LINE_START_ANCHOR);
+        ++i;
+        continue;
+      case "$":
+        emit_atom(LINE_END_ANCHOR);
+        ++i;
+        continue;
+      case "(": {
+        const inline_case_insensitive = regex.startsWith("(?i:", i);
+        const source_prefix = inline_case_insensitive ? "(?i:" : GROUP_PREFIX_RE.exec(regex.slice(i))?.[0] ?? "(";
+        const output_prefix = inline_case_insensitive ? "(?:" : source_prefix === "(?>" ? "(?:" : source_prefix;
+        group_states.push([out.length, ascii_fold]);
+        if (inline_case_insensitive) ascii_fold = true;
+        out += output_prefix;
+        last_was_quantifier = false;
+        i += source_prefix.length;
+        continue;
+      }
+      case ")":
+        out += char;
+        [atom_start, ascii_fold] = group_states.pop() ?? [-1, false];
+        last_was_quantifier = false;
+        ++i;
+        continue;
+      case "|":
+        out += char;
+        atom_start = -1;
+        last_was_quantifier = false;
+        ++i;
+        continue;
+      case "{": {
+        const quant = QUANTIFIER_BRACE_RE.exec(regex.slice(i));
+        if (!quant || atom_start < 0) {
+          emit_atom("\\{");
+          ++i;
+          continue;
+        }
+        const body = quant[1].startsWith(",") ? `0${quant[1]}` : quant[1];
+        i += quant[0].length;
+        const following = regex[i];
+        if (following === "+" || following === "*") {
+          out = `${out.slice(0, atom_start)}(?:${out.slice(atom_start)}{${body}})${following}`;
+          ++i;
+        } else {
+          out += `{${body}}`;
+        }
+        last_was_quantifier = true;
+        continue;
+      }
+      case "}":
+        emit_atom("\\}");
+        ++i;
+        continue;
+      case "+":
+        if (last_was_quantifier) {
+          ++i;
+          continue;
+        }
+        out += char;
+        last_was_quantifier = true;
+        ++i;
+        continue;
+      case "*":
+      case "?":
+        out += char;
+        last_was_quantifier = true;
+        ++i;
+        continue;
+      default:
+        emit_atom(
+          ascii_fold && is_ascii_letter(char) ? `[${char.toLowerCase()}${char.toUpperCase()}]` : char
+        );
+        i += char.length;
+        continue;
+    }
+  }
+  return out;
+};
+var escape_reg_exp = (string) => string.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+var fuse_unk = (arr, tokens_to_ids, unk_token_id) => {
+  const fused = [];
+  let i = 0;
+  while (i < arr.length) {
+    fused.push(arr[i]);
+    const token_id = tokens_to_ids.get(arr[i]) ?? unk_token_id;
+    if (token_id !== unk_token_id) {
+      ++i;
+      continue;
+    }
+    while (++i < arr.length && (tokens_to_ids.get(arr[i]) ?? unk_token_id) === unk_token_id) {
+      if (tokens_to_ids.get(fused.at(-1)) !== unk_token_id) {
+        fused[fused.length - 1] += arr[i];
+      }
+    }
+  }
+  return fused;
+};
+var is_chinese_char = (cp) => cp >= 19968 && cp <= 40959 || cp >= 13312 && cp <= 19903 || cp >= 131072 && cp <= 173791 || cp >= 173824 && cp <= 177983 || cp >= 177984 && cp <= 178207 || cp >= 178208 && cp <= 183983 || cp >= 63744 && cp <= 64255 || cp >= 194560 && cp <= 195103;
+var is_integral_number = (x) => Number.isInteger(x) || typeof x === "bigint";
+var len = (s) => {
+  let length = 0;
+  for (const c of s) ++length;
+  return length;
+};
+var lowercase_and_remove_accents = (text) => remove_accents(text.toLowerCase());
+var merge_arrays = (...arrs) => Array.prototype.concat.apply([], arrs);
+var object_to_map = (obj) => new Map(Object.entries(obj));
+var regex_split = (text, regex) => {
+  const result = [];
+  let prev = 0;
+  for (const match of text.matchAll(regex)) {
+    const full_match = match[0];
+    if (prev < match.index) {
+      result.push(text.slice(prev, match.index));
+    }
+    if (full_match.length > 0) {
+      result.push(full_match);
+    }
+    prev = match.index + full_match.length;
+  }
+  if (prev < text.length) {
+    result.push(text.slice(prev));
+  }
+  return result;
+};
+var remove_accents = (text) => text.replace(/\p{M}/gu, "");
+var validate_object = (obj, name, required_keys = []) => {
+  if (!obj || Array.isArray(obj) || typeof obj !== "object") {
+    return `${name} must be a valid object`;
+  }
+  for (const key of required_keys) {
+    if (!(key in obj)) {
+      return `${name} must contain a "${key}" property`;
+    }
+  }
+  return null;
+};
+var whitespace_split = (text) => text.match(/\S+/g) || [];
+var Callable = class {
+  /**
+   * Creates a new instance of the Callable class.
+   */
+  constructor() {
+    const closure = function(...args) {
+      return closure._call(...args);
+    };
+    return Object.setPrototypeOf(closure, new.target.prototype);
+  }
+};
+var Callable_default = Callable;
+var Normalizer = class extends Callable_default {
+  /**
+   * @param config The configuration object for the normalizer.
+   */
+  constructor(config) {
+    super();
+    this.config = config;
+  }
+  /**
+   * Alias for {@link Normalizer#normalize}.
+   * @param text The text to normalize.
+   * @returns The normalized text.
+   */
+  _call(text) {
+    return this.normalize(text);
+  }
+};
+var Normalizer_default = Normalizer;
+var BertNormalizer = class extends Normalizer_default {
+  /**
+   * Adds whitespace around any CJK (Chinese, Japanese, or Korean) character in the input text.
+   *
+   * @param text The input text to tokenize.
+   * @returns The tokenized text with whitespace added around CJK characters.
+   */
+  tokenize_chinese_chars(text) {
+    const output = [];
+    for (let i = 0; i < text.length; ++i) {
+      const char = text[i];
+      const cp = char.charCodeAt(0);
+      if (is_chinese_char(cp)) {
+        output.push(" ");
+        output.push(char);
+        output.push(" ");
+      } else {
+        output.push(char);
+      }
+    }
+    return output.join("");
+  }
+  /**
+   * Strips accents from the given text.
+   * @param text The text to strip accents from.
+   * @returns The text with accents removed.
+   */
+  strip_accents(text) {
+    return text.normalize("NFD").replace(/\p{Mn}/gu, "");
+  }
+  /**
+   * Checks whether `char` is a control character.
+   * @param char The character to check.
+   * @returns Whether `char` is a control character.
+   */
+  is_control(char) {
+    switch (char) {
+      case "	":
+      case "\n":
+      case "\r":
+        return false;
+      default:
+        return /^\p{Cc}|\p{Cf}|\p{Co}|\p{Cs}$/u.test(char);
+    }
+  }
+  /**
+   * Performs invalid character removal and whitespace cleanup on text.
+   * @param text The text to clean.
+   * @returns The cleaned text.
+   */
+  clean_text(text) {
+    const output = [];
+    for (const char of text) {
+      const cp = char.charCodeAt(0);
+      if (cp === 0 || cp === 65533 || this.is_control(char)) {
+        continue;
+      }
+      if (/^\s$/.test(char)) {
+        output.push(" ");
+      } else {
+        output.push(char);
+      }
+    }
+    return output.join("");
+  }
+  /**
+   * Normalizes the given text based on the configuration.
+   * @param text The text to normalize.
+   * @returns The normalized text.
+   */
+  normalize(text) {
+    if (this.config.clean_text) {
+      text = this.clean_text(text);
+    }
+    if (this.config.handle_chinese_chars) {
+      text = this.tokenize_chinese_chars(text);
+    }
+    if (this.config.lowercase) {
+      text = text.toLowerCase();
+      if (this.config.strip_accents !== false) {
+        text = this.strip_accents(text);
+      }
+    } else if (this.config.strip_accents) {
+      text = this.strip_accents(text);
+    }
+    return text;
+  }
+};
+var BertNormalizer_default = BertNormalizer;
+var Precompiled = class extends Normalizer_default {
+  /**
+   * Create a new instance of Precompiled normalizer.
+   * @param config The configuration object.
+   */
+  constructor(config) {
+    super(config);
+    this.charsmap = config.precompiled_charsmap ?? null;
+  }
+  /**
+   * Normalizes the given text by applying the precompiled charsmap.
+   * @param text The text to normalize.
+   * @returns The normalized text.
+   */
+  normalize(text) {
+    text = text.replace(
+      /[\u0001-\u0008\u000B\u000E-\u001F\u007F\u008F\u009F]/gm,
+      ""
+    );
+    text = text.replace(
+      /[\u0009\u000A\u000C\u000D\u00A0\u1680\u2000-\u200F\u2028\u2029\u202F\u205F\u2581\u3000\uFEFF\uFFFD]/gm,
+      " "
+    );
+    if (text.includes("～")) {
+      const parts = text.split("～");
+      text = parts.map((part) => part.normalize("NFKC")).join("～");
+    } else {
+      text = text.normalize("NFKC");
+    }
+    return text;
+  }
+};
+var Precompiled_default = Precompiled;
+var Sequence = class extends Normalizer_default {
+  /**
+   * Create a new instance of NormalizerSequence.
+   * @param config The configuration object.
+   */
+  constructor(config) {
+    super(config);
+    this.normalizers = (config.normalizers ?? []).map(
+      (x) => create_normalizer_default(x)
+    );
+  }
+  /**
+   * Apply a sequence of Normalizers to the input text.
+   * @param text The text to normalize.
+   * @returns The normalized text.
+   */
+  normalize(text) {
+    return this.normalizers.reduce((t, normalizer) => {
+      return normalizer ? normalizer.normalize(t) : t;
+    }, text);
+  }
+};
+var Sequence_default = Sequence;
+var Replace = class extends Normalizer_default {
+  /**
+   * @param config The configuration object for the normalizer.
+   */
+  constructor(config) {
+    super(config);
+    this.pattern = create_pattern(this.config.pattern ?? {});
+  }
+  /**
+   * Normalize the input text by replacing the pattern with the content.
+   * @param text The input text to be normalized.
+   * @returns The normalized text after replacing the pattern with the content.
+   */
+  normalize(text) {
+    return this.pattern === null ? text : text.replaceAll(this.pattern, this.config.content ?? "");
+  }
+};
+var Replace_default = Replace;
+var UnicodeNormalizer = class extends Normalizer_default {
+  constructor() {
+    super(...arguments);
+    this.form = "NFC";
+  }
+  /**
+   * Normalize the input text by applying Unicode normalization.
+   * @param text The input text to be normalized.
+   * @returns The normalized text.
+   */
+  normalize(text) {
+    text = text.normalize(this.form);
+    return text;
+  }
+};
+var UnicodeNormalizer_default = UnicodeNormalizer;
+var NFC = class extends UnicodeNormalizer_default {
+  constructor() {
+    super(...arguments);
+    this.form = "NFC";
+  }
+};
+var NFC_default = NFC;
+var NFD = class extends UnicodeNormalizer_default {
+  constructor() {
+    super(...arguments);
+    this.form = "NFD";
+  }
+};
+var NFD_default = NFD;
+var NFKC = class extends UnicodeNormalizer_default {
+  constructor() {
+    super(...arguments);
+    this.form = "NFKC";
+  }
+};
+var NFKC_default = NFKC;
+var NFKD = class extends UnicodeNormalizer_default {
+  constructor() {
+    super(...arguments);
+    this.form = "NFKD";
+  }
+};
+var NFKD_default = NFKD;
+var Strip = class extends Normalizer_default {
+  /**
+   * Strip leading and/or trailing whitespace from the input text.
+   * @param text The input text.
+   * @returns The normalized text.
+   */
+  normalize(text) {
+    if (this.config.strip_left && this.config.strip_right) {
+      text = text.trim();
+    } else {
+      if (this.config.strip_left) {
+        text = text.trimStart();
+      }
+      if (this.config.strip_right) {
+        text = text.trimEnd();
+      }
+    }
+    return text;
+  }
+};
+var Strip_default = Strip;
+var StripAccents = class extends Normalizer_default {
+  /**
+   * Remove all accents from the text.
+   * @param text The input text.
+   * @returns The normalized text without accents.
+   */
+  normalize(text) {
+    return remove_accents(text);
+  }
+};
+var StripAccents_default = StripAccents;
+var Lowercase = class extends Normalizer_default {
+  /**
+   * Lowercases the input string.
+   * @param {string} text The text to normalize.
+   * @returns {string} The normalized text.
+   */
+  normalize(text) {
+    return text.toLowerCase();
+  }
+};
+var Lowercase_default = Lowercase;
+var Prepend = class extends Normalizer_default {
+  /**
+   * Prepends the input string.
+   * @param text The text to normalize.
+   * @returns The normalized text.
+   */
+  normalize(text) {
+    text = this.config.prepend + text;
+    return text;
+  }
+};
+var Prepend_default = Prepend;
+function create_normalizer(config) {
+  if (config === null) return null;
+  switch (config.type) {
+    case "BertNormalizer":
+      return new BertNormalizer_default(config);
+    case "Precompiled":
+      return new Precompiled_default(config);
+    case "Sequence":
+      return new Sequence_default(config);
+    case "Replace":
+      return new Replace_default(config);
+    case "NFC":
+      return new NFC_default(config);
+    case "NFD":
+      return new NFD_default(config);
+    case "NFKC":
+      return new NFKC_default(config);
+    case "NFKD":
+      return new NFKD_default(config);
+    case "Strip":
+      return new Strip_default(config);
+    case "StripAccents":
+      return new StripAccents_default(config);
+    case "Lowercase":
+      return new Lowercase_default(config);
+    case "Prepend":
+      return new Prepend_default(config);
+    default:
+      throw new Error(`Unknown Normalizer type: ${config.type}`);
+  }
+}
+var create_normalizer_default = create_normalizer;
+var PreTokenizer = class extends Callable_default {
+  /**
+   * Tokenizes the given text into pre-tokens.
+   * @param text The text or array of texts to pre-tokenize.
+   * @param options Additional options for the pre-tokenization logic.
+   * @returns An array of pre-tokens.
+   */
+  pre_tokenize(text, options) {
+    return (Array.isArray(text) ? text.map((x) => this.pre_tokenize_text(x, options)) : this.pre_tokenize_text(text, options)).flat();
+  }
+  /**
+   * Alias for {@link PreTokenizer#pre_tokenize}.
+   * @param text The text or array of texts to pre-tokenize.
+   * @param options Additional options for the pre-tokenization logic.
+   * @returns An array of pre-tokens.
+   */
+  _call(text, options) {
+    return this.pre_tokenize(text, options);
+  }
+};
+var PreTokenizer_default = PreTokenizer;
+var BYTES_TO_UNICODE = (() => {
+  const bs = [
+    ...Array.from(
+      { length: "~".charCodeAt(0) - "!".charCodeAt(0) + 1 },
+      (_, i) => i + "!".charCodeAt(0)
+    ),
+    ...Array.from(
+      { length: "¬".charCodeAt(0) - "¡".charCodeAt(0) + 1 },
+      (_, i) => i + "¡".charCodeAt(0)
+    ),
+    ...Array.from(
+      { length: "ÿ".charCodeAt(0) - "®".charCodeAt(0) + 1 },
+      (_, i) => i + "®".charCodeAt(0)
+    )
+  ];
+  const cs = bs.slice();
+  let n = 0;
+  for (let b = 0; b < 256; ++b) {
+    if (!bs.includes(b)) {
+      bs.push(b);
+      cs.push(256 + n);
+      n += 1;
+    }
+  }
+  const ccs = cs.map((n2) => String.fromCharCode(n2));
+  return Object.fromEntries(bs.map((b, i) => [b, ccs[i]]));
+})();
+var reverse_dictionary = (data) => Object.fromEntries(Object.entries(data).map(([key, value]) => [value, key]));
+var UNICODE_TO_BYTES = reverse_dictionary(BYTES_TO_UNICODE);
+var PUNCTUATION_REGEX = "\\p{P}\\u0021-\\u002F\\u003A-\\u0040\\u005B-\\u0060\\u007B-\\u007E";
+var ByteLevel = class extends PreTokenizer_default {
+  /**
+   * Creates a new instance of the `ByteLevelPreTokenizer` class.
+   * @param config The configuration object.
+   */
+  constructor(config) {
+    super();
+    this.config = config;
+    this.add_prefix_space = this.config.add_prefix_space ?? false;
+    this.trim_offsets = this.config.trim_offsets ?? false;
+    this.use_regex = this.config.use_regex ?? true;
+    this.pattern = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
+    this.byte_encoder = BYTES_TO_UNICODE;
+    this.text_encoder = new TextEncoder();
+  }
+  /**
+   * Tokenizes a single piece of text using byte-level tokenization.
+   * @param text The text to tokenize.
+   * @param options Additional options for the pre-tokenization logic.
+   * @returns An array of tokens.
+   */
+  pre_tokenize_text(text, options) {
+    if (this.add_prefix_space && !text.startsWith(" ")) {
+      text = " " + text;
+    }
+    const tokens = this.use_regex ? text.match(this.pattern) || [] : [text];
+    return tokens.map(
+      (token) => Array.from(
+        this.text_encoder.encode(token),
+        (byte) => this.byte_encoder[byte]
+      ).join("")
+    );
+  }
+};
+var ByteLevel_default = ByteLevel;
+var Whitespace = class extends PreTokenizer_default {
+  /**
+   * Pre-tokenizes the input text by splitting it on word boundaries.
+   * @param text The text to be pre-tokenized.
+   * @param options Additional options for the pre-tokenization logic.
+   * @returns An array of tokens produced by splitting the input text on whitespace.
+   */
+  pre_tokenize_text(text, options) {
+    return text.match(/\w+|[^\w\s]+/g) || [];
+  }
+};
+var Whitespace_default = Whitespace;
+var Metaspace = class extends PreTokenizer_default {
+  /**
+   * @param config The configuration object for the MetaspacePreTokenizer.
+   */
+  constructor(config) {
+    super();
+    this.replacement = config.replacement ?? "▁";
+    this.str_rep = config.str_rep || this.replacement;
+    this.prepend_scheme = config.prepend_scheme ?? "always";
+  }
+  /**
+   * This method takes a string, replaces spaces with the replacement character,
+   * adds a prefix space if requested, and returns a new list of tokens.
+   * @param text The text to pre-tokenize.
+   * @param options The options for the pre-tokenization.
+   * @returns A new list of pre-tokenized tokens.
+   */
+  pre_tokenize_text(text, options) {
+    const { section_index = void 0 } = options ?? {};
+    let normalized = text.replaceAll(" ", this.str_rep);
+    if (
+      // We add a prefix space if:
+      //  (1) The normalized token does not already start with the replacement character.
+      !normalized.startsWith(this.replacement) && // and (2) either:
+      //  (a) prepend_scheme is 'always'
+      //  (b) prepend_scheme is 'first' and this is the first section
+      (this.prepend_scheme === "always" || this.prepend_scheme === "first" && section_index === 0)
+    ) {
+      normalized = this.str_rep + normalized;
+    }
+    return [normalized];
+  }
+};
+var Metaspace_default = Metaspace;
+var Split = class extends PreTokenizer_default {
+  /**
+   * @param config The configuration options for the pre-tokenizer.
+   */
+  constructor(config) {
+    super();
+    this.config = config;
+    this.pattern = create_pattern(
+      this.config.pattern ?? {},
+      this.config.invert ?? true
+    );
+  }
+  /**
+   * Tokenizes text by splitting it using the given pattern.
+   * @param text The text to tokenize.
+   * @returns An array of tokens.
+   */
+  pre_tokenize_text(text) {
+    if (this.pattern === null) {
+      return [];
+    }
+    if (this.config.invert) {
+      return (text.match(this.pattern) || []).filter((x) => x);
+    } else if (this.config.behavior?.toLowerCase() === "removed") {
+      return text.split(this.pattern).filter((x) => x);
+    } else {
+      return regex_split(text, this.pattern);
+    }
+  }
+};
+var Split_default = Split;
+var Punctuation = class extends PreTokenizer_default {
+  /**
+   * @param config The configuration options for the pre-tokenizer.
+   */
+  constructor(config) {
+    super();
+    this.config = config;
+    this.pattern = new RegExp(
+      `[^${PUNCTUATION_REGEX}]+|[${PUNCTUATION_REGEX}]+`,
+      "gu"
+    );
+  }
+  /**
+   * Tokenizes text by splitting it using the given pattern.
+   * @param text The text to tokenize.
+   * @returns An array of tokens.
+   */
+  pre_tokenize_text(text) {
+    return text.match(this.pattern) || [];
+  }
+};
+var Punctuation_default = Punctuation;
+var Digits = class extends PreTokenizer_default {
+  /**
+   * @param config The configuration options for the pre-tokenizer.
+   */
+  constructor(config) {
+    super();
+    this.config = config;
+    const digit_pattern = `[^\\d]+|\\d${this.config.individual_digits ? "" : "+"}`;
+    this.pattern = new RegExp(digit_pattern, "gu");
+  }
+  /**
+   * Tokenizes text by splitting it using the given pattern.
+   * @param text The text to tokenize.
+   * @returns An array of tokens.
+   */
+  pre_tokenize_text(text) {
+    return text.match(this.pattern) || [];
+  }
+};
+var Digits_default = Digits;
+var BertPreTokenizer = class extends PreTokenizer_default {
+  /**
+   * A PreTokenizer that splits text into wordpieces using a basic tokenization scheme
+   * similar to that used in the original implementation of BERT.
+   */
+  constructor() {
+    super();
+    this.pattern = new RegExp(
+      `[^\\s${PUNCTUATION_REGEX}]+|[${PUNCTUATION_REGEX}]`,
+      "gu"
+    );
+  }
+  /**
+   * Tokenizes a single text using the BERT pre-tokenization scheme.
+   *
+   * @param text The text to tokenize.
+   * @param options Additional options for the pre-tokenization logic.
+   * @returns An array of tokens.
+   */
+  pre_tokenize_text(text, options) {
+    return text.trim().match(this.pattern) || [];
+  }
+};
+var BertPreTokenizer_default = BertPreTokenizer;
+var Replace2 = class extends PreTokenizer_default {
+  /**
+   * @param config The configuration options for the pre-tokenizer.
+   */
+  constructor(config) {
+    super();
+    this.config = config;
+    this.pattern = create_pattern(this.config.pattern ?? {});
+    this.content = this.config.content ?? "";
+  }
+  /**
+   * Pre-tokenizes the input text by replacing certain characters.
+   * @param text The text to be pre-tokenized.
+   * @returns An array of tokens produced by replacing certain characters.
+   */
+  pre_tokenize_text(text) {
+    if (this.pattern === null) {
+      return [text];
+    }
+    return [text.replaceAll(this.pattern, this.config.content ?? "")];
+  }
+};
+var Replace_default2 = Replace2;
+var Sequence2 = class extends PreTokenizer_default {
+  /**
+   * Creates an instance of PreTokenizerSequence.
+   * @param config The configuration object for the pre-tokenizer sequence.
+   */
+  constructor(config) {
+    super();
+    this.tokenizers = (config.pretokenizers ?? []).map(
+      (x) => create_pre_tokenizer_default(x)
+    );
+  }
+  /**
+   * Applies each pre-tokenizer in the sequence to the input text in turn.
+   * @param text The text to pre-tokenize.
+   * @param options Additional options for the pre-tokenization logic.
+   * @returns The pre-tokenized text.
+   */
+  pre_tokenize_text(text, options) {
+    return this.tokenizers.reduce(
+      (pre_tokenized_text, tokenizer) => {
+        return tokenizer ? tokenizer.pre_tokenize(pre_tokenized_text, options) : pre_tokenized_text;
+      },
+      [text]
+    );
+  }
+};
+var Sequence_default2 = Sequence2;
+var WhitespaceSplit = class extends PreTokenizer_default {
+  /**
+   * Pre-tokenizes the input text by splitting it on whitespace characters.
+   * @param text The text to be pre-tokenized.
+   * @returns An array of tokens produced by splitting the input text on whitespace.
+   */
+  pre_tokenize_text(text) {
+    return whitespace_split(text);
+  }
+};
+var WhitespaceSplit_default = WhitespaceSplit;
+var FixedLength = class extends PreTokenizer_default {
+  /**
+   * @param config The configuration options for the pre-tokenizer.
+   */
+  constructor(config) {
+    super();
+    this.config = config;
+    this._length = config.length;
+  }
+  /**
+   * Pre-tokenizes the input text by splitting it into fixed-length tokens.
+   * @param text The text to be pre-tokenized.
+   * @returns An array of tokens produced by splitting the input text into fixed-length tokens.
+   */
+  pre_tokenize_text(text) {
+    const tokens = [];
+    for (let i = 0; i < text.length; i += this._length) {
+      tokens.push(text.slice(i, i + this._length));
+    }
+    return tokens;
+  }
+};
+var FixedLength_default = FixedLength;
+function create_pre_tokenizer(config) {
+  if (config === null) return null;
+  switch (config.type) {
+    case "BertPreTokenizer":
+      return new BertPreTokenizer_default();
+    case "Sequence":
+      return new Sequence_default2(config);
+    case "Whitespace":
+      return new Whitespace_default();
+    case "WhitespaceSplit":
+      return new WhitespaceSplit_default();
+    case "Metaspace":
+      return new Metaspace_default(config);
+    case "ByteLevel":
+      return new ByteLevel_default(config);
+    case "Split":
+      return new Split_default(config);
+    case "Punctuation":
+      return new Punctuation_default(config);
+    case "Digits":
+      return new Digits_default(config);
+    case "Replace":
+      return new Replace_default2(config);
+    case "FixedLength":
+      return new FixedLength_default(config);
+    default:
+      throw new Error(`Unknown PreTokenizer type: ${config.type}`);
+  }
+}
+var create_pre_tokenizer_default = create_pre_tokenizer;
+var TokenizerModel = class extends Callable_default {
+  /**
+   * Creates a new instance of TokenizerModel.
+   * @param config The configuration object for the TokenizerModel.
+   */
+  constructor(config) {
+    super();
+    this.config = config;
+    this.vocab = [];
+    this.tokens_to_ids = /* @__PURE__ */ new Map();
+    this.unk_token_id = void 0;
+    this.unk_token = void 0;
+    this.end_of_word_suffix = void 0;
+    this.fuse_unk = this.config.fuse_unk ?? false;
+  }
+  /**
+   * Internal function to call the TokenizerModel instance.
+   * @param tokens The tokens to encode.
+   * @returns The encoded tokens.
+   */
+  _call(tokens) {
+    let result = this.encode(tokens);
+    if (this.fuse_unk) {
+      result = fuse_unk(result, this.tokens_to_ids, this.unk_token_id);
+    }
+    return result;
+  }
+};
+var TokenizerModel_default = TokenizerModel;
+var WordPieceTokenizer = class extends TokenizerModel_default {
+  /**
+   * @param config The configuration object.
+   */
+  constructor(config) {
+    super(config);
+    this.max_input_chars_per_word = 100;
+    this.tokens_to_ids = object_to_map(config.vocab);
+    this.unk_token_id = this.tokens_to_ids.get(config.unk_token);
+    this.unk_token = config.unk_token;
+    this.max_input_chars_per_word = config.max_input_chars_per_word ?? 100;
+    this.vocab = new Array(this.tokens_to_ids.size);
+    for (const [key, value] of this.tokens_to_ids) {
+      this.vocab[value] = key;
+    }
+  }
+  /**
+   * Encodes an array of tokens using WordPiece encoding.
+   * @param tokens The tokens to encode.
+   * @returns An array of encoded tokens.
+   */
+  encode(tokens) {
+    const output_tokens = [];
+    for (const token of tokens) {
+      const chars = [...token];
+      if (chars.length > this.max_input_chars_per_word) {
+        output_tokens.push(this.unk_token);
+        continue;
+      }
+      let is_unknown = false;
+      let start = 0;
+      const sub_tokens = [];
+      while (start < chars.length) {
+        let end = chars.length;
+        let current_substring = null;
+        while (start < end) {
+          let substr = chars.slice(start, end).join("");
+          if (start > 0) {
+            substr = this.config.continuing_subword_prefix + substr;
+          }
+          if (this.tokens_to_ids.has(substr)) {
+            current_substring = substr;
+            break;
+          }
+          --end;
+        }
+        if (current_substring === null) {
+          is_unknown = true;
+          break;
+        }
+        sub_tokens.push(current_substring);
+        start = end;
+      }
+      if (is_unknown) {
+        output_tokens.push(this.unk_token);
+      } else {
+        output_tokens.push(...sub_tokens);
+      }
+    }
+    return output_tokens;
+  }
+};
+var WordPiece_default = WordPieceTokenizer;
+var CharTrieNode = class _CharTrieNode {
+  /**
+   * Create a new CharTrieNode.
+   * @param is_leaf Whether the node is a leaf node or not.
+   * @param children A map containing the node's children, where the key is a character and the value is a `CharTrieNode`.
+   */
+  constructor(is_leaf, children) {
+    this.is_leaf = is_leaf;
+    this.children = children;
+  }
+  /**
+   * Returns a new `CharTrieNode` instance with default values.
+   * @returns A new `CharTrieNode` instance with `is_leaf` set to `false` and an empty `children` map.
+   */
+  static default() {
+    return new _CharTrieNode(false, /* @__PURE__ */ new Map());
+  }
+};
+var CharTrie = class {
+  constructor() {
+    this.root = CharTrieNode.default();
+  }
+  /**
+   * Adds one or more `texts` to the trie.
+   * @param texts The strings to add to the trie.
+   */
+  extend(texts) {
+    for (const text of texts) {
+      this.push(text);
+    }
+  }
+  /**
+   * Adds text to the trie.
+   * @param text The string to add to the trie.
+   */
+  push(text) {
+    let node = this.root;
+    for (const ch of text) {
+      let child = node.children.get(ch);
+      if (child === void 0) {
+        child = CharTrieNode.default();
+        node.children.set(ch, child);
+      }
+      node = child;
+    }
+    node.is_leaf = true;
+  }
+  /**
+   * Searches the trie for stored strings that match `chars` starting at `start`.
+   * @param chars The input characters to search.
+   * @param start The index to start searching from.
+   * @yields Each stored string that is a prefix of `chars` starting at `start`.
+   */
+  *common_prefix_search(chars, start = 0) {
+    let node = this.root;
+    if (node === void 0) return;
+    let prefix = "";
+    for (let i = start; i < chars.length; ++i) {
+      const ch = chars[i];
+      prefix += ch;
+      node = node.children.get(ch);
+      if (node === void 0) return;
+      if (node.is_leaf) {
+        yield prefix;
+      }
+    }
+  }
+};
+var CharTrie_default = CharTrie;
+var TokenLatticeNode = class _TokenLatticeNode {
+  /**
+   * Represents a node in a token lattice for a given sentence.
+   * @param token_id The ID of the token associated with this node.
+   * @param node_id The ID of this node.
+   * @param pos The starting position of the token in the sentence.
+   * @param length The length of the token.
+   * @param score The score associated with the token.
+   */
+  constructor(token_id, node_id, pos, length, score) {
+    this.token_id = token_id;
+    this.node_id = node_id;
+    this.pos = pos;
+    this.length = length;
+    this.score = score;
+    this.prev = null;
+    this.backtrace_score = 0;
+  }
+  /**
+   * Returns a clone of this node.
+   * @returns A clone of this node.
+   */
+  clone() {
+    const n = new _TokenLatticeNode(
+      this.token_id,
+      this.node_id,
+      this.pos,
+      this.length,
+      this.score
+    );
+    n.prev = this.prev;
+    n.backtrace_score = this.backtrace_score;
+    return n;
+  }
+};
+var TokenLattice = class {
+  /**
+   * Creates a new TokenLattice instance.
+   *
+   * @param sentence The input sentence to be tokenized.
+   * @param bos_token_id The beginning-of-sequence token ID.
+   * @param eos_token_id The end-of-sequence token ID.
+   */
+  constructor(sentence, bos_token_id, eos_token_id) {
+    this.chars = Array.from(sentence);
+    this.len = this.chars.length;
+    this.bos_token_id = bos_token_id;
+    this.eos_token_id = eos_token_id;
+    this.nodes = [];
+    this.begin_nodes = Array.from(
+      { length: this.len + 1 },
+      () => []
+    );
+    this.end_nodes = Array.from({ length: this.len + 1 }, () => []);
+    const bos = new TokenLatticeNode(this.bos_token_id ?? 0, 0, 0, 0, 0);
+    const eos = new TokenLatticeNode(
+      this.eos_token_id ?? 0,
+      1,
+      this.len,
+      0,
+      0
+    );
+    this.nodes.push(bos.clone());
+    this.nodes.push(eos.clone());
+    this.begin_nodes[this.len].push(eos);
+    this.end_nodes[0].push(bos);
+  }
+  /**
+   * Inserts a new token node into the token lattice.
+   *
+   * @param pos The starting position of the token.
+   * @param length The length of the token.
+   * @param score The score of the token.
+   * @param token_id The token ID of the token.
+   */
+  insert(pos, length, score, token_id) {
+    const node_id = this.nodes.length;
+    const node = new TokenLatticeNode(token_id, node_id, pos, length, score);
+    this.begin_nodes[pos].push(node);
+    this.end_nodes[pos + length].push(node);
+    this.nodes.push(node);
+  }
+  /**
+   * Implements the Viterbi algorithm to compute the most likely sequence of tokens.
+   *
+   * @returns The most likely sequence of tokens.
+   */
+  viterbi() {
+    const len2 = this.len;
+    let pos = 0;
+    while (pos <= len2) {
+      if (this.begin_nodes[pos].length == 0) {
+        return [];
+      }
+      for (let rnode of this.begin_nodes[pos]) {
+        rnode.prev = null;
+        let best_score = 0;
+        let best_node = null;
+        for (let lnode of this.end_nodes[pos]) {
+          const score = lnode.backtrace_score + rnode.score;
+          if (best_node === null || score > best_score) {
+            best_node = lnode.clone();
+            best_score = score;
+          }
+        }
+        if (best_node !== null) {
+          rnode.prev = best_node;
+          rnode.backtrace_score = best_score;
+        } else {
+          return [];
+        }
+      }
+      ++pos;
+    }
+    const results = [];
+    const root = this.begin_nodes[len2][0];
+    const prev = root.prev;
+    if (prev === null) {
+      return [];
+    }
+    let node = prev.clone();
+    while (node.prev !== null) {
+      results.push(node.clone());
+      const n = node.clone();
+      node = n.prev.clone();
+    }
+    results.reverse();
+    return results;
+  }
+  /**
+   * Get the text piece for a given node.
+   * @param node The node to get the piece for.
+   * @returns The array of nodes representing the most likely sequence of tokens.
+   */
+  piece(node) {
+    return this.chars.slice(node.pos, node.pos + node.length).join("");
+  }
+  /**
+   * @returns The most likely sequence of tokens.
+   */
+  tokens() {
+    const nodes = this.viterbi();
+    return nodes.map((x) => this.piece(x));
+  }
+  /**
+   * @returns The most likely sequence of token ids.
+   */
+  token_ids() {
+    const nodes = this.viterbi();
+    return nodes.map((x) => x.token_id);
+  }
+};
+var TokenLattice_default = TokenLattice;
+function min(arr) {
+  if (arr.length === 0) throw new Error("Array must not be empty");
+  let min_value = arr[0];
+  let index_of_min = 0;
+  for (let i = 1; i < arr.length; ++i) {
+    if (arr[i] < min_value) {
+      min_value = arr[i];
+      index_of_min = i;
+    }
+  }
+  return [min_value, index_of_min];
+}
+var Unigram = class extends TokenizerModel_default {
+  /**
+   * Create a new Unigram tokenizer model.
+   * @param config The configuration object for the Unigram model.
+   * @param eos_token
+   */
+  constructor(config, eos_token) {
+    super(config);
+    const vocab_size = config.vocab.length;
+    this.vocab = new Array(vocab_size);
+    this.scores = new Array(vocab_size);
+    for (let i = 0; i < vocab_size; ++i) {
+      [this.vocab[i], this.scores[i]] = config.vocab[i];
+    }
+    this.unk_token_id = config.unk_id;
+    this.unk_token = this.vocab[config.unk_id];
+    this.tokens_to_ids = new Map(this.vocab.map((x, i) => [x, i]));
+    this.bos_token = " ";
+    this.bos_token_id = this.tokens_to_ids.get(this.bos_token);
+    this.eos_token = eos_token;
+    this.eos_token_id = this.tokens_to_ids.get(this.eos_token);
+    this.unk_token = this.vocab[this.unk_token_id];
+    this.min_score = min(this.scores)[0];
+    this.unk_score = this.min_score - 10;
+    this.scores[this.unk_token_id] = this.unk_score;
+    this.trie = new CharTrie_default();
+    this.trie.extend(this.vocab);
+    this.fuse_unk = true;
+  }
+  /**
+   * Populates lattice nodes.
+   * @param lattice The token lattice to populate with nodes.
+   */
+  populate_nodes(lattice) {
+    const chars = lattice.chars;
+    const mblen = 1;
+    let begin_pos = 0;
+    while (begin_pos < chars.length) {
+      let has_single_node = false;
+      const prefixed_tokens = this.trie.common_prefix_search(chars, begin_pos);
+      for (const token of prefixed_tokens) {
+        const token_id = this.tokens_to_ids.get(token);
+        const token_score = this.scores[token_id];
+        const n = len(token);
+        lattice.insert(begin_pos, n, token_score, token_id);
+        if (!has_single_node && n === mblen) {
+          has_single_node = true;
+        }
+      }
+      if (!has_single_node) {
+        lattice.insert(begin_pos, mblen, this.unk_score, this.unk_token_id);
+      }
+      begin_pos += mblen;
+    }
+  }
+  /**
+   * Encodes an array of tokens into an array of subtokens using the unigram model.
+   *
+   * @param normalized The normalized string.
+   * @returns An array of subtokens obtained by encoding the input tokens using the unigram model.
+   */
+  tokenize(normalized) {
+    const lattice = new TokenLattice_default(
+      normalized,
+      this.bos_token_id,
+      this.eos_token_id
+    );
+    this.populate_nodes(lattice);
+    return lattice.tokens();
+  }
+  /**
+   * Encodes an array of tokens using Unigram encoding.
+   * @param tokens The tokens to encode.
+   * @returns An array of encoded tokens.
+   */
+  encode(tokens) {
+    const to_return = [];
+    for (const token of tokens) {
+      const tokenized = this.tokenize(token);
+      to_return.push(...tokenized);
+    }
+    return to_return;
+  }
+};
+var Unigram_default = Unigram;
+var PriorityQueue = class {
+  /**
+   * Create a new PriorityQueue.
+   * @param comparator Comparator function to determine priority. Defaults to a MaxHeap.
+   * @param max_size Maximum size of the queue. Defaults to Infinity.
+   */
+  constructor(comparator = (a, b) => a > b, max_size = Infinity) {
+    this._heap = [];
+    this._comparator = comparator;
+    this._max_size = max_size;
+  }
+  /**
+   * The size of the queue
+   */
+  get size() {
+    return this._heap.length;
+  }
+  /**
+   * Check if the queue is empty.
+   * @returns `true` if the queue is empty, `false` otherwise.
+   */
+  is_empty() {
+    return this.size === 0;
+  }
+  /**
+   * Return the element with the highest priority in the queue.
+   * @returns The highest priority element in the queue.
+   */
+  peek() {
+    return this._heap[0];
+  }
+  /**
+   * Add one or more elements to the queue.
+   * @param values The values to push into the queue.
+   * @returns The new size of the queue.
+   */
+  push(...values) {
+    return this.extend(values);
+  }
+  /**
+   * Add multiple elements to the queue.
+   * @param values The values to push into the queue.
+   * @returns The new size of the queue.
+   */
+  extend(values) {
+    for (const value of values) {
+      if (this.size < this._max_size) {
+        this._heap.push(value);
+        this._sift_up();
+      } else {
+        const smallest = this._smallest();
+        if (this._comparator(value, this._heap[smallest])) {
+          this._heap[smallest] = value;
+          this._sift_up_from(smallest);
+        }
+      }
+    }
+    return this.size;
+  }
+  /**
+   * Remove and return the element with the highest priority in the queue.
+   * @returns The element with the highest priority in the queue.
+   */
+  pop() {
+    const popped_value = this.peek();
+    const bottom = this.size - 1;
+    if (bottom > 0) {
+      this._swap(0, bottom);
+    }
+    this._heap.pop();
+    this._sift_down();
+    return popped_value;
+  }
+  /**
+   * Replace the element with the highest priority in the queue with a new value.
+   * @param value The new value.
+   * @returns The replaced value.
+   */
+  replace(value) {
+    const replaced_value = this.peek();
+    this._heap[0] = value;
+    this._sift_down();
+    return replaced_value;
+  }
+  /**
+   * Compute the index for the parent of the node at index `i`.
+   * @param i The index of the node to get the parent of.
+   * @returns The index of the parent node.
+   * @private
+   */
+  _parent(i) {
+    return (i + 1 >>> 1) - 1;
+  }
+  /**
+   * Compute the index for the left child of the node at index `i`.
+   * @param i The index of the node to get the left child of.
+   * @returns The index of the left child.
+   * @private
+   */
+  _left(i) {
+    return (i << 1) + 1;
+  }
+  /**
+   * Compute the index for the right child of the node at index `i`.
+   * @param i The index of the node to get the right child of.
+   * @returns The index of the right child.
+   * @private
+   */
+  _right(i) {
+    return i + 1 << 1;
+  }
+  /**
+   * Check if the element at index `i` is greater than the element at index `j`.
+   * @param i The index of the first element to compare.
+   * @param j The index of the second element to compare.
+   * @returns `true` if the element at index `i` is greater than the element at index `j`, `false` otherwise.
+   * @private
+   */
+  _greater(i, j) {
+    return this._comparator(this._heap[i], this._heap[j]);
+  }
+  /**
+   * Swap the elements at indices `i` and `j`.
+   * @param i The index of the first element to swap.
+   * @param j The index of the second element to swap.
+   * @private
+   */
+  _swap(i, j) {
+    const temp = this._heap[i];
+    this._heap[i] = this._heap[j];
+    this._heap[j] = temp;
+  }
+  /**
+   * Maintain the heap property by updating positions in the heap,
+   * starting at the last element and moving up the heap.
+   * @private
+   */
+  _sift_up() {
+    this._sift_up_from(this.size - 1);
+  }
+  /**
+   * Helper function to sift up from a given node.
+   * @param node The index of the node to start sifting up from.
+   */
+  _sift_up_from(node) {
+    while (node > 0 && this._greater(node, this._parent(node))) {
+      this._swap(node, this._parent(node));
+      node = this._parent(node);
+    }
+  }
+  /**
+   * Maintain the heap property by updating positions in the heap,
+   * starting at the first element and moving down the heap.
+   * @private
+   */
+  _sift_down() {
+    let node = 0;
+    while (this._left(node) < this.size && this._greater(this._left(node), node) || this._right(node) < this.size && this._greater(this._right(node), node)) {
+      const max_child = this._right(node) < this.size && this._greater(this._right(node), this._left(node)) ? this._right(node) : this._left(node);
+      this._swap(node, max_child);
+      node = max_child;
+    }
+  }
+  /**
+   * Get the index of the smallest element in the heap. Since we use an array-based heap,
+   * the index can be computed without needing to traverse the heap.
+   * @private
+   */
+  _smallest() {
+    return 2 ** Math.floor(Math.log2(this.size)) - 1;
+  }
+};
+var PriorityQueue_default = PriorityQueue;
+var LRUCache = class {
+  /**
+   * Creates an LRUCache instance.
+   * @param capacity The maximum number of items the cache can hold.
+   */
+  constructor(capacity) {
+    this.capacity = capacity;
+    this.cache = /* @__PURE__ */ new Map();
+  }
+  /**
+   * Retrieves the value associated with the given key and marks the key as recently used.
+   * @param key The key to retrieve.
+   * @returns The value associated with the key, or undefined if the key does not exist.
+   */
+  get(key) {
+    if (!this.cache.has(key)) return void 0;
+    const value = this.cache.get(key);
+    this.cache.delete(key);
+    this.cache.set(key, value);
+    return value;
+  }
+  /**
+   * Inserts or updates the key-value pair in the cache.
+   * If the key already exists, it is updated and marked as recently used.
+   * If the cache exceeds its capacity, the least recently used item is evicted.
+   * @param key The key to add or update.
+   * @param value The value to associate with the key.
+   */
+  put(key, value) {
+    if (this.cache.has(key)) {
+      this.cache.delete(key);
+    }
+    this.cache.set(key, value);
+    if (this.cache.size > this.capacity) {
+      this.cache.delete(this.cache.keys().next().value);
+    }
+  }
+  /**
+   * Clears the cache.
+   */
+  clear() {
+    this.cache.clear();
+  }
+};
+var LRUCache_default = LRUCache;
+var BPE = class extends TokenizerModel_default {
+  /**
+   * Create a BPE instance.
+   * @param config The configuration object for BPE.
+   */
+  constructor(config) {
+    super(config);
+    this.tokens_to_ids = object_to_map(config.vocab);
+    this.unk_token_id = this.tokens_to_ids.get(config.unk_token);
+    this.unk_token = config.unk_token;
+    this.vocab = new Array(this.tokens_to_ids.size);
+    for (const [key, value] of this.tokens_to_ids) {
+      this.vocab[value] = key;
+    }
+    const use_new_merge_format = Array.isArray(config.merges[0]);
+    this.merges = use_new_merge_format ? config.merges : config.merges.map(
+      (x) => x.split(" ", 2)
+    );
+    this.bpe_ranks = new Map(this.merges.map((x, i) => [JSON.stringify(x), i]));
+    this.end_of_word_suffix = config.end_of_word_suffix;
+    this.continuing_subword_suffix = config.continuing_subword_suffix ?? null;
+    this.byte_fallback = this.config.byte_fallback ?? false;
+    if (this.byte_fallback) {
+      this.text_encoder = new TextEncoder();
+    }
+    this.ignore_merges = this.config.ignore_merges ?? false;
+    this.max_length_to_cache = 256;
+    this.cache_capacity = 1e4;
+    this.cache = new LRUCache_default(this.cache_capacity);
+  }
+  /**
+   * Clears the cache.
+   */
+  clear_cache() {
+    this.cache.clear();
+  }
+  /**
+   * Apply Byte-Pair-Encoding (BPE) to a given token. Efficient heap-based priority
+   * queue implementation adapted from https://github.com/belladoreai/llama-tokenizer-js.
+   * @param token The token to encode.
+   * @returns The BPE encoded tokens.
+   */
+  bpe(token) {
+    if (token.length === 0) {
+      return [];
+    }
+    const cached2 = this.cache.get(token);
+    if (cached2 !== void 0) {
+      return cached2;
+    }
+    const word = Array.from(token);
+    if (this.end_of_word_suffix) {
+      word[word.length - 1] += this.end_of_word_suffix;
+    }
+    let result = [];
+    if (word.length > 1) {
+      const queue = new PriorityQueue_default((a, b) => a.score < b.score);
+      let starting_node = {
+        token: word[0],
+        bias: 0,
+        prev: null,
+        next: null
+      };
+      let previous_node = starting_node;
+      for (let i = 1; i < word.length; ++i) {
+        const current_node = {
+          bias: i / word.length,
+          // Add fractional component to break ties
+          token: word[i],
+          prev: previous_node,
+          next: null
+        };
+        previous_node.next = current_node;
+        this.add_node(queue, previous_node);
+        previous_node = current_node;
+      }
+      while (!queue.is_empty()) {
+        const node = queue.pop();
+        if (node.deleted || !node.next || node.next.deleted) continue;
+        node.deleted = true;
+        node.next.deleted = true;
+        if (node.prev) {
+          const new_previous_node = { ...node.prev };
+          node.prev.deleted = true;
+          node.prev = new_previous_node;
+          if (new_previous_node.prev) {
+            new_previous_node.prev.next = new_previous_node;
+          } else {
+            starting_node = new_previous_node;
+          }
+        }
+        const merged = {
+          token: node.token + node.next.token,
+          bias: node.bias,
+          prev: node.prev,
+          next: node.next.next
+        };
+        if (merged.prev) {
+          merged.prev.next = merged;
+          this.add_node(queue, merged.prev);
+        } else {
+          starting_node = merged;
+        }
+        if (merged.next) {
+          merged.next.prev = merged;
+          this.add_node(queue, merged);
+        }
+      }
+      for (let current_node = starting_node; current_node !== null; current_node = current_node.next) {
+        result.push(current_node.token);
+      }
+    } else {
+      result = word;
+    }
+    if (this.continuing_subword_suffix) {
+      for (let i = 0; i < result.length - 1; ++i) {
+        result[i] += this.continuing_subword_suffix;
+      }
+    }
+    if (token.length < this.max_length_to_cache) {
+      this.cache.put(token, result);
+    }
+    return result;
+  }
+  /**
+   * Helper function to add a node to the priority queue.
+   * @param queue
+   * @param node
+   */
+  add_node(queue, node) {
+    const rank = this.bpe_ranks.get(
+      JSON.stringify([node.token, node.next.token])
+    );
+    if (rank !== void 0) {
+      node.score = rank + node.bias;
+      queue.push(node);
+    }
+  }
+  /**
+   * Encodes the input sequence of tokens using the BPE algorithm and returns the resulting subword tokens.
+   * @param tokens The input sequence of tokens to encode.
+   * @returns The resulting subword tokens after applying the BPE algorithm to the input sequence of tokens.
+   */
+  encode(tokens) {
+    const output_tokens = [];
+    for (const token of tokens) {
+      if (this.ignore_merges && this.tokens_to_ids.has(token)) {
+        output_tokens.push(token);
+        continue;
+      }
+      const bpe_token_list = this.bpe(token);
+      for (const t of bpe_token_list) {
+        if (this.tokens_to_ids.has(t)) {
+          output_tokens.push(t);
+        } else if (this.byte_fallback) {
+          const byte_tokens = Array.from(this.text_encoder.encode(t)).map(
+            (x) => `<0x${x.toString(16).toUpperCase().padStart(2, "0")}>`
+          );
+          if (byte_tokens.every((x) => this.tokens_to_ids.has(x))) {
+            output_tokens.push(...byte_tokens);
+          } else if (this.unk_token != null) {
+            output_tokens.push(this.unk_token);
+          }
+        } else if (this.unk_token != null) {
+          output_tokens.push(this.unk_token);
+        }
+      }
+    }
+    return output_tokens;
+  }
+};
+var BPE_default = BPE;
+var Legacy = class extends TokenizerModel_default {
+  /**
+   * Create a Legacy tokenizer model instance.
+   * @param config The configuration object for Legacy tokenizer model.
+   * @param more_config Additional configuration object for the Legacy tokenizer model.
+   */
+  constructor(config, more_config) {
+    super(config);
+    const vocab = config.vocab;
+    this.tokens_to_ids = object_to_map(
+      more_config.target_lang ? vocab[more_config.target_lang] : vocab
+    );
+    this.bos_token = more_config.bos_token;
+    this.bos_token_id = this.tokens_to_ids.get(this.bos_token);
+    this.eos_token = more_config.eos_token;
+    this.eos_token_id = this.tokens_to_ids.get(this.eos_token);
+    this.pad_token = more_config.pad_token;
+    this.pad_token_id = this.tokens_to_ids.get(this.pad_token);
+    this.unk_token = more_config.unk_token;
+    this.unk_token_id = this.tokens_to_ids.get(this.unk_token);
+    this.vocab = new Array(this.tokens_to_ids.size);
+    for (const [key, value] of this.tokens_to_ids) {
+      this.vocab[value] = key;
+    }
+  }
+  encode(tokens) {
+    return tokens;
+  }
+};
+var Legacy_default = Legacy;
+function create_tokenizer_model(model_config, config) {
+  switch (model_config.type) {
+    case "WordPiece":
+      return new WordPiece_default(model_config);
+    case "Unigram":
+      return new Unigram_default(model_config, config.eos_token);
+    case "BPE":
+      return new BPE_default(model_config);
+    default:
+      if (model_config.vocab) {
+        if (Array.isArray(model_config.vocab)) {
+          return new Unigram_default(model_config, config.eos_token);
+        } else if (Object.hasOwn(model_config, "continuing_subword_prefix") && Object.hasOwn(model_config, "unk_token")) {
+          if (Object.hasOwn(model_config, "merges")) {
+            return new BPE_default(model_config);
+          } else {
+            return new WordPiece_default(model_config);
+          }
+        } else {
+          return new Legacy_default(model_config, {
+            target_lang: config.target_lang,
+            bos_token: config.bos_token,
+            eos_token: config.eos_token,
+            pad_token: config.pad_token,
+            unk_token: config.unk_token
+          });
+        }
+      }
+      throw new Error(
+        `Unknown TokenizerModel type: ${model_config?.type}`
+      );
+  }
+}
+var create_tokenizer_model_default = create_tokenizer_model;
+var PostProcessor = class extends Callable_default {
+  /**
+   * @param config The configuration for the post-processor.
+   */
+  constructor(config) {
+    super();
+    this.config = config;
+  }
+  /**
+   * Alias for {@link PostProcessor#post_process}.
+   * @param tokens The text or array of texts to post-process.
+   * @param args Additional arguments required by the post-processing logic.
+   * @returns The post-processed tokens.
+   */
+  _call(tokens, ...args) {
+    return this.post_process(tokens, ...args);
+  }
+};
+var PostProcessor_default = PostProcessor;
+var TemplateProcessing = class extends PostProcessor_default {
+  /**
+   * Replaces special tokens in the template with actual tokens.
+   * @param tokens The list of tokens for the first sequence.
+   * @param tokens_pair The list of tokens for the second sequence (optional).
+   * @param add_special_tokens Whether to add the special tokens to the beginning and end of the input.
+   * @returns An object containing the list of tokens with the special tokens replaced with actual tokens.
+   */
+  post_process(tokens, tokens_pair = null, add_special_tokens = true) {
+    const type = tokens_pair === null ? this.config.single : this.config.pair;
+    let processed_tokens = [];
+    let types = [];
+    for (const item of type) {
+      if ("SpecialToken" in item) {
+        if (add_special_tokens) {
+          processed_tokens.push(item.SpecialToken.id);
+          types.push(item.SpecialToken.type_id);
+        }
+      } else if ("Sequence" in item) {
+        if (item.Sequence.id === "A") {
+          processed_tokens = merge_arrays(processed_tokens, tokens);
+          types = merge_arrays(
+            types,
+            new Array(tokens.length).fill(item.Sequence.type_id)
+          );
+        } else if (item.Sequence.id === "B") {
+          processed_tokens = merge_arrays(processed_tokens, tokens_pair);
+          types = merge_arrays(
+            types,
+            new Array(tokens_pair.length).fill(item.Sequence.type_id)
+          );
+        }
+      }
+    }
+    return { tokens: processed_tokens, token_type_ids: types };
+  }
+};
+var TemplateProcessing_default = TemplateProcessing;
+var ByteLevel2 = class extends PostProcessor_default {
+  /**
+   * Post process the given tokens.
+   * @param tokens The list of tokens for the first sequence.
+   * @param tokens_pair The list of tokens for the second sequence (optional).
+   * @returns An object containing the post-processed tokens.
+   */
+  post_process(tokens, tokens_pair = null) {
+    return { tokens, tokens_pair };
+  }
+};
+var ByteLevel_default2 = ByteLevel2;
+var BertProcessing = class extends PostProcessor_default {
+  /**
+   * @param config The configuration for the post-processor.
+   * @param config.cls The special tokens to add to the beginning of the input.
+   * @param config.sep The special tokens to add to the end of the input.
+   */
+  constructor(config) {
+    super(config);
+    this.sep = config.sep;
+    this.cls = config.cls;
+  }
+  /**
+   * Adds the special tokens to the beginning and end of the input.
+   * @param tokens The input tokens.
+   * @param tokens_pair An optional second set of input tokens.
+   * @param add_special_tokens Whether to add the special tokens to the beginning and end of the input.
+   * @returns The post-processed tokens with the special tokens added to the beginning and end.
+   */
+  post_process(tokens, tokens_pair = null, add_special_tokens = true) {
+    if (add_special_tokens) {
+      tokens = merge_arrays([this.cls[0]], tokens, [this.sep[0]]);
+    }
+    let token_type_ids = new Array(tokens.length).fill(0);
+    if (tokens_pair) {
+      const middle = [];
+      const after = add_special_tokens ? [this.sep[0]] : [];
+      tokens = merge_arrays(tokens, middle, tokens_pair, after);
+      token_type_ids = merge_arrays(
+        token_type_ids,
+        new Array(tokens_pair.length + middle.length + after.length).fill(1)
+      );
+    }
+    return { tokens, token_type_ids };
+  }
+};
+var BertProcessing_default = BertProcessing;
+var RobertaProcessing = class extends PostProcessor_default {
+  /**
+   * @param config The configuration for the post-processor.
+   * @param config.cls The special tokens to add to the beginning of the input.
+   * @param config.sep The special tokens to add to the end of the input.
+   */
+  constructor(config) {
+    super(config);
+    this.sep = config.sep;
+    this.cls = config.cls;
+  }
+  /**
+   * Adds the special tokens to the beginning and end of the input.
+   * @param tokens The input tokens.
+   * @param tokens_pair An optional second set of input tokens.
+   * @param add_special_tokens Whether to add the special tokens to the beginning and end of the input.
+   * @returns The post-processed tokens with the special tokens added to the beginning and end.
+   */
+  post_process(tokens, tokens_pair, add_special_tokens = true) {
+    if (add_special_tokens) {
+      tokens = merge_arrays([this.cls[0]], tokens, [this.sep[0]]);
+    }
+    let token_type_ids = new Array(tokens.length).fill(0);
+    if (tokens_pair) {
+      const middle = add_special_tokens ? [this.sep[0]] : [];
+      const after = add_special_tokens ? [this.sep[0]] : [];
+      tokens = merge_arrays(tokens, middle, tokens_pair, after);
+      token_type_ids = merge_arrays(
+        token_type_ids,
+        new Array(tokens_pair.length + middle.length + after.length).fill(1)
+      );
+    }
+    return { tokens, token_type_ids };
+  }
+};
+var RobertaProcessing_default = RobertaProcessing;
+var Sequence3 = class extends PostProcessor_default {
+  /**
+   * Creates a new instance of Sequence post-processor.
+   * @param config The configuration object.
+   */
+  constructor(config) {
+    super(config);
+    this.processors = (config.processors ?? []).map((x) => create_post_processor_default(x));
+  }
+  /**
+   * Post process the given tokens.
+   * @param tokens The list of tokens for the first sequence.
+   * @param tokens_pair The list of tokens for the second sequence (optional).
+   * @param add_special_tokens Whether to add the special tokens to the beginning and end of the input.
+   * @returns An object containing the post-processed tokens.
+   */
+  post_process(tokens, tokens_pair = null, add_special_tokens = true) {
+    let processed_tokens = { tokens, tokens_pair };
+    for (const processor of this.processors) {
+      processed_tokens = processor.post_process(
+        processed_tokens.tokens,
+        processed_tokens.tokens_pair,
+        add_special_tokens
+      );
+    }
+    return processed_tokens;
+  }
+};
+var Sequence_default3 = Sequence3;
+function create_post_processor(config) {
+  if (config === null) return null;
+  switch (config.type) {
+    case "TemplateProcessing":
+      return new TemplateProcessing_default(config);
+    case "ByteLevel":
+      return new ByteLevel_default2(config);
+    case "BertProcessing":
+      return new BertProcessing_default(config);
+    case "RobertaProcessing":
+      return new RobertaProcessing_default(config);
+    case "Sequence":
+      return new Sequence_default3(config);
+    default:
+      throw new Error(`Unknown PostProcessor type: ${config.type}`);
+  }
+}
+var create_post_processor_default = create_post_processor;
+var Decoder = class extends Callable_default {
+  /**
+   * Creates an instance of `Decoder`.
+   * @param config The configuration object.
+   **/
+  constructor(config) {
+    super();
+    this.config = config;
+    this.added_tokens = [];
+    this.end_of_word_suffix = null;
+    this.trim_offsets = "trim_offsets" in config ? config.trim_offsets : false;
+  }
+  /**
+   * Calls the `decode` method.
+   *
+   * @param tokens The list of tokens.
+   * @returns The decoded string.
+   */
+  _call(tokens) {
+    return this.decode(tokens);
+  }
+  /**
+   * Decodes a list of tokens.
+   * @param tokens The list of tokens.
+   * @returns The decoded string.
+   */
+  decode(tokens) {
+    return this.decode_chain(tokens).join("");
+  }
+};
+var Decoder_default = Decoder;
+var ByteLevel3 = class extends Decoder_default {
+  /**
+   * Create a `ByteLevelDecoder` object.
+   */
+  constructor(config) {
+    super(config);
+    this.byte_decoder = UNICODE_TO_BYTES;
+    this.text_decoder = new TextDecoder("utf-8", {
+      fatal: false,
+      // eslint-disable-next-line @typescript-eslint/naming-convention
+      ignoreBOM: true
+    });
+    this.end_of_word_suffix = null;
+  }
+  /**
+   * Convert an array of tokens to string by decoding each byte.
+   * @param tokens Array of tokens to be decoded.
+   * @returns The decoded string.
+   */
+  convert_tokens_to_string(tokens) {
+    const text = tokens.join("");
+    const byte_array = new Uint8Array(
+      [...text].map((c) => this.byte_decoder[c])
+    );
+    return this.text_decoder.decode(byte_array);
+  }
+  decode_chain(tokens) {
+    const sub_texts = [];
+    let current_sub_text = [];
+    for (const token of tokens) {
+      if (this.added_tokens.find((x) => x.content === token) !== void 0) {
+        if (current_sub_text.length > 0) {
+          sub_texts.push(this.convert_tokens_to_string(current_sub_text));
+          current_sub_text = [];
+        }
+        sub_texts.push(token);
+      } else {
+        current_sub_text.push(token);
+      }
+    }
+    if (current_sub_text.length > 0) {
+      sub_texts.push(this.convert_tokens_to_string(current_sub_text));
+    }
+    return sub_texts;
+  }
+};
+var ByteLevel_default3 = ByteLevel3;
+var WordPiece = class extends Decoder_default {
+  /**
+   * Creates a new instance of WordPieceDecoder.
+   * @param config The configuration object.
+   */
+  constructor(config) {
+    super(config);
+    this.cleanup = config.cleanup;
+  }
+  decode_chain(tokens) {
+    return tokens.map((token, i) => {
+      if (i !== 0) {
+        const prefix = this.config.prefix;
+        if (prefix && token.startsWith(prefix)) {
+          token = token.replace(prefix, "");
+        } else {
+          token = " " + token;
+        }
+      }
+      if (this.cleanup) {
+        token = clean_up_tokenization(token);
+      }
+      return token;
+    });
+  }
+};
+var WordPiece_default2 = WordPiece;
+var Metaspace2 = class extends Decoder_default {
+  /**
+   * Constructs a new MetaspaceDecoder object.
+   * @param config The configuration object for the MetaspaceDecoder.
+   */
+  constructor(config) {
+    super(config);
+    this.replacement = config.replacement ?? "▁";
+  }
+  decode_chain(tokens) {
+    const result = [];
+    for (let i = 0; i < tokens.length; ++i) {
+      let normalized = tokens[i].replaceAll(this.replacement, " ");
+      if (i == 0 && normalized.startsWith(" ")) {
+        normalized = normalized.substring(1);
+      }
+      result.push(normalized);
+    }
+    return result;
+  }
+};
+var Metaspace_default2 = Metaspace2;
+var BPE2 = class extends Decoder_default {
+  constructor(config) {
+    super(config);
+    this.suffix = config.suffix ?? "";
+  }
+  decode_chain(tokens) {
+    return tokens.map((token, i) => {
+      return token.replaceAll(this.suffix, i === tokens.length - 1 ? "" : " ");
+    });
+  }
+};
+var BPE_default2 = BPE2;
+var CTC = class extends Decoder_default {
+  constructor(config) {
+    super(config);
+    this.pad_token = config.pad_token ?? "";
+    this.word_delimiter_token = config.word_delimiter_token ?? "";
+    this.cleanup = config.cleanup;
+  }
+  /**
+   * Converts a connectionist-temporal-classification (CTC) output tokens into a single string.
+   * @param tokens Array of tokens to be decoded.
+   * @returns The decoded string.
+   */
+  convert_tokens_to_string(tokens) {
+    if (tokens.length === 0) return "";
+    const grouped_tokens = [tokens[0]];
+    for (let i = 1; i < tokens.length; ++i) {
+      if (tokens[i] !== grouped_tokens.at(-1)) {
+        grouped_tokens.push(tokens[i]);
+      }
+    }
+    const filtered_tokens = grouped_tokens.filter(
+      (token) => token !== this.pad_token
+    );
+    let text = filtered_tokens.join("");
+    if (this.cleanup) {
+      text = clean_up_tokenization(text).replaceAll(this.word_delimiter_token, " ").trim();
+    }
+    return text;
+  }
+  decode_chain(tokens) {
+    return [this.convert_tokens_to_string(tokens)];
+  }
+};
+var CTC_default = CTC;
+var Sequence4 = class extends Decoder_default {
+  /**
+   * Creates a new instance of DecoderSequence.
+   * @param config The configuration object.
+   */
+  constructor(config) {
+    super(config);
+    this.decoders = (config.decoders ?? []).map((x) => create_decoder_default(x));
+  }
+  decode_chain(tokens) {
+    return this.decoders.reduce((toks, decoder) => {
+      return decoder.decode_chain(toks);
+    }, tokens);
+  }
+};
+var Sequence_default4 = Sequence4;
+var Replace3 = class extends Decoder_default {
+  /**
+   * @param config The configuration object for the decoder.
+   */
+  constructor(config) {
+    super(config);
+    this.pattern = create_pattern(this.config.pattern);
+  }
+  decode_chain(tokens) {
+    const content = this.config.content ?? "";
+    const pattern = this.pattern;
+    return pattern === null ? tokens : tokens.map((token) => token.replaceAll(pattern, content));
+  }
+};
+var Replace_default3 = Replace3;
+var Fuse = class extends Decoder_default {
+  decode_chain(tokens) {
+    return [tokens.join("")];
+  }
+};
+var Fuse_default = Fuse;
+var Strip2 = class extends Decoder_default {
+  constructor(config) {
+    super(config);
+    this.content = config.content ?? "";
+    this.start = config.start ?? 0;
+    this.stop = config.stop ?? 0;
+  }
+  decode_chain(tokens) {
+    return tokens.map((token) => {
+      let start_cut = 0;
+      for (let i = 0; i < this.start; ++i) {
+        if (token[i] === this.content) {
+          start_cut = i + 1;
+          continue;
+        } else {
+          break;
+        }
+      }
+      let stop_cut = token.length;
+      for (let i = 0; i < this.stop; ++i) {
+        const index = token.length - i - 1;
+        if (token[index] === this.content) {
+          stop_cut = index;
+          continue;
+        } else {
+          break;
+        }
+      }
+      return token.slice(start_cut, stop_cut);
+    });
+  }
+};
+var Strip_default2 = Strip2;
+var ByteFallback = class extends Decoder_default {
+  constructor(config) {
+    super(config);
+    this.text_decoder = new TextDecoder();
+  }
+  decode_chain(tokens) {
+    const new_tokens = [];
+    let previous_byte_tokens = [];
+    for (const token of tokens) {
+      let bytes = null;
+      if (token.length === 6 && token.startsWith("<0x") && token.endsWith(">")) {
+        const byte = parseInt(token.slice(3, 5), 16);
+        if (!isNaN(byte)) {
+          bytes = byte;
+        }
+      }
+      if (bytes !== null) {
+        previous_byte_tokens.push(bytes);
+      } else {
+        if (previous_byte_tokens.length > 0) {
+          const string = this.text_decoder.decode(
+            Uint8Array.from(previous_byte_tokens)
+          );
+          new_tokens.push(string);
+          previous_byte_tokens = [];
+        }
+        new_tokens.push(token);
+      }
+    }
+    if (previous_byte_tokens.length > 0) {
+      const string = this.text_decoder.decode(
+        Uint8Array.from(previous_byte_tokens)
+      );
+      new_tokens.push(string);
+      previous_byte_tokens = [];
+    }
+    return new_tokens;
+  }
+};
+var ByteFallback_default = ByteFallback;
+function create_decoder(config) {
+  if (config === null) return null;
+  switch (config.type) {
+    case "ByteLevel":
+      return new ByteLevel_default3(config);
+    case "WordPiece":
+      return new WordPiece_default2(config);
+    case "Metaspace":
+      return new Metaspace_default2(config);
+    case "BPEDecoder":
+      return new BPE_default2(config);
+    case "CTC":
+      return new CTC_default(config);
+    case "Sequence":
+      return new Sequence_default4(config);
+    case "Replace":
+      return new Replace_default3(config);
+    case "Fuse":
+      return new Fuse_default(config);
+    case "Strip":
+      return new Strip_default2(config);
+    case "ByteFallback":
+      return new ByteFallback_default(config);
+    default:
+      throw new Error(`Unknown Decoder type: ${config.type}`);
+  }
+}
+var create_decoder_default = create_decoder;
+var Tokenizer = class {
+  constructor(tokenizer, config) {
+    const tokenizer_error = validate_object(tokenizer, "Tokenizer", [
+      "model",
+      "decoder",
+      "post_processor",
+      "pre_tokenizer",
+      "normalizer"
+    ]);
+    if (tokenizer_error) {
+      throw new Error(tokenizer_error);
+    }
+    const config_error = validate_object(config, "Config");
+    if (config_error) {
+      throw new Error(config_error);
+    }
+    this.tokenizer = tokenizer;
+    this.config = config;
+    this.normalizer = create_normalizer_default(this.tokenizer.normalizer);
+    this.pre_tokenizer = create_pre_tokenizer_default(this.tokenizer.pre_tokenizer);
+    this.model = create_tokenizer_model_default(this.tokenizer.model, this.config);
+    this.post_processor = create_post_processor_default(this.tokenizer.post_processor);
+    this.decoder = create_decoder_default(this.tokenizer.decoder);
+    this.special_tokens = [];
+    this.all_special_ids = [];
+    this.added_tokens = [];
+    const unnormalized_contents = [];
+    const normalized_contents = [];
+    this.added_tokens_map = /* @__PURE__ */ new Map();
+    for (const added_token of this.tokenizer.added_tokens) {
+      const token = new AddedToken_default(added_token);
+      this.added_tokens.push(token);
+      this.model.tokens_to_ids.set(token.content, token.id);
+      this.model.vocab[token.id] = token.content;
+      if (token.special) {
+        this.special_tokens.push(token.content);
+        this.all_special_ids.push(token.id);
+      }
+      this.added_tokens_map.set(token.content, token);
+      if (token.normalized && this.normalizer !== null) {
+        const normalized_content = this.normalizer(token.content);
+        normalized_contents.push(normalized_content);
+        this.added_tokens_map.set(normalized_content, token);
+      } else {
+        unnormalized_contents.push(token.content);
+      }
+    }
+    (this.config.additional_special_tokens ?? []).forEach((token) => {
+      if (!this.special_tokens.includes(token)) this.special_tokens.push(token);
+    });
+    if (this.decoder) {
+      this.decoder.added_tokens = this.added_tokens;
+      this.decoder.end_of_word_suffix = this.model.end_of_word_suffix;
+    }
+    this.splitter_unnormalized = new DictionarySplitter_default(unnormalized_contents);
+    this.splitter_normalized = new DictionarySplitter_default(normalized_contents);
+    this.remove_space = this.config.remove_space;
+    this.clean_up_tokenization_spaces = this.config.clean_up_tokenization_spaces ?? true;
+    this.do_lowercase_and_remove_accent = this.config.do_lowercase_and_remove_accent ?? false;
+  }
+  // Implementation
+  encode(text, {
+    text_pair = null,
+    add_special_tokens = true,
+    return_token_type_ids = null
+  } = {}) {
+    const { tokens, token_type_ids } = this.tokenize_helper(text, {
+      text_pair,
+      add_special_tokens
+    });
+    const input_ids = tokens.map(
+      (t) => this.added_tokens_map.get(t)?.id ?? this.model.tokens_to_ids.get(t) ?? this.model.unk_token_id
+    );
+    const result = {
+      ids: input_ids,
+      tokens,
+      attention_mask: new Array(input_ids.length).fill(1)
+    };
+    if (return_token_type_ids && token_type_ids) {
+      result.token_type_ids = token_type_ids;
+    }
+    return result;
+  }
+  decode(token_ids, options = {}) {
+    if (!Array.isArray(token_ids) || token_ids.length === 0 || !is_integral_number(token_ids[0])) {
+      throw Error("token_ids must be a non-empty array of integers.");
+    }
+    let tokens = token_ids.map(
+      (i) => this.model.vocab[Number(i)] ?? this.model.unk_token
+    );
+    if (options.skip_special_tokens) {
+      tokens = tokens.filter((x) => !this.special_tokens.includes(x));
+    }
+    let decoded = this.decoder ? this.decoder(tokens) : tokens.join(" ");
+    if (this.decoder && this.decoder.end_of_word_suffix) {
+      decoded = decoded.replaceAll(this.decoder.end_of_word_suffix, " ");
+      if (options.skip_special_tokens) {
+        decoded = decoded.trim();
+      }
+    }
+    if (options.clean_up_tokenization_spaces ?? this.clean_up_tokenization_spaces) {
+      decoded = clean_up_tokenization(decoded);
+    }
+    return decoded;
+  }
+  /**
+   * Converts a string into a sequence of tokens.
+   * @param text The sequence to be encoded.
+   * @param options An optional object containing the following properties:
+   * @returns The list of tokens.
+   */
+  tokenize(text, { text_pair = null, add_special_tokens = false } = {}) {
+    return this.tokenize_helper(text, { text_pair, add_special_tokens }).tokens;
+  }
+  encode_text(text) {
+    if (text === null) {
+      return null;
+    }
+    const sections = this.splitter_unnormalized.split(text);
+    sections.forEach((section, i) => {
+      const added_token = this.added_tokens_map.get(section);
+      if (added_token) {
+        if (added_token.lstrip && i > 0) {
+          sections[i - 1] = sections[i - 1].trimEnd();
+        }
+        if (added_token.rstrip && i < sections.length - 1) {
+          sections[i + 1] = sections[i + 1].trimStart();
+        }
+      }
+    });
+    return sections.flatMap((processed_text, section_index) => {
+      if (processed_text.length === 0) {
+        return [];
+      }
+      if (this.added_tokens_map.has(processed_text)) {
+        return [processed_text];
+      }
+      if (this.remove_space === true) {
+        processed_text = processed_text.trim().split(/\s+/).join(" ");
+      }
+      if (this.do_lowercase_and_remove_accent) {
+        processed_text = lowercase_and_remove_accents(processed_text);
+      }
+      if (this.normalizer !== null) {
+        processed_text = this.normalizer(processed_text);
+      }
+      if (processed_text.length === 0) {
+        return [];
+      }
+      const subsections = this.splitter_normalized.split(processed_text);
+      subsections.forEach((subsection, j) => {
+        const added_token = this.added_tokens_map.get(subsection);
+        if (added_token) {
+          if (added_token.lstrip && j > 0) {
+            subsections[j - 1] = subsections[j - 1].trimEnd();
+          }
+          if (added_token.rstrip && j < subsections.length - 1) {
+            subsections[j + 1] = subsections[j + 1].trimStart();
+          }
+        }
+      });
+      return subsections.flatMap((subsection) => {
+        if (subsection.length === 0) {
+          return [];
+        }
+        if (this.added_tokens_map.has(subsection)) {
+          return [subsection];
+        }
+        const section_tokens = this.pre_tokenizer !== null ? this.pre_tokenizer(subsection, {
+          section_index
+        }) : [subsection];
+        return this.model(section_tokens);
+      });
+    });
+  }
+  tokenize_helper(text, { text_pair = null, add_special_tokens = true }) {
+    const tokens1 = this.encode_text(text);
+    const tokens2 = this.encode_text(text_pair || null);
+    return this.post_processor ? this.post_processor(tokens1, tokens2, add_special_tokens) : { tokens: merge_arrays(tokens1 ?? [], tokens2 ?? []) };
+  }
+  /**
+   * Converts a token string to its corresponding token ID.
+   * @param token The token string to convert.
+   * @returns The token ID, or undefined if the token is not in the vocabulary.
+   */
+  token_to_id(token) {
+    return this.model.tokens_to_ids.get(token);
+  }
+  /**
+   * Converts a token ID to its corresponding token string.
+   * @param id The token ID to convert.
+   * @returns The token string, or undefined if the ID is not in the vocabulary.
+   */
+  id_to_token(id) {
+    return this.model.vocab[id];
+  }
+  /**
+   * Returns a mapping of token IDs to AddedToken objects for all added tokens.
+   * @returns A Map where keys are token IDs and values are AddedToken objects.
+   */
+  get_added_tokens_decoder() {
+    const decoder = /* @__PURE__ */ new Map();
+    for (const token of this.added_tokens) {
+      decoder.set(token.id, token);
+    }
+    return decoder;
+  }
+  /**
+   * Get the underlying vocabulary
+   * @param with_added_tokens Whether to include the added tokens
+   * @returns The vocabulary
+   */
+  get_vocab(with_added_tokens = true) {
+    const vocab = /* @__PURE__ */ new Map();
+    for (let i = 0; i < this.model.vocab.length; ++i) {
+      const token = this.model.vocab[i];
+      if (with_added_tokens || !this.added_tokens_map.has(token)) {
+        vocab.set(token, i);
+      }
+    }
+    return vocab;
+  }
+};
+var Tokenizer_default = Tokenizer;
+
+// src/encoder.ts
+var PAGE2 = 65536;
+var LENGTHS = [8, 16, 32, 64, 128, 256, 512];
+function fromBase64(s) {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+async function sha256Hex(bytes) {
+  if (!globalThis.crypto?.subtle) return null;
+  const d = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+  return Array.from(d, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+var pow2 = (n) => 2 ** Math.ceil(Math.log2(Math.max(1, n)));
+var SentenceEncoder = class _SentenceEncoder {
+  /** The webtune session whose kernels run the model (tuning, events, status). */
+  webtune;
+  manifest;
+  /** Embedding width. */
+  dim;
+  memory;
+  fixed;
+  tokenizer;
+  tensors = /* @__PURE__ */ new Map();
+  layers = [];
+  buckets = /* @__PURE__ */ new Map();
+  maxBatch;
+  queue = Promise.resolve();
+  i32;
+  f32;
+  constructor(init) {
+    this.webtune = init.webtune;
+    this.manifest = init.manifest;
+    this.memory = init.memory;
+    this.fixed = init.fixed;
+    this.tokenizer = init.tokenizer;
+    this.maxBatch = init.maxBatch;
+    this.dim = init.manifest.config.hidden_size;
+    this.i32 = new Int32Array(this.memory.buffer);
+    this.f32 = new Float32Array(this.memory.buffer);
+    const c = init.manifest.config;
+    for (const t of init.manifest.tensors) this.tensors.set(t.name, init.base + t.offset);
+    const want = (name, shape) => {
+      const t = init.manifest.tensors.find((x) => x.name === name);
+      if (!t) throw new Error(`model ${init.manifest.name}: the manifest has no tensor ${name}`);
+      if (t.dtype !== "f32" || t.shape.join(",") !== shape.join(",")) throw new Error(`model ${init.manifest.name}: tensor ${name} is ${t.dtype}[${t.shape}], expected f32[${shape}]`);
+      if (t.offset % 64) throw new Error(`model ${init.manifest.name}: tensor ${name} is not 64-byte aligned`);
+      return init.base + t.offset;
+    };
+    const H = c.hidden_size, I = c.intermediate_size;
+    want("embeddings.word", [c.vocab_size, H]);
+    want("embeddings.position", [c.max_position_embeddings, H]);
+    want("embeddings.token_type", [c.type_vocab_size, H]);
+    want("embeddings.ln.gamma", [H]);
+    want("embeddings.ln.beta", [H]);
+    for (let l = 0; l < c.num_hidden_layers; l++) {
+      const p = `layer.${l}.`;
+      this.layers.push({
+        qkvW: want(p + "qkv.weight", [H, 3 * H]),
+        qkvB: want(p + "qkv.bias", [3 * H]),
+        outW: want(p + "attn_out.weight", [H, H]),
+        outB: want(p + "attn_out.bias", [H]),
+        ln1G: want(p + "attn_ln.gamma", [H]),
+        ln1B: want(p + "attn_ln.beta", [H]),
+        inW: want(p + "ffn_in.weight", [H, I]),
+        inB: want(p + "ffn_in.bias", [I]),
+        ffnW: want(p + "ffn_out.weight", [I, H]),
+        ffnB: want(p + "ffn_out.bias", [H]),
+        ln2G: want(p + "ffn_ln.gamma", [H]),
+        ln2B: want(p + "ffn_ln.beta", [H])
+      });
+    }
+  }
+  /**
+   * Fetches the model's manifest, weights and tokenizer from the server
+   * (each blob checked against its SHA-256 address), copies the weights into
+   * Wasm memory and opens a webtune session for the model's kernels.
+   */
+  static async load(opts) {
+    if (!opts || typeof opts.model !== "string" || !opts.model) throw new TypeError("SentenceEncoder.load: `model` must be a model name (GET /v1/models lists them)");
+    if (opts.target === "webgpu") throw new Error("SentenceEncoder: target 'webgpu' is not implemented yet; use target: 'wasm'");
+    if (opts.target !== "wasm") throw new TypeError(`SentenceEncoder.load: target must be 'wasm' or 'webgpu', got ${String(opts.target)}`);
+    const server = (opts.server ?? globalThis.location?.origin ?? "").replace(/\/+$/, "");
+    const res = await fetch(`${server}/v1/models/${encodeURIComponent(opts.model)}`);
+    if (res.status === 404) throw new Error(`model "${opts.model}" is not on ${server} (import it with \`webtune model import\`; GET /v1/models lists the models there)`);
+    if (!res.ok) throw new Error(`model "${opts.model}": manifest HTTP ${res.status}`);
+    const manifest = await res.json();
+    if (manifest.format !== 1) throw new Error(`model "${opts.model}": bundle format ${manifest.format}, this runtime reads format 1`);
+    if (manifest.architecture !== "bert") throw new Error(`model "${opts.model}": architecture ${manifest.architecture}, SentenceEncoder runs bert`);
+    const c = manifest.config;
+    if (c.hidden_size % c.num_attention_heads || c.hidden_size / c.num_attention_heads % 4 || c.intermediate_size % 4)
+      throw new Error(`model "${opts.model}": hidden ${c.hidden_size}, heads ${c.num_attention_heads}, FFN ${c.intermediate_size}: the fixed kernels need head and FFN widths that are multiples of 4`);
+    if (!/^gelu$/.test(c.hidden_act)) throw new Error(`model "${opts.model}": activation ${c.hidden_act}, SentenceEncoder runs exact gelu`);
+    const blob = async (b, what) => {
+      const r = await fetch(b.url.startsWith("http") ? b.url : `${server}${b.url}`);
+      if (!r.ok) throw new Error(`model "${opts.model}": ${what} blob HTTP ${r.status}`);
+      const bytes = await r.arrayBuffer();
+      const got = await sha256Hex(bytes);
+      if (bytes.byteLength !== b.bytes || got !== null && got !== b.sha256)
+        throw new Error(`model "${opts.model}": the ${what} blob is corrupt or truncated (${bytes.byteLength} bytes hashing to ${got ?? "?"}; the manifest says ${b.bytes} bytes, ${b.sha256}); nothing was kept`);
+      return bytes;
+    };
+    const [weights, tokBytes] = await Promise.all([blob(manifest.weights, "weights"), blob(manifest.tokenizer, "tokenizer")]);
+    const tokJson = JSON.parse(new TextDecoder().decode(tokBytes));
+    tokJson.padding = null;
+    tokJson.truncation = null;
+    const tokenizer = new Tokenizer_default(tokJson, {});
+    const base = PAGE2;
+    const memory = new WebAssembly.Memory({ initial: Math.ceil((base + weights.byteLength) / PAGE2) + 1, maximum: 65536 });
+    new Uint8Array(memory.buffer, base, weights.byteLength).set(new Uint8Array(weights));
+    const mod = await WebAssembly.instantiate(fromBase64("AGFzbQEAAAABXApgAXsBfWABewF7YAN/f38AYAZ/fX9/f30AYAt/f39/f39/f39/fQBgCX9/f39/f39/fQBgBX9/f39/AGAKf39/f39/f39/fQBgBn9/f39/fwBgB39/f39/f38AAg8BA2VudgZtZW1vcnkCAAEDDg0AAQECAgMEBQYHBggJB1YJA2V4cAADA2VyZgAEBWVtYmVkAAYGYWRkX2xuAAcIYmlhc19hY3QACAtzcGxpdF9oZWFkcwAJB3NvZnRtYXgACgttZXJnZV9oZWFkcwALBHBvb2wADAqaFw0ZACAA/R8AIAD9HwGSIAD9HwIgAP0fA5KSC/8CAQN7IAD9DAAAsEIAALBCAACwQgAAsEL96AH9DE+srsJPrK7CT6yuwk+srsL96QEhACAA/Qw7qrg/O6q4PzuquD87qrg//eYB/WohASAAIAH9DACAMT8AgDE/AIAxPwCAMT/95gH95QEhAiACIAH9DIOAXjmDgF45g4BeOYOAXjn95gH95AEhAv0MZ2lQOWdpUDlnaVA5Z2lQOSEDIAMgAv3mAf0MzkO3Os5DtzrOQ7c6zkO3Ov3kASEDIAMgAv3mAf0MCIkIPAiJCDwIiQg8CIkIPP3kASEDIAMgAv3mAf0MwakqPcGpKj3BqSo9wakqPf3kASEDIAMgAv3mAf0MqqoqPqqqKj6qqio+qqoqPv3kASEDIAMgAv3mAf0MAAAAPwAAAD8AAAA/AAAAP/3kASEDIAMgAiAC/eYB/eYBIAL95AH9DAAAgD8AAIA/AACAPwAAgD/95AEhAyADIAH9+AH9DH8AAAB/AAAAfwAAAH8AAAD9rgFBF/2rAf3mAQuXAwEDeyAA/QwAAIBAAACAQAAAgEAAAIBA/egB/QwAAIDAAACAwAAAgMAAAIDA/ekBIQAgACAA/eYBIQEgAf0MC9+Vrwvfla8L35WvC9+Vr/3mAf0M7v/tMu7/7TLu/+0y7v/tMv3kASECIAEgAv3mAf0MUf8MtlH/DLZR/wy2Uf8Mtv3kASECIAEgAv3mAf0M0sJuuNLCbrjSwm640sJuuP3kASECIAEgAv3mAf0MY6xAumOsQLpjrEC6Y6xAuv3kASECIAEgAv3mAf0M9qFBu/ahQbv2oUG79qFBu/3kASECIAEgAv3mAf0M1NuDvNTbg7zU24O81NuDvP3kASECIAAgAv3mASECIAH9DM1gdLfNYHS3zWB0t81gdLf95gH9DCm9X7kpvV+5Kb1fuSm9X7n95AEhAyABIAP95gH9DE6S3LpOkty6TpLcuk6S3Lr95AEhAyABIAP95gH9DPib8bv4m/G7+Jvxu/ib8bv95AEhAyABIAP95gH9DKe2abyntmm8p7ZpvKe2abz95AEhAyACIAP95wELKgEBfwNAIAEgA2ogACADav0ABAAQAf0LBAAgA0EQaiIDIAJBAnRJDQALCyoBAX8DQCABIANqIAAgA2r9AAQAEAL9CwQAIANBEGoiAyACQQJ0SQ0ACwulAQICfwR7IARBAnQhByABIASzlf0TIQhBACEGA0AgACAGav0ABAAgCP3lASEKIAkgCiAK/eYB/eQBIQkgBkEQaiIGIAdJDQALQwAAgD8gCRAAIASzlSAFkpGV/RMhC0EAIQYDQCAAIAZqIAAgBmr9AAQAIAj95QEgC/3mASACIAZq/QAEAP3mASADIAZq/QAEAP3kAf0LBAAgBkEQaiIGIAdJDQALC7QBAgZ/AnsgCUECdCENA0AgASAAIAtBAnRqKAIAIA1saiEOIAIgCyAIcCANbGohDyAGIAsgDWxqIRD9DAAAAAAAAAAAAAAAAAAAAAAhEUEAIQwDQCAOIAxq/QAEACAPIAxq/QAEAP3kASADIAxq/QAEAP3kASESIBAgDGogEv0LBAAgESAS/eQBIREgDEEQaiIMIA1JDQALIBAgERAAIAQgBSAJIAoQBSALQQFqIgsgB0kNAAsLnQECBH8CeyAHQQJ0IQsDQCAJIAtsIQz9DAAAAAAAAAAAAAAAAAAAAAAhDUEAIQoDQCAAIAwgCmpq/QAEACABIApq/QAEAP3kASACIAwgCmpq/QAEAP3kASEOIAUgDCAKamogDv0LBAAgDSAO/eQBIQ0gCkEQaiIKIAtJDQALIAUgDGogDRAAIAMgBCAHIAgQBSAJQQFqIgkgBkkNAAsL1AECBH8BeyADQQJ0IQcDQCAAIAUgB2xqIQhBACEGIAQEQANAIAggBmr9AAQAIAEgBmr9AAQA/eQBIQkgCCAGaiAJ/QwAAAA/AAAAPwAAAD8AAAA//eYB/QwAAIA/AACAPwAAgD8AAIA/IAn9DPMENT/zBDU/8wQ1P/MENT/95gEQAv3kAf3mAf0LBAAgBkEQaiIGIAdJDQALBQNAIAggBmogCCAGav0ABAAgASAGav0ABAD95AH9CwQAIAZBEGoiBiAHSQ0ACwsgBUEBaiIFIAJJDQALC+wCAwh/AnsCfyAJ/RMhEiAHIAhsQQJ0IQ4gBkECdCEVIAUgBmwhCwNAIAAgCiAOQQNsbGohD0EAIQwDQCAKIAZuIAdsIAxqIRAgECAGbCAIbCAKIAZwIAhsakECdCERQQAhDQNAIAIgESANamogEiAPIA1q/QAEACABIA1q/QAEAP3kAf3mAf0LBAAgBCARIA1qaiAPIA0gDkEBdGpq/QAEACABIA0gDkEBdGpq/QAEAP3kAf0LBAAgDyANIA5qav0ABAAgASANIA5qav0ABAD95AEhEyADIBAgCGwgDUECdmogBmwgCiAGcGpBAnRqIRQgFCAT/R8AOAIAIBQgFWogE/0fATgCACAUIBVBAXRqIBP9HwI4AgAgFCAVQQNsaiAT/R8DOAIAIA1BEGoiDSAIQQJ0SQ0ACyAPIAhBAnRqIQ8gASAIQQJ0aiEBIAxBAWoiDCAHSQ0ACyABIA5rIQEgCkEBaiIKIAtJDQALC4oEBAd/A3sDfQF7IANBAnQhCwNAIAQgBSACbkECdGooAgBBAnQhCCAIQXBxIQlBACEGA0AgACAFIANsIAZqIAtsaiEHIAgEQP0MAACA/wAAgP8AAID/AACA/yEMQQAhCgJAA0AgCiAJTw0BIAwgByAKav0ABAD96QEhDCAKQRBqIQoMAAsLIAz9HwAgDP0fAZcgDP0fAiAM/R8Dl5chDwJAA0AgCiAITw0BIA8gByAKaioCAJchDyAKQQRqIQoMAAsLIA/9EyEM/QwAAAAAAAAAAAAAAAAAAAAAIQ1BACEKAkADQCAKIAlPDQEgByAKav0ABAAgDP3lARABIQ4gByAKaiAO/QsEACANIA795AEhDSAKQRBqIQoMAAsLIA0QACEQAkADQCAKIAhPDQEgByAKaioCACAPk/0TEAH9HwAhESAHIApqIBE4AgAgECARkiEQIApBBGohCgwACwtDAACAPyAQlf0TIRJBACEKAkADQCAKIAlPDQEgByAKaiAHIApq/QAEACAS/eYB/QsEACAKQRBqIQoMAAsLAkADQCAKIAhPDQEgByAKaiAHIApqKgIAIBL9HwCUOAIAIApBBGohCgwACwsLIAghCgJAA0AgCiALTw0BIAcgCmpDAAAAADgCACAKQQRqIQoMAAsLIAZBAWoiBiADSQ0ACyAFQQFqIgUgASACbEkNAAsLiQEBB38gBUECdCEJIAIgA2whDANAIAEgBiAEIAlsbGohC0EAIQcDQCAAIAYgA24gBGwgB2ogA2wgBiADcGogCWxqIQpBACEIA0AgCyAIaiAKIAhq/QAEAP0LBAAgCEEQaiIIIAlJDQALIAsgCWohCyAHQQFqIgcgBEkNAAsgBkEBaiIGIAxJDQALC7YCAwd/AnsBfSAFQQJ0IQoDQCACIAcgCmxqIQ0gASAHQQJ0aigCACELQQAhCQNA/QwAAAAAAAAAAAAAAAAAAAAAIQ4gACAHIARsIApsIAlqaiEMQQAhCAJAA0AgCCALTw0BIA4gDP0ABAD95AEhDiAMIApqIQwgCEEBaiEIDAALCyANIAlqIA4gC0EBIAsbs/0T/ecB/QsEACAJQRBqIgkgCkkNAAsgBgRA/QwAAAAAAAAAAAAAAAAAAAAAIQ5BACEJA0AgDSAJav0ABAAhDyAOIA8gD/3mAf3kASEOIAlBEGoiCSAKSQ0AC0MAAIA/IA4QAJFDzLyMK5eV/RMhD0EAIQkDQCANIAlqIA0gCWr9AAQAIA/95gH9CwQAIAlBEGoiCSAKSQ0ACwsgB0EBaiIHIANJDQALCw=="), { env: { memory } });
+    const fixed = mod.instance.exports;
+    const webtune = await Webtune.open({
+      server,
+      target: "wasm",
+      memory,
+      tune: opts.tune ?? true,
+      worker: opts.worker ?? false,
+      budgetMs: opts.budgetMs,
+      cache: opts.cache,
+      maxCandidates: opts.maxCandidates
+    });
+    return new _SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch: Math.max(1, opts.maxBatch ?? 8) });
+  }
+  /** Token ids of one text: [CLS] … [SEP], at most max_seq_length of them. */
+  tokenize(text) {
+    const max = this.manifest.max_seq_length;
+    let ids;
+    for (let len2 = 16 * max; ; len2 *= 2) {
+      if (len2 >= text.length) {
+        ids = this.tokenizer.encode(text).ids;
+        break;
+      }
+      let cut = len2;
+      while (cut < text.length && !/\s/.test(text[cut])) cut++;
+      ids = this.tokenizer.encode(text.slice(0, cut)).ids;
+      if (ids.length > max || cut >= text.length) break;
+    }
+    if (ids.length > max) ids = [...ids.slice(0, max - 1), ids[ids.length - 1]];
+    return ids;
+  }
+  /**
+   * One embedding per text (`dim` floats, L2-normalised when the model says
+   * so). Texts are grouped by length into batches padded to a bucket.
+   */
+  encode(texts) {
+    if (!Array.isArray(texts)) return Promise.reject(new TypeError("encode: expected an array of strings"));
+    if (texts.length === 0) return Promise.reject(new Error("encode: the list of texts is empty"));
+    const bad = texts.findIndex((t) => typeof t !== "string");
+    if (bad >= 0) return Promise.reject(new TypeError(`encode: texts[${bad}] is ${texts[bad] === null ? "null" : typeof texts[bad]}, expected a string`));
+    const run = this.queue.then(() => this.encodeNow(texts));
+    this.queue = run.catch(() => void 0);
+    return run;
+  }
+  async encodeNow(texts) {
+    const toks = texts.map((t) => this.tokenize(t));
+    const order = toks.map((_, i) => i).sort((a, b) => toks[a].length - toks[b].length);
+    const out = new Array(texts.length);
+    for (let at = 0; at < order.length; at += this.maxBatch) {
+      const idx = order.slice(at, at + this.maxBatch);
+      const longest = Math.max(...idx.map((i) => toks[i].length));
+      const s = LENGTHS.find((l) => l >= longest && l <= this.manifest.max_seq_length) ?? this.manifest.max_seq_length;
+      const bucket = await this.bucket(pow2(idx.length), s);
+      this.run(bucket, idx.map((i) => toks[i]));
+      const H = this.dim;
+      for (let j = 0; j < idx.length; j++) out[idx[j]] = this.f32.slice(bucket.pooled / 4 + j * H, bucket.pooled / 4 + (j + 1) * H);
+    }
+    return out;
+  }
+  /** The bucket's buffers and kernels, made once. */
+  bucket(b, s) {
+    const key = `${b}x${s}`;
+    let p = this.buckets.get(key);
+    if (!p) {
+      p = this.makeBucket(b, s);
+      this.buckets.set(key, p);
+      p.catch(() => this.buckets.delete(key));
+    }
+    return p;
+  }
+  async makeBucket(b, s) {
+    const c = this.manifest.config, H = c.hidden_size, I = c.intermediate_size, heads = c.num_attention_heads, d = H / heads;
+    const M = b * s;
+    const wt = this.webtune;
+    const [qkvK, scoresK, contextK, outK, upK, downK] = await Promise.all([
+      wt.wasmKernel("matmul", [M, H, 3 * H]),
+      wt.wasmKernel("batch_matmul", [b * heads, s, d, s]),
+      wt.wasmKernel("batch_matmul", [b * heads, s, s, d]),
+      wt.wasmKernel("matmul", [M, H, H]),
+      wt.wasmKernel("matmul", [M, H, I]),
+      wt.wasmKernel("matmul", [M, I, H])
+    ]);
+    const sizes = {
+      ids: M,
+      lens: b,
+      ones: b,
+      x: M * H,
+      qkv: M * 3 * H,
+      q: M * H,
+      kt: M * H,
+      v: M * H,
+      p: b * heads * s * s,
+      ctx: M * H,
+      merged: M * H,
+      proj: M * H,
+      ffn: M * I,
+      pooled: b * H
+    };
+    let end = Math.ceil(this.memory.buffer.byteLength / 64) * 64;
+    const offsets = {};
+    for (const [name, n] of Object.entries(sizes)) {
+      offsets[name] = end;
+      end = Math.ceil((end + n * 4) / 64) * 64;
+    }
+    const have = this.memory.buffer.byteLength;
+    if (end > have) this.memory.grow(Math.ceil((end - have) / PAGE2));
+    this.i32 = new Int32Array(this.memory.buffer);
+    this.f32 = new Float32Array(this.memory.buffer);
+    this.i32.fill(1, offsets.ones / 4, offsets.ones / 4 + b);
+    return { b, s, ...offsets, qkvK, scoresK, contextK, outK, upK, downK };
+  }
+  /** Runs one padded batch through the model into `bk.pooled`; synchronous, so no kernel swaps mid-batch. */
+  run(bk, toks) {
+    const c = this.manifest.config, H = c.hidden_size, I = c.intermediate_size, heads = c.num_attention_heads, d = H / heads;
+    const eps = c.layer_norm_eps, { b, s } = bk, M = b * s, f = this.fixed;
+    if (this.i32.buffer !== this.memory.buffer) {
+      this.i32 = new Int32Array(this.memory.buffer);
+      this.f32 = new Float32Array(this.memory.buffer);
+    }
+    const ids = this.i32, i0 = bk.ids / 4, l0 = bk.lens / 4;
+    ids.fill(0, i0, i0 + M);
+    ids.fill(0, l0, l0 + b);
+    for (let j = 0; j < toks.length; j++) {
+      ids.set(toks[j], i0 + j * s);
+      ids[l0 + j] = toks[j].length;
+    }
+    const T = this.tensors;
+    f.embed(
+      bk.ids,
+      T.get("embeddings.word"),
+      T.get("embeddings.position"),
+      T.get("embeddings.token_type"),
+      T.get("embeddings.ln.gamma"),
+      T.get("embeddings.ln.beta"),
+      bk.x,
+      M,
+      s,
+      H,
+      eps
+    );
+    for (const L of this.layers) {
+      bk.qkvK.run(bk.x, L.qkvW, bk.qkv);
+      f.split_heads(bk.qkv, L.qkvB, bk.q, bk.kt, bk.v, b, s, heads, d, 1 / Math.sqrt(d));
+      bk.scoresK.run(bk.q, bk.kt, bk.p);
+      f.softmax(bk.p, b, heads, s, bk.lens);
+      bk.contextK.run(bk.p, bk.v, bk.ctx);
+      f.merge_heads(bk.ctx, bk.merged, b, s, heads, d);
+      bk.outK.run(bk.merged, L.outW, bk.proj);
+      f.add_ln(bk.proj, L.outB, bk.x, L.ln1G, L.ln1B, bk.x, M, H, eps);
+      bk.upK.run(bk.x, L.inW, bk.ffn);
+      f.bias_act(bk.ffn, L.inB, M, I, 1);
+      bk.downK.run(bk.ffn, L.ffnW, bk.proj);
+      f.add_ln(bk.proj, L.ffnB, bk.x, L.ln2G, L.ln2B, bk.x, M, H, eps);
+    }
+    const cls = this.manifest.pooling === "cls";
+    f.pool(bk.x, cls ? bk.ones : bk.lens, bk.pooled, toks.length, s, H, this.manifest.normalize ? 1 : 0);
+  }
+  /** Tunes the model's kernels for up to `budgetMs` (see `Webtune.idle`). */
+  idle(budgetMs) {
+    return this.webtune.idle(budgetMs);
+  }
+  close() {
+    this.webtune.close();
   }
 };
 
@@ -2013,7 +5246,7 @@ var GpuKernel = class extends KernelHandle {
     this.impl = impl;
   }
 };
-async function sha256Hex(bytes) {
+async function sha256Hex2(bytes) {
   const subtle = globalThis.crypto?.subtle;
   if (!subtle) return null;
   const data = typeof bytes === "string" ? new TextEncoder().encode(bytes) : bytes;
@@ -2120,7 +5353,7 @@ var Webtune = class _Webtune extends EventTarget {
     if (!res.ok) throw new Error(`kernel ${url}: HTTP ${res.status}`);
     const bytes = target === "wasm" ? await res.arrayBuffer() : await res.text();
     const want = url.split("/").pop();
-    const got = await sha256Hex(bytes);
+    const got = await sha256Hex2(bytes);
     if (got && want && /^[0-9a-f]{64}$/.test(want) && got !== want) throw new Error(`kernel ${url}: bytes hash to ${got}`);
     return bytes;
   }
@@ -2392,6 +5625,7 @@ var Webtune = class _Webtune extends EventTarget {
 };
 export {
   GpuKernel,
+  SentenceEncoder,
   WasmKernel,
   Webtune,
   measureRho,

@@ -60,6 +60,8 @@ export type { Measurement } from './tuner.js';
 export type { BestResponse, KernelMeta } from './types.js';
 export type { OpName } from './ops.js';
 
+export { SentenceEncoder, type EncoderLoadOptions, type ModelConfig, type ModelManifest } from './encoder.js';
+
 export type Target = 'wasm' | 'webgpu';
 
 export interface OpenOptions {

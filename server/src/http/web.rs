@@ -46,6 +46,7 @@ const DIST: &[(&str, &str)] = &[
     dist!("remote.d.ts"),
     dist!("rho.d.ts"),
     dist!("http.d.ts"),
+    dist!("encoder.d.ts"),
 ];
 
 const DEMO_HTML: &str = include_str!("../../../client-runtime/web/demo/index.html");

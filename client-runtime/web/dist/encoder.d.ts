@@ -1,0 +1,97 @@
+import { Webtune } from './webtune.js';
+export interface EncoderLoadOptions {
+    /** Base URL of the webtune server; default: this page's origin. */
+    server?: string;
+    /** The model's name in the server's store (`GET /v1/models` lists them). */
+    model: string;
+    target: 'wasm' | 'webgpu';
+    /** WebGPU: the app's device. */
+    device?: GPUDevice;
+    /** Tune the model's kernels in `idle()`. Default true. */
+    tune?: boolean;
+    /** Wasm: tune in the bench worker (see `Webtune.open`). Default false. */
+    worker?: boolean;
+    /** Longest time one `idle()` call may take, ms. Default 8. */
+    budgetMs?: number;
+    /** Use the IndexedDB cache of winning kernels. Default true. */
+    cache?: boolean;
+    /** Candidates to evaluate per kernel at most (see `Webtune.open`). Default: all. */
+    maxCandidates?: number;
+    /** Largest batch run at once; longer lists are encoded in several batches. Default 8. */
+    maxBatch?: number;
+}
+export interface ModelConfig {
+    vocab_size: number;
+    hidden_size: number;
+    num_hidden_layers: number;
+    num_attention_heads: number;
+    intermediate_size: number;
+    max_position_embeddings: number;
+    type_vocab_size: number;
+    layer_norm_eps: number;
+    hidden_act: string;
+}
+interface Blob {
+    sha256: string;
+    bytes: number;
+    url: string;
+}
+/** The bundle manifest (format 1), README "Models". */
+export interface ModelManifest {
+    format: number;
+    name: string;
+    architecture: string;
+    config: ModelConfig;
+    max_seq_length: number;
+    pooling: 'mean' | 'cls';
+    normalize: boolean;
+    tokenizer: Blob;
+    weights: Blob;
+    tensors: {
+        name: string;
+        dtype: string;
+        shape: number[];
+        offset: number;
+    }[];
+}
+export declare class SentenceEncoder {
+    /** The webtune session whose kernels run the model (tuning, events, status). */
+    readonly webtune: Webtune;
+    readonly manifest: ModelManifest;
+    /** Embedding width. */
+    readonly dim: number;
+    private memory;
+    private fixed;
+    private tokenizer;
+    private tensors;
+    private layers;
+    private buckets;
+    private maxBatch;
+    private queue;
+    private i32;
+    private f32;
+    private constructor();
+    /**
+     * Fetches the model's manifest, weights and tokenizer from the server
+     * (each blob checked against its SHA-256 address), copies the weights into
+     * Wasm memory and opens a webtune session for the model's kernels.
+     */
+    static load(opts: EncoderLoadOptions): Promise<SentenceEncoder>;
+    /** Token ids of one text: [CLS] … [SEP], at most max_seq_length of them. */
+    tokenize(text: string): number[];
+    /**
+     * One embedding per text (`dim` floats, L2-normalised when the model says
+     * so). Texts are grouped by length into batches padded to a bucket.
+     */
+    encode(texts: string[]): Promise<Float32Array[]>;
+    private encodeNow;
+    /** The bucket's buffers and kernels, made once. */
+    private bucket;
+    private makeBucket;
+    /** Runs one padded batch through the model into `bk.pooled`; synchronous, so no kernel swaps mid-batch. */
+    private run;
+    /** Tunes the model's kernels for up to `budgetMs` (see `Webtune.idle`). */
+    idle(budgetMs?: number): ReturnType<Webtune['idle']>;
+    close(): void;
+}
+export {};

@@ -1,0 +1,330 @@
+;; The sentence encoder's fixed kernels: everything of a BERT layer that is
+;; not a matrix product (those are webtune's tuned kernels). One module on
+;; the encoder's memory (`env.memory`, shared with the tuned kernels); every
+;; pointer is a byte offset, 16-byte aligned, and every row length (H, d, the
+;; FFN width) a multiple of 4, which the encoder checks before calling.
+;;
+;; Exact GELU needs erf, softmax needs exp: both are f32x4 polynomials here
+;; (erf: the rational minimax fit Eigen and XLA use, clamped to [-4, 4];
+;; exp: Cephes' expf, range-reduced by ln 2 in two parts and scaled through
+;; the exponent bits). test/encoder-kernels.test.mjs measures their error
+;; against f64 Math and every kernel against an f64 reference.
+
+(module
+  (import "env" "memory" (memory 1))
+
+  ;; Sum of the four lanes.
+  (func $hsum (param $v v128) (result f32)
+    (f32.add
+      (f32.add (f32x4.extract_lane 0 (local.get $v)) (f32x4.extract_lane 1 (local.get $v)))
+      (f32.add (f32x4.extract_lane 2 (local.get $v)) (f32x4.extract_lane 3 (local.get $v)))))
+
+  ;; e^x, lane-wise, for x <= 88 (the softmax feeds it x - max <= 0).
+  (func $exp4 (param $x v128) (result v128)
+    (local $n v128) (local $r v128) (local $p v128)
+    (local.set $x (f32x4.max (f32x4.min (local.get $x) (v128.const f32x4 88 88 88 88))
+                             (v128.const f32x4 -87.33654 -87.33654 -87.33654 -87.33654)))
+    (local.set $n (f32x4.nearest (f32x4.mul (local.get $x) (v128.const f32x4 1.44269504 1.44269504 1.44269504 1.44269504))))
+    (local.set $r (f32x4.sub (local.get $x) (f32x4.mul (local.get $n) (v128.const f32x4 0.693359375 0.693359375 0.693359375 0.693359375))))
+    (local.set $r (f32x4.add (local.get $r) (f32x4.mul (local.get $n) (v128.const f32x4 2.12194440e-4 2.12194440e-4 2.12194440e-4 2.12194440e-4))))
+    (local.set $p (v128.const f32x4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1)))
+    ;; 1 + r + p r^2, times 2^n built in the exponent field.
+    (local.set $p (f32x4.add (f32x4.add (f32x4.mul (local.get $p) (f32x4.mul (local.get $r) (local.get $r))) (local.get $r))
+                             (v128.const f32x4 1 1 1 1)))
+    (f32x4.mul (local.get $p)
+      (i32x4.shl (i32x4.add (i32x4.trunc_sat_f32x4_s (local.get $n)) (v128.const i32x4 127 127 127 127)) (i32.const 23))))
+
+  ;; erf(x), lane-wise: x P(x^2) / Q(x^2) on x clamped to [-4, 4].
+  (func $erf4 (param $x v128) (result v128)
+    (local $x2 v128) (local $p v128) (local $q v128)
+    (local.set $x (f32x4.max (f32x4.min (local.get $x) (v128.const f32x4 4 4 4 4)) (v128.const f32x4 -4 -4 -4 -4)))
+    (local.set $x2 (f32x4.mul (local.get $x) (local.get $x)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $x2) (v128.const f32x4 -2.72614225801306e-10 -2.72614225801306e-10 -2.72614225801306e-10 -2.72614225801306e-10))
+                             (v128.const f32x4 2.77068142495902e-08 2.77068142495902e-08 2.77068142495902e-08 2.77068142495902e-08)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $x2) (local.get $p)) (v128.const f32x4 -2.10102402082508e-06 -2.10102402082508e-06 -2.10102402082508e-06 -2.10102402082508e-06)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $x2) (local.get $p)) (v128.const f32x4 -5.69250639462346e-05 -5.69250639462346e-05 -5.69250639462346e-05 -5.69250639462346e-05)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $x2) (local.get $p)) (v128.const f32x4 -7.34990630326855e-04 -7.34990630326855e-04 -7.34990630326855e-04 -7.34990630326855e-04)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $x2) (local.get $p)) (v128.const f32x4 -2.95459980854025e-03 -2.95459980854025e-03 -2.95459980854025e-03 -2.95459980854025e-03)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $x2) (local.get $p)) (v128.const f32x4 -1.60960333262415e-02 -1.60960333262415e-02 -1.60960333262415e-02 -1.60960333262415e-02)))
+    (local.set $p (f32x4.mul (local.get $x) (local.get $p)))
+    (local.set $q (f32x4.add (f32x4.mul (local.get $x2) (v128.const f32x4 -1.45660718464996e-05 -1.45660718464996e-05 -1.45660718464996e-05 -1.45660718464996e-05))
+                             (v128.const f32x4 -2.13374055278905e-04 -2.13374055278905e-04 -2.13374055278905e-04 -2.13374055278905e-04)))
+    (local.set $q (f32x4.add (f32x4.mul (local.get $x2) (local.get $q)) (v128.const f32x4 -1.68282697438203e-03 -1.68282697438203e-03 -1.68282697438203e-03 -1.68282697438203e-03)))
+    (local.set $q (f32x4.add (f32x4.mul (local.get $x2) (local.get $q)) (v128.const f32x4 -7.37332916720468e-03 -7.37332916720468e-03 -7.37332916720468e-03 -7.37332916720468e-03)))
+    (local.set $q (f32x4.add (f32x4.mul (local.get $x2) (local.get $q)) (v128.const f32x4 -1.42647390514189e-02 -1.42647390514189e-02 -1.42647390514189e-02 -1.42647390514189e-02)))
+    (f32x4.div (local.get $p) (local.get $q)))
+
+  ;; Test hooks: n floats at $x through exp or erf into $y.
+  (func (export "exp") (param $x i32) (param $y i32) (param $n i32)
+    (local $i i32)
+    (loop $l
+      (v128.store (i32.add (local.get $y) (local.get $i)) (call $exp4 (v128.load (i32.add (local.get $x) (local.get $i)))))
+      (br_if $l (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (i32.shl (local.get $n) (i32.const 2))))))
+  (func (export "erf") (param $x i32) (param $y i32) (param $n i32)
+    (local $i i32)
+    (loop $l
+      (v128.store (i32.add (local.get $y) (local.get $i)) (call $erf4 (v128.load (i32.add (local.get $x) (local.get $i)))))
+      (br_if $l (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (i32.shl (local.get $n) (i32.const 2))))))
+
+  ;; Layer norm of one row of $h floats at $row, in place: its sum is $sum.
+  (func $ln_row (param $row i32) (param $sum f32) (param $gamma i32) (param $beta i32) (param $h i32) (param $eps f32)
+    (local $i i32) (local $end i32) (local $mean v128) (local $acc v128) (local $d v128) (local $inv v128)
+    (local.set $end (i32.shl (local.get $h) (i32.const 2)))
+    (local.set $mean (f32x4.splat (f32.div (local.get $sum) (f32.convert_i32_u (local.get $h)))))
+    (local.set $i (i32.const 0))
+    (loop $v
+      (local.set $d (f32x4.sub (v128.load (i32.add (local.get $row) (local.get $i))) (local.get $mean)))
+      (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (local.get $d) (local.get $d))))
+      (br_if $v (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $end))))
+    (local.set $inv (f32x4.splat (f32.div (f32.const 1)
+      (f32.sqrt (f32.add (f32.div (call $hsum (local.get $acc)) (f32.convert_i32_u (local.get $h))) (local.get $eps))))))
+    (local.set $i (i32.const 0))
+    (loop $n
+      (v128.store (i32.add (local.get $row) (local.get $i))
+        (f32x4.add
+          (f32x4.mul (f32x4.mul (f32x4.sub (v128.load (i32.add (local.get $row) (local.get $i))) (local.get $mean)) (local.get $inv))
+                     (v128.load (i32.add (local.get $gamma) (local.get $i))))
+          (v128.load (i32.add (local.get $beta) (local.get $i)))))
+      (br_if $n (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $end)))))
+
+  ;; out[t] = LayerNorm(word[ids[t]] + pos[t mod s] + type0) for t < n.
+  (func (export "embed") (param $ids i32) (param $word i32) (param $pos i32) (param $type0 i32)
+        (param $gamma i32) (param $beta i32) (param $out i32) (param $n i32) (param $s i32) (param $h i32) (param $eps f32)
+    (local $t i32) (local $i i32) (local $rb i32) (local $w i32) (local $p i32) (local $o i32) (local $acc v128) (local $x v128)
+    (local.set $rb (i32.shl (local.get $h) (i32.const 2)))
+    (loop $tok
+      (local.set $w (i32.add (local.get $word) (i32.mul (i32.load (i32.add (local.get $ids) (i32.shl (local.get $t) (i32.const 2)))) (local.get $rb))))
+      (local.set $p (i32.add (local.get $pos) (i32.mul (i32.rem_u (local.get $t) (local.get $s)) (local.get $rb))))
+      (local.set $o (i32.add (local.get $out) (i32.mul (local.get $t) (local.get $rb))))
+      (local.set $acc (v128.const i32x4 0 0 0 0))
+      (local.set $i (i32.const 0))
+      (loop $v
+        (local.set $x (f32x4.add (f32x4.add (v128.load (i32.add (local.get $w) (local.get $i))) (v128.load (i32.add (local.get $p) (local.get $i))))
+                                 (v128.load (i32.add (local.get $type0) (local.get $i)))))
+        (v128.store (i32.add (local.get $o) (local.get $i)) (local.get $x))
+        (local.set $acc (f32x4.add (local.get $acc) (local.get $x)))
+        (br_if $v (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $rb))))
+      (call $ln_row (local.get $o) (call $hsum (local.get $acc)) (local.get $gamma) (local.get $beta) (local.get $h) (local.get $eps))
+      (br_if $tok (i32.lt_u (local.tee $t (i32.add (local.get $t) (i32.const 1))) (local.get $n)))))
+
+  ;; out = LayerNorm(x + bias + res), row by row; out may be res.
+  (func (export "add_ln") (param $x i32) (param $bias i32) (param $res i32) (param $gamma i32) (param $beta i32)
+        (param $out i32) (param $rows i32) (param $h i32) (param $eps f32)
+    (local $r i32) (local $i i32) (local $rb i32) (local $off i32) (local $acc v128) (local $v v128)
+    (local.set $rb (i32.shl (local.get $h) (i32.const 2)))
+    (loop $row
+      (local.set $off (i32.mul (local.get $r) (local.get $rb)))
+      (local.set $acc (v128.const i32x4 0 0 0 0))
+      (local.set $i (i32.const 0))
+      (loop $e
+        (local.set $v (f32x4.add
+          (f32x4.add (v128.load (i32.add (local.get $x) (i32.add (local.get $off) (local.get $i)))) (v128.load (i32.add (local.get $bias) (local.get $i))))
+          (v128.load (i32.add (local.get $res) (i32.add (local.get $off) (local.get $i))))))
+        (v128.store (i32.add (local.get $out) (i32.add (local.get $off) (local.get $i))) (local.get $v))
+        (local.set $acc (f32x4.add (local.get $acc) (local.get $v)))
+        (br_if $e (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $rb))))
+      (call $ln_row (i32.add (local.get $out) (local.get $off)) (call $hsum (local.get $acc)) (local.get $gamma) (local.get $beta) (local.get $h) (local.get $eps))
+      (br_if $row (i32.lt_u (local.tee $r (i32.add (local.get $r) (i32.const 1))) (local.get $rows)))))
+
+  ;; x[r, :] += bias, then exact GELU x/2 (1 + erf(x/sqrt 2)) when $gelu; in place.
+  (func (export "bias_act") (param $x i32) (param $bias i32) (param $rows i32) (param $n i32) (param $gelu i32)
+    (local $r i32) (local $i i32) (local $rb i32) (local $p i32) (local $v v128)
+    (local.set $rb (i32.shl (local.get $n) (i32.const 2)))
+    (loop $row
+      (local.set $p (i32.add (local.get $x) (i32.mul (local.get $r) (local.get $rb))))
+      (local.set $i (i32.const 0))
+      (if (local.get $gelu)
+        (then
+          (loop $e
+            (local.set $v (f32x4.add (v128.load (i32.add (local.get $p) (local.get $i))) (v128.load (i32.add (local.get $bias) (local.get $i)))))
+            (v128.store (i32.add (local.get $p) (local.get $i))
+              (f32x4.mul (f32x4.mul (local.get $v) (v128.const f32x4 0.5 0.5 0.5 0.5))
+                (f32x4.add (v128.const f32x4 1 1 1 1)
+                  (call $erf4 (f32x4.mul (local.get $v) (v128.const f32x4 0.70710678 0.70710678 0.70710678 0.70710678))))))
+            (br_if $e (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $rb)))))
+        (else
+          (loop $e
+            (v128.store (i32.add (local.get $p) (local.get $i))
+              (f32x4.add (v128.load (i32.add (local.get $p) (local.get $i))) (v128.load (i32.add (local.get $bias) (local.get $i)))))
+            (br_if $e (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $rb))))))
+      (br_if $row (i32.lt_u (local.tee $r (i32.add (local.get $r) (i32.const 1))) (local.get $rows)))))
+
+  ;; qkv [b, s, 3H] (+ bias) into Q [b·heads, s, d] scaled by $scale,
+  ;; Kᵀ [b·heads, d, s] and V [b·heads, s, d], H = heads·d.
+  (func (export "split_heads") (param $qkv i32) (param $bias i32) (param $q i32) (param $kt i32) (param $v i32)
+        (param $b i32) (param $s i32) (param $heads i32) (param $d i32) (param $scale f32)
+    (local $t i32) (local $n i32) (local $hh i32) (local $j i32) (local $hb i32) (local $src i32) (local $bh i32) (local $dst i32)
+    (local $sc v128) (local $kv v128) (local $kp i32) (local $sb i32)
+    (local.set $sc (f32x4.splat (local.get $scale)))
+    (local.set $hb (i32.shl (i32.mul (local.get $heads) (local.get $d)) (i32.const 2)))
+    (local.set $sb (i32.shl (local.get $s) (i32.const 2)))
+    (local.set $n (i32.mul (local.get $b) (local.get $s)))
+    (loop $tok
+      (local.set $src (i32.add (local.get $qkv) (i32.mul (local.get $t) (i32.mul (local.get $hb) (i32.const 3)))))
+      (local.set $hh (i32.const 0))
+      (loop $head
+        ;; bh = batch·heads + head; row t mod s of that head.
+        (local.set $bh (i32.add (i32.mul (i32.div_u (local.get $t) (local.get $s)) (local.get $heads)) (local.get $hh)))
+        (local.set $dst (i32.shl (i32.add (i32.mul (i32.mul (local.get $bh) (local.get $s)) (local.get $d))
+                                          (i32.mul (i32.rem_u (local.get $t) (local.get $s)) (local.get $d))) (i32.const 2)))
+        (local.set $j (i32.const 0))
+        (loop $e
+          (v128.store (i32.add (local.get $q) (i32.add (local.get $dst) (local.get $j)))
+            (f32x4.mul (local.get $sc)
+              (f32x4.add (v128.load (i32.add (local.get $src) (local.get $j))) (v128.load (i32.add (local.get $bias) (local.get $j))))))
+          (v128.store (i32.add (local.get $v) (i32.add (local.get $dst) (local.get $j)))
+            (f32x4.add (v128.load (i32.add (local.get $src) (i32.add (local.get $j) (i32.shl (local.get $hb) (i32.const 1)))))
+                       (v128.load (i32.add (local.get $bias) (i32.add (local.get $j) (i32.shl (local.get $hb) (i32.const 1)))))))
+          ;; Kᵀ: lane c of this vector goes to row (j/4 + c) of the head's [d, s] block, column t mod s.
+          (local.set $kv (f32x4.add (v128.load (i32.add (local.get $src) (i32.add (local.get $j) (local.get $hb))))
+                                    (v128.load (i32.add (local.get $bias) (i32.add (local.get $j) (local.get $hb))))))
+          (local.set $kp (i32.add (local.get $kt)
+            (i32.shl (i32.add (i32.mul (i32.add (i32.mul (local.get $bh) (local.get $d)) (i32.shr_u (local.get $j) (i32.const 2))) (local.get $s))
+                              (i32.rem_u (local.get $t) (local.get $s))) (i32.const 2))))
+          (f32.store (local.get $kp) (f32x4.extract_lane 0 (local.get $kv)))
+          (f32.store (i32.add (local.get $kp) (local.get $sb)) (f32x4.extract_lane 1 (local.get $kv)))
+          (f32.store (i32.add (local.get $kp) (i32.shl (local.get $sb) (i32.const 1))) (f32x4.extract_lane 2 (local.get $kv)))
+          (f32.store (i32.add (local.get $kp) (i32.mul (local.get $sb) (i32.const 3))) (f32x4.extract_lane 3 (local.get $kv)))
+          (br_if $e (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 16))) (i32.shl (local.get $d) (i32.const 2)))))
+        (local.set $src (i32.add (local.get $src) (i32.shl (local.get $d) (i32.const 2))))
+        (local.set $bias (i32.add (local.get $bias) (i32.shl (local.get $d) (i32.const 2))))
+        (br_if $head (i32.lt_u (local.tee $hh (i32.add (local.get $hh) (i32.const 1))) (local.get $heads))))
+      (local.set $bias (i32.sub (local.get $bias) (local.get $hb)))
+      (br_if $tok (i32.lt_u (local.tee $t (i32.add (local.get $t) (i32.const 1))) (local.get $n)))))
+
+  ;; Softmax over the last axis of p [b·heads, s, s] in place, over the first
+  ;; lens[batch] keys of each row; the padded keys get exactly 0 (a text of
+  ;; length 0, a padded batch slot, gets a row of zeros).
+  (func (export "softmax") (param $p i32) (param $b i32) (param $heads i32) (param $s i32) (param $lens i32)
+    (local $bh i32) (local $r i32) (local $row i32) (local $len i32) (local $len4 i32) (local $i i32) (local $sb i32)
+    (local $m v128) (local $acc v128) (local $e v128) (local $mx f32) (local $sum f32) (local $x f32) (local $inv v128)
+    (local.set $sb (i32.shl (local.get $s) (i32.const 2)))
+    (loop $mat
+      (local.set $len (i32.shl (i32.load (i32.add (local.get $lens) (i32.shl (i32.div_u (local.get $bh) (local.get $heads)) (i32.const 2)))) (i32.const 2)))
+      (local.set $len4 (i32.and (local.get $len) (i32.const -16)))
+      (local.set $r (i32.const 0))
+      (loop $rows
+        (local.set $row (i32.add (local.get $p) (i32.mul (i32.add (i32.mul (local.get $bh) (local.get $s)) (local.get $r)) (local.get $sb))))
+        (if (local.get $len)
+          (then
+            ;; The maximum.
+            (local.set $m (v128.const f32x4 -inf -inf -inf -inf))
+            (local.set $i (i32.const 0))
+            (block $d (loop $l
+              (br_if $d (i32.ge_u (local.get $i) (local.get $len4)))
+              (local.set $m (f32x4.max (local.get $m) (v128.load (i32.add (local.get $row) (local.get $i)))))
+              (local.set $i (i32.add (local.get $i) (i32.const 16)))
+              (br $l)))
+            (local.set $mx (f32.max (f32.max (f32x4.extract_lane 0 (local.get $m)) (f32x4.extract_lane 1 (local.get $m)))
+                                    (f32.max (f32x4.extract_lane 2 (local.get $m)) (f32x4.extract_lane 3 (local.get $m)))))
+            (block $d (loop $l
+              (br_if $d (i32.ge_u (local.get $i) (local.get $len)))
+              (local.set $mx (f32.max (local.get $mx) (f32.load (i32.add (local.get $row) (local.get $i)))))
+              (local.set $i (i32.add (local.get $i) (i32.const 4)))
+              (br $l)))
+            ;; e^(x - max) and its sum: whole vectors, then the tail through one more vector's lane 0.
+            (local.set $m (f32x4.splat (local.get $mx)))
+            (local.set $acc (v128.const i32x4 0 0 0 0))
+            (local.set $i (i32.const 0))
+            (block $d (loop $l
+              (br_if $d (i32.ge_u (local.get $i) (local.get $len4)))
+              (local.set $e (call $exp4 (f32x4.sub (v128.load (i32.add (local.get $row) (local.get $i))) (local.get $m))))
+              (v128.store (i32.add (local.get $row) (local.get $i)) (local.get $e))
+              (local.set $acc (f32x4.add (local.get $acc) (local.get $e)))
+              (local.set $i (i32.add (local.get $i) (i32.const 16)))
+              (br $l)))
+            (local.set $sum (call $hsum (local.get $acc)))
+            (block $d (loop $l
+              (br_if $d (i32.ge_u (local.get $i) (local.get $len)))
+              (local.set $x (f32x4.extract_lane 0 (call $exp4 (f32x4.splat (f32.sub (f32.load (i32.add (local.get $row) (local.get $i))) (local.get $mx))))))
+              (f32.store (i32.add (local.get $row) (local.get $i)) (local.get $x))
+              (local.set $sum (f32.add (local.get $sum) (local.get $x)))
+              (local.set $i (i32.add (local.get $i) (i32.const 4)))
+              (br $l)))
+            (local.set $inv (f32x4.splat (f32.div (f32.const 1) (local.get $sum))))
+            (local.set $i (i32.const 0))
+            (block $d (loop $l
+              (br_if $d (i32.ge_u (local.get $i) (local.get $len4)))
+              (v128.store (i32.add (local.get $row) (local.get $i)) (f32x4.mul (v128.load (i32.add (local.get $row) (local.get $i))) (local.get $inv)))
+              (local.set $i (i32.add (local.get $i) (i32.const 16)))
+              (br $l)))
+            (block $d (loop $l
+              (br_if $d (i32.ge_u (local.get $i) (local.get $len)))
+              (f32.store (i32.add (local.get $row) (local.get $i))
+                (f32.mul (f32.load (i32.add (local.get $row) (local.get $i))) (f32x4.extract_lane 0 (local.get $inv))))
+              (local.set $i (i32.add (local.get $i) (i32.const 4)))
+              (br $l)))))
+        ;; Padded keys: exactly zero.
+        (local.set $i (local.get $len))
+        (block $d (loop $l
+          (br_if $d (i32.ge_u (local.get $i) (local.get $sb)))
+          (f32.store (i32.add (local.get $row) (local.get $i)) (f32.const 0))
+          (local.set $i (i32.add (local.get $i) (i32.const 4)))
+          (br $l)))
+        (br_if $rows (i32.lt_u (local.tee $r (i32.add (local.get $r) (i32.const 1))) (local.get $s))))
+      (br_if $mat (i32.lt_u (local.tee $bh (i32.add (local.get $bh) (i32.const 1))) (i32.mul (local.get $b) (local.get $heads))))))
+
+  ;; ctx [b·heads, s, d] into out [b, s, heads·d].
+  (func (export "merge_heads") (param $ctx i32) (param $out i32) (param $b i32) (param $s i32) (param $heads i32) (param $d i32)
+    (local $t i32) (local $hh i32) (local $j i32) (local $db i32) (local $src i32) (local $dst i32) (local $n i32)
+    (local.set $db (i32.shl (local.get $d) (i32.const 2)))
+    (local.set $n (i32.mul (local.get $b) (local.get $s)))
+    (loop $tok
+      (local.set $dst (i32.add (local.get $out) (i32.mul (local.get $t) (i32.mul (local.get $heads) (local.get $db)))))
+      (local.set $hh (i32.const 0))
+      (loop $head
+        (local.set $src (i32.add (local.get $ctx)
+          (i32.mul (i32.add (i32.mul (i32.add (i32.mul (i32.div_u (local.get $t) (local.get $s)) (local.get $heads)) (local.get $hh)) (local.get $s))
+                            (i32.rem_u (local.get $t) (local.get $s))) (local.get $db))))
+        (local.set $j (i32.const 0))
+        (loop $e
+          (v128.store (i32.add (local.get $dst) (local.get $j)) (v128.load (i32.add (local.get $src) (local.get $j))))
+          (br_if $e (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 16))) (local.get $db))))
+        (local.set $dst (i32.add (local.get $dst) (local.get $db)))
+        (br_if $head (i32.lt_u (local.tee $hh (i32.add (local.get $hh) (i32.const 1))) (local.get $heads))))
+      (br_if $tok (i32.lt_u (local.tee $t (i32.add (local.get $t) (i32.const 1))) (local.get $n)))))
+
+  ;; out[i] = mean of x[i, :lens[i], :] (then divided by its L2 norm when
+  ;; $norm) for i < b; a text of length 0 gets zeros.
+  (func (export "pool") (param $x i32) (param $lens i32) (param $out i32) (param $b i32) (param $s i32) (param $h i32) (param $norm i32)
+    (local $i i32) (local $t i32) (local $j i32) (local $rb i32) (local $len i32) (local $src i32) (local $o i32)
+    (local $acc v128) (local $sc v128) (local $ss f32)
+    (local.set $rb (i32.shl (local.get $h) (i32.const 2)))
+    (loop $text
+      (local.set $o (i32.add (local.get $out) (i32.mul (local.get $i) (local.get $rb))))
+      (local.set $len (i32.load (i32.add (local.get $lens) (i32.shl (local.get $i) (i32.const 2)))))
+      (local.set $j (i32.const 0))
+      (loop $e
+        (local.set $acc (v128.const i32x4 0 0 0 0))
+        (local.set $src (i32.add (local.get $x) (i32.add (i32.mul (i32.mul (local.get $i) (local.get $s)) (local.get $rb)) (local.get $j))))
+        (local.set $t (i32.const 0))
+        (block $d (loop $l
+          (br_if $d (i32.ge_u (local.get $t) (local.get $len)))
+          (local.set $acc (f32x4.add (local.get $acc) (v128.load (local.get $src))))
+          (local.set $src (i32.add (local.get $src) (local.get $rb)))
+          (local.set $t (i32.add (local.get $t) (i32.const 1)))
+          (br $l)))
+        (v128.store (i32.add (local.get $o) (local.get $j))
+          (f32x4.div (local.get $acc) (f32x4.splat (f32.convert_i32_u (select (local.get $len) (i32.const 1) (local.get $len))))))
+        (br_if $e (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 16))) (local.get $rb))))
+      (if (local.get $norm)
+        (then
+          (local.set $acc (v128.const i32x4 0 0 0 0))
+          (local.set $j (i32.const 0))
+          (loop $e
+            (local.set $sc (v128.load (i32.add (local.get $o) (local.get $j))))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (local.get $sc) (local.get $sc))))
+            (br_if $e (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 16))) (local.get $rb))))
+          ;; sentence-transformers divides by max(norm, 1e-12).
+          (local.set $sc (f32x4.splat (f32.div (f32.const 1) (f32.max (f32.sqrt (call $hsum (local.get $acc))) (f32.const 1e-12)))))
+          (local.set $j (i32.const 0))
+          (loop $e
+            (v128.store (i32.add (local.get $o) (local.get $j)) (f32x4.mul (v128.load (i32.add (local.get $o) (local.get $j))) (local.get $sc)))
+            (br_if $e (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 16))) (local.get $rb))))))
+      (br_if $text (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 1))) (local.get $b)))))
+)

@@ -1,0 +1,369 @@
+// SentenceEncoder: a BERT-family sentence encoder (all-MiniLM-L6-v2 and its
+// kin) from a `webtune model import` bundle, every matrix product on
+// webtune's kernels, everything else on the fixed kernels of encoder-kernels.wat.
+//
+// Memory: one WebAssembly.Memory holds the weights (the blob copied in
+// once, its 64-byte tensor offsets kept) and, per (batch, length) bucket,
+// the activations; the tuned kernels are instantiated on the same memory.
+// A bucket's buffers and kernels are made on its first use and reused:
+// `encode` on a seen bucket allocates nothing in Wasm memory and makes no
+// kernel. Buffers are placed after the memory's current end, so they never
+// overlap the scratch pages a kernel binding appends.
+//
+// One layer, for B texts padded to S tokens (M = B·S, H hidden, I FFN,
+// heads of d):
+//   qkv = x · Wqkv                       matmul M,H,3H
+//   Q·1/√d, Kᵀ, V = split(qkv + b)       split_heads
+//   P = softmax_mask(Q · Kᵀ)             batch_matmul B·heads,S,d,S; softmax
+//   ctx = merge(P · V)                   batch_matmul B·heads,S,S,d; merge_heads
+//   x = LN(ctx · Wo + bo + x)            matmul M,H,H; add_ln
+//   f = GELU(x · Wi + bi)                matmul M,H,I; bias_act
+//   x = LN(f · Wout + bout + x)          matmul M,I,H; add_ln
+
+import { Tokenizer } from '@huggingface/tokenizers';
+import { type WasmKernel, Webtune } from './webtune.js';
+
+declare const __WEBTUNE_ENCODER_KERNELS__: string;
+
+export interface EncoderLoadOptions {
+  /** Base URL of the webtune server; default: this page's origin. */
+  server?: string;
+  /** The model's name in the server's store (`GET /v1/models` lists them). */
+  model: string;
+  target: 'wasm' | 'webgpu';
+  /** WebGPU: the app's device. */
+  device?: GPUDevice;
+  /** Tune the model's kernels in `idle()`. Default true. */
+  tune?: boolean;
+  /** Wasm: tune in the bench worker (see `Webtune.open`). Default false. */
+  worker?: boolean;
+  /** Longest time one `idle()` call may take, ms. Default 8. */
+  budgetMs?: number;
+  /** Use the IndexedDB cache of winning kernels. Default true. */
+  cache?: boolean;
+  /** Candidates to evaluate per kernel at most (see `Webtune.open`). Default: all. */
+  maxCandidates?: number;
+  /** Largest batch run at once; longer lists are encoded in several batches. Default 8. */
+  maxBatch?: number;
+}
+
+export interface ModelConfig {
+  vocab_size: number;
+  hidden_size: number;
+  num_hidden_layers: number;
+  num_attention_heads: number;
+  intermediate_size: number;
+  max_position_embeddings: number;
+  type_vocab_size: number;
+  layer_norm_eps: number;
+  hidden_act: string;
+}
+
+interface Blob {
+  sha256: string;
+  bytes: number;
+  url: string;
+}
+
+/** The bundle manifest (format 1), README "Models". */
+export interface ModelManifest {
+  format: number;
+  name: string;
+  architecture: string;
+  config: ModelConfig;
+  max_seq_length: number;
+  pooling: 'mean' | 'cls';
+  normalize: boolean;
+  tokenizer: Blob;
+  weights: Blob;
+  tensors: { name: string; dtype: string; shape: number[]; offset: number }[];
+}
+
+const PAGE = 65536;
+/** Sequence-length buckets (capped at the model's max_seq_length, which is always one). */
+const LENGTHS = [8, 16, 32, 64, 128, 256, 512];
+
+interface Fixed {
+  embed(ids: number, word: number, pos: number, type0: number, gamma: number, beta: number, out: number, n: number, s: number, h: number, eps: number): void;
+  add_ln(x: number, bias: number, res: number, gamma: number, beta: number, out: number, rows: number, h: number, eps: number): void;
+  bias_act(x: number, bias: number, rows: number, n: number, gelu: number): void;
+  split_heads(qkv: number, bias: number, q: number, kt: number, v: number, b: number, s: number, heads: number, d: number, scale: number): void;
+  softmax(p: number, b: number, heads: number, s: number, lens: number): void;
+  merge_heads(ctx: number, out: number, b: number, s: number, heads: number, d: number): void;
+  pool(x: number, lens: number, out: number, b: number, s: number, h: number, norm: number): void;
+}
+
+interface Layer {
+  qkvW: number; qkvB: number; outW: number; outB: number; ln1G: number; ln1B: number;
+  inW: number; inB: number; ffnW: number; ffnB: number; ln2G: number; ln2B: number;
+}
+
+interface Bucket {
+  b: number;
+  s: number;
+  ids: number; lens: number; ones: number;
+  x: number; qkv: number; q: number; kt: number; v: number; p: number; ctx: number; merged: number; proj: number; ffn: number; pooled: number;
+  qkvK: WasmKernel; scoresK: WasmKernel; contextK: WasmKernel; outK: WasmKernel; upK: WasmKernel; downK: WasmKernel;
+}
+
+function fromBase64(s: string): Uint8Array<ArrayBuffer> {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+async function sha256Hex(bytes: ArrayBuffer): Promise<string | null> {
+  if (!globalThis.crypto?.subtle) return null;
+  const d = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
+  return Array.from(d, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+const pow2 = (n: number) => 2 ** Math.ceil(Math.log2(Math.max(1, n)));
+
+export class SentenceEncoder {
+  /** The webtune session whose kernels run the model (tuning, events, status). */
+  readonly webtune: Webtune;
+  readonly manifest: ModelManifest;
+  /** Embedding width. */
+  readonly dim: number;
+  private memory: WebAssembly.Memory;
+  private fixed: Fixed;
+  private tokenizer: Tokenizer;
+  private tensors = new Map<string, number>();
+  private layers: Layer[] = [];
+  private buckets = new Map<string, Promise<Bucket>>();
+  private maxBatch: number;
+  private queue: Promise<unknown> = Promise.resolve();
+  private i32: Int32Array<ArrayBuffer>;
+  private f32: Float32Array<ArrayBuffer>;
+
+  private constructor(init: { webtune: Webtune; manifest: ModelManifest; memory: WebAssembly.Memory; fixed: Fixed; tokenizer: Tokenizer; base: number; maxBatch: number }) {
+    this.webtune = init.webtune;
+    this.manifest = init.manifest;
+    this.memory = init.memory;
+    this.fixed = init.fixed;
+    this.tokenizer = init.tokenizer;
+    this.maxBatch = init.maxBatch;
+    this.dim = init.manifest.config.hidden_size;
+    this.i32 = new Int32Array(this.memory.buffer);
+    this.f32 = new Float32Array(this.memory.buffer);
+    const c = init.manifest.config;
+    for (const t of init.manifest.tensors) this.tensors.set(t.name, init.base + t.offset);
+    const want = (name: string, shape: number[]) => {
+      const t = init.manifest.tensors.find((x) => x.name === name);
+      if (!t) throw new Error(`model ${init.manifest.name}: the manifest has no tensor ${name}`);
+      if (t.dtype !== 'f32' || t.shape.join(',') !== shape.join(',')) throw new Error(`model ${init.manifest.name}: tensor ${name} is ${t.dtype}[${t.shape}], expected f32[${shape}]`);
+      if (t.offset % 64) throw new Error(`model ${init.manifest.name}: tensor ${name} is not 64-byte aligned`);
+      return init.base + t.offset;
+    };
+    const H = c.hidden_size, I = c.intermediate_size;
+    want('embeddings.word', [c.vocab_size, H]);
+    want('embeddings.position', [c.max_position_embeddings, H]);
+    want('embeddings.token_type', [c.type_vocab_size, H]);
+    want('embeddings.ln.gamma', [H]);
+    want('embeddings.ln.beta', [H]);
+    for (let l = 0; l < c.num_hidden_layers; l++) {
+      const p = `layer.${l}.`;
+      this.layers.push({
+        qkvW: want(p + 'qkv.weight', [H, 3 * H]), qkvB: want(p + 'qkv.bias', [3 * H]),
+        outW: want(p + 'attn_out.weight', [H, H]), outB: want(p + 'attn_out.bias', [H]),
+        ln1G: want(p + 'attn_ln.gamma', [H]), ln1B: want(p + 'attn_ln.beta', [H]),
+        inW: want(p + 'ffn_in.weight', [H, I]), inB: want(p + 'ffn_in.bias', [I]),
+        ffnW: want(p + 'ffn_out.weight', [I, H]), ffnB: want(p + 'ffn_out.bias', [H]),
+        ln2G: want(p + 'ffn_ln.gamma', [H]), ln2B: want(p + 'ffn_ln.beta', [H]),
+      });
+    }
+  }
+
+  /**
+   * Fetches the model's manifest, weights and tokenizer from the server
+   * (each blob checked against its SHA-256 address), copies the weights into
+   * Wasm memory and opens a webtune session for the model's kernels.
+   */
+  static async load(opts: EncoderLoadOptions): Promise<SentenceEncoder> {
+    if (!opts || typeof opts.model !== 'string' || !opts.model) throw new TypeError('SentenceEncoder.load: `model` must be a model name (GET /v1/models lists them)');
+    if (opts.target === 'webgpu') throw new Error("SentenceEncoder: target 'webgpu' is not implemented yet; use target: 'wasm'");
+    if (opts.target !== 'wasm') throw new TypeError(`SentenceEncoder.load: target must be 'wasm' or 'webgpu', got ${String(opts.target)}`);
+    const server = (opts.server ?? globalThis.location?.origin ?? '').replace(/\/+$/, '');
+    const res = await fetch(`${server}/v1/models/${encodeURIComponent(opts.model)}`);
+    if (res.status === 404) throw new Error(`model "${opts.model}" is not on ${server} (import it with \`webtune model import\`; GET /v1/models lists the models there)`);
+    if (!res.ok) throw new Error(`model "${opts.model}": manifest HTTP ${res.status}`);
+    const manifest = (await res.json()) as ModelManifest;
+    if (manifest.format !== 1) throw new Error(`model "${opts.model}": bundle format ${manifest.format}, this runtime reads format 1`);
+    if (manifest.architecture !== 'bert') throw new Error(`model "${opts.model}": architecture ${manifest.architecture}, SentenceEncoder runs bert`);
+    const c = manifest.config;
+    if (c.hidden_size % c.num_attention_heads || (c.hidden_size / c.num_attention_heads) % 4 || c.intermediate_size % 4)
+      throw new Error(`model "${opts.model}": hidden ${c.hidden_size}, heads ${c.num_attention_heads}, FFN ${c.intermediate_size}: the fixed kernels need head and FFN widths that are multiples of 4`);
+    if (!/^gelu$/.test(c.hidden_act)) throw new Error(`model "${opts.model}": activation ${c.hidden_act}, SentenceEncoder runs exact gelu`);
+
+    const blob = async (b: Blob, what: string): Promise<ArrayBuffer> => {
+      const r = await fetch(b.url.startsWith('http') ? b.url : `${server}${b.url}`);
+      if (!r.ok) throw new Error(`model "${opts.model}": ${what} blob HTTP ${r.status}`);
+      const bytes = await r.arrayBuffer();
+      const got = await sha256Hex(bytes);
+      if (bytes.byteLength !== b.bytes || (got !== null && got !== b.sha256))
+        throw new Error(`model "${opts.model}": the ${what} blob is corrupt or truncated (${bytes.byteLength} bytes hashing to ${got ?? '?'}; the manifest says ${b.bytes} bytes, ${b.sha256}); nothing was kept`);
+      return bytes;
+    };
+    const [weights, tokBytes] = await Promise.all([blob(manifest.weights, 'weights'), blob(manifest.tokenizer, 'tokenizer')]);
+    const tokJson = JSON.parse(new TextDecoder().decode(tokBytes));
+    // Per-text encoding: no padding (the bundle's tokenizer.json may pad to
+    // a fixed length); truncation is done here, keeping [CLS] and [SEP].
+    tokJson.padding = null;
+    tokJson.truncation = null;
+    const tokenizer = new Tokenizer(tokJson, {});
+
+    const base = PAGE;
+    const memory = new WebAssembly.Memory({ initial: Math.ceil((base + weights.byteLength) / PAGE) + 1, maximum: 65536 });
+    new Uint8Array(memory.buffer, base, weights.byteLength).set(new Uint8Array(weights));
+    const mod = await WebAssembly.instantiate(fromBase64(__WEBTUNE_ENCODER_KERNELS__), { env: { memory } });
+    const fixed = mod.instance.exports as unknown as Fixed;
+    const webtune = await Webtune.open({
+      server, target: 'wasm', memory, tune: opts.tune ?? true, worker: opts.worker ?? false,
+      budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates,
+    });
+    return new SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch: Math.max(1, opts.maxBatch ?? 8) });
+  }
+
+  /** Token ids of one text: [CLS] … [SEP], at most max_seq_length of them. */
+  tokenize(text: string): number[] {
+    const max = this.manifest.max_seq_length;
+    // Tokenise a prefix that ends at whitespace, growing it until it gives
+    // more than `max` tokens: BERT's tokens never cross whitespace, so the
+    // first tokens are the same as the whole text's, and a 1 MB text costs
+    // no more than a few KB of it.
+    let ids: number[];
+    for (let len = 16 * max; ; len *= 2) {
+      if (len >= text.length) {
+        ids = this.tokenizer.encode(text).ids;
+        break;
+      }
+      let cut = len;
+      while (cut < text.length && !/\s/.test(text[cut])) cut++;
+      ids = this.tokenizer.encode(text.slice(0, cut)).ids;
+      if (ids.length > max || cut >= text.length) break;
+    }
+    if (ids.length > max) ids = [...ids.slice(0, max - 1), ids[ids.length - 1]];
+    return ids;
+  }
+
+  /**
+   * One embedding per text (`dim` floats, L2-normalised when the model says
+   * so). Texts are grouped by length into batches padded to a bucket.
+   */
+  encode(texts: string[]): Promise<Float32Array[]> {
+    if (!Array.isArray(texts)) return Promise.reject(new TypeError('encode: expected an array of strings'));
+    if (texts.length === 0) return Promise.reject(new Error('encode: the list of texts is empty'));
+    const bad = texts.findIndex((t) => typeof t !== 'string');
+    if (bad >= 0) return Promise.reject(new TypeError(`encode: texts[${bad}] is ${texts[bad] === null ? 'null' : typeof texts[bad]}, expected a string`));
+    const run = this.queue.then(() => this.encodeNow(texts));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async encodeNow(texts: string[]): Promise<Float32Array[]> {
+    const toks = texts.map((t) => this.tokenize(t));
+    const order = toks.map((_, i) => i).sort((a, b) => toks[a].length - toks[b].length);
+    const out: Float32Array[] = new Array(texts.length);
+    for (let at = 0; at < order.length; at += this.maxBatch) {
+      const idx = order.slice(at, at + this.maxBatch);
+      const longest = Math.max(...idx.map((i) => toks[i].length));
+      const s = LENGTHS.find((l) => l >= longest && l <= this.manifest.max_seq_length) ?? this.manifest.max_seq_length;
+      const bucket = await this.bucket(pow2(idx.length), s);
+      this.run(bucket, idx.map((i) => toks[i]));
+      const H = this.dim;
+      for (let j = 0; j < idx.length; j++) out[idx[j]] = this.f32.slice(bucket.pooled / 4 + j * H, bucket.pooled / 4 + (j + 1) * H);
+    }
+    return out;
+  }
+
+  /** The bucket's buffers and kernels, made once. */
+  private bucket(b: number, s: number): Promise<Bucket> {
+    const key = `${b}x${s}`;
+    let p = this.buckets.get(key);
+    if (!p) {
+      p = this.makeBucket(b, s);
+      this.buckets.set(key, p);
+      p.catch(() => this.buckets.delete(key));
+    }
+    return p;
+  }
+
+  private async makeBucket(b: number, s: number): Promise<Bucket> {
+    const c = this.manifest.config, H = c.hidden_size, I = c.intermediate_size, heads = c.num_attention_heads, d = H / heads;
+    const M = b * s;
+    const wt = this.webtune;
+    // Kernels first: binding one may append scratch pages to the memory.
+    const [qkvK, scoresK, contextK, outK, upK, downK] = await Promise.all([
+      wt.wasmKernel('matmul', [M, H, 3 * H]),
+      wt.wasmKernel('batch_matmul', [b * heads, s, d, s]),
+      wt.wasmKernel('batch_matmul', [b * heads, s, s, d]),
+      wt.wasmKernel('matmul', [M, H, H]),
+      wt.wasmKernel('matmul', [M, H, I]),
+      wt.wasmKernel('matmul', [M, I, H]),
+    ]);
+    const sizes = {
+      ids: M, lens: b, ones: b, x: M * H, qkv: M * 3 * H, q: M * H, kt: M * H, v: M * H, p: b * heads * s * s,
+      ctx: M * H, merged: M * H, proj: M * H, ffn: M * I, pooled: b * H,
+    };
+    let end = Math.ceil(this.memory.buffer.byteLength / 64) * 64;
+    const offsets: Record<string, number> = {};
+    for (const [name, n] of Object.entries(sizes)) {
+      offsets[name] = end;
+      end = Math.ceil((end + n * 4) / 64) * 64;
+    }
+    const have = this.memory.buffer.byteLength;
+    if (end > have) this.memory.grow(Math.ceil((end - have) / PAGE));
+    this.i32 = new Int32Array(this.memory.buffer);
+    this.f32 = new Float32Array(this.memory.buffer);
+    this.i32.fill(1, offsets.ones / 4, offsets.ones / 4 + b);
+    return { b, s, ...(offsets as Omit<Bucket, 'b' | 's' | 'qkvK' | 'scoresK' | 'contextK' | 'outK' | 'upK' | 'downK'>), qkvK, scoresK, contextK, outK, upK, downK };
+  }
+
+  /** Runs one padded batch through the model into `bk.pooled`; synchronous, so no kernel swaps mid-batch. */
+  private run(bk: Bucket, toks: number[][]): void {
+    const c = this.manifest.config, H = c.hidden_size, I = c.intermediate_size, heads = c.num_attention_heads, d = H / heads;
+    const eps = c.layer_norm_eps, { b, s } = bk, M = b * s, f = this.fixed;
+    if (this.i32.buffer !== this.memory.buffer) {
+      // A kernel swap grew the memory since the last call.
+      this.i32 = new Int32Array(this.memory.buffer);
+      this.f32 = new Float32Array(this.memory.buffer);
+    }
+    const ids = this.i32, i0 = bk.ids / 4, l0 = bk.lens / 4;
+    ids.fill(0, i0, i0 + M);
+    ids.fill(0, l0, l0 + b);
+    for (let j = 0; j < toks.length; j++) {
+      ids.set(toks[j], i0 + j * s);
+      ids[l0 + j] = toks[j].length;
+    }
+    const T = this.tensors;
+    f.embed(bk.ids, T.get('embeddings.word')!, T.get('embeddings.position')!, T.get('embeddings.token_type')!,
+      T.get('embeddings.ln.gamma')!, T.get('embeddings.ln.beta')!, bk.x, M, s, H, eps);
+    for (const L of this.layers) {
+      bk.qkvK.run(bk.x, L.qkvW, bk.qkv);
+      f.split_heads(bk.qkv, L.qkvB, bk.q, bk.kt, bk.v, b, s, heads, d, 1 / Math.sqrt(d));
+      bk.scoresK.run(bk.q, bk.kt, bk.p);
+      f.softmax(bk.p, b, heads, s, bk.lens);
+      bk.contextK.run(bk.p, bk.v, bk.ctx);
+      f.merge_heads(bk.ctx, bk.merged, b, s, heads, d);
+      bk.outK.run(bk.merged, L.outW, bk.proj);
+      f.add_ln(bk.proj, L.outB, bk.x, L.ln1G, L.ln1B, bk.x, M, H, eps);
+      bk.upK.run(bk.x, L.inW, bk.ffn);
+      f.bias_act(bk.ffn, L.inB, M, I, 1);
+      bk.downK.run(bk.ffn, L.ffnW, bk.proj);
+      f.add_ln(bk.proj, L.ffnB, bk.x, L.ln2G, L.ln2B, bk.x, M, H, eps);
+    }
+    const cls = this.manifest.pooling === 'cls';
+    f.pool(bk.x, cls ? bk.ones : bk.lens, bk.pooled, toks.length, s, H, this.manifest.normalize ? 1 : 0);
+  }
+
+  /** Tunes the model's kernels for up to `budgetMs` (see `Webtune.idle`). */
+  idle(budgetMs?: number): ReturnType<Webtune['idle']> {
+    return this.webtune.idle(budgetMs);
+  }
+
+  close(): void {
+    this.webtune.close();
+  }
+}

@@ -1,0 +1,214 @@
+// The sentence encoder's fixed Wasm kernels (src/encoder-kernels.wat, the
+// bytes build.mjs embeds) in Node's V8 against f64 references, on seeded
+// non-zero random inputs, every output poisoned with NaN first.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { assembleKernels } from '../assemble.mjs';
+
+const memory = new WebAssembly.Memory({ initial: 256 });
+const { instance: { exports: k } } = await WebAssembly.instantiate(await assembleKernels(), { env: { memory } });
+
+// mulberry32, uniform in [-1, 1) with magnitude at least 1/64.
+function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    const u = ((t ^ (t >>> 14)) >>> 0) / 4294967296 * 2 - 1;
+    return Math.abs(u) < 1 / 64 ? (u < 0 ? -1 / 64 : 1 / 64) : u;
+  };
+}
+
+// A bump allocator over the shared memory (64-byte aligned).
+let top = 0;
+function alloc(n, fill) {
+  const off = top;
+  top = Math.ceil((top + n * 4) / 64) * 64;
+  const v = new Float32Array(memory.buffer, off, n);
+  if (fill) for (let i = 0; i < n; i++) v[i] = fill();
+  else v.fill(NaN);
+  return { off, v };
+}
+function reset() {
+  top = 0;
+}
+
+// Norm-scaled error: max |got - want| / max(1, max |want|).
+function err(got, want) {
+  let e = 0, m = 1;
+  for (let i = 0; i < want.length; i++) {
+    e = Math.max(e, Math.abs(got[i] - want[i]));
+    m = Math.max(m, Math.abs(want[i]));
+    if (Number.isNaN(got[i])) return Infinity;
+  }
+  return e / m;
+}
+
+// erf in f64: the series below 3, the continued fraction above.
+function erf64(x) {
+  const s = Math.sign(x), a = Math.abs(x);
+  if (a < 3) {
+    let term = a, sum = a;
+    for (let n = 1; n < 200; n++) {
+      term *= -a * a / n;
+      sum += term / (2 * n + 1);
+      if (Math.abs(term) < 1e-300) break;
+    }
+    return s * sum * 2 / Math.sqrt(Math.PI);
+  }
+  let f = 0;
+  for (let n = 60; n >= 1; n--) f = n / 2 / (a + f);
+  return s * (1 - Math.exp(-a * a) / Math.sqrt(Math.PI) / (a + f));
+}
+const gelu64 = (x) => 0.5 * x * (1 + erf64(x / Math.SQRT2));
+
+function layerNorm64(row, gamma, beta, eps) {
+  const h = row.length;
+  let mean = 0;
+  for (const x of row) mean += x;
+  mean /= h;
+  let v = 0;
+  for (const x of row) v += (x - mean) ** 2;
+  const inv = 1 / Math.sqrt(v / h + eps);
+  return row.map((x, i) => (x - mean) * inv * gamma[i] + beta[i]);
+}
+
+test('exp and erf are within a few f32 roundings of f64 Math', () => {
+  reset();
+  const n = 40000;
+  const x = alloc(n), y = alloc(n);
+  // exp over the softmax's range [-80, 0] (and a little above).
+  for (let i = 0; i < n; i++) x.v[i] = -80 + 85 * i / n;
+  k.exp(x.off, y.off, n);
+  let rel = 0;
+  for (let i = 0; i < n; i++) rel = Math.max(rel, Math.abs(y.v[i] - Math.exp(x.v[i])) / Math.exp(x.v[i]));
+  console.log(`exp: max relative error ${rel.toExponential(2)} (f32 rounding ${2 ** -24})`);
+  assert.ok(rel < 4e-7, `exp relative error ${rel}`);
+  for (let i = 0; i < n; i++) x.v[i] = -6 + 12 * i / n;
+  y.v.fill(NaN);
+  k.erf(x.off, y.off, n);
+  let abs = 0, at = 0;
+  for (let i = 0; i < n; i++) { const e = Math.abs(y.v[i] - erf64(x.v[i])); if (e > abs) { abs = e; at = x.v[i]; } }
+  console.log(`erf: max absolute error ${abs.toExponential(2)} at ${at.toFixed(3)} (f32 spacing below 1: ${2 ** -24})`);
+  // The fit is weakest at |x| ≈ 3.3 (about 7 f32 spacings of 1): 4.2e-7 measured.
+  assert.ok(abs < 5e-7, `erf absolute error ${abs}`);
+  // The check can fail: a wrong value is caught.
+  y.v[17] += 1e-5;
+  assert.ok(Math.abs(y.v[17] - erf64(x.v[17])) > 4e-7);
+});
+
+test('embed: word + position + type rows, then layer norm', () => {
+  reset();
+  const r = rng(1), V = 50, P = 20, H = 24, S = 8, B = 3, n = B * S, eps = 1e-12;
+  const word = alloc(V * H, r), pos = alloc(P * H, r), type = alloc(2 * H, r);
+  const gamma = alloc(H, r), beta = alloc(H, r);
+  const ids = new Int32Array(memory.buffer, alloc(n).off, n);
+  for (let i = 0; i < n; i++) ids[i] = Math.floor((r() + 1) / 2 * V) % V;
+  const out = alloc(n * H);
+  k.embed(ids.byteOffset, word.off, pos.off, type.off, gamma.off, beta.off, out.off, n, S, H, eps);
+  const want = [];
+  for (let t = 0; t < n; t++) {
+    const row = [];
+    for (let j = 0; j < H; j++) row.push(word.v[ids[t] * H + j] + pos.v[(t % S) * H + j] + type.v[j]);
+    want.push(...layerNorm64(row, gamma.v, beta.v, eps));
+  }
+  const e = err(out.v, want);
+  assert.ok(e < 1e-5, `embed error ${e}`);
+});
+
+test('add_ln: LayerNorm(x + bias + residual), in place over the residual', () => {
+  reset();
+  const r = rng(2), rows = 7, H = 40, eps = 1e-5;
+  const x = alloc(rows * H, r), bias = alloc(H, r), res = alloc(rows * H, r), gamma = alloc(H, r), beta = alloc(H, r);
+  const want = [];
+  for (let i = 0; i < rows; i++) {
+    const row = [];
+    for (let j = 0; j < H; j++) row.push(x.v[i * H + j] + bias.v[j] + res.v[i * H + j]);
+    want.push(...layerNorm64(row, gamma.v, beta.v, eps));
+  }
+  k.add_ln(x.off, bias.off, res.off, gamma.off, beta.off, res.off, rows, H, eps);
+  const e = err(res.v, want);
+  assert.ok(e < 1e-5, `add_ln error ${e}`);
+});
+
+test('bias_act: bias add, with and without exact GELU', () => {
+  for (const gelu of [0, 1]) {
+    reset();
+    const r = rng(3 + gelu), rows = 5, N = 36;
+    const x = alloc(rows * N, () => 4 * r()), bias = alloc(N, r);
+    const want = Array.from(x.v, (v, i) => {
+      const y = v + bias.v[i % N];
+      return gelu ? gelu64(y) : y;
+    });
+    k.bias_act(x.off, bias.off, rows, N, gelu);
+    const e = err(x.v, want);
+    assert.ok(e < 1e-6, `bias_act(gelu=${gelu}) error ${e}`);
+  }
+});
+
+test('split_heads, softmax with the key mask, merge_heads', () => {
+  reset();
+  const r = rng(5), B = 2, S = 6, heads = 3, d = 8, H = heads * d, scale = 1 / Math.sqrt(d);
+  const qkv = alloc(B * S * 3 * H, r), bias = alloc(3 * H, r);
+  const q = alloc(B * heads * S * d), kt = alloc(B * heads * d * S), v = alloc(B * heads * S * d);
+  k.split_heads(qkv.off, bias.off, q.off, kt.off, v.off, B, S, heads, d, scale);
+  const wq = [], wk = [], wv = [];
+  for (let b = 0; b < B; b++)
+    for (let h = 0; h < heads; h++) {
+      for (let s = 0; s < S; s++)
+        for (let j = 0; j < d; j++) {
+          const at = (c) => qkv.v[(b * S + s) * 3 * H + c * H + h * d + j] + bias.v[c * H + h * d + j];
+          wq.push(at(0) * scale);
+          wv.push(at(2));
+        }
+      for (let j = 0; j < d; j++) for (let s = 0; s < S; s++) wk.push(qkv.v[(b * S + s) * 3 * H + H + h * d + j] + bias.v[H + h * d + j]);
+    }
+  assert.ok(err(q.v, wq) < 1e-6 && err(kt.v, wk) < 1e-6 && err(v.v, wv) < 1e-6, 'split_heads');
+
+  // Softmax: text 0 has 4 real tokens of 6, text 1 has 5 (a tail after a whole vector).
+  const lens = new Int32Array(memory.buffer, alloc(B).off, B);
+  lens.set([4, 5]);
+  const p = alloc(B * heads * S * S, () => 8 * r());
+  const want = [];
+  for (let bh = 0; bh < B * heads; bh++)
+    for (let i = 0; i < S; i++) {
+      const row = Array.from(p.v.subarray((bh * S + i) * S, (bh * S + i + 1) * S));
+      const len = lens[Math.floor(bh / heads)];
+      const m = Math.max(...row.slice(0, len));
+      const e = row.map((x, j) => (j < len ? Math.exp(x - m) : 0));
+      const sum = e.reduce((a, b) => a + b, 0);
+      want.push(...e.map((x) => x / sum));
+    }
+  k.softmax(p.off, B, heads, S, lens.byteOffset);
+  assert.ok(err(p.v, want) < 1e-6, `softmax error ${err(p.v, want)}`);
+  for (let i = 0; i < want.length; i++) if (want[i] === 0) assert.equal(p.v[i], 0, 'a padded key is exactly 0');
+
+  const ctx = alloc(B * heads * S * d, r), out = alloc(B * S * H);
+  k.merge_heads(ctx.off, out.off, B, S, heads, d);
+  const wm = [];
+  for (let b = 0; b < B; b++)
+    for (let s = 0; s < S; s++)
+      for (let h = 0; h < heads; h++) for (let j = 0; j < d; j++) wm.push(ctx.v[((b * heads + h) * S + s) * d + j]);
+  assert.deepEqual(Array.from(out.v), wm.map(Math.fround));
+});
+
+test('pool: mean over real tokens, then L2 normalisation', () => {
+  reset();
+  const r = rng(6), B = 3, S = 5, H = 16;
+  const x = alloc(B * S * H, r);
+  const lens = new Int32Array(memory.buffer, alloc(B).off, B);
+  lens.set([5, 2, 1]);
+  const out = alloc(B * H);
+  k.pool(x.off, lens.byteOffset, out.off, B, S, H, 1);
+  const want = [];
+  for (let b = 0; b < B; b++) {
+    const m = new Array(H).fill(0);
+    for (let s = 0; s < lens[b]; s++) for (let j = 0; j < H; j++) m[j] += x.v[(b * S + s) * H + j] / lens[b];
+    const norm = Math.hypot(...m);
+    want.push(...m.map((v) => v / norm));
+  }
+  assert.ok(err(out.v, want) < 1e-6, `pool error ${err(out.v, want)}`);
+});
