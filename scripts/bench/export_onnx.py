@@ -127,8 +127,7 @@ def layer_norm(x, gamma, beta, eps):
 
 
 def forward_f64(cfg, w, ids, mask):
-    """last_hidden_state [B, S, H] in float64 of a padded batch."""
-    w = {k: v.astype(np.float64) for k, v in w.items()}
+    """last_hidden_state [B, S, H] in float64 of a padded batch; w in float64."""
     eps = float(cfg.get("layer_norm_eps", 1e-12))
     heads = int(cfg["num_attention_heads"])
     b, s = ids.shape
@@ -274,7 +273,8 @@ def build_graph(cfg, w):
 def exact_text(tok, words, start, n):
     """A text cut from `words` (cyclically, from `start`) whose encoding with
     [CLS] and [SEP] is exactly n tokens: whole words while they fit, then
-    single-token filler words."""
+    single-token filler words. `tok` must not truncate (n may be the
+    model's maximum length, which a truncating tokenizer never exceeds)."""
     out, i = [], start
     while True:
         word = words[i % len(words)]
@@ -302,8 +302,16 @@ def bench_texts(tok):
 # ---------------------------------------------------------------- checks
 
 
-def run_ort(path, tok, texts):
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+def session(path):
+    # One intra-op thread: ORT's spinning thread pool crawls on a busy
+    # 2-core machine, and the check needs no speed.
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+
+def run_ort(sess, tok, texts):
     ids, mask = pad([tok.encode(t).ids for t in texts])
     (hidden,) = sess.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask,
                                                  "token_type_ids": np.zeros_like(ids)})
@@ -324,14 +332,19 @@ def main():
         with open(st) as f:
             max_len = int(json.load(f).get("max_seq_length", max_len))
 
+    w64 = {k: v.astype(np.float64) for k, v in w.items()}
     tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
     tok.no_padding()
     tok.enable_truncation(max_length=max_len)
 
     def embed(texts):
-        encs = [tok.encode(t).ids for t in texts]
-        ids, mask = pad(encs)
-        return pool(forward_f64(cfg, w, ids, mask), mask)
+        """Reference embeddings, each text alone (unpadded): the ONNX side
+        runs them as one padded batch, so its masking is checked too."""
+        out = []
+        for t in texts:
+            ids, mask = pad([tok.encode(t).ids])
+            out.append(pool(forward_f64(cfg, w64, ids, mask), mask)[0])
+        return np.stack(out)
 
     for a, b, want in PUBLISHED:
         ea, eb = embed([a, b])
@@ -362,14 +375,18 @@ def main():
 
     # Check both against the f64 pass: short texts of every kind, a padded
     # batch of them, and the bench texts.
-    shapes = bench_texts(tok)
+    whole = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
+    whole.no_padding()
+    whole.no_truncation()
+    shapes = bench_texts(whole)
     refs = {key: embed(texts) for key, texts in shapes.items()}
     check = ["", "hello", "The new movie is awesome", "Crème brûlée à la carte, naïve café",
              "東京は日本の首都です", "I love pizza 🍕🍕", PROSE]
     worst = {"fp32": 1.0, "8-bit": 1.0}
+    sessions = {"fp32": session(fp32), "8-bit": session(q8)}
     for texts, ref in [(check, embed(check))] + [(shapes[k], refs[k]) for k in shapes]:
-        for label, path in (("fp32", fp32), ("8-bit", q8)):
-            cos = (run_ort(path, tok, texts) * ref).sum(axis=-1)
+        for label, sess in sessions.items():
+            cos = (run_ort(sess, tok, texts) * ref).sum(axis=-1)
             worst[label] = min(worst[label], float(cos.min()))
     print(f"onnxruntime {ort.__version__} vs f64: worst cosine fp32 {worst['fp32']:.8f}, "
           f"8-bit {worst['8-bit']:.6f}", file=sys.stderr)
