@@ -41,8 +41,9 @@ must reach cosine >= 0.99999 on every text; the 8-bit one's worst cosine is
 printed. The numpy pass must also reproduce the published
 sentence-transformers example scores of the model.
 
-Needs numpy, onnx, onnxruntime, safetensors and tokenizers; the bench's
-README line makes a venv for them in the cache. Nothing is downloaded.
+Needs numpy, onnx, onnxruntime, safetensors and tokenizers, in a venv of
+the cache (BENCHMARKS.md, issue 18's section, has the command). Nothing is
+downloaded at run time.
 """
 
 import json
