@@ -2,6 +2,7 @@
 //! that each report or flag triggers, in the same transaction.
 
 use sqlx::Row;
+use sqlx::AnyConnection;
 use sqlx::any::Any;
 
 use crate::elect::elect;
@@ -58,7 +59,7 @@ impl Db {
             if kind != report.kind {
                 return Err(DbError::WrongKind { kernel: e.kernel_sha256.clone(), is: kind, reported: report.kind.clone() });
             }
-            if ticket_used(&mut tx, &e.ticket).await? {
+            if ticket_used(&mut *tx, &e.ticket).await? {
                 return Err(DbError::TicketReused(e.kernel_sha256.clone()));
             }
         }
@@ -257,13 +258,7 @@ impl Db {
     /// transactions. The server asks first so that a used ticket is refused
     /// before any of its entry's other checks.
     pub async fn ticket_used(&self, ticket: &str) -> Result<bool> {
-        let mut conn = self.pool.acquire().await?;
-        for sql in ["SELECT 1 AS one FROM measurements WHERE ticket = $1", "SELECT 1 AS one FROM flags WHERE ticket = $1"] {
-            if sqlx::query(sql).bind(ticket).fetch_optional(&mut *conn).await?.is_some() {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        ticket_used(&mut *self.pool.acquire().await?, ticket).await
     }
 
     /// Flags `kernel` as wrong on the device of `keys` (the server's own
@@ -279,7 +274,7 @@ impl Db {
         let _w = self.write.lock().await;
         let mut tx = self.pool.begin().await?;
         self.serialise_writers(&mut tx).await?;
-        if ticket_used(&mut tx, ticket).await? {
+        if ticket_used(&mut *tx, ticket).await? {
             return Err(DbError::TicketReused(kernel.to_string()));
         }
         insert_flag(&mut tx, kernel, kind, keys, session_id, Some(ticket), reason, now).await?;
@@ -321,10 +316,11 @@ impl Db {
     }
 }
 
-/// Whether a measurement or a flag already quoted `ticket`.
-async fn ticket_used(tx: &mut sqlx::Transaction<'_, Any>, ticket: &str) -> Result<bool> {
+/// Whether a measurement or a flag already quoted `ticket`, on `conn` (a
+/// pooled connection, or a transaction's).
+async fn ticket_used(conn: &mut AnyConnection, ticket: &str) -> Result<bool> {
     for sql in ["SELECT 1 AS one FROM measurements WHERE ticket = $1", "SELECT 1 AS one FROM flags WHERE ticket = $1"] {
-        if sqlx::query(sql).bind(ticket).fetch_optional(&mut **tx).await?.is_some() {
+        if sqlx::query(sql).bind(ticket).fetch_optional(&mut *conn).await?.is_some() {
             return Ok(true);
         }
     }
