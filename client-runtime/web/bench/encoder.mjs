@@ -15,11 +15,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { cosine, launchChromium } from '../test/harness.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const BIN = process.env.WEBTUNE_BIN ?? join(ROOT, 'target', 'release', 'webtune');
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/lib/chromium/chromium';
 const NAME = process.env.WEBTUNE_MODEL_NAME ?? 'all-minilm-l6-v2';
 const arg = (k, d) => {
   const i = process.argv.indexOf(k);
@@ -42,22 +41,10 @@ const server = await new Promise((resolve, reject) => {
   });
   p.on('exit', (c) => reject(new Error(`webtune serve exited with ${c}`)));
 });
-const browser = await chromium.launch({
-  executablePath: CHROMIUM, ignoreDefaultArgs: true, timeout: 60_000,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-dev-shm-usage', '--remote-debugging-pipe', `--user-data-dir=${work}/profile`],
-});
+const browser = await launchChromium(`${work}/profile`);
 const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
 await page.goto(`${server.url}/healthz`);
 
-const cosine = (a, b) => {
-  let d = 0, na = 0, nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    d += a[i] * b[i];
-    na += a[i] * a[i];
-    nb += b[i] * b[i];
-  }
-  return d / Math.sqrt(na * nb);
-};
 
 const t0 = Date.now();
 await page.evaluate(async ({ name, candidates }) => {

@@ -35,6 +35,7 @@ import { homedir, tmpdir } from 'node:os';
 import { dirname, extname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { cosine } from '../test/harness.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const fail = (msg) => {
@@ -115,15 +116,6 @@ const local = `http://127.0.0.1:${server.address().port}`;
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
-const cosine = (a, b) => {
-  let d = 0, na = 0, nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    d += a[i] * b[i];
-    na += a[i] * a[i];
-    nb += b[i] * b[i];
-  }
-  return d / Math.sqrt(na * nb);
 };
 
 const work = mkdtempSync(join(tmpdir(), 'webtune-encoder-peers-'));

@@ -16,17 +16,12 @@
 // browser is ever downloaded.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { BIN, CHROMIUM, ROOT, launchChromium, startServer } from './harness.mjs';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
-const BIN = process.env.WEBTUNE_BIN ?? join(ROOT, 'target', 'release', 'webtune');
-const CHROMIUM = process.env.CHROMIUM ?? ['/usr/lib/chromium/chromium', '/usr/bin/chromium'].find((p) => existsSync(p));
 const ARTIFACTS = join(ROOT, 'artifacts');
 // Small shapes: the whole file runs in a few minutes on two cores. q4=1 puts
 // the MLP on matmul_q4, so all three ops are tuned.
@@ -41,39 +36,11 @@ const SCENARIOS = [
   { name: 'wasm-worker', target: 'wasm', params: MODEL.replace('seq=16', 'seq=24'), worker: true },
   { name: 'webgpu', target: 'webgpu', params: MODEL + '&candidates=3', worker: false },
 ];
-const FLAGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-  '--disable-dev-shm-usage', '--remote-debugging-pipe',
-];
-
 // Debian's Chromium 148 offers no adapter with --disable-gpu unless ANGLE
 // and WebGPU are both pointed at SwiftShader (CPU Vulkan, exact results).
 const WEBGPU_FLAGS = ['--enable-unsafe-webgpu', '--use-angle=swiftshader', '--use-webgpu-adapter=swiftshader'];
 
 let server, base, work;
-
-function startServer(db) {
-  return new Promise((resolve, reject) => {
-    // Quorum 1: one browser's report elects a winner, so the next profile's
-    // first request can be checked against it exactly. (Votes across
-    // sessions are kernel-db's tests' business.)
-    const args = ['serve', '--addr', '127.0.0.1:0', '--database-url', `sqlite://${db}`, '--quorum', '1'];
-    const p = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '', err = '';
-    const timer = setTimeout(() => reject(new Error(`webtune serve did not start in 60 s: ${out}${err}`)), 60_000);
-    p.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ proc: p, url: m[1], log: () => err });
-      }
-    });
-    p.stderr.on('data', (d) => (err += d));
-    p.on('exit', (code) => reject(new Error(`webtune serve exited with ${code}: ${out}${err}`)));
-  });
-}
 
 async function metrics() {
   const text = await (await fetch(`${base}/metrics`)).text();
@@ -87,12 +54,7 @@ async function metrics() {
 
 async function browser(name, webgpu) {
   const dir = mkdtempSync(join(work, `${name}-`));
-  const b = await chromium.launch({
-    executablePath: CHROMIUM,
-    ignoreDefaultArgs: true,
-    args: [...FLAGS, `--user-data-dir=${dir}`, ...(webgpu ? WEBGPU_FLAGS : [])],
-    timeout: 60_000,
-  });
+  const b = await launchChromium(dir, webgpu ? WEBGPU_FLAGS : []);
   const context = b.contexts()[0] ?? (await b.newContext());
   const page = await context.newPage();
   const errors = [];
@@ -115,7 +77,10 @@ before(async () => {
   assert.ok(CHROMIUM, 'no Chromium: apt-get install chromium (or set CHROMIUM)');
   work = mkdtempSync(join(tmpdir(), 'webtune-e2e-'));
   mkdirSync(ARTIFACTS, { recursive: true });
-  server = await startServer(join(work, 'e2e.sqlite'));
+  // Quorum 1: one browser's report elects a winner, so the next profile's
+  // first request can be checked against it exactly. (Votes across
+  // sessions are kernel-db's tests' business.)
+  server = await startServer(join(work, 'e2e.sqlite'), ['--quorum', '1']);
   base = server.url;
 });
 

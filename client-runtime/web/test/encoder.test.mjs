@@ -10,56 +10,18 @@
 // (WEBTUNE_BIN, default target/release/webtune) and Debian's Chromium.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { BIN, CHROMIUM, cosine, launchChromium, startServer } from './harness.mjs';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
-const BIN = process.env.WEBTUNE_BIN ?? join(ROOT, 'target', 'release', 'webtune');
-const CHROMIUM = process.env.CHROMIUM ?? ['/usr/lib/chromium/chromium', '/usr/bin/chromium'].find((p) => existsSync(p));
 const MODELS = process.env.WEBTUNE_MODELS_DIR;
 const NAME = process.env.WEBTUNE_MODEL_NAME ?? 'all-minilm-l6-v2';
 const REF = process.env.WEBTUNE_MODEL_REF;
-const FLAGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-  '--disable-dev-shm-usage', '--remote-debugging-pipe',
-];
-
 let server, base, work, ref, b, page;
 
-function startServer(db) {
-  return new Promise((resolve, reject) => {
-    const args = ['serve', '--addr', '127.0.0.1:0', '--database-url', `sqlite://${db}`, '--quorum', '1', '--models-dir', MODELS];
-    const p = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '', err = '';
-    const timer = setTimeout(() => reject(new Error(`webtune serve did not start in 60 s: ${out}${err}`)), 60_000);
-    p.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ proc: p, url: m[1] });
-      }
-    });
-    p.stderr.on('data', (d) => (err += d));
-    p.on('exit', (code) => reject(new Error(`webtune serve exited with ${code}: ${out}${err}`)));
-  });
-}
 
-const cosine = (a, b) => {
-  let d = 0, na = 0, nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    d += a[i] * b[i];
-    na += a[i] * a[i];
-    nb += b[i] * b[i];
-  }
-  return d / Math.sqrt(na * nb);
-};
 
 before(async () => {
   assert.ok(existsSync(BIN), `no server binary at ${BIN} (set WEBTUNE_BIN)`);
@@ -68,9 +30,9 @@ before(async () => {
   assert.ok(REF && existsSync(REF), 'WEBTUNE_MODEL_REF must name the f64 reference JSON (eval "$(scripts/fetch-model.sh)")');
   ref = JSON.parse(readFileSync(REF, 'utf8'));
   work = mkdtempSync(join(tmpdir(), 'webtune-encoder-'));
-  server = await startServer(join(work, 'encoder.sqlite'));
+  server = await startServer(join(work, 'encoder.sqlite'), ['--quorum', '1', '--models-dir', MODELS]);
   base = server.url;
-  b = await chromium.launch({ executablePath: CHROMIUM, ignoreDefaultArgs: true, args: [...FLAGS, `--user-data-dir=${work}/profile`], timeout: 60_000 });
+  b = await launchChromium(`${work}/profile`);
   const context = b.contexts()[0] ?? (await b.newContext());
   page = await context.newPage();
   page.on('pageerror', (e) => console.log(`# page error: ${e}`));
