@@ -4978,6 +4978,8 @@ var SentenceEncoder = class _SentenceEncoder {
     const c = manifest.config;
     if (c.hidden_size % c.num_attention_heads || c.hidden_size / c.num_attention_heads % 4 || c.intermediate_size % 4)
       throw new Error(`model "${opts.model}": hidden ${c.hidden_size}, heads ${c.num_attention_heads}, FFN ${c.intermediate_size}: the fixed kernels need head and FFN widths that are multiples of 4`);
+    if (Math.ceil(manifest.max_seq_length / 4) * 4 > c.max_position_embeddings)
+      throw new Error(`model "${opts.model}": max_seq_length ${manifest.max_seq_length} rounded up to a multiple of 4 exceeds its ${c.max_position_embeddings} position embeddings`);
     if (!/^gelu$/.test(c.hidden_act)) throw new Error(`model "${opts.model}": activation ${c.hidden_act}, SentenceEncoder runs exact gelu`);
     const blob = async (b, what) => {
       const r = await fetch(b.url.startsWith("http") ? b.url : `${server}${b.url}`);
@@ -4996,7 +4998,7 @@ var SentenceEncoder = class _SentenceEncoder {
     const base = PAGE2;
     const memory = new WebAssembly.Memory({ initial: Math.ceil((base + weights.byteLength) / PAGE2) + 1, maximum: 65536 });
     new Uint8Array(memory.buffer, base, weights.byteLength).set(new Uint8Array(weights));
-    const mod = await WebAssembly.instantiate(fromBase64("AGFzbQEAAAABXApgAXsBfWABewF7YAN/f38AYAZ/fX9/f30AYAt/f39/f39/f39/fQBgCX9/f39/f39/fQBgBX9/f39/AGAKf39/f39/f39/fQBgBn9/f39/fwBgB39/f39/f38AAg8BA2VudgZtZW1vcnkCAAEDDg0AAQECAgMEBQYHBggJB1YJA2V4cAADA2VyZgAEBWVtYmVkAAYGYWRkX2xuAAcIYmlhc19hY3QACAtzcGxpdF9oZWFkcwAJB3NvZnRtYXgACgttZXJnZV9oZWFkcwALBHBvb2wADAqaFw0ZACAA/R8AIAD9HwGSIAD9HwIgAP0fA5KSC/8CAQN7IAD9DAAAsEIAALBCAACwQgAAsEL96AH9DE+srsJPrK7CT6yuwk+srsL96QEhACAA/Qw7qrg/O6q4PzuquD87qrg//eYB/WohASAAIAH9DACAMT8AgDE/AIAxPwCAMT/95gH95QEhAiACIAH9DIOAXjmDgF45g4BeOYOAXjn95gH95AEhAv0MZ2lQOWdpUDlnaVA5Z2lQOSEDIAMgAv3mAf0MzkO3Os5DtzrOQ7c6zkO3Ov3kASEDIAMgAv3mAf0MCIkIPAiJCDwIiQg8CIkIPP3kASEDIAMgAv3mAf0MwakqPcGpKj3BqSo9wakqPf3kASEDIAMgAv3mAf0MqqoqPqqqKj6qqio+qqoqPv3kASEDIAMgAv3mAf0MAAAAPwAAAD8AAAA/AAAAP/3kASEDIAMgAiAC/eYB/eYBIAL95AH9DAAAgD8AAIA/AACAPwAAgD/95AEhAyADIAH9+AH9DH8AAAB/AAAAfwAAAH8AAAD9rgFBF/2rAf3mAQuXAwEDeyAA/QwAAIBAAACAQAAAgEAAAIBA/egB/QwAAIDAAACAwAAAgMAAAIDA/ekBIQAgACAA/eYBIQEgAf0MC9+Vrwvfla8L35WvC9+Vr/3mAf0M7v/tMu7/7TLu/+0y7v/tMv3kASECIAEgAv3mAf0MUf8MtlH/DLZR/wy2Uf8Mtv3kASECIAEgAv3mAf0M0sJuuNLCbrjSwm640sJuuP3kASECIAEgAv3mAf0MY6xAumOsQLpjrEC6Y6xAuv3kASECIAEgAv3mAf0M9qFBu/ahQbv2oUG79qFBu/3kASECIAEgAv3mAf0M1NuDvNTbg7zU24O81NuDvP3kASECIAAgAv3mASECIAH9DM1gdLfNYHS3zWB0t81gdLf95gH9DCm9X7kpvV+5Kb1fuSm9X7n95AEhAyABIAP95gH9DE6S3LpOkty6TpLcuk6S3Lr95AEhAyABIAP95gH9DPib8bv4m/G7+Jvxu/ib8bv95AEhAyABIAP95gH9DKe2abyntmm8p7ZpvKe2abz95AEhAyACIAP95wELKgEBfwNAIAEgA2ogACADav0ABAAQAf0LBAAgA0EQaiIDIAJBAnRJDQALCyoBAX8DQCABIANqIAAgA2r9AAQAEAL9CwQAIANBEGoiAyACQQJ0SQ0ACwulAQICfwR7IARBAnQhByABIASzlf0TIQhBACEGA0AgACAGav0ABAAgCP3lASEKIAkgCiAK/eYB/eQBIQkgBkEQaiIGIAdJDQALQwAAgD8gCRAAIASzlSAFkpGV/RMhC0EAIQYDQCAAIAZqIAAgBmr9AAQAIAj95QEgC/3mASACIAZq/QAEAP3mASADIAZq/QAEAP3kAf0LBAAgBkEQaiIGIAdJDQALC7QBAgZ/AnsgCUECdCENA0AgASAAIAtBAnRqKAIAIA1saiEOIAIgCyAIcCANbGohDyAGIAsgDWxqIRD9DAAAAAAAAAAAAAAAAAAAAAAhEUEAIQwDQCAOIAxq/QAEACAPIAxq/QAEAP3kASADIAxq/QAEAP3kASESIBAgDGogEv0LBAAgESAS/eQBIREgDEEQaiIMIA1JDQALIBAgERAAIAQgBSAJIAoQBSALQQFqIgsgB0kNAAsLnQECBH8CeyAHQQJ0IQsDQCAJIAtsIQz9DAAAAAAAAAAAAAAAAAAAAAAhDUEAIQoDQCAAIAwgCmpq/QAEACABIApq/QAEAP3kASACIAwgCmpq/QAEAP3kASEOIAUgDCAKamogDv0LBAAgDSAO/eQBIQ0gCkEQaiIKIAtJDQALIAUgDGogDRAAIAMgBCAHIAgQBSAJQQFqIgkgBkkNAAsL1AECBH8BeyADQQJ0IQcDQCAAIAUgB2xqIQhBACEGIAQEQANAIAggBmr9AAQAIAEgBmr9AAQA/eQBIQkgCCAGaiAJ/QwAAAA/AAAAPwAAAD8AAAA//eYB/QwAAIA/AACAPwAAgD8AAIA/IAn9DPMENT/zBDU/8wQ1P/MENT/95gEQAv3kAf3mAf0LBAAgBkEQaiIGIAdJDQALBQNAIAggBmogCCAGav0ABAAgASAGav0ABAD95AH9CwQAIAZBEGoiBiAHSQ0ACwsgBUEBaiIFIAJJDQALC+wCAwh/AnsCfyAJ/RMhEiAHIAhsQQJ0IQ4gBkECdCEVIAUgBmwhCwNAIAAgCiAOQQNsbGohD0EAIQwDQCAKIAZuIAdsIAxqIRAgECAGbCAIbCAKIAZwIAhsakECdCERQQAhDQNAIAIgESANamogEiAPIA1q/QAEACABIA1q/QAEAP3kAf3mAf0LBAAgBCARIA1qaiAPIA0gDkEBdGpq/QAEACABIA0gDkEBdGpq/QAEAP3kAf0LBAAgDyANIA5qav0ABAAgASANIA5qav0ABAD95AEhEyADIBAgCGwgDUECdmogBmwgCiAGcGpBAnRqIRQgFCAT/R8AOAIAIBQgFWogE/0fATgCACAUIBVBAXRqIBP9HwI4AgAgFCAVQQNsaiAT/R8DOAIAIA1BEGoiDSAIQQJ0SQ0ACyAPIAhBAnRqIQ8gASAIQQJ0aiEBIAxBAWoiDCAHSQ0ACyABIA5rIQEgCkEBaiIKIAtJDQALC4oEBAd/A3sDfQF7IANBAnQhCwNAIAQgBSACbkECdGooAgBBAnQhCCAIQXBxIQlBACEGA0AgACAFIANsIAZqIAtsaiEHIAgEQP0MAACA/wAAgP8AAID/AACA/yEMQQAhCgJAA0AgCiAJTw0BIAwgByAKav0ABAD96QEhDCAKQRBqIQoMAAsLIAz9HwAgDP0fAZcgDP0fAiAM/R8Dl5chDwJAA0AgCiAITw0BIA8gByAKaioCAJchDyAKQQRqIQoMAAsLIA/9EyEM/QwAAAAAAAAAAAAAAAAAAAAAIQ1BACEKAkADQCAKIAlPDQEgByAKav0ABAAgDP3lARABIQ4gByAKaiAO/QsEACANIA795AEhDSAKQRBqIQoMAAsLIA0QACEQAkADQCAKIAhPDQEgByAKaioCACAPk/0TEAH9HwAhESAHIApqIBE4AgAgECARkiEQIApBBGohCgwACwtDAACAPyAQlf0TIRJBACEKAkADQCAKIAlPDQEgByAKaiAHIApq/QAEACAS/eYB/QsEACAKQRBqIQoMAAsLAkADQCAKIAhPDQEgByAKaiAHIApqKgIAIBL9HwCUOAIAIApBBGohCgwACwsLIAghCgJAA0AgCiALTw0BIAcgCmpDAAAAADgCACAKQQRqIQoMAAsLIAZBAWoiBiADSQ0ACyAFQQFqIgUgASACbEkNAAsLiQEBB38gBUECdCEJIAIgA2whDANAIAEgBiAEIAlsbGohC0EAIQcDQCAAIAYgA24gBGwgB2ogA2wgBiADcGogCWxqIQpBACEIA0AgCyAIaiAKIAhq/QAEAP0LBAAgCEEQaiIIIAlJDQALIAsgCWohCyAHQQFqIgcgBEkNAAsgBkEBaiIGIAxJDQALC7YCAwd/AnsBfSAFQQJ0IQoDQCACIAcgCmxqIQ0gASAHQQJ0aigCACELQQAhCQNA/QwAAAAAAAAAAAAAAAAAAAAAIQ4gACAHIARsIApsIAlqaiEMQQAhCAJAA0AgCCALTw0BIA4gDP0ABAD95AEhDiAMIApqIQwgCEEBaiEIDAALCyANIAlqIA4gC0EBIAsbs/0T/ecB/QsEACAJQRBqIgkgCkkNAAsgBgRA/QwAAAAAAAAAAAAAAAAAAAAAIQ5BACEJA0AgDSAJav0ABAAhDyAOIA8gD/3mAf3kASEOIAlBEGoiCSAKSQ0AC0MAAIA/IA4QAJFDzLyMK5eV/RMhD0EAIQkDQCANIAlqIA0gCWr9AAQAIA/95gH9CwQAIAlBEGoiCSAKSQ0ACwsgB0EBaiIHIANJDQALCw=="), { env: { memory } });
+    const mod = await WebAssembly.instantiate(fromBase64("AGFzbQEAAAABVwlgAXsBfWAEf39/ewF7YAN/f38AYAZ/fX9/f30AYAt/f39/f39/f39/fQBgCX9/f39/f39/fQBgCn9/f39/f39/f30AYAZ/f39/f38AYAd/f39/f39/AAIPAQNlbnYGbWVtb3J5AgABAwsKAAECAwQFBgcICAdFBwNleHAAAgVlbWJlZAAEBmFkZF9sbgAFC3NwbGl0X2hlYWRzAAYHc29mdG1heAAHC21lcmdlX2hlYWRzAAgEcG9vbAAJCo8RChkAIAD9HwAgAP0fAZIgAP0fAiAA/R8DkpIL1QMCAX8GewNAIAAgBGr9AAQAIAP95QH9DAAAsEIAALBCAACwQgAAsEL96AH9DE+srsJPrK7CT6yuwk+srsL96QEhBSAF/Qw7qrg/O6q4PzuquD87qrg//eYB/QwAAEBLAABASwAAQEsAAEBL/eQBIQYgBv0MAABASwAAQEsAAEBLAABAS/3lASEHIAUgB/0MAIAxPwCAMT8AgDE/AIAxP/3mAf3lASEIIAggB/0Mg4BeOYOAXjmDgF45g4BeOf3mAf3kASEI/QxnaVA5Z2lQOWdpUDlnaVA5IAj95gH9DM5DtzrOQ7c6zkO3Os5Dtzr95AEhCSAJIAj95gH9DAiJCDwIiQg8CIkIPAiJCDz95AEhCSAJIAj95gH9DMGpKj3BqSo9wakqPcGpKj395AEhCSAJIAj95gH9DKqqKj6qqio+qqoqPqqqKj795AEhCSAJIAj95gH9DAAAAD8AAAA/AAAAPwAAAD/95AEhCSAJIAggCP3mAf3mASAI/eQB/QwAAIA/AACAPwAAgD8AAIA//eQBIAb9DH8AwLR/AMC0fwDAtH8AwLT9rgFBF/2rAf3mASEJIAEgBGogCf0LBAAgCiAJ/eQBIQogBEEQaiIEIAJJDQALIAoLIAAgACABIAJBAnT9DAAAAAAAAAAAAAAAAAAAAAAQARoLpQECAn8EeyAEQQJ0IQcgASAEs5X9EyEIQQAhBgNAIAAgBmr9AAQAIAj95QEhCiAJIAogCv3mAf3kASEJIAZBEGoiBiAHSQ0AC0MAAIA/IAkQACAEs5UgBZKRlf0TIQtBACEGA0AgACAGaiAAIAZq/QAEACAI/eUBIAv95gEgAiAGav0ABAD95gEgAyAGav0ABAD95AH9CwQAIAZBEGoiBiAHSQ0ACwu0AQIGfwJ7IAlBAnQhDQNAIAEgACALQQJ0aigCACANbGohDiACIAsgCHAgDWxqIQ8gBiALIA1saiEQ/QwAAAAAAAAAAAAAAAAAAAAAIRFBACEMA0AgDiAMav0ABAAgDyAMav0ABAD95AEgAyAMav0ABAD95AEhEiAQIAxqIBL9CwQAIBEgEv3kASERIAxBEGoiDCANSQ0ACyAQIBEQACAEIAUgCSAKEAMgC0EBaiILIAdJDQALC50BAgR/AnsgB0ECdCELA0AgCSALbCEM/QwAAAAAAAAAAAAAAAAAAAAAIQ1BACEKA0AgACAMIApqav0ABAAgASAKav0ABAD95AEgAiAMIApqav0ABAD95AEhDiAFIAwgCmpqIA79CwQAIA0gDv3kASENIApBEGoiCiALSQ0ACyAFIAxqIA0QACADIAQgByAIEAMgCUEBaiIJIAZJDQALC+wCAwh/AnsCfyAJ/RMhEiAHIAhsQQJ0IQ4gBkECdCEVIAUgBmwhCwNAIAAgCiAOQQNsbGohD0EAIQwDQCAKIAZuIAdsIAxqIRAgECAGbCAIbCAKIAZwIAhsakECdCERQQAhDQNAIAIgESANamogEiAPIA1q/QAEACABIA1q/QAEAP3kAf3mAf0LBAAgBCARIA1qaiAPIA0gDkEBdGpq/QAEACABIA0gDkEBdGpq/QAEAP3kAf0LBAAgDyANIA5qav0ABAAgASANIA5qav0ABAD95AEhEyADIBAgCGwgDUECdmogBmwgCiAGcGpBAnRqIRQgFCAT/R8AOAIAIBQgFWogE/0fATgCACAUIBVBAXRqIBP9HwI4AgAgFCAVQQNsaiAT/R8DOAIAIA1BEGoiDSAIQQJ0SQ0ACyAPIAhBAnRqIQ8gASAIQQJ0aiEBIAxBAWoiDCAHSQ0ACyABIA5rIQEgCkEBaiIKIAtJDQALC7QCAwd/AXsCfSADQQJ0IQwDQCAEIAYgAm5BAnRqKAIAQQJ0IQkgCUEMakFwcSEKQQAhBwNAIAAgBiADbCAHaiAMbGohCEMAAAAAIQ8gCQRAIAkhCwJAA0AgCyAKTw0BIAggC2pDAACA/zgCACALQQRqIQsMAAsL/QwAAID/AACA/wAAgP8AAID/IQ1BACELA0AgDSAIIAtq/QAEAP3pASENIAtBEGoiCyAKSQ0ACyAN/R8AIA39HwGXIA39HwIgDf0fA5eXIQ5DAACAPyAIIAggCiAO/RMQARAAlSEPCyAFIAYgA2wgB2pBAnRqIA84AgAgCSELAkADQCALIAxPDQEgCCALakMAAAAAOAIAIAtBBGohCwwACwsgB0EBaiIHIANJDQALIAZBAWoiBiABIAJsSQ0ACwuiAQIIfwF7IAZBAnQhCiADIARsIQ0DQCACIAcgBSAKbGxqIQxBACEIA0AgByAEbiAFbCAIaiAEbCAHIARwaiEOIAAgDiAKbGohCyABIA5BAnRq/QkCACEPQQAhCQNAIAwgCWogCyAJav0ABAAgD/3mAf0LBAAgCUEQaiIJIApJDQALIAwgCmohDCAIQQFqIgggBUkNAAsgB0EBaiIHIA1JDQALC7YCAwd/AnsBfSAFQQJ0IQoDQCACIAcgCmxqIQ0gASAHQQJ0aigCACELQQAhCQNA/QwAAAAAAAAAAAAAAAAAAAAAIQ4gACAHIARsIApsIAlqaiEMQQAhCAJAA0AgCCALTw0BIA4gDP0ABAD95AEhDiAMIApqIQwgCEEBaiEIDAALCyANIAlqIA4gC0EBIAsbs/0T/ecB/QsEACAJQRBqIgkgCkkNAAsgBgRA/QwAAAAAAAAAAAAAAAAAAAAAIQ5BACEJA0AgDSAJav0ABAAhDyAOIA8gD/3mAf3kASEOIAlBEGoiCSAKSQ0AC0MAAIA/IA4QAJFDzLyMK5eV/RMhD0EAIQkDQCANIAlqIA0gCWr9AAQAIA/95gH9CwQAIAlBEGoiCSAKSQ0ACwsgB0EBaiIHIANJDQALCw=="), { env: { memory } });
     const fixed = mod.instance.exports;
     const webtune = await Webtune.open({
       server,
@@ -5047,7 +5049,8 @@ var SentenceEncoder = class _SentenceEncoder {
     for (let at = 0; at < order.length; at += this.maxBatch) {
       const idx = order.slice(at, at + this.maxBatch);
       const longest = Math.max(...idx.map((i) => toks[i].length));
-      const s = LENGTHS.find((l) => l >= longest && l <= this.manifest.max_seq_length) ?? this.manifest.max_seq_length;
+      const top = Math.ceil(this.manifest.max_seq_length / 4) * 4;
+      const s = LENGTHS.find((l) => l >= longest && l <= top) ?? top;
       const bucket = await this.bucket(pow2(idx.length), s);
       this.run(bucket, idx.map((i) => toks[i]));
       const H = this.dim;
@@ -5075,7 +5078,7 @@ var SentenceEncoder = class _SentenceEncoder {
       wt.wasmKernel("batch_matmul", [b * heads, s, d, s]),
       wt.wasmKernel("batch_matmul", [b * heads, s, s, d]),
       wt.wasmKernel("matmul", [M, H, H]),
-      wt.wasmKernel("matmul", [M, H, I]),
+      wt.wasmKernel("matmul+bias+gelu", [M, H, I]),
       wt.wasmKernel("matmul", [M, I, H])
     ]);
     const sizes = {
@@ -5088,6 +5091,7 @@ var SentenceEncoder = class _SentenceEncoder {
       kt: M * H,
       v: M * H,
       p: b * heads * s * s,
+      inv: b * heads * s,
       ctx: M * H,
       merged: M * H,
       proj: M * H,
@@ -5109,7 +5113,7 @@ var SentenceEncoder = class _SentenceEncoder {
   }
   /** Runs one padded batch through the model into `bk.pooled`; synchronous, so no kernel swaps mid-batch. */
   run(bk, toks) {
-    const c = this.manifest.config, H = c.hidden_size, I = c.intermediate_size, heads = c.num_attention_heads, d = H / heads;
+    const c = this.manifest.config, H = c.hidden_size, heads = c.num_attention_heads, d = H / heads;
     const eps = c.layer_norm_eps, { b, s } = bk, M = b * s, f = this.fixed;
     if (this.i32.buffer !== this.memory.buffer) {
       this.i32 = new Int32Array(this.memory.buffer);
@@ -5140,13 +5144,12 @@ var SentenceEncoder = class _SentenceEncoder {
       bk.qkvK.run(bk.x, L.qkvW, bk.qkv);
       f.split_heads(bk.qkv, L.qkvB, bk.q, bk.kt, bk.v, b, s, heads, d, 1 / Math.sqrt(d));
       bk.scoresK.run(bk.q, bk.kt, bk.p);
-      f.softmax(bk.p, b, heads, s, bk.lens);
+      f.softmax(bk.p, b, heads, s, bk.lens, bk.inv);
       bk.contextK.run(bk.p, bk.v, bk.ctx);
-      f.merge_heads(bk.ctx, bk.merged, b, s, heads, d);
+      f.merge_heads(bk.ctx, bk.inv, bk.merged, b, s, heads, d);
       bk.outK.run(bk.merged, L.outW, bk.proj);
       f.add_ln(bk.proj, L.outB, bk.x, L.ln1G, L.ln1B, bk.x, M, H, eps);
-      bk.upK.run(bk.x, L.inW, bk.ffn);
-      f.bias_act(bk.ffn, L.inB, M, I, 1);
+      bk.upK.run(bk.x, L.inW, L.inB, bk.ffn);
       bk.downK.run(bk.ffn, L.ffnW, bk.proj);
       f.add_ln(bk.proj, L.ffnB, bk.x, L.ln2G, L.ln2B, bk.x, M, H, eps);
     }

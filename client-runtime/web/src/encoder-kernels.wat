@@ -4,11 +4,11 @@
 ;; pointer is a byte offset, 16-byte aligned, and every row length (H, d, the
 ;; FFN width) a multiple of 4, which the encoder checks before calling.
 ;;
-;; Exact GELU needs erf, softmax needs exp: both are f32x4 polynomials here
-;; (erf: the rational minimax fit Eigen and XLA use, clamped to [-4, 4];
-;; exp: Cephes' expf, range-reduced by ln 2 in two parts and scaled through
-;; the exponent bits). test/encoder-kernels.test.mjs measures their error
-;; against f64 Math and every kernel against an f64 reference.
+;; The FFN's bias and exact GELU are the compiler's fused epilogue
+;; (`matmul+bias+gelu`), not a kernel here. Softmax needs exp: an f32x4
+;; polynomial (Cephes' expf, range-reduced by ln 2 in two parts and scaled
+;; through the exponent bits). test/encoder-kernels.test.mjs measures its
+;; error against f64 Math and every kernel against an f64 reference.
 
 (module
   (import "env" "memory" (memory 1))
@@ -19,57 +19,44 @@
       (f32.add (f32x4.extract_lane 0 (local.get $v)) (f32x4.extract_lane 1 (local.get $v)))
       (f32.add (f32x4.extract_lane 2 (local.get $v)) (f32x4.extract_lane 3 (local.get $v)))))
 
-  ;; e^x, lane-wise, for x <= 88 (the softmax feeds it x - max <= 0).
-  (func $exp4 (param $x v128) (result v128)
-    (local $n v128) (local $r v128) (local $p v128)
-    (local.set $x (f32x4.max (f32x4.min (local.get $x) (v128.const f32x4 88 88 88 88))
-                             (v128.const f32x4 -87.33654 -87.33654 -87.33654 -87.33654)))
-    (local.set $n (f32x4.nearest (f32x4.mul (local.get $x) (v128.const f32x4 1.44269504 1.44269504 1.44269504 1.44269504))))
-    (local.set $r (f32x4.sub (local.get $x) (f32x4.mul (local.get $n) (v128.const f32x4 0.693359375 0.693359375 0.693359375 0.693359375))))
-    (local.set $r (f32x4.add (local.get $r) (f32x4.mul (local.get $n) (v128.const f32x4 2.12194440e-4 2.12194440e-4 2.12194440e-4 2.12194440e-4))))
-    (local.set $p (v128.const f32x4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4))
-    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3)))
-    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3)))
-    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2)))
-    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1)))
-    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1)))
-    ;; 1 + r + p r^2, times 2^n built in the exponent field.
-    (local.set $p (f32x4.add (f32x4.add (f32x4.mul (local.get $p) (f32x4.mul (local.get $r) (local.get $r))) (local.get $r))
-                             (v128.const f32x4 1 1 1 1)))
-    (f32x4.mul (local.get $p)
-      (i32x4.shl (i32x4.add (i32x4.trunc_sat_f32x4_s (local.get $n)) (v128.const i32x4 127 127 127 127)) (i32.const 23))))
+  ;; dst[i] = e^(src[i] - m) for the f32x4 vectors of [0, bytes), bytes > 0, and their
+  ;; lane-wise sum; src may be dst. For x - m <= 88 (the softmax feeds it
+  ;; x - max <= 0; below -87.3 it gives 2^-126 e^r, not 0). The exp is
+  ;; written out in the loop (a call per vector costs V8 about a third more):
+  ;; n = round(x log2 e) by adding 1.5·2^23, after which the float's low
+  ;; mantissa bits hold n as an integer (round to nearest even, as
+  ;; f32x4.nearest, with no float-to-int conversion); r = x - n ln 2 in two
+  ;; parts; e^r by Cephes' expf polynomial; 2^n built in the exponent field
+  ;; from those same bits.
+  (func $exp_sum (param $src i32) (param $dst i32) (param $bytes i32) (param $m v128) (result v128)
+    (local $i i32) (local $x v128) (local $t v128) (local $n v128) (local $r v128) (local $p v128) (local $acc v128)
+    (loop $l
+      (local.set $x (f32x4.max (f32x4.min (f32x4.sub (v128.load (i32.add (local.get $src) (local.get $i))) (local.get $m))
+                                          (v128.const f32x4 88 88 88 88))
+                               (v128.const f32x4 -87.33654 -87.33654 -87.33654 -87.33654)))
+      (local.set $t (f32x4.add (f32x4.mul (local.get $x) (v128.const f32x4 1.44269504 1.44269504 1.44269504 1.44269504))
+                               (v128.const f32x4 12582912 12582912 12582912 12582912)))
+      (local.set $n (f32x4.sub (local.get $t) (v128.const f32x4 12582912 12582912 12582912 12582912)))
+      (local.set $r (f32x4.sub (local.get $x) (f32x4.mul (local.get $n) (v128.const f32x4 0.693359375 0.693359375 0.693359375 0.693359375))))
+      (local.set $r (f32x4.add (local.get $r) (f32x4.mul (local.get $n) (v128.const f32x4 2.12194440e-4 2.12194440e-4 2.12194440e-4 2.12194440e-4))))
+      (local.set $p (f32x4.add (f32x4.mul (v128.const f32x4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4) (local.get $r))
+                               (v128.const f32x4 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3)))
+      (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3)))
+      (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2)))
+      (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1)))
+      (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1)))
+      ;; 1 + r + p r^2, times 2^n: (bits(t) - bits(1.5·2^23) + 127) << 23.
+      (local.set $p (f32x4.mul
+        (f32x4.add (f32x4.add (f32x4.mul (local.get $p) (f32x4.mul (local.get $r) (local.get $r))) (local.get $r)) (v128.const f32x4 1 1 1 1))
+        (i32x4.shl (i32x4.add (local.get $t) (v128.const i32x4 -1262485377 -1262485377 -1262485377 -1262485377)) (i32.const 23))))
+      (v128.store (i32.add (local.get $dst) (local.get $i)) (local.get $p))
+      (local.set $acc (f32x4.add (local.get $acc) (local.get $p)))
+      (br_if $l (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $bytes))))
+    (local.get $acc))
 
-  ;; erf(x), lane-wise: x P(x^2) / Q(x^2) on x clamped to [-4, 4].
-  (func $erf4 (param $x v128) (result v128)
-    (local $x2 v128) (local $p v128) (local $q v128)
-    (local.set $x (f32x4.max (f32x4.min (local.get $x) (v128.const f32x4 4 4 4 4)) (v128.const f32x4 -4 -4 -4 -4)))
-    (local.set $x2 (f32x4.mul (local.get $x) (local.get $x)))
-    (local.set $p (f32x4.add (f32x4.mul (local.get $x2) (v128.const f32x4 -2.72614225801306e-10 -2.72614225801306e-10 -2.72614225801306e-10 -2.72614225801306e-10))
-                             (v128.const f32x4 2.77068142495902e-08 2.77068142495902e-08 2.77068142495902e-08 2.77068142495902e-08)))
-    (local.set $p (f32x4.add (f32x4.mul (local.get $x2) (local.get $p)) (v128.const f32x4 -2.10102402082508e-06 -2.10102402082508e-06 -2.10102402082508e-06 -2.10102402082508e-06)))
-    (local.set $p (f32x4.add (f32x4.mul (local.get $x2) (local.get $p)) (v128.const f32x4 -5.69250639462346e-05 -5.69250639462346e-05 -5.69250639462346e-05 -5.69250639462346e-05)))
-    (local.set $p (f32x4.add (f32x4.mul (local.get $x2) (local.get $p)) (v128.const f32x4 -7.34990630326855e-04 -7.34990630326855e-04 -7.34990630326855e-04 -7.34990630326855e-04)))
-    (local.set $p (f32x4.add (f32x4.mul (local.get $x2) (local.get $p)) (v128.const f32x4 -2.95459980854025e-03 -2.95459980854025e-03 -2.95459980854025e-03 -2.95459980854025e-03)))
-    (local.set $p (f32x4.add (f32x4.mul (local.get $x2) (local.get $p)) (v128.const f32x4 -1.60960333262415e-02 -1.60960333262415e-02 -1.60960333262415e-02 -1.60960333262415e-02)))
-    (local.set $p (f32x4.mul (local.get $x) (local.get $p)))
-    (local.set $q (f32x4.add (f32x4.mul (local.get $x2) (v128.const f32x4 -1.45660718464996e-05 -1.45660718464996e-05 -1.45660718464996e-05 -1.45660718464996e-05))
-                             (v128.const f32x4 -2.13374055278905e-04 -2.13374055278905e-04 -2.13374055278905e-04 -2.13374055278905e-04)))
-    (local.set $q (f32x4.add (f32x4.mul (local.get $x2) (local.get $q)) (v128.const f32x4 -1.68282697438203e-03 -1.68282697438203e-03 -1.68282697438203e-03 -1.68282697438203e-03)))
-    (local.set $q (f32x4.add (f32x4.mul (local.get $x2) (local.get $q)) (v128.const f32x4 -7.37332916720468e-03 -7.37332916720468e-03 -7.37332916720468e-03 -7.37332916720468e-03)))
-    (local.set $q (f32x4.add (f32x4.mul (local.get $x2) (local.get $q)) (v128.const f32x4 -1.42647390514189e-02 -1.42647390514189e-02 -1.42647390514189e-02 -1.42647390514189e-02)))
-    (f32x4.div (local.get $p) (local.get $q)))
-
-  ;; Test hooks: n floats at $x through exp or erf into $y.
+  ;; Test hook: n floats at $x (n a multiple of 4) through exp into $y.
   (func (export "exp") (param $x i32) (param $y i32) (param $n i32)
-    (local $i i32)
-    (loop $l
-      (v128.store (i32.add (local.get $y) (local.get $i)) (call $exp4 (v128.load (i32.add (local.get $x) (local.get $i)))))
-      (br_if $l (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (i32.shl (local.get $n) (i32.const 2))))))
-  (func (export "erf") (param $x i32) (param $y i32) (param $n i32)
-    (local $i i32)
-    (loop $l
-      (v128.store (i32.add (local.get $y) (local.get $i)) (call $erf4 (v128.load (i32.add (local.get $x) (local.get $i)))))
-      (br_if $l (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (i32.shl (local.get $n) (i32.const 2))))))
+    (drop (call $exp_sum (local.get $x) (local.get $y) (i32.shl (local.get $n) (i32.const 2)) (v128.const i32x4 0 0 0 0))))
 
   ;; Layer norm of one row of $h floats at $row, in place: its sum is $sum.
   (func $ln_row (param $row i32) (param $sum f32) (param $gamma i32) (param $beta i32) (param $h i32) (param $eps f32)
@@ -131,29 +118,6 @@
       (call $ln_row (i32.add (local.get $out) (local.get $off)) (call $hsum (local.get $acc)) (local.get $gamma) (local.get $beta) (local.get $h) (local.get $eps))
       (br_if $row (i32.lt_u (local.tee $r (i32.add (local.get $r) (i32.const 1))) (local.get $rows)))))
 
-  ;; x[r, :] += bias, then exact GELU x/2 (1 + erf(x/sqrt 2)) when $gelu; in place.
-  (func (export "bias_act") (param $x i32) (param $bias i32) (param $rows i32) (param $n i32) (param $gelu i32)
-    (local $r i32) (local $i i32) (local $rb i32) (local $p i32) (local $v v128)
-    (local.set $rb (i32.shl (local.get $n) (i32.const 2)))
-    (loop $row
-      (local.set $p (i32.add (local.get $x) (i32.mul (local.get $r) (local.get $rb))))
-      (local.set $i (i32.const 0))
-      (if (local.get $gelu)
-        (then
-          (loop $e
-            (local.set $v (f32x4.add (v128.load (i32.add (local.get $p) (local.get $i))) (v128.load (i32.add (local.get $bias) (local.get $i)))))
-            (v128.store (i32.add (local.get $p) (local.get $i))
-              (f32x4.mul (f32x4.mul (local.get $v) (v128.const f32x4 0.5 0.5 0.5 0.5))
-                (f32x4.add (v128.const f32x4 1 1 1 1)
-                  (call $erf4 (f32x4.mul (local.get $v) (v128.const f32x4 0.70710678 0.70710678 0.70710678 0.70710678))))))
-            (br_if $e (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $rb)))))
-        (else
-          (loop $e
-            (v128.store (i32.add (local.get $p) (local.get $i))
-              (f32x4.add (v128.load (i32.add (local.get $p) (local.get $i))) (v128.load (i32.add (local.get $bias) (local.get $i)))))
-            (br_if $e (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $rb))))))
-      (br_if $row (i32.lt_u (local.tee $r (i32.add (local.get $r) (i32.const 1))) (local.get $rows)))))
-
   ;; qkv [b, s, 3H] (+ bias) into Q [b·heads, s, d] scaled by $scale,
   ;; Kᵀ [b·heads, d, s] and V [b·heads, s, d], H = heads·d.
   (func (export "split_heads") (param $qkv i32) (param $bias i32) (param $q i32) (param $kt i32) (param $v i32)
@@ -197,68 +161,44 @@
       (local.set $bias (i32.sub (local.get $bias) (local.get $hb)))
       (br_if $tok (i32.lt_u (local.tee $t (i32.add (local.get $t) (i32.const 1))) (local.get $n)))))
 
-  ;; Softmax over the last axis of p [b·heads, s, s] in place, over the first
-  ;; lens[batch] keys of each row; the padded keys get exactly 0 (a text of
-  ;; length 0, a padded batch slot, gets a row of zeros).
-  (func (export "softmax") (param $p i32) (param $b i32) (param $heads i32) (param $s i32) (param $lens i32)
+  ;; Softmax over the last axis of p [b·heads, s, s] (s a multiple of 4), in
+  ;; place, over the first lens[batch] keys of each row, left unnormalised:
+  ;; the row holds e^(x - max) and inv[row] = 1 / its sum, which merge_heads
+  ;; applies to the row of P·V (d wide instead of s). Padded keys get
+  ;; exactly 0, and a text of length 0 (a padded batch slot) a row of zeros
+  ;; with inv 0. The keys up to the next whole vector are set to -inf first,
+  ;; so that every pass runs on whole vectors: their e^x (2^-126 or less)
+  ;; changes no sum of at least 1, and they are zeroed at the end.
+  (func (export "softmax") (param $p i32) (param $b i32) (param $heads i32) (param $s i32) (param $lens i32) (param $inv i32)
     (local $bh i32) (local $r i32) (local $row i32) (local $len i32) (local $len4 i32) (local $i i32) (local $sb i32)
-    (local $m v128) (local $acc v128) (local $e v128) (local $mx f32) (local $sum f32) (local $x f32) (local $inv v128)
+    (local $m v128) (local $mx f32) (local $sum f32)
     (local.set $sb (i32.shl (local.get $s) (i32.const 2)))
     (loop $mat
       (local.set $len (i32.shl (i32.load (i32.add (local.get $lens) (i32.shl (i32.div_u (local.get $bh) (local.get $heads)) (i32.const 2)))) (i32.const 2)))
-      (local.set $len4 (i32.and (local.get $len) (i32.const -16)))
+      (local.set $len4 (i32.and (i32.add (local.get $len) (i32.const 12)) (i32.const -16)))
       (local.set $r (i32.const 0))
       (loop $rows
         (local.set $row (i32.add (local.get $p) (i32.mul (i32.add (i32.mul (local.get $bh) (local.get $s)) (local.get $r)) (local.get $sb))))
+        (local.set $sum (f32.const 0))
         (if (local.get $len)
           (then
+            (local.set $i (local.get $len))
+            (block $d (loop $l
+              (br_if $d (i32.ge_u (local.get $i) (local.get $len4)))
+              (f32.store (i32.add (local.get $row) (local.get $i)) (f32.const -inf))
+              (local.set $i (i32.add (local.get $i) (i32.const 4)))
+              (br $l)))
             ;; The maximum.
             (local.set $m (v128.const f32x4 -inf -inf -inf -inf))
             (local.set $i (i32.const 0))
-            (block $d (loop $l
-              (br_if $d (i32.ge_u (local.get $i) (local.get $len4)))
+            (loop $l
               (local.set $m (f32x4.max (local.get $m) (v128.load (i32.add (local.get $row) (local.get $i)))))
-              (local.set $i (i32.add (local.get $i) (i32.const 16)))
-              (br $l)))
+              (br_if $l (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $len4))))
             (local.set $mx (f32.max (f32.max (f32x4.extract_lane 0 (local.get $m)) (f32x4.extract_lane 1 (local.get $m)))
                                     (f32.max (f32x4.extract_lane 2 (local.get $m)) (f32x4.extract_lane 3 (local.get $m)))))
-            (block $d (loop $l
-              (br_if $d (i32.ge_u (local.get $i) (local.get $len)))
-              (local.set $mx (f32.max (local.get $mx) (f32.load (i32.add (local.get $row) (local.get $i)))))
-              (local.set $i (i32.add (local.get $i) (i32.const 4)))
-              (br $l)))
-            ;; e^(x - max) and its sum: whole vectors, then the tail through one more vector's lane 0.
-            (local.set $m (f32x4.splat (local.get $mx)))
-            (local.set $acc (v128.const i32x4 0 0 0 0))
-            (local.set $i (i32.const 0))
-            (block $d (loop $l
-              (br_if $d (i32.ge_u (local.get $i) (local.get $len4)))
-              (local.set $e (call $exp4 (f32x4.sub (v128.load (i32.add (local.get $row) (local.get $i))) (local.get $m))))
-              (v128.store (i32.add (local.get $row) (local.get $i)) (local.get $e))
-              (local.set $acc (f32x4.add (local.get $acc) (local.get $e)))
-              (local.set $i (i32.add (local.get $i) (i32.const 16)))
-              (br $l)))
-            (local.set $sum (call $hsum (local.get $acc)))
-            (block $d (loop $l
-              (br_if $d (i32.ge_u (local.get $i) (local.get $len)))
-              (local.set $x (f32x4.extract_lane 0 (call $exp4 (f32x4.splat (f32.sub (f32.load (i32.add (local.get $row) (local.get $i))) (local.get $mx))))))
-              (f32.store (i32.add (local.get $row) (local.get $i)) (local.get $x))
-              (local.set $sum (f32.add (local.get $sum) (local.get $x)))
-              (local.set $i (i32.add (local.get $i) (i32.const 4)))
-              (br $l)))
-            (local.set $inv (f32x4.splat (f32.div (f32.const 1) (local.get $sum))))
-            (local.set $i (i32.const 0))
-            (block $d (loop $l
-              (br_if $d (i32.ge_u (local.get $i) (local.get $len4)))
-              (v128.store (i32.add (local.get $row) (local.get $i)) (f32x4.mul (v128.load (i32.add (local.get $row) (local.get $i))) (local.get $inv)))
-              (local.set $i (i32.add (local.get $i) (i32.const 16)))
-              (br $l)))
-            (block $d (loop $l
-              (br_if $d (i32.ge_u (local.get $i) (local.get $len)))
-              (f32.store (i32.add (local.get $row) (local.get $i))
-                (f32.mul (f32.load (i32.add (local.get $row) (local.get $i))) (f32x4.extract_lane 0 (local.get $inv))))
-              (local.set $i (i32.add (local.get $i) (i32.const 4)))
-              (br $l)))))
+            (local.set $sum (f32.div (f32.const 1)
+              (call $hsum (call $exp_sum (local.get $row) (local.get $row) (local.get $len4) (f32x4.splat (local.get $mx))))))))
+        (f32.store (i32.add (local.get $inv) (i32.shl (i32.add (i32.mul (local.get $bh) (local.get $s)) (local.get $r)) (i32.const 2))) (local.get $sum))
         ;; Padded keys: exactly zero.
         (local.set $i (local.get $len))
         (block $d (loop $l
@@ -269,21 +209,24 @@
         (br_if $rows (i32.lt_u (local.tee $r (i32.add (local.get $r) (i32.const 1))) (local.get $s))))
       (br_if $mat (i32.lt_u (local.tee $bh (i32.add (local.get $bh) (i32.const 1))) (i32.mul (local.get $b) (local.get $heads))))))
 
-  ;; ctx [b·heads, s, d] into out [b, s, heads·d].
-  (func (export "merge_heads") (param $ctx i32) (param $out i32) (param $b i32) (param $s i32) (param $heads i32) (param $d i32)
-    (local $t i32) (local $hh i32) (local $j i32) (local $db i32) (local $src i32) (local $dst i32) (local $n i32)
+  ;; ctx [b·heads, s, d], each row times inv[its row] (the softmax's
+  ;; 1 / sum), into out [b, s, heads·d].
+  (func (export "merge_heads") (param $ctx i32) (param $inv i32) (param $out i32) (param $b i32) (param $s i32) (param $heads i32) (param $d i32)
+    (local $t i32) (local $hh i32) (local $j i32) (local $db i32) (local $src i32) (local $dst i32) (local $n i32) (local $row i32) (local $sc v128)
     (local.set $db (i32.shl (local.get $d) (i32.const 2)))
     (local.set $n (i32.mul (local.get $b) (local.get $s)))
     (loop $tok
       (local.set $dst (i32.add (local.get $out) (i32.mul (local.get $t) (i32.mul (local.get $heads) (local.get $db)))))
       (local.set $hh (i32.const 0))
       (loop $head
-        (local.set $src (i32.add (local.get $ctx)
-          (i32.mul (i32.add (i32.mul (i32.add (i32.mul (i32.div_u (local.get $t) (local.get $s)) (local.get $heads)) (local.get $hh)) (local.get $s))
-                            (i32.rem_u (local.get $t) (local.get $s))) (local.get $db))))
+        ;; Row (batch·heads + head)·s + t mod s of ctx.
+        (local.set $row (i32.add (i32.mul (i32.add (i32.mul (i32.div_u (local.get $t) (local.get $s)) (local.get $heads)) (local.get $hh)) (local.get $s))
+                                 (i32.rem_u (local.get $t) (local.get $s))))
+        (local.set $src (i32.add (local.get $ctx) (i32.mul (local.get $row) (local.get $db))))
+        (local.set $sc (v128.load32_splat (i32.add (local.get $inv) (i32.shl (local.get $row) (i32.const 2)))))
         (local.set $j (i32.const 0))
         (loop $e
-          (v128.store (i32.add (local.get $dst) (local.get $j)) (v128.load (i32.add (local.get $src) (local.get $j))))
+          (v128.store (i32.add (local.get $dst) (local.get $j)) (f32x4.mul (v128.load (i32.add (local.get $src) (local.get $j))) (local.get $sc)))
           (br_if $e (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 16))) (local.get $db))))
         (local.set $dst (i32.add (local.get $dst) (local.get $db)))
         (br_if $head (i32.lt_u (local.tee $hh (i32.add (local.get $hh) (i32.const 1))) (local.get $heads))))

@@ -14,11 +14,14 @@
 // heads of d):
 //   qkv = x · Wqkv                       matmul M,H,3H
 //   Q·1/√d, Kᵀ, V = split(qkv + b)       split_heads
-//   P = softmax_mask(Q · Kᵀ)             batch_matmul B·heads,S,d,S; softmax
-//   ctx = merge(P · V)                   batch_matmul B·heads,S,S,d; merge_heads
+//   E, 1/Σ = exp_mask(Q · Kᵀ)            batch_matmul B·heads,S,d,S; softmax
+//   ctx = merge((E · V) · 1/Σ)           batch_matmul B·heads,S,S,d; merge_heads
 //   x = LN(ctx · Wo + bo + x)            matmul M,H,H; add_ln
-//   f = GELU(x · Wi + bi)                matmul M,H,I; bias_act
+//   f = GELU(x · Wi + bi)                matmul+bias+gelu M,H,I (fused epilogue)
 //   x = LN(f · Wout + bout + x)          matmul M,I,H; add_ln
+//
+// The softmax's division is deferred to merge_heads: one multiply per
+// element of the d-wide context instead of the S-wide probabilities.
 
 import { Tokenizer } from '@huggingface/tokenizers';
 import { type WasmKernel, Webtune } from './webtune.js';
@@ -80,16 +83,19 @@ export interface ModelManifest {
 }
 
 const PAGE = 65536;
-/** Sequence-length buckets (capped at the model's max_seq_length, which is always one). */
+/**
+ * Sequence-length buckets, capped at the model's max_seq_length rounded up
+ * to a multiple of 4 (always a bucket; the fixed kernels run rows of whole
+ * f32x4 vectors).
+ */
 const LENGTHS = [8, 16, 32, 64, 128, 256, 512];
 
 interface Fixed {
   embed(ids: number, word: number, pos: number, type0: number, gamma: number, beta: number, out: number, n: number, s: number, h: number, eps: number): void;
   add_ln(x: number, bias: number, res: number, gamma: number, beta: number, out: number, rows: number, h: number, eps: number): void;
-  bias_act(x: number, bias: number, rows: number, n: number, gelu: number): void;
   split_heads(qkv: number, bias: number, q: number, kt: number, v: number, b: number, s: number, heads: number, d: number, scale: number): void;
-  softmax(p: number, b: number, heads: number, s: number, lens: number): void;
-  merge_heads(ctx: number, out: number, b: number, s: number, heads: number, d: number): void;
+  softmax(p: number, b: number, heads: number, s: number, lens: number, inv: number): void;
+  merge_heads(ctx: number, inv: number, out: number, b: number, s: number, heads: number, d: number): void;
   pool(x: number, lens: number, out: number, b: number, s: number, h: number, norm: number): void;
 }
 
@@ -102,7 +108,7 @@ interface Bucket {
   b: number;
   s: number;
   ids: number; lens: number; ones: number;
-  x: number; qkv: number; q: number; kt: number; v: number; p: number; ctx: number; merged: number; proj: number; ffn: number; pooled: number;
+  x: number; qkv: number; q: number; kt: number; v: number; p: number; inv: number; ctx: number; merged: number; proj: number; ffn: number; pooled: number;
   qkvK: WasmKernel; scoresK: WasmKernel; contextK: WasmKernel; outK: WasmKernel; upK: WasmKernel; downK: WasmKernel;
 }
 
@@ -195,6 +201,8 @@ export class SentenceEncoder {
     const c = manifest.config;
     if (c.hidden_size % c.num_attention_heads || (c.hidden_size / c.num_attention_heads) % 4 || c.intermediate_size % 4)
       throw new Error(`model "${opts.model}": hidden ${c.hidden_size}, heads ${c.num_attention_heads}, FFN ${c.intermediate_size}: the fixed kernels need head and FFN widths that are multiples of 4`);
+    if (Math.ceil(manifest.max_seq_length / 4) * 4 > c.max_position_embeddings)
+      throw new Error(`model "${opts.model}": max_seq_length ${manifest.max_seq_length} rounded up to a multiple of 4 exceeds its ${c.max_position_embeddings} position embeddings`);
     if (!/^gelu$/.test(c.hidden_act)) throw new Error(`model "${opts.model}": activation ${c.hidden_act}, SentenceEncoder runs exact gelu`);
 
     const blob = async (b: Blob, what: string): Promise<ArrayBuffer> => {
@@ -269,7 +277,8 @@ export class SentenceEncoder {
     for (let at = 0; at < order.length; at += this.maxBatch) {
       const idx = order.slice(at, at + this.maxBatch);
       const longest = Math.max(...idx.map((i) => toks[i].length));
-      const s = LENGTHS.find((l) => l >= longest && l <= this.manifest.max_seq_length) ?? this.manifest.max_seq_length;
+      const top = Math.ceil(this.manifest.max_seq_length / 4) * 4;
+      const s = LENGTHS.find((l) => l >= longest && l <= top) ?? top;
       const bucket = await this.bucket(pow2(idx.length), s);
       this.run(bucket, idx.map((i) => toks[i]));
       const H = this.dim;
@@ -300,11 +309,11 @@ export class SentenceEncoder {
       wt.wasmKernel('batch_matmul', [b * heads, s, d, s]),
       wt.wasmKernel('batch_matmul', [b * heads, s, s, d]),
       wt.wasmKernel('matmul', [M, H, H]),
-      wt.wasmKernel('matmul', [M, H, I]),
+      wt.wasmKernel('matmul+bias+gelu', [M, H, I]),
       wt.wasmKernel('matmul', [M, I, H]),
     ]);
     const sizes = {
-      ids: M, lens: b, ones: b, x: M * H, qkv: M * 3 * H, q: M * H, kt: M * H, v: M * H, p: b * heads * s * s,
+      ids: M, lens: b, ones: b, x: M * H, qkv: M * 3 * H, q: M * H, kt: M * H, v: M * H, p: b * heads * s * s, inv: b * heads * s,
       ctx: M * H, merged: M * H, proj: M * H, ffn: M * I, pooled: b * H,
     };
     let end = Math.ceil(this.memory.buffer.byteLength / 64) * 64;
@@ -323,7 +332,7 @@ export class SentenceEncoder {
 
   /** Runs one padded batch through the model into `bk.pooled`; synchronous, so no kernel swaps mid-batch. */
   private run(bk: Bucket, toks: number[][]): void {
-    const c = this.manifest.config, H = c.hidden_size, I = c.intermediate_size, heads = c.num_attention_heads, d = H / heads;
+    const c = this.manifest.config, H = c.hidden_size, heads = c.num_attention_heads, d = H / heads;
     const eps = c.layer_norm_eps, { b, s } = bk, M = b * s, f = this.fixed;
     if (this.i32.buffer !== this.memory.buffer) {
       // A kernel swap grew the memory since the last call.
@@ -344,13 +353,12 @@ export class SentenceEncoder {
       bk.qkvK.run(bk.x, L.qkvW, bk.qkv);
       f.split_heads(bk.qkv, L.qkvB, bk.q, bk.kt, bk.v, b, s, heads, d, 1 / Math.sqrt(d));
       bk.scoresK.run(bk.q, bk.kt, bk.p);
-      f.softmax(bk.p, b, heads, s, bk.lens);
+      f.softmax(bk.p, b, heads, s, bk.lens, bk.inv);
       bk.contextK.run(bk.p, bk.v, bk.ctx);
-      f.merge_heads(bk.ctx, bk.merged, b, s, heads, d);
+      f.merge_heads(bk.ctx, bk.inv, bk.merged, b, s, heads, d);
       bk.outK.run(bk.merged, L.outW, bk.proj);
       f.add_ln(bk.proj, L.outB, bk.x, L.ln1G, L.ln1B, bk.x, M, H, eps);
-      bk.upK.run(bk.x, L.inW, bk.ffn);
-      f.bias_act(bk.ffn, L.inB, M, I, 1);
+      bk.upK.run(bk.x, L.inW, L.inB, bk.ffn);
       bk.downK.run(bk.ffn, L.ffnW, bk.proj);
       f.add_ln(bk.proj, L.ffnB, bk.x, L.ln2G, L.ln2B, bk.x, M, H, eps);
     }
