@@ -758,6 +758,10 @@ fn deep_k_block(x0: u32, y0: u32, r0: u32, xm: u32, ym: u32, km: u32) -> Option<
 /// Register tiles kept on an engine that keeps them in registers.
 pub const IN_REGISTER_TILES: usize = 4;
 
+/// Longest K the short-M block takes whole (its packed B block is then
+/// `K·y1` floats, 256 KiB at K = 1024 and y1 = 64: L2-resident).
+const SHORT_M_MAX_K: u32 = 2048;
+
 /// `matmul` and `batch_matmul` on Wasm (Table 1, Wasm).
 fn cpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
     if device.cpu.tiles == RegisterTiles::InRegisters {
@@ -876,11 +880,19 @@ fn cpu_matmul_in_registers(op: &Op, device: &Device, base: &Schedule, relax: Rel
         let rows_of = |rows: u32| -> u32 { (rows.min(m) / x0).max(1) * x0 };
         let cols_of = |cols: u32| -> u32 { (cols.min(np2(n)) / y0).max(1) * y0 };
         let deep = |r1: u32| -> u32 { (r1.min(np2(k)) / r0).max(1) * r0 };
-        let blocks = [
+        let mut blocks = vec![
             (rows_of(words / 256), cols_of(words / 256), deep(256), LoopOrder::NKM),
             (rows_of(words / 128), cols_of(words / 128), deep(128), LoopOrder::NKM),
             (rows_of(words / 256), cols_of(2 * words / 128), deep(128), LoopOrder::KMN),
         ];
+        // Short M (a model's one sequence): one block of all of M and all
+        // of K, so C is written once and no rows are left to a ragged
+        // block. In Chromium 156 on the sentence encoder's 128×384×1536 and
+        // 128×1536×384 this block with a tile dividing M ran 1.03–1.06× the
+        // three above (BENCHMARKS.md, "The encoder's matmuls").
+        if m <= words / 128 && k <= SHORT_M_MAX_K {
+            blocks.push((rows_of(m), cols_of(words / 256), deep(k), LoopOrder::NKM));
+        }
         for (b, (x1, y1, r1, order)) in blocks.into_iter().enumerate() {
             let s = Schedule { x0, y0, r0, x1, y1, r1, vectorize, order, cache_read: true, ..base.clone() };
             let rank = vec![loads, outputs, t as i64, b as i64, ragged(&s, op)];

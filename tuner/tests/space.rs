@@ -348,3 +348,20 @@ fn epilogues_change_no_tile_choice() {
         }
     }
 }
+
+/// On V8 (tiles in registers), a short M, one sequence of a model, gets a
+/// block of all of M and all of K for each register tile; a tall M does not.
+#[test]
+fn short_m_gets_a_whole_m_whole_k_block_on_v8() {
+    let xeon = Device::from_fingerprint(&presets::get("xeon-2core").unwrap()).unwrap();
+    for (shape, want) in [("128,384,1536", true), ("128,1536,384", true), ("1024,384,1536", false)] {
+        let op = Op::parse("matmul", shape).unwrap();
+        let (m, k) = (op.bmkn().1, op.bmkn().2);
+        let lite = space(&op, Target::Wasm, &xeon);
+        let whole: Vec<&Schedule> = lite.schedules.iter().filter(|s| s.r1 == k && s.x1 + s.x0 > m).collect();
+        assert_eq!(!whole.is_empty(), want, "{shape}: {} whole-M whole-K blocks", whole.len());
+        if want {
+            assert!(whole.iter().any(|s| m % s.x0 == 0 && s.x1 == m), "{shape}: no tile divides M in a whole-M block");
+        }
+    }
+}
