@@ -9,10 +9,12 @@
 //! | `scores` | `batch_matmul` | `h·B,S,d,S` |
 //! | `context` | `batch_matmul` | `h·B,S,S,d` |
 //! | `attn_out` | `matmul` | `M,H,H` |
-//! | `ffn_in` | `matmul` | `M,H,I` |
+//! | `ffn_in` | `matmul+bias+gelu` | `M,H,I` |
 //! | `ffn_out` | `matmul` | `M,I,H` |
 //!
 //! Every layer has the same six; the runtime runs them once per layer.
+//! `ffn_in` carries the FFN's bias and exact GELU as a fused epilogue
+//! (README, "Fused epilogues"): the browser runtime runs that kernel.
 
 use crate::manifest::BertConfig;
 
@@ -21,7 +23,7 @@ use crate::manifest::BertConfig;
 pub struct Matmul {
     /// Its role in the layer: `qkv`, `scores`, `context`, `attn_out`, `ffn_in`, `ffn_out`.
     pub name: &'static str,
-    /// `matmul` or `batch_matmul` (README, "Ops").
+    /// `matmul`, `batch_matmul` or `matmul+bias+gelu` (README, "Ops").
     pub op: &'static str,
     /// `M,K,N` or `B,M,K,N`.
     pub shape: Vec<u32>,
@@ -42,7 +44,7 @@ pub fn matmuls(c: &BertConfig, batch: u32, seq: u32) -> Option<Vec<Matmul>> {
         bmm("scores", vec![bh, seq, d, seq]),
         bmm("context", vec![bh, seq, seq, d]),
         mm("attn_out", vec![m, h, h]),
-        mm("ffn_in", vec![m, h, i]),
+        Matmul { name: "ffn_in", op: "matmul+bias+gelu", shape: vec![m, h, i] },
         mm("ffn_out", vec![m, i, h]),
     ])
 }
@@ -73,7 +75,7 @@ mod tests {
                 ("scores", "batch_matmul", vec![96, 128, 32, 128]),
                 ("context", "batch_matmul", vec![96, 128, 128, 32]),
                 ("attn_out", "matmul", vec![1024, 384, 384]),
-                ("ffn_in", "matmul", vec![1024, 384, 1536]),
+                ("ffn_in", "matmul+bias+gelu", vec![1024, 384, 1536]),
                 ("ffn_out", "matmul", vec![1024, 1536, 384]),
             ]
         );

@@ -232,6 +232,9 @@ async fn the_plan_follows_the_measured_latencies_per_device_class() {
     );
     assert_eq!(p["layers"], 2);
     assert_eq!(p["kernels"][1]["best"]["webgpu"], format!("/v1/kernels/best?device_key={key}&op=batch_matmul&shape=8,16,8,16&target=wgsl"));
+    // The FFN's first product is the fused kernel the runtime runs, its `+` escaped.
+    assert_eq!(p["kernels"][4]["op"], "matmul+bias+gelu");
+    assert_eq!(p["kernels"][4]["best"]["wasm"], format!("/v1/kernels/best?device_key={key}&op=matmul%2Bbias%2Bgelu&shape=32,32,64&target=wasm"));
 
     // Reports: the device key comes from the session.
     let (st, v) = report_latency(&app, &s1, "wasm", 60.0).await;

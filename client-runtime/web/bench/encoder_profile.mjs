@@ -5,7 +5,14 @@
 // encoder's own `run` with a clock around each call, so their sum is the
 // forward pass without tokenising.
 //
-//   node bench/encoder_profile.mjs [--tokens 128] [--runs 20] [--tune-seconds 0]
+//   node bench/encoder_profile.mjs [--tokens 128] [--runs 20] [--tune-seconds 0] [--timeline 0] [--worker]
+//
+// --timeline S instead encodes one text again and again for S seconds from
+// an empty database, tuning in `idle()` between calls as an app would (the
+// paper's Fig. 16 for a real model), and prints the latency over time and
+// when it came within 5% of the final (the median of the last 10 calls) for good (every later 15-call median).
+// --worker tunes in the bench worker (the `worker` option) instead of in
+// `idle()` on the page's thread.
 //
 // Needs WEBTUNE_MODELS_DIR and WEBTUNE_MODEL_NAME as the encoder test does;
 // WEBTUNE_BIN, default target/release/webtune.
@@ -22,6 +29,8 @@ const arg = (k, d) => {
 const TOKENS = Number(arg('--tokens', 128));
 const RUNS = Number(arg('--runs', 20));
 const TUNE_S = Number(arg('--tune-seconds', 0));
+const TIMELINE_S = Number(arg('--timeline', 0));
+const WORKER = process.argv.includes('--worker');
 const NAME = process.env.WEBTUNE_MODEL_NAME ?? 'all-minilm-l6-v2';
 
 const work = mkdtempSync(join(tmpdir(), 'webtune-profile-'));
@@ -30,10 +39,10 @@ const browser = await launchChromium(`${work}/profile`);
 const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
 page.on('console', (m) => console.log('page:', m.text()));
 await page.goto(`${server.url}/healthz`);
-await page.evaluate(async (name) => {
+await page.evaluate(async ({ name, worker }) => {
   const { SentenceEncoder } = await import('/web/webtune.js');
-  window.enc = await SentenceEncoder.load({ model: name, target: 'wasm', cache: false, budgetMs: 100 });
-}, NAME);
+  window.enc = await SentenceEncoder.load({ model: name, target: 'wasm', cache: false, worker, budgetMs: worker ? 100 : 8 });
+}, { name: NAME, worker: WORKER });
 
 async function profile(label) {
   const rows = await page.evaluate(async ({ tokens, runs }) => {
@@ -73,6 +82,47 @@ async function profile(label) {
   const sum = rows.filter((r) => !r.k.startsWith('total')).reduce((a, r) => a + r.ms, 0);
   console.log(`\n${label}: 1x${TOKENS} tokens, ${RUNS} runs, ms per call`);
   for (const r of rows) console.log(`  ${r.k.padEnd(16)} ${r.ms.toFixed(2).padStart(8)} ${r.k.startsWith('total') ? '' : ((100 * r.ms) / sum).toFixed(1).padStart(5) + '%'}  ${r.shape}`);
+}
+
+if (TIMELINE_S > 0) {
+  const calls = await page.evaluate(async ({ tokens, ms }) => {
+    const enc = window.enc;
+    const text = Array.from({ length: tokens * 2 }, (_, i) => 'word' + (i % 7)).join(' ');
+    const ids = enc.tokenize(text);
+    // The text cut to exactly `tokens` tokens.
+    let cut = text.split(' ');
+    while (enc.tokenize(cut.join(' ')).length > tokens) cut = cut.slice(0, -1);
+    const t = cut.join(' ');
+    const out = [];
+    const t0 = performance.now();
+    let done = false;
+    while (performance.now() - t0 < ms) {
+      const a = performance.now();
+      await enc.encode([t]);
+      out.push([a - t0, performance.now() - a]);
+      if (!done) done = (await enc.idle(8)).done;
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    return { out, done, tokens: enc.tokenize(t).length, ids: ids.length };
+  }, { tokens: TOKENS, ms: TIMELINE_S * 1000 });
+  const lat = calls.out;
+  const last = lat.slice(-10).map((x) => x[1]).sort((a, b) => a - b);
+  const final = last[5];
+  // The first call from which every later 15-call median stays within 5% of the final.
+  const med5 = (i) => lat.slice(i, i + 15).map((x) => x[1]).sort((a, b) => a - b)[7];
+  let within = lat.length - 15;
+  while (within > 0 && med5(within - 1) <= final * 1.05) within--;
+  console.log(`timeline: 1x${calls.tokens} tokens, ${lat.length} calls in ${TIMELINE_S} s, tuning ${calls.done ? 'done' : 'not done'}`);
+  console.log(`  first call ${lat[0][1].toFixed(1)} ms (kernels fetched and compiled), second ${lat[1][1].toFixed(1)} ms, final (median of the last 10) ${final.toFixed(1)} ms`);
+  console.log(`  within 5% of final (15-call median) from t = ${(lat[within][0] / 1000).toFixed(1)} s (call ${within + 1})`);
+  for (const sec of [1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120]) {
+    const i = lat.findIndex((x) => x[0] >= sec * 1000);
+    if (i >= 0 && i + 15 <= lat.length) console.log(`  t = ${String(sec).padStart(3)} s: ${med5(i).toFixed(1)} ms`);
+  }
+  await browser.close();
+  server.proc.kill('SIGTERM');
+  rmSync(work, { recursive: true, force: true });
+  process.exit(0);
 }
 
 await profile('default kernels');

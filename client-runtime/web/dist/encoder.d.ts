@@ -19,6 +19,13 @@ export interface EncoderLoadOptions {
     maxCandidates?: number;
     /** Largest batch run at once; longer lists are encoded in several batches. Default 8. */
     maxBatch?: number;
+    /**
+     * Report the model-level latency measured per (batch, length) bucket to
+     * the server (`POST /v1/models/{name}/latency`, after 5, 15 and 50 calls
+     * of a bucket, then every 200), so that the server can tell other devices
+     * like this one which target runs the model faster. Default true.
+     */
+    report?: boolean;
 }
 export interface ModelConfig {
     vocab_size: number;
@@ -70,6 +77,7 @@ export declare class SentenceEncoder {
     private queue;
     private i32;
     private f32;
+    private latency;
     private constructor();
     /**
      * Fetches the model's manifest, weights and tokenizer from the server

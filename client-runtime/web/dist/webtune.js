@@ -4885,6 +4885,61 @@ var Tokenizer = class {
 };
 var Tokenizer_default = Tokenizer;
 
+// src/latency.ts
+var WINDOW = 15;
+var REPORT_AT = [5, 15, 50];
+var REPORT_EVERY = 200;
+function median2(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const h = s.length >> 1;
+  return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
+}
+function reportDue(count) {
+  return REPORT_AT.includes(count) || count > REPORT_AT[REPORT_AT.length - 1] && count % REPORT_EVERY === 0;
+}
+var LatencyLog = class {
+  constructor(server, model, maxSeqLength, fetcher = fetch) {
+    this.server = server;
+    this.model = model;
+    this.maxSeqLength = maxSeqLength;
+    this.fetcher = fetcher;
+  }
+  server;
+  model;
+  maxSeqLength;
+  fetcher;
+  samples = /* @__PURE__ */ new Map();
+  counts = /* @__PURE__ */ new Map();
+  /** Reports sent and answered 201. */
+  sent = 0;
+  /** Records one call of `ms` for `batch` texts padded to `seqLen`; reports through `sessionId` when due. */
+  add(sessionId, target, batch, seqLen, ms) {
+    const key = `${target}|${batch}|${seqLen}`;
+    const xs = this.samples.get(key) ?? [];
+    xs.push(ms);
+    if (xs.length > WINDOW) xs.shift();
+    this.samples.set(key, xs);
+    const n = (this.counts.get(key) ?? 0) + 1;
+    this.counts.set(key, n);
+    if (!reportDue(n)) return null;
+    return this.report({ session_id: sessionId, target, batch, seq_len: Math.min(seqLen, this.maxSeqLength), median_ms: median2(xs), runs: xs.length });
+  }
+  /** Sends one report; resolves either way. */
+  async report(r) {
+    try {
+      const res = await fetchRetrying(`${this.server}/v1/models/${encodeURIComponent(this.model)}/latency`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(r)
+      }, this.fetcher);
+      if (res.status === 201) this.sent++;
+      await res.body?.cancel().catch(() => {
+      });
+    } catch {
+    }
+  }
+};
+
 // src/encoder.ts
 var PAGE2 = 65536;
 var LENGTHS = [8, 16, 32, 64, 128, 256, 512];
@@ -4916,6 +4971,7 @@ var SentenceEncoder = class _SentenceEncoder {
   queue = Promise.resolve();
   i32;
   f32;
+  latency;
   constructor(init) {
     this.webtune = init.webtune;
     this.manifest = init.manifest;
@@ -4923,6 +4979,7 @@ var SentenceEncoder = class _SentenceEncoder {
     this.fixed = init.fixed;
     this.tokenizer = init.tokenizer;
     this.maxBatch = init.maxBatch;
+    this.latency = init.report ? new LatencyLog(init.webtune.server, init.manifest.name, init.manifest.max_seq_length) : null;
     this.dim = init.manifest.config.hidden_size;
     this.i32 = new Int32Array(this.memory.buffer);
     this.f32 = new Float32Array(this.memory.buffer);
@@ -5010,7 +5067,7 @@ var SentenceEncoder = class _SentenceEncoder {
       cache: opts.cache,
       maxCandidates: opts.maxCandidates
     });
-    return new _SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch: Math.max(1, opts.maxBatch ?? 8) });
+    return new _SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch: Math.max(1, opts.maxBatch ?? 8), report: opts.report ?? true });
   }
   /** Token ids of one text: [CLS] … [SEP], at most max_seq_length of them. */
   tokenize(text) {
@@ -5052,7 +5109,9 @@ var SentenceEncoder = class _SentenceEncoder {
       const top = Math.ceil(this.manifest.max_seq_length / 4) * 4;
       const s = LENGTHS.find((l) => l >= longest && l <= top) ?? top;
       const bucket = await this.bucket(pow2(idx.length), s);
+      const t0 = performance.now();
       this.run(bucket, idx.map((i) => toks[i]));
+      if (bucket.calls++ > 0) void this.latency?.add(this.webtune.session.session_id, "wasm", bucket.b, bucket.s, performance.now() - t0);
       const H = this.dim;
       for (let j = 0; j < idx.length; j++) out[idx[j]] = this.f32.slice(bucket.pooled / 4 + j * H, bucket.pooled / 4 + (j + 1) * H);
     }
@@ -5109,7 +5168,7 @@ var SentenceEncoder = class _SentenceEncoder {
     this.i32 = new Int32Array(this.memory.buffer);
     this.f32 = new Float32Array(this.memory.buffer);
     this.i32.fill(1, offsets.ones / 4, offsets.ones / 4 + b);
-    return { b, s, ...offsets, qkvK, scoresK, contextK, outK, upK, downK };
+    return { b, s, calls: 0, ...offsets, qkvK, scoresK, contextK, outK, upK, downK };
   }
   /** Runs one padded batch through the model into `bk.pooled`; synchronous, so no kernel swaps mid-batch. */
   run(bk, toks) {
@@ -5525,6 +5584,7 @@ var Webtune = class _Webtune extends EventTarget {
       this.startBackground();
       return { worked: false, done: this.done };
     }
+    await nextTask();
     return this.slice(budgetMs);
   }
   /** Whether tuning runs in the background, in the bench worker (the `worker` option). */
@@ -5626,6 +5686,16 @@ var Webtune = class _Webtune extends EventTarget {
     for (const h of this.handles) h.tuner?.cancel();
   }
 };
+function nextTask() {
+  return new Promise((resolve) => {
+    const c = new MessageChannel();
+    c.port1.onmessage = () => {
+      c.port1.close();
+      resolve();
+    };
+    c.port2.postMessage(null);
+  });
+}
 export {
   GpuKernel,
   SentenceEncoder,

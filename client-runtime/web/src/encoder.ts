@@ -24,6 +24,7 @@
 // element of the d-wide context instead of the S-wide probabilities.
 
 import { Tokenizer } from '@huggingface/tokenizers';
+import { LatencyLog } from './latency.js';
 import { type WasmKernel, Webtune } from './webtune.js';
 
 declare const __WEBTUNE_ENCODER_KERNELS__: string;
@@ -48,6 +49,13 @@ export interface EncoderLoadOptions {
   maxCandidates?: number;
   /** Largest batch run at once; longer lists are encoded in several batches. Default 8. */
   maxBatch?: number;
+  /**
+   * Report the model-level latency measured per (batch, length) bucket to
+   * the server (`POST /v1/models/{name}/latency`, after 5, 15 and 50 calls
+   * of a bucket, then every 200), so that the server can tell other devices
+   * like this one which target runs the model faster. Default true.
+   */
+  report?: boolean;
 }
 
 export interface ModelConfig {
@@ -107,6 +115,8 @@ interface Layer {
 interface Bucket {
   b: number;
   s: number;
+  /** Batches run in this bucket (the first, which made its kernels, is not timed). */
+  calls: number;
   ids: number; lens: number; ones: number;
   x: number; qkv: number; q: number; kt: number; v: number; p: number; inv: number; ctx: number; merged: number; proj: number; ffn: number; pooled: number;
   qkvK: WasmKernel; scoresK: WasmKernel; contextK: WasmKernel; outK: WasmKernel; upK: WasmKernel; downK: WasmKernel;
@@ -143,14 +153,16 @@ export class SentenceEncoder {
   private queue: Promise<unknown> = Promise.resolve();
   private i32: Int32Array<ArrayBuffer>;
   private f32: Float32Array<ArrayBuffer>;
+  private latency: LatencyLog | null;
 
-  private constructor(init: { webtune: Webtune; manifest: ModelManifest; memory: WebAssembly.Memory; fixed: Fixed; tokenizer: Tokenizer; base: number; maxBatch: number }) {
+  private constructor(init: { webtune: Webtune; manifest: ModelManifest; memory: WebAssembly.Memory; fixed: Fixed; tokenizer: Tokenizer; base: number; maxBatch: number; report: boolean }) {
     this.webtune = init.webtune;
     this.manifest = init.manifest;
     this.memory = init.memory;
     this.fixed = init.fixed;
     this.tokenizer = init.tokenizer;
     this.maxBatch = init.maxBatch;
+    this.latency = init.report ? new LatencyLog(init.webtune.server, init.manifest.name, init.manifest.max_seq_length) : null;
     this.dim = init.manifest.config.hidden_size;
     this.i32 = new Int32Array(this.memory.buffer);
     this.f32 = new Float32Array(this.memory.buffer);
@@ -231,7 +243,7 @@ export class SentenceEncoder {
       server, target: 'wasm', memory, tune: opts.tune ?? true, worker: opts.worker ?? false,
       budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates,
     });
-    return new SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch: Math.max(1, opts.maxBatch ?? 8) });
+    return new SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch: Math.max(1, opts.maxBatch ?? 8), report: opts.report ?? true });
   }
 
   /** Token ids of one text: [CLS] … [SEP], at most max_seq_length of them. */
@@ -280,7 +292,9 @@ export class SentenceEncoder {
       const top = Math.ceil(this.manifest.max_seq_length / 4) * 4;
       const s = LENGTHS.find((l) => l >= longest && l <= top) ?? top;
       const bucket = await this.bucket(pow2(idx.length), s);
+      const t0 = performance.now();
       this.run(bucket, idx.map((i) => toks[i]));
+      if (bucket.calls++ > 0) void this.latency?.add(this.webtune.session.session_id, 'wasm', bucket.b, bucket.s, performance.now() - t0);
       const H = this.dim;
       for (let j = 0; j < idx.length; j++) out[idx[j]] = this.f32.slice(bucket.pooled / 4 + j * H, bucket.pooled / 4 + (j + 1) * H);
     }
@@ -327,7 +341,7 @@ export class SentenceEncoder {
     this.i32 = new Int32Array(this.memory.buffer);
     this.f32 = new Float32Array(this.memory.buffer);
     this.i32.fill(1, offsets.ones / 4, offsets.ones / 4 + b);
-    return { b, s, ...(offsets as Omit<Bucket, 'b' | 's' | 'qkvK' | 'scoresK' | 'contextK' | 'outK' | 'upK' | 'downK'>), qkvK, scoresK, contextK, outK, upK, downK };
+    return { b, s, calls: 0, ...(offsets as Omit<Bucket, 'b' | 's' | 'calls' | 'qkvK' | 'scoresK' | 'contextK' | 'outK' | 'upK' | 'downK'>), qkvK, scoresK, contextK, outK, upK, downK };
   }
 
   /** Runs one padded batch through the model into `bk.pooled`; synchronous, so no kernel swaps mid-batch. */

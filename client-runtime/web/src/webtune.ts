@@ -556,6 +556,11 @@ export class Webtune extends EventTarget {
       this.startBackground();
       return { worked: false, done: this.done };
     }
+    // An app that loops `await infer(); await idle();` over synchronous
+    // kernels yields only to microtasks, so a candidate's download or
+    // compile would never deliver and tuning would stall: let the event
+    // loop run once first (a message, not setTimeout's clamped 4 ms).
+    await nextTask();
     return this.slice(budgetMs);
   }
 
@@ -671,4 +676,16 @@ export class Webtune extends EventTarget {
     this.stopIdleLoop();
     for (const h of this.handles) h.tuner?.cancel();
   }
+}
+
+/** Resolves after one turn of the event loop: pending network and compile callbacks run first. */
+function nextTask(): Promise<void> {
+  return new Promise((resolve) => {
+    const c = new MessageChannel();
+    c.port1.onmessage = () => {
+      c.port1.close();
+      resolve();
+    };
+    c.port2.postMessage(null);
+  });
 }

@@ -109,6 +109,29 @@ test('all-MiniLM-L6-v2 on Wasm matches the f64 reference, before and after tunin
     `encode of ${texts.length} texts ${first.ms.toFixed(0)} -> ${tuned.ms.toFixed(0)} ms`);
 });
 
+test('the measured latency reaches the server, per bucket, through the session', { timeout: 120_000 }, async () => {
+  const r = await page.evaluate(async () => {
+    const enc = window.enc;
+    // 1 text of 4 tokens: the 1×8 bucket. Its first call makes the bucket
+    // and is not timed; the 5th timed call sends a report.
+    for (let i = 0; i < 6; i++) await enc.encode(['hello there world']);
+    const q = new URLSearchParams({ device_key: enc.webtune.session.device_key, batch: '1', seq_len: '8' });
+    for (let t = 0; t < 50; t++) {
+      const plan = await (await fetch(`/v1/models/${enc.manifest.name}/plan?${q}`)).json();
+      if (plan.targets.length) return plan;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    return null;
+  });
+  assert.ok(r, 'no latency report reached the plan in 5 s');
+  assert.equal(r.targets.length, 1);
+  assert.equal(r.targets[0].target, 'wasm');
+  assert.equal(r.targets[0].sessions, 1);
+  assert.ok(r.targets[0].median_ms > 0 && r.targets[0].median_ms < 10_000, `median ${r.targets[0].median_ms} ms`);
+  // One target measured: the plan names none yet, and says why.
+  assert.equal(r.target, null);
+});
+
 test('bad input: clear errors, a 1 MB text truncated, unknown model, corrupt blob', { timeout: 300_000 }, async () => {
   const r = await page.evaluate(async ({ name }) => {
     const { SentenceEncoder } = await import('/web/webtune.js');

@@ -290,3 +290,57 @@ test('rho: a bit needs a clear win, the same rule as webtune_tuner::rho_bit', as
   assert.equal(rho.rhoBit(NaN, margin), '0');
   assert.equal(rho.rhoBit(Infinity, margin), '0');
 });
+
+const latency = await load('src/latency.ts');
+
+test('latency log: reports the median of the latest calls at 5, 15, 50, then every 200', async () => {
+  const posts = [];
+  const fakeFetch = async (url, init) => {
+    posts.push({ url, body: JSON.parse(init.body) });
+    return new Response('{}', { status: 201 });
+  };
+  const log = new latency.LatencyLog('http://s', 'my model', 256, fakeFetch);
+  for (let i = 1; i <= 400; i++) {
+    const p = log.add('sess', 'wasm', 1, 128, i);
+    assert.equal(p !== null, [5, 15, 50, 200, 400].includes(i), `call ${i}`);
+    await p;
+  }
+  assert.equal(log.sent, 5);
+  assert.equal(posts[0].url, 'http://s/v1/models/my%20model/latency');
+  assert.deepEqual(posts[0].body, { session_id: 'sess', target: 'wasm', batch: 1, seq_len: 128, median_ms: 3, runs: 5 });
+  // A window of the latest 15: calls 186..200, median 193.
+  assert.deepEqual([posts[3].body.median_ms, posts[3].body.runs], [193, latency.WINDOW]);
+  // Buckets count apart; a padded length past max_seq_length is reported as it.
+  const other = new latency.LatencyLog('http://s', 'm', 254, fakeFetch);
+  for (let i = 0; i < 4; i++) assert.equal(other.add('sess', 'webgpu', 1, 256, 10), null);
+  assert.equal(other.add('sess', 'wasm', 1, 256, 10), null, 'another target is another bucket');
+  await other.add('sess', 'webgpu', 1, 256, 10);
+  assert.equal(posts.at(-1).body.seq_len, 254);
+});
+
+test('latency log: a refused or failed report is dropped, never thrown', async () => {
+  let calls = 0;
+  const refuse = async () => (calls++, new Response('{"error":"no"}', { status: 422 }));
+  const down = async () => {
+    calls++;
+    throw new TypeError('network down');
+  };
+  for (const f of [refuse, down]) {
+    const log = new latency.LatencyLog('http://s', 'm', 256, f);
+    for (let i = 0; i < 4; i++) log.add('s', 'wasm', 1, 8, 1);
+    await log.add('s', 'wasm', 1, 8, 1);
+    assert.equal(log.sent, 0);
+  }
+  assert.equal(calls, 2);
+});
+
+test('plan: the target when the server names one, null with the reason otherwise', async () => {
+  const answer = (body, status = 200) => async (url) => {
+    assert.match(url, /\/v1\/models\/m\/plan\?device_key=gpu%2Fnvidia&batch=1&seq_len=128$/);
+    return new Response(JSON.stringify(body), { status });
+  };
+  assert.deepEqual(await latency.fetchPlan('http://s', 'm', 'gpu/nvidia', 1, 128, answer({ target: 'webgpu' })), { target: 'webgpu', reason: undefined });
+  assert.deepEqual(await latency.fetchPlan('http://s', 'm', 'gpu/nvidia', 1, 128, answer({ target: null, reason: 'no latency reports' })), { target: null, reason: 'no latency reports' });
+  assert.equal((await latency.fetchPlan('http://s', 'm', 'gpu/nvidia', 1, 128, answer({ target: 'cuda' }))).target, null, 'an unknown target is no answer');
+  assert.deepEqual(await latency.fetchPlan('http://s', 'm', 'gpu/nvidia', 1, 128, answer({}, 404)), { target: null, reason: 'plan HTTP 404' });
+});

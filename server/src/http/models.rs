@@ -274,7 +274,7 @@ pub async fn plan(
             let best = TARGETS
                 .iter()
                 .map(|(t, kt)| {
-                    let url = format!("/v1/kernels/best?device_key={}&op={}&shape={}&target={kt}", encode_query(&device_key), k.op, shape.join(","));
+                    let url = format!("/v1/kernels/best?device_key={}&op={}&shape={}&target={kt}", encode_query(&device_key), encode_query(k.op), shape.join(","));
                     (t.to_string(), url)
                 })
                 .collect();

@@ -47,6 +47,7 @@ const DIST: &[(&str, &str)] = &[
     dist!("rho.d.ts"),
     dist!("http.d.ts"),
     dist!("encoder.d.ts"),
+    dist!("latency.d.ts"),
 ];
 
 const DEMO_HTML: &str = include_str!("../../../client-runtime/web/demo/index.html");
