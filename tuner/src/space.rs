@@ -873,6 +873,18 @@ fn cpu_matmul_in_registers(op: &Op, device: &Device, base: &Schedule, relax: Rel
         tiles.truncate(IN_REGISTER_TILES);
     }
     let words = 2 * cpu.l1_bytes / 4;
+    // Short M (a model's one sequence): one block of all of M and all of K,
+    // so that C is written once and no rows are left to a ragged block,
+    // tried first for each tile, and the kept tiles that divide M go first.
+    // In Chromium 156 on the sentence encoder's 128×384×1536 and
+    // 128×1536×384, 2×16 and 4×8 tiles over all of M and K ran 43–44 GFLOP/s
+    // against 41.9 for the best of the other blocks (BENCHMARKS.md,
+    // "all-MiniLM-L6-v2 in the browser").
+    // Where K ≤ 256 the deep block already takes all of K: nothing to add.
+    let short = m <= words / 128 && k > 256 && k <= SHORT_M_MAX_K;
+    if short {
+        tiles.sort_by_key(|&(_, _, x0, _)| m % x0 != 0);
+    }
     let mut out = Vec::new();
     for (t, &(loads, outputs, x0, y0)) in tiles.iter().enumerate() {
         let r0 = cpu_r0(x0, y0, vectorize, k);
@@ -885,17 +897,12 @@ fn cpu_matmul_in_registers(op: &Op, device: &Device, base: &Schedule, relax: Rel
             (rows_of(words / 128), cols_of(words / 128), deep(128), LoopOrder::NKM),
             (rows_of(words / 256), cols_of(2 * words / 128), deep(128), LoopOrder::KMN),
         ];
-        // Short M (a model's one sequence): one block of all of M and all
-        // of K, so C is written once and no rows are left to a ragged
-        // block. In Chromium 156 on the sentence encoder's 128×384×1536 and
-        // 128×1536×384 this block with a tile dividing M ran 1.03–1.06× the
-        // three above (BENCHMARKS.md, "The encoder's matmuls").
-        if m <= words / 128 && k <= SHORT_M_MAX_K {
-            blocks.push((rows_of(m), cols_of(words / 256), deep(k), LoopOrder::NKM));
+        if short {
+            blocks.insert(0, (rows_of(m), cols_of(words / 256), deep(k), LoopOrder::NKM));
         }
         for (b, (x1, y1, r1, order)) in blocks.into_iter().enumerate() {
             let s = Schedule { x0, y0, r0, x1, y1, r1, vectorize, order, cache_read: true, ..base.clone() };
-            let rank = vec![loads, outputs, t as i64, b as i64, ragged(&s, op)];
+            let rank = vec![if short { t as i64 } else { 0 }, loads, outputs, t as i64, b as i64, ragged(&s, op)];
             out.push(Cand { s, rank, gpu: None });
         }
     }
