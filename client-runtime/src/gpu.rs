@@ -9,8 +9,8 @@ use std::time::Instant;
 use wgpu::util::DeviceExt as _;
 
 use crate::{KernelDir, RunError, RunOptions, RunReport, Timing, calls_for, prepare, report, samples_of};
-use webtune_compiler::{Op, Target, compile};
 use webtune_compiler::reference;
+use webtune_compiler::{Op, Target, compile};
 
 /// One wgpu device, reusable across many kernels.
 #[derive(Debug)]
@@ -109,7 +109,9 @@ impl Gpu {
         if let (Some(need), Some(min)) = (k.meta.min_subgroup_size, self.subgroups())
             && min < need
         {
-            return Err(RunError::Input(format!("the kernel needs subgroups of at least {need} invocations; this adapter's may have {min}")));
+            return Err(RunError::Input(format!(
+                "the kernel needs subgroups of at least {need} invocations; this adapter's may have {min}"
+            )));
         }
         let source = std::str::from_utf8(&k.bytes).map_err(|_| RunError::Input("kernel.wgsl is not UTF-8".into()))?;
         let dispatch = k.meta.dispatch.ok_or_else(|| RunError::Input("kernel.json of a WGSL kernel has no `dispatch`".into()))?;
@@ -150,11 +152,7 @@ impl Gpu {
         let t0 = Instant::now();
         let pipeline = self.scoped("shader module and pipeline", || {
             let desc = wgpu::ShaderModuleDescriptor { label: Some("kernel"), source: wgpu::ShaderSource::Wgsl(source.into()) };
-            let module = if checks {
-                self.device.create_shader_module(desc)
-            } else {
-                self.module_without_bounds_checks(desc)
-            };
+            let module = if checks { self.device.create_shader_module(desc) } else { self.module_without_bounds_checks(desc) };
             self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some("kernel"),
                 layout: None,

@@ -211,10 +211,11 @@ pub(crate) fn prepare(op: &Op, seed: u64) -> std::sync::Arc<(Inputs, Reference)>
     type Last = Option<(Op, u64, std::sync::Arc<(Inputs, Reference)>)>;
     static LAST: std::sync::Mutex<Last> = std::sync::Mutex::new(None);
     let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((o, s, r)) = last.as_ref() {
-        if o == op && *s == seed {
-            return r.clone();
-        }
+    if let Some((o, s, r)) = last.as_ref()
+        && o == op
+        && *s == seed
+    {
+        return r.clone();
     }
     let r = std::sync::Arc::new(compute_reference(op, seed));
     *last = Some((op.clone(), seed, r.clone()));

@@ -34,7 +34,7 @@ fn random_matmul_schedule(rng: &mut Rng, op: &Op) -> Schedule {
         let x0 = pick(rng, &[1, 2, 4, 8]);
         let y0 = pick(rng, &[1, 2, 4, 8]);
         let r0 = pick(rng, &[1, 2, 4]);
-        let cache_read = rng.next_u64() % 4 != 0;
+        let cache_read = !rng.next_u64().is_multiple_of(4);
         let s = Schedule {
             x0,
             y0,
@@ -44,8 +44,8 @@ fn random_matmul_schedule(rng: &mut Rng, op: &Op) -> Schedule {
             r1: r0 * pick(rng, &[1, 2, 3, 4]),
             vectorize: pick(rng, &[1, 4]),
             cache_read,
-            double_buffer: cache_read && rng.next_u64() % 2 == 0,
-            unroll: if rng.next_u64() % 3 == 0 {
+            double_buffer: cache_read && rng.next_u64().is_multiple_of(2),
+            unroll: if rng.next_u64().is_multiple_of(3) {
                 vec![webtune_compiler::schedule::UnrollLoop::X0, webtune_compiler::schedule::UnrollLoop::Y0]
             } else {
                 Schedule::default_for(op, Target::Wgsl).unroll
@@ -126,7 +126,10 @@ fn epilogues_random_shapes_and_schedules() {
     let engine = WasmEngine::new().unwrap();
     for (i, e) in epilogues.iter().cycle().take(2 * epilogues.len()).enumerate() {
         let (kind, shape) = if i % 3 == 2 {
-            (webtune_compiler::OpKind::BatchMatmul, vec![pick(&mut rng, &[1, 2, 3]), pick(&mut rng, &DIMS), pick(&mut rng, &DIMS), pick(&mut rng, &DIMS)])
+            (
+                webtune_compiler::OpKind::BatchMatmul,
+                vec![pick(&mut rng, &[1, 2, 3]), pick(&mut rng, &DIMS), pick(&mut rng, &DIMS), pick(&mut rng, &DIMS)],
+            )
         } else {
             (webtune_compiler::OpKind::Matmul, vec![pick(&mut rng, &DIMS), pick(&mut rng, &DIMS), pick(&mut rng, &DIMS)])
         };
@@ -246,7 +249,9 @@ fn wasm_kernels_run_in_wasmtime() {
     for (kind, shape) in [("matmul", "13,31,7"), ("batch_matmul", "2,5,8,3"), ("matmul_q4", "2,64,5")] {
         let op = Op::parse(kind, shape).unwrap();
         let k = compile(&op, Target::Wasm, &Schedule::default_for(&op, Target::Wasm)).unwrap();
-        let r = engine.run(&KernelDir::from_kernel(k), &RunOptions { reps: 3, warmup: 1, min_sample_ms: 0.5, seed: 2, ..RunOptions::default() }).unwrap();
+        let r = engine
+            .run(&KernelDir::from_kernel(k), &RunOptions { reps: 3, warmup: 1, min_sample_ms: 0.5, seed: 2, ..RunOptions::default() })
+            .unwrap();
         assert!(r.correct, "{kind} {shape}: {}", r.max_rel_err);
         assert_eq!(r.samples, 3);
         assert!(r.min_ms <= r.median_ms && r.median_ms <= r.max_ms && r.gflops > 0.0);

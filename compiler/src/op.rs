@@ -65,10 +65,7 @@ impl fmt::Display for OpKind {
 impl FromStr for OpKind {
     type Err = OpError;
     fn from_str(s: &str) -> Result<Self, OpError> {
-        OpKind::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| OpError::UnknownOp(s.to_string()))
+        OpKind::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| OpError::UnknownOp(s.to_string()))
     }
 }
 
@@ -255,12 +252,7 @@ impl Op {
         }
         let names = kind.dim_names();
         if shape.len() != names.len() {
-            return Err(OpError::WrongRank {
-                op: kind,
-                expected: names.len(),
-                names: names.join(","),
-                got: shape.len(),
-            });
+            return Err(OpError::WrongRank { op: kind, expected: names.len(), names: names.join(","), got: shape.len() });
         }
         if let Some(i) = shape.iter().position(|&d| d == 0) {
             return Err(OpError::ZeroDim { op: kind, name: names[i] });
@@ -400,10 +392,7 @@ mod tests {
         let long = Op::parse("matmul", &format!("1,{},2", "9".repeat(300))).unwrap_err().to_string();
         assert!(long.contains("below 2^32") && long.len() < 120, "{long}");
         assert!(matches!(Op::parse("matmul_q4", "1,48,2"), Err(OpError::Q4K(48))));
-        assert!(matches!(
-            Op::parse("matmul", "2147483648,2,2"),
-            Err(OpError::BadDim(_)) | Err(OpError::TooLarge { .. })
-        ));
+        assert!(matches!(Op::parse("matmul", "2147483648,2,2"), Err(OpError::BadDim(_)) | Err(OpError::TooLarge { .. })));
         assert!(matches!(Op::parse("matmul", "65536,65536,1"), Err(OpError::TooLarge { arg: "A", .. })));
     }
 

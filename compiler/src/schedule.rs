@@ -271,24 +271,12 @@ impl Schedule {
             subgroup_reduce: false,
         };
         match (target, op.kind()) {
-            (Target::Wasm, OpKind::MatmulQ4) => {
-                Schedule { x0: 1, y0: 4, r0: 32, x1: 1, y1: 64, r1: 4096, ..base }
-            }
+            (Target::Wasm, OpKind::MatmulQ4) => Schedule { x0: 1, y0: 4, r0: 32, x1: 1, y1: 64, r1: 4096, ..base },
             (Target::Wasm, _) => base,
-            (Target::Wgsl, OpKind::MatmulQ4) => Schedule {
-                x0: 1,
-                y0: 1,
-                r0: 32,
-                x1: 1,
-                y1: 8,
-                r1: 32,
-                split_k: 32,
-                vectorize: 1,
-                cache_read: false,
-                ..base
-            },
+            (Target::Wgsl, OpKind::MatmulQ4) => {
+                Schedule { x0: 1, y0: 1, r0: 32, x1: 1, y1: 8, r1: 32, split_k: 32, vectorize: 1, cache_read: false, ..base }
+            }
             (Target::Wgsl, _) => Schedule { x0: 4, y0: 4, r0: 4, x1: 64, y1: 64, r1: 16, cache_read: true, ..base },
-
         }
     }
 
@@ -355,7 +343,7 @@ impl Schedule {
     }
 
     fn check_wasm(&self, op: &Op) -> Result<(), ScheduleError> {
-        if self.vectorize == 4 && self.y0 % 4 != 0 {
+        if self.vectorize == 4 && !self.y0.is_multiple_of(4) {
             return Err(err("y0", format!("{} must be a multiple of vectorize = 4", self.y0)));
         }
         if self.double_buffer {
@@ -365,7 +353,7 @@ impl Schedule {
             return Err(err("split_k", "is a GPU setting; use 1 for Wasm"));
         }
         if op.kind() == OpKind::MatmulQ4 {
-            if self.r0 % 32 != 0 {
+            if !self.r0.is_multiple_of(32) {
                 return Err(err("r0", format!("{} must be a multiple of 32 for matmul_q4 (one scale block)", self.r0)));
             }
             if self.r0 > 256 {
@@ -400,17 +388,23 @@ impl Schedule {
             }
         }
         let (threads, wg_bytes) = if op.kind() == OpKind::MatmulQ4 {
-            if self.r0 % 8 != 0 {
+            if !self.r0.is_multiple_of(8) {
                 return Err(err("r0", format!("{} must be a multiple of 8 for matmul_q4 (one packed word)", self.r0)));
             }
             if self.y0 > MAX_Q4_OUTPUTS_PER_THREAD {
-                return Err(err("y0", format!("{} outputs per thread: at most {MAX_Q4_OUTPUTS_PER_THREAD} for matmul_q4 on WGSL", self.y0)));
+                return Err(err(
+                    "y0",
+                    format!("{} outputs per thread: at most {MAX_Q4_OUTPUTS_PER_THREAD} for matmul_q4 on WGSL", self.y0),
+                ));
             }
             if self.x1 != self.x0 {
                 return Err(err("x1", format!("must equal x0 = {} for matmul_q4 on WGSL (rows per workgroup)", self.x0)));
             }
-            if self.vectorize == 4 && self.r0 % 32 != 0 {
-                return Err(err("r0", format!("{} must be a multiple of 32 with vectorize 4 (a scale block of four words per load)", self.r0)));
+            if self.vectorize == 4 && !self.r0.is_multiple_of(32) {
+                return Err(err(
+                    "r0",
+                    format!("{} must be a multiple of 32 with vectorize 4 (a scale block of four words per load)", self.r0),
+                ));
             }
             if self.cache_read {
                 return Err(err("cache_read", "matmul_q4 on WGSL stages nothing in workgroup memory: use false"));
@@ -436,7 +430,7 @@ impl Schedule {
             if self.split_k != 1 {
                 return Err(err("split_k", "is a matmul_q4 setting; use 1 for matmul on WGSL"));
             }
-            if self.vectorize == 4 && self.y0 % 4 != 0 {
+            if self.vectorize == 4 && !self.y0.is_multiple_of(4) {
                 return Err(err("y0", format!("{} must be a multiple of vectorize = 4", self.y0)));
             }
             if self.double_buffer && !self.cache_read {

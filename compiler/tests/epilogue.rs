@@ -92,7 +92,9 @@ fn epilogues() -> Vec<Epilogue> {
 #[test]
 fn every_epilogue_on_default_and_split_k_schedules() {
     for e in epilogues() {
-        for (kind, shape) in [(OpKind::Matmul, vec![37, 29, 41]), (OpKind::Matmul, vec![1, 7, 3]), (OpKind::BatchMatmul, vec![3, 13, 17, 11])] {
+        for (kind, shape) in
+            [(OpKind::Matmul, vec![37, 29, 41]), (OpKind::Matmul, vec![1, 7, 3]), (OpKind::BatchMatmul, vec![3, 13, 17, 11])]
+        {
             let op = Op::with_epilogue(kind, e, &shape).unwrap();
             let base = Schedule::default_for(&op, Target::Wasm);
             // r1 below K: the epilogue must wait for the last K tile (a

@@ -48,8 +48,10 @@ fn golden() -> Value {
                 let (_, _, k, n) = op.bmkn();
                 let (k, n) = (k as usize, n as usize);
                 // dequant(W)[n, k] for every n and k, row by row.
-                let dq: Vec<f64> =
-                    (0..n).flat_map(|j| (0..k).map(move |kk| (j, kk))).map(|(j, kk)| dequant(&inp.args[1], &inp.args[2], k, j, kk)).collect();
+                let dq: Vec<f64> = (0..n)
+                    .flat_map(|j| (0..k).map(move |kk| (j, kk)))
+                    .map(|(j, kk)| dequant(&inp.args[1], &inp.args[2], k, j, kk))
+                    .collect();
                 case["dequant"] = json!(dq);
             }
             case

@@ -28,7 +28,7 @@ fn grid() -> Vec<(Op, Target, Schedule)> {
             while taken < 8 && tries < 500 {
                 tries += 1;
                 let r = |rng: &mut Rng, n: u64| (rng.next_u64() % n) as u32;
-                let bit = |rng: &mut Rng| rng.next_u64() % 2 == 0;
+                let bit = |rng: &mut Rng| rng.next_u64().is_multiple_of(2);
                 let vectorize = if bit(&mut rng) { 4 } else { 1 };
                 let x0 = 1 + r(&mut rng, 4);
                 let y0 = vectorize * (1 + r(&mut rng, 2));

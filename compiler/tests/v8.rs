@@ -32,7 +32,7 @@ fn cases() -> Vec<(Op, Schedule)> {
     let mut rng = Rng::new(99);
     let op = Op::parse("matmul", "37,53,43").unwrap();
     while out.len() < 28 {
-        let bit = |rng: &mut Rng| rng.next_u64() % 2 == 0;
+        let bit = |rng: &mut Rng| rng.next_u64().is_multiple_of(2);
         let x0 = 1 + (rng.next_u64() % 5) as u32;
         let y0 = 4 * (1 + (rng.next_u64() % 3) as u32);
         let r0 = 1 + (rng.next_u64() % 4) as u32;

@@ -5,8 +5,8 @@
 mod common;
 
 use proptest::prelude::*;
-use webtune_compiler::schedule::{LoopOrder, UnrollLoop};
 use webtune_compiler::op::Epilogue;
+use webtune_compiler::schedule::{LoopOrder, UnrollLoop};
 use webtune_compiler::{Op, OpKind, Schedule, Target, WasmPasses, compile};
 
 /// Any epilogue but none (bias, gelu or relu, residual).
@@ -16,10 +16,7 @@ fn epilogue() -> impl Strategy<Value = Epilogue> {
 
 /// Dimensions from 1 to 300, biased towards primes and small sizes, where remainder code lives.
 fn dim() -> impl Strategy<Value = u32> {
-    prop_oneof![
-        prop::sample::select(vec![1u32, 2, 3, 5, 7, 11, 13, 17, 31, 37, 61, 97, 127, 251, 257, 293]),
-        1u32..=300,
-    ]
+    prop_oneof![prop::sample::select(vec![1u32, 2, 3, 5, 7, 11, 13, 17, 31, 37, 61, 97, 127, 251, 257, 293]), 1u32..=300,]
 }
 
 fn pow2(max_log: u32) -> impl Strategy<Value = u32> {

@@ -83,13 +83,12 @@ pub fn elect<'a>(tallies: &'a [Tally], incumbent: Option<&str>, policy: &VotePol
     // they are at least as many as the sessions whose samples the server
     // verified for it: a driver that miscomputes on a device class is
     // excluded, while a minority of liars cannot exclude the crowd's winner.
-    let eligible: Vec<&Tally> = tallies.iter().filter(|t| t.sessions() >= q && !(t.flagged_by >= q && t.flagged_by >= t.sessions())).collect();
-    let leader = eligible.iter().copied().max_by(|a, b| {
-        a.votes
-            .cmp(&b.votes)
-            .then(b.median_us().total_cmp(&a.median_us()))
-            .then(b.kernel_sha256.cmp(&a.kernel_sha256))
-    })?;
+    let eligible: Vec<&Tally> =
+        tallies.iter().filter(|t| t.sessions() >= q && !(t.flagged_by >= q && t.flagged_by >= t.sessions())).collect();
+    let leader = eligible
+        .iter()
+        .copied()
+        .max_by(|a, b| a.votes.cmp(&b.votes).then(b.median_us().total_cmp(&a.median_us())).then(b.kernel_sha256.cmp(&a.kernel_sha256)))?;
     let Some(inc) = incumbent.and_then(|i| eligible.iter().copied().find(|t| t.kernel_sha256 == i)) else {
         return Some(leader);
     };
@@ -148,10 +147,8 @@ mod tests {
     fn challengers_must_be_faster_beyond_noise() {
         let p = VotePolicy { quorum: 2, ..VotePolicy::default() };
         // b leads the votes narrowly and is only 1% faster in every session: a stays.
-        let close = [
-            tally("a", 8, &[("s1", 100.0), ("s2", 200.0), ("s3", 150.0)]),
-            tally("b", 9, &[("s1", 99.0), ("s2", 198.0), ("s3", 148.5)]),
-        ];
+        let close =
+            [tally("a", 8, &[("s1", 100.0), ("s2", 200.0), ("s3", 150.0)]), tally("b", 9, &[("s1", 99.0), ("s2", 198.0), ("s3", 148.5)])];
         assert_eq!(elect(&close, Some("a"), &p).unwrap().kernel_sha256, "a");
         assert_eq!(elect(&close, None, &p).unwrap().kernel_sha256, "b");
         // A clear lead in the votes wins whatever the (possibly faked) times say.
@@ -160,10 +157,8 @@ mod tests {
         assert_eq!(elect(&landslide, Some("a"), &p).unwrap().kernel_sha256, "b");
         // Clearly faster in the sessions that timed both, though the devices
         // themselves differ twofold: b takes over.
-        let clear = [
-            tally("a", 8, &[("s1", 100.0), ("s2", 200.0), ("s3", 150.0)]),
-            tally("b", 9, &[("s1", 80.0), ("s2", 161.0), ("s3", 119.0)]),
-        ];
+        let clear =
+            [tally("a", 8, &[("s1", 100.0), ("s2", 200.0), ("s3", 150.0)]), tally("b", 9, &[("s1", 80.0), ("s2", 161.0), ("s3", 119.0)])];
         assert_eq!(elect(&clear, Some("a"), &p).unwrap().kernel_sha256, "b");
         // A faster kernel without the votes does not win.
         let unvoted = [tally("a", 15, &[("s1", 100.0), ("s2", 100.0)]), tally("b", 8, &[("s1", 50.0), ("s2", 50.0)])];

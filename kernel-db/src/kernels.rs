@@ -27,19 +27,14 @@ impl Db {
 
     /// A kernel's bytes and target.
     pub async fn kernel_bytes(&self, sha256: &str) -> Result<Option<(Vec<u8>, String)>> {
-        let row = sqlx::query("SELECT bytes, target FROM kernels WHERE sha256 = $1")
-            .bind(sha256)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query("SELECT bytes, target FROM kernels WHERE sha256 = $1").bind(sha256).fetch_optional(&self.pool).await?;
         row.map(|r| -> Result<_> { Ok((r.try_get("bytes")?, r.try_get("target")?)) }).transpose()
     }
 
     /// A kernel's kind and metadata JSON.
     pub async fn kernel_meta(&self, sha256: &str) -> Result<Option<(KernelKind, String)>> {
-        let row = sqlx::query("SELECT op, shape, target, meta FROM kernels WHERE sha256 = $1")
-            .bind(sha256)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row =
+            sqlx::query("SELECT op, shape, target, meta FROM kernels WHERE sha256 = $1").bind(sha256).fetch_optional(&self.pool).await?;
         row.map(|r| -> Result<_> {
             Ok((KernelKind { op: r.try_get("op")?, shape: r.try_get("shape")?, target: r.try_get("target")? }, r.try_get("meta")?))
         })

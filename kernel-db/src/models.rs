@@ -56,7 +56,11 @@ impl Db {
         let rows = sqlx::query(sql).bind(model).bind(batch).bind(seq_len).bind(key).fetch_all(&self.pool).await?;
         rows.iter()
             .map(|r| -> Result<plan::LatencyRow> {
-                Ok(plan::LatencyRow { session_id: r.try_get("session_id")?, target: r.try_get("target")?, median_ms: r.try_get("median_ms")? })
+                Ok(plan::LatencyRow {
+                    session_id: r.try_get("session_id")?,
+                    target: r.try_get("target")?,
+                    median_ms: r.try_get("median_ms")?,
+                })
             })
             .collect()
     }

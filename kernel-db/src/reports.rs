@@ -1,12 +1,15 @@
 //! Reports, their raw measurements, flags, and the re-election of winners
 //! that each report or flag triggers, in the same transaction.
 
-use sqlx::Row;
 use sqlx::AnyConnection;
+use sqlx::Row;
 use sqlx::any::Any;
 
 use crate::elect::elect;
-use crate::{Backend, Db, DbError, DeviceKeys, KernelKind, Level, NewReport, RecordedReport, Result, Tally, VotePolicy, Winner, now_ms, random_id, ranked_weight};
+use crate::{
+    Backend, Db, DbError, DeviceKeys, KernelKind, Level, NewReport, RecordedReport, Result, Tally, VotePolicy, Winner, now_ms, random_id,
+    ranked_weight,
+};
 
 // Each level filters on its own column; the SQL must be static text, so the
 // three variants are spelled out by one macro.
@@ -59,7 +62,7 @@ impl Db {
             if kind != report.kind {
                 return Err(DbError::WrongKind { kernel: e.kernel_sha256.clone(), is: kind, reported: report.kind.clone() });
             }
-            if ticket_used(&mut *tx, &e.ticket).await? {
+            if ticket_used(&mut tx, &e.ticket).await? {
                 return Err(DbError::TicketReused(e.kernel_sha256.clone()));
             }
         }
@@ -198,20 +201,21 @@ impl Db {
     }
 
     /// Every kernel's tally at one key, from each session's latest report.
-    async fn tally_in(&self, tx: &mut sqlx::Transaction<'_, Any>, kind: &KernelKind, space: &str, level: Level, key: &str) -> Result<Vec<Tally>> {
+    async fn tally_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, Any>,
+        kind: &KernelKind,
+        space: &str,
+        level: Level,
+        key: &str,
+    ) -> Result<Vec<Tally>> {
         let (votes, flags) = match level {
             Level::Device => (votes_sql!("device_key"), flags_sql!("device_key")),
             Level::Arch => (votes_sql!("arch_key"), flags_sql!("arch_key")),
             _ => (votes_sql!("vendor_key"), flags_sql!("vendor_key")),
         };
-        let rows = sqlx::query(votes)
-            .bind(&kind.op)
-            .bind(&kind.shape)
-            .bind(&kind.target)
-            .bind(space)
-            .bind(key)
-            .fetch_all(&mut **tx)
-            .await?;
+        let rows =
+            sqlx::query(votes).bind(&kind.op).bind(&kind.shape).bind(&kind.target).bind(space).bind(key).fetch_all(&mut **tx).await?;
         // (session, report, created_at, kernel, weight, median)
         let mut votes: Vec<(String, String, i64, String, i64, f64)> = Vec::with_capacity(rows.len());
         for r in &rows {
@@ -234,7 +238,8 @@ impl Db {
         }
         let mut by_kernel: std::collections::BTreeMap<&str, Tally> = std::collections::BTreeMap::new();
         for v in votes.iter().filter(|v| latest.get(v.0.as_str()).is_some_and(|l| l.1 == v.1)) {
-            let t = by_kernel.entry(&v.3).or_insert_with(|| Tally { kernel_sha256: v.3.clone(), votes: 0, times: Vec::new(), flagged_by: 0 });
+            let t =
+                by_kernel.entry(&v.3).or_insert_with(|| Tally { kernel_sha256: v.3.clone(), votes: 0, times: Vec::new(), flagged_by: 0 });
             t.votes += v.4;
             t.times.push((v.0.clone(), v.5));
         }
@@ -269,12 +274,21 @@ impl Db {
     /// measurement or a flag is refused with [`DbError::TicketReused`], so
     /// one ticket flags at most once and never after it voted.
     #[allow(clippy::too_many_arguments)]
-    pub async fn flag(&self, kernel: &str, kind: &KernelKind, keys: &DeviceKeys, session_id: &str, ticket: &str, reason: &str, policy: &VotePolicy) -> Result<()> {
+    pub async fn flag(
+        &self,
+        kernel: &str,
+        kind: &KernelKind,
+        keys: &DeviceKeys,
+        session_id: &str,
+        ticket: &str,
+        reason: &str,
+        policy: &VotePolicy,
+    ) -> Result<()> {
         let now = now_ms();
         let _w = self.write.lock().await;
         let mut tx = self.pool.begin().await?;
         self.serialise_writers(&mut tx).await?;
-        if ticket_used(&mut *tx, ticket).await? {
+        if ticket_used(&mut tx, ticket).await? {
             return Err(DbError::TicketReused(kernel.to_string()));
         }
         insert_flag(&mut tx, kernel, kind, keys, session_id, Some(ticket), reason, now).await?;

@@ -51,12 +51,10 @@ impl Db {
     }
 
     pub async fn session(&self, id: &str) -> Result<Option<Session>> {
-        let row = sqlx::query(
-            "SELECT id, device_key, arch_key, vendor_key, rho, created_at FROM sessions WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = sqlx::query("SELECT id, device_key, arch_key, vendor_key, rho, created_at FROM sessions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
         row.map(|r| -> Result<Session> {
             Ok(Session {
                 id: r.try_get("id")?,

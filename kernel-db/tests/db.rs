@@ -83,7 +83,11 @@ async fn votes_and_fallback(db: Db) {
     // A second session agrees: a wins at every level, 5 + 5 votes of 24.
     let rec = db.record_report(&report(&s2, "sp", &[&a, &b, &c]), &k1, &POLICY).await.unwrap();
     assert_eq!(rec.winners.len(), 3);
-    assert!(rec.winners.iter().all(|w| w.kernel_sha256 == a && w.votes == 10 && w.total_votes == 24 && w.reports == 2), "{:?}", rec.winners);
+    assert!(
+        rec.winners.iter().all(|w| w.kernel_sha256 == a && w.votes == 10 && w.total_votes == 24 && w.reports == 2),
+        "{:?}",
+        rec.winners
+    );
     let best = db.best(&kind(), &k1, Some("sp")).await.unwrap().unwrap();
     assert_eq!((best.winner.level, best.winner.kernel_sha256.as_str()), (Level::Device, a.as_str()));
     assert_eq!(best.meta_json, "{\"n\":1}");
@@ -130,7 +134,10 @@ async fn votes_and_fallback(db: Db) {
     assert_eq!(db.best(&kind(), &k1, Some("sp")).await.unwrap().unwrap().winner.kernel_sha256, b, "one flag is not enough");
     db.flag(&b, &kind(), &k1, &s2, "flag-ticket-2", "server-check", &POLICY).await.unwrap();
     // A ticket flags once, and one already spent on a measurement never flags.
-    assert!(matches!(db.flag(&b, &kind(), &k1, &s2, "flag-ticket-2", "server-check", &POLICY).await, Err(webtune_kernel_db::DbError::TicketReused(_))));
+    assert!(matches!(
+        db.flag(&b, &kind(), &k1, &s2, "flag-ticket-2", "server-check", &POLICY).await,
+        Err(webtune_kernel_db::DbError::TicketReused(_))
+    ));
     assert!(matches!(
         db.flag(&c, &kind(), &k1, &s1, &bad.entries[0].ticket, "server-check", &POLICY).await,
         Err(webtune_kernel_db::DbError::TicketReused(_))

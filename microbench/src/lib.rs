@@ -278,7 +278,9 @@ impl SettingsFile {
 
 /// A Markdown table of the reports.
 pub fn table(reports: &[PrimitiveReport]) -> String {
-    let mut out = String::from("| primitive | engine | winner | time ratio of each setting to the winner | beyond noise | verdict |\n|---|---|---|---|---|---|\n");
+    let mut out = String::from(
+        "| primitive | engine | winner | time ratio of each setting to the winner | beyond noise | verdict |\n|---|---|---|---|---|---|\n",
+    );
     for r in reports {
         let verdict = match &r.verdict {
             Verdict::Consistent { setting } => format!("consistent: {setting}"),

@@ -92,9 +92,9 @@ pub(crate) fn build(src: &mut Source, progress: &mut dyn FnMut(&str)) -> Result<
     let missing = |f: &str, why: &str| ModelError::Source(format!("{f} is missing from {describe}: {why}"));
     let config_bytes = src.read("config.json", JSON_LIMIT)?.ok_or_else(|| missing("config.json", "it holds the model's dimensions"))?;
     let config = parse_config(&json("config.json", &config_bytes)?)?;
-    let tokenizer = src
-        .read("tokenizer.json", JSON_LIMIT)?
-        .ok_or_else(|| missing("tokenizer.json", "webtune tokenises with the model's own tokenizer.json (Hugging Face tokenizers format)"))?;
+    let tokenizer = src.read("tokenizer.json", JSON_LIMIT)?.ok_or_else(|| {
+        missing("tokenizer.json", "webtune tokenises with the model's own tokenizer.json (Hugging Face tokenizers format)")
+    })?;
     check_tokenizer(&tokenizer)?;
     let (pooling, normalize) = sentence_transformers(src, &config)?;
     let max_seq_length = max_seq_length(src, &config)?;
@@ -110,7 +110,8 @@ pub(crate) fn build(src: &mut Source, progress: &mut dyn FnMut(&str)) -> Result<
 pub(crate) fn parse_config(v: &Value) -> Result<BertConfig, ModelError> {
     let bad = |why: String| ModelError::Invalid(format!("config.json: {why}"));
     let obj = v.as_object().ok_or_else(|| bad("expected a JSON object".into()))?;
-    let archs: Vec<&str> = obj.get("architectures").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let archs: Vec<&str> =
+        obj.get("architectures").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
     let model_type = obj.get("model_type").and_then(Value::as_str);
     if !(archs.contains(&"BertModel") || model_type == Some("bert")) {
         let name = archs.first().copied().or(model_type).unwrap_or("(none given)");
@@ -137,7 +138,10 @@ pub(crate) fn parse_config(v: &Value) -> Result<BertConfig, ModelError> {
         type_vocab_size: int("type_vocab_size", Some(2))?,
         layer_norm_eps: match obj.get("layer_norm_eps") {
             None => 1e-12,
-            Some(x) => x.as_f64().filter(|e| *e > 0.0 && *e < 1.0).ok_or_else(|| bad(format!("`layer_norm_eps` must be a number in (0, 1), got {x}")))?,
+            Some(x) => x
+                .as_f64()
+                .filter(|e| *e > 0.0 && *e < 1.0)
+                .ok_or_else(|| bad(format!("`layer_norm_eps` must be a number in (0, 1), got {x}")))?,
         },
         hidden_act: match obj.get("hidden_act") {
             None => "gelu".to_string(),
@@ -151,10 +155,7 @@ pub(crate) fn parse_config(v: &Value) -> Result<BertConfig, ModelError> {
         return Err(bad(format!("position_embedding_type {p} is not supported; webtune runs absolute position embeddings")));
     }
     if !c.hidden_size.is_multiple_of(c.num_attention_heads) {
-        return Err(bad(format!(
-            "hidden_size {} is not a multiple of num_attention_heads {}",
-            c.hidden_size, c.num_attention_heads
-        )));
+        return Err(bad(format!("hidden_size {} is not a multiple of num_attention_heads {}", c.hidden_size, c.num_attention_heads)));
     }
     Ok(c)
 }
@@ -189,15 +190,13 @@ fn sentence_transformers(src: &mut Source, c: &BertConfig) -> Result<(Pooling, b
             "Pooling" => {
                 let dir = m.get("path").and_then(Value::as_str).ok_or_else(|| bad(format!("module {i} (Pooling) has no `path`")))?;
                 let file = format!("{}/config.json", dir.trim_end_matches('/'));
-                let pc = src.read(&file, JSON_LIMIT)?.ok_or_else(|| {
-                    ModelError::Source(format!("modules.json lists a Pooling module at `{dir}`, but {file} is missing"))
-                })?;
+                let pc = src
+                    .read(&file, JSON_LIMIT)?
+                    .ok_or_else(|| ModelError::Source(format!("modules.json lists a Pooling module at `{dir}`, but {file} is missing")))?;
                 pooling = parse_pooling(&file, &json(&file, &pc)?, c)?;
             }
             _ => {
-                return Err(bad(format!(
-                    "module `{ty}` is not supported; webtune runs Transformer, Pooling (mean or cls) and Normalize"
-                )));
+                return Err(bad(format!("module `{ty}` is not supported; webtune runs Transformer, Pooling (mean or cls) and Normalize")));
             }
         }
     }
@@ -336,12 +335,7 @@ impl Reader<'_, '_> {
         };
         let (expected, why) = expected_shape(name, self.config);
         if view.shape() != expected.as_slice() {
-            return Err(ModelError::Shape {
-                name: found,
-                expected,
-                got: view.shape().to_vec(),
-                why: format!("{why} from config.json"),
-            });
+            return Err(ModelError::Shape { name: found, expected, got: view.shape().to_vec(), why: format!("{why} from config.json") });
         }
         let data = view.data();
         let values = match view.dtype() {
@@ -376,7 +370,12 @@ impl Blob {
         debug_assert_eq!(shape.iter().product::<usize>(), values.len());
         let pad = self.bytes.len().next_multiple_of(ALIGN) - self.bytes.len();
         self.bytes.extend(std::iter::repeat_n(0u8, pad));
-        self.tensors.push(TensorEntry { name: name.to_string(), dtype: "f32".into(), shape: shape.to_vec(), offset: self.bytes.len() as u64 });
+        self.tensors.push(TensorEntry {
+            name: name.to_string(),
+            dtype: "f32".into(),
+            shape: shape.to_vec(),
+            offset: self.bytes.len() as u64,
+        });
         self.bytes.reserve(values.len() * 4);
         for v in values {
             self.bytes.extend_from_slice(&v.to_le_bytes());
@@ -460,7 +459,10 @@ mod tests {
         );
         let mut v = minilm();
         v["hidden_act"] = json!("gelu_new");
-        assert_eq!(parse_config(&v).unwrap_err().to_string(), "config.json: hidden_act \"gelu_new\" is not supported; webtune runs the exact GELU (\"gelu\")");
+        assert_eq!(
+            parse_config(&v).unwrap_err().to_string(),
+            "config.json: hidden_act \"gelu_new\" is not supported; webtune runs the exact GELU (\"gelu\")"
+        );
         let mut v = minilm();
         v["num_attention_heads"] = json!(5);
         assert_eq!(parse_config(&v).unwrap_err().to_string(), "config.json: hidden_size 384 is not a multiple of num_attention_heads 5");

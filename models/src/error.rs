@@ -40,9 +40,7 @@ pub enum ModelError {
     #[error("tensor `{name}` has dtype {dtype}; webtune imports F32 weights (F16 and BF16 are widened to F32)")]
     Dtype { name: String, dtype: String },
     /// A model name that is not a valid store name.
-    #[error(
-        "model name `{0}` is not valid: use 1 to 64 of a-z, 0-9, `.` and `-`, starting and ending with a letter or digit"
-    )]
+    #[error("model name `{0}` is not valid: use 1 to 64 of a-z, 0-9, `.` and `-`, starting and ending with a letter or digit")]
     Name(String),
 }
 

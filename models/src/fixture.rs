@@ -135,18 +135,28 @@ pub fn tokenizer_json() -> Value {
 /// The sentence-transformers files of all-MiniLM-L6-v2's layout.
 pub fn sentence_transformers_files() -> Vec<(&'static str, Value)> {
     vec![
-        ("modules.json", json!([
+        (
+            "modules.json",
+            json!([
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
             {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}])),
-        ("1_Pooling/config.json", json!({"word_embedding_dimension": H, "pooling_mode_cls_token": false,
-            "pooling_mode_mean_tokens": true, "pooling_mode_max_tokens": false, "pooling_mode_mean_sqrt_len_tokens": false})),
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]),
+        ),
+        (
+            "1_Pooling/config.json",
+            json!({"word_embedding_dimension": H, "pooling_mode_cls_token": false,
+            "pooling_mode_mean_tokens": true, "pooling_mode_max_tokens": false, "pooling_mode_mean_sqrt_len_tokens": false}),
+        ),
         ("sentence_bert_config.json", json!({"max_seq_length": 32, "do_lower_case": false})),
     ]
 }
 
 /// A complete model directory: (relative path, bytes) of every file.
-pub fn model_files(config: &Value, tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, sentence_transformers: bool) -> Vec<(String, Vec<u8>)> {
+pub fn model_files(
+    config: &Value,
+    tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>,
+    sentence_transformers: bool,
+) -> Vec<(String, Vec<u8>)> {
     let mut files = vec![
         ("config.json".to_string(), serde_json::to_vec_pretty(config).unwrap()),
         ("model.safetensors".to_string(), safetensors_bytes(tensors, Dtype::F32)),

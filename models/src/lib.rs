@@ -65,10 +65,7 @@ pub fn import(path: &Path, name: Option<&str>, store: &Store, progress: &mut dyn
         None => {
             let n = source::default_name(path);
             if !is_model_name(&n) {
-                return Err(ModelError::Invalid(format!(
-                    "cannot derive a model name from `{}`; give one with --name",
-                    path.display()
-                )));
+                return Err(ModelError::Invalid(format!("cannot derive a model name from `{}`; give one with --name", path.display())));
             }
             n
         }

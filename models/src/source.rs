@@ -57,9 +57,7 @@ impl Source {
         if !is_relative_inside(rel) {
             return Err(ModelError::Source(format!("`{rel}` is not a path inside the model directory")));
         }
-        let too_large = |size: u64| {
-            ModelError::Source(format!("{rel} is {size} bytes, more than the {limit} webtune reads"))
-        };
+        let too_large = |size: u64| ModelError::Source(format!("{rel} is {size} bytes, more than the {limit} webtune reads"));
         match self {
             Source::Dir { root } => {
                 let p = root.join(rel);
@@ -102,10 +100,7 @@ impl Source {
 
 /// Whether `rel` stays inside the directory it is relative to.
 fn is_relative_inside(rel: &str) -> bool {
-    !rel.is_empty()
-        && !rel.starts_with('/')
-        && !rel.contains('\\')
-        && rel.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+    !rel.is_empty() && !rel.starts_with('/') && !rel.contains('\\') && rel.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
 }
 
 /// The model directories among `names` (file paths, `/`-separated): every

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use webtune_models::fixture::*;
 use serde_json::json;
+use webtune_models::fixture::*;
 use webtune_models::{BundleLayout, Manifest, ModelError, Pooling, Store, import, read_bundle_tensor};
 
 type Tensors = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
@@ -45,7 +45,12 @@ fn assert_round_trip(store: &Store, m: &Manifest, src: &Tensors) {
         for i in 0..H {
             for (j, x) in ["query", "key", "value"].iter().enumerate() {
                 for o in 0..H {
-                    assert_eq!(qkv[i * 3 * H + j * H + o], at(src, &format!("{p}attention.self.{x}.weight"), o, i), "{b}qkv.weight[{i}, {}]", j * H + o);
+                    assert_eq!(
+                        qkv[i * 3 * H + j * H + o],
+                        at(src, &format!("{p}attention.self.{x}.weight"), o, i),
+                        "{b}qkv.weight[{i}, {}]",
+                        j * H + o
+                    );
                 }
             }
         }
@@ -53,7 +58,9 @@ fn assert_round_trip(store: &Store, m: &Manifest, src: &Tensors) {
         for (j, x) in ["query", "key", "value"].iter().enumerate() {
             assert_eq!(&bias[j * H..(j + 1) * H], src[&format!("{p}attention.self.{x}.bias")].1.as_slice());
         }
-        for (bundle, hf, rows, cols) in [("attn_out", "attention.output.dense", H, H), ("ffn_in", "intermediate.dense", H, I), ("ffn_out", "output.dense", I, H)] {
+        for (bundle, hf, rows, cols) in
+            [("attn_out", "attention.output.dense", H, H), ("ffn_in", "intermediate.dense", H, I), ("ffn_out", "output.dense", I, H)]
+        {
             // Bundle [in, out] = rows × cols; source [out, in].
             let w = get(&format!("{b}{bundle}.weight"));
             for r in 0..rows {
@@ -294,7 +301,8 @@ fn defaults_without_sentence_transformers_files_and_other_layouts() {
     let m = import(&dir, Some("f16"), &store, &mut quiet()).unwrap().manifest;
     assert_eq!(m.pooling, Pooling::Cls);
     // F16 is widened exactly: the values are the source rounded to f16.
-    let rounded: Tensors = src.iter().map(|(k, (s, v))| (k.clone(), (s.clone(), v.iter().map(|x| half::f16::from_f32(*x).to_f32()).collect()))).collect();
+    let rounded: Tensors =
+        src.iter().map(|(k, (s, v))| (k.clone(), (s.clone(), v.iter().map(|x| half::f16::from_f32(*x).to_f32()).collect()))).collect();
     assert_round_trip(&store, &m, &rounded);
 }
 
@@ -311,7 +319,15 @@ fn the_real_minilm_wheel_imports() {
     assert_eq!((m.max_seq_length, m.pooling, m.normalize), (256, Pooling::Mean, true));
     let c = &m.config;
     assert_eq!(
-        (c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size, c.max_position_embeddings, c.type_vocab_size),
+        (
+            c.vocab_size,
+            c.hidden_size,
+            c.num_hidden_layers,
+            c.num_attention_heads,
+            c.intermediate_size,
+            c.max_position_embeddings,
+            c.type_vocab_size
+        ),
         (30522, 384, 6, 12, 1536, 512, 2)
     );
     assert_eq!(c.layer_norm_eps, 1e-12);
@@ -445,7 +461,9 @@ fn forward(m: &Manifest, get: &dyn Fn(&str) -> Vec<f32>, ids: &[usize]) -> Vec<f
             let (q0, k0, v0) = (hd * d, h + hd * d, 2 * h + hd * d);
             for i in 0..s {
                 let scores: Vec<f64> = (0..s)
-                    .map(|j| (0..d).map(|e| qkv[i * 3 * h + q0 + e] as f64 * qkv[j * 3 * h + k0 + e] as f64).sum::<f64>() / (d as f64).sqrt())
+                    .map(|j| {
+                        (0..d).map(|e| qkv[i * 3 * h + q0 + e] as f64 * qkv[j * 3 * h + k0 + e] as f64).sum::<f64>() / (d as f64).sqrt()
+                    })
                     .collect();
                 let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                 let e: Vec<f64> = scores.iter().map(|v| (v - max).exp()).collect();

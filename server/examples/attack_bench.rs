@@ -15,7 +15,7 @@
 //! ```
 
 #[path = "../tests/common/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod common;
 
 use std::net::{IpAddr, SocketAddr};
@@ -33,7 +33,8 @@ const SHAPE: &str = "8,16,8";
 
 fn rss_mib(pid: u32) -> f64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 1024.0
+    s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
+        / 1024.0
 }
 
 async fn connect_from(from: IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
@@ -55,19 +56,24 @@ async fn honest(url: String, i: u8, until: Instant) -> (Vec<Duration>, usize) {
     while Instant::now() < until {
         n += 1;
         let t = Instant::now();
-        let ok = if n % 10 == 0 {
+        let ok = if n.is_multiple_of(10) {
             if cands.is_empty() {
                 cands = try_queue(&http, &url, &sid, "matmul", SHAPE, "wgsl").await.unwrap_or_default();
             }
             match cands.pop() {
                 Some(c) => {
-                    let body = json!({"op": "matmul", "shape": op.shape(), "target": "wgsl", "entries": [entry(&op, &c, 40.0 + f64::from(i))]});
+                    let body =
+                        json!({"op": "matmul", "shape": op.shape(), "target": "wgsl", "entries": [entry(&op, &c, 40.0 + f64::from(i))]});
                     matches!(http.post(format!("{url}/v1/sessions/{sid}/reports")).json(&body).send().await, Ok(r) if r.status() == 200)
                 }
                 None => false,
             }
         } else {
-            let r = http.get(format!("{url}/v1/kernels/best")).query(&[("device_key", key.as_str()), ("op", "matmul"), ("shape", SHAPE), ("target", "wgsl")]).send().await;
+            let r = http
+                .get(format!("{url}/v1/kernels/best"))
+                .query(&[("device_key", key.as_str()), ("op", "matmul"), ("shape", SHAPE), ("target", "wgsl")])
+                .send()
+                .await;
             match r {
                 Ok(r) if r.status() == 200 => r.bytes().await.is_ok(),
                 _ => false,
@@ -104,7 +110,8 @@ async fn attack(kind: Attack, url: String, to: SocketAddr, until: Instant) -> us
                     tasks.push(tokio::spawn(async move {
                         let Ok(mut s) = connect_from(from, to).await else { return };
                         sent.fetch_add(1, Ordering::Relaxed);
-                        let head = "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n";
+                        let head =
+                            "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n";
                         if s.write_all(head.as_bytes()).await.is_err() {
                             return;
                         }

@@ -157,7 +157,9 @@ async fn slow_bodies_and_half_open_connections_cost_a_bounded_amount() {
     assert_eq!(metric(&http, &srv.url, "webtune_requests_in_flight").await, 1, "slots stayed taken (1 is this request)");
     assert!(metric(&http, &srv.url, "webtune_connections_open").await <= 2);
     let rss1 = rss_kib(pid);
-    eprintln!("RSS KiB: before {rss0}, during {rss_during}, after {rss1}; slow bodies opened {opened}, cut {cut}; honest {n} requests, slowest {slowest:?}");
+    eprintln!(
+        "RSS KiB: before {rss0}, during {rss_during}, after {rss1}; slow bodies opened {opened}, cut {cut}; honest {n} requests, slowest {slowest:?}"
+    );
     assert!(rss_during < rss0 + 64 * 1024, "RSS rose from {rss0} to {rss_during} KiB");
     assert!(rss1 < rss0 + 32 * 1024, "RSS stayed at {rss1} KiB after the attack (baseline {rss0})");
 }

@@ -46,7 +46,16 @@ fn bad_input_is_one_line_and_non_zero() {
         (&["--op", "matmul_q4", "--shape", "1,40,4", "--target", "wasm", "--default"], "multiple of 32"),
         (&["--op", "matmul", "--shape", "4,4,4", "--target", "wasm"], "--default"),
         (
-            &["--op", "matmul", "--shape", "4,4,4", "--target", "wasm", "--config", r#"{"x0":4,"y0":6,"r0":1,"x1":4,"y1":12,"r1":1,"vectorize":4}"#],
+            &[
+                "--op",
+                "matmul",
+                "--shape",
+                "4,4,4",
+                "--target",
+                "wasm",
+                "--config",
+                r#"{"x0":4,"y0":6,"r0":1,"x1":4,"y1":12,"r1":1,"vectorize":4}"#,
+            ],
             "schedule field `y0`",
         ),
         (&["--op", "matmul", "--shape", "4,4,4", "--target", "wasm", "--config", "{not json"], "schedule JSON"),

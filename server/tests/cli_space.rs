@@ -61,7 +61,11 @@ fn fingerprint_file_and_settings_file() {
     let dir = std::env::temp_dir().join(format!("webtune-cli-space-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let fp = dir.join("fp.json");
-    std::fs::write(&fp, r#"{"adapter": {"vendor": "NVIDIA", "architecture": "hopper", "description": "NVIDIA H100 80GB HBM3"}, "extra": [1, 2]}"#).unwrap();
+    std::fs::write(
+        &fp,
+        r#"{"adapter": {"vendor": "NVIDIA", "architecture": "hopper", "description": "NVIDIA H100 80GB HBM3"}, "extra": [1, 2]}"#,
+    )
+    .unwrap();
     let f = fp.to_str().unwrap();
     let from_file = stats(&["--op", "matmul", "--shape", "384,768,768", "--target", "wgsl", "--device", f]);
     let preset = stats(&["--op", "matmul", "--shape", "384,768,768", "--target", "wgsl", "--device", "h100"]);
@@ -91,7 +95,10 @@ fn bad_input_is_one_line_and_non_zero() {
         (&["--op", "conv2d", "--shape", "1,2,3", "--target", "wasm", "--device", "h100"], "unknown op `conv2d`"),
         (&["--op", "matmul", "--shape", "4,4,4", "--target", "cuda", "--device", "h100"], "unknown target `cuda`"),
         (&["--op", "matmul", "--shape", "4,4,4", "--target", "wasm", "--device", "no-such-device"], "neither a file nor a preset"),
-        (&["--op", "matmul", "--shape", "4,4,4", "--target", "wgsl", "--device", "h100", "--settings", "/nonexistent/s.json"], "reading settings file"),
+        (
+            &["--op", "matmul", "--shape", "4,4,4", "--target", "wgsl", "--device", "h100", "--settings", "/nonexistent/s.json"],
+            "reading settings file",
+        ),
         // Issue 23: clap's own errors, huge dimensions and endless files.
         (&["--op", "matmul", "--shape", "-1,4,4", "--target", "wasm", "--device", "h100"], "not a positive integer"),
         (&["--op", "matmul", "--shape", "4,4,4", "--target", "wasm"], "--device"),

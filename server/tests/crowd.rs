@@ -16,7 +16,10 @@ async fn thirty_percent_liars_do_not_change_the_winner() {
     assert_eq!(out.winner_level, "device");
     // Every kind of lie was refused for what it is.
     assert!(out.refused.get(&422).copied().unwrap_or(0) >= 10, "wrong samples must be refused: {out:?}");
-    assert!(out.refused.get(&403).copied().unwrap_or(0) + out.refused.get(&409).copied().unwrap_or(0) >= 1, "replays must be refused: {out:?}");
+    assert!(
+        out.refused.get(&403).copied().unwrap_or(0) + out.refused.get(&409).copied().unwrap_or(0) >= 1,
+        "replays must be refused: {out:?}"
+    );
     assert!(out.refused.get(&429).copied().unwrap_or(0) >= 1, "floods must be rate limited: {out:?}");
     assert!(out.accepted >= 140, "honest reports must be accepted: {out:?}");
 }

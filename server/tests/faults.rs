@@ -19,7 +19,12 @@ const TARGET: &str = "wgsl";
 /// id when the server acknowledged it.
 async fn one_report(http: &reqwest::Client, url: &str, i: usize) -> Option<String> {
     let op = Op::parse(OP, SHAPE).unwrap();
-    let r = http.post(format!("{url}/v1/sessions")).json(&json!({"fingerprint": gpu_fingerprint("nvidia", "hopper", &format!("dev{}", i % 3))})).send().await.ok()?;
+    let r = http
+        .post(format!("{url}/v1/sessions"))
+        .json(&json!({"fingerprint": gpu_fingerprint("nvidia", "hopper", &format!("dev{}", i % 3))}))
+        .send()
+        .await
+        .ok()?;
     let sid = r.json::<serde_json::Value>().await.ok()?["session_id"].as_str()?.to_string();
     let q = try_queue(http, url, &sid, OP, SHAPE, TARGET).await?;
     let body = json!({"op": OP, "shape": op.shape(), "target": TARGET, "entries": [entry(&op, &q[i % q.len()], 50.0 + i as f64)]});
@@ -156,7 +161,12 @@ async fn overload_is_refused_with_4xx_not_a_crash() {
     // A flood of sessions from one address meets the rate limit.
     let mut limited = None;
     for _ in 0..40 {
-        let r = http.post(format!("{}/v1/sessions", srv.url)).json(&json!({"fingerprint": gpu_fingerprint("a", "b", "c")})).send().await.unwrap();
+        let r = http
+            .post(format!("{}/v1/sessions", srv.url))
+            .json(&json!({"fingerprint": gpu_fingerprint("a", "b", "c")}))
+            .send()
+            .await
+            .unwrap();
         if r.status() == 429 {
             limited = Some(r.headers().get("retry-after").map(|v| v.to_str().unwrap().to_string()));
             break;

@@ -186,7 +186,8 @@ async fn the_command_line_imports_lists_and_serves() {
 
 /// A request with a JSON body; (status, body as JSON).
 async fn send(app: &Arc<App>, method: &str, path: &str, body: Value) -> (StatusCode, Value) {
-    let req = Request::builder().method(method).uri(path).header("content-type", "application/json").body(Body::from(body.to_string())).unwrap();
+    let req =
+        Request::builder().method(method).uri(path).header("content-type", "application/json").body(Body::from(body.to_string())).unwrap();
     let res = router(app.clone()).oneshot(req).await.unwrap();
     let status = res.status();
     let bytes = to_bytes(res.into_body(), usize::MAX).await.unwrap();
@@ -194,13 +195,20 @@ async fn send(app: &Arc<App>, method: &str, path: &str, body: Value) -> (StatusC
 }
 
 async fn session(app: &Arc<App>, device: &str) -> (String, String) {
-    let (st, v) = send(app, "POST", "/v1/sessions", serde_json::json!({"fingerprint": common::gpu_fingerprint("NVIDIA", "hopper", device)})).await;
+    let (st, v) =
+        send(app, "POST", "/v1/sessions", serde_json::json!({"fingerprint": common::gpu_fingerprint("NVIDIA", "hopper", device)})).await;
     assert_eq!(st, 201, "{v}");
     (v["session_id"].as_str().unwrap().to_string(), v["device_key"].as_str().unwrap().to_string())
 }
 
 async fn report_latency(app: &Arc<App>, sid: &str, target: &str, ms: f64) -> (StatusCode, Value) {
-    send(app, "POST", "/v1/models/tiny-bert/latency", serde_json::json!({"session_id": sid, "target": target, "batch": 2, "seq_len": 16, "median_ms": ms, "runs": 10})).await
+    send(
+        app,
+        "POST",
+        "/v1/models/tiny-bert/latency",
+        serde_json::json!({"session_id": sid, "target": target, "batch": 2, "seq_len": 16, "median_ms": ms, "runs": 10}),
+    )
+    .await
 }
 
 async fn plan(app: &Arc<App>, key: &str) -> Value {
@@ -224,17 +232,28 @@ async fn the_plan_follows_the_measured_latencies_per_device_class() {
     let p = plan(&app, &key).await;
     assert_eq!(p["target"], Value::Null);
     assert!(p["reason"].as_str().unwrap().starts_with("no latency reports for tiny-bert at batch 2, seq_len 16"), "{p}");
-    let kernels: Vec<(String, Value)> = p["kernels"].as_array().unwrap().iter().map(|k| (k["name"].as_str().unwrap().to_string(), k["shape"].clone())).collect();
+    let kernels: Vec<(String, Value)> =
+        p["kernels"].as_array().unwrap().iter().map(|k| (k["name"].as_str().unwrap().to_string(), k["shape"].clone())).collect();
     assert_eq!(
         kernels,
-        [("qkv", [32, 32, 96].as_slice()), ("scores", &[8, 16, 8, 16]), ("context", &[8, 16, 16, 8]), ("attn_out", &[32, 32, 32]), ("ffn_in", &[32, 32, 64]), ("ffn_out", &[32, 64, 32])]
-            .map(|(n, s)| (n.to_string(), serde_json::json!(s)))
+        [
+            ("qkv", [32, 32, 96].as_slice()),
+            ("scores", &[8, 16, 8, 16]),
+            ("context", &[8, 16, 16, 8]),
+            ("attn_out", &[32, 32, 32]),
+            ("ffn_in", &[32, 32, 64]),
+            ("ffn_out", &[32, 64, 32])
+        ]
+        .map(|(n, s)| (n.to_string(), serde_json::json!(s)))
     );
     assert_eq!(p["layers"], 2);
     assert_eq!(p["kernels"][1]["best"]["webgpu"], format!("/v1/kernels/best?device_key={key}&op=batch_matmul&shape=8,16,8,16&target=wgsl"));
     // The FFN's first product is the fused kernel the runtime runs, its `+` escaped.
     assert_eq!(p["kernels"][4]["op"], "matmul+bias+gelu");
-    assert_eq!(p["kernels"][4]["best"]["wasm"], format!("/v1/kernels/best?device_key={key}&op=matmul%2Bbias%2Bgelu&shape=32,32,64&target=wasm"));
+    assert_eq!(
+        p["kernels"][4]["best"]["wasm"],
+        format!("/v1/kernels/best?device_key={key}&op=matmul%2Bbias%2Bgelu&shape=32,32,64&target=wasm")
+    );
 
     // Reports: the device key comes from the session.
     let (st, v) = report_latency(&app, &s1, "wasm", 60.0).await;
@@ -251,8 +270,18 @@ async fn the_plan_follows_the_measured_latencies_per_device_class() {
     }
     let p = plan(&app, &key).await;
     assert_eq!((p["target"].as_str(), p["level"].as_str()), (Some("wasm"), Some("device")), "{p}");
-    let t: Vec<(String, f64, u64, u64)> = p["targets"].as_array().unwrap().iter()
-        .map(|t| (t["target"].as_str().unwrap().into(), t["median_ms"].as_f64().unwrap(), t["sessions"].as_u64().unwrap(), t["reports"].as_u64().unwrap()))
+    let t: Vec<(String, f64, u64, u64)> = p["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["target"].as_str().unwrap().into(),
+                t["median_ms"].as_f64().unwrap(),
+                t["sessions"].as_u64().unwrap(),
+                t["reports"].as_u64().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(t, [("wasm".to_string(), 65.0, 2, 2), ("webgpu".to_string(), 265.0, 2, 6)]);
     assert_eq!(p["reason"], format!("wasm is faster at batch 2, seq_len 16 on device `{key}`: median 65.0 ms against 265.0 ms"));

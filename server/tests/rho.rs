@@ -20,7 +20,11 @@ async fn rho_pairs_are_compiled_kernels_and_the_bits_reach_the_key() {
     assert_eq!(r["margin"], webtune_tuner::RHO_MARGIN);
     for (p, w) in pairs.iter().zip(&want) {
         assert_eq!(p["name"], w.name);
-        let op = Op::parse(p["op"].as_str().unwrap(), &p["shape"].as_array().unwrap().iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")).unwrap();
+        let op = Op::parse(
+            p["op"].as_str().unwrap(),
+            &p["shape"].as_array().unwrap().iter().map(|d| d.to_string()).collect::<Vec<_>>().join(","),
+        )
+        .unwrap();
         for (side, schedule) in [("base", &w.base), ("variant", &w.variant)] {
             // The bytes served are the compiler's for that schedule, exactly.
             let k = compile(&op, Target::Wasm, schedule).unwrap();

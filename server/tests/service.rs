@@ -38,12 +38,7 @@ async fn scenario(db_url: String) {
     let etag = r.headers()["etag"].to_str().unwrap().to_string();
     let bytes = r.bytes().await.unwrap();
     assert_eq!(webtune_compiler::kernel::sha256_hex(&bytes), default_sha);
-    let r = http
-        .get(format!("{}{}", srv.url, b["url"].as_str().unwrap()))
-        .header("if-none-match", &etag)
-        .send()
-        .await
-        .unwrap();
+    let r = http.get(format!("{}{}", srv.url, b["url"].as_str().unwrap())).header("if-none-match", &etag).send().await.unwrap();
     assert_eq!(r.status(), 304);
 
     // Device 1 tunes: every candidate carries its own ticket and check positions.
@@ -68,7 +63,8 @@ async fn scenario(db_url: String) {
     let (s2, v2) = open_session(&http, &srv.url, &fp).await;
     assert_eq!(v2["device_key"], key.as_str());
     let q2 = queue(&http, &srv.url, &s2, OP, SHAPE, TARGET).await;
-    let (st, body) = report(&http, &srv.url, &s2, &op, TARGET, vec![entry(&op, find(&q2, &x), 11.0), entry(&op, find(&q2, &y), 21.0)]).await;
+    let (st, body) =
+        report(&http, &srv.url, &s2, &op, TARGET, vec![entry(&op, find(&q2, &x), 11.0), entry(&op, find(&q2, &y), 21.0)]).await;
     assert_eq!(st, 200, "{body}");
     let b = best(&http, &srv.url, &key, OP, SHAPE, TARGET).await;
     assert_eq!(b["level"], "device", "{b}");
@@ -100,7 +96,9 @@ async fn scenario(db_url: String) {
     for i in 0..3 {
         let (s, _) = open_session(&http, &srv.url, &fp).await;
         let q = queue(&http, &srv.url, &s, OP, SHAPE, TARGET).await;
-        let (st, body) = report(&http, &srv.url, &s, &op, TARGET, vec![entry(&op, find(&q, &y), 5.0 + i as f64 * 0.01), entry(&op, find(&q, &x), 11.0)]).await;
+        let (st, body) =
+            report(&http, &srv.url, &s, &op, TARGET, vec![entry(&op, find(&q, &y), 5.0 + i as f64 * 0.01), entry(&op, find(&q, &x), 11.0)])
+                .await;
         assert_eq!(st, 200, "{body}");
     }
     let b = best(&http, &srv.url, &key, OP, SHAPE, TARGET).await;

@@ -195,9 +195,9 @@ pub enum FingerprintError {
 impl fmt::Display for FingerprintError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FingerprintError::NotAnObject => f.write_str(
-                "fingerprint must be a JSON object, e.g. {\"target\": \"wgsl\", \"adapter\": {\"vendor\": \"nvidia\"}}",
-            ),
+            FingerprintError::NotAnObject => {
+                f.write_str("fingerprint must be a JSON object, e.g. {\"target\": \"wgsl\", \"adapter\": {\"vendor\": \"nvidia\"}}")
+            }
             FingerprintError::BadRho(r) => {
                 write!(f, "fingerprint.rho `{r}` must be a string of 0 and 1 (one bit per primitive, at most {MAX_RHO})")
             }
@@ -238,12 +238,7 @@ impl DeviceKeys {
         if !rho.bytes().all(|b| b == b'0' || b == b'1') {
             return None;
         }
-        Some(DeviceKeys {
-            device_key: device_key.to_string(),
-            arch_key: format!("{vendor}/{arch}"),
-            vendor_key: vendor.to_string(),
-            rho,
-        })
+        Some(DeviceKeys { device_key: device_key.to_string(), arch_key: format!("{vendor}/{arch}"), vendor_key: vendor.to_string(), rho })
     }
 }
 
@@ -447,8 +442,8 @@ impl Fingerprint {
     pub fn gpu_limits(&self) -> GpuLimits {
         let cap = |v: Option<u64>, default: u32| v.filter(|&v| v > 0).map_or(default, |v| v.min(default as u64) as u32);
         let l = &self.limits;
-        let invocations = cap(l.max_compute_invocations_per_workgroup, DEFAULT_INVOCATIONS)
-            .min(cap(l.max_compute_workgroup_size_x, DEFAULT_INVOCATIONS));
+        let invocations =
+            cap(l.max_compute_invocations_per_workgroup, DEFAULT_INVOCATIONS).min(cap(l.max_compute_workgroup_size_x, DEFAULT_INVOCATIONS));
         GpuLimits { invocations, workgroup_bytes: cap(l.max_compute_workgroup_storage_size, DEFAULT_WORKGROUP_BYTES) }
     }
 

@@ -91,7 +91,6 @@
 //! limits (`Schedule::check`, the adapter's limits) remain, so the space is
 //! never empty.
 
-
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use webtune_compiler::op::OpKind;
@@ -321,10 +320,7 @@ struct GpuOrder {
 
 fn ragged(s: &Schedule, op: &Op) -> i64 {
     let (_, m, k, n) = op.bmkn();
-    [(m, s.x1), (n, s.y1), (k, s.r1), (s.x1.min(m), s.x0), (s.y1.min(n), s.y0)]
-        .iter()
-        .filter(|(d, t)| d % t != 0)
-        .count() as i64
+    [(m, s.x1), (n, s.y1), (k, s.r1), (s.x1.min(m), s.x0), (s.y1.min(n), s.y0)].iter().filter(|(d, t)| d % t != 0).count() as i64
 }
 
 /// The lite space for `op` on `target` for `device`, with the
@@ -514,11 +510,7 @@ fn register_tiles(xmax: u32, ymax: u32, x_cap: u32, y_cap: u32, vec4: bool, lane
                 // per multiply-add, x0 + y0/lanes for x0·y0/lanes); a side
                 // already at its dimension's size may fall short.
                 let ry = (y0 / lanes).max(1);
-                let ok = if lanes == 1 {
-                    y0 == x0 || y0 == 2 * x0
-                } else {
-                    ry == x0 || ry == 2 * x0 || x0 == 2 * ry
-                };
+                let ok = if lanes == 1 { y0 == x0 || y0 == 2 * x0 } else { ry == x0 || ry == 2 * x0 || x0 == 2 * ry };
                 let ok = ok || (x0 == xmax && ry > x0) || (y0 == ymax.min(y_cap) && x0 > ry);
                 if !ok {
                     continue;
@@ -605,7 +597,13 @@ fn gpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> V
                 let intensity = vec![-((x0 * y0) as i64), -(block_core as i64), ragged(&s, op), -(threads as i64)];
                 // Variants of one tile: staged and double-buffered first, then
                 // staged, then read straight from global memory.
-                let variant = if !s.cache_read { 2 } else if s.double_buffer { 0 } else { 1 };
+                let variant = if !s.cache_read {
+                    2
+                } else if s.double_buffer {
+                    0
+                } else {
+                    1
+                };
                 out.push(Cand { s, rank, gpu: Some(GpuOrder { intensity, variant }) });
             }
         }
@@ -959,7 +957,9 @@ mod tests {
     #[test]
     fn the_cpu_naive_space_holds_every_lite_candidate() {
         // Membership in naive_pairs_cpu's set, enumerated.
-        let member = |d: u32, t0: u32, t1: u32| (naive_tiles(d).contains(&t0) || (1..=d.min(16)).contains(&t0)) && t1 % t0 == 0 && t1 <= np2(d);
+        let member = |d: u32, t0: u32, t1: u32| {
+            (naive_tiles(d).contains(&t0) || (1..=d.min(16)).contains(&t0)) && t1.is_multiple_of(t0) && t1 <= np2(d)
+        };
         for d in [1, 7, 12, 40] {
             let count = (1..=np2(d)).flat_map(|a| (1..=np2(d)).map(move |b| (a, b))).filter(|&(a, b)| member(d, a, b)).count() as u64;
             assert_eq!(count, naive_pairs_cpu(d), "d = {d}");
@@ -968,7 +968,13 @@ mod tests {
         let settings = Settings::builtin(Target::Wasm);
         for preset in ["xeon-2core", "xeon-2core-native", "apple-m2", "pixel-8"] {
             let device = Device::from_fingerprint(&crate::presets::get(preset).unwrap()).unwrap();
-            for (kind, shape) in [("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("batch_matmul", "120,64,64,64"), ("matmul", "67,129,65")] {
+            for (kind, shape) in [
+                ("matmul", "384,768,768"),
+                ("matmul", "640,768,3072"),
+                ("batch_matmul", "12,384,384,64"),
+                ("batch_matmul", "120,64,64,64"),
+                ("matmul", "67,129,65"),
+            ] {
                 let op = Op::parse(kind, shape).unwrap();
                 let (_, m, k, n) = op.bmkn();
                 for c in lite_space(&op, Target::Wasm, &device, &settings).schedules {

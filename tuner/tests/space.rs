@@ -7,8 +7,7 @@ use webtune_compiler::{Op, Schedule, Target, compile};
 use webtune_tuner::{Device, Fingerprint, Settings, Space, extended_space, lite_space, presets};
 
 fn devices() -> Vec<Device> {
-    let mut out: Vec<Device> =
-        presets::names().into_iter().map(|n| Device::from_fingerprint(&presets::get(n).unwrap()).unwrap()).collect();
+    let mut out: Vec<Device> = presets::names().into_iter().map(|n| Device::from_fingerprint(&presets::get(n).unwrap()).unwrap()).collect();
     for text in [
         "{}",
         r#"{"target": "wgsl"}"#,
@@ -87,9 +86,15 @@ fn limits_and_settings_are_respected() {
     assert_ne!(off.checksum, full.checksum);
     // The rules checksum is one per op, target and settings, whatever the device.
     use webtune_tuner::rules_checksum;
-    assert_eq!(rules_checksum(&op, Target::Wgsl, &Settings::builtin(Target::Wgsl)), rules_checksum(&op, Target::Wgsl, &Settings::builtin(Target::Wgsl)));
+    assert_eq!(
+        rules_checksum(&op, Target::Wgsl, &Settings::builtin(Target::Wgsl)),
+        rules_checksum(&op, Target::Wgsl, &Settings::builtin(Target::Wgsl))
+    );
     assert_ne!(rules_checksum(&op, Target::Wgsl, &fixed), rules_checksum(&op, Target::Wgsl, &Settings::builtin(Target::Wgsl)));
-    assert_ne!(rules_checksum(&op, Target::Wasm, &Settings::builtin(Target::Wasm)), rules_checksum(&op, Target::Wgsl, &Settings::builtin(Target::Wgsl)));
+    assert_ne!(
+        rules_checksum(&op, Target::Wasm, &Settings::builtin(Target::Wasm)),
+        rules_checksum(&op, Target::Wgsl, &Settings::builtin(Target::Wgsl))
+    );
     // Relaxed SIMD only where the client has it.
     // B is packed for a browser's engine (V8), not for the native client's.
     let cpu = Device::from_fingerprint(&presets::get("xeon-2core").unwrap()).unwrap();
@@ -104,7 +109,8 @@ fn limits_and_settings_are_respected() {
 fn register_file_size_changes_the_cpu_space() {
     let op = Op::parse("matmul", "384,768,768").unwrap();
     let x86 = Device::from_fingerprint(&presets::get("xeon-2core").unwrap()).unwrap();
-    let arm = Device::from_fingerprint(&Fingerprint::from_json(r#"{"target": "wasm", "os": "Android", "relaxedSimd": true}"#).unwrap()).unwrap();
+    let arm =
+        Device::from_fingerprint(&Fingerprint::from_json(r#"{"target": "wasm", "os": "Android", "relaxedSimd": true}"#).unwrap()).unwrap();
     let (a, b) = (space(&op, Target::Wasm, &x86), space(&op, Target::Wasm, &arm));
     let biggest = |s: &Space| s.schedules.iter().map(|c| c.x0 * c.y0).max().unwrap();
     // 32 vector registers hold larger register tiles than 16.
@@ -139,8 +145,13 @@ fn each_cpu_register_tile_gets_l1_blocks_and_one_deep_k_block() {
 fn a_browser_engine_gets_register_tiles_that_never_spill_and_packed_blocks() {
     use webtune_compiler::schedule::LoopOrder;
     let x86 = Device::from_fingerprint(&presets::get("xeon-2core").unwrap()).unwrap();
-    let arm = Device::from_fingerprint(&Fingerprint::from_json(r#"{"target": "wasm", "os": "Android", "relaxedSimd": true, "browser": {"name": "Chrome"}}"#).unwrap()).unwrap();
-    for (kind, shape) in [("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("batch_matmul", "120,64,64,64")] {
+    let arm = Device::from_fingerprint(
+        &Fingerprint::from_json(r#"{"target": "wasm", "os": "Android", "relaxedSimd": true, "browser": {"name": "Chrome"}}"#).unwrap(),
+    )
+    .unwrap();
+    for (kind, shape) in
+        [("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("batch_matmul", "120,64,64,64")]
+    {
         let op = Op::parse(kind, shape).unwrap();
         let (_, m, k, n) = op.bmkn();
         for (dev, regs) in [(&x86, 15), (&arm, 28)] {
@@ -173,7 +184,12 @@ fn q4_decode_on_a_known_subgroup_width_gets_butterflies_with_their_fallbacks() {
     // First: two outputs per thread, a warp per output, r0 = 128 (K in one
     // step), the subgroup butterfly (the H100 search's best), then the same
     // schedule reducing in workgroup memory.
-    assert_eq!((s[0].y0, s[0].y1, s[0].split_k, s[0].r0, s[0].double_buffer, s[0].subgroup_reduce), (2, 2, 32, 128, false, true), "{:?}", s[0]);
+    assert_eq!(
+        (s[0].y0, s[0].y1, s[0].split_k, s[0].r0, s[0].double_buffer, s[0].subgroup_reduce),
+        (2, 2, 32, 128, false, true),
+        "{:?}",
+        s[0]
+    );
     assert_eq!(Schedule { subgroup_reduce: false, ..s[0].clone() }, s[1]);
     // Its double-buffered twin (r0 = 32, four steps) follows, since 128
     // divides K's steps evenly.
@@ -243,7 +259,8 @@ fn extended_space_puts_winners_first() {
 fn reversed(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::Object(m) => {
-            let parts: Vec<String> = m.iter().rev().map(|(k, v)| format!("{}:{}", serde_json::to_string(k).unwrap(), reversed(v))).collect();
+            let parts: Vec<String> =
+                m.iter().rev().map(|(k, v)| format!("{}:{}", serde_json::to_string(k).unwrap(), reversed(v))).collect();
             format!("{{{}}}", parts.join(","))
         }
         other => other.to_string(),

@@ -254,8 +254,7 @@ impl Mm<'_> {
         // The tile in locals: one variable per vector or scalar of C.
         let av: Vec<Vec<Handle<Var>>> =
             (0..rows).map(|r| (0..nv).map(|v| self.g.fresh(&format!("c{r}_{v}"), Ty::F32x4)).collect()).collect();
-        let sv: Vec<Vec<Handle<Var>>> =
-            (0..rows).map(|r| (0..ns).map(|j| self.g.fresh(&format!("s{r}_{j}"), Ty::F32)).collect()).collect();
+        let sv: Vec<Vec<Handle<Var>>> = (0..rows).map(|r| (0..ns).map(|j| self.g.fresh(&format!("s{r}_{j}"), Ty::F32)).collect()).collect();
         let mut out = Vec::new();
         for r in 0..rows {
             let row = self.g.plus_c(rg, r);

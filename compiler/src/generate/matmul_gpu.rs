@@ -74,7 +74,7 @@ impl HasGen for Mm<'_> {
 
 /// Whether `matmul` under `s` uses `vec4` columns: only where alignment allows.
 pub fn uses_vec4(n: u32, s: &Schedule) -> bool {
-    s.vectorize == 4 && n % 4 == 0 && s.y0 % 4 == 0
+    s.vectorize == 4 && n.is_multiple_of(4) && s.y0.is_multiple_of(4)
 }
 
 /// Whether the register tile's rows are read as `vec4`s from the transposed
@@ -83,7 +83,7 @@ pub fn uses_vec4(n: u32, s: &Schedule) -> bool {
 /// rows, `4·(trow + g·(x1/x0)) + 0..4`, and one 16-byte read feeds 4 rows,
 /// instead of 4 scalar reads.
 pub fn rows_vec4(s: &Schedule) -> bool {
-    s.cache_read && s.vectorize == 4 && s.x0 % 4 == 0 && s.x1 % 4 == 0
+    s.cache_read && s.vectorize == 4 && s.x0.is_multiple_of(4) && s.x1.is_multiple_of(4)
 }
 
 /// Threads per workgroup and workgroup counts of the matmul kernel.

@@ -62,6 +62,9 @@ pub trait HasGen {
     fn builder(&mut self) -> &mut Gen;
 }
 
+/// The body of a tile of [`tiled`]: `(this, global origin, origin within the parent, size)` to its statements.
+pub type TileBody<'a, T> = dyn FnMut(&mut T, Handle<Expr>, Handle<Expr>, u32) -> Vec<Stmt> + 'a;
+
 /// Splits `extent` into full tiles (a loop over them) and one remainder tile,
 /// and generates `body(global origin, origin within the parent, size)` once
 /// for each kind, so every tile size in the generated code is static.
@@ -72,7 +75,7 @@ pub fn tiled<T: HasGen>(
     tile: u32,
     name: &str,
     unroll: bool,
-    body: &mut dyn FnMut(&mut T, Handle<Expr>, Handle<Expr>, u32) -> Vec<Stmt>,
+    body: &mut TileBody<'_, T>,
 ) -> Vec<Stmt> {
     let full = extent / tile;
     let rem = extent % tile;
@@ -136,7 +139,14 @@ impl Epi {
     /// `act(acc + bias[col]) + R[cidx]` for an accumulator `acc` of C's
     /// element `cidx` (one `f32`, or four from `col` on): the statements to
     /// run first, and the value to store. `col` is the column in 0..N.
-    pub fn apply(&mut self, g: &mut Gen, acc: Handle<Expr>, ty: LoadTy, col: Handle<Expr>, cidx: Handle<Expr>) -> (Vec<Stmt>, Handle<Expr>) {
+    pub fn apply(
+        &mut self,
+        g: &mut Gen,
+        acc: Handle<Expr>,
+        ty: LoadTy,
+        col: Handle<Expr>,
+        cidx: Handle<Expr>,
+    ) -> (Vec<Stmt>, Handle<Expr>) {
         let vector = ty == LoadTy::F32x4;
         let mut pre = Vec::new();
         let mut v = acc;

@@ -46,9 +46,8 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let w = f.buffer("W", Elem::U32, n * (k / 8), Space::Param(1), false);
     let sc = f.buffer("S", Elem::F32, n * (k / 32), Space::Param(2), false);
     let c = f.buffer("C", Elem::F32, m * n, Space::Param(3), true);
-    let at = (s.vectorize == 4).then(|| {
-        (f.buffer("AT", Elem::F32, m * k, Space::Scratch, true), f.buffer("A8", Elem::F32, m * (k / 8), Space::Scratch, true))
-    });
+    let at = (s.vectorize == 4)
+        .then(|| (f.buffer("AT", Elem::F32, m * k, Space::Scratch, true), f.buffer("A8", Elem::F32, m * (k / 8), Space::Scratch, true)));
     let mut q = Q4 { g: Gen::new(f), s, m, k, n, a, w, sc, c, at };
     let mut body = Vec::new();
     if let Some((at, a8)) = q.at {

@@ -146,12 +146,10 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let gq: Vec<_> = (0..8).map(|j| g.fresh(&format!("q{j}"), Ty::F32)).collect();
     let scale = g.fresh("scale", Ty::F32);
     // part[i][j][p]: row i of A, output j, nibble position p (see `unpack`).
-    let part: Vec<Vec<Vec<_>>> = (0..rows)
-        .map(|i| (0..y0).map(|j| (0..4).map(|p| g.fresh(&format!("p{i}_{j}_{p}"), Ty::F32)).collect()).collect())
-        .collect();
+    let part: Vec<Vec<Vec<_>>> =
+        (0..rows).map(|i| (0..y0).map(|j| (0..4).map(|p| g.fresh(&format!("p{i}_{j}_{p}"), Ty::F32)).collect()).collect()).collect();
     // A's 8·vec values of a unit for each row, kept for all y0 outputs.
-    let a4_rows: Vec<Vec<_>> =
-        (0..rows).map(|i| (0..2 * vec).map(|h| g.fresh(&format!("a4_{i}_{h}"), Ty::F32x4)).collect()).collect();
+    let a4_rows: Vec<Vec<_>> = (0..rows).map(|i| (0..2 * vec).map(|h| g.fresh(&format!("a4_{i}_{h}"), Ty::F32x4)).collect()).collect();
 
     // Loads the scale of unit `ui` of output row `row` into `sv`.
     let load_scale = |g: &mut Gen, row: E, ui: E, sv: Var, out: &mut Vec<Stmt>| {
@@ -270,7 +268,8 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     // The arithmetic of unit `ui` for each of the thread's outputs j, whose
     // packed words and scale `fetch(g, j, out)` puts in registers and names
     // (by loading them, or from registers a previous step prefetched).
-    let unit_work = |g: &mut Gen, ui: E, fetch: &mut dyn FnMut(&mut Gen, usize, &mut Vec<Stmt>) -> (Vec<Var>, Var), out: &mut Vec<Stmt>| {
+    type Fetch<'a> = dyn FnMut(&mut Gen, usize, &mut Vec<Stmt>) -> (Vec<Var>, Var) + 'a;
+    let unit_work = |g: &mut Gen, ui: E, fetch: &mut Fetch<'_>, out: &mut Vec<Stmt>| {
         let col = g.f.mul_c(ui, 8 * vec as i64);
         for (i, a_row) in a4_rows.iter().enumerate() {
             load_a(g, i, col, a_row, out);
@@ -330,7 +329,9 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         let raw_ty = if vec == 4 { Ty::U32x4 } else { Ty::I32 };
         let mut stage = |pre: &str| -> Vec<Vec<(Var, Var)>> {
             (0..per_iter)
-                .map(|u| (0..y0).map(|j| (g.fresh(&format!("{pre}w{u}_{j}"), raw_ty), g.fresh(&format!("{pre}s{u}_{j}"), Ty::F32))).collect())
+                .map(|u| {
+                    (0..y0).map(|j| (g.fresh(&format!("{pre}w{u}_{j}"), raw_ty), g.fresh(&format!("{pre}s{u}_{j}"), Ty::F32))).collect()
+                })
                 .collect()
         };
         let (cur, nxt) = (stage("cur"), stage("next"));

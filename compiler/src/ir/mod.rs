@@ -361,7 +361,11 @@ pub enum Expr {
     Fma(Handle<Expr>, Handle<Expr>, Handle<Expr>),
     /// `f32 → f32x4` or `i32 → u32x4`.
     Splat(Handle<Expr>),
-    Load { ty: LoadTy, buf: Handle<Buffer>, index: Handle<Expr> },
+    Load {
+        ty: LoadTy,
+        buf: Handle<Buffer>,
+        index: Handle<Expr>,
+    },
     /// Unsigned integer to float: `i32 → f32` or `u32x4 → f32x4`.
     ToF32(Handle<Expr>),
     /// The bits of an `i32` read as an `f32` (no conversion).

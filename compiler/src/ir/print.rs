@@ -52,13 +52,7 @@ fn print_stmt(f: &Func, s: &Stmt, depth: usize, out: &mut String) {
         Stmt::For(l) => {
             let step = if l.step != 1 { format!(" step {}", l.step) } else { String::new() };
             let unroll = if l.unroll { " unroll" } else { "" };
-            let _ = writeln!(
-                out,
-                "{pad}for {} in {}..{}{step}{unroll} {{",
-                f.vars[l.var].name,
-                expr(f, l.lo),
-                expr(f, l.hi)
-            );
+            let _ = writeln!(out, "{pad}for {} in {}..{}{step}{unroll} {{", f.vars[l.var].name, expr(f, l.lo), expr(f, l.hi));
             print_block(f, &l.body, depth + 1, out);
             let _ = writeln!(out, "{pad}}}");
         }

@@ -383,9 +383,7 @@ impl Verifier<'_> {
                         let top = x.hi.max(y.hi);
                         Range { lo: x.lo.max(y.lo), hi: if top == 0 { 0 } else { (1i64 << (64 - top.leading_zeros())) - 1 } }
                     }
-                    BinOp::Shr if y.lo == y.hi && x.lo >= 0 && (0..32).contains(&y.lo) => {
-                        Range { lo: x.lo >> y.lo, hi: x.hi >> y.lo }
-                    }
+                    BinOp::Shr if y.lo == y.hi && x.lo >= 0 && (0..32).contains(&y.lo) => Range { lo: x.lo >> y.lo, hi: x.hi >> y.lo },
                     _ => return None,
                 }
             }

@@ -16,8 +16,7 @@ pub mod passes;
 pub mod wir;
 
 use wasm_encoder::{
-    CodeSection, EntityType, ExportKind, ExportSection, FunctionSection, ImportSection, MemoryType, Module, TypeSection,
-    ValType,
+    CodeSection, EntityType, ExportKind, ExportSection, FunctionSection, ImportSection, MemoryType, Module, TypeSection, ValType,
 };
 use wasmparser::{Validator, WasmFeatures};
 

@@ -57,8 +57,19 @@ pub enum Node {
     I32Bin(IOp, N, N),
     /// `select(a, b, cond)`: used for `min`.
     Select(N, N, N),
-    Load { op: LoadOp, mem: u32, offset: u32, addr: N },
-    Store { op: StoreOp, mem: u32, offset: u32, addr: N, value: N },
+    Load {
+        op: LoadOp,
+        mem: u32,
+        offset: u32,
+        addr: N,
+    },
+    Store {
+        op: StoreOp,
+        mem: u32,
+        offset: u32,
+        addr: N,
+        value: N,
+    },
     F32Bin(FOp, N, N),
     F32x4Bin(FOp, N, N),
     F32x4Splat(N),

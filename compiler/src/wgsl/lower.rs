@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::num::NonZeroU32;
 
 use naga::{
-    AddressSpace, ArraySize, BinaryOperator as NOp, Binding, Block, BuiltIn, Expression as N, Literal, MathFunction,
-    ScalarKind, Span, Statement, Type, TypeInner, VectorSize,
+    AddressSpace, ArraySize, BinaryOperator as NOp, Binding, Block, BuiltIn, Expression as N, Literal, MathFunction, ScalarKind, Span,
+    Statement, Type, TypeInner, VectorSize,
 };
 
 use super::{EmitError, vec4_buffers};
@@ -48,11 +48,7 @@ pub fn module(f: &Func, workgroup_size: [u32; 3]) -> Result<naga::Module, EmitEr
         let len = if vec4[h.index()] { b.len / 4 } else { b.len };
         let (size, space, binding) = match b.space {
             Space::Param(n) => {
-                let access = if b.writable {
-                    naga::StorageAccess::LOAD | naga::StorageAccess::STORE
-                } else {
-                    naga::StorageAccess::LOAD
-                };
+                let access = if b.writable { naga::StorageAccess::LOAD | naga::StorageAccess::STORE } else { naga::StorageAccess::LOAD };
                 (ArraySize::Dynamic, AddressSpace::Storage { access }, Some(naga::ResourceBinding { group: 0, binding: n }))
             }
             Space::Workgroup => (fixed(len), AddressSpace::WorkGroup, None),
@@ -75,10 +71,7 @@ pub fn module(f: &Func, workgroup_size: [u32; 3]) -> Result<naga::Module, EmitEr
     let mut locals = Vec::with_capacity(f.vars.len());
     for (h, v) in f.vars.iter() {
         let ty = tys.get(&mut m, value_inner(v.ty));
-        let l = func.local_variables.append(
-            naga::LocalVariable { name: Some(super::var_name(f, h)), ty, init: None },
-            Span::UNDEFINED,
-        );
+        let l = func.local_variables.append(naga::LocalVariable { name: Some(super::var_name(f, h)), ty, init: None }, Span::UNDEFINED);
         locals.push(func.expressions.append(N::LocalVariable(l), Span::UNDEFINED));
     }
 

@@ -123,8 +123,7 @@ pub fn check(module: &naga::Module) -> Result<naga::valid::ModuleInfo, String> {
 
 /// naga's WGSL backend on a validated module.
 pub fn write_module(module: &naga::Module, info: &naga::valid::ModuleInfo) -> Result<String, String> {
-    naga::back::wgsl::write_string(module, info, naga::back::wgsl::WriterFlags::empty())
-        .map_err(|e| format!("naga WGSL writer: {e}"))
+    naga::back::wgsl::write_string(module, info, naga::back::wgsl::WriterFlags::empty()).map_err(|e| format!("naga WGSL writer: {e}"))
 }
 
 /// Why a loop IR function could not be written as WGSL.
@@ -173,9 +172,7 @@ fn multiple(f: &Func, mult: &[i64], e: Handle<Expr>) -> i64 {
         Expr::I32(c) => (c as i64).abs(),
         Expr::Var(v) => mult[v.index()],
         Expr::Bin(BinOp::Add | BinOp::Sub | BinOp::Min, a, b) => gcd(multiple(f, mult, a), multiple(f, mult, b)),
-        Expr::Bin(BinOp::Mul, a, b) => {
-            multiple(f, mult, a).checked_mul(multiple(f, mult, b)).filter(|m| *m < 1 << 40).unwrap_or(1)
-        }
+        Expr::Bin(BinOp::Mul, a, b) => multiple(f, mult, a).checked_mul(multiple(f, mult, b)).filter(|m| *m < 1 << 40).unwrap_or(1),
         _ => 1,
     }
 }
@@ -290,7 +287,7 @@ mod tests {
             // The ABI, read back from the text: argument i at binding i,
             // inputs read-only, the output (last) read-write.
             let m = parse(&k.source).unwrap();
-            let bound: Vec<_> = m.global_variables.iter().filter_map(|(_, g)| Some((g.binding.clone()?, g.space))).collect();
+            let bound: Vec<_> = m.global_variables.iter().filter_map(|(_, g)| Some((g.binding?, g.space))).collect();
             assert_eq!(bound.len(), op.args().len(), "{kind} {shape}");
             for (i, (b, space)) in bound.iter().enumerate() {
                 assert_eq!((b.group, b.binding), (0, i as u32));
@@ -312,9 +309,16 @@ mod tests {
                 for y0 in [1, 2, 3, 4, 8] {
                     for groups in [1, 3, 4] {
                         for split_k in [1, 2, 3, 8] {
-                            for (r0, vectorize, subgroup_reduce, double_buffer) in
-                                [(8, 1, false, false), (8, 1, false, true), (32, 1, true, false), (32, 1, true, true), (64, 1, false, false), (32, 4, false, false), (32, 4, false, true), (64, 4, true, false)]
-                            {
+                            for (r0, vectorize, subgroup_reduce, double_buffer) in [
+                                (8, 1, false, false),
+                                (8, 1, false, true),
+                                (32, 1, true, false),
+                                (32, 1, true, true),
+                                (64, 1, false, false),
+                                (32, 4, false, false),
+                                (32, 4, false, true),
+                                (64, 4, true, false),
+                            ] {
                                 let s = Schedule {
                                     x0,
                                     x1: x0,

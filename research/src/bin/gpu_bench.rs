@@ -23,11 +23,7 @@ use webtune_compiler::{Op, Schedule, Target, compile};
 /// when set (to split a run across device calls), else `default`.
 fn shapes(default: &[(&str, &str)]) -> Vec<(String, String)> {
     match std::env::var("GPU_BENCH_SHAPES") {
-        Ok(v) => v
-            .split_whitespace()
-            .filter_map(|ks| ks.split_once(':'))
-            .map(|(k, s)| (k.to_string(), s.to_string()))
-            .collect(),
+        Ok(v) => v.split_whitespace().filter_map(|ks| ks.split_once(':')).map(|(k, s)| (k.to_string(), s.to_string())).collect(),
         Err(_) => default.iter().map(|(k, s)| (k.to_string(), s.to_string())).collect(),
     }
 }
@@ -92,10 +88,7 @@ fn matmul_tuned(op: &Op) -> Vec<Schedule> {
 /// GPU_BENCH_Q4_OUTPUTS / GPU_BENCH_Q4_VEC override the y0 / vectorize lists.
 fn q4_space(op: &Op, subgroup_min: Option<u32>) -> Vec<Schedule> {
     let list = |var: &str, default: &[u32]| -> Vec<u32> {
-        std::env::var(var)
-            .ok()
-            .map(|v| v.split_whitespace().filter_map(|x| x.parse().ok()).collect())
-            .unwrap_or_else(|| default.to_vec())
+        std::env::var(var).ok().map(|v| v.split_whitespace().filter_map(|x| x.parse().ok()).collect()).unwrap_or_else(|| default.to_vec())
     };
     let outputs = list("GPU_BENCH_Q4_OUTPUTS", &[1, 2, 4]);
     let vecs = list("GPU_BENCH_Q4_VEC", &[1, 4]);
@@ -110,14 +103,13 @@ fn q4_space(op: &Op, subgroup_min: Option<u32>) -> Vec<Schedule> {
                         let y1 = groups * y0;
                         let subgroup_reduce = subgroup_min.is_some_and(|m| split_k <= m);
                         let double_buffer = db == 1;
-                        let s = Schedule { x0: 1, x1: 1, y0, y1, split_k, r0, r1: r0, vectorize, subgroup_reduce, double_buffer, ..base(op) };
+                        let s =
+                            Schedule { x0: 1, x1: 1, y0, y1, split_k, r0, r1: r0, vectorize, subgroup_reduce, double_buffer, ..base(op) };
                         let t = groups * split_k;
                         // GPU_BENCH_Q4_QUICK: only the region where the bests lie
                         // (double buffering needs two steps: shorter ones too).
                         let quick = std::env::var_os("GPU_BENCH_Q4_QUICK").is_none()
-                            || ([1, 2, 4].contains(&groups)
-                                && [8, 16, 32].contains(&split_k)
-                                && (r0 >= 64 || (double_buffer && r0 == 32)));
+                            || ([1, 2, 4].contains(&groups) && [8, 16, 32].contains(&split_k) && (r0 >= 64 || (double_buffer && r0 == 32)));
                         if quick && (32..=256).contains(&t) && s.check(op, Target::Wgsl).is_ok() {
                             out.push(s);
                         }
@@ -413,7 +405,11 @@ fn q4_smem_study(gpu: &Gpu) {
             let rpg = rows * warps;
             let mut body = String::new();
             for u in 0..cw / 32 {
-                body.push_str(&format!("{{ let wl = lane + {}u; let a0 = sa[wl]; let a1 = sa[{} + wl]; let wg = c / 8u + wl;\n", 32 * u, cw + 1));
+                body.push_str(&format!(
+                    "{{ let wl = lane + {}u; let a0 = sa[wl]; let a1 = sa[{} + wl]; let wg = c / 8u + wl;\n",
+                    32 * u,
+                    cw + 1
+                ));
                 for r in 0..rows {
                     body.push_str(&format!(
                         "acc{r} = fma(fma(a0, vec4(bitcast<f32>(w[(n0 + {r}u) * {kw}u + wg] | 0x3F800000u)), a1), vec4(s[(n0 + {r}u) * {kb}u + (wg >> 2u)]), acc{r});\n"
@@ -448,7 +444,8 @@ fn q4_smem_study(gpu: &Gpu) {
             );
             let rng = &mut Rng::new(5);
             let groups = n / rpg;
-            let args = [finite_words(rng, k), finite_words(rng, n * kw), finite_words(rng, n * kb), vec![0u32; (groups * threads) as usize]];
+            let args =
+                [finite_words(rng, k), finite_words(rng, n * kw), finite_words(rng, n * kb), vec![0u32; (groups * threads) as usize]];
             let what = json!({"rows": rows, "warps": warps, "chunk": chunk});
             print_study(format!("q4 loads, A staged {shape}"), what, time_source(gpu, &src, groups, &args, 50.0));
         }
@@ -466,7 +463,8 @@ fn reduce_scatter(s: &mut String, rows: u32, sg: u32) -> (String, String) {
         *s += &format!("let bit{mask} = (lane & {mask}u) != 0u;\n");
         for i in 0..half {
             let j = i + half;
-            *s += &format!("acc{i} = select(acc{i}, acc{j}, bit{mask}) + subgroupShuffleXor(select(acc{j}, acc{i}, bit{mask}), {mask}u);\n");
+            *s +=
+                &format!("acc{i} = select(acc{i}, acc{j}, bit{mask}) + subgroupShuffleXor(select(acc{j}, acc{i}, bit{mask}), {mask}u);\n");
         }
         cnt = half;
         mask /= 2;
@@ -530,11 +528,16 @@ struct RowsShape {
 /// lanes) and then across the workgroup's subgroups in workgroup memory.
 fn q4_rows_source(k: u32, n: u32, v: RowsShape, sg: u32) -> Option<String> {
     let kb = k / 32;
-    if kb % v.blocks != 0 || v.rows % v.group != 0 || n % v.rows != 0 || (v.scatter && v.rows > sg) || !v.rows.is_power_of_two() {
+    if !kb.is_multiple_of(v.blocks)
+        || !v.rows.is_multiple_of(v.group)
+        || !n.is_multiple_of(v.rows)
+        || (v.scatter && v.rows > sg)
+        || !v.rows.is_power_of_two()
+    {
         return None;
     }
     let lanes = kb / v.blocks;
-    if lanes % sg != 0 || lanes > 256 {
+    if !lanes.is_multiple_of(sg) || lanes > 256 {
         return None;
     }
     let warps = lanes / sg;
@@ -590,7 +593,12 @@ fn q4_rows_source(k: u32, n: u32, v: RowsShape, sg: u32) -> Option<String> {
                     }
                     for p in 0..4 {
                         for (half, src) in [(0, "l"), (1, "h")] {
-                            s += &format!("p{p} = fma({}, a{bi}_{}.{}, p{p});\n", nibble_wgsl(&format!("{src}{i}"), p, v.one_op), 2 * i + half, c[p]);
+                            s += &format!(
+                                "p{p} = fma({}, a{bi}_{}.{}, p{p});\n",
+                                nibble_wgsl(&format!("{src}{i}"), p, v.one_op),
+                                2 * i + half,
+                                c[p]
+                            );
                         }
                     }
                 }
@@ -654,7 +662,14 @@ fn q4_rows_study(gpu: &Gpu) {
     let sg = gpu.subgroups().unwrap_or(32).min(32);
     // GPU_BENCH_Q4_ROWS="blocks,rows,group,scatter,pipe[,one_op] ..." (0/1 flags) picks the variants.
     let variants = variants_from_env("GPU_BENCH_Q4_ROWS", "1,8,4,1,1 1,16,4,1,1 1,16,8,1,1 1,16,16,1,0 1,32,4,1,1 3,8,2,1,1", |f| {
-        (f.len() >= 5).then(|| RowsShape { blocks: f[0], rows: f[1], group: f[2], scatter: f[3] == 1, pipe: f[4] == 1, one_op: f.get(5) == Some(&1) })
+        (f.len() >= 5).then(|| RowsShape {
+            blocks: f[0],
+            rows: f[1],
+            group: f[2],
+            scatter: f[3] == 1,
+            pipe: f[4] == 1,
+            one_op: f.get(5) == Some(&1),
+        })
     });
     study_against_generator(gpu, "q4 rows", &variants, |k, n, v| q4_rows_source(k, n, *v, sg).map(|src| (src, n / v.rows)));
 }
@@ -688,7 +703,15 @@ struct StreamShape {
 /// iteration)`. With `prefetch`, the next iteration's loads go into `n…`
 /// before this one's arithmetic on `c…` (kept across the back edge, the
 /// words starting as `zero`).
-fn stream_loop(rows: u32, units: u32, iters: u32, prefetch: bool, zero: &str, loads: &dyn Fn(&str, &str, bool) -> String, compute: &dyn Fn(&str, &str) -> String) -> String {
+fn stream_loop(
+    rows: u32,
+    units: u32,
+    iters: u32,
+    prefetch: bool,
+    zero: &str,
+    loads: &dyn Fn(&str, &str, bool) -> String,
+    compute: &dyn Fn(&str, &str) -> String,
+) -> String {
     let mut s = String::new();
     for r in 0..rows {
         s += &format!("var acc{r} = 0.0;\n");
@@ -730,7 +753,7 @@ fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
     // Lanes that split one row group's K.
     let kl = sg * v.kwarps;
     let per = kl * v.units;
-    if kw % per != 0 || n % (v.rows * v.warps) != 0 || kl * v.warps > 256 {
+    if kw % per != 0 || !n.is_multiple_of(v.rows * v.warps) || kl * v.warps > 256 {
         return None;
     }
     let iters = kw / per;
@@ -743,7 +766,11 @@ fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
             for u in 0..v.units {
                 let wi = format!("({it} * {per}u + {}u + lane)", kl * u);
                 let kw_ = if decl { "let " } else { "" };
-                o += &format!("{kw_}{pre}w{r}_{u} = w[{}];\n{kw_}{pre}s{r}_{u} = sc[{}];\n", ix(format!("(n0 + {r}u) * {kw}u + {wi}")), ix(format!("(n0 + {r}u) * {kb}u + ({wi} >> 2u)")));
+                o += &format!(
+                    "{kw_}{pre}w{r}_{u} = w[{}];\n{kw_}{pre}s{r}_{u} = sc[{}];\n",
+                    ix(format!("(n0 + {r}u) * {kw}u + {wi}")),
+                    ix(format!("(n0 + {r}u) * {kb}u + ({wi} >> 2u)"))
+                );
             }
         }
         o
@@ -795,7 +822,8 @@ fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
             s += &format!("red[(lid.x / {sg}u) * {rows}u + {r}u] = acc{r};\n", rows = v.rows);
         }
         s += "}\nworkgroupBarrier();\n";
-        let sum: Vec<String> = (0..v.kwarps).map(|q| format!("red[(grp * {kwarps}u + {q}u) * {rows}u + lane]", kwarps = v.kwarps, rows = v.rows)).collect();
+        let sum: Vec<String> =
+            (0..v.kwarps).map(|q| format!("red[(grp * {kwarps}u + {q}u) * {rows}u + lane]", kwarps = v.kwarps, rows = v.rows)).collect();
         s += &format!("if (lane < {}u) {{ c[n0 + lane] = {}; }}\n", v.rows, sum.join(" + "));
     }
     Some(format!(
@@ -865,7 +893,13 @@ fn q4_cols_source(k: u32, n: u32, v: ColsShape, sg: u32) -> Option<String> {
     let kb = k / 32;
     let t_all = v.lk * v.warps;
     let per_wg = 32 / v.lk * v.rows;
-    if v.lk > sg || 32 % v.lk != 0 || kb % (t_all * v.units) != 0 || n % per_wg != 0 || 32 * v.warps > 256 || per_wg > 32 * v.warps {
+    if v.lk > sg
+        || 32 % v.lk != 0
+        || !kb.is_multiple_of(t_all * v.units)
+        || !n.is_multiple_of(per_wg)
+        || 32 * v.warps > 256
+        || per_wg > 32 * v.warps
+    {
         return None;
     }
     let iters = kb / (t_all * v.units);
@@ -970,7 +1004,12 @@ fn q4_cols_study(gpu: &Gpu) {
 /// alternately with the generator's first lite candidate for the H100, or
 /// with `GPU_BENCH_Q4_VS_BEST=1` its searched best (3 rounds, the best of each). `source(k, n, variant)` gives the WGSL and
 /// its workgroup count, or None where the variant does not fit the shape.
-fn study_against_generator<V: serde::Serialize>(gpu: &Gpu, label: &str, variants: &[V], source: impl Fn(u32, u32, &V) -> Option<(String, u32)>) {
+fn study_against_generator<V: serde::Serialize>(
+    gpu: &Gpu,
+    label: &str,
+    variants: &[V],
+    source: impl Fn(u32, u32, &V) -> Option<(String, u32)>,
+) {
     let fp = webtune_tuner::presets::get("h100").expect("preset");
     let device = webtune_tuner::Device::from_fingerprint(&fp).expect("preset is a device");
     let settings = webtune_tuner::Settings::builtin(Target::Wgsl);
@@ -982,7 +1021,11 @@ fn study_against_generator<V: serde::Serialize>(gpu: &Gpu, label: &str, variants
         let want = webtune_compiler::reference::reference(&op, &inputs);
         let space = webtune_tuner::lite_space(&op, Target::Wgsl, &device, &settings);
         // GPU_BENCH_Q4_VS_BEST=1: against the searched best instead.
-        let reference = if std::env::var_os("GPU_BENCH_Q4_VS_BEST").is_some() { searched_best(&op, gpu.subgroups()) } else { space.schedules[0].clone() };
+        let reference = if std::env::var_os("GPU_BENCH_Q4_VS_BEST").is_some() {
+            searched_best(&op, gpu.subgroups())
+        } else {
+            space.schedules[0].clone()
+        };
         for v in variants {
             let Some((src, groups)) = source(k, n, v) else { continue };
             let summary = format!("{label} {shape}");
@@ -1040,11 +1083,11 @@ struct RowsLoopShape {
 fn q4_rows_loop_source(k: u32, n: u32, v: RowsLoopShape, sg: u32) -> Option<String> {
     let kb = k / 32;
     let (b, r, g) = (v.blocks, v.rows, v.group);
-    if kb % b != 0 || r % g != 0 || n % r != 0 || !g.is_power_of_two() || g > sg {
+    if !kb.is_multiple_of(b) || r % g != 0 || !n.is_multiple_of(r) || !g.is_power_of_two() || g > sg {
         return None;
     }
     let lanes = kb / b;
-    if lanes % sg != 0 || lanes > 256 || r > lanes {
+    if !lanes.is_multiple_of(sg) || lanes > 256 || r > lanes {
         return None;
     }
     let warps = lanes / sg;
@@ -1059,7 +1102,11 @@ fn q4_rows_loop_source(k: u32, n: u32, v: RowsLoopShape, sg: u32) -> Option<Stri
     let at = |row: &str, bi: u32| format!("({row}) * {kb}u + t + {}u", lanes * bi);
     for ri in 0..g {
         for bi in 0..b {
-            s += &format!("var cw{ri}_{bi} = w[{}];\nvar cs{ri}_{bi} = sc[{}];\n", at(&format!("n0 + {ri}u"), bi), at(&format!("n0 + {ri}u"), bi));
+            s += &format!(
+                "var cw{ri}_{bi} = w[{}];\nvar cs{ri}_{bi} = sc[{}];\n",
+                at(&format!("n0 + {ri}u"), bi),
+                at(&format!("n0 + {ri}u"), bi)
+            );
         }
     }
     s += &format!("for (var gi = 0u; gi < {iters}u; gi++) {{\nlet gn = min(gi + 1u, {}u);\n", iters - 1);
@@ -1266,7 +1313,12 @@ fn sample_spread(gpu: &Gpu, big: &Op) {
 
 /// K0–K3, each over the tuned space plus small staged tiles.
 fn small_shapes(gpu: &Gpu) {
-    for (kind, shape) in shapes(&[("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("batch_matmul", "120,64,64,64")]) {
+    for (kind, shape) in shapes(&[
+        ("matmul", "384,768,768"),
+        ("matmul", "640,768,3072"),
+        ("batch_matmul", "12,384,384,64"),
+        ("batch_matmul", "120,64,64,64"),
+    ]) {
         let (kind, shape) = (kind.as_str(), shape.as_str());
         if kind == "matmul_q4" {
             continue;
@@ -1275,7 +1327,15 @@ fn small_shapes(gpu: &Gpu) {
         let mut space = matmul_tuned(&op);
         // Small tiles matter for the small batched shapes.
         for s in matmul_space(&op) {
-            if s.cache_read && s.vectorize == 4 && s.x0 >= 2 && s.y0 >= 4 && s.r0 == s.r1.min(8) && !space.contains(&s) && s.x1 <= 64 && s.y1 <= 64 {
+            if s.cache_read
+                && s.vectorize == 4
+                && s.x0 >= 2
+                && s.y0 >= 4
+                && s.r0 == s.r1.min(8)
+                && !space.contains(&s)
+                && s.x1 <= 64
+                && s.y1 <= 64
+            {
                 space.push(s);
             }
         }
@@ -1383,9 +1443,13 @@ fn q4_one_step(gpu: &Gpu) {
         }
         let weight_bytes = q4_weight_bytes(&op) as f64;
         for c in cands {
-            let (mine, theirs) = alternately(|| measure_quiet(gpu, &op, &c).map(|ms| ms * 1e3), || measure_quiet(gpu, &op, &reference).map(|ms| ms * 1e3));
+            let (mine, theirs) =
+                alternately(|| measure_quiet(gpu, &op, &c).map(|ms| ms * 1e3), || measure_quiet(gpu, &op, &reference).map(|ms| ms * 1e3));
             if mine.is_empty() || theirs.is_empty() {
-                println!("{}", json!({"summary": format!("q4 one step {shape}"), "config": c, "error": "not measured (see the lines above)"}));
+                println!(
+                    "{}",
+                    json!({"summary": format!("q4 one step {shape}"), "config": c, "error": "not measured (see the lines above)"})
+                );
                 continue;
             }
             let (best, refer) = (min_of(&mine), min_of(&theirs));
@@ -1440,7 +1504,9 @@ fn lite() {
     let fp = webtune_tuner::presets::get("h100").expect("preset");
     let device = webtune_tuner::Device::from_fingerprint(&fp).expect("preset is a device");
     let settings = webtune_tuner::Settings::builtin(Target::Wgsl);
-    for (kind, shape) in shapes(&[("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("matmul_q4", "1,4096,4096")]) {
+    for (kind, shape) in
+        shapes(&[("matmul", "384,768,768"), ("matmul", "640,768,3072"), ("batch_matmul", "12,384,384,64"), ("matmul_q4", "1,4096,4096")])
+    {
         let (kind, shape) = (kind.as_str(), shape.as_str());
         let op = Op::parse(kind, shape).expect("shape");
         let space = webtune_tuner::lite_space(&op, Target::Wgsl, &device, &settings);
@@ -1468,10 +1534,10 @@ fn lite() {
         let t = Instant::now();
         let mut wide_best: Option<(f64, Schedule)> = None;
         for s in &wide {
-            if let Some(r) = measure(&gpu, &op, s, 5) {
-                if wide_best.as_ref().is_none_or(|(g, _)| r.gflops > *g) {
-                    wide_best = Some((r.gflops, s.clone()));
-                }
+            if let Some(r) = measure(&gpu, &op, s, 5)
+                && wide_best.as_ref().is_none_or(|(g, _)| r.gflops > *g)
+            {
+                wide_best = Some((r.gflops, s.clone()));
             }
         }
         let wide_s = t.elapsed().as_secs_f64();
@@ -1484,10 +1550,10 @@ fn lite() {
             if let Some(r) = measure(&gpu, &op, &lite_sched, 15) {
                 lite_g.push(r.gflops);
             }
-            if let Some((_, s)) = &wide_best {
-                if let Some(r) = measure(&gpu, &op, s, 15) {
-                    wide_g.push(r.gflops);
-                }
+            if let Some((_, s)) = &wide_best
+                && let Some(r) = measure(&gpu, &op, s, 15)
+            {
+                wide_g.push(r.gflops);
             }
         }
         let med = |v: &mut Vec<f64>| {

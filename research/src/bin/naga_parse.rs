@@ -7,8 +7,7 @@
 use std::time::Instant;
 
 fn main() {
-    let files: Vec<(String, String)> =
-        std::env::args().skip(1).map(|p| (std::fs::read_to_string(&p).expect("readable file"), p)).collect();
+    let files: Vec<(String, String)> = std::env::args().skip(1).map(|p| (std::fs::read_to_string(&p).expect("readable file"), p)).collect();
     let mut parse = vec![Vec::new(); files.len()];
     let mut valid = vec![Vec::new(); files.len()];
     for _ in 0..60 {

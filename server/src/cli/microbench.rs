@@ -34,11 +34,7 @@ pub fn run(a: MicrobenchArgs) -> Result<()> {
     });
     let op = Op::parse("matmul", &shape)?;
     let study = Study::new(&op, target)?;
-    eprintln!(
-        "microbench: {} primitives, {} distinct kernels of {op} for {target}",
-        study.primitives.len(),
-        study.kernels.len()
-    );
+    eprintln!("microbench: {} primitives, {} distinct kernels of {op} for {target}", study.primitives.len(), study.kernels.len());
     let mut names = Vec::new();
     let mut timings = Vec::new();
     for name in a.engine.split(',').map(str::trim).filter(|s| !s.is_empty()) {

@@ -18,8 +18,8 @@ pub const MAX_INPUT: u64 = 1 << 20;
 /// Reads the text file `path` (`what` names it in errors) of at most
 /// [`MAX_INPUT`] bytes, without reading further than that.
 pub fn read_input(path: &std::path::Path, what: &str) -> anyhow::Result<String> {
-    use std::io::Read as _;
     use anyhow::Context as _;
+    use std::io::Read as _;
     let f = std::fs::File::open(path).with_context(|| format!("reading {what} {}", path.display()))?;
     let mut bytes = Vec::new();
     f.take(MAX_INPUT + 1).read_to_end(&mut bytes).with_context(|| format!("reading {what} {}", path.display()))?;

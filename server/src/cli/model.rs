@@ -56,7 +56,10 @@ pub fn default_models_dir(database_url: &str) -> PathBuf {
     if path.is_empty() || path == ":memory:" {
         return PathBuf::from("webtune-models");
     }
-    Path::new(path).parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("webtune-models"), |p| p.join("webtune-models"))
+    Path::new(path)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("webtune-models"), |p| p.join("webtune-models"))
 }
 
 impl StoreArgs {

@@ -6,10 +6,10 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
+use crate::http::Config;
 use crate::http::conn::ConnLimits;
 use crate::http::cors::Origins;
 use crate::http::limits::Limits;
-use crate::http::Config;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {

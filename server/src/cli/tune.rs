@@ -150,7 +150,11 @@ mod native {
         let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).build()?;
 
         let session: Value = check(
-            http.post(format!("{server}/v1/sessions")).json(&json!({ "fingerprint": fingerprint })).send().await.context("opening a session")?,
+            http.post(format!("{server}/v1/sessions"))
+                .json(&json!({ "fingerprint": fingerprint }))
+                .send()
+                .await
+                .context("opening a session")?,
             "opening a session",
         )
         .await?
@@ -241,16 +245,14 @@ mod native {
         .json()
         .await?;
         let best = &top[0].report;
-        crate::cli::out(
-            json!({
-                "session_id": sid,
-                "device_key": device_key,
-                "candidates": taken,
-                "failed_check": wrong,
-                "best": {"sha256": top[0].sha256, "median_ms": best.median_ms, "gflops": best.gflops},
-                "report": answer,
-            })
-        )?;
+        crate::cli::out(json!({
+            "session_id": sid,
+            "device_key": device_key,
+            "candidates": taken,
+            "failed_check": wrong,
+            "best": {"sha256": top[0].sha256, "median_ms": best.median_ms, "gflops": best.gflops},
+            "report": answer,
+        }))?;
         Ok(())
     }
 

@@ -53,7 +53,11 @@ impl Origins {
 
 fn origin(v: &str) -> Result<HeaderValue, String> {
     let shown = v.chars().take(80).collect::<String>().escape_debug().to_string();
-    let bad = |why: &str| format!("--allow-origin `{shown}`: {why}; give an origin as a browser sends it, e.g. https://app.example or http://localhost:5173, or `*`");
+    let bad = |why: &str| {
+        format!(
+            "--allow-origin `{shown}`: {why}; give an origin as a browser sends it, e.g. https://app.example or http://localhost:5173, or `*`"
+        )
+    };
     let Some((scheme, rest)) = v.split_once("://") else { return Err(bad("no scheme")) };
     if scheme != "http" && scheme != "https" {
         return Err(bad("the scheme must be http or https"));
@@ -93,7 +97,10 @@ mod tests {
         assert_eq!(Origins::parse(&[]).unwrap(), Origins::None);
         assert_eq!(Origins::parse(&["*".into()]).unwrap(), Origins::Any);
         let l = Origins::parse(&["https://App.example".into(), "http://localhost:5173".into()]).unwrap();
-        assert_eq!(l, Origins::List(vec![HeaderValue::from_static("https://app.example"), HeaderValue::from_static("http://localhost:5173")]));
+        assert_eq!(
+            l,
+            Origins::List(vec![HeaderValue::from_static("https://app.example"), HeaderValue::from_static("http://localhost:5173")])
+        );
         for bad in ["app.example", "ftp://a", "https://a/", "https://", "https://a b", "https://a\n"] {
             let e = Origins::parse(&[bad.into()]).unwrap_err();
             assert!(e.starts_with("--allow-origin") && !e.contains('\n'), "{bad}: {e}");

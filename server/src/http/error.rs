@@ -41,14 +41,14 @@ impl From<webtune_kernel_db::DbError> for ApiError {
         match e {
             DbError::TicketReused(sha) => ApiError::new(
                 StatusCode::CONFLICT,
-                format!("the ticket for kernel {sha} was already used; each ticket counts once: take the kernel from a new queue to measure it again"),
+                format!(
+                    "the ticket for kernel {sha} was already used; each ticket counts once: take the kernel from a new queue to measure it again"
+                ),
             ),
-            DbError::UnknownKernel(sha) => ApiError::unprocessable(format!(
-                "kernel {sha} is not known to this server; report only kernels received from its queue"
-            )),
-            e @ DbError::WrongKind { .. } => {
-                ApiError::unprocessable(format!("{e}; report each op, shape and target separately"))
+            DbError::UnknownKernel(sha) => {
+                ApiError::unprocessable(format!("kernel {sha} is not known to this server; report only kernels received from its queue"))
             }
+            e @ DbError::WrongKind { .. } => ApiError::unprocessable(format!("{e}; report each op, shape and target separately")),
             other => ApiError::internal(other),
         }
     }

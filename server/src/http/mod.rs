@@ -22,8 +22,8 @@ pub mod device;
 pub mod error;
 pub mod limits;
 mod models;
-mod plausible;
 mod pages;
+mod plausible;
 pub mod protocol;
 mod queue;
 mod rho;
@@ -256,9 +256,8 @@ fn parse_shape(s: &str) -> ApiResult<Vec<u32>> {
     if s.len() > 64 {
         return Err(ApiError::bad_request("shape is too long: give up to 4 comma-separated dimensions, e.g. 384,768,768"));
     }
-    webtune_compiler::op::parse_shape(s).map_err(|e| {
-        ApiError::bad_request(format!("shape `{s}`: {e}; give comma-separated positive integers, e.g. 384,768,768"))
-    })
+    webtune_compiler::op::parse_shape(s)
+        .map_err(|e| ApiError::bad_request(format!("shape `{s}`: {e}; give comma-separated positive integers, e.g. 384,768,768")))
 }
 
 /// Parses a JSON body with an error that names the line, column and field.
@@ -383,9 +382,7 @@ fn json_bytes(body: Bytes) -> Response {
 
 async fn kernel_bytes(State(app): State<Arc<App>>, Path(sha): Path<String>, headers: HeaderMap) -> ApiResult<Response> {
     if !is_hex(&sha, 64) {
-        return Err(ApiError::bad_request(format!(
-            "`{sha}` is not a kernel hash: give the 64 lower-case hex digits of its SHA-256"
-        )));
+        return Err(ApiError::bad_request(format!("`{sha}` is not a kernel hash: give the 64 lower-case hex digits of its SHA-256")));
     }
     let etag = format!("\"{sha}\"");
     let matches = headers
@@ -413,11 +410,7 @@ async fn kernel_bytes(State(app): State<Arc<App>>, Path(sha): Path<String>, head
     Ok((cache, [(header::CONTENT_TYPE, HeaderValue::from_static(ctype))], bytes).into_response())
 }
 
-async fn report(
-    State(app): State<Arc<App>>,
-    Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Response> {
+async fn report(State(app): State<Arc<App>>, Path(id): Path<String>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
     let r = record(&app, &id, body).await;
     match &r {
         Ok(_) => app.metrics.reports_accepted.fetch_add(1, Ordering::Relaxed),
@@ -430,7 +423,10 @@ async fn record(app: &App, id: &str, body: Result<Bytes, BytesRejection>) -> Api
     let session = session_of(app, id).await?;
     if let Err(wait) = app.per_session.take(id) {
         app.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
-        return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, format!("too many reports from this session; retry in {} s", wait.as_secs().max(1))));
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("too many reports from this session; retry in {} s", wait.as_secs().max(1)),
+        ));
     }
     let req: ReportRequest = json_body(body)?;
     let (op, target) = parse_kind(&req.op, &req.shape, &req.target)?;

@@ -105,9 +105,7 @@ pub async fn manifest(State(app): State<Arc<App>>, Path(name): Path<String>, hea
 /// `GET /v1/models/{name}/blobs/{sha256}`
 pub async fn blob(State(app): State<Arc<App>>, Path((name, sha)): Path<(String, String)>, headers: HeaderMap) -> ApiResult<Response> {
     if !is_blob_name(&sha) {
-        return Err(ApiError::bad_request(format!(
-            "`{sha}` is not a blob hash: give the 64 lower-case hex digits the manifest lists"
-        )));
+        return Err(ApiError::bad_request(format!("`{sha}` is not a blob hash: give the 64 lower-case hex digits the manifest lists")));
     }
     let (_, m) = read_manifest(&app, &name).await?;
     let Some(listed) = m.blob(&sha) else {
@@ -134,11 +132,7 @@ pub async fn blob(State(app): State<Arc<App>>, Path((name, sha)): Path<(String, 
     }
     let ctype = if sha == m.tokenizer.sha256 { "application/json" } else { "application/octet-stream" };
     let body = Body::from_stream(tokio_util::io::ReaderStream::with_capacity(file, CHUNK));
-    Ok((
-        common,
-        [(header::CONTENT_TYPE, HeaderValue::from_static(ctype)), (header::CONTENT_LENGTH, HeaderValue::from(len))],
-        body,
-    )
+    Ok((common, [(header::CONTENT_TYPE, HeaderValue::from_static(ctype)), (header::CONTENT_LENGTH, HeaderValue::from(len))], body)
         .into_response())
 }
 
@@ -170,7 +164,10 @@ pub async fn latency(
     let session = super::session_of(&app, &req.session_id).await?;
     if let Err(wait) = app.per_session.take(&session.id) {
         app.metrics.rate_limited.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, format!("too many reports from this session; retry in {} s", wait.as_secs().max(1))));
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("too many reports from this session; retry in {} s", wait.as_secs().max(1)),
+        ));
     }
     let (_, m) = read_manifest(&app, &name).await?;
     if !TARGETS.iter().any(|(t, _)| *t == req.target) {
@@ -178,10 +175,17 @@ pub async fn latency(
     }
     check_shape(&m, req.batch, req.seq_len)?;
     if !(req.median_ms.is_finite() && req.median_ms > 0.0 && req.median_ms <= 600_000.0) {
-        return Err(ApiError::unprocessable(format!("median_ms must be a positive number of milliseconds up to 600000, got {}", req.median_ms)));
+        return Err(ApiError::unprocessable(format!(
+            "median_ms must be a positive number of milliseconds up to 600000, got {}",
+            req.median_ms
+        )));
     }
     if req.runs < super::MIN_RUNS || req.runs > 1_000_000 {
-        return Err(ApiError::unprocessable(format!("runs must be from {} to 10^6 (a median needs repeated timed calls), got {}", super::MIN_RUNS, req.runs)));
+        return Err(ApiError::unprocessable(format!(
+            "runs must be from {} to 10^6 (a median needs repeated timed calls), got {}",
+            super::MIN_RUNS,
+            req.runs
+        )));
     }
     let row = webtune_kernel_db::NewModelLatency {
         session_id: session.id.clone(),
@@ -205,9 +209,9 @@ pub async fn plan(
 ) -> ApiResult<Response> {
     use webtune_kernel_db::plan::{faster, summarise};
     use webtune_kernel_db::{DeviceKeys, Level};
-    let q = q.map(|axum::extract::Query(q)| q).map_err(|e| {
-        ApiError::bad_request(format!("{}; expected ?device_key=KEY&batch=1&seq_len=128", e.body_text()))
-    })?;
+    let q = q
+        .map(|axum::extract::Query(q)| q)
+        .map_err(|e| ApiError::bad_request(format!("{}; expected ?device_key=KEY&batch=1&seq_len=128", e.body_text())))?;
     let device_key = q.device_key.unwrap_or_default();
     if device_key.is_empty() || device_key.len() > super::MAX_KEY_LEN {
         return Err(ApiError::bad_request(format!(
@@ -243,7 +247,11 @@ pub async fn plan(
     let at = format!("batch {batch}, seq_len {seq_len}");
     let (target, reason, level, level_key, targets) = match (decided, seen) {
         (Some((level, key, target, summary)), _) => {
-            let other = summary.iter().filter(|t| t.target != target && t.sessions >= quorum.max(1)).map(|t| t.median_ms).fold(f64::INFINITY, f64::min);
+            let other = summary
+                .iter()
+                .filter(|t| t.target != target && t.sessions >= quorum.max(1))
+                .map(|t| t.median_ms)
+                .fold(f64::INFINITY, f64::min);
             let mine = summary.iter().find(|t| t.target == target).map_or(f64::NAN, |t| t.median_ms);
             let reason = format!("{target} is faster at {at} on {} `{key}`: median {mine:.1} ms against {other:.1} ms", level.name());
             (Some(target), reason, Some(level), Some(key), summary)
@@ -260,7 +268,10 @@ pub async fn plan(
         }
         (None, None) => (
             None,
-            format!("no latency reports for {} at {at} from this device class yet: measure both targets and POST /v1/models/{}/latency", m.name, m.name),
+            format!(
+                "no latency reports for {} at {at} from this device class yet: measure both targets and POST /v1/models/{}/latency",
+                m.name, m.name
+            ),
             None,
             None,
             vec![],
@@ -274,7 +285,12 @@ pub async fn plan(
             let best = TARGETS
                 .iter()
                 .map(|(t, kt)| {
-                    let url = format!("/v1/kernels/best?device_key={}&op={}&shape={}&target={kt}", encode_query(&device_key), encode_query(k.op), shape.join(","));
+                    let url = format!(
+                        "/v1/kernels/best?device_key={}&op={}&shape={}&target={kt}",
+                        encode_query(&device_key),
+                        encode_query(k.op),
+                        shape.join(",")
+                    );
                     (t.to_string(), url)
                 })
                 .collect();

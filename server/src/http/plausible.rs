@@ -45,7 +45,10 @@ pub fn check(op: &Op, target: Target, keys: &DeviceKeys, median_us: f64) -> Resu
         ));
     }
     if bytes > max_bytes {
-        return Err(format!("{median_us} µs implies {:.3e} bytes/s of argument traffic, above the {:.1e} bytes/s ceiling", bytes, max_bytes));
+        return Err(format!(
+            "{median_us} µs implies {:.3e} bytes/s of argument traffic, above the {:.1e} bytes/s ceiling",
+            bytes, max_bytes
+        ));
     }
     Ok(())
 }

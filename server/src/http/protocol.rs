@@ -233,8 +233,8 @@ pub struct PlanKernel {
 /// to JavaScript, so integer fields take any number with no fractional part
 /// that fits, and refuse the rest with serde's message.
 mod integral {
-    use serde::de::{Deserializer, Error};
     use serde::Deserialize;
+    use serde::de::{Deserializer, Error};
 
     fn whole<E: Error>(n: serde_json::Number) -> Result<u32, E> {
         let v = n.as_u64().map(|u| u as f64).or_else(|| n.as_f64()).unwrap_or(f64::NAN);
@@ -270,9 +270,13 @@ mod tests {
         for bad in ["2230.5", "-1", "4294967296", "1e300", "\"7\""] {
             assert!(entry(bad).is_err(), "{bad}");
         }
-        let r: ReportRequest = serde_json::from_str(r#"{"op": "matmul", "shape": [384, 768.0, 768], "target": "wasm", "entries": []}"#).unwrap();
+        let r: ReportRequest =
+            serde_json::from_str(r#"{"op": "matmul", "shape": [384, 768.0, 768], "target": "wasm", "entries": []}"#).unwrap();
         assert_eq!(r.shape, vec![384, 768, 768]);
-        assert!(serde_json::from_str::<ReportRequest>(r#"{"op": "matmul", "shape": [384, 0.5, 768], "target": "wasm", "entries": []}"#).is_err());
+        assert!(
+            serde_json::from_str::<ReportRequest>(r#"{"op": "matmul", "shape": [384, 0.5, 768], "target": "wasm", "entries": []}"#)
+                .is_err()
+        );
     }
 }
 

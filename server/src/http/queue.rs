@@ -52,7 +52,10 @@ pub async fn queue(
         map.entry(id.clone()).or_default().clone()
     };
     let Some(session_slot) = Slot::try_take(&per_session, app.config.limits.max_queues_per_session) else {
-        return Ok(limits::too_many("this session already streams its limit of queues; finish or close one", std::time::Duration::from_secs(1)));
+        return Ok(limits::too_many(
+            "this session already streams its limit of queues; finish or close one",
+            std::time::Duration::from_secs(1),
+        ));
     };
     let Some(global_slot) = Slot::try_take(&app.queues, app.config.limits.max_queues) else {
         app.metrics.overloaded.fetch_add(1, Ordering::Relaxed);
@@ -84,7 +87,10 @@ pub async fn queue(
             // said so: logged and counted, never dropped silently.
             config
                 .inspect_err(|e| {
-                    eprintln!("webtune serve: winner {} of {kind} at {} is left out of the queue: its metadata does not parse: {e}", b.winner.kernel_sha256, b.winner.level_key);
+                    eprintln!(
+                        "webtune serve: winner {} of {kind} at {} is left out of the queue: its metadata does not parse: {e}",
+                        b.winner.kernel_sha256, b.winner.level_key
+                    );
                     app.metrics.unreadable_winners.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 })
                 .ok()
@@ -141,8 +147,6 @@ pub async fn queue(
         let done = serde_json::to_string(&QueueDone { total, skipped }).unwrap_or_default();
         let _ = tx.send(Event::default().event("done").data(done)).await;
     });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
-    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx)) });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
 }

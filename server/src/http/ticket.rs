@@ -80,7 +80,8 @@ impl Signer {
     pub fn verify(&self, ticket: &str, session: &str, kernel: &str, now: u64) -> Result<TicketClaims, TicketError> {
         let parts: Vec<&str> = ticket.split('.').collect();
         let [v, op, shape, target, space, seed, expiry, tag] = parts.as_slice() else { return Err(TicketError::Malformed) };
-        let word = |s: &str, extra: u8| !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == extra);
+        let word =
+            |s: &str, extra: u8| !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == extra);
         if *v != "v2" || !word(op, b'_') || !word(shape, b',') || !word(target, b'_') || !word(space, b'-') {
             return Err(TicketError::Malformed);
         }
@@ -106,7 +107,10 @@ mod tests {
         let s = Signer::new(b"secret");
         let kind = KernelKind { op: "matmul".into(), shape: "16,32,24".into(), target: "wgsl".into() };
         let t = s.issue("sess", "abc", &kind, "sp1", 7, 100);
-        assert_eq!(s.verify(&t, "sess", "abc", 50).unwrap(), TicketClaims { kind: kind.clone(), space_checksum: "sp1".into(), seed: 7, expiry: 100 });
+        assert_eq!(
+            s.verify(&t, "sess", "abc", 50).unwrap(),
+            TicketClaims { kind: kind.clone(), space_checksum: "sp1".into(), seed: 7, expiry: 100 }
+        );
         // The kind is signed: a ticket edited to another shape or target is forged.
         assert_eq!(s.verify(&t.replace("16,32,24", "16,32,25"), "sess", "abc", 50), Err(TicketError::BadSignature));
         assert_eq!(s.verify(&t.replace(".wgsl.", ".wasm."), "sess", "abc", 50), Err(TicketError::BadSignature));

@@ -43,11 +43,8 @@ impl Server {
         let stdout = child.stdout.take().expect("piped stdout");
         let mut lines = BufReader::new(stdout).lines();
         let first = lines.next().expect("the server prints its address").expect("utf-8");
-        let url = first
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("no address in `{first}`"))
-            .to_string();
+        let url =
+            first.split_whitespace().find(|w| w.starts_with("http://")).unwrap_or_else(|| panic!("no address in `{first}`")).to_string();
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
         Server { child, url, db_url: db_url.to_string() }
@@ -111,24 +108,16 @@ pub async fn open_session(http: &reqwest::Client, url: &str, fp: &Value) -> (Str
 
 /// Every candidate event of a session's queue, in order.
 pub async fn queue(http: &reqwest::Client, url: &str, sid: &str, op: &str, shape: &str, target: &str) -> Vec<Value> {
-    let r = http
-        .get(format!("{url}/v1/sessions/{sid}/queue"))
-        .query(&[("op", op), ("shape", shape), ("target", target)])
-        .send()
-        .await
-        .unwrap();
+    let r =
+        http.get(format!("{url}/v1/sessions/{sid}/queue")).query(&[("op", op), ("shape", shape), ("target", target)]).send().await.unwrap();
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
     read_queue(r).await
 }
 
 /// The queue, or `None` when the server refuses it (e.g. 429).
 pub async fn try_queue(http: &reqwest::Client, url: &str, sid: &str, op: &str, shape: &str, target: &str) -> Option<Vec<Value>> {
-    let r = http
-        .get(format!("{url}/v1/sessions/{sid}/queue"))
-        .query(&[("op", op), ("shape", shape), ("target", target)])
-        .send()
-        .await
-        .unwrap();
+    let r =
+        http.get(format!("{url}/v1/sessions/{sid}/queue")).query(&[("op", op), ("shape", shape), ("target", target)]).send().await.unwrap();
     if r.status() != 200 {
         return None;
     }

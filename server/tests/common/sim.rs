@@ -95,8 +95,11 @@ pub async fn run(url: &str, sessions: usize, liar_share: f64, parallel: usize, s
             match kind {
                 usize::MAX => {
                     // Honest: every candidate timed with noise, top 5 reported.
-                    let mut timed: Vec<(f64, &Value)> =
-                        q.iter().enumerate().map(|(j, c)| (t(c["sha256"].as_str().unwrap()) * (1.0 + 0.1 * noise(seed ^ (i * 1000 + j) as u64)), c)).collect();
+                    let mut timed: Vec<(f64, &Value)> = q
+                        .iter()
+                        .enumerate()
+                        .map(|(j, c)| (t(c["sha256"].as_str().unwrap()) * (1.0 + 0.1 * noise(seed ^ (i * 1000 + j) as u64)), c))
+                        .collect();
                     timed.sort_by(|a, b| a.0.total_cmp(&b.0));
                     let entries: Vec<Value> = timed.iter().take(5).map(|(us, c)| entry(&op, c, *us)).collect();
                     honest_entries.lock().await.push((sid.clone(), entries[0].clone()));
