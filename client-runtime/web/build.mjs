@@ -4,7 +4,8 @@
 //
 //   dist/webtune.js   the ES module apps import (served at /web/webtune.js),
 //                     with the bench worker's bundle inside as a string, the
-//                     SentenceEncoder's Wasm kernels (encoder-kernels.wat) as base64
+//                     SentenceEncoder's Wasm kernels (encoder-kernels.wat) as base64,
+//                     its WebGPU kernels (encoder-kernels.wgsl) as text
 //                     and @huggingface/tokenizers
 //   dist/*.d.ts       its type declarations
 //   dist/demo.js      the demo app (served at /web/demo.js), which imports
@@ -44,11 +45,13 @@ const common = {
 // The bench worker (the `worker` option) is bundled on its own and put into
 // webtune.js as a string, started from a Blob URL: no second file to serve.
 const worker = await esbuild.build({ ...common, entryPoints: ['src/eval-worker.ts'], format: 'iife', write: false, outfile: 'eval-worker.js' });
-// The sentence encoder's fixed kernels, assembled from src/encoder-kernels.wat
-// with wabt, go in as base64.
+// The sentence encoder's fixed kernels: the Wasm ones, assembled from
+// src/encoder-kernels.wat with wabt, go in as base64; the WebGPU ones,
+// src/encoder-kernels.wgsl, as their text.
 const define = {
   __WEBTUNE_EVAL_WORKER__: JSON.stringify(worker.outputFiles[0].text),
   __WEBTUNE_ENCODER_KERNELS__: JSON.stringify((await assembleKernels()).toString('base64')),
+  __WEBTUNE_ENCODER_WGSL__: JSON.stringify(readFileSync(join(root, 'src', 'encoder-kernels.wgsl'), 'utf8')),
 };
 await esbuild.build({ ...common, entryPoints: ['src/webtune.ts'], outfile: join(out, 'webtune.js'), define });
 await esbuild.build({ ...common, entryPoints: ['demo/demo.ts'], outfile: join(out, 'demo.js'), external: ['/web/webtune.js'] });

@@ -5,7 +5,7 @@ export interface EncoderLoadOptions {
     /** The model's name in the server's store (`GET /v1/models` lists them). */
     model: string;
     target: 'wasm' | 'webgpu';
-    /** WebGPU: the app's device. */
+    /** WebGPU: the app's device; default: one requested from `navigator.gpu`. */
     device?: GPUDevice;
     /** Tune the model's kernels in `idle()`. Default true. */
     tune?: boolean;
@@ -67,6 +67,8 @@ export declare class SentenceEncoder {
     readonly manifest: ModelManifest;
     /** Embedding width. */
     readonly dim: number;
+    /** WebGPU: the backend that runs every batch; null on Wasm, whose state is the fields below. */
+    private gpu;
     private memory;
     private fixed;
     private tokenizer;
@@ -82,7 +84,8 @@ export declare class SentenceEncoder {
     /**
      * Fetches the model's manifest, weights and tokenizer from the server
      * (each blob checked against its SHA-256 address), copies the weights into
-     * Wasm memory and opens a webtune session for the model's kernels.
+     * Wasm memory (or uploads them to the GPU device) and opens a webtune
+     * session for the model's kernels.
      */
     static load(opts: EncoderLoadOptions): Promise<SentenceEncoder>;
     /** Token ids of one text: [CLS] … [SEP], at most max_seq_length of them. */

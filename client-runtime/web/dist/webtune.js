@@ -4885,6 +4885,21 @@ var Tokenizer = class {
 };
 var Tokenizer_default = Tokenizer;
 
+// src/batches.ts
+var LENGTHS = [8, 16, 32, 64, 128, 256, 512];
+var pow2 = (n) => 2 ** Math.ceil(Math.log2(Math.max(1, n)));
+function planBatches(lengths, maxBatch, maxSeqLength) {
+  const order = lengths.map((_, i) => i).sort((a, b) => lengths[a] - lengths[b]);
+  const top = Math.ceil(maxSeqLength / 4) * 4;
+  const out = [];
+  for (let at = 0; at < order.length; at += maxBatch) {
+    const idx = order.slice(at, at + maxBatch);
+    const longest = Math.max(...idx.map((i) => lengths[i]));
+    out.push({ idx, b: pow2(idx.length), s: LENGTHS.find((l) => l >= longest && l <= top) ?? top });
+  }
+  return out;
+}
+
 // src/latency.ts
 var WINDOW = 15;
 var REPORT_AT = [5, 15, 50];
@@ -4940,9 +4955,293 @@ var LatencyLog = class {
   }
 };
 
+// src/encoder-gpu.ts
+var ALIGN = 256;
+var MAX_HIDDEN = 2048;
+var WG = 64;
+var EW = 256;
+var MAX_GROUPS = 65535;
+function packTensors(tensors, maxBytes) {
+  const sizes = [0];
+  const at = /* @__PURE__ */ new Map();
+  for (const t of tensors) {
+    const bytes = 4 * t.shape.reduce((a, b) => a * b, 1);
+    if (bytes > maxBytes) throw new Error(`tensor ${t.name} is ${bytes} bytes, above this device's maxBufferSize of ${maxBytes}`);
+    let offset = Math.ceil(sizes[sizes.length - 1] / ALIGN) * ALIGN;
+    if (offset + bytes > maxBytes) {
+      sizes.push(0);
+      offset = 0;
+    }
+    at.set(t.name, { buffer: sizes.length - 1, offset, bytes });
+    sizes[sizes.length - 1] = offset + bytes;
+  }
+  return { sizes, at };
+}
+function grid(n) {
+  const x = Math.max(1, Math.min(n, MAX_GROUPS));
+  return [x, Math.ceil(n / x)];
+}
+async function scoped2(device, what, f) {
+  device.pushErrorScope("out-of-memory");
+  device.pushErrorScope("validation");
+  let value;
+  try {
+    value = await f();
+  } finally {
+    const validation = await device.popErrorScope();
+    const oom = await device.popErrorScope();
+    const e = validation ?? oom;
+    if (e) throw new Error(`${what}: ${e.message}`);
+  }
+  return value;
+}
+var GpuEncoder = class _GpuEncoder {
+  constructor(webtune, manifest, fixed, weights, tensors, layers, params, maxBatch, report) {
+    this.webtune = webtune;
+    this.manifest = manifest;
+    this.fixed = fixed;
+    this.weights = weights;
+    this.tensors = tensors;
+    this.layers = layers;
+    this.params = params;
+    this.maxBatch = maxBatch;
+    this.device = webtune.device;
+    this.latency = report ? new LatencyLog(webtune.server, manifest.name, manifest.max_seq_length) : null;
+  }
+  webtune;
+  manifest;
+  fixed;
+  weights;
+  tensors;
+  layers;
+  params;
+  maxBatch;
+  device;
+  buckets = /* @__PURE__ */ new Map();
+  latency;
+  closed = false;
+  /**
+   * Checks the manifest's tensors, uploads the weights (the bundle's blob)
+   * to the session's device and builds the fixed kernels' pipelines.
+   */
+  static async create(init) {
+    const { webtune, manifest } = init;
+    const device = webtune.device;
+    const c = manifest.config, H = c.hidden_size, I = c.intermediate_size;
+    const fail = (what) => new Error(`model "${manifest.name}": ${what}`);
+    if (H > MAX_HIDDEN) throw fail(`hidden size ${H}: the WebGPU path runs hidden sizes up to ${MAX_HIDDEN}`);
+    const want = [
+      ["embeddings.word", [c.vocab_size, H]],
+      ["embeddings.position", [c.max_position_embeddings, H]],
+      ["embeddings.token_type", [c.type_vocab_size, H]],
+      ["embeddings.ln.gamma", [H]],
+      ["embeddings.ln.beta", [H]]
+    ];
+    const perLayer = [
+      ["qkvW", "qkv.weight", [H, 3 * H]],
+      ["qkvB", "qkv.bias", [3 * H]],
+      ["outW", "attn_out.weight", [H, H]],
+      ["outB", "attn_out.bias", [H]],
+      ["ln1G", "attn_ln.gamma", [H]],
+      ["ln1B", "attn_ln.beta", [H]],
+      ["inW", "ffn_in.weight", [H, I]],
+      ["inB", "ffn_in.bias", [I]],
+      ["ffnW", "ffn_out.weight", [I, H]],
+      ["ffnB", "ffn_out.bias", [H]],
+      ["ln2G", "ffn_ln.gamma", [H]],
+      ["ln2B", "ffn_ln.beta", [H]]
+    ];
+    for (let l = 0; l < c.num_hidden_layers; l++) for (const [, name, shape] of perLayer) want.push([`layer.${l}.${name}`, shape]);
+    const found = want.map(([name, shape]) => {
+      const t = manifest.tensors.find((x) => x.name === name);
+      if (!t) throw fail(`the manifest has no tensor ${name}`);
+      if (t.dtype !== "f32" || t.shape.join(",") !== shape.join(",")) throw fail(`tensor ${name} is ${t.dtype}[${t.shape}], expected f32[${shape}]`);
+      if (t.offset + 4 * shape.reduce((a, b) => a * b, 1) > init.weights.byteLength) throw fail(`tensor ${name} lies beyond the weights blob`);
+      return t;
+    });
+    const limits = device.limits;
+    const big = found.find((t) => 4 * t.shape.reduce((a, b) => a * b, 1) > limits.maxStorageBufferBindingSize);
+    if (big) throw fail(`tensor ${big.name} is larger than this device's maxStorageBufferBindingSize (${limits.maxStorageBufferBindingSize} bytes)`);
+    const packed = packTensors(found, limits.maxBufferSize);
+    const { weights, pipelines } = await scoped2(device, `model "${manifest.name}" on WebGPU`, async () => {
+      const weights2 = packed.sizes.map((size, i) => device.createBuffer({ label: `encoder weights ${i}`, size: Math.ceil(size / 4) * 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST }));
+      for (const t of found) {
+        const p = packed.at.get(t.name);
+        device.queue.writeBuffer(weights2[p.buffer], p.offset, init.weights, t.offset, p.bytes);
+      }
+      const module = device.createShaderModule({ label: "encoder-kernels.wgsl", code: "// The sentence encoder's fixed WebGPU kernels: everything of a BERT layer\n// that is not a matrix product (those are webtune's tuned WGSL kernels, the\n// FFN's bias and exact GELU included, as the fused `matmul+bias+gelu`).\n// The WebGPU twin of encoder-kernels.wat; encoder-gpu.ts runs them.\n//\n// One entry point per kernel; binding 0 is the bucket's parameters, the\n// others are that kernel's buffers (numbers reused across entry points,\n// each pipeline's layout is its own). The layer-norm and pooling kernels\n// run one workgroup of WG threads per row, thread `lid` holding elements\n// lid, lid + WG, ... of it; softmax runs one thread per row (no barriers:\n// a software adapter such as SwiftShader pays dearly for each); element-wise\n// kernels run one thread per element, EW a workgroup. Every kernel folds a\n// two-dimensional grid back into one index, so that more than 65535\n// workgroups fit (encoder-gpu.ts's `grid`).\n\nstruct Params {\n  // Texts of the batch, padded slots included; their padded length.\n  b: u32,\n  s: u32,\n  // Hidden width h = heads · d.\n  h: u32,\n  heads: u32,\n  d: u32,\n  // Layer norm epsilon; Q's scale 1/√d.\n  eps: f32,\n  scale: f32,\n  // Pooling: 1 for the first token ([CLS]), 0 for the mean; 1 to L2-normalise.\n  cls: u32,\n  normalize: u32,\n}\n\n@group(0) @binding(0) var<uniform> P: Params;\n\nconst WG: u32 = 64u;\nconst EW: u32 = 256u;\n// Row elements one thread holds: rows up to WG · PER = 2048 wide.\nconst PER: u32 = 32u;\n\nvar<workgroup> red: array<f32, 64>;\n\nfn flat(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {\n  return wid.y * nwg.x + wid.x;\n}\n\n// The workgroup's sum of every thread's v.\nfn sum_wg(lid: u32, v: f32) -> f32 {\n  red[lid] = v;\n  workgroupBarrier();\n  for (var k = WG / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      red[lid] += red[lid + k];\n    }\n    workgroupBarrier();\n  }\n  let r = red[0];\n  workgroupBarrier();\n  return r;\n}\n\n// Mean and 1/σ of a row of P.h whose elements lid, lid + WG, ... are xs.\nfn ln_stats(lid: u32, xs: ptr<function, array<f32, PER>>) -> vec2<f32> {\n  var sum = 0.0;\n  for (var k = 0u; lid + k * WG < P.h; k++) {\n    sum += (*xs)[k];\n  }\n  let mean = sum_wg(lid, sum) / f32(P.h);\n  var sq = 0.0;\n  for (var k = 0u; lid + k * WG < P.h; k++) {\n    let c = (*xs)[k] - mean;\n    sq += c * c;\n  }\n  return vec2(mean, inverseSqrt(sum_wg(lid, sq) / f32(P.h) + P.eps));\n}\n\n// x[t] = LayerNorm(word[ids[t]] + pos[t mod s] + type0) for t < b·s.\n@group(0) @binding(1) var<storage, read> embed_ids: array<u32>;\n@group(0) @binding(2) var<storage, read> embed_word: array<f32>;\n@group(0) @binding(3) var<storage, read> embed_pos: array<f32>;\n@group(0) @binding(4) var<storage, read> embed_type0: array<f32>;\n@group(0) @binding(5) var<storage, read> embed_gamma: array<f32>;\n@group(0) @binding(6) var<storage, read> embed_beta: array<f32>;\n@group(0) @binding(7) var<storage, read_write> embed_x: array<f32>;\n\n@compute @workgroup_size(WG)\nfn embed(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {\n  let t = flat(wid, nwg);\n  if (t >= P.b * P.s) {\n    return;\n  }\n  let w = embed_ids[t] * P.h;\n  let p = (t % P.s) * P.h;\n  var xs: array<f32, PER>;\n  for (var k = 0u; lid + k * WG < P.h; k++) {\n    let i = lid + k * WG;\n    xs[k] = embed_word[w + i] + embed_pos[p + i] + embed_type0[i];\n  }\n  let st = ln_stats(lid, &xs);\n  for (var k = 0u; lid + k * WG < P.h; k++) {\n    let i = lid + k * WG;\n    embed_x[t * P.h + i] = (xs[k] - st.x) * st.y * embed_gamma[i] + embed_beta[i];\n  }\n}\n\n// x = LayerNorm(y + bias + x), row by row, in place.\n@group(0) @binding(1) var<storage, read> ln_y: array<f32>;\n@group(0) @binding(2) var<storage, read> ln_bias: array<f32>;\n@group(0) @binding(3) var<storage, read> ln_gamma: array<f32>;\n@group(0) @binding(4) var<storage, read> ln_beta: array<f32>;\n@group(0) @binding(5) var<storage, read_write> ln_x: array<f32>;\n\n@compute @workgroup_size(WG)\nfn add_ln(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {\n  let t = flat(wid, nwg);\n  if (t >= P.b * P.s) {\n    return;\n  }\n  var xs: array<f32, PER>;\n  for (var k = 0u; lid + k * WG < P.h; k++) {\n    let i = lid + k * WG;\n    xs[k] = ln_y[t * P.h + i] + ln_bias[i] + ln_x[t * P.h + i];\n  }\n  let st = ln_stats(lid, &xs);\n  for (var k = 0u; lid + k * WG < P.h; k++) {\n    let i = lid + k * WG;\n    ln_x[t * P.h + i] = (xs[k] - st.x) * st.y * ln_gamma[i] + ln_beta[i];\n  }\n}\n\n// qkv [b, s, 3h] + bias into Q [b·heads, s, d] times 1/√d, Kᵀ [b·heads, d, s]\n// and V [b·heads, s, d]: one thread per element of [b·s, h].\n@group(0) @binding(1) var<storage, read> split_qkv: array<f32>;\n@group(0) @binding(2) var<storage, read> split_bias: array<f32>;\n@group(0) @binding(3) var<storage, read_write> split_q: array<f32>;\n@group(0) @binding(4) var<storage, read_write> split_kt: array<f32>;\n@group(0) @binding(5) var<storage, read_write> split_v: array<f32>;\n\n@compute @workgroup_size(EW)\nfn split_heads(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {\n  let e = flat(wid, nwg) * EW + lid;\n  if (e >= P.b * P.s * P.h) {\n    return;\n  }\n  let t = e / P.h;\n  let c = e % P.h;\n  let bh = (t / P.s) * P.heads + c / P.d;\n  let pos = t % P.s;\n  let j = c % P.d;\n  let src = t * 3u * P.h + c;\n  split_q[(bh * P.s + pos) * P.d + j] = (split_qkv[src] + split_bias[c]) * P.scale;\n  split_kt[(bh * P.d + j) * P.s + pos] = split_qkv[src + P.h] + split_bias[c + P.h];\n  split_v[(bh * P.s + pos) * P.d + j] = split_qkv[src + 2u * P.h] + split_bias[c + 2u * P.h];\n}\n\n// Softmax over the last axis of p [b·heads, s, s], in place, over the first\n// lens[batch] keys of each row: padded keys get exactly 0, and a text of\n// length 0 (a padded batch slot) a row of zeros. One thread per row.\n@group(0) @binding(1) var<storage, read> softmax_lens: array<u32>;\n@group(0) @binding(2) var<storage, read_write> softmax_p: array<f32>;\n\n@compute @workgroup_size(WG)\nfn softmax(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {\n  let row = flat(wid, nwg) * WG + lid;\n  if (row >= P.b * P.heads * P.s) {\n    return;\n  }\n  let len = softmax_lens[row / P.s / P.heads];\n  let base = row * P.s;\n  var m = -3.4e38;\n  for (var i = 0u; i < len; i++) {\n    m = max(m, softmax_p[base + i]);\n  }\n  var sum = 0.0;\n  for (var i = 0u; i < len; i++) {\n    let e = exp(softmax_p[base + i] - m);\n    softmax_p[base + i] = e;\n    sum += e;\n  }\n  let inv = select(0.0, 1.0 / sum, len > 0u);\n  for (var i = 0u; i < P.s; i++) {\n    softmax_p[base + i] = select(0.0, softmax_p[base + i] * inv, i < len);\n  }\n}\n\n// ctx [b·heads, s, d] into [b, s, heads·d]: one thread per output element.\n@group(0) @binding(1) var<storage, read> merge_ctx: array<f32>;\n@group(0) @binding(2) var<storage, read_write> merge_out: array<f32>;\n\n@compute @workgroup_size(EW)\nfn merge_heads(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {\n  let e = flat(wid, nwg) * EW + lid;\n  if (e >= P.b * P.s * P.h) {\n    return;\n  }\n  let t = e / P.h;\n  let c = e % P.h;\n  let bh = (t / P.s) * P.heads + c / P.d;\n  merge_out[e] = merge_ctx[(bh * P.s + t % P.s) * P.d + c % P.d];\n}\n\n// out[i] = mean of x[i, :lens[i], :] (or its first row when P.cls), divided\n// by its L2 norm when P.normalize (by at least 1e-12, as sentence-transformers\n// does); a text of length 0 gets zeros. One workgroup per text.\n@group(0) @binding(1) var<storage, read> pool_lens: array<u32>;\n@group(0) @binding(2) var<storage, read> pool_x: array<f32>;\n@group(0) @binding(3) var<storage, read_write> pool_out: array<f32>;\n\n@compute @workgroup_size(WG)\nfn pool(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {\n  let i = flat(wid, nwg);\n  if (i >= P.b) {\n    return;\n  }\n  let len = select(pool_lens[i], min(pool_lens[i], 1u), P.cls == 1u);\n  var xs: array<f32, PER>;\n  var sq = 0.0;\n  for (var k = 0u; lid + k * WG < P.h; k++) {\n    let c = lid + k * WG;\n    var acc = 0.0;\n    for (var t = 0u; t < len; t++) {\n      acc += pool_x[(i * P.s + t) * P.h + c];\n    }\n    xs[k] = acc / f32(max(len, 1u));\n    sq += xs[k] * xs[k];\n  }\n  let norm = sqrt(sum_wg(lid, sq));\n  let sc = select(1.0, 1.0 / max(norm, 1e-12), P.normalize == 1u);\n  for (var k = 0u; lid + k * WG < P.h; k++) {\n    pool_out[i * P.h + lid + k * WG] = xs[k] * sc;\n  }\n}\n" });
+      const errors = (await module.getCompilationInfo()).messages.filter((m) => m.type === "error");
+      if (errors.length) throw new Error(`encoder-kernels.wgsl: ${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join("; ")}`);
+      const names = ["embed", "add_ln", "split_heads", "softmax", "merge_heads", "pool"];
+      const made = await Promise.all(names.map((entryPoint) => device.createComputePipelineAsync({ label: `encoder ${entryPoint}`, layout: "auto", compute: { module, entryPoint } })));
+      return { weights: weights2, pipelines: Object.fromEntries(names.map((n, i) => [n, made[i]])) };
+    });
+    const tensors = /* @__PURE__ */ new Map();
+    for (const [name, p] of packed.at) tensors.set(name, { buffer: weights[p.buffer], offset: p.offset, size: p.bytes });
+    const layers = [];
+    for (let l = 0; l < c.num_hidden_layers; l++) {
+      layers.push(Object.fromEntries(perLayer.map(([key, name]) => [key, tensors.get(`layer.${l}.${name}`)])));
+    }
+    const heads = c.num_attention_heads, d = H / heads;
+    const params = (b, s) => {
+      const u = new Uint32Array(9), f = new Float32Array(u.buffer);
+      u.set([b, s, H, heads, d]);
+      f[5] = c.layer_norm_eps;
+      f[6] = 1 / Math.sqrt(d);
+      u[7] = manifest.pooling === "cls" ? 1 : 0;
+      u[8] = manifest.normalize ? 1 : 0;
+      return u.buffer;
+    };
+    return new _GpuEncoder(webtune, manifest, pipelines, weights, tensors, layers, params, init.maxBatch, init.report);
+  }
+  /** One embedding per list of token ids, batched and padded as the Wasm path does. */
+  async encode(toks) {
+    if (this.closed) throw new Error("encode: this SentenceEncoder is closed");
+    const out = new Array(toks.length);
+    for (const { idx, b, s } of planBatches(toks.map((t) => t.length), this.maxBatch, this.manifest.max_seq_length)) {
+      const bucket = await this.bucket(b, s);
+      const t0 = performance.now();
+      const emb = await this.run(bucket, idx.map((i) => toks[i]));
+      if (bucket.calls++ > 0) void this.latency?.add(this.webtune.session.session_id, "webgpu", b, s, performance.now() - t0);
+      idx.forEach((i, j) => out[i] = emb[j]);
+    }
+    return out;
+  }
+  /** The bucket's buffers, kernels and bind groups, made once. */
+  bucket(b, s) {
+    const key = `${b}x${s}`;
+    let p = this.buckets.get(key);
+    if (!p) {
+      p = this.makeBucket(b, s);
+      this.buckets.set(key, p);
+      p.catch(() => this.buckets.delete(key));
+    }
+    return p;
+  }
+  async makeBucket(b, s) {
+    const c = this.manifest.config, H = c.hidden_size, I = c.intermediate_size, heads = c.num_attention_heads, d = H / heads;
+    const M = b * s, wt = this.webtune, device = this.device;
+    const [qkvK, scoresK, contextK, outK, upK, downK] = await Promise.all([
+      wt.gpuKernel("matmul", [M, H, 3 * H]),
+      wt.gpuKernel("batch_matmul", [b * heads, s, d, s]),
+      wt.gpuKernel("batch_matmul", [b * heads, s, s, d]),
+      wt.gpuKernel("matmul", [M, H, H]),
+      wt.gpuKernel("matmul+bias+gelu", [M, H, I]),
+      wt.gpuKernel("matmul", [M, I, H])
+    ]);
+    const floats = { x: M * H, qkv: M * 3 * H, q: M * H, kt: M * H, v: M * H, p: b * heads * s * s, ctx: M * H, merged: M * H, proj: M * H, ffn: M * I };
+    const limit = device.limits.maxStorageBufferBindingSize;
+    for (const [name, n] of Object.entries(floats)) {
+      if (n * 4 > limit) throw new Error(`SentenceEncoder: a batch of ${b} texts of ${s} tokens needs a ${name} buffer of ${n * 4} bytes, above this device's maxStorageBufferBindingSize (${limit}); lower maxBatch`);
+    }
+    return scoped2(device, `SentenceEncoder: bucket ${b}×${s} on WebGPU`, () => {
+      const owned = [];
+      const buffer = (label, bytes, usage = 0) => {
+        const buf = device.createBuffer({ label: `encoder ${label} ${b}x${s}`, size: Math.max(16, Math.ceil(bytes / 16) * 16), usage: GPUBufferUsage.STORAGE | usage });
+        owned.push(buf);
+        return buf;
+      };
+      const a = Object.fromEntries(Object.entries(floats).map(([name, n]) => [name, buffer(name, n * 4)]));
+      const ids = buffer("ids", M * 4, GPUBufferUsage.COPY_DST);
+      const lens = buffer("lens", b * 4, GPUBufferUsage.COPY_DST);
+      const pooled = buffer("pooled", b * H * 4, GPUBufferUsage.COPY_SRC);
+      const read = device.createBuffer({ label: `encoder read ${b}x${s}`, size: b * H * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+      owned.push(read);
+      const params = device.createBuffer({ label: `encoder params ${b}x${s}`, size: 48, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+      owned.push(params);
+      device.queue.writeBuffer(params, 0, this.params(b, s));
+      const entries = (ranges) => ranges.map((r2, binding) => ({ binding, resource: { buffer: r2.buffer, offset: r2.offset ?? 0, size: r2.size } }));
+      const tuned = (kernel, ...ranges) => ({ kernel, group: device.createBindGroup({ layout: kernel.bindGroupLayout, entries: entries(ranges) }) });
+      const fixed = (name, groups, ...ranges) => {
+        const pipeline = this.fixed[name];
+        return { pipeline, grid: grid(groups), group: device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: entries([{ buffer: params }, ...ranges]) }) };
+      };
+      const T = (name) => this.tensors.get(name);
+      const r = (buffer2) => ({ buffer: buffer2 });
+      const rowsEW = Math.ceil(M * H / EW);
+      const steps = [
+        fixed(
+          "embed",
+          M,
+          r(ids),
+          T("embeddings.word"),
+          T("embeddings.position"),
+          T("embeddings.token_type"),
+          T("embeddings.ln.gamma"),
+          T("embeddings.ln.beta"),
+          r(a.x)
+        )
+      ];
+      for (const L of this.layers) {
+        steps.push(
+          tuned(qkvK, r(a.x), L.qkvW, r(a.qkv)),
+          fixed("split_heads", rowsEW, r(a.qkv), L.qkvB, r(a.q), r(a.kt), r(a.v)),
+          tuned(scoresK, r(a.q), r(a.kt), r(a.p)),
+          fixed("softmax", Math.ceil(b * heads * s / WG), r(lens), r(a.p)),
+          tuned(contextK, r(a.p), r(a.v), r(a.ctx)),
+          fixed("merge_heads", rowsEW, r(a.ctx), r(a.merged)),
+          tuned(outK, r(a.merged), L.outW, r(a.proj)),
+          fixed("add_ln", M, r(a.proj), L.outB, L.ln1G, L.ln1B, r(a.x)),
+          tuned(upK, r(a.x), L.inW, L.inB, r(a.ffn)),
+          tuned(downK, r(a.ffn), L.ffnW, r(a.proj)),
+          fixed("add_ln", M, r(a.proj), L.ffnB, L.ln2G, L.ln2B, r(a.x))
+        );
+      }
+      steps.push(fixed("pool", b, r(lens), r(a.x), r(pooled)));
+      return { b, s, calls: 0, ids, lens, pooled, read, owned, steps, idsHost: new Uint32Array(M), lensHost: new Uint32Array(b) };
+    });
+  }
+  /** Runs one padded batch: one command buffer, one submit, one map of the pooled embeddings. */
+  async run(bk, toks) {
+    const H = this.manifest.config.hidden_size, device = this.device;
+    bk.idsHost.fill(0);
+    bk.lensHost.fill(0);
+    toks.forEach((t, j) => {
+      bk.idsHost.set(t, j * bk.s);
+      bk.lensHost[j] = t.length;
+    });
+    const bytes = toks.length * H * 4;
+    device.pushErrorScope("validation");
+    device.queue.writeBuffer(bk.ids, 0, bk.idsHost);
+    device.queue.writeBuffer(bk.lens, 0, bk.lensHost);
+    const enc = device.createCommandEncoder({ label: "encoder batch" });
+    const pass = enc.beginComputePass();
+    for (const st of bk.steps) {
+      if ("kernel" in st) {
+        st.kernel.dispatch(pass, st.group);
+      } else {
+        pass.setPipeline(st.pipeline);
+        pass.setBindGroup(0, st.group);
+        pass.dispatchWorkgroups(...st.grid);
+      }
+    }
+    pass.end();
+    enc.copyBufferToBuffer(bk.pooled, 0, bk.read, 0, bytes);
+    device.queue.submit([enc.finish()]);
+    const [error, mapError] = await Promise.all([
+      device.popErrorScope(),
+      bk.read.mapAsync(GPUMapMode.READ, 0, bytes).then(() => null, (e) => e)
+    ]);
+    if (error || mapError) {
+      if (!mapError) bk.read.unmap();
+      throw new Error(`SentenceEncoder on WebGPU: ${(error ?? mapError).message}`);
+    }
+    const all = new Float32Array(bk.read.getMappedRange(0, bytes));
+    const out = toks.map((_, j) => all.slice(j * H, (j + 1) * H));
+    bk.read.unmap();
+    return out;
+  }
+  /** Frees the weights and every bucket's buffers; the device stays the app's. */
+  destroy() {
+    this.closed = true;
+    for (const w of this.weights) w.destroy();
+    for (const p of this.buckets.values()) void p.then((bk) => bk.owned.forEach((x) => x.destroy()), () => void 0);
+    this.buckets.clear();
+  }
+};
+
 // src/encoder.ts
 var PAGE2 = 65536;
-var LENGTHS = [8, 16, 32, 64, 128, 256, 512];
 function fromBase64(s) {
   const bin = atob(s);
   const out = new Uint8Array(bin.length);
@@ -4954,13 +5253,14 @@ async function sha256Hex(bytes) {
   const d = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
   return Array.from(d, (b) => b.toString(16).padStart(2, "0")).join("");
 }
-var pow2 = (n) => 2 ** Math.ceil(Math.log2(Math.max(1, n)));
 var SentenceEncoder = class _SentenceEncoder {
   /** The webtune session whose kernels run the model (tuning, events, status). */
   webtune;
   manifest;
   /** Embedding width. */
   dim;
+  /** WebGPU: the backend that runs every batch; null on Wasm, whose state is the fields below. */
+  gpu = null;
   memory;
   fixed;
   tokenizer;
@@ -4975,6 +5275,12 @@ var SentenceEncoder = class _SentenceEncoder {
   constructor(init) {
     this.webtune = init.webtune;
     this.manifest = init.manifest;
+    if ("gpu" in init) {
+      this.gpu = init.gpu;
+      this.tokenizer = init.tokenizer;
+      this.dim = init.manifest.config.hidden_size;
+      return;
+    }
     this.memory = init.memory;
     this.fixed = init.fixed;
     this.tokenizer = init.tokenizer;
@@ -5019,12 +5325,14 @@ var SentenceEncoder = class _SentenceEncoder {
   /**
    * Fetches the model's manifest, weights and tokenizer from the server
    * (each blob checked against its SHA-256 address), copies the weights into
-   * Wasm memory and opens a webtune session for the model's kernels.
+   * Wasm memory (or uploads them to the GPU device) and opens a webtune
+   * session for the model's kernels.
    */
   static async load(opts) {
     if (!opts || typeof opts.model !== "string" || !opts.model) throw new TypeError("SentenceEncoder.load: `model` must be a model name (GET /v1/models lists them)");
-    if (opts.target === "webgpu") throw new Error("SentenceEncoder: target 'webgpu' is not implemented yet; use target: 'wasm'");
-    if (opts.target !== "wasm") throw new TypeError(`SentenceEncoder.load: target must be 'wasm' or 'webgpu', got ${String(opts.target)}`);
+    if (opts.target !== "wasm" && opts.target !== "webgpu") throw new TypeError(`SentenceEncoder.load: target must be 'wasm' or 'webgpu', got ${String(opts.target)}`);
+    if (opts.target === "webgpu" && opts.device !== void 0 && !(typeof GPUDevice !== "undefined" && opts.device instanceof GPUDevice))
+      throw new TypeError("SentenceEncoder.load: `device` must be a GPUDevice, or left out to request one");
     const server = (opts.server ?? globalThis.location?.origin ?? "").replace(/\/+$/, "");
     const res = await fetch(`${server}/v1/models/${encodeURIComponent(opts.model)}`);
     if (res.status === 404) throw new Error(`model "${opts.model}" is not on ${server} (import it with \`webtune model import\`; GET /v1/models lists the models there)`);
@@ -5052,6 +5360,25 @@ var SentenceEncoder = class _SentenceEncoder {
     tokJson.padding = null;
     tokJson.truncation = null;
     const tokenizer = new Tokenizer_default(tokJson, {});
+    const maxBatch = Math.max(1, opts.maxBatch ?? 8), report = opts.report ?? true;
+    if (opts.target === "webgpu") {
+      const webtune2 = await Webtune.open({
+        server,
+        target: "webgpu",
+        device: opts.device,
+        tune: opts.tune ?? true,
+        budgetMs: opts.budgetMs,
+        cache: opts.cache,
+        maxCandidates: opts.maxCandidates
+      });
+      try {
+        const gpu = await GpuEncoder.create({ webtune: webtune2, manifest, weights, maxBatch, report });
+        return new _SentenceEncoder({ webtune: webtune2, manifest, tokenizer, gpu });
+      } catch (e) {
+        webtune2.close();
+        throw e;
+      }
+    }
     const base = PAGE2;
     const memory = new WebAssembly.Memory({ initial: Math.ceil((base + weights.byteLength) / PAGE2) + 1, maximum: 65536 });
     new Uint8Array(memory.buffer, base, weights.byteLength).set(new Uint8Array(weights));
@@ -5067,7 +5394,7 @@ var SentenceEncoder = class _SentenceEncoder {
       cache: opts.cache,
       maxCandidates: opts.maxCandidates
     });
-    return new _SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch: Math.max(1, opts.maxBatch ?? 8), report: opts.report ?? true });
+    return new _SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch, report });
   }
   /** Token ids of one text: [CLS] … [SEP], at most max_seq_length of them. */
   tokenize(text) {
@@ -5095,7 +5422,8 @@ var SentenceEncoder = class _SentenceEncoder {
     if (texts.length === 0) return Promise.reject(new Error("encode: the list of texts is empty"));
     const bad = texts.findIndex((t) => typeof t !== "string");
     if (bad >= 0) return Promise.reject(new TypeError(`encode: texts[${bad}] is ${texts[bad] === null ? "null" : typeof texts[bad]}, expected a string`));
-    const run = this.queue.then(() => this.encodeNow(texts));
+    const gpu = this.gpu;
+    const run = this.queue.then(() => gpu ? gpu.encode(texts.map((t) => this.tokenize(t))) : this.encodeNow(texts));
     this.queue = run.catch(() => void 0);
     return run;
   }
@@ -5220,6 +5548,7 @@ var SentenceEncoder = class _SentenceEncoder {
     return this.webtune.idle(budgetMs);
   }
   close() {
+    this.gpu?.destroy();
     this.webtune.close();
   }
 };

@@ -1,6 +1,8 @@
 // SentenceEncoder: a BERT-family sentence encoder (all-MiniLM-L6-v2 and its
 // kin) from a `webtune model import` bundle, every matrix product on
 // webtune's kernels, everything else on the fixed kernels of encoder-kernels.wat.
+// This file is the public class and the Wasm path; with target 'webgpu' it
+// loads and tokenises here and hands every batch to encoder-gpu.ts.
 //
 // Memory: one WebAssembly.Memory holds the weights (the blob copied in
 // once, its 64-byte tensor offsets kept) and, per (batch, length) bucket,
@@ -24,6 +26,8 @@
 // element of the d-wide context instead of the S-wide probabilities.
 
 import { Tokenizer } from '@huggingface/tokenizers';
+import { LENGTHS, pow2 } from './batches.js';
+import { GpuEncoder } from './encoder-gpu.js';
 import { LatencyLog } from './latency.js';
 import { type WasmKernel, Webtune } from './webtune.js';
 
@@ -35,7 +39,7 @@ export interface EncoderLoadOptions {
   /** The model's name in the server's store (`GET /v1/models` lists them). */
   model: string;
   target: 'wasm' | 'webgpu';
-  /** WebGPU: the app's device. */
+  /** WebGPU: the app's device; default: one requested from `navigator.gpu`. */
   device?: GPUDevice;
   /** Tune the model's kernels in `idle()`. Default true. */
   tune?: boolean;
@@ -91,12 +95,6 @@ export interface ModelManifest {
 }
 
 const PAGE = 65536;
-/**
- * Sequence-length buckets, capped at the model's max_seq_length rounded up
- * to a multiple of 4 (always a bucket; the fixed kernels run rows of whole
- * f32x4 vectors).
- */
-const LENGTHS = [8, 16, 32, 64, 128, 256, 512];
 
 interface Fixed {
   embed(ids: number, word: number, pos: number, type0: number, gamma: number, beta: number, out: number, n: number, s: number, h: number, eps: number): void;
@@ -135,29 +133,36 @@ async function sha256Hex(bytes: ArrayBuffer): Promise<string | null> {
   return Array.from(d, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
-const pow2 = (n: number) => 2 ** Math.ceil(Math.log2(Math.max(1, n)));
-
 export class SentenceEncoder {
   /** The webtune session whose kernels run the model (tuning, events, status). */
   readonly webtune: Webtune;
   readonly manifest: ModelManifest;
   /** Embedding width. */
   readonly dim: number;
-  private memory: WebAssembly.Memory;
-  private fixed: Fixed;
+  /** WebGPU: the backend that runs every batch; null on Wasm, whose state is the fields below. */
+  private gpu: GpuEncoder | null = null;
+  private memory!: WebAssembly.Memory;
+  private fixed!: Fixed;
   private tokenizer: Tokenizer;
   private tensors = new Map<string, number>();
   private layers: Layer[] = [];
   private buckets = new Map<string, Promise<Bucket>>();
-  private maxBatch: number;
+  private maxBatch!: number;
   private queue: Promise<unknown> = Promise.resolve();
-  private i32: Int32Array<ArrayBuffer>;
-  private f32: Float32Array<ArrayBuffer>;
-  private latency: LatencyLog | null;
+  private i32!: Int32Array<ArrayBuffer>;
+  private f32!: Float32Array<ArrayBuffer>;
+  private latency!: LatencyLog | null;
 
-  private constructor(init: { webtune: Webtune; manifest: ModelManifest; memory: WebAssembly.Memory; fixed: Fixed; tokenizer: Tokenizer; base: number; maxBatch: number; report: boolean }) {
+  private constructor(init: { webtune: Webtune; manifest: ModelManifest; tokenizer: Tokenizer } &
+    ({ gpu: GpuEncoder } | { memory: WebAssembly.Memory; fixed: Fixed; base: number; maxBatch: number; report: boolean })) {
     this.webtune = init.webtune;
     this.manifest = init.manifest;
+    if ('gpu' in init) {
+      this.gpu = init.gpu;
+      this.tokenizer = init.tokenizer;
+      this.dim = init.manifest.config.hidden_size;
+      return;
+    }
     this.memory = init.memory;
     this.fixed = init.fixed;
     this.tokenizer = init.tokenizer;
@@ -197,12 +202,14 @@ export class SentenceEncoder {
   /**
    * Fetches the model's manifest, weights and tokenizer from the server
    * (each blob checked against its SHA-256 address), copies the weights into
-   * Wasm memory and opens a webtune session for the model's kernels.
+   * Wasm memory (or uploads them to the GPU device) and opens a webtune
+   * session for the model's kernels.
    */
   static async load(opts: EncoderLoadOptions): Promise<SentenceEncoder> {
     if (!opts || typeof opts.model !== 'string' || !opts.model) throw new TypeError('SentenceEncoder.load: `model` must be a model name (GET /v1/models lists them)');
-    if (opts.target === 'webgpu') throw new Error("SentenceEncoder: target 'webgpu' is not implemented yet; use target: 'wasm'");
-    if (opts.target !== 'wasm') throw new TypeError(`SentenceEncoder.load: target must be 'wasm' or 'webgpu', got ${String(opts.target)}`);
+    if (opts.target !== 'wasm' && opts.target !== 'webgpu') throw new TypeError(`SentenceEncoder.load: target must be 'wasm' or 'webgpu', got ${String(opts.target)}`);
+    if (opts.target === 'webgpu' && opts.device !== undefined && !(typeof GPUDevice !== 'undefined' && opts.device instanceof GPUDevice))
+      throw new TypeError('SentenceEncoder.load: `device` must be a GPUDevice, or left out to request one');
     const server = (opts.server ?? globalThis.location?.origin ?? '').replace(/\/+$/, '');
     const res = await fetch(`${server}/v1/models/${encodeURIComponent(opts.model)}`);
     if (res.status === 404) throw new Error(`model "${opts.model}" is not on ${server} (import it with \`webtune model import\`; GET /v1/models lists the models there)`);
@@ -233,6 +240,21 @@ export class SentenceEncoder {
     tokJson.padding = null;
     tokJson.truncation = null;
     const tokenizer = new Tokenizer(tokJson, {});
+    const maxBatch = Math.max(1, opts.maxBatch ?? 8), report = opts.report ?? true;
+
+    if (opts.target === 'webgpu') {
+      const webtune = await Webtune.open({
+        server, target: 'webgpu', device: opts.device, tune: opts.tune ?? true,
+        budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates,
+      });
+      try {
+        const gpu = await GpuEncoder.create({ webtune, manifest, weights, maxBatch, report });
+        return new SentenceEncoder({ webtune, manifest, tokenizer, gpu });
+      } catch (e) {
+        webtune.close();
+        throw e;
+      }
+    }
 
     const base = PAGE;
     const memory = new WebAssembly.Memory({ initial: Math.ceil((base + weights.byteLength) / PAGE) + 1, maximum: 65536 });
@@ -243,7 +265,7 @@ export class SentenceEncoder {
       server, target: 'wasm', memory, tune: opts.tune ?? true, worker: opts.worker ?? false,
       budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates,
     });
-    return new SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch: Math.max(1, opts.maxBatch ?? 8), report: opts.report ?? true });
+    return new SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch, report });
   }
 
   /** Token ids of one text: [CLS] … [SEP], at most max_seq_length of them. */
@@ -277,7 +299,8 @@ export class SentenceEncoder {
     if (texts.length === 0) return Promise.reject(new Error('encode: the list of texts is empty'));
     const bad = texts.findIndex((t) => typeof t !== 'string');
     if (bad >= 0) return Promise.reject(new TypeError(`encode: texts[${bad}] is ${texts[bad] === null ? 'null' : typeof texts[bad]}, expected a string`));
-    const run = this.queue.then(() => this.encodeNow(texts));
+    const gpu = this.gpu;
+    const run = this.queue.then(() => (gpu ? gpu.encode(texts.map((t) => this.tokenize(t))) : this.encodeNow(texts)));
     this.queue = run.catch(() => undefined);
     return run;
   }
@@ -386,6 +409,7 @@ export class SentenceEncoder {
   }
 
   close(): void {
+    this.gpu?.destroy();
     this.webtune.close();
   }
 }

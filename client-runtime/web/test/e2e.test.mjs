@@ -20,7 +20,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { BIN, CHROMIUM, ROOT, launchChromium, startServer } from './harness.mjs';
+import { BIN, CHROMIUM, ROOT, WEBGPU_FLAGS, launchChromium, startServer } from './harness.mjs';
 
 const ARTIFACTS = join(ROOT, 'artifacts');
 // Small shapes: the whole file runs in a few minutes on two cores. q4=1 puts
@@ -36,9 +36,6 @@ const SCENARIOS = [
   { name: 'wasm-worker', target: 'wasm', params: MODEL.replace('seq=16', 'seq=24'), worker: true },
   { name: 'webgpu', target: 'webgpu', params: MODEL + '&candidates=3', worker: false },
 ];
-// Debian's Chromium 148 offers no adapter with --disable-gpu unless ANGLE
-// and WebGPU are both pointed at SwiftShader (CPU Vulkan, exact results).
-const WEBGPU_FLAGS = ['--enable-unsafe-webgpu', '--use-angle=swiftshader', '--use-webgpu-adapter=swiftshader'];
 
 let server, base, work;
 

@@ -20,6 +20,12 @@ export const FLAGS = [
   '--disable-background-networking', '--disable-component-update', '--disable-sync',
   '--disable-dev-shm-usage', '--remote-debugging-pipe',
 ];
+/**
+ * WebGPU on Chromium's SwiftShader adapter (CPU Vulkan, exact results):
+ * Debian's Chromium offers no adapter with --disable-gpu unless ANGLE and
+ * WebGPU are both pointed at it.
+ */
+export const WEBGPU_FLAGS = ['--enable-unsafe-webgpu', '--use-angle=swiftshader', '--use-webgpu-adapter=swiftshader'];
 
 /**
  * Starts `webtune serve --addr 127.0.0.1:0 --database-url sqlite://DB` plus

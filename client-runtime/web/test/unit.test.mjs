@@ -292,6 +292,8 @@ test('rho: a bit needs a clear win, the same rule as webtune_tuner::rho_bit', as
 });
 
 const latency = await load('src/latency.ts');
+const batches = await load('src/batches.ts');
+const encoderGpu = await load('src/encoder-gpu.ts');
 
 test('latency log: reports the median of the latest calls at 5, 15, 50, then every 200', async () => {
   const posts = [];
@@ -343,4 +345,37 @@ test('plan: the target when the server names one, null with the reason otherwise
   assert.deepEqual(await latency.fetchPlan('http://s', 'm', 'gpu/nvidia', 1, 128, answer({ target: null, reason: 'no latency reports' })), { target: null, reason: 'no latency reports' });
   assert.equal((await latency.fetchPlan('http://s', 'm', 'gpu/nvidia', 1, 128, answer({ target: 'cuda' }))).target, null, 'an unknown target is no answer');
   assert.deepEqual(await latency.fetchPlan('http://s', 'm', 'gpu/nvidia', 1, 128, answer({}, 404)), { target: null, reason: 'plan HTTP 404' });
+});
+
+test('encoder batches: sorted by length, maxBatch at a time, padded to a power of two and a length bucket', () => {
+  const plan = batches.planBatches([9, 3, 300, 3, 8, 40], 4, 256);
+  assert.deepEqual(plan, [
+    { idx: [1, 3, 4, 0], b: 4, s: 16 },
+    { idx: [5, 2], b: 2, s: 256 },
+  ]);
+  // Ties keep input order; one text is a batch of 1; the cap is max_seq_length rounded up to 4.
+  assert.deepEqual(batches.planBatches([5, 5, 5], 1, 128).map((x) => x.idx), [[0], [1], [2]]);
+  assert.deepEqual(batches.planBatches([100], 8, 77), [{ idx: [0], b: 1, s: 80 }]);
+  assert.deepEqual(batches.planBatches([2, 3, 4], 8, 512), [{ idx: [0, 1, 2], b: 4, s: 8 }]);
+});
+
+test('encoder on WebGPU: weights packed at 256-byte offsets, a new buffer when one is full', () => {
+  const t = (name, ...shape) => ({ name, shape });
+  const p = encoderGpu.packTensors([t('a', 3), t('b', 10, 7), t('c', 64), t('d', 100)], 1024);
+  assert.deepEqual([...p.at.entries()], [
+    ['a', { buffer: 0, offset: 0, bytes: 12 }],
+    ['b', { buffer: 0, offset: 256, bytes: 280 }],
+    ['c', { buffer: 0, offset: 768, bytes: 256 }],
+    ['d', { buffer: 1, offset: 0, bytes: 400 }],
+  ]);
+  assert.deepEqual(p.sizes, [1024, 400]);
+  for (const x of p.at.values()) assert.equal(x.offset % encoderGpu.ALIGN, 0);
+  assert.throws(() => encoderGpu.packTensors([t('big', 300)], 1024), /tensor big is 1200 bytes, above this device's maxBufferSize of 1024/);
+});
+
+test('encoder on WebGPU: grids of at most 65535 workgroups in x cover every row', () => {
+  assert.deepEqual(encoderGpu.grid(1), [1, 1]);
+  assert.deepEqual(encoderGpu.grid(65535), [65535, 1]);
+  assert.deepEqual(encoderGpu.grid(65536), [65535, 2]);
+  assert.deepEqual(encoderGpu.grid(200000), [65535, 4]);
 });

@@ -48,6 +48,8 @@ const DIST: &[(&str, &str)] = &[
     dist!("http.d.ts"),
     dist!("encoder.d.ts"),
     dist!("latency.d.ts"),
+    dist!("batches.d.ts"),
+    dist!("encoder-gpu.d.ts"),
 ];
 
 const DEMO_HTML: &str = include_str!("../../../client-runtime/web/demo/index.html");
