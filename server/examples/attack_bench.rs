@@ -11,8 +11,13 @@
 //! count and time.
 //!
 //! ```text
-//! cargo build -p webtune && cargo run -p webtune --example attack_bench -- 15
+//! cargo build -p webtune && cargo run -p webtune --example attack_bench -- 15 [60] [control]
 //! ```
+//!
+//! `control` runs the same phases with no attack in any of them: the RSS
+//! the honest traffic alone leaves after the same time (the sessions,
+//! reports and kernels it writes, the caches over them), against which the
+//! RSS after the attacks is compared.
 
 #[path = "../tests/common/mod.rs"]
 #[allow(unused_imports)]
@@ -173,6 +178,8 @@ fn p99(lat: &mut [Duration]) -> f64 {
 fn main() {
     let phase: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(15);
     let after: u64 = std::env::args().nth(2).and_then(|s| s.parse().ok()).unwrap_or(60);
+    let control = std::env::args().nth(3).is_some_and(|a| a == "control");
+    let kinds = if control { [Attack::None; 4] } else { [Attack::None, Attack::SlowBodies, Attack::HalfOpen, Attack::SessionFlood] };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async move {
         let srv = Server::start(&sqlite_url(), &[]);
@@ -184,7 +191,7 @@ fn main() {
         let rss0 = rss_mib(pid);
         println!("| phase | honest requests | success | p99 ms | /healthz ok | attacker connections or requests | RSS MiB at end |");
         println!("|---|---|---|---|---|---|---|");
-        for kind in [Attack::None, Attack::SlowBodies, Attack::HalfOpen, Attack::SessionFlood] {
+        for kind in kinds {
             let until = Instant::now() + Duration::from_secs(phase);
             let probe = {
                 let url = url.clone();
@@ -217,6 +224,7 @@ fn main() {
             );
         }
         tokio::time::sleep(Duration::from_secs(after)).await;
-        println!("\nRSS: {rss0:.1} MiB before the attacks, {:.1} MiB {after} s after the last", rss_mib(pid));
+        let what = if control { "the last phase (control: no attacks)" } else { "the last attack" };
+        println!("\nRSS: {rss0:.1} MiB after warm-up, {:.1} MiB {after} s after {what}", rss_mib(pid));
     });
 }

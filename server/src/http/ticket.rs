@@ -82,7 +82,8 @@ impl Signer {
         let [v, op, shape, target, space, seed, expiry, tag] = parts.as_slice() else { return Err(TicketError::Malformed) };
         let word =
             |s: &str, extra: u8| !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == extra);
-        if *v != "v2" || !word(op, b'_') || !word(shape, b',') || !word(target, b'_') || !word(space, b'-') {
+        // An op may carry a fused epilogue (`matmul+bias+gelu`).
+        if *v != "v2" || !word(op, b'+') || !word(shape, b',') || !word(target, b'_') || !word(space, b'-') {
             return Err(TicketError::Malformed);
         }
         let seed: u64 = seed.parse().map_err(|_| TicketError::Malformed)?;
@@ -121,5 +122,11 @@ mod tests {
         assert_eq!(s.verify(&t.replace(".7.", ".8."), "sess", "abc", 50), Err(TicketError::BadSignature));
         assert_eq!(Signer::new(b"other").verify(&t, "sess", "abc", 50), Err(TicketError::BadSignature));
         assert_eq!(s.verify("v1.x", "sess", "abc", 50), Err(TicketError::Malformed));
+        // A fused op's ticket verifies, and its epilogue is signed too.
+        let fused = KernelKind { op: "matmul+bias+gelu".into(), shape: "128,384,1536".into(), target: "wasm".into() };
+        let t = s.issue("sess", "abc", &fused, "sp1", 7, 100);
+        assert_eq!(s.verify(&t, "sess", "abc", 50).map(|c| c.kind), Ok(fused));
+        assert_eq!(s.verify(&t.replace("+gelu", "+relu"), "sess", "abc", 50), Err(TicketError::BadSignature));
+        assert_eq!(s.verify(&t.replace("+bias", "+bi/s"), "sess", "abc", 50), Err(TicketError::Malformed));
     }
 }
