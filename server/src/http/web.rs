@@ -65,19 +65,12 @@ fn isolation() -> [(HeaderName, HeaderValue); 3] {
 }
 
 async fn demo() -> Response {
-    (
-        isolation(),
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")],
-        DEMO_HTML,
-    )
-        .into_response()
+    (isolation(), [(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], DEMO_HTML).into_response()
 }
 
 async fn file(Path(name): Path<String>) -> Result<Response, ApiError> {
     let Some((_, body)) = DIST.iter().find(|(n, _)| *n == name) else {
-        return Err(ApiError::not_found(format!(
-            "no file /web/{name}; the client runtime is /web/webtune.js (types: /web/webtune.d.ts)"
-        )));
+        return Err(ApiError::not_found(format!("no file /web/{name}; the client runtime is /web/webtune.js (types: /web/webtune.d.ts)")));
     };
     let ctype = if name.ends_with(".js") { "text/javascript; charset=utf-8" } else { "application/typescript; charset=utf-8" };
     Ok((
