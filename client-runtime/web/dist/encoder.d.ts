@@ -4,7 +4,15 @@ export interface EncoderLoadOptions {
     server?: string;
     /** The model's name in the server's store (`GET /v1/models` lists them). */
     model: string;
-    target: 'wasm' | 'webgpu';
+    /**
+     * `'auto'`: the faster of the two on this device class, by measurement
+     * (see `SentenceEncoder.choice`): what the server's plan says for this
+     * GPU's device key, or, for the first device of its class, both timed here
+     * and reported. Wasm where there is no WebGPU.
+     */
+    target: 'wasm' | 'webgpu' | 'auto';
+    /** `'auto'`: the length in tokens at which the targets are compared (a text of that length, batch 1). Default 128. */
+    autoLength?: number;
     /** WebGPU: the app's device; default: one requested from `navigator.gpu`. */
     device?: GPUDevice;
     /** Tune the model's kernels in `idle()`. Default true. */
@@ -61,7 +69,22 @@ export interface ModelManifest {
         offset: number;
     }[];
 }
+/** How `target: 'auto'` chose. */
+export interface AutoChoice {
+    target: 'wasm' | 'webgpu';
+    /** `plan`: the server's plan for this device class; `measured`: both timed here (and reported); `no-webgpu`: WebGPU did not open. */
+    how: 'plan' | 'measured' | 'no-webgpu';
+    reason: string;
+    /** `measured`: median ms per call of each target at batch 1 × `seq_len` tokens. */
+    ms?: {
+        wasm: number;
+        webgpu: number;
+    };
+    seq_len: number;
+}
 export declare class SentenceEncoder {
+    /** `target: 'auto'`: which target it chose and why; null otherwise. */
+    choice: AutoChoice | null;
     /** The webtune session whose kernels run the model (tuning, events, status). */
     readonly webtune: Webtune;
     readonly manifest: ModelManifest;
@@ -103,6 +126,18 @@ export declare class SentenceEncoder {
     private run;
     /** Tunes the model's kernels for up to `budgetMs` (see `Webtune.idle`). */
     idle(budgetMs?: number): ReturnType<Webtune['idle']>;
+    /** The target this encoder runs on. */
+    get target(): 'wasm' | 'webgpu';
     close(): void;
+    /**
+     * `target: 'auto'`. The plan is asked with a WebGPU session's device key
+     * (the GPU is what tells devices apart for this choice: the same CPU with
+     * another GPU can flip it), at batch 1 and `autoLength` tokens, before
+     * any weights are fetched. With no plan yet, both targets are loaded, each
+     * encodes the same text (one untimed call, then 5 timed), both medians are
+     * reported through that session, and the faster is kept: the next device
+     * of this class gets the plan's answer and loads one target only.
+     */
+    private static loadAuto;
 }
 export {};

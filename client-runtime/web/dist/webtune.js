@@ -4954,6 +4954,13 @@ var LatencyLog = class {
     }
   }
 };
+async function fetchPlan(server, model, deviceKey, batch, seqLen, fetcher = fetch) {
+  const q = new URLSearchParams({ device_key: deviceKey, batch: String(batch), seq_len: String(seqLen) });
+  const res = await fetchRetrying(`${server}/v1/models/${encodeURIComponent(model)}/plan?${q}`, {}, fetcher);
+  if (!res.ok) return { target: null, reason: `plan HTTP ${res.status}` };
+  const body = await res.json();
+  return { target: body.target === "wasm" || body.target === "webgpu" ? body.target : null, reason: body.reason };
+}
 
 // src/encoder-gpu.ts
 var ALIGN = 256;
@@ -5254,6 +5261,8 @@ async function sha256Hex(bytes) {
   return Array.from(d, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 var SentenceEncoder = class _SentenceEncoder {
+  /** `target: 'auto'`: which target it chose and why; null otherwise. */
+  choice = null;
   /** The webtune session whose kernels run the model (tuning, events, status). */
   webtune;
   manifest;
@@ -5330,7 +5339,8 @@ var SentenceEncoder = class _SentenceEncoder {
    */
   static async load(opts) {
     if (!opts || typeof opts.model !== "string" || !opts.model) throw new TypeError("SentenceEncoder.load: `model` must be a model name (GET /v1/models lists them)");
-    if (opts.target !== "wasm" && opts.target !== "webgpu") throw new TypeError(`SentenceEncoder.load: target must be 'wasm' or 'webgpu', got ${String(opts.target)}`);
+    if (opts.target === "auto") return _SentenceEncoder.loadAuto(opts);
+    if (opts.target !== "wasm" && opts.target !== "webgpu") throw new TypeError(`SentenceEncoder.load: target must be 'wasm', 'webgpu' or 'auto', got ${String(opts.target)}`);
     if (opts.target === "webgpu" && opts.device !== void 0 && !(typeof GPUDevice !== "undefined" && opts.device instanceof GPUDevice))
       throw new TypeError("SentenceEncoder.load: `device` must be a GPUDevice, or left out to request one");
     const server = (opts.server ?? globalThis.location?.origin ?? "").replace(/\/+$/, "");
@@ -5547,9 +5557,88 @@ var SentenceEncoder = class _SentenceEncoder {
   idle(budgetMs) {
     return this.webtune.idle(budgetMs);
   }
+  /** The target this encoder runs on. */
+  get target() {
+    return this.gpu ? "webgpu" : "wasm";
+  }
   close() {
     this.gpu?.destroy();
     this.webtune.close();
+  }
+  /**
+   * `target: 'auto'`. The plan is asked with a WebGPU session's device key
+   * (the GPU is what tells devices apart for this choice: the same CPU with
+   * another GPU can flip it), at batch 1 and `autoLength` tokens, before
+   * any weights are fetched. With no plan yet, both targets are loaded, each
+   * encodes the same text (one untimed call, then 5 timed), both medians are
+   * reported through that session, and the faster is kept: the next device
+   * of this class gets the plan's answer and loads one target only.
+   */
+  static async loadAuto(opts) {
+    const want = Math.max(3, Math.floor(opts.autoLength ?? 128));
+    const server = (opts.server ?? globalThis.location?.origin ?? "").replace(/\/+$/, "");
+    let probe;
+    try {
+      probe = await Webtune.open({ server, target: "webgpu", device: opts.device, tune: false, cache: false });
+    } catch (e) {
+      const wasm = await _SentenceEncoder.load({ ...opts, target: "wasm" });
+      const seq = LENGTHS.find((l) => l >= Math.min(want, wasm.manifest.max_seq_length)) ?? wasm.manifest.max_seq_length;
+      wasm.choice = { target: "wasm", how: "no-webgpu", reason: `WebGPU did not open: ${e instanceof Error ? e.message : e}`, seq_len: seq };
+      return wasm;
+    }
+    const device = probe.device;
+    const one = (target) => _SentenceEncoder.load({ ...opts, target, device: target === "webgpu" ? device : void 0 });
+    try {
+      const res = await fetch(`${server}/v1/models/${encodeURIComponent(opts.model)}`);
+      if (!res.ok) return await one("wasm");
+      const max = (await res.json()).max_seq_length;
+      const seq = LENGTHS.find((l) => l >= Math.min(want, max)) ?? max;
+      const seqLen = Math.min(seq, max);
+      const plan = await fetchPlan(server, opts.model, probe.session.device_key, 1, seqLen).catch((e) => ({ target: null, reason: String(e) }));
+      if (plan.target) {
+        const enc = await one(plan.target);
+        enc.choice = { target: plan.target, how: "plan", reason: plan.reason ?? "", seq_len: seq };
+        return enc;
+      }
+      const gpu = await one("webgpu");
+      let wasm;
+      try {
+        wasm = await one("wasm");
+      } catch (e) {
+        gpu.close();
+        throw e;
+      }
+      let words = Array.from({ length: Math.max(1, want - 2) }, () => "word");
+      while (words.length > 1 && gpu.tokenize(words.join(" ")).length > want) words = words.slice(1);
+      const text = [words.join(" ")];
+      const time = async (enc) => {
+        await enc.encode(text);
+        const ms2 = [];
+        for (let i = 0; i < 5; i++) {
+          const t = performance.now();
+          await enc.encode(text);
+          ms2.push(performance.now() - t);
+        }
+        return median2(ms2);
+      };
+      const ms = { webgpu: await time(gpu), wasm: await time(wasm) };
+      const faster = ms.wasm <= ms.webgpu ? "wasm" : "webgpu";
+      const log = new LatencyLog(server, opts.model, max);
+      for (const target of ["wasm", "webgpu"])
+        await log.report({ session_id: probe.session.session_id, target, batch: 1, seq_len: seqLen, median_ms: ms[target], runs: 5 });
+      const [keep, drop] = faster === "wasm" ? [wasm, gpu] : [gpu, wasm];
+      drop.close();
+      keep.choice = {
+        target: faster,
+        how: "measured",
+        ms,
+        seq_len: seq,
+        reason: `no plan for this device class yet (${plan.reason ?? "none"}); measured wasm ${ms.wasm.toFixed(1)} ms, webgpu ${ms.webgpu.toFixed(1)} ms`
+      };
+      return keep;
+    } finally {
+      probe.close();
+    }
   }
 };
 

@@ -28,7 +28,7 @@
 import { Tokenizer } from '@huggingface/tokenizers';
 import { LENGTHS, pow2 } from './batches.js';
 import { GpuEncoder } from './encoder-gpu.js';
-import { LatencyLog } from './latency.js';
+import { fetchPlan, LatencyLog, median } from './latency.js';
 import { type WasmKernel, Webtune } from './webtune.js';
 
 declare const __WEBTUNE_ENCODER_KERNELS__: string;
@@ -38,7 +38,15 @@ export interface EncoderLoadOptions {
   server?: string;
   /** The model's name in the server's store (`GET /v1/models` lists them). */
   model: string;
-  target: 'wasm' | 'webgpu';
+  /**
+   * `'auto'`: the faster of the two on this device class, by measurement
+   * (see `SentenceEncoder.choice`): what the server's plan says for this
+   * GPU's device key, or, for the first device of its class, both timed here
+   * and reported. Wasm where there is no WebGPU.
+   */
+  target: 'wasm' | 'webgpu' | 'auto';
+  /** `'auto'`: the length in tokens at which the targets are compared (a text of that length, batch 1). Default 128. */
+  autoLength?: number;
   /** WebGPU: the app's device; default: one requested from `navigator.gpu`. */
   device?: GPUDevice;
   /** Tune the model's kernels in `idle()`. Default true. */
@@ -133,7 +141,20 @@ async function sha256Hex(bytes: ArrayBuffer): Promise<string | null> {
   return Array.from(d, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
+/** How `target: 'auto'` chose. */
+export interface AutoChoice {
+  target: 'wasm' | 'webgpu';
+  /** `plan`: the server's plan for this device class; `measured`: both timed here (and reported); `no-webgpu`: WebGPU did not open. */
+  how: 'plan' | 'measured' | 'no-webgpu';
+  reason: string;
+  /** `measured`: median ms per call of each target at batch 1 × `seq_len` tokens. */
+  ms?: { wasm: number; webgpu: number };
+  seq_len: number;
+}
+
 export class SentenceEncoder {
+  /** `target: 'auto'`: which target it chose and why; null otherwise. */
+  choice: AutoChoice | null = null;
   /** The webtune session whose kernels run the model (tuning, events, status). */
   readonly webtune: Webtune;
   readonly manifest: ModelManifest;
@@ -207,7 +228,8 @@ export class SentenceEncoder {
    */
   static async load(opts: EncoderLoadOptions): Promise<SentenceEncoder> {
     if (!opts || typeof opts.model !== 'string' || !opts.model) throw new TypeError('SentenceEncoder.load: `model` must be a model name (GET /v1/models lists them)');
-    if (opts.target !== 'wasm' && opts.target !== 'webgpu') throw new TypeError(`SentenceEncoder.load: target must be 'wasm' or 'webgpu', got ${String(opts.target)}`);
+    if (opts.target === 'auto') return SentenceEncoder.loadAuto(opts);
+    if (opts.target !== 'wasm' && opts.target !== 'webgpu') throw new TypeError(`SentenceEncoder.load: target must be 'wasm', 'webgpu' or 'auto', got ${String(opts.target)}`);
     if (opts.target === 'webgpu' && opts.device !== undefined && !(typeof GPUDevice !== 'undefined' && opts.device instanceof GPUDevice))
       throw new TypeError('SentenceEncoder.load: `device` must be a GPUDevice, or left out to request one');
     const server = (opts.server ?? globalThis.location?.origin ?? '').replace(/\/+$/, '');
@@ -408,8 +430,87 @@ export class SentenceEncoder {
     return this.webtune.idle(budgetMs);
   }
 
+  /** The target this encoder runs on. */
+  get target(): 'wasm' | 'webgpu' {
+    return this.gpu ? 'webgpu' : 'wasm';
+  }
+
   close(): void {
     this.gpu?.destroy();
     this.webtune.close();
+  }
+
+  /**
+   * `target: 'auto'`. The plan is asked with a WebGPU session's device key
+   * (the GPU is what tells devices apart for this choice: the same CPU with
+   * another GPU can flip it), at batch 1 and `autoLength` tokens, before
+   * any weights are fetched. With no plan yet, both targets are loaded, each
+   * encodes the same text (one untimed call, then 5 timed), both medians are
+   * reported through that session, and the faster is kept: the next device
+   * of this class gets the plan's answer and loads one target only.
+   */
+  private static async loadAuto(opts: EncoderLoadOptions): Promise<SentenceEncoder> {
+    const want = Math.max(3, Math.floor(opts.autoLength ?? 128));
+    const server = (opts.server ?? globalThis.location?.origin ?? '').replace(/\/+$/, '');
+    let probe: Webtune;
+    try {
+      probe = await Webtune.open({ server, target: 'webgpu', device: opts.device, tune: false, cache: false });
+    } catch (e) {
+      const wasm = await SentenceEncoder.load({ ...opts, target: 'wasm' });
+      const seq = LENGTHS.find((l) => l >= Math.min(want, wasm.manifest.max_seq_length)) ?? wasm.manifest.max_seq_length;
+      wasm.choice = { target: 'wasm', how: 'no-webgpu', reason: `WebGPU did not open: ${e instanceof Error ? e.message : e}`, seq_len: seq };
+      return wasm;
+    }
+    const device = probe.device!;
+    const one = (target: 'wasm' | 'webgpu') => SentenceEncoder.load({ ...opts, target, device: target === 'webgpu' ? device : undefined });
+    try {
+      const res = await fetch(`${server}/v1/models/${encodeURIComponent(opts.model)}`);
+      if (!res.ok) return await one('wasm'); // load() says what is wrong with the model, in one line
+      const max = ((await res.json()) as ModelManifest).max_seq_length;
+      const seq = LENGTHS.find((l) => l >= Math.min(want, max)) ?? max;
+      const seqLen = Math.min(seq, max);
+      const plan = await fetchPlan(server, opts.model, probe.session.device_key, 1, seqLen).catch((e) => ({ target: null, reason: String(e) }));
+      if (plan.target) {
+        const enc = await one(plan.target);
+        enc.choice = { target: plan.target, how: 'plan', reason: plan.reason ?? '', seq_len: seq };
+        return enc;
+      }
+      const gpu = await one('webgpu');
+      let wasm: SentenceEncoder;
+      try {
+        wasm = await one('wasm');
+      } catch (e) {
+        gpu.close();
+        throw e;
+      }
+      // A text of `want` tokens: one word a token between [CLS] and [SEP].
+      let words = Array.from({ length: Math.max(1, want - 2) }, () => 'word');
+      while (words.length > 1 && gpu.tokenize(words.join(' ')).length > want) words = words.slice(1);
+      const text = [words.join(' ')];
+      const time = async (enc: SentenceEncoder) => {
+        await enc.encode(text);
+        const ms: number[] = [];
+        for (let i = 0; i < 5; i++) {
+          const t = performance.now();
+          await enc.encode(text);
+          ms.push(performance.now() - t);
+        }
+        return median(ms);
+      };
+      const ms = { webgpu: await time(gpu), wasm: await time(wasm) };
+      const faster = ms.wasm <= ms.webgpu ? 'wasm' : 'webgpu';
+      const log = new LatencyLog(server, opts.model, max);
+      for (const target of ['wasm', 'webgpu'] as const)
+        await log.report({ session_id: probe.session.session_id, target, batch: 1, seq_len: seqLen, median_ms: ms[target], runs: 5 });
+      const [keep, drop] = faster === 'wasm' ? [wasm, gpu] : [gpu, wasm];
+      drop.close();
+      keep.choice = {
+        target: faster, how: 'measured', ms, seq_len: seq,
+        reason: `no plan for this device class yet (${plan.reason ?? 'none'}); measured wasm ${ms.wasm.toFixed(1)} ms, webgpu ${ms.webgpu.toFixed(1)} ms`,
+      };
+      return keep;
+    } finally {
+      probe.close();
+    }
   }
 }

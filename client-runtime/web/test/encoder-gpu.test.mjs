@@ -139,6 +139,33 @@ test('the measured latency reaches the server as target webgpu', { timeout: 120_
   assert.ok(r.targets[0].median_ms > 0 && r.targets[0].median_ms < 60_000, `median ${r.targets[0].median_ms} ms`);
 });
 
+test("target 'auto': the first device of its class measures both, the next follows the plan", { timeout: 300_000 }, async () => {
+  const one = ref.texts.find((t) => t.token_ids.length > 3 && t.token_ids.length <= 8);
+  const r = await page.evaluate(async ({ name, text }) => {
+    const { SentenceEncoder } = await import('/web/webtune.js');
+    const out = [];
+    for (let i = 0; i < 2; i++) {
+      const enc = await SentenceEncoder.load({ model: name, target: 'auto', autoLength: 8, tune: false });
+      const [e] = await enc.encode([text]);
+      out.push({ choice: enc.choice, target: enc.target, emb: Array.from(e) });
+      enc.close();
+    }
+    return out;
+  }, { name: NAME, text: one.text });
+  const [first, second] = r;
+  assert.equal(first.choice.how, 'measured', first.choice.reason);
+  assert.equal(first.choice.seq_len, 8);
+  const faster = first.choice.ms.wasm <= first.choice.ms.webgpu ? 'wasm' : 'webgpu';
+  assert.equal(first.choice.target, faster);
+  assert.equal(first.target, faster);
+  // Both medians were reported through one session: the plan now decides.
+  assert.equal(second.choice.how, 'plan', second.choice.reason);
+  assert.equal(second.choice.target, faster);
+  assert.match(second.choice.reason, new RegExp(`^${faster} is faster at batch 1, seq_len 8`));
+  for (const x of r) assert.ok(cosine(x.emb, one.embedding) >= 0.9999, `${x.target}: cosine ${cosine(x.emb, one.embedding)}`);
+  console.log(`# auto: measured wasm ${first.choice.ms.wasm.toFixed(1)} ms, webgpu ${first.choice.ms.webgpu.toFixed(1)} ms at 1x8 -> ${faster}; then by plan`);
+});
+
 test('bad input on WebGPU: clear errors', { timeout: 120_000 }, async () => {
   const r = await page.evaluate(async ({ name }) => {
     const { SentenceEncoder } = await import('/web/webtune.js');
