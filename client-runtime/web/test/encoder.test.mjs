@@ -77,6 +77,8 @@ test('all-MiniLM-L6-v2 on Wasm matches the f64 reference, before and after tunin
     window.enc = await SentenceEncoder.load({ model: name, target: 'wasm', maxCandidates: 2, budgetMs: 50 });
     window.swaps = [];
     window.enc.webtune.addEventListener('swap', (e) => window.swaps.push(e.detail));
+    window.reports = [];
+    window.enc.webtune.addEventListener('report', (e) => window.reports.push({ op: e.detail.op, error: e.detail.error ?? null }));
   }, { name: NAME });
   const first = await encodeAll(texts);
   const worst0 = check(first, 'default kernels');
@@ -105,12 +107,11 @@ test('all-MiniLM-L6-v2 on Wasm matches the f64 reference, before and after tunin
   assert.ok(tuning.evaluated >= 6, `only ${tuning.evaluated} candidates evaluated`);
   const tuned = await encodeAll(texts);
   const worst1 = check(tuned, 'tuned kernels');
-  // Every drained queue's report was taken, the fused FFN kernel's included.
-  const metrics = await (await fetch(`${base}/metrics`)).text();
-  const count = (name) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(metrics)?.[1]);
-  assert.equal(count('webtune_reports_rejected_total'), 0, 'a report was refused');
-  const drained = tuning.status.filter((s) => s.phase === 'done').length;
-  assert.ok(count('webtune_reports_accepted_total') >= drained - 1, `${count('webtune_reports_accepted_total')} reports for ${drained} drained queues`);
+  // Every report the tuners sent was taken, the fused FFN kernel's included
+  // (a 429 is retried inside; what is left is the final answer).
+  const reports = await page.evaluate(() => window.reports);
+  assert.ok(reports.some((r) => r.op === 'matmul+bias+gelu' && !r.error), `no accepted report for the fused kernel: ${JSON.stringify(reports)}`);
+  assert.deepEqual(reports.filter((r) => r.error), [], 'a report was refused');
   console.log(`# wasm: worst cosine ${worst0.toFixed(7)} default, ${worst1.toFixed(7)} after ${tuning.swaps} swaps in ${tuning.s.toFixed(1)} s of tuning; ` +
     `encode of ${texts.length} texts ${first.ms.toFixed(0)} -> ${tuned.ms.toFixed(0)} ms`);
 });
