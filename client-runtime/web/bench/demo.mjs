@@ -13,14 +13,11 @@
 // target/release/webtune) on a fresh SQLite file, so every run starts from
 // the portable default kernels. Each run uses a fresh browser profile.
 
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { join } from 'node:path';
+import { ROOT, WEBGPU_FLAGS, launchChromium, startServer } from '../test/harness.mjs';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const arg = (k, d) => {
   const i = process.argv.indexOf(`--${k}`);
   return i > 0 ? process.argv[i + 1] : d;
@@ -33,30 +30,17 @@ const dump = arg('dump', null);
 // --local-dist serves /web/* from client-runtime/web/dist on disk instead of the copy built into the server
 // binary: for trying a change to the runtime without rebuilding the server. Recorded figures use the binary.
 const localDist = process.argv.includes('--local-dist');
-const CHROMIUM = process.env.CHROMIUM ?? ['/usr/lib/chromium/chromium', '/usr/bin/chromium'].find((p) => existsSync(p));
 const work = mkdtempSync(join(tmpdir(), 'webtune-bench-'));
 
-let url = arg('server', null), proc = null;
+let url = arg('server', null), server = null;
 if (!url) {
-  const bin = process.env.WEBTUNE_BIN ?? join(ROOT, 'target', 'release', 'webtune');
-  proc = spawn(bin, ['serve', '--addr', '127.0.0.1:0', '--database-url', `sqlite://${join(work, 'bench.sqlite')}`], { stdio: ['ignore', 'pipe', 'inherit'] });
-  url = await new Promise((resolve, reject) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]);
-    });
-    proc.on('exit', (c) => reject(new Error(`server exited ${c}`)));
-  });
+  server = await startServer(join(work, 'bench.sqlite'));
+  url = server.url;
 }
 
-const flags = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage', '--remote-debugging-pipe',
-  ...(target === 'webgpu' ? ['--enable-unsafe-webgpu', '--use-angle=swiftshader', '--use-webgpu-adapter=swiftshader'] : [])];
 try {
   for (let r = 0; r < runs; r++) {
-    const b = await chromium.launch({ executablePath: CHROMIUM, ignoreDefaultArgs: true, args: [...flags, `--user-data-dir=${mkdtempSync(join(work, 'p-'))}`] });
+    const b = await launchChromium(mkdtempSync(join(work, 'p-')), target === 'webgpu' ? WEBGPU_FLAGS : []);
     const page = await (b.contexts()[0] ?? (await b.newContext())).newPage();
     if (localDist) {
       await page.route('**/web/*', (route) => {
@@ -88,6 +72,6 @@ try {
     }));
   }
 } finally {
-  proc?.kill('SIGTERM');
+  server?.proc.kill('SIGTERM');
   rmSync(work, { recursive: true, force: true });
 }

@@ -9,34 +9,23 @@
 // --server is given), so the page is one origin and cross-origin isolated
 // (5 µs timer).
 
-import { spawn } from 'node:child_process';
 import { createReadStream, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, extname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { launchChromium, startServer } from '../test/harness.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const ROOT = join(here, '..', '..', '..');
 const arg = (k, d) => {
   const i = process.argv.indexOf(`--${k}`);
   return i > 0 ? process.argv[i + 1] : d;
 };
 const work = mkdtempSync(join(tmpdir(), 'webtune-kbench-'));
-let upstream = arg('server', null), proc = null;
+let upstream = arg('server', null), webtune = null;
 if (!upstream) {
-  const bin = process.env.WEBTUNE_BIN ?? join(ROOT, 'target', 'release', 'webtune');
-  proc = spawn(bin, ['serve', '--addr', '127.0.0.1:0', '--database-url', `sqlite://${join(work, 'bench.sqlite')}`], { stdio: ['ignore', 'pipe', 'inherit'] });
-  upstream = await new Promise((resolve, reject) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]);
-    });
-    proc.on('exit', (c) => reject(new Error(`server exited ${c}`)));
-  });
+  webtune = await startServer(join(work, 'bench.sqlite'));
+  upstream = webtune.url;
 }
 
 const MOUNTS = {
@@ -76,13 +65,7 @@ const server = http.createServer((req, res) => {
 await new Promise((r) => server.listen(0, '127.0.0.1', r));
 const local = `http://127.0.0.1:${server.address().port}`;
 
-const CHROMIUM = process.env.CHROMIUM ?? ['/usr/lib/chromium/chromium', '/usr/bin/chromium'].find((p) => existsSync(p));
-const browser = await chromium.launch({
-  executablePath: CHROMIUM,
-  ignoreDefaultArgs: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage', '--remote-debugging-pipe', `--user-data-dir=${join(work, 'profile')}`],
-});
+const browser = await launchChromium(join(work, 'profile'));
 try {
   const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
   page.on('console', (m) => console.error(`page: ${m.text()}`));
@@ -95,6 +78,6 @@ try {
 } finally {
   await browser.close();
   server.close();
-  proc?.kill('SIGTERM');
+  webtune?.proc.kill('SIGTERM');
   rmSync(work, { recursive: true, force: true });
 }

@@ -13,20 +13,9 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
-
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
-const BIN = process.env.WEBTUNE_BIN ?? join(ROOT, 'target', 'release', 'webtune');
-const CHROMIUM = process.env.CHROMIUM ?? ['/usr/lib/chromium/chromium', '/usr/bin/chromium'].find((p) => existsSync(p));
-const FLAGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-  '--disable-dev-shm-usage', '--remote-debugging-pipe',
-  '--enable-unsafe-webgpu', '--use-angle=swiftshader', '--use-webgpu-adapter=swiftshader',
-];
+import { BIN, CHROMIUM, WEBGPU_FLAGS, launchChromium } from './harness.mjs';
 
 let work, http, origin, browser, page;
 
@@ -38,7 +27,7 @@ before(async () => {
   http = createServer((_, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>subgroups</title>'));
   await new Promise((r) => http.listen(0, '127.0.0.1', r));
   origin = `http://127.0.0.1:${http.address().port}/`;
-  browser = await chromium.launch({ executablePath: CHROMIUM, ignoreDefaultArgs: true, args: [...FLAGS, `--user-data-dir=${join(work, 'profile')}`], timeout: 60_000 });
+  browser = await launchChromium(join(work, 'profile'), WEBGPU_FLAGS);
   page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
   await page.goto(origin);
 });
