@@ -22,6 +22,7 @@ pub mod device;
 pub mod error;
 pub mod limits;
 mod models;
+pub mod openapi;
 mod pages;
 mod plausible;
 pub mod protocol;
@@ -39,9 +40,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::handler::Handler;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodFilter, MethodRouter, on};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
 use webtune_compiler::{Op, Schedule, Target, compile};
@@ -292,6 +294,10 @@ async fn session_of(app: &App, id: &str) -> ApiResult<webtune_kernel_db::Session
 
 // ---------------------------------------------------------------- handlers
 
+/// Open a tuning session for a device fingerprint.
+#[utoipa::path(post, path = "/v1/sessions", request_body = SessionRequest, responses(
+    (status = 201, description = "Session opened", body = SessionResponse),
+    (status = 400, response = ErrorBody), (status = 413, response = ErrorBody), (status = 422, response = ErrorBody), (status = 429, response = ErrorBody), (status = 503, response = ErrorBody)))]
 async fn create_session(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
     let req: SessionRequest = json_body(body)?;
     let keys = device::keys_for(&req.fingerprint).map_err(ApiError::unprocessable)?;
@@ -310,6 +316,10 @@ async fn create_session(State(app): State<Arc<App>>, body: Result<Bytes, BytesRe
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
+/// The best known kernel for a device key, with the fallback level that answered.
+#[utoipa::path(get, path = "/v1/kernels/best", params(KernelQuery), responses(
+    (status = 200, description = "Winner or portable default", body = BestResponse),
+    (status = 400, response = ErrorBody)))]
 async fn best(State(app): State<Arc<App>>, q: Result<Query<KernelQuery>, QueryRejection>) -> ApiResult<Response> {
     let q = query(q)?;
     let device_key = q.device_key.unwrap_or_default();
@@ -380,6 +390,14 @@ fn json_bytes(body: Bytes) -> Response {
     ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
 }
 
+/// Kernel bytes (Wasm binary or WGSL text), content-addressed and immutable.
+#[utoipa::path(get, path = "/v1/kernels/{sha256}", params(
+    ("sha256" = String, Path, pattern = "^[0-9a-f]{64}$"),
+    ("If-None-Match" = Option<String>, Header)), responses(
+    (status = 200, description = "The bytes; ETag is the quoted hash", content(
+        ("application/wasm"), (String = "text/wgsl"))),
+    (status = 304, description = "Not modified"),
+    (status = 400, response = ErrorBody), (status = 404, response = ErrorBody)))]
 async fn kernel_bytes(State(app): State<Arc<App>>, Path(sha): Path<String>, headers: HeaderMap) -> ApiResult<Response> {
     if !is_hex(&sha, 64) {
         return Err(ApiError::bad_request(format!("`{sha}` is not a kernel hash: give the 64 lower-case hex digits of its SHA-256")));
@@ -410,6 +428,11 @@ async fn kernel_bytes(State(app): State<Arc<App>>, Path(sha): Path<String>, head
     Ok((cache, [(header::CONTENT_TYPE, HeaderValue::from_static(ctype))], bytes).into_response())
 }
 
+/// Report the top N (1 to 5) kernels of one op, shape and target, fastest first.
+#[utoipa::path(post, path = "/v1/sessions/{id}/reports", params(("id" = String, Path, pattern = "^[0-9a-f]{32}$")),
+    request_body = ReportRequest, responses(
+    (status = 200, description = "Stored; the winners after this report", body = ReportResponse),
+    (status = 400, response = ErrorBody), (status = 403, response = ErrorBody), (status = 404, response = ErrorBody), (status = 409, response = ErrorBody), (status = 413, response = ErrorBody), (status = 422, response = ErrorBody), (status = 429, response = ErrorBody), (status = 503, response = ErrorBody)))]
 async fn report(State(app): State<Arc<App>>, Path(id): Path<String>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
     let r = record(&app, &id, body).await;
     match &r {
@@ -577,6 +600,8 @@ fn wrong_target(device_key: &str, own: Target, asked: Target) -> ApiError {
     ))
 }
 
+/// Liveness and database reachability.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "OK"), (status = 503, response = ErrorBody)))]
 async fn healthz(State(app): State<Arc<App>>) -> Response {
     match app.db.ping().await {
         Ok(()) => Json(serde_json::json!({"status": "ok", "database": app.db.backend()})).into_response(),
@@ -595,26 +620,45 @@ async fn method_not_allowed() -> ApiError {
     ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this path; GET /v1/openapi.json lists the methods")
 }
 
+/// One route: path, method and the handler that serves it.
+type Route = (&'static str, Method, MethodRouter<Arc<App>>);
+
+fn at<H: Handler<T, Arc<App>>, T: 'static>(path: &'static str, method: Method, handler: H) -> Route {
+    let filter = MethodFilter::try_from(method.clone()).expect("every route is a GET or a POST");
+    (path, method, on(filter, handler))
+}
+
+/// Every route the service serves. The router is built from this table
+/// alone, so that a test can check that the OpenAPI document lists exactly
+/// these paths and methods.
+fn routes() -> Vec<Route> {
+    vec![
+        at("/v1/sessions", Method::POST, create_session),
+        at("/v1/sessions/{id}/queue", Method::GET, queue::queue),
+        at("/v1/sessions/{id}/reports", Method::POST, report),
+        at("/v1/kernels/best", Method::GET, best),
+        at("/v1/kernels/{sha256}", Method::GET, kernel_bytes),
+        at("/v1/rho", Method::GET, rho::rho),
+        at("/v1/models", Method::GET, models::list),
+        at("/v1/models/{name}", Method::GET, models::manifest),
+        at("/v1/models/{name}/blobs/{sha256}", Method::GET, models::blob),
+        at("/v1/models/{name}/latency", Method::POST, models::latency),
+        at("/v1/models/{name}/plan", Method::GET, models::plan),
+        at("/v1/openapi.json", Method::GET, openapi::openapi),
+        at("/metrics", Method::GET, pages::metrics),
+        at("/healthz", Method::GET, healthz),
+        at("/dashboard", Method::GET, pages::dashboard),
+        at("/", Method::GET, pages::dashboard),
+        at("/demo", Method::GET, web::demo),
+        at("/web/{name}", Method::GET, web::file),
+    ]
+}
+
 /// The service's routes over `app`.
 pub fn router(app: Arc<App>) -> Router {
-    Router::new()
-        .route("/v1/sessions", post(create_session))
-        .route("/v1/sessions/{id}/queue", get(queue::queue))
-        .route("/v1/sessions/{id}/reports", post(report))
-        .route("/v1/kernels/best", get(best))
-        .route("/v1/kernels/{sha256}", get(kernel_bytes))
-        .route("/v1/rho", get(rho::rho))
-        .route("/v1/models", get(models::list))
-        .route("/v1/models/{name}", get(models::manifest))
-        .route("/v1/models/{name}/blobs/{sha256}", get(models::blob))
-        .route("/v1/models/{name}/latency", post(models::latency))
-        .route("/v1/models/{name}/plan", get(models::plan))
-        .route("/v1/openapi.json", get(pages::openapi))
-        .route("/metrics", get(pages::metrics))
-        .route("/healthz", get(healthz))
-        .route("/dashboard", get(pages::dashboard))
-        .route("/", get(pages::dashboard))
-        .merge(web::routes())
+    routes()
+        .into_iter()
+        .fold(Router::new(), |r, (path, _, handler)| r.route(path, handler))
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(app.clone(), limits::admit))
