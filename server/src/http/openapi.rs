@@ -21,7 +21,7 @@ use super::protocol::{CandidateEvent, ErrorBody, QueueDone};
     paths(
         super::create_session,
         super::queue::queue,
-        super::report,
+        super::reports::report,
         super::best,
         super::kernel_bytes,
         super::rho::rho,
@@ -44,7 +44,9 @@ use super::protocol::{CandidateEvent, ErrorBody, QueueDone};
 struct ApiDoc;
 
 /// What the derive cannot say: the limits in the description, and `/`,
-/// which serves the dashboard under a second path.
+/// which serves the dashboard under a second path. It also drops the tags
+/// utoipa names after the handlers' Rust modules (`super::models`), which
+/// tell a reader of the API nothing and would change with every move.
 struct Extras;
 
 impl utoipa::Modify for Extras {
@@ -54,6 +56,11 @@ impl utoipa::Modify for Extras {
              A request must send its headers, and its body, within the server's timeouts (10 s each by default; 408 past the request timeout). \
              Pages of other origins may call the API only where the server was started with --allow-origin."
         ));
+        for item in doc.paths.paths.values_mut() {
+            for op in [item.get.as_mut(), item.post.as_mut()].into_iter().flatten() {
+                op.tags = None;
+            }
+        }
         if let Some(dashboard) = doc.paths.paths.get("/dashboard") {
             let mut root: PathItem = dashboard.clone();
             if let Some(op) = root.get.as_mut() {
