@@ -12,20 +12,15 @@
 use anyhow::Result;
 use clap::Args;
 
+use super::args::KernelArgs;
+
 #[derive(Args, Debug)]
 pub struct TuneArgs {
     /// The webtune server, e.g. http://127.0.0.1:8080.
     #[arg(long)]
     pub server: String,
-    /// matmul, batch_matmul or matmul_q4.
-    #[arg(long)]
-    pub op: String,
-    /// Comma-separated dimensions, e.g. 384,768,768.
-    #[arg(long, allow_hyphen_values = true)]
-    pub shape: String,
-    /// wasm or wgsl.
-    #[arg(long)]
-    pub target: String,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
     /// Timed samples per candidate.
     #[arg(long, default_value_t = 7)]
     pub reps: usize,
@@ -56,7 +51,7 @@ pub fn run(a: TuneArgs) -> Result<()> {
 mod native {
     use std::time::Duration;
 
-    use anyhow::{Context, Result, anyhow, bail};
+    use anyhow::{Context, Result, bail};
     use futures_util::StreamExt;
     use indicatif::{ProgressBar, ProgressStyle};
     use serde_json::{Value, json};
@@ -129,8 +124,7 @@ mod native {
     }
 
     pub async fn tune(a: TuneArgs) -> Result<()> {
-        let op = Op::parse(&a.op, &a.shape).map_err(|e| anyhow!("{e}"))?;
-        let target: Target = a.target.parse().map_err(|e: String| anyhow!(e))?;
+        let (op, target) = a.kernel.parse()?;
         if a.reps == 0 {
             bail!("--reps must be at least 1");
         }
@@ -160,10 +154,10 @@ mod native {
         let SessionResponse { session_id: sid, device_key, .. } = session;
         eprintln!("webtune tune: session {sid}, device key {device_key}");
 
-        let shape = a.shape.replace(' ', "");
+        let shape = a.kernel.shape.replace(' ', "");
         let resp = check(
             http.get(format!("{server}/v1/sessions/{sid}/queue"))
-                .query(&[("op", a.op.as_str()), ("shape", shape.as_str()), ("target", a.target.as_str())])
+                .query(&[("op", a.kernel.op.as_str()), ("shape", shape.as_str()), ("target", a.kernel.target.as_str())])
                 .send()
                 .await
                 .context("opening the candidate queue")?,
@@ -229,7 +223,7 @@ mod native {
                 samples: m.report.output_samples.clone(),
             })
             .collect();
-        let body = ReportRequest { op: a.op.clone(), shape: op.shape().to_vec(), target: a.target.clone(), entries };
+        let body = ReportRequest { op: a.kernel.op.clone(), shape: op.shape().to_vec(), target: a.kernel.target.clone(), entries };
         let answer: ReportResponse = check(
             http.post(format!("{server}/v1/sessions/{sid}/reports")).json(&body).send().await.context("reporting")?,
             "reporting the top 5",
