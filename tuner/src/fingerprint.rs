@@ -1,6 +1,8 @@
 //! Device fingerprints as browsers send them, and the device keys derived
 //! from them.
 //!
+//! Long on purpose: the fields, their lenient readers and the key derivation are one contract with the browser.
+//!
 //! A fingerprint is whatever the browser exposes, under the browser's own
 //! field names. Every field is optional: browsers hide details (Chrome leaves
 //! `adapter.device` empty unless a flag is set, Safari reports no

@@ -5,6 +5,8 @@
 // faster beyond the measured noise. When the queue is drained, report the
 // top five with their tickets.
 //
+// Long on purpose: KernelTuner and the Evaluation it runs per candidate are one protocol, read best together.
+//
 // Nothing here blocks on the network: fetches and compiles run as promises,
 // and step() only does work that is ready, within the deadline it is given.
 
