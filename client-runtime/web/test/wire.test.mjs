@@ -16,6 +16,8 @@ const doc = JSON.parse(readFileSync(new URL('../openapi.json', import.meta.url),
 const PAIRS = [
   ['types.ts', 'BestResponse', 'BestResponse', 'exact'],
   ['types.ts', 'Candidate', 'CandidateEvent', 'exact'],
+  ['types.ts', 'ReportRequest', 'ReportRequest', 'exact'],
+  ['types.ts', 'ReportEntry', 'ReportEntry', 'exact'],
   ['webtune.ts', 'SessionInfo', 'SessionResponse', 'exact'],
   ['latency.ts', 'LatencyReport', 'LatencyRequest', 'exact'],
   ['latency.ts', 'PlanAnswer', 'PlanResponse', 'subset'],
