@@ -23,6 +23,7 @@ pub struct LatencyRow {
 
 /// One target's standing at a key.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TargetLatency {
     pub target: String,
     /// Median over sessions of each session's median.

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 /// A fallback level of the lookup, most specific first (CLBlast's order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Level {
     /// The exact device key (hardware id and primitive vector ρ).
     Device,

@@ -9,6 +9,7 @@ pub const FORMAT: u32 = 1;
 
 /// A bundle's manifest, `models/{name}.json` in the store.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Manifest {
     pub format: u32,
     pub name: String,
@@ -29,6 +30,7 @@ pub struct Manifest {
 
 /// The model's dimensions, from its `config.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BertConfig {
     pub vocab_size: usize,
     pub hidden_size: usize,
@@ -45,6 +47,7 @@ pub struct BertConfig {
 /// How token vectors become one embedding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Pooling {
     /// The mean over the real (unmasked) tokens, [CLS] and [SEP] included.
     Mean,
@@ -54,6 +57,7 @@ pub enum Pooling {
 
 /// A blob of the bundle.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BlobRef {
     /// Hex SHA-256 of the bytes; the blob's name in the store.
     pub sha256: String,
@@ -64,6 +68,7 @@ pub struct BlobRef {
 
 /// One tensor in the weights blob.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TensorEntry {
     pub name: String,
     /// `f32`, little-endian.

@@ -1,6 +1,8 @@
 //! Device fingerprints as browsers send them, and the device keys derived
 //! from them.
 //!
+//! Long on purpose: the fields, their lenient readers and the key derivation are one contract with the browser.
+//!
 //! A fingerprint is whatever the browser exposes, under the browser's own
 //! field names. Every field is optional: browsers hide details (Chrome leaves
 //! `adapter.device` empty unless a flag is set, Safari reports no
@@ -77,6 +79,7 @@ pub const DEFAULT_WORKGROUP_BYTES: u32 = webtune_compiler::schedule::MAX_WORKGRO
 /// `GPUAdapterInfo`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AdapterInfo {
     #[serde(default, deserialize_with = "lenient_str", skip_serializing_if = "Option::is_none")]
     pub vendor: Option<String>,
@@ -95,6 +98,7 @@ pub struct AdapterInfo {
 /// The `GPUSupportedLimits` the tuner reads (others are accepted and ignored).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Limits {
     #[serde(default, deserialize_with = "lenient_u64", skip_serializing_if = "Option::is_none")]
     pub max_compute_invocations_per_workgroup: Option<u64>,
@@ -112,6 +116,7 @@ pub struct Limits {
 
 /// The browser's name and version.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Browser {
     #[serde(default, deserialize_with = "lenient_str", skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -121,6 +126,7 @@ pub struct Browser {
 
 /// A native client's CPU description.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CpuInfo {
     #[serde(default, deserialize_with = "lenient_str", skip_serializing_if = "Option::is_none")]
     pub arch: Option<String>,
@@ -133,6 +139,7 @@ fn is_default<T: Default + PartialEq>(t: &T) -> bool {
 /// What a client tells the service about itself. See the module docs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Fingerprint {
     /// `wasm` or `wgsl`: which kind of kernels this session tunes.
     #[serde(default, deserialize_with = "lenient_str", skip_serializing_if = "Option::is_none")]

@@ -1,5 +1,5 @@
 import { type ArgSpec, type OpName } from './ops.js';
-import type { Backend, Bench, Candidate, Impl } from './types.js';
+import type { Backend, Bench, Candidate, Impl, ReportRequest } from './types.js';
 /** What the tuner learnt about one candidate. */
 export interface Measurement {
     sha256: string;
@@ -261,12 +261,7 @@ export declare class KernelTuner<I extends Impl> {
      * (the server flags them) while there is room. A candidate that failed to
      * load has no time to report, so it is left out.
      */
-    reportBody(): {
-        op: string;
-        shape: number[];
-        target: string;
-        entries: Record<string, unknown>[];
-    } | null;
+    reportBody(): ReportRequest | null;
     private finish;
     /** Stops reading the queue; nothing is reported. */
     cancel(): void;

@@ -47,6 +47,23 @@ export interface Candidate {
     check?: number[];
     space_checksum: string;
 }
+/** `POST /v1/sessions/{id}/reports`: one queue's fastest kernels, fastest first. */
+export interface ReportRequest {
+    op: string;
+    shape: number[];
+    target: 'wasm' | 'wgsl';
+    entries: ReportEntry[];
+}
+/** One kernel of a report. */
+export interface ReportEntry {
+    sha256: string;
+    ticket: string;
+    median_us: number;
+    runs: number;
+    output_ok: boolean;
+    /** Output values at the candidate's `check` positions (with `output_ok` only). */
+    samples?: number[];
+}
 /** A loaded kernel, ready to run. */
 export interface Impl {
     sha256: string;

@@ -5,6 +5,8 @@
 // faster beyond the measured noise. When the queue is drained, report the
 // top five with their tickets.
 //
+// Long on purpose: KernelTuner and the Evaluation it runs per candidate are one protocol, read best together.
+//
 // Nothing here blocks on the network: fetches and compiles run as promises,
 // and step() only does work that is ready, within the deadline it is given.
 
@@ -14,7 +16,7 @@ import { InputGen } from './rng.js';
 import { fetchRetrying } from './http.js';
 import { SseReader } from './sse.js';
 import { fasterBeyondNoise, median, relNoise } from './stats.js';
-import type { Backend, Bench, Candidate, Impl } from './types.js';
+import type { Backend, Bench, Candidate, Impl, ReportEntry, ReportRequest } from './types.js';
 
 /** What the tuner learnt about one candidate. */
 export interface Measurement {
@@ -688,7 +690,7 @@ export class KernelTuner<I extends Impl> {
    * (the server flags them) while there is room. A candidate that failed to
    * load has no time to report, so it is left out.
    */
-  reportBody(): { op: string; shape: number[]; target: string; entries: Record<string, unknown>[] } | null {
+  reportBody(): ReportRequest | null {
     const bySha = new Map<string, Measurement>();
     for (const m of this.results) {
       const prev = bySha.get(m.sha256);
@@ -704,7 +706,7 @@ export class KernelTuner<I extends Impl> {
       shape: this.shape,
       target: this.backend.target,
       entries: top.map((m) => {
-        const e: Record<string, unknown> = {
+        const e: ReportEntry = {
           sha256: m.sha256, ticket: m.ticket, median_us: m.median_us, runs: m.runs, output_ok: m.ok,
         };
         if (m.ok && m.samples) e.samples = m.samples;

@@ -1,3 +1,4 @@
+// Long on purpose: the public API (Webtune, the kernel handles, their events), one file that reads as its reference.
 /**
  * webtune's in-browser client runtime.
  *

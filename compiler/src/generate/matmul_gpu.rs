@@ -2,6 +2,8 @@
 //! tile, one register tile per thread, unrolled into scalar (or `vec4`)
 //! accumulators.
 //!
+//! Long on purpose: one generator, whose staging, register tile and remainder code depend on each other.
+//!
 //! ```text
 //! workgroup (group_id.x, group_id.y, group_id.z) = (N tile, M tile, batch)
 //! threads   T = (x1/x0)·(y1/y0); thread t owns rows trow + i·(x1/x0)

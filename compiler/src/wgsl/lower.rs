@@ -5,6 +5,8 @@
 //! aligned, Wasm integer semantics); naga's validator checks it and naga's
 //! WGSL backend writes its text.
 //!
+//! Long on purpose: one lowering, a case per IR statement and expression kind, that reads best whole.
+//!
 //! Why not emit text and parse it: naga's WGSL front end costs about 0.3 µs
 //! per byte of our unrolled kernels (3–6 ms each, and part of it grows with
 //! the square of a function's expression count), which is most of a

@@ -4,19 +4,14 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use webtune_compiler::{Op, Schedule, Target, compile};
+use webtune_compiler::{Schedule, Target, compile};
+
+use super::args::KernelArgs;
 
 #[derive(Args, Debug)]
 pub struct CompileArgs {
-    /// matmul, batch_matmul or matmul_q4.
-    #[arg(long)]
-    pub op: String,
-    /// Comma-separated dimensions, e.g. 384,768,768 (M,K,N) or 12,384,384,64 (B,M,K,N).
-    #[arg(long, allow_hyphen_values = true)]
-    pub shape: String,
-    /// wasm or wgsl.
-    #[arg(long)]
-    pub target: String,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
     /// The schedule as JSON (the `config` of a kernel.json), or @FILE to read it from a file.
     #[arg(long, conflicts_with = "default")]
     pub config: Option<String>,
@@ -29,8 +24,7 @@ pub struct CompileArgs {
 }
 
 pub fn run(a: CompileArgs) -> Result<()> {
-    let op = Op::parse(&a.op, &a.shape)?;
-    let target: Target = a.target.parse().map_err(anyhow::Error::msg)?;
+    let (op, target) = a.kernel.parse()?;
     let schedule = match (&a.config, a.default) {
         (Some(c), _) => {
             let text = match c.strip_prefix('@') {

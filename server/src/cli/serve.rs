@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
+use super::args::StoreArgs;
 use crate::http::Config;
 use crate::http::conn::ConnLimits;
 use crate::http::cors::Origins;
@@ -16,12 +17,9 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (printed on start).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
-    /// sqlite://PATH (created on first start), a bare path, or postgres://USER@HOST:PORT/DB.
-    #[arg(long, default_value = "sqlite://webtune.sqlite")]
-    pub database_url: String,
-    /// The model store served at /v1/models (default: a `webtune-models` folder next to the SQLite file; ./webtune-models for PostgreSQL).
-    #[arg(long)]
-    pub models_dir: Option<std::path::PathBuf>,
+    /// The database, and the model store served at /v1/models.
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Distinct sessions that must vote for a kernel before it can win at a key.
     #[arg(long, default_value_t = 2)]
     pub quorum: usize,
@@ -90,7 +88,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             max_queues_per_session: Limits::default().max_queues_per_session,
         },
         cache_ttl: Duration::from_millis(a.cache_ttl_ms),
-        models_dir: Some(a.models_dir.unwrap_or_else(|| super::model::default_models_dir(&a.database_url))),
+        models_dir: Some(a.store.models_dir()),
         connections: ConnLimits {
             header_timeout: Duration::from_millis(a.header_timeout_ms),
             request_timeout: Duration::from_millis(a.request_timeout_ms),
@@ -100,5 +98,5 @@ pub fn run(a: ServeArgs) -> Result<()> {
         cors,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
-    rt.block_on(crate::http::serve(a.addr, &a.database_url, config))
+    rt.block_on(crate::http::serve(a.addr, &a.store.database_url, config))
 }

@@ -4,20 +4,14 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use webtune_compiler::{Op, Target};
 use webtune_tuner::{Device, Fingerprint, Settings, lite_space, presets};
+
+use super::args::KernelArgs;
 
 #[derive(Args, Debug)]
 pub struct SpaceArgs {
-    /// matmul, batch_matmul or matmul_q4.
-    #[arg(long)]
-    pub op: String,
-    /// Comma-separated dimensions, e.g. 384,768,768 (M,K,N) or 12,384,384,64 (B,M,K,N).
-    #[arg(long, allow_hyphen_values = true)]
-    pub shape: String,
-    /// wasm or wgsl.
-    #[arg(long)]
-    pub target: String,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
     /// A fingerprint JSON file in the client's format, or a preset name
     /// (h100, swiftshader, xeon-2core, apple-m2, pixel-8).
     #[arg(long)]
@@ -50,8 +44,7 @@ pub(crate) fn fingerprint(device: &str) -> Result<Fingerprint> {
 }
 
 pub fn run(a: SpaceArgs) -> Result<()> {
-    let op = Op::parse(&a.op, &a.shape)?;
-    let target: Target = a.target.parse().map_err(anyhow::Error::msg)?;
+    let (op, target) = a.kernel.parse()?;
     let mut fp = fingerprint(&a.device)?;
     // The space is for the target asked for, whatever the file's own target.
     fp.target = Some(target.name().to_string());

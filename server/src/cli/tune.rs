@@ -5,25 +5,22 @@
 //! top 5 with their tickets and output samples.
 //!
 //! Offline tuning of a fleet of machines is this command in a loop; the
-//! service's end-to-end tests use it as a client that needs no browser.
+//! service's end-to-end tests use it as a client that needs no browser. It
+//! speaks the wire types of `http::protocol`, the server's own, so that a
+//! field renamed on one side cannot be missed on the other.
 
 use anyhow::Result;
 use clap::Args;
+
+use super::args::KernelArgs;
 
 #[derive(Args, Debug)]
 pub struct TuneArgs {
     /// The webtune server, e.g. http://127.0.0.1:8080.
     #[arg(long)]
     pub server: String,
-    /// matmul, batch_matmul or matmul_q4.
-    #[arg(long)]
-    pub op: String,
-    /// Comma-separated dimensions, e.g. 384,768,768.
-    #[arg(long, allow_hyphen_values = true)]
-    pub shape: String,
-    /// wasm or wgsl.
-    #[arg(long)]
-    pub target: String,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
     /// Timed samples per candidate.
     #[arg(long, default_value_t = 7)]
     pub reps: usize,
@@ -54,7 +51,7 @@ pub fn run(a: TuneArgs) -> Result<()> {
 mod native {
     use std::time::Duration;
 
-    use anyhow::{Context, Result, anyhow, bail};
+    use anyhow::{Context, Result, bail};
     use futures_util::StreamExt;
     use indicatif::{ProgressBar, ProgressStyle};
     use serde_json::{Value, json};
@@ -62,6 +59,7 @@ mod native {
     use webtune_compiler::{KernelMeta, Op, Target};
 
     use super::TuneArgs;
+    use crate::http::protocol::{CandidateEvent, ErrorBody, ReportEntry, ReportRequest, ReportResponse, SessionRequest, SessionResponse};
 
     /// The engine that runs this target's candidates.
     enum Runner {
@@ -91,10 +89,7 @@ mod native {
         }
         let status = resp.status();
         let body = resp.text().await.unwrap_or_default();
-        let msg = serde_json::from_str::<Value>(&body)
-            .ok()
-            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
-            .unwrap_or(body);
+        let msg = serde_json::from_str::<ErrorBody>(&body).map(|e| e.error).unwrap_or(body);
         bail!("{what}: the server answered {status}: {msg}")
     }
 
@@ -129,8 +124,7 @@ mod native {
     }
 
     pub async fn tune(a: TuneArgs) -> Result<()> {
-        let op = Op::parse(&a.op, &a.shape).map_err(|e| anyhow!("{e}"))?;
-        let target: Target = a.target.parse().map_err(|e: String| anyhow!(e))?;
+        let (op, target) = a.kernel.parse()?;
         if a.reps == 0 {
             bail!("--reps must be at least 1");
         }
@@ -149,25 +143,21 @@ mod native {
         };
         let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).build()?;
 
-        let session: Value = check(
-            http.post(format!("{server}/v1/sessions"))
-                .json(&json!({ "fingerprint": fingerprint }))
-                .send()
-                .await
-                .context("opening a session")?,
+        let session: SessionResponse = check(
+            http.post(format!("{server}/v1/sessions")).json(&SessionRequest { fingerprint }).send().await.context("opening a session")?,
             "opening a session",
         )
         .await?
         .json()
-        .await?;
-        let sid = session["session_id"].as_str().ok_or_else(|| anyhow!("the session answer has no session_id"))?.to_string();
-        let device_key = session["device_key"].as_str().unwrap_or_default().to_string();
+        .await
+        .context("reading the session answer")?;
+        let SessionResponse { session_id: sid, device_key, .. } = session;
         eprintln!("webtune tune: session {sid}, device key {device_key}");
 
-        let shape = a.shape.replace(' ', "");
+        let shape = a.kernel.shape.replace(' ', "");
         let resp = check(
             http.get(format!("{server}/v1/sessions/{sid}/queue"))
-                .query(&[("op", a.op.as_str()), ("shape", shape.as_str()), ("target", a.target.as_str())])
+                .query(&[("op", a.kernel.op.as_str()), ("shape", shape.as_str()), ("target", a.kernel.target.as_str())])
                 .send()
                 .await
                 .context("opening the candidate queue")?,
@@ -192,9 +182,9 @@ mod native {
             for (event, data) in events {
                 match event.as_str() {
                     "candidate" => {
-                        let ev: Value = serde_json::from_str(&data).context("a candidate event is not JSON")?;
-                        bar.set_length(ev["total"].as_u64().unwrap_or(0));
-                        let m = measure(&http, &server, &runner, &op, &ev, a.reps).await?;
+                        let ev: CandidateEvent = serde_json::from_str(&data).context("reading a candidate event")?;
+                        bar.set_length(ev.total as u64);
+                        let m = measure(&http, &server, &runner, &op, ev, a.reps).await?;
                         taken += 1;
                         bar.inc(1);
                         match m {
@@ -222,28 +212,26 @@ mod native {
         }
         measured.sort_by(|x, y| x.report.median_ms.total_cmp(&y.report.median_ms));
         let top: Vec<&Measured> = measured.iter().take(5).collect();
-        let entries: Vec<Value> = top
+        let entries = top
             .iter()
-            .map(|m| {
-                json!({
-                    "sha256": m.sha256,
-                    "ticket": m.ticket,
-                    "median_us": m.report.median_ms * 1e3,
-                    "runs": (m.report.samples as u64 * m.report.calls_per_sample as u64).max(1),
-                    "output_ok": m.report.correct,
-                    "samples": m.report.output_samples,
-                })
+            .map(|m| ReportEntry {
+                sha256: m.sha256.clone(),
+                ticket: m.ticket.clone(),
+                median_us: m.report.median_ms * 1e3,
+                runs: (m.report.samples as u64 * m.report.calls_per_sample as u64).clamp(1, u32::MAX.into()) as u32,
+                output_ok: m.report.correct,
+                samples: m.report.output_samples.clone(),
             })
             .collect();
-        let shape_dims: Vec<u32> = op.shape().to_vec();
-        let body = json!({ "op": a.op, "shape": shape_dims, "target": a.target, "entries": entries });
-        let answer: Value = check(
+        let body = ReportRequest { op: a.kernel.op.clone(), shape: op.shape().to_vec(), target: a.kernel.target.clone(), entries };
+        let answer: ReportResponse = check(
             http.post(format!("{server}/v1/sessions/{sid}/reports")).json(&body).send().await.context("reporting")?,
             "reporting the top 5",
         )
         .await?
         .json()
-        .await?;
+        .await
+        .context("reading the report answer")?;
         let best = &top[0].report;
         crate::cli::out(json!({
             "session_id": sid,
@@ -258,16 +246,19 @@ mod native {
 
     /// Fetches, runs, checks and times one candidate. `None` when its output
     /// is wrong (it is then left out of the report).
-    async fn measure(http: &reqwest::Client, server: &str, runner: &Runner, op: &Op, ev: &Value, reps: usize) -> Result<Option<Measured>> {
-        let sha256 = ev["sha256"].as_str().ok_or_else(|| anyhow!("candidate without sha256"))?.to_string();
-        let ticket = ev["ticket"].as_str().ok_or_else(|| anyhow!("candidate without ticket"))?.to_string();
-        let seed = ev["seed"].as_u64().ok_or_else(|| anyhow!("candidate without seed"))?;
-        let positions: Vec<u64> = serde_json::from_value(ev["check"].clone()).unwrap_or_default();
-        let meta: KernelMeta = serde_json::from_value(ev["meta"].clone()).context("candidate metadata")?;
+    async fn measure(
+        http: &reqwest::Client,
+        server: &str,
+        runner: &Runner,
+        op: &Op,
+        ev: CandidateEvent,
+        reps: usize,
+    ) -> Result<Option<Measured>> {
+        let CandidateEvent { sha256, ticket, seed, check: positions, url, meta, .. } = ev;
+        let meta: KernelMeta = serde_json::from_value(meta).context("candidate metadata")?;
         if meta.parsed_op().ok().as_ref() != Some(op) {
             bail!("the queue sent a kernel for {} {:?}, not {op}", meta.op, meta.shape);
         }
-        let url = ev["url"].as_str().unwrap_or_default();
         let bytes = check(http.get(format!("{server}{url}")).send().await?, "fetching a kernel").await?.bytes().await?.to_vec();
         if webtune_compiler::kernel::sha256_hex(&bytes) != sha256 {
             bail!("kernel {sha256}: the bytes served do not have this hash");

@@ -22,10 +22,12 @@ pub mod device;
 pub mod error;
 pub mod limits;
 mod models;
+pub mod openapi;
 mod pages;
 mod plausible;
 pub mod protocol;
 mod queue;
+mod reports;
 mod rho;
 pub mod ticket;
 mod web;
@@ -39,13 +41,14 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::handler::Handler;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodFilter, MethodRouter, on};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
 use webtune_compiler::{Op, Schedule, Target, compile};
-use webtune_kernel_db::{Db, DeviceKeys, KernelKind, Level, NewKernel, NewMeasurement, NewReport, VotePolicy, random_id};
+use webtune_kernel_db::{Db, DeviceKeys, KernelKind, Level, NewKernel, VotePolicy, random_id};
 
 use error::{ApiError, ApiResult};
 use protocol::*;
@@ -292,6 +295,10 @@ async fn session_of(app: &App, id: &str) -> ApiResult<webtune_kernel_db::Session
 
 // ---------------------------------------------------------------- handlers
 
+/// Open a tuning session for a device fingerprint.
+#[utoipa::path(post, path = "/v1/sessions", request_body = SessionRequest, responses(
+    (status = 201, description = "Session opened", body = SessionResponse),
+    (status = 400, response = ErrorBody), (status = 413, response = ErrorBody), (status = 422, response = ErrorBody), (status = 429, response = ErrorBody), (status = 503, response = ErrorBody)))]
 async fn create_session(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
     let req: SessionRequest = json_body(body)?;
     let keys = device::keys_for(&req.fingerprint).map_err(ApiError::unprocessable)?;
@@ -310,6 +317,10 @@ async fn create_session(State(app): State<Arc<App>>, body: Result<Bytes, BytesRe
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
+/// The best known kernel for a device key, with the fallback level that answered.
+#[utoipa::path(get, path = "/v1/kernels/best", params(KernelQuery), responses(
+    (status = 200, description = "Winner or portable default", body = BestResponse),
+    (status = 400, response = ErrorBody)))]
 async fn best(State(app): State<Arc<App>>, q: Result<Query<KernelQuery>, QueryRejection>) -> ApiResult<Response> {
     let q = query(q)?;
     let device_key = q.device_key.unwrap_or_default();
@@ -380,6 +391,14 @@ fn json_bytes(body: Bytes) -> Response {
     ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
 }
 
+/// Kernel bytes (Wasm binary or WGSL text), content-addressed and immutable.
+#[utoipa::path(get, path = "/v1/kernels/{sha256}", params(
+    ("sha256" = String, Path, pattern = "^[0-9a-f]{64}$"),
+    ("If-None-Match" = Option<String>, Header)), responses(
+    (status = 200, description = "The bytes; ETag is the quoted hash", content(
+        ("application/wasm"), (String = "text/wgsl"))),
+    (status = 304, description = "Not modified"),
+    (status = 400, response = ErrorBody), (status = 404, response = ErrorBody)))]
 async fn kernel_bytes(State(app): State<Arc<App>>, Path(sha): Path<String>, headers: HeaderMap) -> ApiResult<Response> {
     if !is_hex(&sha, 64) {
         return Err(ApiError::bad_request(format!("`{sha}` is not a kernel hash: give the 64 lower-case hex digits of its SHA-256")));
@@ -410,163 +429,6 @@ async fn kernel_bytes(State(app): State<Arc<App>>, Path(sha): Path<String>, head
     Ok((cache, [(header::CONTENT_TYPE, HeaderValue::from_static(ctype))], bytes).into_response())
 }
 
-async fn report(State(app): State<Arc<App>>, Path(id): Path<String>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
-    let r = record(&app, &id, body).await;
-    match &r {
-        Ok(_) => app.metrics.reports_accepted.fetch_add(1, Ordering::Relaxed),
-        Err(_) => app.metrics.reports_rejected.fetch_add(1, Ordering::Relaxed),
-    };
-    r.map(|b| Json(b).into_response())
-}
-
-async fn record(app: &App, id: &str, body: Result<Bytes, BytesRejection>) -> ApiResult<ReportResponse> {
-    let session = session_of(app, id).await?;
-    if let Err(wait) = app.per_session.take(id) {
-        app.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!("too many reports from this session; retry in {} s", wait.as_secs().max(1)),
-        ));
-    }
-    let req: ReportRequest = json_body(body)?;
-    let (op, target) = parse_kind(&req.op, &req.shape, &req.target)?;
-    let kind = kind_of(&op, target);
-    let n = req.entries.len();
-    if n == 0 || n > webtune_kernel_db::MAX_TOP_N {
-        return Err(ApiError::unprocessable(format!(
-            "entries has {n} items; report your top 1 to {} kernels, fastest first",
-            webtune_kernel_db::MAX_TOP_N
-        )));
-    }
-    if let Some(own) = device::target_of(&session.keys)
-        && own != target
-    {
-        return Err(wrong_target(&session.keys.device_key, own, target));
-    }
-    // The checks run in this order, each over every entry before the next:
-    // form, ticket (signature, expiry, and the op, shape and target it was
-    // issued for), single use, times, and only then the output samples. So
-    // a report can flag a kernel only through a fresh ticket of this
-    // session, and only for the kind of kernel the ticket names: the
-    // samples are recomputed for the ticket's op and shape, never the
-    // report's.
-    let now = unix_now();
-    let mut claims: Vec<ticket::TicketClaims> = Vec::with_capacity(n);
-    for (i, e) in req.entries.iter().enumerate() {
-        let at = format!("entries[{i}]");
-        if !is_hex(&e.sha256, 64) {
-            return Err(ApiError::unprocessable(format!("{at}.sha256 must be 64 lower-case hex digits")));
-        }
-        if req.entries[..i].iter().any(|p| p.sha256 == e.sha256) {
-            return Err(ApiError::unprocessable(format!("{at}: kernel {} is listed twice", e.sha256)));
-        }
-        if e.ticket.len() > 512 {
-            return Err(ApiError::unprocessable(format!("{at}.ticket is too long")));
-        }
-        let c = app
-            .signer
-            .verify(&e.ticket, id, &e.sha256, now)
-            .map_err(|t| ApiError::new(StatusCode::FORBIDDEN, format!("{at}.ticket {t}")))?;
-        if c.kind != kind {
-            return Err(ApiError::unprocessable(format!(
-                "{at}: its ticket was issued for {} {} on {}, but the report is for {} {} on {}; \
-                 report each queue's kernels with the op, shape and target of that queue",
-                c.kind.op, c.kind.shape, c.kind.target, kind.op, kind.shape, kind.target
-            )));
-        }
-        if let Some(first) = claims.first()
-            && first.space_checksum != c.space_checksum
-        {
-            return Err(ApiError::unprocessable(format!(
-                "{at} comes from another candidate space than entries[0]; report each queue separately"
-            )));
-        }
-        claims.push(c);
-    }
-    for e in &req.entries {
-        if app.db.ticket_used(&e.ticket).await? {
-            return Err(webtune_kernel_db::DbError::TicketReused(e.sha256.clone()).into());
-        }
-    }
-    for (i, e) in req.entries.iter().enumerate() {
-        let at = format!("entries[{i}]");
-        if !(e.median_us.is_finite() && e.median_us > 0.0 && e.median_us < 3.6e9) {
-            return Err(ApiError::unprocessable(format!("{at}.median_us must be a positive number of microseconds, got {}", e.median_us)));
-        }
-        if e.runs < MIN_RUNS || e.runs > 1_000_000_000 {
-            return Err(ApiError::unprocessable(format!(
-                "{at}.runs must be between {MIN_RUNS} and 10^9 (a median needs repeated timed runs), got {}",
-                e.runs
-            )));
-        }
-        if let Err(why) = plausible::check(&op, target, &session.keys, e.median_us) {
-            app.metrics.implausible_rejected.fetch_add(1, Ordering::Relaxed);
-            return Err(ApiError::unprocessable(format!("{at}.median_us is implausible: {why}")));
-        }
-        if i > 0 && e.output_ok && req.entries[i - 1].output_ok && e.median_us < req.entries[i - 1].median_us {
-            return Err(ApiError::unprocessable(format!("{at}: entries must be ordered fastest first (by median_us)")));
-        }
-    }
-    for (i, (e, c)) in req.entries.iter().zip(&claims).enumerate() {
-        let at = format!("entries[{i}]");
-        if !e.output_ok {
-            continue;
-        }
-        let Err((pos, err)) = webtune_compiler::reference::check_samples(&op, c.seed, &e.samples) else { continue };
-        app.metrics.samples_rejected.fetch_add(1, Ordering::Relaxed);
-        let want = webtune_compiler::reference::check_positions(&op, c.seed).len();
-        if e.samples.len() != want {
-            return Err(ApiError::unprocessable(format!(
-                "{at}.samples must hold the {want} output values at the candidate's `check` positions, from a run on the ticket's seed; got {}",
-                e.samples.len()
-            )));
-        }
-        // The values are wrong: the kernel miscomputes on this device (or
-        // the client lies). Flag it, spending the ticket; a quorum of flags
-        // excludes it.
-        let reason = format!("server-check: output {pos} off by {err:e}");
-        app.db.flag(&e.sha256, &kind, &session.keys, &session.id, &e.ticket, &reason, &app.config.policy).await?;
-        return Err(ApiError::unprocessable(format!(
-            "{at}.samples disagree with the server's recomputation at output {pos} (norm-scaled error {err:.1e}): \
-             the kernel's output is wrong on this device, or it was not run on the inputs of the ticket's seed; \
-             the kernel is flagged for this device"
-        )));
-    }
-    let space = claims.first().map(|c| c.space_checksum.clone()).unwrap_or_default();
-    let entries = req
-        .entries
-        .iter()
-        .map(|e| NewMeasurement {
-            kernel_sha256: e.sha256.clone(),
-            ticket: e.ticket.clone(),
-            median_us: e.median_us,
-            runs: e.runs as i64,
-            output_ok: e.output_ok,
-        })
-        .collect();
-    let report = NewReport { session_id: session.id.clone(), kind, space_checksum: space, entries };
-    let rec = app.db.record_report(&report, &session.keys, &app.config.policy).await?;
-    app.generation.fetch_add(1, Ordering::Release);
-    app.metrics.measurements_accepted.fetch_add(n as u64, Ordering::Relaxed);
-    Ok(ReportResponse {
-        report_id: rec.report_id,
-        accepted: n,
-        winners: rec
-            .winners
-            .into_iter()
-            .map(|w| WinnerView {
-                level: w.level,
-                level_key: w.level_key,
-                sha256: w.kernel_sha256,
-                votes: w.votes,
-                total_votes: w.total_votes,
-                reports: w.reports,
-                best_median_us: w.best_median_us,
-            })
-            .collect(),
-    })
-}
-
 /// A session serves the one target its device key is for (`gpu-` keys
 /// WGSL, `cpu-` keys Wasm): the key, and so the candidate space and the
 /// votes, would be wrong for the other.
@@ -577,6 +439,8 @@ fn wrong_target(device_key: &str, own: Target, asked: Target) -> ApiError {
     ))
 }
 
+/// Liveness and database reachability.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "OK"), (status = 503, response = ErrorBody)))]
 async fn healthz(State(app): State<Arc<App>>) -> Response {
     match app.db.ping().await {
         Ok(()) => Json(serde_json::json!({"status": "ok", "database": app.db.backend()})).into_response(),
@@ -595,26 +459,45 @@ async fn method_not_allowed() -> ApiError {
     ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this path; GET /v1/openapi.json lists the methods")
 }
 
+/// One route: path, method and the handler that serves it.
+type Route = (&'static str, Method, MethodRouter<Arc<App>>);
+
+fn at<H: Handler<T, Arc<App>>, T: 'static>(path: &'static str, method: Method, handler: H) -> Route {
+    let filter = MethodFilter::try_from(method.clone()).expect("every route is a GET or a POST");
+    (path, method, on(filter, handler))
+}
+
+/// Every route the service serves. The router is built from this table
+/// alone, so that a test can check that the OpenAPI document lists exactly
+/// these paths and methods.
+fn routes() -> Vec<Route> {
+    vec![
+        at("/v1/sessions", Method::POST, create_session),
+        at("/v1/sessions/{id}/queue", Method::GET, queue::queue),
+        at("/v1/sessions/{id}/reports", Method::POST, reports::report),
+        at("/v1/kernels/best", Method::GET, best),
+        at("/v1/kernels/{sha256}", Method::GET, kernel_bytes),
+        at("/v1/rho", Method::GET, rho::rho),
+        at("/v1/models", Method::GET, models::list),
+        at("/v1/models/{name}", Method::GET, models::manifest),
+        at("/v1/models/{name}/blobs/{sha256}", Method::GET, models::blob),
+        at("/v1/models/{name}/latency", Method::POST, models::latency),
+        at("/v1/models/{name}/plan", Method::GET, models::plan),
+        at("/v1/openapi.json", Method::GET, openapi::openapi),
+        at("/metrics", Method::GET, pages::metrics),
+        at("/healthz", Method::GET, healthz),
+        at("/dashboard", Method::GET, pages::dashboard),
+        at("/", Method::GET, pages::dashboard),
+        at("/demo", Method::GET, web::demo),
+        at("/web/{name}", Method::GET, web::file),
+    ]
+}
+
 /// The service's routes over `app`.
 pub fn router(app: Arc<App>) -> Router {
-    Router::new()
-        .route("/v1/sessions", post(create_session))
-        .route("/v1/sessions/{id}/queue", get(queue::queue))
-        .route("/v1/sessions/{id}/reports", post(report))
-        .route("/v1/kernels/best", get(best))
-        .route("/v1/kernels/{sha256}", get(kernel_bytes))
-        .route("/v1/rho", get(rho::rho))
-        .route("/v1/models", get(models::list))
-        .route("/v1/models/{name}", get(models::manifest))
-        .route("/v1/models/{name}/blobs/{sha256}", get(models::blob))
-        .route("/v1/models/{name}/latency", post(models::latency))
-        .route("/v1/models/{name}/plan", get(models::plan))
-        .route("/v1/openapi.json", get(pages::openapi))
-        .route("/metrics", get(pages::metrics))
-        .route("/healthz", get(healthz))
-        .route("/dashboard", get(pages::dashboard))
-        .route("/", get(pages::dashboard))
-        .merge(web::routes())
+    routes()
+        .into_iter()
+        .fold(Router::new(), |r, (path, _, handler)| r.route(path, handler))
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(app.clone(), limits::admit))

@@ -22,7 +22,7 @@ use webtune_models::{Manifest, Store, is_blob_name, is_model_name};
 
 use super::App;
 use super::error::{ApiError, ApiResult};
-use super::protocol::{ModelList, ModelSummary};
+use super::protocol::{ErrorBody, LatencyRequest, LatencyResponse, ModelList, ModelSummary, PlanQuery, PlanResponse};
 
 /// Bytes read from a blob file per chunk of the response body.
 const CHUNK: usize = 256 * 1024;
@@ -63,6 +63,8 @@ async fn read_manifest(app: &App, name: &str) -> ApiResult<(Vec<u8>, Manifest)> 
 }
 
 /// `GET /v1/models`
+/// The model bundles this server serves (README, Models).
+#[utoipa::path(get, path = "/v1/models", responses((status = 200, description = "The store's models", body = ModelList)))]
 pub async fn list(State(app): State<Arc<App>>) -> ApiResult<Response> {
     let models = match store(&app) {
         None => vec![],
@@ -87,6 +89,13 @@ pub async fn list(State(app): State<Arc<App>>) -> ApiResult<Response> {
 }
 
 /// `GET /v1/models/{name}`
+/// A bundle's manifest (format 1): config, pooling, blobs and tensor
+/// layout; its ETag is the quoted SHA-256 of these bytes, revalidate with
+/// If-None-Match.
+#[utoipa::path(get, path = "/v1/models/{name}", params(("name" = String, Path, pattern = "^[a-z0-9]([a-z0-9.-]{0,62}[a-z0-9])?$"), ("If-None-Match" = Option<String>, Header)), responses(
+    (status = 200, description = "The manifest", body = Manifest),
+    (status = 304, description = "Not modified"),
+    (status = 404, response = ErrorBody)))]
 pub async fn manifest(State(app): State<Arc<App>>, Path(name): Path<String>, headers: HeaderMap) -> ApiResult<Response> {
     let (bytes, _) = read_manifest(&app, &name).await?;
     use sha2::Digest;
@@ -103,6 +112,14 @@ pub async fn manifest(State(app): State<Arc<App>>, Path(name): Path<String>, hea
 }
 
 /// `GET /v1/models/{name}/blobs/{sha256}`
+/// A blob the model's manifest lists (weights: little-endian f32;
+/// tokenizer: tokenizer.json), content-addressed and immutable, streamed.
+#[utoipa::path(get, path = "/v1/models/{name}/blobs/{sha256}", params(("name" = String, Path, pattern = "^[a-z0-9]([a-z0-9.-]{0,62}[a-z0-9])?$"),
+    ("sha256" = String, Path, pattern = "^[0-9a-f]{64}$"), ("If-None-Match" = Option<String>, Header)), responses(
+    (status = 200, description = "The bytes; ETag is the quoted hash", content(
+        ("application/octet-stream"), (Object = "application/json"))),
+    (status = 304, description = "Not modified"),
+    (status = 400, response = ErrorBody), (status = 404, response = ErrorBody)))]
 pub async fn blob(State(app): State<Arc<App>>, Path((name, sha)): Path<(String, String)>, headers: HeaderMap) -> ApiResult<Response> {
     if !is_blob_name(&sha) {
         return Err(ApiError::bad_request(format!("`{sha}` is not a blob hash: give the 64 lower-case hex digits the manifest lists")));
@@ -154,13 +171,18 @@ fn check_shape(m: &Manifest, batch: u32, seq_len: u32) -> ApiResult<()> {
     Ok(())
 }
 
-/// `POST /v1/models/{name}/latency`
+/// Report one model-level latency (one call of the model at a batch and
+/// padded length, on one target) measured in a session; the device keys
+/// come from the session.
+#[utoipa::path(post, path = "/v1/models/{name}/latency", params(("name" = String, Path, pattern = "^[a-z0-9]([a-z0-9.-]{0,62}[a-z0-9])?$")), request_body = LatencyRequest, responses(
+    (status = 201, description = "Stored", body = LatencyResponse),
+    (status = 400, response = ErrorBody), (status = 404, response = ErrorBody), (status = 413, response = ErrorBody), (status = 422, response = ErrorBody), (status = 429, response = ErrorBody), (status = 503, response = ErrorBody)))]
 pub async fn latency(
     State(app): State<Arc<App>>,
     Path(name): Path<String>,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> ApiResult<Response> {
-    let req: super::protocol::LatencyRequest = super::json_body(body)?;
+    let req: LatencyRequest = super::json_body(body)?;
     let session = super::session_of(&app, &req.session_id).await?;
     if let Err(wait) = app.per_session.take(&session.id) {
         app.metrics.rate_limited.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -198,14 +220,19 @@ pub async fn latency(
         runs: req.runs.into(),
     };
     let id = app.db.record_model_latency(&row, &session.keys).await?;
-    Ok((StatusCode::CREATED, Json(super::protocol::LatencyResponse { id, device_key: session.keys.device_key })).into_response())
+    Ok((StatusCode::CREATED, Json(LatencyResponse { id, device_key: session.keys.device_key })).into_response())
 }
 
-/// `GET /v1/models/{name}/plan?device_key=&batch=&seq_len=`
+/// Which target (wasm or webgpu) runs the model faster on this device
+/// class (median per target over sessions, device → arch → vendor key),
+/// and the matrix products of one layer with their best-kernel lookups.
+#[utoipa::path(get, path = "/v1/models/{name}/plan", params(("name" = String, Path, pattern = "^[a-z0-9]([a-z0-9.-]{0,62}[a-z0-9])?$"), PlanQuery), responses(
+    (status = 200, description = "The plan; target is null with a reason when the measurements do not decide", body = PlanResponse),
+    (status = 400, response = ErrorBody), (status = 404, response = ErrorBody), (status = 422, response = ErrorBody)))]
 pub async fn plan(
     State(app): State<Arc<App>>,
     Path(name): Path<String>,
-    q: Result<axum::extract::Query<super::protocol::PlanQuery>, axum::extract::rejection::QueryRejection>,
+    q: Result<axum::extract::Query<PlanQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     use webtune_kernel_db::plan::{faster, summarise};
     use webtune_kernel_db::{DeviceKeys, Level};

@@ -1,20 +1,26 @@
 //! Wire types of the HTTP API: the only place request and response bodies are
 //! defined. Requests deny unknown fields so a misspelt field is an error
 //! rather than a silently ignored default; new optional fields get
-//! `#[serde(default)]`.
+//! `#[serde(default)]`. Each type derives its OpenAPI schema (`ToSchema`,
+//! or `IntoParams` for a query), which `super::openapi` assembles into the
+//! served document.
 
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToResponse, ToSchema};
 use webtune_kernel_db::Level;
 
 /// `POST /v1/sessions`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionRequest {
     /// What the client knows about its hardware; see [`super::device`].
+    /// Read leniently (a field of another type reads as unknown), so it is
+    /// parsed from the raw value rather than here.
+    #[schema(value_type = webtune_tuner::Fingerprint)]
     pub fingerprint: serde_json::Value,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct SessionResponse {
     pub session_id: String,
     pub device_key: String,
@@ -24,19 +30,25 @@ pub struct SessionResponse {
 }
 
 /// Query of `GET /v1/kernels/best` and of the candidate queue.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct KernelQuery {
+    /// The session's device key (lookups only; none gives the default).
     #[serde(default)]
+    #[param(max_length = 512)]
     pub device_key: Option<String>,
+    /// `matmul`, `batch_matmul` or `matmul_q4`, with an optional epilogue (`matmul+bias+gelu`).
     pub op: String,
-    /// Comma-separated dimensions, e.g. `384,768,768`.
+    /// Comma-separated dimensions: M,K,N for matmul and matmul_q4, B,M,K,N for batch_matmul.
+    #[param(pattern = "^[1-9][0-9]{0,9}(,[1-9][0-9]{0,9}){2,3}$", example = "384,768,768")]
     pub shape: String,
+    /// `wasm` or `wgsl`.
     pub target: String,
 }
 
 /// `GET /v1/kernels/best`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct BestResponse {
     /// Which fallback level answered: device, arch, vendor or default.
     pub level: Level,
@@ -44,6 +56,7 @@ pub struct BestResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level_key: Option<String>,
     /// The kernel metadata, exactly as `webtune compile` writes `kernel.json`.
+    #[schema(value_type = Object)]
     pub meta: serde_json::Value,
     /// Where to fetch the kernel bytes (path relative to this server).
     pub url: String,
@@ -57,7 +70,7 @@ pub struct BestResponse {
 }
 
 /// One Server-Sent Event `candidate` of the queue.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct CandidateEvent {
     /// Position in the queue, from 0.
     pub index: usize,
@@ -67,6 +80,8 @@ pub struct CandidateEvent {
     pub source: String,
     pub sha256: String,
     pub url: String,
+    /// The kernel metadata, exactly as `webtune compile` writes `kernel.json`.
+    #[schema(value_type = Object)]
     pub meta: serde_json::Value,
     /// Quote this in the report: it binds session, kernel, seed, space and expiry.
     pub ticket: String,
@@ -80,7 +95,7 @@ pub struct CandidateEvent {
 }
 
 /// The final `done` event of the queue.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct QueueDone {
     pub total: usize,
     /// Candidates the server could not compile (a compiler bug; logged).
@@ -88,21 +103,26 @@ pub struct QueueDone {
 }
 
 /// `POST /v1/sessions/{id}/reports`: the client's top-N, fastest first.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReportRequest {
     pub op: String,
     /// The dimensions, e.g. `[384, 768, 768]`.
     #[serde(deserialize_with = "integral::u32s")]
+    #[schema(min_items = 3, max_items = 4)]
     pub shape: Vec<u32>,
     pub target: String,
+    /// The top 1 to 5, fastest first.
+    #[schema(min_items = 1, max_items = 5)]
     pub entries: Vec<ReportEntry>,
 }
 
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReportEntry {
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub sha256: String,
+    #[schema(max_length = 512)]
     pub ticket: String,
     /// Median time of one call, microseconds.
     pub median_us: f64,
@@ -117,7 +137,7 @@ pub struct ReportEntry {
     pub samples: Vec<f32>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct ReportResponse {
     pub report_id: String,
     pub accepted: usize,
@@ -125,7 +145,7 @@ pub struct ReportResponse {
     pub winners: Vec<WinnerView>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct WinnerView {
     pub level: Level,
     pub level_key: String,
@@ -137,19 +157,20 @@ pub struct WinnerView {
 }
 
 /// Every error: what was wrong and how to fix it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema, ToResponse)]
+#[response(description = "What was wrong and how to fix it")]
 pub struct ErrorBody {
     pub error: String,
 }
 
 /// `GET /v1/models`: the bundles in the model store.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct ModelList {
     pub models: Vec<ModelSummary>,
 }
 
 /// One bundle in `GET /v1/models`; its manifest is at `/v1/models/{name}`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct ModelSummary {
     pub name: String,
     pub architecture: String,
@@ -163,9 +184,10 @@ pub struct ModelSummary {
 /// `POST /v1/models/{name}/latency`: one model-level latency measured by a
 /// client. The device keys come from the session; a body that names one is
 /// refused (unknown field).
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LatencyRequest {
+    #[schema(pattern = "^[0-9a-f]{32}$")]
     pub session_id: String,
     /// `wasm` or `webgpu`.
     pub target: String,
@@ -182,23 +204,28 @@ pub struct LatencyRequest {
     pub runs: u32,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct LatencyResponse {
     pub id: String,
     pub device_key: String,
 }
 
 /// `GET /v1/models/{name}/plan?device_key=&batch=&seq_len=`
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PlanQuery {
+    /// The session's device key.
+    #[param(required = true, max_length = 512)]
     pub device_key: Option<String>,
+    /// Texts per call, 1 to 256 (default 1).
     pub batch: Option<u32>,
+    /// Padded tokens (default min(128, max_seq_length)).
     pub seq_len: Option<u32>,
 }
 
 /// Which target runs the model faster on a device class, and the matrix
 /// products (kernels) one layer of it runs at this batch and length.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct PlanResponse {
     pub model: String,
     pub device_key: String,
@@ -219,7 +246,7 @@ pub struct PlanResponse {
 }
 
 /// One matrix product of a layer, with the lookup of its best kernel per target.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct PlanKernel {
     /// `qkv`, `scores`, `context`, `attn_out`, `ffn_in` or `ffn_out`.
     pub name: String,
@@ -281,23 +308,26 @@ mod tests {
 }
 
 /// Query of `GET /v1/rho`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct RhoQuery {
+    /// `wasm` or `wgsl`.
     pub target: String,
 }
 
 /// One kernel of a ρ pair.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct RhoKernel {
     /// Where to fetch the kernel bytes (path relative to this server).
     pub url: String,
     /// The kernel metadata, exactly as `webtune compile` writes `kernel.json`.
+    #[schema(value_type = Object)]
     pub meta: serde_json::Value,
 }
 
 /// One primitive of ρ: a base kernel and a variant that differs in it alone.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct RhoPair {
     pub name: String,
     /// What a `1` bit means.
@@ -312,7 +342,7 @@ pub struct RhoPair {
 
 /// `GET /v1/rho`: the on-device microbenchmark that gives a fingerprint its
 /// `rho`, one bit per pair in order.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct RhoResponse {
     /// Changes whenever a pair or the margin does: a client re-measures.
     pub version: String,

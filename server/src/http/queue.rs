@@ -23,13 +23,18 @@ use webtune_compiler::Schedule;
 
 use super::error::ApiResult;
 use super::limits::{self, Slot};
-use super::protocol::{CandidateEvent, KernelQuery, QueueDone};
+use super::protocol::{CandidateEvent, ErrorBody, KernelQuery, QueueDone};
 use super::ticket::TICKET_TTL_S;
 use super::{App, device, kernel_url, kind_of, parse_kind, parse_shape, query, session_of, unix_now};
 
 /// Candidates compiled ahead of the client.
 const AHEAD: usize = 2;
 
+/// Candidate queue as Server-Sent Events: `candidate` events (data:
+/// CandidateEvent JSON), then one `done` event (data: QueueDone JSON).
+#[utoipa::path(get, path = "/v1/sessions/{id}/queue", params(("id" = String, Path, pattern = "^[0-9a-f]{32}$"), KernelQuery), responses(
+    (status = 200, description = "Event stream of `candidate` (CandidateEvent) and `done` (QueueDone) events", body = String, content_type = "text/event-stream"),
+    (status = 400, response = ErrorBody), (status = 404, response = ErrorBody), (status = 422, response = ErrorBody), (status = 429, response = ErrorBody), (status = 503, response = ErrorBody)))]
 pub async fn queue(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,

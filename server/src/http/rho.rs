@@ -12,9 +12,15 @@ use webtune_compiler::Target;
 use webtune_tuner::{RHO_MARGIN, rho_primitives, rho_version};
 
 use super::error::{ApiError, ApiResult};
-use super::protocol::{RhoKernel, RhoPair, RhoQuery, RhoResponse};
+use super::protocol::{ErrorBody, RhoKernel, RhoPair, RhoQuery, RhoResponse};
 use super::{App, kernel_url};
 
+/// The kernel pairs of the on-device microbenchmark ρ: time each pair, one
+/// bit per pair (1: variant / base < 1 − margin), and send the bits as
+/// `fingerprint.rho`.
+#[utoipa::path(get, path = "/v1/rho", params(RhoQuery), responses(
+    (status = 200, description = "The pairs, in bit order (none for wgsl yet)", body = RhoResponse),
+    (status = 400, response = ErrorBody)))]
 pub async fn rho(State(app): State<Arc<App>>, q: Result<Query<RhoQuery>, QueryRejection>) -> ApiResult<Json<RhoResponse>> {
     let Query(q) = q.map_err(|e| ApiError::bad_request(format!("{}; expected ?target=wasm or ?target=wgsl", e.body_text())))?;
     let target: Target = q.target.parse().map_err(|e: String| ApiError::bad_request(e))?;

@@ -10,11 +10,9 @@
 //! `performance.now()` at 5 µs instead of 100 µs in Chromium, and
 //! `SharedArrayBuffer` for Wasm threads. Everything it loads is same-origin.
 
-use axum::Router;
 use axum::extract::Path;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 
 use super::error::ApiError;
 
@@ -64,11 +62,17 @@ fn isolation() -> [(HeaderName, HeaderValue); 3] {
     ]
 }
 
-async fn demo() -> Response {
+/// The demo app (a cross-origin isolated page that tunes a small model's kernels).
+#[utoipa::path(get, path = "/demo", responses((status = 200, description = "HTML", body = String, content_type = "text/html")))]
+pub(super) async fn demo() -> Response {
     (isolation(), [(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], DEMO_HTML).into_response()
 }
 
-async fn file(Path(name): Path<String>) -> Result<Response, ApiError> {
+/// The browser client runtime (webtune.js, demo.js) and its TypeScript declarations (*.d.ts).
+#[utoipa::path(get, path = "/web/{name}", params(("name" = String, Path, example = "webtune.js")), responses(
+    (status = 200, description = "The file", content((String = "text/javascript"), (String = "application/typescript"))),
+    (status = 404, response = super::protocol::ErrorBody)))]
+pub(super) async fn file(Path(name): Path<String>) -> Result<Response, ApiError> {
     let Some((_, body)) = DIST.iter().find(|(n, _)| *n == name) else {
         return Err(ApiError::not_found(format!("no file /web/{name}; the client runtime is /web/webtune.js (types: /web/webtune.d.ts)")));
     };
@@ -85,11 +89,6 @@ async fn file(Path(name): Path<String>) -> Result<Response, ApiError> {
         *body,
     )
         .into_response())
-}
-
-/// `/demo` and `/web/{file}`.
-pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new().route("/demo", get(demo)).route("/web/{name}", get(file))
 }
 
 #[cfg(test)]

@@ -1,0 +1,211 @@
+//! The WGSL rules (Table 1, WebGPU; heuristics 5–7): `matmul` and
+//! `batch_matmul` tiles by workgroups per core and work per thread, and the
+//! `matmul_q4` decode space with its double-buffered and subgroup twins.
+
+use webtune_compiler::{Op, Schedule};
+
+use super::order::{Cand, GpuOrder, ragged};
+use super::{
+    GPU_Q4_DB_STEPS, GPU_Q4_OUTPUTS, GPU_Q4_R0, GPU_R0, GPU_REGISTER_TILE, MAX_UNROLLED, Relaxation, floor_pow2, np2, pow2s, register_tiles,
+};
+use crate::fingerprint::{Device, DeviceClass};
+
+/// `matmul` and `batch_matmul` on WGSL (Table 1, WebGPU).
+pub(super) fn gpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
+    let (_, m, k, n) = op.bmkn();
+    let (xm, ym, km) = (np2(m), np2(n), np2(k));
+    let hw = &device.gpu;
+    let lim = device.limits;
+    let reg_cap = (relax.usable * hw.max_regs_per_thread as f64) as u32;
+    let mut out = Vec::new();
+    for (x0, y0) in register_tiles(xm, ym, 16, 16, base.vectorize == 4, 1, relax) {
+        // At most 8×8 per thread: the largest tile measured fastest on the
+        // H100 (BENCHMARKS.md, "Facts carried in"); 8×16 has not been shown to pay for its registers.
+        if relax.heuristics && x0 * y0 > GPU_REGISTER_TILE {
+            continue;
+        }
+        // H7, per thread: the generator's live set fits the thread's
+        // registers, and r0 is the largest step up to GPU_R0 whose unrolled
+        // body stays small.
+        let reg = x0 * y0 + x0 + y0;
+        if relax.heuristics && reg > reg_cap {
+            continue;
+        }
+        let Some(r0) = pow2s(km.min(GPU_R0)).filter(|&r| !relax.heuristics || x0 * y0 * r <= MAX_UNROLLED).last() else { continue };
+        for tx in pow2s(xm / x0) {
+            for ty in pow2s(ym / y0) {
+                let threads = tx * ty;
+                if threads > lim.invocations {
+                    continue;
+                }
+                let (x1, y1) = (x0 * tx, y0 * ty);
+                if relax.heuristics {
+                    // H5: whole warps, unless the shape cannot fill one.
+                    let can_fill = (xm / x0) * (ym / y0) >= hw.warp_width;
+                    if can_fill && threads % hw.warp_width != 0 {
+                        continue;
+                    }
+                    // A thread grid of at most 2:1, unless a side is at its dimension.
+                    let (lx, ly) = (tx.trailing_zeros() as i32, ty.trailing_zeros() as i32);
+                    if (lx - ly).abs() > 1 && !(lx < ly && x1 == xm) && !(ly < lx && y1 == ym) {
+                        continue;
+                    }
+                }
+                let warps = threads.div_ceil(hw.warp_width);
+                let reg_limit = hw.regs_per_core / (reg * threads).max(1);
+                let warp_limit = hw.max_warps_per_core / warps;
+                // H6: one register step per stage, in the workgroup's memory.
+                let r1 = r0;
+                let stage = if base.cache_read { (x1 + y1) * r1 * 4 } else { 0 };
+                let bytes = if base.double_buffer { 2 * stage } else { stage };
+                if bytes > lim.workgroup_bytes {
+                    continue;
+                }
+                let l1_limit = hw.shared_bytes_per_core.checked_div(bytes).unwrap_or(u32::MAX);
+                let block_core = reg_limit.min(l1_limit).min(warp_limit).min(hw.max_blocks_per_core);
+                if relax.heuristics {
+                    // H7: registers bind, and the resident workgroups fill them.
+                    if reg_limit == 0 || (block_core as f64) < relax.fill * reg_limit as f64 {
+                        continue;
+                    }
+                    let used = block_core as f64 * threads as f64 * reg as f64;
+                    if used < relax.fill * relax.usable * hw.regs_per_core as f64 {
+                        continue;
+                    }
+                }
+                let s = Schedule { x0, y0, r0, x1, y1, r1, ..with_vector(base.clone(), y0) };
+                let rank = vec![-(block_core as i64), -((x0 * y0) as i64), ragged(&s, op), -(threads as i64)];
+                let intensity = vec![-((x0 * y0) as i64), -(block_core as i64), ragged(&s, op), -(threads as i64)];
+                // Variants of one tile: staged and double-buffered first, then
+                // staged, then read straight from global memory.
+                let variant = if !s.cache_read {
+                    2
+                } else if s.double_buffer {
+                    0
+                } else {
+                    1
+                };
+                out.push(Cand { s, rank, gpu: Some(GpuOrder { intensity, variant }) });
+            }
+        }
+    }
+    out
+}
+
+/// `matmul_q4` on WGSL: the split-K family (rows x0 per workgroup, y1
+/// outputs, split_k threads per output).
+pub(super) fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
+    let (_, m, k, n) = op.bmkn();
+    let hw = &device.gpu;
+    let lim = device.limits;
+    let reg_cap = (relax.usable * hw.max_regs_per_thread as f64) as u32;
+    let mut out = Vec::new();
+    for x0 in pow2s(np2(m).min(16)) {
+        // Registers: the q4 generator's live set, not Table 1's x0·r0 + r0
+        // + x0 (that counts every weight of the unrolled r0 as live, which
+        // capped r0 at 64 on the H100, where the wide search's best had r0 =
+        // 128: BENCHMARKS.md). Live are, per output, the r0/8 packed words
+        // and r0/32 scales the unrolled loop can have in flight; the 8
+        // unpacked nibbles; per row its 8 A values; and per (row, output)
+        // its 4 position sums and its accumulator.
+        for y0 in GPU_Q4_OUTPUTS {
+            let reg = |r0: u32| y0 * (r0 / 8 + r0 / 32) + 8 + x0 * (8 + 5 * y0) + 2;
+            let fits = |r0: u32| !relax.heuristics || (reg(r0) <= reg_cap && x0 * y0 * r0 <= MAX_UNROLLED);
+            // At least one scale block (32 weights) per thread and step.
+            let max_split = floor_pow2(k / 32).clamp(1, 256);
+            for split_k in pow2s(max_split) {
+                // r0: a multiple of 8 (one packed word), a power of two, at
+                // most K / split_k (every thread has a whole step; 32 or
+                // more by max_split) and at most 128, the largest the H100
+                // search measured a win for.
+                let Some(r0) = pow2s(floor_pow2(k / split_k).min(GPU_Q4_R0)).filter(|&r| r >= 8 && fits(r)).last() else {
+                    continue;
+                };
+                let reg = reg(r0);
+                for y1 in pow2s(np2(n)).filter(|y1| y1 % y0 == 0) {
+                    let threads = y1 / y0 * split_k;
+                    if threads > lim.invocations {
+                        continue;
+                    }
+                    let can_fill = np2(n) * max_split >= hw.warp_width;
+                    if relax.heuristics && can_fill && threads % hw.warp_width != 0 {
+                        continue;
+                    }
+                    let bytes = if split_k > 1 { x0 * y1 * split_k * 4 } else { 0 };
+                    if bytes > lim.workgroup_bytes {
+                        continue;
+                    }
+                    let warps = threads.div_ceil(hw.warp_width);
+                    let reg_limit = hw.regs_per_core / (reg * threads).max(1);
+                    let l1_limit = hw.shared_bytes_per_core.checked_div(bytes).unwrap_or(u32::MAX);
+                    let block_core = reg_limit.min(l1_limit).min(hw.max_warps_per_core / warps).min(hw.max_blocks_per_core);
+                    if relax.heuristics {
+                        if reg_limit == 0 || (block_core as f64) < relax.fill * reg_limit as f64 {
+                            continue;
+                        }
+                        if ((block_core * threads * reg) as f64) < relax.fill * relax.usable * hw.regs_per_core as f64 {
+                            continue;
+                        }
+                    }
+                    let s = Schedule { x0, y0, r0, x1: x0, y1, r1: r0, split_k, ..base.clone() };
+                    // Outputs per thread in GPU_Q4_OUTPUTS' order (measured),
+                    // then fuller cores, then more threads per output:
+                    // neighbouring threads read neighbouring packed words
+                    // (coalesced), then more rows.
+                    let y0_rank = GPU_Q4_OUTPUTS.iter().position(|&o| o == y0).unwrap_or(0) as i64;
+                    let rank = vec![y0_rank, -(block_core as i64), -(split_k as i64), -(x0 as i64), ragged(&s, op), -(threads as i64)];
+                    // A register double-buffered twin where K makes three
+                    // steps or more at some r0 ≤ this one (the largest such
+                    // r0). It comes first where this schedule's steps leave
+                    // a remainder of K (on the H100, 1,3072,9216: 1.10×
+                    // faster than without), after it where they divide K
+                    // (4096² and 8192×3072, where the single-buffered
+                    // schedule was as fast or faster; BENCHMARKS.md, fifth
+                    // session).
+                    let db = pow2s(r0)
+                        .filter(|&r| r >= 8)
+                        .map(|r| Schedule { r0: r, r1: r, double_buffer: true, ..s.clone() })
+                        .filter(|d| d.q4_gpu_steps(k).0 >= GPU_Q4_DB_STEPS)
+                        .last();
+                    let db_order = if s.q4_gpu_steps(k).1 != 0 { 0 } else { 2 };
+                    for (order, s) in db.into_iter().map(|d| (db_order, d)).chain([(1, s)]) {
+                        let mut rank = rank.clone();
+                        rank.push(order);
+                        // Where the adapter's subgroups surely hold an
+                        // output's lanes, the subgroup butterfly first
+                        // (1.04–1.10× faster on the H100), its
+                        // workgroup-memory twin right after (for browsers
+                        // without the `subgroups` feature, which cannot load
+                        // the first).
+                        if subgroup_lanes(device).is_some_and(|l| split_k > 1 && split_k <= l) {
+                            let sg = Schedule { subgroup_reduce: true, ..s.clone() };
+                            let mut r = rank.clone();
+                            r.push(0);
+                            out.push(Cand { s: sg, rank: r, gpu: None });
+                        }
+                        rank.push(1);
+                        out.push(Cand { s, rank, gpu: None });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The fewest invocations a WebGPU subgroup has on this device, where that
+/// is certain from its vendor: NVIDIA's warps and Apple's SIMD-groups are 32
+/// wide (the H100 reports `subgroupMinSize` 32 through Vulkan). Others are
+/// unknown here (AMD runs wave32 or wave64, Intel 8 to 32 lanes), so their
+/// spaces reduce in workgroup memory only.
+fn subgroup_lanes(device: &Device) -> Option<u32> {
+    (device.class == DeviceClass::Gpu && ["nvidia", "apple"].contains(&device.vendor.as_str())).then_some(32)
+}
+
+/// A tile's schedule: 4-wide vectors only where `y0` holds whole ones.
+fn with_vector(mut s: Schedule, y0: u32) -> Schedule {
+    if s.vectorize == 4 && !y0.is_multiple_of(4) {
+        s.vectorize = 1;
+    }
+    s
+}
