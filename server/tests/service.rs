@@ -130,3 +130,40 @@ async fn crowd_votes_and_fallback_on_sqlite() {
 async fn crowd_votes_and_fallback_on_postgres() {
     scenario(postgres_url().await).await;
 }
+
+/// Every kernel of a queue is distinct (issue 20's bug, tried as a new user
+/// would): at an odd shape whose schedules compile to identical bytes, from
+/// an empty database, and at a key with a winner, whose kernel is in the
+/// exploitation set and in the lite space. A report of the whole queue's
+/// kernels is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_streams_each_kernel_once() {
+    let srv = Server::start(&sqlite_url(), &["--quorum", "1"]);
+    let http = client();
+    let fp = serde_json::json!({"target": "wasm", "simd": true, "relaxedSimd": true, "hardwareConcurrency": 2, "os": "linux"});
+    let distinct = |q: &[Value]| {
+        let mut shas: Vec<&str> = q.iter().map(|c| c["sha256"].as_str().unwrap()).collect();
+        shas.sort_unstable();
+        shas.dedup();
+        shas.len()
+    };
+    for shape in ["61,67,71", "48,64,40"] {
+        let op = Op::parse("matmul", shape).unwrap();
+        let (s1, _) = open_session(&http, &srv.url, &fp).await;
+        let q1 = queue(&http, &srv.url, &s1, "matmul", shape, "wasm").await;
+        assert!(q1.len() >= 3, "{shape}: {} candidates", q1.len());
+        assert_eq!(distinct(&q1), q1.len(), "{shape}: a kernel streamed twice from an empty database");
+        // Report the first three: quorum 1 elects a winner at this key.
+        let entries = q1.iter().take(3).enumerate().map(|(i, c)| entry(&op, c, 10.0 + i as f64)).collect();
+        let (st, body) = report(&http, &srv.url, &s1, &op, "wasm", entries).await;
+        assert_eq!(st, 200, "{shape}: {body}");
+        // The next session's queue holds the winner once, not twice.
+        let (s2, _) = open_session(&http, &srv.url, &fp).await;
+        let q2 = queue(&http, &srv.url, &s2, "matmul", shape, "wasm").await;
+        assert_eq!(distinct(&q2), q2.len(), "{shape}: a kernel streamed twice at a key with a winner");
+        assert!(q2.iter().any(|c| c["sha256"] == q1[0]["sha256"]), "{shape}: the winner is not in the queue");
+        let entries = q2.iter().take(5).enumerate().map(|(i, c)| entry(&op, c, 10.0 + i as f64)).collect();
+        let (st, body) = report(&http, &srv.url, &s2, &op, "wasm", entries).await;
+        assert_eq!(st, 200, "{shape}: {body}");
+    }
+}

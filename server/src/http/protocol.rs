@@ -98,7 +98,9 @@ pub struct CandidateEvent {
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct QueueDone {
     pub total: usize,
-    /// Candidates the server could not compile (a compiler bug; logged).
+    /// Candidates not streamed: the server could not compile them (a
+    /// compiler bug; logged), or they compiled to a kernel this queue had
+    /// already streamed.
     pub skipped: usize,
 }
 

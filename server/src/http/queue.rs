@@ -108,6 +108,10 @@ pub async fn queue(
     tokio::spawn(async move {
         let _slots = (session_slot, global_slot);
         let mut skipped = 0;
+        // Each kernel once per queue: two schedules may compile to the same
+        // bytes, and a winner of the exploitation set may be in the lite
+        // space too; a client reporting both would list one kernel twice.
+        let mut streamed = std::collections::HashSet::new();
         for (index, (source, schedule)) in list.into_iter().enumerate() {
             let c = match app.compile_and_store(&op, target, &schedule).await {
                 Ok(c) => c,
@@ -119,6 +123,10 @@ pub async fn queue(
                     continue;
                 }
             };
+            if !streamed.insert(c.sha256.clone()) {
+                skipped += 1;
+                continue;
+            }
             // Seeds need not be secret (the client regenerates the inputs
             // from them), but they must not repeat across sessions; a
             // failing random generator ends the queue rather than fall
