@@ -74,9 +74,19 @@ async function profile(label) {
     }
     enc.fixed = real;
     total.sort((a, b) => a - b);
+    // The whole public call (tokenising, batching, the copy out) on a text of the same length.
+    const whole = [];
+    const same = enc.tokenizer.decode(ids.slice(1, -1));
+    for (let r = 0; r < runs; r++) {
+      const t = performance.now();
+      await enc.encode([same]);
+      whole.push(performance.now() - t);
+    }
+    whole.sort((a, b) => a - b);
     const names = { qkvK: bk.qkvK, scoresK: bk.scoresK, contextK: bk.contextK, outK: bk.outK, upK: bk.upK, downK: bk.downK };
     const out = [...acc].map(([k, ms]) => ({ k, ms: ms / runs, shape: names[k] ? `${names[k].op} ${names[k].shape.join('x')} (${names[k].source})` : '' }));
     out.push({ k: 'total (median)', ms: total[total.length >> 1], shape: '' });
+    out.push({ k: 'total encode()', ms: whole[whole.length >> 1], shape: `${enc.tokenize(same).length} tokens` });
     return out;
   }, { tokens: TOKENS, runs: RUNS });
   const sum = rows.filter((r) => !r.k.startsWith('total')).reduce((a, r) => a + r.ms, 0);
