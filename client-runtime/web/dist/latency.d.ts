@@ -4,7 +4,6 @@ export declare const WINDOW = 15;
 export declare const REPORT_AT: number[];
 /** After REPORT_AT, one report every this many calls of a bucket. */
 export declare const REPORT_EVERY = 200;
-export declare function median(xs: number[]): number;
 /** Whether the `count`-th timed call of a bucket (1-based) is one after which to report. */
 export declare function reportDue(count: number): boolean;
 export interface LatencyReport {

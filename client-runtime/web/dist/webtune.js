@@ -4904,11 +4904,6 @@ function planBatches(lengths, maxBatch, maxSeqLength) {
 var WINDOW = 15;
 var REPORT_AT = [5, 15, 50];
 var REPORT_EVERY = 200;
-function median2(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  const h = s.length >> 1;
-  return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
-}
 function reportDue(count) {
   return REPORT_AT.includes(count) || count > REPORT_AT[REPORT_AT.length - 1] && count % REPORT_EVERY === 0;
 }
@@ -4937,7 +4932,7 @@ var LatencyLog = class {
     const n = (this.counts.get(key) ?? 0) + 1;
     this.counts.set(key, n);
     if (!reportDue(n)) return null;
-    return this.report({ session_id: sessionId, target, batch, seq_len: Math.min(seqLen, this.maxSeqLength), median_ms: median2(xs), runs: xs.length });
+    return this.report({ session_id: sessionId, target, batch, seq_len: Math.min(seqLen, this.maxSeqLength), median_ms: median(xs), runs: xs.length });
   }
   /** Sends one report; resolves either way. */
   async report(r) {
@@ -5619,7 +5614,7 @@ var SentenceEncoder = class _SentenceEncoder {
           await enc.encode(text);
           ms2.push(performance.now() - t);
         }
-        return median2(ms2);
+        return median(ms2);
       };
       const ms = { webgpu: await time(gpu), wasm: await time(wasm) };
       const faster = ms.wasm <= ms.webgpu ? "wasm" : "webgpu";

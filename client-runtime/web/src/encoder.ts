@@ -28,7 +28,8 @@
 import { Tokenizer } from '@huggingface/tokenizers';
 import { LENGTHS, pow2 } from './batches.js';
 import { GpuEncoder } from './encoder-gpu.js';
-import { fetchPlan, LatencyLog, median } from './latency.js';
+import { fetchPlan, LatencyLog } from './latency.js';
+import { median } from './stats.js';
 import { type WasmKernel, Webtune } from './webtune.js';
 
 declare const __WEBTUNE_ENCODER_KERNELS__: string;

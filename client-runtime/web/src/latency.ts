@@ -6,6 +6,7 @@
 // class.
 
 import { fetchRetrying } from './http.js';
+import { median } from './stats.js';
 
 /** Timed calls kept per bucket: the median of the latest ones is reported (tuning makes earlier ones stale). */
 export const WINDOW = 15;
@@ -13,12 +14,6 @@ export const WINDOW = 15;
 export const REPORT_AT = [5, 15, 50];
 /** After REPORT_AT, one report every this many calls of a bucket. */
 export const REPORT_EVERY = 200;
-
-export function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const h = s.length >> 1;
-  return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
-}
 
 /** Whether the `count`-th timed call of a bucket (1-based) is one after which to report. */
 export function reportDue(count: number): boolean {

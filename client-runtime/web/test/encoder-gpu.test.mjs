@@ -9,62 +9,23 @@
 // Needs what encoder.test.mjs needs (scripts/test.sh sets it up).
 
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { BIN, CHROMIUM, WEBGPU_FLAGS, cosine, launchChromium, startServer } from './harness.mjs';
+import { WEBGPU_FLAGS, checkEmbeddings, cosine, encodeAll as encodeIn, openEncoderPage, reportedPlan } from './harness.mjs';
 
-const MODELS = process.env.WEBTUNE_MODELS_DIR;
 const NAME = process.env.WEBTUNE_MODEL_NAME ?? 'all-minilm-l6-v2';
-const REF = process.env.WEBTUNE_MODEL_REF;
-let server, base, work, ref, b, page;
+let ref, page, close;
 
 before(async () => {
-  assert.ok(existsSync(BIN), `no server binary at ${BIN} (set WEBTUNE_BIN)`);
-  assert.ok(CHROMIUM, 'no Chromium: apt-get install chromium (or set CHROMIUM)');
-  assert.ok(MODELS && existsSync(MODELS), 'WEBTUNE_MODELS_DIR must name a model store with the imported model (scripts/test.sh imports it)');
-  assert.ok(REF && existsSync(REF), 'WEBTUNE_MODEL_REF must name the f64 reference JSON (eval "$(scripts/fetch-model.sh)")');
-  ref = JSON.parse(readFileSync(REF, 'utf8'));
-  work = mkdtempSync(join(tmpdir(), 'webtune-encoder-gpu-'));
-  server = await startServer(join(work, 'encoder.sqlite'), ['--quorum', '1', '--models-dir', MODELS]);
-  base = server.url;
-  b = await launchChromium(`${work}/profile`, WEBGPU_FLAGS);
-  const context = b.contexts()[0] ?? (await b.newContext());
-  page = await context.newPage();
-  page.on('pageerror', (e) => console.log(`# page error: ${e}`));
-  page.on('console', (m) => m.type() === 'error' && console.log(`# console: ${m.text()}`));
-  await page.goto(`${base}/healthz`);
+  ({ ref, page, close } = await openEncoderPage('webtune-encoder-gpu', WEBGPU_FLAGS));
 });
 
 after(async () => {
-  await b?.close();
-  server?.proc.kill('SIGTERM');
-  if (work) rmSync(work, { recursive: true, force: true });
+  await close?.();
 });
 
-async function encodeAll(texts) {
-  return page.evaluate(async (texts) => {
-    const enc = window.enc;
-    const ids = texts.map((t) => enc.tokenize(t));
-    const t0 = performance.now();
-    const e = await enc.encode(texts);
-    return { ids, ms: performance.now() - t0, emb: e.map((x) => Array.from(x)) };
-  }, texts);
-}
-
+const encodeAll = (texts) => encodeIn(page, texts);
 /** Checks the embeddings of `refs` (reference entries, in the order encoded); returns the worst cosine. */
-function check(got, refs, when) {
-  let worst = 1;
-  refs.forEach((r, i) => {
-    assert.deepEqual(got.ids[i], r.token_ids, `${r.label}: token ids differ from the reference tokenizer's`);
-    assert.equal(got.emb[i].length, ref.dim);
-    const c = cosine(got.emb[i], r.embedding);
-    worst = Math.min(worst, c);
-    assert.ok(c >= 0.9999, `${when}: ${r.label}: cosine ${c} < 0.9999`);
-  });
-  return worst;
-}
+const check = (got, refs, when) => checkEmbeddings(got, refs, ref.dim, when);
 
 // SwiftShader runs all-MiniLM-L6-v2 at about a second per hundred tokens,
 // and tuning a kernel of a long bucket costs tens of seconds. So: the short
@@ -120,19 +81,8 @@ test('all-MiniLM-L6-v2 on WebGPU matches the f64 reference, before and after tun
 });
 
 test('the measured latency reaches the server as target webgpu', { timeout: 120_000 }, async () => {
-  const r = await page.evaluate(async () => {
-    const enc = window.enc;
-    // Four short texts: the 4×8 bucket, already made; by the 5th timed call of it a report is sent.
-    const texts = Array.from({ length: 4 }, (_, i) => `text number ${i}`);
-    for (let i = 0; i < 5; i++) await enc.encode(texts);
-    const q = new URLSearchParams({ device_key: enc.webtune.session.device_key, batch: '4', seq_len: '8' });
-    for (let t = 0; t < 50; t++) {
-      const plan = await (await fetch(`/v1/models/${enc.manifest.name}/plan?${q}`)).json();
-      if (plan.targets.length) return plan;
-      await new Promise((res) => setTimeout(res, 100));
-    }
-    return null;
-  });
+  // Four short texts: the 4×8 bucket, already made; by the 5th timed call of it a report is sent.
+  const r = await reportedPlan(page, Array.from({ length: 4 }, (_, i) => `text number ${i}`), 5, 4, 8);
   assert.ok(r, 'no latency report reached the plan in 5 s');
   assert.equal(r.targets.length, 1);
   assert.equal(r.targets[0].target, 'webgpu');

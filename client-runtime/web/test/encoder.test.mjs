@@ -10,65 +10,22 @@
 // (WEBTUNE_BIN, default target/release/webtune) and Debian's Chromium.
 
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { BIN, CHROMIUM, cosine, launchChromium, startServer } from './harness.mjs';
+import { checkEmbeddings, cosine, encodeAll as encodeIn, openEncoderPage, reportedPlan } from './harness.mjs';
 
-const MODELS = process.env.WEBTUNE_MODELS_DIR;
 const NAME = process.env.WEBTUNE_MODEL_NAME ?? 'all-minilm-l6-v2';
-const REF = process.env.WEBTUNE_MODEL_REF;
-let server, base, work, ref, b, page;
-
-
+let ref, base, page, close;
 
 before(async () => {
-  assert.ok(existsSync(BIN), `no server binary at ${BIN} (set WEBTUNE_BIN)`);
-  assert.ok(CHROMIUM, 'no Chromium: apt-get install chromium (or set CHROMIUM)');
-  assert.ok(MODELS && existsSync(MODELS), 'WEBTUNE_MODELS_DIR must name a model store with the imported model (scripts/test.sh imports it)');
-  assert.ok(REF && existsSync(REF), 'WEBTUNE_MODEL_REF must name the f64 reference JSON (eval "$(scripts/fetch-model.sh)")');
-  ref = JSON.parse(readFileSync(REF, 'utf8'));
-  work = mkdtempSync(join(tmpdir(), 'webtune-encoder-'));
-  server = await startServer(join(work, 'encoder.sqlite'), ['--quorum', '1', '--models-dir', MODELS]);
-  base = server.url;
-  b = await launchChromium(`${work}/profile`);
-  const context = b.contexts()[0] ?? (await b.newContext());
-  page = await context.newPage();
-  page.on('pageerror', (e) => console.log(`# page error: ${e}`));
-  // Any same-origin document will do: the test imports the module itself.
-  await page.goto(`${base}/healthz`);
+  ({ ref, base, page, close } = await openEncoderPage('webtune-encoder'));
 });
 
 after(async () => {
-  await b?.close();
-  server?.proc.kill('SIGTERM');
-  if (work) rmSync(work, { recursive: true, force: true });
+  await close?.();
 });
 
-/** Encodes the reference texts in the page: ids, embeddings, and the encoder kept as window.enc. */
-async function encodeAll(texts) {
-  return page.evaluate(async (texts) => {
-    const enc = window.enc;
-    const ids = texts.map((t) => enc.tokenize(t));
-    const t0 = performance.now();
-    const e = await enc.encode(texts);
-    return { ids, ms: performance.now() - t0, emb: e.map((x) => Array.from(x)) };
-  }, texts);
-}
-
-function check(got, when) {
-  let worst = 1;
-  for (let i = 0; i < ref.texts.length; i++) {
-    const r = ref.texts[i];
-    assert.deepEqual(got.ids[i], r.token_ids, `${r.label}: token ids differ from the reference tokenizer's`);
-    assert.equal(got.emb[i].length, ref.dim);
-    const c = cosine(got.emb[i], r.embedding);
-    worst = Math.min(worst, c);
-    assert.ok(c >= 0.9999, `${when}: ${r.label}: cosine ${c} < 0.9999`);
-  }
-  return worst;
-}
+const encodeAll = (texts) => encodeIn(page, texts);
+const check = (got, when) => checkEmbeddings(got, ref.texts, ref.dim, when);
 
 test('all-MiniLM-L6-v2 on Wasm matches the f64 reference, before and after tuning', { timeout: 900_000 }, async () => {
   const texts = ref.texts.map((t) => t.text);
@@ -117,19 +74,9 @@ test('all-MiniLM-L6-v2 on Wasm matches the f64 reference, before and after tunin
 });
 
 test('the measured latency reaches the server, per bucket, through the session', { timeout: 120_000 }, async () => {
-  const r = await page.evaluate(async () => {
-    const enc = window.enc;
-    // 1 text of 4 tokens: the 1×8 bucket. Its first call makes the bucket
-    // and is not timed; the 5th timed call sends a report.
-    for (let i = 0; i < 6; i++) await enc.encode(['hello there world']);
-    const q = new URLSearchParams({ device_key: enc.webtune.session.device_key, batch: '1', seq_len: '8' });
-    for (let t = 0; t < 50; t++) {
-      const plan = await (await fetch(`/v1/models/${enc.manifest.name}/plan?${q}`)).json();
-      if (plan.targets.length) return plan;
-      await new Promise((res) => setTimeout(res, 100));
-    }
-    return null;
-  });
+  // 1 text of 4 tokens: the 1×8 bucket. Its first call makes the bucket
+  // and is not timed; the 5th timed call sends a report.
+  const r = await reportedPlan(page, ['hello there world'], 6, 1, 8);
   assert.ok(r, 'no latency report reached the plan in 5 s');
   assert.equal(r.targets.length, 1);
   assert.equal(r.targets[0].target, 'wasm');

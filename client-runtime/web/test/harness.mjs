@@ -1,10 +1,13 @@
 // What the Chromium tests and benches share: where the server binary and
 // Debian's Chromium are, the flags Chromium runs with here, starting a real
-// `webtune serve` on loopback, and the cosine the model checks use. Never
+// `webtune serve` on loopback, the cosine the model checks use, and the
+// SentenceEncoder tests' page, checks and latency-report poll. Never
 // downloads a browser.
 
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -70,4 +73,80 @@ export function cosine(a, b) {
     nb += b[i] * b[i];
   }
   return d / Math.sqrt(na * nb);
+}
+
+/**
+ * What both SentenceEncoder tests need: the f64 reference (WEBTUNE_MODEL_REF),
+ * a real `webtune serve --quorum 1 --models-dir WEBTUNE_MODELS_DIR` on a
+ * fresh SQLite file, and a Chromium page (with `flags`) on its origin.
+ * Resolves with { ref, base, page, close }.
+ */
+export async function openEncoderPage(prefix, flags = []) {
+  const models = process.env.WEBTUNE_MODELS_DIR, refPath = process.env.WEBTUNE_MODEL_REF;
+  assert.ok(existsSync(BIN), `no server binary at ${BIN} (set WEBTUNE_BIN)`);
+  assert.ok(CHROMIUM, 'no Chromium: apt-get install chromium (or set CHROMIUM)');
+  assert.ok(models && existsSync(models), 'WEBTUNE_MODELS_DIR must name a model store with the imported model (scripts/test.sh imports it)');
+  assert.ok(refPath && existsSync(refPath), 'WEBTUNE_MODEL_REF must name the f64 reference JSON (eval "$(scripts/fetch-model.sh)")');
+  const ref = JSON.parse(readFileSync(refPath, 'utf8'));
+  const work = mkdtempSync(join(tmpdir(), `${prefix}-`));
+  const server = await startServer(join(work, 'encoder.sqlite'), ['--quorum', '1', '--models-dir', models]);
+  const browser = await launchChromium(`${work}/profile`, flags);
+  const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
+  page.on('pageerror', (e) => console.log(`# page error: ${e}`));
+  page.on('console', (m) => m.type() === 'error' && console.log(`# console: ${m.text()}`));
+  // Any same-origin document will do: the tests import the module themselves.
+  await page.goto(`${server.url}/healthz`);
+  const close = async () => {
+    await browser.close();
+    server.proc.kill('SIGTERM');
+    rmSync(work, { recursive: true, force: true });
+  };
+  return { ref, base: server.url, page, close };
+}
+
+/** Encodes `texts` with the page's `window.enc`: token ids, ms, embeddings. */
+export function encodeAll(page, texts) {
+  return page.evaluate(async (texts) => {
+    const enc = window.enc;
+    const ids = texts.map((t) => enc.tokenize(t));
+    const t0 = performance.now();
+    const e = await enc.encode(texts);
+    return { ids, ms: performance.now() - t0, emb: e.map((x) => Array.from(x)) };
+  }, texts);
+}
+
+/**
+ * Checks encodeAll's result for `refs` (reference entries, in the order
+ * encoded): token ids equal, `dim` floats, cosine >= 0.9999 each. Returns
+ * the worst cosine.
+ */
+export function checkEmbeddings(got, refs, dim, when) {
+  let worst = 1;
+  refs.forEach((r, i) => {
+    assert.deepEqual(got.ids[i], r.token_ids, `${r.label}: token ids differ from the reference tokenizer's`);
+    assert.equal(got.emb[i].length, dim);
+    const c = cosine(got.emb[i], r.embedding);
+    worst = Math.min(worst, c);
+    assert.ok(c >= 0.9999, `${when}: ${r.label}: cosine ${c} < 0.9999`);
+  });
+  return worst;
+}
+
+/**
+ * Encodes `texts` `calls` times with `window.enc`, then polls the model's
+ * plan at (batch, seqLen) for this session's device key until a latency
+ * report shows in it (5 s at most); resolves with the plan or null.
+ */
+export function reportedPlan(page, texts, calls, batch, seqLen) {
+  return page.evaluate(async ({ texts, calls, batch, seqLen }) => {
+    const enc = window.enc;
+    for (let i = 0; i < calls; i++) await enc.encode(texts);
+    const q = new URLSearchParams({ device_key: enc.webtune.session.device_key, batch: String(batch), seq_len: String(seqLen) });
+    for (let t = 0; t < 50; t++) {
+      const plan = await (await fetch(`/v1/models/${enc.manifest.name}/plan?${q}`)).json();
+      if (plan.targets.length) return plan;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    return null;
+  }, { texts, calls, batch, seqLen });
 }
