@@ -43,6 +43,8 @@ fn sample(op: &Op, n: usize, seed: u64) -> Vec<Schedule> {
             double_buffer: false,
             split_k: 1,
             subgroup_reduce: false,
+            threads: 1,
+            split: None,
         };
         if s.check(op, Target::Wasm).is_ok() {
             out.push(s);

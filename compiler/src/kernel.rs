@@ -12,6 +12,9 @@ use crate::wasm::{self, LowerOptions, WasmOptions};
 /// Version of the kernel ABI described in the README. Bumped on any change a
 /// host could notice.
 pub const ABI_VERSION: u32 = 1;
+/// The ABI of threaded Wasm kernels: version 1 plus a shared memory import
+/// and the `kernel_part` export. Single-threaded kernels stay at version 1.
+pub const ABI_THREADED: u32 = 2;
 
 /// One argument in the metadata.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +46,18 @@ pub struct KernelMeta {
     /// takes its offset as one more parameter after the arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scratch_bytes: Option<u32>,
+    /// Wasm, threaded kernels only (ABI 2): the number of parts, each run
+    /// by `kernel_part(args..., [scratch], part)` on any thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+    /// Wasm, threaded kernels only: each part's `[start, end)` along the
+    /// split dimension (`config.split`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<Vec<[u32; 2]>>,
+    /// Wasm, threaded kernels with scratch: part `p`'s scratch starts
+    /// `p · part_scratch_bytes` into the scratch area.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part_scratch_bytes: Option<u32>,
     /// WGSL: `@workgroup_size`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workgroup_size: Option<[u32; 3]>,
@@ -97,16 +112,41 @@ pub fn memory_pages_min(op: &Op, scratch: u32) -> u32 {
 /// Compiles `op` for `target` under `schedule`.
 pub fn compile(op: &Op, target: Target, schedule: &Schedule) -> Result<Kernel, CompileError> {
     schedule.check(op, target)?;
+    let parts = if target == Target::Wasm { crate::parts::parts(op, schedule) } else { Vec::new() };
+    let mut part_scratch = None;
     let (bytes, entry, memory_pages_min, scratch_bytes, workgroup_size, dispatch) = match target {
         Target::Wasm => {
             let func = generate::cpu(op, schedule);
             let (_, scratch) = func.scratch_layout();
-            let opts = WasmOptions {
+            let mut opts = WasmOptions {
                 lower: LowerOptions { relaxed_simd: schedule.relaxed_simd },
                 passes: schedule.passes,
                 memory_pages_min: memory_pages_min(op, scratch),
             };
-            let m = wasm::compile(&func, &opts).map_err(|e| CompileError::Internal(e.to_string()))?;
+            let internal = |e: wasm::WasmError| CompileError::Internal(e.to_string());
+            let m = if parts.is_empty() {
+                wasm::compile(&func, &opts).map_err(internal)?
+            } else {
+                // One body per distinct view (at most three: the smaller and
+                // larger whole-tile shares, and a last part with a partial tile).
+                let mut views = Vec::new();
+                let calls: Vec<wasm::PartCall> = parts
+                    .iter()
+                    .map(|p| {
+                        let body = views.iter().position(|v| *v == p.view).unwrap_or_else(|| {
+                            views.push(p.view);
+                            views.len() - 1
+                        });
+                        wasm::PartCall { body, offsets: p.offsets.clone() }
+                    })
+                    .collect();
+                let bodies: Vec<_> = views.iter().map(|v| generate::matmul_cpu::generate_view(op, schedule, v)).collect();
+                let per_part = bodies.iter().map(|b| b.scratch_layout().1.next_multiple_of(16)).max().unwrap_or(0);
+                opts.memory_pages_min = memory_pages_min(op, scratch.max(per_part * parts.len() as u32));
+                let m = wasm::compile_threaded(&func, &bodies, &calls, &opts).map_err(internal)?;
+                part_scratch = (m.part_scratch_bytes > 0).then_some(m.part_scratch_bytes);
+                m
+            };
             (m.bytes, "kernel", Some(opts.memory_pages_min), Some(m.scratch_bytes), None, None)
         }
         Target::Wgsl => {
@@ -114,8 +154,9 @@ pub fn compile(op: &Op, target: Target, schedule: &Schedule) -> Result<Kernel, C
             (k.source.into_bytes(), "main", None, None, Some(k.workgroup_size), Some(k.dispatch))
         }
     };
+    let threaded = !parts.is_empty();
     let meta = KernelMeta {
-        abi: ABI_VERSION,
+        abi: if threaded { ABI_THREADED } else { ABI_VERSION },
         op: op.name(),
         shape: op.shape().to_vec(),
         target,
@@ -130,6 +171,9 @@ pub fn compile(op: &Op, target: Target, schedule: &Schedule) -> Result<Kernel, C
         entry: entry.to_string(),
         memory_pages_min,
         scratch_bytes,
+        threads: threaded.then_some(parts.len() as u32),
+        parts: threaded.then(|| parts.iter().map(|p| [p.range.0, p.range.1]).collect()),
+        part_scratch_bytes: part_scratch,
         workgroup_size,
         dispatch,
         min_subgroup_size: (target == Target::Wgsl && schedule.subgroup_reduce).then_some(schedule.split_k),

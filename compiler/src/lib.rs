@@ -25,6 +25,7 @@ pub mod generate;
 pub mod ir;
 pub mod kernel;
 pub mod op;
+pub mod parts;
 pub mod reference;
 pub mod schedule;
 pub mod wasm;
@@ -32,4 +33,4 @@ pub mod wgsl;
 
 pub use kernel::{CompileError, Kernel, KernelMeta, compile};
 pub use op::{Op, OpError, OpKind};
-pub use schedule::{Schedule, ScheduleError, Target, WasmPasses};
+pub use schedule::{Schedule, ScheduleError, Split, Target, WasmPasses};

@@ -204,7 +204,41 @@ pub struct Schedule {
     /// GPU: reduce split-K partial sums with subgroup operations instead of workgroup memory.
     #[serde(default)]
     pub subgroup_reduce: bool,
+    /// Wasm: the number of parts the output is split into, one per thread
+    /// (1: a single-threaded kernel, byte-identical to one from before
+    /// threads existed). See [`crate::parts`].
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub threads: u32,
+    /// Wasm, with `threads > 1`: the dimension the parts divide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<Split>,
 }
+
+/// The dimension a threaded kernel's parts divide, each part a whole number
+/// of cache tiles of it (`x1` rows, `y1` columns, or one batch entry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Split {
+    /// Rows of the output (M): each part reads its own rows of A.
+    M,
+    /// Columns of the output (N): each part reads its own columns of B.
+    N,
+    /// Entries of a `batch_matmul`'s batch.
+    Batch,
+}
+
+impl Split {
+    pub fn name(self) -> &'static str {
+        match self {
+            Split::M => "m",
+            Split::N => "n",
+            Split::Batch => "batch",
+        }
+    }
+}
+
+/// Most threads (parts) one kernel is split into.
+pub const MAX_THREADS: u32 = 16;
 
 fn default_order() -> LoopOrder {
     LoopOrder::MNK
@@ -214,6 +248,9 @@ fn default_unroll() -> Vec<UnrollLoop> {
 }
 fn one() -> u32 {
     1
+}
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }
 
 /// A schedule that cannot be compiled for the op and target it was given with.
@@ -269,6 +306,8 @@ impl Schedule {
             double_buffer: false,
             split_k: 1,
             subgroup_reduce: false,
+            threads: 1,
+            split: None,
         };
         match (target, op.kind()) {
             (Target::Wasm, OpKind::MatmulQ4) => Schedule { x0: 1, y0: 4, r0: 32, x1: 1, y1: 64, r1: 4096, ..base },
@@ -336,10 +375,62 @@ impl Schedule {
         if self.split_k == 0 {
             return Err(err("split_k", "must be at least 1"));
         }
+        self.check_threads(op, target)?;
         match target {
             Target::Wasm => self.check_wasm(op),
             Target::Wgsl => self.check_wgsl(op),
         }
+    }
+
+    fn check_threads(&self, op: &Op, target: Target) -> Result<(), ScheduleError> {
+        if self.threads == 0 || self.threads > MAX_THREADS {
+            return Err(err("threads", format!("must be from 1 to {MAX_THREADS}, got {}", self.threads)));
+        }
+        if self.threads == 1 {
+            return match self.split {
+                Some(_) => Err(err("split", "splits a threaded kernel's parts: leave it out with threads = 1")),
+                None => Ok(()),
+            };
+        }
+        if target != Target::Wasm {
+            return Err(err("threads", "is a Wasm setting: a WGSL kernel's threads are its workgroups"));
+        }
+        if op.kind() == OpKind::MatmulQ4 {
+            return Err(err("threads", "matmul_q4 kernels run on one thread (use 1)"));
+        }
+        let Some(split) = self.split else {
+            return Err(err("split", "a threaded kernel needs the dimension its parts divide: \"m\", \"n\" or \"batch\""));
+        };
+        let (batch, m, _, n) = op.bmkn();
+        let (extent, unit) = match split {
+            Split::M => (m, self.x1),
+            Split::N => (n, self.y1),
+            Split::Batch if op.kind() == OpKind::BatchMatmul => (batch, 1),
+            Split::Batch => return Err(err("split", "\"batch\" splits a batch_matmul's batch; this op has none")),
+        };
+        let units = extent.div_ceil(unit);
+        if units < self.threads {
+            return Err(err(
+                "threads",
+                format!(
+                    "{} parts of {} = {extent} in whole tiles of {unit}: there are only {units} tiles, so some part would be empty",
+                    self.threads,
+                    split.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The extent of the split dimension and its part unit, for a threaded schedule.
+    pub fn split_extent(&self, op: &Op) -> Option<(Split, u32, u32)> {
+        let split = self.split.filter(|_| self.threads > 1)?;
+        let (batch, m, _, n) = op.bmkn();
+        Some(match split {
+            Split::M => (split, m, self.x1),
+            Split::N => (split, n, self.y1),
+            Split::Batch => (split, batch, 1),
+        })
     }
 
     fn check_wasm(&self, op: &Op) -> Result<(), ScheduleError> {

@@ -43,6 +43,10 @@ struct Mm<'s> {
     c: Handle<Buffer>,
     pack: Option<Handle<Buffer>>,
     acc: Option<Handle<Buffer>>,
+    /// Row strides of B and of C (and R), in elements: N, or the whole op's
+    /// N in a part that has fewer columns.
+    ldb: u32,
+    ldc: u32,
     /// Element offsets of the current batch in A, B and C.
     off: Option<[E; 3]>,
     multi_k: bool,
@@ -70,21 +74,53 @@ struct Cols {
     tile: u32,
 }
 
+/// The sub-problem one generated function computes: the whole op, or one
+/// part of a threaded kernel (see `crate::parts`), whose arguments start at
+/// the part's first element and keep the whole op's strides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct View {
+    pub batch: u32,
+    pub m: u32,
+    pub n: u32,
+    /// Row strides of B and C (and R).
+    pub ldb: u32,
+    pub ldc: u32,
+    /// Batch strides of A, B and C.
+    pub batch_stride: [u32; 3],
+}
+
+impl View {
+    /// The whole of `op`.
+    pub fn whole(op: &Op) -> View {
+        let (batch, m, k, n) = op.bmkn();
+        View { batch, m, n, ldb: n, ldc: n, batch_stride: [m * k, k * n, m * n] }
+    }
+}
+
 pub fn generate(op: &Op, s: &Schedule) -> Func {
-    let (batch, m, k, n) = op.bmkn();
+    generate_view(op, s, &View::whole(op))
+}
+
+/// The function computing `view` of `op`: its buffers hold exactly the
+/// elements the view reaches, so the verifier bounds every index to them.
+pub fn generate_view(op: &Op, s: &Schedule, v: &View) -> Func {
+    let (_, _, k, _) = op.bmkn();
+    let (batch, m, n) = (v.batch, v.m, v.n);
     let mut f = Func::new(op.slug());
-    let (bm, bk) = (batch * m, batch * k);
-    let a = f.buffer("A", Elem::F32, bm * k, Space::Param(0), false);
-    let b = f.buffer("B", Elem::F32, bk * n, Space::Param(1), false);
-    let (epi, out) = Epi::declare(&mut f, op, bm * n);
-    let c = f.buffer("C", Elem::F32, bm * n, Space::Param(out), true);
+    let last = batch - 1;
+    let [sa, sb, sc] = v.batch_stride;
+    let c_len = last * sc + (m - 1) * v.ldc + n;
+    let a = f.buffer("A", Elem::F32, last * sa + m * k, Space::Param(0), false);
+    let b = f.buffer("B", Elem::F32, last * sb + (k - 1) * v.ldb + n, Space::Param(1), false);
+    let (epi, out) = Epi::declare(&mut f, op, n, c_len);
+    let c = f.buffer("C", Elem::F32, c_len, Space::Param(out), true);
     let pack = s.cache_read.then(|| f.buffer("P", Elem::F32, s.r1.min(k) * s.y1.min(n), Space::Scratch, true));
     let acc = (!s.tile_in_registers()).then(|| f.buffer("ACC", Elem::F32, s.x0 * s.y0, Space::Scratch, true));
-    let mut mm = Mm { g: Gen::new(f), s, m, k, n, a, b, c, pack, acc, off: None, multi_k: s.r1 < k, epi };
+    let mut mm = Mm { g: Gen::new(f), s, m, k, n, a, b, c, pack, acc, ldb: v.ldb, ldc: v.ldc, off: None, multi_k: s.r1 < k, epi };
     let body = if batch > 1 {
         let bi = mm.g.fresh("b", Ty::I32);
-        let v = mm.g.f.get(bi);
-        let offs = [m * k, k * n, m * n].map(|stride| mm.g.f.mul_c(v, stride as i64));
+        let bv = mm.g.f.get(bi);
+        let offs = v.batch_stride.map(|stride| mm.g.f.mul_c(bv, stride as i64));
         mm.off = Some(offs);
         let inner = mm.batch_body();
         let (lo, hi) = (mm.g.f.i32(0), mm.g.f.i32(batch as i32));
@@ -117,21 +153,41 @@ impl Mm<'_> {
     fn batch_body(&mut self) -> Vec<Stmt> {
         let mut out = Vec::new();
         if self.multi_k {
-            // Each cache tile along K accumulates into C, so C starts at zero.
-            let len = self.m * self.n;
+            // Each cache tile along K accumulates into C, so C starts at
+            // zero: one run of m·n elements, or m runs of n in a part whose
+            // rows are further apart.
+            let (rows, len) = if self.ldc == self.n { (1, self.m * self.n) } else { (self.m, self.n) };
+            let r = (rows > 1).then(|| self.g.fresh("zr", Ty::I32));
+            let row = match r {
+                Some(r) => {
+                    let rv = self.f().get(r);
+                    let ldc = self.ldc as i64;
+                    self.f().mul_c(rv, ldc)
+                }
+                None => self.f().i32(0),
+            };
             let full = if self.s.vectorize == 4 { len / 4 * 4 } else { 0 };
+            let mut zero_row = Vec::new();
             for (lo, hi, step, vector) in [(0, full, 4, true), (full, len, 1, false)] {
                 if lo >= hi {
                     continue;
                 }
                 let z = self.g.fresh("z", Ty::I32);
                 let zv = self.f().get(z);
-                let index = self.off(2, zv);
+                let at = self.g.plus(row, zv);
+                let index = self.off(2, at);
                 let zero = self.f().f32(0.0);
                 let value = if vector { self.f().splat(zero) } else { zero };
                 let (lo, hi) = (self.f().i32(lo as i32), self.f().i32(hi as i32));
                 let store = Stmt::Store { buf: self.c, index, value };
-                out.push(Stmt::For(For { var: z, lo, hi, step, unroll: false, body: vec![store] }));
+                zero_row.push(Stmt::For(For { var: z, lo, hi, step, unroll: false, body: vec![store] }));
+            }
+            match r {
+                None => out.extend(zero_row),
+                Some(r) => {
+                    let (lo, hi) = (self.f().i32(0), self.f().i32(rows as i32));
+                    out.push(Stmt::For(For { var: r, lo, hi, step: 1, unroll: false, body: zero_row }));
+                }
             }
         }
         let zero = self.f().i32(0);
@@ -198,7 +254,7 @@ impl Mm<'_> {
             let jj = self.g.fresh("pj", Ty::I32);
             let jv = self.f().get(jj);
             let krow = self.g.plus(ok, kv);
-            let brow = self.g.f.mul_c(krow, self.n as i64);
+            let brow = self.g.f.mul_c(krow, self.ldb as i64);
             let bcol = self.g.plus(on, jv);
             let bidx = self.f().add(brow, bcol);
             let bidx = self.off(1, bidx);
@@ -228,7 +284,7 @@ impl Mm<'_> {
                 self.f().load(ty, p, i)
             }
             None => {
-                let r = self.g.f.mul_c(kg, self.n as i64);
+                let r = self.g.f.mul_c(kg, self.ldb as i64);
                 let c = self.g.plus_c(cols.global, col);
                 let i = self.f().add(r, c);
                 let i = self.off(1, i);
@@ -239,7 +295,7 @@ impl Mm<'_> {
     }
 
     fn c_index(&mut self, row: E, col: E) -> E {
-        let r = self.g.f.mul_c(row, self.n as i64);
+        let r = self.g.f.mul_c(row, self.ldc as i64);
         let i = self.f().add(r, col);
         self.off(2, i)
     }

@@ -100,7 +100,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let mut f = Func::new(op.slug());
     let a = f.buffer("A", Elem::F32, batch * m * k, Space::Param(0), false);
     let b = f.buffer("B", Elem::F32, batch * k * n, Space::Param(1), false);
-    let (epi, out) = Epi::declare(&mut f, op, batch * m * n);
+    let (epi, out) = Epi::declare(&mut f, op, n, batch * m * n);
     let c = f.buffer("C", Elem::F32, batch * m * n, Space::Param(out), true);
     let vec = uses_vec4(n, s);
     let (tx, ty) = (s.x1 / s.x0, s.y1 / s.y0);

@@ -117,10 +117,10 @@ pub struct Epi {
 impl Epi {
     /// Declares the epilogue's arguments after A (param 0) and B (param 1),
     /// in ABI order (bias, then R), and returns them with the output's param
-    /// number. `outputs` is the length of C (and of R).
-    pub fn declare(f: &mut Func, op: &Op, outputs: u32) -> (Epi, u32) {
+    /// number. `n` is the length of the bias (C's columns), `outputs` the
+    /// length of C (and of R).
+    pub fn declare(f: &mut Func, op: &Op, n: u32, outputs: u32) -> (Epi, u32) {
         let e = op.epilogue();
-        let (_, _, _, n) = op.bmkn();
         let mut next = 2;
         let mut param = |f: &mut Func, name: &str, len: u32| {
             let b = f.buffer(name, Elem::F32, len, Space::Param(next), false);
