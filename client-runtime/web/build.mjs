@@ -44,11 +44,16 @@ const common = {
 };
 // The bench worker (the `worker` option) is bundled on its own and put into
 // webtune.js as a string, started from a Blob URL: no second file to serve.
-const worker = await esbuild.build({ ...common, entryPoints: ['src/eval-worker.ts'], format: 'iife', write: false, outfile: 'eval-worker.js' });
+// The thread pool's worker goes the same way, into both webtune.js and the
+// bench worker (which times threaded kernels on a pool of its own).
+const poolWorker = await esbuild.build({ ...common, entryPoints: ['src/pool-worker.ts'], format: 'iife', write: false, outfile: 'pool-worker.js' });
+const poolDefine = { __WEBTUNE_POOL_WORKER__: JSON.stringify(poolWorker.outputFiles[0].text) };
+const worker = await esbuild.build({ ...common, entryPoints: ['src/eval-worker.ts'], format: 'iife', write: false, outfile: 'eval-worker.js', define: poolDefine });
 // The sentence encoder's fixed kernels: the Wasm ones, assembled from
 // src/encoder-kernels.wat with wabt, go in as base64; the WebGPU ones,
 // src/encoder-kernels.wgsl, as their text.
 const define = {
+  ...poolDefine,
   __WEBTUNE_EVAL_WORKER__: JSON.stringify(worker.outputFiles[0].text),
   __WEBTUNE_ENCODER_KERNELS__: JSON.stringify((await assembleKernels()).toString('base64')),
   __WEBTUNE_ENCODER_WGSL__: JSON.stringify(readFileSync(join(root, 'src', 'encoder-kernels.wgsl'), 'utf8')),

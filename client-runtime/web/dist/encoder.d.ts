@@ -19,6 +19,11 @@ export interface EncoderLoadOptions {
     tune?: boolean;
     /** Wasm: tune in the bench worker (see `Webtune.open`). Default false. */
     worker?: boolean;
+    /**
+     * Wasm: threads a kernel may use (see `Webtune.open`). Default: the
+     * device's cores, at most 8, where the page is cross-origin isolated.
+     */
+    threads?: number;
     /** Longest time one `idle()` call may take, ms. Default 8. */
     budgetMs?: number;
     /** Use the IndexedDB cache of winning kernels. Default true. */

@@ -16,6 +16,8 @@ export interface EvalRequest {
         earlyReject: boolean;
         stopAfterMs: number;
     };
+    /** Threads of the page's pool (first request): the worker times threaded kernels on a pool of its own that size. */
+    threads?: number;
 }
 export type EvalReply = {
     id: number;

@@ -4,12 +4,14 @@ import type { WasmImpl } from './wasm.js';
 /** Whether this page can start the bench worker. */
 export declare function workersAvailable(): boolean;
 export declare class WorkerEvaluator implements RemoteEvaluator<WasmImpl> {
+    private threads;
     private worker;
     private next;
     private waiting;
     /** Ops whose kernel in use the worker has. */
     private known;
-    constructor();
+    /** `threads`: the page's pool size; the worker times threaded kernels on a pool of its own that size. */
+    constructor(threads?: number);
     private failAll;
     evaluate(t: KernelTuner<WasmImpl>, cand: Candidate, impl: WasmImpl): Promise<RemoteAnswer>;
     close(): void;

@@ -1,4 +1,5 @@
 import { type ArgSpec } from './ops.js';
+import { type ThreadPool } from './threads.js';
 import type { Backend, Bench, Impl, KernelMeta } from './types.js';
 type KernelFn = (...offsets: number[]) => void;
 export interface WasmImpl extends Impl {
@@ -7,10 +8,25 @@ export interface WasmImpl extends Impl {
     benchFn?: KernelFn;
     benchMemory?: WebAssembly.Memory;
 }
+/** A memory of `pages` pages, shared when `shared` (threads: maximum 4 GiB). */
+export declare function newMemory(pages: number, shared: boolean): WebAssembly.Memory;
+/** Whether `memory` is shared (its buffer a SharedArrayBuffer). */
+export declare function isShared(memory: WebAssembly.Memory): boolean;
+/** Parts of a threaded kernel (ABI 2), or 0 for a single-threaded one. */
+export declare function threadsOf(meta: KernelMeta): number;
 /** Grows `memory` to hold at least `bytes`. */
 export declare function ensureBytes(memory: WebAssembly.Memory, bytes: number): void;
+/**
+ * Loads Wasm kernels. With a thread pool, every memory is shared: threaded
+ * kernels run their parts on the pool, and single-threaded ones are loaded
+ * with their memory import made shared (a memory import matches only a
+ * memory of the same sharedness). Without one, a threaded kernel fails to
+ * load, so the tuner skips it.
+ */
 export declare class WasmBackend implements Backend<WasmImpl> {
+    readonly pool: ThreadPool | null;
     readonly target: "wasm";
+    constructor(pool?: ThreadPool | null);
     load(bytes: ArrayBuffer | string, meta: KernelMeta): Promise<WasmImpl>;
     bench(specs: ArgSpec[], meta: KernelMeta): Bench<WasmImpl>;
 }
@@ -21,10 +37,11 @@ export declare class WasmBackend implements Backend<WasmImpl> {
  */
 export declare class WasmKernelBinding {
     private memory;
+    private pool;
     private fn;
     private scratchOffset;
     private scratchBytes;
-    constructor(memory: WebAssembly.Memory);
+    constructor(memory: WebAssembly.Memory, pool?: ThreadPool | null);
     /** Instantiates `impl` on the app's memory (growing it if the kernel needs more). */
     bind(impl: WasmImpl): Promise<void>;
     call(offsets: number[]): void;

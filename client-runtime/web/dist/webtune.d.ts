@@ -56,6 +56,17 @@ export interface OpenOptions {
     adapter?: GPUAdapter;
     /** Wasm: the app's memory; kernels are instantiated on it. Created (one page) if absent. */
     memory?: WebAssembly.Memory;
+    /**
+     * Wasm: threads one kernel may use, the calling thread included (the rest
+     * are a pool of workers started once). Default: the device's cores, at
+     * most 8, where the page can run Wasm threads (cross-origin isolated:
+     * `Cross-Origin-Opener-Policy: same-origin` and
+     * `Cross-Origin-Embedder-Policy: require-corp`); 1 where it cannot, with
+     * the reason in `threads.why` and one console line. With threads the
+     * memory kernels run on is shared: pass a shared `memory`
+     * (`{ shared: true, maximum }`) or none. 1 turns threads off.
+     */
+    threads?: number;
     /** Longest time one `idle()` call may take, ms. Default 8. */
     budgetMs?: number;
     /** Tune in `idle()`. Default true. */
@@ -200,8 +211,14 @@ export declare class Webtune extends EventTarget {
     readonly session: SessionInfo;
     /** The ρ measurement behind `fingerprint.rho`, when `rho: 'measure'` ran it. */
     readonly rho: RhoResult | null;
-    /** Wasm: the memory kernels run on. */
+    /** Wasm: the memory kernels run on (shared when `threads.count > 1`). */
     readonly memory: WebAssembly.Memory | null;
+    /** Wasm: threads a kernel may use, and why only one when that is so. */
+    readonly threads: {
+        count: number;
+        why?: string;
+    };
+    private pool;
     /** WebGPU: the device kernels run on. */
     readonly device: GPUDevice | null;
     budgetMs: number;
@@ -276,3 +293,4 @@ export declare class Webtune extends EventTarget {
     /** Stops tuning; open queues are closed, nothing more is reported. */
     close(): void;
 }
+export { ThreadPool, threadSupport, sharedImport } from './threads.js';

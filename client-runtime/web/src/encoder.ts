@@ -30,6 +30,7 @@ import { LENGTHS, pow2 } from './batches.js';
 import { GpuEncoder } from './encoder-gpu.js';
 import { fetchPlan, LatencyLog } from './latency.js';
 import { median } from './stats.js';
+import { sharedImport, threadSupport } from './threads.js';
 import { type WasmKernel, Webtune } from './webtune.js';
 
 declare const __WEBTUNE_ENCODER_KERNELS__: string;
@@ -54,6 +55,11 @@ export interface EncoderLoadOptions {
   tune?: boolean;
   /** Wasm: tune in the bench worker (see `Webtune.open`). Default false. */
   worker?: boolean;
+  /**
+   * Wasm: threads a kernel may use (see `Webtune.open`). Default: the
+   * device's cores, at most 8, where the page is cross-origin isolated.
+   */
+  threads?: number;
   /** Longest time one `idle()` call may take, ms. Default 8. */
   budgetMs?: number;
   /** Use the IndexedDB cache of winning kernels. Default true. */
@@ -280,12 +286,15 @@ export class SentenceEncoder {
     }
 
     const base = PAGE;
-    const memory = new WebAssembly.Memory({ initial: Math.ceil((base + weights.byteLength) / PAGE) + 1, maximum: 65536 });
+    // With threads the memory is shared, and so must be every module's import of it.
+    const shared = (opts.threads ?? 2) > 1 && threadSupport().ok;
+    const memory = new WebAssembly.Memory({ initial: Math.ceil((base + weights.byteLength) / PAGE) + 1, maximum: 65536, shared });
     new Uint8Array(memory.buffer, base, weights.byteLength).set(new Uint8Array(weights));
-    const mod = await WebAssembly.instantiate(fromBase64(__WEBTUNE_ENCODER_KERNELS__), { env: { memory } });
+    const fixedBytes = fromBase64(__WEBTUNE_ENCODER_KERNELS__);
+    const mod = await WebAssembly.instantiate(shared ? sharedImport(fixedBytes) : fixedBytes, { env: { memory } });
     const fixed = mod.instance.exports as unknown as Fixed;
     const webtune = await Webtune.open({
-      server, target: 'wasm', memory, tune: opts.tune ?? true, worker: opts.worker ?? false,
+      server, target: 'wasm', memory, tune: opts.tune ?? true, worker: opts.worker ?? false, threads: opts.threads,
       budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates,
     });
     return new SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch, report });

@@ -9,6 +9,7 @@
 import { argSpecs, type OpName } from './ops.js';
 import { type EvalContext, Evaluation, type RemoteAnswer, STOP_AFTER_MS, noteUnitTime, unitTimes } from './tuner.js';
 import type { Backend, Bench, Candidate, Impl, KernelMeta } from './types.js';
+import { ThreadPool } from './threads.js';
 import { WasmBackend, type WasmImpl } from './wasm.js';
 
 /** One candidate to evaluate; `current` comes with an op's first request only. */
@@ -21,6 +22,8 @@ export interface EvalRequest {
   cand: Candidate;
   impl: Kernel;
   settings: { timedPairs: number; warmPairs: number | undefined; earlyReject: boolean; stopAfterMs: number };
+  /** Threads of the page's pool (first request): the worker times threaded kernels on a pool of its own that size. */
+  threads?: number;
 }
 
 export type EvalReply = { id: number; ok: true; answer: RemoteAnswer } | { id: number; ok: false; error: string };
@@ -84,14 +87,22 @@ export class BenchSide<I extends Impl> {
 // In a worker: answer the page's requests, one at a time in arrival order.
 const scope = globalThis as unknown as { WorkerGlobalScope?: unknown; onmessage: unknown; postMessage(m: EvalReply): void };
 if (typeof scope.WorkerGlobalScope !== 'undefined') {
-  const side = new BenchSide<WasmImpl>(new WasmBackend(), (k) => ({ sha256: k.sha256, meta: k.meta, module: k.module, bytes: new ArrayBuffer(0) }));
+  // The page's modules arrive compiled: on a threaded page they import a
+  // shared memory, so the bench memory is shared and threaded kernels run
+  // on this worker's own pool (started with the first request).
+  let side: BenchSide<WasmImpl> | null = null;
   let chain: Promise<void> = Promise.resolve();
   scope.onmessage = (e: MessageEvent<EvalRequest>) => {
     const r = e.data;
+    side ??= new BenchSide<WasmImpl>(
+      new WasmBackend(r.threads && r.threads > 1 ? new ThreadPool(r.threads) : null),
+      (k) => ({ sha256: k.sha256, meta: k.meta, module: k.module, bytes: new ArrayBuffer(0) }),
+    );
+    const s = side;
     chain = chain.then(async () => {
       let reply: EvalReply;
       try {
-        reply = { id: r.id, ok: true, answer: await side.evaluate(r) };
+        reply = { id: r.id, ok: true, answer: await s.evaluate(r) };
       } catch (err) {
         reply = { id: r.id, ok: false, error: err instanceof Error ? err.message : String(err) };
       }

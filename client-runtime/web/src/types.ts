@@ -16,6 +16,12 @@ export interface KernelMeta {
   entry: string;
   memory_pages_min?: number | null;
   scratch_bytes?: number | null;
+  /** Wasm, threaded kernels (ABI 2): parts, run by `kernel_part` on a thread pool. */
+  threads?: number | null;
+  /** Wasm, threaded kernels: each part's [start, end) along `config.split`. */
+  parts?: number[][] | null;
+  /** Wasm, threaded kernels with scratch: part p's scratch starts p · this into the scratch area. */
+  part_scratch_bytes?: number | null;
   workgroup_size?: number[] | null;
   dispatch?: number[] | null;
   /** WGSL: the kernel reduces with subgroup operations (its text starts with

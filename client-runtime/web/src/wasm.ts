@@ -5,6 +5,7 @@
 
 import { type ArgSpec } from './ops.js';
 import { POISON } from './rng.js';
+import { type ThreadPool, sharedImport } from './threads.js';
 import { timerResolutionMs } from './timer.js';
 import type { Backend, Bench, Impl, KernelMeta } from './types.js';
 
@@ -23,6 +24,39 @@ function align(n: number, a: number): number {
   return Math.ceil(n / a) * a;
 }
 
+/** A memory of `pages` pages, shared when `shared` (threads: maximum 4 GiB). */
+export function newMemory(pages: number, shared: boolean): WebAssembly.Memory {
+  return shared ? new WebAssembly.Memory({ initial: pages, maximum: 65536, shared: true }) : new WebAssembly.Memory({ initial: pages });
+}
+
+/** Whether `memory` is shared (its buffer a SharedArrayBuffer). */
+export function isShared(memory: WebAssembly.Memory): boolean {
+  return typeof SharedArrayBuffer === 'function' && memory.buffer instanceof SharedArrayBuffer;
+}
+
+/** Parts of a threaded kernel (ABI 2), or 0 for a single-threaded one. */
+export function threadsOf(meta: KernelMeta): number {
+  return meta.threads && meta.threads > 1 ? meta.threads : 0;
+}
+
+/**
+ * Instantiates `impl` on `memory` and returns its entry: `kernel`, or for a
+ * threaded kernel a function that runs its parts on `pool`.
+ */
+async function instantiate(impl: WasmImpl, memory: WebAssembly.Memory, pool: ThreadPool | null): Promise<KernelFn> {
+  const inst = await WebAssembly.instantiate(impl.module, { env: { memory } });
+  const parts = threadsOf(impl.meta);
+  if (parts) {
+    if (!pool) throw new Error(`kernel ${impl.sha256} is threaded (${parts} parts) but this runtime has no thread pool`);
+    const k = pool.prepare(impl.module, memory, inst);
+    await k.ready;
+    return (...o: number[]) => pool.run(k, o, parts);
+  }
+  const fn = inst.exports[impl.meta.entry || 'kernel'] as KernelFn;
+  if (typeof fn !== 'function') throw new Error(`kernel ${impl.sha256} exports no \`${impl.meta.entry}\``);
+  return fn;
+}
+
 /** Grows `memory` to hold at least `bytes`. */
 export function ensureBytes(memory: WebAssembly.Memory, bytes: number): void {
   const have = memory.buffer.byteLength;
@@ -38,7 +72,7 @@ class WasmBench implements Bench<WasmImpl> {
   private scratch: number;
   private outElems: number;
 
-  constructor(specs: ArgSpec[], meta: KernelMeta) {
+  constructor(specs: ArgSpec[], meta: KernelMeta, private pool: ThreadPool | null) {
     let end = 0;
     for (const s of specs) {
       this.offsets.push(end);
@@ -46,7 +80,7 @@ class WasmBench implements Bench<WasmImpl> {
     }
     this.scratch = end;
     this.outElems = specs[specs.length - 1].elems;
-    this.memory = new WebAssembly.Memory({ initial: Math.max(1, meta.memory_pages_min ?? 0, Math.ceil(end / PAGE)) });
+    this.memory = newMemory(Math.max(1, meta.memory_pages_min ?? 0, Math.ceil(end / PAGE)), pool !== null);
   }
 
   async setInputs(args: Uint32Array<ArrayBuffer>[]): Promise<void> {
@@ -56,9 +90,7 @@ class WasmBench implements Bench<WasmImpl> {
   private async prepare(impl: WasmImpl): Promise<KernelFn> {
     if (impl.benchFn && impl.benchMemory === this.memory) return impl.benchFn;
     ensureBytes(this.memory, Math.max((impl.meta.memory_pages_min ?? 0) * PAGE, this.scratch + (impl.meta.scratch_bytes ?? 0)));
-    const inst = await WebAssembly.instantiate(impl.module, { env: { memory: this.memory } });
-    const fn = inst.exports[impl.meta.entry || 'kernel'] as KernelFn;
-    if (typeof fn !== 'function') throw new Error(`kernel ${impl.sha256} exports no \`${impl.meta.entry}\``);
+    const fn = await instantiate(impl, this.memory, this.pool);
     impl.benchFn = fn;
     impl.benchMemory = this.memory;
     return fn;
@@ -114,17 +146,28 @@ class WasmBench implements Bench<WasmImpl> {
   }
 }
 
+/**
+ * Loads Wasm kernels. With a thread pool, every memory is shared: threaded
+ * kernels run their parts on the pool, and single-threaded ones are loaded
+ * with their memory import made shared (a memory import matches only a
+ * memory of the same sharedness). Without one, a threaded kernel fails to
+ * load, so the tuner skips it.
+ */
 export class WasmBackend implements Backend<WasmImpl> {
   readonly target = 'wasm' as const;
 
+  constructor(readonly pool: ThreadPool | null = null) {}
+
   async load(bytes: ArrayBuffer | string, meta: KernelMeta): Promise<WasmImpl> {
     if (typeof bytes === 'string') throw new Error('a Wasm kernel must be bytes');
-    const module = await WebAssembly.compile(bytes);
+    const parts = threadsOf(meta);
+    if (parts && !this.pool) throw new Error(`kernel ${meta.sha256} is threaded (${parts} parts); this page runs Wasm on one thread`);
+    const module = await WebAssembly.compile(this.pool ? sharedImport(new Uint8Array(bytes)) : bytes);
     return { sha256: meta.sha256, meta, module, bytes };
   }
 
   bench(specs: ArgSpec[], meta: KernelMeta): Bench<WasmImpl> {
-    return new WasmBench(specs, meta);
+    return new WasmBench(specs, meta, this.pool);
   }
 }
 
@@ -138,7 +181,7 @@ export class WasmKernelBinding {
   private scratchOffset = 0;
   private scratchBytes = 0;
 
-  constructor(private memory: WebAssembly.Memory) {}
+  constructor(private memory: WebAssembly.Memory, private pool: ThreadPool | null = null) {}
 
   /** Instantiates `impl` on the app's memory (growing it if the kernel needs more). */
   async bind(impl: WasmImpl): Promise<void> {
@@ -152,9 +195,7 @@ export class WasmKernelBinding {
       this.scratchOffset = start;
       this.scratchBytes = Math.ceil(need / PAGE) * PAGE;
     }
-    const inst = await WebAssembly.instantiate(impl.module, { env: { memory: this.memory } });
-    const fn = inst.exports[impl.meta.entry || 'kernel'] as KernelFn;
-    if (typeof fn !== 'function') throw new Error(`kernel ${impl.sha256} exports no \`${impl.meta.entry}\``);
+    const fn = await instantiate(impl, this.memory, this.pool);
     const scratch = this.scratchOffset;
     this.fn = need > 0 ? (...o: number[]) => fn(...o, scratch) : fn;
   }

@@ -41,7 +41,8 @@ import { type OpName, checkShape, flops } from './ops.js';
 import { timerResolutionMs } from './timer.js';
 import { KernelTuner, type Measurement, type TunerHost } from './tuner.js';
 import type { Backend, BestResponse, Impl, KernelMeta } from './types.js';
-import { WasmBackend, type WasmImpl, WasmKernelBinding } from './wasm.js';
+import { ThreadPool, threadSupport } from './threads.js';
+import { WasmBackend, type WasmImpl, WasmKernelBinding, isShared, newMemory } from './wasm.js';
 import { WorkerEvaluator, workersAvailable } from './remote.js';
 import { GpuBackend, type GpuImpl, GpuLayouts } from './webgpu.js';
 
@@ -75,6 +76,17 @@ export interface OpenOptions {
   adapter?: GPUAdapter;
   /** Wasm: the app's memory; kernels are instantiated on it. Created (one page) if absent. */
   memory?: WebAssembly.Memory;
+  /**
+   * Wasm: threads one kernel may use, the calling thread included (the rest
+   * are a pool of workers started once). Default: the device's cores, at
+   * most 8, where the page can run Wasm threads (cross-origin isolated:
+   * `Cross-Origin-Opener-Policy: same-origin` and
+   * `Cross-Origin-Embedder-Policy: require-corp`); 1 where it cannot, with
+   * the reason in `threads.why` and one console line. With threads the
+   * memory kernels run on is shared: pass a shared `memory`
+   * (`{ shared: true, maximum }`) or none. 1 turns threads off.
+   */
+  threads?: number;
   /** Longest time one `idle()` call may take, ms. Default 8. */
   budgetMs?: number;
   /** Tune in `idle()`. Default true. */
@@ -295,8 +307,11 @@ export class Webtune extends EventTarget {
   readonly session: SessionInfo;
   /** The ρ measurement behind `fingerprint.rho`, when `rho: 'measure'` ran it. */
   readonly rho: RhoResult | null;
-  /** Wasm: the memory kernels run on. */
+  /** Wasm: the memory kernels run on (shared when `threads.count > 1`). */
   readonly memory: WebAssembly.Memory | null;
+  /** Wasm: threads a kernel may use, and why only one when that is so. */
+  readonly threads: { count: number; why?: string };
+  private pool: ThreadPool | null;
   /** WebGPU: the device kernels run on. */
   readonly device: GPUDevice | null;
   budgetMs: number;
@@ -319,6 +334,7 @@ export class Webtune extends EventTarget {
   private constructor(init: {
     opts: OpenOptions; server: string; fingerprint: Fingerprint; session: SessionInfo;
     memory: WebAssembly.Memory | null; device: GPUDevice | null; cache: KernelCache; rho: RhoResult | null;
+    pool: ThreadPool | null; threads: { count: number; why?: string };
   }) {
     super();
     this.opts = init.opts;
@@ -328,6 +344,8 @@ export class Webtune extends EventTarget {
     this.session = init.session;
     this.rho = init.rho;
     this.memory = init.memory;
+    this.pool = init.pool;
+    this.threads = init.threads;
     this.device = init.device;
     this.cache = init.cache;
     this.budgetMs = init.opts.budgetMs ?? 8;
@@ -337,8 +355,8 @@ export class Webtune extends EventTarget {
       this.backend = new GpuBackend(init.device, this.layouts, this.timerResolutionMs);
     } else {
       this.layouts = null;
-      this.backend = new WasmBackend();
-      if (init.opts.worker && workersAvailable()) this.remote = new WorkerEvaluator();
+      this.backend = new WasmBackend(init.pool);
+      if (init.opts.worker && workersAvailable()) this.remote = new WorkerEvaluator(init.threads.count);
     }
   }
 
@@ -365,7 +383,10 @@ export class Webtune extends EventTarget {
       rhoMeasurement = opts.target === 'wasm' ? await measureRho(server, wasmFeatures().relaxedSimd) : null;
       rho = rhoMeasurement?.rho || undefined;
     }
+    const { pool, threads } = opts.target === 'wasm' ? startThreads(opts) : { pool: null, threads: { count: 1, why: 'the WebGPU target' } };
     const fp = await fingerprint(opts.target, adapter, rho);
+    // The key says whether this session runs threaded kernels: the candidates differ.
+    if (opts.target === 'wasm' && !pool) fp.threads = false;
     const session = await json<SessionInfo>(
       await fetchRetrying(`${server}/v1/sessions`, {
         method: 'POST',
@@ -375,8 +396,8 @@ export class Webtune extends EventTarget {
       'open session',
     );
     const cache = await KernelCache.open(opts.cache ?? true);
-    const memory = opts.target === 'wasm' ? (opts.memory ?? new WebAssembly.Memory({ initial: 1 })) : null;
-    return new Webtune({ opts, server, fingerprint: fp, session, memory, device, cache, rho: rhoMeasurement });
+    const memory = opts.target === 'wasm' ? (opts.memory ?? newMemory(1, pool !== null)) : null;
+    return new Webtune({ opts, server, fingerprint: fp, session, memory, device, cache, rho: rhoMeasurement, pool, threads });
   }
 
   private cacheKey(op: string, shape: number[]): string {
@@ -448,7 +469,7 @@ export class Webtune extends EventTarget {
       handle = new GpuKernel(op, shape, impl, source, level, this.device, this.layouts!.bindGroupLayout(meta.args.length));
     } else {
       const impl = await (this.backend as WasmBackend).load(bytes, meta);
-      const binding = new WasmKernelBinding(this.memory!);
+      const binding = new WasmKernelBinding(this.memory!, this.pool);
       await binding.bind(impl);
       handle = new WasmKernel(op, shape, impl, source, level, binding);
     }
@@ -674,9 +695,26 @@ export class Webtune extends EventTarget {
   close(): void {
     this.closed = true;
     this.remote?.close();
+    this.pool?.close();
     this.stopIdleLoop();
     for (const h of this.handles) h.tuner?.cancel();
   }
+}
+
+/** The pool `opts.threads` asks for, or why there is none. */
+function startThreads(opts: OpenOptions): { pool: ThreadPool | null; threads: { count: number; why?: string } } {
+  const cores = globalThis.navigator?.hardwareConcurrency || 1;
+  const want = Math.floor(opts.threads ?? Math.min(cores, 8));
+  let why: string | undefined;
+  const support = threadSupport();
+  if (want <= 1) why = opts.threads !== undefined ? `threads: ${opts.threads} was asked for` : 'this device reports one core';
+  else if (!support.ok) why = support.why;
+  else if (opts.memory && !isShared(opts.memory)) why = "the app's memory is not shared (make it with { shared: true, maximum })";
+  if (why) {
+    if (want > 1) console.info(`webtune: Wasm kernels run on one thread: ${why}`);
+    return { pool: null, threads: { count: 1, why } };
+  }
+  return { pool: new ThreadPool(want), threads: { count: want } };
 }
 
 /** Resolves after one turn of the event loop: pending network and compile callbacks run first. */
@@ -690,3 +728,7 @@ function nextTask(): Promise<void> {
     c.port2.postMessage(null);
   });
 }
+
+// Low-level: the thread pool kernels run on, for hosts that call threaded
+// kernels (ABI 2) themselves.
+export { ThreadPool, threadSupport, sharedImport } from './threads.js';

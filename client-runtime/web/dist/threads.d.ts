@@ -1,0 +1,69 @@
+/** Words of the control block. */
+export declare const CTRL: {
+    readonly GEN: 0;
+    readonly MAIL: 1;
+    readonly NEXT: 2;
+    readonly DONE: 3;
+    readonly PARTS: 4;
+    readonly KERNEL: 5;
+    readonly NARGS: 6;
+    readonly ERROR: 7;
+    readonly ARGS: 8;
+    readonly WORDS: 16;
+};
+/** Whether Wasm threads can run here, and if not, why not (one line). */
+export declare function threadSupport(): {
+    ok: true;
+} | {
+    ok: false;
+    why: string;
+};
+/** A kernel the pool can run: the caller's own `kernel_part` and its pool id. */
+export interface PoolKernel {
+    id: number;
+    part: (...args: number[]) => void;
+    /** Resolves when every worker has an instance of the kernel. */
+    ready: Promise<void>;
+}
+export declare class ThreadPool {
+    /** Threads that run parts: the caller and `size - 1` workers. */
+    readonly size: number;
+    private ctrl;
+    private workers;
+    private gen;
+    private nextId;
+    private pending;
+    private closed;
+    /** Calls run, parts run, and parts the calling thread ran itself (the rest ran on workers). */
+    readonly stats: {
+        calls: number;
+        parts: number;
+        callerParts: number;
+    };
+    /** A pool of `size` threads (the caller counts as one). */
+    constructor(size: number);
+    private reply;
+    /**
+     * Instantiates `module` (a threaded kernel) on `memory` in every worker
+     * and on the calling thread. Calls may start at once: until a worker has
+     * its instance, the caller runs that worker's share.
+     */
+    prepare(module: WebAssembly.Module, memory: WebAssembly.Memory, instance: WebAssembly.Instance): PoolKernel;
+    /**
+     * Runs parts `0..parts` of `k` with these arguments and returns when all
+     * are done. Synchronous: the caller runs parts itself and then spins for
+     * the parts workers took (at most one part's time).
+     */
+    run(k: PoolKernel, args: number[], parts: number): void;
+    close(): void;
+}
+/** Claims the next part of call `gen`, or -1 when there is none left (or the call is over). */
+export declare function claim(c: Int32Array, gen: number, parts: number): number;
+/**
+ * The same module with its memory import made shared (maximum 65536 pages),
+ * so that a single-threaded kernel (ABI 1) or the encoder's fixed kernels
+ * can run on the shared memory threaded kernels need: a Wasm memory import
+ * matches only a memory of the same sharedness. Only the import section
+ * changes; bytes that already import a shared memory come back as they are.
+ */
+export declare function sharedImport(bytes: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBuffer>;
