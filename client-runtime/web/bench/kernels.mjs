@@ -1,8 +1,9 @@
 // Tuned webtune Wasm kernels against ONNX Runtime Web and TensorFlow.js's
-// wasm backends, single thread, in one headless Chromium run (issue 6's
-// K0–K3). Not a test: it prints one JSON line per shape for BENCHMARKS.md.
+// wasm backends, on --threads threads each (default 1), in one headless
+// Chromium run (issue 6's K0–K3; issue 19's threaded figures). Not a test:
+// it prints one JSON line per shape for BENCHMARKS.md.
 //
-//   (cd bench && npm ci) && node bench/kernels.mjs [--server URL] [--shapes K0,K1] [--reps 3] [--samples 30]
+//   (cd bench && npm ci) && node bench/kernels.mjs [--server URL] [--shapes K0,K1] [--reps 3] [--samples 30] [--threads 2]
 //
 // A small local server serves the page, the runtime, both peers' files, and
 // proxies /v1/ to webtune serve (started here on a fresh SQLite file unless
@@ -69,7 +70,7 @@ const browser = await launchChromium(join(work, 'profile'));
 try {
   const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
   page.on('console', (m) => console.error(`page: ${m.text()}`));
-  const q = new URLSearchParams({ shapes: arg('shapes', 'K0,K1,K2,K3'), reps: arg('reps', '3'), samples: arg('samples', '30') });
+  const q = new URLSearchParams({ shapes: arg('shapes', 'K0,K1,K2,K3'), reps: arg('reps', '3'), samples: arg('samples', '30'), threads: arg('threads', '1') });
   await page.goto(`${local}/bench?${q}`);
   await page.waitForFunction(() => window.benchResult || window.benchError, null, { timeout: 3_600_000, polling: 1000 });
   const err = await page.evaluate(() => window.benchError);

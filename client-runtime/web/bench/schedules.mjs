@@ -1,10 +1,14 @@
 // Times Wasm kernel directories (made by `webtune compile`) side by side in
-// one headless Chromium page, one thread: the engine the browser runtime
-// tunes for. For studying schedules outside the tuner's queue; not a test.
+// one headless Chromium page: the engine the browser runtime tunes for. For
+// studying schedules outside the tuner's queue; not a test.
 //
-//   node bench/schedules.mjs DIR [DIR ...] [--rounds 5] [--ms 150]
+//   node bench/schedules.mjs DIR [DIR ...] [--rounds 5] [--ms 150] [--pool 2]
 //
-// Each DIR holds kernel.wasm and kernel.json (webtune's Wasm ABI v1). Every
+// Each DIR holds kernel.wasm and kernel.json (webtune's Wasm ABI 1, or ABI 2:
+// a threaded kernel, whose parts run on the runtime's ThreadPool of `pool`
+// threads, default its part count; the page is then cross-origin isolated,
+// every memory shared, and single-threaded kernels run with their memory
+// import made shared, as the runtime does). Every
 // kernel gets seeded non-zero inputs in its own memory, a 300 ms warm-up
 // (V8's optimizing tier), then `rounds` rounds; in each round every kernel
 // is timed in turn for `ms` milliseconds (batches of calls ≥ 2 ms, so the
@@ -12,7 +16,9 @@
 // kernel: its median and best round in GFLOP/s, and the spread of rounds.
 
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { createServer } from 'node:http';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
 const args = process.argv.slice(2);
@@ -23,7 +29,7 @@ const opt = (k, d) => {
   args.splice(i, 2);
   return Number(v);
 };
-const rounds = opt('rounds', 5), ms = opt('ms', 150);
+const rounds = opt('rounds', 5), ms = opt('ms', 150), poolSize = opt('pool', 0);
 const dirs = args.filter((d) => existsSync(join(d, 'kernel.wasm')));
 if (!dirs.length) {
   console.error('usage: node bench/schedules.mjs DIR [DIR ...] [--rounds N] [--ms M]');
@@ -43,8 +49,22 @@ const browser = await chromium.launch({
 });
 const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
 page.on('console', (m) => process.stderr.write(`[page] ${m.text()}\n`));
+// A cross-origin-isolated blank page and the runtime, for threaded kernels.
+const dist = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist');
+const http = createServer((req, res) => {
+  const iso = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
+  const path = new URL(req.url, 'http://x').pathname;
+  if (path === '/web/webtune.js') res.writeHead(200, { 'content-type': 'text/javascript', ...iso }).end(readFileSync(join(dist, 'webtune.js')));
+  else res.writeHead(200, { 'content-type': 'text/html', ...iso }).end('<!doctype html><title>schedules</title>');
+});
+await new Promise((r) => http.listen(0, '127.0.0.1', r));
+await page.goto(`http://127.0.0.1:${http.address().port}/`);
+const threaded = kernels.some((k) => k.meta.threads > 1);
+const pool = threaded ? poolSize || Math.max(...kernels.map((k) => k.meta.threads ?? 1)) : 0;
 
-const out = await page.evaluate(async ({ kernels, rounds, ms }) => {
+const out = await page.evaluate(async ({ kernels, rounds, ms, pool }) => {
+  const { ThreadPool, sharedImport } = await import('/web/webtune.js');
+  const tp = pool ? new ThreadPool(pool) : null;
   const flops = (m) => {
     const s = m.args.map((a) => a.shape);
     // C's shape and the contracted length: A is [.., M, K].
@@ -70,7 +90,9 @@ const out = await page.evaluate(async ({ kernels, rounds, ms }) => {
     const need = Math.max(total + m.scratch_bytes, m.memory_pages_min * 65536);
     let mem = memories.get(key);
     if (!mem) {
-      const memory = new WebAssembly.Memory({ initial: Math.ceil(need / 65536) });
+      const memory = tp
+        ? new WebAssembly.Memory({ initial: Math.ceil(need / 65536), maximum: 65536, shared: true })
+        : new WebAssembly.Memory({ initial: Math.ceil(need / 65536) });
       const f32 = new Float32Array(memory.buffer, 0, inputsEnd / 4);
       let x = 12345;
       for (let j = 0; j < f32.length; j++) {
@@ -82,10 +104,18 @@ const out = await page.evaluate(async ({ kernels, rounds, ms }) => {
     }
     const memory = mem.memory;
     if (memory.buffer.byteLength < need) memory.grow(Math.ceil((need - memory.buffer.byteLength) / 65536));
-    const bytes = Uint8Array.from(atob(k.wasm), (c) => c.charCodeAt(0));
-    const { instance } = await WebAssembly.instantiate(bytes, { env: { memory } });
-    const fn = instance.exports[m.entry];
-    const run = () => fn(...offsets);
+    const raw = Uint8Array.from(atob(k.wasm), (c) => c.charCodeAt(0));
+    const module = await WebAssembly.compile(tp ? sharedImport(raw) : raw);
+    const instance = await WebAssembly.instantiate(module, { env: { memory } });
+    let run;
+    if (m.threads > 1) {
+      const pk = tp.prepare(module, memory, instance);
+      await pk.ready;
+      run = () => tp.run(pk, offsets, m.threads);
+    } else {
+      const fn = instance.exports[m.entry];
+      run = () => fn(...offsets);
+    }
     const t0 = performance.now();
     let calls = 0;
     while (calls < 3 || performance.now() - t0 < 300) {
@@ -110,8 +140,9 @@ const out = await page.evaluate(async ({ kernels, rounds, ms }) => {
     console.log(`round ${r + 1}/${rounds}`);
   }
   return setup.map((s) => ({ rounds_ms: s.rounds, flops: s.flops }));
-}, { kernels, rounds, ms });
+}, { kernels, rounds, ms, pool });
 await browser.close();
+http.close();
 
 for (let i = 0; i < kernels.length; i++) {
   const r = [...out[i].rounds_ms].sort((a, b) => a - b);
