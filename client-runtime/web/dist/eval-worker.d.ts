@@ -18,6 +18,8 @@ export interface EvalRequest {
     };
     /** Threads of the page's pool (first request): the worker times threaded kernels on a pool of its own that size. */
     threads?: number;
+    /** Whether the page's modules import a shared memory (first request). */
+    shared?: boolean;
 }
 export type EvalReply = {
     id: number;

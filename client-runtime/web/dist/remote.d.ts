@@ -5,13 +5,18 @@ import type { WasmImpl } from './wasm.js';
 export declare function workersAvailable(): boolean;
 export declare class WorkerEvaluator implements RemoteEvaluator<WasmImpl> {
     private threads;
+    private shared;
     private worker;
     private next;
     private waiting;
     /** Ops whose kernel in use the worker has. */
     private known;
-    /** `threads`: the page's pool size; the worker times threaded kernels on a pool of its own that size. */
-    constructor(threads?: number);
+    /**
+     * `threads`: the page's pool size (the worker times threaded kernels on a
+     * pool of its own that size); `shared`: whether the page's memory, and so
+     * every module's import, is shared.
+     */
+    constructor(threads?: number, shared?: boolean);
     private failAll;
     evaluate(t: KernelTuner<WasmImpl>, cand: Candidate, impl: WasmImpl): Promise<RemoteAnswer>;
     close(): void;

@@ -17,16 +17,17 @@ export declare function threadsOf(meta: KernelMeta): number;
 /** Grows `memory` to hold at least `bytes`. */
 export declare function ensureBytes(memory: WebAssembly.Memory, bytes: number): void;
 /**
- * Loads Wasm kernels. With a thread pool, every memory is shared: threaded
- * kernels run their parts on the pool, and single-threaded ones are loaded
- * with their memory import made shared (a memory import matches only a
- * memory of the same sharedness). Without one, a threaded kernel fails to
- * load, so the tuner skips it.
+ * Loads Wasm kernels. With `shared` (always so with a thread pool), every
+ * memory is shared: single-threaded kernels are loaded with their memory
+ * import made shared (a memory import matches only a memory of the same
+ * sharedness), and threaded kernels run their parts on the pool. Without a
+ * pool, a threaded kernel fails to load, so the tuner skips it.
  */
 export declare class WasmBackend implements Backend<WasmImpl> {
     readonly pool: ThreadPool | null;
+    readonly shared: boolean;
     readonly target: "wasm";
-    constructor(pool?: ThreadPool | null);
+    constructor(pool?: ThreadPool | null, shared?: boolean);
     load(bytes: ArrayBuffer | string, meta: KernelMeta): Promise<WasmImpl>;
     bench(specs: ArgSpec[], meta: KernelMeta): Bench<WasmImpl>;
 }

@@ -125,6 +125,8 @@ export interface SwapDetail {
     total: number;
     /** performance.now() of the swap. */
     at: number;
+    /** Wasm: threads the new kernel runs on (1, or its parts on the pool). */
+    threads: number;
 }
 /** `measure` event detail: one candidate checked and timed. */
 export interface MeasureDetail extends Measurement {

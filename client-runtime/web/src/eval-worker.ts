@@ -24,6 +24,8 @@ export interface EvalRequest {
   settings: { timedPairs: number; warmPairs: number | undefined; earlyReject: boolean; stopAfterMs: number };
   /** Threads of the page's pool (first request): the worker times threaded kernels on a pool of its own that size. */
   threads?: number;
+  /** Whether the page's modules import a shared memory (first request). */
+  shared?: boolean;
 }
 
 export type EvalReply = { id: number; ok: true; answer: RemoteAnswer } | { id: number; ok: false; error: string };
@@ -95,7 +97,7 @@ if (typeof scope.WorkerGlobalScope !== 'undefined') {
   scope.onmessage = (e: MessageEvent<EvalRequest>) => {
     const r = e.data;
     side ??= new BenchSide<WasmImpl>(
-      new WasmBackend(r.threads && r.threads > 1 ? new ThreadPool(r.threads) : null),
+      new WasmBackend(r.threads && r.threads > 1 ? new ThreadPool(r.threads) : null, r.shared ?? false),
       (k) => ({ sha256: k.sha256, meta: k.meta, module: k.module, bytes: new ArrayBuffer(0) }),
     );
     const s = side;

@@ -24,8 +24,12 @@ export class WorkerEvaluator implements RemoteEvaluator<WasmImpl> {
   /** Ops whose kernel in use the worker has. */
   private known = new Set<string>();
 
-  /** `threads`: the page's pool size; the worker times threaded kernels on a pool of its own that size. */
-  constructor(private threads = 1) {
+  /**
+   * `threads`: the page's pool size (the worker times threaded kernels on a
+   * pool of its own that size); `shared`: whether the page's memory, and so
+   * every module's import, is shared.
+   */
+  constructor(private threads = 1, private shared = false) {
     const url = URL.createObjectURL(new Blob([__WEBTUNE_EVAL_WORKER__], { type: 'text/javascript' }));
     this.worker = new Worker(url);
     URL.revokeObjectURL(url);
@@ -58,7 +62,7 @@ export class WorkerEvaluator implements RemoteEvaluator<WasmImpl> {
       impl: kernel(impl),
       settings: { timedPairs: t.timedPairs, warmPairs: t.warmPairs, earlyReject: t.earlyReject, stopAfterMs: t.stopAfterMs },
     };
-    if (this.next === 2) req.threads = this.threads;
+    if (this.next === 2) Object.assign(req, { threads: this.threads, shared: this.shared });
     if (!this.known.has(t.key)) {
       req.current = kernel(t.current);
       this.known.add(t.key);

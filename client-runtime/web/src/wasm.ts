@@ -72,7 +72,7 @@ class WasmBench implements Bench<WasmImpl> {
   private scratch: number;
   private outElems: number;
 
-  constructor(specs: ArgSpec[], meta: KernelMeta, private pool: ThreadPool | null) {
+  constructor(specs: ArgSpec[], meta: KernelMeta, private pool: ThreadPool | null, shared: boolean) {
     let end = 0;
     for (const s of specs) {
       this.offsets.push(end);
@@ -80,7 +80,7 @@ class WasmBench implements Bench<WasmImpl> {
     }
     this.scratch = end;
     this.outElems = specs[specs.length - 1].elems;
-    this.memory = newMemory(Math.max(1, meta.memory_pages_min ?? 0, Math.ceil(end / PAGE)), pool !== null);
+    this.memory = newMemory(Math.max(1, meta.memory_pages_min ?? 0, Math.ceil(end / PAGE)), shared);
   }
 
   async setInputs(args: Uint32Array<ArrayBuffer>[]): Promise<void> {
@@ -147,27 +147,27 @@ class WasmBench implements Bench<WasmImpl> {
 }
 
 /**
- * Loads Wasm kernels. With a thread pool, every memory is shared: threaded
- * kernels run their parts on the pool, and single-threaded ones are loaded
- * with their memory import made shared (a memory import matches only a
- * memory of the same sharedness). Without one, a threaded kernel fails to
- * load, so the tuner skips it.
+ * Loads Wasm kernels. With `shared` (always so with a thread pool), every
+ * memory is shared: single-threaded kernels are loaded with their memory
+ * import made shared (a memory import matches only a memory of the same
+ * sharedness), and threaded kernels run their parts on the pool. Without a
+ * pool, a threaded kernel fails to load, so the tuner skips it.
  */
 export class WasmBackend implements Backend<WasmImpl> {
   readonly target = 'wasm' as const;
 
-  constructor(readonly pool: ThreadPool | null = null) {}
+  constructor(readonly pool: ThreadPool | null = null, readonly shared: boolean = pool !== null) {}
 
   async load(bytes: ArrayBuffer | string, meta: KernelMeta): Promise<WasmImpl> {
     if (typeof bytes === 'string') throw new Error('a Wasm kernel must be bytes');
     const parts = threadsOf(meta);
     if (parts && !this.pool) throw new Error(`kernel ${meta.sha256} is threaded (${parts} parts); this page runs Wasm on one thread`);
-    const module = await WebAssembly.compile(this.pool ? sharedImport(new Uint8Array(bytes)) : bytes);
+    const module = await WebAssembly.compile(this.shared ? sharedImport(new Uint8Array(bytes)) : bytes);
     return { sha256: meta.sha256, meta, module, bytes };
   }
 
   bench(specs: ArgSpec[], meta: KernelMeta): Bench<WasmImpl> {
-    return new WasmBench(specs, meta, this.pool);
+    return new WasmBench(specs, meta, this.pool, this.shared);
   }
 }
 

@@ -148,6 +148,8 @@ export interface SwapDetail {
   total: number;
   /** performance.now() of the swap. */
   at: number;
+  /** Wasm: threads the new kernel runs on (1, or its parts on the pool). */
+  threads: number;
 }
 
 /** `measure` event detail: one candidate checked and timed. */
@@ -355,8 +357,9 @@ export class Webtune extends EventTarget {
       this.backend = new GpuBackend(init.device, this.layouts, this.timerResolutionMs);
     } else {
       this.layouts = null;
-      this.backend = new WasmBackend(init.pool);
-      if (init.opts.worker && workersAvailable()) this.remote = new WorkerEvaluator(init.threads.count);
+      const shared = init.memory !== null && isShared(init.memory);
+      this.backend = new WasmBackend(init.pool, shared);
+      if (init.opts.worker && workersAvailable()) this.remote = new WorkerEvaluator(init.threads.count, shared);
     }
   }
 
@@ -500,6 +503,7 @@ export class Webtune extends EventTarget {
           op: t.op, shape: t.shape, target: wt.target, from: previous.sha256, to: impl.sha256,
           from_us: m.current_us, to_us: m.median_us, speedup: m.current_us / m.median_us,
           index: m.index, total: m.total, at: performance.now(),
+          threads: impl.meta.threads ?? 1,
         };
         wt.dispatchEvent(new CustomEvent('swap', { detail }));
         await wt.cache.put({

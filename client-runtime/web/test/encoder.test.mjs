@@ -14,10 +14,11 @@ import { after, before, test } from 'node:test';
 import { checkEmbeddings, cosine, encodeAll as encodeIn, openEncoderPage, reportedPlan } from './harness.mjs';
 
 const NAME = process.env.WEBTUNE_MODEL_NAME ?? 'all-minilm-l6-v2';
-let ref, base, page, close;
+let ref, base, server, browser, page, close;
 
 before(async () => {
-  ({ ref, base, page, close } = await openEncoderPage('webtune-encoder'));
+  // Cross-origin isolated: the encoder's kernels may use Wasm threads.
+  ({ ref, base, server, browser, page, close } = await openEncoderPage('webtune-encoder', [], { isolated: true }));
 });
 
 after(async () => {
@@ -31,12 +32,14 @@ test('all-MiniLM-L6-v2 on Wasm matches the f64 reference, before and after tunin
   const texts = ref.texts.map((t) => t.text);
   await page.evaluate(async ({ name }) => {
     const { SentenceEncoder } = await import('/web/webtune.js');
-    window.enc = await SentenceEncoder.load({ model: name, target: 'wasm', maxCandidates: 2, budgetMs: 50 });
+    window.enc = await SentenceEncoder.load({ model: name, target: 'wasm', maxCandidates: 2, budgetMs: 50, threads: 2 });
     window.swaps = [];
     window.enc.webtune.addEventListener('swap', (e) => window.swaps.push(e.detail));
     window.reports = [];
     window.enc.webtune.addEventListener('report', (e) => window.reports.push({ op: e.detail.op, error: e.detail.error ?? null }));
   }, { name: NAME });
+  const threads = await page.evaluate(() => window.enc.webtune.threads);
+  assert.deepEqual(threads, { count: 2 }, 'an isolated page runs the encoder on two threads');
   const first = await encodeAll(texts);
   const worst0 = check(first, 'default kernels');
   // The published sentence-transformers scores for this model.
@@ -56,7 +59,10 @@ test('all-MiniLM-L6-v2 on Wasm matches the f64 reference, before and after tunin
       await new Promise((res) => setTimeout(res, r.worked ? 0 : 5));
     }
     const status = window.enc.webtune.status();
-    return { s: (performance.now() - t0) / 1000, swaps: window.swaps.length, status, evaluated: status.reduce((a, x) => a + x.evaluated, 0) };
+    return {
+      s: (performance.now() - t0) / 1000, swaps: window.swaps.length, status, evaluated: status.reduce((a, x) => a + x.evaluated, 0),
+      threaded: window.swaps.filter((d) => d.threads > 1).length,
+    };
   });
   assert.equal(tuning.status.length, 12, 'two buckets of six kernels each');
   // On a loaded 2-core machine 4 minutes may not finish every queue: what
@@ -69,7 +75,7 @@ test('all-MiniLM-L6-v2 on Wasm matches the f64 reference, before and after tunin
   const reports = await page.evaluate(() => window.reports);
   assert.ok(reports.some((r) => r.op === 'matmul+bias+gelu' && !r.error), `no accepted report for the fused kernel: ${JSON.stringify(reports)}`);
   assert.deepEqual(reports.filter((r) => r.error), [], 'a report was refused');
-  console.log(`# wasm: worst cosine ${worst0.toFixed(7)} default, ${worst1.toFixed(7)} after ${tuning.swaps} swaps in ${tuning.s.toFixed(1)} s of tuning; ` +
+  console.log(`# wasm: worst cosine ${worst0.toFixed(7)} default, ${worst1.toFixed(7)} after ${tuning.swaps} swaps (${tuning.threaded} to threaded kernels) in ${tuning.s.toFixed(1)} s of tuning; ` +
     `encode of ${texts.length} texts ${first.ms.toFixed(0)} -> ${tuned.ms.toFixed(0)} ms`);
 });
 
@@ -146,5 +152,25 @@ test('bad input: clear errors, a 1 MB text truncated, unknown model, corrupt blo
     }, { name: NAME });
     await page.unroute(`**${blob.url}`);
     assert.match(e, new RegExp(`the ${what} blob is corrupt or truncated`), e);
+  }
+});
+
+test('a page that is not cross-origin isolated runs the encoder on one thread, says why, and matches the reference', { timeout: 300_000 }, async () => {
+  const plain = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
+  try {
+    await plain.goto(`${server}/healthz`);
+    const r = await plain.evaluate(async ({ name }) => {
+      const { SentenceEncoder } = await import('/web/webtune.js');
+      window.enc = await SentenceEncoder.load({ model: name, target: 'wasm', tune: false });
+      return { isolated: crossOriginIsolated, threads: window.enc.webtune.threads, shared: typeof SharedArrayBuffer === 'function' && window.enc.webtune.memory.buffer instanceof SharedArrayBuffer };
+    }, { name: NAME });
+    assert.equal(r.isolated, false);
+    assert.equal(r.threads.count, 1);
+    assert.match(r.threads.why, /cross-origin isolated/);
+    assert.equal(r.shared, false);
+    const some = ref.texts.slice(0, 3);
+    checkEmbeddings(await encodeIn(plain, some.map((t) => t.text)), some, ref.dim, 'one thread, not isolated');
+  } finally {
+    await plain.close();
   }
 });

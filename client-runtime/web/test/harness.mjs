@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import http from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -81,7 +82,7 @@ export function cosine(a, b) {
  * fresh SQLite file, and a Chromium page (with `flags`) on its origin.
  * Resolves with { ref, base, page, close }.
  */
-export async function openEncoderPage(prefix, flags = []) {
+export async function openEncoderPage(prefix, flags = [], { isolated = false } = {}) {
   const models = process.env.WEBTUNE_MODELS_DIR, refPath = process.env.WEBTUNE_MODEL_REF;
   assert.ok(existsSync(BIN), `no server binary at ${BIN} (set WEBTUNE_BIN)`);
   assert.ok(CHROMIUM, 'no Chromium: apt-get install chromium (or set CHROMIUM)');
@@ -94,14 +95,42 @@ export async function openEncoderPage(prefix, flags = []) {
   const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
   page.on('pageerror', (e) => console.log(`# page error: ${e}`));
   page.on('console', (m) => m.type() === 'error' && console.log(`# console: ${m.text()}`));
-  // Any same-origin document will do: the tests import the module themselves.
-  await page.goto(`${server.url}/healthz`);
+  // Any same-origin document will do: the tests import the module
+  // themselves. Cross-origin isolated (Wasm threads) through a proxy.
+  const proxy = isolated ? await isolatingProxy(server.url) : null;
+  const base = proxy?.url ?? server.url;
+  await page.goto(isolated ? `${base}/` : `${base}/healthz`);
   const close = async () => {
     await browser.close();
+    proxy?.close();
     server.proc.kill('SIGTERM');
     rmSync(work, { recursive: true, force: true });
   };
-  return { ref, base: server.url, page, close };
+  return { ref, base, server: server.url, browser, page, close };
+}
+
+/**
+ * A loopback origin whose `/` is an empty cross-origin-isolated page and
+ * which passes every other request to `upstream` (webtune serve): a page
+ * there has Wasm threads and talks to the server same-origin.
+ */
+export async function isolatingProxy(upstream) {
+  const server = http.createServer((req, res) => {
+    if (new URL(req.url, 'http://x').pathname === '/') {
+      res.writeHead(200, { 'content-type': 'text/html', 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' });
+      res.end('<!doctype html><title>webtune test</title>');
+      return;
+    }
+    const up = new URL(req.url, upstream);
+    const p = http.request(up, { method: req.method, headers: { ...req.headers, host: up.host } }, (r) => {
+      res.writeHead(r.statusCode, r.headers);
+      r.pipe(res);
+    });
+    req.pipe(p);
+    p.on('error', () => res.destroy());
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${server.address().port}`, close: () => server.close() };
 }
 
 /** Encodes `texts` with the page's `window.enc`: token ids, ms, embeddings. */
