@@ -5,7 +5,7 @@
 //
 //   ~/.cache/webtune/venv-onnx/bin/python scripts/bench/export_onnx.py   # once: ONNX files + bench texts
 //   (cd client-runtime/web/bench && npm ci --ignore-scripts)
-//   node client-runtime/web/bench/encoder_peers.mjs [--webtune URL] [--rounds 5] [--cold 3] [--webtune-tune S]
+//   node client-runtime/web/bench/encoder_peers.mjs [--webtune URL] [--rounds 5] [--cold 3] [--webtune-tune S] [--webtune-threads 1,2]
 //
 // Figures: median ms per `extractor(texts, {pooling: 'mean', normalize:
 // true})` call (for webtune, per `enc.encode(texts)`) after warm-up, for
@@ -17,7 +17,7 @@
 //
 // Each contender is a page of the same browser: transformers.js at 1 thread
 // and at 2 threads (ORT-web fixes its thread count per page; the fp32 and
-// 8-bit pipelines share it), and webtune. Rounds interleave them shape by
+// 8-bit pipelines share it), and webtune (one page per --webtune-threads count). Rounds interleave them shape by
 // shape, so that noise from the shared machine hits all alike; every round
 // starts with one untimed call. A local server serves the pages cross-origin
 // isolated (COOP same-origin + COEP require-corp, so ORT-web's threads run),
@@ -59,6 +59,8 @@ const TUNE_S = num('webtune-tune', 0, 0);
 const ROUND_MS = num('round-ms', 400, 1); // timed calls per round: about this long, 1 to 10 calls
 const WEBTUNE = arg('webtune', null)?.replace(/\/+$/, '') ?? null;
 const WEBTUNE_MODEL = arg('webtune-model', 'all-minilm-l6-v2');
+// webtune's thread counts: one SentenceEncoder (and session) per count.
+const WEBTUNE_THREADS = String(arg('webtune-threads', '1,2')).split(',').map(Number);
 
 const CACHE = process.env.WEBTUNE_CACHE || join(homedir(), '.cache', 'webtune');
 const MODEL_DIR = join(CACHE, 'peers', 'all-minilm-l6-v2');
@@ -159,9 +161,13 @@ try {
     { label: 'transformers.js 8-bit, 2 threads', page: pages[2], dtype: 'q8', threads: 2, cold: 'q8' },
   ];
   if (WEBTUNE) {
-    const q = `side=webtune&model=${encodeURIComponent(WEBTUNE_MODEL)}&tune=${TUNE_S > 0 ? 1 : 0}`;
-    const page = await open(context, q, 'side');
-    contenders.push({ label: 'webtune SentenceEncoder, 1 thread', page, dtype: 'webtune', threads: 1, cold: 'webtune', webtune: true });
+    for (const t of WEBTUNE_THREADS) {
+      const q = `side=webtune&model=${encodeURIComponent(WEBTUNE_MODEL)}&tune=${TUNE_S > 0 ? 1 : 0}&threads=${t}`;
+      const page = await open(context, q, 'side');
+      const got = await page.evaluate(() => window.side.info.threads);
+      if (got !== t) throw new Error(`webtune runs ${got} threads, asked for ${t}`);
+      contenders.push({ label: `webtune SentenceEncoder, ${t} thread${t > 1 ? 's' : ''}`, page, dtype: 'webtune', threads: t, cold: 'webtune', webtune: true });
+    }
   }
 
   // Token counts as each side's tokenizer sees them.
@@ -174,11 +180,11 @@ try {
 
   // Tuning, when asked: one call per shape first, so that the kernels of
   // every shape timed below exist and are the ones tuned.
-  const tuned = contenders.find((c) => c.webtune);
-  if (tuned && TUNE_S > 0) {
+  for (const tuned of contenders.filter((c) => c.webtune && TUNE_S > 0)) {
+    await tuned.page.bringToFront();
     for (const s of bench.shapes) await tuned.page.evaluate(([t]) => window.side.time('webtune', t, 1, 0), [s.texts]);
     const ms = await tuned.page.evaluate((l) => window.side.tune(l), TUNE_S * 1000);
-    console.error(`webtune: tuned for ${(ms / 1000).toFixed(0)} s before timing`);
+    console.error(`${tuned.label}: tuned for ${(ms / 1000).toFixed(0)} s before timing`);
   }
 
   // Worst cosine against the f64 reference, over every text of every shape.
@@ -219,7 +225,7 @@ try {
   for (let r = 0; r < COLD; r++) {
     for (const c of contenders) {
       const ctx = await browser.newContext();
-      const q = c.webtune ? `cold=webtune&model=${encodeURIComponent(WEBTUNE_MODEL)}` : `side=peer&threads=${c.threads}&cold=${c.cold}`;
+      const q = c.webtune ? `cold=webtune&model=${encodeURIComponent(WEBTUNE_MODEL)}&threads=${c.threads}` : `side=peer&threads=${c.threads}&cold=${c.cold}`;
       const page = await open(ctx, q, 'cold');
       c.colds.push(await page.evaluate(() => window.cold.ms));
       await ctx.close();
