@@ -11,7 +11,9 @@
 //! samples of back-to-back calls, each sample long enough to sit well above
 //! the timer's resolution. On a GPU with `TIMESTAMP_QUERY` the samples are GPU
 //! timestamps around a compute pass; otherwise the wall clock around a
-//! submit-and-wait.
+//! submit-and-wait. A threaded Wasm kernel (ABI 2) runs its parts on as
+//! many threads over one shared memory, as a browser's thread pool would
+//! (see [`wasm`]); [`RunReport::threads`] says how many ran.
 //!
 //! ```no_run
 //! use webtune_client_runtime::{KernelDir, RunOptions, run};
@@ -72,19 +74,51 @@ impl KernelDir {
         if sha != self.meta.sha256 {
             return Err(RunError::Input(format!("kernel bytes have SHA-256 {sha}, but kernel.json says {}", self.meta.sha256)));
         }
-        if self.meta.abi != webtune_compiler::kernel::ABI_VERSION {
-            return Err(RunError::Input(format!(
-                "kernel ABI {} is not the ABI {} this runner speaks",
-                self.meta.abi,
-                webtune_compiler::kernel::ABI_VERSION
-            )));
-        }
+        check_threads(&self.meta)?;
         self.op()?;
         Ok(())
     }
 
     pub fn op(&self) -> Result<Op, RunError> {
         self.meta.parsed_op().map_err(|e| RunError::Input(format!("kernel.json: {e}")))
+    }
+}
+
+/// Checks the ABI version and that the threading fields agree with it:
+/// ABI 1 has none of `threads`, `parts`, `part_scratch_bytes`; ABI 2 (a
+/// threaded Wasm kernel) has `threads` and one `parts` range per thread, and
+/// its parts' scratch fits the scratch area.
+pub(crate) fn check_threads(meta: &KernelMeta) -> Result<(), RunError> {
+    use webtune_compiler::kernel::{ABI_THREADED, ABI_VERSION};
+    let bad = |why: String| Err(RunError::Input(format!("kernel.json: {why}")));
+    match meta.abi {
+        ABI_VERSION => {
+            if meta.threads.is_some() || meta.parts.is_some() || meta.part_scratch_bytes.is_some() {
+                return bad(format!(
+                    "ABI {ABI_VERSION} is single-threaded, but `threads`, `parts` or `part_scratch_bytes` is given; a threaded kernel is ABI {ABI_THREADED}"
+                ));
+            }
+            Ok(())
+        }
+        ABI_THREADED => {
+            if meta.target != Target::Wasm {
+                return bad(format!("ABI {ABI_THREADED} (threaded) is for Wasm kernels, not {}", meta.target));
+            }
+            let (Some(threads), Some(parts)) = (meta.threads, meta.parts.as_ref()) else {
+                return bad(format!(
+                    "ABI {ABI_THREADED} (threaded) needs `threads` and `parts`; without them the kernel's shared memory and `kernel_part` cannot be driven"
+                ));
+            };
+            if threads == 0 || parts.len() != threads as usize {
+                return bad(format!("{threads} threads but {} parts; a threaded kernel has one part per thread", parts.len()));
+            }
+            let scratch = meta.scratch_bytes.unwrap_or(0) as u64;
+            if meta.part_scratch_bytes.is_some_and(|b| b as u64 * threads as u64 > scratch) {
+                return bad(format!("{threads} parts of `part_scratch_bytes` do not fit in `scratch_bytes` ({scratch})"));
+            }
+            Ok(())
+        }
+        v => bad(format!("kernel ABI {v} is not one this runner speaks ({ABI_VERSION}, or {ABI_THREADED} for threaded Wasm)")),
     }
 }
 
@@ -138,6 +172,10 @@ pub struct RunReport {
     pub gbps: f64,
     pub max_rel_err: f64,
     pub correct: bool,
+    /// Host threads that ran each call: a threaded Wasm kernel's `threads`
+    /// (its parts, each on a thread of its own, the call ending when all are
+    /// done), else 1.
+    pub threads: u32,
     /// WGSL: time to create the shader module and compute pipeline (the
     /// driver's compile); Wasm: time to compile the module.
     pub compile_ms: f64,
@@ -300,6 +338,8 @@ pub(crate) fn report(k: &KernelDir, op: &Op, adapter: String, check: Check, t: T
         gbps: bytes as f64 / (median * 1e6),
         max_rel_err: check.max_rel_err,
         correct: check.ok(),
+        // The Wasm runner runs a threaded kernel on exactly its `threads`.
+        threads: k.meta.threads.unwrap_or(1),
         compile_ms: t.compile_ms,
         output_samples,
     }
@@ -315,7 +355,9 @@ pub(crate) fn calls_for(one_ms: f64, min_ms: f64) -> u32 {
 
 /// This machine's CPU as a Wasm client would describe it
 /// (`hardwareConcurrency`, SIMD support), for `POST /v1/sessions`. wasmtime
-/// runs SIMD and relaxed SIMD everywhere it runs; threads are not used.
+/// runs SIMD and relaxed SIMD everywhere it runs. It says `threads: false`,
+/// so a native tuner is given single-threaded kernels only (the Wasm runner
+/// runs threaded ones too, e.g. from `webtune run`).
 pub fn cpu_fingerprint() -> serde_json::Value {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let model = std::fs::read_to_string("/proc/cpuinfo")

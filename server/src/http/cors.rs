@@ -12,13 +12,22 @@
 //! Credentials are never allowed and never needed: a session is named by
 //! its id in the URL, and no endpoint reads a cookie or an `Authorization`
 //! header, so a page of an allowed origin can do nothing that a script
-//! calling the API directly could not. Kernel bytes and the client runtime
-//! (`/web/*`) are public and carry `Access-Control-Allow-Origin: *` of
-//! their own whatever this says.
+//! calling the API directly could not. Kernel bytes, model blobs and the
+//! client runtime (`/web/*`) are public and carry
+//! `Access-Control-Allow-Origin: *` of their own whatever this says.
+//!
+//! Cross-origin isolated pages (COOP + COEP `require-corp`, which Wasm
+//! threads need) load a no-cors resource of another origin only when it
+//! says `Cross-Origin-Resource-Policy: cross-origin` (CORS fetches need
+//! only the CORS headers). [`resource_policy`] adds that header to every
+//! response another origin may read: all of them under `--allow-origin`,
+//! and the public resources always.
 
 use std::time::Duration;
 
-use axum::http::{HeaderValue, Method, header};
+use axum::extract::State;
+use axum::http::{HeaderName, HeaderValue, Method, header};
+use axum::response::Response;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 /// The origins allowed to call the API from a page.
@@ -86,6 +95,19 @@ pub fn layer(origins: &Origins) -> CorsLayer {
         .expose_headers([header::RETRY_AFTER, header::ETAG])
         .allow_credentials(false)
         .max_age(Duration::from_secs(600))
+}
+
+/// Adds `Cross-Origin-Resource-Policy: cross-origin` to a response that
+/// other origins may read: any response when `cross_origin` (the server has
+/// `--allow-origin`), else a public one (its handler's own
+/// `Access-Control-Allow-Origin: *`). A policy the handler set is kept.
+pub async fn resource_policy(State(cross_origin): State<bool>, mut res: Response) -> Response {
+    const CORP: HeaderName = HeaderName::from_static("cross-origin-resource-policy");
+    let public = res.headers().get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_some_and(|v| v == "*");
+    if (cross_origin || public) && !res.headers().contains_key(CORP) {
+        res.headers_mut().insert(CORP, HeaderValue::from_static("cross-origin"));
+    }
+    res
 }
 
 #[cfg(test)]

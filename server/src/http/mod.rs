@@ -486,11 +486,17 @@ fn routes() -> Vec<Route> {
         at("/v1/openapi.json", Method::GET, openapi::openapi),
         at("/metrics", Method::GET, pages::metrics),
         at("/healthz", Method::GET, healthz),
-        at("/dashboard", Method::GET, pages::dashboard),
-        at("/", Method::GET, pages::dashboard),
-        at("/demo", Method::GET, web::demo),
-        at("/web/{name}", Method::GET, web::file),
+        isolated(at("/dashboard", Method::GET, pages::dashboard)),
+        isolated(at("/", Method::GET, pages::dashboard)),
+        isolated(at("/demo", Method::GET, web::demo)),
+        isolated(at("/web/{name}", Method::GET, web::file)),
     ]
+}
+
+/// A page or runtime file route: every response it gives, errors included,
+/// is cross-origin isolated (COOP + COEP, module `web`).
+fn isolated((path, method, handler): Route) -> Route {
+    (path, method, handler.layer(axum::middleware::map_response(web::isolate)))
 }
 
 /// The service's routes over `app`.
@@ -505,6 +511,10 @@ pub fn router(app: Arc<App>) -> Router {
         // Outside admission, so that a request that runs out of time gives
         // its in-flight slot back (module `conn` has the rest of the story).
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, app.config.connections.request_timeout))
+        // Inside the CORS layer, so that it sees the handlers' own
+        // `Access-Control-Allow-Origin: *` (public resources), not the one
+        // `--allow-origin` adds.
+        .layer(axum::middleware::map_response_with_state(app.config.cors != cors::Origins::None, cors::resource_policy))
         // Outermost: preflights are answered before any limit is counted.
         .layer(cors::layer(&app.config.cors))
         .with_state(app)

@@ -6,9 +6,14 @@
 //! no Node.js; `scripts/test.sh` rebuilds them and fails when the committed
 //! copy differs from what the sources give.
 //!
-//! The demo page is served cross-origin isolated (COOP + COEP): that gives it
-//! `performance.now()` at 5 µs instead of 100 µs in Chromium, and
-//! `SharedArrayBuffer` for Wasm threads. Everything it loads is same-origin.
+//! The demo page and the runtime files are served cross-origin isolated
+//! (COOP + COEP, added to every response of their routes, errors included,
+//! by [`isolate`]): that gives the demo `performance.now()` at 5 µs instead
+//! of 100 µs in Chromium, and `SharedArrayBuffer` for Wasm threads, and a
+//! worker started from a runtime file the same isolation. Everything the
+//! demo loads is same-origin. The runtime files are public to every origin
+//! (`Access-Control-Allow-Origin: *`, and so `Cross-Origin-Resource-Policy:
+//! cross-origin`, see `cors`).
 
 use axum::extract::Path;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
@@ -52,20 +57,30 @@ const DIST: &[(&str, &str)] = &[
 
 const DEMO_HTML: &str = include_str!("../../../client-runtime/web/demo/index.html");
 
-/// Headers that make a document cross-origin isolated, and let isolated
-/// documents load this server's scripts.
-fn isolation() -> [(HeaderName, HeaderValue); 3] {
+/// The headers that make a document (or a worker) cross-origin isolated,
+/// which is what gives it `SharedArrayBuffer` and so Wasm threads:
+/// `Cross-Origin-Opener-Policy: same-origin` and
+/// `Cross-Origin-Embedder-Policy: require-corp`.
+pub(super) fn isolation() -> [(HeaderName, HeaderValue); 2] {
     [
         (HeaderName::from_static("cross-origin-opener-policy"), HeaderValue::from_static("same-origin")),
         (HeaderName::from_static("cross-origin-embedder-policy"), HeaderValue::from_static("require-corp")),
-        (HeaderName::from_static("cross-origin-resource-policy"), HeaderValue::from_static("same-origin")),
     ]
+}
+
+/// Adds [`isolation`] to a response: the layer of every page and runtime
+/// file route (`/`, `/dashboard`, `/demo`, `/web/{name}`).
+pub(super) async fn isolate(mut res: Response) -> Response {
+    for (name, value) in isolation() {
+        res.headers_mut().insert(name, value);
+    }
+    res
 }
 
 /// The demo app (a cross-origin isolated page that tunes a small model's kernels).
 #[utoipa::path(get, path = "/demo", responses((status = 200, description = "HTML", body = String, content_type = "text/html")))]
 pub(super) async fn demo() -> Response {
-    (isolation(), [(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], DEMO_HTML).into_response()
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], DEMO_HTML).into_response()
 }
 
 /// The browser client runtime (webtune.js, demo.js) and its TypeScript declarations (*.d.ts).
@@ -79,7 +94,6 @@ pub(super) async fn file(Path(name): Path<String>) -> Result<Response, ApiError>
     let ctype = if name.ends_with(".js") { "text/javascript; charset=utf-8" } else { "application/typescript; charset=utf-8" };
     Ok((
         StatusCode::OK,
-        isolation(),
         [
             (header::CONTENT_TYPE, ctype),
             // The files change with the server binary, not by name: revalidate.
