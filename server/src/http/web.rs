@@ -51,6 +51,8 @@ const DIST: &[(&str, &str)] = &[
     dist!("http.d.ts"),
     dist!("encoder.d.ts"),
     dist!("latency.d.ts"),
+    dist!("threads.d.ts"),
+    dist!("pool-worker.d.ts"),
     dist!("batches.d.ts"),
     dist!("encoder-gpu.d.ts"),
 ];
