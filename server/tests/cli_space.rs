@@ -49,7 +49,8 @@ fn stats_report_table6_sizes_and_keys() {
     assert!(st["lite_size"].as_u64().unwrap() <= 32);
     assert_eq!(st["checksum"].as_str().unwrap().len(), 16);
     let wasm = stats(&["--op", "batch_matmul", "--shape", "12,384,384,64", "--target", "wasm", "--device", "xeon-2core"]);
-    assert_eq!(wasm["device_key"], "cpu-x86/relaxed-simd/linux-2t-v8/-");
+    // The preset runs Wasm threads (a cross-origin isolated page): the `.mt` key.
+    assert_eq!(wasm["device_key"], "cpu-x86/relaxed-simd/linux-2t.mt-v8/-");
     assert_ne!(wasm["checksum"], st["checksum"]);
     // The same preset asked for the other target gets the other kind of key.
     let m2 = stats(&["--op", "matmul", "--shape", "384,768,768", "--target", "wasm", "--device", "apple-m2"]);

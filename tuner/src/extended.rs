@@ -43,12 +43,16 @@ pub fn exploit_cap(explore_len: usize) -> usize {
 /// The extended space: the first [`exploit_cap`] distinct schedules of
 /// `exploit` (most similar device first, as the caller orders them), then
 /// the lite space without them. A winner that is also in the lite space is
-/// moved to the front rather than tried twice. Pure: the same inputs give
-/// the same list.
+/// moved to the front rather than tried twice. A winner with more threads
+/// than any candidate of the lite space is left out: the arch and vendor
+/// keys are shared by clients with and without Wasm threads, and a client
+/// without them cannot run a threaded kernel at all. Pure: the same inputs
+/// give the same list.
 pub fn extended_space(exploit: &[Schedule], explore: &Space) -> Vec<(Source, Schedule)> {
     let cap = exploit_cap(explore.schedules.len());
+    let threads = explore.schedules.iter().map(|s| s.threads).max().unwrap_or(1);
     let mut out: Vec<(Source, Schedule)> = Vec::with_capacity(cap + explore.schedules.len());
-    for s in exploit {
+    for s in exploit.iter().filter(|s| s.threads <= threads) {
         if out.len() == cap {
             break;
         }
@@ -105,6 +109,18 @@ mod tests {
         let ext = extended_space(&[], &lite);
         assert!(ext.iter().all(|(s, _)| *s == Source::Explore));
         assert_eq!(ext.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(), lite.schedules);
+    }
+
+    #[test]
+    fn threaded_winners_only_where_the_lite_space_has_as_many_threads() {
+        let lite = space(7);
+        let threaded = Schedule { threads: 2, split: Some(webtune_compiler::Split::M), ..sched(2) };
+        let ext = extended_space(&[threaded.clone(), sched(3)], &lite);
+        assert_eq!(ext[0], (Source::Exploit, sched(3)));
+        assert!(ext.iter().all(|(_, s)| s.threads == 1));
+        let mut with = lite.clone();
+        with.schedules.push(Schedule { threads: 4, split: Some(webtune_compiler::Split::M), ..sched(1) });
+        assert_eq!(extended_space(std::slice::from_ref(&threaded), &with)[0], (Source::Exploit, threaded));
     }
 
     #[test]

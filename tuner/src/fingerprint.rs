@@ -55,6 +55,16 @@
 //!   `simd` is `relaxed-simd`, `simd128`, `scalar` or `unknown`; the engine is
 //!   the browser's Wasm engine (`v8`, `spidermonkey`, `jsc`), since it decides
 //!   the machine code; `threads` is `hardwareConcurrency` (`unknown` if absent).
+//!   A client that can run threaded kernels (`threads: true`: cross-origin
+//!   isolated, `SharedArrayBuffer`, a threads module validates) on more than
+//!   one core gets `{threads}t.mt` instead, e.g. `linux-8t.mt-v8`: its
+//!   candidate space has threaded kernels, which a client without threads
+//!   cannot run, so the two never share a device key. Every other client's
+//!   key is what it was before threads existed. [`Device::from_keys`] reads
+//!   the threads part back as the first `-`-separated segment of the form
+//!   `{n}t`, `{n}t.mt` or `unknownt` (the engine after it may hold `-`; the
+//!   OS slugs the rule normalises hold none), and lets a kernel use
+//!   `min(n, MAX_THREADS)` threads where it ends in `.mt`, one otherwise.
 //!
 //! The same browser tuning both targets opens one session per target, each
 //! with its `target`, so that Wasm winners are shared between CPUs and WGSL
@@ -64,6 +74,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize};
 use webtune_compiler::Target;
+use webtune_compiler::schedule::MAX_THREADS;
 
 use crate::hardware::{CpuModel, GpuModel};
 
@@ -323,6 +334,10 @@ pub struct Device {
     pub simd: SimdClass,
     /// The CPU's operating system slug (`macos`, ...), `unknown` for GPUs.
     pub os: String,
+    /// Most threads (parts) one Wasm kernel may use on this device:
+    /// `min(hardwareConcurrency, MAX_THREADS)` when the key says the client
+    /// runs threaded kernels (`{n}t.mt`), else 1 (and 1 for GPUs).
+    pub threads: u32,
     pub gpu: GpuModel,
     pub cpu: CpuModel,
 }
@@ -341,6 +356,7 @@ impl Device {
             let os = device_part.split('-').next().unwrap_or("unknown").to_string();
             // `{os}-{threads}t-{engine}`; the engine's own name may hold '-'.
             let engine = device_part.splitn(3, '-').nth(2).unwrap_or("unknown");
+            let threads = device_part.split('-').find_map(threads_segment).unwrap_or(1);
             return Device {
                 keys: keys.clone(),
                 class: DeviceClass::Cpu,
@@ -349,6 +365,7 @@ impl Device {
                 limits: GpuLimits::default(),
                 simd,
                 os: os.clone(),
+                threads,
                 gpu: GpuModel::for_gpu("unknown", "unknown"),
                 cpu: CpuModel::for_cpu(isa, &os, engine),
             };
@@ -365,6 +382,7 @@ impl Device {
             limits,
             simd: SimdClass::Unknown,
             os: "unknown".to_string(),
+            threads: 1,
         }
     }
 
@@ -380,6 +398,21 @@ impl Device {
             Target::Wasm => self.cpu.name,
         }
     }
+}
+
+/// The threads part of a CPU device key (`8t`, `8t.mt`, `unknownt`): `None`
+/// if `seg` is not one, else the threads a kernel may use there (see the
+/// module docs).
+fn threads_segment(seg: &str) -> Option<u32> {
+    let (count, mt) = match seg.strip_suffix("t.mt") {
+        Some(c) => (c, true),
+        None => (seg.strip_suffix('t')?, false),
+    };
+    if count == "unknown" {
+        return Some(1);
+    }
+    let n: u64 = count.parse().ok().filter(|_| count.bytes().all(|b| b.is_ascii_digit()))?;
+    Some(if mt && n > 1 { n.min(MAX_THREADS as u64) as u32 } else { 1 })
 }
 
 /// Splits `hopper.lim128x16384` into the architecture and its limits.
@@ -488,9 +521,15 @@ impl Fingerprint {
                     (Some(false), _) => SimdClass::Scalar,
                     (None, _) => SimdClass::Unknown,
                 };
-                let threads = self.hardware_concurrency.filter(|&n| n > 0).map_or("unknown".to_string(), |n| n.min(4096).to_string());
+                let cores = self.hardware_concurrency.filter(|&n| n > 0).map(|n| n.min(4096));
+                let threads = match cores {
+                    // Threaded kernels need both the page's support and a second core.
+                    Some(n) if n > 1 && self.threads == Some(true) => format!("{n}t.mt"),
+                    Some(n) => format!("{n}t"),
+                    None => "unknownt".to_string(),
+                };
                 let engine = wasm_engine(self.browser.name.as_deref().unwrap_or(""));
-                (format!("cpu-{isa}"), simd.name().to_string(), format!("{os}-{threads}t-{engine}"))
+                (format!("cpu-{isa}"), simd.name().to_string(), format!("{os}-{threads}-{engine}"))
             }
         };
         Ok(DeviceKeys {
@@ -733,21 +772,61 @@ mod tests {
             "target": "wasm", "hardwareConcurrency": 8, "simd": true, "relaxedSimd": true, "threads": true,
             "cpuArchitecture": "x86", "browser": {"name": "Chromium", "version": "156"}, "os": "Linux"
         }));
-        assert_eq!(k.device_key, "cpu-x86/relaxed-simd/linux-8t-v8/-");
+        assert_eq!(k.device_key, "cpu-x86/relaxed-simd/linux-8t.mt-v8/-");
         assert_eq!(k.arch_key, "cpu-x86/relaxed-simd");
         let d = Device::from_keys(&k);
         assert_eq!(d.class, DeviceClass::Cpu);
+        assert_eq!(d.threads, 8);
         assert!(d.simd.relaxed());
         assert_eq!(d.cpu.vector_registers, 16);
         // An Android phone is ARM even without userAgentData.
         let k = keys(json!({"simd": true, "os": "Android 14", "browser": {"name": "Firefox"}, "hardwareConcurrency": "8"}));
         assert_eq!(k.device_key, "cpu-arm/simd128/android-8t-spidermonkey/-");
         assert_eq!(Device::from_keys(&k).cpu.vector_registers, 32);
+        assert_eq!(Device::from_keys(&k).threads, 1);
         // The native runner's shape.
         let k = keys(json!({"target": "wasm", "cpu": {"arch": "x86_64"}, "os": "linux", "simd": true}));
         assert_eq!(k.vendor_key, "cpu-x86");
         let k = keys(json!({"target": "wasm", "cpu": {"arch": "aarch64"}}));
         assert_eq!(k.vendor_key, "cpu-arm");
+    }
+
+    #[test]
+    fn threads_are_in_the_key_only_where_a_kernel_can_use_them() {
+        let fp = |threads: serde_json::Value, cores: serde_json::Value| {
+            keys(json!({"target": "wasm", "hardwareConcurrency": cores, "simd": true, "relaxedSimd": true, "threads": threads,
+                        "cpuArchitecture": "x86", "browser": {"name": "Chrome"}, "os": "Windows"}))
+        };
+        let on = fp(json!(true), json!(8));
+        assert_eq!(on.device_key, "cpu-x86/relaxed-simd/windows-8t.mt-v8/-");
+        // Without threads, one core, or an unknown core count: the key of
+        // before threads existed.
+        assert_eq!(fp(json!(false), json!(8)).device_key, "cpu-x86/relaxed-simd/windows-8t-v8/-");
+        assert_eq!(fp(serde_json::Value::Null, json!(8)).device_key, "cpu-x86/relaxed-simd/windows-8t-v8/-");
+        assert_eq!(fp(json!(true), json!(1)).device_key, "cpu-x86/relaxed-simd/windows-1t-v8/-");
+        assert_eq!(fp(json!(true), serde_json::Value::Null).device_key, "cpu-x86/relaxed-simd/windows-unknownt-v8/-");
+        // The arch and vendor keys are shared with the client without threads.
+        assert_eq!(on.arch_key, fp(json!(false), json!(8)).arch_key);
+        // Read back: the thread count, capped at the compiler's limit; the
+        // engine (whose name may hold '-') and the OS as before.
+        let dev = |k: &str| Device::from_keys(&DeviceKeys::from_device_key(k).unwrap());
+        for (key, threads, os, spill) in [
+            ("cpu-x86/relaxed-simd/linux-8t.mt-v8/-", 8, "linux", false),
+            ("cpu-x86/relaxed-simd/linux-8t-v8/-", 1, "linux", false),
+            ("cpu-x86/relaxed-simd/linux-2t.mt-webtune-native/-", 2, "linux", true),
+            ("cpu-arm/relaxed-simd/macos-64t.mt-jsc/-", MAX_THREADS, "macos", false),
+            ("cpu-x86/simd128/windows-unknownt-v8/-", 1, "windows", false),
+            ("cpu-x86/simd128/windows-1t.mt-v8/-", 1, "windows", false),
+            ("cpu-x86/simd128/windows-x.mt-v8/-", 1, "windows", false),
+        ] {
+            let d = dev(key);
+            assert_eq!((d.threads, d.os.as_str()), (threads, os), "{key}");
+            assert_eq!(d.cpu.tiles == crate::hardware::RegisterTiles::MaySpill, spill, "{key}");
+            let twin = dev(&key.replace("t.mt-", "t-"));
+            assert_eq!((twin.threads, &twin.cpu, &twin.os), (1, &d.cpu, &d.os), "{key}");
+        }
+        assert_eq!(Device::from_keys(&on).threads, 8);
+        assert_eq!(dev("gpu-nvidia/hopper/h100/-").threads, 1);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! From a device's fingerprint to the candidates it should try, in order:
 //!
 //! 1. [`Fingerprint`]: what a browser exposes (WebGPU adapter info, limits
-//!    and features; Wasm SIMD support and core count; browser, OS and the
+//!    and features; Wasm SIMD and threads support and core count; browser, OS and the
 //!    microbenchmark vector ρ), every field optional;
 //! 2. [`DeviceKeys`]: the normalised device, architecture and vendor keys
 //!    that results are stored and looked up under (the rule is in

@@ -39,7 +39,8 @@ mod tests {
             keys.push(k.device_key);
         }
         assert_eq!(get("h100").unwrap().keys().unwrap().arch_key, "gpu-nvidia/hopper");
-        assert_eq!(get("xeon-2core").unwrap().keys().unwrap().device_key, "cpu-x86/relaxed-simd/linux-2t-v8/-");
+        // Chromium on a cross-origin isolated page: Wasm threads on 2 cores.
+        assert_eq!(get("xeon-2core").unwrap().keys().unwrap().device_key, "cpu-x86/relaxed-simd/linux-2t.mt-v8/-");
         assert_eq!(get("xeon-2core-native").unwrap().keys().unwrap().device_key, "cpu-x86/relaxed-simd/linux-2t-webtune-native/-");
         assert!(get("nope").is_none());
     }

@@ -15,6 +15,8 @@ fn devices() -> Vec<Device> {
         r#"{"adapter": {"vendor": "intel", "architecture": "gen-12lp"}}"#,
         r#"{"adapter": {"vendor": "qualcomm", "architecture": "adreno-7xx"}, "limits": {"maxComputeInvocationsPerWorkgroup": 128}}"#,
         r#"{"target": "wasm", "simd": false}"#,
+        // Wasm threads on 8 cores: threaded candidates (tests/threads.rs).
+        r#"{"target": "wasm", "simd": true, "threads": true, "hardwareConcurrency": 8, "os": "Android", "browser": {"name": "Firefox"}}"#,
     ] {
         out.push(Device::from_fingerprint(&Fingerprint::from_json(text).unwrap()).unwrap());
     }
@@ -156,13 +158,16 @@ fn a_browser_engine_gets_register_tiles_that_never_spill_and_packed_blocks() {
         let (_, m, k, n) = op.bmkn();
         for (dev, regs) in [(&x86, 15), (&arm, 28)] {
             let sp = space(&op, Target::Wasm, dev);
-            assert!(sp.schedules.len() >= 8 && sp.schedules.len() <= 12, "{kind} {shape}: {}", sp.schedules.len());
+            // The single-threaded candidates (the x86 preset also has
+            // threaded variants of them: tests/threads.rs).
+            let singles: Vec<Schedule> = sp.schedules.iter().filter(|c| c.threads == 1).cloned().collect();
+            assert!(singles.len() >= 8 && singles.len() <= 12, "{kind} {shape}: {}", singles.len());
             let live = |c: &Schedule| c.x0 * (c.y0 / 4) + c.y0 / 4 + 1;
             // The tile, a row of B and a splat of A fit the registers V8 allocates.
             assert!(sp.schedules.iter().all(|c| live(c) <= regs && c.cache_read && c.vectorize == 4), "{kind} {shape}");
             // Loads per multiply-add never get worse down the list.
             let loads = |c: &Schedule| (c.x0 + c.y0 / 4) as f64 / (c.x0 * c.y0 / 4) as f64;
-            assert!(sp.schedules.windows(2).all(|w| loads(&w[0]) <= loads(&w[1]) + 1e-9));
+            assert!(singles.windows(2).all(|w| loads(&w[0]) <= loads(&w[1]) + 1e-9));
             // Blocks hold whole register tiles and stay within the op.
             for c in &sp.schedules {
                 assert!(c.x1 % c.x0 == 0 && c.y1 % c.y0 == 0 && c.r1 % c.r0 == 0, "{c:?}");
@@ -170,7 +175,8 @@ fn a_browser_engine_gets_register_tiles_that_never_spill_and_packed_blocks() {
                 assert!([LoopOrder::NKM, LoopOrder::KMN].contains(&c.order));
             }
         }
-        // On x86 the first tile is 6×8: 12 accumulators, 2 of B, 1 of A.
+        // On x86 the first tile is 6×8: 12 accumulators, 2 of B, 1 of A
+        // (threaded or not: these shapes give two parts plenty of work).
         let first = &space(&op, Target::Wasm, &x86).schedules[0];
         assert_eq!((first.x0, first.y0), (6, 8), "{kind} {shape}");
     }
@@ -274,7 +280,7 @@ proptest! {
     fn random_shapes_give_valid_compilable_spaces(
         kind in 0usize..3,
         dims in proptest::collection::vec(prop_oneof![1u32..300, Just(1u32), Just(2), Just(3), Just(97), Just(211), Just(293)], 4),
-        dev in 0usize..11,
+        dev in 0usize..13,
         wgsl in any::<bool>(),
     ) {
         let target = if wgsl { Target::Wgsl } else { Target::Wasm };

@@ -91,6 +91,16 @@
 //! limits (`Schedule::check`, the adapter's limits) remain, so the space is
 //! never empty.
 //!
+//! On a device whose key says it runs Wasm threads ([`Device::threads`] > 1),
+//! Wasm `matmul` and `batch_matmul` also get threaded variants of the
+//! best-ranked single-threaded candidates (a thread count and the dimension
+//! the parts divide; [`threads`] states the rule): before the
+//! single-threaded candidates where each part gets [`threads::PART_FLOPS`]
+//! of work, after them where it gets less. The relaxation counts only the
+//! single-threaded candidates, so they are the non-threaded twin key's, in
+//! the same order (as far as the [`LITE_BUDGET`] cut leaves them); a device
+//! without threads gets exactly the space it got before threads existed.
+//!
 //! # Where the rules live
 //!
 //! - `naive`: the size of the naive space each space is pruned from;
@@ -98,6 +108,7 @@
 //! - `cpu`: heuristics 3 and 4 for Wasm, in both forms (register tiles
 //!   that spill, and tiles kept in registers over packed B blocks);
 //! - `order`: the ranked candidate and the GPU matmul tile interleaving;
+//! - [`threads`]: threaded Wasm variants (thread counts, split, order);
 //! - this module: the relaxation loop, the shared tile rules (1, 2, the
 //!   aspect rule), the settings applied to every candidate, and
 //!   [`lite_space`] itself.
@@ -106,6 +117,7 @@ mod cpu;
 mod gpu;
 mod naive;
 mod order;
+pub mod threads;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -254,10 +266,12 @@ fn floor_pow2(d: u32) -> u32 {
 /// microbenchmark's `settings` applied.
 pub fn lite_space(op: &Op, target: Target, device: &Device, settings: &Settings) -> Space {
     let mut relax = Relaxation::START;
+    // The relaxation counts single-threaded survivors only, so that a
+    // threaded device's single-threaded candidates are its twin's.
     let (mut cands, survivors) = loop {
-        let (cands, survivors) = candidates(op, target, device, settings, relax);
+        let (cands, single, survivors) = candidates(op, target, device, settings, relax);
         match relax.next() {
-            Some(next) if survivors < MIN_LITE => relax = next,
+            Some(next) if single < MIN_LITE => relax = next,
             _ => break (cands, survivors),
         }
     };
@@ -274,8 +288,9 @@ pub fn lite_space(op: &Op, target: Target, device: &Device, settings: &Settings)
 }
 
 /// Ordered, deduplicated candidates that pass `Schedule::check`, at most
-/// [`LITE_BUDGET`], and how many there were before the cut.
-fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, relax: Relaxation) -> (Vec<Cand>, usize) {
+/// [`LITE_BUDGET`], and how many there were before the cut: single-threaded
+/// ones, and all (the threaded variants included: [`threads`]).
+fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, relax: Relaxation) -> (Vec<Cand>, usize, usize) {
     let base = base_schedule(op, target, device, settings);
     let mut out = Vec::new();
     for combo in settings.combinations(&[]) {
@@ -300,6 +315,8 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
     if gpu_matmul {
         out = interleave_tiles(out);
     }
+    let single = out.len();
+    let mut out = threads::with_threads(op, target, device, out);
     let survivors = out.len();
     out.truncate(LITE_BUDGET);
     // A subgroup candidate is never kept without its workgroup-memory twin
@@ -312,7 +329,7 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
         // first variant comes before any tile's second (a stable sort).
         out.sort_by_key(|c| c.gpu.as_ref().map(|g| g.variant));
     }
-    (out, survivors)
+    (out, single, survivors)
 }
 
 /// The schedule every candidate starts from: the portable default with the
