@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 use webtune_compiler::Op;
 
 const OP: &str = "matmul";
@@ -166,4 +166,38 @@ async fn a_queue_streams_each_kernel_once() {
         let (st, body) = report(&http, &srv.url, &s2, &op, "wasm", entries).await;
         assert_eq!(st, 200, "{shape}: {body}");
     }
+}
+
+/// A threaded winner, voted by a client that runs Wasm threads, answers that
+/// client and its twins; a client of the same architecture without threads
+/// (another arch-key sharer) gets a kernel it can run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_threaded_winner_never_answers_a_client_without_threads() {
+    let srv = Server::start(&sqlite_url(), &["--quorum", "1"]);
+    let http = client();
+    let fp = |threads: bool| {
+        json!({ "target": "wasm", "hardwareConcurrency": 4, "simd": true, "relaxedSimd": true, "threads": threads,
+                "cpuArchitecture": "x86", "os": "Linux", "browser": { "name": "Chrome", "version": "131.0" } })
+    };
+    let (mt, mt_session) = open_session(&http, &srv.url, &fp(true)).await;
+    let (_, st_session) = open_session(&http, &srv.url, &fp(false)).await;
+    let (mt_key, st_key) = (mt_session["device_key"].as_str().unwrap(), st_session["device_key"].as_str().unwrap());
+    assert_ne!(mt_key, st_key);
+    assert_eq!(mt_session["arch_key"], st_session["arch_key"], "both share the arch key");
+
+    let (opname, shape) = ("matmul", "384,768,768");
+    let op = Op::parse(opname, shape).unwrap();
+    let cands = queue(&http, &srv.url, &mt, opname, shape, "wasm").await;
+    let threaded =
+        cands.iter().find(|c| c["meta"]["threads"].as_u64().unwrap_or(1) > 1).expect("a threaded candidate for a 4-thread client");
+    // 453 MFLOP in 10 ms: 45 GFLOP/s, plausible for a CPU.
+    let (status, body) = report(&http, &srv.url, &mt, &op, "wasm", vec![entry(&op, threaded, 10_000.0)]).await;
+    assert_eq!(status, 200, "{body}");
+
+    let b = best(&http, &srv.url, mt_key, opname, shape, "wasm").await;
+    assert_eq!(b["level"], "device");
+    assert_eq!(b["meta"]["sha256"], threaded["sha256"]);
+    let b = best(&http, &srv.url, st_key, opname, shape, "wasm").await;
+    assert!(b["meta"]["threads"].as_u64().unwrap_or(1) == 1, "a client without threads was given {b}");
+    assert_eq!(b["level"], "default");
 }

@@ -188,3 +188,10 @@ mod tests {
         assert!(list[1..].iter().all(|(s, _)| *s == "explore"));
     }
 }
+
+/// Threads a kernel for this device may use (1 unless the key says the
+/// client runs Wasm threads): a winner voted by a threaded client of the
+/// same architecture must not answer one that cannot run it.
+pub fn max_threads(keys: &DeviceKeys) -> u32 {
+    Device::from_keys(&from_db(keys)).threads
+}

@@ -343,8 +343,19 @@ async fn best(State(app): State<Arc<App>>, q: Result<Query<KernelQuery>, QueryRe
     let mut answer = None;
     if let Some(keys) = &keys {
         let space = device::space_for(&op, target, keys);
-        if let Some(b) = app.db.best(&kind, keys, Some(&space.checksum)).await? {
+        // The most specific winner of this space's rules that the client can
+        // run: arch and vendor keys are shared by clients with and without
+        // Wasm threads.
+        let limit = device::max_threads(keys) as u64;
+        let mut found = None;
+        for b in app.db.winners_for(&kind, keys).await? {
             let meta: serde_json::Value = serde_json::from_str(&b.meta_json).map_err(ApiError::internal)?;
+            if b.winner.space_checksum == space.checksum && meta.get("threads").and_then(|t| t.as_u64()).unwrap_or(1) <= limit {
+                found = Some((b, meta));
+                break;
+            }
+        }
+        if let Some((b, meta)) = found {
             answer = Some(BestResponse {
                 level: b.winner.level,
                 level_key: Some(b.winner.level_key),
