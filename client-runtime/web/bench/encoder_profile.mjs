@@ -1,11 +1,11 @@
 // Where SentenceEncoder's time goes: ms per `encode` call split by stage
 // (each tuned matmul shape, each fixed kernel), batch 1 × N tokens, Wasm,
-// one thread in headless Chromium, with the default kernels and optionally
+// on --threads threads (default 1) in headless Chromium, with the default kernels and optionally
 // after --tune-seconds of tuning. The stages are timed by running the
 // encoder's own `run` with a clock around each call, so their sum is the
 // forward pass without tokenising.
 //
-//   node bench/encoder_profile.mjs [--tokens 128] [--runs 20] [--tune-seconds 0] [--timeline 0] [--worker]
+//   node bench/encoder_profile.mjs [--tokens 128] [--runs 20] [--tune-seconds 0] [--timeline 0] [--worker] [--threads 1]
 //
 // --timeline S instead encodes one text again and again for S seconds from
 // an empty database, tuning in `idle()` between calls as an app would (the
@@ -20,7 +20,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { launchChromium, startServer } from '../test/harness.mjs';
+import { isolatingProxy, launchChromium, startServer } from '../test/harness.mjs';
 
 const arg = (k, d) => {
   const i = process.argv.indexOf(k);
@@ -31,6 +31,7 @@ const RUNS = Number(arg('--runs', 20));
 const TUNE_S = Number(arg('--tune-seconds', 0));
 const TIMELINE_S = Number(arg('--timeline', 0));
 const WORKER = process.argv.includes('--worker');
+const THREADS = Number(arg('--threads', 1));
 const NAME = process.env.WEBTUNE_MODEL_NAME ?? 'all-minilm-l6-v2';
 
 const work = mkdtempSync(join(tmpdir(), 'webtune-profile-'));
@@ -38,11 +39,15 @@ const server = await startServer(`${work}/p.sqlite`, ['--quorum', '1', '--models
 const browser = await launchChromium(`${work}/profile`);
 const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
 page.on('console', (m) => console.log('page:', m.text()));
-await page.goto(`${server.url}/healthz`);
-await page.evaluate(async ({ name, worker }) => {
+// Cross-origin isolated (through a proxy) when threads are asked for.
+const proxy = THREADS > 1 ? await isolatingProxy(server.url) : null;
+await page.goto(proxy ? `${proxy.url}/` : `${server.url}/healthz`);
+const threads = await page.evaluate(async ({ name, worker, threads }) => {
   const { SentenceEncoder } = await import('/web/webtune.js');
-  window.enc = await SentenceEncoder.load({ model: name, target: 'wasm', cache: false, worker, budgetMs: worker ? 100 : 8 });
-}, { name: NAME, worker: WORKER });
+  window.enc = await SentenceEncoder.load({ model: name, target: 'wasm', cache: false, worker, budgetMs: worker ? 100 : 8, threads });
+  return window.enc.webtune.threads;
+}, { name: NAME, worker: WORKER, threads: THREADS });
+console.log(`threads: ${JSON.stringify(threads)}`);
 
 async function profile(label) {
   const rows = await page.evaluate(async ({ tokens, runs }) => {
@@ -130,6 +135,7 @@ if (TIMELINE_S > 0) {
     if (i >= 0 && i + 15 <= lat.length) console.log(`  t = ${String(sec).padStart(3)} s: ${med5(i).toFixed(1)} ms`);
   }
   await browser.close();
+  proxy?.close();
   server.proc.kill('SIGTERM');
   rmSync(work, { recursive: true, force: true });
   process.exit(0);
@@ -152,5 +158,6 @@ if (TUNE_S > 0) {
   await profile('after tuning');
 }
 await browser.close();
+proxy?.close();
 server.proc.kill('SIGTERM');
 rmSync(work, { recursive: true, force: true });

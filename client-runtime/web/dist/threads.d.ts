@@ -9,7 +9,8 @@ export declare const CTRL: {
     readonly NARGS: 6;
     readonly ERROR: 7;
     readonly ARGS: 8;
-    readonly WORDS: 16;
+    readonly BELL: 16;
+    readonly WORDS: 17;
 };
 /** Whether Wasm threads can run here, and if not, why not (one line). */
 export declare function threadSupport(): {
@@ -55,6 +56,12 @@ export declare class ThreadPool {
      * the parts workers took (at most one part's time).
      */
     run(k: PoolKernel, args: number[], parts: number): void;
+    /**
+     * Wakes every worker. A worker reads the bell before it looks for work and
+     * waits only while the bell still has that value, so no call or message
+     * can slip in between its look and its wait unnoticed.
+     */
+    private ring;
     close(): void;
 }
 /** Claims the next part of call `gen`, or -1 when there is none left (or the call is over). */

@@ -44,11 +44,14 @@ function loop(): void {
   if (!c) return;
   let idleSince = performance.now();
   for (;;) {
+    // The bell first: a call or message after this read changes it, and the
+    // wait below then returns at once.
+    const bell = Atomics.load(c, CTRL.BELL);
     if (Atomics.load(c, CTRL.MAIL) !== mail) return; // a message is waiting
     const gen = Atomics.load(c, CTRL.GEN);
     if (gen === seen) {
       if (performance.now() - idleSince < SPIN_MS) continue;
-      Atomics.wait(c, CTRL.GEN, gen);
+      Atomics.wait(c, CTRL.BELL, bell);
       idleSince = performance.now();
       continue;
     }

@@ -28,10 +28,25 @@ export const CTRL = {
   NARGS: 6,
   ERROR: 7, // set by a worker whose part threw
   ARGS: 8, // up to 8 arguments
-  WORDS: 16,
+  BELL: 16, // rung (incremented) for every call and every message; workers wait on it
+  WORDS: 17,
 } as const;
 
 const GEN_MASK = 0x7fffff;
+
+/**
+ * How long `ready` waits for the workers' instances. A worker that has not
+ * answered by then only means the caller runs its share of the parts for a
+ * while: calls never wait for it, so neither does `ready` past this.
+ */
+const READY_MS = 5000;
+
+function withTimeout(p: Promise<void>, ms: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(resolve, ms);
+    p.then(() => (clearTimeout(t), resolve()), (e) => (clearTimeout(t), reject(e)));
+  });
+}
 
 /** Whether Wasm threads can run here, and if not, why not (one line). */
 export function threadSupport(): { ok: true } | { ok: false; why: string } {
@@ -119,9 +134,9 @@ export class ThreadPool {
     if (this.workers.length) {
       // Wake the workers out of their wait so that they read the message.
       Atomics.add(this.ctrl, CTRL.MAIL, 1);
-      Atomics.notify(this.ctrl, CTRL.GEN);
+      this.ring();
     }
-    return { id, part, ready };
+    return { id, part, ready: withTimeout(ready, READY_MS) };
   }
 
   /**
@@ -148,7 +163,7 @@ export class ThreadPool {
     Atomics.store(c, CTRL.ERROR, 0);
     Atomics.store(c, CTRL.NEXT, gen << 8);
     Atomics.store(c, CTRL.GEN, gen);
-    Atomics.notify(c, CTRL.GEN);
+    this.ring();
     for (;;) {
       const p = claim(c, gen, parts);
       if (p < 0) break;
@@ -163,6 +178,16 @@ export class ThreadPool {
       // A worker is finishing the part it claimed.
     }
     if (Atomics.load(c, CTRL.ERROR)) throw new Error('a thread-pool worker failed to run its part of the kernel');
+  }
+
+  /**
+   * Wakes every worker. A worker reads the bell before it looks for work and
+   * waits only while the bell still has that value, so no call or message
+   * can slip in between its look and its wait unnoticed.
+   */
+  private ring(): void {
+    Atomics.add(this.ctrl, CTRL.BELL, 1);
+    Atomics.notify(this.ctrl, CTRL.BELL);
   }
 
   close(): void {

@@ -209,3 +209,29 @@ test('a page that is not cross-origin isolated gets no threads, says why, and st
   assert.match(r.support.why, /cross-origin isolated/);
   assert.equal(r.c, 8);
 });
+
+test('kernels prepared one after another, with idle gaps, are all ready at once (no lost wake-up)', async () => {
+  const threaded = compile('matmul', '16,16,16', { ...BASE, x1: 4, threads: 2, split: 'm' });
+  const r = await page.evaluate(async ({ threaded }) => {
+    const { ThreadPool } = await import('/web/webtune.js');
+    const tp = new ThreadPool(3);
+    const memory = new WebAssembly.Memory({ initial: 1, maximum: 65536, shared: true });
+    const mod = await WebAssembly.compile(new Uint8Array(threaded.bytes));
+    let slowest = 0;
+    for (let i = 0; i < 150; i++) {
+      // Gaps around the workers' spin time, so that some messages arrive as
+      // a worker goes from spinning to sleeping.
+      await new Promise((res) => setTimeout(res, i % 3));
+      const t = performance.now();
+      const inst = await WebAssembly.instantiate(mod, { env: { memory } });
+      const k = tp.prepare(mod, memory, inst);
+      await k.ready;
+      tp.run(k, [0, 1024, 2048], 2);
+      slowest = Math.max(slowest, performance.now() - t);
+    }
+    tp.close();
+    return { slowest };
+  }, { threaded });
+  // `ready` gives up after 5 s; a lost wake-up would show as one that long.
+  assert.ok(r.slowest < 2000, `a kernel took ${r.slowest.toFixed(0)} ms to become ready`);
+});
