@@ -243,15 +243,17 @@ try {
     const cells = bench.shapes.map((s) => `${fmt(median(c.ms[s.key]))} [${c.n[s.key]}]`);
     console.log(`| ${c.label} | ${cells.join(' | ')} | ${cold(c.colds)} | ${c.worst.toFixed(6)} |`);
   }
-  const wt = contenders.find((c) => c.webtune);
-  if (wt) {
+  const webtunes = contenders.filter((c) => c.webtune);
+  if (webtunes.length) {
     console.log(`\nwebtune speed-up (transformers.js ms / webtune ms, medians above; > 1: webtune faster), equal threads:\n`);
-    console.log(`| against | ${heads.join(' | ')} | cold start (medians) |`);
-    console.log(`|---|${heads.map(() => '---|').join('')}---|`);
-    for (const c of contenders.filter((x) => !x.webtune && x.threads === wt.threads)) {
-      const cells = bench.shapes.map((s) => (median(c.ms[s.key]) / median(wt.ms[s.key])).toFixed(2));
-      const cr = COLD ? (median(c.colds) / median(wt.colds)).toFixed(2) : '—';
-      console.log(`| ${c.label} | ${cells.join(' | ')} | ${cr} |`);
+    console.log(`| webtune | against | ${heads.join(' | ')} | cold start (medians) |`);
+    console.log(`|---|---|${heads.map(() => '---|').join('')}---|`);
+    for (const wt of webtunes) {
+      for (const c of contenders.filter((x) => !x.webtune && x.threads === wt.threads)) {
+        const cells = bench.shapes.map((s) => (median(c.ms[s.key]) / median(wt.ms[s.key])).toFixed(2));
+        const cr = COLD ? (median(c.colds) / median(wt.colds)).toFixed(2) : '—';
+        console.log(`| ${wt.threads} thread${wt.threads > 1 ? 's' : ''} | ${c.label} | ${cells.join(' | ')} | ${cr} |`);
+      }
     }
   }
   console.log(JSON.stringify({ rounds: ROUNDS, contenders: contenders.map((c) => ({ label: c.label, median_ms: Object.fromEntries(bench.shapes.map((s) => [s.key, median(c.ms[s.key])])), samples: c.ms, cold_ms: c.colds, worst_cosine: c.worst })) }));

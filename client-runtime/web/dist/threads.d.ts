@@ -45,11 +45,12 @@ export declare class ThreadPool {
     constructor(size: number);
     private reply;
     /**
-     * Instantiates `module` (a threaded kernel) on `memory` in every worker
-     * and on the calling thread. Calls may start at once: until a worker has
+     * Instantiates `module` (a threaded kernel, or any module whose `entry`
+     * takes the part number last) on `memory` in every worker; `instance` is
+     * the calling thread's. Calls may start at once: until a worker has
      * its instance, the caller runs that worker's share.
      */
-    prepare(module: WebAssembly.Module, memory: WebAssembly.Memory, instance: WebAssembly.Instance): PoolKernel;
+    prepare(module: WebAssembly.Module, memory: WebAssembly.Memory, instance: WebAssembly.Instance, entry?: string): PoolKernel;
     /**
      * Runs parts `0..parts` of `k` with these arguments and returns when all
      * are done. Synchronous: the caller runs parts itself and then spins for

@@ -200,6 +200,9 @@ export declare class KernelTuner<I extends Impl> {
     current: I;
     readonly specs: ArgSpec[];
     phase: TunerPhase;
+    /** Opening the queue failed on a rate limit this many times; the next try not before `openAfter`. */
+    private openRetries;
+    private openAfter;
     currentBroken: boolean;
     readonly results: Measurement[];
     readonly notes: string[];

@@ -170,8 +170,25 @@
   ;; so that every pass runs on whole vectors: their e^x (2^-126 or less)
   ;; changes no sum of at least 1, and they are zeroed at the end.
   (func (export "softmax") (param $p i32) (param $b i32) (param $heads i32) (param $s i32) (param $lens i32) (param $inv i32)
-    (local $bh i32) (local $r i32) (local $row i32) (local $len i32) (local $len4 i32) (local $i i32) (local $sb i32)
+    (call $softmax_mats (local.get $p) (local.get $heads) (local.get $s) (local.get $lens) (local.get $inv)
+      (i32.const 0) (i32.mul (local.get $b) (local.get $heads))))
+
+  ;; The same over part `part` of `parts` (the thread pool's calling
+  ;; convention: the part number last): matrices [part·n/parts, (part+1)·n/parts)
+  ;; of the n = b·heads, so that parts on different threads touch disjoint rows.
+  (func (export "softmax_part") (param $p i32) (param $b i32) (param $heads i32) (param $s i32) (param $lens i32) (param $inv i32)
+                                (param $parts i32) (param $part i32)
+    (local $n i32)
+    (local.set $n (i32.mul (local.get $b) (local.get $heads)))
+    (call $softmax_mats (local.get $p) (local.get $heads) (local.get $s) (local.get $lens) (local.get $inv)
+      (i32.div_u (i32.mul (local.get $part) (local.get $n)) (local.get $parts))
+      (i32.div_u (i32.mul (i32.add (local.get $part) (i32.const 1)) (local.get $n)) (local.get $parts))))
+
+  ;; Softmax of the matrices [bh, end) of P.
+  (func $softmax_mats (param $p i32) (param $heads i32) (param $s i32) (param $lens i32) (param $inv i32) (param $bh i32) (param $end i32)
+    (local $r i32) (local $row i32) (local $len i32) (local $len4 i32) (local $i i32) (local $sb i32)
     (local $m v128) (local $mx f32) (local $sum f32)
+    (if (i32.ge_u (local.get $bh) (local.get $end)) (then (return)))
     (local.set $sb (i32.shl (local.get $s) (i32.const 2)))
     (loop $mat
       (local.set $len (i32.shl (i32.load (i32.add (local.get $lens) (i32.shl (i32.div_u (local.get $bh) (local.get $heads)) (i32.const 2)))) (i32.const 2)))
@@ -207,7 +224,7 @@
           (local.set $i (i32.add (local.get $i) (i32.const 4)))
           (br $l)))
         (br_if $rows (i32.lt_u (local.tee $r (i32.add (local.get $r) (i32.const 1))) (local.get $s))))
-      (br_if $mat (i32.lt_u (local.tee $bh (i32.add (local.get $bh) (i32.const 1))) (i32.mul (local.get $b) (local.get $heads))))))
+      (br_if $mat (i32.lt_u (local.tee $bh (i32.add (local.get $bh) (i32.const 1))) (local.get $end)))))
 
   ;; ctx [b·heads, s, d], each row times inv[its row] (the softmax's
   ;; 1 / sum), into out [b, s, heads·d].

@@ -292,11 +292,22 @@ export class SentenceEncoder {
     new Uint8Array(memory.buffer, base, weights.byteLength).set(new Uint8Array(weights));
     const fixedBytes = fromBase64(__WEBTUNE_ENCODER_KERNELS__);
     const mod = await WebAssembly.instantiate(shared ? sharedImport(fixedBytes) : fixedBytes, { env: { memory } });
-    const fixed = mod.instance.exports as unknown as Fixed;
     const webtune = await Webtune.open({
       server, target: 'wasm', memory, tune: opts.tune ?? true, worker: opts.worker ?? false, threads: opts.threads,
       budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates,
     });
+    const fixed = { ...(mod.instance.exports as unknown as Fixed) };
+    const pool = webtune.threadPool;
+    if (pool && pool.size > 1) {
+      // The softmax, the one fixed kernel that grows with s², splits its
+      // b·heads matrices over the pool once they are big enough to pay for
+      // the wake-up (a 64×64 matrix per head: about 0.3 ms a layer on one thread).
+      const k = pool.prepare(mod.module, memory, mod.instance, 'softmax_part');
+      await k.ready;
+      const one = fixed.softmax, parts = pool.size;
+      fixed.softmax = (p, b, heads, s, lens, inv) =>
+        s >= 64 ? pool.run(k, [p, b, heads, s, lens, inv, parts], parts) : one(p, b, heads, s, lens, inv);
+    }
     return new SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch, report });
   }
 

@@ -7,7 +7,7 @@ import { CTRL, claim } from './threads.js';
 
 type Msg =
   | { kind: 'init'; ctrl: Int32Array<SharedArrayBuffer> }
-  | { kind: 'kernel'; id: number; module: WebAssembly.Module; memory: WebAssembly.Memory };
+  | { kind: 'kernel'; id: number; module: WebAssembly.Module; memory: WebAssembly.Memory; entry: string };
 
 /** How long a worker spins for the next call before it sleeps. */
 const SPIN_MS = 0.3;
@@ -30,7 +30,7 @@ scope.onmessage = (e: MessageEvent<Msg>) => {
     mail++;
     try {
       const inst = new WebAssembly.Instance(m.module, { env: { memory: m.memory } });
-      kernels.set(m.id, inst.exports.kernel_part as (...a: number[]) => void);
+      kernels.set(m.id, inst.exports[m.entry] as (...a: number[]) => void);
       scope.postMessage({ kind: 'ready', id: m.id });
     } catch (err) {
       scope.postMessage({ kind: 'error', id: m.id, error: `pool worker cannot instantiate kernel: ${err}` });

@@ -20,7 +20,8 @@ export class SseReader {
   static async open(url: string, signal?: AbortSignal): Promise<SseReader> {
     const res = await fetchRetrying(url, { headers: { accept: 'text/event-stream' }, cache: 'no-store', signal });
     if (!res.ok || !res.body) {
-      throw new Error(`queue ${url}: HTTP ${res.status}: ${await res.text().catch(() => '')}`);
+      const e = new Error(`queue ${url}: HTTP ${res.status}: ${await res.text().catch(() => '')}`);
+      throw Object.assign(e, { status: res.status });
     }
     return new SseReader(res.body.getReader());
   }

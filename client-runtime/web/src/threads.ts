@@ -119,18 +119,19 @@ export class ThreadPool {
   }
 
   /**
-   * Instantiates `module` (a threaded kernel) on `memory` in every worker
-   * and on the calling thread. Calls may start at once: until a worker has
+   * Instantiates `module` (a threaded kernel, or any module whose `entry`
+   * takes the part number last) on `memory` in every worker; `instance` is
+   * the calling thread's. Calls may start at once: until a worker has
    * its instance, the caller runs that worker's share.
    */
-  prepare(module: WebAssembly.Module, memory: WebAssembly.Memory, instance: WebAssembly.Instance): PoolKernel {
-    const part = instance.exports.kernel_part as (...a: number[]) => void;
-    if (typeof part !== 'function') throw new Error('a threaded kernel must export kernel_part');
+  prepare(module: WebAssembly.Module, memory: WebAssembly.Memory, instance: WebAssembly.Instance, entry = 'kernel_part'): PoolKernel {
+    const part = instance.exports[entry] as (...a: number[]) => void;
+    if (typeof part !== 'function') throw new Error(`a threaded kernel must export ${entry}`);
     const id = this.nextId++;
     const ready = this.workers.length === 0
       ? Promise.resolve()
       : new Promise<void>((resolve, reject) => this.pending.set(id, { left: this.workers.length, resolve, reject }));
-    for (const w of this.workers) w.postMessage({ kind: 'kernel', id, module, memory });
+    for (const w of this.workers) w.postMessage({ kind: 'kernel', id, module, memory, entry });
     if (this.workers.length) {
       // Wake the workers out of their wait so that they read the message.
       Atomics.add(this.ctrl, CTRL.MAIL, 1);

@@ -13,7 +13,7 @@
 import { Scales, TOLERANCE, checkPositions, compareOutputs, defaultPositions } from './check.js';
 import { type ArgSpec, type OpName, argSpecs } from './ops.js';
 import { InputGen } from './rng.js';
-import { fetchRetrying } from './http.js';
+import { fetchRetrying, retryable } from './http.js';
 import { SseReader } from './sse.js';
 import { fasterBeyondNoise, median, relNoise } from './stats.js';
 import type { Backend, Bench, Candidate, Impl, ReportEntry, ReportRequest } from './types.js';
@@ -469,9 +469,15 @@ export class Evaluation<I extends Impl> {
 
 export type TunerPhase = 'waiting' | 'opening' | 'running' | 'reporting' | 'done';
 
+/** Times a queue is opened again after a rate limit (15 s, 30 s, ... apart). */
+const MAX_OPEN_RETRIES = 5;
+
 export class KernelTuner<I extends Impl> {
   readonly specs: ArgSpec[];
   phase: TunerPhase = 'waiting';
+  /** Opening the queue failed on a rate limit this many times; the next try not before `openAfter`. */
+  private openRetries = 0;
+  private openAfter = 0;
   currentBroken = false;
   readonly results: Measurement[] = [];
   readonly notes: string[] = [];
@@ -543,7 +549,7 @@ export class KernelTuner<I extends Impl> {
 
   /** Starts reading the queue (in the background). */
   open(): void {
-    if (this.phase !== 'waiting') return;
+    if (this.phase !== 'waiting' || performance.now() < this.openAfter) return;
     this.phase = 'opening';
     const q = new URLSearchParams({ op: this.op, shape: this.shape.join(','), target: this.backend.target });
     const url = `${this.host.server}/v1/sessions/${this.host.sessionId}/queue?${q}`;
@@ -555,7 +561,16 @@ export class KernelTuner<I extends Impl> {
       },
       (e) => {
         this.note(`queue: ${e}`);
-        this.phase = 'done';
+        // A rate limit outlasting fetchRetrying's attempts (a model with many
+        // kernels asks for many queues in its first minute): wait and open
+        // again later, rather than leave the kernel untuned.
+        const status = (e as { status?: number }).status;
+        if (status !== undefined && retryable(status) && this.openRetries < MAX_OPEN_RETRIES) {
+          this.openAfter = performance.now() + 15_000 * 2 ** this.openRetries++;
+          this.phase = 'waiting';
+        } else {
+          this.phase = 'done';
+        }
       },
     );
   }

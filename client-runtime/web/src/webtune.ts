@@ -363,6 +363,11 @@ export class Webtune extends EventTarget {
     }
   }
 
+  /** @internal The Wasm thread pool kernels run on, when there is one. */
+  get threadPool(): ThreadPool | null {
+    return this.pool;
+  }
+
   /** Fingerprints this browser and opens a session with the server. */
   static async open(opts: OpenOptions): Promise<Webtune> {
     if (opts.target !== 'wasm' && opts.target !== 'webgpu') throw new Error(`target must be 'wasm' or 'webgpu', got ${opts.target}`);

@@ -141,7 +141,19 @@ test('split_heads, softmax with the key mask, merge_heads', () => {
     }
   // The kernel leaves rows unnormalised, with 1 / sum in inv: their product is the softmax.
   const inv = alloc(B * heads * S);
-  k.softmax(p.off, B, heads, S, lens.byteOffset, inv.off);
+  // softmax_part over any number of parts, run in any order, does exactly
+  // what softmax does (the thread pool runs the parts on several threads).
+  const p0 = Float32Array.from(p.v);
+  const whole = (() => {
+    k.softmax(p.off, B, heads, S, lens.byteOffset, inv.off);
+    return [Float32Array.from(p.v), Float32Array.from(inv.v)];
+  })();
+  for (const parts of [2, 3, 4, 9]) {
+    p.v.set(p0);
+    inv.v.fill(NaN);
+    for (const part of [...Array(parts).keys()].reverse()) k.softmax_part(p.off, B, heads, S, lens.byteOffset, inv.off, parts, part);
+    assert.deepEqual([Array.from(p.v), Array.from(inv.v)], whole.map((a) => Array.from(a)), `softmax_part in ${parts} parts`);
+  }
   const got = Array.from(p.v, (x, i) => x * inv.v[Math.floor(i / S)]);
   assert.ok(err(got, want) < 1e-6, `softmax error ${err(got, want)}`);
   for (let i = 0; i < want.length; i++) if (want[i] === 0) assert.equal(p.v[i], 0, 'a padded key is exactly 0');

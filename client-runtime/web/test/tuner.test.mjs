@@ -316,3 +316,45 @@ test('a strict step starts no unit that does not fit before the deadline', async
   });
   assert.ok(probed >= 5 && plainWorked >= 3, `probed ${probed}, plain steps that ran a kernel ${plainWorked}`);
 });
+
+test('a queue refused by a rate limit is opened again later, not given up', async () => {
+  const order = ['a', 'b'];
+  const events = order.map((c, index) => ['candidate',
+    `{"index":${index},"total":2,"source":"explore","sha256":"${sha(c)}","url":"/k/${sha(c)}","meta":${JSON.stringify(meta(sha(c)))},"ticket":"t-${c}","seed":${index + 1},"check":[0],"space_checksum":"x"}`]);
+  events.push(['done', '{"total":2,"skipped":0}']);
+  let refuse = 5, queueCalls = 0;
+  globalThis.fetch = async (url) => {
+    if (url.includes('/queue?')) {
+      queueCalls++;
+      // fetchRetrying's five attempts all meet the limit (Retry-After 0 keeps the test fast).
+      if (refuse-- > 0) return new Response('{"error":"rate limited"}', { status: 429, headers: { 'retry-after': '0' } });
+      return new Response(sse(events), { headers: { 'content-type': 'text/event-stream' } });
+    }
+    return new Response('{}', { status: 200 });
+  };
+  const host = { server: '', sessionId: 's', fetchKernel: async () => new ArrayBuffer(8), adopt: async () => {}, measured() {}, reported() {} };
+  const t = new KernelTuner(host, backend, 'matmul', SHAPE, impl(sha('a')));
+  const realNow = performance.now.bind(performance);
+  let skew = 0;
+  performance.now = () => realNow() + skew;
+  try {
+    await t.step(performance.now() + 1e6);
+    assert.equal(t.phase, 'opening');
+    for (let i = 0; i < 50 && t.phase !== 'waiting'; i++) await new Promise((r) => setTimeout(r, 1));
+    assert.equal(queueCalls, 5);
+    assert.equal(t.phase, 'waiting', 'back to waiting after the rate limit');
+    // Not before its back-off: a step now opens nothing.
+    await t.step(performance.now() + 1e6);
+    assert.equal(queueCalls, 5);
+    skew += 16_000;
+    for (let i = 0; i < 2000 && t.phase !== 'done'; i++) {
+      await t.step(performance.now() + 1e6);
+      await new Promise((r) => setTimeout(r, 0));
+    }
+  } finally {
+    performance.now = realNow;
+  }
+  assert.equal(queueCalls, 6);
+  assert.equal(t.phase, 'done');
+  assert.equal(t.evaluated, 2, 'the queue was tuned after all');
+});
