@@ -8,7 +8,7 @@
 // worker=0 (Wasm: tune in idle() between inferences instead of in the
 // background bench worker, the default).
 
-import { Webtune, type MeasureDetail, type ReportDetail, type SwapDetail } from '/web/webtune.js';
+import { Webtune, threadSupport, type MeasureDetail, type ReportDetail, type SwapDetail } from '/web/webtune.js';
 import { type Mark, type Point, drawChart } from './chart.js';
 import { runEncoderDemo } from './encoder-demo.js';
 import { type Config, type Model, checkConfig, gpuModel, kernelList, makeWeights, wasmModel } from './model.js';
@@ -29,6 +29,8 @@ const budgetMs = num('budget', 8);
 const afterS = num('after', 0);
 const maxCandidates = params.has('candidates') ? num('candidates', 0) : undefined;
 const worker = params.get('worker') !== '0';
+// Wasm threads where the page has them (webtune serve isolates /demo); ?threads=N sets the count.
+const threads = params.has('threads') ? Number(params.get('threads')) : undefined;
 
 const COLORS: Record<string, string> = {
   qkv: '#d62728', scores: '#2ca02c', context: '#9467bd', out: '#ff7f0e', up: '#8c564b', down: '#e377c2',
@@ -43,6 +45,7 @@ const state = {
   phase: 'starting' as 'starting' | 'running' | 'tuned' | 'stopped' | 'error',
   error: '',
   deviceKey: '',
+  threads: 1,
   fingerprint: null as unknown,
   timerResolutionMs: 0,
   kernels: [] as { name: string; op: string; shape: number[]; source: string; level: string | null; initial: string; sha256: string; swaps: number }[],
@@ -123,7 +126,7 @@ function render(wt: Webtune | null): void {
   const s = state.summary;
   $('status').textContent = state.error
     ? `error: ${state.error}`
-    : `${state.phase} · device key ${state.deviceKey} · timer ${state.timerResolutionMs.toFixed(3)} ms · candidates measured ${state.measured} (${state.failed.length} failed checks) · reports ${state.reports.length}` +
+    : `${state.phase} · device key ${state.deviceKey} · ${state.threads} thread${state.threads > 1 ? 's' : ''} · timer ${state.timerResolutionMs.toFixed(3)} ms · candidates measured ${state.measured} (${state.failed.length} failed checks) · reports ${state.reports.length}` +
       (s ? ` · latency ${s.startMs.toFixed(2)} → ${s.finalMs.toFixed(2)} ms${s.secondsToWithin5 !== null ? `, within 5 % of final after ${s.secondsToWithin5.toFixed(1)} s` : ''}` : '');
 }
 
@@ -153,8 +156,11 @@ async function main(): Promise<void> {
     // The app's own device; webtune builds its pipelines on it.
     device = await adapter.requestDevice({ requiredFeatures: adapter.features.has('timestamp-query') ? ['timestamp-query'] : [] });
   }
-  const memory = target === 'wasm' ? new WebAssembly.Memory({ initial: 16 }) : undefined;
-  const wt = await Webtune.open({ target, device, adapter, memory, budgetMs, maxCandidates, worker });
+  // A shared memory where threads can run: threaded kernels need one.
+  const shared = target === 'wasm' && threads !== 1 && threadSupport().ok;
+  const memory = target === 'wasm' ? new WebAssembly.Memory(shared ? { initial: 16, maximum: 65536, shared } : { initial: 16 }) : undefined;
+  const wt = await Webtune.open({ target, device, adapter, memory, budgetMs, maxCandidates, worker, threads });
+  state.threads = wt.threads.count;
   state.background = wt.background;
   state.deviceKey = wt.session.device_key;
   state.fingerprint = wt.fingerprint;

@@ -1,5 +1,5 @@
 // demo/demo.ts
-import { Webtune } from "/web/webtune.js";
+import { Webtune, threadSupport } from "/web/webtune.js";
 
 // demo/chart.ts
 function niceStep(range, ticks) {
@@ -565,6 +565,7 @@ var budgetMs = num("budget", 8);
 var afterS = num("after", 0);
 var maxCandidates = params.has("candidates") ? num("candidates", 0) : void 0;
 var worker = params.get("worker") !== "0";
+var threads = params.has("threads") ? Number(params.get("threads")) : void 0;
 var COLORS = {
   qkv: "#d62728",
   scores: "#2ca02c",
@@ -581,6 +582,7 @@ var state = {
   phase: "starting",
   error: "",
   deviceKey: "",
+  threads: 1,
   fingerprint: null,
   timerResolutionMs: 0,
   kernels: [],
@@ -641,7 +643,7 @@ function render2(wt) {
   });
   $2("kernels").innerHTML = `<tr><th>kernel</th><th>op</th><th>shape</th><th>first from</th><th>tuning</th><th>swaps</th><th>in use</th></tr>${rows.join("")}`;
   const s = state.summary;
-  $2("status").textContent = state.error ? `error: ${state.error}` : `${state.phase} · device key ${state.deviceKey} · timer ${state.timerResolutionMs.toFixed(3)} ms · candidates measured ${state.measured} (${state.failed.length} failed checks) · reports ${state.reports.length}` + (s ? ` · latency ${s.startMs.toFixed(2)} → ${s.finalMs.toFixed(2)} ms${s.secondsToWithin5 !== null ? `, within 5 % of final after ${s.secondsToWithin5.toFixed(1)} s` : ""}` : "");
+  $2("status").textContent = state.error ? `error: ${state.error}` : `${state.phase} · device key ${state.deviceKey} · ${state.threads} thread${state.threads > 1 ? "s" : ""} · timer ${state.timerResolutionMs.toFixed(3)} ms · candidates measured ${state.measured} (${state.failed.length} failed checks) · reports ${state.reports.length}` + (s ? ` · latency ${s.startMs.toFixed(2)} → ${s.finalMs.toFixed(2)} ms${s.secondsToWithin5 !== null ? `, within 5 % of final after ${s.secondsToWithin5.toFixed(1)} s` : ""}` : "");
 }
 function yieldNow() {
   return new Promise((resolve) => {
@@ -665,8 +667,10 @@ async function main() {
     if (!adapter) throw new Error("no WebGPU adapter");
     device = await adapter.requestDevice({ requiredFeatures: adapter.features.has("timestamp-query") ? ["timestamp-query"] : [] });
   }
-  const memory = target === "wasm" ? new WebAssembly.Memory({ initial: 16 }) : void 0;
-  const wt = await Webtune.open({ target, device, adapter, memory, budgetMs, maxCandidates, worker });
+  const shared = target === "wasm" && threads !== 1 && threadSupport().ok;
+  const memory = target === "wasm" ? new WebAssembly.Memory(shared ? { initial: 16, maximum: 65536, shared } : { initial: 16 }) : void 0;
+  const wt = await Webtune.open({ target, device, adapter, memory, budgetMs, maxCandidates, worker, threads });
+  state.threads = wt.threads.count;
   state.background = wt.background;
   state.deviceKey = wt.session.device_key;
   state.fingerprint = wt.fingerprint;
