@@ -114,6 +114,13 @@ pub fn extended(exploit: &[Schedule], space: &Space) -> Vec<(&'static str, Sched
     webtune_tuner::extended_space(exploit, space).into_iter().map(|(src, s)| (src.name(), s)).collect()
 }
 
+/// Threads a kernel for this device may use (1 unless the key says the
+/// client runs Wasm threads): a winner voted by a threaded client of the
+/// same architecture must not answer one that cannot run it.
+pub fn max_threads(keys: &DeviceKeys) -> u32 {
+    Device::from_keys(&from_db(keys)).threads
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,11 +194,4 @@ mod tests {
         assert_eq!(list.iter().filter(|(s, _)| *s == "exploit").count(), 1);
         assert!(list[1..].iter().all(|(s, _)| *s == "explore"));
     }
-}
-
-/// Threads a kernel for this device may use (1 unless the key says the
-/// client runs Wasm threads): a winner voted by a threaded client of the
-/// same architecture must not answer one that cannot run it.
-pub fn max_threads(keys: &DeviceKeys) -> u32 {
-    Device::from_keys(&from_db(keys)).threads
 }
