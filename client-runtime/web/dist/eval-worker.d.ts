@@ -20,6 +20,8 @@ export interface EvalRequest {
     threads?: number;
     /** Whether the page's modules import a shared memory (first request). */
     shared?: boolean;
+    /** The page pool's activity words (first request; ThreadPool.activity). */
+    activity?: Int32Array<SharedArrayBuffer>;
 }
 export type EvalReply = {
     id: number;

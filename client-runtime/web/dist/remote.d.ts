@@ -6,6 +6,7 @@ export declare function workersAvailable(): boolean;
 export declare class WorkerEvaluator implements RemoteEvaluator<WasmImpl> {
     private threads;
     private shared;
+    private activity;
     private worker;
     private next;
     private waiting;
@@ -14,9 +15,10 @@ export declare class WorkerEvaluator implements RemoteEvaluator<WasmImpl> {
     /**
      * `threads`: the page's pool size (the worker times threaded kernels on a
      * pool of its own that size); `shared`: whether the page's memory, and so
-     * every module's import, is shared.
+     * every module's import, is shared; `activity`: the page pool's words
+     * saying when the app's kernels run, so that the worker times between them.
      */
-    constructor(threads?: number, shared?: boolean);
+    constructor(threads?: number, shared?: boolean, activity?: Int32Array<SharedArrayBuffer> | null);
     private failAll;
     evaluate(t: KernelTuner<WasmImpl>, cand: Candidate, impl: WasmImpl): Promise<RemoteAnswer>;
     close(): void;

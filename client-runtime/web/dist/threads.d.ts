@@ -10,7 +10,9 @@ export declare const CTRL: {
     readonly ERROR: 7;
     readonly ARGS: 8;
     readonly BELL: 16;
-    readonly WORDS: 17;
+    readonly APP_CALLS: 17;
+    readonly APP_BUSY: 18;
+    readonly WORDS: 19;
 };
 /** Whether Wasm threads can run here, and if not, why not (one line). */
 export declare function threadSupport(): {
@@ -52,11 +54,21 @@ export declare class ThreadPool {
      */
     prepare(module: WebAssembly.Module, memory: WebAssembly.Memory, instance: WebAssembly.Instance, entry?: string): PoolKernel;
     /**
+     * The words a bench worker reads to time candidates only while the app's
+     * kernels are not running (`APP_CALLS`, `APP_BUSY`): on a page with
+     * threads, a candidate timed while the app's kernels use the cores would
+     * look slower the more threads it uses.
+     */
+    get activity(): Int32Array<SharedArrayBuffer>;
+    /** Runs `f`, an app kernel call, marked in `activity` (every `run` is). */
+    appCall(f: () => void): void;
+    /**
      * Runs parts `0..parts` of `k` with these arguments and returns when all
      * are done. Synchronous: the caller runs parts itself and then spins for
      * the parts workers took (at most one part's time).
      */
     run(k: PoolKernel, args: number[], parts: number): void;
+    private runParts;
     /**
      * Wakes every worker. A worker reads the bell before it looks for work and
      * waits only while the bell still has that value, so no call or message
@@ -75,3 +87,10 @@ export declare function claim(c: Int32Array, gen: number, parts: number): number
  * changes; bytes that already import a shared memory come back as they are.
  */
 export declare function sharedImport(bytes: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBuffer>;
+/**
+ * Times `sample` (ms) while the app's kernels are not running, by the
+ * page pool's `activity` words: waits up to `maxWaitMs` for the app to
+ * pause, and takes the sample again (up to `tries` times) when an app
+ * kernel started during it. Only for a worker (it blocks in Atomics.wait).
+ */
+export declare function timeQuietly(activity: Int32Array, sample: () => number, maxWaitMs?: number, tries?: number): number;

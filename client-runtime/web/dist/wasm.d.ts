@@ -26,8 +26,13 @@ export declare function ensureBytes(memory: WebAssembly.Memory, bytes: number): 
 export declare class WasmBackend implements Backend<WasmImpl> {
     readonly pool: ThreadPool | null;
     readonly shared: boolean;
+    readonly activity: Int32Array | null;
     readonly target: "wasm";
-    constructor(pool?: ThreadPool | null, shared?: boolean);
+    /**
+     * `activity`: in a bench worker on a page with threads, the page pool's
+     * activity words; samples are then timed while the app's kernels pause.
+     */
+    constructor(pool?: ThreadPool | null, shared?: boolean, activity?: Int32Array | null);
     load(bytes: ArrayBuffer | string, meta: KernelMeta): Promise<WasmImpl>;
     bench(specs: ArgSpec[], meta: KernelMeta): Bench<WasmImpl>;
 }

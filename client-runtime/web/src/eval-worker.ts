@@ -26,6 +26,8 @@ export interface EvalRequest {
   threads?: number;
   /** Whether the page's modules import a shared memory (first request). */
   shared?: boolean;
+  /** The page pool's activity words (first request; ThreadPool.activity). */
+  activity?: Int32Array<SharedArrayBuffer>;
 }
 
 export type EvalReply = { id: number; ok: true; answer: RemoteAnswer } | { id: number; ok: false; error: string };
@@ -97,7 +99,7 @@ if (typeof scope.WorkerGlobalScope !== 'undefined') {
   scope.onmessage = (e: MessageEvent<EvalRequest>) => {
     const r = e.data;
     side ??= new BenchSide<WasmImpl>(
-      new WasmBackend(r.threads && r.threads > 1 ? new ThreadPool(r.threads) : null, r.shared ?? false),
+      new WasmBackend(r.threads && r.threads > 1 ? new ThreadPool(r.threads) : null, r.shared ?? false, r.activity ?? null),
       (k) => ({ sha256: k.sha256, meta: k.meta, module: k.module, bytes: new ArrayBuffer(0) }),
     );
     const s = side;

@@ -27,9 +27,10 @@ export class WorkerEvaluator implements RemoteEvaluator<WasmImpl> {
   /**
    * `threads`: the page's pool size (the worker times threaded kernels on a
    * pool of its own that size); `shared`: whether the page's memory, and so
-   * every module's import, is shared.
+   * every module's import, is shared; `activity`: the page pool's words
+   * saying when the app's kernels run, so that the worker times between them.
    */
-  constructor(private threads = 1, private shared = false) {
+  constructor(private threads = 1, private shared = false, private activity: Int32Array<SharedArrayBuffer> | null = null) {
     const url = URL.createObjectURL(new Blob([__WEBTUNE_EVAL_WORKER__], { type: 'text/javascript' }));
     this.worker = new Worker(url);
     URL.revokeObjectURL(url);
@@ -62,7 +63,7 @@ export class WorkerEvaluator implements RemoteEvaluator<WasmImpl> {
       impl: kernel(impl),
       settings: { timedPairs: t.timedPairs, warmPairs: t.warmPairs, earlyReject: t.earlyReject, stopAfterMs: t.stopAfterMs },
     };
-    if (this.next === 2) Object.assign(req, { threads: this.threads, shared: this.shared });
+    if (this.next === 2) Object.assign(req, { threads: this.threads, shared: this.shared, activity: this.activity ?? undefined });
     if (!this.known.has(t.key)) {
       req.current = kernel(t.current);
       this.known.add(t.key);

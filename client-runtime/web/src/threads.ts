@@ -29,7 +29,9 @@ export const CTRL = {
   ERROR: 7, // set by a worker whose part threw
   ARGS: 8, // up to 8 arguments
   BELL: 16, // rung (incremented) for every call and every message; workers wait on it
-  WORDS: 17,
+  APP_CALLS: 17, // the app's kernel calls started so far (see `ThreadPool.activity`)
+  APP_BUSY: 18, // 1 while an app kernel runs
+  WORDS: 19,
 } as const;
 
 const GEN_MASK = 0x7fffff;
@@ -141,11 +143,38 @@ export class ThreadPool {
   }
 
   /**
+   * The words a bench worker reads to time candidates only while the app's
+   * kernels are not running (`APP_CALLS`, `APP_BUSY`): on a page with
+   * threads, a candidate timed while the app's kernels use the cores would
+   * look slower the more threads it uses.
+   */
+  get activity(): Int32Array<SharedArrayBuffer> {
+    return this.ctrl;
+  }
+
+  /** Runs `f`, an app kernel call, marked in `activity` (every `run` is). */
+  appCall(f: () => void): void {
+    const c = this.ctrl;
+    Atomics.add(c, CTRL.APP_CALLS, 1);
+    Atomics.store(c, CTRL.APP_BUSY, 1);
+    try {
+      f();
+    } finally {
+      Atomics.store(c, CTRL.APP_BUSY, 0);
+      Atomics.notify(c, CTRL.APP_BUSY);
+    }
+  }
+
+  /**
    * Runs parts `0..parts` of `k` with these arguments and returns when all
    * are done. Synchronous: the caller runs parts itself and then spins for
    * the parts workers took (at most one part's time).
    */
   run(k: PoolKernel, args: number[], parts: number): void {
+    this.appCall(() => this.runParts(k, args, parts));
+  }
+
+  private runParts(k: PoolKernel, args: number[], parts: number): void {
     const c = this.ctrl;
     this.stats.calls++;
     this.stats.parts += parts;
@@ -286,4 +315,20 @@ function leb(v: number): number[] {
     out.push(x);
   } while (v);
   return out;
+}
+
+/**
+ * Times `sample` (ms) while the app's kernels are not running, by the
+ * page pool's `activity` words: waits up to `maxWaitMs` for the app to
+ * pause, and takes the sample again (up to `tries` times) when an app
+ * kernel started during it. Only for a worker (it blocks in Atomics.wait).
+ */
+export function timeQuietly(activity: Int32Array, sample: () => number, maxWaitMs = 1000, tries = 5): number {
+  for (let attempt = 1; ; attempt++) {
+    const until = performance.now() + maxWaitMs;
+    while (Atomics.load(activity, CTRL.APP_BUSY) !== 0 && performance.now() < until) Atomics.wait(activity, CTRL.APP_BUSY, 1, 5);
+    const calls = Atomics.load(activity, CTRL.APP_CALLS);
+    const ms = sample();
+    if (attempt >= tries || (Atomics.load(activity, CTRL.APP_CALLS) === calls && Atomics.load(activity, CTRL.APP_BUSY) === 0)) return ms;
+  }
 }

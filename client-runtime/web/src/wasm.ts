@@ -5,7 +5,7 @@
 
 import { type ArgSpec } from './ops.js';
 import { POISON } from './rng.js';
-import { type ThreadPool, sharedImport } from './threads.js';
+import { type ThreadPool, sharedImport, timeQuietly } from './threads.js';
 import { timerResolutionMs } from './timer.js';
 import type { Backend, Bench, Impl, KernelMeta } from './types.js';
 
@@ -72,7 +72,7 @@ class WasmBench implements Bench<WasmImpl> {
   private scratch: number;
   private outElems: number;
 
-  constructor(specs: ArgSpec[], meta: KernelMeta, private pool: ThreadPool | null, shared: boolean) {
+  constructor(specs: ArgSpec[], meta: KernelMeta, private pool: ThreadPool | null, shared: boolean, private activity: Int32Array | null) {
     let end = 0;
     for (const s of specs) {
       this.offsets.push(end);
@@ -111,6 +111,10 @@ class WasmBench implements Bench<WasmImpl> {
   async time(impl: WasmImpl, reps: number): Promise<number> {
     const fn = await this.prepare(impl);
     const o = this.argsFor(impl);
+    return this.activity ? timeQuietly(this.activity, () => this.timeCalls(fn, o, reps)) : this.timeCalls(fn, o, reps);
+  }
+
+  private timeCalls(fn: KernelFn, o: number[], reps: number): number {
     // Fixed-arity calls: no argument array is built inside the timed loop.
     let t0 = 0, t1 = 0;
     switch (o.length) {
@@ -156,7 +160,15 @@ class WasmBench implements Bench<WasmImpl> {
 export class WasmBackend implements Backend<WasmImpl> {
   readonly target = 'wasm' as const;
 
-  constructor(readonly pool: ThreadPool | null = null, readonly shared: boolean = pool !== null) {}
+  /**
+   * `activity`: in a bench worker on a page with threads, the page pool's
+   * activity words; samples are then timed while the app's kernels pause.
+   */
+  constructor(
+    readonly pool: ThreadPool | null = null,
+    readonly shared: boolean = pool !== null,
+    readonly activity: Int32Array | null = null,
+  ) {}
 
   async load(bytes: ArrayBuffer | string, meta: KernelMeta): Promise<WasmImpl> {
     if (typeof bytes === 'string') throw new Error('a Wasm kernel must be bytes');
@@ -167,7 +179,7 @@ export class WasmBackend implements Backend<WasmImpl> {
   }
 
   bench(specs: ArgSpec[], meta: KernelMeta): Bench<WasmImpl> {
-    return new WasmBench(specs, meta, this.pool, this.shared);
+    return new WasmBench(specs, meta, this.pool, this.shared, this.activity);
   }
 }
 
@@ -195,7 +207,12 @@ export class WasmKernelBinding {
       this.scratchOffset = start;
       this.scratchBytes = Math.ceil(need / PAGE) * PAGE;
     }
-    const fn = await instantiate(impl, this.memory, this.pool);
+    const inner = await instantiate(impl, this.memory, this.pool);
+    const pool = this.pool;
+    // With a pool, the app's calls are marked so that a bench worker times
+    // candidates between them (ThreadPool.activity).
+    // (A threaded kernel's pool.run marks itself.)
+    const fn: KernelFn = pool && !threadsOf(impl.meta) ? (...o: number[]) => pool.appCall(() => inner(...o)) : inner;
     const scratch = this.scratchOffset;
     this.fn = need > 0 ? (...o: number[]) => fn(...o, scratch) : fn;
   }

@@ -359,7 +359,7 @@ export class Webtune extends EventTarget {
       this.layouts = null;
       const shared = init.memory !== null && isShared(init.memory);
       this.backend = new WasmBackend(init.pool, shared);
-      if (init.opts.worker && workersAvailable()) this.remote = new WorkerEvaluator(init.threads.count, shared);
+      if (init.opts.worker && workersAvailable()) this.remote = new WorkerEvaluator(init.threads.count, shared, init.pool?.activity ?? null);
     }
   }
 

@@ -379,3 +379,32 @@ test('encoder on WebGPU: grids of at most 65535 workgroups in x cover every row'
   assert.deepEqual(encoderGpu.grid(65536), [65535, 2]);
   assert.deepEqual(encoderGpu.grid(200000), [65535, 4]);
 });
+
+test('timeQuietly samples only while the app kernels pause, and again when one started during the sample', async () => {
+  const { CTRL, timeQuietly } = await load('src/threads.ts');
+  const { Worker } = await import('node:worker_threads');
+  const act = new Int32Array(new SharedArrayBuffer(CTRL.WORDS * 4));
+  // The app is busy for ~40 ms; another thread ends it (this one blocks in Atomics.wait).
+  Atomics.store(act, CTRL.APP_BUSY, 1);
+  const w = new Worker(`const { workerData: a } = require('node:worker_threads');
+    setTimeout(() => { Atomics.store(a, ${CTRL.APP_BUSY}, 0); Atomics.notify(a, ${CTRL.APP_BUSY}); }, 40);`, { eval: true, workerData: act });
+  await new Promise((r) => w.once('online', r));
+  const t0 = performance.now();
+  let calls = 0, firstAt = 0;
+  const ms = timeQuietly(act, () => {
+    calls++;
+    if (calls === 1) firstAt = performance.now() - t0;
+    // An app kernel starts during the first two samples.
+    if (calls <= 2) Atomics.add(act, CTRL.APP_CALLS, 1);
+    return calls;
+  });
+  await w.terminate();
+  assert.ok(firstAt >= 30, `sampled after ${firstAt.toFixed(1)} ms, while the app was busy`);
+  assert.equal(calls, 3, 'samples disturbed by an app call are taken again');
+  assert.equal(ms, 3);
+  // A busy app that never pauses still gets its samples taken, after the waits run out.
+  Atomics.store(act, CTRL.APP_BUSY, 1);
+  let n = 0;
+  timeQuietly(act, () => ++n, 5, 3);
+  assert.equal(n, 3);
+});
