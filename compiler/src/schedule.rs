@@ -401,13 +401,10 @@ impl Schedule {
         let Some(split) = self.split else {
             return Err(err("split", "a threaded kernel needs the dimension its parts divide: \"m\", \"n\" or \"batch\""));
         };
-        let (batch, m, _, n) = op.bmkn();
-        let (extent, unit) = match split {
-            Split::M => (m, self.x1),
-            Split::N => (n, self.y1),
-            Split::Batch if op.kind() == OpKind::BatchMatmul => (batch, 1),
-            Split::Batch => return Err(err("split", "\"batch\" splits a batch_matmul's batch; this op has none")),
-        };
+        if split == Split::Batch && op.kind() != OpKind::BatchMatmul {
+            return Err(err("split", "\"batch\" splits a batch_matmul's batch; this op has none"));
+        }
+        let (_, extent, unit) = self.split_extent(op).expect("threads > 1 with a split");
         let units = extent.div_ceil(unit);
         if units < self.threads {
             return Err(err(

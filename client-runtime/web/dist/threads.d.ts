@@ -14,6 +14,15 @@ export declare const CTRL: {
     readonly APP_BUSY: 18;
     readonly WORDS: 19;
 };
+/**
+ * Threads an app asking for `threads` wants (default: the device's cores,
+ * at most 8), and how many it gets here: the same, or 1 and why.
+ */
+export declare function threadsWanted(threads?: number): {
+    want: number;
+    count: number;
+    why?: string;
+};
 /** Whether Wasm threads can run here, and if not, why not (one line). */
 export declare function threadSupport(): {
     ok: true;
@@ -79,6 +88,12 @@ export declare class ThreadPool {
 }
 /** Claims the next part of call `gen`, or -1 when there is none left (or the call is over). */
 export declare function claim(c: Int32Array, gen: number, parts: number): number;
+/**
+ * Claims parts of call `gen` and runs each with `run` until none is left;
+ * every part counts as done even if `run` throws (which then propagates).
+ * Returns how many parts this thread ran.
+ */
+export declare function runClaimed(c: Int32Array, gen: number, parts: number, run: (part: number) => void): number;
 /**
  * The same module with its memory import made shared (maximum 65536 pages),
  * so that a single-threaded kernel (ABI 1) or the encoder's fixed kernels

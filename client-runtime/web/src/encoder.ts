@@ -30,7 +30,7 @@ import { LENGTHS, pow2 } from './batches.js';
 import { GpuEncoder } from './encoder-gpu.js';
 import { fetchPlan, LatencyLog } from './latency.js';
 import { median } from './stats.js';
-import { sharedImport, threadSupport } from './threads.js';
+import { sharedImport, threadsWanted } from './threads.js';
 import { type WasmKernel, Webtune } from './webtune.js';
 
 declare const __WEBTUNE_ENCODER_KERNELS__: string;
@@ -287,7 +287,7 @@ export class SentenceEncoder {
 
     const base = PAGE;
     // With threads the memory is shared, and so must be every module's import of it.
-    const shared = (opts.threads ?? 2) > 1 && threadSupport().ok;
+    const shared = threadsWanted(opts.threads).count > 1;
     const memory = new WebAssembly.Memory({ initial: Math.ceil((base + weights.byteLength) / PAGE) + 1, maximum: 65536, shared });
     new Uint8Array(memory.buffer, base, weights.byteLength).set(new Uint8Array(weights));
     const fixedBytes = fromBase64(__WEBTUNE_ENCODER_KERNELS__);

@@ -3,7 +3,7 @@
 // of each call until the pool is closed. Bundled by build.mjs into a string
 // that the page starts from a Blob URL.
 
-import { CTRL, claim } from './threads.js';
+import { CTRL, runClaimed } from './threads.js';
 
 type Msg =
   | { kind: 'init'; ctrl: Int32Array<SharedArrayBuffer> }
@@ -61,17 +61,13 @@ function loop(): void {
     args.length = c[CTRL.NARGS];
     for (let i = 0; i < args.length; i++) args[i] = c[CTRL.ARGS + i];
     if (fn) {
-      for (;;) {
-        const p = claim(c, gen, parts);
-        if (p < 0) break;
+      runClaimed(c, gen, parts, (p) => {
         try {
           fn(...args, p);
         } catch {
           Atomics.store(c, CTRL.ERROR, 1);
-        } finally {
-          Atomics.add(c, CTRL.DONE, 1);
         }
-      }
+      });
     }
     idleSince = performance.now();
   }

@@ -50,6 +50,18 @@ function withTimeout(p: Promise<void>, ms: number): Promise<void> {
   });
 }
 
+/**
+ * Threads an app asking for `threads` wants (default: the device's cores,
+ * at most 8), and how many it gets here: the same, or 1 and why.
+ */
+export function threadsWanted(threads?: number): { want: number; count: number; why?: string } {
+  const cores = globalThis.navigator?.hardwareConcurrency || 1;
+  const want = Math.floor(threads ?? Math.min(cores, 8));
+  if (want <= 1) return { want, count: 1, why: threads !== undefined ? `threads: ${threads} was asked for` : 'this device reports one core' };
+  const support = threadSupport();
+  return support.ok ? { want, count: want } : { want, count: 1, why: support.why };
+}
+
 /** Whether Wasm threads can run here, and if not, why not (one line). */
 export function threadSupport(): { ok: true } | { ok: false; why: string } {
   const g = globalThis as { crossOriginIsolated?: boolean };
@@ -194,16 +206,7 @@ export class ThreadPool {
     Atomics.store(c, CTRL.NEXT, gen << 8);
     Atomics.store(c, CTRL.GEN, gen);
     this.ring();
-    for (;;) {
-      const p = claim(c, gen, parts);
-      if (p < 0) break;
-      this.stats.callerParts++;
-      try {
-        k.part(...args, p);
-      } finally {
-        Atomics.add(c, CTRL.DONE, 1);
-      }
-    }
+    this.stats.callerParts += runClaimed(c, gen, parts, (p) => k.part(...args, p));
     while (Atomics.load(c, CTRL.DONE) < parts) {
       // A worker is finishing the part it claimed.
     }
@@ -241,6 +244,23 @@ export function claim(c: Int32Array, gen: number, parts: number): number {
 }
 
 /**
+ * Claims parts of call `gen` and runs each with `run` until none is left;
+ * every part counts as done even if `run` throws (which then propagates).
+ * Returns how many parts this thread ran.
+ */
+export function runClaimed(c: Int32Array, gen: number, parts: number, run: (part: number) => void): number {
+  let n = 0;
+  for (let p = claim(c, gen, parts); p >= 0; p = claim(c, gen, parts), n++) {
+    try {
+      run(p);
+    } finally {
+      Atomics.add(c, CTRL.DONE, 1);
+    }
+  }
+  return n;
+}
+
+/**
  * The same module with its memory import made shared (maximum 65536 pages),
  * so that a single-threaded kernel (ABI 1) or the encoder's fixed kernels
  * can run on the shared memory threaded kernels need: a Wasm memory import
@@ -255,7 +275,7 @@ export function sharedImport(bytes: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBu
     const start = r.at;
     const id = bytes[r.at++];
     const size = r.leb();
-    const body = r.at, end = r.at + size;
+    const end = r.at + size;
     if (id !== 2) {
       r.at = end;
       continue;
@@ -282,7 +302,6 @@ export function sharedImport(bytes: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBu
     res.set(bytes.subarray(0, start), 0);
     res.set(section, start);
     res.set(bytes.subarray(end), start + section.length);
-    void body;
     return res;
   }
   return bytes;

@@ -41,7 +41,7 @@ import { type OpName, checkShape, flops } from './ops.js';
 import { timerResolutionMs } from './timer.js';
 import { KernelTuner, type Measurement, type TunerHost } from './tuner.js';
 import type { Backend, BestResponse, Impl, KernelMeta } from './types.js';
-import { ThreadPool, threadSupport } from './threads.js';
+import { ThreadPool, threadsWanted } from './threads.js';
 import { WasmBackend, type WasmImpl, WasmKernelBinding, isShared, newMemory } from './wasm.js';
 import { WorkerEvaluator, workersAvailable } from './remote.js';
 import { GpuBackend, type GpuImpl, GpuLayouts } from './webgpu.js';
@@ -712,18 +712,14 @@ export class Webtune extends EventTarget {
 
 /** The pool `opts.threads` asks for, or why there is none. */
 function startThreads(opts: OpenOptions): { pool: ThreadPool | null; threads: { count: number; why?: string } } {
-  const cores = globalThis.navigator?.hardwareConcurrency || 1;
-  const want = Math.floor(opts.threads ?? Math.min(cores, 8));
-  let why: string | undefined;
-  const support = threadSupport();
-  if (want <= 1) why = opts.threads !== undefined ? `threads: ${opts.threads} was asked for` : 'this device reports one core';
-  else if (!support.ok) why = support.why;
-  else if (opts.memory && !isShared(opts.memory)) why = "the app's memory is not shared (make it with { shared: true, maximum })";
+  const want = threadsWanted(opts.threads);
+  let why = want.why;
+  if (!why && opts.memory && !isShared(opts.memory)) why = "the app's memory is not shared (make it with { shared: true, maximum })";
   if (why) {
-    if (want > 1) console.info(`webtune: Wasm kernels run on one thread: ${why}`);
+    if (want.want > 1) console.info(`webtune: Wasm kernels run on one thread: ${why}`);
     return { pool: null, threads: { count: 1, why } };
   }
-  return { pool: new ThreadPool(want), threads: { count: want } };
+  return { pool: new ThreadPool(want.count), threads: { count: want.count } };
 }
 
 /** Resolves after one turn of the event loop: pending network and compile callbacks run first. */
