@@ -21,6 +21,7 @@ fn migrator() -> Migrator {
             m(2, "robust votes", include_str!("../../migrations/0002_robust_votes.sql")),
             m(3, "model latency", include_str!("../../migrations/0003_model_latency.sql")),
             m(4, "flag tickets", include_str!("../../migrations/0004_flag_tickets.sql")),
+            m(5, "running tallies", include_str!("../../migrations/0005_running_tallies.sql")),
         ]),
         ..Migrator::DEFAULT
     }
@@ -55,7 +56,9 @@ pub struct Db {
     pub(crate) pool: Pool<Any>,
     pub(crate) backend: Backend,
     /// Serialises this process's writers (see the crate's invariants).
-    pub(crate) write: tokio::sync::Mutex<()>,
+    pub(crate) write: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// The report writer's queue (group commit, see `reports`).
+    pub(crate) reports: tokio::sync::mpsc::Sender<crate::reports::Job>,
 }
 
 impl Db {
@@ -85,7 +88,9 @@ impl Db {
             sqlx::query("PRAGMA journal_mode = WAL").fetch_all(&pool).await?;
         }
         migrator().run(&pool).await?;
-        Ok(Db { pool, backend, write: tokio::sync::Mutex::new(()) })
+        let write = std::sync::Arc::new(tokio::sync::Mutex::new(()));
+        let reports = crate::reports::start_writer(pool.clone(), backend, write.clone());
+        Ok(Db { pool, backend, write, reports })
     }
 
     pub fn backend(&self) -> Backend {

@@ -64,6 +64,61 @@ fn median_and_noise(v: Vec<f64>) -> (f64, f64) {
     (m, 1.5 * 1.4826 * mad / (v.len() as f64).sqrt())
 }
 
+/// One kernel's standing at one key, as the running tallies hold it: no
+/// per-session times, so an election reads them only when it needs them
+/// (see [`elect_step`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Standing {
+    pub kernel_sha256: String,
+    pub votes: i64,
+    /// Sessions whose latest report voted for the kernel.
+    pub sessions: usize,
+    /// Distinct sessions that flagged the kernel wrong at this key.
+    pub flagged_by: usize,
+}
+
+impl Standing {
+    fn eligible(&self, quorum: usize) -> bool {
+        self.sessions >= quorum && !(self.flagged_by >= quorum && self.flagged_by >= self.sessions)
+    }
+}
+
+impl From<&Tally> for Standing {
+    fn from(t: &Tally) -> Standing {
+        Standing { kernel_sha256: t.kernel_sha256.clone(), votes: t.votes, sessions: t.sessions(), flagged_by: t.flagged_by }
+    }
+}
+
+/// What an election has read beyond the standings: some kernels' medians,
+/// some kernels' per-session times (by session).
+#[derive(Clone, Debug, Default)]
+pub struct Evidence {
+    pub medians: std::collections::HashMap<String, f64>,
+    pub times: std::collections::HashMap<String, Vec<(String, f64)>>,
+}
+
+impl Evidence {
+    /// Everything about every tally (what the pure rule sees).
+    pub fn of(tallies: &[Tally]) -> Evidence {
+        Evidence {
+            medians: tallies.iter().map(|t| (t.kernel_sha256.clone(), t.median_us())).collect(),
+            times: tallies.iter().map(|t| (t.kernel_sha256.clone(), t.times.clone())).collect(),
+        }
+    }
+}
+
+/// One step of an election over standings: the winner, or what it must
+/// read first. A caller loops, reading what is asked, until `Done`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step<'a> {
+    /// The medians of these kernels (the leaders tied on votes).
+    Medians(Vec<&'a str>),
+    /// The per-session times of the leader and the incumbent.
+    Times([&'a str; 2]),
+    /// The winner (`None`: no kernel is eligible).
+    Done(Option<&'a str>),
+}
+
 /// NNJIT's majority vote, made robust. Eligible kernels have votes from at
 /// least `quorum` sessions and are not excluded by flags (a quorum of flags,
 /// no fewer than the sessions voting for the kernel). The leader has the
@@ -78,40 +133,62 @@ fn median_and_noise(v: Vec<f64>) -> (f64, f64) {
 /// is what lets a clearly faster kernel win before the votes pile up.
 /// `None` when no kernel is eligible.
 pub fn elect<'a>(tallies: &'a [Tally], incumbent: Option<&str>, policy: &VotePolicy) -> Option<&'a Tally> {
+    let standings: Vec<Standing> = tallies.iter().map(Standing::from).collect();
+    let evidence = Evidence::of(tallies);
+    match elect_step(&standings, incumbent, policy, &evidence) {
+        Step::Done(w) => w.and_then(|w| tallies.iter().find(|t| t.kernel_sha256 == w)),
+        step => unreachable!("an election with every tally's times asked for more: {step:?}"),
+    }
+}
+
+/// [`elect`] over running tallies: the same rule, asking for medians only
+/// to break a tie on votes, and for times only when a challenger without a
+/// clear lead in the votes meets an incumbent. With [`Evidence::of`] the
+/// full tallies it answers `Done` at once, which is how [`elect`] is made,
+/// so the two cannot disagree.
+pub fn elect_step<'a>(standings: &'a [Standing], incumbent: Option<&str>, policy: &VotePolicy, ev: &Evidence) -> Step<'a> {
     let q = policy.quorum.max(1);
     // Flags exclude a kernel only when a quorum of sessions raised them and
     // they are at least as many as the sessions whose samples the server
     // verified for it: a driver that miscomputes on a device class is
     // excluded, while a minority of liars cannot exclude the crowd's winner.
-    let eligible: Vec<&Tally> =
-        tallies.iter().filter(|t| t.sessions() >= q && !(t.flagged_by >= q && t.flagged_by >= t.sessions())).collect();
-    let leader = eligible
-        .iter()
-        .copied()
-        .max_by(|a, b| a.votes.cmp(&b.votes).then(b.median_us().total_cmp(&a.median_us())).then(b.kernel_sha256.cmp(&a.kernel_sha256)))?;
+    let eligible: Vec<&Standing> = standings.iter().filter(|t| t.eligible(q)).collect();
+    let Some(top) = eligible.iter().map(|t| t.votes).max() else { return Step::Done(None) };
+    let tied: Vec<&Standing> = eligible.iter().copied().filter(|t| t.votes == top).collect();
+    let leader = if tied.len() == 1 {
+        tied[0]
+    } else {
+        let missing: Vec<&str> =
+            tied.iter().filter(|t| !ev.medians.contains_key(&t.kernel_sha256)).map(|t| t.kernel_sha256.as_str()).collect();
+        if !missing.is_empty() {
+            return Step::Medians(missing);
+        }
+        let m = |t: &Standing| ev.medians[&t.kernel_sha256];
+        tied.iter().copied().max_by(|a, b| m(b).total_cmp(&m(a)).then(b.kernel_sha256.cmp(&a.kernel_sha256))).expect("at least two tied")
+    };
     let Some(inc) = incumbent.and_then(|i| eligible.iter().copied().find(|t| t.kernel_sha256 == i)) else {
-        return Some(leader);
+        return Step::Done(Some(&leader.kernel_sha256));
     };
     if inc.kernel_sha256 == leader.kernel_sha256 {
-        return Some(inc);
+        return Step::Done(Some(&inc.kernel_sha256));
     }
     if leader.votes as f64 >= inc.votes as f64 * (1.0 + policy.vote_margin) {
-        return Some(leader);
+        return Step::Done(Some(&leader.kernel_sha256));
     }
-    let paired: Vec<f64> = leader
-        .times
-        .iter()
-        .filter_map(|(s, t)| inc.times.iter().find(|(s2, _)| s2 == s).map(|(_, ti)| t / ti))
-        .filter(|r| r.is_finite())
-        .collect();
+    let (Some(lt), Some(it)) = (ev.times.get(&leader.kernel_sha256), ev.times.get(&inc.kernel_sha256)) else {
+        return Step::Times([&leader.kernel_sha256, &inc.kernel_sha256]);
+    };
+    let by_session: std::collections::HashMap<&str, f64> = it.iter().map(|(s, t)| (s.as_str(), *t)).collect();
+    let paired: Vec<f64> = lt.iter().filter_map(|(s, t)| by_session.get(s.as_str()).map(|ti| t / ti)).filter(|r| r.is_finite()).collect();
     let (ratio, noise) = if paired.len() >= q {
         median_and_noise(paired)
     } else {
-        let (l, ln) = median_and_noise(leader.times.iter().map(|t| t.1).collect());
-        let (i, inn) = median_and_noise(inc.times.iter().map(|t| t.1).collect());
+        let (l, ln) = median_and_noise(lt.iter().map(|t| t.1).collect());
+        let (i, inn) = median_and_noise(it.iter().map(|t| t.1).collect());
         (l / i, ln / l + inn / i)
     };
-    if ratio < 1.0 - noise.max(policy.min_margin) { Some(leader) } else { Some(inc) }
+    let won = if ratio < 1.0 - noise.max(policy.min_margin) { leader } else { inc };
+    Step::Done(Some(&won.kernel_sha256))
 }
 
 #[cfg(test)]

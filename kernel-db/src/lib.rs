@@ -10,11 +10,12 @@
 //!
 //! - `types`: the rows and keys callers exchange with the database;
 //! - `elect`: the pure election rule ([`elect`], [`VotePolicy`], [`Tally`]),
-//!   no SQL;
+//!   and its stepwise form over running tallies ([`elect_step`]), no SQL;
 //! - `connect`: URLs, the pool, migrations, settings;
 //! - `sessions`: devices and sessions;
 //! - `kernels`: content-addressed kernel bytes and metadata;
-//! - `reports`: reports, raw measurements, flags, and re-election;
+//! - `reports`: reports, raw measurements, flags, running tallies,
+//!   re-election, and the group-committing writer;
 //! - `winners`: lookups along the fallback chain;
 //! - `dashboard`: listings and counts for the dashboard and `/metrics`;
 //! - `models`: model-level latency reports, and [`plan`], the pure rule
@@ -29,12 +30,20 @@
 //! ## Invariants
 //! - `kernels` rows are content-addressed (`sha256` of `bytes`) and never change.
 //! - `measurements`, `reports` and `model_latency` are append only. Winners are derived data:
-//!   [`Db::record_report`] recomputes them from all raw votes for the keys it
-//!   touched, inside the same transaction that stores the report, so an
-//!   acknowledged report is durable and already counted.
+//!   [`Db::record_report`] updates the running tallies (`ballots`: each
+//!   session's latest report per key; `tallies`: their sums per kernel) and
+//!   re-elects the keys it touched from them, inside the same transaction
+//!   that stores the report, so an acknowledged report is durable and
+//!   already counted. The tallies always equal a recount of the history
+//!   (the migration that added them built them so; a property test checks
+//!   that they elect what [`elect`] elects on the full history).
+//! - Concurrent reports share a transaction (group commit); each is stored
+//!   under its own savepoint, so one that fails a check fails alone.
 //! - A vote counts only toward winners of the candidate space it was cast in
 //!   (its `space_checksum`); a winner row carries that checksum and a lookup
-//!   made under another checksum skips it.
+//!   made under another checksum skips it. One winner row per key: an
+//!   election in one space replaces another space's winner only with an
+//!   eligible kernel of its own, and never deletes it.
 //! - A ticket is accepted once: a second measurement quoting it is refused
 //!   with [`DbError::TicketReused`].
 //! - Writes are serialised by one lock per [`Db`], so SQLite never sees two
@@ -66,7 +75,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 pub use connect::Db;
-pub use elect::{Tally, VotePolicy, elect};
+pub use elect::{Evidence, Standing, Step, Tally, VotePolicy, elect, elect_step};
 pub use types::*;
 
 /// Why a database operation failed.
@@ -93,6 +102,10 @@ pub enum DbError {
     /// A stored row this code cannot read (written by something else).
     #[error("corrupt database: {0}")]
     Corrupt(String),
+    /// The transaction that carried a group of reports failed as a whole
+    /// (see [`Db::record_report`]); none of them was stored.
+    #[error("database: {0}")]
+    Group(String),
     /// The operating system's random generator failed; ids are never made
     /// from anything guessable instead.
     #[error("no randomness for an id: {0}")]

@@ -6,47 +6,11 @@
 //! `scripts/test.sh` starts a cluster and runs them with `--include-ignored`,
 //! and without `WEBTUNE_TEST_PG_URL` they fail.
 
-use webtune_kernel_db::{Db, DeviceKeys, KernelKind, Level, NewKernel, NewMeasurement, NewReport, VotePolicy, random_id, sha256_hex};
+use webtune_kernel_db::{Db, Level, NewMeasurement, NewReport, VotePolicy, random_id};
 
-async fn sqlite() -> Db {
-    let dir = std::env::temp_dir().join(format!("webtune-kdb-{}", random_id().unwrap()));
-    std::fs::create_dir_all(&dir).unwrap();
-    Db::connect(dir.join("t.sqlite").to_str().unwrap()).await.unwrap()
-}
+mod common;
 
-/// A fresh database on the test cluster at `WEBTUNE_TEST_PG_URL`.
-async fn postgres() -> Db {
-    let base = std::env::var("WEBTUNE_TEST_PG_URL")
-        .expect("WEBTUNE_TEST_PG_URL must be set: scripts/test.sh starts PostgreSQL and runs this test");
-    let admin = Db::connect(&base).await.unwrap();
-    let name = format!("kdb_{}", random_id().unwrap());
-    admin.create_database(&name).await.unwrap();
-    let url = format!("{}/{name}", base.rsplit_once('/').unwrap().0);
-    Db::connect(&url).await.unwrap()
-}
-
-fn keys(device: &str, arch: &str, vendor: &str) -> DeviceKeys {
-    DeviceKeys { device_key: device.into(), arch_key: arch.into(), vendor_key: vendor.into(), rho: "101".into() }
-}
-
-fn kind() -> KernelKind {
-    KernelKind { op: "matmul".into(), shape: "64,64,64".into(), target: "wasm".into() }
-}
-
-async fn kernel(db: &Db, n: u8) -> String {
-    let bytes = vec![0, 97, 115, 109, n];
-    let sha = sha256_hex(&bytes);
-    db.put_kernel(&NewKernel { sha256: sha.clone(), kind: kind(), schedule_json: "{}".into(), meta_json: format!("{{\"n\":{n}}}"), bytes })
-        .await
-        .unwrap();
-    sha
-}
-
-async fn session(db: &Db, k: &DeviceKeys) -> String {
-    let fp = format!("{{\"device\":\"{}\"}}", k.device_key);
-    let fp_sha = db.upsert_device(&fp, k).await.unwrap();
-    db.create_session(&fp_sha, k).await.unwrap().id
-}
+use common::*;
 
 fn report(session: &str, space: &str, ranked: &[&str]) -> NewReport {
     NewReport {
