@@ -17,6 +17,9 @@
 //! - `reports`: reports, raw measurements, flags, running tallies,
 //!   re-election, and the group-committing writer;
 //! - `winners`: lookups along the fallback chain;
+//! - `bundles`: the winners a static bundle exports, and a bundle's winners
+//!   and kernels stored in one transaction ([`Db::import_winners`]: never an
+//!   older election over a newer one);
 //! - `dashboard`: listings and counts for the dashboard and `/metrics`;
 //! - `models`: model-level latency reports, and [`plan`], the pure rule
 //!   that picks the faster target from them.
@@ -59,6 +62,7 @@
 //! # Ok(()) }
 //! ```
 
+mod bundles;
 mod connect;
 mod dashboard;
 mod elect;
@@ -74,6 +78,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+pub use bundles::Imported;
 pub use connect::Db;
 pub use elect::{Evidence, Standing, Step, Tally, VotePolicy, elect, elect_step};
 pub use types::*;

@@ -2,7 +2,8 @@
 //!
 //! The `webtune` binary is a thin `main` over this crate: [`cli`] holds one
 //! module per subcommand, [`http`] is the tuning service (axum) over the
-//! kernel database. It is a library so that the fuzz targets and the
+//! kernel database, [`bundle`] the static bundles of its winners (written
+//! and read by `webtune bundle`). It is a library so that the fuzz targets and the
 //! integration tests can drive the real request decoders and handlers in
 //! process, without a socket.
 //!
@@ -13,5 +14,6 @@
 // serde_json's default macro recursion allows.
 #![recursion_limit = "256"]
 
+pub mod bundle;
 pub mod cli;
 pub mod http;

@@ -18,6 +18,8 @@ struct Args {
 enum Cmd {
     /// Benchmarks of the service's own work (`bench compile`: just-in-time compile time per candidate).
     Bench(cli::bench::BenchArgs),
+    /// Static bundles of winners: `bundle export` writes winners and kernels as checksummed files, `bundle import` loads one.
+    Bundle(cli::bundle::BundleArgs),
     /// Compile one kernel to DIR/kernel.wasm (or kernel.wgsl) and DIR/kernel.json.
     Compile(cli::compile::CompileArgs),
     /// Vary one primitive at a time on every engine and classify each as consistent or device-dependent.
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
     };
     let result = match args.cmd {
         Cmd::Bench(a) => cli::bench::run(a),
+        Cmd::Bundle(a) => cli::bundle::run(a),
         Cmd::Compile(a) => cli::compile::run(a),
         Cmd::Microbench(a) => cli::microbench::run(a),
         Cmd::Model(a) => cli::model::run(a),

@@ -36,6 +36,7 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 pub mod args;
 pub mod bench;
+pub mod bundle;
 pub mod compile;
 pub mod microbench;
 pub mod model;
