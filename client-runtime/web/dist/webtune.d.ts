@@ -31,6 +31,7 @@
  *   connections per origin, and the app needs some);
  * - no allocation inside a timed region.
  */
+import { KernelBundle } from './bundle.js';
 import { type Fingerprint } from './fingerprint.js';
 import { type RhoResult } from './rho.js';
 import { type OpName } from './ops.js';
@@ -43,6 +44,8 @@ export type { RhoResult } from './rho.js';
 export { measureRho, rhoBit } from './rho.js';
 export type { Measurement } from './tuner.js';
 export type { BestResponse, KernelMeta } from './types.js';
+export { KernelBundle } from './bundle.js';
+export type { BundleManifest, BundleWinner, BundleDefault, LookupKeys } from './bundle.js';
 export type { OpName } from './ops.js';
 export { SentenceEncoder, type EncoderLoadOptions, type ModelConfig, type ModelManifest } from './encoder.js';
 export type Target = 'wasm' | 'webgpu';
@@ -98,6 +101,30 @@ export interface OpenOptions {
      * is cached). Absent: no ρ (the key's last part is `-`).
      */
     rho?: string;
+    /**
+     * A static bundle (`webtune bundle export`, README "Static kernel bundles"): the
+     * URL of its directory, on any static host or the app's own. Best-kernel
+     * lookups are answered from it (device key, then architecture, vendor,
+     * portable default, as the server does); kernels are fetched from it and
+     * their SHA-256 checked. Ops it does not cover go to the server. When the
+     * server cannot be reached, the runtime opens without a session: kernels
+     * come from the bundle (and the cache), nothing is tuned, and
+     * `Webtune.offline` says why.
+     */
+    bundle?: string;
+    /**
+     * When the bundle answers lookups: `'always'` (default; the app ships it
+     * to spare the server) or `'offline'` (only when the server cannot be
+     * reached; the bundle is not fetched otherwise).
+     */
+    bundleUse?: 'always' | 'offline';
+    /**
+     * The device key to look up in the bundle when the server cannot be
+     * reached. Default: the key the server gave this browser's fingerprint
+     * last time (remembered in localStorage); without one, the bundle's
+     * portable defaults.
+     */
+    deviceKey?: string;
 }
 /** `POST /v1/sessions`'s answer. */
 export interface SessionInfo {
@@ -108,7 +135,7 @@ export interface SessionInfo {
     rho: string;
 }
 /** Where a kernel handle's first kernel came from. */
-export type KernelSource = 'cache' | 'server';
+export type KernelSource = 'cache' | 'server' | 'bundle';
 /** `swap` event detail: the app's kernel was replaced by a faster one. */
 export interface SwapDetail {
     op: OpName;
@@ -210,7 +237,20 @@ export declare class Webtune extends EventTarget {
     readonly server: string;
     readonly target: Target;
     readonly fingerprint: Fingerprint;
+    /**
+     * `POST /v1/sessions`'s answer; when the server could not be reached
+     * (`offline`), the same fields with an empty `session_id` and the keys
+     * the bundle is searched with (empty when none is known).
+     */
     readonly session: SessionInfo;
+    /** Which source answers best-kernel lookups: the server, or the `bundle` option's bundle. */
+    readonly lookups: 'server' | 'bundle';
+    /** The bundle, when one is in use. */
+    readonly bundle: KernelBundle | null;
+    /** Why the server could not be reached, when it could not (then nothing is tuned); else null. */
+    readonly offline: string | null;
+    /** Why the `bundle` option's bundle was refused (the server answers instead); else null. */
+    readonly bundleError: string | null;
     /** The ρ measurement behind `fingerprint.rho`, when `rho: 'measure'` ran it. */
     readonly rho: RhoResult | null;
     /** Wasm: the memory kernels run on (shared when `threads.count > 1`). */
@@ -240,7 +280,11 @@ export declare class Webtune extends EventTarget {
     private pumping;
     private closed;
     private constructor();
-    /** Fingerprints this browser and opens a session with the server. */
+    /**
+     * Fingerprints this browser and opens a session with the server; with
+     * the `bundle` option, opens the bundle too, and opens without a session
+     * when the server cannot be reached.
+     */
     static open(opts: OpenOptions): Promise<Webtune>;
     private cacheKey;
     private get serverTarget();

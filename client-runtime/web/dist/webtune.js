@@ -1,3 +1,133 @@
+// src/bundle.ts
+var BUNDLE_FORMAT = 1;
+var MAX_THREADS = 16;
+function keysOf(deviceKey) {
+  const parts = deviceKey.split("/");
+  if (parts.length !== 4 || parts.some((p) => p === "")) return null;
+  return { device_key: deviceKey, arch_key: `${parts[0]}/${parts[1]}`, vendor_key: parts[0] };
+}
+function maxThreadsOf(deviceKey) {
+  const parts = deviceKey.split("/");
+  if (!parts[0]?.startsWith("cpu-") || parts.length < 3) return 1;
+  for (const seg of parts[2].split("-")) {
+    const m = /^(\d+)t\.mt$/.exec(seg);
+    if (m) return Math.max(1, Math.min(Number(m[1]), MAX_THREADS));
+  }
+  return 1;
+}
+var LEVELS = ["device", "arch", "vendor"];
+async function sha256Hex(bytes) {
+  const subtle = globalThis.crypto?.subtle;
+  if (!subtle) return null;
+  const data = typeof bytes === "string" ? new TextEncoder().encode(bytes) : bytes;
+  const h = new Uint8Array(await subtle.digest("SHA-256", data));
+  return Array.from(h, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+async function mustHash(bytes, what) {
+  const h = await sha256Hex(bytes);
+  if (h === null) throw new Error(`${what}: cannot check its SHA-256 without crypto.subtle (serve the page over https or from localhost)`);
+  return h;
+}
+var KernelBundle = class _KernelBundle {
+  constructor(url, manifest, fetcher) {
+    this.url = url;
+    this.manifest = manifest;
+    this.fetcher = fetcher;
+  }
+  url;
+  manifest;
+  fetcher;
+  /**
+   * Fetches `SHA256SUMS` and `bundle.json` from the directory at `url`
+   * (relative to the page), checks the manifest against its sum and its
+   * format. Any failure is one error naming the file.
+   */
+  static async open(url, fetcher = (input, init) => fetch(input, init)) {
+    let base = url.endsWith("/") ? url : `${url}/`;
+    const here = globalThis.location?.href;
+    if (here) base = new URL(base, here).href;
+    const get = async (name) => {
+      const res = await fetcher(`${base}${name}`);
+      if (!res.ok) throw new Error(`bundle ${base}${name}: HTTP ${res.status}`);
+      return res;
+    };
+    const sums = /* @__PURE__ */ new Map();
+    for (const line of (await (await get("SHA256SUMS")).text()).split("\n")) {
+      const m = /^([0-9a-f]{64}) {2}(\S+)$/.exec(line);
+      if (m) sums.set(m[2], m[1]);
+    }
+    const want = sums.get("bundle.json");
+    if (!want) throw new Error(`bundle ${base}SHA256SUMS does not list bundle.json: not a webtune bundle`);
+    const text = await (await get("bundle.json")).text();
+    const got = await mustHash(text, `bundle ${base}bundle.json`);
+    if (got !== want) throw new Error(`bundle ${base}bundle.json: SHA-256 is ${got}, SHA256SUMS says ${want}: truncated or altered, refused`);
+    let manifest;
+    try {
+      manifest = JSON.parse(text);
+    } catch (e) {
+      throw new Error(`bundle ${base}bundle.json: not JSON: ${e.message}`);
+    }
+    if (manifest.format !== BUNDLE_FORMAT) {
+      throw new Error(`bundle ${base}bundle.json: bundle format ${manifest.format} is not one this runtime reads (format ${BUNDLE_FORMAT})`);
+    }
+    if (!Array.isArray(manifest.winners) || !Array.isArray(manifest.defaults)) throw new Error(`bundle ${base}bundle.json: no winners or defaults list`);
+    return new _KernelBundle(base, manifest, fetcher);
+  }
+  /** Whether the bundle answers for this op, shape and target. */
+  covers(op, shape, target) {
+    const s = shape.join(",");
+    return this.manifest.covers.some((c) => c.op === op && c.shape === s && c.target === target);
+  }
+  /**
+   * The server's answer to `GET /v1/kernels/best`, from the bundle: the
+   * most specific winner on the chain of `keys` (device, arch, vendor) that
+   * a device allowed `maxThreads` threads can run, else the portable
+   * default; null when the bundle does not cover the op, shape and target.
+   * `url` is the kernel file's absolute URL.
+   */
+  best(keys, op, shape, target, maxThreads = 1) {
+    const s = shape.join(",");
+    const same = (x) => x.op === op && x.shape === s && x.target === target;
+    if (keys) {
+      for (const level of LEVELS) {
+        const key = level === "device" ? keys.device_key : level === "arch" ? keys.arch_key : keys.vendor_key;
+        const w = this.manifest.winners.find((w2) => same(w2) && w2.level === level && w2.level_key === key && w2.meta?.sha256 === w2.kernel_sha256 && (w2.meta.threads ?? 1) <= maxThreads);
+        if (w) {
+          return {
+            level,
+            level_key: w.level_key,
+            meta: w.meta,
+            url: this.kernelUrl(w.kernel_sha256, target),
+            votes: w.votes,
+            reports: w.reports,
+            space_checksum: w.space_checksum
+          };
+        }
+      }
+    }
+    const d = this.manifest.defaults.find((d2) => same(d2) && d2.meta?.sha256 === d2.kernel_sha256);
+    if (!d) return null;
+    return { level: "default", meta: d.meta, url: this.kernelUrl(d.kernel_sha256, target), votes: 0, reports: 0 };
+  }
+  /** A kernel file's URL: `kernels/{sha256}.{target}` in the bundle. */
+  kernelUrl(sha256, target) {
+    return `${this.url}kernels/${sha256}.${target}`;
+  }
+  /**
+   * A kernel's bytes (Wasm) or text (WGSL) from the bundle, refused unless
+   * they hash to `sha256`.
+   */
+  async kernel(sha256, target) {
+    const url = this.kernelUrl(sha256, target);
+    const res = await this.fetcher(url);
+    if (!res.ok) throw new Error(`bundle kernel ${url}: HTTP ${res.status}`);
+    const bytes = target === "wasm" ? await res.arrayBuffer() : await res.text();
+    const got = await mustHash(bytes, `bundle kernel ${url}`);
+    if (got !== sha256) throw new Error(`bundle kernel ${url}: SHA-256 is ${got}: truncated or altered, refused`);
+    return bytes;
+  }
+};
+
 // src/cache.ts
 var DB_NAME = "webtune";
 var STORE = "kernels";
@@ -5601,7 +5731,7 @@ function fromBase64(s) {
   for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
   return out;
 }
-async function sha256Hex(bytes) {
+async function sha256Hex2(bytes) {
   if (!globalThis.crypto?.subtle) return null;
   const d = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
   return Array.from(d, (b) => b.toString(16).padStart(2, "0")).join("");
@@ -5706,7 +5836,7 @@ var SentenceEncoder = class _SentenceEncoder {
       const r = await fetch(b.url.startsWith("http") ? b.url : `${server}${b.url}`);
       if (!r.ok) throw new Error(`model "${opts.model}": ${what} blob HTTP ${r.status}`);
       const bytes = await r.arrayBuffer();
-      const got = await sha256Hex(bytes);
+      const got = await sha256Hex2(bytes);
       if (bytes.byteLength !== b.bytes || got !== null && got !== b.sha256)
         throw new Error(`model "${opts.model}": the ${what} blob is corrupt or truncated (${bytes.byteLength} bytes hashing to ${got ?? "?"}; the manifest says ${b.bytes} bytes, ${b.sha256}); nothing was kept`);
       return bytes;
@@ -6082,13 +6212,6 @@ var GpuKernel = class extends KernelHandle {
     this.impl = impl;
   }
 };
-async function sha256Hex2(bytes) {
-  const subtle = globalThis.crypto?.subtle;
-  if (!subtle) return null;
-  const data = typeof bytes === "string" ? new TextEncoder().encode(bytes) : bytes;
-  const h = new Uint8Array(await subtle.digest("SHA-256", data));
-  return Array.from(h, (b) => b.toString(16).padStart(2, "0")).join("");
-}
 async function json(res, what) {
   const text = await res.text();
   if (!res.ok) throw new Error(`${what}: HTTP ${res.status}: ${text}`);
@@ -6098,7 +6221,20 @@ var Webtune = class _Webtune extends EventTarget {
   server;
   target;
   fingerprint;
+  /**
+   * `POST /v1/sessions`'s answer; when the server could not be reached
+   * (`offline`), the same fields with an empty `session_id` and the keys
+   * the bundle is searched with (empty when none is known).
+   */
   session;
+  /** Which source answers best-kernel lookups: the server, or the `bundle` option's bundle. */
+  lookups;
+  /** The bundle, when one is in use. */
+  bundle;
+  /** Why the server could not be reached, when it could not (then nothing is tuned); else null. */
+  offline;
+  /** Why the `bundle` option's bundle was refused (the server answers instead); else null. */
+  bundleError;
   /** The ρ measurement behind `fingerprint.rho`, when `rho: 'measure'` ran it. */
   rho;
   /** Wasm: the memory kernels run on (shared when `threads.count > 1`). */
@@ -6131,6 +6267,10 @@ var Webtune = class _Webtune extends EventTarget {
     this.target = init.opts.target;
     this.fingerprint = init.fingerprint;
     this.session = init.session;
+    this.bundle = init.bundle;
+    this.lookups = init.bundle ? "bundle" : "server";
+    this.offline = init.offline;
+    this.bundleError = init.bundleError;
     this.rho = init.rho;
     this.memory = init.memory;
     this.pool = init.pool;
@@ -6153,7 +6293,11 @@ var Webtune = class _Webtune extends EventTarget {
   get threadPool() {
     return this.pool;
   }
-  /** Fingerprints this browser and opens a session with the server. */
+  /**
+   * Fingerprints this browser and opens a session with the server; with
+   * the `bundle` option, opens the bundle too, and opens without a session
+   * when the server cannot be reached.
+   */
   static async open(opts) {
     if (opts.target !== "wasm" && opts.target !== "webgpu") throw new Error(`target must be 'wasm' or 'webgpu', got ${opts.target}`);
     const server = (opts.server ?? globalThis.location?.origin ?? "").replace(/\/+$/, "");
@@ -6168,26 +6312,62 @@ var Webtune = class _Webtune extends EventTarget {
         requiredFeatures: wanted.filter((f) => adapter.features.has(f))
       });
     }
+    let bundle = null, bundleError = null;
+    const openBundle = async () => {
+      try {
+        bundle = await KernelBundle.open(opts.bundle);
+      } catch (e) {
+        bundleError = e.message;
+        console.warn(`webtune: ${bundleError}`);
+      }
+    };
+    if (opts.bundle && (opts.bundleUse ?? "always") === "always") await openBundle();
     let rho = opts.rho;
     let rhoMeasurement = null;
     if (rho === "measure") {
-      rhoMeasurement = opts.target === "wasm" ? await measureRho(server, wasmFeatures().relaxedSimd) : null;
+      try {
+        rhoMeasurement = opts.target === "wasm" ? await measureRho(server, wasmFeatures().relaxedSimd) : null;
+      } catch (e) {
+        if (!opts.bundle) throw e;
+      }
       rho = rhoMeasurement?.rho || void 0;
     }
     const { pool, threads } = opts.target === "wasm" ? startThreads(opts) : { pool: null, threads: { count: 1, why: "the WebGPU target" } };
     const fp = await fingerprint(opts.target, adapter, rho);
     if (opts.target === "wasm" && !pool) fp.threads = false;
-    const session = await json(
-      await fetchRetrying(`${server}/v1/sessions`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ fingerprint: fp })
-      }),
-      "open session"
-    );
+    let session, offline = null;
+    const unreachable = await openSession(server, fp);
+    if (typeof unreachable !== "string") {
+      session = unreachable;
+      rememberKeys(server, opts.target, fp, session);
+    } else if (opts.bundle) {
+      offline = unreachable;
+      if (!bundle && !bundleError) await openBundle();
+      if (!bundle) throw new Error(`webtune: the server cannot be reached (${offline}) and the bundle was refused: ${bundleError}`);
+      const keys = opts.deviceKey ? keysOf(opts.deviceKey) : recallKeys(server, opts.target, fp);
+      if (opts.deviceKey && !keys) throw new Error(`deviceKey ${opts.deviceKey} is not a device key (four /-separated parts)`);
+      session = { session_id: "", device_key: keys?.device_key ?? "", arch_key: keys?.arch_key ?? "", vendor_key: keys?.vendor_key ?? "", rho: fp.rho ?? "" };
+      console.info(`webtune: the server cannot be reached (${offline}); kernels come from the bundle, nothing is tuned`);
+    } else {
+      throw new Error(`open session: ${unreachable}`);
+    }
     const cache = await KernelCache.open(opts.cache ?? true);
     const memory = opts.target === "wasm" ? opts.memory ?? newMemory(1, pool !== null) : null;
-    return new _Webtune({ opts, server, fingerprint: fp, session, memory, device, cache, rho: rhoMeasurement, pool, threads });
+    return new _Webtune({
+      opts,
+      server,
+      fingerprint: fp,
+      session,
+      memory,
+      device,
+      cache,
+      rho: rhoMeasurement,
+      pool,
+      threads,
+      bundle,
+      offline,
+      bundleError
+    });
   }
   cacheKey(op, shape) {
     return [this.server, this.session.device_key, op, shape.join(","), this.serverTarget].join("|");
@@ -6201,7 +6381,7 @@ var Webtune = class _Webtune extends EventTarget {
     if (!res.ok) throw new Error(`kernel ${url}: HTTP ${res.status}`);
     const bytes = target === "wasm" ? await res.arrayBuffer() : await res.text();
     const want = url.split("/").pop();
-    const got = await sha256Hex2(bytes);
+    const got = await sha256Hex(bytes);
     if (got && want && /^[0-9a-f]{64}$/.test(want) && got !== want) throw new Error(`kernel ${url}: bytes hash to ${got}`);
     return bytes;
   }
@@ -6238,12 +6418,24 @@ var Webtune = class _Webtune extends EventTarget {
       source = "cache";
       level = null;
     } else {
-      const q = new URLSearchParams({ device_key: this.session.device_key, op, shape: shape.join(","), target: this.serverTarget });
-      const best = await json(await fetchRetrying(`${this.server}/v1/kernels/best?${q}`), `best ${op} ${shape}`);
-      meta = best.meta;
-      bytes = await this.fetchKernel(best.url, this.serverTarget);
-      source = "server";
-      level = best.level;
+      const keys = this.session.device_key ? keysOf(this.session.device_key) : null;
+      const maxThreads = this.pool ? maxThreadsOf(this.session.device_key) : 1;
+      const fromBundle = this.bundle?.best(keys, op, shape, this.serverTarget, maxThreads) ?? null;
+      if (fromBundle) {
+        meta = fromBundle.meta;
+        bytes = await this.bundle.kernel(meta.sha256, this.serverTarget);
+        source = "bundle";
+        level = fromBundle.level;
+      } else if (this.offline) {
+        throw new Error(`${op} ${shape.join(",")} ${this.serverTarget}: the server cannot be reached (${this.offline}) and the bundle does not cover it`);
+      } else {
+        const q = new URLSearchParams({ device_key: this.session.device_key, op, shape: shape.join(","), target: this.serverTarget });
+        const best = await json(await fetchRetrying(`${this.server}/v1/kernels/best?${q}`), `best ${op} ${shape}`);
+        meta = best.meta;
+        bytes = await this.fetchKernel(best.url, this.serverTarget);
+        source = "server";
+        level = best.level;
+      }
       await this.cache.put({ key: cacheKey2, sha256: meta.sha256, meta, bytes, tuned: false, median_us: 0, saved_at: Date.now() });
     }
     let handle;
@@ -6256,7 +6448,7 @@ var Webtune = class _Webtune extends EventTarget {
       await binding.bind(impl);
       handle = new WasmKernel(op, shape, impl, source, level, binding);
     }
-    const tune = (this.opts.tune ?? true) && !(cached2?.tuned && !this.opts.retune);
+    const tune = (this.opts.tune ?? true) && !this.offline && !(cached2?.tuned && !this.opts.retune);
     if (tune) {
       const impl = handle.impl;
       const tuner = new KernelTuner(this.host(handle), this.backend, op, shape, impl);
@@ -6474,6 +6666,44 @@ var Webtune = class _Webtune extends EventTarget {
     for (const h of this.handles) h.tuner?.cancel();
   }
 };
+async function openSession(server, fp) {
+  let res;
+  try {
+    res = await fetchRetrying(`${server}/v1/sessions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ fingerprint: fp })
+    });
+  } catch (e) {
+    return e.message || String(e);
+  }
+  if (res.status === 502 || res.status === 503 || res.status === 504) return `HTTP ${res.status}`;
+  return json(res, "open session");
+}
+function keysEntry(server, target) {
+  return `webtune.keys|${server}|${target}`;
+}
+function fingerprintText(fp) {
+  const { rho: _rho, ...rest } = fp;
+  return JSON.stringify(rest);
+}
+function rememberKeys(server, target, fp, s) {
+  try {
+    const keys = { device_key: s.device_key, arch_key: s.arch_key, vendor_key: s.vendor_key, rho: s.rho };
+    globalThis.localStorage?.setItem(keysEntry(server, target), JSON.stringify({ fingerprint: fingerprintText(fp), keys }));
+  } catch {
+  }
+}
+function recallKeys(server, target, fp) {
+  try {
+    const raw = globalThis.localStorage?.getItem(keysEntry(server, target));
+    if (!raw) return null;
+    const saved = JSON.parse(raw);
+    return saved.fingerprint === fingerprintText(fp) ? saved.keys : null;
+  } catch {
+    return null;
+  }
+}
 function startThreads(opts) {
   const want = threadsWanted(opts.threads);
   let why = want.why;
@@ -6496,6 +6726,7 @@ function nextTask() {
 }
 export {
   GpuKernel,
+  KernelBundle,
   SentenceEncoder,
   ThreadPool,
   WasmKernel,

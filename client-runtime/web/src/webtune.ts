@@ -33,6 +33,7 @@
  * - no allocation inside a timed region.
  */
 
+import { KernelBundle, keysOf, maxThreadsOf, sha256Hex } from './bundle.js';
 import { KernelCache } from './cache.js';
 import { type Fingerprint, fingerprint, wasmFeatures } from './fingerprint.js';
 import { fetchRetrying } from './http.js';
@@ -60,6 +61,8 @@ export type { RhoResult } from './rho.js';
 export { measureRho, rhoBit } from './rho.js';
 export type { Measurement } from './tuner.js';
 export type { BestResponse, KernelMeta } from './types.js';
+export { KernelBundle } from './bundle.js';
+export type { BundleManifest, BundleWinner, BundleDefault, LookupKeys } from './bundle.js';
 export type { OpName } from './ops.js';
 
 export { SentenceEncoder, type EncoderLoadOptions, type ModelConfig, type ModelManifest } from './encoder.js';
@@ -118,6 +121,30 @@ export interface OpenOptions {
    * is cached). Absent: no ρ (the key's last part is `-`).
    */
   rho?: string;
+  /**
+   * A static bundle (`webtune bundle export`, README "Static kernel bundles"): the
+   * URL of its directory, on any static host or the app's own. Best-kernel
+   * lookups are answered from it (device key, then architecture, vendor,
+   * portable default, as the server does); kernels are fetched from it and
+   * their SHA-256 checked. Ops it does not cover go to the server. When the
+   * server cannot be reached, the runtime opens without a session: kernels
+   * come from the bundle (and the cache), nothing is tuned, and
+   * `Webtune.offline` says why.
+   */
+  bundle?: string;
+  /**
+   * When the bundle answers lookups: `'always'` (default; the app ships it
+   * to spare the server) or `'offline'` (only when the server cannot be
+   * reached; the bundle is not fetched otherwise).
+   */
+  bundleUse?: 'always' | 'offline';
+  /**
+   * The device key to look up in the bundle when the server cannot be
+   * reached. Default: the key the server gave this browser's fingerprint
+   * last time (remembered in localStorage); without one, the bundle's
+   * portable defaults.
+   */
+  deviceKey?: string;
 }
 
 /** `POST /v1/sessions`'s answer. */
@@ -130,7 +157,7 @@ export interface SessionInfo {
 }
 
 /** Where a kernel handle's first kernel came from. */
-export type KernelSource = 'cache' | 'server';
+export type KernelSource = 'cache' | 'server' | 'bundle';
 
 /** `swap` event detail: the app's kernel was replaced by a faster one. */
 export interface SwapDetail {
@@ -288,14 +315,6 @@ export class GpuKernel extends KernelHandle<GpuImpl> {
 
 export type Kernel = WasmKernel | GpuKernel;
 
-async function sha256Hex(bytes: ArrayBuffer | string): Promise<string | null> {
-  const subtle = globalThis.crypto?.subtle;
-  if (!subtle) return null;
-  const data = typeof bytes === 'string' ? new TextEncoder().encode(bytes) : bytes;
-  const h = new Uint8Array(await subtle.digest('SHA-256', data));
-  return Array.from(h, (b) => b.toString(16).padStart(2, '0')).join('');
-}
-
 async function json<T>(res: Response, what: string): Promise<T> {
   const text = await res.text();
   if (!res.ok) throw new Error(`${what}: HTTP ${res.status}: ${text}`);
@@ -306,7 +325,20 @@ export class Webtune extends EventTarget {
   readonly server: string;
   readonly target: Target;
   readonly fingerprint: Fingerprint;
+  /**
+   * `POST /v1/sessions`'s answer; when the server could not be reached
+   * (`offline`), the same fields with an empty `session_id` and the keys
+   * the bundle is searched with (empty when none is known).
+   */
   readonly session: SessionInfo;
+  /** Which source answers best-kernel lookups: the server, or the `bundle` option's bundle. */
+  readonly lookups: 'server' | 'bundle';
+  /** The bundle, when one is in use. */
+  readonly bundle: KernelBundle | null;
+  /** Why the server could not be reached, when it could not (then nothing is tuned); else null. */
+  readonly offline: string | null;
+  /** Why the `bundle` option's bundle was refused (the server answers instead); else null. */
+  readonly bundleError: string | null;
   /** The ρ measurement behind `fingerprint.rho`, when `rho: 'measure'` ran it. */
   readonly rho: RhoResult | null;
   /** Wasm: the memory kernels run on (shared when `threads.count > 1`). */
@@ -337,6 +369,7 @@ export class Webtune extends EventTarget {
     opts: OpenOptions; server: string; fingerprint: Fingerprint; session: SessionInfo;
     memory: WebAssembly.Memory | null; device: GPUDevice | null; cache: KernelCache; rho: RhoResult | null;
     pool: ThreadPool | null; threads: { count: number; why?: string };
+    bundle: KernelBundle | null; offline: string | null; bundleError: string | null;
   }) {
     super();
     this.opts = init.opts;
@@ -344,6 +377,10 @@ export class Webtune extends EventTarget {
     this.target = init.opts.target;
     this.fingerprint = init.fingerprint;
     this.session = init.session;
+    this.bundle = init.bundle;
+    this.lookups = init.bundle ? 'bundle' : 'server';
+    this.offline = init.offline;
+    this.bundleError = init.bundleError;
     this.rho = init.rho;
     this.memory = init.memory;
     this.pool = init.pool;
@@ -368,7 +405,11 @@ export class Webtune extends EventTarget {
     return this.pool;
   }
 
-  /** Fingerprints this browser and opens a session with the server. */
+  /**
+   * Fingerprints this browser and opens a session with the server; with
+   * the `bundle` option, opens the bundle too, and opens without a session
+   * when the server cannot be reached.
+   */
   static async open(opts: OpenOptions): Promise<Webtune> {
     if (opts.target !== 'wasm' && opts.target !== 'webgpu') throw new Error(`target must be 'wasm' or 'webgpu', got ${opts.target}`);
     const server = (opts.server ?? globalThis.location?.origin ?? '').replace(/\/+$/, '');
@@ -384,28 +425,54 @@ export class Webtune extends EventTarget {
         requiredFeatures: wanted.filter((f) => adapter!.features.has(f)),
       }));
     }
+    // The app's bundle, unless it is for the server's absence only.
+    let bundle: KernelBundle | null = null, bundleError: string | null = null;
+    const openBundle = async () => {
+      try {
+        bundle = await KernelBundle.open(opts.bundle!);
+      } catch (e) {
+        bundleError = (e as Error).message;
+        console.warn(`webtune: ${bundleError}`);
+      }
+    };
+    if (opts.bundle && (opts.bundleUse ?? 'always') === 'always') await openBundle();
     let rho = opts.rho;
     let rhoMeasurement: RhoResult | null = null;
     if (rho === 'measure') {
       // ρ pairs exist for Wasm only: a GPU key already names the architecture.
-      rhoMeasurement = opts.target === 'wasm' ? await measureRho(server, wasmFeatures().relaxedSimd) : null;
+      try {
+        rhoMeasurement = opts.target === 'wasm' ? await measureRho(server, wasmFeatures().relaxedSimd) : null;
+      } catch (e) {
+        // Without the server the key is searched for in the bundle, which needs no ρ.
+        if (!opts.bundle) throw e;
+      }
       rho = rhoMeasurement?.rho || undefined;
     }
     const { pool, threads } = opts.target === 'wasm' ? startThreads(opts) : { pool: null, threads: { count: 1, why: 'the WebGPU target' } };
     const fp = await fingerprint(opts.target, adapter, rho);
     // The key says whether this session runs threaded kernels: the candidates differ.
     if (opts.target === 'wasm' && !pool) fp.threads = false;
-    const session = await json<SessionInfo>(
-      await fetchRetrying(`${server}/v1/sessions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ fingerprint: fp }),
-      }),
-      'open session',
-    );
+    let session: SessionInfo, offline: string | null = null;
+    const unreachable = await openSession(server, fp);
+    if (typeof unreachable !== 'string') {
+      session = unreachable;
+      rememberKeys(server, opts.target, fp, session);
+    } else if (opts.bundle) {
+      offline = unreachable;
+      if (!bundle && !bundleError) await openBundle();
+      if (!bundle) throw new Error(`webtune: the server cannot be reached (${offline}) and the bundle was refused: ${bundleError}`);
+      const keys = opts.deviceKey ? keysOf(opts.deviceKey) : recallKeys(server, opts.target, fp);
+      if (opts.deviceKey && !keys) throw new Error(`deviceKey ${opts.deviceKey} is not a device key (four /-separated parts)`);
+      session = { session_id: '', device_key: keys?.device_key ?? '', arch_key: keys?.arch_key ?? '', vendor_key: keys?.vendor_key ?? '', rho: fp.rho ?? '' };
+      console.info(`webtune: the server cannot be reached (${offline}); kernels come from the bundle, nothing is tuned`);
+    } else {
+      throw new Error(`open session: ${unreachable}`);
+    }
     const cache = await KernelCache.open(opts.cache ?? true);
     const memory = opts.target === 'wasm' ? (opts.memory ?? newMemory(1, pool !== null)) : null;
-    return new Webtune({ opts, server, fingerprint: fp, session, memory, device, cache, rho: rhoMeasurement, pool, threads });
+    return new Webtune({
+      opts, server, fingerprint: fp, session, memory, device, cache, rho: rhoMeasurement, pool, threads, bundle, offline, bundleError,
+    });
   }
 
   private cacheKey(op: string, shape: number[]): string {
@@ -463,12 +530,25 @@ export class Webtune extends EventTarget {
       source = 'cache';
       level = null;
     } else {
-      const q = new URLSearchParams({ device_key: this.session.device_key, op, shape: shape.join(','), target: this.serverTarget });
-      const best = await json<BestResponse>(await fetchRetrying(`${this.server}/v1/kernels/best?${q}`), `best ${op} ${shape}`);
-      meta = best.meta;
-      bytes = await this.fetchKernel(best.url, this.serverTarget);
-      source = 'server';
-      level = best.level;
+      // The bundle first (the server's rule, on this session's keys), then the server.
+      const keys = this.session.device_key ? keysOf(this.session.device_key) : null;
+      const maxThreads = this.pool ? maxThreadsOf(this.session.device_key) : 1;
+      const fromBundle = this.bundle?.best(keys, op, shape, this.serverTarget, maxThreads) ?? null;
+      if (fromBundle) {
+        meta = fromBundle.meta;
+        bytes = await this.bundle!.kernel(meta.sha256, this.serverTarget);
+        source = 'bundle';
+        level = fromBundle.level;
+      } else if (this.offline) {
+        throw new Error(`${op} ${shape.join(',')} ${this.serverTarget}: the server cannot be reached (${this.offline}) and the bundle does not cover it`);
+      } else {
+        const q = new URLSearchParams({ device_key: this.session.device_key, op, shape: shape.join(','), target: this.serverTarget });
+        const best = await json<BestResponse>(await fetchRetrying(`${this.server}/v1/kernels/best?${q}`), `best ${op} ${shape}`);
+        meta = best.meta;
+        bytes = await this.fetchKernel(best.url, this.serverTarget);
+        source = 'server';
+        level = best.level;
+      }
       await this.cache.put({ key: cacheKey, sha256: meta.sha256, meta, bytes, tuned: false, median_us: 0, saved_at: Date.now() });
     }
     let handle: Kernel;
@@ -481,7 +561,8 @@ export class Webtune extends EventTarget {
       await binding.bind(impl);
       handle = new WasmKernel(op, shape, impl, source, level, binding);
     }
-    const tune = (this.opts.tune ?? true) && !(cached?.tuned && !this.opts.retune);
+    // Without a server there is no queue to tune from.
+    const tune = (this.opts.tune ?? true) && !this.offline && !(cached?.tuned && !this.opts.retune);
     if (tune) {
       // The handle's impl is protected; the tuner gets the same object.
       const impl = (handle as unknown as { impl: Impl }).impl;
@@ -707,6 +788,58 @@ export class Webtune extends EventTarget {
     this.pool?.close();
     this.stopIdleLoop();
     for (const h of this.handles) h.tuner?.cancel();
+  }
+}
+
+/**
+ * `POST /v1/sessions`: the session, or why the server cannot be reached (a
+ * network error, or a gateway's 502, 503 or 504 after the retries). Any
+ * other refusal is an error.
+ */
+async function openSession(server: string, fp: Fingerprint): Promise<SessionInfo | string> {
+  let res: Response;
+  try {
+    res = await fetchRetrying(`${server}/v1/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ fingerprint: fp }),
+    });
+  } catch (e) {
+    return (e as Error).message || String(e);
+  }
+  if (res.status === 502 || res.status === 503 || res.status === 504) return `HTTP ${res.status}`;
+  return json<SessionInfo>(res, 'open session');
+}
+
+/** localStorage key of the keys the server last gave this browser. */
+function keysEntry(server: string, target: Target): string {
+  return `webtune.keys|${server}|${target}`;
+}
+
+/** The fingerprint as the remembered keys are matched on (ρ aside: measuring it needs the server). */
+function fingerprintText(fp: Fingerprint): string {
+  const { rho: _rho, ...rest } = fp;
+  return JSON.stringify(rest);
+}
+
+function rememberKeys(server: string, target: Target, fp: Fingerprint, s: SessionInfo): void {
+  try {
+    const keys = { device_key: s.device_key, arch_key: s.arch_key, vendor_key: s.vendor_key, rho: s.rho };
+    globalThis.localStorage?.setItem(keysEntry(server, target), JSON.stringify({ fingerprint: fingerprintText(fp), keys }));
+  } catch {
+    // Storage off or full: an offline start then gets the bundle's defaults.
+  }
+}
+
+/** The keys the server gave this very fingerprint last time, if remembered. */
+function recallKeys(server: string, target: Target, fp: Fingerprint): { device_key: string; arch_key: string; vendor_key: string } | null {
+  try {
+    const raw = globalThis.localStorage?.getItem(keysEntry(server, target));
+    if (!raw) return null;
+    const saved = JSON.parse(raw) as { fingerprint: string; keys: { device_key: string; arch_key: string; vendor_key: string } };
+    return saved.fingerprint === fingerprintText(fp) ? saved.keys : null;
+  } catch {
+    return null;
   }
 }
 

@@ -55,6 +55,7 @@ const DIST: &[(&str, &str)] = &[
     dist!("pool-worker.d.ts"),
     dist!("batches.d.ts"),
     dist!("encoder-gpu.d.ts"),
+    dist!("bundle.d.ts"),
 ];
 
 const DEMO_HTML: &str = include_str!("../../../client-runtime/web/demo/index.html");
