@@ -86,12 +86,9 @@ impl Db {
     pub async fn import_winners(&self, kernels: &[NewKernel], winners: &[Winner]) -> Result<Vec<Imported>> {
         let _w = self.write.lock().await;
         let mut tx = self.pool.begin().await?;
-        if self.backend == crate::Backend::Postgres {
-            // The advisory lock the report writer's transactions take, so
-            // that servers sharing this database never elect at a key while
-            // an import writes it.
-            sqlx::query("SELECT pg_advisory_xact_lock(7765) AS locked").fetch_one(&mut *tx).await?;
-        }
+        // Servers sharing this database never elect at a key while an
+        // import writes it.
+        crate::reports::serialise_writers(&mut tx, self.backend).await?;
         let now = now_ms();
         for k in kernels {
             sqlx::query(

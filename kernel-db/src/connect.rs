@@ -59,6 +59,7 @@ pub struct Db {
     pub(crate) write: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// The report writer's queue (group commit, see `reports`).
     pub(crate) reports: tokio::sync::mpsc::Sender<crate::reports::Job>,
+    pub(crate) groups: std::sync::Arc<crate::reports::GroupCounters>,
 }
 
 impl Db {
@@ -89,12 +90,19 @@ impl Db {
         }
         migrator().run(&pool).await?;
         let write = std::sync::Arc::new(tokio::sync::Mutex::new(()));
-        let reports = crate::reports::start_writer(pool.clone(), backend, write.clone());
-        Ok(Db { pool, backend, write, reports })
+        let groups = std::sync::Arc::default();
+        let reports = crate::reports::start_writer(pool.clone(), backend, write.clone(), std::sync::Arc::clone(&groups));
+        Ok(Db { pool, backend, write, reports, groups })
     }
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// Group commit so far: transactions, the reports they carried, the
+    /// largest group, and the time spent inside them.
+    pub fn group_stats(&self) -> crate::GroupStats {
+        self.groups.read()
     }
 
     /// Closes the pool, waiting for open connections to finish.

@@ -79,8 +79,24 @@ pub struct Standing {
 
 impl Standing {
     fn eligible(&self, quorum: usize) -> bool {
-        self.sessions >= quorum && !(self.flagged_by >= quorum && self.flagged_by >= self.sessions)
+        self.sessions >= quorum && !flag_excluded(self.flagged_by, self.sessions, quorum)
     }
+}
+
+/// Whether flags exclude a kernel: a quorum of sessions raised them, and
+/// they are at least as many as the sessions whose samples the server
+/// verified for it (`sessions`). A driver that miscomputes on a device
+/// class is excluded, while a minority of liars cannot exclude the crowd's
+/// winner.
+///
+/// This is also the one reason a standing winner is removed when an
+/// election finds no eligible kernel: a winner that merely lost its quorum
+/// (or was imported from a bundle, with no votes here) keeps answering
+/// until another kernel is elected, since it was measured best once and the
+/// default never was.
+pub fn flag_excluded(flagged_by: usize, sessions: usize, quorum: usize) -> bool {
+    let q = quorum.max(1);
+    flagged_by >= q && flagged_by >= sessions
 }
 
 impl From<&Tally> for Standing {
@@ -148,10 +164,6 @@ pub fn elect<'a>(tallies: &'a [Tally], incumbent: Option<&str>, policy: &VotePol
 /// so the two cannot disagree.
 pub fn elect_step<'a>(standings: &'a [Standing], incumbent: Option<&str>, policy: &VotePolicy, ev: &Evidence) -> Step<'a> {
     let q = policy.quorum.max(1);
-    // Flags exclude a kernel only when a quorum of sessions raised them and
-    // they are at least as many as the sessions whose samples the server
-    // verified for it: a driver that miscomputes on a device class is
-    // excluded, while a minority of liars cannot exclude the crowd's winner.
     let eligible: Vec<&Standing> = standings.iter().filter(|t| t.eligible(q)).collect();
     let Some(top) = eligible.iter().map(|t| t.votes).max() else { return Step::Done(None) };
     let tied: Vec<&Standing> = eligible.iter().copied().filter(|t| t.votes == top).collect();

@@ -80,7 +80,7 @@ use serde::Serialize;
 
 pub use bundles::Imported;
 pub use connect::Db;
-pub use elect::{Evidence, Standing, Step, Tally, VotePolicy, elect, elect_step};
+pub use elect::{Evidence, Standing, Step, Tally, VotePolicy, elect, elect_step, flag_excluded};
 pub use types::*;
 
 /// Why a database operation failed.

@@ -18,10 +18,10 @@ use sqlx::any::{Any, AnyArguments};
 use sqlx::pool::Pool;
 use sqlx::{Acquire, AnyConnection, Row};
 
-use crate::elect::{Evidence, Standing, Step, elect_step};
+use crate::elect::{Evidence, Standing, Step, elect_step, flag_excluded};
 use crate::{
-    Backend, Db, DbError, DeviceKeys, KernelKind, Level, NewReport, RecordedReport, Result, VotePolicy, Winner, now_ms, random_id,
-    ranked_weight,
+    Backend, Db, DbError, DeviceKeys, GroupStats, KernelKind, Level, NewReport, RecordedReport, Result, VotePolicy, Winner, now_ms,
+    random_id, ranked_weight,
 };
 
 /// Most reports committed in one transaction.
@@ -33,19 +33,6 @@ type AnyQuery<'q> = sqlx::query::Query<'q, Any, AnyArguments>;
 macro_rules! at_key {
     () => {
         "op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND level = $5 AND level_key = $6"
-    };
-}
-
-// Flags are per key, whatever the space: each level filters on its own
-// column, and SQL must be static text, so the three are spelled by a macro.
-macro_rules! flags_sql {
-    ($col:literal) => {
-        concat!(
-            "SELECT kernel_sha256, COUNT(DISTINCT session_id) AS n FROM flags ",
-            "WHERE op = $1 AND shape = $2 AND target = $3 AND ",
-            $col,
-            " = $4 GROUP BY kernel_sha256"
-        )
     };
 }
 
@@ -73,6 +60,35 @@ impl At<'_> {
     }
 }
 
+/// What the writer has done since the [`Db`] was opened (see [`GroupStats`]).
+#[derive(Debug, Default)]
+pub(crate) struct GroupCounters {
+    groups: std::sync::atomic::AtomicU64,
+    reports: std::sync::atomic::AtomicU64,
+    largest: std::sync::atomic::AtomicU64,
+    busy_us: std::sync::atomic::AtomicU64,
+}
+
+impl GroupCounters {
+    fn record(&self, reports: usize, took: std::time::Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.groups.fetch_add(1, Relaxed);
+        self.reports.fetch_add(reports as u64, Relaxed);
+        self.largest.fetch_max(reports as u64, Relaxed);
+        self.busy_us.fetch_add(took.as_micros() as u64, Relaxed);
+    }
+
+    pub(crate) fn read(&self) -> GroupStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        GroupStats {
+            groups: self.groups.load(Relaxed),
+            reports: self.reports.load(Relaxed),
+            largest: self.largest.load(Relaxed),
+            busy_us: self.busy_us.load(Relaxed),
+        }
+    }
+}
+
 /// A report waiting for the writer, and where its outcome goes.
 pub(crate) struct Job {
     report: NewReport,
@@ -84,7 +100,12 @@ pub(crate) struct Job {
 /// Starts the writer task of a [`Db`]: it commits the reports sent on the
 /// returned channel in groups, holding `lock` (the writers' lock) while it
 /// does. It ends when the [`Db`] (the channel's sender) is dropped.
-pub(crate) fn start_writer(pool: Pool<Any>, backend: Backend, lock: Arc<tokio::sync::Mutex<()>>) -> tokio::sync::mpsc::Sender<Job> {
+pub(crate) fn start_writer(
+    pool: Pool<Any>,
+    backend: Backend,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    stats: Arc<GroupCounters>,
+) -> tokio::sync::mpsc::Sender<Job> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Job>(4 * GROUP_MAX);
     tokio::spawn(async move {
         while let Some(first) = rx.recv().await {
@@ -96,7 +117,9 @@ pub(crate) fn start_writer(pool: Pool<Any>, backend: Backend, lock: Arc<tokio::s
                 }
             }
             let _w = lock.lock().await;
+            let t0 = std::time::Instant::now();
             let outcomes = commit_group(&pool, backend, &group).await;
+            stats.record(group.len(), t0.elapsed());
             for (job, outcome) in group.into_iter().zip(outcomes) {
                 // A caller that stopped waiting finds its report stored anyway.
                 let _ = job.done.send(outcome);
@@ -146,32 +169,80 @@ async fn commit_group(pool: &Pool<Any>, backend: Backend, group: &[Job]) -> Vec<
 /// PostgreSQL: one transaction-scoped advisory lock, so that servers
 /// sharing the database elect winners one at a time and never from a
 /// tally that misses a concurrent report. (SQLite allows one writer.)
-async fn serialise_writers(tx: &mut AnyConnection, backend: Backend) -> Result<()> {
+/// Every transaction that writes winners takes it.
+pub(crate) async fn serialise_writers(tx: &mut AnyConnection, backend: Backend) -> Result<()> {
     if backend == Backend::Postgres {
         sqlx::query("SELECT pg_advisory_xact_lock(7765) AS locked").fetch_one(&mut *tx).await?;
     }
     Ok(())
 }
 
+/// `$from, $from+1, ...`: `n` numbered placeholders.
+fn params(from: usize, n: usize) -> String {
+    (from..from + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Rows of `cols` numbered placeholders each, from `$from`: `($1, $2), ($3, $4)`.
+fn rows(from: usize, n: usize, cols: usize) -> String {
+    (0..n).map(|r| format!("({})", params(from + r * cols, cols))).collect::<Vec<_>>().join(", ")
+}
+
+/// A condition matching `n` keys whose placeholders start at `$from`, each
+/// key taking `cols` of them in the order (level, level key[, space]).
+/// Besides the exact pairs it lists each column's values with `IN`, which is
+/// what lets SQLite seek the primary key once per combination instead of
+/// scanning (it does not split an `OR` of conjunctions into seeks).
+fn keys_match(from: usize, n: usize, cols: usize) -> String {
+    let names = ["level", "level_key", "space_checksum"];
+    let mut parts: Vec<String> = (0..cols)
+        .map(|c| format!("{} IN ({})", names[c], (0..n).map(|i| format!("${}", from + i * cols + c)).collect::<Vec<_>>().join(", ")))
+        .collect();
+    let exact = (0..n)
+        .map(|i| format!("({})", (0..cols).map(|c| format!("{} = ${}", names[c], from + i * cols + c)).collect::<Vec<_>>().join(" AND ")))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    parts.push(format!("({exact})"));
+    parts.join(" AND ")
+}
+
+/// Text made only of fixed SQL and numbered placeholders (values are bound).
+fn dynamic(sql: String) -> AnyQuery<'static> {
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+}
+
 /// Stores one report, casts its ballots and re-elects its three keys, on
-/// `conn` (inside the group's transaction).
+/// `conn` (inside the group's transaction). Statements are batched across
+/// entries and levels (about a dozen per report): each statement is a
+/// round trip to the database, and those dominate the cost of a report.
 async fn record_one(conn: &mut AnyConnection, job: &Job) -> Result<RecordedReport> {
     let (report, keys) = (&job.report, &job.keys);
     let id = random_id()?;
     let now = now_ms();
+    let n = report.entries.len();
+    if n == 0 {
+        return Ok(RecordedReport { report_id: id, winners: vec![] });
+    }
+    let mut q = dynamic(format!("SELECT sha256, op, shape, target FROM kernels WHERE sha256 IN ({})", params(1, n)));
     for e in &report.entries {
-        let known = sqlx::query("SELECT op, shape, target FROM kernels WHERE sha256 = $1")
-            .bind(&e.kernel_sha256)
-            .fetch_optional(&mut *conn)
-            .await?;
-        let Some(known) = known else { return Err(DbError::UnknownKernel(e.kernel_sha256.clone())) };
-        let kind = KernelKind { op: known.try_get("op")?, shape: known.try_get("shape")?, target: known.try_get("target")? };
-        if kind != report.kind {
-            return Err(DbError::WrongKind { kernel: e.kernel_sha256.clone(), is: kind, reported: report.kind.clone() });
+        q = q.bind(e.kernel_sha256.clone());
+    }
+    let mut known = std::collections::HashMap::new();
+    for r in q.fetch_all(&mut *conn).await? {
+        let kind = KernelKind { op: r.try_get("op")?, shape: r.try_get("shape")?, target: r.try_get("target")? };
+        known.insert(r.try_get::<String, _>("sha256")?, kind);
+    }
+    for e in &report.entries {
+        match known.get(&e.kernel_sha256) {
+            None => return Err(DbError::UnknownKernel(e.kernel_sha256.clone())),
+            Some(kind) if *kind != report.kind => {
+                return Err(DbError::WrongKind { kernel: e.kernel_sha256.clone(), is: kind.clone(), reported: report.kind.clone() });
+            }
+            Some(_) => {}
         }
-        if ticket_used(conn, &e.ticket).await? {
-            return Err(DbError::TicketReused(e.kernel_sha256.clone()));
-        }
+    }
+    let tickets: Vec<&str> = report.entries.iter().map(|e| e.ticket.as_str()).collect();
+    if let Some(i) = tickets_used(conn, &tickets).await? {
+        return Err(DbError::TicketReused(report.entries[i].kernel_sha256.clone()));
     }
     sqlx::query(
         "INSERT INTO reports (id, session_id, op, shape, target, space_checksum, device_key, arch_key, vendor_key, rho, created_at) \
@@ -190,23 +261,22 @@ async fn record_one(conn: &mut AnyConnection, job: &Job) -> Result<RecordedRepor
     .bind(now)
     .execute(&mut *conn)
     .await?;
+    let mut q = dynamic(format!(
+        "INSERT INTO measurements (report_id, rank, kernel_sha256, ticket, median_us, runs, output_ok, weight) VALUES {}",
+        rows(1, n, 8)
+    ));
     for (i, e) in report.entries.iter().enumerate() {
-        let rank = i + 1;
-        sqlx::query(
-            "INSERT INTO measurements (report_id, rank, kernel_sha256, ticket, median_us, runs, output_ok, weight) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(&id)
-        .bind(rank as i64)
-        .bind(&e.kernel_sha256)
-        .bind(&e.ticket)
-        .bind(e.median_us)
-        .bind(e.runs)
-        .bind(e.output_ok as i64)
-        .bind(ranked_weight(rank, e.output_ok))
-        .execute(&mut *conn)
-        .await?;
+        q = q
+            .bind(id.clone())
+            .bind((i + 1) as i64)
+            .bind(e.kernel_sha256.clone())
+            .bind(e.ticket.clone())
+            .bind(e.median_us)
+            .bind(e.runs)
+            .bind(e.output_ok as i64)
+            .bind(ranked_weight(i + 1, e.output_ok));
     }
+    q.execute(&mut *conn).await?;
     for e in report.entries.iter().filter(|e| !e.output_ok) {
         insert_flag(conn, &e.kernel_sha256, &report.kind, keys, &report.session_id, None, "client-check", now).await?;
     }
@@ -217,183 +287,284 @@ async fn record_one(conn: &mut AnyConnection, job: &Job) -> Result<RecordedRepor
         .map(|(i, e)| (e.kernel_sha256.as_str(), ranked_weight(i + 1, e.output_ok), e.median_us))
         .filter(|v| v.1 > 0)
         .collect();
-    let mut winners = Vec::new();
-    for level in Level::STORED {
-        let at = At::new(&report.kind, &report.space_checksum, level, keys);
-        if !votes.is_empty() {
-            cast_ballot(conn, &at, &report.session_id, &id, now, &votes).await?;
-        }
-        if let Some(w) = elect_at(conn, &at, &job.policy, now).await? {
-            winners.push(w);
-        }
+    let levels = Level::STORED.map(|level| At::new(&report.kind, &report.space_checksum, level, keys));
+    if !votes.is_empty() {
+        cast_ballots(conn, &levels, &report.session_id, &id, now, &votes).await?;
     }
-    Ok(RecordedReport { report_id: id, winners })
+    let winners = elect_levels(conn, &levels, &job.policy, now).await?;
+    Ok(RecordedReport { report_id: id, winners: winners.into_iter().flatten().collect() })
 }
 
-/// Makes report `id` (made at `now`) the session's ballot at `at`, unless
-/// the session already has a later one there: the old ballot's weights and
-/// session leave the tallies, the new ones enter.
-async fn cast_ballot(conn: &mut AnyConnection, at: &At<'_>, session: &str, id: &str, now: i64, votes: &[(&str, i64, f64)]) -> Result<()> {
-    let current = at
-        .bind(sqlx::query(concat!("SELECT created_at, report_id FROM ballots WHERE ", at_key!(), " AND session_id = $7 LIMIT 1")))
-        .bind(session.to_string())
-        .fetch_optional(&mut *conn)
-        .await?;
-    if let Some(c) = current {
-        let (t, r): (i64, String) = (c.try_get("created_at")?, c.try_get("report_id")?);
-        if (t, r.as_str()) > (now, id) {
-            return Ok(());
+/// Makes report `id` (made at `now`) the session's ballot at each of
+/// `levels` (one kind, one space), except where the session already has a
+/// later one: the old ballot's weights and session leave the tallies, the
+/// new ones enter, as one net change per tally row.
+async fn cast_ballots(
+    conn: &mut AnyConnection,
+    levels: &[At<'_>],
+    session: &str,
+    id: &str,
+    now: i64,
+    votes: &[(&str, i64, f64)],
+) -> Result<()> {
+    let at = &levels[0];
+    // The session's ballots at these keys, found through the primary key.
+    let pick = keys_match(6, levels.len(), 2);
+    let mut q = dynamic(format!(
+        "SELECT level, level_key, kernel_sha256, weight, created_at, report_id FROM ballots \
+         WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND ({pick}) AND session_id = $5"
+    ))
+    .bind(at.kind.op.clone())
+    .bind(at.kind.shape.clone())
+    .bind(at.kind.target.clone())
+    .bind(at.space.to_string())
+    .bind(session.to_string());
+    for l in levels {
+        q = q.bind(l.level.name()).bind(l.key.to_string());
+    }
+    let old = q.fetch_all(&mut *conn).await?;
+    // (level, level key, kernel) -> (votes, sessions) to add.
+    let mut delta: std::collections::BTreeMap<(&'static str, String, String), (i64, i64)> = std::collections::BTreeMap::new();
+    let mut replaced: Vec<&At> = levels.iter().collect();
+    for r in &old {
+        let level: String = r.try_get("level")?;
+        let Some(l) = levels.iter().find(|l| l.level.name() == level) else { continue };
+        let (t, rid): (i64, String) = (r.try_get("created_at")?, r.try_get("report_id")?);
+        if (t, rid.as_str()) > (now, id) {
+            replaced.retain(|x| x.level != l.level);
+            continue;
         }
-        at.bind(sqlx::query(concat!(
-            "UPDATE tallies SET sessions = sessions - 1, votes = votes - (SELECT b.weight FROM ballots b WHERE b.op = $1 AND b.shape = $2 \
-             AND b.target = $3 AND b.space_checksum = $4 AND b.level = $5 AND b.level_key = $6 AND b.session_id = $7 \
-             AND b.kernel_sha256 = tallies.kernel_sha256) WHERE ",
-            at_key!(),
-            " AND kernel_sha256 IN (SELECT kernel_sha256 FROM ballots WHERE ",
-            at_key!(),
-            " AND session_id = $7)"
-        )))
-        .bind(session.to_string())
-        .execute(&mut *conn)
-        .await?;
-        at.bind(sqlx::query(concat!("DELETE FROM ballots WHERE ", at_key!(), " AND session_id = $7")))
-            .bind(session.to_string())
-            .execute(&mut *conn)
-            .await?;
+        let d = delta.entry((l.level.name(), r.try_get("level_key")?, r.try_get("kernel_sha256")?)).or_default();
+        d.0 -= r.try_get::<i64, _>("weight")?;
+        d.1 -= 1;
     }
-    for &(kernel, weight, median_us) in votes {
-        at.bind(sqlx::query(
-            "INSERT INTO ballots (op, shape, target, space_checksum, level, level_key, session_id, kernel_sha256, report_id, created_at, \
-             weight, median_us) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-        ))
-        .bind(session.to_string())
-        .bind(kernel.to_string())
-        .bind(id.to_string())
-        .bind(now)
-        .bind(weight)
-        .bind(median_us)
-        .execute(&mut *conn)
-        .await?;
-        at.bind(sqlx::query(
-            "INSERT INTO tallies (op, shape, target, space_checksum, level, level_key, kernel_sha256, votes, sessions) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1) \
-             ON CONFLICT (op, shape, target, space_checksum, level, level_key, kernel_sha256) \
-             DO UPDATE SET votes = tallies.votes + excluded.votes, sessions = tallies.sessions + 1",
-        ))
-        .bind(kernel.to_string())
-        .bind(weight)
-        .execute(&mut *conn)
-        .await?;
+    // Rows of levels kept (a later ballot exists) were not counted above.
+    if replaced.is_empty() {
+        return Ok(());
     }
+    let pick = keys_match(6, replaced.len(), 2);
+    let mut q = dynamic(format!(
+        "DELETE FROM ballots WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND ({pick}) AND session_id = $5"
+    ))
+    .bind(at.kind.op.clone())
+    .bind(at.kind.shape.clone())
+    .bind(at.kind.target.clone())
+    .bind(at.space.to_string())
+    .bind(session.to_string());
+    for l in &replaced {
+        q = q.bind(l.level.name()).bind(l.key.to_string());
+    }
+    q.execute(&mut *conn).await?;
+    let mut q = dynamic(format!(
+        "INSERT INTO ballots (op, shape, target, space_checksum, level, level_key, session_id, kernel_sha256, report_id, created_at, \
+         weight, median_us) VALUES {}",
+        rows(1, replaced.len() * votes.len(), 12)
+    ));
+    for l in &replaced {
+        for &(kernel, weight, median_us) in votes {
+            q = l.bind(q).bind(session.to_string()).bind(kernel.to_string()).bind(id.to_string()).bind(now).bind(weight).bind(median_us);
+            let d = delta.entry((l.level.name(), l.key.to_string(), kernel.to_string())).or_default();
+            d.0 += weight;
+            d.1 += 1;
+        }
+    }
+    q.execute(&mut *conn).await?;
+    let delta: Vec<_> = delta.into_iter().filter(|(_, d)| *d != (0, 0)).collect();
+    if delta.is_empty() {
+        return Ok(());
+    }
+    let mut q = dynamic(format!(
+        "INSERT INTO tallies (op, shape, target, space_checksum, level, level_key, kernel_sha256, votes, sessions) VALUES {} \
+         ON CONFLICT (op, shape, target, space_checksum, level, level_key, kernel_sha256) \
+         DO UPDATE SET votes = tallies.votes + excluded.votes, sessions = tallies.sessions + excluded.sessions",
+        rows(1, delta.len(), 9)
+    ));
+    for ((level, key, kernel), (votes, sessions)) in delta {
+        q = q
+            .bind(at.kind.op.clone())
+            .bind(at.kind.shape.clone())
+            .bind(at.kind.target.clone())
+            .bind(at.space.to_string())
+            .bind(level)
+            .bind(key)
+            .bind(kernel)
+            .bind(votes)
+            .bind(sessions);
+    }
+    q.execute(&mut *conn).await?;
     Ok(())
 }
 
-/// Re-elects the winner at `at` from its running tallies and stores it;
-/// with no eligible kernel, removes a winner of the same space (another
-/// space's winner stays until its own space elects otherwise).
-async fn elect_at(conn: &mut AnyConnection, at: &At<'_>, policy: &VotePolicy, now: i64) -> Result<Option<Winner>> {
-    let standings = standings(conn, at).await?;
-    let incumbent: Option<String> = at
-        .bind(sqlx::query(
-            "SELECT kernel_sha256 FROM winners WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND level = $5 \
-             AND level_key = $6",
-        ))
-        .fetch_optional(&mut *conn)
-        .await?
-        .map(|r| r.try_get("kernel_sha256"))
-        .transpose()?;
-    let mut ev = Evidence::default();
-    let won = loop {
-        match elect_step(&standings, incumbent.as_deref(), policy, &ev) {
-            Step::Done(w) => break w.and_then(|w| standings.iter().find(|s| s.kernel_sha256 == w)),
-            Step::Medians(ks) => {
-                for k in ks {
-                    let n = standings.iter().find(|s| s.kernel_sha256 == k).map_or(0, |s| s.sessions);
-                    ev.medians.insert(k.to_string(), median_of(conn, at, k, n).await?);
-                }
-            }
-            Step::Times(ks) => {
-                for k in ks {
-                    ev.times.insert(k.to_string(), times_of(conn, at, k).await?);
-                }
-            }
+/// Re-elects the winner at each of `levels` (one kind; any spaces) from
+/// the running tallies and stores them; where no kernel is eligible,
+/// removes a winner of the same space (another space's winner stays until
+/// its own space elects otherwise). The winners, by level.
+async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &VotePolicy, now: i64) -> Result<Vec<Option<Winner>>> {
+    let kind = levels[0].kind;
+    debug_assert!(levels.iter().all(|l| l.kind == kind));
+    // Standings and incumbents of every level in one statement each; a
+    // level's row is matched by (level, key, space).
+    let pick = keys_match(4, levels.len(), 3);
+    let bind_levels = |mut q: AnyQuery<'static>| {
+        q = q.bind(kind.op.clone()).bind(kind.shape.clone()).bind(kind.target.clone());
+        for l in levels {
+            q = q.bind(l.level.name()).bind(l.key.to_string()).bind(l.space.to_string());
         }
+        q
     };
-    let Some(win) = won else {
-        at.bind(sqlx::query(
-            "DELETE FROM winners WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND level = $5 AND level_key = $6",
-        ))
-        .execute(&mut *conn)
-        .await?;
-        return Ok(None);
-    };
-    let best_median_us = match ev.medians.get(&win.kernel_sha256) {
-        Some(m) => *m,
-        None => median_of(conn, at, &win.kernel_sha256, win.sessions).await?,
-    };
-    let w = Winner {
-        kind: at.kind.clone(),
-        level: at.level,
-        level_key: at.key.to_string(),
-        space_checksum: at.space.to_string(),
-        kernel_sha256: win.kernel_sha256.clone(),
-        votes: win.votes,
-        total_votes: standings.iter().map(|t| t.votes).sum(),
-        reports: standings.iter().map(|t| t.sessions).max().unwrap_or(0) as i64,
-        best_median_us,
-        updated_at: now,
-    };
-    at.bind(sqlx::query(
-        "INSERT INTO winners (op, shape, target, space_checksum, level, level_key, kernel_sha256, votes, total_votes, reports, \
-         best_median_us, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
-         ON CONFLICT (op, shape, target, level, level_key) DO UPDATE SET \
-         space_checksum = excluded.space_checksum, kernel_sha256 = excluded.kernel_sha256, votes = excluded.votes, \
-         total_votes = excluded.total_votes, reports = excluded.reports, best_median_us = excluded.best_median_us, \
-         updated_at = excluded.updated_at",
-    ))
-    .bind(w.kernel_sha256.clone())
-    .bind(w.votes)
-    .bind(w.total_votes)
-    .bind(w.reports)
-    .bind(w.best_median_us)
-    .bind(now)
-    .execute(&mut *conn)
+    let tally_rows = bind_levels(dynamic(format!(
+        "SELECT level, level_key, space_checksum, kernel_sha256, votes, sessions FROM tallies \
+         WHERE op = $1 AND shape = $2 AND target = $3 AND sessions > 0 AND ({pick}) ORDER BY kernel_sha256"
+    )))
+    .fetch_all(&mut *conn)
     .await?;
-    Ok(Some(w))
-}
-
-/// Every kernel's standing at `at`: its running tally and the distinct
-/// sessions that flagged it on this key.
-async fn standings(conn: &mut AnyConnection, at: &At<'_>) -> Result<Vec<Standing>> {
-    let rows = at
-        .bind(sqlx::query(concat!(
-            "SELECT kernel_sha256, votes, sessions FROM tallies WHERE ",
-            at_key!(),
-            " AND sessions > 0 ORDER BY kernel_sha256"
-        )))
-        .fetch_all(&mut *conn)
-        .await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for r in &rows {
-        out.push(Standing {
-            kernel_sha256: r.try_get("kernel_sha256")?,
-            votes: r.try_get("votes")?,
-            sessions: r.try_get::<i64, _>("sessions")? as usize,
-            flagged_by: 0,
-        });
+    let incumbent_rows = bind_levels(dynamic(format!(
+        "SELECT level, level_key, space_checksum, kernel_sha256 FROM winners WHERE op = $1 AND shape = $2 AND target = $3 AND ({pick})"
+    )))
+    .fetch_all(&mut *conn)
+    .await?;
+    // Flags are per key, whatever the space.
+    let flag_sql = levels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let col = match l.level {
+                Level::Device => "device_key",
+                Level::Arch => "arch_key",
+                _ => "vendor_key",
+            };
+            format!(
+                "SELECT {i} AS at, kernel_sha256, COUNT(DISTINCT session_id) AS n FROM flags \
+                 WHERE op = $1 AND shape = $2 AND target = $3 AND {col} = ${} GROUP BY kernel_sha256",
+                4 + i
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ");
+    let mut q = dynamic(flag_sql).bind(kind.op.clone()).bind(kind.shape.clone()).bind(kind.target.clone());
+    for l in levels {
+        q = q.bind(l.key.to_string());
     }
-    let flags = match at.level {
-        Level::Device => flags_sql!("device_key"),
-        Level::Arch => flags_sql!("arch_key"),
-        _ => flags_sql!("vendor_key"),
+    let flag_rows = q.fetch_all(&mut *conn).await?;
+
+    let matches = |r: &sqlx::any::AnyRow, l: &At| -> Result<bool> {
+        Ok(r.try_get::<String, _>("level")? == l.level.name()
+            && r.try_get::<String, _>("level_key")? == l.key
+            && r.try_get::<String, _>("space_checksum")? == l.space)
     };
-    let flag_rows =
-        sqlx::query(flags).bind(&at.kind.op).bind(&at.kind.shape).bind(&at.kind.target).bind(at.key).fetch_all(&mut *conn).await?;
-    for r in &flag_rows {
-        let sha: String = r.try_get("kernel_sha256")?;
-        if let Some(s) = out.iter_mut().find(|s| s.kernel_sha256 == sha) {
-            s.flagged_by = r.try_get::<i64, _>("n")? as usize;
+    let mut out = Vec::with_capacity(levels.len());
+    let mut upserts = Vec::new();
+    for (i, at) in levels.iter().enumerate() {
+        let mut standings = Vec::new();
+        for r in &tally_rows {
+            if matches(r, at)? {
+                standings.push(Standing {
+                    kernel_sha256: r.try_get("kernel_sha256")?,
+                    votes: r.try_get("votes")?,
+                    sessions: r.try_get::<i64, _>("sessions")? as usize,
+                    flagged_by: 0,
+                });
+            }
         }
+        for r in &flag_rows {
+            if r.try_get::<i64, _>("at")? as usize == i {
+                let sha: String = r.try_get("kernel_sha256")?;
+                if let Some(s) = standings.iter_mut().find(|s| s.kernel_sha256 == sha) {
+                    s.flagged_by = r.try_get::<i64, _>("n")? as usize;
+                }
+            }
+        }
+        let mut incumbent = None;
+        for r in &incumbent_rows {
+            if matches(r, at)? {
+                incumbent = Some(r.try_get::<String, _>("kernel_sha256")?);
+            }
+        }
+        let mut ev = Evidence::default();
+        let won = loop {
+            match elect_step(&standings, incumbent.as_deref(), policy, &ev) {
+                Step::Done(w) => break w.and_then(|w| standings.iter().find(|s| s.kernel_sha256 == w)),
+                Step::Medians(ks) => {
+                    for k in ks {
+                        let n = standings.iter().find(|s| s.kernel_sha256 == k).map_or(0, |s| s.sessions);
+                        ev.medians.insert(k.to_string(), median_of(conn, at, k, n).await?);
+                    }
+                }
+                Step::Times(ks) => {
+                    for k in ks {
+                        ev.times.insert(k.to_string(), times_of(conn, at, k).await?);
+                    }
+                }
+            }
+        };
+        let Some(win) = won else {
+            // Nothing eligible: the standing winner of this space stays
+            // unless flags exclude it (see `flag_excluded`).
+            if let Some(inc) = &incumbent {
+                let sessions = standings.iter().find(|s| &s.kernel_sha256 == inc).map_or(0, |s| s.sessions);
+                let mut flagged_by = 0;
+                for r in &flag_rows {
+                    if r.try_get::<i64, _>("at")? as usize == i && r.try_get::<String, _>("kernel_sha256")? == *inc {
+                        flagged_by = r.try_get::<i64, _>("n")? as usize;
+                    }
+                }
+                if flag_excluded(flagged_by, sessions, policy.quorum) {
+                    at.bind(sqlx::query(
+                        "DELETE FROM winners WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND level = $5 \
+                         AND level_key = $6",
+                    ))
+                    .execute(&mut *conn)
+                    .await?;
+                }
+            }
+            out.push(None);
+            continue;
+        };
+        let best_median_us = match ev.medians.get(&win.kernel_sha256) {
+            Some(m) => *m,
+            None => median_of(conn, at, &win.kernel_sha256, win.sessions).await?,
+        };
+        let w = Winner {
+            kind: kind.clone(),
+            level: at.level,
+            level_key: at.key.to_string(),
+            space_checksum: at.space.to_string(),
+            kernel_sha256: win.kernel_sha256.clone(),
+            votes: win.votes,
+            total_votes: standings.iter().map(|t| t.votes).sum(),
+            reports: standings.iter().map(|t| t.sessions).max().unwrap_or(0) as i64,
+            best_median_us,
+            updated_at: now,
+        };
+        upserts.push(w.clone());
+        out.push(Some(w));
+    }
+    if !upserts.is_empty() {
+        let mut q = dynamic(format!(
+            "INSERT INTO winners (op, shape, target, space_checksum, level, level_key, kernel_sha256, votes, total_votes, reports, \
+             best_median_us, updated_at) VALUES {} \
+             ON CONFLICT (op, shape, target, level, level_key) DO UPDATE SET \
+             space_checksum = excluded.space_checksum, kernel_sha256 = excluded.kernel_sha256, votes = excluded.votes, \
+             total_votes = excluded.total_votes, reports = excluded.reports, best_median_us = excluded.best_median_us, \
+             updated_at = excluded.updated_at",
+            rows(1, upserts.len(), 12)
+        ));
+        for w in upserts {
+            q = q
+                .bind(w.kind.op)
+                .bind(w.kind.shape)
+                .bind(w.kind.target)
+                .bind(w.space_checksum)
+                .bind(w.level.name())
+                .bind(w.level_key)
+                .bind(w.kernel_sha256)
+                .bind(w.votes)
+                .bind(w.total_votes)
+                .bind(w.reports)
+                .bind(w.best_median_us)
+                .bind(now);
+        }
+        q.execute(&mut *conn).await?;
     }
     Ok(out)
 }
@@ -411,14 +582,14 @@ async fn median_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str, n: usize
             " AND kernel_sha256 = $7 ORDER BY median_us LIMIT $8 OFFSET $9"
         )))
         .bind(kernel.to_string())
-        .bind(if n % 2 == 1 { 1i64 } else { 2 })
+        .bind(if n.is_multiple_of(2) { 2i64 } else { 1 })
         .bind(((n - 1) / 2) as i64)
         .fetch_all(&mut *conn)
         .await?;
     let v: Vec<f64> = rows.iter().map(|r| r.try_get("median_us")).collect::<std::result::Result<_, _>>()?;
     match v[..] {
-        [m] if n % 2 == 1 => Ok(m),
-        [a, b] if n % 2 == 0 => Ok(0.5 * (a + b)),
+        [m] if !n.is_multiple_of(2) => Ok(m),
+        [a, b] if n.is_multiple_of(2) => Ok(0.5 * (a + b)),
         _ => Err(DbError::Corrupt(format!("tally of {kernel} at {} counts {n} sessions, ballots disagree", at.key))),
     }
 }
@@ -435,6 +606,28 @@ async fn times_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str) -> Result
         .fetch_all(&mut *conn)
         .await?;
     rows.iter().map(|r| Ok((r.try_get("session_id")?, r.try_get("median_us")?))).collect()
+}
+
+/// The index of the first of `tickets` already quoted by a measurement or
+/// a flag, on `conn` (a pooled connection, or a transaction's).
+async fn tickets_used(conn: &mut AnyConnection, tickets: &[&str]) -> Result<Option<usize>> {
+    if tickets.is_empty() {
+        return Ok(None);
+    }
+    let n = tickets.len();
+    let mut q = dynamic(format!(
+        "SELECT ticket FROM measurements WHERE ticket IN ({}) UNION ALL SELECT ticket FROM flags WHERE ticket IN ({})",
+        params(1, n),
+        params(1 + n, n)
+    ));
+    for _ in 0..2 {
+        for t in tickets {
+            q = q.bind(t.to_string());
+        }
+    }
+    let used: std::collections::HashSet<String> =
+        q.fetch_all(&mut *conn).await?.iter().map(|r| r.try_get("ticket")).collect::<std::result::Result<_, _>>()?;
+    Ok(tickets.iter().position(|t| used.contains(*t)))
 }
 
 impl Db {
@@ -461,7 +654,13 @@ impl Db {
     /// transactions. The server asks first so that a used ticket is refused
     /// before any of its entry's other checks.
     pub async fn ticket_used(&self, ticket: &str) -> Result<bool> {
-        ticket_used(&mut *self.pool.acquire().await?, ticket).await
+        Ok(self.tickets_used(&[ticket]).await?.is_some())
+    }
+
+    /// The index of the first of `tickets` already quoted by a measurement
+    /// or a flag, in one statement. Advisory, like [`Db::ticket_used`].
+    pub async fn tickets_used(&self, tickets: &[&str]) -> Result<Option<usize>> {
+        tickets_used(&mut *self.pool.acquire().await?, tickets).await
     }
 
     /// Flags `kernel` as wrong on the device of `keys` (the server's own
@@ -486,7 +685,7 @@ impl Db {
         let _w = self.write.lock().await;
         let mut tx = self.pool.begin().await?;
         serialise_writers(&mut tx, self.backend).await?;
-        if ticket_used(&mut tx, ticket).await? {
+        if tickets_used(&mut tx, &[ticket]).await?.is_some() {
             return Err(DbError::TicketReused(kernel.to_string()));
         }
         insert_flag(&mut tx, kernel, kind, keys, session_id, Some(ticket), reason, now).await?;
@@ -505,7 +704,7 @@ impl Db {
             .map(|r| r.try_get("space_checksum"))
             .transpose()?;
             if let Some(space) = space {
-                elect_at(&mut tx, &At::new(kind, &space, level, keys), policy, now).await?;
+                elect_levels(&mut tx, &[At::new(kind, &space, level, keys)], policy, now).await?;
             }
         }
         tx.commit().await?;
@@ -526,17 +725,6 @@ impl Db {
         .await?;
         Ok(r.try_get("n")?)
     }
-}
-
-/// Whether a measurement or a flag already quoted `ticket`, on `conn` (a
-/// pooled connection, or a transaction's).
-async fn ticket_used(conn: &mut AnyConnection, ticket: &str) -> Result<bool> {
-    for sql in ["SELECT 1 AS one FROM measurements WHERE ticket = $1", "SELECT 1 AS one FROM flags WHERE ticket = $1"] {
-        if sqlx::query(sql).bind(ticket).fetch_optional(&mut *conn).await?.is_some() {
-            return Ok(true);
-        }
-    }
-    Ok(false)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -210,3 +210,17 @@ pub struct Stats {
     pub measurements: i64,
     pub winners: i64,
 }
+
+/// What the report writer has done since the database was opened
+/// ([`crate::Db::group_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GroupStats {
+    /// Transactions committed (or failed) by the writer.
+    pub groups: u64,
+    /// Reports they carried.
+    pub reports: u64,
+    /// The most reports in one transaction.
+    pub largest: u64,
+    /// Microseconds spent inside those transactions.
+    pub busy_us: u64,
+}

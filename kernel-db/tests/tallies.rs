@@ -19,7 +19,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
 use proptest::prelude::*;
-use webtune_kernel_db::{Db, DbError, DeviceKeys, Level, NewMeasurement, NewReport, Tally, VotePolicy, elect, random_id, ranked_weight};
+use webtune_kernel_db::{
+    Db, DbError, DeviceKeys, Level, NewMeasurement, NewReport, Tally, VotePolicy, elect, flag_excluded, random_id, ranked_weight,
+};
 
 const SESSIONS: usize = 6;
 const KERNELS: usize = 4;
@@ -68,11 +70,14 @@ struct Won {
     best_median_us: f64,
 }
 
+/// A stored report: (session, space, [(kernel, weight, median)]).
+type Stored = (usize, usize, Vec<(usize, i64, f64)>);
+
 /// The whole history, and the winners the pure rule gives after each event.
 #[derive(Default)]
 struct Model {
-    /// (session, space, [(kernel, weight, median)]), in order.
-    reports: Vec<(usize, usize, Vec<(usize, i64, f64)>)>,
+    /// In order.
+    reports: Vec<Stored>,
     /// (kernel, session).
     flags: Vec<(usize, usize)>,
     winners: BTreeMap<(Level, String), Won>,
@@ -116,8 +121,15 @@ impl Model {
                 self.winners.insert(slot, won);
             }
             None => {
-                if incumbent.is_some() || self.winners.get(&slot).is_some_and(|w| w.space == SPACES[space]) {
-                    self.winners.remove(&slot);
+                // The same space's winner goes only when flags exclude it.
+                if let Some(inc) = incumbent {
+                    let k = shas.iter().position(|s| *s == inc).unwrap();
+                    let sessions = tallies.iter().find(|t| t.kernel_sha256 == inc).map_or(0, |t| t.sessions());
+                    let flaggers: BTreeSet<usize> =
+                        self.flags.iter().filter(|f| f.0 == k && keys_of(f.1).key(level) == Some(key)).map(|f| f.1).collect();
+                    if flag_excluded(flaggers.len(), sessions, POLICY.quorum) {
+                        self.winners.remove(&slot);
+                    }
                 }
             }
         }

@@ -38,6 +38,7 @@ fn main() {
         }
         let bodies = Arc::new(tokio::sync::Mutex::new(bodies));
         let lat = Arc::new(tokio::sync::Mutex::new(Vec::new()));
+        eprintln!("sending {n} reports from {concurrency} clients...");
         let t0 = Instant::now();
         let mut tasks = Vec::new();
         for _ in 0..concurrency {

@@ -104,10 +104,9 @@ async fn record(app: &App, id: &str, body: Result<Bytes, BytesRejection>) -> Api
         }
         claims.push(c);
     }
-    for e in &req.entries {
-        if app.db.ticket_used(&e.ticket).await? {
-            return Err(webtune_kernel_db::DbError::TicketReused(e.sha256.clone()).into());
-        }
+    let tickets: Vec<&str> = req.entries.iter().map(|e| e.ticket.as_str()).collect();
+    if let Some(i) = app.db.tickets_used(&tickets).await? {
+        return Err(webtune_kernel_db::DbError::TicketReused(req.entries[i].sha256.clone()).into());
     }
     for (i, e) in req.entries.iter().enumerate() {
         let at = format!("entries[{i}]");
