@@ -1,41 +1,349 @@
-//! The read-only pages: `/dashboard` (plain HTML) and `/metrics`
-//! (Prometheus text format).
+//! The read-only pages: `/dashboard` (HTML with inline SVG charts, module
+//! `charts`) and `/metrics` (Prometheus text format).
+//!
+//! The dashboard is bounded work at any database size: every list is one
+//! page (`?page=N`, fixed sizes), the hourly charts read a 48-hour window,
+//! and the convergence chart reads one page of series, each through its
+//! key's index, over a 28-day window (`webtune_kernel_db`'s `dashboard`
+//! module has the queries).
 
 use std::fmt::Write;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{Html, IntoResponse, Response};
+use serde::Deserialize;
+use webtune_compiler::Schedule;
+use webtune_kernel_db::{DeviceGroup, Winner, hour_of};
 
 use super::App;
-use super::error::ApiResult;
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
+use super::charts::{self, Layer, Line, PALETTE, esc};
+use super::error::{ApiError, ApiResult};
 
 fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
 }
 
-/// Devices, winners and recent reports (also served at `/`).
-#[utoipa::path(get, path = "/dashboard", responses((status = 200, description = "HTML", body = String, content_type = "text/html")))]
-pub async fn dashboard(State(app): State<Arc<App>>) -> ApiResult<Html<String>> {
-    let devices = app.db.devices(100).await?;
-    let winners = app.db.winners(200).await?;
-    let reports = app.db.recent_reports(50).await?;
+/// Rows per page of the winner, device and report tables.
+pub const PAGE_ROWS: i64 = 50;
+/// Series per page of the convergence chart.
+pub const PAGE_SERIES: i64 = 6;
+/// Hours of the hourly charts.
+const HOURS: i64 = 48;
+/// Days of reports the convergence chart reads per series.
+const SERIES_DAYS: i64 = 28;
+/// Most points drawn per series.
+const MAX_POINTS: i64 = 60;
+/// Bars of the vendor and architecture charts.
+const GROUPS: i64 = 12;
+/// Times of the default kernel read for its median.
+const BASELINE_TIMES: i64 = 101;
+
+/// `/dashboard?page=N`.
+#[derive(Debug, Deserialize)]
+pub struct DashboardQuery {
+    /// Page of every list, from 1 (default 1).
+    pub page: Option<String>,
+}
+
+fn parse_page(q: Result<Query<DashboardQuery>, QueryRejection>) -> ApiResult<i64> {
+    let bad = |what: &str| ApiError::bad_request(format!("{what}; give page as a whole number from 1, e.g. /dashboard?page=2"));
+    let q = q.map_err(|e| bad(&e.body_text()))?.0;
+    match q.page.as_deref().map(str::trim) {
+        None | Some("") => Ok(1),
+        Some(p) => match p.parse::<u32>() {
+            Ok(n) if n >= 1 => Ok(i64::from(n)),
+            // Not echoed: the value is the client's, and this is an error page.
+            _ => Err(bad("page is not a page number")),
+        },
+    }
+}
+
+fn pages(rows: i64, per_page: i64) -> i64 {
+    ((rows + per_page - 1) / per_page).max(1)
+}
+
+/// One series of the convergence chart, ready to draw.
+struct Curve {
+    winner: Winner,
+    /// (Unix hour, speed-up) per bucket: baseline over the fastest time
+    /// reported up to the end of the bucket.
+    points: Vec<(f64, f64)>,
+    /// What the speed-up is measured against.
+    baseline: String,
+    baseline_us: Option<f64>,
+    default_kernel: bool,
+}
+
+/// The default kernel's median at the winner's key, if clients timed it
+/// there: the portable schedule `/v1/kernels/best` answers with when no
+/// winner exists (compiled once per kind and cached, like that answer).
+async fn default_time(app: &App, w: &Winner) -> ApiResult<Option<(f64, usize)>> {
+    let Ok(shape) = super::parse_shape(&w.kind.shape) else { return Ok(None) };
+    let Ok((op, target)) = super::parse_kind(&w.kind.op, &shape, &w.kind.target) else { return Ok(None) };
+    let Ok(c) = app.compile_and_store(&op, target, &Schedule::default_for(&op, target)).await else { return Ok(None) };
+    Ok(app.db.kernel_median_at(&c.sha256, &w.kind, &w.level_key, BASELINE_TIMES).await?)
+}
+
+async fn curve(app: &App, w: Winner, since_ms: i64) -> ApiResult<Curve> {
+    let hours = app.db.series_hours(&w.kind, &w.level_key, since_ms).await?;
+    // At most MAX_POINTS buckets of whole hours over the span reported.
+    let (first, last) = match (hours.first(), hours.last()) {
+        (Some(f), Some(l)) => (f.hour, l.hour),
+        _ => (0, 0),
+    };
+    let width = ((last - first + 1) + MAX_POINTS - 1) / MAX_POINTS;
+    let mut buckets: Vec<(i64, f64)> = Vec::new();
+    for h in &hours {
+        let b = first + (h.hour - first) / width.max(1) * width.max(1);
+        match buckets.last_mut() {
+            Some((at, best)) if *at == b => *best = best.min(h.best_us),
+            _ => buckets.push((b, h.best_us)),
+        }
+    }
+    let (baseline_us, baseline, default_kernel) = match default_time(app, &w).await? {
+        Some((t, n)) => (Some(t), format!("default kernel: median of {n} times reported at this key, {t:.1} µs"), true),
+        None => match buckets.first() {
+            Some(&(_, t)) => {
+                (Some(t), format!("first bucket's fastest time, {t:.1} µs (nobody timed the default kernel at this key)"), false)
+            }
+            None => (None, format!("no reports in the last {SERIES_DAYS} days"), false),
+        },
+    };
+    let mut points = Vec::with_capacity(buckets.len());
+    let mut best = f64::INFINITY;
+    if let Some(base) = baseline_us {
+        for (b, t) in buckets {
+            best = best.min(t);
+            if best > 0.0 {
+                // The bucket's last hour: what was known when it closed.
+                points.push(((b + width.max(1) - 1).min(last) as f64, base / best));
+            }
+        }
+    }
+    Ok(Curve { winner: w, points, baseline, baseline_us, default_kernel })
+}
+
+fn nav(h: &mut String, page: i64, last: i64) {
+    h.push_str("<nav class=\"pages\">");
+    if page > 1 {
+        let _ = write!(h, "<a href=\"/dashboard?page={}\">‹ newer</a> · ", (page - 1).min(last));
+    }
+    let _ = write!(h, "page {page} of {last}");
+    if page < last {
+        let _ = write!(h, " · <a href=\"/dashboard?page={}\">older ›</a>", page + 1);
+    }
+    h.push_str("</nav>");
+}
+
+fn empty_row(h: &mut String, cols: usize, page: i64, pages: i64) {
+    let _ = write!(
+        h,
+        "<tr><td colspan=\"{cols}\" class=\"empty\">{}</td></tr>",
+        if page > pages { format!("No rows on page {page}: this list ends at page {pages}.") } else { "None yet.".to_string() }
+    );
+}
+
+/// The crowd at a glance: convergence, reports and flags per hour, refused
+/// requests, devices by vendor and architecture; then the winners, devices
+/// and reports, one page each (also served at `/`).
+#[utoipa::path(get, path = "/dashboard",
+    params(("page" = Option<u32>, Query, minimum = 1, description = "Page of every list (50 rows, 6 convergence series), from 1")),
+    responses((status = 200, description = "HTML", body = String, content_type = "text/html"), (status = 400, response = super::protocol::ErrorBody)))]
+pub async fn dashboard(State(app): State<Arc<App>>, q: Result<Query<DashboardQuery>, QueryRejection>) -> ApiResult<Html<String>> {
+    let page = parse_page(q)?;
+    let offset = (page - 1) * PAGE_ROWS;
+    let now_ms = super::unix_now() as i64 * 1000;
+    let now_h = hour_of(now_ms);
+    let since_h = now_h - HOURS + 1;
+    let counts = app.db.dashboard_counts().await?;
+    let series_pages = pages(counts.device_winners, PAGE_SERIES);
+    let last = [pages(counts.winners, PAGE_ROWS), pages(counts.devices, PAGE_ROWS), pages(counts.reports, PAGE_ROWS), series_pages]
+        .into_iter()
+        .max()
+        .unwrap_or(1);
+    let per_hour = app.db.reports_per_hour(since_h * 3_600_000).await?;
+    let flags = app.db.flags_per_hour(since_h * 3_600_000).await?;
+    let (vendors, n_vendors) = app.db.devices_by(DeviceGroup::Vendor, GROUPS).await?;
+    let (archs, n_archs) = app.db.devices_by(DeviceGroup::Arch, GROUPS).await?;
+    // A list is read only where the page has rows of it: OFFSET walks the
+    // rows it skips.
+    let mut curves = Vec::new();
+    if (page - 1) * PAGE_SERIES < counts.device_winners {
+        for w in app.db.device_winners_page(PAGE_SERIES, (page - 1) * PAGE_SERIES).await? {
+            curves.push(curve(&app, w, now_ms - SERIES_DAYS * 24 * 3_600_000).await?);
+        }
+    }
+    let winners = if offset < counts.winners { app.db.winners_page(PAGE_ROWS, offset).await? } else { Vec::new() };
+    let devices = if offset < counts.devices { app.db.devices_page(PAGE_ROWS, offset).await? } else { Vec::new() };
+    let reports = if offset < counts.reports { app.db.reports_page(PAGE_ROWS, offset).await? } else { Vec::new() };
+
     let mut h = String::from(
-        "<!doctype html><html><head><meta charset=utf-8><title>webtune</title>\
-         <style>body{font:14px system-ui,sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:2em}\
-         td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}code{font-size:12px}</style></head><body>\
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>webtune dashboard</title>\
+         <style>body{font:14px system-ui,sans-serif;margin:1.5em 2em;color:#222;max-width:1100px}\
+         table{border-collapse:collapse;margin-bottom:1em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}\
+         code{font-size:12px}h2{margin:1.4em 0 .3em}p.note{color:#555;max-width:760px;margin:.2em 0 .6em}\
+         .grid{display:flex;flex-wrap:wrap;gap:0 2em}svg.chart{display:block;margin:.3em 0 .8em;background:#fff}\
+         ul.legend{list-style:none;padding:0;margin:0 0 1em;font-size:13px}ul.legend li{margin:2px 0}\
+         .sw{display:inline-block;width:18px;height:4px;vertical-align:middle;margin-right:6px}.sw.dashed{background-clip:content-box;border-top:2px dashed}\
+         nav.pages{margin:.5em 0}td.empty{color:#777;font-style:italic}.warn{background:#fff3cd;padding:4px 8px}</style></head><body>\
          <h1>webtune kernel database</h1>",
     );
     let _ = write!(
         h,
-        "<h2>Winners ({})</h2><table><tr><th>op</th><th>shape</th><th>target</th><th>level</th><th>key</th><th>kernel</th><th>votes</th><th>reports</th><th>best median µs</th><th>space</th></tr>",
-        winners.len()
+        "<p>{} reports · {} devices (fingerprints) · {} winners ({} at device keys) · uptime {} s</p>",
+        counts.reports,
+        counts.devices,
+        counts.winners,
+        counts.device_winners,
+        app.started.elapsed().as_secs()
+    );
+    if page > last {
+        let _ = write!(
+            h,
+            "<p class=\"warn\" id=\"past-end\">Page {page} is past the end of every list: the last page is {last}. <a href=\"/dashboard?page={last}\">Go to page {last}</a>.</p>"
+        );
+    }
+    nav(&mut h, page, last);
+
+    // (a) Convergence.
+    let _ = write!(
+        h,
+        "<h2>Convergence of the crowd</h2><p class=\"note\">Per (op, shape, target, device key) with a winner, most reports first \
+         ({} series, page {} of {series_pages}): the speed-up of the fastest kernel reported so far over a baseline, over the last \
+         {SERIES_DAYS} days. <b>Fastest so far</b>: the least rank-1 median among the key's reports up to that time whose rank-1 entry \
+         passed its output check (the running minimum of hourly minima; at most {MAX_POINTS} points, each the end of a bucket of whole \
+         hours). <b>Baseline</b>: the default kernel (the portable schedule <code>/v1/kernels/best</code> answers when no winner exists), \
+         its median over up to {BASELINE_TIMES} times reported at that key (solid line); where no client timed it, the fastest time of \
+         the series' first bucket (dashed line: the crowd's gain since its first reports). Times are UTC.</p>",
+        counts.device_winners, page
+    );
+    let line_names: Vec<String> = curves
+        .iter()
+        .map(|c| format!("{} {} {} · {}", c.winner.kind.op, c.winner.kind.shape, c.winner.kind.target, c.winner.level_key))
+        .collect();
+    let lines: Vec<Line<'_>> = curves
+        .iter()
+        .zip(&line_names)
+        .enumerate()
+        .map(|(i, (c, name))| Line { name, colour: PALETTE[i % PALETTE.len()], dashed: !c.default_kernel, points: c.points.clone() })
+        .collect();
+    h.push_str(&charts::lines("convergence", "Speed-up of the fastest kernel so far over the baseline", &lines, "×", 1.0));
+    h.push_str("<ul class=\"legend\" id=\"convergence-legend\">");
+    for (i, c) in curves.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let now = match (c.baseline_us, c.winner.best_median_us) {
+            (Some(b), t) if t > 0.0 => {
+                format!("; winner now <code>{}</code>: {:.2}× ({:.1} µs)", esc(short(&c.winner.kernel_sha256)), b / t, t)
+            }
+            _ => String::new(),
+        };
+        let _ = write!(
+            h,
+            "<li><span class=\"sw{}\" style=\"background:{colour};border-color:{colour}\"></span><b>{}</b> — {} reports; vs {}{}</li>",
+            if c.default_kernel { "" } else { " dashed" },
+            esc(&line_names[i]),
+            c.winner.reports,
+            esc(&c.baseline),
+            now
+        );
+    }
+    if curves.is_empty() {
+        h.push_str("<li class=\"empty\">No device-level winners on this page.</li>");
+    }
+    h.push_str("</ul>");
+
+    // (b) Reports per hour, (c) flags per hour and refused counters.
+    let hours: Vec<i64> = (since_h..=now_h).collect();
+    let labels: Vec<String> = hours.iter().map(|&x| charts::hour_label(x)).collect();
+    let mut reports_h = vec![0.0; hours.len()];
+    for r in &per_hour {
+        if let Some(v) = usize::try_from(r.hour - since_h).ok().and_then(|i| reports_h.get_mut(i)) {
+            *v = r.count as f64;
+        }
+    }
+    let (mut client_h, mut server_h) = (vec![0.0; hours.len()], vec![0.0; hours.len()]);
+    for f in &flags {
+        if let Ok(i) = usize::try_from(f.hour - since_h)
+            && i < hours.len()
+        {
+            client_h[i] = f.client as f64;
+            server_h[i] = f.server as f64;
+        }
+    }
+    let _ = write!(
+        h,
+        "<h2>Reports per hour</h2><p class=\"note\">Reports stored in each of the last {HOURS} hours (UTC; the last column is the \
+         hour under way): {} in all.</p>",
+        reports_h.iter().sum::<f64>()
+    );
+    h.push_str(&charts::columns(
+        "reports-per-hour",
+        "Reports per hour, last 48 hours",
+        &labels,
+        &[Layer { name: "reports", colour: PALETTE[0], values: reports_h }],
+        6,
+    ));
+    let _ = write!(
+        h,
+        "<h2>Flags per hour</h2><p class=\"note\">Kernels flagged in each of the last {HOURS} hours: by the client's own output check \
+         (the report's entry has weight 0), or by the server, which recomputed the entry's output samples and found them wrong \
+         (the entry is not stored). {} in all.</p>",
+        client_h.iter().chain(&server_h).sum::<f64>()
+    );
+    h.push_str(&charts::columns(
+        "flags-per-hour",
+        "Flags per hour, last 48 hours",
+        &labels,
+        &[
+            Layer { name: "client check", colour: PALETTE[1], values: client_h },
+            Layer { name: "server check", colour: PALETTE[3], values: server_h },
+        ],
+        6,
+    ));
+    let m = &app.metrics;
+    let refused: Vec<(String, f64)> = [
+        ("reports refused (4xx/5xx)", m.reports_rejected.load(Ordering::Relaxed)),
+        ("entries with wrong output samples", m.samples_rejected.load(Ordering::Relaxed)),
+        ("entries above the time ceiling", m.implausible_rejected.load(Ordering::Relaxed)),
+        ("requests rate-limited (429)", m.rate_limited.load(Ordering::Relaxed)),
+        ("requests at a concurrency limit (503)", m.overloaded.load(Ordering::Relaxed)),
+        ("connections refused at a cap", m.connections_refused.load(Ordering::Relaxed)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v as f64))
+    .collect();
+    let _ = write!(
+        h,
+        "<h2>Refused since this process started</h2><p class=\"note\">Counters of this server process (uptime {} s), not stored in \
+         the database: they restart at zero with the process and count only this server, not others sharing the database \
+         (<a href=\"/metrics\">/metrics</a> has them).</p>",
+        app.started.elapsed().as_secs()
+    );
+    h.push_str(&charts::hbars("refused", "Refused since this process started", &refused, PALETTE[3]));
+
+    // (d) Devices by vendor and architecture.
+    let _ = write!(
+        h,
+        "<h2>Devices by vendor and architecture</h2><p class=\"note\">Distinct fingerprints per vendor key ({} in all) and per \
+         architecture key ({} in all); the {GROUPS} largest of each.</p><div class=\"grid\">",
+        n_vendors, n_archs
+    );
+    let v: Vec<(String, f64)> = vendors.into_iter().map(|(k, n)| (k, n as f64)).collect();
+    let a: Vec<(String, f64)> = archs.into_iter().map(|(k, n)| (k, n as f64)).collect();
+    h.push_str(&charts::hbars("devices-by-vendor", "Devices by vendor key", &v, PALETTE[2]));
+    h.push_str(&charts::hbars("devices-by-arch", "Devices by architecture key", &a, PALETTE[5]));
+    h.push_str("</div>");
+
+    // The tables, one page each.
+    let winner_pages = pages(counts.winners, PAGE_ROWS);
+    let _ = write!(
+        h,
+        "<h2>Winners ({}; page {page} of {winner_pages})</h2><table id=\"winners\"><tr><th>op</th><th>shape</th><th>target</th><th>level</th><th>key</th><th>kernel</th><th>votes</th><th>reports</th><th>best median µs</th><th>space</th></tr>",
+        counts.winners
     );
     for w in &winners {
         let _ = write!(
@@ -55,32 +363,42 @@ pub async fn dashboard(State(app): State<Arc<App>>) -> ApiResult<Html<String>> {
             esc(&w.space_checksum)
         );
     }
+    if winners.is_empty() {
+        empty_row(&mut h, 10, page, winner_pages);
+    }
+    let device_pages = pages(counts.devices, PAGE_ROWS);
     let _ = write!(
         h,
-        "</table><h2>Devices ({})</h2><table><tr><th>device key</th><th>arch</th><th>vendor</th><th>ρ</th><th>fingerprint</th></tr>",
-        devices.len()
+        "</table><h2>Devices ({}; page {page} of {device_pages})</h2><table id=\"devices\"><tr><th>device key</th><th>arch</th><th>vendor</th><th>ρ</th><th>last seen (UTC)</th><th>fingerprint</th></tr>",
+        counts.devices
     );
     for d in &devices {
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
             esc(&d.keys.device_key),
             esc(&d.keys.arch_key),
             esc(&d.keys.vendor_key),
             esc(&d.keys.rho),
+            esc(&charts::hour_label(hour_of(d.last_seen))),
             esc(&d.fingerprint)
         );
     }
+    if devices.is_empty() {
+        empty_row(&mut h, 6, page, device_pages);
+    }
+    let report_pages = pages(counts.reports, PAGE_ROWS);
     let _ = write!(
         h,
-        "</table><h2>Recent reports ({})</h2><table><tr><th>report</th><th>device key</th><th>op</th><th>shape</th><th>target</th><th>entries</th><th>fastest</th><th>median µs</th></tr>",
-        reports.len()
+        "</table><h2>Reports ({}; page {page} of {report_pages}, newest first)</h2><table id=\"reports\"><tr><th>report</th><th>hour (UTC)</th><th>device key</th><th>op</th><th>shape</th><th>target</th><th>entries</th><th>fastest</th><th>median µs</th></tr>",
+        counts.reports
     );
     for r in &reports {
         let _ = write!(
             h,
-            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{:.1}</td></tr>",
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{:.1}</td></tr>",
             esc(short(&r.id)),
+            esc(&charts::hour_label(hour_of(r.created_at))),
             esc(&r.device_key),
             esc(&r.kind.op),
             esc(&r.kind.shape),
@@ -90,7 +408,12 @@ pub async fn dashboard(State(app): State<Arc<App>>) -> ApiResult<Html<String>> {
             r.best_median_us
         );
     }
-    h.push_str("</table><p><a href=\"/v1/openapi.json\">API</a> · <a href=\"/metrics\">metrics</a></p></body></html>");
+    if reports.is_empty() {
+        empty_row(&mut h, 9, page, report_pages);
+    }
+    h.push_str("</table>");
+    nav(&mut h, page, last);
+    h.push_str("<p><a href=\"/v1/openapi.json\">API</a> · <a href=\"/metrics\">metrics</a></p></body></html>");
     Ok(Html(h))
 }
 
