@@ -24,7 +24,8 @@ CREATE TABLE ballots (
     created_at     BIGINT NOT NULL,           -- that report's time (ms)
     weight         BIGINT NOT NULL,
     median_us      DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (op, shape, target, space_checksum, level, level_key, session_id, kernel_sha256)
+    -- Led by the session: a report replaces its session's ballots.
+    PRIMARY KEY (session_id, op, shape, target, space_checksum, level, level_key, kernel_sha256)
 );
 -- A kernel's times at a key, in order: medians are read by offset.
 CREATE INDEX ballots_by_time ON ballots (op, shape, target, space_checksum, level, level_key, kernel_sha256, median_us);

@@ -65,7 +65,7 @@ impl DeviceKeys {
 }
 
 /// What a kernel is: the part of the primary index that is not the device.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct KernelKind {
     pub op: String,
     /// Dimensions joined by commas, e.g. `"384,768,768"`.

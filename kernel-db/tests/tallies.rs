@@ -275,6 +275,9 @@ async fn group_commit(db: Db) {
     }
     let stats = db.stats().await.unwrap();
     assert_eq!((stats.reports, stats.measurements), (39, 78), "every acknowledged report stored, the refused one not at all");
+    let groups = db.group_stats();
+    assert_eq!(groups.reports, 40);
+    assert!(groups.largest > 1 && groups.groups < 40, "reports sent at once share transactions: {groups:?}");
     let best = db.best(&kind(), &k, Some("sp")).await.unwrap().unwrap();
     assert_eq!(best.winner.kernel_sha256, shas[0]);
     // 29 sessions ranked shas[0] first (5) and 10 second (4).
