@@ -22,6 +22,7 @@ fn migrator() -> Migrator {
             m(3, "model latency", include_str!("../../migrations/0003_model_latency.sql")),
             m(4, "flag tickets", include_str!("../../migrations/0004_flag_tickets.sql")),
             m(5, "running tallies", include_str!("../../migrations/0005_running_tallies.sql")),
+            m(6, "retention", include_str!("../../migrations/0006_retention.sql")),
         ]),
         ..Migrator::DEFAULT
     }
@@ -69,7 +70,10 @@ impl Db {
     pub async fn connect(url: &str) -> Result<Db> {
         sqlx::any::install_default_drivers();
         let (backend, url) = normalise_url(url)?;
-        let opts = PoolOptions::<Any>::new().max_connections(if backend == Backend::Sqlite { 8 } else { 16 });
+        // No ping before each use: it is a round trip per query (to the
+        // connection's thread on SQLite), and a broken connection fails its
+        // query anyway.
+        let opts = PoolOptions::<Any>::new().max_connections(if backend == Backend::Sqlite { 8 } else { 16 }).test_before_acquire(false);
         let opts = opts.after_connect(|conn, _meta| {
             Box::pin(async move {
                 if conn.backend_name().eq_ignore_ascii_case("sqlite") {

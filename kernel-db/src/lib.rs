@@ -21,6 +21,7 @@
 //!   and kernels stored in one transaction ([`Db::import_winners`]: never an
 //!   older election over a newer one);
 //! - `dashboard`: listings and counts for the dashboard and `/metrics`;
+//! - `retention`: old raw reports folded into per-day sums ([`Db::compact`]);
 //! - `models`: model-level latency reports, and [`plan`], the pure rule
 //!   that picks the faster target from them.
 //!
@@ -32,7 +33,9 @@
 //!
 //! ## Invariants
 //! - `kernels` rows are content-addressed (`sha256` of `bytes`) and never change.
-//! - `measurements`, `reports` and `model_latency` are append only. Winners are derived data:
+//! - `measurements`, `reports` and `model_latency` are append only, except that
+//!   [`Db::compact`] folds whole UTC days of reports older than its cutoff
+//!   into per-day sums in the transaction that deletes them. Winners are derived data:
 //!   [`Db::record_report`] updates the running tallies (`ballots`: each
 //!   session's latest report per key; `tallies`: their sums per kernel) and
 //!   re-elects the keys it touched from them, inside the same transaction
@@ -70,6 +73,7 @@ mod kernels;
 mod models;
 pub mod plan;
 mod reports;
+mod retention;
 mod sessions;
 mod types;
 mod winners;
@@ -82,6 +86,7 @@ pub use bundles::Imported;
 pub use connect::Db;
 pub use dashboard::{DashboardCounts, DeviceGroup, FlagHour, HourCount, SeriesBucket, hour_of};
 pub use elect::{Evidence, Standing, Step, Tally, VotePolicy, elect, elect_step, flag_excluded};
+pub use retention::Compacted;
 pub use types::*;
 
 /// Why a database operation failed.

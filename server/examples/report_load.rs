@@ -5,7 +5,13 @@
 //!
 //! ```text
 //! cargo run --release -p webtune --example report_load -- http://127.0.0.1:8080 400 16
+//! cargo run --release -p webtune --example report_load -- http://127.0.0.1:8080,http://127.0.0.1:8081 400 16
 //! ```
+//!
+//! With several servers (comma-separated, sharing one database), session
+//! `i` is opened and queued on server `i mod n` and reports to the next
+//! one, so every report crosses servers: sessions and tickets must be valid
+//! on all of them.
 
 #[path = "../tests/common/mod.rs"]
 #[allow(unused_imports)]
@@ -20,7 +26,7 @@ use webtune_compiler::Op;
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let url = args.next().unwrap_or_else(|| "http://127.0.0.1:8080".into());
+    let urls: Vec<String> = args.next().unwrap_or_else(|| "http://127.0.0.1:8080".into()).split(',').map(str::to_string).collect();
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(400);
     let concurrency: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(16);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
@@ -31,10 +37,12 @@ fn main() {
         let mut bodies = Vec::with_capacity(n);
         for i in 0..n {
             let fp = gpu_fingerprint("nvidia", "hopper", &format!("h{}", i % 4));
-            let (sid, _) = open_session(&http, &url, &fp).await;
-            let q = queue(&http, &url, &sid, "matmul", "64,64,64", "wgsl").await;
+            let url = &urls[i % urls.len()];
+            let (sid, _) = open_session(&http, url, &fp).await;
+            let q = queue(&http, url, &sid, "matmul", "64,64,64", "wgsl").await;
             let entries: Vec<_> = q.iter().take(5).enumerate().map(|(r, c)| entry(&op, c, 100.0 + r as f64)).collect();
-            bodies.push((sid, json!({"op": "matmul", "shape": [64, 64, 64], "target": "wgsl", "entries": entries})));
+            let to = urls[(i + 1) % urls.len()].clone();
+            bodies.push((to, sid, json!({"op": "matmul", "shape": [64, 64, 64], "target": "wgsl", "entries": entries})));
         }
         let bodies = Arc::new(tokio::sync::Mutex::new(bodies));
         let lat = Arc::new(tokio::sync::Mutex::new(Vec::new()));
@@ -42,10 +50,10 @@ fn main() {
         let t0 = Instant::now();
         let mut tasks = Vec::new();
         for _ in 0..concurrency {
-            let (http, url, bodies, lat) = (http.clone(), url.clone(), bodies.clone(), lat.clone());
+            let (http, bodies, lat) = (http.clone(), bodies.clone(), lat.clone());
             tasks.push(tokio::spawn(async move {
                 loop {
-                    let Some((sid, body)) = bodies.lock().await.pop() else { break };
+                    let Some((url, sid, body)) = bodies.lock().await.pop() else { break };
                     let t = Instant::now();
                     let r = http.post(format!("{url}/v1/sessions/{sid}/reports")).json(&body).send().await.unwrap();
                     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
@@ -62,7 +70,7 @@ fn main() {
         let p = |q: f64| l[((l.len() - 1) as f64 * q).round() as usize];
         println!(
             "{}",
-            json!({"reports": l.len(), "concurrency": concurrency, "seconds": secs, "reports_per_s": l.len() as f64 / secs,
+            json!({"reports": l.len(), "servers": urls.len(), "concurrency": concurrency, "seconds": secs, "reports_per_s": l.len() as f64 / secs,
                    "p50_ms": p(0.5), "p99_ms": p(0.99), "max_ms": p(1.0)})
         );
     });

@@ -22,6 +22,8 @@ enum Cmd {
     Bundle(cli::bundle::BundleArgs),
     /// Compile one kernel to DIR/kernel.wasm (or kernel.wgsl) and DIR/kernel.json.
     Compile(cli::compile::CompileArgs),
+    /// The database's upkeep: `db compact` folds raw history older than N days into per-day sums (the retention policy).
+    Db(cli::db::DbArgs),
     /// Vary one primitive at a time on every engine and classify each as consistent or device-dependent.
     Microbench(cli::microbench::MicrobenchArgs),
     /// The model store: `model import PATH` checks and stores an encoder as a bundle, `model list` lists them.
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => cli::bench::run(a),
         Cmd::Bundle(a) => cli::bundle::run(a),
         Cmd::Compile(a) => cli::compile::run(a),
+        Cmd::Db(a) => cli::db::run(a),
         Cmd::Microbench(a) => cli::microbench::run(a),
         Cmd::Model(a) => cli::model::run(a),
         Cmd::Run(a) => cli::run::run(a),

@@ -1,6 +1,8 @@
 //! Faults and limits: a killed server loses no acknowledged report, two
-//! servers on one PostgreSQL agree, a client that disconnects mid-queue
-//! leaves nothing behind, and overload is answered with 4xx, not a crash.
+//! servers on one PostgreSQL agree (and a winner elected through one is
+//! answered by the other within its cache's lifetime), a client that
+//! disconnects mid-queue leaves nothing behind, and overload is answered
+//! with 4xx, not a crash.
 
 mod common;
 
@@ -110,6 +112,45 @@ async fn two_servers_on_one_postgres_agree() {
     assert_eq!(from_a["meta"]["sha256"], from_b["meta"]["sha256"]);
     assert_eq!(from_a["votes"], from_b["votes"]);
     assert_eq!(from_a["votes"], 30, "six sessions' first places, each counted once");
+}
+
+/// The README's bound: a server's cached lookup answer is at most
+/// `--cache-ttl-ms` old, so a winner elected through another server sharing
+/// the database is answered within that time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
+async fn a_winner_elected_through_one_server_is_answered_by_another_within_the_cache_ttl() {
+    const TTL_MS: u64 = 400;
+    let pg = postgres_url().await;
+    let ttl = TTL_MS.to_string();
+    let a = Server::start(&pg, &["--quorum", "2", "--cache-ttl-ms", &ttl]);
+    let b = Server::start(&pg, &["--quorum", "2", "--cache-ttl-ms", &ttl]);
+    let http = client();
+    let op = Op::parse(OP, SHAPE).unwrap();
+    let fp = gpu_fingerprint("nvidia", "hopper", "ttl");
+    let (s1, v) = open_session(&http, &a.url, &fp).await;
+    let key = v["device_key"].as_str().unwrap().to_string();
+    let (s2, _) = open_session(&http, &a.url, &fp).await;
+    let q1 = queue(&http, &a.url, &s1, OP, SHAPE, TARGET).await;
+    let q2 = queue(&http, &a.url, &s2, OP, SHAPE, TARGET).await;
+    // b answers (and caches) the portable default.
+    let before = best(&http, &b.url, &key, OP, SHAPE, TARGET).await;
+    assert_eq!(before["level"], "default", "{before}");
+    let (st, body) = report(&http, &a.url, &s1, &op, TARGET, vec![entry(&op, &q1[1], 10.0)]).await;
+    assert_eq!(st, 200, "{body}");
+    let (st, body) = report(&http, &a.url, &s2, &op, TARGET, vec![entry(&op, &q2[1], 11.0)]).await;
+    assert_eq!(st, 200, "{body}");
+    let elected = Instant::now();
+    let want = q1[1]["sha256"].as_str().unwrap();
+    loop {
+        let now = best(&http, &b.url, &key, OP, SHAPE, TARGET).await;
+        if now["meta"]["sha256"] == want {
+            break;
+        }
+        // The cache's lifetime, and scheduling slack on a loaded machine.
+        assert!(elected.elapsed() < Duration::from_millis(TTL_MS + 1500), "b still answers {now} after {:?}", elected.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

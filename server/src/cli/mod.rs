@@ -38,6 +38,7 @@ pub mod args;
 pub mod bench;
 pub mod bundle;
 pub mod compile;
+pub mod db;
 pub mod microbench;
 pub mod model;
 pub mod run;

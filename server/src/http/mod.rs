@@ -16,7 +16,7 @@
 //! - A report is acknowledged (200) only after its transaction committed.
 //! - Compilation runs on the rayon pool, never on a tokio worker.
 
-mod charts;
+pub(crate) mod charts;
 pub mod conn;
 pub mod cors;
 pub mod device;
