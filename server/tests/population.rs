@@ -1,0 +1,45 @@
+//! The population simulator (`examples/population.rs`) on a small crowd:
+//! 200 sessions over 4 device classes (two architectures of one vendor, so
+//! the arch and vendor keys are shared), 20% liars of every strategy
+//! (promote, demote, sybil), 30% of the honest clients leaving mid-queue,
+//! against one server. Every class must end within 5% of its true best
+//! kernel, with no class won by the kernel its liars promote.
+
+mod common;
+#[path = "common/population.rs"]
+mod population;
+
+use common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_population_converges_despite_liars() {
+    let srv = Server::start(&sqlite_url(), &["--quorum", "3", "--rate-per-address", "1000000"]);
+    let cfg = population::Config {
+        servers: vec![srv.url.clone()],
+        clients: 200,
+        classes: 4,
+        liars: 0.2,
+        parallel: 16,
+        poll_ms: 300,
+        progress_s: 0.0,
+        ..population::Config::default()
+    };
+    let out = population::run(cfg).await.expect("the simulation runs");
+    eprintln!("{}", out.table());
+    assert_eq!(out.sessions, 200);
+    assert_eq!(out.liar_sessions, 40);
+    assert_eq!(out.classes.len(), 4);
+    // Two architectures, two devices each: four distinct device keys, two arch keys.
+    let keys: std::collections::BTreeSet<&str> = out.classes.iter().map(|c| c.device_key.as_str()).collect();
+    assert_eq!(keys.len(), 4);
+    assert!(out.not_within().is_empty(), "classes not within 5% of their true best:\n{}", out.table());
+    assert!(out.liar_wins().is_empty(), "a liar-promoted kernel won:\n{}", out.table());
+    for c in &out.classes {
+        assert_eq!(c.final_level, "device", "class {} is answered at its own key once it has a quorum", c.idx);
+        assert!(c.final_slowdown <= 1.05, "{c:?}");
+    }
+    // Leavers reported nothing; everyone else was accepted.
+    assert!(out.left >= 40, "about 30% of 160 honest clients leave: {}", out.left);
+    assert_eq!(out.by_status("report", None).get(&200).copied(), Some(200 - out.left));
+    assert_eq!(out.by_status("session", None).get(&201).copied(), Some(200));
+}
