@@ -407,6 +407,9 @@ struct Track {
     /// polls within tolerance.
     conv: Option<(f64, usize)>,
     liar_won_ever: bool,
+    /// Seconds the answer was the promoted kernel (poll to poll).
+    liar_held_s: f64,
+    last_at: f64,
     last_sha: String,
     last_level: String,
     last_slowdown: f64,
@@ -670,6 +673,10 @@ async fn poll_all(sh: &Shared, http: &reqwest::Client, rng: &mut Rng) {
         let t = &mut tracks[i];
         let slow = c.true_us(&sha) / c.best_us;
         t.polls += 1;
+        if t.last_sha == c.promoted_sha && t.polls > 1 {
+            t.liar_held_s += at - t.last_at;
+        }
+        t.last_at = at;
         t.liar_won_ever |= sha == c.promoted_sha;
         if slow <= 1.0 + sh.cfg.tolerance {
             t.conv.get_or_insert((at, reports));
@@ -701,6 +708,8 @@ pub struct ClassResult {
     pub final_level: String,
     pub final_is_promoted: bool,
     pub promoted_won_ever: bool,
+    /// Seconds during which lookups answered the promoted kernel.
+    pub promoted_held_s: f64,
 }
 
 #[derive(Clone, Debug)]
@@ -773,11 +782,11 @@ impl Summary {
         for c in &self.classes {
             let (cs, cr) = c.converged.map(|(t, r)| (format!("{t:.1}"), r.to_string())).unwrap_or(("-".into(), "-".into()));
             let liar = if c.final_is_promoted {
-                "WON"
+                "WON".to_string()
             } else if c.promoted_won_ever {
-                "won-once"
+                format!("for {:.1} s", c.promoted_held_s)
             } else {
-                "no"
+                "no".to_string()
             };
             s += &format!(
                 "{:>3} {:<40} {:>7} {:>5} {:>5} {:>8.1} {:>6.2} {:>7} {:>9} {:>8} {:>8.3} {:<7} {}{}\n",
@@ -818,7 +827,7 @@ impl Summary {
             self.liar_sessions,
             self.left,
             self.seconds,
-            if self.distinct_addresses { "per-client" } else { "one shared" }
+            if self.distinct_addresses { "per-client" } else { "shared" }
         );
         for what in ["session", "queue", "report"] {
             s += &format!("{what}s by status: {:?}", self.by_status(what, None));
@@ -866,7 +875,7 @@ impl Summary {
                 "true_best_us": c.true_best_us, "spread": c.spread, "reports": c.reports,
                 "converged_s": c.converged.map(|x| x.0), "converged_reports": c.converged.map(|x| x.1),
                 "final_slowdown": c.final_slowdown, "final_level": c.final_level,
-                "liar_won": c.final_is_promoted, "liar_won_ever": c.promoted_won_ever,
+                "liar_won": c.final_is_promoted, "liar_won_ever": c.promoted_won_ever, "liar_held_s": c.promoted_held_s,
             })).collect::<Vec<_>>(),
         })
     }
@@ -1039,6 +1048,7 @@ pub async fn run(cfg: Config) -> Result<Summary, String> {
             final_level: t.last_level,
             final_is_promoted: t.last_sha == c.promoted_sha,
             promoted_won_ever: t.liar_won_ever,
+            promoted_held_s: t.liar_held_s,
         })
         .collect();
     let counts = sh.counts.lock().unwrap().iter().map(|((w, r, s), n)| ((w.to_string(), r.to_string(), *s), *n)).collect();
