@@ -16,7 +16,7 @@
 //! the servers cannot be reached.
 
 #[path = "../tests/common/mod.rs"]
-#[allow(unused_imports, dead_code)]
+#[allow(unused_imports)]
 mod common;
 #[path = "../tests/common/population.rs"]
 mod population;

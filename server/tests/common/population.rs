@@ -653,7 +653,10 @@ async fn run_unit(sh: Arc<Shared>, u: Unit) {
     sh.units_done.fetch_add(1, Ordering::Relaxed);
 }
 
-async fn poll_one(sh: &Shared, http: &reqwest::Client, i: usize, pick: u64) -> (usize, Option<(String, String)>, f64, usize) {
+/// (class, its answer: kernel and level, seconds at the lookup, the class's reports before it).
+type Answer = (usize, Option<(String, String)>, f64, usize);
+
+async fn poll_one(sh: &Shared, http: &reqwest::Client, i: usize, pick: u64) -> Answer {
     let mut r = Rng::new(pick);
     // The report count before the lookup: the answer reflects at least these.
     let reports = sh.class_reports[i].load(Ordering::Relaxed);
@@ -665,7 +668,7 @@ async fn poll_one(sh: &Shared, http: &reqwest::Client, i: usize, pick: u64) -> (
 async fn poll_all(sh: &Shared, http: &reqwest::Client, rng: &mut Rng) {
     let picks: Vec<u64> = (0..sh.classes.len()).map(|_| rng.next()).collect();
     let futs: Vec<_> = picks.into_iter().enumerate().map(|(i, p)| poll_one(sh, http, i, p)).collect();
-    let answers: Vec<(usize, Option<(String, String)>, f64, usize)> = futures_util::stream::iter(futs).buffer_unordered(8).collect().await;
+    let answers: Vec<Answer> = futures_util::stream::iter(futs).buffer_unordered(8).collect().await;
     let mut tracks = sh.tracks.lock().unwrap();
     for (i, a, at, reports) in answers {
         let Some((sha, level)) = a else { continue };
