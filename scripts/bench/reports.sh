@@ -31,8 +31,9 @@ cleanup() {
 trap cleanup EXIT
 eval "$(scripts/postgres.sh start)"
 pg_base="${WEBTUNE_TEST_PG_URL%/*}"
-# Writes are rate-limited per address by default; the load comes from one.
-limits=(--rate-per-address 1000000000 --rate-per-session 1000000000)
+# Writes are rate-limited per address by default, and connections per
+# address are capped; the load (report clients and wrk) comes from one.
+limits=(--rate-per-address 1000000000 --rate-per-session 1000000000 --max-connections-per-address 1000)
 port=18400
 
 wait_up() {

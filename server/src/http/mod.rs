@@ -147,6 +147,10 @@ pub struct App {
     pub session_queues: Mutex<HashMap<String, Arc<std::sync::atomic::AtomicUsize>>>,
     /// (op, shape, target, schedule JSON) → compiled kernel.
     compiled: Mutex<HashMap<String, Arc<Compiled>>>,
+    /// Sessions already read: a session row never changes, so any server
+    /// may keep it (a miss is never cached: the session may have been
+    /// opened on another server since).
+    sessions: Mutex<HashMap<String, webtune_kernel_db::Session>>,
     /// Lookup answers, valid while `generation` is unchanged and younger than the TTL.
     best_cache: RwLock<HashMap<String, (u64, Instant, Bytes)>>,
     /// Bumped by every accepted report: cached lookups are then stale.
@@ -178,6 +182,7 @@ impl App {
             queues: Arc::default(),
             open: Arc::default(),
             session_queues: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(HashMap::new()),
             config,
             compiled: Mutex::new(HashMap::new()),
             best_cache: RwLock::new(HashMap::new()),
@@ -291,7 +296,16 @@ async fn session_of(app: &App, id: &str) -> ApiResult<webtune_kernel_db::Session
     if !is_hex(id, 32) {
         return Err(unknown());
     }
-    app.db.session(id).await?.ok_or_else(unknown)
+    if let Some(s) = lock(&app.sessions).get(id) {
+        return Ok(s.clone());
+    }
+    let s = app.db.session(id).await?.ok_or_else(unknown)?;
+    let mut cache = lock(&app.sessions);
+    if cache.len() >= CACHE_LIMIT {
+        cache.clear();
+    }
+    cache.insert(id.to_string(), s.clone());
+    Ok(s)
 }
 
 // ---------------------------------------------------------------- handlers
