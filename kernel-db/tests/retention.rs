@@ -13,6 +13,9 @@ use webtune_kernel_db::{Db, NewMeasurement, NewReport, VotePolicy, random_id, ra
 const POLICY: VotePolicy = VotePolicy { quorum: 2, min_margin: 0.03, vote_margin: 0.25 };
 const DAY_MS: i64 = 86_400_000;
 
+/// A kernel's day: (measurements, passed, first places, weight, min, sum, max median).
+type Sums = (i64, i64, i64, i64, f64, f64, f64);
+
 async fn compaction(url: String) {
     let db = Db::connect(&url).await.unwrap();
     let shas = [kernel(&db, 1).await, kernel(&db, 2).await, kernel(&db, 3).await];
@@ -64,7 +67,7 @@ async fn compaction(url: String) {
     assert_eq!(db.stats().await.unwrap().reports, 3, "recent reports stay");
 
     // The sums are those of the deleted rows, kernel by kernel.
-    let mut want: BTreeMap<String, (i64, i64, i64, i64, f64, f64, f64)> = BTreeMap::new();
+    let mut want: BTreeMap<String, Sums> = BTreeMap::new();
     for (_, r) in &sent[..5] {
         for (i, e) in r.entries.iter().enumerate() {
             let w = want.entry(e.kernel_sha256.clone()).or_insert((0, 0, 0, 0, f64::INFINITY, 0.0, f64::NEG_INFINITY));
@@ -84,7 +87,7 @@ async fn compaction(url: String) {
     .fetch_all(&pool)
     .await
     .unwrap();
-    let got: BTreeMap<String, (i64, i64, i64, i64, f64, f64, f64)> = rows
+    let got: BTreeMap<String, Sums> = rows
         .iter()
         .map(|r| {
             assert_eq!((r.get::<i64, _>(8), r.get::<String, _>(9)), (old_day, k.device_key.clone()));
