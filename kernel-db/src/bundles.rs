@@ -51,28 +51,7 @@ impl Db {
             }
             None => sqlx::query(select!("")).fetch_all(&self.pool).await?,
         };
-        rows.iter()
-            .map(|r| {
-                let kind = KernelKind { op: r.try_get("op")?, shape: r.try_get("shape")?, target: r.try_get("target")? };
-                let level: String = r.try_get("level")?;
-                let level = Level::parse(&level).ok_or_else(|| DbError::Corrupt(format!("winners row of {kind} has level `{level}`")))?;
-                Ok(Best {
-                    winner: Winner {
-                        kind,
-                        level,
-                        level_key: r.try_get("level_key")?,
-                        space_checksum: r.try_get("space_checksum")?,
-                        kernel_sha256: r.try_get("kernel_sha256")?,
-                        votes: r.try_get("votes")?,
-                        total_votes: r.try_get("total_votes")?,
-                        reports: r.try_get("reports")?,
-                        best_median_us: r.try_get("best_median_us")?,
-                        updated_at: r.try_get("updated_at")?,
-                    },
-                    meta_json: r.try_get("meta")?,
-                })
-            })
-            .collect()
+        rows.iter().map(|r| Ok(Best { winner: crate::winners::winner_row_with_kind(r)?, meta_json: r.try_get("meta")? })).collect()
     }
 
     /// Stores a bundle's `kernels` (content-addressed: one already here is
@@ -91,20 +70,7 @@ impl Db {
         crate::reports::serialise_writers(&mut tx, self.backend).await?;
         let now = now_ms();
         for k in kernels {
-            sqlx::query(
-                "INSERT INTO kernels (sha256, op, shape, target, schedule, meta, bytes, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (sha256) DO NOTHING",
-            )
-            .bind(&k.sha256)
-            .bind(&k.kind.op)
-            .bind(&k.kind.shape)
-            .bind(&k.kind.target)
-            .bind(&k.schedule_json)
-            .bind(&k.meta_json)
-            .bind(&k.bytes)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            crate::kernels::insert_kernel(&mut tx, k, now).await?;
         }
         let mut out = Vec::with_capacity(winners.len());
         for w in winners {

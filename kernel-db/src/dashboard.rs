@@ -10,7 +10,7 @@ use serde::Serialize;
 use sqlx::Row;
 
 use crate::sessions::device_row;
-use crate::{Db, DbError, DeviceRow, KernelKind, Level, ReportRow, Result, Stats, Winner};
+use crate::{Db, DeviceRow, KernelKind, ReportRow, Result, Stats, Winner};
 
 impl Db {
     /// Most recently seen devices.
@@ -192,25 +192,7 @@ impl Db {
 
     async fn winner_rows(&self, sql: &'static str, limit: i64, offset: i64) -> Result<Vec<Winner>> {
         let rows = sqlx::query(sql).bind(limit).bind(offset).fetch_all(&self.pool).await?;
-        rows.iter()
-            .map(|r| {
-                let kind = KernelKind { op: r.try_get("op")?, shape: r.try_get("shape")?, target: r.try_get("target")? };
-                let level: String = r.try_get("level")?;
-                let level = Level::parse(&level).ok_or_else(|| DbError::Corrupt(format!("winners row of {kind} has level `{level}`")))?;
-                Ok(Winner {
-                    kind,
-                    level,
-                    level_key: r.try_get("level_key")?,
-                    space_checksum: r.try_get("space_checksum")?,
-                    kernel_sha256: r.try_get("kernel_sha256")?,
-                    votes: r.try_get("votes")?,
-                    total_votes: r.try_get("total_votes")?,
-                    reports: r.try_get("reports")?,
-                    best_median_us: r.try_get("best_median_us")?,
-                    updated_at: r.try_get("updated_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(crate::winners::winner_row_with_kind).collect()
     }
 
     /// Reports per hour from `since_ms` on (the `created_at` index alone).

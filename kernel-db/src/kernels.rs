@@ -8,21 +8,7 @@ impl Db {
     /// Stores a kernel unless one with the same hash is there already.
     pub async fn put_kernel(&self, k: &NewKernel) -> Result<()> {
         let _w = self.write.lock().await;
-        sqlx::query(
-            "INSERT INTO kernels (sha256, op, shape, target, schedule, meta, bytes, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (sha256) DO NOTHING",
-        )
-        .bind(&k.sha256)
-        .bind(&k.kind.op)
-        .bind(&k.kind.shape)
-        .bind(&k.kind.target)
-        .bind(&k.schedule_json)
-        .bind(&k.meta_json)
-        .bind(&k.bytes)
-        .bind(now_ms())
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        insert_kernel(&mut *self.pool.acquire().await?, k, now_ms()).await
     }
 
     /// A kernel's bytes and target.
@@ -40,4 +26,24 @@ impl Db {
         })
         .transpose()
     }
+}
+
+/// Stores `k` on `conn` (a pooled connection or a transaction's) unless a
+/// kernel with its hash is there already.
+pub(crate) async fn insert_kernel(conn: &mut sqlx::AnyConnection, k: &NewKernel, now: i64) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO kernels (sha256, op, shape, target, schedule, meta, bytes, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (sha256) DO NOTHING",
+    )
+    .bind(&k.sha256)
+    .bind(&k.kind.op)
+    .bind(&k.kind.shape)
+    .bind(&k.kind.target)
+    .bind(&k.schedule_json)
+    .bind(&k.meta_json)
+    .bind(&k.bytes)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }

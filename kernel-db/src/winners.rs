@@ -54,15 +54,18 @@ impl Db {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| winner_row(r, KernelKind { op: r.try_get("op")?, shape: r.try_get("shape")?, target: r.try_get("target")? }))
-            .collect()
+        rows.iter().map(winner_row_with_kind).collect()
     }
+}
+
+/// A `winners` row that carries its own `op`, `shape` and `target`.
+pub(crate) fn winner_row_with_kind(r: &AnyRow) -> Result<Winner> {
+    winner_row(r, KernelKind { op: r.try_get("op")?, shape: r.try_get("shape")?, target: r.try_get("target")? })
 }
 
 /// A `winners` row of `kind`. A level the code does not know means the row
 /// was not written by this code: an error, never a silent skip.
-fn winner_row(r: &AnyRow, kind: KernelKind) -> Result<Winner> {
+pub(crate) fn winner_row(r: &AnyRow, kind: KernelKind) -> Result<Winner> {
     let level: String = r.try_get("level")?;
     let level = Level::parse(&level).ok_or_else(|| DbError::Corrupt(format!("winners row of {kind} has level `{level}`")))?;
     Ok(Winner {
