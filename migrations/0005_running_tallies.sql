@@ -27,8 +27,9 @@ CREATE TABLE ballots (
     -- Led by the session: a report replaces its session's ballots.
     PRIMARY KEY (session_id, op, shape, target, space_checksum, level, level_key, kernel_sha256)
 );
--- A kernel's times at a key, in order: medians are read by offset.
-CREATE INDEX ballots_by_time ON ballots (op, shape, target, space_checksum, level, level_key, kernel_sha256, median_us);
+-- A kernel's latest ballots at a key: elections read its times from the
+-- most recent ones (elect::TIME_WINDOW).
+CREATE INDEX ballots_by_time ON ballots (op, shape, target, space_checksum, level, level_key, kernel_sha256, created_at, report_id);
 
 CREATE TABLE tallies (
     op             TEXT NOT NULL,

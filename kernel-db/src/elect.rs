@@ -25,13 +25,22 @@ impl Default for VotePolicy {
     }
 }
 
+/// How many of a kernel's sessions an election's times come from: its
+/// most recent ballots. Votes and session counts are over every session;
+/// medians and the paired comparison of a challenger with the incumbent
+/// are over each kernel's latest `TIME_WINDOW` ballots, so an election
+/// reads a bounded number of rows however large its key's crowd, and
+/// reflects what devices measure now.
+pub const TIME_WINDOW: usize = 256;
+
 /// One kernel's tally at one key.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tally {
     pub kernel_sha256: String,
     /// Summed ranked weights (each session counted once).
     pub votes: i64,
-    /// (session, its median time in microseconds), one per session, by session.
+    /// (session, its median time in microseconds), one per session, the
+    /// most recent ballot first.
     pub times: Vec<(String, f64)>,
     /// Distinct sessions that flagged the kernel wrong at this key.
     pub flagged_by: usize,
@@ -41,10 +50,15 @@ impl Tally {
     pub fn sessions(&self) -> usize {
         self.times.len()
     }
-    /// Median of the per-session medians.
+    /// Median of the per-session medians of the latest [`TIME_WINDOW`] ballots.
     pub fn median_us(&self) -> f64 {
-        median(self.times.iter().map(|t| t.1).collect())
+        median(recent(&self.times).iter().map(|t| t.1).collect())
     }
+}
+
+/// The latest [`TIME_WINDOW`] of a kernel's times (most recent first).
+fn recent(times: &[(String, f64)]) -> &[(String, f64)] {
+    &times[..times.len().min(TIME_WINDOW)]
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -106,7 +120,8 @@ impl From<&Tally> for Standing {
 }
 
 /// What an election has read beyond the standings: some kernels' medians,
-/// some kernels' per-session times (by session).
+/// some kernels' per-session times (most recent first; an election uses
+/// the first [`TIME_WINDOW`]).
 #[derive(Clone, Debug, Default)]
 pub struct Evidence {
     pub medians: std::collections::HashMap<String, f64>,
@@ -190,6 +205,7 @@ pub fn elect_step<'a>(standings: &'a [Standing], incumbent: Option<&str>, policy
     let (Some(lt), Some(it)) = (ev.times.get(&leader.kernel_sha256), ev.times.get(&inc.kernel_sha256)) else {
         return Step::Times([&leader.kernel_sha256, &inc.kernel_sha256]);
     };
+    let (lt, it) = (recent(lt), recent(it));
     let by_session: std::collections::HashMap<&str, f64> = it.iter().map(|(s, t)| (s.as_str(), *t)).collect();
     let paired: Vec<f64> = lt.iter().filter_map(|(s, t)| by_session.get(s.as_str()).map(|ti| t / ti)).filter(|r| r.is_finite()).collect();
     let (ratio, noise) = if paired.len() >= q {
@@ -230,6 +246,28 @@ mod tests {
         assert_eq!(elect(&two, None, &p).unwrap().kernel_sha256, "b");
         two[1].flagged_by = 2;
         assert!(elect(&two, None, &p).is_none());
+    }
+
+    #[test]
+    fn times_come_from_the_latest_ballots() {
+        let p = VotePolicy { quorum: 2, ..VotePolicy::default() };
+        // 300 sessions timed both; the latest 256 find b 20% faster, the
+        // 44 oldest found it 3x slower: b takes over, and its median is
+        // that of its latest sessions.
+        let n = TIME_WINDOW + 44;
+        let a: Vec<(String, f64)> = (0..n).map(|i| (format!("s{i:03}"), 100.0)).collect();
+        let b: Vec<(String, f64)> = (0..n).map(|i| (format!("s{i:03}"), if i < TIME_WINDOW { 80.0 } else { 300.0 })).collect();
+        let t = [
+            Tally { kernel_sha256: "a".into(), votes: 1000, times: a, flagged_by: 0 },
+            Tally { kernel_sha256: "b".into(), votes: 1001, times: b.clone(), flagged_by: 0 },
+        ];
+        assert_eq!(elect(&t, Some("a"), &p).unwrap().kernel_sha256, "b");
+        assert_eq!(t[1].median_us(), 80.0);
+        // The other way round (3x slower lately, faster long ago): a stays.
+        let mut turned = t.clone();
+        turned[1].times = b.into_iter().map(|(s, v)| (s, if v == 80.0 { 300.0 } else { 80.0 })).collect();
+        assert_eq!(elect(&turned, Some("a"), &p).unwrap().kernel_sha256, "a");
+        assert_eq!(turned[1].median_us(), 300.0);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use sqlx::any::{Any, AnyArguments};
 use sqlx::pool::Pool;
 use sqlx::{AnyConnection, Row};
 
-use crate::elect::{Evidence, Standing, Step, elect_step, flag_excluded};
+use crate::elect::{Evidence, Standing, Step, TIME_WINDOW, elect_step, flag_excluded};
 use crate::{
     Backend, Db, DbError, DeviceKeys, GroupStats, KernelKind, Level, NewReport, RecordedReport, Result, VotePolicy, Winner, now_ms,
     random_id, ranked_weight,
@@ -668,19 +668,22 @@ async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &Vote
     Ok(out)
 }
 
-/// The median of `kernel`'s `n` per-session times at `at`, read from the
-/// ordered index: the middle value, or the mean of the middle two.
-async fn median_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str, n: usize) -> Result<f64> {
+/// The median of `kernel`'s times at `at` over its latest `n` ballots
+/// (`n` at most [`TIME_WINDOW`]), computed in the database: the middle
+/// value, or the mean of the middle two.
+async fn median_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str, sessions: usize) -> Result<f64> {
+    let n = sessions.min(TIME_WINDOW);
     if n == 0 {
         return Ok(f64::NAN);
     }
     let rows = at
         .bind(sqlx::query(concat!(
-            "SELECT median_us FROM ballots WHERE ",
+            "SELECT median_us FROM (SELECT median_us FROM ballots WHERE ",
             at_key!(),
-            " AND kernel_sha256 = $7 ORDER BY median_us LIMIT $8 OFFSET $9"
+            " AND kernel_sha256 = $7 ORDER BY created_at DESC, report_id DESC LIMIT $8) AS recent ORDER BY median_us LIMIT $9 OFFSET $10"
         )))
         .bind(kernel.to_string())
+        .bind(n as i64)
         .bind(if n.is_multiple_of(2) { 2i64 } else { 1 })
         .bind(((n - 1) / 2) as i64)
         .fetch_all(&mut *conn)
@@ -689,19 +692,21 @@ async fn median_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str, n: usize
     match v[..] {
         [m] if !n.is_multiple_of(2) => Ok(m),
         [a, b] if n.is_multiple_of(2) => Ok(0.5 * (a + b)),
-        _ => Err(DbError::Corrupt(format!("tally of {kernel} at {} counts {n} sessions, ballots disagree", at.key))),
+        _ => Err(DbError::Corrupt(format!("tally of {kernel} at {} counts {sessions} sessions, ballots disagree", at.key))),
     }
 }
 
-/// `kernel`'s per-session times at `at`, by session.
+/// `kernel`'s per-session times at `at` from its latest [`TIME_WINDOW`]
+/// ballots, most recent first.
 async fn times_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str) -> Result<Vec<(String, f64)>> {
     let rows = at
         .bind(sqlx::query(concat!(
             "SELECT session_id, median_us FROM ballots WHERE ",
             at_key!(),
-            " AND kernel_sha256 = $7 ORDER BY session_id"
+            " AND kernel_sha256 = $7 ORDER BY created_at DESC, report_id DESC LIMIT $8"
         )))
         .bind(kernel.to_string())
+        .bind(TIME_WINDOW as i64)
         .fetch_all(&mut *conn)
         .await?;
     rows.iter().map(|r| Ok((r.try_get("session_id")?, r.try_get("median_us")?))).collect()

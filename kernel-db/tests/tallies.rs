@@ -20,7 +20,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use common::*;
 use proptest::prelude::*;
 use webtune_kernel_db::{
-    Db, DbError, DeviceKeys, Level, NewMeasurement, NewReport, Tally, VotePolicy, elect, flag_excluded, random_id, ranked_weight,
+    Db, DbError, DeviceKeys, Level, NewMeasurement, NewReport, TIME_WINDOW, Tally, VotePolicy, elect, flag_excluded, random_id,
+    ranked_weight,
 };
 
 const SESSIONS: usize = 6;
@@ -86,9 +87,22 @@ struct Model {
 impl Model {
     fn tallies(&self, space: usize, level: Level, key: &str, sessions: &[String], shas: &[String]) -> Vec<Tally> {
         let mut by_kernel: BTreeMap<usize, Tally> = BTreeMap::new();
-        for s in (0..SESSIONS).filter(|&s| keys_of(s).key(level) == Some(key)) {
-            let latest = self.reports.iter().rev().find(|r| r.0 == s && r.1 == space && r.2.iter().any(|v| v.1 > 0));
-            for &(k, w, m) in latest.map(|r| &r.2[..]).unwrap_or(&[]).iter().filter(|v| v.1 > 0) {
+        // Each session's latest report with votes, the most recent first
+        // (the order `Tally::times` keeps).
+        let mut latest: Vec<(usize, usize, &Stored)> = (0..SESSIONS)
+            .filter(|&s| keys_of(s).key(level) == Some(key))
+            .filter_map(|s| {
+                self.reports
+                    .iter()
+                    .enumerate()
+                    .rev()
+                    .find(|(_, r)| r.0 == s && r.1 == space && r.2.iter().any(|v| v.1 > 0))
+                    .map(|(i, r)| (i, s, r))
+            })
+            .collect();
+        latest.sort_by_key(|e| std::cmp::Reverse(e.0));
+        for (_, s, r) in latest {
+            for &(k, w, m) in r.2.iter().filter(|v| v.1 > 0) {
                 let t =
                     by_kernel.entry(k).or_insert_with(|| Tally { kernel_sha256: shas[k].clone(), votes: 0, times: vec![], flagged_by: 0 });
                 t.votes += w;
@@ -382,4 +396,53 @@ async fn sqlite_migration_rebuilds_the_running_tallies() {
 #[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
 async fn postgres_migration_rebuilds_the_running_tallies() {
     migration_rebuilds_the_running_tallies(postgres_url().await).await;
+}
+
+/// Elections read times from each kernel's latest `TIME_WINDOW` ballots:
+/// with more sessions than that, the winner's median is the one of its
+/// most recent sessions, as the pure rule says.
+async fn time_window(db: Db) {
+    let sha = kernel(&db, 1).await;
+    let k = keys("v/a1/d1", "v/a1", "v");
+    let n = TIME_WINDOW + 44;
+    let mut tallies = Tally { kernel_sha256: sha.clone(), votes: 0, times: vec![], flagged_by: 0 };
+    for i in 0..n {
+        let s = session(&db, &k).await;
+        // The oldest sessions measured it much slower.
+        let t = if i < n - TIME_WINDOW { 5000.0 } else { 1000.0 + (i * 37 % 101) as f64 };
+        let report = NewReport {
+            session_id: s.clone(),
+            kind: kind(),
+            space_checksum: "sp".into(),
+            entries: vec![NewMeasurement {
+                kernel_sha256: sha.clone(),
+                ticket: random_id().unwrap(),
+                median_us: t,
+                runs: 10,
+                output_ok: true,
+            }],
+        };
+        db.record_report(&report, &k, &POLICY).await.unwrap();
+        tallies.votes += 5;
+        tallies.times.insert(0, (s, t));
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let best = db.best(&kind(), &k, Some("sp")).await.unwrap().unwrap().winner;
+    assert_eq!((best.votes, best.reports), (5 * n as i64, n as i64));
+    let all: Vec<f64> = tallies.times.iter().map(|t| t.1).collect();
+    let mut sorted = all.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert_ne!(tallies.median_us(), 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]), "the window must matter in this test");
+    assert_eq!(best.best_median_us, tallies.median_us());
+}
+
+#[tokio::test]
+async fn sqlite_time_window() {
+    time_window(sqlite().await).await;
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
+async fn postgres_time_window() {
+    time_window(postgres().await).await;
 }
