@@ -52,13 +52,18 @@ impl Tally {
     }
     /// Median of the per-session medians of the latest [`TIME_WINDOW`] ballots.
     pub fn median_us(&self) -> f64 {
-        median(recent(&self.times).iter().map(|t| t.1).collect())
+        recent_median(&self.times)
     }
 }
 
 /// The latest [`TIME_WINDOW`] of a kernel's times (most recent first).
 fn recent(times: &[(String, f64)]) -> &[(String, f64)] {
     &times[..times.len().min(TIME_WINDOW)]
+}
+
+/// The median of the latest [`TIME_WINDOW`] of a kernel's times.
+fn recent_median(times: &[(String, f64)]) -> f64 {
+    median(recent(times).iter().map(|t| t.1).collect())
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -129,6 +134,12 @@ pub struct Evidence {
 }
 
 impl Evidence {
+    /// `kernel`'s median if read already: asked for, or derived from its
+    /// times (the same window, so the same value).
+    pub fn median(&self, kernel: &str) -> Option<f64> {
+        self.medians.get(kernel).copied().or_else(|| self.times.get(kernel).map(|t| recent_median(t)))
+    }
+
     /// Everything about every tally (what the pure rule sees).
     pub fn of(tallies: &[Tally]) -> Evidence {
         Evidence {

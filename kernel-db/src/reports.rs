@@ -8,9 +8,10 @@
 //! asks for them ([`elect_step`]).
 //!
 //! Reports are committed in groups: one writer task per [`Db`] takes every
-//! report waiting, stores each under its own savepoint (a report that fails
-//! a check is rolled back alone), commits once, and only then answers each
-//! caller. Under load, one disk flush then acknowledges many reports.
+//! report waiting, checks them all, writes those that pass with one
+//! statement per step for the whole group (a report that fails a check
+//! fails alone), commits once, and only then answers each caller. Under
+//! load, one disk flush then acknowledges many reports.
 
 use std::sync::Arc;
 
@@ -287,9 +288,9 @@ async fn insert_reports(conn: &mut AnyConnection, accepted: &[Accepted<'_>], now
         conn,
         "INSERT INTO reports (id, session_id, op, shape, target, space_checksum, device_key, arch_key, vendor_key, rho, created_at) VALUES ",
     );
-    for (i, a) in accepted.iter().enumerate() {
+    for a in accepted {
         let (r, k) = (&a.job.report, &a.job.keys);
-        q.push(if i == 0 { "(" } else { ", (" });
+        q.row();
         q.list(
             [
                 &a.id,
@@ -310,17 +311,21 @@ async fn insert_reports(conn: &mut AnyConnection, accepted: &[Accepted<'_>], now
     q.query()?.execute(&mut *conn).await?;
     let mut q =
         Sql::new(conn, "INSERT INTO measurements (report_id, rank, kernel_sha256, ticket, median_us, runs, output_ok, weight) VALUES ");
-    let mut first = true;
     for a in accepted {
         for (i, e) in a.job.report.entries.iter().enumerate() {
-            q.push(if first { "(" } else { ", (" });
-            first = false;
-            q.bind(a.id.clone()).push(", ").bind((i + 1) as i64).push(", ").bind(e.kernel_sha256.clone()).push(", ").bind(e.ticket.clone());
+            q.row()
+                .bind(a.id.clone())
+                .push(", ")
+                .bind((i + 1) as i64)
+                .push(", ")
+                .bind(e.kernel_sha256.clone())
+                .push(", ")
+                .bind(e.ticket.clone());
             q.push(", ").bind(e.median_us).push(", ").bind(e.runs).push(", ").bind(e.output_ok as i64);
             q.push(", ").bind(ranked_weight(i + 1, e.output_ok)).push(")");
         }
     }
-    if !first {
+    if q.rows > 0 {
         q.query()?.execute(&mut *conn).await?;
     }
     Ok(())
@@ -386,14 +391,11 @@ async fn cast_ballots(conn: &mut AnyConnection, kind: &KernelKind, space: &str, 
         "INSERT INTO ballots (session_id, op, shape, target, space_checksum, level, level_key, kernel_sha256, report_id, created_at, \
          weight, median_us) VALUES ",
     );
-    let mut first = true;
     for a in &replaced {
         for level in Level::STORED {
             let key = a.job.keys.key(level).unwrap_or_default();
             for &(kernel, weight, median_us) in &a.votes {
-                q.push(if first { "(" } else { ", (" });
-                first = false;
-                q.list([&a.job.report.session_id, &kind.op, &kind.shape, &kind.target].map(|v| v.clone()));
+                q.row().list([&a.job.report.session_id, &kind.op, &kind.shape, &kind.target].map(|v| v.clone()));
                 q.push(", ").list([space, level.name(), key, kernel, a.id.as_str()].map(|v| v.to_string()));
                 q.push(", ").bind(now).push(", ").bind(weight).push(", ").bind(median_us).push(")");
                 let d = delta.entry((level.name().to_string(), key.to_string(), kernel.to_string())).or_default();
@@ -409,9 +411,8 @@ async fn cast_ballots(conn: &mut AnyConnection, kind: &KernelKind, space: &str, 
     }
     let mut q =
         Sql::new(conn, "INSERT INTO tallies (op, shape, target, space_checksum, level, level_key, kernel_sha256, votes, sessions) VALUES ");
-    for (i, ((level, key, kernel), (votes, sessions))) in delta.into_iter().enumerate() {
-        q.push(if i == 0 { "(" } else { ", (" });
-        q.list([kind.op.clone(), kind.shape.clone(), kind.target.clone(), space.to_string(), level, key, kernel]);
+    for ((level, key, kernel), (votes, sessions)) in delta {
+        q.row().list([kind.op.clone(), kind.shape.clone(), kind.target.clone(), space.to_string(), level, key, kernel]);
         q.push(", ").bind(votes).push(", ").bind(sessions).push(")");
     }
     q.push(
@@ -441,6 +442,8 @@ pub(crate) async fn serialise_writers(tx: &mut AnyConnection, backend: Backend) 
 struct Sql {
     text: String,
     n: usize,
+    /// Rows opened by [`Sql::row`].
+    rows: usize,
     pg: bool,
     args: AnyArguments,
     error: Option<sqlx::error::BoxDynError>,
@@ -449,12 +452,19 @@ struct Sql {
 impl Sql {
     fn new(conn: &AnyConnection, text: &str) -> Sql {
         let pg = conn.backend_name().eq_ignore_ascii_case("postgresql");
-        Sql { text: text.to_string(), n: 0, pg, args: AnyArguments::default(), error: None }
+        Sql { text: text.to_string(), n: 0, rows: 0, pg, args: AnyArguments::default(), error: None }
     }
 
     fn push(&mut self, text: &str) -> &mut Sql {
         self.text.push_str(text);
         self
+    }
+
+    /// Opens the next row of a `VALUES` list (`(`, or `, (` after the
+    /// first); the caller closes it with `)`.
+    fn row(&mut self) -> &mut Sql {
+        self.rows += 1;
+        self.push(if self.rows == 1 { "(" } else { ", (" })
     }
 
     /// A placeholder for `value`.
@@ -521,9 +531,9 @@ impl Sql {
 }
 
 /// Re-elects the winner at each of `levels` (one kind; any spaces) from
-/// the running tallies and stores them; where no kernel is eligible,
-/// removes a winner of the same space (another space's winner stays until
-/// its own space elects otherwise). The winners, by level.
+/// the running tallies and stores them; where no kernel is eligible, the
+/// standing winner of the same space is removed only if flags exclude it
+/// (another space's winner is never touched). The winners, by level.
 async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &VotePolicy, now: i64) -> Result<Vec<Option<Winner>>> {
     let kind = levels[0].kind;
     debug_assert!(levels.iter().all(|l| l.kind == kind));
@@ -562,23 +572,24 @@ async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &Vote
     let mut out = Vec::with_capacity(levels.len());
     let mut upserts = Vec::new();
     for (i, at) in levels.iter().enumerate() {
+        // Distinct sessions that flagged each kernel at this level's key.
+        let mut flagged: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for r in &flag_rows {
+            if r.try_get::<i64, _>("at")? as usize == i {
+                flagged.insert(r.try_get("kernel_sha256")?, r.try_get::<i64, _>("n")? as usize);
+            }
+        }
         let mut standings = Vec::new();
         for r in &tally_rows {
             if matches(r, at)? {
+                let kernel_sha256: String = r.try_get("kernel_sha256")?;
+                let flagged_by = flagged.get(&kernel_sha256).copied().unwrap_or(0);
                 standings.push(Standing {
-                    kernel_sha256: r.try_get("kernel_sha256")?,
+                    kernel_sha256,
                     votes: r.try_get("votes")?,
                     sessions: r.try_get::<i64, _>("sessions")? as usize,
-                    flagged_by: 0,
+                    flagged_by,
                 });
-            }
-        }
-        for r in &flag_rows {
-            if r.try_get::<i64, _>("at")? as usize == i {
-                let sha: String = r.try_get("kernel_sha256")?;
-                if let Some(s) = standings.iter_mut().find(|s| s.kernel_sha256 == sha) {
-                    s.flagged_by = r.try_get::<i64, _>("n")? as usize;
-                }
             }
         }
         let mut incumbent = None;
@@ -609,13 +620,7 @@ async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &Vote
             // unless flags exclude it (see `flag_excluded`).
             if let Some(inc) = &incumbent {
                 let sessions = standings.iter().find(|s| &s.kernel_sha256 == inc).map_or(0, |s| s.sessions);
-                let mut flagged_by = 0;
-                for r in &flag_rows {
-                    if r.try_get::<i64, _>("at")? as usize == i && r.try_get::<String, _>("kernel_sha256")? == *inc {
-                        flagged_by = r.try_get::<i64, _>("n")? as usize;
-                    }
-                }
-                if flag_excluded(flagged_by, sessions, policy.quorum) {
+                if flag_excluded(flagged.get(inc).copied().unwrap_or(0), sessions, policy.quorum) {
                     at.bind(sqlx::query(
                         "DELETE FROM winners WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND level = $5 \
                          AND level_key = $6",
@@ -627,8 +632,8 @@ async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &Vote
             out.push(None);
             continue;
         };
-        let best_median_us = match ev.medians.get(&win.kernel_sha256) {
-            Some(m) => *m,
+        let best_median_us = match ev.median(&win.kernel_sha256) {
+            Some(m) => m,
             None => median_of(conn, at, &win.kernel_sha256, win.sessions).await?,
         };
         let w = Winner {
@@ -652,9 +657,16 @@ async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &Vote
             "INSERT INTO winners (op, shape, target, space_checksum, level, level_key, kernel_sha256, votes, total_votes, reports, \
              best_median_us, updated_at) VALUES ",
         );
-        for (i, w) in upserts.into_iter().enumerate() {
-            q.push(if i == 0 { "(" } else { ", (" });
-            q.list([w.kind.op, w.kind.shape, w.kind.target, w.space_checksum, w.level.name().to_string(), w.level_key, w.kernel_sha256]);
+        for w in upserts {
+            q.row().list([
+                w.kind.op,
+                w.kind.shape,
+                w.kind.target,
+                w.space_checksum,
+                w.level.name().to_string(),
+                w.level_key,
+                w.kernel_sha256,
+            ]);
             q.push(", ").list([w.votes, w.total_votes, w.reports]).push(", ").bind(w.best_median_us).push(", ").bind(now).push(")");
         }
         q.push(

@@ -60,8 +60,17 @@ use ticket::Signer;
 pub const BODY_LIMIT: usize = 64 * 1024;
 /// Longest device key accepted in a query.
 const MAX_KEY_LEN: usize = 512;
-/// Entries of the compile and lookup caches before they are emptied.
+/// Entries of the compile, session and lookup caches before they are emptied.
 const CACHE_LIMIT: usize = 50_000;
+
+/// Inserts into one of the server's caches, emptying it first when it
+/// holds [`CACHE_LIMIT`] entries (a cache is only ever a shortcut).
+fn cache_insert<K: std::hash::Hash + Eq, V>(cache: &mut HashMap<K, V>, key: K, value: V) {
+    if cache.len() >= CACHE_LIMIT {
+        cache.clear();
+    }
+    cache.insert(key, value);
+}
 
 /// Counters exported at `/metrics`.
 #[derive(Debug, Default)]
@@ -225,11 +234,7 @@ impl App {
             .await?;
         let meta = serde_json::to_value(&kernel.meta).map_err(ApiError::internal)?;
         let c = Arc::new(Compiled { sha256: kernel.meta.sha256, meta });
-        let mut cache = lock(&self.compiled);
-        if cache.len() >= CACHE_LIMIT {
-            cache.clear();
-        }
-        cache.insert(cache_key, c.clone());
+        cache_insert(&mut lock(&self.compiled), cache_key, c.clone());
         Ok(c)
     }
 
@@ -300,11 +305,7 @@ async fn session_of(app: &App, id: &str) -> ApiResult<webtune_kernel_db::Session
         return Ok(s.clone());
     }
     let s = app.db.session(id).await?.ok_or_else(unknown)?;
-    let mut cache = lock(&app.sessions);
-    if cache.len() >= CACHE_LIMIT {
-        cache.clear();
-    }
-    cache.insert(id.to_string(), s.clone());
+    cache_insert(&mut lock(&app.sessions), id.to_string(), s.clone());
     Ok(s)
 }
 
@@ -405,11 +406,7 @@ async fn best(State(app): State<Arc<App>>, q: Result<Query<KernelQuery>, QueryRe
     };
     app.metrics.best[i].fetch_add(1, Ordering::Relaxed);
     let body = Bytes::from(serde_json::to_vec(&answer).map_err(ApiError::internal)?);
-    let mut cache = app.best_cache.write().unwrap_or_else(|p| p.into_inner());
-    if cache.len() >= CACHE_LIMIT {
-        cache.clear();
-    }
-    cache.insert(cache_key, (generation, Instant::now(), body.clone()));
+    cache_insert(&mut app.best_cache.write().unwrap_or_else(|p| p.into_inner()), cache_key, (generation, Instant::now(), body.clone()));
     Ok(json_bytes(body))
 }
 
