@@ -9,7 +9,11 @@ export declare const TOLERANCE = 0.00001;
 export declare function erf(x: number): number;
 /** `act(x + bias) + r` in f64, as `webtune_compiler::reference::epilogue`. */
 export declare function epilogue(p: ParsedOp, x: number, bias: number, r: number): number;
-/** The B operand's value at (batch, k, n), dequantised for matmul_q4. */
+/** matmul_i16's qa[m][k] (A is u32[M, K/2], k even in the low half). */
+export declare function qaAt(args: Uint32Array[], k: number, m: number, kk: number): number;
+/** matmul_i16's qb[k][n] (B is u32[K/2, N], k even in the low half). */
+export declare function qbAt(args: Uint32Array[], n: number, kk: number, j: number): number;
+/** The B operand's value at (batch, k, n), dequantised for matmul_q4 and matmul_i16 (SB[n]·qb[k][n]). */
 export declare function bAt(op: OpName, shape: readonly number[], args: Uint32Array[], bi: number, kk: number, j: number): number;
 /** Row norms of A and column norms of B: the error scale of every output. */
 export declare class Scales {
@@ -21,7 +25,7 @@ export declare class Scales {
     private m;
     private n;
     private parsed;
-    /** Argument numbers of the epilogue's bias and R (ABI order A, B, bias, R, C). */
+    /** Argument numbers of the epilogue's bias and R (ABI order A, B, [SA, SB,] bias, R, C). */
     private biasArg;
     private residualArg;
     constructor(op: OpName, shape: readonly number[], args: Uint32Array[]);

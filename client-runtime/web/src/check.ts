@@ -2,6 +2,10 @@
 // current kernel's on the same seeded inputs, and at a few positions with an
 // f64 reference, in the norm-scaled error the compiler's tests use:
 // |got − want| / (‖row of A‖₂ · ‖column of B‖₂), so only f32 rounding passes.
+// For matmul_i16 the rows and columns are the dequantised ones (SA[m]·qa[m, :]
+// and SB[n]·qb[:, n]) and the reference sums qa·qb as a wrapping i32, as the
+// kernel does; |that sum| never exceeds ‖qa row‖·‖qb column‖, so the same
+// scale bounds the f32 rounding of SA·SB·S.
 
 import { type OpName, type ParsedOp, bmkn, parseOp } from './ops.js';
 
@@ -46,9 +50,25 @@ export function epilogue(p: ParsedOp, x: number, bias: number, r: number): numbe
   return v + r;
 }
 
-/** The B operand's value at (batch, k, n), dequantised for matmul_q4. */
+/** The signed 16-bit value `hi` (0: low half, 1: high half) of a word. */
+function i16(word: number, hi: number): number {
+  return hi ? word >> 16 : (word << 16) >> 16;
+}
+
+/** matmul_i16's qa[m][k] (A is u32[M, K/2], k even in the low half). */
+export function qaAt(args: Uint32Array[], k: number, m: number, kk: number): number {
+  return i16(args[0][m * (k >> 1) + (kk >> 1)], kk & 1);
+}
+
+/** matmul_i16's qb[k][n] (B is u32[K/2, N], k even in the low half). */
+export function qbAt(args: Uint32Array[], n: number, kk: number, j: number): number {
+  return i16(args[1][(kk >> 1) * n + j], kk & 1);
+}
+
+/** The B operand's value at (batch, k, n), dequantised for matmul_q4 and matmul_i16 (SB[n]·qb[k][n]). */
 export function bAt(op: OpName, shape: readonly number[], args: Uint32Array[], bi: number, kk: number, j: number): number {
   const [, , k, n] = bmkn(op, shape);
+  if (parseOp(op).base === 'matmul_i16') return f32(args[3][j]) * qbAt(args, n, kk, j);
   if (op === 'matmul_q4') {
     const word = args[1][j * (k / 8) + (kk >>> 3)];
     const q = (word >>> (4 * (kk & 7))) & 0xf;
@@ -64,7 +84,7 @@ export class Scales {
   private m: number;
   private n: number;
   private parsed: ParsedOp;
-  /** Argument numbers of the epilogue's bias and R (ABI order A, B, bias, R, C). */
+  /** Argument numbers of the epilogue's bias and R (ABI order A, B, [SA, SB,] bias, R, C). */
   private biasArg: number;
   private residualArg: number;
   constructor(readonly op: OpName, readonly shape: readonly number[], readonly args: Uint32Array[]) {
@@ -72,10 +92,31 @@ export class Scales {
     this.m = m;
     this.n = n;
     this.parsed = parseOp(op);
-    this.biasArg = this.parsed.bias ? 2 : -1;
-    this.residualArg = this.parsed.residual ? 2 + (this.parsed.bias ? 1 : 0) : -1;
+    const first = this.parsed.base === 'matmul_i16' ? 4 : 2;
+    this.biasArg = this.parsed.bias ? first : -1;
+    this.residualArg = this.parsed.residual ? first + (this.parsed.bias ? 1 : 0) : -1;
     this.rows = new Float64Array(b * m);
     this.cols = new Float64Array(b * n);
+    if (this.parsed.base === 'matmul_i16') {
+      // ‖SA[i]·qa[i, :]‖ and ‖SB[j]·qb[:, j]‖, B summed row by row.
+      const half = k >> 1;
+      for (let i = 0; i < m; i++) {
+        let s = 0;
+        for (let p = 0; p < half; p++) {
+          const w = args[0][i * half + p], lo = i16(w, 0), hi = i16(w, 1);
+          s += lo * lo + hi * hi;
+        }
+        this.rows[i] = Math.abs(f32(args[2][i])) * Math.sqrt(s);
+      }
+      for (let p = 0; p < half; p++) {
+        for (let j = 0; j < n; j++) {
+          const w = args[1][p * n + j], lo = i16(w, 0), hi = i16(w, 1);
+          this.cols[j] += lo * lo + hi * hi;
+        }
+      }
+      for (let j = 0; j < n; j++) this.cols[j] = Math.abs(f32(args[3][j])) * Math.sqrt(this.cols[j]);
+      return;
+    }
     const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);
     for (let r = 0; r < b * m; r++) {
       let s = 0;
@@ -130,7 +171,15 @@ export class Scales {
     const j = p % n;
     const a = this.args[0];
     let acc = 0;
-    for (let kk = 0; kk < k; kk++) acc += f32(a[(bi * m + i) * k + kk]) * bAt(this.op, this.shape, this.args, bi, kk, j);
+    if (this.parsed.base === 'matmul_i16') {
+      // Σ qa·qb as the kernel's wrapping i32: each product is below 2³⁰ in
+      // magnitude, so `s + q` is exact in a double before `| 0` wraps it.
+      let s = 0;
+      for (let kk = 0; kk < k; kk++) s = (s + qaAt(this.args, k, i, kk) * qbAt(this.args, n, kk, j)) | 0;
+      acc = f32(this.args[2][i]) * f32(this.args[3][j]) * s;
+    } else {
+      for (let kk = 0; kk < k; kk++) acc += f32(a[(bi * m + i) * k + kk]) * bAt(this.op, this.shape, this.args, bi, kk, j);
+    }
     if (this.biasArg < 0 && this.residualArg < 0 && this.parsed.act === 'none') return acc;
     const [bv, rv] = this.epilogueTerms(p);
     return epilogue(this.parsed, acc, bv, rv);

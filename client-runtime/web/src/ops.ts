@@ -2,15 +2,15 @@
 // (README, "Ops"). Mirrors `webtune_compiler::Op::args`.
 
 /** The base ops. */
-export type BaseOp = 'matmul' | 'batch_matmul' | 'matmul_q4';
+export type BaseOp = 'matmul' | 'batch_matmul' | 'matmul_q4' | 'matmul_i16';
 
 /**
- * An op a kernel computes: a base op, or matmul / batch_matmul with a fused
- * epilogue suffix (README, "Ops"): `+bias`, then `+gelu` or `+relu`, then
- * `+residual`, e.g. `matmul+bias+gelu`. The kernel computes
- * `C = act(A·B + bias) + R`.
+ * An op a kernel computes: a base op, or matmul / batch_matmul / matmul_i16
+ * with a fused epilogue suffix (README, "Ops"): `+bias`, then `+gelu` or
+ * `+relu`, then `+residual`, e.g. `matmul+bias+gelu`. The kernel computes
+ * `C = act(A·B + bias) + R` (for matmul_i16, A·B is `SA[m]·SB[n]·Σₖ qa·qb`).
  */
-export type OpName = BaseOp | `${'matmul' | 'batch_matmul'}+${string}`;
+export type OpName = BaseOp | `${'matmul' | 'batch_matmul' | 'matmul_i16'}+${string}`;
 
 /** A parsed op name. Mirrors `webtune_compiler::op::parse_name`. */
 export interface ParsedOp {
@@ -24,7 +24,7 @@ export interface ParsedOp {
 export function parseOp(op: string): ParsedOp {
   const [base, ...rest] = op.split('+');
   if (!(base in DIMS)) {
-    throw new Error(`unknown op \`${op}\`: use matmul, batch_matmul or matmul_q4`);
+    throw new Error(`unknown op \`${op}\`: use matmul, batch_matmul, matmul_q4 or matmul_i16`);
   }
   const out: ParsedOp = { base: base as BaseOp, bias: false, act: 'none', residual: false };
   const rank: Record<string, number> = { bias: 1, gelu: 2, relu: 2, residual: 3 };
@@ -42,7 +42,7 @@ export function parseOp(op: string): ParsedOp {
     else out.act = p as 'gelu' | 'relu';
   }
   if (rest.length > 0 && base === 'matmul_q4') {
-    throw new Error('matmul_q4 takes no epilogue: only matmul and batch_matmul do');
+    throw new Error('matmul_q4 takes no epilogue: only matmul, batch_matmul and matmul_i16 do');
   }
   return out;
 }
@@ -54,7 +54,7 @@ export interface ArgSpec {
   elems: number;
 }
 
-const DIMS: Record<BaseOp, number> = { matmul: 3, batch_matmul: 4, matmul_q4: 3 };
+const DIMS: Record<BaseOp, number> = { matmul: 3, batch_matmul: 4, matmul_q4: 3, matmul_i16: 3 };
 
 /** Throws with a message that says what to fix when `shape` does not fit `op`. */
 export function checkShape(op: string, shape: readonly number[]): asserts op is OpName {
@@ -67,8 +67,12 @@ export function checkShape(op: string, shape: readonly number[]): asserts op is 
       throw new Error(`${op} shape ${shape.join(',')}: every dimension must be a positive integer`);
     }
   }
-  if (op === 'matmul_q4' && shape[1] % 32 !== 0) {
+  const base = parseOp(op).base;
+  if (base === 'matmul_q4' && shape[1] % 32 !== 0) {
     throw new Error(`matmul_q4 needs K % 32 == 0, got K = ${shape[1]}`);
+  }
+  if (base === 'matmul_i16' && (shape[1] % 2 !== 0 || shape[2] % 4 !== 0)) {
+    throw new Error(`matmul_i16 needs K even and N a multiple of 4, got K = ${shape[1]}, N = ${shape[2]}`);
   }
 }
 
@@ -83,14 +87,24 @@ function spec(name: string, dtype: 'f32' | 'u32', shape: number[]): ArgSpec {
   return { name, dtype, shape, elems: shape.reduce((a, b) => a * b, 1) };
 }
 
-/** Arguments in ABI order: inputs, then the output. */
+/**
+ * Arguments in ABI order: inputs, then the output.
+ *
+ * matmul_i16 takes A (`u32[M, K/2]`), B (`u32[K/2, N]`), SA (`f32[M]`), SB
+ * (`f32[N]`), the epilogue's arguments, then C (`f32[M, N]`). Each word holds
+ * two signed 16-bit values, the even k in the low half:
+ * `A[m, p] = qa[m][2p] | qa[m][2p+1] << 16`, `B[p, n] = qb[2p][n] | qb[2p+1][n] << 16`;
+ * `C = act(SA[m]·SB[n]·S + bias[n]) + R[m, n]` with `S = Σₖ qa[m][k]·qb[k][n]`
+ * summed in i32, wrapping (exact while |S| < 2³¹).
+ */
 export function argSpecs(op: OpName, shape: readonly number[]): ArgSpec[] {
   const [b, m, k, n] = bmkn(op, shape);
   const p = parseOp(op);
-  // A, B, then the epilogue's bias [N] and R (shaped like C), then C.
+  // A, B, (matmul_i16: SA [M], SB [N]), then the epilogue's bias [N] and R (shaped like C), then C.
   const fused = (a: ArgSpec, bb: ArgSpec, c: ArgSpec): ArgSpec[] => [
     a,
     bb,
+    ...(p.base === 'matmul_i16' ? [spec('SA', 'f32', [m]), spec('SB', 'f32', [n])] : []),
     ...(p.bias ? [spec('bias', 'f32', [n])] : []),
     ...(p.residual ? [spec('R', 'f32', c.shape)] : []),
     c,
@@ -100,6 +114,8 @@ export function argSpecs(op: OpName, shape: readonly number[]): ArgSpec[] {
       return fused(spec('A', 'f32', [m, k]), spec('B', 'f32', [k, n]), spec('C', 'f32', [m, n]));
     case 'batch_matmul':
       return fused(spec('A', 'f32', [b, m, k]), spec('B', 'f32', [b, k, n]), spec('C', 'f32', [b, m, n]));
+    case 'matmul_i16':
+      return fused(spec('A', 'u32', [m, k / 2]), spec('B', 'u32', [k / 2, n]), spec('C', 'f32', [m, n]));
     case 'matmul_q4':
       return [
         spec('A', 'f32', [m, k]),
@@ -110,7 +126,7 @@ export function argSpecs(op: OpName, shape: readonly number[]): ArgSpec[] {
   }
 }
 
-/** Floating-point operations of one call (a multiply-add counts two; an epilogue adds none, as in Rust). */
+/** Operations of one call (a multiply-add counts two, integer ones of matmul_i16 too; an epilogue adds none, as in Rust). */
 export function flops(op: OpName, shape: readonly number[]): number {
   const [b, m, k, n] = bmkn(op, shape);
   return 2 * b * m * k * n;
