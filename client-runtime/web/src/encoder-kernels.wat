@@ -7,8 +7,10 @@
 ;; The FFN's bias and exact GELU are the compiler's fused epilogue
 ;; (`matmul+bias+gelu`), not a kernel here. Softmax needs exp: an f32x4
 ;; polynomial (Cephes' expf, range-reduced by ln 2 in two parts and scaled
-;; through the exponent bits). test/encoder-kernels.test.mjs measures its
-;; error against f64 Math and every kernel against an f64 reference.
+;; through the exponent bits). With `precision: 'int16'` the encoder's
+;; matrix products are `matmul_i16`, whose activations `quant_rows` quantises
+;; (one scale per row). test/encoder-kernels.test.mjs measures exp's error
+;; against f64 Math and every kernel against an f64 reference.
 
 (module
   (import "env" "memory" (memory 1))
@@ -248,6 +250,74 @@
         (local.set $dst (i32.add (local.get $dst) (local.get $db)))
         (br_if $head (i32.lt_u (local.tee $hh (i32.add (local.get $hh) (i32.const 1))) (local.get $heads))))
       (br_if $tok (i32.lt_u (local.tee $t (i32.add (local.get $t) (i32.const 1))) (local.get $n)))))
+
+  ;; Symmetric 16-bit quantisation of each row of x [rows, k] (k even) for
+  ;; matmul_i16: scale = max |x| / qmax in f32 (0 for a row of zeros, whose
+  ;; q are then all 0), q = x / scale rounded half to even and clamped to
+  ;; ±qmax, stored as i16 pairs into q [rows, k/2] (word p: q[2p] in its low
+  ;; half, q[2p+1] in its high), scales[row] = scale. Eight values at a time
+  ;; through f32x4.nearest, i32x4.trunc_sat_f32x4_s and i16x8.narrow_i32x4_s
+  ;; (lane order is memory order, so the pairs come out packed); the last
+  ;; k mod 8 a pair at a time. Rows need no alignment.
+  (func (export "quant_rows") (param $x i32) (param $rows i32) (param $k i32) (param $qmax i32) (param $q i32) (param $scales i32)
+    (local $r i32) (local $i i32) (local $kb i32) (local $k4 i32) (local $k8 i32) (local $src i32) (local $dst i32)
+    (local $m v128) (local $mx f32) (local $qm f32) (local $sc f32) (local $dv v128) (local $hi v128) (local $lo v128)
+    (if (i32.eqz (local.get $rows)) (then (return)))
+    ;; Bytes of a row of x, and of its whole vectors of 4 and of 8.
+    (local.set $kb (i32.shl (local.get $k) (i32.const 2)))
+    (local.set $k4 (i32.and (local.get $kb) (i32.const -16)))
+    (local.set $k8 (i32.and (local.get $kb) (i32.const -32)))
+    (local.set $qm (f32.convert_i32_s (local.get $qmax)))
+    (local.set $hi (f32x4.splat (local.get $qm)))
+    (local.set $lo (f32x4.neg (local.get $hi)))
+    (loop $row
+      (local.set $src (i32.add (local.get $x) (i32.mul (local.get $r) (local.get $kb))))
+      ;; A row of q is k/2 words: k·2 bytes, half the bytes of a row of x.
+      (local.set $dst (i32.add (local.get $q) (i32.mul (local.get $r) (i32.shl (local.get $k) (i32.const 1)))))
+      ;; max |x|
+      (local.set $m (v128.const i32x4 0 0 0 0))
+      (local.set $i (i32.const 0))
+      (block $d (loop $l
+        (br_if $d (i32.ge_u (local.get $i) (local.get $k4)))
+        (local.set $m (f32x4.max (local.get $m) (f32x4.abs (v128.load (i32.add (local.get $src) (local.get $i))))))
+        (local.set $i (i32.add (local.get $i) (i32.const 16)))
+        (br $l)))
+      (local.set $mx (f32.max (f32.max (f32x4.extract_lane 0 (local.get $m)) (f32x4.extract_lane 1 (local.get $m)))
+                              (f32.max (f32x4.extract_lane 2 (local.get $m)) (f32x4.extract_lane 3 (local.get $m)))))
+      (block $d (loop $l
+        (br_if $d (i32.ge_u (local.get $i) (local.get $kb)))
+        (local.set $mx (f32.max (local.get $mx) (f32.abs (f32.load (i32.add (local.get $src) (local.get $i))))))
+        (local.set $i (i32.add (local.get $i) (i32.const 4)))
+        (br $l)))
+      (local.set $sc (f32.div (local.get $mx) (local.get $qm)))
+      (f32.store (i32.add (local.get $scales) (i32.shl (local.get $r) (i32.const 2))) (local.get $sc))
+      ;; A row of zeros is divided by 1 instead: its q are 0.
+      (local.set $sc (select (local.get $sc) (f32.const 1) (f32.gt (local.get $mx) (f32.const 0))))
+      (local.set $dv (f32x4.splat (local.get $sc)))
+      (local.set $i (i32.const 0))
+      (block $d (loop $l
+        (br_if $d (i32.ge_u (local.get $i) (local.get $k8)))
+        (v128.store (i32.add (local.get $dst) (i32.shr_u (local.get $i) (i32.const 1)))
+          (i16x8.narrow_i32x4_s
+            (i32x4.trunc_sat_f32x4_s (f32x4.max (f32x4.min (f32x4.nearest
+              (f32x4.div (v128.load (i32.add (local.get $src) (local.get $i))) (local.get $dv))) (local.get $hi)) (local.get $lo)))
+            (i32x4.trunc_sat_f32x4_s (f32x4.max (f32x4.min (f32x4.nearest
+              (f32x4.div (v128.load (i32.add (local.get $src) (i32.add (local.get $i) (i32.const 16)))) (local.get $dv))) (local.get $hi)) (local.get $lo)))))
+        (local.set $i (i32.add (local.get $i) (i32.const 32)))
+        (br $l)))
+      (block $d (loop $l
+        (br_if $d (i32.ge_u (local.get $i) (local.get $kb)))
+        (i32.store (i32.add (local.get $dst) (i32.shr_u (local.get $i) (i32.const 1)))
+          (i32.or
+            (i32.and (i32.trunc_sat_f32_s (f32.max (f32.min (f32.nearest
+              (f32.div (f32.load (i32.add (local.get $src) (local.get $i))) (local.get $sc))) (local.get $qm)) (f32.neg (local.get $qm))))
+              (i32.const 0xffff))
+            (i32.shl (i32.trunc_sat_f32_s (f32.max (f32.min (f32.nearest
+              (f32.div (f32.load (i32.add (local.get $src) (i32.add (local.get $i) (i32.const 4)))) (local.get $sc))) (local.get $qm)) (f32.neg (local.get $qm))))
+              (i32.const 16))))
+        (local.set $i (i32.add (local.get $i) (i32.const 8)))
+        (br $l)))
+      (br_if $row (i32.lt_u (local.tee $r (i32.add (local.get $r) (i32.const 1))) (local.get $rows)))))
 
   ;; out[i] = mean of x[i, :lens[i], :] (then divided by its L2 norm when
   ;; $norm) for i < b; a text of length 0 gets zeros.

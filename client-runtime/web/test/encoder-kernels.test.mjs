@@ -185,3 +185,54 @@ test('pool: mean over real tokens, then L2 normalisation', () => {
   }
   assert.ok(err(out.v, want) < 1e-6, `pool error ${err(out.v, want)}`);
 });
+
+// quant_rows in f64 terms: scale = fround(max |x| / qmax), q = round half
+// to even of fround(x / scale), clamped to ±qmax; a row of zeros: scale 0, q 0.
+function quantRow64(row, qmax) {
+  const mx = Math.max(...row.map(Math.abs));
+  const scale = Math.fround(mx / qmax);
+  const q = row.map((x) => {
+    if (mx === 0) return 0;
+    const v = Math.fround(x / scale);
+    let r = Math.round(v);
+    if (Math.abs(v % 1) === 0.5) r = 2 * Math.round(v / 2);
+    return Math.max(-qmax, Math.min(qmax, r));
+  });
+  return { scale, q };
+}
+
+test('quant_rows: per-row i16 scales and round-half-even values, packed in pairs', () => {
+  for (const [rows, K, qmax, seed] of [[5, 384, 2047, 7], [3, 1536, 1023, 8], [4, 22, 32767, 9], [2, 2, 5, 10], [6, 30, 127, 11]]) {
+    reset();
+    const r = rng(seed);
+    // Rows of different magnitudes, and row 1 all zeros.
+    const x = alloc(rows * K, r);
+    for (let i = 0; i < rows; i++) for (let j = 0; j < K; j++) x.v[i * K + j] *= i === 1 ? 0 : 10 ** (i - 2);
+    const q = new Uint32Array(memory.buffer, alloc(rows * K / 2).off, rows * K / 2);
+    q.fill(0xdeadbeef);
+    const scales = alloc(rows);
+    k.quant_rows(x.off, rows, K, qmax, q.byteOffset, scales.off);
+    for (let i = 0; i < rows; i++) {
+      const want = quantRow64(Array.from(x.v.subarray(i * K, (i + 1) * K)), qmax);
+      assert.equal(scales.v[i], want.scale, `${rows}x${K} qmax ${qmax}: scale of row ${i}`);
+      for (let j = 0; j < K; j++) {
+        const w = q[i * K / 2 + (j >> 1)];
+        const got = j & 1 ? w >> 16 : (w << 16) >> 16;
+        assert.equal(got, want.q[j], `${rows}x${K} qmax ${qmax}: q[${i}][${j}] of x ${x.v[i * K + j]}`);
+      }
+      if (i !== 1) assert.ok(want.q.some((v) => Math.abs(v) === qmax), 'the largest value maps to ±qmax');
+      else assert.equal(scales.v[i], 0);
+    }
+  }
+  // Ties go to even, both signs: max 4 over qmax 4 makes the scale 1.
+  reset();
+  const ties = [4, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5, -4, 0.25, 1, -3.5, 0, 2, 0.75, -1];
+  const x = alloc(ties.length);
+  x.v.set(ties);
+  const q = new Uint32Array(memory.buffer, alloc(ties.length / 2).off, ties.length / 2);
+  const scales = alloc(1);
+  k.quant_rows(x.off, 1, ties.length, 4, q.byteOffset, scales.off);
+  const got = Array.from({ length: ties.length }, (_, j) => (j & 1 ? q[j >> 1] >> 16 : (q[j >> 1] << 16) >> 16));
+  assert.deepEqual(got, [4, 0, 2, 2, 0, -2, -2, 4, -4, 0, 1, -4, 0, 2, 1, -1]);
+  assert.equal(scales.v[0], 1);
+});
