@@ -6,6 +6,7 @@
 //   ~/.cache/webtune/venv-onnx/bin/python scripts/bench/export_onnx.py   # once: ONNX files + bench texts
 //   (cd client-runtime/web/bench && npm ci --ignore-scripts)
 //   node client-runtime/web/bench/encoder_peers.mjs [--webtune URL] [--rounds 5] [--cold 3] [--webtune-tune S] [--webtune-threads 1,2]
+//                                                   [--webtune-precision fp32,int16]
 //
 // Figures: median ms per `extractor(texts, {pooling: 'mean', normalize:
 // true})` call (for webtune, per `enc.encode(texts)`) after warm-up, for
@@ -17,7 +18,8 @@
 //
 // Each contender is a page of the same browser: transformers.js at 1 thread
 // and at 2 threads (ORT-web fixes its thread count per page; the fp32 and
-// 8-bit pipelines share it), and webtune (one page per --webtune-threads count). Rounds interleave them shape by
+// 8-bit pipelines share it), and webtune (one page per --webtune-threads count and
+// --webtune-precision, default fp32; int16 runs the weight products on matmul_i16). Rounds interleave them shape by
 // shape, so that noise from the shared machine hits all alike; every round
 // starts with one untimed call. A local server serves the pages cross-origin
 // isolated (COOP same-origin + COEP require-corp, so ORT-web's threads run),
@@ -61,6 +63,9 @@ const WEBTUNE = arg('webtune', null)?.replace(/\/+$/, '') ?? null;
 const WEBTUNE_MODEL = arg('webtune-model', 'all-minilm-l6-v2');
 // webtune's thread counts: one SentenceEncoder (and session) per count.
 const WEBTUNE_THREADS = String(arg('webtune-threads', '1,2')).split(',').map(Number);
+// ... and per precision (SentenceEncoder's `precision` option).
+const WEBTUNE_PRECISIONS = String(arg('webtune-precision', 'fp32')).split(',');
+for (const p of WEBTUNE_PRECISIONS) if (p !== 'fp32' && p !== 'int16') fail(`--webtune-precision takes fp32 and/or int16, comma-separated, got ${p}`);
 
 const CACHE = process.env.WEBTUNE_CACHE || join(homedir(), '.cache', 'webtune');
 const MODEL_DIR = join(CACHE, 'peers', 'all-minilm-l6-v2');
@@ -161,12 +166,15 @@ try {
     { label: 'transformers.js 8-bit, 2 threads', page: pages[2], dtype: 'q8', threads: 2, cold: 'q8' },
   ];
   if (WEBTUNE) {
-    for (const t of WEBTUNE_THREADS) {
-      const q = `side=webtune&model=${encodeURIComponent(WEBTUNE_MODEL)}&tune=${TUNE_S > 0 ? 1 : 0}&threads=${t}`;
-      const page = await open(context, q, 'side');
-      const got = await page.evaluate(() => window.side.info.threads);
-      if (got !== t) throw new Error(`webtune runs ${got} threads, asked for ${t}`);
-      contenders.push({ label: `webtune SentenceEncoder, ${t} thread${t > 1 ? 's' : ''}`, page, dtype: 'webtune', threads: t, cold: 'webtune', webtune: true });
+    for (const precision of WEBTUNE_PRECISIONS) {
+      for (const t of WEBTUNE_THREADS) {
+        const q = `side=webtune&model=${encodeURIComponent(WEBTUNE_MODEL)}&tune=${TUNE_S > 0 ? 1 : 0}&threads=${t}&precision=${precision}`;
+        const page = await open(context, q, 'side');
+        const got = await page.evaluate(() => window.side.info.threads);
+        if (got !== t) throw new Error(`webtune runs ${got} threads, asked for ${t}`);
+        const label = `webtune SentenceEncoder${precision === 'fp32' ? '' : ` ${precision}`}, ${t} thread${t > 1 ? 's' : ''}`;
+        contenders.push({ label, page, dtype: 'webtune', threads: t, precision, cold: 'webtune', webtune: true });
+      }
     }
   }
 
@@ -225,7 +233,7 @@ try {
   for (let r = 0; r < COLD; r++) {
     for (const c of contenders) {
       const ctx = await browser.newContext();
-      const q = c.webtune ? `cold=webtune&model=${encodeURIComponent(WEBTUNE_MODEL)}&threads=${c.threads}` : `side=peer&threads=${c.threads}&cold=${c.cold}`;
+      const q = c.webtune ? `cold=webtune&model=${encodeURIComponent(WEBTUNE_MODEL)}&threads=${c.threads}&precision=${c.precision}` : `side=peer&threads=${c.threads}&cold=${c.cold}`;
       const page = await open(ctx, q, 'cold');
       c.colds.push(await page.evaluate(() => window.cold.ms));
       await ctx.close();
@@ -252,7 +260,7 @@ try {
       for (const c of contenders.filter((x) => !x.webtune && x.threads === wt.threads)) {
         const cells = bench.shapes.map((s) => (median(c.ms[s.key]) / median(wt.ms[s.key])).toFixed(2));
         const cr = COLD ? (median(c.colds) / median(wt.colds)).toFixed(2) : '—';
-        console.log(`| ${wt.threads} thread${wt.threads > 1 ? 's' : ''} | ${c.label} | ${cells.join(' | ')} | ${cr} |`);
+        console.log(`| ${wt.precision}, ${wt.threads} thread${wt.threads > 1 ? 's' : ''} | ${c.label} | ${cells.join(' | ')} | ${cr} |`);
       }
     }
   }

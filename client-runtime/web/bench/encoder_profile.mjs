@@ -6,6 +6,7 @@
 // forward pass without tokenising.
 //
 //   node bench/encoder_profile.mjs [--tokens 128] [--runs 20] [--tune-seconds 0] [--timeline 0] [--worker] [--threads 1]
+//                                  [--precision fp32,int16]
 //
 // --timeline S instead encodes one text again and again for S seconds from
 // an empty database, tuning in `idle()` between calls as an app would (the
@@ -13,6 +14,10 @@
 // when it came within 5% of the final (the median of the last 10 calls) for good (every later 15-call median).
 // --worker tunes in the bench worker (the `worker` option) instead of in
 // `idle()` on the page's thread.
+// --precision (default fp32) names the SentenceEncoder precisions to run,
+// one after the other, each with a server on a fresh database and a fresh
+// browser (so that neither starts with kernels the other tuned); int16 runs
+// the weight products on matmul_i16, with quant_rows as a stage of its own.
 //
 // Needs WEBTUNE_MODELS_DIR and WEBTUNE_MODEL_NAME as the encoder test does;
 // WEBTUNE_BIN, default target/release/webtune.
@@ -32,24 +37,54 @@ const TUNE_S = Number(arg('--tune-seconds', 0));
 const TIMELINE_S = Number(arg('--timeline', 0));
 const WORKER = process.argv.includes('--worker');
 const THREADS = Number(arg('--threads', 1));
+const PRECISIONS = String(arg('--precision', 'fp32')).split(',');
+for (const p of PRECISIONS) {
+  if (p !== 'fp32' && p !== 'int16') {
+    console.error(`encoder_profile: --precision takes fp32 and/or int16, comma-separated, got ${p}`);
+    process.exit(1);
+  }
+}
 const NAME = process.env.WEBTUNE_MODEL_NAME ?? 'all-minilm-l6-v2';
 
-const work = mkdtempSync(join(tmpdir(), 'webtune-profile-'));
-const server = await startServer(`${work}/p.sqlite`, ['--quorum', '1', '--models-dir', process.env.WEBTUNE_MODELS_DIR]);
-const browser = await launchChromium(`${work}/profile`);
-const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
-page.on('console', (m) => console.log('page:', m.text()));
-// Cross-origin isolated (through a proxy) when threads are asked for.
-const proxy = THREADS > 1 ? await isolatingProxy(server.url) : null;
-await page.goto(proxy ? `${proxy.url}/` : `${server.url}/healthz`);
-const threads = await page.evaluate(async ({ name, worker, threads }) => {
-  const { SentenceEncoder } = await import('/web/webtune.js');
-  window.enc = await SentenceEncoder.load({ model: name, target: 'wasm', cache: false, worker, budgetMs: worker ? 100 : 8, threads });
-  return window.enc.webtune.threads;
-}, { name: NAME, worker: WORKER, threads: THREADS });
-console.log(`threads: ${JSON.stringify(threads)}`);
+for (const precision of PRECISIONS) {
+  console.log(`\n=== precision ${precision} ===`);
+  await run(precision);
+}
 
-async function profile(label) {
+// One precision: its own server, browser and page.
+async function run(precision) {
+  const work = mkdtempSync(join(tmpdir(), 'webtune-profile-'));
+  const server = await startServer(`${work}/p.sqlite`, ['--quorum', '1', '--models-dir', process.env.WEBTUNE_MODELS_DIR]);
+  const browser = await launchChromium(`${work}/profile`);
+  // Cross-origin isolated (through a proxy) when threads are asked for.
+  const proxy = THREADS > 1 ? await isolatingProxy(server.url) : null;
+  try {
+    const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
+    page.on('console', (m) => console.log('page:', m.text()));
+    await page.goto(proxy ? `${proxy.url}/` : `${server.url}/healthz`);
+    const threads = await page.evaluate(async ({ name, worker, threads, precision }) => {
+      const { SentenceEncoder } = await import('/web/webtune.js');
+      window.enc = await SentenceEncoder.load({ model: name, target: 'wasm', cache: false, worker, budgetMs: worker ? 100 : 8, threads, precision });
+      return window.enc.webtune.threads;
+    }, { name: NAME, worker: WORKER, threads: THREADS, precision });
+    console.log(`threads: ${JSON.stringify(threads)}`);
+    if (TIMELINE_S > 0) await timeline(page);
+    else {
+      await profile(page, `${precision}, default kernels`);
+      if (TUNE_S > 0) {
+        await tune(page);
+        await profile(page, `${precision}, after tuning`);
+      }
+    }
+  } finally {
+    await browser.close();
+    proxy?.close();
+    server.proc.kill('SIGTERM');
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+async function profile(page, label) {
   const rows = await page.evaluate(async ({ tokens, runs }) => {
     const enc = window.enc;
     const text = Array.from({ length: tokens * 2 }, (_, i) => 'word' + (i % 7)).join(' ');
@@ -99,7 +134,7 @@ async function profile(label) {
   for (const r of rows) console.log(`  ${r.k.padEnd(16)} ${r.ms.toFixed(2).padStart(8)} ${r.k.startsWith('total') ? '' : ((100 * r.ms) / sum).toFixed(1).padStart(5) + '%'}  ${r.shape}`);
 }
 
-if (TIMELINE_S > 0) {
+async function timeline(page) {
   const calls = await page.evaluate(async ({ tokens, ms }) => {
     const enc = window.enc;
     const text = Array.from({ length: tokens * 2 }, (_, i) => 'word' + (i % 7)).join(' ');
@@ -134,15 +169,9 @@ if (TIMELINE_S > 0) {
     const i = lat.findIndex((x) => x[0] >= sec * 1000);
     if (i >= 0 && i + 15 <= lat.length) console.log(`  t = ${String(sec).padStart(3)} s: ${med5(i).toFixed(1)} ms`);
   }
-  await browser.close();
-  proxy?.close();
-  server.proc.kill('SIGTERM');
-  rmSync(work, { recursive: true, force: true });
-  process.exit(0);
 }
 
-await profile('default kernels');
-if (TUNE_S > 0) {
+async function tune(page) {
   const t = await page.evaluate(async (ms) => {
     const t0 = performance.now();
     let swaps = 0;
@@ -155,9 +184,4 @@ if (TUNE_S > 0) {
     return { s: (performance.now() - t0) / 1000, swaps };
   }, TUNE_S * 1000);
   console.log(`\ntuned for ${t.s.toFixed(0)} s, ${t.swaps} swaps`);
-  await profile('after tuning');
 }
-await browser.close();
-proxy?.close();
-server.proc.kill('SIGTERM');
-rmSync(work, { recursive: true, force: true });

@@ -39,6 +39,14 @@ export interface EncoderLoadOptions {
      * like this one which target runs the model faster. Default true.
      */
     report?: boolean;
+    /**
+     * Wasm: `'int16'` runs the four weight products of each layer on
+     * `matmul_i16`, weights quantised per column at load and activations per
+     * row before each product (see the header of encoder.ts); `'fp32'` runs
+     * them on `matmul`. `'int16'` needs target `'wasm'` (a TypeError with
+     * `'webgpu'` or `'auto'`: WebGPU runs fp32 only). Default `'fp32'`.
+     */
+    precision?: 'fp32' | 'int16';
 }
 export interface ModelConfig {
     vocab_size: number;
@@ -108,7 +116,15 @@ export declare class SentenceEncoder {
     private i32;
     private f32;
     private latency;
+    /** Wasm: the weight products' precision (see `EncoderLoadOptions.precision`). */
+    private int16;
     private constructor();
+    /**
+     * int16: each layer's four weight matrices, quantised per column and
+     * written over their own f32 copies: the words, then the column scales
+     * 64-byte aligned after them.
+     */
+    private quantizeWeights;
     /**
      * Fetches the model's manifest, weights and tokenizer from the server
      * (each blob checked against its SHA-256 address), copies the weights into

@@ -5766,6 +5766,33 @@ var GpuEncoder = class _GpuEncoder {
   }
 };
 
+// src/quant.ts
+var I32_MAX = 2 ** 31 - 1;
+function qmaxW(k) {
+  return 2 ** Math.floor(Math.log2(Math.sqrt(I32_MAX / k))) - 1;
+}
+function qmaxA(k) {
+  return Math.min(32767, Math.floor(I32_MAX / (qmaxW(k) * k)));
+}
+function roundHalfEven(v) {
+  const r = Math.round(v);
+  return r - v === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+function quantizeColumns(w, k, n, qmax, words, scales) {
+  const mx = new Float32Array(n);
+  for (let kk = 0; kk < k; kk++) for (let j = 0; j < n; j++) mx[j] = Math.max(mx[j], Math.abs(w[kk * n + j]));
+  for (let j = 0; j < n; j++) scales[j] = mx[j] / qmax;
+  const div = scales.map((x) => x || 1);
+  for (let kk = 0; kk < k; kk++) {
+    const row = kk * n, at = (kk >> 1) * n, hi = kk & 1;
+    for (let j = 0; j < n; j++) {
+      const v = Math.max(-qmax, Math.min(qmax, roundHalfEven(Math.fround(w[row + j] / div[j]))));
+      if (hi) words[at + j] = (words[at + j] | v << 16) >>> 0;
+      else words[at + j] = v & 65535;
+    }
+  }
+}
+
 // src/encoder.ts
 var PAGE2 = 65536;
 function fromBase64(s) {
@@ -5800,6 +5827,8 @@ var SentenceEncoder = class _SentenceEncoder {
   i32;
   f32;
   latency;
+  /** Wasm: the weight products' precision (see `EncoderLoadOptions.precision`). */
+  int16 = false;
   constructor(init) {
     this.webtune = init.webtune;
     this.manifest = init.manifest;
@@ -5813,6 +5842,7 @@ var SentenceEncoder = class _SentenceEncoder {
     this.fixed = init.fixed;
     this.tokenizer = init.tokenizer;
     this.maxBatch = init.maxBatch;
+    this.int16 = init.int16;
     this.latency = init.report ? new LatencyLog(init.webtune.server, init.manifest.name, init.manifest.max_seq_length) : null;
     this.dim = init.manifest.config.hidden_size;
     this.i32 = new Int32Array(this.memory.buffer);
@@ -5846,8 +5876,34 @@ var SentenceEncoder = class _SentenceEncoder {
         ffnW: want(p + "ffn_out.weight", [I, H]),
         ffnB: want(p + "ffn_out.bias", [H]),
         ln2G: want(p + "ffn_ln.gamma", [H]),
-        ln2B: want(p + "ffn_ln.beta", [H])
+        ln2B: want(p + "ffn_ln.beta", [H]),
+        qkvS: 0,
+        outS: 0,
+        inS: 0,
+        ffnS: 0
       });
+    }
+    if (this.int16) this.quantizeWeights();
+  }
+  /**
+   * int16: each layer's four weight matrices, quantised per column and
+   * written over their own f32 copies: the words, then the column scales
+   * 64-byte aligned after them.
+   */
+  quantizeWeights() {
+    const c = this.manifest.config, H = c.hidden_size, I = c.intermediate_size;
+    const u32 = new Uint32Array(this.memory.buffer);
+    const inPlace = (at, k, n) => {
+      const w = this.f32.slice(at / 4, at / 4 + k * n);
+      const words = k / 2 * n, sAt = at + Math.ceil(words * 4 / 64) * 64;
+      quantizeColumns(w, k, n, qmaxW(k), u32.subarray(at / 4, at / 4 + words), this.f32.subarray(sAt / 4, sAt / 4 + n));
+      return sAt;
+    };
+    for (const L of this.layers) {
+      L.qkvS = inPlace(L.qkvW, H, 3 * H);
+      L.outS = inPlace(L.outW, H, H);
+      L.inS = inPlace(L.inW, H, I);
+      L.ffnS = inPlace(L.ffnW, I, H);
     }
   }
   /**
@@ -5858,6 +5914,10 @@ var SentenceEncoder = class _SentenceEncoder {
    */
   static async load(opts) {
     if (!opts || typeof opts.model !== "string" || !opts.model) throw new TypeError("SentenceEncoder.load: `model` must be a model name (GET /v1/models lists them)");
+    if (opts.precision !== void 0 && opts.precision !== "fp32" && opts.precision !== "int16")
+      throw new TypeError(`SentenceEncoder.load: precision must be 'fp32' or 'int16', got ${String(opts.precision)}`);
+    if (opts.precision === "int16" && opts.target !== "wasm")
+      throw new TypeError(`SentenceEncoder.load: precision 'int16' runs on target 'wasm' only, got target '${opts.target}'`);
     if (opts.target === "auto") return _SentenceEncoder.loadAuto(opts);
     if (opts.target !== "wasm" && opts.target !== "webgpu") throw new TypeError(`SentenceEncoder.load: target must be 'wasm', 'webgpu' or 'auto', got ${String(opts.target)}`);
     if (opts.target === "webgpu" && opts.device !== void 0 && !(typeof GPUDevice !== "undefined" && opts.device instanceof GPUDevice))
@@ -5933,7 +5993,7 @@ var SentenceEncoder = class _SentenceEncoder {
       const one = fixed.softmax, parts = pool.size;
       fixed.softmax = (p, b, heads, s, lens, inv) => s >= 64 ? pool.run(k, [p, b, heads, s, lens, inv, parts], parts) : one(p, b, heads, s, lens, inv);
     }
-    return new _SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch, report });
+    return new _SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch, report, int16: opts.precision === "int16" });
   }
   /** Token ids of one text: [CLS] … [SEP], at most max_seq_length of them. */
   tokenize(text) {
@@ -5999,13 +6059,14 @@ var SentenceEncoder = class _SentenceEncoder {
     const c = this.manifest.config, H = c.hidden_size, I = c.intermediate_size, heads = c.num_attention_heads, d = H / heads;
     const M = b * s;
     const wt = this.webtune;
+    const mm = this.int16 ? "matmul_i16" : "matmul";
     const [qkvK, scoresK, contextK, outK, upK, downK] = await Promise.all([
-      wt.wasmKernel("matmul", [M, H, 3 * H]),
+      wt.wasmKernel(mm, [M, H, 3 * H]),
       wt.wasmKernel("batch_matmul", [b * heads, s, d, s]),
       wt.wasmKernel("batch_matmul", [b * heads, s, s, d]),
-      wt.wasmKernel("matmul", [M, H, H]),
-      wt.wasmKernel("matmul+bias+gelu", [M, H, I]),
-      wt.wasmKernel("matmul", [M, I, H])
+      wt.wasmKernel(mm, [M, H, H]),
+      wt.wasmKernel(`${mm}+bias+gelu`, [M, H, I]),
+      wt.wasmKernel(mm, [M, I, H])
     ]);
     const sizes = {
       ids: M,
@@ -6022,10 +6083,11 @@ var SentenceEncoder = class _SentenceEncoder {
       merged: M * H,
       proj: M * H,
       ffn: M * I,
-      pooled: b * H
+      pooled: b * H,
+      ...this.int16 ? { qa: M * Math.max(H, I) / 2, sa: M } : {}
     };
     let end = Math.ceil(this.memory.buffer.byteLength / 64) * 64;
-    const offsets = {};
+    const offsets = { qa: 0, sa: 0 };
     for (const [name, n] of Object.entries(sizes)) {
       offsets[name] = end;
       end = Math.ceil((end + n * 4) / 64) * 64;
@@ -6039,7 +6101,7 @@ var SentenceEncoder = class _SentenceEncoder {
   }
   /** Runs one padded batch through the model into `bk.pooled`; synchronous, so no kernel swaps mid-batch. */
   run(bk, toks) {
-    const c = this.manifest.config, H = c.hidden_size, heads = c.num_attention_heads, d = H / heads;
+    const c = this.manifest.config, H = c.hidden_size, I = c.intermediate_size, heads = c.num_attention_heads, d = H / heads;
     const eps = c.layer_norm_eps, { b, s } = bk, M = b * s, f = this.fixed;
     if (this.i32.buffer !== this.memory.buffer) {
       this.i32 = new Int32Array(this.memory.buffer);
@@ -6066,17 +6128,23 @@ var SentenceEncoder = class _SentenceEncoder {
       H,
       eps
     );
+    const product = (k, x, K, w, ws, out, bias) => {
+      const tail = bias === void 0 ? [out] : [bias, out];
+      if (!this.int16) return k.run(x, w, ...tail);
+      f.quant_rows(x, M, K, qmaxA(K), bk.qa, bk.sa);
+      k.run(bk.qa, w, bk.sa, ws, ...tail);
+    };
     for (const L of this.layers) {
-      bk.qkvK.run(bk.x, L.qkvW, bk.qkv);
+      product(bk.qkvK, bk.x, H, L.qkvW, L.qkvS, bk.qkv);
       f.split_heads(bk.qkv, L.qkvB, bk.q, bk.kt, bk.v, b, s, heads, d, 1 / Math.sqrt(d));
       bk.scoresK.run(bk.q, bk.kt, bk.p);
       f.softmax(bk.p, b, heads, s, bk.lens, bk.inv);
       bk.contextK.run(bk.p, bk.v, bk.ctx);
       f.merge_heads(bk.ctx, bk.inv, bk.merged, b, s, heads, d);
-      bk.outK.run(bk.merged, L.outW, bk.proj);
+      product(bk.outK, bk.merged, H, L.outW, L.outS, bk.proj);
       f.add_ln(bk.proj, L.outB, bk.x, L.ln1G, L.ln1B, bk.x, M, H, eps);
-      bk.upK.run(bk.x, L.inW, L.inB, bk.ffn);
-      bk.downK.run(bk.ffn, L.ffnW, bk.proj);
+      product(bk.upK, bk.x, H, L.inW, L.inS, bk.ffn, L.inB);
+      product(bk.downK, bk.ffn, I, L.ffnW, L.ffnS, bk.proj);
       f.add_ln(bk.proj, L.ffnB, bk.x, L.ln2G, L.ln2B, bk.x, M, H, eps);
     }
     const cls = this.manifest.pooling === "cls";

@@ -24,11 +24,23 @@
 //
 // The softmax's division is deferred to merge_heads: one multiply per
 // element of the d-wide context instead of the S-wide probabilities.
+//
+// `precision: 'int16'` (Wasm only): the four weight products run on
+// `matmul_i16`. At load each of the four weight matrices is quantised per
+// output column (quant.ts) and written over its own f32 copy in memory: the
+// packed words [K/2, N], then its N column scales at the next 64 bytes
+// (K/2·N + N words fit in K·N for K ≥ 4). Before each product its input is
+// quantised per row by `quant_rows` into the bucket's `qa` words and `sa`
+// scales (one pair of buffers, reused by all four), so
+//   qkv = x · Wqkv    becomes  quant_rows(x); matmul_i16 M,H,3H (qa, Wqkv, sa, sWqkv)
+// and likewise M,H,H, `matmul_i16+bias+gelu` M,H,I and M,I,H. The integer
+// sums are exact (quant.ts: qmaxA·qmaxW·K < 2³¹); everything else is fp32.
 
 import { Tokenizer } from '@huggingface/tokenizers';
 import { LENGTHS, pow2 } from './batches.js';
 import { GpuEncoder } from './encoder-gpu.js';
 import { fetchPlan, LatencyLog } from './latency.js';
+import { qmaxA, qmaxW, quantizeColumns } from './quant.js';
 import { median } from './stats.js';
 import { sharedImport, threadsWanted } from './threads.js';
 import { type WasmKernel, Webtune } from './webtune.js';
@@ -75,6 +87,14 @@ export interface EncoderLoadOptions {
    * like this one which target runs the model faster. Default true.
    */
   report?: boolean;
+  /**
+   * Wasm: `'int16'` runs the four weight products of each layer on
+   * `matmul_i16`, weights quantised per column at load and activations per
+   * row before each product (see the header of encoder.ts); `'fp32'` runs
+   * them on `matmul`. `'int16'` needs target `'wasm'` (a TypeError with
+   * `'webgpu'` or `'auto'`: WebGPU runs fp32 only). Default `'fp32'`.
+   */
+  precision?: 'fp32' | 'int16';
 }
 
 export interface ModelConfig {
@@ -118,11 +138,14 @@ interface Fixed {
   softmax(p: number, b: number, heads: number, s: number, lens: number, inv: number): void;
   merge_heads(ctx: number, inv: number, out: number, b: number, s: number, heads: number, d: number): void;
   pool(x: number, lens: number, out: number, b: number, s: number, h: number, norm: number): void;
+  quant_rows(x: number, rows: number, k: number, qmax: number, q: number, scales: number): void;
 }
 
 interface Layer {
   qkvW: number; qkvB: number; outW: number; outB: number; ln1G: number; ln1B: number;
   inW: number; inB: number; ffnW: number; ffnB: number; ln2G: number; ln2B: number;
+  /** int16: the column scales of the four weight matrices (whose `…W` offsets then hold packed words); 0 with fp32. */
+  qkvS: number; outS: number; inS: number; ffnS: number;
 }
 
 interface Bucket {
@@ -132,6 +155,8 @@ interface Bucket {
   calls: number;
   ids: number; lens: number; ones: number;
   x: number; qkv: number; q: number; kt: number; v: number; p: number; inv: number; ctx: number; merged: number; proj: number; ffn: number; pooled: number;
+  /** int16: a product's input quantised by rows (u32 [M, max(H, I)/2]) and its row scales (f32 [M]); 0 with fp32. */
+  qa: number; sa: number;
   qkvK: WasmKernel; scoresK: WasmKernel; contextK: WasmKernel; outK: WasmKernel; upK: WasmKernel; downK: WasmKernel;
 }
 
@@ -180,9 +205,11 @@ export class SentenceEncoder {
   private i32!: Int32Array<ArrayBuffer>;
   private f32!: Float32Array<ArrayBuffer>;
   private latency!: LatencyLog | null;
+  /** Wasm: the weight products' precision (see `EncoderLoadOptions.precision`). */
+  private int16 = false;
 
   private constructor(init: { webtune: Webtune; manifest: ModelManifest; tokenizer: Tokenizer } &
-    ({ gpu: GpuEncoder } | { memory: WebAssembly.Memory; fixed: Fixed; base: number; maxBatch: number; report: boolean })) {
+    ({ gpu: GpuEncoder } | { memory: WebAssembly.Memory; fixed: Fixed; base: number; maxBatch: number; report: boolean; int16: boolean })) {
     this.webtune = init.webtune;
     this.manifest = init.manifest;
     if ('gpu' in init) {
@@ -195,6 +222,7 @@ export class SentenceEncoder {
     this.fixed = init.fixed;
     this.tokenizer = init.tokenizer;
     this.maxBatch = init.maxBatch;
+    this.int16 = init.int16;
     this.latency = init.report ? new LatencyLog(init.webtune.server, init.manifest.name, init.manifest.max_seq_length) : null;
     this.dim = init.manifest.config.hidden_size;
     this.i32 = new Int32Array(this.memory.buffer);
@@ -223,7 +251,31 @@ export class SentenceEncoder {
         inW: want(p + 'ffn_in.weight', [H, I]), inB: want(p + 'ffn_in.bias', [I]),
         ffnW: want(p + 'ffn_out.weight', [I, H]), ffnB: want(p + 'ffn_out.bias', [H]),
         ln2G: want(p + 'ffn_ln.gamma', [H]), ln2B: want(p + 'ffn_ln.beta', [H]),
+        qkvS: 0, outS: 0, inS: 0, ffnS: 0,
       });
+    }
+    if (this.int16) this.quantizeWeights();
+  }
+
+  /**
+   * int16: each layer's four weight matrices, quantised per column and
+   * written over their own f32 copies: the words, then the column scales
+   * 64-byte aligned after them.
+   */
+  private quantizeWeights(): void {
+    const c = this.manifest.config, H = c.hidden_size, I = c.intermediate_size;
+    const u32 = new Uint32Array(this.memory.buffer);
+    const inPlace = (at: number, k: number, n: number): number => {
+      const w = this.f32.slice(at / 4, at / 4 + k * n);
+      const words = (k / 2) * n, sAt = at + Math.ceil((words * 4) / 64) * 64;
+      quantizeColumns(w, k, n, qmaxW(k), u32.subarray(at / 4, at / 4 + words), this.f32.subarray(sAt / 4, sAt / 4 + n));
+      return sAt;
+    };
+    for (const L of this.layers) {
+      L.qkvS = inPlace(L.qkvW, H, 3 * H);
+      L.outS = inPlace(L.outW, H, H);
+      L.inS = inPlace(L.inW, H, I);
+      L.ffnS = inPlace(L.ffnW, I, H);
     }
   }
 
@@ -235,6 +287,10 @@ export class SentenceEncoder {
    */
   static async load(opts: EncoderLoadOptions): Promise<SentenceEncoder> {
     if (!opts || typeof opts.model !== 'string' || !opts.model) throw new TypeError('SentenceEncoder.load: `model` must be a model name (GET /v1/models lists them)');
+    if (opts.precision !== undefined && opts.precision !== 'fp32' && opts.precision !== 'int16')
+      throw new TypeError(`SentenceEncoder.load: precision must be 'fp32' or 'int16', got ${String(opts.precision)}`);
+    if (opts.precision === 'int16' && opts.target !== 'wasm')
+      throw new TypeError(`SentenceEncoder.load: precision 'int16' runs on target 'wasm' only, got target '${opts.target}'`);
     if (opts.target === 'auto') return SentenceEncoder.loadAuto(opts);
     if (opts.target !== 'wasm' && opts.target !== 'webgpu') throw new TypeError(`SentenceEncoder.load: target must be 'wasm', 'webgpu' or 'auto', got ${String(opts.target)}`);
     if (opts.target === 'webgpu' && opts.device !== undefined && !(typeof GPUDevice !== 'undefined' && opts.device instanceof GPUDevice))
@@ -308,7 +364,7 @@ export class SentenceEncoder {
       fixed.softmax = (p, b, heads, s, lens, inv) =>
         s >= 64 ? pool.run(k, [p, b, heads, s, lens, inv, parts], parts) : one(p, b, heads, s, lens, inv);
     }
-    return new SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch, report });
+    return new SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch, report, int16: opts.precision === 'int16' });
   }
 
   /** Token ids of one text: [CLS] … [SEP], at most max_seq_length of them. */
@@ -384,20 +440,22 @@ export class SentenceEncoder {
     const M = b * s;
     const wt = this.webtune;
     // Kernels first: binding one may append scratch pages to the memory.
+    const mm = this.int16 ? 'matmul_i16' : 'matmul';
     const [qkvK, scoresK, contextK, outK, upK, downK] = await Promise.all([
-      wt.wasmKernel('matmul', [M, H, 3 * H]),
+      wt.wasmKernel(mm, [M, H, 3 * H]),
       wt.wasmKernel('batch_matmul', [b * heads, s, d, s]),
       wt.wasmKernel('batch_matmul', [b * heads, s, s, d]),
-      wt.wasmKernel('matmul', [M, H, H]),
-      wt.wasmKernel('matmul+bias+gelu', [M, H, I]),
-      wt.wasmKernel('matmul', [M, I, H]),
+      wt.wasmKernel(mm, [M, H, H]),
+      wt.wasmKernel(`${mm}+bias+gelu`, [M, H, I]),
+      wt.wasmKernel(mm, [M, I, H]),
     ]);
-    const sizes = {
+    const sizes: Record<string, number> = {
       ids: M, lens: b, ones: b, x: M * H, qkv: M * 3 * H, q: M * H, kt: M * H, v: M * H, p: b * heads * s * s, inv: b * heads * s,
       ctx: M * H, merged: M * H, proj: M * H, ffn: M * I, pooled: b * H,
+      ...(this.int16 ? { qa: (M * Math.max(H, I)) / 2, sa: M } : {}),
     };
     let end = Math.ceil(this.memory.buffer.byteLength / 64) * 64;
-    const offsets: Record<string, number> = {};
+    const offsets: Record<string, number> = { qa: 0, sa: 0 };
     for (const [name, n] of Object.entries(sizes)) {
       offsets[name] = end;
       end = Math.ceil((end + n * 4) / 64) * 64;
@@ -412,7 +470,7 @@ export class SentenceEncoder {
 
   /** Runs one padded batch through the model into `bk.pooled`; synchronous, so no kernel swaps mid-batch. */
   private run(bk: Bucket, toks: number[][]): void {
-    const c = this.manifest.config, H = c.hidden_size, heads = c.num_attention_heads, d = H / heads;
+    const c = this.manifest.config, H = c.hidden_size, I = c.intermediate_size, heads = c.num_attention_heads, d = H / heads;
     const eps = c.layer_norm_eps, { b, s } = bk, M = b * s, f = this.fixed;
     if (this.i32.buffer !== this.memory.buffer) {
       // A kernel swap grew the memory since the last call.
@@ -429,17 +487,26 @@ export class SentenceEncoder {
     const T = this.tensors;
     f.embed(bk.ids, T.get('embeddings.word')!, T.get('embeddings.position')!, T.get('embeddings.token_type')!,
       T.get('embeddings.ln.gamma')!, T.get('embeddings.ln.beta')!, bk.x, M, s, H, eps);
+    // x · W (+ bias, GELU fused) for a weight W of K rows: fp32 `matmul`, or
+    // with int16 x quantised by rows into qa/sa, then `matmul_i16` on W's
+    // words and column scales `ws`.
+    const product = (k: WasmKernel, x: number, K: number, w: number, ws: number, out: number, bias?: number): void => {
+      const tail = bias === undefined ? [out] : [bias, out];
+      if (!this.int16) return k.run(x, w, ...tail);
+      f.quant_rows(x, M, K, qmaxA(K), bk.qa, bk.sa);
+      k.run(bk.qa, w, bk.sa, ws, ...tail);
+    };
     for (const L of this.layers) {
-      bk.qkvK.run(bk.x, L.qkvW, bk.qkv);
+      product(bk.qkvK, bk.x, H, L.qkvW, L.qkvS, bk.qkv);
       f.split_heads(bk.qkv, L.qkvB, bk.q, bk.kt, bk.v, b, s, heads, d, 1 / Math.sqrt(d));
       bk.scoresK.run(bk.q, bk.kt, bk.p);
       f.softmax(bk.p, b, heads, s, bk.lens, bk.inv);
       bk.contextK.run(bk.p, bk.v, bk.ctx);
       f.merge_heads(bk.ctx, bk.inv, bk.merged, b, s, heads, d);
-      bk.outK.run(bk.merged, L.outW, bk.proj);
+      product(bk.outK, bk.merged, H, L.outW, L.outS, bk.proj);
       f.add_ln(bk.proj, L.outB, bk.x, L.ln1G, L.ln1B, bk.x, M, H, eps);
-      bk.upK.run(bk.x, L.inW, L.inB, bk.ffn);
-      bk.downK.run(bk.ffn, L.ffnW, bk.proj);
+      product(bk.upK, bk.x, H, L.inW, L.inS, bk.ffn, L.inB);
+      product(bk.downK, bk.ffn, I, L.ffnW, L.ffnS, bk.proj);
       f.add_ln(bk.proj, L.ffnB, bk.x, L.ln2G, L.ln2B, bk.x, M, H, eps);
     }
     const cls = this.manifest.pooling === 'cls';

@@ -236,3 +236,30 @@ test('quant_rows: per-row i16 scales and round-half-even values, packed in pairs
   assert.deepEqual(got, [4, 0, 2, 2, 0, -2, -2, 4, -4, 0, 1, -4, 0, 2, 1, -1]);
   assert.equal(scales.v[0], 1);
 });
+
+test('weights at load (quant.ts) follow the same rule as quant_rows, per column; every i16 sum fits in i32', async () => {
+  const { load } = await import('./load.mjs');
+  const quant = await load('src/quant.ts');
+  assert.deepEqual([quant.qmaxW(384), quant.qmaxA(384), quant.qmaxW(1536), quant.qmaxA(1536)], [2047, 2732, 1023, 1366]);
+  for (const K of [2, 8, 384, 768, 1536, 3072, 4096]) {
+    assert.ok(quant.qmaxA(K) * quant.qmaxW(K) * K < 2 ** 31 && quant.qmaxA(K) <= 32767 && quant.qmaxW(K) <= 32767, `K = ${K}`);
+  }
+  reset();
+  const r = rng(12), K = 46, N = 12;
+  const w = Float32Array.from({ length: K * N }, r);
+  for (let kk = 0; kk < K; kk++) w[kk * N + 5] = 0; // a column of zeros
+  const words = new Uint32Array(K / 2 * N).fill(0xdeadbeef), scales = new Float32Array(N).fill(NaN);
+  quant.quantizeColumns(w, K, N, 1023, words, scales);
+  // quant_rows on Wᵀ: the same scales and q.
+  const wt = alloc(N * K);
+  for (let kk = 0; kk < K; kk++) for (let j = 0; j < N; j++) wt.v[j * K + kk] = w[kk * N + j];
+  const q = new Uint32Array(memory.buffer, alloc(N * K / 2).off, N * K / 2);
+  const s = alloc(N);
+  k.quant_rows(wt.off, N, K, 1023, q.byteOffset, s.off);
+  assert.deepEqual(Array.from(scales), Array.from(s.v));
+  assert.equal(scales[5], 0);
+  const half = (x, hi) => (hi ? x >> 16 : (x << 16) >> 16);
+  for (let kk = 0; kk < K; kk++)
+    for (let j = 0; j < N; j++) assert.equal(half(words[(kk >> 1) * N + j], kk & 1), half(q[j * K / 2 + (kk >> 1)], kk & 1), `q[${kk}][${j}]`);
+  for (const [v, want] of [[2.5, 2], [3.5, 4], [-2.5, -2], [-3.5, -4], [0.5, 0], [-0.5, 0], [1.25, 1], [-1.75, -2]]) assert.equal(quant.roundHalfEven(v) + 0, want, `round(${v})`);
+});

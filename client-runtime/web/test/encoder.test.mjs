@@ -2,7 +2,8 @@
 // --models-dir` holding the imported all-MiniLM-L6-v2, checked against the
 // f64 reference of scripts/reference/minilm_f64.py (numpy on the same
 // weights): token ids equal, cosine >= 0.9999 for every text, before and
-// after tuned kernels are swapped in; then the bad inputs.
+// after tuned kernels are swapped in; `precision: 'int16'` (matmul_i16)
+// within 0.999 of the reference and of fp32; then the bad inputs.
 //
 // Needs (scripts/test.sh sets them up): WEBTUNE_MODELS_DIR and
 // WEBTUNE_MODEL_NAME (the imported bundle), WEBTUNE_MODEL_REF (the
@@ -77,6 +78,84 @@ test('all-MiniLM-L6-v2 on Wasm matches the f64 reference, before and after tunin
   assert.deepEqual(reports.filter((r) => r.error), [], 'a report was refused');
   console.log(`# wasm: worst cosine ${worst0.toFixed(7)} default, ${worst1.toFixed(7)} after ${tuning.swaps} swaps (${tuning.threaded} to threaded kernels) in ${tuning.s.toFixed(1)} s of tuning; ` +
     `encode of ${texts.length} texts ${first.ms.toFixed(0)} -> ${tuned.ms.toFixed(0)} ms`);
+});
+
+test("precision 'int16' on Wasm: matmul_i16 products, cosine >= 0.999 against the f64 reference and the fp32 path, before and after tuning", { timeout: 600_000 }, async () => {
+  const texts = ref.texts.map((t) => t.text);
+  const bad = await page.evaluate(async ({ name }) => {
+    const { SentenceEncoder } = await import('/web/webtune.js');
+    const err = async (f) => {
+      try {
+        await f();
+        return 'no error';
+      } catch (e) {
+        return `${e.name}: ${e.message}`;
+      }
+    };
+    const out = {
+      webgpu: await err(() => SentenceEncoder.load({ model: name, target: 'webgpu', precision: 'int16' })),
+      auto: await err(() => SentenceEncoder.load({ model: name, target: 'auto', precision: 'int16' })),
+      int8: await err(() => SentenceEncoder.load({ model: name, target: 'wasm', precision: 'int8' })),
+    };
+    window.enc16 = await SentenceEncoder.load({ model: name, target: 'wasm', precision: 'int16', maxCandidates: 1, budgetMs: 50, threads: 2 });
+    window.measures16 = [];
+    window.enc16.webtune.addEventListener('measure', (e) => window.measures16.push({ op: e.detail.op, ok: e.detail.ok, error: e.detail.error ?? null }));
+    return out;
+  }, { name: NAME });
+  assert.match(bad.webgpu, /^TypeError: SentenceEncoder.load: precision 'int16' runs on target 'wasm' only/);
+  assert.match(bad.auto, /^TypeError: SentenceEncoder.load: precision 'int16' runs on target 'wasm' only, got target 'auto'/);
+  assert.match(bad.int8, /^TypeError: SentenceEncoder.load: precision must be 'fp32' or 'int16'/);
+
+  const encode16 = () => page.evaluate(async (texts) => {
+    const enc = window.enc16;
+    const ids = texts.map((t) => enc.tokenize(t));
+    const t0 = performance.now();
+    const e = await enc.encode(texts);
+    return { ids, ms: performance.now() - t0, emb: e.map((x) => Array.from(x)), bytes: enc.webtune.memory.buffer.byteLength };
+  }, texts);
+  const fp32 = await encodeAll(texts);
+  // Each check: token ids, then cosine >= 0.999 against the reference and the fp32 embeddings.
+  const worst = (got, when) => {
+    let vsRef = 1, vsFp32 = 1;
+    ref.texts.forEach((r, i) => {
+      assert.deepEqual(got.ids[i], r.token_ids, `${r.label}: token ids`);
+      assert.equal(got.emb[i].length, ref.dim);
+      const a = cosine(got.emb[i], r.embedding), b = cosine(got.emb[i], fp32.emb[i]);
+      assert.ok(a >= 0.999 && b >= 0.999, `${when}: ${r.label}: cosine ${a} against the reference, ${b} against fp32`);
+      vsRef = Math.min(vsRef, a);
+      vsFp32 = Math.min(vsFp32, b);
+    });
+    return [vsRef, vsFp32];
+  };
+  const first = await encode16();
+  const w0 = worst(first, 'int16, default kernels');
+  // The same buckets again: no memory grows (no tuning has run, so no kernel was swapped).
+  const again = await encode16();
+  assert.equal(again.bytes, first.bytes, 'an encode on seen buckets allocates nothing in Wasm memory');
+  assert.deepEqual(again.emb, first.emb, 'deterministic');
+  const ops = await page.evaluate(() => window.enc16.webtune.status().map((s) => s.op));
+  assert.ok(ops.includes('matmul_i16') && ops.includes('matmul_i16+bias+gelu') && !ops.some((o) => o.startsWith('matmul+') || o === 'matmul'), `kernels: ${ops}`);
+
+  // One candidate per kernel: matmul_i16 candidates pass the runtime's checks
+  // (the wrapping i32 reference) and swapped kernels stay accurate.
+  const tuning = await page.evaluate(async () => {
+    const t0 = performance.now();
+    while (performance.now() - t0 < 180_000) {
+      const r = await window.enc16.idle(50);
+      if (r.done) break;
+      await new Promise((res) => setTimeout(res, r.worked ? 0 : 5));
+    }
+    return { s: (performance.now() - t0) / 1000, measures: window.measures16 };
+  });
+  const i16 = tuning.measures.filter((m) => m.op.startsWith('matmul_i16'));
+  assert.deepEqual(i16.filter((m) => m.error && /reference|differs/.test(m.error)), [], 'a matmul_i16 candidate failed the output check');
+  assert.ok(i16.some((m) => m.ok), `no matmul_i16 candidate passed: ${JSON.stringify(i16)}`);
+  const tuned = await encode16();
+  const w1 = worst(tuned, 'int16, tuned kernels');
+  await page.evaluate(() => window.enc16.close());
+  console.log(`# wasm int16: worst cosine ${w0[0].toFixed(7)} vs the f64 reference, ${w0[1].toFixed(7)} vs fp32 (default kernels); ` +
+    `${w1[0].toFixed(7)}, ${w1[1].toFixed(7)} after ${i16.length} matmul_i16 candidates in ${tuning.s.toFixed(1)} s; ` +
+    `encode of ${texts.length} texts ${fp32.ms.toFixed(0)} ms fp32, ${again.ms.toFixed(0)} ms int16 (default kernels), ${tuned.ms.toFixed(0)} ms tuned`);
 });
 
 test('the measured latency reaches the server, per bucket, through the session', { timeout: 120_000 }, async () => {
