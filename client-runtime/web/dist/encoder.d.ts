@@ -44,7 +44,9 @@ export interface EncoderLoadOptions {
      * `matmul_i16`, weights quantised per column at load and activations per
      * row before each product (see the header of encoder.ts); `'fp32'` runs
      * them on `matmul`. `'int16'` needs target `'wasm'` (a TypeError with
-     * `'webgpu'` or `'auto'`: WebGPU runs fp32 only). Default `'fp32'`.
+     * `'webgpu'` or `'auto'`: WebGPU runs fp32 only) and sends no latency
+     * reports (`report`: the server's plan compares the targets at fp32).
+     * Default `'fp32'`.
      */
     precision?: 'fp32' | 'int16';
 }

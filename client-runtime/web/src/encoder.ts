@@ -92,7 +92,9 @@ export interface EncoderLoadOptions {
    * `matmul_i16`, weights quantised per column at load and activations per
    * row before each product (see the header of encoder.ts); `'fp32'` runs
    * them on `matmul`. `'int16'` needs target `'wasm'` (a TypeError with
-   * `'webgpu'` or `'auto'`: WebGPU runs fp32 only). Default `'fp32'`.
+   * `'webgpu'` or `'auto'`: WebGPU runs fp32 only) and sends no latency
+   * reports (`report`: the server's plan compares the targets at fp32).
+   * Default `'fp32'`.
    */
   precision?: 'fp32' | 'int16';
 }
@@ -223,7 +225,8 @@ export class SentenceEncoder {
     this.tokenizer = init.tokenizer;
     this.maxBatch = init.maxBatch;
     this.int16 = init.int16;
-    this.latency = init.report ? new LatencyLog(init.webtune.server, init.manifest.name, init.manifest.max_seq_length) : null;
+    // int16 reports no latency: the server's plan compares the targets at fp32.
+    this.latency = init.report && !init.int16 ? new LatencyLog(init.webtune.server, init.manifest.name, init.manifest.max_seq_length) : null;
     this.dim = init.manifest.config.hidden_size;
     this.i32 = new Int32Array(this.memory.buffer);
     this.f32 = new Float32Array(this.memory.buffer);
