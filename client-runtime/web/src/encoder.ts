@@ -28,8 +28,8 @@
 // `precision: 'int16'` (Wasm only): the four weight products run on
 // `matmul_i16`. At load each of the four weight matrices is quantised per
 // output column (quant.ts) and written over its own f32 copy in memory: the
-// packed words [K/2, N], then its N column scales at the next 64 bytes
-// (K/2·N + N words fit in K·N for K ≥ 4). Before each product its input is
+// packed words [K/2, N] (half of the matrix's bytes), then its N column
+// scales from the next 64-byte boundary. Before each product its input is
 // quantised per row by `quant_rows` into the bucket's `qa` words and `sa`
 // scales (one pair of buffers, reused by all four), so
 //   qkv = x · Wqkv    becomes  quant_rows(x); matmul_i16 M,H,3H (qa, Wqkv, sa, sWqkv)
