@@ -34,23 +34,33 @@ pub enum OpKind {
     BatchMatmul,
     /// `C[M,N] = A[M,K] · dequant(W)ᵀ`, shape `M,K,N`, `K % 32 == 0`.
     MatmulQ4,
+    /// `C[M,N] = SA[m]·SB[n]·Σₖ A[m,k]·B[k,n]` on 16-bit integers packed in
+    /// pairs, shape `M,K,N`, `K` even and `N % 4 == 0` (see [`Op::args`]).
+    MatmulI16,
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 3] = [OpKind::Matmul, OpKind::BatchMatmul, OpKind::MatmulQ4];
+    pub const ALL: [OpKind; 4] = [OpKind::Matmul, OpKind::BatchMatmul, OpKind::MatmulQ4, OpKind::MatmulI16];
 
     pub fn name(self) -> &'static str {
         match self {
             OpKind::Matmul => "matmul",
             OpKind::BatchMatmul => "batch_matmul",
             OpKind::MatmulQ4 => "matmul_q4",
+            OpKind::MatmulI16 => "matmul_i16",
         }
+    }
+
+    /// Whether the compiler has kernels of this op for `target`:
+    /// `matmul_i16` is Wasm only (WGSL has no 16-bit integer dot product).
+    pub fn runs_on(self, target: crate::Target) -> bool {
+        self != OpKind::MatmulI16 || target == crate::Target::Wasm
     }
 
     /// Names of the shape's dimensions, in the order the shape lists them.
     pub fn dim_names(self) -> &'static [&'static str] {
         match self {
-            OpKind::Matmul | OpKind::MatmulQ4 => &["M", "K", "N"],
+            OpKind::Matmul | OpKind::MatmulQ4 | OpKind::MatmulI16 => &["M", "K", "N"],
             OpKind::BatchMatmul => &["B", "M", "K", "N"],
         }
     }
@@ -203,13 +213,13 @@ impl ArgSpec {
 /// Why an op or shape was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum OpError {
-    #[error("unknown op `{0}`: expected one of matmul, batch_matmul, matmul_q4")]
+    #[error("unknown op `{0}`: expected one of matmul, batch_matmul, matmul_q4, matmul_i16")]
     UnknownOp(String),
     #[error(
         "op `{0}`: an epilogue is `+bias`, then `+gelu` or `+relu`, then `+residual`, each at most once and in that order, e.g. matmul+bias+gelu"
     )]
     BadEpilogue(String),
-    #[error("{0} takes no epilogue: only matmul and batch_matmul do")]
+    #[error("{0} takes no epilogue: only matmul, batch_matmul and matmul_i16 do")]
     NoEpilogue(OpKind),
     #[error("{op} takes {expected} dimensions ({names}), got {got}")]
     WrongRank { op: OpKind, expected: usize, names: String, got: usize },
@@ -221,6 +231,8 @@ pub enum OpError {
     ZeroDim { op: OpKind, name: &'static str },
     #[error("matmul_q4: K = {0} must be a multiple of 32 (one scale per 32 weights)")]
     Q4K(u32),
+    #[error("matmul_i16 needs K even and N a multiple of 4, got K = {0}, N = {1}")]
+    I16Shape(u32, u32),
     #[error("{op}: argument {arg} would hold {elems} elements; the limit is {max} (1 GiB)")]
     TooLarge { op: OpKind, arg: &'static str, elems: u64, max: u64 },
 }
@@ -259,6 +271,9 @@ impl Op {
         }
         if kind == OpKind::MatmulQ4 && !shape[1].is_multiple_of(32) {
             return Err(OpError::Q4K(shape[1]));
+        }
+        if kind == OpKind::MatmulI16 && (!shape[1].is_multiple_of(2) || !shape[2].is_multiple_of(4)) {
+            return Err(OpError::I16Shape(shape[1], shape[2]));
         }
         let op = Op { kind, shape: shape.to_vec(), epilogue };
         for arg in op.args() {
@@ -300,17 +315,33 @@ impl Op {
     /// `(batch, M, K, N)`; batch is 1 for the unbatched ops.
     pub fn bmkn(&self) -> (u32, u32, u32, u32) {
         match self.kind {
-            OpKind::Matmul | OpKind::MatmulQ4 => (1, self.shape[0], self.shape[1], self.shape[2]),
+            OpKind::Matmul | OpKind::MatmulQ4 | OpKind::MatmulI16 => (1, self.shape[0], self.shape[1], self.shape[2]),
             OpKind::BatchMatmul => (self.shape[0], self.shape[1], self.shape[2], self.shape[3]),
         }
     }
 
     /// The kernel's arguments in ABI order: inputs, then the output.
+    ///
+    /// `matmul_i16` takes `A` (`u32[M, K/2]`), `B` (`u32[K/2, N]`), `SA`
+    /// (`f32[M]`), `SB` (`f32[N]`), the epilogue's arguments, then `C`. Each
+    /// word holds two signed 16-bit values, the even `k` in the low half:
+    /// `A[m, p] = qa[m][2p] | qa[m][2p+1] << 16` and
+    /// `B[p, n] = qb[2p][n] | qb[2p+1][n] << 16`. The kernel computes
+    /// `C = act(SA[m]·SB[n]·S + bias[n]) + R[m, n]` where
+    /// `S = Σₖ qa[m][k]·qb[k][n]` is summed in `i32`: the caller's
+    /// quantisation must keep every partial sum within `i32` (for instance
+    /// `max|qa|·max|qb|·K < 2³¹`), and the result is exact up to f32
+    /// rounding of the scaling. Test inputs keep each value within
+    /// `reference::i16_bound(K)`.
     pub fn args(&self) -> Vec<ArgSpec> {
         let (b, m, k, n) = self.bmkn();
         let f = |name, shape: Vec<u32>| ArgSpec { name, dtype: Dtype::F32, shape };
         let with_epilogue = |a: ArgSpec, bb: ArgSpec, c: ArgSpec| {
             let mut out = vec![a, bb];
+            if self.kind == OpKind::MatmulI16 {
+                out.push(f("SA", vec![m]));
+                out.push(f("SB", vec![n]));
+            }
             if self.epilogue.bias {
                 out.push(f("bias", vec![n]));
             }
@@ -323,6 +354,10 @@ impl Op {
         match self.kind {
             OpKind::Matmul => with_epilogue(f("A", vec![m, k]), f("B", vec![k, n]), f("C", vec![m, n])),
             OpKind::BatchMatmul => with_epilogue(f("A", vec![b, m, k]), f("B", vec![b, k, n]), f("C", vec![b, m, n])),
+            OpKind::MatmulI16 => {
+                let words = |name, shape| ArgSpec { name, dtype: Dtype::U32, shape };
+                with_epilogue(words("A", vec![m, k / 2]), words("B", vec![k / 2, n]), f("C", vec![m, n]))
+            }
             OpKind::MatmulQ4 => vec![
                 f("A", vec![m, k]),
                 ArgSpec { name: "W", dtype: Dtype::U32, shape: vec![n, k / 8] },
@@ -394,6 +429,28 @@ mod tests {
         assert!(matches!(Op::parse("matmul_q4", "1,48,2"), Err(OpError::Q4K(48))));
         assert!(matches!(Op::parse("matmul", "2147483648,2,2"), Err(OpError::BadDim(_)) | Err(OpError::TooLarge { .. })));
         assert!(matches!(Op::parse("matmul", "65536,65536,1"), Err(OpError::TooLarge { arg: "A", .. })));
+    }
+
+    #[test]
+    fn matmul_i16_takes_words_scales_and_epilogues() {
+        let op = Op::parse("matmul_i16+bias+gelu+residual", "3,6,8").unwrap();
+        let args: Vec<_> = op.args().iter().map(|a| (a.name, a.dtype, a.shape.clone())).collect();
+        assert_eq!(
+            args,
+            [
+                ("A", Dtype::U32, vec![3, 3]),
+                ("B", Dtype::U32, vec![3, 8]),
+                ("SA", Dtype::F32, vec![3]),
+                ("SB", Dtype::F32, vec![8]),
+                ("bias", Dtype::F32, vec![8]),
+                ("R", Dtype::F32, vec![3, 8]),
+                ("C", Dtype::F32, vec![3, 8]),
+            ]
+        );
+        assert_eq!(op.flops(), 2 * 3 * 6 * 8);
+        assert!(matches!(Op::parse("matmul_i16", "3,5,8"), Err(OpError::I16Shape(5, 8))));
+        assert!(matches!(Op::parse("matmul_i16", "3,6,6"), Err(OpError::I16Shape(6, 6))));
+        assert!(OpKind::MatmulI16.runs_on(crate::Target::Wasm) && !OpKind::MatmulI16.runs_on(crate::Target::Wgsl));
     }
 
     #[test]

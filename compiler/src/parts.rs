@@ -39,7 +39,9 @@ pub fn parts(op: &Op, s: &Schedule) -> Vec<Part> {
     let Some((split, extent, unit)) = s.split_extent(op) else {
         return Vec::new();
     };
-    let (_, m, k, n) = op.bmkn();
+    let (_, m, _, n) = op.bmkn();
+    let k = crate::generate::matmul_cpu::reduction(op);
+    let i16 = op.kind() == crate::op::OpKind::MatmulI16;
     let whole = View::whole(op);
     let e = op.epilogue();
     ranges(extent, unit, s.threads)
@@ -53,6 +55,13 @@ pub fn parts(op: &Op, s: &Schedule) -> Vec<Part> {
                 Split::Batch => (View { batch: len, ..whole }, [lo * m * k, lo * k * n, 0, lo * m * n]),
             };
             let mut offsets = vec![a, b];
+            if i16 {
+                // SA moves with A's rows, SB with B's columns.
+                offsets.extend(match split {
+                    Split::M => [lo, 0],
+                    _ => [0, lo],
+                });
+            }
             if e.bias {
                 offsets.push(bias);
             }

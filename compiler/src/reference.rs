@@ -42,6 +42,7 @@ pub const POISON: u32 = 0x7FC0_DEAD;
 /// Seeded inputs for `op`. `S` (q4 scales) is positive and small, as real scales are.
 pub fn inputs(op: &Op, seed: u64) -> Inputs {
     let mut rng = Rng::new(seed);
+    let k = op.bmkn().2;
     let specs = op.args();
     let last = specs.len() - 1;
     let args = specs
@@ -53,6 +54,7 @@ pub fn inputs(op: &Op, seed: u64) -> Inputs {
                 return vec![POISON; n];
             }
             match (a.dtype, a.name) {
+                (Dtype::U32, _) if op.kind() == OpKind::MatmulI16 => (0..n).map(|_| i16_word(rng.next_u64() as u32, k)).collect(),
                 (Dtype::U32, _) => (0..n).map(|_| rng.next_u64() as u32).collect(),
                 (Dtype::F32, "S") => (0..n).map(|_| ((rng.nonzero_f32().abs() * 0.1) + 0.01).to_bits()).collect(),
                 (Dtype::F32, _) => (0..n).map(|_| rng.nonzero_f32().to_bits()).collect(),
@@ -86,11 +88,51 @@ pub fn epilogue(e: Epilogue, x: f64, bias: f64, r: f64) -> f64 {
 }
 
 /// Argument numbers of the epilogue's bias and residual inputs (ABI order:
-/// A, B, bias, R, C).
-pub fn epilogue_args(e: Epilogue) -> (Option<usize>, Option<usize>) {
-    let bias = e.bias.then_some(2);
-    let residual = e.residual.then_some(2 + usize::from(e.bias));
+/// A, B, bias, R, C; `matmul_i16`: A, B, SA, SB, bias, R, C).
+pub fn epilogue_args(op: &Op) -> (Option<usize>, Option<usize>) {
+    let e = op.epilogue();
+    let first = if op.kind() == OpKind::MatmulI16 { 4 } else { 2 };
+    let bias = e.bias.then_some(first);
+    let residual = e.residual.then_some(first + usize::from(e.bias));
     (bias, residual)
+}
+
+/// The largest magnitude of `matmul_i16` test values for a reduction of `k`:
+/// `⌊√((2³¹−1)/k)⌋`, at most 32767, so that no sum of `k` products can
+/// leave `i32` (the kernel's contract).
+pub fn i16_bound(k: u32) -> u32 {
+    (((i32::MAX as f64) / k as f64).sqrt() as u32).min(32767)
+}
+
+/// A `matmul_i16` test word from a raw 32-bit draw: each 16-bit half `h`
+/// becomes `h mod (2r+1) − r` with `r = i16_bound(k)`, and 1 where that is 0.
+pub fn i16_word(raw: u32, k: u32) -> u32 {
+    let r = i16_bound(k);
+    let half = |h: u32| {
+        let v = (h % (2 * r + 1)) as i32 - r as i32;
+        (if v == 0 { 1 } else { v }) as u16 as u32
+    };
+    half(raw & 0xFFFF) | half(raw >> 16) << 16
+}
+
+/// The two signed 16-bit halves of a `matmul_i16` word, low (even `k`) first.
+pub fn i16_pair(word: u32) -> [i32; 2] {
+    [word as u16 as i16 as i32, (word >> 16) as u16 as i16 as i32]
+}
+
+/// `matmul_i16`'s integer sum for one output from the words of a row of A
+/// and the words of a column of B: `Σ qa·qb`, exact (in `i64`), and the
+/// Cauchy–Schwarz bound `‖qa‖·‖qb‖` on it.
+fn i16_dot(a: impl Iterator<Item = u32>, b: impl Iterator<Item = u32>) -> (i64, f64) {
+    let (mut sum, mut na, mut nb) = (0i64, 0.0f64, 0.0f64);
+    for (wa, wb) in a.zip(b) {
+        for (x, y) in i16_pair(wa).into_iter().zip(i16_pair(wb)) {
+            sum += x as i64 * y as i64;
+            na += (x as f64).powi(2);
+            nb += (y as f64).powi(2);
+        }
+    }
+    (sum, na.sqrt() * nb.sqrt())
 }
 
 /// The exact result (in f64) and, per output, the scale of rounding error it
@@ -98,11 +140,14 @@ pub fn epilogue_args(e: Epilogue) -> (Option<usize>, Option<usize>) {
 /// epilogue's terms (its activations have slopes of at most 1.13, so f32
 /// rounding of their input stays within the same scale).
 pub fn reference(op: &Op, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
+    if op.kind() == OpKind::MatmulI16 {
+        return reference_i16(op, inputs);
+    }
     let (batch, m, k, n) = op.bmkn();
     let (batch, m, k, n) = (batch as usize, m as usize, k as usize, n as usize);
     let a = &inputs.args[0];
     let e = op.epilogue();
-    let (bias, residual) = epilogue_args(e);
+    let (bias, residual) = epilogue_args(op);
     let mut out = vec![0.0; batch * m * n];
     let mut scale = vec![0.0; batch * m * n];
     let bval: Box<dyn Fn(usize, usize, usize) -> f64> = match op.kind() {
@@ -114,6 +159,7 @@ pub fn reference(op: &Op, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
             let (w, s) = (&inputs.args[1], &inputs.args[2]);
             Box::new(move |_, kk, j| dequant(w, s, k, j, kk))
         }
+        OpKind::MatmulI16 => unreachable!("reference_i16"),
     };
     for bi in 0..batch {
         let col_norm: Vec<f64> = (0..n).map(|j| (0..k).map(|kk| bval(bi, kk, j).powi(2)).sum::<f64>().sqrt()).collect();
@@ -130,6 +176,32 @@ pub fn reference(op: &Op, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
                 out[o] = if e.is_none() { acc } else { epilogue(e, acc, bv, rv) };
                 scale[o] = row_norm * col_norm[j] + bv.abs() + rv.abs();
             }
+        }
+    }
+    (out, scale)
+}
+
+/// [`reference`] of `matmul_i16`: the exact integer sum, then `SA·SB·S`
+/// and the epilogue in f64. (The kernel sums in `i32`: inputs whose sums
+/// leave it are outside its contract, and [`inputs`] never makes them.) The rounding scale is
+/// `|SA·SB|·‖qa‖·‖qb‖` (the f32 conversion and the two scale products round
+/// relative to at most that), plus the epilogue's terms.
+fn reference_i16(op: &Op, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
+    let (_, m, k, n) = op.bmkn();
+    let (m, kw, n) = (m as usize, k as usize / 2, n as usize);
+    let [a, b, sa, sb] = [0, 1, 2, 3].map(|i| &inputs.args[i]);
+    let e = op.epilogue();
+    let (bias, residual) = epilogue_args(op);
+    let mut out = vec![0.0; m * n];
+    let mut scale = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let (sum, bound) = i16_dot(a[i * kw..(i + 1) * kw].iter().copied(), (0..kw).map(|p| b[p * n + j]));
+            let s = f(sa, i) * f(sb, j);
+            let o = i * n + j;
+            let (bv, rv) = (bias.map_or(0.0, |x| f(&inputs.args[x], j)), residual.map_or(0.0, |r| f(&inputs.args[r], o)));
+            out[o] = epilogue(e, sum as f64 * s, bv, rv);
+            scale[o] = s.abs() * bound + bv.abs() + rv.abs();
         }
     }
     (out, scale)
@@ -190,6 +262,7 @@ pub fn input_at(op: &Op, seed: u64, arg: usize, index: u64) -> u32 {
     let offset: u64 = specs[..arg].iter().map(|a| a.elems()).sum();
     let u = draw_at(seed, offset + index);
     match (specs[arg].dtype, specs[arg].name) {
+        (Dtype::U32, _) if op.kind() == OpKind::MatmulI16 => i16_word(u as u32, op.bmkn().2),
         (Dtype::U32, _) => u as u32,
         (Dtype::F32, "S") => ((nonzero_from(u).abs() * 0.1) + 0.01).to_bits(),
         (Dtype::F32, _) => nonzero_from(u).to_bits(),
@@ -202,12 +275,22 @@ pub fn output_at(op: &Op, seed: u64, index: u64) -> (f64, f64) {
     let (_, m, k, n) = op.bmkn();
     let (m, k, n) = (m as u64, k as u64, n as u64);
     let (bi, i, j) = (index / (m * n), (index / n) % m, index % n);
+    let (bias, residual) = epilogue_args(op);
+    let at = |arg: Option<usize>, i: u64| arg.map_or(0.0, |a| f32::from_bits(input_at(op, seed, a, i)) as f64);
+    let (bv, rv) = (at(bias, j), at(residual, index));
+    if op.kind() == OpKind::MatmulI16 {
+        let kw = k / 2;
+        let (sum, bound) = i16_dot((0..kw).map(|p| input_at(op, seed, 0, i * kw + p)), (0..kw).map(|p| input_at(op, seed, 1, p * n + j)));
+        let s = at(Some(2), i) * at(Some(3), j);
+        return (epilogue(op.epilogue(), sum as f64 * s, bv, rv), s.abs() * bound + bv.abs() + rv.abs());
+    }
     let a = |kk: u64| f32::from_bits(input_at(op, seed, 0, (bi * m + i) * k + kk)) as f64;
     let (mut acc, mut ra, mut cb) = (0.0, 0.0, 0.0);
     for kk in 0..k {
         let x = a(kk);
         let y = match op.kind() {
             OpKind::Matmul | OpKind::BatchMatmul => f32::from_bits(input_at(op, seed, 1, bi * k * n + kk * n + j)) as f64,
+            OpKind::MatmulI16 => unreachable!("returned above"),
             OpKind::MatmulQ4 => {
                 let word = input_at(op, seed, 1, j * (k / 8) + kk / 8);
                 let q = (word >> (4 * (kk % 8))) & 0xF;
@@ -223,9 +306,6 @@ pub fn output_at(op: &Op, seed: u64, index: u64) -> (f64, f64) {
     if e.is_none() {
         return (acc, ra.sqrt() * cb.sqrt());
     }
-    let (bias, residual) = epilogue_args(e);
-    let at = |arg: Option<usize>, i: u64| arg.map_or(0.0, |a| f32::from_bits(input_at(op, seed, a, i)) as f64);
-    let (bv, rv) = (at(bias, j), at(residual, index));
     (epilogue(e, acc, bv, rv), ra.sqrt() * cb.sqrt() + bv.abs() + rv.abs())
 }
 

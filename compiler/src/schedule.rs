@@ -440,6 +440,14 @@ impl Schedule {
         if self.split_k != 1 || self.subgroup_reduce {
             return Err(err("split_k", "is a GPU setting; use 1 for Wasm"));
         }
+        if op.kind() == OpKind::MatmulI16 {
+            if self.vectorize != 4 {
+                return Err(err("vectorize", "matmul_i16 kernels are vector kernels: use 4"));
+            }
+            if !self.tile_in_registers() {
+                return Err(err("unroll", "matmul_i16 keeps its integer register tile in locals: list x0 and y0"));
+            }
+        }
         if op.kind() == OpKind::MatmulQ4 {
             if !self.r0.is_multiple_of(32) {
                 return Err(err("r0", format!("{} must be a multiple of 32 for matmul_q4 (one scale block)", self.r0)));
@@ -452,6 +460,9 @@ impl Schedule {
     }
 
     fn check_wgsl(&self, op: &Op) -> Result<(), ScheduleError> {
+        if op.kind() == OpKind::MatmulI16 {
+            return Err(err("target", "matmul_i16 has Wasm kernels only: WGSL has no 16-bit integer dot product (use wasm)"));
+        }
         if self.relaxed_simd {
             return Err(err("relaxed_simd", "is a Wasm setting"));
         }
@@ -570,7 +581,12 @@ mod tests {
         for kind in OpKind::ALL {
             let op = Op::new(kind, if kind == OpKind::BatchMatmul { &[2, 64, 64, 64] } else { &[64, 64, 64] }).unwrap();
             for t in [Target::Wasm, Target::Wgsl] {
-                Schedule::default_for(&op, t).check(&op, t).unwrap();
+                let checked = Schedule::default_for(&op, t).check(&op, t);
+                if kind.runs_on(t) {
+                    checked.unwrap();
+                } else {
+                    assert_eq!(checked.unwrap_err().field, "target", "{kind} on {t:?}");
+                }
             }
         }
     }

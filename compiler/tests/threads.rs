@@ -129,6 +129,24 @@ proptest! {
         prop_assume!((m as u64) * (k as u64) * (n as u64) <= 1_500_000);
         check(&Op::with_epilogue(OpKind::Matmul, e, &[m, k, n]).unwrap(), &s)?;
     }
+
+    /// `matmul_i16` split over M or N: its scales SA and SB move with their part's rows and columns.
+    #[test]
+    fn threaded_matmul_i16_matches(m in dim(), kw in 1u32..=97, nq in 1u32..=40, s in schedule(), bias: bool, gelu: bool) {
+        prop_assume!((m as u64) * (kw as u64) * (nq as u64) <= 400_000);
+        let mut s = s;
+        if s.vectorize != 4 {
+            s.vectorize = 4;
+            s.y0 *= 4;
+            s.y1 *= 4;
+        }
+        s.unroll = vec![UnrollLoop::X0, UnrollLoop::Y0, UnrollLoop::R0];
+        if s.split == Some(Split::Batch) {
+            s.split = Some(Split::M);
+        }
+        let e = Epilogue { bias, act: if gelu { webtune_compiler::op::Activation::Gelu } else { Default::default() }, residual: bias };
+        check(&Op::with_epilogue(OpKind::MatmulI16, e, &[m, 2 * kw, 4 * nq]).unwrap(), &s)?;
+    }
 }
 
 /// The shapes the issue names, each split its own way, so that the grid

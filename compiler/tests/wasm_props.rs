@@ -104,4 +104,28 @@ proptest! {
         s.passes = WasmPasses { offset, load_splat, tee };
         check(&op, &s)?;
     }
+
+    /// `matmul_i16` under any schedule the Wasm check accepts for it (vector
+    /// tiles in registers), with and without an epilogue. Inputs are raw
+    /// 32-bit draws, so the integer sums wrap: the reference wraps them the
+    /// same way.
+    #[test]
+    fn matmul_i16_matches_reference(
+        m in dim(), kw in dim(), nq in 1u32..=60, s in schedule(), e in prop::option::of(epilogue()),
+    ) {
+        prop_assume!((m as u64) * (kw as u64) * (nq as u64) <= 500_000);
+        let op = Op::with_epilogue(OpKind::MatmulI16, e.unwrap_or(Epilogue::NONE), &[m, 2 * kw, 4 * nq]).unwrap();
+        let mut s = s;
+        if s.vectorize != 4 {
+            s.vectorize = 4;
+            s.y0 *= 4;
+            s.y1 *= 4;
+        }
+        for l in [UnrollLoop::X0, UnrollLoop::Y0] {
+            if !s.unrolls(l) {
+                s.unroll.push(l);
+            }
+        }
+        check(&op, &s)?;
+    }
 }

@@ -4,7 +4,14 @@ use webtune_compiler::{Op, Schedule, Target, compile};
 
 #[test]
 fn default_schedules_compute_every_op() {
-    for (op, shape) in [("matmul", "37,29,41"), ("batch_matmul", "3,17,9,13"), ("matmul_q4", "3,96,11"), ("matmul", "1,1,1")] {
+    for (op, shape) in [
+        ("matmul", "37,29,41"),
+        ("batch_matmul", "3,17,9,13"),
+        ("matmul_q4", "3,96,11"),
+        ("matmul", "1,1,1"),
+        ("matmul_i16", "37,58,44"),
+        ("matmul_i16+bias+gelu+residual", "5,2,4"),
+    ] {
         let op = Op::parse(op, shape).unwrap();
         let s = Schedule::default_for(&op, Target::Wasm);
         let k = compile(&op, Target::Wasm, &s).unwrap();
@@ -16,7 +23,7 @@ fn default_schedules_compute_every_op() {
 #[test]
 fn every_pass_combination_on_every_op() {
     use webtune_compiler::WasmPasses;
-    for (op, shape) in [("matmul", "29,31,37"), ("batch_matmul", "2,7,11,13"), ("matmul_q4", "2,64,13")] {
+    for (op, shape) in [("matmul", "29,31,37"), ("batch_matmul", "2,7,11,13"), ("matmul_q4", "2,64,13"), ("matmul_i16", "29,62,36")] {
         let op = Op::parse(op, shape).unwrap();
         for bits in 0..8u8 {
             for relaxed_simd in [false, true] {

@@ -20,10 +20,17 @@
 //! stored, once per output element: when K is split into several cache
 //! tiles, only by the stores of the last one (a static choice where the K
 //! tile's origin is constant, else an `if` per register tile).
+//!
+//! `matmul_i16` is the same nest over words of two 16-bit values: K counts
+//! words (K/2 of them), and so do the schedule's `r0` and `r1`; the
+//! micro-kernel's step is `acc += dot16(splat(A[i,p]), B[p, j..j+4])` on
+//! `i32` lanes, and a tile leaves its integer accumulators only when it is
+//! stored, as `stof32(acc)·SA[i]·SB[j..j+4]` (added to C when K is split).
+//! It needs the vector path with the tile in registers (`Schedule::check`).
 
 use super::{Epi, Gen, HasGen, tiled};
 use crate::ir::{BinOp, Buffer, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, Var, const_i32};
-use crate::op::Op;
+use crate::op::{Op, OpKind};
 use crate::schedule::{Dim, Schedule, UnrollLoop};
 
 type E = Handle<Expr>;
@@ -51,6 +58,8 @@ struct Mm<'s> {
     off: Option<[E; 3]>,
     multi_k: bool,
     epi: Epi,
+    /// `matmul_i16`: the row and column scales SA and SB.
+    scales: Option<[Handle<Buffer>; 2]>,
 }
 
 /// Which stores of a register tile apply the epilogue.
@@ -92,7 +101,8 @@ pub struct View {
 impl View {
     /// The whole of `op`.
     pub fn whole(op: &Op) -> View {
-        let (batch, m, k, n) = op.bmkn();
+        let (batch, m, _, n) = op.bmkn();
+        let k = reduction(op);
         View { batch, m, n, ldb: n, ldc: n, batch_stride: [m * k, k * n, m * n] }
     }
 }
@@ -101,22 +111,32 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     generate_view(op, s, &View::whole(op))
 }
 
+/// Length of the reduction in elements of A's rows: K, or K/2 words for `matmul_i16`.
+pub fn reduction(op: &Op) -> u32 {
+    let k = op.bmkn().2;
+    if op.kind() == OpKind::MatmulI16 { k / 2 } else { k }
+}
+
 /// The function computing `view` of `op`: its buffers hold exactly the
 /// elements the view reaches, so the verifier bounds every index to them.
 pub fn generate_view(op: &Op, s: &Schedule, v: &View) -> Func {
-    let (_, _, k, _) = op.bmkn();
+    let k = reduction(op);
+    let i16 = op.kind() == OpKind::MatmulI16;
+    let elem = if i16 { Elem::U32 } else { Elem::F32 };
     let (batch, m, n) = (v.batch, v.m, v.n);
     let mut f = Func::new(op.slug());
     let last = batch - 1;
     let [sa, sb, sc] = v.batch_stride;
     let c_len = last * sc + (m - 1) * v.ldc + n;
-    let a = f.buffer("A", Elem::F32, last * sa + m * k, Space::Param(0), false);
-    let b = f.buffer("B", Elem::F32, last * sb + (k - 1) * v.ldb + n, Space::Param(1), false);
+    let a = f.buffer("A", elem, last * sa + m * k, Space::Param(0), false);
+    let b = f.buffer("B", elem, last * sb + (k - 1) * v.ldb + n, Space::Param(1), false);
+    let scales = i16.then(|| [f.buffer("SA", Elem::F32, m, Space::Param(2), false), f.buffer("SB", Elem::F32, n, Space::Param(3), false)]);
     let (epi, out) = Epi::declare(&mut f, op, n, c_len);
     let c = f.buffer("C", Elem::F32, c_len, Space::Param(out), true);
-    let pack = s.cache_read.then(|| f.buffer("P", Elem::F32, s.r1.min(k) * s.y1.min(n), Space::Scratch, true));
+    let pack = s.cache_read.then(|| f.buffer("P", elem, s.r1.min(k) * s.y1.min(n), Space::Scratch, true));
     let acc = (!s.tile_in_registers()).then(|| f.buffer("ACC", Elem::F32, s.x0 * s.y0, Space::Scratch, true));
-    let mut mm = Mm { g: Gen::new(f), s, m, k, n, a, b, c, pack, acc, ldb: v.ldb, ldc: v.ldc, off: None, multi_k: s.r1 < k, epi };
+    let multi_k = s.r1 < k;
+    let mut mm = Mm { g: Gen::new(f), s, m, k, n, a, b, c, pack, acc, ldb: v.ldb, ldc: v.ldc, off: None, multi_k, epi, scales };
     let body = if batch > 1 {
         let bi = mm.g.fresh("b", Ty::I32);
         let bv = mm.g.f.get(bi);
@@ -246,8 +266,9 @@ impl Mm<'_> {
         let kk = self.g.fresh("pk", Ty::I32);
         let kv = self.f().get(kk);
         let vec_cols = if self.s.vectorize == 4 { sn / 4 * 4 } else { 0 };
+        let (vector, scalar) = if self.scales.is_some() { (LoadTy::U32x4, LoadTy::U32) } else { (LoadTy::F32x4, LoadTy::F32) };
         let mut inner = Vec::new();
-        for (lo, hi, step, ty) in [(0, vec_cols, 4, LoadTy::F32x4), (vec_cols, sn, 1, LoadTy::F32)] {
+        for (lo, hi, step, ty) in [(0, vec_cols, 4, vector), (vec_cols, sn, 1, scalar)] {
             if lo >= hi {
                 continue;
             }
@@ -307,6 +328,10 @@ impl Mm<'_> {
         if self.acc.is_some() {
             return self.micro_in_memory(rg, rows, cols, nv, ns, ok, sk);
         }
+        if let Some(scales) = self.scales {
+            assert_eq!(ns, 0, "matmul_i16 tiles are whole vectors (N % 4 == 0, y0 % 4 == 0)");
+            return self.micro_i16(scales, rg, rows, cols, nv, ok, sk);
+        }
         // The tile in locals: one variable per vector or scalar of C.
         let av: Vec<Vec<Handle<Var>>> =
             (0..rows).map(|r| (0..nv).map(|v| self.g.fresh(&format!("c{r}_{v}"), Ty::F32x4)).collect()).collect();
@@ -361,6 +386,63 @@ impl Mm<'_> {
             out
         };
         out.extend(self.last_k(ok, sk, &mut |this, epilogue| stores(this, epilogue)));
+        out
+    }
+
+    /// [`Mm::micro`] for `matmul_i16`: `nv` vectors of `i32` accumulators per
+    /// row, in locals, scaled to f32 as they are stored.
+    #[allow(clippy::too_many_arguments)]
+    fn micro_i16(&mut self, [sa, sb]: [Handle<Buffer>; 2], rg: E, rows: u32, cols: Cols, nv: u32, ok: E, sk: u32) -> Vec<Stmt> {
+        let av: Vec<Vec<Handle<Var>>> =
+            (0..rows).map(|r| (0..nv).map(|v| self.g.fresh(&format!("c{r}_{v}"), Ty::U32x4)).collect()).collect();
+        let mut out = Vec::new();
+        for &var in av.iter().flatten() {
+            let z = self.f().i32(0);
+            let value = self.f().splat(z);
+            out.push(Stmt::Set { var, value });
+        }
+        out.extend(self.k_loop(ok, sk, &mut |this, kg, kl| {
+            let mut body = Vec::new();
+            for r in 0..rows {
+                let row = this.g.plus_c(rg, r);
+                for (v, &var) in av[r as usize].iter().enumerate() {
+                    let ai = this.a_index(row, kg);
+                    let ab = this.a;
+                    let a = this.f().load(LoadTy::U32, ab, ai);
+                    let a = this.f().splat(a);
+                    let b = this.b_load(LoadTy::U32x4, kg, kl, cols, 4 * v as u32);
+                    let dot = this.f().exprs.push(Expr::DotI16(a, b));
+                    let acc = this.f().get(var);
+                    let value = this.f().add(dot, acc);
+                    body.push(Stmt::Set { var, value });
+                }
+            }
+            body
+        }));
+        out.extend(self.last_k(ok, sk, &mut |this, epilogue| {
+            let mut out = Vec::new();
+            for r in 0..rows {
+                let row = this.g.plus_c(rg, r);
+                for (v, &var) in av[r as usize].iter().enumerate() {
+                    let c = this.g.plus_c(cols.global, 4 * v as u32);
+                    let index = this.c_index(row, c);
+                    let acc = this.f().get(var);
+                    let x = this.f().exprs.push(Expr::SToF32(acc));
+                    let s_row = this.f().load(LoadTy::F32, sa, row);
+                    let s_row = this.f().splat(s_row);
+                    let s_col = this.f().load(LoadTy::F32x4, sb, c);
+                    let x = this.f().mul(x, s_row);
+                    let mut x = this.f().mul(x, s_col);
+                    if this.multi_k {
+                        let cb = this.c;
+                        let old = this.f().load(LoadTy::F32x4, cb, index);
+                        x = this.f().add(old, x);
+                    }
+                    out.extend(this.store_c(index, x, LoadTy::F32x4, c, epilogue));
+                }
+            }
+            out
+        }));
         out
     }
 

@@ -15,7 +15,7 @@ use crate::schedule::Schedule;
 /// [`Schedule::check`] for the Wasm target.
 pub fn cpu(op: &Op, s: &Schedule) -> Func {
     match op.kind() {
-        OpKind::Matmul | OpKind::BatchMatmul => matmul_cpu::generate(op, s),
+        OpKind::Matmul | OpKind::BatchMatmul | OpKind::MatmulI16 => matmul_cpu::generate(op, s),
         OpKind::MatmulQ4 => q4_cpu::generate(op, s),
     }
 }
@@ -115,13 +115,13 @@ pub struct Epi {
 }
 
 impl Epi {
-    /// Declares the epilogue's arguments after A (param 0) and B (param 1),
-    /// in ABI order (bias, then R), and returns them with the output's param
-    /// number. `n` is the length of the bias (C's columns), `outputs` the
-    /// length of C (and of R).
+    /// Declares the epilogue's arguments after A (param 0) and B (param 1)
+    /// (and `matmul_i16`'s SA and SB, params 2 and 3), in ABI order (bias,
+    /// then R), and returns them with the output's param number. `n` is the
+    /// length of the bias (C's columns), `outputs` the length of C (and of R).
     pub fn declare(f: &mut Func, op: &Op, n: u32, outputs: u32) -> (Epi, u32) {
         let e = op.epilogue();
-        let mut next = 2;
+        let mut next = if op.kind() == OpKind::MatmulI16 { 4 } else { 2 };
         let mut param = |f: &mut Func, name: &str, len: u32| {
             let b = f.buffer(name, Elem::F32, len, Space::Param(next), false);
             next += 1;

@@ -16,8 +16,12 @@
 //! - `for v in lo..hi step s` runs `v = lo, lo+s, ...` while `v < hi`. An
 //!   `unroll`ed loop must have constant bounds; backends replicate its body.
 //! - Binary operators are typed by their operands: `+ - *` on `i32`, `f32`,
-//!   `f32x4`; `/ % min <` on `i32`; `>> &` on `i32` and `u32x4`. Integer
-//!   arithmetic wraps like Wasm's `i32` and WGSL's `i32`.
+//!   `f32x4`, and `+` on `u32x4` (lane-wise `i32`); `/ % min <` on `i32`;
+//!   `>> &` on `i32` and `u32x4`. Integer arithmetic wraps like Wasm's `i32`
+//!   and WGSL's `i32`.
+//! - `dot16(a, b)` (pairwise products of signed 16-bit halves) and
+//!   `stof32(x)` (signed lanes to `f32x4`) serve `matmul_i16`; like the GPU
+//!   builtins below, `dot16` is for one backend only (Wasm).
 //! - `erf(x)` and `relu(x)` take and give `f32` or `f32x4` (see [`UnOp`]).
 //! - GPU builtins (`local_id.x`, `group_id.y`, ...), `barrier` and the
 //!   subgroup shuffle `shufflexor(x, mask)` are valid only for the WGSL backend.
@@ -370,6 +374,13 @@ pub enum Expr {
     ToF32(Handle<Expr>),
     /// The bits of an `i32` read as an `f32` (no conversion).
     FromBits(Handle<Expr>),
+    /// Signed integer to float, lane-wise: `u32x4 → f32x4`, each lane read
+    /// as a two's-complement `i32`.
+    SToF32(Handle<Expr>),
+    /// CPU only: the pairwise dot product of two `u32x4`s read as eight
+    /// signed 16-bit lanes each: lane `i` of the result is
+    /// `a[2i]·b[2i] + a[2i+1]·b[2i+1]` (an `i32`, wrapping).
+    DotI16(Handle<Expr>, Handle<Expr>),
     /// Sum of the four lanes of an `f32x4`.
     HSum(Handle<Expr>),
     /// Lane `n` (0..4) of an `f32x4` (an `f32`) or of a `u32x4` (an `i32`).

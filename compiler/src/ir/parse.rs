@@ -457,6 +457,11 @@ impl Parser {
                     "splat" => Expr::Splat(self.args(1)?[0]),
                     "tof32" => Expr::ToF32(self.args(1)?[0]),
                     "bitsf32" => Expr::FromBits(self.args(1)?[0]),
+                    "stof32" => Expr::SToF32(self.args(1)?[0]),
+                    "dot16" => {
+                        let a = self.args(2)?;
+                        Expr::DotI16(a[0], a[1])
+                    }
                     "hsum" => Expr::HSum(self.args(1)?[0]),
                     "shufflexor" => {
                         let a = self.args(2)?;

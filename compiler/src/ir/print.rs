@@ -108,6 +108,8 @@ fn write_expr(f: &Func, e: Handle<Expr>, parent: u8, right: bool, out: &mut Stri
         Expr::Splat(a) => call(f, "splat", &[*a], out),
         Expr::ToF32(a) => call(f, "tof32", &[*a], out),
         Expr::FromBits(a) => call(f, "bitsf32", &[*a], out),
+        Expr::SToF32(a) => call(f, "stof32", &[*a], out),
+        Expr::DotI16(a, b) => call(f, "dot16", &[*a, *b], out),
         Expr::HSum(a) => call(f, "hsum", &[*a], out),
         Expr::Lane(a, n) => call(f, &format!("lane{n}"), &[*a], out),
         Expr::Load { ty, buf, index } => {

@@ -81,9 +81,15 @@ fn check_handles(f: &Func) -> Result<(), VerifyError> {
     let n = f.exprs.len();
     for (h, e) in f.exprs.iter() {
         let operands: Vec<Handle<Expr>> = match e {
-            Expr::Bin(_, a, b) | Expr::ShuffleXor(a, b) => vec![*a, *b],
+            Expr::Bin(_, a, b) | Expr::ShuffleXor(a, b) | Expr::DotI16(a, b) => vec![*a, *b],
             Expr::Fma(a, b, c) => vec![*a, *b, *c],
-            Expr::Splat(a) | Expr::ToF32(a) | Expr::FromBits(a) | Expr::HSum(a) | Expr::Lane(a, _) | Expr::Un(_, a) => {
+            Expr::Splat(a)
+            | Expr::ToF32(a)
+            | Expr::SToF32(a)
+            | Expr::FromBits(a)
+            | Expr::HSum(a)
+            | Expr::Lane(a, _)
+            | Expr::Un(_, a) => {
                 vec![*a]
             }
             Expr::Load { buf, index, .. } => {
@@ -280,7 +286,8 @@ impl Verifier<'_> {
             Expr::Bin(op, a, b) => {
                 let (ta, tb) = (self.expr(a)?, self.expr(b)?);
                 let ok = match op {
-                    BinOp::Add | BinOp::Sub | BinOp::Mul => ta == tb && ta != Ty::U32x4,
+                    BinOp::Add => ta == tb,
+                    BinOp::Sub | BinOp::Mul => ta == tb && ta != Ty::U32x4,
                     BinOp::Div | BinOp::Rem | BinOp::Min | BinOp::Lt => ta == Ty::I32 && tb == Ty::I32,
                     BinOp::Shr => (ta == Ty::I32 || ta == Ty::U32x4) && tb == Ty::I32,
                     BinOp::And => ta == tb && (ta == Ty::I32 || ta == Ty::U32x4),
@@ -311,6 +318,19 @@ impl Verifier<'_> {
                 Ty::U32x4 => Ty::F32x4,
                 t => return self.err(format!("tof32 of a {}", t.name())),
             },
+            Expr::SToF32(a) => match self.expr(a)? {
+                Ty::U32x4 => Ty::F32x4,
+                t => return self.err(format!("stof32 of a {}", t.name())),
+            },
+            Expr::DotI16(a, b) => {
+                if self.flavor != Flavor::Cpu {
+                    return self.err(format!("dot16 outside a CPU kernel in {}", self.show(e)));
+                }
+                match (self.expr(a)?, self.expr(b)?) {
+                    (Ty::U32x4, Ty::U32x4) => Ty::U32x4,
+                    (ta, tb) => return self.err(format!("dot16 of {} and {} (both must be u32x4)", ta.name(), tb.name())),
+                }
+            }
             Expr::FromBits(a) => match self.expr(a)? {
                 Ty::I32 => Ty::F32,
                 t => return self.err(format!("bitsf32 of a {}", t.name())),

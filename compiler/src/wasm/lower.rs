@@ -220,6 +220,7 @@ impl Lower<'_> {
                         y,
                     ),
                     (Ty::U32x4, BinOp::Shr) => Node::I32x4ShrU(x, y),
+                    (Ty::U32x4, BinOp::Add) => Node::I32x4Add(x, y),
                     (Ty::U32x4, _) => Node::V128And(x, y),
                     (Ty::F32, _) => Node::F32Bin(fop(op), x, y),
                     (Ty::F32x4, _) => Node::F32x4Bin(fop(op), x, y),
@@ -256,6 +257,14 @@ impl Lower<'_> {
             Expr::FromBits(a) => {
                 let x = self.expr(a);
                 self.push(Node::F32ReinterpretI32(x))
+            }
+            Expr::SToF32(a) => {
+                let x = self.expr(a);
+                self.push(Node::F32x4ConvertI32x4S(x))
+            }
+            Expr::DotI16(a, b) => {
+                let (x, y) = (self.expr(a), self.expr(b));
+                self.push(Node::I32x4DotI16x8S(x, y))
             }
             Expr::HSum(a) => {
                 let x = self.expr(a);

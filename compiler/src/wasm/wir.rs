@@ -77,9 +77,13 @@ pub enum Node {
     F32x4RelaxedMadd(N, N, N),
     I32x4ShrU(N, N),
     V128And(N, N),
+    I32x4Add(N, N),
+    /// `i32x4.dot_i16x8_s`: lane i = a₂ᵢ·b₂ᵢ + a₂ᵢ₊₁·b₂ᵢ₊₁ over i16 lanes.
+    I32x4DotI16x8S(N, N),
     F32ConvertI32U(N),
     F32ReinterpretI32(N),
     F32x4ConvertI32x4U(N),
+    F32x4ConvertI32x4S(N),
     F32x4ExtractLane(N, u8),
     I32x4ExtractLane(N, u8),
     /// A sequence of statements (void nodes).
@@ -123,11 +127,15 @@ impl WFunc {
             | Node::F32ConvertI32U(a)
             | Node::F32ReinterpretI32(a)
             | Node::F32x4ConvertI32x4U(a)
+            | Node::F32x4ConvertI32x4S(a)
             | Node::F32x4ExtractLane(a, _)
             | Node::I32x4ExtractLane(a, _)
             | Node::BrIfLoop(a) => vec![*a],
             Node::Load { addr, .. } => vec![*addr],
-            Node::I32Bin(_, a, b) | Node::F32Bin(_, a, b) | Node::F32x4Bin(_, a, b) | Node::I32x4ShrU(a, b) | Node::V128And(a, b) => {
+            Node::I32Bin(_, a, b) | Node::F32Bin(_, a, b) | Node::F32x4Bin(_, a, b) | Node::I32x4ShrU(a, b)
+            | Node::V128And(a, b)
+            | Node::I32x4Add(a, b)
+            | Node::I32x4DotI16x8S(a, b) => {
                 vec![*a, *b]
             }
             Node::Store { addr, value, .. } => vec![*addr, *value],
@@ -255,9 +263,12 @@ fn encode_node(f: &WFunc, n: N, out: &mut wasm_encoder::Function) {
         Node::F32x4RelaxedMadd(..) => I::F32x4RelaxedMadd,
         Node::I32x4ShrU(..) => I::I32x4ShrU,
         Node::V128And(..) => I::V128And,
+        Node::I32x4Add(..) => I::I32x4Add,
+        Node::I32x4DotI16x8S(..) => I::I32x4DotI16x8S,
         Node::F32ConvertI32U(_) => I::F32ConvertI32U,
         Node::F32ReinterpretI32(_) => I::F32ReinterpretI32,
         Node::F32x4ConvertI32x4U(_) => I::F32x4ConvertI32x4U,
+        Node::F32x4ConvertI32x4S(_) => I::F32x4ConvertI32x4S,
         Node::F32x4ExtractLane(_, lane) => I::F32x4ExtractLane(lane),
         Node::I32x4ExtractLane(_, lane) => I::I32x4ExtractLane(lane),
         Node::BrIfLoop(_) => I::BrIf(0),

@@ -567,6 +567,12 @@ impl Builder<'_> {
                 let x = self.expr(a)?;
                 self.bitcast(x, ScalarKind::Float)
             }
+            Expr::SToF32(a) => {
+                let x = self.expr(a)?;
+                let x = self.bitcast(x, ScalarKind::Sint);
+                self.add(N::As { expr: x, kind: ScalarKind::Float, convert: Some(4) })
+            }
+            Expr::DotI16(..) => unreachable!("CPU-only expression in a verified GPU kernel"),
             Expr::HSum(a) => {
                 let x = self.expr(a)?;
                 let one = self.lit(Literal::F32(1.0));

@@ -51,6 +51,7 @@ pub fn generate(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
             let (wg, d) = q4_gpu::launch(op, s);
             (q4_gpu::generate(op, s), wg, d)
         }
+        OpKind::MatmulI16 => unreachable!("Schedule::check refuses matmul_i16 on WGSL"),
     }
 }
 

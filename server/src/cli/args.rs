@@ -11,7 +11,7 @@ use webtune_compiler::{Op, Target};
 /// The kernel a command is about (`compile`, `space`, `tune`).
 #[derive(Args, Debug)]
 pub struct KernelArgs {
-    /// matmul, batch_matmul or matmul_q4.
+    /// matmul, batch_matmul, matmul_q4 or matmul_i16 (Wasm only), with an optional epilogue (matmul+bias+gelu).
     #[arg(long)]
     pub op: String,
     /// Comma-separated dimensions, e.g. 384,768,768 (M,K,N) or 12,384,384,64 (B,M,K,N).
@@ -27,6 +27,9 @@ impl KernelArgs {
     pub fn parse(&self) -> Result<(Op, Target)> {
         let op = Op::parse(&self.op, &self.shape)?;
         let target: Target = self.target.parse().map_err(anyhow::Error::msg)?;
+        if !op.kind().runs_on(target) {
+            anyhow::bail!("{} has no {} kernels: it runs on wasm only", op.kind(), target.name());
+        }
         Ok((op, target))
     }
 }

@@ -263,6 +263,9 @@ pub fn parse_kind(op: &str, shape: &[u32], target: &str) -> ApiResult<(Op, Targe
     let (kind, epilogue) = webtune_compiler::op::parse_name(op).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let op = Op::with_epilogue(kind, epilogue, shape).map_err(|e| ApiError::bad_request(format!("shape: {e}")))?;
     let target: Target = target.parse().map_err(|e: String| ApiError::bad_request(e))?;
+    if !kind.runs_on(target) {
+        return Err(ApiError::bad_request(format!("{kind} has no {} kernels: it runs on wasm only", target.name())));
+    }
     Ok((op, target))
 }
 

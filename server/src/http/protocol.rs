@@ -38,9 +38,9 @@ pub struct KernelQuery {
     #[serde(default)]
     #[param(max_length = 512)]
     pub device_key: Option<String>,
-    /// `matmul`, `batch_matmul` or `matmul_q4`, with an optional epilogue (`matmul+bias+gelu`).
+    /// `matmul`, `batch_matmul`, `matmul_q4` or `matmul_i16` (Wasm only), with an optional epilogue (`matmul+bias+gelu`; not on matmul_q4).
     pub op: String,
-    /// Comma-separated dimensions: M,K,N for matmul and matmul_q4, B,M,K,N for batch_matmul.
+    /// Comma-separated dimensions: M,K,N for matmul, matmul_q4 and matmul_i16, B,M,K,N for batch_matmul.
     #[param(pattern = "^[1-9][0-9]{0,9}(,[1-9][0-9]{0,9}){2,3}$", example = "384,768,768")]
     pub shape: String,
     /// `wasm` or `wgsl`.

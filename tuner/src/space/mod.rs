@@ -122,7 +122,7 @@ pub mod threads;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use webtune_compiler::op::OpKind;
-use webtune_compiler::schedule::MAX_REGISTER_TILE;
+use webtune_compiler::schedule::{MAX_REGISTER_TILE, UnrollLoop};
 use webtune_compiler::{Op, Schedule, Target};
 
 use crate::fingerprint::Device;
@@ -302,6 +302,14 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
         let tiles = match (op.kind(), target) {
             (OpKind::MatmulQ4, Target::Wgsl) => gpu_q4(op, device, &b, relax),
             (OpKind::MatmulQ4, Target::Wasm) => cpu_q4(op, device, &b, relax),
+            (OpKind::MatmulI16, Target::Wgsl) => Vec::new(),
+            // The tiles of a matmul over K/2: r0 and r1 count words, and a
+            // word of B is as many bytes as an f32, so cache fits carry over.
+            (OpKind::MatmulI16, Target::Wasm) => {
+                let (_, m, k, n) = op.bmkn();
+                let words = Op::with_epilogue(OpKind::Matmul, op.epilogue(), &[m, k / 2, n]).expect("a smaller valid shape");
+                cpu_matmul(&words, device, &b, relax)
+            }
             (_, Target::Wgsl) => gpu_matmul(op, device, &b, relax),
             (_, Target::Wasm) => cpu_matmul(op, device, &b, relax),
         };
@@ -362,6 +370,17 @@ fn canonicalise(op: &Op, target: Target, device: &Device, s: &mut Schedule) {
                 s.cache_read = false;
                 s.order = webtune_compiler::schedule::LoopOrder::MNK;
                 s.inner_n_first = false;
+            }
+            if op.kind() == OpKind::MatmulI16 {
+                // Integer dot products are vector instructions, and their
+                // accumulators live in locals; relaxed SIMD changes nothing.
+                s.vectorize = 4;
+                s.relaxed_simd = false;
+                for l in [UnrollLoop::X0, UnrollLoop::Y0] {
+                    if !s.unrolls(l) {
+                        s.unroll.push(l);
+                    }
+                }
             }
         }
         Target::Wgsl => {

@@ -52,7 +52,9 @@ fn naive_pairs_cpu(d: u32) -> u64 {
 /// - WGSL matmul_q4: rows x0 (naive tiles of M) × outputs y1 (of N) ×
 ///   split_k (naive tiles of K/8 up to 256) × r0 (multiples of 8 among the
 ///   naive tiles of K) × 8 (outputs per thread y0) × 4 (unroll) × 2
-///   (vectorize) × 2 (subgroup_reduce) × 2 (double_buffer).
+///   (vectorize) × 2 (subgroup_reduce) × 2 (double_buffer);
+/// - Wasm matmul_i16: as Wasm matmul over K/2 words, vectorize fixed; it
+///   has no WGSL kernels (0).
 pub fn naive_size(op: &Op, target: Target) -> u64 {
     let (_, m, k, n) = op.bmkn();
     let sat = |a: u64, b: u64| a.saturating_mul(b);
@@ -68,8 +70,11 @@ pub fn naive_size(op: &Op, target: Target) -> u64 {
                 .into_iter()
                 .fold(1, sat)
         }
+        (OpKind::MatmulI16, Target::Wgsl) => 0,
         (_, Target::Wasm) => {
-            [naive_pairs_cpu(m), naive_pairs_cpu(n), naive_pairs_cpu(k), 6 * 2 * 4 * 2 * 2 * 2 * 8].into_iter().fold(1, sat)
+            // matmul_i16's reduction is K/2 words; it has vector tiles only.
+            let (k, vectorize) = if op.kind() == OpKind::MatmulI16 { (k / 2, 1) } else { (k, 2) };
+            [naive_pairs_cpu(m), naive_pairs_cpu(n), naive_pairs_cpu(k), 6 * 2 * 4 * vectorize * 2 * 2 * 8].into_iter().fold(1, sat)
         }
         (_, Target::Wgsl) => [naive_pairs(m), naive_pairs(n), naive_pairs(k), 4 * 2 * 2 * 2].into_iter().fold(1, sat),
     }
