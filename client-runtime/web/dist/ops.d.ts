@@ -21,7 +21,18 @@ export interface ArgSpec {
     dtype: 'f32' | 'u32';
     shape: number[];
     elems: number;
+    /**
+     * matmul_i16's A and B: seeded test words hold two 16-bit values within
+     * ±this (`webtune_compiler::reference::i16_bound(K)`), so no sum of K
+     * products leaves i32. Absent for every other argument.
+     */
+    i16Bound?: number;
 }
+/**
+ * The largest magnitude of matmul_i16 test values for a reduction over `k`:
+ * ⌊√((2³¹−1)/k)⌋, at most 32767. Mirrors `webtune_compiler::reference::i16_bound`.
+ */
+export declare function i16Bound(k: number): number;
 /** Throws with a message that says what to fix when `shape` does not fit `op`. */
 export declare function checkShape(op: string, shape: readonly number[]): asserts op is OpName;
 /** (batch, M, K, N) of an op. */
@@ -34,7 +45,7 @@ export declare function bmkn(op: OpName, shape: readonly number[]): [number, num
  * two signed 16-bit values, the even k in the low half:
  * `A[m, p] = qa[m][2p] | qa[m][2p+1] << 16`, `B[p, n] = qb[2p][n] | qb[2p+1][n] << 16`;
  * `C = act(SA[m]·SB[n]·S + bias[n]) + R[m, n]` with `S = Σₖ qa[m][k]·qb[k][n]`
- * summed in i32, wrapping (exact while |S| < 2³¹).
+ * summed in i32: the caller's quantisation keeps every sum inside it.
  */
 export declare function argSpecs(op: OpName, shape: readonly number[]): ArgSpec[];
 /** Operations of one call (a multiply-add counts two, integer ones of matmul_i16 too; an epilogue adds none, as in Rust). */

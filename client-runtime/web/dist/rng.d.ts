@@ -18,6 +18,11 @@ export declare class SplitMix64 {
     /** Full 64-bit draw as a BigInt (for tests). */
     nextBig(): bigint;
 }
+/**
+ * A matmul_i16 test word from a raw 32-bit draw: each 16-bit half h becomes
+ * `h mod (2r+1) − r`, and 1 where that is 0. Mirrors `reference::i16_word`.
+ */
+export declare function i16Word(raw: number, r: number): number;
 type Filler = {
     fill: (state: bigint, from: number, to: number, mode: number) => bigint;
     mem: WebAssembly.Memory;

@@ -3,9 +3,9 @@
 // f64 reference, in the norm-scaled error the compiler's tests use:
 // |got − want| / (‖row of A‖₂ · ‖column of B‖₂), so only f32 rounding passes.
 // For matmul_i16 the rows and columns are the dequantised ones (SA[m]·qa[m, :]
-// and SB[n]·qb[:, n]) and the reference sums qa·qb as a wrapping i32, as the
-// kernel does; |that sum| never exceeds ‖qa row‖·‖qb column‖, so the same
-// scale bounds the f32 rounding of SA·SB·S.
+// and SB[n]·qb[:, n]), and the reference's integer sum is exact (the seeded
+// inputs keep it inside the kernel's i32); |that sum| never exceeds
+// ‖qa row‖·‖qb column‖, so the same scale bounds the f32 rounding of SA·SB·S.
 
 import { type OpName, type ParsedOp, bmkn, parseOp } from './ops.js';
 
@@ -172,10 +172,10 @@ export class Scales {
     const a = this.args[0];
     let acc = 0;
     if (this.parsed.base === 'matmul_i16') {
-      // Σ qa·qb as the kernel's wrapping i32: each product is below 2³⁰ in
-      // magnitude, so `s + q` is exact in a double before `| 0` wraps it.
+      // Σ qa·qb, exact: every product is at most 2³⁰ and K < 2²³, so each
+      // partial sum is an integer below 2⁵³.
       let s = 0;
-      for (let kk = 0; kk < k; kk++) s = (s + qaAt(this.args, k, i, kk) * qbAt(this.args, n, kk, j)) | 0;
+      for (let kk = 0; kk < k; kk++) s += qaAt(this.args, k, i, kk) * qbAt(this.args, n, kk, j);
       acc = f32(this.args[2][i]) * f32(this.args[3][j]) * s;
     } else {
       for (let kk = 0; kk < k; kk++) acc += f32(a[(bi * m + i) * k + kk]) * bAt(this.op, this.shape, this.args, bi, kk, j);

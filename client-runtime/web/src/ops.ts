@@ -52,9 +52,23 @@ export interface ArgSpec {
   dtype: 'f32' | 'u32';
   shape: number[];
   elems: number;
+  /**
+   * matmul_i16's A and B: seeded test words hold two 16-bit values within
+   * ±this (`webtune_compiler::reference::i16_bound(K)`), so no sum of K
+   * products leaves i32. Absent for every other argument.
+   */
+  i16Bound?: number;
 }
 
 const DIMS: Record<BaseOp, number> = { matmul: 3, batch_matmul: 4, matmul_q4: 3, matmul_i16: 3 };
+
+/**
+ * The largest magnitude of matmul_i16 test values for a reduction over `k`:
+ * ⌊√((2³¹−1)/k)⌋, at most 32767. Mirrors `webtune_compiler::reference::i16_bound`.
+ */
+export function i16Bound(k: number): number {
+  return Math.min(32767, Math.floor(Math.sqrt(2147483647 / k)));
+}
 
 /** Throws with a message that says what to fix when `shape` does not fit `op`. */
 export function checkShape(op: string, shape: readonly number[]): asserts op is OpName {
@@ -95,7 +109,7 @@ function spec(name: string, dtype: 'f32' | 'u32', shape: number[]): ArgSpec {
  * two signed 16-bit values, the even k in the low half:
  * `A[m, p] = qa[m][2p] | qa[m][2p+1] << 16`, `B[p, n] = qb[2p][n] | qb[2p+1][n] << 16`;
  * `C = act(SA[m]·SB[n]·S + bias[n]) + R[m, n]` with `S = Σₖ qa[m][k]·qb[k][n]`
- * summed in i32, wrapping (exact while |S| < 2³¹).
+ * summed in i32: the caller's quantisation keeps every sum inside it.
  */
 export function argSpecs(op: OpName, shape: readonly number[]): ArgSpec[] {
   const [b, m, k, n] = bmkn(op, shape);
@@ -114,8 +128,10 @@ export function argSpecs(op: OpName, shape: readonly number[]): ArgSpec[] {
       return fused(spec('A', 'f32', [m, k]), spec('B', 'f32', [k, n]), spec('C', 'f32', [m, n]));
     case 'batch_matmul':
       return fused(spec('A', 'f32', [b, m, k]), spec('B', 'f32', [b, k, n]), spec('C', 'f32', [b, m, n]));
-    case 'matmul_i16':
-      return fused(spec('A', 'u32', [m, k / 2]), spec('B', 'u32', [k / 2, n]), spec('C', 'f32', [m, n]));
+    case 'matmul_i16': {
+      const bound = i16Bound(k);
+      return fused({ ...spec('A', 'u32', [m, k / 2]), i16Bound: bound }, { ...spec('B', 'u32', [k / 2, n]), i16Bound: bound }, spec('C', 'f32', [m, n]));
+    }
     case 'matmul_q4':
       return [
         spec('A', 'f32', [m, k]),

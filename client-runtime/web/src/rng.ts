@@ -1,6 +1,7 @@
 // Seeded kernel inputs, bit for bit the same as the server's
 // `webtune_compiler::reference::inputs(op, seed)`: SplitMix64 draws, floats
-// uniform in [-1, 1) and never near zero, q4 scales small and positive. The
+// uniform in [-1, 1) and never near zero, q4 scales small and positive,
+// matmul_i16's words two non-zero 16-bit values within ±i16_bound(K). The
 // server recomputes a few outputs from the seed, so these must match exactly.
 //
 // Seeds are u64 (they arrive as decimal text, beyond a double's 53 bits);
@@ -89,6 +90,15 @@ export class SplitMix64 {
 function nonzero(hi: number): number {
   const x = (2 * (hi >>> 8)) / 16777216 - 1; // exact in f32
   return Math.abs(x) < 1 / 64 ? 0.5 : x;
+}
+
+/**
+ * A matmul_i16 test word from a raw 32-bit draw: each 16-bit half h becomes
+ * `h mod (2r+1) − r`, and 1 where that is 0. Mirrors `reference::i16_word`.
+ */
+export function i16Word(raw: number, r: number): number {
+  const half = (h: number) => (h % (2 * r + 1)) - r || 1;
+  return ((half(raw & 0xffff) & 0xffff) | (half(raw >>> 16) << 16)) >>> 0;
 }
 
 const TENTH = Math.fround(0.1);
@@ -239,6 +249,7 @@ export class InputGen {
           }
         }
       }
+      if (s.i16Bound !== undefined) for (let i = this.pos; i < end; i++) out[i] = i16Word(out[i], s.i16Bound);
       this.pos = end;
       if (end === out.length) {
         this.arg++;

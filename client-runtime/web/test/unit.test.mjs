@@ -197,10 +197,10 @@ test('Scales: the row-order column norms equal the definition, batched and q4', 
   }
 });
 
-// matmul_i16 by brute force: 16-bit halves unpacked by hand, the sum wrapped
-// to i32 with BigInt, SA·SB·S and the epilogue in f64.
+// matmul_i16 by brute force: 16-bit halves unpacked by hand, the sum in
+// BigInt, SA·SB·S and the epilogue in f64; and |S|.
 function i16Reference(op, shape, args, p) {
-  const [m, k, n] = shape, i = Math.floor(p / n), j = p % n;
+  const [, k, n] = shape, i = Math.floor(p / n), j = p % n;
   const f = (w) => new Float32Array(new Uint32Array([w]).buffer)[0];
   const half = (w, hi) => Number(BigInt.asIntN(16, BigInt(hi ? w >>> 16 : w & 0xffff)));
   let s = 0n;
@@ -209,13 +209,13 @@ function i16Reference(op, shape, args, p) {
     const qb = half(args[1][Math.floor(kk / 2) * n + j], kk % 2);
     s += BigInt(qa * qb);
   }
-  const x = f(args[2][i]) * f(args[3][j]) * Number(BigInt.asIntN(32, s));
+  const x = f(args[2][i]) * f(args[3][j]) * Number(s);
   const parsed = ops.parseOp(op);
   const bias = parsed.bias ? f(args[4][j]) : 0, r = parsed.residual ? f(args[4 + (parsed.bias ? 1 : 0)][p]) : 0;
-  return check.epilogue(parsed, x, bias, r);
+  return { value: check.epilogue(parsed, x, bias, r), sum: Number(s < 0n ? -s : s) };
 }
 
-test('matmul_i16: args in ABI order, seeded inputs, the wrapping i32 reference, bad shapes refused', () => {
+test('matmul_i16: args in ABI order, bounded seeded inputs, the exact integer reference, bad shapes refused', () => {
   const specs = ops.argSpecs('matmul_i16+bias+gelu', [3, 8, 4]);
   assert.deepEqual(specs.map((s) => [s.name, s.dtype, s.shape]), [
     ['A', 'u32', [3, 4]], ['B', 'u32', [4, 4]], ['SA', 'f32', [3]], ['SB', 'f32', [4]], ['bias', 'f32', [4]], ['C', 'f32', [3, 4]],
@@ -231,57 +231,68 @@ test('matmul_i16: args in ABI order, seeded inputs, the wrapping i32 reference, 
   assert.throws(() => ops.checkShape('matmul_i16+gelu+bias', [4, 8, 8]), /epilogue/);
   assert.throws(() => ops.checkShape('matmul_q4+bias', [4, 32, 8]), /only matmul, batch_matmul and matmul_i16/);
 
-  // Raw words for A and B (mode 0), ordinary non-zero floats for SA, SB, bias and R.
-  for (const [op, shape, seed] of [['matmul_i16+bias+gelu', [3, 8, 4], 3n], ['matmul_i16', [5, 64, 12], 4n], ['matmul_i16+bias+relu+residual', [4, 130, 8], (1n << 62n) + 9n]]) {
-    const args = rng.seededInputs(ops.argSpecs(op, shape), seed);
-    const js = new rng.InputGen(ops.argSpecs(op, shape), seed, false);
+  // reference::i16_bound: ⌊√((2³¹−1)/K)⌋, at most 32767.
+  assert.deepEqual([2, 8, 384, 1536].map(ops.i16Bound), [32767, 16383, 2364, 1182]);
+  // reference::i16_word, written out from the Rust: each half h ↦ h mod (2r+1) − r, 0 ↦ 1.
+  const word = (raw, r) => {
+    const half = (h) => { const v = (h % (2 * r + 1)) - r; return (v === 0 ? 1 : v) & 0xffff; };
+    return (half(raw & 0xffff) | (half(raw >>> 16) << 16)) >>> 0;
+  };
+  assert.equal(rng.i16Word(0x00050000 + 5, 5), word(0x00050005, 5));
+  assert.equal(rng.i16Word(0xffffffff, 2364), word(0xffffffff, 2364));
+  assert.equal(rng.i16Word(2364, 2364), word(2364, 2364), 'a zero half becomes 1');
+
+  for (const [op, shape, seed] of [['matmul_i16+bias+gelu', [3, 8, 4], 3n], ['matmul_i16', [5, 64, 12], 4n], ['matmul_i16+bias+relu+residual', [4, 130, 8], (1n << 62n) + 9n], ['matmul_i16', [2, 4096, 4], 5n]]) {
+    const what = `${op} ${shape}`;
+    const sp = ops.argSpecs(op, shape);
+    const args = rng.seededInputs(sp, seed);
+    const js = new rng.InputGen(sp, seed, false);
     js.fill(Infinity);
-    js.args.forEach((a, i) => assert.deepEqual([...a], [...args[i]], `${op}: the JS and Wasm generators agree on argument ${i}`));
-    for (const a of args.slice(2)) assert.ok(new Float32Array(a.buffer).every((x) => x !== 0 && x >= -1 && x < 1), `${op}: f32 args are the non-zero draws`);
+    js.args.forEach((a, i) => assert.deepEqual([...a], [...args[i]], `${what}: the JS and Wasm generators agree on argument ${i}`));
+    // The words from an independent SplitMix64 (A then B, one draw a word, its low 32 bits), then SA, SB, ...
+    const [m, k, n] = shape, r = ops.i16Bound(k), draws = reference(seed);
+    for (const a of args.slice(0, 2)) for (let i = 0; i < a.length; i++) assert.equal(a[i], word(Number(draws.next().value & 0xffffffffn), r), `${what}: word ${i}`);
+    const nonzero = (d) => { const x = (2 * Number(d >> 40n)) / 16777216 - 1; return Math.abs(x) < 1 / 64 ? 0.5 : Math.fround(x); };
+    for (const a of args.slice(2)) for (let i = 0; i < a.length; i++) assert.equal(new Float32Array(a.buffer)[i], nonzero(draws.next().value), `${what}: f32 ${i}`);
     const scales = new check.Scales(op, shape, args);
-    const [m, k, n] = shape;
     const f = (w) => new Float32Array(new Uint32Array([w]).buffer)[0];
-    let wrapped = 0;
+    let biggest = 0;
     for (let p = 0; p < m * n; p++) {
       const want = i16Reference(op, shape, args, p);
-      assert.ok(Math.abs(scales.reference(p) - want) <= 1e-12 * scales.at(p), `${op} ${shape}: reference[${p}] ${scales.reference(p)} vs ${want}`);
+      biggest = Math.max(biggest, want.sum);
+      assert.ok(Math.abs(scales.reference(p) - want.value) <= 1e-12 * scales.at(p), `${what}: reference[${p}] ${scales.reference(p)} vs ${want.value}`);
       // The scale: ‖SA[i]·qa[i, :]‖ · ‖SB[j]·qb[:, j]‖ (+ |bias| + |R|).
       const i = Math.floor(p / n), j = p % n;
       let ra = 0, cb = 0;
       for (let kk = 0; kk < k; kk++) {
-        ra += (f(args[2][i]) * check.qaAt(args, k, i, kk)) ** 2;
+        const qa = check.qaAt(args, k, i, kk);
+        assert.ok(qa !== 0 && Math.abs(qa) <= r && Math.abs(check.qbAt(args, n, kk, j)) <= r);
+        ra += (f(args[2][i]) * qa) ** 2;
         cb += check.bAt(op, shape, args, 0, kk, j) ** 2;
       }
       assert.ok(Math.abs(scales.rows[i] - Math.sqrt(ra)) <= 1e-12 * scales.rows[i] && Math.abs(scales.cols[j] - Math.sqrt(cb)) <= 1e-12 * scales.cols[j]);
-      // Where the true sum leaves i32, the reference is the wrapped one.
-      let exact = 0;
-      for (let kk = 0; kk < k; kk++) exact += check.qaAt(args, k, i, kk) * check.qbAt(args, n, kk, j);
-      if (Math.abs(exact) >= 2 ** 31) wrapped++;
     }
-    if (k >= 64) assert.ok(wrapped > 0, `${op} ${shape}: some sums wrap`);
+    assert.ok(biggest < 2 ** 31, `${what}: every sum fits in i32`);
   }
 
-  // An f32 kernel (exact i32 sum, then SA·SB·S rounded in f32) passes; one
-  // that does not wrap fails.
+  // An f32 kernel (exact integer sum, then SA·SB·S rounded in f32) passes;
+  // one that drops a term fails.
   const op = 'matmul_i16', shape = [4, 256, 8];
   const args = rng.seededInputs(ops.argSpecs(op, shape), 21n);
   const scales = new check.Scales(op, shape, args);
-  const kernel = new Float32Array(32), noWrap = new Float32Array(32);
+  const kernel = new Float32Array(32), dropped = new Float32Array(32);
   for (let p = 0; p < 32; p++) {
     const i = Math.floor(p / 8), j = p % 8;
-    let s = 0, t = 0;
-    for (let kk = 0; kk < 256; kk++) {
-      const q = check.qaAt(args, 256, i, kk) * check.qbAt(args, 8, kk, j);
-      s = (s + q) | 0;
-      t += q;
-    }
+    let s = 0;
+    for (let kk = 0; kk < 256; kk++) s = (s + check.qaAt(args, 256, i, kk) * check.qbAt(args, 8, kk, j)) | 0;
     const sa = new Float32Array(args[2].buffer)[i], sb = new Float32Array(args[3].buffer)[j];
     kernel[p] = Math.fround(Math.fround(sa * sb) * Math.fround(s));
-    noWrap[p] = Math.fround(Math.fround(sa * sb) * Math.fround(t));
+    dropped[p] = Math.fround(Math.fround(sa * sb) * Math.fround(s - check.qaAt(args, 256, i, 255) * check.qbAt(args, 8, 255, j)));
   }
   const pos = check.defaultPositions(32);
   assert.ok(check.checkPositions(scales, kernel, pos).ok, `f32 rounding: ${check.checkPositions(scales, kernel, pos).maxErr}`);
-  assert.ok(!check.compareOutputs(scales, noWrap, kernel, check.TOLERANCE).ok, 'a kernel that does not wrap fails');
+  assert.ok(check.compareOutputs(scales, kernel, kernel.slice(), check.TOLERANCE).ok);
+  assert.ok(!check.compareOutputs(scales, dropped, kernel, check.TOLERANCE).ok, 'a kernel that drops a product fails');
 });
 
 test('warm-up waits out a tier-up and the minimum time, not an upward spike', () => {
