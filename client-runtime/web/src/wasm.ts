@@ -139,6 +139,28 @@ class WasmBench implements Bench<WasmImpl> {
         t1 = performance.now();
         break;
       }
+      // matmul_i16's A, B, SA, SB, then bias, R and C (and a scratch pointer): up to 8.
+      case 6: {
+        const [a, b, c, d, e, f] = o;
+        t0 = performance.now();
+        for (let i = 0; i < reps; i++) fn(a, b, c, d, e, f);
+        t1 = performance.now();
+        break;
+      }
+      case 7: {
+        const [a, b, c, d, e, f, g] = o;
+        t0 = performance.now();
+        for (let i = 0; i < reps; i++) fn(a, b, c, d, e, f, g);
+        t1 = performance.now();
+        break;
+      }
+      case 8: {
+        const [a, b, c, d, e, f, g, h] = o;
+        t0 = performance.now();
+        for (let i = 0; i < reps; i++) fn(a, b, c, d, e, f, g, h);
+        t1 = performance.now();
+        break;
+      }
       default:
         throw new Error(`unexpected kernel arity ${o.length}`);
     }

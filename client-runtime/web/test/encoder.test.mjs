@@ -100,6 +100,8 @@ test("precision 'int16' on Wasm: matmul_i16 products, cosine >= 0.999 against th
     window.enc16 = await SentenceEncoder.load({ model: name, target: 'wasm', precision: 'int16', maxCandidates: 1, budgetMs: 50, threads: 2 });
     window.measures16 = [];
     window.enc16.webtune.addEventListener('measure', (e) => window.measures16.push({ op: e.detail.op, ok: e.detail.ok, error: e.detail.error ?? null }));
+    window.reports16 = [];
+    window.enc16.webtune.addEventListener('report', (e) => window.reports16.push({ op: e.detail.op, error: e.detail.error ?? null }));
     return out;
   }, { name: NAME });
   assert.match(bad.webgpu, /^TypeError: SentenceEncoder.load: precision 'int16' runs on target 'wasm' only/);
@@ -145,11 +147,15 @@ test("precision 'int16' on Wasm: matmul_i16 products, cosine >= 0.999 against th
       if (r.done) break;
       await new Promise((res) => setTimeout(res, r.worked ? 0 : 5));
     }
-    return { s: (performance.now() - t0) / 1000, measures: window.measures16 };
+    return { s: (performance.now() - t0) / 1000, measures: window.measures16, reports: window.reports16 };
   });
   const i16 = tuning.measures.filter((m) => m.op.startsWith('matmul_i16'));
   assert.deepEqual(i16.filter((m) => m.error && /reference|differs/.test(m.error)), [], 'a matmul_i16 candidate failed the output check');
   assert.ok(i16.some((m) => m.ok), `no matmul_i16 candidate passed: ${JSON.stringify(i16)}`);
+  // The server recomputes the reported output samples from the seed: taken
+  // reports mean the runtime's inputs for matmul_i16 are the compiler's, bit for bit.
+  assert.ok(tuning.reports.some((r) => r.op.startsWith('matmul_i16') && !r.error), `no accepted matmul_i16 report: ${JSON.stringify(tuning.reports)}`);
+  assert.deepEqual(tuning.reports.filter((r) => r.error), [], 'a report was refused');
   const tuned = await encode16();
   const w1 = worst(tuned, 'int16, tuned kernels');
   await page.evaluate(() => window.enc16.close());
