@@ -401,12 +401,21 @@ impl Mm<'_> {
             let value = self.f().splat(z);
             out.push(Stmt::Set { var, value });
         }
+        // The tile's first row of A at this K tile's origin, computed once:
+        // inside the K loop the rows' addresses are then one add and a
+        // constant offset each (integer work competes with the dot products
+        // for the vector ports).
+        let first = self.g.fresh("a0", Ty::I32);
+        let value = self.a_index(rg, ok);
+        out.push(Stmt::Set { var: first, value });
         out.extend(self.k_loop(ok, sk, &mut |this, kg, kl| {
             let mut body = Vec::new();
             for r in 0..rows {
-                let row = this.g.plus_c(rg, r);
                 for (v, &var) in av[r as usize].iter().enumerate() {
-                    let ai = this.a_index(row, kg);
+                    // Row r is a constant r·K further: an offset of the load.
+                    let start = this.f().get(first);
+                    let at = this.g.plus(start, kl);
+                    let ai = this.g.plus_c(at, r * this.k);
                     let ab = this.a;
                     let a = this.f().load(LoadTy::U32, ab, ai);
                     let a = this.f().splat(a);
