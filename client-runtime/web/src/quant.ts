@@ -3,7 +3,8 @@
 // Weights are quantised once at load, per output column, here; activations
 // per row at run time by the fixed kernel `quant_rows` (encoder-kernels.wat),
 // with the same rule: scale = max |x| / qmax in f32 (0 for all zeros, whose
-// q are then 0), q = x / scale rounded half to even, clamped to ±qmax.
+// q are then 0), q = x · (qmax / max |x|) in f32 rounded half to even,
+// clamped to ±qmax.
 //
 // The two qmax keep every sum of K products inside i32, so the kernel's
 // wrapping accumulation is exact: qmaxA(K)·qmaxW(K)·K < 2³¹. The weights get
@@ -37,12 +38,13 @@ export function quantizeColumns(w: Float32Array, k: number, n: number, qmax: num
   const mx = new Float32Array(n);
   for (let kk = 0; kk < k; kk++) for (let j = 0; j < n; j++) mx[j] = Math.max(mx[j], Math.abs(w[kk * n + j]));
   for (let j = 0; j < n; j++) scales[j] = mx[j] / qmax; // the store rounds to f32, as f32.div does
-  // A column of zeros divides by 1 instead: its q are 0.
-  const div = scales.map((x) => x || 1);
+  // Values are multiplied by qmax / max in f32; a column of zeros by 0.
+  const inv = new Float32Array(n);
+  for (let j = 0; j < n; j++) inv[j] = mx[j] > 0 ? qmax / mx[j] : 0;
   for (let kk = 0; kk < k; kk++) {
     const row = kk * n, at = (kk >> 1) * n, hi = kk & 1;
     for (let j = 0; j < n; j++) {
-      const v = Math.max(-qmax, Math.min(qmax, roundHalfEven(Math.fround(w[row + j] / div[j]))));
+      const v = Math.max(-qmax, Math.min(qmax, roundHalfEven(Math.fround(w[row + j] * inv[j]))));
       if (hi) words[at + j] = (words[at + j] | (v << 16)) >>> 0;
       else words[at + j] = v & 0xffff;
     }

@@ -187,13 +187,15 @@ test('pool: mean over real tokens, then L2 normalisation', () => {
 });
 
 // quant_rows in f64 terms: scale = fround(max |x| / qmax), q = round half
-// to even of fround(x / scale), clamped to ±qmax; a row of zeros: scale 0, q 0.
+// to even of fround(x · fround(qmax / max |x|)), clamped to ±qmax; a row of
+// zeros: scale 0, q 0.
 function quantRow64(row, qmax) {
   const mx = Math.max(...row.map(Math.abs));
   const scale = Math.fround(mx / qmax);
+  const inv = Math.fround(qmax / mx);
   const q = row.map((x) => {
     if (mx === 0) return 0;
-    const v = Math.fround(x / scale);
+    const v = Math.fround(x * inv);
     let r = Math.round(v);
     if (Math.abs(v % 1) === 0.5) r = 2 * Math.round(v / 2);
     return Math.max(-qmax, Math.min(qmax, r));

@@ -37,6 +37,7 @@ const DIST: &[(&str, &str)] = &[
     dist!("check.d.ts"),
     dist!("fingerprint.d.ts"),
     dist!("ops.d.ts"),
+    dist!("quant.d.ts"),
     dist!("rng.d.ts"),
     dist!("sse.d.ts"),
     dist!("stats.d.ts"),
