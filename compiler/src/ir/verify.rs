@@ -83,13 +83,7 @@ fn check_handles(f: &Func) -> Result<(), VerifyError> {
         let operands: Vec<Handle<Expr>> = match e {
             Expr::Bin(_, a, b) | Expr::ShuffleXor(a, b) | Expr::DotI16(a, b) => vec![*a, *b],
             Expr::Fma(a, b, c) => vec![*a, *b, *c],
-            Expr::Splat(a)
-            | Expr::ToF32(a)
-            | Expr::SToF32(a)
-            | Expr::FromBits(a)
-            | Expr::HSum(a)
-            | Expr::Lane(a, _)
-            | Expr::Un(_, a) => {
+            Expr::Splat(a) | Expr::ToF32(a) | Expr::SToF32(a) | Expr::FromBits(a) | Expr::HSum(a) | Expr::Lane(a, _) | Expr::Un(_, a) => {
                 vec![*a]
             }
             Expr::Load { buf, index, .. } => {

@@ -132,7 +132,10 @@ impl WFunc {
             | Node::I32x4ExtractLane(a, _)
             | Node::BrIfLoop(a) => vec![*a],
             Node::Load { addr, .. } => vec![*addr],
-            Node::I32Bin(_, a, b) | Node::F32Bin(_, a, b) | Node::F32x4Bin(_, a, b) | Node::I32x4ShrU(a, b)
+            Node::I32Bin(_, a, b)
+            | Node::F32Bin(_, a, b)
+            | Node::F32x4Bin(_, a, b)
+            | Node::I32x4ShrU(a, b)
             | Node::V128And(a, b)
             | Node::I32x4Add(a, b)
             | Node::I32x4DotI16x8S(a, b) => {
