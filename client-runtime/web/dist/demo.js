@@ -144,7 +144,7 @@ async function runEncoderDemo(model, afterS2, budgetMs2, isStopped) {
   const box = $("texts");
   if (!box.value) box.value = SENTENCES;
   try {
-    const enc = await SentenceEncoder.load({ model, target: "wasm", budgetMs: budgetMs2 });
+    const enc = await SentenceEncoder.load({ model, target: "wasm", precision: "int16", budgetMs: budgetMs2 });
     state2.deviceKey = enc.webtune.session.device_key;
     let t0 = performance.now();
     enc.webtune.addEventListener("swap", (e) => state2.swaps.push({ ...e.detail, t: (performance.now() - t0) / 1e3 }));
@@ -180,7 +180,7 @@ async function runEncoderDemo(model, afterS2, budgetMs2, isStopped) {
 }
 function render(state2, texts) {
   const marks = state2.swaps.map((s) => ({ t: s.t, label: `${s.op} ${s.shape.join("×")} ×${s.speedup.toFixed(2)}`, color: "#d62728" }));
-  const title = `Wasm · ${state2.model} · ${state2.encodes} encodes, ${state2.swaps.length} swaps`;
+  const title = `Wasm int16 · ${state2.model} · ${state2.encodes} encodes, ${state2.swaps.length} swaps`;
   drawChart($("chart"), state2.latencies, marks, title, [["kernel swap", "#d62728"]]);
   if (texts.length) {
     const head = texts.map((_, j) => `<th>${j + 1}</th>`).join("");
