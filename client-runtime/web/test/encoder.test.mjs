@@ -3,7 +3,9 @@
 // f64 reference of scripts/reference/minilm_f64.py (numpy on the same
 // weights): token ids equal, cosine >= 0.9999 for every text, before and
 // after tuned kernels are swapped in; `precision: 'int16'` (matmul_i16)
-// within 0.999 of the reference and of fp32; then the bad inputs.
+// within 0.999 of the reference and of fp32; /demo on the real model (its
+// similarity matrix, kernel swaps, a screenshot of its chart); then the bad
+// inputs.
 //
 // Needs (scripts/test.sh sets them up): WEBTUNE_MODELS_DIR and
 // WEBTUNE_MODEL_NAME (the imported bundle), WEBTUNE_MODEL_REF (the
@@ -11,8 +13,10 @@
 // (WEBTUNE_BIN, default target/release/webtune) and Debian's Chromium.
 
 import assert from 'node:assert/strict';
+import { mkdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { checkEmbeddings, cosine, encodeAll as encodeIn, openEncoderPage, reportedPlan } from './harness.mjs';
+import { ROOT, checkEmbeddings, cosine, encodeAll as encodeIn, openEncoderPage, reportedPlan } from './harness.mjs';
 
 const NAME = process.env.WEBTUNE_MODEL_NAME ?? 'all-minilm-l6-v2';
 let ref, base, server, browser, page, close;
@@ -162,6 +166,41 @@ test("precision 'int16' on Wasm: matmul_i16 products, cosine >= 0.999 against th
   console.log(`# wasm int16: worst cosine ${w0[0].toFixed(7)} vs the f64 reference, ${w0[1].toFixed(7)} vs fp32 (default kernels); ` +
     `${w1[0].toFixed(7)}, ${w1[1].toFixed(7)} after ${i16.length} matmul_i16 candidates in ${tuning.s.toFixed(1)} s; ` +
     `encode of ${texts.length} texts ${fp32.ms.toFixed(0)} ms fp32, ${again.ms.toFixed(0)} ms int16 (default kernels), ${tuned.ms.toFixed(0)} ms tuned`);
+});
+
+test('/demo runs the imported model: the published similarities, int16 kernels swapped in, a chart', { timeout: 300_000 }, async () => {
+  const demo = await page.context().newPage();
+  try {
+    await demo.goto(`${base}/demo`);
+    // Until two kernels were swapped (or the queues drained, or it failed).
+    await demo.waitForFunction(() => {
+      const s = window.webtuneDemo;
+      return s && (s.phase === 'error' || s.phase === 'tuned' || (s.swaps.length >= 2 && s.similarity.length > 0));
+    }, null, { timeout: 240_000, polling: 250 });
+    const s = await demo.evaluate(() => JSON.parse(JSON.stringify(window.webtuneDemo)));
+    assert.equal(s.error, '', `demo error: ${s.error}`);
+    assert.equal(s.mode, 'encoder');
+    assert.equal(s.model, NAME);
+    // The default sentences, one per line of the box, and their matrix.
+    const texts = await demo.evaluate(() => document.getElementById('texts').value.split('\n').map((t) => t.trim()).filter((t) => t));
+    assert.equal(s.similarity.length, texts.length);
+    for (let i = 0; i < texts.length; i++) assert.ok(Math.abs(s.similarity[i][i] - 1) < 1e-5, `self-similarity of ${texts[i]}`);
+    for (const p of ref.pairs) {
+      const ia = texts.indexOf(p.a), ib = texts.indexOf(p.b);
+      assert.ok(ia >= 0 && ib >= 0, `the demo's sentences include ${p.a} and ${p.b}`);
+      assert.ok(Math.abs(s.similarity[ia][ib] - p.published) < 1e-3, `${p.a} / ${p.b}: ${s.similarity[ia][ib]} against ${p.published}`);
+    }
+    assert.ok(s.swaps.length >= 1, 'no kernel was swapped in');
+    for (const sw of s.swaps) assert.ok(/^(matmul_i16|batch_matmul)/.test(sw.op), `the demo swapped a ${sw.op} kernel`);
+    const artifacts = join(ROOT, 'artifacts');
+    mkdirSync(artifacts, { recursive: true });
+    const shot = join(artifacts, 'demo-chart-encoder.png');
+    await demo.locator('#chart').screenshot({ path: shot });
+    assert.ok(statSync(shot).size > 5000, 'the chart screenshot is not empty');
+    console.log(`# demo: ${s.encodes} encodes, ${s.swaps.length} swaps (${s.swaps.map((w) => `${w.op} ×${w.speedup.toFixed(2)}`).join(', ')}); chart: ${shot}`);
+  } finally {
+    await demo.close();
+  }
 });
 
 test('the measured latency reaches the server, per bucket, through the session', { timeout: 120_000 }, async () => {
