@@ -14,10 +14,11 @@ fuzz_target!(|data: &[u8]| {
     }
     let (head, json) = data.split_at(4);
     let dim = |b: u8| 1 + (b as u32 % 40);
-    let (kind, shape) = match head[0] % 3 {
+    let (kind, shape) = match head[0] % 4 {
         0 => ("matmul", format!("{},{},{}", dim(head[1]), dim(head[2]), dim(head[3]))),
         1 => ("batch_matmul", format!("{},{},{},{}", 1 + head[1] % 3, dim(head[2]), dim(head[3]), dim(head[1] ^ head[3]))),
-        _ => ("matmul_q4", format!("{},{},{}", dim(head[1]), 32 * (1 + head[2] as u32 % 3), dim(head[3]))),
+        2 => ("matmul_q4", format!("{},{},{}", dim(head[1]), 32 * (1 + head[2] as u32 % 3), dim(head[3]))),
+        _ => ("matmul_i16", format!("{},{},{}", dim(head[1]), 2 * dim(head[2]), 4 * dim(head[3]))),
     };
     let op = Op::parse(kind, &shape).expect("the fuzz target builds valid ops");
     let Ok(schedule) = serde_json::from_slice::<Schedule>(json) else { return };
