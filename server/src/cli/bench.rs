@@ -31,7 +31,8 @@ pub enum BenchWhat {
     },
 }
 
-/// The shapes the issues name: 4096³, K0–K3 and the q4 decode shapes.
+/// The shapes the issues name: 4096³, K0–K3, the q4 decode shapes and the
+/// encoder's FFN product on 16-bit integers (Wasm only).
 const SHAPES: &[(&str, &str)] = &[
     ("matmul", "4096,4096,4096"),
     ("matmul", "384,768,768"),
@@ -40,6 +41,7 @@ const SHAPES: &[(&str, &str)] = &[
     ("batch_matmul", "120,64,64,64"),
     ("matmul_q4", "1,4096,4096"),
     ("matmul_q4", "1,3072,9216"),
+    ("matmul_i16", "128,384,1536"),
 ];
 
 fn median(v: &mut [f64]) -> f64 {
@@ -90,6 +92,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let settings = Settings::builtin(target);
     for (kind, shape) in SHAPES {
         let op = Op::parse(kind, shape)?;
+        if !op.kind().runs_on(target) {
+            continue;
+        }
         let space: Vec<Schedule> = lite_space(&op, target, &dev, &settings).schedules;
         // Phases, per candidate, from the last rounds.
         let mut phases: [Vec<f64>; 5] = Default::default();
