@@ -64,10 +64,9 @@ impl Db {
     /// are in the order of `winners`.
     pub async fn import_winners(&self, kernels: &[NewKernel], winners: &[Winner]) -> Result<Vec<Imported>> {
         let _w = self.write.lock().await;
-        let mut tx = self.pool.begin().await?;
         // Servers sharing this database never elect at a key while an
         // import writes it.
-        crate::reports::serialise_writers(&mut tx, self.backend).await?;
+        let mut tx = crate::reports::begin_write(&self.pool, self.backend).await?;
         let now = now_ms();
         for k in kernels {
             crate::kernels::insert_kernel(&mut tx, k, now).await?;

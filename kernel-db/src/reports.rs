@@ -145,13 +145,10 @@ pub(crate) fn start_writer(
 /// latest report with the incumbent from before the group.
 async fn commit_group(pool: &Pool<Any>, backend: Backend, group: &[Job]) -> Vec<Result<RecordedReport>> {
     let failed = |e: &DbError| (0..group.len()).map(|_| Err(DbError::Group(e.to_string()))).collect();
-    let mut tx = match pool.begin().await {
+    let mut tx = match begin_write(pool, backend).await {
         Ok(tx) => tx,
-        Err(e) => return failed(&e.into()),
+        Err(e) => return failed(&e),
     };
-    if let Err(e) = serialise_writers(&mut tx, backend).await {
-        return failed(&e);
-    }
     match store_group(&mut tx, group).await {
         Ok(outcomes) => match tx.commit().await {
             Ok(()) => outcomes,
@@ -427,6 +424,20 @@ async fn cast_ballots(conn: &mut AnyConnection, kind: &KernelKind, space: &str, 
 /// sharing the database elect winners one at a time and never from a
 /// tally that misses a concurrent report. (SQLite allows one writer.)
 /// Every transaction that writes winners takes it.
+/// A transaction that will write: on SQLite `BEGIN IMMEDIATE`, so that it
+/// takes the write lock before its first read and waits (busy_timeout) for
+/// another process's writer instead of failing with "database is locked"
+/// when a deferred transaction's read lock cannot be upgraded; on
+/// PostgreSQL a plain `BEGIN` and the writers' advisory lock.
+pub(crate) async fn begin_write(pool: &Pool<Any>, backend: Backend) -> Result<sqlx::Transaction<'static, Any>> {
+    let mut tx = match backend {
+        Backend::Sqlite => pool.begin_with("BEGIN IMMEDIATE").await?,
+        Backend::Postgres => pool.begin().await?,
+    };
+    serialise_writers(&mut tx, backend).await?;
+    Ok(tx)
+}
+
 pub(crate) async fn serialise_writers(tx: &mut AnyConnection, backend: Backend) -> Result<()> {
     if backend == Backend::Postgres {
         sqlx::query("SELECT pg_advisory_xact_lock(7765) AS locked").fetch_one(&mut *tx).await?;
@@ -795,8 +806,7 @@ impl Db {
     ) -> Result<()> {
         let now = now_ms();
         let _w = self.write.lock().await;
-        let mut tx = self.pool.begin().await?;
-        serialise_writers(&mut tx, self.backend).await?;
+        let mut tx = begin_write(&self.pool, self.backend).await?;
         if tickets_used(&mut tx, &[ticket]).await?.is_some() {
             return Err(DbError::TicketReused(kernel.to_string()));
         }

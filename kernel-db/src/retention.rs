@@ -8,7 +8,7 @@
 use serde::Serialize;
 use sqlx::Row;
 
-use crate::reports::serialise_writers;
+use crate::reports::begin_write;
 use crate::{Db, Result};
 
 const DAY_MS: i64 = 86_400_000;
@@ -48,8 +48,7 @@ impl Db {
         for day in days {
             let (lo, hi) = (day * DAY_MS, (day + 1) * DAY_MS);
             let _w = self.write.lock().await;
-            let mut tx = self.pool.begin().await?;
-            serialise_writers(&mut tx, self.backend).await?;
+            let mut tx = begin_write(&self.pool, self.backend).await?;
             sqlx::query(
                 "INSERT INTO report_days (day, op, shape, target, space_checksum, device_key, arch_key, vendor_key, reports, sessions) \
                  SELECT $1, op, shape, target, space_checksum, device_key, MIN(arch_key), MIN(vendor_key), COUNT(*), COUNT(DISTINCT session_id) \
