@@ -9,7 +9,8 @@
 ;; polynomial (Cephes' expf, range-reduced by ln 2 in two parts and scaled
 ;; through the exponent bits). With `precision: 'int16'` the encoder's
 ;; matrix products are `matmul_i16`, whose activations `quant_rows` quantises
-;; (one scale per row). test/encoder-kernels.test.mjs measures exp's error
+;; (one scale per row), and a bundle's pre-quantised word table is read by
+;; `embed_q16`. test/encoder-kernels.test.mjs measures exp's error
 ;; against f64 Math and every kernel against an f64 reference.
 
 (module
@@ -84,17 +85,45 @@
   ;; out[t] = LayerNorm(word[ids[t]] + pos[t mod s] + type0) for t < n.
   (func (export "embed") (param $ids i32) (param $word i32) (param $pos i32) (param $type0 i32)
         (param $gamma i32) (param $beta i32) (param $out i32) (param $n i32) (param $s i32) (param $h i32) (param $eps f32)
-    (local $t i32) (local $i i32) (local $rb i32) (local $w i32) (local $p i32) (local $o i32) (local $acc v128) (local $x v128)
+    (call $embed_rows (local.get $ids) (local.get $word) (i32.const 0) (i32.const 0) (local.get $pos) (local.get $type0)
+      (local.get $gamma) (local.get $beta) (local.get $out) (local.get $n) (local.get $s) (local.get $h) (local.get $eps)))
+
+  ;; The same with the word table pre-quantised (SentenceEncoder's int16
+  ;; blob): row r of wordq [V, h/2] is h i16 values in pairs (word p: value
+  ;; 2p in its low half, 2p+1 in its high), wordscale [V] its f32 scale, and
+  ;; word[r][j] = f32(q[r][j]) · wordscale[r]. Every sum after that is
+  ;; embed's: embed_q16 on q gives, bit for bit, embed on the dequantised table.
+  (func (export "embed_q16") (param $ids i32) (param $wordq i32) (param $wordscale i32) (param $pos i32) (param $type0 i32)
+        (param $gamma i32) (param $beta i32) (param $out i32) (param $n i32) (param $s i32) (param $h i32) (param $eps f32)
+    (call $embed_rows (local.get $ids) (local.get $wordq) (local.get $wordscale) (i32.const 1) (local.get $pos) (local.get $type0)
+      (local.get $gamma) (local.get $beta) (local.get $out) (local.get $n) (local.get $s) (local.get $h) (local.get $eps)))
+
+  ;; embed and embed_q16: $q16 says how a word row is read, f32x4 loads
+  ;; (0) or v128.load16x4_s of half the bytes times the row's scale (1).
+  (func $embed_rows (param $ids i32) (param $word i32) (param $wscale i32) (param $q16 i32) (param $pos i32) (param $type0 i32)
+        (param $gamma i32) (param $beta i32) (param $out i32) (param $n i32) (param $s i32) (param $h i32) (param $eps f32)
+    (local $t i32) (local $i i32) (local $rb i32) (local $id i32) (local $w i32) (local $p i32) (local $o i32)
+    (local $acc v128) (local $x v128) (local $sc v128)
     (local.set $rb (i32.shl (local.get $h) (i32.const 2)))
     (loop $tok
-      (local.set $w (i32.add (local.get $word) (i32.mul (i32.load (i32.add (local.get $ids) (i32.shl (local.get $t) (i32.const 2)))) (local.get $rb))))
+      (local.set $id (i32.load (i32.add (local.get $ids) (i32.shl (local.get $t) (i32.const 2)))))
+      ;; A word row is rb bytes of f32, or rb/2 of i16 pairs.
+      (local.set $w (i32.add (local.get $word) (i32.mul (local.get $id) (i32.shr_u (local.get $rb) (local.get $q16)))))
+      (if (local.get $q16)
+        (then (local.set $sc (v128.load32_splat (i32.add (local.get $wscale) (i32.shl (local.get $id) (i32.const 2)))))))
       (local.set $p (i32.add (local.get $pos) (i32.mul (i32.rem_u (local.get $t) (local.get $s)) (local.get $rb))))
       (local.set $o (i32.add (local.get $out) (i32.mul (local.get $t) (local.get $rb))))
       (local.set $acc (v128.const i32x4 0 0 0 0))
       (local.set $i (i32.const 0))
       (loop $v
-        (local.set $x (f32x4.add (f32x4.add (v128.load (i32.add (local.get $w) (local.get $i))) (v128.load (i32.add (local.get $p) (local.get $i))))
-                                 (v128.load (i32.add (local.get $type0) (local.get $i)))))
+        (local.set $x (f32x4.add
+          (f32x4.add
+            (if (result v128) (local.get $q16)
+              (then (f32x4.mul (f32x4.convert_i32x4_s (v128.load16x4_s (i32.add (local.get $w) (i32.shr_u (local.get $i) (i32.const 1)))))
+                               (local.get $sc)))
+              (else (v128.load (i32.add (local.get $w) (local.get $i)))))
+            (v128.load (i32.add (local.get $p) (local.get $i))))
+          (v128.load (i32.add (local.get $type0) (local.get $i)))))
         (v128.store (i32.add (local.get $o) (local.get $i)) (local.get $x))
         (local.set $acc (f32x4.add (local.get $acc) (local.get $x)))
         (br_if $v (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $rb))))

@@ -1,8 +1,10 @@
 // SentenceEncoder's `precision: 'int16'` (Wasm): the symmetric 16-bit
 // quantisation that feeds `matmul_i16` (ops.ts has its argument layout).
-// Weights are quantised once at load, per output column, here; activations
-// per row at run time by the fixed kernel `quant_rows` (encoder-kernels.wat),
-// with the same rule: scale = max |x| / qmax in f32 (0 for all zeros, whose
+// Weights are quantised per output column (here at load, or by
+// `webtune model import` into the bundle's int16 blob); activations per row
+// at run time by the fixed kernel `quant_rows` (encoder-kernels.wat); the
+// int16 blob's word embeddings per row with qmax 32767 (`quantizeRows`, read
+// by `embed_q16`). All with the same rule: scale = max |x| / qmax in f32 (0 for all zeros, whose
 // q are then 0), q = x · (qmax / max |x|) in f32 rounded half to even,
 // clamped to ±qmax.
 //
@@ -47,6 +49,25 @@ export function quantizeColumns(w: Float32Array, k: number, n: number, qmax: num
       const v = Math.max(-qmax, Math.min(qmax, roundHalfEven(Math.fround(w[row + j] * inv[j]))));
       if (hi) words[at + j] = (words[at + j] | (v << 16)) >>> 0;
       else words[at + j] = v & 0xffff;
+    }
+  }
+}
+
+/**
+ * Quantises `x` (f32 [rows, k], k even) per row, as `quant_rows` does and as
+ * the int16 blob holds `embeddings.word` (qmax 32767): `words` [rows, k/2],
+ * word (r, p) holding q[r][2p] in its low half and q[r][2p+1] in its high
+ * half, and `scales` [rows]. The value is f32(q) · scale.
+ */
+export function quantizeRows(x: Float32Array, rows: number, k: number, qmax: number, words: Uint32Array, scales: Float32Array): void {
+  for (let r = 0; r < rows; r++) {
+    let mx = 0;
+    for (let j = 0; j < k; j++) mx = Math.max(mx, Math.abs(x[r * k + j]));
+    scales[r] = mx / qmax;
+    const inv = mx > 0 ? Math.fround(qmax / mx) : 0;
+    for (let j = 0; j < k; j += 2) {
+      const q = (v: number) => Math.max(-qmax, Math.min(qmax, roundHalfEven(Math.fround(v * inv))));
+      words[r * (k / 2) + j / 2] = ((q(x[r * k + j]) & 0xffff) | (q(x[r * k + j + 1]) << 16)) >>> 0;
     }
   }
 }

@@ -265,3 +265,72 @@ test('weights at load (quant.ts) follow the same rule as quant_rows, per column;
     for (let j = 0; j < N; j++) assert.equal(half(words[(kk >> 1) * N + j], kk & 1), half(q[j * K / 2 + (kk >> 1)], kk & 1), `q[${kk}][${j}]`);
   for (const [v, want] of [[2.5, 2], [3.5, 4], [-2.5, -2], [-3.5, -4], [0.5, 0], [-0.5, 0], [1.25, 1], [-1.75, -2]]) assert.equal(quant.roundHalfEven(v) + 0, want, `round(${v})`);
 });
+
+test('embed_q16: the int16 blob\'s word rows (quantizeRows, qmax 32767) dequantised, then embed bit for bit', async () => {
+  const { load } = await import('./load.mjs');
+  const quant = await load('src/quant.ts');
+  reset();
+  const r = rng(13), V = 50, P = 20, H = 24, S = 8, B = 3, n = B * S, eps = 1e-12;
+  // Rows of different magnitudes; row 7 all zeros (scale 0, q 0).
+  const word32 = Float32Array.from({ length: V * H }, (_, i) => r() * 10 ** ((Math.floor(i / H) % 5) - 2));
+  word32.fill(0, 7 * H, 8 * H);
+  const wordq = new Uint32Array(memory.buffer, alloc(V * H / 2).off, V * H / 2);
+  wordq.fill(0xdeadbeef);
+  const wordscale = alloc(V);
+  quant.quantizeRows(word32, V, H, 32767, wordq, wordscale.v);
+  assert.equal(wordscale.v[7], 0);
+  // The row rule is quant_rows' (the run-time activations'), bit for bit.
+  const x = alloc(V * H);
+  x.v.set(word32);
+  const q2 = new Uint32Array(memory.buffer, alloc(V * H / 2).off, V * H / 2), s2 = alloc(V);
+  k.quant_rows(x.off, V, H, 32767, q2.byteOffset, s2.off);
+  assert.deepEqual(Array.from(wordq), Array.from(q2), 'quantizeRows and quant_rows: the same words');
+  assert.deepEqual(Array.from(wordscale.v), Array.from(s2.v), 'quantizeRows and quant_rows: the same scales');
+  // The table the kernel should read: f32(q) · scale.
+  const deq = alloc(V * H);
+  for (let i = 0; i < V; i++)
+    for (let j = 0; j < H; j++) {
+      const w = wordq[i * H / 2 + (j >> 1)];
+      deq.v[i * H + j] = Math.fround((j & 1 ? w >> 16 : (w << 16) >> 16) * wordscale.v[i]);
+    }
+  const pos = alloc(P * H, r), type = alloc(2 * H, r), gamma = alloc(H, r), beta = alloc(H, r);
+  const ids = new Int32Array(memory.buffer, alloc(n).off, n);
+  for (let i = 0; i < n; i++) ids[i] = Math.floor((r() + 1) / 2 * V) % V;
+  ids[3] = 7;
+  ids[n - 1] = V - 1;
+  const out = alloc(n * H), out32 = alloc(n * H);
+  k.embed_q16(ids.byteOffset, wordq.byteOffset, wordscale.off, pos.off, type.off, gamma.off, beta.off, out.off, n, S, H, eps);
+  k.embed(ids.byteOffset, deq.off, pos.off, type.off, gamma.off, beta.off, out32.off, n, S, H, eps);
+  assert.deepEqual(Array.from(out.v), Array.from(out32.v), 'embed_q16 on q = embed on the dequantised table');
+  // Against f64 on the dequantised table, and on the unquantised one
+  // (the quantisation error: at most half a step of 1/32767 of a row's max).
+  const want = (table) => {
+    const w = [];
+    for (let t = 0; t < n; t++) {
+      const row = [];
+      for (let j = 0; j < H; j++) row.push(table[ids[t] * H + j] + pos.v[(t % S) * H + j] + type.v[j]);
+      w.push(...layerNorm64(row, gamma.v, beta.v, eps));
+    }
+    return w;
+  };
+  const e = err(out.v, want(deq.v)), e0 = err(out.v, want(word32));
+  console.log(`embed_q16: error ${e.toExponential(2)} against f64 on the dequantised table, ${e0.toExponential(2)} against the f32 table`);
+  assert.ok(e < 1e-5, `embed_q16 error ${e}`);
+  assert.ok(e0 < 1e-4, `embed_q16 error against the unquantised table ${e0}`);
+});
+
+test('quantizeRows is quantizeColumns on the transpose (the int16 blob\'s two layouts, one rule)', async () => {
+  const { load } = await import('./load.mjs');
+  const quant = await load('src/quant.ts');
+  const r = rng(14), K = 10, N = 6;
+  const w = Float32Array.from({ length: K * N }, r);
+  for (let kk = 0; kk < K; kk++) w[kk * N + 2] = 0;
+  const wt = new Float32Array(N * K);
+  for (let kk = 0; kk < K; kk++) for (let j = 0; j < N; j++) wt[j * K + kk] = w[kk * N + j];
+  const cw = new Uint32Array(K / 2 * N), cs = new Float32Array(N), rw = new Uint32Array(N * K / 2), rs = new Float32Array(N);
+  quant.quantizeColumns(w, K, N, 32767, cw, cs);
+  quant.quantizeRows(wt, N, K, 32767, rw, rs);
+  assert.deepEqual(Array.from(rs), Array.from(cs));
+  const half = (x, hi) => (hi ? x >> 16 : (x << 16) >> 16);
+  for (let kk = 0; kk < K; kk++) for (let j = 0; j < N; j++) assert.equal(half(cw[(kk >> 1) * N + j], kk & 1), half(rw[j * K / 2 + (kk >> 1)], kk & 1));
+});
