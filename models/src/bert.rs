@@ -32,6 +32,8 @@ pub(crate) struct Bundle {
     pub normalize: bool,
     pub tensors: Vec<TensorEntry>,
     pub weights: Vec<u8>,
+    /// The int16 blob's tensors and bytes (`crate::int16`).
+    pub int16: (Vec<TensorEntry>, Vec<u8>),
     pub tokenizer: Vec<u8>,
 }
 
@@ -103,7 +105,9 @@ pub(crate) fn build(src: &mut Source, progress: &mut dyn FnMut(&str)) -> Result<
     progress(&format!("checking model.safetensors ({:.1} MB)", weights_bytes.len() as f64 / 1e6));
     let st = SafeTensors::deserialize(&weights_bytes).map_err(|e| ModelError::Safetensors(e.to_string()))?;
     let (tensors, weights) = lay_out(&st, &config, progress)?;
-    Ok(Bundle { config, max_seq_length, pooling, normalize, tensors, weights, tokenizer })
+    progress("quantising the weight products and word embeddings to 16 bits");
+    let int16 = crate::int16::build(&config, &tensors, &weights, ALIGN);
+    Ok(Bundle { config, max_seq_length, pooling, normalize, tensors, weights, int16, tokenizer })
 }
 
 /// The dimensions from `config.json`, checked: a BERT encoder webtune can run.

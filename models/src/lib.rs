@@ -38,6 +38,7 @@ mod bert;
 mod error;
 #[doc(hidden)]
 pub mod fixture;
+pub mod int16;
 mod manifest;
 mod plan;
 mod source;
@@ -45,7 +46,7 @@ mod store;
 
 pub use bert::{BundleLayout, read_bundle_tensor};
 pub use error::ModelError;
-pub use manifest::{BertConfig, BlobRef, FORMAT, Manifest, Pooling, TensorEntry};
+pub use manifest::{BertConfig, BlobRef, FORMAT, Int16Weights, Manifest, Pooling, TensorEntry};
 pub use plan::{Matmul, matmuls};
 pub use store::{Imported, Listed, Store, is_blob_name, is_model_name, slug};
 

@@ -26,6 +26,21 @@ pub struct Manifest {
     /// One little-endian f32 blob holding every tensor.
     pub weights: BlobRef,
     pub tensors: Vec<TensorEntry>,
+    /// The same tensors with the weight products' matrices and the word
+    /// embeddings quantised to 16 bits (README.md, "Models"), for clients
+    /// that run `precision: 'int16'`. Absent from bundles imported before it
+    /// existed: such clients quantise the f32 blob themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub int16: Option<Int16Weights>,
+}
+
+/// The int16 weights blob and its tensors.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Int16Weights {
+    /// Little-endian: `u32` words of two signed 16-bit values, and `f32`.
+    pub weights: BlobRef,
+    pub tensors: Vec<TensorEntry>,
 }
 
 /// The model's dimensions, from its `config.json`.
@@ -71,7 +86,8 @@ pub struct BlobRef {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TensorEntry {
     pub name: String,
-    /// `f32`, little-endian.
+    /// `f32`, or `u32` (words of two signed 16-bit values, in the int16
+    /// blob), little-endian.
     pub dtype: String,
     /// Row-major.
     pub shape: Vec<usize>,
@@ -89,7 +105,10 @@ impl TensorEntry {
 impl Manifest {
     /// The blob of this manifest named `sha256`, if it lists one.
     pub fn blob(&self, sha256: &str) -> Option<&BlobRef> {
-        [&self.weights, &self.tokenizer].into_iter().find(|b| b.sha256 == sha256)
+        [Some(&self.weights), Some(&self.tokenizer), self.int16.as_ref().map(|i| &i.weights)]
+            .into_iter()
+            .flatten()
+            .find(|b| b.sha256 == sha256)
     }
 
     /// The tensor named `name`.

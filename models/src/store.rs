@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::bert::Bundle;
 use crate::error::ModelError;
-use crate::manifest::{BlobRef, FORMAT, Manifest, blob_url};
+use crate::manifest::{BlobRef, FORMAT, Int16Weights, Manifest, blob_url};
 
 /// A model store on disk.
 #[derive(Clone, Debug)]
@@ -153,6 +153,7 @@ impl Store {
             return Err(ModelError::Name(name.to_string()));
         }
         let weights_sha = self.put_blob(&b.weights)?;
+        let int16_sha = self.put_blob(&b.int16.1)?;
         let tokenizer_sha = self.put_blob(&b.tokenizer)?;
         let manifest = Manifest {
             format: FORMAT,
@@ -165,6 +166,10 @@ impl Store {
             tokenizer: BlobRef { url: blob_url(name, &tokenizer_sha), sha256: tokenizer_sha, bytes: b.tokenizer.len() as u64 },
             weights: BlobRef { url: blob_url(name, &weights_sha), sha256: weights_sha, bytes: b.weights.len() as u64 },
             tensors: b.tensors,
+            int16: Some(Int16Weights {
+                weights: BlobRef { url: blob_url(name, &int16_sha), sha256: int16_sha, bytes: b.int16.1.len() as u64 },
+                tensors: b.int16.0,
+            }),
         };
         let mut bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| ModelError::Invalid(format!("writing the manifest: {e}")))?;
         bytes.push(b'\n');

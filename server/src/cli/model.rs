@@ -47,12 +47,13 @@ fn import(a: ImportArgs) -> Result<()> {
     let imported = webtune_models::import(&a.path, a.name.as_deref(), &store, &mut |step: &str| eprintln!("webtune model import: {step}"))?;
     let m = &imported.manifest;
     super::out(format_args!(
-        "imported {} ({} layers, hidden {}, {} tensors, {:.1} MB of weights, max_seq_length {}, pooling {}, normalize {}) into {} in {:.1} s",
+        "imported {} ({} layers, hidden {}, {} tensors, {:.1} MB of weights, {:.1} MB as int16, max_seq_length {}, pooling {}, normalize {}) into {} in {:.1} s",
         imported.name,
         m.config.num_hidden_layers,
         m.config.hidden_size,
         m.tensors.len(),
         m.weights.bytes as f64 / 1e6,
+        m.int16.as_ref().map_or(0, |i| i.weights.bytes) as f64 / 1e6,
         m.max_seq_length,
         serde_json::to_value(m.pooling)?.as_str().unwrap_or("?"),
         m.normalize,
