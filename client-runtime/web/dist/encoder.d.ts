@@ -41,8 +41,10 @@ export interface EncoderLoadOptions {
     report?: boolean;
     /**
      * Wasm: `'int16'` runs the four weight products of each layer on
-     * `matmul_i16`, weights quantised per column at load and activations per
-     * row before each product (see the header of encoder.ts); `'fp32'` runs
+     * `matmul_i16`, weights quantised per column (by the importer, in the
+     * manifest's `int16` blob, which is then fetched instead of the f32 one;
+     * or at load) and activations per row before each product (see the
+     * header of encoder.ts); `'fp32'` runs
      * them on `matmul`. `'int16'` needs target `'wasm'` (a TypeError with
      * `'webgpu'` or `'auto'`: WebGPU runs fp32 only) and sends no latency
      * reports (`report`: the server's plan compares the targets at fp32).
@@ -66,6 +68,13 @@ interface Blob {
     bytes: number;
     url: string;
 }
+/** A tensor of a weights blob: little-endian, at a 64-byte-aligned byte offset. */
+export interface TensorEntry {
+    name: string;
+    dtype: string;
+    shape: number[];
+    offset: number;
+}
 /** The bundle manifest (format 1), README "Models". */
 export interface ModelManifest {
     format: number;
@@ -77,12 +86,20 @@ export interface ModelManifest {
     normalize: boolean;
     tokenizer: Blob;
     weights: Blob;
-    tensors: {
-        name: string;
-        dtype: string;
-        shape: number[];
-        offset: number;
-    }[];
+    tensors: TensorEntry[];
+    /**
+     * The pre-quantised blob for `precision: 'int16'` (absent in bundles
+     * imported before it): every tensor of `weights`, in the same order,
+     * except the four weight matrices of each layer, each replaced by
+     * `{W}.q` (u32 [K/2, N], matmul_i16's B layout) and `{W}.scale` (f32 [N]),
+     * and `embeddings.word` [V, H], replaced by `embeddings.word.q` (u32
+     * [V, H/2], i16 pairs of a row) and `embeddings.word.scale` (f32 [V]);
+     * quant.ts's rule, qmaxW(K) for the matrices and 32767 for the rows.
+     */
+    int16?: {
+        weights: Blob;
+        tensors: TensorEntry[];
+    } | null;
 }
 /** How `target: 'auto'` chose. */
 export interface AutoChoice {
@@ -110,7 +127,8 @@ export declare class SentenceEncoder {
     private memory;
     private fixed;
     private tokenizer;
-    private tensors;
+    /** Memory offsets of the embedding tensors; `wordScale` is 0 unless `word` is the int16 blob's `embeddings.word.q`. */
+    private emb;
     private layers;
     private buckets;
     private maxBatch;
@@ -122,14 +140,16 @@ export declare class SentenceEncoder {
     private int16;
     private constructor();
     /**
-     * int16: each layer's four weight matrices, quantised per column and
-     * written over their own f32 copies: the words, then the column scales
-     * 64-byte aligned after them.
+     * int16 from the f32 blob: each layer's four weight matrices, quantised
+     * per column and written over their own f32 copies: the words, then the
+     * column scales 64-byte aligned after them (what the int16 blob holds ready).
      */
     private quantizeWeights;
     /**
      * Fetches the model's manifest, weights and tokenizer from the server
-     * (each blob checked against its SHA-256 address), copies the weights into
+     * (each blob checked against its SHA-256 address; with `precision:
+     * 'int16'` the int16 weights where the manifest has them, and then not
+     * the f32 ones), copies the weights into
      * Wasm memory (or uploads them to the GPU device) and opens a webtune
      * session for the model's kernels.
      */

@@ -10,3 +10,10 @@ export declare function roundHalfEven(v: number): number;
  * its low half and q[2p+1][j] in its high half, and `scales` [n].
  */
 export declare function quantizeColumns(w: Float32Array, k: number, n: number, qmax: number, words: Uint32Array, scales: Float32Array): void;
+/**
+ * Quantises `x` (f32 [rows, k], k even) per row, as `quant_rows` does and as
+ * the int16 blob holds `embeddings.word` (qmax 32767): `words` [rows, k/2],
+ * word (r, p) holding q[r][2p] in its low half and q[r][2p+1] in its high
+ * half, and `scales` [rows]. The value is f32(q) · scale.
+ */
+export declare function quantizeRows(x: Float32Array, rows: number, k: number, qmax: number, words: Uint32Array, scales: Float32Array): void;

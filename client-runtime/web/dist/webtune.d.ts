@@ -47,7 +47,7 @@ export type { BestResponse, KernelMeta } from './types.js';
 export { KernelBundle } from './bundle.js';
 export type { BundleManifest, BundleWinner, BundleDefault, LookupKeys } from './bundle.js';
 export type { OpName } from './ops.js';
-export { SentenceEncoder, type EncoderLoadOptions, type ModelConfig, type ModelManifest } from './encoder.js';
+export { SentenceEncoder, type EncoderLoadOptions, type ModelConfig, type ModelManifest, type TensorEntry } from './encoder.js';
 export type Target = 'wasm' | 'webgpu';
 export interface OpenOptions {
     /** Base URL of the webtune server; default: this page's origin. */

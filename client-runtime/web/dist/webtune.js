@@ -5852,7 +5852,8 @@ var SentenceEncoder = class _SentenceEncoder {
   memory;
   fixed;
   tokenizer;
-  tensors = /* @__PURE__ */ new Map();
+  /** Memory offsets of the embedding tensors; `wordScale` is 0 unless `word` is the int16 blob's `embeddings.word.q`. */
+  emb = { word: 0, wordScale: 0, pos: 0, type: 0, gamma: 0, beta: 0 };
   layers = [];
   buckets = /* @__PURE__ */ new Map();
   maxBatch;
@@ -5880,48 +5881,57 @@ var SentenceEncoder = class _SentenceEncoder {
     this.dim = init.manifest.config.hidden_size;
     this.i32 = new Int32Array(this.memory.buffer);
     this.f32 = new Float32Array(this.memory.buffer);
-    const c = init.manifest.config;
-    for (const t of init.manifest.tensors) this.tensors.set(t.name, init.base + t.offset);
-    const want = (name, shape) => {
-      const t = init.manifest.tensors.find((x) => x.name === name);
-      if (!t) throw new Error(`model ${init.manifest.name}: the manifest has no tensor ${name}`);
-      if (t.dtype !== "f32" || t.shape.join(",") !== shape.join(",")) throw new Error(`model ${init.manifest.name}: tensor ${name} is ${t.dtype}[${t.shape}], expected f32[${shape}]`);
-      if (t.offset % 64) throw new Error(`model ${init.manifest.name}: tensor ${name} is not 64-byte aligned`);
+    const c = init.manifest.config, name = init.manifest.name;
+    const list = init.pre ? init.manifest.int16.tensors : init.manifest.tensors;
+    const what = init.pre ? "the manifest's int16 blob" : "the manifest";
+    const want = (tensor, shape, dtype = "f32") => {
+      const t = list.find((x) => x.name === tensor);
+      if (!t) throw new Error(`model ${name}: ${what} has no tensor ${tensor}`);
+      if (t.dtype !== dtype || t.shape.join(",") !== shape.join(",")) throw new Error(`model ${name}: tensor ${tensor} ${init.pre ? "of the int16 blob " : ""}is ${t.dtype}[${t.shape}], expected ${dtype}[${shape}]`);
+      if (t.offset % 64) throw new Error(`model ${name}: tensor ${tensor} is not 64-byte aligned`);
+      const bytes = shape.reduce((a, b) => a * b, 4);
+      if (!(t.offset >= 0 && t.offset + bytes <= init.bytes)) throw new Error(`model ${name}: tensor ${tensor} (${bytes} bytes at ${t.offset}) lies outside its ${init.bytes}-byte blob`);
       return init.base + t.offset;
     };
     const H = c.hidden_size, I = c.intermediate_size;
-    want("embeddings.word", [c.vocab_size, H]);
-    want("embeddings.position", [c.max_position_embeddings, H]);
-    want("embeddings.token_type", [c.type_vocab_size, H]);
-    want("embeddings.ln.gamma", [H]);
-    want("embeddings.ln.beta", [H]);
+    const matrix = (w, k, n) => init.pre ? [want(w + ".q", [k / 2, n], "u32"), want(w + ".scale", [n])] : [want(w, [k, n]), 0];
+    this.emb = {
+      word: init.pre ? want("embeddings.word.q", [c.vocab_size, H / 2], "u32") : want("embeddings.word", [c.vocab_size, H]),
+      wordScale: init.pre ? want("embeddings.word.scale", [c.vocab_size]) : 0,
+      pos: want("embeddings.position", [c.max_position_embeddings, H]),
+      type: want("embeddings.token_type", [c.type_vocab_size, H]),
+      gamma: want("embeddings.ln.gamma", [H]),
+      beta: want("embeddings.ln.beta", [H])
+    };
     for (let l = 0; l < c.num_hidden_layers; l++) {
       const p = `layer.${l}.`;
+      const [qkvW, qkvS] = matrix(p + "qkv.weight", H, 3 * H), [outW, outS] = matrix(p + "attn_out.weight", H, H);
+      const [inW, inS] = matrix(p + "ffn_in.weight", H, I), [ffnW, ffnS] = matrix(p + "ffn_out.weight", I, H);
       this.layers.push({
-        qkvW: want(p + "qkv.weight", [H, 3 * H]),
+        qkvW,
         qkvB: want(p + "qkv.bias", [3 * H]),
-        outW: want(p + "attn_out.weight", [H, H]),
+        outW,
         outB: want(p + "attn_out.bias", [H]),
         ln1G: want(p + "attn_ln.gamma", [H]),
         ln1B: want(p + "attn_ln.beta", [H]),
-        inW: want(p + "ffn_in.weight", [H, I]),
+        inW,
         inB: want(p + "ffn_in.bias", [I]),
-        ffnW: want(p + "ffn_out.weight", [I, H]),
+        ffnW,
         ffnB: want(p + "ffn_out.bias", [H]),
         ln2G: want(p + "ffn_ln.gamma", [H]),
         ln2B: want(p + "ffn_ln.beta", [H]),
-        qkvS: 0,
-        outS: 0,
-        inS: 0,
-        ffnS: 0
+        qkvS,
+        outS,
+        inS,
+        ffnS
       });
     }
-    if (this.int16) this.quantizeWeights();
+    if (this.int16 && !init.pre) this.quantizeWeights();
   }
   /**
-   * int16: each layer's four weight matrices, quantised per column and
-   * written over their own f32 copies: the words, then the column scales
-   * 64-byte aligned after them.
+   * int16 from the f32 blob: each layer's four weight matrices, quantised
+   * per column and written over their own f32 copies: the words, then the
+   * column scales 64-byte aligned after them (what the int16 blob holds ready).
    */
   quantizeWeights() {
     const c = this.manifest.config, H = c.hidden_size, I = c.intermediate_size;
@@ -5941,7 +5951,9 @@ var SentenceEncoder = class _SentenceEncoder {
   }
   /**
    * Fetches the model's manifest, weights and tokenizer from the server
-   * (each blob checked against its SHA-256 address), copies the weights into
+   * (each blob checked against its SHA-256 address; with `precision:
+   * 'int16'` the int16 weights where the manifest has them, and then not
+   * the f32 ones), copies the weights into
    * Wasm memory (or uploads them to the GPU device) and opens a webtune
    * session for the model's kernels.
    */
@@ -5977,7 +5989,13 @@ var SentenceEncoder = class _SentenceEncoder {
         throw new Error(`model "${opts.model}": the ${what} blob is corrupt or truncated (${bytes.byteLength} bytes hashing to ${got ?? "?"}; the manifest says ${b.bytes} bytes, ${b.sha256}); nothing was kept`);
       return bytes;
     };
-    const [weights, tokBytes] = await Promise.all([blob(manifest.weights, "weights"), blob(manifest.tokenizer, "tokenizer")]);
+    const pre = opts.target === "wasm" && opts.precision === "int16" && manifest.int16 != null;
+    if (pre && (typeof manifest.int16.weights?.url !== "string" || !Array.isArray(manifest.int16.tensors)))
+      throw new Error(`model "${opts.model}": the manifest's int16 entry has no weights blob or tensor list`);
+    const [weights, tokBytes] = await Promise.all([
+      pre ? blob(manifest.int16.weights, "int16 weights") : blob(manifest.weights, "weights"),
+      blob(manifest.tokenizer, "tokenizer")
+    ]);
     const tokJson = JSON.parse(new TextDecoder().decode(tokBytes));
     tokJson.padding = null;
     tokJson.truncation = null;
@@ -6005,7 +6023,7 @@ var SentenceEncoder = class _SentenceEncoder {
     const shared = threadsWanted(opts.threads).count > 1;
     const memory = new WebAssembly.Memory({ initial: Math.ceil((base + weights.byteLength) / PAGE2) + 1, maximum: 65536, shared });
     new Uint8Array(memory.buffer, base, weights.byteLength).set(new Uint8Array(weights));
-    const fixedBytes = fromBase64("AGFzbQEAAAABYgpgAXsBfWAEf39/ewF7YAN/f38AYAZ/fX9/f30AYAt/f39/f39/f39/fQBgCX9/f39/f39/fQBgCn9/f39/f39/f30AYAZ/f39/f38AYAh/f39/f39/fwBgB39/f39/f38AAg8BA2VudgZtZW1vcnkCAAEDDg0AAQIDBAUGBwgJCQcJB2EJA2V4cAACBWVtYmVkAAQGYWRkX2xuAAULc3BsaXRfaGVhZHMABgdzb2Z0bWF4AAcMc29mdG1heF9wYXJ0AAgLbWVyZ2VfaGVhZHMACgpxdWFudF9yb3dzAAsEcG9vbAAMCskVDRkAIAD9HwAgAP0fAZIgAP0fAiAA/R8DkpIL1QMCAX8GewNAIAAgBGr9AAQAIAP95QH9DAAAsEIAALBCAACwQgAAsEL96AH9DE+srsJPrK7CT6yuwk+srsL96QEhBSAF/Qw7qrg/O6q4PzuquD87qrg//eYB/QwAAEBLAABASwAAQEsAAEBL/eQBIQYgBv0MAABASwAAQEsAAEBLAABAS/3lASEHIAUgB/0MAIAxPwCAMT8AgDE/AIAxP/3mAf3lASEIIAggB/0Mg4BeOYOAXjmDgF45g4BeOf3mAf3kASEI/QxnaVA5Z2lQOWdpUDlnaVA5IAj95gH9DM5DtzrOQ7c6zkO3Os5Dtzr95AEhCSAJIAj95gH9DAiJCDwIiQg8CIkIPAiJCDz95AEhCSAJIAj95gH9DMGpKj3BqSo9wakqPcGpKj395AEhCSAJIAj95gH9DKqqKj6qqio+qqoqPqqqKj795AEhCSAJIAj95gH9DAAAAD8AAAA/AAAAPwAAAD/95AEhCSAJIAggCP3mAf3mASAI/eQB/QwAAIA/AACAPwAAgD8AAIA//eQBIAb9DH8AwLR/AMC0fwDAtH8AwLT9rgFBF/2rAf3mASEJIAEgBGogCf0LBAAgCiAJ/eQBIQogBEEQaiIEIAJJDQALIAoLIAAgACABIAJBAnT9DAAAAAAAAAAAAAAAAAAAAAAQARoLpQECAn8EeyAEQQJ0IQcgASAEs5X9EyEIQQAhBgNAIAAgBmr9AAQAIAj95QEhCiAJIAogCv3mAf3kASEJIAZBEGoiBiAHSQ0AC0MAAIA/IAkQACAEs5UgBZKRlf0TIQtBACEGA0AgACAGaiAAIAZq/QAEACAI/eUBIAv95gEgAiAGav0ABAD95gEgAyAGav0ABAD95AH9CwQAIAZBEGoiBiAHSQ0ACwu0AQIGfwJ7IAlBAnQhDQNAIAEgACALQQJ0aigCACANbGohDiACIAsgCHAgDWxqIQ8gBiALIA1saiEQ/QwAAAAAAAAAAAAAAAAAAAAAIRFBACEMA0AgDiAMav0ABAAgDyAMav0ABAD95AEgAyAMav0ABAD95AEhEiAQIAxqIBL9CwQAIBEgEv3kASERIAxBEGoiDCANSQ0ACyAQIBEQACAEIAUgCSAKEAMgC0EBaiILIAdJDQALC50BAgR/AnsgB0ECdCELA0AgCSALbCEM/QwAAAAAAAAAAAAAAAAAAAAAIQ1BACEKA0AgACAMIApqav0ABAAgASAKav0ABAD95AEgAiAMIApqav0ABAD95AEhDiAFIAwgCmpqIA79CwQAIA0gDv3kASENIApBEGoiCiALSQ0ACyAFIAxqIA0QACADIAQgByAIEAMgCUEBaiIJIAZJDQALC+wCAwh/AnsCfyAJ/RMhEiAHIAhsQQJ0IQ4gBkECdCEVIAUgBmwhCwNAIAAgCiAOQQNsbGohD0EAIQwDQCAKIAZuIAdsIAxqIRAgECAGbCAIbCAKIAZwIAhsakECdCERQQAhDQNAIAIgESANamogEiAPIA1q/QAEACABIA1q/QAEAP3kAf3mAf0LBAAgBCARIA1qaiAPIA0gDkEBdGpq/QAEACABIA0gDkEBdGpq/QAEAP3kAf0LBAAgDyANIA5qav0ABAAgASANIA5qav0ABAD95AEhEyADIBAgCGwgDUECdmogBmwgCiAGcGpBAnRqIRQgFCAT/R8AOAIAIBQgFWogE/0fATgCACAUIBVBAXRqIBP9HwI4AgAgFCAVQQNsaiAT/R8DOAIAIA1BEGoiDSAIQQJ0SQ0ACyAPIAhBAnRqIQ8gASAIQQJ0aiEBIAxBAWoiDCAHSQ0ACyABIA5rIQEgCkEBaiIKIAtJDQALCxUAIAAgAiADIAQgBUEAIAEgAmwQCQsqAQF/IAEgAmwhCCAAIAIgAyAEIAUgByAIbCAGbiAHQQFqIAhsIAZuEAkLugIDBn8BewJ9IAUgBk8EQA8LIAJBAnQhDANAIAMgBSABbkECdGooAgBBAnQhCSAJQQxqQXBxIQpBACEHA0AgACAFIAJsIAdqIAxsaiEIQwAAAAAhDyAJBEAgCSELAkADQCALIApPDQEgCCALakMAAID/OAIAIAtBBGohCwwACwv9DAAAgP8AAID/AACA/wAAgP8hDUEAIQsDQCANIAggC2r9AAQA/ekBIQ0gC0EQaiILIApJDQALIA39HwAgDf0fAZcgDf0fAiAN/R8Dl5chDkMAAIA/IAggCCAKIA79ExABEACVIQ8LIAQgBSACbCAHakECdGogDzgCACAJIQsCQANAIAsgDE8NASAIIAtqQwAAAAA4AgAgC0EEaiELDAALCyAHQQFqIgcgAkkNAAsgBUEBaiIFIAZJDQALC6IBAgh/AXsgBkECdCEKIAMgBGwhDQNAIAIgByAFIApsbGohDEEAIQgDQCAHIARuIAVsIAhqIARsIAcgBHBqIQ4gACAOIApsaiELIAEgDkECdGr9CQIAIQ9BACEJA0AgDCAJaiALIAlq/QAEACAP/eYB/QsEACAJQRBqIgkgCkkNAAsgDCAKaiEMIAhBAWoiCCAFSQ0ACyAHQQFqIgcgDUkNAAsL8QMEB38BewN9AXsgAUUEQA8LIAJBAnQhCCAIQXBxIQkgCEFgcSEKIAOyIQ8DQCAAIAYgCGxqIQsgBCAGIAJBAXRsaiEM/QwAAAAAAAAAAAAAAAAAAAAAIQ1BACEHAkADQCAHIAlPDQEgDSALIAdq/QAEAP3gAf3rASENIAdBEGohBwwACwsgDf0fACAN/R8BlyAN/R8CIA39HwOXlyEOAkADQCAHIAhPDQEgDiALIAdqKgIAi5chDiAHQQRqIQcMAAsLIA4gD5UhECAFIAZBAnRqIBA4AgAgDyAOlUMAAAAAIA5DAAAAAF4bIRAgEP0TIRFBACEHAkADQCAHIApPDQEgDCAHQQF2aiALIAdq/QAEACAR/eYB/QwAAEBLAABASwAAQEsAAEBL/eQB/QwAAEBLAABASwAAQEsAAEBL/bEBIAsgB0EQamr9AAQAIBH95gH9DAAAQEsAAEBLAABASwAAQEv95AH9DAAAQEsAAEBLAABASwAAQEv9sQH9hQH9CwQAIAdBIGohBwwACwsCQANAIAcgCE8NASAMIAdBAXZqIAsgB2oqAgAgEJSQIA+WIA+Ml/wAQf//A3EgCyAHQQRqaioCACAQlJAgD5YgD4yX/ABBEHRyNgIAIAdBCGohBwwACwsgBkEBaiIGIAFJDQALC7YCAwd/AnsBfSAFQQJ0IQoDQCACIAcgCmxqIQ0gASAHQQJ0aigCACELQQAhCQNA/QwAAAAAAAAAAAAAAAAAAAAAIQ4gACAHIARsIApsIAlqaiEMQQAhCAJAA0AgCCALTw0BIA4gDP0ABAD95AEhDiAMIApqIQwgCEEBaiEIDAALCyANIAlqIA4gC0EBIAsbs/0T/ecB/QsEACAJQRBqIgkgCkkNAAsgBgRA/QwAAAAAAAAAAAAAAAAAAAAAIQ5BACEJA0AgDSAJav0ABAAhDyAOIA8gD/3mAf3kASEOIAlBEGoiCSAKSQ0AC0MAAIA/IA4QAJFDzLyMK5eV/RMhD0EAIQkDQCANIAlqIA0gCWr9AAQAIA/95gH9CwQAIAlBEGoiCSAKSQ0ACwsgB0EBaiIHIANJDQALCw==");
+    const fixedBytes = fromBase64("AGFzbQEAAAABgQEMYAF7AX1gBH9/f3sBe2ADf39/AGAGf31/f399AGALf39/f39/f39/f30AYAx/f39/f39/f39/f30AYA1/f39/f39/f39/f399AGAJf39/f39/f399AGAKf39/f39/f39/fQBgBn9/f39/fwBgCH9/f39/f39/AGAHf39/f39/fwACDwEDZW52Bm1lbW9yeQIAAQMQDwABAgMEBQYHCAkKCwsJCwdtCgNleHAAAgVlbWJlZAAECWVtYmVkX3ExNgAFBmFkZF9sbgAHC3NwbGl0X2hlYWRzAAgHc29mdG1heAAJDHNvZnRtYXhfcGFydAAKC21lcmdlX2hlYWRzAAwKcXVhbnRfcm93cwANBHBvb2wADgq7Fg8ZACAA/R8AIAD9HwGSIAD9HwIgAP0fA5KSC9UDAgF/BnsDQCAAIARq/QAEACAD/eUB/QwAALBCAACwQgAAsEIAALBC/egB/QxPrK7CT6yuwk+srsJPrK7C/ekBIQUgBf0MO6q4PzuquD87qrg/O6q4P/3mAf0MAABASwAAQEsAAEBLAABAS/3kASEGIAb9DAAAQEsAAEBLAABASwAAQEv95QEhByAFIAf9DACAMT8AgDE/AIAxPwCAMT/95gH95QEhCCAIIAf9DIOAXjmDgF45g4BeOYOAXjn95gH95AEhCP0MZ2lQOWdpUDlnaVA5Z2lQOSAI/eYB/QzOQ7c6zkO3Os5DtzrOQ7c6/eQBIQkgCSAI/eYB/QwIiQg8CIkIPAiJCDwIiQg8/eQBIQkgCSAI/eYB/QzBqSo9wakqPcGpKj3BqSo9/eQBIQkgCSAI/eYB/Qyqqio+qqoqPqqqKj6qqio+/eQBIQkgCSAI/eYB/QwAAAA/AAAAPwAAAD8AAAA//eQBIQkgCSAIIAj95gH95gEgCP3kAf0MAACAPwAAgD8AAIA/AACAP/3kASAG/Qx/AMC0fwDAtH8AwLR/AMC0/a4BQRf9qwH95gEhCSABIARqIAn9CwQAIAogCf3kASEKIARBEGoiBCACSQ0ACyAKCyAAIAAgASACQQJ0/QwAAAAAAAAAAAAAAAAAAAAAEAEaC6UBAgJ/BHsgBEECdCEHIAEgBLOV/RMhCEEAIQYDQCAAIAZq/QAEACAI/eUBIQogCSAKIAr95gH95AEhCSAGQRBqIgYgB0kNAAtDAACAPyAJEAAgBLOVIAWSkZX9EyELQQAhBgNAIAAgBmogACAGav0ABAAgCP3lASAL/eYBIAIgBmr9AAQA/eYBIAMgBmr9AAQA/eQB/QsEACAGQRBqIgYgB0kNAAsLHgAgACABQQBBACACIAMgBCAFIAYgByAIIAkgChAGCx4AIAAgASACQQEgAyAEIAUgBiAHIAggCSAKIAsQBgvoAQIHfwN7IAtBAnQhDwNAIAAgDUECdGooAgAhECABIBAgDyADdmxqIREgAwRAIAIgEEECdGr9CQIAIRYLIAQgDSAKcCAPbGohEiAIIA0gD2xqIRP9DAAAAAAAAAAAAAAAAAAAAAAhFEEAIQ4DQCADBHsgESAOQQF2av0DAwD9+gEgFv3mAQUgESAOav0ABAALIBIgDmr9AAQA/eQBIAUgDmr9AAQA/eQBIRUgEyAOaiAV/QsEACAUIBX95AEhFCAOQRBqIg4gD0kNAAsgEyAUEAAgBiAHIAsgDBADIA1BAWoiDSAJSQ0ACwudAQIEfwJ7IAdBAnQhCwNAIAkgC2whDP0MAAAAAAAAAAAAAAAAAAAAACENQQAhCgNAIAAgDCAKamr9AAQAIAEgCmr9AAQA/eQBIAIgDCAKamr9AAQA/eQBIQ4gBSAMIApqaiAO/QsEACANIA795AEhDSAKQRBqIgogC0kNAAsgBSAMaiANEAAgAyAEIAcgCBADIAlBAWoiCSAGSQ0ACwvsAgMIfwJ7An8gCf0TIRIgByAIbEECdCEOIAZBAnQhFSAFIAZsIQsDQCAAIAogDkEDbGxqIQ9BACEMA0AgCiAGbiAHbCAMaiEQIBAgBmwgCGwgCiAGcCAIbGpBAnQhEUEAIQ0DQCACIBEgDWpqIBIgDyANav0ABAAgASANav0ABAD95AH95gH9CwQAIAQgESANamogDyANIA5BAXRqav0ABAAgASANIA5BAXRqav0ABAD95AH9CwQAIA8gDSAOamr9AAQAIAEgDSAOamr9AAQA/eQBIRMgAyAQIAhsIA1BAnZqIAZsIAogBnBqQQJ0aiEUIBQgE/0fADgCACAUIBVqIBP9HwE4AgAgFCAVQQF0aiAT/R8COAIAIBQgFUEDbGogE/0fAzgCACANQRBqIg0gCEECdEkNAAsgDyAIQQJ0aiEPIAEgCEECdGohASAMQQFqIgwgB0kNAAsgASAOayEBIApBAWoiCiALSQ0ACwsVACAAIAIgAyAEIAVBACABIAJsEAsLKgEBfyABIAJsIQggACACIAMgBCAFIAcgCGwgBm4gB0EBaiAIbCAGbhALC7oCAwZ/AXsCfSAFIAZPBEAPCyACQQJ0IQwDQCADIAUgAW5BAnRqKAIAQQJ0IQkgCUEMakFwcSEKQQAhBwNAIAAgBSACbCAHaiAMbGohCEMAAAAAIQ8gCQRAIAkhCwJAA0AgCyAKTw0BIAggC2pDAACA/zgCACALQQRqIQsMAAsL/QwAAID/AACA/wAAgP8AAID/IQ1BACELA0AgDSAIIAtq/QAEAP3pASENIAtBEGoiCyAKSQ0ACyAN/R8AIA39HwGXIA39HwIgDf0fA5eXIQ5DAACAPyAIIAggCiAO/RMQARAAlSEPCyAEIAUgAmwgB2pBAnRqIA84AgAgCSELAkADQCALIAxPDQEgCCALakMAAAAAOAIAIAtBBGohCwwACwsgB0EBaiIHIAJJDQALIAVBAWoiBSAGSQ0ACwuiAQIIfwF7IAZBAnQhCiADIARsIQ0DQCACIAcgBSAKbGxqIQxBACEIA0AgByAEbiAFbCAIaiAEbCAHIARwaiEOIAAgDiAKbGohCyABIA5BAnRq/QkCACEPQQAhCQNAIAwgCWogCyAJav0ABAAgD/3mAf0LBAAgCUEQaiIJIApJDQALIAwgCmohDCAIQQFqIgggBUkNAAsgB0EBaiIHIA1JDQALC/EDBAd/AXsDfQF7IAFFBEAPCyACQQJ0IQggCEFwcSEJIAhBYHEhCiADsiEPA0AgACAGIAhsaiELIAQgBiACQQF0bGohDP0MAAAAAAAAAAAAAAAAAAAAACENQQAhBwJAA0AgByAJTw0BIA0gCyAHav0ABAD94AH96wEhDSAHQRBqIQcMAAsLIA39HwAgDf0fAZcgDf0fAiAN/R8Dl5chDgJAA0AgByAITw0BIA4gCyAHaioCAIuXIQ4gB0EEaiEHDAALCyAOIA+VIRAgBSAGQQJ0aiAQOAIAIA8gDpVDAAAAACAOQwAAAABeGyEQIBD9EyERQQAhBwJAA0AgByAKTw0BIAwgB0EBdmogCyAHav0ABAAgEf3mAf0MAABASwAAQEsAAEBLAABAS/3kAf0MAABASwAAQEsAAEBLAABAS/2xASALIAdBEGpq/QAEACAR/eYB/QwAAEBLAABASwAAQEsAAEBL/eQB/QwAAEBLAABASwAAQEsAAEBL/bEB/YUB/QsEACAHQSBqIQcMAAsLAkADQCAHIAhPDQEgDCAHQQF2aiALIAdqKgIAIBCUkCAPliAPjJf8AEH//wNxIAsgB0EEamoqAgAgEJSQIA+WIA+Ml/wAQRB0cjYCACAHQQhqIQcMAAsLIAZBAWoiBiABSQ0ACwu2AgMHfwJ7AX0gBUECdCEKA0AgAiAHIApsaiENIAEgB0ECdGooAgAhC0EAIQkDQP0MAAAAAAAAAAAAAAAAAAAAACEOIAAgByAEbCAKbCAJamohDEEAIQgCQANAIAggC08NASAOIAz9AAQA/eQBIQ4gDCAKaiEMIAhBAWohCAwACwsgDSAJaiAOIAtBASALG7P9E/3nAf0LBAAgCUEQaiIJIApJDQALIAYEQP0MAAAAAAAAAAAAAAAAAAAAACEOQQAhCQNAIA0gCWr9AAQAIQ8gDiAPIA/95gH95AEhDiAJQRBqIgkgCkkNAAtDAACAPyAOEACRQ8y8jCuXlf0TIQ9BACEJA0AgDSAJaiANIAlq/QAEACAP/eYB/QsEACAJQRBqIgkgCkkNAAsLIAdBAWoiByADSQ0ACws=");
     const mod = await WebAssembly.instantiate(shared ? sharedImport(fixedBytes) : fixedBytes, { env: { memory } });
     const webtune = await Webtune.open({
       server,
@@ -6026,7 +6044,7 @@ var SentenceEncoder = class _SentenceEncoder {
       const one = fixed.softmax, parts = pool.size;
       fixed.softmax = (p, b, heads, s, lens, inv) => s >= 64 ? pool.run(k, [p, b, heads, s, lens, inv, parts], parts) : one(p, b, heads, s, lens, inv);
     }
-    return new _SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch, report, int16: opts.precision === "int16" });
+    return new _SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, bytes: weights.byteLength, maxBatch, report, int16: opts.precision === "int16", pre });
   }
   /** Token ids of one text: [CLS] … [SEP], at most max_seq_length of them. */
   tokenize(text) {
@@ -6147,20 +6165,9 @@ var SentenceEncoder = class _SentenceEncoder {
       ids.set(toks[j], i0 + j * s);
       ids[l0 + j] = toks[j].length;
     }
-    const T = this.tensors;
-    f.embed(
-      bk.ids,
-      T.get("embeddings.word"),
-      T.get("embeddings.position"),
-      T.get("embeddings.token_type"),
-      T.get("embeddings.ln.gamma"),
-      T.get("embeddings.ln.beta"),
-      bk.x,
-      M,
-      s,
-      H,
-      eps
-    );
+    const e = this.emb;
+    if (e.wordScale) f.embed_q16(bk.ids, e.word, e.wordScale, e.pos, e.type, e.gamma, e.beta, bk.x, M, s, H, eps);
+    else f.embed(bk.ids, e.word, e.pos, e.type, e.gamma, e.beta, bk.x, M, s, H, eps);
     const product = (k, x, K, w, ws, out, bias) => {
       const tail = bias === void 0 ? [out] : [bias, out];
       if (!this.int16) return k.run(x, w, ...tail);

@@ -26,10 +26,16 @@
 // element of the d-wide context instead of the S-wide probabilities.
 //
 // `precision: 'int16'` (Wasm only): the four weight products run on
-// `matmul_i16`. At load each of the four weight matrices is quantised per
-// output column (quant.ts) and written over its own f32 copy in memory: the
-// packed words [K/2, N] (half of the matrix's bytes), then its N column
-// scales from the next 64-byte boundary. Before each product its input is
+// `matmul_i16`, on each matrix's packed words [K/2, N] and N column scales
+// (quant.ts's rule). Where the manifest has an `int16` blob (bundles
+// imported with it), that blob is all that is fetched and copied in: it
+// holds those words and scales, already quantised, in place of the four f32
+// matrices, and the word embeddings as i16 pairs with one scale per row,
+// which `embed_q16` reads; every other tensor is f32 as in the f32 blob.
+// Without it the f32 blob is fetched, and at load each of the four weight
+// matrices is quantised per output column (quant.ts) and written over its
+// own f32 copy in memory: the packed words (half of the matrix's bytes),
+// then its column scales from the next 64-byte boundary. Before each product its input is
 // quantised per row by `quant_rows` into the bucket's `qa` words and `sa`
 // scales (one pair of buffers, reused by all four), so
 //   qkv = x · Wqkv    becomes  quant_rows(x); matmul_i16 M,H,3H (qa, Wqkv, sa, sWqkv)
@@ -89,8 +95,10 @@ export interface EncoderLoadOptions {
   report?: boolean;
   /**
    * Wasm: `'int16'` runs the four weight products of each layer on
-   * `matmul_i16`, weights quantised per column at load and activations per
-   * row before each product (see the header of encoder.ts); `'fp32'` runs
+   * `matmul_i16`, weights quantised per column (by the importer, in the
+   * manifest's `int16` blob, which is then fetched instead of the f32 one;
+   * or at load) and activations per row before each product (see the
+   * header of encoder.ts); `'fp32'` runs
    * them on `matmul`. `'int16'` needs target `'wasm'` (a TypeError with
    * `'webgpu'` or `'auto'`: WebGPU runs fp32 only) and sends no latency
    * reports (`report`: the server's plan compares the targets at fp32).
@@ -117,6 +125,14 @@ interface Blob {
   url: string;
 }
 
+/** A tensor of a weights blob: little-endian, at a 64-byte-aligned byte offset. */
+export interface TensorEntry {
+  name: string;
+  dtype: string;
+  shape: number[];
+  offset: number;
+}
+
 /** The bundle manifest (format 1), README "Models". */
 export interface ModelManifest {
   format: number;
@@ -128,13 +144,24 @@ export interface ModelManifest {
   normalize: boolean;
   tokenizer: Blob;
   weights: Blob;
-  tensors: { name: string; dtype: string; shape: number[]; offset: number }[];
+  tensors: TensorEntry[];
+  /**
+   * The pre-quantised blob for `precision: 'int16'` (absent in bundles
+   * imported before it): every tensor of `weights`, in the same order,
+   * except the four weight matrices of each layer, each replaced by
+   * `{W}.q` (u32 [K/2, N], matmul_i16's B layout) and `{W}.scale` (f32 [N]),
+   * and `embeddings.word` [V, H], replaced by `embeddings.word.q` (u32
+   * [V, H/2], i16 pairs of a row) and `embeddings.word.scale` (f32 [V]);
+   * quant.ts's rule, qmaxW(K) for the matrices and 32767 for the rows.
+   */
+  int16?: { weights: Blob; tensors: TensorEntry[] } | null;
 }
 
 const PAGE = 65536;
 
 interface Fixed {
   embed(ids: number, word: number, pos: number, type0: number, gamma: number, beta: number, out: number, n: number, s: number, h: number, eps: number): void;
+  embed_q16(ids: number, wordq: number, wordscale: number, pos: number, type0: number, gamma: number, beta: number, out: number, n: number, s: number, h: number, eps: number): void;
   add_ln(x: number, bias: number, res: number, gamma: number, beta: number, out: number, rows: number, h: number, eps: number): void;
   split_heads(qkv: number, bias: number, q: number, kt: number, v: number, b: number, s: number, heads: number, d: number, scale: number): void;
   softmax(p: number, b: number, heads: number, s: number, lens: number, inv: number): void;
@@ -199,7 +226,8 @@ export class SentenceEncoder {
   private memory!: WebAssembly.Memory;
   private fixed!: Fixed;
   private tokenizer: Tokenizer;
-  private tensors = new Map<string, number>();
+  /** Memory offsets of the embedding tensors; `wordScale` is 0 unless `word` is the int16 blob's `embeddings.word.q`. */
+  private emb = { word: 0, wordScale: 0, pos: 0, type: 0, gamma: 0, beta: 0 };
   private layers: Layer[] = [];
   private buckets = new Map<string, Promise<Bucket>>();
   private maxBatch!: number;
@@ -211,7 +239,7 @@ export class SentenceEncoder {
   private int16 = false;
 
   private constructor(init: { webtune: Webtune; manifest: ModelManifest; tokenizer: Tokenizer } &
-    ({ gpu: GpuEncoder } | { memory: WebAssembly.Memory; fixed: Fixed; base: number; maxBatch: number; report: boolean; int16: boolean })) {
+    ({ gpu: GpuEncoder } | { memory: WebAssembly.Memory; fixed: Fixed; base: number; bytes: number; maxBatch: number; report: boolean; int16: boolean; pre: boolean })) {
     this.webtune = init.webtune;
     this.manifest = init.manifest;
     if ('gpu' in init) {
@@ -230,40 +258,52 @@ export class SentenceEncoder {
     this.dim = init.manifest.config.hidden_size;
     this.i32 = new Int32Array(this.memory.buffer);
     this.f32 = new Float32Array(this.memory.buffer);
-    const c = init.manifest.config;
-    for (const t of init.manifest.tensors) this.tensors.set(t.name, init.base + t.offset);
-    const want = (name: string, shape: number[]) => {
-      const t = init.manifest.tensors.find((x) => x.name === name);
-      if (!t) throw new Error(`model ${init.manifest.name}: the manifest has no tensor ${name}`);
-      if (t.dtype !== 'f32' || t.shape.join(',') !== shape.join(',')) throw new Error(`model ${init.manifest.name}: tensor ${name} is ${t.dtype}[${t.shape}], expected f32[${shape}]`);
-      if (t.offset % 64) throw new Error(`model ${init.manifest.name}: tensor ${name} is not 64-byte aligned`);
+    const c = init.manifest.config, name = init.manifest.name;
+    // The blob in memory at `base`: the f32 one, or with `pre` the int16 one.
+    const list = init.pre ? init.manifest.int16!.tensors : init.manifest.tensors;
+    const what = init.pre ? 'the manifest\'s int16 blob' : 'the manifest';
+    const want = (tensor: string, shape: number[], dtype = 'f32') => {
+      const t = list.find((x) => x.name === tensor);
+      if (!t) throw new Error(`model ${name}: ${what} has no tensor ${tensor}`);
+      if (t.dtype !== dtype || t.shape.join(',') !== shape.join(',')) throw new Error(`model ${name}: tensor ${tensor} ${init.pre ? 'of the int16 blob ' : ''}is ${t.dtype}[${t.shape}], expected ${dtype}[${shape}]`);
+      if (t.offset % 64) throw new Error(`model ${name}: tensor ${tensor} is not 64-byte aligned`);
+      const bytes = shape.reduce((a, b) => a * b, 4);
+      if (!(t.offset >= 0 && t.offset + bytes <= init.bytes)) throw new Error(`model ${name}: tensor ${tensor} (${bytes} bytes at ${t.offset}) lies outside its ${init.bytes}-byte blob`);
       return init.base + t.offset;
     };
     const H = c.hidden_size, I = c.intermediate_size;
-    want('embeddings.word', [c.vocab_size, H]);
-    want('embeddings.position', [c.max_position_embeddings, H]);
-    want('embeddings.token_type', [c.type_vocab_size, H]);
-    want('embeddings.ln.gamma', [H]);
-    want('embeddings.ln.beta', [H]);
+    // A weight matrix [K, N]: with `pre` its words and column scales, else its f32 values (and 0).
+    const matrix = (w: string, k: number, n: number): [number, number] =>
+      init.pre ? [want(w + '.q', [k / 2, n], 'u32'), want(w + '.scale', [n])] : [want(w, [k, n]), 0];
+    this.emb = {
+      word: init.pre ? want('embeddings.word.q', [c.vocab_size, H / 2], 'u32') : want('embeddings.word', [c.vocab_size, H]),
+      wordScale: init.pre ? want('embeddings.word.scale', [c.vocab_size]) : 0,
+      pos: want('embeddings.position', [c.max_position_embeddings, H]),
+      type: want('embeddings.token_type', [c.type_vocab_size, H]),
+      gamma: want('embeddings.ln.gamma', [H]),
+      beta: want('embeddings.ln.beta', [H]),
+    };
     for (let l = 0; l < c.num_hidden_layers; l++) {
       const p = `layer.${l}.`;
+      const [qkvW, qkvS] = matrix(p + 'qkv.weight', H, 3 * H), [outW, outS] = matrix(p + 'attn_out.weight', H, H);
+      const [inW, inS] = matrix(p + 'ffn_in.weight', H, I), [ffnW, ffnS] = matrix(p + 'ffn_out.weight', I, H);
       this.layers.push({
-        qkvW: want(p + 'qkv.weight', [H, 3 * H]), qkvB: want(p + 'qkv.bias', [3 * H]),
-        outW: want(p + 'attn_out.weight', [H, H]), outB: want(p + 'attn_out.bias', [H]),
+        qkvW, qkvB: want(p + 'qkv.bias', [3 * H]),
+        outW, outB: want(p + 'attn_out.bias', [H]),
         ln1G: want(p + 'attn_ln.gamma', [H]), ln1B: want(p + 'attn_ln.beta', [H]),
-        inW: want(p + 'ffn_in.weight', [H, I]), inB: want(p + 'ffn_in.bias', [I]),
-        ffnW: want(p + 'ffn_out.weight', [I, H]), ffnB: want(p + 'ffn_out.bias', [H]),
+        inW, inB: want(p + 'ffn_in.bias', [I]),
+        ffnW, ffnB: want(p + 'ffn_out.bias', [H]),
         ln2G: want(p + 'ffn_ln.gamma', [H]), ln2B: want(p + 'ffn_ln.beta', [H]),
-        qkvS: 0, outS: 0, inS: 0, ffnS: 0,
+        qkvS, outS, inS, ffnS,
       });
     }
-    if (this.int16) this.quantizeWeights();
+    if (this.int16 && !init.pre) this.quantizeWeights();
   }
 
   /**
-   * int16: each layer's four weight matrices, quantised per column and
-   * written over their own f32 copies: the words, then the column scales
-   * 64-byte aligned after them.
+   * int16 from the f32 blob: each layer's four weight matrices, quantised
+   * per column and written over their own f32 copies: the words, then the
+   * column scales 64-byte aligned after them (what the int16 blob holds ready).
    */
   private quantizeWeights(): void {
     const c = this.manifest.config, H = c.hidden_size, I = c.intermediate_size;
@@ -284,7 +324,9 @@ export class SentenceEncoder {
 
   /**
    * Fetches the model's manifest, weights and tokenizer from the server
-   * (each blob checked against its SHA-256 address), copies the weights into
+   * (each blob checked against its SHA-256 address; with `precision:
+   * 'int16'` the int16 weights where the manifest has them, and then not
+   * the f32 ones), copies the weights into
    * Wasm memory (or uploads them to the GPU device) and opens a webtune
    * session for the model's kernels.
    */
@@ -321,7 +363,14 @@ export class SentenceEncoder {
         throw new Error(`model "${opts.model}": the ${what} blob is corrupt or truncated (${bytes.byteLength} bytes hashing to ${got ?? '?'}; the manifest says ${b.bytes} bytes, ${b.sha256}); nothing was kept`);
       return bytes;
     };
-    const [weights, tokBytes] = await Promise.all([blob(manifest.weights, 'weights'), blob(manifest.tokenizer, 'tokenizer')]);
+    // int16 with the importer's pre-quantised blob: that one instead of the f32 one.
+    const pre = opts.target === 'wasm' && opts.precision === 'int16' && manifest.int16 != null;
+    if (pre && (typeof manifest.int16!.weights?.url !== 'string' || !Array.isArray(manifest.int16!.tensors)))
+      throw new Error(`model "${opts.model}": the manifest's int16 entry has no weights blob or tensor list`);
+    const [weights, tokBytes] = await Promise.all([
+      pre ? blob(manifest.int16!.weights, 'int16 weights') : blob(manifest.weights, 'weights'),
+      blob(manifest.tokenizer, 'tokenizer'),
+    ]);
     const tokJson = JSON.parse(new TextDecoder().decode(tokBytes));
     // Per-text encoding: no padding (the bundle's tokenizer.json may pad to
     // a fixed length); truncation is done here, keeping [CLS] and [SEP].
@@ -367,7 +416,7 @@ export class SentenceEncoder {
       fixed.softmax = (p, b, heads, s, lens, inv) =>
         s >= 64 ? pool.run(k, [p, b, heads, s, lens, inv, parts], parts) : one(p, b, heads, s, lens, inv);
     }
-    return new SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, maxBatch, report, int16: opts.precision === 'int16' });
+    return new SentenceEncoder({ webtune, manifest, memory, fixed, tokenizer, base, bytes: weights.byteLength, maxBatch, report, int16: opts.precision === 'int16', pre });
   }
 
   /** Token ids of one text: [CLS] … [SEP], at most max_seq_length of them. */
@@ -487,9 +536,9 @@ export class SentenceEncoder {
       ids.set(toks[j], i0 + j * s);
       ids[l0 + j] = toks[j].length;
     }
-    const T = this.tensors;
-    f.embed(bk.ids, T.get('embeddings.word')!, T.get('embeddings.position')!, T.get('embeddings.token_type')!,
-      T.get('embeddings.ln.gamma')!, T.get('embeddings.ln.beta')!, bk.x, M, s, H, eps);
+    const e = this.emb;
+    if (e.wordScale) f.embed_q16(bk.ids, e.word, e.wordScale, e.pos, e.type, e.gamma, e.beta, bk.x, M, s, H, eps);
+    else f.embed(bk.ids, e.word, e.pos, e.type, e.gamma, e.beta, bk.x, M, s, H, eps);
     // x · W (+ bias, GELU fused) for a weight W of K rows: fp32 `matmul`, or
     // with int16 x quantised by rows into qa/sa, then `matmul_i16` on W's
     // words and column scales `ws`.

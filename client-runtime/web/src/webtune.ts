@@ -65,7 +65,7 @@ export { KernelBundle } from './bundle.js';
 export type { BundleManifest, BundleWinner, BundleDefault, LookupKeys } from './bundle.js';
 export type { OpName } from './ops.js';
 
-export { SentenceEncoder, type EncoderLoadOptions, type ModelConfig, type ModelManifest } from './encoder.js';
+export { SentenceEncoder, type EncoderLoadOptions, type ModelConfig, type ModelManifest, type TensorEntry } from './encoder.js';
 
 export type Target = 'wasm' | 'webgpu';
 

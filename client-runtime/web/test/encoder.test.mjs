@@ -3,7 +3,11 @@
 // f64 reference of scripts/reference/minilm_f64.py (numpy on the same
 // weights): token ids equal, cosine >= 0.9999 for every text, before and
 // after tuned kernels are swapped in; `precision: 'int16'` (matmul_i16)
-// within 0.999 of the reference and of fp32; /demo on the real model (its
+// within 0.999 of the reference and of fp32, loading the manifest's int16
+// blob only (bit for bit quant.ts's rule on the f32 blob; synthesised here
+// and served through a route when the store's bundle predates it), and an
+// int16 load from an older manifest (no int16 blob: quantised at load);
+// /demo on the real model (its
 // similarity matrix, kernel swaps, a screenshot of its chart); then the bad
 // inputs.
 //
@@ -13,10 +17,12 @@
 // (WEBTUNE_BIN, default target/release/webtune) and Debian's Chromium.
 
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { ROOT, checkEmbeddings, cosine, encodeAll as encodeIn, openEncoderPage, reportedPlan } from './harness.mjs';
+import { load } from './load.mjs';
 
 const NAME = process.env.WEBTUNE_MODEL_NAME ?? 'all-minilm-l6-v2';
 let ref, base, server, browser, page, close;
@@ -31,6 +37,109 @@ after(async () => {
 });
 
 const encodeAll = (texts) => encodeIn(page, texts);
+
+// The int16 blob's layout (encoder.ts, ModelManifest.int16) built from the
+// f32 blob with quant.ts: every tensor in order, 64-byte aligned, the four
+// weight matrices of each layer as `.q` (quantizeColumns, qmaxW(K)) and
+// `.scale`, `embeddings.word` as `.q` / `.scale` by rows (quantizeRows, 32767).
+async function int16Layout(manifest, f32) {
+  const quant = await load('src/quant.ts');
+  const parts = [], tensors = [];
+  let at = 0;
+  const put = (name, dtype, shape, arr) => {
+    at = Math.ceil(at / 64) * 64;
+    tensors.push({ name, dtype, shape, offset: at });
+    parts.push({ at, bytes: new Uint8Array(arr.buffer, arr.byteOffset, arr.byteLength) });
+    at += arr.byteLength;
+  };
+  const matrix = /^layer\.\d+\.(qkv|attn_out|ffn_in|ffn_out)\.weight$/;
+  for (const t of manifest.tensors) {
+    const n = t.shape.reduce((a, b) => a * b, 1);
+    const v = new Float32Array(f32, t.offset, n);
+    if (matrix.test(t.name)) {
+      const [K, N] = t.shape, words = new Uint32Array((K / 2) * N), scales = new Float32Array(N);
+      quant.quantizeColumns(v, K, N, quant.qmaxW(K), words, scales);
+      put(`${t.name}.q`, 'u32', [K / 2, N], words);
+      put(`${t.name}.scale`, 'f32', [N], scales);
+    } else if (t.name === 'embeddings.word') {
+      const [V, H] = t.shape, words = new Uint32Array((V * H) / 2), scales = new Float32Array(V);
+      quant.quantizeRows(v, V, H, 32767, words, scales);
+      put(`${t.name}.q`, 'u32', [V, H / 2], words);
+      put(`${t.name}.scale`, 'f32', [V], scales);
+    } else put(t.name, t.dtype, t.shape, v);
+  }
+  const bytes = Buffer.alloc(at);
+  for (const p of parts) bytes.set(p.bytes, p.at);
+  return { tensors, bytes };
+}
+
+// Set by the int16 blob test: the manifest with an int16 blob (the server's, or synthesised) and how to serve it.
+let m16 = null;
+
+test("the manifest's int16 blob is quant.ts's rule on the f32 blob, bit for bit", { timeout: 120_000 }, async () => {
+  const manifest = await (await fetch(`${base}/v1/models/${NAME}`)).json();
+  const f32 = await (await fetch(`${base}${manifest.weights.url}`)).arrayBuffer();
+  const t0 = performance.now();
+  const built = await int16Layout(manifest, f32);
+  const ms = performance.now() - t0;
+  if (!manifest.int16) {
+    // A bundle imported before the int16 blob: the runtime's int16 path is tested on this one.
+    const sha256 = createHash('sha256').update(built.bytes).digest('hex');
+    const url = `/test-only/int16/${sha256}`;
+    m16 = { served: false, manifest: { ...manifest, int16: { weights: { sha256, bytes: built.bytes.length, url }, tensors: built.tensors } }, bytes: built.bytes };
+    console.log(`# the store's bundle has no int16 blob: synthesised one (${built.bytes.length} bytes, ${ms.toFixed(0)} ms), served by a route`);
+    return;
+  }
+  const served = Buffer.from(await (await fetch(`${base}${manifest.int16.weights.url}`)).arrayBuffer());
+  assert.equal(served.length, manifest.int16.weights.bytes);
+  assert.equal(createHash('sha256').update(served).digest('hex'), manifest.int16.weights.sha256);
+  assert.deepEqual(manifest.int16.tensors.map((t) => [t.name, t.dtype, t.shape]), built.tensors.map((t) => [t.name, t.dtype, t.shape]), 'the int16 tensor list');
+  manifest.int16.tensors.forEach((t, i) => {
+    const n = t.shape.reduce((a, b) => a * b, 4), want = built.tensors[i];
+    assert.equal(t.offset % 64, 0, `${t.name}: offset ${t.offset}`);
+    const got = served.subarray(t.offset, t.offset + n), exp = built.bytes.subarray(want.offset, want.offset + n);
+    if (!got.equals(exp)) {
+      const a = new Uint32Array(Uint8Array.from(got).buffer), b = new Uint32Array(Uint8Array.from(exp).buffer);
+      const j = a.findIndex((x, k) => x !== b[k]);
+      assert.fail(`${t.name}: element ${j} of [${t.shape}] is 0x${a[j].toString(16)} in the server's blob, 0x${b[j].toString(16)} by quant.ts`);
+    }
+  });
+  m16 = { served: true, manifest };
+  console.log(`# the store's int16 blob (${served.length} bytes; f32 blob ${f32.byteLength}) is quant.ts's on the f32 blob, bit for bit (${ms.toFixed(0)} ms to build)`);
+});
+
+/** Serves m16's manifest (and a synthesised blob) to the page, or with `strip` the manifest without int16; resolves with the undo. */
+async function serveManifest(strip) {
+  const undo = [];
+  const route = async (glob, handler) => {
+    await page.route(glob, handler);
+    undo.push(() => page.unroute(glob, handler));
+  };
+  if (strip || !m16.served) {
+    const { int16: _, ...old } = m16.manifest;
+    await route(`**/v1/models/${NAME}`, (r) => r.fulfill({ json: strip ? old : m16.manifest }));
+  }
+  if (!strip && !m16.served) await route(`**${m16.manifest.int16.weights.url}`, (r) => r.fulfill({ body: m16.bytes, contentType: 'application/octet-stream' }));
+  return async () => {
+    for (const u of undo) await u();
+  };
+}
+
+// Loads an encoder into window[key] with `opts`; resolves with the paths it fetched meanwhile.
+const loadRecorded = (key, opts) => page.evaluate(async ({ key, opts }) => {
+  const { SentenceEncoder } = await import('/web/webtune.js');
+  const paths = [], plain = window.fetch;
+  window.fetch = (u, init) => {
+    paths.push(new URL(u instanceof Request ? u.url : String(u), location.href).pathname);
+    return plain(u, init);
+  };
+  try {
+    window[key] = await SentenceEncoder.load(opts);
+  } finally {
+    window.fetch = plain;
+  }
+  return paths;
+}, { key, opts });
 const check = (got, when) => checkEmbeddings(got, ref.texts, ref.dim, when);
 
 test('all-MiniLM-L6-v2 on Wasm matches the f64 reference, before and after tuning', { timeout: 900_000 }, async () => {
@@ -96,18 +205,30 @@ test("precision 'int16' on Wasm: matmul_i16 products, cosine >= 0.999 against th
         return `${e.name}: ${e.message}`;
       }
     };
-    const out = {
+    return {
       webgpu: await err(() => SentenceEncoder.load({ model: name, target: 'webgpu', precision: 'int16' })),
       auto: await err(() => SentenceEncoder.load({ model: name, target: 'auto', precision: 'int16' })),
       int8: await err(() => SentenceEncoder.load({ model: name, target: 'wasm', precision: 'int8' })),
     };
-    window.enc16 = await SentenceEncoder.load({ model: name, target: 'wasm', precision: 'int16', maxCandidates: 1, budgetMs: 50, threads: 2 });
+  }, { name: NAME });
+  // The manifest's int16 blob and the tokenizer, never the f32 weights.
+  assert.ok(m16, 'the int16 blob test ran first');
+  const { weights, int16 } = m16.manifest;
+  const undo = await serveManifest(false);
+  let paths;
+  try {
+    paths = await loadRecorded('enc16', { model: NAME, target: 'wasm', precision: 'int16', maxCandidates: 1, budgetMs: 50, threads: 2 });
+  } finally {
+    await undo();
+  }
+  assert.ok(paths.includes(int16.weights.url), `the int16 blob ${int16.weights.url} was not fetched: ${paths}`);
+  assert.ok(!paths.includes(weights.url), `an int16 encoder whose manifest has an int16 blob fetched the f32 blob: ${paths}`);
+  await page.evaluate(() => {
     window.measures16 = [];
     window.enc16.webtune.addEventListener('measure', (e) => window.measures16.push({ op: e.detail.op, ok: e.detail.ok, error: e.detail.error ?? null }));
     window.reports16 = [];
     window.enc16.webtune.addEventListener('report', (e) => window.reports16.push({ op: e.detail.op, error: e.detail.error ?? null }));
-    return out;
-  }, { name: NAME });
+  });
   assert.match(bad.webgpu, /^TypeError: SentenceEncoder.load: precision 'int16' runs on target 'wasm' only/);
   assert.match(bad.auto, /^TypeError: SentenceEncoder.load: precision 'int16' runs on target 'wasm' only, got target 'auto'/);
   assert.match(bad.int8, /^TypeError: SentenceEncoder.load: precision must be 'fp32' or 'int16'/);
@@ -163,9 +284,26 @@ test("precision 'int16' on Wasm: matmul_i16 products, cosine >= 0.999 against th
   const tuned = await encode16();
   const w1 = worst(tuned, 'int16, tuned kernels');
   await page.evaluate(() => window.enc16.close());
-  console.log(`# wasm int16: worst cosine ${w0[0].toFixed(7)} vs the f64 reference, ${w0[1].toFixed(7)} vs fp32 (default kernels); ` +
+
+  // A manifest without int16 (a bundle imported before it): the f32 blob,
+  // quantised at load; the same weight words, f32 word embeddings.
+  const undoOld = await serveManifest(true);
+  let oldPaths;
+  try {
+    oldPaths = await loadRecorded('enc16', { model: NAME, target: 'wasm', precision: 'int16', tune: false, threads: 2 });
+  } finally {
+    await undoOld();
+  }
+  assert.ok(oldPaths.includes(weights.url) && !oldPaths.includes(int16.weights.url), `without int16 in the manifest: fetched ${oldPaths}`);
+  const old = await encode16();
+  const w2 = worst(old, 'int16 quantised at load');
+  let vsBlob = 1;
+  old.emb.forEach((e, i) => (vsBlob = Math.min(vsBlob, cosine(e, first.emb[i]))));
+  await page.evaluate(() => window.enc16.close());
+  console.log(`# wasm int16 (${m16.served ? "the store's" : 'a synthesised'} int16 blob): worst cosine ${w0[0].toFixed(7)} vs the f64 reference, ${w0[1].toFixed(7)} vs fp32 (default kernels); ` +
     `${w1[0].toFixed(7)}, ${w1[1].toFixed(7)} after ${i16.length} matmul_i16 candidates in ${tuning.s.toFixed(1)} s; ` +
-    `encode of ${texts.length} texts ${fp32.ms.toFixed(0)} ms fp32, ${again.ms.toFixed(0)} ms int16 (default kernels), ${tuned.ms.toFixed(0)} ms tuned`);
+    `encode of ${texts.length} texts ${fp32.ms.toFixed(0)} ms fp32, ${again.ms.toFixed(0)} ms int16 (default kernels), ${tuned.ms.toFixed(0)} ms tuned; ` +
+    `quantised at load (no int16 blob): ${w2[0].toFixed(7)} vs the reference, ${vsBlob.toFixed(7)} vs the int16 blob's`);
 });
 
 test('/demo runs the imported model: the published similarities, int16 kernels swapped in, a chart', { timeout: 300_000 }, async () => {
@@ -255,25 +393,26 @@ test('bad input: clear errors, a 1 MB text truncated, unknown model, corrupt blo
   assert.match(r.target, /^TypeError: SentenceEncoder.load: target must be/);
   console.log(`# a 1 MB text: ${r.bigMs.toFixed(0)} ms`);
 
-  // A corrupt tokenizer blob and a truncated weights blob: clear errors.
+  // A corrupt tokenizer blob and a truncated weights blob (and int16 blob, where the store has one): clear errors.
   const manifest = await (await fetch(`${base}/v1/models/${NAME}`)).json();
-  for (const [what, blob, body] of [
+  for (const [what, blob, body, precision] of [
     ['tokenizer', manifest.tokenizer, (buf) => Buffer.concat([buf.subarray(0, 100), Buffer.from('x'), buf.subarray(101)])],
     ['weights', manifest.weights, (buf) => buf.subarray(0, buf.length >> 1)],
+    ...(manifest.int16 ? [['int16 weights', manifest.int16.weights, (buf) => buf.subarray(0, buf.length - 64), 'int16']] : []),
   ]) {
     await page.route(`**${blob.url}`, async (route) => {
       const res = await route.fetch();
       await route.fulfill({ response: res, body: body(await res.body()) });
     });
-    const e = await page.evaluate(async ({ name }) => {
+    const e = await page.evaluate(async ({ name, precision }) => {
       const { SentenceEncoder } = await import('/web/webtune.js');
       try {
-        await SentenceEncoder.load({ model: name, target: 'wasm' });
+        await SentenceEncoder.load({ model: name, target: 'wasm', precision });
         return 'no error';
       } catch (e) {
         return e.message;
       }
-    }, { name: NAME });
+    }, { name: NAME, precision });
     await page.unroute(`**${blob.url}`);
     assert.match(e, new RegExp(`the ${what} blob is corrupt or truncated`), e);
   }
