@@ -420,29 +420,24 @@ async fn cast_ballots(conn: &mut AnyConnection, kind: &KernelKind, space: &str, 
     Ok(())
 }
 
-/// PostgreSQL: one transaction-scoped advisory lock, so that servers
-/// sharing the database elect winners one at a time and never from a
-/// tally that misses a concurrent report. (SQLite allows one writer.)
-/// Every transaction that writes winners takes it.
-/// A transaction that will write: on SQLite `BEGIN IMMEDIATE`, so that it
-/// takes the write lock before its first read and waits (busy_timeout) for
-/// another process's writer instead of failing with "database is locked"
-/// when a deferred transaction's read lock cannot be upgraded; on
-/// PostgreSQL a plain `BEGIN` and the writers' advisory lock.
+/// A transaction that will write, holding the writers' lock from its first
+/// statement. Every transaction that writes winners begins here.
+/// - SQLite: `BEGIN IMMEDIATE` takes the file's write lock before the first
+///   read, waiting (`busy_timeout`) for another process's writer; a deferred
+///   transaction that read first could not upgrade its lock then and failed
+///   at once with "database is locked".
+/// - PostgreSQL: one transaction-scoped advisory lock, so that servers
+///   sharing the database elect winners one at a time and never from a
+///   tally that misses a concurrent report.
 pub(crate) async fn begin_write(pool: &Pool<Any>, backend: Backend) -> Result<sqlx::Transaction<'static, Any>> {
-    let mut tx = match backend {
-        Backend::Sqlite => pool.begin_with("BEGIN IMMEDIATE").await?,
-        Backend::Postgres => pool.begin().await?,
-    };
-    serialise_writers(&mut tx, backend).await?;
-    Ok(tx)
-}
-
-pub(crate) async fn serialise_writers(tx: &mut AnyConnection, backend: Backend) -> Result<()> {
-    if backend == Backend::Postgres {
-        sqlx::query("SELECT pg_advisory_xact_lock(7765) AS locked").fetch_one(&mut *tx).await?;
+    match backend {
+        Backend::Sqlite => Ok(pool.begin_with("BEGIN IMMEDIATE").await?),
+        Backend::Postgres => {
+            let mut tx = pool.begin().await?;
+            sqlx::query("SELECT pg_advisory_xact_lock(7765) AS locked").fetch_one(&mut *tx).await?;
+            Ok(tx)
+        }
     }
-    Ok(())
 }
 
 /// SQL text built together with its arguments, so that its placeholders
