@@ -367,6 +367,12 @@ impl Op {
         }
     }
 
+    /// ABI number of the epilogue's first argument (`bias`, else `R`): after
+    /// A and B, and `matmul_i16`'s SA and SB.
+    pub fn epilogue_first_arg(&self) -> u32 {
+        if self.kind == OpKind::MatmulI16 { 4 } else { 2 }
+    }
+
     /// Floating-point operations of one call, counting a multiply-add as
     /// two. An epilogue adds none: rates stay comparable with the plain op's.
     pub fn flops(&self) -> u64 {
@@ -448,6 +454,9 @@ mod tests {
             ]
         );
         assert_eq!(op.flops(), 2 * 3 * 6 * 8);
+        assert_eq!(op.args()[op.epilogue_first_arg() as usize].name, "bias");
+        let mm = Op::parse("matmul+residual", "3,6,8").unwrap();
+        assert_eq!(mm.args()[mm.epilogue_first_arg() as usize].name, "R");
         assert!(matches!(Op::parse("matmul_i16", "3,5,8"), Err(OpError::I16Shape(5, 8))));
         assert!(matches!(Op::parse("matmul_i16", "3,6,6"), Err(OpError::I16Shape(6, 6))));
         assert!(OpKind::MatmulI16.runs_on(crate::Target::Wasm) && !OpKind::MatmulI16.runs_on(crate::Target::Wgsl));

@@ -91,7 +91,7 @@ pub fn epilogue(e: Epilogue, x: f64, bias: f64, r: f64) -> f64 {
 /// A, B, bias, R, C; `matmul_i16`: A, B, SA, SB, bias, R, C).
 pub fn epilogue_args(op: &Op) -> (Option<usize>, Option<usize>) {
     let e = op.epilogue();
-    let first = if op.kind() == OpKind::MatmulI16 { 4 } else { 2 };
+    let first = op.epilogue_first_arg() as usize;
     let bias = e.bias.then_some(first);
     let residual = e.residual.then_some(first + usize::from(e.bias));
     (bias, residual)

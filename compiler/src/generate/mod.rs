@@ -121,7 +121,7 @@ impl Epi {
     /// length of the bias (C's columns), `outputs` the length of C (and of R).
     pub fn declare(f: &mut Func, op: &Op, n: u32, outputs: u32) -> (Epi, u32) {
         let e = op.epilogue();
-        let mut next = if op.kind() == OpKind::MatmulI16 { 4 } else { 2 };
+        let mut next = op.epilogue_first_arg();
         let mut param = |f: &mut Func, name: &str, len: u32| {
             let b = f.buffer(name, Elem::F32, len, Space::Param(next), false);
             next += 1;
