@@ -206,6 +206,45 @@ fn wgsl_matmul_q4_random_shapes_and_schedules() {
     }
 }
 
+/// The tiled matmul_q4 family (cache_read: the matmul kernel with B
+/// dequantised into workgroup memory) on random shapes: M from 1, K a
+/// multiple of 32 but often not of the slab r1 (the zero-filled K edge), N
+/// ragged and not a multiple of 4 (scalar B tile) or a multiple (vec4 B
+/// tile, one thread per 4 columns × 8 K), single and double buffered.
+#[test]
+fn wgsl_matmul_q4_tiled_random_shapes_and_schedules() {
+    let mut rng = Rng::new(16);
+    let mut vec4_seen = false;
+    for _ in 0..20 {
+        let shape = [pick(&mut rng, &[1, 2, 5, 13, 31, 33, 64]), 32 * pick(&mut rng, &[1, 2, 3, 5]), pick(&mut rng, &[1, 3, 4, 7, 13, 16, 24, 36])];
+        let op = Op::new(webtune_compiler::OpKind::MatmulQ4, &shape).unwrap();
+        let s = loop {
+            let x0 = pick(&mut rng, &[1, 2, 4, 8]);
+            let y0 = pick(&mut rng, &[1, 2, 4, 8]);
+            let r0 = pick(&mut rng, &[1, 2, 4, 8]);
+            let s = Schedule {
+                x0,
+                y0,
+                r0,
+                x1: x0 * pick(&mut rng, &[1, 2, 4, 8]),
+                y1: y0 * pick(&mut rng, &[1, 2, 4]),
+                r1: pick(&mut rng, &[8, 16, 24, 32, 40]),
+                vectorize: pick(&mut rng, &[1, 4]),
+                cache_read: true,
+                double_buffer: pick(&mut rng, &[false, true]),
+                split_k: 1,
+                ..Schedule::default_for(&op, Target::Wgsl)
+            };
+            if s.check(&op, Target::Wgsl).is_ok() {
+                break s;
+            }
+        };
+        vec4_seen |= webtune_compiler::generate::matmul_gpu::uses_vec4(shape[2], &s);
+        assert_correct(&op, &s);
+    }
+    assert!(vec4_seen, "no schedule staged a vec4 B tile");
+}
+
 #[test]
 fn wgsl_defaults_on_larger_shapes() {
     for (kind, shape) in [("matmul", "67,129,65"), ("batch_matmul", "3,33,64,20"), ("matmul_q4", "1,512,67")] {

@@ -368,9 +368,14 @@ impl Op {
     }
 
     /// ABI number of the epilogue's first argument (`bias`, else `R`): after
-    /// A and B, and `matmul_i16`'s SA and SB.
+    /// A and B, and `matmul_i16`'s SA and SB (`matmul_q4`: after A, W and
+    /// S, though it takes no epilogue today).
     pub fn epilogue_first_arg(&self) -> u32 {
-        if self.kind == OpKind::MatmulI16 { 4 } else { 2 }
+        match self.kind {
+            OpKind::MatmulI16 => 4,
+            OpKind::MatmulQ4 => 3,
+            OpKind::Matmul | OpKind::BatchMatmul => 2,
+        }
     }
 
     /// Floating-point operations of one call, counting a multiply-add as

@@ -184,7 +184,10 @@ pub struct Schedule {
     pub unroll: Vec<UnrollLoop>,
     /// SIMD width along the columns: 1 (scalar) or 4 (`f32x4` / `vec4<f32>`).
     pub vectorize: u32,
-    /// Copy each cache tile of the second operand into a private buffer before use.
+    /// Copy each cache tile of the second operand into a private buffer before use
+    /// (on WGSL: stage K slabs of both operands in workgroup memory; for
+    /// matmul_q4 this picks the tiled family, whose B tile is dequantised
+    /// once per workgroup, over the matrix-vector one).
     #[serde(default)]
     pub cache_read: bool,
     /// Use relaxed-SIMD fused multiply-add (`f32x4.relaxed_madd`) on Wasm.
@@ -486,7 +489,28 @@ impl Schedule {
                 ));
             }
         }
-        let (threads, wg_bytes) = if op.kind() == OpKind::MatmulQ4 {
+        let q4_tiled = op.kind() == OpKind::MatmulQ4 && self.cache_read;
+        let (threads, wg_bytes) = if q4_tiled {
+            // The tiled family: the matmul kernel, B staged from the packed
+            // weights one word (8 values of K) at a time.
+            if self.split_k != 1 {
+                return Err(err("split_k", "tiled matmul_q4 (cache_read) reduces K in one thread: use 1"));
+            }
+            if self.subgroup_reduce {
+                return Err(err("subgroup_reduce", "tiled matmul_q4 (cache_read) has no split-K sums to reduce: use false"));
+            }
+            if !self.r1.is_multiple_of(8) {
+                return Err(err("r1", format!("{} must be a multiple of 8 for tiled matmul_q4 (whole packed words per slab)", self.r1)));
+            }
+            if self.r0 > MAX_R0 {
+                return Err(err("r0", format!("{} exceeds the largest reduction unroll {MAX_R0}", self.r0)));
+            }
+            if self.vectorize == 4 && !self.y0.is_multiple_of(4) {
+                return Err(err("y0", format!("{} must be a multiple of vectorize = 4", self.y0)));
+            }
+            let tiles = (self.x1 + self.y1) * self.r1 * 4;
+            ((self.x1 / self.x0) * (self.y1 / self.y0), if self.double_buffer { 2 * tiles } else { tiles })
+        } else if op.kind() == OpKind::MatmulQ4 {
             if !self.r0.is_multiple_of(8) {
                 return Err(err("r0", format!("{} must be a multiple of 8 for matmul_q4 (one packed word)", self.r0)));
             }
@@ -504,9 +528,6 @@ impl Schedule {
                     "r0",
                     format!("{} must be a multiple of 32 with vectorize 4 (a scale block of four words per load)", self.r0),
                 ));
-            }
-            if self.cache_read {
-                return Err(err("cache_read", "matmul_q4 on WGSL stages nothing in workgroup memory: use false"));
             }
             if self.double_buffer {
                 // Register double buffering prefetches the next K step: it
@@ -551,7 +572,7 @@ impl Schedule {
             ));
         }
         let (_, m, _, n) = op.bmkn();
-        let groups = if op.kind() == OpKind::MatmulQ4 {
+        let groups = if op.kind() == OpKind::MatmulQ4 && !q4_tiled {
             [n.div_ceil(self.y1), m.div_ceil(self.x0)]
         } else {
             [n.div_ceil(self.y1), m.div_ceil(self.x1)]

@@ -1,5 +1,6 @@
 """Baselines for the WGSL benchmarks, measured on the same GPU in the same
-run: cuBLAS fp32 SGEMM with TF32 off, cuBLAS batched SGEMM, device-to-device
+run: cuBLAS fp32 SGEMM with TF32 off, cuBLAS batched SGEMM, fp32 and fp16
+GEMMs of M x 4096 x 4096 (M = 1 to 512), device-to-device
 copy bandwidth, and cuBLAS fp16 matrix-vector products (weight traffic).
 Prints one JSON object per line."""
 import json
@@ -41,6 +42,15 @@ for name, (b, m, k, n) in {
     fn = (lambda: torch.mm(a[0], w[0])) if b == 1 else (lambda: torch.bmm(a, w))
     ms = time_ms(fn)
     print(json.dumps({"baseline": "cublas fp32 (tf32 off)", "op": name, "ms": ms, "tflops": 2 * b * m * k * n / ms / 1e9}))
+
+# Prefill and small-M shapes (M x 4096 x 4096): the q4 and split-K goals
+# compare against cuBLAS fp32 (TF32 off) and fp16 (tensor cores) here.
+for m in [1, 16, 64, 128, 256, 512]:
+    for dtype, label in [(torch.float32, "cublas fp32 (tf32 off)"), (torch.float16, "cublas fp16")]:
+        a = torch.randn(m, 4096, dtype=dtype, device=dev)
+        w = torch.randn(4096, 4096, dtype=dtype, device=dev)
+        ms = time_ms(lambda: torch.mm(a, w), reps=100)
+        print(json.dumps({"baseline": label, "op": f"matmul {m},4096,4096", "ms": ms, "tflops": 2 * m * 4096 * 4096 / ms / 1e9}))
 
 x = torch.empty(1 << 28, dtype=torch.float32, device=dev)  # 1 GiB
 y = torch.empty_like(x)

@@ -23,6 +23,12 @@
 //!                                        epilogue, in registers, per element)
 //! ```
 //!
+//! `matmul_q4` with cache_read is the same kernel with B staged from the
+//! packed weights: a thread reads one word (8 values of K) of 4 neighbouring
+//! columns (1 without vec4) and their scales, and writes the 8 dequantised
+//! rows of them to the B tile as whole `vec4`s, so each weight is unpacked
+//! once per workgroup and reused by all x1 rows of the tile.
+//!
 //! Any shape is exact: rows and columns past the edge are clamped when read
 //! (they only feed accumulators that are never stored) and skipped when
 //! written; K past the edge is zero-filled in workgroup memory or handled by a
@@ -32,10 +38,24 @@
 
 use super::{Epi, Gen, HasGen};
 use crate::ir::{BinOp, Buffer, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, Var};
-use crate::op::Op;
+use crate::op::{Op, OpKind};
 use crate::schedule::{Schedule, UnrollLoop};
 
 type E = Handle<Expr>;
+
+/// The bits of 2^23: or-ed over a nibble they make the float 2^23 + nibble.
+const MAGIC: i32 = 0x4B00_0000;
+
+/// Where the B tile comes from.
+#[derive(Clone, Copy)]
+enum BSrc {
+    /// `B`, `f32[K, N]` per batch.
+    F32(Handle<Buffer>),
+    /// matmul_q4's packed weights `W` (`u32[N, K/8]`: nibble j of word w is
+    /// column k = 8w + j) and scales `S` (`f32[N, K/32]`), dequantised as
+    /// the tile is staged: `(nibble − 8) · S`.
+    Q4 { w: Handle<Buffer>, s: Handle<Buffer> },
+}
 
 struct Mm<'s> {
     g: Gen,
@@ -44,7 +64,7 @@ struct Mm<'s> {
     k: u32,
     n: u32,
     a: Handle<Buffer>,
-    b: Handle<Buffer>,
+    b: BSrc,
     c: Handle<Buffer>,
     /// Threads along M and N.
     tx: u32,
@@ -99,7 +119,13 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let (batch, m, k, n) = op.bmkn();
     let mut f = Func::new(op.slug());
     let a = f.buffer("A", Elem::F32, batch * m * k, Space::Param(0), false);
-    let b = f.buffer("B", Elem::F32, batch * k * n, Space::Param(1), false);
+    let b = if op.kind() == OpKind::MatmulQ4 {
+        let w = f.buffer("W", Elem::U32, n * (k / 8), Space::Param(1), false);
+        let s = f.buffer("S", Elem::F32, n * (k / 32), Space::Param(2), false);
+        BSrc::Q4 { w, s }
+    } else {
+        BSrc::F32(f.buffer("B", Elem::F32, batch * k * n, Space::Param(1), false))
+    };
     let (epi, out) = Epi::declare(&mut f, op, n, batch * m * n);
     let c = f.buffer("C", Elem::F32, batch * m * n, Space::Param(out), true);
     let vec = uses_vec4(n, s);
@@ -323,7 +349,8 @@ impl Mm<'_> {
     /// Without cache_read: every thread reads its operands from global memory.
     fn direct(&mut self, body: &mut Vec<Stmt>) {
         let (m, k, n) = (self.m, self.k, self.n);
-        let (a, b) = (self.a, self.b);
+        let BSrc::F32(b) = self.b else { unreachable!("matmul_q4 runs this kernel with cache_read only") };
+        let a = self.a;
         let lty = self.lty();
         let zero = self.f().i32(0);
         let (w, _) = self.col_groups();
@@ -467,12 +494,19 @@ impl Mm<'_> {
                 self.copy_elem(LoadTy::F32, (a, src), (asb, dst), [k_edge.then_some(gk), guard, within], (&mut fetch, &mut put));
             }
         }
+        let b = match self.b {
+            BSrc::F32(b) => b,
+            BSrc::Q4 { w, s } => {
+                self.q4_slab_copy(k0, (w, s), bsb, guard, (&mut fetch, &mut put));
+                return (fetch, put);
+            }
+        };
         // B: r1 × y1 elements (or r1 × y1/4 vec4s), consecutive threads read
         // consecutive columns of a row.
         let (w, _) = self.col_groups();
         let per_row = y1 / w;
         let count = r1 * per_row;
-        let (b, lty) = (self.b, self.lty());
+        let lty = self.lty();
         for e in 0..count.div_ceil(threads) {
             let idx = self.f().add_c(lid, (e * threads) as i64);
             let prc = self.f().i32(per_row as i32);
@@ -491,6 +525,110 @@ impl Mm<'_> {
             self.copy_elem(lty, (b, src), (bsb, dst), [k_edge.then_some(gk), guard, within], (&mut fetch, &mut put));
         }
         (fetch, put)
+    }
+
+    /// The B part of a slab copy for matmul_q4: r1/8 words × y1 columns. A
+    /// thread's unit is one word of `w` neighbouring columns (4 with vec4,
+    /// else 1) and their scales, fetched into registers; `put` unpacks them
+    /// into the 8 rows of K they hold and stores each row's `w` values as one
+    /// whole `vec4` (or scalar), so no two threads write parts of one vector.
+    /// K past the edge (a whole word: K and r1 are multiples of 8) reads
+    /// nothing and stores zeros (its word and scale stay 0).
+    fn q4_slab_copy(
+        &mut self,
+        k0: E,
+        (wbuf, sbuf): (Handle<Buffer>, Handle<Buffer>),
+        bsb: Handle<Buffer>,
+        guard: Option<E>,
+        (fetch, put): (&mut Vec<Stmt>, &mut Vec<Stmt>),
+    ) {
+        let (k, n) = (self.k, self.n);
+        let (y1, r1) = (self.s.y1, self.s.r1);
+        let threads = self.tx * self.ty;
+        let (kw, kb) = ((k / 8) as i64, (k / 32) as i64);
+        let (w, _) = self.col_groups();
+        let per_row = y1 / w;
+        let count = r1 / 8 * per_row;
+        let lid = self.lid;
+        for e in 0..count.div_ceil(threads) {
+            let idx = self.f().add_c(lid, (e * threads) as i64);
+            let prc = self.f().i32(per_row as i32);
+            let bw = self.f().bin(BinOp::Div, idx, prc);
+            let bn = self.f().bin(BinOp::Rem, idx, prc);
+            let bn = self.f().mul_c(bn, w as i64);
+            let bk = self.f().mul_c(bw, 8);
+            let gk = self.g.plus(k0, bk);
+            let gn = self.g.plus(self.n0, bn);
+            let gn = self.min_c(gn, n - w);
+            let within = self.within(idx, count, threads, e);
+            let in_k = (k % r1 != 0).then(|| {
+                let kc = self.f().i32(k as i32);
+                self.f().bin(BinOp::Lt, gk, kc)
+            });
+            let conds: Vec<E> = [in_k, guard, within].into_iter().flatten().collect();
+            let cond = conds.split_first().map(|(&first, rest)| rest.iter().fold(first, |acc, &c| self.f().bin(BinOp::And, acc, c)));
+            // gk is a non-negative multiple of 8: its word and scale block by shifts.
+            let (three, five) = (self.f().i32(3), self.f().i32(5));
+            let word = self.f().bin(BinOp::Shr, gk, three);
+            let block = self.f().bin(BinOp::Shr, gk, five);
+            let mut loads = Vec::new();
+            let mut regs = Vec::new();
+            for c in 0..w {
+                let col = self.f().add_c(gn, c as i64);
+                let wrow = self.f().mul_c(col, kw);
+                let wi = self.g.plus(wrow, word);
+                let srow = self.f().mul_c(col, kb);
+                let si = self.g.plus(srow, block);
+                let (wt, st) = (self.g.fresh("tw", Ty::I32), self.g.fresh("ts", Ty::F32));
+                let (wv, sv) = (self.f().load(LoadTy::U32, wbuf, wi), self.f().load(LoadTy::F32, sbuf, si));
+                if cond.is_some() {
+                    let (zi, zf) = (self.f().i32(0), self.f().f32(0.0));
+                    fetch.push(Stmt::Set { var: wt, value: zi });
+                    fetch.push(Stmt::Set { var: st, value: zf });
+                }
+                loads.push(Stmt::Set { var: wt, value: wv });
+                loads.push(Stmt::Set { var: st, value: sv });
+                regs.push((wt, st));
+            }
+            match cond {
+                Some(cond) => fetch.push(Stmt::If { cond, body: loads }),
+                None => fetch.extend(loads),
+            }
+            let mut stores = Vec::new();
+            for j in 0..8u32 {
+                let vals: Vec<E> = regs
+                    .iter()
+                    .map(|&(wt, st)| {
+                        let word = self.f().get(wt);
+                        let nib = if j == 0 {
+                            word
+                        } else {
+                            let sh = self.f().i32(4 * j as i32);
+                            self.f().bin(BinOp::Shr, word, sh)
+                        };
+                        let fifteen = self.f().i32(15);
+                        let nib = self.f().bin(BinOp::And, nib, fifteen);
+                        let magic = self.f().i32(MAGIC);
+                        let bits = self.f().bin(BinOp::Or, nib, magic);
+                        let fl = self.f().exprs.push(Expr::FromBits(bits));
+                        // 2^23 + nibble − (2^23 + 8) = nibble − 8, exactly.
+                        let bias = self.f().f32(8_388_616.0);
+                        let q = self.f().sub(fl, bias);
+                        let scale = self.f().get(st);
+                        self.f().mul(q, scale)
+                    })
+                    .collect();
+                let value = if w == 4 { self.f().exprs.push(Expr::Compose([vals[0], vals[1], vals[2], vals[3]])) } else { vals[0] };
+                let row = self.f().add_c(bk, j as i64);
+                let dst = self.f().mul_c(row, y1 as i64);
+                let dst = self.g.plus(dst, bn);
+                stores.push(Stmt::Store { buf: bsb, index: dst, value });
+            }
+            match within {
+                Some(cond) => put.push(Stmt::If { cond, body: stores }),
+                None => put.extend(stores),
+            }
+        }
     }
 
     /// `idx < count` when it may fail for copy round `e`.

@@ -392,6 +392,8 @@ pub enum Expr {
     /// this one's xor the constant mask (1 to 64). Every invocation of the
     /// workgroup must reach it (it sits in uniform control flow).
     ShuffleXor(Handle<Expr>, Handle<Expr>),
+    /// GPU only: four `f32`s as one `f32x4` (lane `i` is operand `i`).
+    Compose([Handle<Expr>; 4]),
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -467,6 +467,10 @@ impl Parser {
                         let a = self.args(2)?;
                         Expr::ShuffleXor(a[0], a[1])
                     }
+                    "f32x4" => {
+                        let a = self.args(4)?;
+                        Expr::Compose([a[0], a[1], a[2], a[3]])
+                    }
                     "lane0" | "lane1" | "lane2" | "lane3" => Expr::Lane(self.args(1)?[0], name.as_bytes()[4] - b'0'),
                     _ if UnOp::ALL.iter().any(|u| u.name() == name) && self.at_punct("(") => {
                         let op = UnOp::ALL.into_iter().find(|u| u.name() == name).expect("matched above");

@@ -119,6 +119,7 @@ fn write_expr(f: &Func, e: Handle<Expr>, parent: u8, right: bool, out: &mut Stri
         }
         Expr::Builtin(b) => out.push_str(&b.name()),
         Expr::ShuffleXor(a, m) => call(f, "shufflexor", &[*a, *m], out),
+        Expr::Compose(lanes) => call(f, "f32x4", lanes, out),
         Expr::Un(op, a) => call(f, op.name(), &[*a], out),
     }
 }

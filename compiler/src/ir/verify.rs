@@ -83,6 +83,7 @@ fn check_handles(f: &Func) -> Result<(), VerifyError> {
         let operands: Vec<Handle<Expr>> = match e {
             Expr::Bin(_, a, b) | Expr::ShuffleXor(a, b) | Expr::DotI16(a, b) => vec![*a, *b],
             Expr::Fma(a, b, c) => vec![*a, *b, *c],
+            Expr::Compose(lanes) => lanes.to_vec(),
             Expr::Splat(a) | Expr::ToF32(a) | Expr::SToF32(a) | Expr::FromBits(a) | Expr::HSum(a) | Expr::Lane(a, _) | Expr::Un(_, a) => {
                 vec![*a]
             }
@@ -352,6 +353,18 @@ impl Verifier<'_> {
                     return self.err(format!("{} outside a GPU kernel", b.name()));
                 }
                 Ty::I32
+            }
+            Expr::Compose(lanes) => {
+                if self.flavor != Flavor::Gpu {
+                    return self.err("f32x4 (compose) outside a GPU kernel".into());
+                }
+                for l in lanes {
+                    match self.expr(l)? {
+                        Ty::F32 => {}
+                        t => return self.err(format!("f32x4 of a {} lane (lanes are f32)", t.name())),
+                    }
+                }
+                Ty::F32x4
             }
             Expr::ShuffleXor(a, m) => {
                 if self.flavor != Flavor::Gpu {

@@ -305,7 +305,7 @@ impl Lower<'_> {
                     UnOp::Erf => self.erf(x, vector),
                 }
             }
-            Expr::Builtin(_) | Expr::ShuffleXor(..) => unreachable!("GPU-only expression in a verified CPU kernel"),
+            Expr::Builtin(_) | Expr::ShuffleXor(..) | Expr::Compose(_) => unreachable!("GPU-only expression in a verified CPU kernel"),
         }
     }
 

@@ -626,6 +626,13 @@ impl Builder<'_> {
                     UnOp::Erf => self.erf(x, vector),
                 }
             }
+            Expr::Compose(lanes) => {
+                let mut components = Vec::with_capacity(4);
+                for l in lanes {
+                    components.push(self.expr(l)?);
+                }
+                self.add(N::Compose { ty: self.vec4_types[0], components })
+            }
             Expr::ShuffleXor(a, m) => {
                 let x = self.expr(a)?;
                 let mask = crate::ir::const_i32(f, m).expect("verified: a constant mask");

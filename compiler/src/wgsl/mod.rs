@@ -43,7 +43,13 @@ pub struct WgslKernel {
 /// [`Schedule::check`] for the WGSL target), with its launch shape.
 pub fn generate(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
     match op.kind() {
+        // matmul_q4 with cache_read is the tiled family (prefill, M > 1):
+        // the matmul kernel with B dequantised as it is staged.
         OpKind::Matmul | OpKind::BatchMatmul => {
+            let (wg, d) = matmul_gpu::launch(op, s);
+            (matmul_gpu::generate(op, s), wg, d)
+        }
+        OpKind::MatmulQ4 if s.cache_read => {
             let (wg, d) = matmul_gpu::launch(op, s);
             (matmul_gpu::generate(op, s), wg, d)
         }
@@ -349,6 +355,51 @@ mod tests {
         }
         assert!(compiled > 900, "only {compiled} schedules checked out");
         assert!(double_buffered > 150, "only {double_buffered} double-buffered schedules checked out");
+    }
+
+    #[test]
+    fn tiled_q4_schedules_compile_and_stage_whole_vec4s() {
+        // The tiled family (cache_read): the matmul kernel over a B tile
+        // dequantised from the packed words. With vec4 columns the B tile is
+        // an array of vec4 and every store into it writes a whole vector
+        // (component stores from different threads would race).
+        let mut compiled = 0;
+        for shape in ["1,64,7", "64,96,64", "33,256,24"] {
+            let op = Op::parse("matmul_q4", shape).unwrap();
+            for (x0, y0, x1, y1) in [(1, 1, 4, 8), (4, 4, 32, 32), (8, 4, 64, 64), (2, 8, 16, 64)] {
+                for (r0, r1) in [(1, 8), (4, 16), (8, 32), (8, 24)] {
+                    for vectorize in [1, 4] {
+                        for double_buffer in [false, true] {
+                            let s = Schedule {
+                                x0,
+                                y0,
+                                x1,
+                                y1,
+                                r0,
+                                r1,
+                                vectorize,
+                                cache_read: true,
+                                double_buffer,
+                                split_k: 1,
+                                ..Schedule::default_for(&op, Target::Wgsl)
+                            };
+                            if s.check(&op, Target::Wgsl).is_err() {
+                                continue;
+                            }
+                            let k = compile(&op, &s).unwrap_or_else(|e| panic!("{shape} {}: {e}", serde_json::to_string(&s).unwrap()));
+                            let vec = crate::generate::matmul_gpu::uses_vec4(op.bmkn().3, &s);
+                            let tiles: Vec<&str> = k.source.lines().filter(|l| l.starts_with("var<workgroup> b_Bs")).collect();
+                            assert!(!tiles.is_empty(), "{shape} {s:?}: no B tile");
+                            assert!(tiles.iter().all(|l| l.contains("array<vec4<f32>") == vec), "{shape} {s:?}: {tiles:?}");
+                            let component_store = k.source.lines().map(str::trim_start).any(|l| l.starts_with("b_Bs") && l.split(" = ").next().is_some_and(|lhs| lhs.contains("][")));
+                            assert!(!component_store, "{shape} {s:?}: component store into the B tile");
+                            compiled += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compiled > 100, "only {compiled} tiled schedules checked out");
     }
 
     #[test]

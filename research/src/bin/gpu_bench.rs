@@ -1516,8 +1516,27 @@ fn lite() {
         // The wide search: every schedule of the hand-written spaces above,
         // then a seeded sample of the full matmul space, until it is at least
         // ten times the lite space and not in it.
-        let mut wide: Vec<Schedule> = if kind == "matmul_q4" { q4_space(&op, gpu.subgroups()) } else { matmul_tuned(&op) };
-        if kind != "matmul_q4" {
+        // GPU_BENCH_NO_WIDE: the lite space only (its order and best).
+        let no_wide = std::env::var_os("GPU_BENCH_NO_WIDE").is_some();
+        let mut wide: Vec<Schedule> = if kind == "matmul_q4" {
+            // Both q4 families: the matrix-vector one and, for M > 1, the
+            // tiled one (the f32 matmul's tuned tiles, B dequantised).
+            let mut w = q4_space(&op, gpu.subgroups());
+            if op.bmkn().1 > 1 {
+                let tiled = matmul_tuned(&Op::parse("matmul", shape).expect("shape"))
+                    .into_iter()
+                    .map(|s| Schedule { split_k: 1, subgroup_reduce: false, ..s })
+                    .filter(|s| s.check(&op, Target::Wgsl).is_ok());
+                w.extend(tiled);
+            }
+            w
+        } else {
+            matmul_tuned(&op)
+        };
+        if no_wide {
+            wide.clear();
+        }
+        if kind != "matmul_q4" && !no_wide {
             let full = matmul_space(&op);
             let mut rng = Rng::new(99);
             let want = (10 * space.schedules.len()).max(wide.len());

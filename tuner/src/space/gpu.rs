@@ -193,6 +193,24 @@ pub(super) fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
     out
 }
 
+/// `matmul_q4` on WGSL, the tiled family (prefill, M > 1): the tiles of
+/// [`gpu_matmul`] over the same (M, K, N), whose B tile is dequantised from
+/// the packed weights into workgroup memory once per workgroup
+/// (`cache_read`), double-buffered and not. Its slabs hold whole packed
+/// words: r1 is rounded up to a multiple of 8 (r0, a power of two of at
+/// most [`GPU_R0`], still divides it).
+pub(super) fn gpu_q4_tiled(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
+    let mut out = Vec::new();
+    for double_buffer in [true, false] {
+        let b = Schedule { cache_read: true, double_buffer, vectorize: 4, split_k: 1, subgroup_reduce: false, ..base.clone() };
+        for mut c in gpu_matmul(op, device, &b, relax) {
+            c.s.r1 = c.s.r1.next_multiple_of(8);
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The fewest invocations a WebGPU subgroup has on this device, where that
 /// is certain from its vendor: NVIDIA's warps and Apple's SIMD-groups are 32
 /// wide (the H100 reports `subgroupMinSize` 32 through Vulkan). Others are

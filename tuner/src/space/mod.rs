@@ -128,7 +128,7 @@ use webtune_compiler::{Op, Schedule, Target};
 use crate::fingerprint::Device;
 use crate::settings::Settings;
 use cpu::{cpu_matmul, cpu_q4};
-use gpu::{gpu_matmul, gpu_q4};
+use gpu::{gpu_matmul, gpu_q4, gpu_q4_tiled};
 use order::{Cand, field_key, interleave_tiles};
 
 pub use cpu::IN_REGISTER_TILES;
@@ -293,6 +293,9 @@ pub fn lite_space(op: &Op, target: Target, device: &Device, settings: &Settings)
 fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, relax: Relaxation) -> (Vec<Cand>, usize, usize) {
     let base = base_schedule(op, target, device, settings);
     let mut out = Vec::new();
+    // matmul_q4 on WGSL: the tiled family, ordered on its own and merged
+    // with the matrix-vector one (`out`) at the end.
+    let mut tiled = Vec::new();
     for combo in settings.combinations(&[]) {
         let mut b = base.clone();
         for (p, v) in &combo {
@@ -300,7 +303,12 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
         }
         canonicalise(op, target, device, &mut b);
         let tiles = match (op.kind(), target) {
-            (OpKind::MatmulQ4, Target::Wgsl) => gpu_q4(op, device, &b, relax),
+            (OpKind::MatmulQ4, Target::Wgsl) => {
+                if q4_tiled_wanted(op) {
+                    tiled.extend(gpu_q4_tiled(op, device, &b, relax));
+                }
+                gpu_q4(op, device, &b, relax)
+            }
             (OpKind::MatmulQ4, Target::Wasm) => cpu_q4(op, device, &b, relax),
             (OpKind::MatmulI16, Target::Wgsl) => Vec::new(),
             // The tiles of a matmul over K/2: r0 and r1 count words, and a
@@ -315,29 +323,79 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
         };
         out.extend(tiles);
     }
+    let (out, single) = ordered(op, target, out);
+    let out = threads::with_threads(op, target, device, out);
+    if !tiled.is_empty() {
+        let (tiled, tiled_single) = ordered(op, target, tiled);
+        let survivors = out.len() + tiled.len();
+        let out = q4_merge(op, out, tiled);
+        return (out, single + tiled_single, survivors);
+    }
+    let survivors = out.len();
+    (cut(out, LITE_BUDGET), single, survivors)
+}
+
+/// One family's candidates that pass `Schedule::check`, sorted by rank and
+/// deduplicated (GPU matmul tiles interleaved by [`interleave_tiles`]),
+/// with their count.
+fn ordered(op: &Op, target: Target, mut out: Vec<Cand>) -> (Vec<Cand>, usize) {
     out.retain(|c| c.s.check(op, target).is_ok());
     out.sort_by(|a, b| a.rank.cmp(&b.rank).then_with(|| field_key(&a.s).cmp(&field_key(&b.s))));
     let mut seen = std::collections::HashSet::new();
     out.retain(|c| seen.insert(c.s.clone()));
-    let gpu_matmul = !out.is_empty() && out.iter().all(|c| c.gpu.is_some());
-    if gpu_matmul {
+    if !out.is_empty() && out.iter().all(|c| c.gpu.is_some()) {
         out = interleave_tiles(out);
     }
-    let single = out.len();
-    let mut out = threads::with_threads(op, target, device, out);
-    let survivors = out.len();
-    out.truncate(LITE_BUDGET);
-    // A subgroup candidate is never kept without its workgroup-memory twin
-    // (browsers without `subgroups` run the twin): a cut between them drops both.
+    let n = out.len();
+    (out, n)
+}
+
+/// The first `budget` candidates of an ordered family. A subgroup candidate
+/// is never kept without its workgroup-memory twin (browsers without
+/// `subgroups` run the twin): a cut between them drops both. GPU matmul
+/// tiles: the kept set is whole tiles in tile order, and within it every
+/// tile's first variant comes before any tile's second (a stable sort).
+fn cut(mut out: Vec<Cand>, budget: usize) -> Vec<Cand> {
+    out.truncate(budget);
     if out.last().is_some_and(|c| c.s.subgroup_reduce) {
         out.pop();
     }
-    if gpu_matmul {
-        // The kept set is whole tiles in tile order; within it, every tile's
-        // first variant comes before any tile's second (a stable sort).
+    if !out.is_empty() && out.iter().all(|c| c.gpu.is_some()) {
         out.sort_by_key(|c| c.gpu.as_ref().map(|g| g.variant));
     }
-    (out, single, survivors)
+    out
+}
+
+/// Whether the WGSL `matmul_q4` space holds the tiled family: where A has
+/// more than one row for a dequantised weight to serve.
+fn q4_tiled_wanted(op: &Op) -> bool {
+    op.bmkn().1 > 1
+}
+
+/// The WGSL `matmul_q4` space: the matrix-vector and the tiled families,
+/// each cut to half the budget and taken alternately, the family this shape
+/// favours first ([`q4_tiled_first`]). Where one family has fewer
+/// candidates, the other fills the budget.
+fn q4_merge(op: &Op, matvec: Vec<Cand>, tiled: Vec<Cand>) -> Vec<Cand> {
+    let half = LITE_BUDGET / 2;
+    let share = |n: usize, other: usize| n.min(half.max(LITE_BUDGET - other.min(half)));
+    let (mv_n, t_n) = (share(matvec.len(), tiled.len()), share(tiled.len(), matvec.len()));
+    let (matvec, tiled) = (cut(matvec, mv_n), cut(tiled, t_n));
+    let (first, second) = if q4_tiled_first(op) { (tiled, matvec) } else { (matvec, tiled) };
+    let mut out = Vec::with_capacity(first.len() + second.len());
+    let (mut a, mut b) = (first.into_iter(), second.into_iter());
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => break,
+            (x, y) => out.extend(x.into_iter().chain(y)),
+        }
+    }
+    out
+}
+
+/// Whether the tiled family leads the WGSL `matmul_q4` space.
+fn q4_tiled_first(op: &Op) -> bool {
+    op.bmkn().1 > 16
 }
 
 /// The schedule every candidate starts from: the portable default with the
