@@ -45,6 +45,9 @@ fn random_matmul_schedule(rng: &mut Rng, op: &Op) -> Schedule {
             vectorize: pick(rng, &[1, 4]),
             cache_read,
             double_buffer: cache_read && rng.next_u64().is_multiple_of(2),
+            // Split-K groups (staged only), 3 included: a last round with
+            // slabs past K.
+            split_k: if cache_read { pick(rng, &[1, 1, 2, 3, 4]) } else { 1 },
             unroll: if rng.next_u64().is_multiple_of(3) {
                 vec![webtune_compiler::schedule::UnrollLoop::X0, webtune_compiler::schedule::UnrollLoop::Y0]
             } else {
@@ -214,9 +217,10 @@ fn wgsl_matmul_q4_random_shapes_and_schedules() {
 #[test]
 fn wgsl_matmul_q4_tiled_random_shapes_and_schedules() {
     let mut rng = Rng::new(16);
-    let mut vec4_seen = false;
+    let (mut vec4_seen, mut split_seen) = (false, false);
     for _ in 0..20 {
-        let shape = [pick(&mut rng, &[1, 2, 5, 13, 31, 33, 64]), 32 * pick(&mut rng, &[1, 2, 3, 5]), pick(&mut rng, &[1, 3, 4, 7, 13, 16, 24, 36])];
+        let shape =
+            [pick(&mut rng, &[1, 2, 5, 13, 31, 33, 64]), 32 * pick(&mut rng, &[1, 2, 3, 5]), pick(&mut rng, &[1, 3, 4, 7, 13, 16, 24, 36])];
         let op = Op::new(webtune_compiler::OpKind::MatmulQ4, &shape).unwrap();
         let s = loop {
             let x0 = pick(&mut rng, &[1, 2, 4, 8]);
@@ -232,7 +236,7 @@ fn wgsl_matmul_q4_tiled_random_shapes_and_schedules() {
                 vectorize: pick(&mut rng, &[1, 4]),
                 cache_read: true,
                 double_buffer: pick(&mut rng, &[false, true]),
-                split_k: 1,
+                split_k: pick(&mut rng, &[1, 1, 2, 3]),
                 ..Schedule::default_for(&op, Target::Wgsl)
             };
             if s.check(&op, Target::Wgsl).is_ok() {
@@ -240,9 +244,11 @@ fn wgsl_matmul_q4_tiled_random_shapes_and_schedules() {
             }
         };
         vec4_seen |= webtune_compiler::generate::matmul_gpu::uses_vec4(shape[2], &s);
+        split_seen |= s.split_k > 1;
         assert_correct(&op, &s);
     }
     assert!(vec4_seen, "no schedule staged a vec4 B tile");
+    assert!(split_seen, "no schedule split K among groups");
 }
 
 #[test]

@@ -201,7 +201,10 @@ pub struct Schedule {
     /// into a second set of registers while computing on the first.
     #[serde(default)]
     pub double_buffer: bool,
-    /// GPU: number of threads that share one output along K (matrix-vector kernels).
+    /// GPU: number of threads that share one output along K: the
+    /// matrix-vector `matmul_q4` kernels' lanes, or the staged matmul's
+    /// groups of threads, each taking every split_k-th K slab, whose partial
+    /// tiles are added in workgroup memory in a fixed order.
     #[serde(default = "one")]
     pub split_k: u32,
     /// GPU: reduce split-K partial sums with subgroup operations instead of workgroup memory.
@@ -493,9 +496,6 @@ impl Schedule {
         let (threads, wg_bytes) = if q4_tiled {
             // The tiled family: the matmul kernel, B staged from the packed
             // weights one word (8 values of K) at a time.
-            if self.split_k != 1 {
-                return Err(err("split_k", "tiled matmul_q4 (cache_read) reduces K in one thread: use 1"));
-            }
             if self.subgroup_reduce {
                 return Err(err("subgroup_reduce", "tiled matmul_q4 (cache_read) has no split-K sums to reduce: use false"));
             }
@@ -508,8 +508,7 @@ impl Schedule {
             if self.vectorize == 4 && !self.y0.is_multiple_of(4) {
                 return Err(err("y0", format!("{} must be a multiple of vectorize = 4", self.y0)));
             }
-            let tiles = (self.x1 + self.y1) * self.r1 * 4;
-            ((self.x1 / self.x0) * (self.y1 / self.y0), if self.double_buffer { 2 * tiles } else { tiles })
+            ((self.x1 / self.x0) * (self.y1 / self.y0) * self.split_k, crate::generate::matmul_gpu::workgroup_bytes(self))
         } else if op.kind() == OpKind::MatmulQ4 {
             if !self.r0.is_multiple_of(8) {
                 return Err(err("r0", format!("{} must be a multiple of 8 for matmul_q4 (one packed word)", self.r0)));
@@ -547,8 +546,8 @@ impl Schedule {
             let red = if self.split_k > 1 && !self.subgroup_reduce { self.x0 * self.y1 * self.split_k * 4 } else { 0 };
             (self.y1 / self.y0 * self.split_k, red)
         } else {
-            if self.split_k != 1 {
-                return Err(err("split_k", "is a matmul_q4 setting; use 1 for matmul on WGSL"));
+            if self.split_k != 1 && !self.cache_read {
+                return Err(err("split_k", "splits the staged K slabs among groups of threads: it needs cache_read (or use 1)"));
             }
             if self.vectorize == 4 && !self.y0.is_multiple_of(4) {
                 return Err(err("y0", format!("{} must be a multiple of vectorize = 4", self.y0)));
@@ -556,8 +555,7 @@ impl Schedule {
             if self.double_buffer && !self.cache_read {
                 return Err(err("double_buffer", "needs cache_read: it double-buffers the workgroup-memory tiles"));
             }
-            let tiles = if self.cache_read { (self.x1 + self.y1) * self.r1 * 4 } else { 0 };
-            ((self.x1 / self.x0) * (self.y1 / self.y0), if self.double_buffer { 2 * tiles } else { tiles })
+            ((self.x1 / self.x0) * (self.y1 / self.y0) * self.split_k, crate::generate::matmul_gpu::workgroup_bytes(self))
         };
         if threads > MAX_WORKGROUP_THREADS {
             return Err(err(

@@ -29,6 +29,13 @@
 //! rows of them to the B tile as whole `vec4`s, so each weight is unpacked
 //! once per workgroup and reused by all x1 rows of the tile.
 //!
+//! With split_k = s > 1 (staged only), the workgroup is s groups of T
+//! threads, each with its own A and B tiles: group g stages and computes
+//! the slabs g, g + s, g + 2s, ... and the groups' register tiles are added
+//! in workgroup memory at the end, group 1 then 2 ... into group 0, which
+//! stores: a fixed order, so the result does not depend on timing. It fills
+//! the GPU where M·N makes few workgroups (small M, long K).
+//!
 //! Any shape is exact: rows and columns past the edge are clamped when read
 //! (they only feed accumulators that are never stored) and skipped when
 //! written; K past the edge is zero-filled in workgroup memory or handled by a
@@ -74,7 +81,12 @@ struct Mm<'s> {
     /// Whether a thread's rows come in groups of 4 consecutive rows, read
     /// from the transposed A tile as one `vec4` per group (see [`rows_vec4`]).
     rows_vec: bool,
+    /// This thread's index in its split-K group (the workgroup's, without split-K).
     lid: E,
+    /// With split-K: the thread's group, and the offsets of the group's A
+    /// and B tiles in the workgroup buffers.
+    kg: Option<E>,
+    tile_off: [E; 2],
     trow: E,
     tcol: E,
     m0: E,
@@ -108,10 +120,30 @@ pub fn rows_vec4(s: &Schedule) -> bool {
     s.cache_read && s.vectorize == 4 && s.x0.is_multiple_of(4) && s.x1.is_multiple_of(4)
 }
 
+/// Whether the split-K groups' partial tiles are added in the B tiles (dead
+/// after the K loop) rather than in a buffer of their own: where those hold
+/// the x1 × y1 outputs.
+fn reduce_in_b_tile(s: &Schedule) -> bool {
+    s.split_k > 1 && s.split_k * s.r1 >= s.x1
+}
+
+/// Bytes of workgroup memory the kernel declares under `s`: the staged
+/// tiles of every split-K group (twice with double buffering), and the
+/// split-K reduction's buffer where it needs its own.
+pub fn workgroup_bytes(s: &Schedule) -> u32 {
+    if !s.cache_read {
+        return 0;
+    }
+    let tiles = (s.x1 + s.y1) * s.r1 * 4 * s.split_k;
+    let tiles = if s.double_buffer { 2 * tiles } else { tiles };
+    let red = if s.split_k > 1 && !reduce_in_b_tile(s) { s.x1 * s.y1 * 4 } else { 0 };
+    tiles + red
+}
+
 /// Threads per workgroup and workgroup counts of the matmul kernel.
 pub fn launch(op: &Op, s: &Schedule) -> ([u32; 3], [u32; 3]) {
     let (batch, m, _, n) = op.bmkn();
-    let threads = (s.x1 / s.x0) * (s.y1 / s.y0);
+    let threads = (s.x1 / s.x0) * (s.y1 / s.y0) * s.split_k;
     ([threads, 1, 1], [n.div_ceil(s.y1), m.div_ceil(s.x1), batch])
 }
 
@@ -130,7 +162,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let c = f.buffer("C", Elem::F32, batch * m * n, Space::Param(out), true);
     let vec = uses_vec4(n, s);
     let (tx, ty) = (s.x1 / s.x0, s.y1 / s.y0);
-    let lid = f.exprs.push(Expr::Builtin(Builtin::LocalId(0)));
+    let lid_all = f.exprs.push(Expr::Builtin(Builtin::LocalId(0)));
     let gx = f.exprs.push(Expr::Builtin(Builtin::GroupId(0)));
     let gy = f.exprs.push(Expr::Builtin(Builtin::GroupId(1)));
     let gz = f.exprs.push(Expr::Builtin(Builtin::GroupId(2)));
@@ -141,6 +173,19 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         body.push(Stmt::Set { var: v, value });
         g.f.get(v)
     };
+    let zero = g.f.i32(0);
+    let (lid, kg, tile_off) = if s.split_k > 1 {
+        let tg = g.f.i32((tx * ty) as i32);
+        let l = g.f.bin(BinOp::Rem, lid_all, tg);
+        let l = set(&mut g, "l", l);
+        let kg = g.f.bin(BinOp::Div, lid_all, tg);
+        let kg = set(&mut g, "kg", kg);
+        let ao = g.f.mul_c(kg, (s.x1 * s.r1) as i64);
+        let bo = g.f.mul_c(kg, (s.r1 * s.y1) as i64);
+        (l, Some(kg), [set(&mut g, "aoff", ao), set(&mut g, "boff", bo)])
+    } else {
+        (lid_all, None, [zero, zero])
+    };
     let tyc = g.f.i32(ty as i32);
     let trow = g.f.bin(BinOp::Div, lid, tyc);
     let trow = set(&mut g, "trow", trow);
@@ -150,7 +195,6 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let m0 = set(&mut g, "m0", m0);
     let n0 = g.f.mul_c(gx, s.y1 as i64);
     let n0 = set(&mut g, "n0", n0);
-    let zero = g.f.i32(0);
     let off = if batch == 1 {
         [zero, zero, zero]
     } else {
@@ -173,6 +217,8 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         vec,
         rows_vec: rows_vec4(s),
         lid,
+        kg,
+        tile_off,
         trow,
         tcol,
         m0,
@@ -190,7 +236,17 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     } else {
         mm.direct(&mut body);
     }
-    mm.store(&mut body);
+    match mm.kg {
+        Some(kg) => {
+            // Only group 0 holds the sums.
+            let mut st = Vec::new();
+            mm.store(&mut st);
+            let one = mm.f().i32(1);
+            let cond = mm.f().bin(BinOp::Lt, kg, one);
+            body.push(Stmt::If { cond, body: st });
+        }
+        None => mm.store(&mut body),
+    }
     mm.g.f.body = body;
     mm.g.f
 }
@@ -379,27 +435,56 @@ impl Mm<'_> {
         body.extend(self.k_loop(zero, k, step));
     }
 
-    /// With cache_read: K slabs of r1 staged in workgroup memory.
+    /// K slabs a split-K group computes (all of them without split-K).
+    fn group_slabs(&self) -> u32 {
+        self.k.div_ceil(self.s.r1).div_ceil(self.s.split_k)
+    }
+
+    /// Whether a slab can reach past K: K is not a whole number of slabs,
+    /// or the split-K groups' last round has slabs past the end.
+    fn k_edge(&self) -> bool {
+        let slabs = self.k.div_ceil(self.s.r1);
+        !self.k.is_multiple_of(self.s.r1) || !slabs.is_multiple_of(self.s.split_k)
+    }
+
+    /// With cache_read: K slabs of r1 staged in workgroup memory. With
+    /// split-K, group g's slabs start at g·r1 and step by split_k·r1.
     fn staged(&mut self, body: &mut Vec<Stmt>) {
         let s = self.s;
-        let (x1, y1, r1) = (s.x1, s.y1, s.r1);
-        let slabs = self.k.div_ceil(r1);
+        let (x1, y1, r1, sk) = (s.x1, s.y1, s.r1, s.split_k);
+        let slabs = self.group_slabs();
+        let stride = sk * r1;
         let nbuf = if s.double_buffer && slabs > 1 { 2 } else { 1 };
         let bufs: Vec<(Handle<Buffer>, Handle<Buffer>)> = (0..nbuf)
             .map(|i| {
                 let sfx = if nbuf == 1 { String::new() } else { i.to_string() };
                 let f = self.f();
                 (
-                    f.buffer(&format!("As{sfx}"), Elem::F32, x1 * r1, Space::Workgroup, true),
-                    f.buffer(&format!("Bs{sfx}"), Elem::F32, r1 * y1, Space::Workgroup, true),
+                    f.buffer(&format!("As{sfx}"), Elem::F32, x1 * r1 * sk, Space::Workgroup, true),
+                    f.buffer(&format!("Bs{sfx}"), Elem::F32, r1 * y1 * sk, Space::Workgroup, true),
                 )
             })
             .collect();
         let zero = self.f().i32(0);
+        // The group's first K: kg·r1.
+        let kbase = match self.kg {
+            Some(kg) => {
+                let v = self.g.fresh("kbase", Ty::I32);
+                let value = self.f().mul_c(kg, r1 as i64);
+                body.push(Stmt::Set { var: v, value });
+                Some(self.f().get(v))
+            }
+            None => None,
+        };
+        let at = |this: &mut Self, k: E| match kbase {
+            Some(b) => this.g.plus(k, b),
+            None => k,
+        };
         if nbuf == 1 {
             let k0 = self.g.fresh("k0", Ty::I32);
             let k0e = self.f().get(k0);
-            let mut inner = self.load_slab(k0e, bufs[0]);
+            let start = at(self, k0e);
+            let mut inner = self.load_slab(start, bufs[0]);
             inner.push(Stmt::Barrier);
             inner.extend(self.compute_slab(bufs[0]));
             inner.push(Stmt::Barrier);
@@ -407,41 +492,98 @@ impl Mm<'_> {
                 body.push(Stmt::Set { var: k0, value: zero });
                 body.extend(inner);
             } else {
-                let hi = self.f().i32((slabs * r1) as i32);
-                body.push(Stmt::For(For { var: k0, lo: zero, hi, step: r1, unroll: false, body: inner }));
+                let hi = self.f().i32((slabs * stride) as i32);
+                body.push(Stmt::For(For { var: k0, lo: zero, hi, step: stride, unroll: false, body: inner }));
             }
+            self.reduce(body, bufs[0].1);
             return;
         }
         // Double buffering: slab 2p lives in buffer 0 and slab 2p+1 in buffer 1.
         // The next slab's global loads go into registers before the current
         // slab is computed on, and reach workgroup memory after it, so their
         // latency hides behind the multiply-adds; one barrier per slab.
-        body.extend(self.load_slab(zero, bufs[0]));
+        let first = at(self, zero);
+        body.extend(self.load_slab(first, bufs[0]));
         body.push(Stmt::Barrier);
         let pairs = slabs / 2;
         let p = self.g.fresh("k0", Ty::I32);
         let pe = self.f().get(p);
-        let next = self.g.plus_c(pe, r1);
+        let next = self.g.plus_c(pe, stride);
+        let next = at(self, next);
         let (fetch1, put1) = self.slab_copy(next, bufs[1], None);
         let mut inner = fetch1;
         inner.extend(self.compute_slab(bufs[0]));
         inner.extend(put1);
         inner.push(Stmt::Barrier);
-        let after = self.g.plus_c(pe, 2 * r1);
-        let limit = self.f().i32((slabs * r1) as i32);
+        let after = self.g.plus_c(pe, 2 * stride);
+        let limit = self.f().i32((slabs * stride) as i32);
         // The condition depends only on the loop counter: uniform. When it
         // fails (the last pair of an even slab count) buffer 0 is dead, so
         // its stores (of zeros) need no guard.
         let cond = self.f().bin(BinOp::Lt, after, limit);
+        let after = at(self, after);
         let (fetch0, put0) = self.slab_copy(after, bufs[0], Some(cond));
         inner.extend(fetch0);
         inner.extend(self.compute_slab(bufs[1]));
         inner.extend(put0);
         inner.push(Stmt::Barrier);
-        let hi = self.f().i32((pairs * 2 * r1) as i32);
-        body.push(Stmt::For(For { var: p, lo: zero, hi, step: 2 * r1, unroll: false, body: inner }));
+        let hi = self.f().i32((pairs * 2 * stride) as i32);
+        body.push(Stmt::For(For { var: p, lo: zero, hi, step: 2 * stride, unroll: false, body: inner }));
         if slabs % 2 == 1 {
             body.extend(self.compute_slab(bufs[0]));
+        }
+        self.reduce(body, bufs[0].1);
+    }
+
+    /// Split-K: adds groups 1, 2, ... split_k − 1's register tiles into
+    /// group 0's, in that order, through workgroup memory (the B tile, dead
+    /// now, where it is large enough; else a buffer of its own). Each thread
+    /// of a group writes its tile where the same thread of group 0 reads it.
+    /// Every barrier is at the top level.
+    fn reduce(&mut self, body: &mut Vec<Stmt>, b_tile: Handle<Buffer>) {
+        let Some(kg) = self.kg else { return };
+        let s = self.s;
+        let red = if reduce_in_b_tile(s) { b_tile } else { self.f().buffer("red", Elem::F32, s.x1 * s.y1, Space::Workgroup, true) };
+        let (_, groups) = self.col_groups();
+        let lty = self.lty();
+        // Where accumulator (i, j) goes: its place in the x1 × y1 tile.
+        let mut slots = Vec::new();
+        for i in 0..s.x0 {
+            for j in 0..groups {
+                let r = self.row(i);
+                let r = self.f().mul_c(r, s.y1 as i64);
+                let c = self.col(j);
+                slots.push((self.acc[(i * groups + j) as usize], self.g.plus(r, c)));
+            }
+        }
+        body.push(Stmt::Barrier);
+        for g in 1..s.split_k {
+            let (lo, hi) = (self.f().i32(g as i32 - 1), self.f().i32(g as i32 + 1));
+            let above = self.f().bin(BinOp::Lt, lo, kg);
+            let below = self.f().bin(BinOp::Lt, kg, hi);
+            let is_g = self.f().bin(BinOp::And, above, below);
+            let writes = slots
+                .iter()
+                .map(|&(acc, idx)| {
+                    let value = self.f().get(acc);
+                    Stmt::Store { buf: red, index: idx, value }
+                })
+                .collect();
+            body.push(Stmt::If { cond: is_g, body: writes });
+            body.push(Stmt::Barrier);
+            let one = self.f().i32(1);
+            let is_0 = self.f().bin(BinOp::Lt, kg, one);
+            let adds = slots
+                .iter()
+                .map(|&(acc, idx)| {
+                    let part = self.f().load(lty, red, idx);
+                    let mine = self.f().get(acc);
+                    let value = self.f().add(mine, part);
+                    Stmt::Set { var: acc, value }
+                })
+                .collect();
+            body.push(Stmt::If { cond: is_0, body: adds });
+            body.push(Stmt::Barrier);
         }
     }
 
@@ -463,7 +605,7 @@ impl Mm<'_> {
         let (m, k, n) = (self.m, self.k, self.n);
         let (x1, y1, r1) = (s.x1, s.y1, s.r1);
         let threads = self.tx * self.ty;
-        let k_edge = k % r1 != 0;
+        let k_edge = self.k_edge();
         let (mut fetch, mut put) = (Vec::new(), Vec::new());
         // A: x1 × r1 elements, consecutive threads read consecutive k of a
         // row. When the transposed tile is an array of vec4 (rows_vec), a
@@ -491,6 +633,7 @@ impl Mm<'_> {
                 let src = self.g.plus(self.off[0], src);
                 let dst = self.f().mul_c(ak, x1 as i64);
                 let dst = self.g.plus(dst, ar);
+                let dst = self.g.plus(dst, self.tile_off[0]);
                 self.copy_elem(LoadTy::F32, (a, src), (asb, dst), [k_edge.then_some(gk), guard, within], (&mut fetch, &mut put));
             }
         }
@@ -521,6 +664,7 @@ impl Mm<'_> {
             let src = self.g.plus(self.off[1], src);
             let dst = self.f().mul_c(bk, y1 as i64);
             let dst = self.g.plus(dst, bn);
+            let dst = self.g.plus(dst, self.tile_off[1]);
             let within = self.within(idx, count, threads, e);
             self.copy_elem(lty, (b, src), (bsb, dst), [k_edge.then_some(gk), guard, within], (&mut fetch, &mut put));
         }
@@ -561,7 +705,7 @@ impl Mm<'_> {
             let gn = self.g.plus(self.n0, bn);
             let gn = self.min_c(gn, n - w);
             let within = self.within(idx, count, threads, e);
-            let in_k = (k % r1 != 0).then(|| {
+            let in_k = self.k_edge().then(|| {
                 let kc = self.f().i32(k as i32);
                 self.f().bin(BinOp::Lt, gk, kc)
             });
@@ -622,6 +766,7 @@ impl Mm<'_> {
                 let row = self.f().add_c(bk, j as i64);
                 let dst = self.f().mul_c(row, y1 as i64);
                 let dst = self.g.plus(dst, bn);
+                let dst = self.g.plus(dst, self.tile_off[1]);
                 stores.push(Stmt::Store { buf: bsb, index: dst, value });
             }
             match within {
@@ -690,6 +835,7 @@ impl Mm<'_> {
                     // With rows_vec, `i` is a row group and row(4·i) its first row.
                     let r = if this.rows_vec { this.row(4 * i) } else { this.row(i) };
                     let base = this.f().mul_c(kk, x1 as i64);
+                    let base = this.g.plus(base, this.tile_off[0]);
                     let idx = this.g.plus(base, r);
                     let ty = if this.rows_vec { LoadTy::F32x4 } else { LoadTy::F32 };
                     this.f().load(ty, asb, idx)
@@ -697,6 +843,7 @@ impl Mm<'_> {
                 &mut |this, j| {
                     let c = this.col(j);
                     let base = this.f().mul_c(kk, y1 as i64);
+                    let base = this.g.plus(base, this.tile_off[1]);
                     let idx = this.g.plus(base, c);
                     this.f().load(lty, bsb, idx)
                 },

@@ -380,7 +380,7 @@ mod tests {
                                 vectorize,
                                 cache_read: true,
                                 double_buffer,
-                                split_k: 1,
+                                split_k: 1 + u32::from(double_buffer) * (r0 % 3),
                                 ..Schedule::default_for(&op, Target::Wgsl)
                             };
                             if s.check(&op, Target::Wgsl).is_err() {
@@ -391,7 +391,11 @@ mod tests {
                             let tiles: Vec<&str> = k.source.lines().filter(|l| l.starts_with("var<workgroup> b_Bs")).collect();
                             assert!(!tiles.is_empty(), "{shape} {s:?}: no B tile");
                             assert!(tiles.iter().all(|l| l.contains("array<vec4<f32>") == vec), "{shape} {s:?}: {tiles:?}");
-                            let component_store = k.source.lines().map(str::trim_start).any(|l| l.starts_with("b_Bs") && l.split(" = ").next().is_some_and(|lhs| lhs.contains("][")));
+                            let component_store = k
+                                .source
+                                .lines()
+                                .map(str::trim_start)
+                                .any(|l| l.starts_with("b_Bs") && l.split(" = ").next().is_some_and(|lhs| lhs.contains("][")));
                             assert!(!component_store, "{shape} {s:?}: component store into the B tile");
                             compiled += 1;
                         }
