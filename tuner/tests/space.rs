@@ -221,12 +221,14 @@ fn q4_double_buffering_first_and_only_where_k_makes_three_steps() {
         let op = Op::parse("matmul_q4", shape).unwrap();
         let (_, _, k, _) = op.bmkn();
         let s = space(&op, Target::Wgsl, &h100).schedules;
-        for c in &s {
+        // The matrix-vector family's register double buffering (the tiled
+        // family's double-buffers workgroup memory).
+        for c in s.iter().filter(|c| !c.cache_read) {
             if c.double_buffer {
                 assert!(c.q4_gpu_steps(k).0 >= 3, "{shape}: {c:?}");
             }
         }
-        let with = s.iter().filter(|c| c.double_buffer).count();
+        let with = s.iter().filter(|c| c.double_buffer && !c.cache_read).count();
         if k >= 3 * 32 * 8 {
             assert!(with > 0, "{shape}: no double-buffered candidate");
         }
@@ -236,6 +238,40 @@ fn q4_double_buffering_first_and_only_where_k_makes_three_steps() {
         if with > 0 && shape.starts_with("1,") && k >= 3072 {
             assert_eq!(s[0].double_buffer, ragged, "{shape}: {:?}", s[0]);
         }
+    }
+}
+
+/// matmul_q4 on WGSL by M: decode only the matrix-vector family; up to 16
+/// rows it leads; beyond, the tiled family (B dequantised into workgroup
+/// memory) leads three to one, and where its grid is small its first
+/// candidates split K.
+#[test]
+fn q4_families_by_rows_and_split_k_where_the_grid_is_small() {
+    let h100 = Device::from_fingerprint(&presets::get("h100").unwrap()).unwrap();
+    let tiled = |shape: &str| -> Vec<bool> {
+        let op = Op::parse("matmul_q4", shape).unwrap();
+        space(&op, Target::Wgsl, &h100).schedules.iter().map(|c| c.cache_read).collect()
+    };
+    assert!(tiled("1,4096,4096").iter().all(|t| !t), "decode has no tiled candidate");
+    let m16 = tiled("16,4096,4096");
+    assert!(!m16[0] && m16.iter().any(|t| *t), "{m16:?}");
+    for shape in ["64,4096,4096", "512,4096,4096"] {
+        let t = tiled(shape);
+        assert_eq!(&t[..4], &[true, true, true, false], "{shape}: {t:?}");
+        assert!(t.len() <= 32 && t.iter().filter(|x| !**x).count() >= 4, "{shape}: {t:?}");
+    }
+    // Splitting K where the unsplit grid is small (64 rows), not where it
+    // fills the GPU (512 rows, and f32 4096³).
+    let first = |kind: &str, shape: &str| space(&Op::parse(kind, shape).unwrap(), Target::Wgsl, &h100).schedules[0].clone();
+    for (kind, shape, split) in [
+        ("matmul_q4", "64,4096,4096", true),
+        ("matmul", "64,4096,4096", true),
+        ("matmul", "4096,4096,4096", false),
+        ("matmul_q4", "512,4096,4096", false),
+    ] {
+        let s = first(kind, shape);
+        assert_eq!(s.split_k > 1, split, "{kind} {shape}: {s:?}");
+        assert!(s.check(&Op::parse(kind, shape).unwrap(), Target::Wgsl).is_ok());
     }
 }
 

@@ -6,7 +6,8 @@ use webtune_compiler::{Op, Schedule};
 
 use super::order::{Cand, GpuOrder, ragged};
 use super::{
-    GPU_Q4_DB_STEPS, GPU_Q4_OUTPUTS, GPU_Q4_R0, GPU_R0, GPU_REGISTER_TILE, MAX_UNROLLED, Relaxation, floor_pow2, np2, pow2s, register_tiles,
+    GPU_FILL_THREADS, GPU_MIN_GROUP_SLABS, GPU_Q4_DB_STEPS, GPU_Q4_MAX_ROWS, GPU_Q4_OUTPUTS, GPU_Q4_R0, GPU_R0, GPU_REGISTER_TILE,
+    MAX_UNROLLED, Relaxation, floor_pow2, np2, pow2s, register_tiles,
 };
 use crate::fingerprint::{Device, DeviceClass};
 
@@ -76,8 +77,10 @@ pub(super) fn gpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relax
                 let s = Schedule { x0, y0, r0, x1, y1, r1, ..with_vector(base.clone(), y0) };
                 let rank = vec![-(block_core as i64), -((x0 * y0) as i64), ragged(&s, op), -(threads as i64)];
                 let intensity = vec![-((x0 * y0) as i64), -(block_core as i64), ragged(&s, op), -(threads as i64)];
-                // Variants of one tile: staged and double-buffered first, then
-                // staged, then read straight from global memory.
+                // Variants of one tile: split along K where its grid is too
+                // small to fill the GPU (staged, double-buffered first), then
+                // staged and double-buffered, staged, and read straight from
+                // global memory.
                 let variant = if !s.cache_read {
                     2
                 } else if s.double_buffer {
@@ -85,11 +88,43 @@ pub(super) fn gpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relax
                 } else {
                     1
                 };
-                out.push(Cand { s, rank, gpu: Some(GpuOrder { intensity, variant }) });
+                if let Some(split) = split_twin(op, &s, lim) {
+                    out.push(Cand { s: split, rank: rank.clone(), gpu: Some(GpuOrder { intensity: intensity.clone(), variant }) });
+                }
+                out.push(Cand { s, rank, gpu: Some(GpuOrder { intensity, variant: variant + 2 }) });
             }
         }
     }
     out
+}
+
+/// The split-K twin of a staged tile whose grid has fewer than
+/// [`GPU_FILL_THREADS`] threads: the fewest split_k groups (a power of two)
+/// that reach it, as far as the workgroup's threads and memory allow and
+/// each group keeps [`GPU_MIN_GROUP_SLABS`] K slabs or more.
+fn split_twin(op: &Op, s: &Schedule, lim: crate::fingerprint::GpuLimits) -> Option<Schedule> {
+    if !s.cache_read {
+        return None;
+    }
+    let (batch, m, k, n) = op.bmkn();
+    let threads = (s.x1 / s.x0) * (s.y1 / s.y0);
+    let grid = (m.div_ceil(s.x1) * n.div_ceil(s.y1) * batch) as u64 * threads as u64;
+    let slabs = k.div_ceil(s.r1);
+    let mut best = None;
+    for sk in [2, 4, 8] {
+        let t = Schedule { split_k: sk, ..s.clone() };
+        if threads * sk > lim.invocations
+            || slabs / sk < GPU_MIN_GROUP_SLABS
+            || webtune_compiler::generate::matmul_gpu::workgroup_bytes(&t) > lim.workgroup_bytes
+        {
+            break;
+        }
+        if grid * sk as u64 / 2 >= GPU_FILL_THREADS {
+            break;
+        }
+        best = Some(t);
+    }
+    best.filter(|_| grid < GPU_FILL_THREADS)
 }
 
 /// `matmul_q4` on WGSL: the split-K family (rows x0 per workgroup, y1
@@ -100,7 +135,7 @@ pub(super) fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
     let lim = device.limits;
     let reg_cap = (relax.usable * hw.max_regs_per_thread as f64) as u32;
     let mut out = Vec::new();
-    for x0 in pow2s(np2(m).min(16)) {
+    for x0 in pow2s(np2(m).min(GPU_Q4_MAX_ROWS)) {
         // Registers: the q4 generator's live set, not Table 1's x0·r0 + r0
         // + x0 (that counts every weight of the unrolled r0 as live, which
         // capped r0 at 64 on the H100, where the wide search's best had r0 =

@@ -149,6 +149,9 @@ pub const GPU_Q4_R0: u32 = 128;
 /// search on all three decode shapes, 1.13–1.22× faster than one
 /// (BENCHMARKS.md, fourth session on the H100).
 pub const GPU_Q4_OUTPUTS: [u32; 2] = [2, 1];
+/// Most rows of A one workgroup of the WGSL `matmul_q4` matrix-vector
+/// family takes (x0).
+pub const GPU_Q4_MAX_ROWS: u32 = 16;
 /// Fewest K steps a double-buffered WGSL `matmul_q4` candidate has: its r0
 /// is the largest that leaves this many (the H100 search's best
 /// double-buffered r0 on the decode shapes; BENCHMARKS.md, fifth session).
@@ -156,6 +159,15 @@ pub const GPU_Q4_DB_STEPS: u32 = 3;
 /// Largest GPU register step `r0` (heuristic 7): `r0 = r1 = 8` was the
 /// measured optimum on the H100 (BENCHMARKS.md, "Lite space").
 pub const GPU_R0: u32 = 8;
+/// Threads a WGSL matmul grid needs before splitting K stops paying: on
+/// the H200 (Vulkan, 2026-11-27, BENCHMARKS.md), split-K doubled matmul
+/// 64×4096×4096 (8 K threads unsplit, 4 groups best) and gained 1.6× at
+/// 128×4096×4096 (16 K threads, 2 groups), but lost 8% at 256×4096×4096
+/// (32 K threads). Smaller GPUs fill sooner: there the unsplit tile, which
+/// is always in the space too, wins on the device.
+pub const GPU_FILL_THREADS: u64 = 32 * 1024;
+/// Fewest K slabs a split-K group of a WGSL matmul computes.
+pub const GPU_MIN_GROUP_SLABS: u32 = 8;
 /// Largest GPU register tile `x0·y0` (heuristic 7).
 pub const GPU_REGISTER_TILE: u32 = 64;
 /// Cache blocks kept per register tile on the CPU (heuristic 3), the deep K
@@ -228,7 +240,7 @@ pub fn checksum(schedules: &[Schedule]) -> String {
 /// Version of the space rules (heuristics, relaxation, hardware tables).
 /// Bump it with any change that should retire winners elected under the old
 /// rules; [`rules_checksum`] mixes it in.
-pub const RULES_VERSION: &str = "lite-space-2";
+pub const RULES_VERSION: &str = "lite-space-3";
 
 /// A checksum of the rules that build spaces for `op` on `target` under
 /// `settings`, the same for every device: [`RULES_VERSION`] and the space
@@ -373,29 +385,34 @@ fn q4_tiled_wanted(op: &Op) -> bool {
 }
 
 /// The WGSL `matmul_q4` space: the matrix-vector and the tiled families,
-/// each cut to half the budget and taken alternately, the family this shape
-/// favours first ([`q4_tiled_first`]). Where one family has fewer
-/// candidates, the other fills the budget.
+/// the one this shape favours ([`q4_tiled_first`]) with three quarters of
+/// the budget and the other with a quarter, taken three to one. Where one
+/// family has fewer candidates, the other fills the budget.
 fn q4_merge(op: &Op, matvec: Vec<Cand>, tiled: Vec<Cand>) -> Vec<Cand> {
-    let half = LITE_BUDGET / 2;
-    let share = |n: usize, other: usize| n.min(half.max(LITE_BUDGET - other.min(half)));
-    let (mv_n, t_n) = (share(matvec.len(), tiled.len()), share(tiled.len(), matvec.len()));
-    let (matvec, tiled) = (cut(matvec, mv_n), cut(tiled, t_n));
     let (first, second) = if q4_tiled_first(op) { (tiled, matvec) } else { (matvec, tiled) };
+    let quarter = LITE_BUDGET / 4;
+    let second_n = second.len().min(quarter.max(LITE_BUDGET.saturating_sub(first.len())));
+    let first_n = first.len().min(LITE_BUDGET - second_n);
+    let (first, second) = (cut(first, first_n), cut(second, second_n));
     let mut out = Vec::with_capacity(first.len() + second.len());
-    let (mut a, mut b) = (first.into_iter(), second.into_iter());
-    loop {
-        match (a.next(), b.next()) {
-            (None, None) => break,
-            (x, y) => out.extend(x.into_iter().chain(y)),
-        }
+    let (mut a, mut b) = (first.into_iter().peekable(), second.into_iter());
+    while a.peek().is_some() {
+        out.extend(a.by_ref().take(3));
+        out.extend(b.next());
     }
+    out.extend(b);
     out
 }
 
-/// Whether the tiled family leads the WGSL `matmul_q4` space.
+/// Whether the tiled family leads the WGSL `matmul_q4` space: where A has
+/// more rows than a matrix-vector workgroup takes ([`GPU_Q4_MAX_ROWS`]),
+/// so that the matrix-vector kernel unpacks each weight more than once
+/// while a tile unpacks it once for x1 rows. On the H200 (BENCHMARKS.md,
+/// 2026-11-27) the matrix-vector family won at M = 16 (9.5 TFLOP/s against
+/// the tiled family's 2.1) and the tiled family at M = 64 (13.9 against
+/// 9.9) and beyond.
 fn q4_tiled_first(op: &Op) -> bool {
-    op.bmkn().1 > 16
+    op.bmkn().1 > GPU_Q4_MAX_ROWS
 }
 
 /// The schedule every candidate starts from: the portable default with the
