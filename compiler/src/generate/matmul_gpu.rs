@@ -692,13 +692,33 @@ impl Mm<'_> {
         let (kw, kb) = ((k / 8) as i64, (k / 32) as i64);
         let (w, _) = self.col_groups();
         let per_row = y1 / w;
-        let count = r1 / 8 * per_row;
+        // Words (of w columns) in the slab, and the parts each is unpacked
+        // in (8 / parts values of K each). Where a thread's multiply-adds
+        // per slab are few (under SPREAD_BELOW), as many parts as the
+        // threads allow, so that the unpacking is spread over the workgroup
+        // rather than left to a few threads while the rest wait at the
+        // barrier; else one thread per word, since every part loads the
+        // word again. On the H200 (BENCHMARKS.md, 2026-11-27) spreading took
+        // 4×8 tiles at 64×4096×4096 from 13.9 to 15.4 TFLOP/s and cost 8×8
+        // tiles up to 21% (29.8 to 23.6 at 512×4096×4096).
+        const SPREAD_BELOW: u32 = 512;
+        let words = r1 / 8 * per_row;
+        let spread = self.s.x0 * self.s.y0 * r1 < SPREAD_BELOW;
+        let parts = if spread { [8, 4, 2].into_iter().find(|&p| words * p <= threads).unwrap_or(1) } else { 1 };
+        let nb = 8 / parts;
+        let count = words * parts;
         let lid = self.lid;
         for e in 0..count.div_ceil(threads) {
             let idx = self.f().add_c(lid, (e * threads) as i64);
+            let (unit, part) = if parts == 1 {
+                (idx, None)
+            } else {
+                let wc = self.f().i32(words as i32);
+                (self.f().bin(BinOp::Rem, idx, wc), Some(self.f().bin(BinOp::Div, idx, wc)))
+            };
             let prc = self.f().i32(per_row as i32);
-            let bw = self.f().bin(BinOp::Div, idx, prc);
-            let bn = self.f().bin(BinOp::Rem, idx, prc);
+            let bw = self.f().bin(BinOp::Div, unit, prc);
+            let bn = self.f().bin(BinOp::Rem, unit, prc);
             let bn = self.f().mul_c(bn, w as i64);
             let bk = self.f().mul_c(bw, 8);
             let gk = self.g.plus(k0, bk);
@@ -739,15 +759,30 @@ impl Mm<'_> {
                 None => fetch.extend(loads),
             }
             let mut stores = Vec::new();
-            for j in 0..8u32 {
+            // This thread's first value of K in the word: part · nb.
+            let first = part.map(|p| {
+                let v = self.g.fresh("j0", Ty::I32);
+                let value = self.f().mul_c(p, nb as i64);
+                stores.push(Stmt::Set { var: v, value });
+                self.f().get(v)
+            });
+            for jj in 0..nb {
+                // Nibble j of the word: jj, or first + jj.
+                let j = match first {
+                    Some(f0) => self.f().add_c(f0, jj as i64),
+                    None => self.f().i32(jj as i32),
+                };
                 let vals: Vec<E> = regs
                     .iter()
                     .map(|&(wt, st)| {
                         let word = self.f().get(wt);
-                        let nib = if j == 0 {
+                        let nib = if first.is_none() && jj == 0 {
                             word
                         } else {
-                            let sh = self.f().i32(4 * j as i32);
+                            let sh = match first {
+                                Some(_) => self.f().mul_c(j, 4),
+                                None => self.f().i32(4 * jj as i32),
+                            };
                             self.f().bin(BinOp::Shr, word, sh)
                         };
                         let fifteen = self.f().i32(15);
@@ -763,7 +798,7 @@ impl Mm<'_> {
                     })
                     .collect();
                 let value = if w == 4 { self.f().exprs.push(Expr::Compose([vals[0], vals[1], vals[2], vals[3]])) } else { vals[0] };
-                let row = self.f().add_c(bk, j as i64);
+                let row = self.g.plus(bk, j);
                 let dst = self.f().mul_c(row, y1 as i64);
                 let dst = self.g.plus(dst, bn);
                 let dst = self.g.plus(dst, self.tile_off[1]);

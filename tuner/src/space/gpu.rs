@@ -6,8 +6,8 @@ use webtune_compiler::{Op, Schedule};
 
 use super::order::{Cand, GpuOrder, ragged};
 use super::{
-    GPU_FILL_THREADS, GPU_MIN_GROUP_SLABS, GPU_Q4_DB_STEPS, GPU_Q4_MAX_ROWS, GPU_Q4_OUTPUTS, GPU_Q4_R0, GPU_R0, GPU_REGISTER_TILE,
-    MAX_UNROLLED, Relaxation, floor_pow2, np2, pow2s, register_tiles,
+    GPU_FILL_OUTPUTS, GPU_FILL_THREADS, GPU_MIN_GROUP_SLABS, GPU_Q4_DB_STEPS, GPU_Q4_MAX_ROWS, GPU_Q4_OUTPUTS, GPU_Q4_R0, GPU_Q4_ROWS,
+    GPU_R0, GPU_REGISTER_TILE, MAX_UNROLLED, Relaxation, floor_pow2, np2, pow2s, register_tiles,
 };
 use crate::fingerprint::{Device, DeviceClass};
 
@@ -99,7 +99,8 @@ pub(super) fn gpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relax
 }
 
 /// The split-K twin of a staged tile whose grid has fewer than
-/// [`GPU_FILL_THREADS`] threads: the fewest split_k groups (a power of two)
+/// [`GPU_FILL_THREADS`] threads, on a shape with fewer than
+/// [`GPU_FILL_OUTPUTS`] outputs: the fewest split_k groups (a power of two)
 /// that reach it, as far as the workgroup's threads and memory allow and
 /// each group keeps [`GPU_MIN_GROUP_SLABS`] K slabs or more.
 fn split_twin(op: &Op, s: &Schedule, lim: crate::fingerprint::GpuLimits) -> Option<Schedule> {
@@ -107,6 +108,9 @@ fn split_twin(op: &Op, s: &Schedule, lim: crate::fingerprint::GpuLimits) -> Opti
         return None;
     }
     let (batch, m, k, n) = op.bmkn();
+    if (m as u64) * (n as u64) * (batch as u64) >= GPU_FILL_OUTPUTS {
+        return None;
+    }
     let threads = (s.x1 / s.x0) * (s.y1 / s.y0);
     let grid = (m.div_ceil(s.x1) * n.div_ceil(s.y1) * batch) as u64 * threads as u64;
     let slabs = k.div_ceil(s.r1);
@@ -188,7 +192,12 @@ pub(super) fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
                     // neighbouring threads read neighbouring packed words
                     // (coalesced), then more rows.
                     let y0_rank = GPU_Q4_OUTPUTS.iter().position(|&o| o == y0).unwrap_or(0) as i64;
-                    let rank = vec![y0_rank, -(block_core as i64), -(split_k as i64), -(x0 as i64), ragged(&s, op), -(threads as i64)];
+                    // Rows per workgroup nearest GPU_Q4_ROWS first: each
+                    // packed word is unpacked once per x0 rows of A, so
+                    // with M > 1 a lone row unpacks every weight M times.
+                    let rows = (x0.ilog2() as i64 - GPU_Q4_ROWS.ilog2() as i64).abs();
+                    let rank =
+                        vec![y0_rank, rows, -(block_core as i64), -(split_k as i64), -(x0 as i64), ragged(&s, op), -(threads as i64)];
                     // A register double-buffered twin where K makes three
                     // steps or more at some r0 ≤ this one (the largest such
                     // r0). It comes first where this schedule's steps leave

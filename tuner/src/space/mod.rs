@@ -152,6 +152,10 @@ pub const GPU_Q4_OUTPUTS: [u32; 2] = [2, 1];
 /// Most rows of A one workgroup of the WGSL `matmul_q4` matrix-vector
 /// family takes (x0).
 pub const GPU_Q4_MAX_ROWS: u32 = 16;
+/// Rows of A per workgroup the WGSL `matmul_q4` matrix-vector family
+/// tries first where M allows: on the H200 (BENCHMARKS.md, 2026-11-27) two
+/// rows ran 16,4096,4096 at 12.0 TFLOP/s against 9.5 for one row.
+pub const GPU_Q4_ROWS: u32 = 2;
 /// Fewest K steps a double-buffered WGSL `matmul_q4` candidate has: its r0
 /// is the largest that leaves this many (the H100 search's best
 /// double-buffered r0 on the decode shapes; BENCHMARKS.md, fifth session).
@@ -166,6 +170,10 @@ pub const GPU_R0: u32 = 8;
 /// (32 K threads). Smaller GPUs fill sooner: there the unsplit tile, which
 /// is always in the space too, wins on the device.
 pub const GPU_FILL_THREADS: u64 = 32 * 1024;
+/// Outputs (M·N per batch) from which splitting K no longer paid on the
+/// H200, whatever the tile: at 256×4096×4096 (1 M outputs) the split 8×8
+/// tiles (16 K threads) lost 26% to the unsplit (q4, 2026-11-27).
+pub const GPU_FILL_OUTPUTS: u64 = 1 << 20;
 /// Fewest K slabs a split-K group of a WGSL matmul computes.
 pub const GPU_MIN_GROUP_SLABS: u32 = 8;
 /// Largest GPU register tile `x0·y0` (heuristic 7).
@@ -385,19 +393,22 @@ fn q4_tiled_wanted(op: &Op) -> bool {
 }
 
 /// The WGSL `matmul_q4` space: the matrix-vector and the tiled families,
-/// the one this shape favours ([`q4_tiled_first`]) with three quarters of
-/// the budget and the other with a quarter, taken three to one. Where one
-/// family has fewer candidates, the other fills the budget.
+/// the one this shape favours ([`q4_tiled_first`]) first, taken three to
+/// one (seven to one where M is four times the crossover or more: there the
+/// matrix-vector family is far behind, 9.9 against 15.4 TFLOP/s at M = 64
+/// on the H200). Where one family has fewer candidates, the other fills
+/// the budget.
 fn q4_merge(op: &Op, matvec: Vec<Cand>, tiled: Vec<Cand>) -> Vec<Cand> {
+    let run = if op.bmkn().1 >= 4 * GPU_Q4_MAX_ROWS { 7 } else { 3 };
     let (first, second) = if q4_tiled_first(op) { (tiled, matvec) } else { (matvec, tiled) };
-    let quarter = LITE_BUDGET / 4;
-    let second_n = second.len().min(quarter.max(LITE_BUDGET.saturating_sub(first.len())));
+    let share = LITE_BUDGET / (run + 1);
+    let second_n = second.len().min(share.max(LITE_BUDGET.saturating_sub(first.len())));
     let first_n = first.len().min(LITE_BUDGET - second_n);
     let (first, second) = (cut(first, first_n), cut(second, second_n));
     let mut out = Vec::with_capacity(first.len() + second.len());
     let (mut a, mut b) = (first.into_iter().peekable(), second.into_iter());
     while a.peek().is_some() {
-        out.extend(a.by_ref().take(3));
+        out.extend(a.by_ref().take(run));
         out.extend(b.next());
     }
     out.extend(b);
