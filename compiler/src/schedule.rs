@@ -492,24 +492,8 @@ impl Schedule {
                 ));
             }
         }
-        let q4_tiled = op.kind() == OpKind::MatmulQ4 && self.cache_read;
-        let (threads, wg_bytes) = if q4_tiled {
-            // The tiled family: the matmul kernel, B staged from the packed
-            // weights one word (8 values of K) at a time.
-            if self.subgroup_reduce {
-                return Err(err("subgroup_reduce", "tiled matmul_q4 (cache_read) has no split-K sums to reduce: use false"));
-            }
-            if !self.r1.is_multiple_of(8) {
-                return Err(err("r1", format!("{} must be a multiple of 8 for tiled matmul_q4 (whole packed words per slab)", self.r1)));
-            }
-            if self.r0 > MAX_R0 {
-                return Err(err("r0", format!("{} exceeds the largest reduction unroll {MAX_R0}", self.r0)));
-            }
-            if self.vectorize == 4 && !self.y0.is_multiple_of(4) {
-                return Err(err("y0", format!("{} must be a multiple of vectorize = 4", self.y0)));
-            }
-            ((self.x1 / self.x0) * (self.y1 / self.y0) * self.split_k, crate::generate::matmul_gpu::workgroup_bytes(self))
-        } else if op.kind() == OpKind::MatmulQ4 {
+        let q4_matvec = op.kind() == OpKind::MatmulQ4 && !self.cache_read;
+        let (threads, wg_bytes) = if q4_matvec {
             if !self.r0.is_multiple_of(8) {
                 return Err(err("r0", format!("{} must be a multiple of 8 for matmul_q4 (one packed word)", self.r0)));
             }
@@ -546,6 +530,22 @@ impl Schedule {
             let red = if self.split_k > 1 && !self.subgroup_reduce { self.x0 * self.y1 * self.split_k * 4 } else { 0 };
             (self.y1 / self.y0 * self.split_k, red)
         } else {
+            if op.kind() == OpKind::MatmulQ4 {
+                // The tiled family: the matmul kernel, B staged from the
+                // packed weights one word (8 values of K) at a time.
+                if self.subgroup_reduce {
+                    return Err(err("subgroup_reduce", "tiled matmul_q4 (cache_read) has no split-K sums to reduce: use false"));
+                }
+                if !self.r1.is_multiple_of(8) {
+                    return Err(err(
+                        "r1",
+                        format!("{} must be a multiple of 8 for tiled matmul_q4 (whole packed words per slab)", self.r1),
+                    ));
+                }
+                if self.r0 > MAX_R0 {
+                    return Err(err("r0", format!("{} exceeds the largest reduction unroll {MAX_R0}", self.r0)));
+                }
+            }
             if self.split_k != 1 && !self.cache_read {
                 return Err(err("split_k", "splits the staged K slabs among groups of threads: it needs cache_read (or use 1)"));
             }
@@ -570,11 +570,7 @@ impl Schedule {
             ));
         }
         let (_, m, _, n) = op.bmkn();
-        let groups = if op.kind() == OpKind::MatmulQ4 && !q4_tiled {
-            [n.div_ceil(self.y1), m.div_ceil(self.x0)]
-        } else {
-            [n.div_ceil(self.y1), m.div_ceil(self.x1)]
-        };
+        let groups = if q4_matvec { [n.div_ceil(self.y1), m.div_ceil(self.x0)] } else { [n.div_ceil(self.y1), m.div_ceil(self.x1)] };
         if groups.iter().any(|&g| g > 65535) {
             return Err(err("y1", format!("the dispatch would need {groups:?} workgroups; WebGPU allows 65535 per dimension")));
         }

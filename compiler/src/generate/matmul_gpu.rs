@@ -43,15 +43,13 @@
 //! top level, or in loops and `if`s whose conditions depend only on constants
 //! and loop counters.
 
+use super::q4_gpu::MAGIC;
 use super::{Epi, Gen, HasGen};
 use crate::ir::{BinOp, Buffer, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, Var};
 use crate::op::{Op, OpKind};
 use crate::schedule::{Schedule, UnrollLoop};
 
 type E = Handle<Expr>;
-
-/// The bits of 2^23: or-ed over a nibble they make the float 2^23 + nibble.
-const MAGIC: i32 = 0x4B00_0000;
 
 /// Where the B tile comes from.
 #[derive(Clone, Copy)]
@@ -556,6 +554,8 @@ impl Mm<'_> {
                 slots.push((self.acc[(i * groups + j) as usize], self.g.plus(r, c)));
             }
         }
+        let one = self.f().i32(1);
+        let is_0 = self.f().bin(BinOp::Lt, kg, one);
         body.push(Stmt::Barrier);
         for g in 1..s.split_k {
             let (lo, hi) = (self.f().i32(g as i32 - 1), self.f().i32(g as i32 + 1));
@@ -571,8 +571,6 @@ impl Mm<'_> {
                 .collect();
             body.push(Stmt::If { cond: is_g, body: writes });
             body.push(Stmt::Barrier);
-            let one = self.f().i32(1);
-            let is_0 = self.f().bin(BinOp::Lt, kg, one);
             let adds = slots
                 .iter()
                 .map(|&(acc, idx)| {
@@ -725,12 +723,7 @@ impl Mm<'_> {
             let gn = self.g.plus(self.n0, bn);
             let gn = self.min_c(gn, n - w);
             let within = self.within(idx, count, threads, e);
-            let in_k = self.k_edge().then(|| {
-                let kc = self.f().i32(k as i32);
-                self.f().bin(BinOp::Lt, gk, kc)
-            });
-            let conds: Vec<E> = [in_k, guard, within].into_iter().flatten().collect();
-            let cond = conds.split_first().map(|(&first, rest)| rest.iter().fold(first, |acc, &c| self.f().bin(BinOp::And, acc, c)));
+            let cond = self.fetch_cond([self.k_edge().then_some(gk), guard, within]);
             // gk is a non-negative multiple of 8: its word and scale block by shifts.
             let (three, five) = (self.f().i32(3), self.f().i32(5));
             let word = self.f().bin(BinOp::Shr, gk, three);
@@ -766,32 +759,30 @@ impl Mm<'_> {
                 stores.push(Stmt::Set { var: v, value });
                 self.f().get(v)
             });
+            let (fifteen, magic) = (self.f().i32(15), self.f().i32(MAGIC));
+            // 2^23 + nibble − (2^23 + 8) = nibble − 8, exactly.
+            let bias = self.f().f32(8_388_616.0);
             for jj in 0..nb {
-                // Nibble j of the word: jj, or first + jj.
-                let j = match first {
-                    Some(f0) => self.f().add_c(f0, jj as i64),
-                    None => self.f().i32(jj as i32),
+                // Nibble j of the word, jj or first + jj, and its shift 4·j
+                // (none for a constant j = 0).
+                let (j, shift) = match first {
+                    Some(f0) => {
+                        let j = self.f().add_c(f0, jj as i64);
+                        (j, Some(self.f().mul_c(j, 4)))
+                    }
+                    None => (self.f().i32(jj as i32), (jj > 0).then(|| self.f().i32(4 * jj as i32))),
                 };
                 let vals: Vec<E> = regs
                     .iter()
                     .map(|&(wt, st)| {
                         let word = self.f().get(wt);
-                        let nib = if first.is_none() && jj == 0 {
-                            word
-                        } else {
-                            let sh = match first {
-                                Some(_) => self.f().mul_c(j, 4),
-                                None => self.f().i32(4 * jj as i32),
-                            };
-                            self.f().bin(BinOp::Shr, word, sh)
+                        let nib = match shift {
+                            Some(sh) => self.f().bin(BinOp::Shr, word, sh),
+                            None => word,
                         };
-                        let fifteen = self.f().i32(15);
                         let nib = self.f().bin(BinOp::And, nib, fifteen);
-                        let magic = self.f().i32(MAGIC);
                         let bits = self.f().bin(BinOp::Or, nib, magic);
                         let fl = self.f().exprs.push(Expr::FromBits(bits));
-                        // 2^23 + nibble − (2^23 + 8) = nibble − 8, exactly.
-                        let bias = self.f().f32(8_388_616.0);
                         let q = self.f().sub(fl, bias);
                         let scale = self.f().get(st);
                         self.f().mul(q, scale)
@@ -809,6 +800,20 @@ impl Mm<'_> {
                 None => put.extend(stores),
             }
         }
+    }
+
+    /// When a slab copy's element may be read: `gk < K` (for a global k
+    /// `gk`, given where a slab can reach past K), the caller's guard, and
+    /// `within`, all of those present; `None` when always.
+    fn fetch_cond(&mut self, [gk, guard, within]: [Option<E>; 3]) -> Option<E> {
+        let k = self.k as i32;
+        let in_k = gk.map(|gk| {
+            let kc = self.f().i32(k);
+            self.f().bin(BinOp::Lt, gk, kc)
+        });
+        let conds: Vec<E> = [in_k, guard, within].into_iter().flatten().collect();
+        let (&first, rest) = conds.split_first()?;
+        Some(rest.iter().fold(first, |acc, &c| self.f().bin(BinOp::And, acc, c)))
     }
 
     /// `idx < count` when it may fail for copy round `e`.
@@ -836,16 +841,9 @@ impl Mm<'_> {
         let vty = ty.value_ty();
         let t = self.g.fresh("t", vty);
         let value = self.f().load(ty, src, si);
-        let k = self.k as i32;
-        let in_k = gk.map(|gk| {
-            let kc = self.f().i32(k);
-            self.f().bin(BinOp::Lt, gk, kc)
-        });
-        let conds: Vec<E> = [in_k, guard, within].into_iter().flatten().collect();
-        match conds.split_first() {
+        match self.fetch_cond([gk, guard, within]) {
             None => fetch.push(Stmt::Set { var: t, value }),
-            Some((&first, rest)) => {
-                let cond = rest.iter().fold(first, |acc, &c| self.f().bin(BinOp::And, acc, c));
+            Some(cond) => {
                 let z = self.f().f32(0.0);
                 let zero = if vty == Ty::F32x4 { self.f().splat(z) } else { z };
                 fetch.push(Stmt::Set { var: t, value: zero });

@@ -49,7 +49,7 @@ type Var = Handle<crate::ir::Var>;
 
 /// The bits of 2^23 (0x4B000000): or-ed over a value below 2^23 they make
 /// the float 2^23 + value.
-const MAGIC: i32 = 0x4B00_0000;
+pub(super) const MAGIC: i32 = 0x4B00_0000;
 
 /// Threads per workgroup and workgroup counts of the q4 kernel.
 pub fn launch(op: &Op, s: &Schedule) -> ([u32; 3], [u32; 3]) {

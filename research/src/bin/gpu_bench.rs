@@ -1527,7 +1527,9 @@ fn lite() {
         // ten times the lite space and not in it.
         // GPU_BENCH_NO_WIDE: the lite space only (its order and best).
         let no_wide = std::env::var_os("GPU_BENCH_NO_WIDE").is_some();
-        let mut wide: Vec<Schedule> = if kind == "matmul_q4" {
+        let mut wide: Vec<Schedule> = if no_wide {
+            Vec::new()
+        } else if kind == "matmul_q4" {
             // Both q4 families: the matrix-vector one and, for M > 1, the
             // tiled one (the f32 matmul's tuned tiles, B dequantised).
             let mut w = q4_space(&op, gpu.subgroups());
@@ -1542,9 +1544,6 @@ fn lite() {
         } else {
             matmul_tuned(&op)
         };
-        if no_wide {
-            wide.clear();
-        }
         if kind != "matmul_q4" && !no_wide {
             let full = matmul_space(&op);
             let mut rng = Rng::new(99);

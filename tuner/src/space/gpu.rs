@@ -113,6 +113,9 @@ fn split_twin(op: &Op, s: &Schedule, lim: crate::fingerprint::GpuLimits) -> Opti
     }
     let threads = (s.x1 / s.x0) * (s.y1 / s.y0);
     let grid = (m.div_ceil(s.x1) * n.div_ceil(s.y1) * batch) as u64 * threads as u64;
+    if grid >= GPU_FILL_THREADS {
+        return None;
+    }
     let slabs = k.div_ceil(s.r1);
     let mut best = None;
     for sk in [2, 4, 8] {
@@ -128,7 +131,7 @@ fn split_twin(op: &Op, s: &Schedule, lim: crate::fingerprint::GpuLimits) -> Opti
         }
         best = Some(t);
     }
-    best.filter(|_| grid < GPU_FILL_THREADS)
+    best
 }
 
 /// `matmul_q4` on WGSL: the split-K family (rows x0 per workgroup, y1

@@ -343,31 +343,34 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
         };
         out.extend(tiles);
     }
-    let (out, single) = ordered(op, target, out);
+    let out = ordered(op, target, out);
+    let single = out.len();
     let out = threads::with_threads(op, target, device, out);
     if !tiled.is_empty() {
-        let (tiled, tiled_single) = ordered(op, target, tiled);
-        let survivors = out.len() + tiled.len();
-        let out = q4_merge(op, out, tiled);
-        return (out, single + tiled_single, survivors);
+        let tiled = ordered(op, target, tiled);
+        let (single, survivors) = (single + tiled.len(), out.len() + tiled.len());
+        return (q4_merge(op, out, tiled), single, survivors);
     }
     let survivors = out.len();
     (cut(out, LITE_BUDGET), single, survivors)
 }
 
+/// Whether every candidate is a GPU matmul tile (ordered by tile, then variant).
+fn gpu_tiles(cands: &[Cand]) -> bool {
+    !cands.is_empty() && cands.iter().all(|c| c.gpu.is_some())
+}
+
 /// One family's candidates that pass `Schedule::check`, sorted by rank and
-/// deduplicated (GPU matmul tiles interleaved by [`interleave_tiles`]),
-/// with their count.
-fn ordered(op: &Op, target: Target, mut out: Vec<Cand>) -> (Vec<Cand>, usize) {
+/// deduplicated (GPU matmul tiles interleaved by [`interleave_tiles`]).
+fn ordered(op: &Op, target: Target, mut out: Vec<Cand>) -> Vec<Cand> {
     out.retain(|c| c.s.check(op, target).is_ok());
     out.sort_by(|a, b| a.rank.cmp(&b.rank).then_with(|| field_key(&a.s).cmp(&field_key(&b.s))));
     let mut seen = std::collections::HashSet::new();
     out.retain(|c| seen.insert(c.s.clone()));
-    if !out.is_empty() && out.iter().all(|c| c.gpu.is_some()) {
+    if gpu_tiles(&out) {
         out = interleave_tiles(out);
     }
-    let n = out.len();
-    (out, n)
+    out
 }
 
 /// The first `budget` candidates of an ordered family. A subgroup candidate
@@ -380,7 +383,7 @@ fn cut(mut out: Vec<Cand>, budget: usize) -> Vec<Cand> {
     if out.last().is_some_and(|c| c.s.subgroup_reduce) {
         out.pop();
     }
-    if !out.is_empty() && out.iter().all(|c| c.gpu.is_some()) {
+    if gpu_tiles(&out) {
         out.sort_by_key(|c| c.gpu.as_ref().map(|g| g.variant));
     }
     out
