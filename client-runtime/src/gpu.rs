@@ -31,6 +31,8 @@ pub struct Prepared {
     output: wgpu::Buffer,
     readback: wgpu::Buffer,
     out_bytes: u64,
+    /// The output's element type: f16 outputs are widened to f32 words on reading.
+    out: webtune_compiler::op::ArgSpec,
     dispatch: [u32; 3],
     /// Time to create the module and pipeline (the driver's compile).
     pub compile_ms: f64,
@@ -38,7 +40,8 @@ pub struct Prepared {
 
 impl Gpu {
     /// The default adapter of the environment (`WGPU_BACKEND`, `WGPU_ADAPTER_NAME`
-    /// are honoured), with `TIMESTAMP_QUERY` when it has it and default limits.
+    /// are honoured), with `TIMESTAMP_QUERY`, `SUBGROUP` and `SHADER_F16`
+    /// where it has them, and default limits.
     pub fn new() -> Result<Gpu, RunError> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
@@ -47,8 +50,9 @@ impl Gpu {
         }))
         .map_err(|e| RunError::NoEngine(format!("no wgpu adapter ({e}); on Linux install mesa-vulkan-drivers for lavapipe")))?;
         let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
-        // Timestamps and subgroup operations, where the adapter has them.
-        let required_features = adapter.features() & (wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP);
+        // Timestamps, subgroup operations and f16, where the adapter has them.
+        let required_features =
+            adapter.features() & (wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP | wgpu::Features::SHADER_F16);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("webtune"),
             required_features,
@@ -116,7 +120,18 @@ impl Gpu {
         let source = std::str::from_utf8(&k.bytes).map_err(|_| RunError::Input("kernel.wgsl is not UTF-8".into()))?;
         let dispatch = k.meta.dispatch.ok_or_else(|| RunError::Input("kernel.json of a WGSL kernel has no `dispatch`".into()))?;
         let checks = self.bounds_checks || !compiler_made(k);
-        self.prepare_with(source, &k.meta.entry, dispatch, &inputs.args, checks)
+        let op = k.op()?;
+        let specs = op.args();
+        if specs.len() != inputs.args.len() {
+            return Err(RunError::Input(format!("{} takes {} arguments, got {}", op.name(), specs.len(), inputs.args.len())));
+        }
+        let args: Vec<Vec<u8>> = specs.iter().zip(&inputs.args).map(|(s, w)| reference::arg_bytes(s, w)).collect();
+        self.prepare_with(source, &k.meta.entry, dispatch, &args, specs[specs.len() - 1].clone(), checks)
+    }
+
+    /// Whether the device has the `shader-f16` feature (f16 kernels need it).
+    pub fn has_f16(&self) -> bool {
+        self.device.features().contains(wgpu::Features::SHADER_F16)
     }
 
     /// Measurement only (see [`Self::set_bounds_checks`]); reached only for
@@ -137,16 +152,41 @@ impl Gpu {
     /// bounds checks are always on here, whatever [`Self::set_bounds_checks`]
     /// says: nothing vouches for a hand-written source.
     pub fn prepare_source(&self, source: &str, entry: &str, dispatch: [u32; 3], args: &[Vec<u32>]) -> Result<Prepared, RunError> {
-        self.prepare_with(source, entry, dispatch, args, true)
+        let bytes: Vec<Vec<u8>> = args.iter().map(|a| bytemuck::cast_slice(a).to_vec()).collect();
+        let out = webtune_compiler::op::ArgSpec {
+            name: "C",
+            dtype: webtune_compiler::op::Dtype::F32,
+            shape: vec![args[args.len() - 1].len() as u32],
+        };
+        self.prepare_with(source, entry, dispatch, &bytes, out, true)
     }
 
-    fn prepare_with(&self, source: &str, entry: &str, dispatch: [u32; 3], args: &[Vec<u32>], checks: bool) -> Result<Prepared, RunError> {
+    /// [`Self::prepare_source`] for a source that computes `op` (an f16 op's
+    /// arguments travel as f16), with wgpu's bounds checks on.
+    pub fn prepare_op_source(&self, source: &str, dispatch: [u32; 3], op: &Op, inputs: &reference::Inputs) -> Result<Prepared, RunError> {
+        let specs = op.args();
+        let args: Vec<Vec<u8>> = specs.iter().zip(&inputs.args).map(|(s, w)| reference::arg_bytes(s, w)).collect();
+        self.prepare_with(source, "main", dispatch, &args, specs[specs.len() - 1].clone(), true)
+    }
+
+    fn prepare_with(
+        &self,
+        source: &str,
+        entry: &str,
+        dispatch: [u32; 3],
+        args: &[Vec<u8>],
+        out: webtune_compiler::op::ArgSpec,
+        checks: bool,
+    ) -> Result<Prepared, RunError> {
         let limit = self.device.limits().max_compute_workgroups_per_dimension;
         if dispatch.iter().any(|&d| d == 0 || d > limit) {
             return Err(RunError::Input(format!("dispatch {dispatch:?} is outside 1..={limit} per dimension")));
         }
         if webtune_compiler::wgsl::needs_subgroups(source) && self.subgroups().is_none() {
             return Err(RunError::Input("the kernel uses subgroup operations; this adapter has no `subgroups` feature".into()));
+        }
+        if webtune_compiler::wgsl::needs_f16(source) && !self.has_f16() {
+            return Err(RunError::Input("the kernel uses f16; this adapter has no `shader-f16` feature (use the f32 op)".into()));
         }
         let source = webtune_compiler::wgsl::native_source(source);
         let t0 = Instant::now();
@@ -168,17 +208,20 @@ impl Gpu {
             .iter()
             .enumerate()
             .map(|(i, a)| {
-                // Words are uploaded as they lie in memory (wgpu targets are little-endian).
-                let bytes: &[u8] = bytemuck::cast_slice(a);
+                // Bytes are little-endian, as wgpu targets are (see
+                // `reference::arg_bytes`); an odd count of f16 values is
+                // padded to whole words, as buffer copies need.
+                let mut bytes = a.clone();
+                bytes.resize(a.len().next_multiple_of(4), 0);
                 let usage = if i == last {
                     wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST
                 } else {
                     wgpu::BufferUsages::STORAGE
                 };
-                self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: None, contents: bytes, usage })
+                self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: None, contents: &bytes, usage })
             })
             .collect();
-        let out_bytes = args[last].len() as u64 * 4;
+        let out_bytes = args[last].len().next_multiple_of(4) as u64;
         let readback = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readback"),
             size: out_bytes,
@@ -198,7 +241,7 @@ impl Gpu {
             })
         })?;
         let output = buffers.into_iter().nth(last).expect("ops have an output");
-        Ok(Prepared { pipeline, bind, output, readback, out_bytes, dispatch, compile_ms })
+        Ok(Prepared { pipeline, bind, output, readback, out_bytes, out, dispatch, compile_ms })
     }
 
     fn encode_calls(&self, enc: &mut wgpu::CommandEncoder, p: &Prepared, calls: u32, ts: Option<(&wgpu::QuerySet, u32)>) {
@@ -242,7 +285,9 @@ impl Gpu {
         enc.copy_buffer_to_buffer(&p.output, 0, &p.readback, 0, p.out_bytes);
         self.scoped("dispatch", || self.queue.submit([enc.finish()]))?;
         let bytes = self.read(&p.readback, p.out_bytes)?;
-        Ok(bytemuck::pod_collect_to_vec(&bytes))
+        let mut words = reference::arg_words(&p.out, &bytes);
+        words.truncate(p.out.elems() as usize);
+        Ok(words)
     }
 
     /// Per-call times of `reps` samples of `calls` back-to-back dispatches.

@@ -218,22 +218,26 @@ pub const SAMPLED_POSITIONS: usize = 512;
 
 /// The reference a run is checked against.
 pub(crate) enum Reference {
-    Full((Vec<f64>, Vec<f64>)),
-    /// (position, value, scale).
-    Sampled(Vec<(usize, f64, f64)>),
+    Full((Vec<f64>, Vec<f64>), f64),
+    /// (position, value, scale), and the tolerance.
+    Sampled(Vec<(usize, f64, f64)>, f64),
 }
 
 impl Reference {
     pub(crate) fn check(&self, out: &[u32]) -> Check {
         match self {
-            Reference::Full(r) => reference::check(r, out),
-            Reference::Sampled(points) => {
-                let mut worst = Check { max_rel_err: 0.0, worst: 0 };
+            Reference::Full(r, tolerance) => {
+                let c = reference::check(r, out);
+                Check { tolerance: *tolerance, ..c }
+            }
+            Reference::Sampled(points, tolerance) => {
+                let tolerance = *tolerance;
+                let mut worst = Check { max_rel_err: 0.0, worst: 0, tolerance };
                 for &(p, w, s) in points {
                     let got = f32::from_bits(out[p]) as f64;
                     let err = if got.is_finite() { (got - w).abs() / s.max(f64::MIN_POSITIVE) } else { f64::INFINITY };
                     if err > worst.max_rel_err || (err.is_infinite() && worst.max_rel_err.is_finite()) {
-                        worst = Check { max_rel_err: err, worst: p };
+                        worst = Check { max_rel_err: err, worst: p, tolerance };
                     }
                 }
                 worst
@@ -264,7 +268,7 @@ fn compute_reference(op: &Op, seed: u64) -> (Inputs, Reference) {
     let inputs = reference::inputs(op, seed);
     if op.flops() <= FULL_CHECK_FLOPS {
         let r = reference::reference(op, &inputs);
-        return (inputs, Reference::Full(r));
+        return (inputs, Reference::Full(r, reference::tolerance(op)));
     }
     let (b, m, _, n) = op.bmkn();
     let (b, m, n) = (b as u64, m as u64, n as u64);
@@ -293,7 +297,7 @@ fn compute_reference(op: &Op, seed: u64) -> (Inputs, Reference) {
             (p as usize, w, s)
         })
         .collect();
-    (inputs, Reference::Sampled(points))
+    (inputs, Reference::Sampled(points, reference::tolerance(op)))
 }
 
 /// Per-call sample times of one kernel, before statistics.

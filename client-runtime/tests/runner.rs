@@ -91,6 +91,32 @@ fn random_q4_schedule(rng: &mut Rng, op: &Op, outputs: &[u32]) -> Schedule {
     }
 }
 
+/// A tiled matmul_q4 schedule (cache_read): the matmul tiles with the slab
+/// r1 a multiple of 8 (24 and 40 included, so K is often not a multiple).
+fn random_tiled_q4_schedule(rng: &mut Rng, op: &Op) -> Schedule {
+    loop {
+        let x0 = pick(rng, &[1, 2, 4, 8]);
+        let y0 = pick(rng, &[1, 2, 4, 8]);
+        let r0 = pick(rng, &[1, 2, 4, 8]);
+        let s = Schedule {
+            x0,
+            y0,
+            r0,
+            x1: x0 * pick(rng, &[1, 2, 4, 8]),
+            y1: y0 * pick(rng, &[1, 2, 4]),
+            r1: pick(rng, &[8, 16, 24, 32, 40]),
+            vectorize: pick(rng, &[1, 4]),
+            cache_read: true,
+            double_buffer: pick(rng, &[false, true]),
+            split_k: pick(rng, &[1, 1, 2, 3]),
+            ..Schedule::default_for(op, Target::Wgsl)
+        };
+        if s.check(op, Target::Wgsl).is_ok() {
+            return s;
+        }
+    }
+}
+
 fn assert_correct(op: &Op, s: &Schedule) {
     let k = compile(op, Target::Wgsl, s).unwrap_or_else(|e| panic!("{} {s:?}: {e}", op.slug()));
     let r = gpu().run(&KernelDir::from_kernel(k), &quick()).unwrap_or_else(|e| panic!("{} {s:?}: {e}", op.slug()));
@@ -222,27 +248,7 @@ fn wgsl_matmul_q4_tiled_random_shapes_and_schedules() {
         let shape =
             [pick(&mut rng, &[1, 2, 5, 13, 31, 33, 64]), 32 * pick(&mut rng, &[1, 2, 3, 5]), pick(&mut rng, &[1, 3, 4, 7, 13, 16, 24, 36])];
         let op = Op::new(webtune_compiler::OpKind::MatmulQ4, &shape).unwrap();
-        let s = loop {
-            let x0 = pick(&mut rng, &[1, 2, 4, 8]);
-            let y0 = pick(&mut rng, &[1, 2, 4, 8]);
-            let r0 = pick(&mut rng, &[1, 2, 4, 8]);
-            let s = Schedule {
-                x0,
-                y0,
-                r0,
-                x1: x0 * pick(&mut rng, &[1, 2, 4, 8]),
-                y1: y0 * pick(&mut rng, &[1, 2, 4]),
-                r1: pick(&mut rng, &[8, 16, 24, 32, 40]),
-                vectorize: pick(&mut rng, &[1, 4]),
-                cache_read: true,
-                double_buffer: pick(&mut rng, &[false, true]),
-                split_k: pick(&mut rng, &[1, 1, 2, 3]),
-                ..Schedule::default_for(&op, Target::Wgsl)
-            };
-            if s.check(&op, Target::Wgsl).is_ok() {
-                break s;
-            }
-        };
+        let s = random_tiled_q4_schedule(&mut rng, &op);
         vec4_seen |= webtune_compiler::generate::matmul_gpu::uses_vec4(shape[2], &s);
         split_seen |= s.split_k > 1;
         assert_correct(&op, &s);
@@ -349,4 +355,47 @@ fn wgsl_matmul_q4_subgroup_reduction_and_whole_blocks() {
         assert_eq!(k.meta.min_subgroup_size, Some(s.split_k));
         assert_correct(&op, &s);
     }
+}
+
+/// `+f16` ops (f16 storage, f32 accumulation) of every family on random
+/// shapes and schedules, against the f64 reference of their f16 inputs to
+/// the f16 tolerance; where the adapter has no `shader-f16`, the runner
+/// refuses them with a line that says so.
+#[test]
+fn wgsl_f16_ops_random_shapes_and_schedules() {
+    use webtune_compiler::OpKind::{BatchMatmul, Matmul, MatmulQ4};
+    let mut rng = Rng::new(19);
+    let epilogues = webtune_compiler::op::Epilogue::all();
+    let mut families = std::collections::BTreeSet::new();
+    for i in 0..24 {
+        let e = pick(&mut rng, &epilogues);
+        let d = |rng: &mut Rng| pick(rng, &DIMS);
+        let q4 = |rng: &mut Rng| [pick(rng, &[1, 2, 5, 33]), 32 * pick(rng, &[1, 2, 3]), pick(rng, &[1, 3, 4, 7, 16])];
+        let op = match i % 4 {
+            0 => Op::with_epilogue(Matmul, e, &[d(&mut rng), d(&mut rng), d(&mut rng)]),
+            1 => Op::with_epilogue(BatchMatmul, e, &[pick(&mut rng, &[1, 2, 3]), d(&mut rng), d(&mut rng), d(&mut rng)]),
+            _ => Op::new(MatmulQ4, &q4(&mut rng)),
+        };
+        let op = op.and_then(|o| o.with_dtype(webtune_compiler::op::Dtype::F16)).unwrap();
+        let s = match i % 4 {
+            0 | 1 => random_matmul_schedule(&mut rng, &op),
+            2 => random_q4_schedule(&mut rng, &op, &[1, 2, 4]),
+            _ => random_tiled_q4_schedule(&mut rng, &op),
+        };
+        families.insert((op.kind(), s.cache_read));
+        let k = compile(&op, Target::Wgsl, &s).unwrap_or_else(|e| panic!("{} {s:?}: {e}", op.slug()));
+        assert!(webtune_compiler::wgsl::needs_f16(std::str::from_utf8(&k.bytes).unwrap()), "{}", op.slug());
+        assert!(k.meta.args.iter().all(|a| a.dtype == if a.name == "W" { "u32" } else { "f16" }), "{:?}", k.meta.args);
+        let k = KernelDir::from_kernel(k);
+        if !gpu().has_f16() {
+            let e = gpu().run(&k, &quick()).unwrap_err();
+            assert!(e.to_string().contains("shader-f16"), "{e}");
+            continue;
+        }
+        let r = gpu().run(&k, &quick()).unwrap_or_else(|e| panic!("{} {s:?}: {e}", op.slug()));
+        assert!(r.correct, "{} under {}: max_rel_err {}", op.slug(), serde_json::to_string(&s).unwrap(), r.max_rel_err);
+    }
+    // Staged and direct matmul and batch_matmul, both q4 families.
+    assert!(families.len() >= 5, "{families:?}");
+    eprintln!("f16 on this adapter: {}", gpu().has_f16());
 }

@@ -16,6 +16,14 @@
 //! residual, shaped like C) is added last. Suffixes appear in that order
 //! (`bias`, then `gelu` or `relu`, then `residual`), each at most once; the
 //! new arguments come after A and B in the same order (A, B, bias, R, C).
+//!
+//! # Half precision
+//! A last suffix `+f16` stores the op's float arguments as IEEE binary16
+//! (`matmul+f16`, `matmul+bias+gelu+f16`, `matmul_q4+f16`): A, B, bias, R
+//! and C of matmul and batch_matmul, and A, S and C of matmul_q4 (its packed
+//! W stays `u32`). Kernels load them into f32 registers, accumulate in f32 and
+//! round the result to f16 once, on the store. f16 ops run on WGSL only, on
+//! adapters with the `shader-f16` feature; matmul_i16 has no f16 form.
 
 use std::fmt;
 use std::str::FromStr;
@@ -164,23 +172,36 @@ impl Epilogue {
     }
 }
 
-/// Splits a full op name such as `matmul+bias+gelu` into its base kind and epilogue.
-pub fn parse_name(name: &str) -> Result<(OpKind, Epilogue), OpError> {
+/// Splits a full op name such as `matmul+bias+gelu+f16` into its base kind,
+/// epilogue and float type.
+pub fn parse_name(name: &str) -> Result<(OpKind, Epilogue, Dtype), OpError> {
     let name = name.trim();
     let mut parts = name.split('+');
     let base: OpKind = parts.next().unwrap_or_default().parse().map_err(|_| OpError::UnknownOp(name.to_string()))?;
-    let rest: Vec<&str> = parts.collect();
+    let mut rest: Vec<&str> = parts.collect();
+    let dtype = if rest.last() == Some(&"f16") {
+        rest.pop();
+        Dtype::F16
+    } else {
+        Dtype::F32
+    };
     let e = Epilogue::parse(name, &rest)?;
     if !e.is_none() && base == OpKind::MatmulQ4 {
         return Err(OpError::NoEpilogue(base));
     }
-    Ok((base, e))
+    if dtype == Dtype::F16 && base == OpKind::MatmulI16 {
+        return Err(OpError::NoF16(base));
+    }
+    Ok((base, e, dtype))
 }
 
-/// Element type of a kernel argument.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Element type of a kernel argument; an op's float type is `F32` or `F16`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Dtype {
+    #[default]
     F32,
+    /// IEEE binary16, two bytes.
+    F16,
     U32,
 }
 
@@ -188,7 +209,20 @@ impl Dtype {
     pub fn name(self) -> &'static str {
         match self {
             Dtype::F32 => "f32",
+            Dtype::F16 => "f16",
             Dtype::U32 => "u32",
+        }
+    }
+    /// Bytes per element.
+    pub fn size(self) -> u64 {
+        if self == Dtype::F16 { 2 } else { 4 }
+    }
+    /// The op's float type from `--dtype`: `f32` or `f16`.
+    pub fn parse_float(s: &str) -> Result<Dtype, OpError> {
+        match s.trim() {
+            "f32" => Ok(Dtype::F32),
+            "f16" => Ok(Dtype::F16),
+            other => Err(OpError::BadDtype(other.chars().take(24).collect())),
         }
     }
 }
@@ -206,7 +240,7 @@ impl ArgSpec {
         self.shape.iter().map(|&d| d as u64).product()
     }
     pub fn bytes(&self) -> u64 {
-        self.elems() * 4
+        self.elems() * self.dtype.size()
     }
 }
 
@@ -216,11 +250,15 @@ pub enum OpError {
     #[error("unknown op `{0}`: expected one of matmul, batch_matmul, matmul_q4, matmul_i16")]
     UnknownOp(String),
     #[error(
-        "op `{0}`: an epilogue is `+bias`, then `+gelu` or `+relu`, then `+residual`, each at most once and in that order, e.g. matmul+bias+gelu"
+        "op `{0}`: an epilogue is `+bias`, then `+gelu` or `+relu`, then `+residual`, each at most once and in that order, e.g. matmul+bias+gelu; `+f16` comes last"
     )]
     BadEpilogue(String),
     #[error("{0} takes no epilogue: only matmul, batch_matmul and matmul_i16 do")]
     NoEpilogue(OpKind),
+    #[error("{0} has no f16 form: only matmul, batch_matmul and matmul_q4 do")]
+    NoF16(OpKind),
+    #[error("dtype `{0}`: expected f32 or f16")]
+    BadDtype(String),
     #[error("{op} takes {expected} dimensions ({names}), got {got}")]
     WrongRank { op: OpKind, expected: usize, names: String, got: usize },
     #[error("shape dimension `{0}` is not a positive integer")]
@@ -244,6 +282,7 @@ pub struct Op {
     kind: OpKind,
     shape: Vec<u32>,
     epilogue: Epilogue,
+    dtype: Dtype,
 }
 
 impl Op {
@@ -252,10 +291,20 @@ impl Op {
         Op::with_epilogue(kind, Epilogue::NONE, shape)
     }
 
-    /// The op by its full name (`matmul+bias+gelu`) and shape.
+    /// The op by its full name (`matmul+bias+gelu`, `matmul+f16`) and shape.
     pub fn from_name(name: &str, shape: &[u32]) -> Result<Op, OpError> {
-        let (kind, epilogue) = parse_name(name)?;
-        Op::with_epilogue(kind, epilogue, shape)
+        let (kind, epilogue, dtype) = parse_name(name)?;
+        Op::with_epilogue(kind, epilogue, shape)?.with_dtype(dtype)
+    }
+
+    /// The same op with its float arguments of type `dtype` (`F32` or `F16`).
+    pub fn with_dtype(self, dtype: Dtype) -> Result<Op, OpError> {
+        match dtype {
+            Dtype::F32 => Ok(Op { dtype, ..self }),
+            Dtype::F16 if self.kind == OpKind::MatmulI16 => Err(OpError::NoF16(self.kind)),
+            Dtype::F16 => Ok(Op { dtype, ..self }),
+            Dtype::U32 => Err(OpError::BadDtype("u32".into())),
+        }
     }
 
     pub fn with_epilogue(kind: OpKind, epilogue: Epilogue, shape: &[u32]) -> Result<Op, OpError> {
@@ -275,7 +324,7 @@ impl Op {
         if kind == OpKind::MatmulI16 && (!shape[1].is_multiple_of(2) || !shape[2].is_multiple_of(4)) {
             return Err(OpError::I16Shape(shape[1], shape[2]));
         }
-        let op = Op { kind, shape: shape.to_vec(), epilogue };
+        let op = Op { kind, shape: shape.to_vec(), epilogue, dtype: Dtype::F32 };
         for arg in op.args() {
             let elems = arg.shape.iter().map(|&d| d as u64).product::<u64>();
             if elems > MAX_ARG_ELEMS {
@@ -285,11 +334,11 @@ impl Op {
         Ok(op)
     }
 
-    /// Parses `"matmul"` (or `"matmul+bias+gelu"`) and `"384,768,768"`.
+    /// Parses `"matmul"` (or `"matmul+bias+gelu"`, `"matmul+f16"`) and `"384,768,768"`.
     pub fn parse(name: &str, shape: &str) -> Result<Op, OpError> {
-        let (kind, epilogue) = parse_name(name)?;
+        let (kind, epilogue, dtype) = parse_name(name)?;
         let dims = parse_shape(shape)?;
-        Op::with_epilogue(kind, epilogue, &dims)
+        Op::with_epilogue(kind, epilogue, &dims)?.with_dtype(dtype)
     }
 
     /// The base kind; the epilogue is [`Op::epilogue`].
@@ -299,14 +348,24 @@ impl Op {
     pub fn epilogue(&self) -> Epilogue {
         self.epilogue
     }
-    /// The full name on the wire and in `kernel.json`: the base kind and the
-    /// epilogue's suffix, e.g. `matmul+bias+gelu`.
-    pub fn name(&self) -> String {
-        format!("{}{}", self.kind, self.epilogue.suffix())
+    /// The type of the op's float arguments: `F32` or `F16`.
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
     }
-    /// The plain op of the same kind and shape.
+    /// The full name on the wire and in `kernel.json`: the base kind, the
+    /// epilogue's suffix and `+f16` for half precision, e.g. `matmul+bias+gelu+f16`.
+    pub fn name(&self) -> String {
+        let f16 = if self.dtype == Dtype::F16 { "+f16" } else { "" };
+        format!("{}{}{f16}", self.kind, self.epilogue.suffix())
+    }
+    /// The plain op of the same kind, shape and float type.
     pub fn base(&self) -> Op {
         Op { epilogue: Epilogue::NONE, ..self.clone() }
+    }
+    /// Whether the compiler has kernels of this op for `target`: f16 ops
+    /// are WGSL only (Wasm has no f16 arithmetic), matmul_i16 Wasm only.
+    pub fn runs_on(&self, target: crate::Target) -> bool {
+        self.kind.runs_on(target) && (self.dtype == Dtype::F32 || target == crate::Target::Wgsl)
     }
     pub fn shape(&self) -> &[u32] {
         &self.shape
@@ -335,12 +394,12 @@ impl Op {
     /// `reference::i16_bound(K)`.
     pub fn args(&self) -> Vec<ArgSpec> {
         let (b, m, k, n) = self.bmkn();
-        let f = |name, shape: Vec<u32>| ArgSpec { name, dtype: Dtype::F32, shape };
+        let f = |name, shape: Vec<u32>| ArgSpec { name, dtype: self.dtype, shape };
         let with_epilogue = |a: ArgSpec, bb: ArgSpec, c: ArgSpec| {
             let mut out = vec![a, bb];
             if self.kind == OpKind::MatmulI16 {
-                out.push(f("SA", vec![m]));
-                out.push(f("SB", vec![n]));
+                out.push(ArgSpec { name: "SA", dtype: Dtype::F32, shape: vec![m] });
+                out.push(ArgSpec { name: "SB", dtype: Dtype::F32, shape: vec![n] });
             }
             if self.epilogue.bias {
                 out.push(f("bias", vec![n]));
@@ -493,6 +552,33 @@ mod tests {
         }
         assert!(matches!(Op::parse("matmul_q4+bias", "1,32,2"), Err(OpError::NoEpilogue(OpKind::MatmulQ4))));
         assert!(matches!(Op::parse("conv+bias", "1,2,3"), Err(OpError::UnknownOp(_))));
+    }
+
+    #[test]
+    fn f16_is_the_last_suffix_and_types_the_float_arguments() {
+        let op = Op::parse("matmul+bias+gelu+f16", "3,5,7").unwrap();
+        assert_eq!((op.dtype(), op.epilogue().act), (Dtype::F16, Activation::Gelu));
+        assert_eq!(op.name(), "matmul+bias+gelu+f16");
+        assert_eq!(Op::from_name(&op.name(), op.shape()).unwrap(), op);
+        assert_eq!(op.slug(), "matmul_bias_gelu_f16_3x5x7");
+        assert!(op.args().iter().all(|a| a.dtype == Dtype::F16));
+        assert_eq!(op.args()[0].bytes(), 2 * 15);
+        assert_eq!(op.base().name(), "matmul+f16");
+        assert_ne!(op.base(), Op::parse("matmul", "3,5,7").unwrap());
+        let q4 = Op::parse("matmul_q4+f16", "2,64,3").unwrap();
+        let dt: Vec<_> = q4.args().iter().map(|a| a.dtype).collect();
+        assert_eq!(dt, [Dtype::F16, Dtype::U32, Dtype::F16, Dtype::F16]);
+        assert!(q4.runs_on(crate::Target::Wgsl) && !q4.runs_on(crate::Target::Wasm));
+        assert!(Op::parse("matmul_q4", "2,64,3").unwrap().runs_on(crate::Target::Wasm));
+        assert!(matches!(Op::parse("matmul_i16+f16", "2,4,4"), Err(OpError::NoF16(OpKind::MatmulI16))));
+        for bad in ["matmul+f16+bias", "matmul+f16+f16", "matmul+f32"] {
+            assert!(matches!(Op::parse(bad, "3,5,7"), Err(OpError::BadEpilogue(_))), "{bad}");
+        }
+        assert_eq!(Dtype::parse_float("f16"), Ok(Dtype::F16));
+        assert!(matches!(Dtype::parse_float("u32"), Err(OpError::BadDtype(_))));
+        let plain = Op::parse("matmul", "3,5,7").unwrap();
+        assert_eq!(plain.clone().with_dtype(Dtype::F16).unwrap(), Op::parse("matmul+f16", "3,5,7").unwrap());
+        assert!(plain.with_dtype(Dtype::U32).is_err());
     }
 
     #[test]

@@ -2,12 +2,16 @@
 //!
 //! Inputs come from a seeded generator and are never zero (a kernel that
 //! skips work must not pass by luck); outputs are compared element-wise in a
-//! norm-scaled relative error, so that only f32 rounding is tolerated.
+//! norm-scaled relative error, so that only f32 rounding is tolerated (and,
+//! for `+f16` ops, the one rounding of each output to f16: see
+//! [`tolerance`]).
 
-use crate::op::{Activation, Dtype, Epilogue, Op, OpKind};
+use crate::op::{Activation, ArgSpec, Dtype, Epilogue, Op, OpKind};
 
 /// The argument buffers of one call, as raw 32-bit words in ABI order
-/// (f32 arguments hold `f32::to_bits`). The output starts poisoned with NaN.
+/// (f32 arguments hold `f32::to_bits`; f16 arguments hold the `f32::to_bits`
+/// of values that f16 represents exactly, and travel to a kernel as
+/// [`arg_bytes`]). The output starts poisoned with NaN.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Inputs {
     pub args: Vec<Vec<u32>>,
@@ -56,12 +60,37 @@ pub fn inputs(op: &Op, seed: u64) -> Inputs {
             match (a.dtype, a.name) {
                 (Dtype::U32, _) if op.kind() == OpKind::MatmulI16 => (0..n).map(|_| i16_word(rng.next_u64() as u32, k)).collect(),
                 (Dtype::U32, _) => (0..n).map(|_| rng.next_u64() as u32).collect(),
-                (Dtype::F32, "S") => (0..n).map(|_| ((rng.nonzero_f32().abs() * 0.1) + 0.01).to_bits()).collect(),
-                (Dtype::F32, _) => (0..n).map(|_| rng.nonzero_f32().to_bits()).collect(),
+                (Dtype::F32 | Dtype::F16, "S") => (0..n).map(|_| as_dtype(a.dtype, (rng.nonzero_f32().abs() * 0.1) + 0.01)).collect(),
+                (Dtype::F32 | Dtype::F16, _) => (0..n).map(|_| as_dtype(a.dtype, rng.nonzero_f32())).collect(),
             }
         })
         .collect();
     Inputs { args }
+}
+
+/// `x`'s bits, rounded to f16 first (to nearest, ties to even) for an f16 argument.
+fn as_dtype(dtype: Dtype, x: f32) -> u32 {
+    if dtype == Dtype::F16 { half::f16::from_f32(x).to_f32().to_bits() } else { x.to_bits() }
+}
+
+/// An argument's words as the bytes a kernel reads (little-endian): four per
+/// element, or two for an f16 argument (each word's f32 value rounded to f16).
+pub fn arg_bytes(spec: &ArgSpec, words: &[u32]) -> Vec<u8> {
+    if spec.dtype == Dtype::F16 {
+        words.iter().flat_map(|&w| half::f16::from_f32(f32::from_bits(w)).to_le_bytes()).collect()
+    } else {
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+}
+
+/// The inverse of [`arg_bytes`]: a kernel's output bytes as words (an f16
+/// element widened exactly to f32).
+pub fn arg_words(spec: &ArgSpec, bytes: &[u8]) -> Vec<u32> {
+    if spec.dtype == Dtype::F16 {
+        bytes.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32().to_bits()).collect()
+    } else {
+        bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    }
 }
 
 fn f(v: &[u32], i: usize) -> f64 {
@@ -214,26 +243,49 @@ pub struct Check {
     pub max_rel_err: f64,
     /// Where it occurred.
     pub worst: usize,
+    /// The largest `max_rel_err` that passes: [`tolerance`] of the op.
+    pub tolerance: f64,
 }
 
 /// Tolerance for [`Check::max_rel_err`]: f32 rounding only.
 pub const TOLERANCE: f64 = 1e-5;
 
+/// Tolerance of an `+f16` op: [`TOLERANCE`] plus the rounding of the output
+/// to f16, half an ulp, 2⁻¹¹ of `|C|`, which is at most its scale
+/// (`|Σ a·b| ≤ ‖row‖·‖col‖`, and the epilogue's terms are in the scale). Its
+/// inputs are f16 values, read exactly, and it accumulates in f32.
+pub const TOLERANCE_F16: f64 = 1.0 / 2048.0 + TOLERANCE;
+
+/// The tolerance `op`'s outputs are held to.
+pub fn tolerance(op: &Op) -> f64 {
+    if op.dtype() == Dtype::F16 { TOLERANCE_F16 } else { TOLERANCE }
+}
+
 impl Check {
     pub fn ok(&self) -> bool {
-        self.max_rel_err <= TOLERANCE
+        self.max_rel_err <= self.tolerance
     }
 }
 
-/// Compares `out` (f32 bits) with the reference.
+/// Compares `out` (f32 bits) with the reference, to f32 rounding ([`TOLERANCE`]).
 pub fn check(reference: &(Vec<f64>, Vec<f64>), out: &[u32]) -> Check {
+    check_within(reference, out, TOLERANCE)
+}
+
+/// Compares the output of `op` (as words, see [`arg_words`]) with its
+/// reference, to the op's [`tolerance`].
+pub fn check_op(op: &Op, reference: &(Vec<f64>, Vec<f64>), out: &[u32]) -> Check {
+    check_within(reference, out, tolerance(op))
+}
+
+fn check_within(reference: &(Vec<f64>, Vec<f64>), out: &[u32], tolerance: f64) -> Check {
     let (want, scale) = reference;
-    let mut worst = Check { max_rel_err: 0.0, worst: 0 };
+    let mut worst = Check { max_rel_err: 0.0, worst: 0, tolerance };
     for (i, (&w, &s)) in want.iter().zip(scale).enumerate() {
         let got = f32::from_bits(out[i]) as f64;
         let err = if got.is_finite() { (got - w).abs() / s.max(f64::MIN_POSITIVE) } else { f64::INFINITY };
         if err > worst.max_rel_err || (i == 0 && err.is_infinite()) {
-            worst = Check { max_rel_err: err, worst: i };
+            worst = Check { max_rel_err: err, worst: i, tolerance };
         }
     }
     worst
@@ -264,8 +316,8 @@ pub fn input_at(op: &Op, seed: u64, arg: usize, index: u64) -> u32 {
     match (specs[arg].dtype, specs[arg].name) {
         (Dtype::U32, _) if op.kind() == OpKind::MatmulI16 => i16_word(u as u32, op.bmkn().2),
         (Dtype::U32, _) => u as u32,
-        (Dtype::F32, "S") => ((nonzero_from(u).abs() * 0.1) + 0.01).to_bits(),
-        (Dtype::F32, _) => nonzero_from(u).to_bits(),
+        (d @ (Dtype::F32 | Dtype::F16), "S") => as_dtype(d, (nonzero_from(u).abs() * 0.1) + 0.01),
+        (d @ (Dtype::F32 | Dtype::F16), _) => as_dtype(d, nonzero_from(u)),
     }
 }
 
@@ -332,8 +384,8 @@ pub fn check_positions(op: &Op, seed: u64) -> Vec<u64> {
 }
 
 /// Checks values a client reported at [`check_positions`]: `Ok` when every
-/// one is finite and within [`TOLERANCE`] of the reference (norm-scaled),
-/// else the position and its error.
+/// one is finite and within the op's [`tolerance`] of the reference
+/// (norm-scaled), else the position and its error.
 pub fn check_samples(op: &Op, seed: u64, samples: &[f32]) -> Result<(), (u64, f64)> {
     let pos = check_positions(op, seed);
     if samples.len() != pos.len() {
@@ -342,7 +394,7 @@ pub fn check_samples(op: &Op, seed: u64, samples: &[f32]) -> Result<(), (u64, f6
     for (&p, &got) in pos.iter().zip(samples) {
         let (want, scale) = output_at(op, seed, p);
         let err = if got.is_finite() { (got as f64 - want).abs() / scale.max(f64::MIN_POSITIVE) } else { f64::INFINITY };
-        if err > TOLERANCE {
+        if err > tolerance(op) {
             return Err((p, err));
         }
     }
@@ -388,6 +440,8 @@ mod tests {
             ("matmul+bias+gelu+residual", "3,5,7"),
             ("batch_matmul+relu+residual", "2,3,4,5"),
             ("matmul+bias", "4,3,5"),
+            ("matmul_q4+f16", "2,64,3"),
+            ("batch_matmul+bias+gelu+residual+f16", "2,3,4,5"),
         ] {
             let op = Op::parse(kind, shape).unwrap();
             let inp = inputs(&op, 11);
@@ -443,6 +497,34 @@ mod tests {
         assert_eq!(libm::erf(0.0), 0.0);
         assert!((libm::erf(1.0) - 0.842_700_792_949_714_9).abs() < 1e-16);
         assert_eq!(epilogue(Epilogue { act: Activation::Relu, ..Epilogue::NONE }, -2.0, 0.5, 0.25), 0.25);
+    }
+
+    #[test]
+    fn f16_inputs_are_exact_halves_and_travel_as_two_bytes() {
+        let op = Op::parse("matmul+bias+f16", "3,40,5").unwrap();
+        let inp = inputs(&op, 4);
+        for (spec, words) in op.args().iter().zip(&inp.args).take(3) {
+            for &w in words {
+                let x = f32::from_bits(w);
+                assert!(x != 0.0 && half::f16::from_f32(x).to_f32() == x, "{} {x}", spec.name);
+            }
+            let bytes = arg_bytes(spec, words);
+            assert_eq!(bytes.len(), 2 * words.len());
+            assert_eq!(&arg_words(spec, &bytes), words);
+        }
+        // Outputs poisoned with NaN stay NaN through the f16 bytes.
+        let c = &op.args()[3];
+        assert!(arg_words(c, &arg_bytes(c, &inp.args[3])).iter().all(|&w| f32::from_bits(w).is_nan()));
+        // The f16 tolerance takes outputs rounded to f16, which f32's does
+        // not, and not an error of twice that bound on one output.
+        let r = reference(&op, &inp);
+        let rounded: Vec<u32> = r.0.iter().map(|&x| half::f16::from_f64(x).to_f32().to_bits()).collect();
+        let (f16c, f32c) = (check_op(&op, &r, &rounded), check(&r, &rounded));
+        assert!(f16c.ok() && !f32c.ok(), "{f16c:?} {f32c:?}");
+        let mut far = rounded;
+        far[7] = ((r.0[7] + 2.0 * TOLERANCE_F16 * r.1[7]) as f32).to_bits();
+        assert_eq!(check_op(&op, &r, &far).worst, 7);
+        assert!(!check_op(&op, &r, &far).ok());
     }
 
     #[test]

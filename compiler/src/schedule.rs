@@ -446,6 +446,12 @@ impl Schedule {
         if self.split_k != 1 || self.subgroup_reduce {
             return Err(err("split_k", "is a GPU setting; use 1 for Wasm"));
         }
+        if op.dtype() == crate::op::Dtype::F16 {
+            return Err(err(
+                "target",
+                format!("{} has WGSL kernels only: Wasm has no f16 arithmetic (use wgsl, or the f32 op)", op.name()),
+            ));
+        }
         if op.kind() == OpKind::MatmulI16 {
             if self.vectorize != 4 {
                 return Err(err("vectorize", "matmul_i16 kernels are vector kernels: use 4"));
@@ -601,6 +607,10 @@ mod tests {
                     checked.unwrap();
                 } else {
                     assert_eq!(checked.unwrap_err().field, "target", "{kind} on {t:?}");
+                }
+                if let Ok(half) = op.clone().with_dtype(crate::op::Dtype::F16) {
+                    let checked = Schedule::default_for(&half, t).check(&half, t);
+                    assert_eq!(checked.is_ok(), half.runs_on(t), "{} on {t:?}: {checked:?}", half.name());
                 }
             }
         }

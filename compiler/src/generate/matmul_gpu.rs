@@ -148,16 +148,17 @@ pub fn launch(op: &Op, s: &Schedule) -> ([u32; 3], [u32; 3]) {
 pub fn generate(op: &Op, s: &Schedule) -> Func {
     let (batch, m, k, n) = op.bmkn();
     let mut f = Func::new(op.slug());
-    let a = f.buffer("A", Elem::F32, batch * m * k, Space::Param(0), false);
+    let fe = super::float_elem(op);
+    let a = f.buffer("A", fe, batch * m * k, Space::Param(0), false);
     let b = if op.kind() == OpKind::MatmulQ4 {
         let w = f.buffer("W", Elem::U32, n * (k / 8), Space::Param(1), false);
-        let s = f.buffer("S", Elem::F32, n * (k / 32), Space::Param(2), false);
+        let s = f.buffer("S", fe, n * (k / 32), Space::Param(2), false);
         BSrc::Q4 { w, s }
     } else {
-        BSrc::F32(f.buffer("B", Elem::F32, batch * k * n, Space::Param(1), false))
+        BSrc::F32(f.buffer("B", fe, batch * k * n, Space::Param(1), false))
     };
     let (epi, out) = Epi::declare(&mut f, op, n, batch * m * n);
-    let c = f.buffer("C", Elem::F32, batch * m * n, Space::Param(out), true);
+    let c = f.buffer("C", fe, batch * m * n, Space::Param(out), true);
     let vec = uses_vec4(n, s);
     let (tx, ty) = (s.x1 / s.x0, s.y1 / s.y0);
     let lid_all = f.exprs.push(Expr::Builtin(Builtin::LocalId(0)));

@@ -102,6 +102,12 @@ pub fn tiled<T: HasGen>(
     out
 }
 
+/// The element type of `op`'s float arguments in a kernel: `f16` for an
+/// `+f16` op (GPU only), else `f32`.
+pub fn float_elem(op: &Op) -> Elem {
+    if op.dtype() == crate::op::Dtype::F16 { Elem::F16 } else { Elem::F32 }
+}
+
 /// A matmul's fused epilogue in a generated kernel: its buffers, and the
 /// temporaries GELU reads twice (made on first use, so that a kernel without
 /// an epilogue has exactly the variables and buffers it had before).
@@ -123,7 +129,7 @@ impl Epi {
         let e = op.epilogue();
         let mut next = op.epilogue_first_arg();
         let mut param = |f: &mut Func, name: &str, len: u32| {
-            let b = f.buffer(name, Elem::F32, len, Space::Param(next), false);
+            let b = f.buffer(name, float_elem(op), len, Space::Param(next), false);
             next += 1;
             b
         };

@@ -61,10 +61,11 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let (_, m, k, n) = op.bmkn();
     let (kw, kb) = (k / 8, k / 32);
     let mut f = Func::new(op.slug());
-    let a = f.buffer("A", Elem::F32, m * k, Space::Param(0), false);
+    let fe = super::float_elem(op);
+    let a = f.buffer("A", fe, m * k, Space::Param(0), false);
     let w = f.buffer("W", Elem::U32, n * kw, Space::Param(1), false);
-    let sc = f.buffer("S", Elem::F32, n * kb, Space::Param(2), false);
-    let c = f.buffer("C", Elem::F32, m * n, Space::Param(3), true);
+    let sc = f.buffer("S", fe, n * kb, Space::Param(2), false);
+    let c = f.buffer("C", fe, m * n, Space::Param(3), true);
     let sk = s.split_k;
     let rows = s.x0;
     let red = (sk > 1 && !s.subgroup_reduce).then(|| f.buffer("red", Elem::F32, rows * s.y1 * sk, Space::Workgroup, true));

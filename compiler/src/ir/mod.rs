@@ -5,7 +5,8 @@
 //! schedule becomes (see `gen`) and what the Wasm and WGSL backends read.
 //!
 //! # Rules of the IR
-//! - Buffers are arrays of 32-bit elements (`f32` or `u32`). A `param` buffer
+//! - Buffers are arrays of 32-bit elements (`f32` or `u32`), or of `f16` on
+//!   the GPU, which load and store as `f32` values. A `param` buffer
 //!   is a kernel argument; a `scratch` buffer is private to one invocation (a
 //!   second, internal memory in Wasm; a `var<private>` array in WGSL); a
 //!   `workgroup` buffer is shared by a GPU workgroup.
@@ -147,6 +148,17 @@ impl Ty {
 pub enum Elem {
     F32,
     U32,
+    /// IEEE binary16, GPU only. It holds float values like an `f32`
+    /// buffer: loads of `f32`/`f32x4` widen each element exactly, stores
+    /// round each lane to the nearest f16 (ties to even).
+    F16,
+}
+
+impl Elem {
+    /// Whether a load or store of `ty` may touch a buffer of this type.
+    pub fn holds(self, ty: LoadTy) -> bool {
+        ty.elem() == self || (self == Elem::F16 && ty.elem() == Elem::F32)
+    }
 }
 
 /// Where a buffer lives.

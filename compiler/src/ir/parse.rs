@@ -255,6 +255,7 @@ impl Parser {
         let elem = match self.ident()?.as_str() {
             "f32" => Elem::F32,
             "u32" => Elem::U32,
+            "f16" => Elem::F16,
             other => return Err(self.error(format!("unknown element type `{other}`"))),
         };
         self.punct("[")?;

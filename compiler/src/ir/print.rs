@@ -23,6 +23,7 @@ pub fn print(f: &Func) -> String {
         let elem = match b.elem {
             Elem::F32 => "f32",
             Elem::U32 => "u32",
+            Elem::F16 => "f16",
         };
         let space = match b.space {
             Space::Param(n) => format!("param {n}"),

@@ -3,7 +3,7 @@
 //! index whose range is known stays inside its buffer. An error here always
 //! means a bug in whatever produced the IR.
 
-use super::{BinOp, Buffer, Expr, Func, Handle, LoadTy, Space, Stmt, Ty, Var, const_i32};
+use super::{BinOp, Buffer, Elem, Expr, Func, Handle, LoadTy, Space, Stmt, Ty, Var, const_i32};
 
 /// What the verifier found wrong.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -241,8 +241,11 @@ impl Verifier<'_> {
 
     fn access(&mut self, buf: Handle<Buffer>, ty: LoadTy, index: Handle<Expr>) -> Result<(), VerifyError> {
         let b = &self.f.buffers[buf];
-        if ty.elem() != b.elem {
+        if !b.elem.holds(ty) {
             return self.err(format!("{} access to buffer {} of another element type", ty.name(), b.name));
+        }
+        if b.elem == Elem::F16 && self.flavor != Flavor::Gpu {
+            return self.err(format!("f16 buffer {} outside a GPU kernel", b.name));
         }
         if b.space == Space::Workgroup && self.flavor != Flavor::Gpu {
             return self.err(format!("workgroup buffer {} outside a GPU kernel", b.name));

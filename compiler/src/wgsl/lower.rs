@@ -46,7 +46,8 @@ pub fn module(f: &Func, workgroup_size: [u32; 3]) -> Result<naga::Module, EmitEr
     for (h, b) in f.buffers.iter() {
         let elem = elem_inner(b.elem, vec4[h.index()]);
         let base = tys.get(&mut m, elem);
-        let stride = if vec4[h.index()] { 16 } else { 4 };
+        let size = if b.elem == Elem::F16 { 2 } else { 4 };
+        let stride = if vec4[h.index()] { 4 * size } else { size };
         let len = if vec4[h.index()] { b.len / 4 } else { b.len };
         let (size, space, binding) = match b.space {
             Space::Param(n) => {
@@ -125,6 +126,7 @@ fn elem_inner(e: Elem, vec4: bool) -> TypeInner {
     let scalar = match e {
         Elem::F32 => naga::Scalar::F32,
         Elem::U32 => naga::Scalar::U32,
+        Elem::F16 => naga::Scalar { kind: ScalarKind::Float, width: 2 },
     };
     if vec4 { TypeInner::Vector { size: VectorSize::Quad, scalar } } else { TypeInner::Scalar(scalar) }
 }
@@ -397,6 +399,9 @@ impl Builder<'_> {
                 if ty == Ty::I32 && f.buffers[*buf].elem == Elem::U32 {
                     v = self.bitcast(v, ScalarKind::Uint);
                 }
+                if f.buffers[*buf].elem == Elem::F16 {
+                    v = self.add(N::As { expr: v, kind: ScalarKind::Float, convert: Some(2) });
+                }
                 if ty.lanes() == 1 {
                     let p = self.element(*buf, i);
                     self.stmt_after_flush(Statement::Store { pointer: p, value: v });
@@ -588,7 +593,7 @@ impl Builder<'_> {
             Expr::Load { ty, buf, index } => {
                 self.buffer_loads += 1;
                 let i = self.expr(index)?;
-                match ty {
+                let v = match ty {
                     LoadTy::F32 | LoadTy::U32 => {
                         let p = self.element(buf, i);
                         let v = self.load(p);
@@ -611,9 +616,17 @@ impl Builder<'_> {
                             lanes.push(self.load(p));
                         }
                         let vty = if ty == LoadTy::F32x4 { self.vec4_types[0] } else { self.vec4_types[1] };
+                        if f.buffers[buf].elem == Elem::F16 {
+                            // Widen each lane, then build the f32 vector.
+                            for l in &mut lanes {
+                                *l = self.add(N::As { expr: *l, kind: ScalarKind::Float, convert: Some(4) });
+                            }
+                            return Ok(self.add(N::Compose { ty: vty, components: lanes }));
+                        }
                         self.add(N::Compose { ty: vty, components: lanes })
                     }
-                }
+                };
+                if f.buffers[buf].elem == Elem::F16 { self.add(N::As { expr: v, kind: ScalarKind::Float, convert: Some(4) }) } else { v }
             }
             Expr::Un(op, a) => {
                 let vector = self.types.of(a) == Ty::F32x4;

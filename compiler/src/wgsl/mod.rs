@@ -95,14 +95,29 @@ pub fn write(f: &Func, workgroup_size: [u32; 3]) -> Result<String, String> {
     Ok(if subgroups { format!("{ENABLE_SUBGROUPS}{text}") } else { text })
 }
 
-/// naga's validator with every check on. The only optional capability it
-/// grants is subgroup operations, and only to a module that uses them;
-/// errors are rendered against `source` (empty when there is no text).
+/// naga's validator with every check on. The only optional capabilities it
+/// grants are subgroup operations and f16, each only to a module that uses
+/// it; errors are rendered against `source` (empty when there is no text).
 fn validate_module(module: &naga::Module, subgroups: bool, source: &str) -> Result<naga::valid::ModuleInfo, String> {
-    let caps = if subgroups { naga::valid::Capabilities::SUBGROUP } else { naga::valid::Capabilities::empty() };
+    let mut caps = if subgroups { naga::valid::Capabilities::SUBGROUP } else { naga::valid::Capabilities::empty() };
+    if module_uses_f16(module) {
+        caps |= naga::valid::Capabilities::SHADER_FLOAT16;
+    }
     naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
         .validate(module)
         .map_err(|e| format!("naga validate: {}", e.emit_to_string(source)))
+}
+
+/// Whether a naga module has an f16 type (then its text starts `enable f16;`
+/// and needs the adapter's `shader-f16` feature).
+fn module_uses_f16(module: &naga::Module) -> bool {
+    let f16 = naga::Scalar { kind: naga::ScalarKind::Float, width: 2 };
+    module.types.iter().any(|(_, t)| matches!(t.inner, naga::TypeInner::Scalar(s) | naga::TypeInner::Vector { scalar: s, .. } if s == f16))
+}
+
+/// Whether a kernel's text needs the adapter's `shader-f16` feature.
+pub fn needs_f16(source: &str) -> bool {
+    native_source(source).starts_with("enable f16;")
 }
 
 /// Whether a naga module holds a subgroup operation.
@@ -298,6 +313,42 @@ mod tests {
                 assert_eq!(access.contains(naga::StorageAccess::STORE), i == bound.len() - 1, "{kind} {shape} binding {i}");
             }
         }
+    }
+
+    #[test]
+    fn f16_ops_store_halves_and_compute_in_f32() {
+        for (kind, shape, cache_read) in [
+            ("matmul+f16", "64,64,64", true),
+            ("matmul+bias+gelu+residual+f16", "5,13,7", false),
+            ("batch_matmul+f16", "2,7,13,8", true),
+            ("matmul_q4+f16", "1,64,7", false),
+            ("matmul_q4+f16", "33,96,16", true),
+        ] {
+            let op = Op::parse(kind, shape).unwrap();
+            let s = Schedule { cache_read, ..Schedule::default_for(&op, Target::Wgsl) };
+            let s = if op.kind() == crate::OpKind::MatmulQ4 && cache_read {
+                Schedule { x0: 2, y0: 2, r0: 8, x1: 8, y1: 8, r1: 32, split_k: 1, ..s }
+            } else {
+                s
+            };
+            s.check(&op, Target::Wgsl).unwrap_or_else(|e| panic!("{kind} {s:?}: {e}"));
+            let k = compile(&op, &s).unwrap_or_else(|e| panic!("{kind} {shape}: {e}"));
+            assert!(needs_f16(&k.source), "{kind}: {}", k.source);
+            validate(&k.source).unwrap();
+            // Every float argument is f16 storage; nothing else is f16.
+            let decls: Vec<&str> = k.source.lines().filter(|l| l.starts_with("var<storage")).collect();
+            assert_eq!(decls.len(), op.args().len());
+            for (d, a) in decls.iter().zip(op.args()) {
+                assert_eq!(d.contains("f16"), a.dtype == crate::op::Dtype::F16, "{kind}: {d}");
+            }
+            assert!(
+                k.source.lines().filter(|l| l.starts_with("var<workgroup>") || l.contains("var v_")).all(|l| !l.contains("f16")),
+                "{kind}"
+            );
+        }
+        // The f32 op of the same shape has no f16 in it.
+        let op = Op::parse("matmul", "64,64,64").unwrap();
+        assert!(!compile(&op, &Schedule::default_for(&op, Target::Wgsl)).unwrap().source.contains("f16"));
     }
 
     #[test]

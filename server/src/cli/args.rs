@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::Args;
+use webtune_compiler::op::Dtype;
 use webtune_compiler::{Op, Target};
 
 /// The kernel a command is about (`compile`, `space`, `tune`).
@@ -14,6 +15,9 @@ pub struct KernelArgs {
     /// matmul, batch_matmul, matmul_q4 or matmul_i16 (Wasm only), with an optional epilogue (matmul+bias+gelu).
     #[arg(long)]
     pub op: String,
+    /// f32 (default) or f16: the type of the op's float arguments (f16: WGSL only, on adapters with shader-f16; the op's name becomes e.g. matmul+f16).
+    #[arg(long)]
+    pub dtype: Option<String>,
     /// Comma-separated dimensions, e.g. 384,768,768 (M,K,N) or 12,384,384,64 (B,M,K,N).
     #[arg(long, allow_hyphen_values = true)]
     pub shape: String,
@@ -25,10 +29,18 @@ pub struct KernelArgs {
 impl KernelArgs {
     /// The op and target, or one line saying what is wrong with them.
     pub fn parse(&self) -> Result<(Op, Target)> {
-        let op = Op::parse(&self.op, &self.shape)?;
+        let mut op = Op::parse(&self.op, &self.shape)?;
+        if let Some(d) = &self.dtype {
+            let dtype = Dtype::parse_float(d)?;
+            if op.dtype() != Dtype::F32 && dtype != op.dtype() {
+                anyhow::bail!("--op {} says {} but --dtype says {}", self.op, op.dtype().name(), dtype.name());
+            }
+            op = op.with_dtype(dtype)?;
+        }
         let target: Target = self.target.parse().map_err(anyhow::Error::msg)?;
-        if !op.kind().runs_on(target) {
-            anyhow::bail!("{} has no {} kernels: it runs on wasm only", op.kind(), target.name());
+        if !op.runs_on(target) {
+            let only = if op.kind().runs_on(target) { "f16 ops run on wgsl only" } else { "it runs on wasm only" };
+            anyhow::bail!("{} has no {} kernels: {only}", op.name(), target.name());
         }
         Ok((op, target))
     }

@@ -92,7 +92,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let settings = Settings::builtin(target);
     for (kind, shape) in SHAPES {
         let op = Op::parse(kind, shape)?;
-        if !op.kind().runs_on(target) {
+        if !op.runs_on(target) {
             continue;
         }
         let space: Vec<Schedule> = lite_space(&op, target, &dev, &settings).schedules;

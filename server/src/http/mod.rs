@@ -259,12 +259,15 @@ pub fn kernel_url(sha256: &str) -> String {
 
 /// Parses and validates op, shape and target.
 pub fn parse_kind(op: &str, shape: &[u32], target: &str) -> ApiResult<(Op, Target)> {
-    // The name may carry an epilogue suffix (`matmul+bias+gelu`).
-    let (kind, epilogue) = webtune_compiler::op::parse_name(op).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let op = Op::with_epilogue(kind, epilogue, shape).map_err(|e| ApiError::bad_request(format!("shape: {e}")))?;
+    // The name may carry an epilogue suffix (`matmul+bias+gelu`) and `+f16`.
+    let (kind, epilogue, dtype) = webtune_compiler::op::parse_name(op).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let op = Op::with_epilogue(kind, epilogue, shape)
+        .and_then(|o| o.with_dtype(dtype))
+        .map_err(|e| ApiError::bad_request(format!("shape: {e}")))?;
     let target: Target = target.parse().map_err(|e: String| ApiError::bad_request(e))?;
-    if !kind.runs_on(target) {
-        return Err(ApiError::bad_request(format!("{kind} has no {} kernels: it runs on wasm only", target.name())));
+    if !op.runs_on(target) {
+        let only = if kind.runs_on(target) { "f16 ops run on wgsl only" } else { "it runs on wasm only" };
+        return Err(ApiError::bad_request(format!("{} has no {} kernels: {only}", op.name(), target.name())));
     }
     Ok((op, target))
 }
