@@ -16,7 +16,7 @@ const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/reference.
 
 /// Small ops covering f32 data, packed u32 words and q4 scales, with seeds
 /// beyond 2^53 (which must never go through a double) and at the edges.
-const CASES: [(&str, &str, u64); 6] = [
+const CASES: [(&str, &str, u64); 8] = [
     ("matmul", "3,5,4", 7),
     // Fused epilogues: bias and R are drawn after A and B, in ABI order.
     ("matmul+bias+gelu+residual", "3,5,4", 8),
@@ -24,6 +24,9 @@ const CASES: [(&str, &str, u64); 6] = [
     ("batch_matmul", "2,3,4,5", 1_152_921_504_606_859_320),
     ("matmul_q4", "2,64,3", u64::MAX),
     ("matmul_q4", "1,32,2", 0),
+    // f16 ops: every float input rounded to f16 (q4 scales included).
+    ("matmul+bias+f16", "3,5,4", 10),
+    ("matmul_q4+f16", "2,64,3", 11),
 ];
 
 fn golden() -> Value {

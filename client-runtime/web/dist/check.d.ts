@@ -2,6 +2,13 @@ import { type OpName, type ParsedOp } from './ops.js';
 /** Largest norm-scaled error one f32 kernel may have against the reference. */
 export declare const TOLERANCE = 0.00001;
 /**
+ * The same for an `+f16` op: TOLERANCE plus the one rounding of its output
+ * to f16 (2⁻¹¹ of |C|, at most its scale), as `reference::TOLERANCE_F16`.
+ */
+export declare const TOLERANCE_F16: number;
+/** The tolerance `op`'s outputs are held to. */
+export declare function toleranceOf(op: OpName): number;
+/**
  * The f64 error function (JavaScript has none): the Maclaurin series below
  * |x| = 2.5, the continued fraction of erfc above; |error| < 1e-13, far
  * below the check's tolerance. Rust's reference uses libm's erf.

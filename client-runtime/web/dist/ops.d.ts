@@ -5,20 +5,24 @@ export type BaseOp = 'matmul' | 'batch_matmul' | 'matmul_q4' | 'matmul_i16';
  * with a fused epilogue suffix (README, "Ops"): `+bias`, then `+gelu` or
  * `+relu`, then `+residual`, e.g. `matmul+bias+gelu`. The kernel computes
  * `C = act(A·B + bias) + R` (for matmul_i16, A·B is `SA[m]·SB[n]·Σₖ qa·qb`).
+ * A last `+f16` (matmul, batch_matmul, matmul_q4) stores every float
+ * argument as f16: WebGPU only, on devices with `shader-f16`.
  */
-export type OpName = BaseOp | `${'matmul' | 'batch_matmul' | 'matmul_i16'}+${string}`;
+export type OpName = BaseOp | `${'matmul' | 'batch_matmul' | 'matmul_i16' | 'matmul_q4'}+${string}`;
 /** A parsed op name. Mirrors `webtune_compiler::op::parse_name`. */
 export interface ParsedOp {
     base: BaseOp;
     bias: boolean;
     act: 'none' | 'gelu' | 'relu';
     residual: boolean;
+    /** The type of the float arguments. */
+    dtype: 'f32' | 'f16';
 }
-/** Splits `matmul+bias+gelu` into its base op and epilogue; throws one line on a bad name. */
+/** Splits `matmul+bias+gelu+f16` into its base op, epilogue and float type; throws one line on a bad name. */
 export declare function parseOp(op: string): ParsedOp;
 export interface ArgSpec {
     name: string;
-    dtype: 'f32' | 'u32';
+    dtype: 'f32' | 'f16' | 'u32';
     shape: number[];
     elems: number;
     /**
@@ -48,5 +52,13 @@ export declare function bmkn(op: OpName, shape: readonly number[]): [number, num
  * summed in i32: the caller's quantisation keeps every sum inside it.
  */
 export declare function argSpecs(op: OpName, shape: readonly number[]): ArgSpec[];
+/** Bytes per element of an argument. */
+export declare function elemBytes(s: ArgSpec): number;
+/** The f16 bits nearest `x` (ties to even; overflow to infinity, NaN stays NaN). */
+export declare function f16Bits(x: number): number;
+/** The value of f16 bits `h`, exactly. */
+export declare function f16Value(h: number): number;
+/** `x` rounded to the nearest f16. */
+export declare function f16Round(x: number): number;
 /** Operations of one call (a multiply-add counts two, integer ones of matmul_i16 too; an epilogue adds none, as in Rust). */
 export declare function flops(op: OpName, shape: readonly number[]): number;

@@ -1,6 +1,8 @@
 import { type ArgSpec } from './ops.js';
 /** NaN with a recognisable payload, written to outputs before a check run. */
 export declare const POISON = 2143346349;
+/** The same for an f16 output: an f16 NaN. */
+export declare const POISON_F16 = 32429;
 /** SplitMix64, state kept as two unsigned 32-bit halves. */
 export declare class SplitMix64 {
     private s;

@@ -11,6 +11,16 @@ import { type OpName, type ParsedOp, bmkn, parseOp } from './ops.js';
 
 /** Largest norm-scaled error one f32 kernel may have against the reference. */
 export const TOLERANCE = 1e-5;
+/**
+ * The same for an `+f16` op: TOLERANCE plus the one rounding of its output
+ * to f16 (2⁻¹¹ of |C|, at most its scale), as `reference::TOLERANCE_F16`.
+ */
+export const TOLERANCE_F16 = 1 / 2048 + TOLERANCE;
+
+/** The tolerance `op`'s outputs are held to. */
+export function toleranceOf(op: OpName): number {
+  return parseOp(op).dtype === 'f16' ? TOLERANCE_F16 : TOLERANCE;
+}
 
 const F = new Float32Array(1);
 const U = new Uint32Array(F.buffer);
@@ -69,7 +79,7 @@ export function qbAt(args: Uint32Array[], n: number, kk: number, j: number): num
 export function bAt(op: OpName, shape: readonly number[], args: Uint32Array[], bi: number, kk: number, j: number): number {
   const [, , k, n] = bmkn(op, shape);
   if (parseOp(op).base === 'matmul_i16') return f32(args[3][j]) * qbAt(args, n, kk, j);
-  if (op === 'matmul_q4') {
+  if (parseOp(op).base === 'matmul_q4') {
     const word = args[1][j * (k / 8) + (kk >>> 3)];
     const q = (word >>> (4 * (kk & 7))) & 0xf;
     return (q - 8) * f32(args[2][j * (k / 32) + (kk >>> 5)]);
@@ -123,7 +133,7 @@ export class Scales {
       for (let kk = 0; kk < k; kk++) s += a[r * k + kk] * a[r * k + kk];
       this.rows[r] = Math.sqrt(s);
     }
-    if (op === 'matmul_q4') {
+    if (this.parsed.base === 'matmul_q4') {
       for (let j = 0; j < n; j++) {
         let s = 0;
         for (let kk = 0; kk < k; kk++) {
@@ -218,7 +228,7 @@ export function checkPositions(scales: Scales, got: Float32Array, positions: rea
       worst = p;
     }
   }
-  return { ok: maxErr <= TOLERANCE, maxErr, worst };
+  return { ok: maxErr <= toleranceOf(scales.op), maxErr, worst };
 }
 
 /**

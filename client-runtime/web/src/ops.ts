@@ -9,8 +9,10 @@ export type BaseOp = 'matmul' | 'batch_matmul' | 'matmul_q4' | 'matmul_i16';
  * with a fused epilogue suffix (README, "Ops"): `+bias`, then `+gelu` or
  * `+relu`, then `+residual`, e.g. `matmul+bias+gelu`. The kernel computes
  * `C = act(A·B + bias) + R` (for matmul_i16, A·B is `SA[m]·SB[n]·Σₖ qa·qb`).
+ * A last `+f16` (matmul, batch_matmul, matmul_q4) stores every float
+ * argument as f16: WebGPU only, on devices with `shader-f16`.
  */
-export type OpName = BaseOp | `${'matmul' | 'batch_matmul' | 'matmul_i16'}+${string}`;
+export type OpName = BaseOp | `${'matmul' | 'batch_matmul' | 'matmul_i16' | 'matmul_q4'}+${string}`;
 
 /** A parsed op name. Mirrors `webtune_compiler::op::parse_name`. */
 export interface ParsedOp {
@@ -18,22 +20,26 @@ export interface ParsedOp {
   bias: boolean;
   act: 'none' | 'gelu' | 'relu';
   residual: boolean;
+  /** The type of the float arguments. */
+  dtype: 'f32' | 'f16';
 }
 
-/** Splits `matmul+bias+gelu` into its base op and epilogue; throws one line on a bad name. */
+/** Splits `matmul+bias+gelu+f16` into its base op, epilogue and float type; throws one line on a bad name. */
 export function parseOp(op: string): ParsedOp {
   const [base, ...rest] = op.split('+');
   if (!(base in DIMS)) {
     throw new Error(`unknown op \`${op}\`: use matmul, batch_matmul, matmul_q4 or matmul_i16`);
   }
-  const out: ParsedOp = { base: base as BaseOp, bias: false, act: 'none', residual: false };
+  const f16 = rest.length > 0 && rest[rest.length - 1] === 'f16';
+  if (f16) rest.pop();
+  const out: ParsedOp = { base: base as BaseOp, bias: false, act: 'none', residual: false, dtype: f16 ? 'f16' : 'f32' };
   const rank: Record<string, number> = { bias: 1, gelu: 2, relu: 2, residual: 3 };
   let last = 0;
   for (const p of rest) {
     const r = rank[p];
     if (r === undefined || r <= last) {
       throw new Error(
-        `op \`${op}\`: an epilogue is \`+bias\`, then \`+gelu\` or \`+relu\`, then \`+residual\`, each at most once and in that order, e.g. matmul+bias+gelu`,
+        `op \`${op}\`: an epilogue is \`+bias\`, then \`+gelu\` or \`+relu\`, then \`+residual\`, each at most once and in that order, e.g. matmul+bias+gelu; \`+f16\` comes last`,
       );
     }
     last = r;
@@ -44,12 +50,15 @@ export function parseOp(op: string): ParsedOp {
   if (rest.length > 0 && base === 'matmul_q4') {
     throw new Error('matmul_q4 takes no epilogue: only matmul, batch_matmul and matmul_i16 do');
   }
+  if (f16 && base === 'matmul_i16') {
+    throw new Error('matmul_i16 has no f16 form: only matmul, batch_matmul and matmul_q4 do');
+  }
   return out;
 }
 
 export interface ArgSpec {
   name: string;
-  dtype: 'f32' | 'u32';
+  dtype: 'f32' | 'f16' | 'u32';
   shape: number[];
   elems: number;
   /**
@@ -97,7 +106,7 @@ export function bmkn(op: OpName, shape: readonly number[]): [number, number, num
     : [1, shape[0], shape[1], shape[2]];
 }
 
-function spec(name: string, dtype: 'f32' | 'u32', shape: number[]): ArgSpec {
+function spec(name: string, dtype: ArgSpec['dtype'], shape: number[]): ArgSpec {
   return { name, dtype, shape, elems: shape.reduce((a, b) => a * b, 1) };
 }
 
@@ -114,32 +123,81 @@ function spec(name: string, dtype: 'f32' | 'u32', shape: number[]): ArgSpec {
 export function argSpecs(op: OpName, shape: readonly number[]): ArgSpec[] {
   const [b, m, k, n] = bmkn(op, shape);
   const p = parseOp(op);
+  // The float arguments' type (matmul_i16's SA, SB and C are always f32).
+  const fl = p.dtype;
   // A, B, (matmul_i16: SA [M], SB [N]), then the epilogue's bias [N] and R (shaped like C), then C.
   const fused = (a: ArgSpec, bb: ArgSpec, c: ArgSpec): ArgSpec[] => [
     a,
     bb,
     ...(p.base === 'matmul_i16' ? [spec('SA', 'f32', [m]), spec('SB', 'f32', [n])] : []),
-    ...(p.bias ? [spec('bias', 'f32', [n])] : []),
-    ...(p.residual ? [spec('R', 'f32', c.shape)] : []),
+    ...(p.bias ? [spec('bias', fl, [n])] : []),
+    ...(p.residual ? [spec('R', fl, c.shape)] : []),
     c,
   ];
   switch (p.base) {
     case 'matmul':
-      return fused(spec('A', 'f32', [m, k]), spec('B', 'f32', [k, n]), spec('C', 'f32', [m, n]));
+      return fused(spec('A', fl, [m, k]), spec('B', fl, [k, n]), spec('C', fl, [m, n]));
     case 'batch_matmul':
-      return fused(spec('A', 'f32', [b, m, k]), spec('B', 'f32', [b, k, n]), spec('C', 'f32', [b, m, n]));
+      return fused(spec('A', fl, [b, m, k]), spec('B', fl, [b, k, n]), spec('C', fl, [b, m, n]));
     case 'matmul_i16': {
       const bound = i16Bound(k);
       return fused({ ...spec('A', 'u32', [m, k / 2]), i16Bound: bound }, { ...spec('B', 'u32', [k / 2, n]), i16Bound: bound }, spec('C', 'f32', [m, n]));
     }
     case 'matmul_q4':
       return [
-        spec('A', 'f32', [m, k]),
+        spec('A', fl, [m, k]),
         spec('W', 'u32', [n, k / 8]),
-        spec('S', 'f32', [n, k / 32]),
-        spec('C', 'f32', [m, n]),
+        spec('S', fl, [n, k / 32]),
+        spec('C', fl, [m, n]),
       ];
   }
+}
+
+/** Bytes per element of an argument. */
+export function elemBytes(s: ArgSpec): number {
+  return s.dtype === 'f16' ? 2 : 4;
+}
+
+const F16F = new Float32Array(1);
+const F16U = new Uint32Array(F16F.buffer);
+
+/** The f16 bits nearest `x` (ties to even; overflow to infinity, NaN stays NaN). */
+export function f16Bits(x: number): number {
+  F16F[0] = x;
+  const u = F16U[0];
+  const sign = (u >>> 16) & 0x8000;
+  const exp = (u >>> 23) & 0xff;
+  const man = u & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (man ? 0x200 | (man >>> 13) : 0);
+  const e = exp - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00;
+  if (e <= 0) {
+    // Subnormal (or zero): the mantissa with its implicit bit, shifted right, rounded to even.
+    if (e < -10) return sign;
+    const m = man | 0x800000;
+    const shift = 14 - e;
+    const half = 1 << (shift - 1);
+    const rest = m & ((1 << shift) - 1);
+    let h = m >>> shift;
+    if (rest > half || (rest === half && (h & 1))) h++;
+    return sign | h;
+  }
+  let h = (e << 10) | (man >>> 13);
+  const rest = man & 0x1fff;
+  if (rest > 0x1000 || (rest === 0x1000 && (h & 1))) h++;
+  return sign | h;
+}
+
+/** The value of f16 bits `h`, exactly. */
+export function f16Value(h: number): number {
+  const e = (h >>> 10) & 0x1f, m = h & 0x3ff;
+  const v = e === 0 ? m * 2 ** -24 : e === 0x1f ? (m ? NaN : Infinity) : (1 + m / 1024) * 2 ** (e - 15);
+  return h & 0x8000 ? -v : v;
+}
+
+/** `x` rounded to the nearest f16. */
+export function f16Round(x: number): number {
+  return f16Value(f16Bits(x));
 }
 
 /** Operations of one call (a multiply-add counts two, integer ones of matmul_i16 too; an epilogue adds none, as in Rust). */

@@ -1,16 +1,19 @@
 // Seeded kernel inputs, bit for bit the same as the server's
 // `webtune_compiler::reference::inputs(op, seed)`: SplitMix64 draws, floats
 // uniform in [-1, 1) and never near zero, q4 scales small and positive,
-// matmul_i16's words two non-zero 16-bit values within ±i16_bound(K). The
+// matmul_i16's words two non-zero 16-bit values within ±i16_bound(K), f16
+// arguments' values rounded to f16 (still held as f32 bits here). The
 // server recomputes a few outputs from the seed, so these must match exactly.
 //
 // Seeds are u64 (they arrive as decimal text, beyond a double's 53 bits);
 // the generator works on 32-bit halves so it needs no BigInt in its loop.
 
-import { type ArgSpec } from './ops.js';
+import { type ArgSpec, f16Round } from './ops.js';
 
 /** NaN with a recognisable payload, written to outputs before a check run. */
 export const POISON = 0x7fc0dead;
+/** The same for an f16 output: an f16 NaN. */
+export const POISON_F16 = 0x7ead;
 
 // (hi:lo) · (ch:cl) mod 2^64 into out[0] (high word) and out[1] (low word).
 // The low words' 64-bit product is built from 16-bit pieces, each exact in
@@ -250,6 +253,10 @@ export class InputGen {
         }
       }
       if (s.i16Bound !== undefined) for (let i = this.pos; i < end; i++) out[i] = i16Word(out[i], s.i16Bound);
+      if (s.dtype === 'f16') {
+        const f = new Float32Array(out.buffer, out.byteOffset, out.length);
+        for (let i = this.pos; i < end; i++) f[i] = f16Round(f[i]);
+      }
       this.pos = end;
       if (end === out.length) {
         this.arg++;

@@ -10,7 +10,7 @@
 // Nothing here blocks on the network: fetches and compiles run as promises,
 // and step() only does work that is ready, within the deadline it is given.
 
-import { Scales, TOLERANCE, checkPositions, compareOutputs, defaultPositions } from './check.js';
+import { Scales, checkPositions, compareOutputs, defaultPositions, toleranceOf } from './check.js';
 import { type ArgSpec, type OpName, argSpecs } from './ops.js';
 import { InputGen } from './rng.js';
 import { fetchRetrying, retryable } from './http.js';
@@ -397,8 +397,8 @@ export class Evaluation<I extends Impl> {
             this.t.currentBroken = true;
             this.t.note(`the kernel in use is off the reference at output ${curRef.worst} (${curRef.maxErr.toExponential(2)})`);
           } else {
-            // Both may carry f32 rounding of up to TOLERANCE each.
-            const cmp = compareOutputs(this.scales!, candOut, curOut, 2 * TOLERANCE);
+            // Both may carry rounding of up to the op's tolerance each.
+            const cmp = compareOutputs(this.scales!, candOut, curOut, 2 * toleranceOf(this.scales!.op));
             if (!cmp.ok) return this.fail(`output ${cmp.worst} differs from the kernel in use by ${cmp.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1000);
           }
         }

@@ -3,8 +3,8 @@
 // (inputs read-only storage, the output read-write storage, in ABI order), so
 // a bind group the app made stays valid when the pipeline behind it changes.
 
-import { type ArgSpec } from './ops.js';
-import { POISON } from './rng.js';
+import { type ArgSpec, elemBytes, f16Bits, f16Value } from './ops.js';
+import { POISON, POISON_F16 } from './rng.js';
 import type { Backend, Bench, Impl, KernelMeta } from './types.js';
 
 export interface GpuImpl extends Impl {
@@ -79,12 +79,13 @@ class GpuBench implements Bench<GpuImpl> {
     this.buffers = specs.map((s, i) =>
       device.createBuffer({
         label: `webtune bench ${s.name}`,
-        size: Math.max(16, Math.ceil((s.elems * 4) / 16) * 16),
+        size: Math.max(16, Math.ceil((s.elems * elemBytes(s)) / 16) * 16),
         usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | (i === n - 1 ? GPUBufferUsage.COPY_SRC : 0),
       }),
     );
-    this.outBytes = specs[n - 1].elems * 4;
-    this.staging = device.createBuffer({ size: Math.ceil(this.outBytes / 4) * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    // Whole words: buffer copies move multiples of 4 bytes (an odd count of f16 outputs is padded).
+    this.outBytes = Math.ceil((specs[n - 1].elems * elemBytes(specs[n - 1])) / 4) * 4;
+    this.staging = device.createBuffer({ size: this.outBytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     this.bindGroup = device.createBindGroup({
       layout: layouts.bindGroupLayout(n),
       entries: this.buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
@@ -107,14 +108,26 @@ class GpuBench implements Bench<GpuImpl> {
     return this.query !== null;
   }
 
+  /** Uploads the seeded inputs (f32 bits; an f16 argument's values are rounded to f16 and sent as its bits). */
   async setInputs(args: Uint32Array<ArrayBuffer>[]): Promise<void> {
-    for (let i = 0; i < args.length; i++) this.device.queue.writeBuffer(this.buffers[i], 0, args[i]);
+    for (let i = 0; i < args.length; i++) {
+      if (this.specs[i].dtype !== 'f16') {
+        this.device.queue.writeBuffer(this.buffers[i], 0, args[i]);
+        continue;
+      }
+      const f = new Float32Array(args[i].buffer, args[i].byteOffset, args[i].length);
+      const h = new Uint16Array(Math.ceil(f.length / 2) * 2);
+      for (let j = 0; j < f.length; j++) h[j] = f16Bits(f[j]);
+      this.device.queue.writeBuffer(this.buffers[i], 0, h);
+    }
   }
 
   async runOnce(impl: GpuImpl): Promise<Float32Array> {
     const out = this.buffers[this.buffers.length - 1];
     return scoped(this.device, async () => {
-      this.device.queue.writeBuffer(out, 0, new Uint32Array(this.outBytes / 4).fill(POISON));
+      const f16 = this.specs[this.specs.length - 1].dtype === 'f16';
+      // Every element a NaN: f16 outputs get an f16 NaN, not halves of the f32 one.
+      this.device.queue.writeBuffer(out, 0, f16 ? new Uint16Array(this.outBytes / 2).fill(POISON_F16) : new Uint32Array(this.outBytes / 4).fill(POISON));
       const enc = this.device.createCommandEncoder();
       const pass = enc.beginComputePass();
       pass.setPipeline(impl.pipeline);
@@ -124,9 +137,13 @@ class GpuBench implements Bench<GpuImpl> {
       enc.copyBufferToBuffer(out, 0, this.staging, 0, this.outBytes);
       this.device.queue.submit([enc.finish()]);
       await this.staging.mapAsync(GPUMapMode.READ);
-      const copy = new Float32Array(this.staging.getMappedRange().slice(0));
+      const raw = this.staging.getMappedRange().slice(0);
       this.staging.unmap();
-      return copy;
+      const spec = this.specs[this.specs.length - 1];
+      if (spec.dtype !== 'f16') return new Float32Array(raw);
+      // f16 outputs widened exactly (a poisoned, unwritten one reads as NaN).
+      const h = new Uint16Array(raw, 0, spec.elems);
+      return Float32Array.from(h, f16Value);
     });
   }
 

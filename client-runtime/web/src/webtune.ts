@@ -38,7 +38,7 @@ import { KernelCache } from './cache.js';
 import { type Fingerprint, fingerprint, wasmFeatures } from './fingerprint.js';
 import { fetchRetrying } from './http.js';
 import { type RhoResult, measureRho } from './rho.js';
-import { type OpName, checkShape, flops } from './ops.js';
+import { type OpName, checkShape, flops, parseOp } from './ops.js';
 import { timerResolutionMs } from './timer.js';
 import { KernelTuner, type Measurement, type TunerHost } from './tuner.js';
 import type { Backend, BestResponse, Impl, KernelMeta } from './types.js';
@@ -419,8 +419,8 @@ export class Webtune extends EventTarget {
       if (!globalThis.navigator?.gpu) throw new Error('WebGPU is not available in this browser');
       adapter = opts.adapter ?? (await navigator.gpu.requestAdapter());
       if (!adapter) throw new Error('no WebGPU adapter');
-      // Timestamps and subgroup operations, where the adapter has them.
-      const wanted = ['timestamp-query', 'subgroups'] as GPUFeatureName[];
+      // Timestamps, subgroup operations and f16, where the adapter has them.
+      const wanted = ['timestamp-query', 'subgroups', 'shader-f16'] as GPUFeatureName[];
       device = opts.device ?? (await adapter.requestDevice({
         requiredFeatures: wanted.filter((f) => adapter!.features.has(f)),
       }));
@@ -501,6 +501,12 @@ export class Webtune extends EventTarget {
    */
   kernel(op: OpName, shape: number[]): Promise<Kernel> {
     checkShape(op, shape);
+    if (parseOp(op).dtype === 'f16') {
+      if (!this.device) throw new Error(`${op}: f16 ops run on WebGPU only; use the f32 op for Wasm`);
+      if (!this.device.features.has('shader-f16')) {
+        throw new Error(`${op}: this device has no shader-f16 feature; use the f32 op (${op.replace(/\+f16$/, '')})`);
+      }
+    }
     const key = `${op}/${shape.join(',')}`;
     let k = this.kernels.get(key);
     if (!k) {

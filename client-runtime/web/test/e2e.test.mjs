@@ -200,3 +200,39 @@ test('rho: measure the primitive vector on this device once, and it becomes the 
     await a.browser.close();
   }
 });
+
+test('f16 ops: the server serves f16 WGSL kernels; a WebGPU device without shader-f16 is refused in one line and keeps its f32 op', { timeout: 120_000 }, async () => {
+  const q = (op, target) => new URLSearchParams({ device_key: 'gpu-google/swiftshader/unknown/-', op, shape: '8,64,16', target });
+  const best = await (await fetch(`${base}/v1/kernels/best?${q('matmul+bias+f16', 'wgsl')}`)).json();
+  assert.equal(best.meta.op, 'matmul+bias+f16');
+  assert.deepEqual(best.meta.args.map((x) => x.dtype), ['f16', 'f16', 'f16', 'f16']);
+  const text = await (await fetch(`${base}${best.url}`)).text();
+  assert.ok(text.startsWith('enable f16;'), text.slice(0, 40));
+  const wasm = await fetch(`${base}/v1/kernels/best?${q('matmul+f16', 'wasm')}`);
+  assert.equal(wasm.status, 400);
+  assert.match(await wasm.text(), /f16 ops run on wgsl only/);
+  const a = await browser('f16', true);
+  try {
+    await a.page.goto(`${base}/healthz`);
+    const r = await a.page.evaluate(async () => {
+      const { Webtune } = await import('/web/webtune.js');
+      const wt = await Webtune.open({ target: 'webgpu', cache: false, tune: false });
+      const f16 = wt.device.features.has('shader-f16');
+      let refused = null;
+      try {
+        await wt.gpuKernel('matmul+f16', [8, 64, 16]);
+      } catch (e) {
+        refused = e.message;
+      }
+      const f32 = await wt.gpuKernel('matmul', [8, 64, 16]);
+      return { f16, refused, f32: f32.op };
+    });
+    // Chromium's SwiftShader adapter has no shader-f16 (lavapipe, in the native runner's tests, has).
+    assert.equal(r.f16, false, 'this adapter has shader-f16: run the f16 kernels here too');
+    assert.match(r.refused, /^matmul\+f16: this device has no shader-f16 feature; use the f32 op \(matmul\)$/);
+    assert.equal(r.f32, 'matmul');
+    assert.deepEqual(a.errors, []);
+  } finally {
+    await a.browser.close();
+  }
+});

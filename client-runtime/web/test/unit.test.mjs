@@ -506,3 +506,39 @@ test('timeQuietly samples only while the app kernels pause, and again when one s
   timeQuietly(act, () => ++n, 5, 3);
   assert.equal(n, 3);
 });
+
+test('f16 ops: +f16 types every float argument, comes last, and never with matmul_i16', () => {
+  assert.deepEqual(ops.parseOp('matmul+bias+gelu+f16'), { base: 'matmul', bias: true, act: 'gelu', residual: false, dtype: 'f16' });
+  assert.equal(ops.parseOp('matmul').dtype, 'f32');
+  assert.deepEqual(ops.argSpecs('matmul_q4+f16', [2, 64, 3]).map((s) => [s.name, s.dtype]), [['A', 'f16'], ['W', 'u32'], ['S', 'f16'], ['C', 'f16']]);
+  assert.deepEqual(ops.argSpecs('batch_matmul+residual+f16', [2, 3, 4, 5]).map((s) => s.dtype), ['f16', 'f16', 'f16', 'f16']);
+  assert.equal(ops.elemBytes(ops.argSpecs('matmul+f16', [1, 2, 3])[0]), 2);
+  for (const bad of ['matmul+f16+bias', 'matmul+f16+f16', 'matmul_i16+f16', 'matmul+f32']) assert.throws(() => ops.parseOp(bad), /epilogue|f16/, bad);
+  assert.equal(check.toleranceOf('matmul+f16'), 1 / 2048 + check.TOLERANCE);
+  assert.equal(check.toleranceOf('matmul_q4'), check.TOLERANCE);
+});
+
+test('f16 conversion: every f16 round-trips, and any f32 rounds to the nearer neighbour, ties to even', () => {
+  for (let h = 0; h < 0x10000; h++) {
+    const v = ops.f16Value(h);
+    if (Number.isNaN(v)) assert.ok((h & 0x7c00) === 0x7c00 && (h & 0x3ff) !== 0, `${h}`);
+    else assert.equal(ops.f16Bits(v), h === 0x8000 ? 0x8000 : h, `bits ${h.toString(16)} (${v})`);
+  }
+  assert.equal(ops.f16Value(0x3c00), 1);
+  assert.equal(ops.f16Value(0x7bff), 65504);
+  assert.equal(ops.f16Bits(65520), 0x7c00, 'halfway past the largest rounds to infinity');
+  assert.equal(ops.f16Bits(1 + 2 ** -11), 0x3c00, 'a tie goes to the even neighbour');
+  assert.equal(ops.f16Bits(1 + 3 * 2 ** -11), 0x3c02);
+  assert.equal(ops.f16Bits(2 ** -25), 0, 'half the smallest subnormal rounds to zero (even)');
+  assert.equal(ops.f16Bits(3 * 2 ** -26), 1);
+  assert.ok(Number.isNaN(ops.f16Value(ops.f16Bits(NaN))));
+  // Random f32 values: the result is a neighbour and no farther than the other one.
+  let s = 12345;
+  for (let i = 0; i < 20000; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    const x = Math.fround((s / 2 ** 32 - 0.5) * 2 ** ((i % 40) - 26));
+    const h = ops.f16Bits(x), r = ops.f16Value(h);
+    const up = ops.f16Value(x >= 0 ? h + 1 : h + 1), down = ops.f16Value(h > 0 && h !== 0x8000 ? h - 1 : h);
+    assert.ok(Math.abs(r - x) <= Math.abs(up - x) && Math.abs(r - x) <= Math.abs(down - x), `${x} -> ${r}`);
+  }
+});
