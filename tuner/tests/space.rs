@@ -429,3 +429,25 @@ fn short_m_gets_a_whole_m_whole_k_block_on_v8() {
         }
     }
 }
+
+/// An f16 op's space on WebGPU holds the same tiles as its f32 twin, every
+/// one valid for the f16 op (f16 storage leaves the tiles' workgroup memory
+/// and registers as they are: both stay f32); on Wasm it has none.
+#[test]
+fn f16_ops_take_the_f32_tiles_on_webgpu_and_none_on_wasm() {
+    let h100 = Device::from_fingerprint(&presets::get("h100").unwrap()).unwrap();
+    for (kind, shape) in
+        [("matmul", "384,768,768"), ("matmul+bias+gelu", "128,4096,4096"), ("matmul_q4", "64,4096,4096"), ("batch_matmul", "12,384,384,64")]
+    {
+        let f32op = Op::parse(kind, shape).unwrap();
+        let f16op = f32op.clone().with_dtype(webtune_compiler::op::Dtype::F16).unwrap();
+        let (a, b) = (space(&f32op, Target::Wgsl, &h100).schedules, space(&f16op, Target::Wgsl, &h100).schedules);
+        assert!(!b.is_empty() && a == b, "{kind} {shape}");
+        for s in &b {
+            s.check(&f16op, Target::Wgsl).unwrap_or_else(|e| panic!("{} {s:?}: {e}", f16op.name()));
+        }
+    }
+    let cpu = Device::from_fingerprint(&presets::get("xeon-2core").unwrap()).unwrap();
+    let op = Op::parse("matmul+f16", "64,64,64").unwrap();
+    assert!(space(&op, Target::Wasm, &cpu).schedules.is_empty());
+}

@@ -154,7 +154,7 @@ fn min_of(v: &[f64]) -> f64 {
     v.iter().copied().fold(f64::INFINITY, f64::min)
 }
 
-/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4shapes, q4smem, q4rows, q4stream, q4cols, q4onestep, q4rowsloop, ceiling):
+/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4shapes, q4smem, q4rows, q4stream, q4cols, q4onestep, q4rowsloop, ceiling, fma):
 /// `GPU_BENCH_PARTS="big q4"` when set, else every part.
 fn part(name: &str) -> bool {
     std::env::var("GPU_BENCH_PARTS").map_or(true, |v| v.split_whitespace().any(|p| p == name))
@@ -260,6 +260,55 @@ fn device() {
     if part("ceiling") {
         read_ceiling(&gpu);
     }
+    if part("fma") {
+        fma_ceiling(&gpu);
+    }
+}
+
+/// The arithmetic ceiling of this adapter in f32 and in f16 (issue 22): each
+/// thread runs `CHAINS` independent multiply-add chains of one vector type
+/// for `ITERS` steps, every lane of every chain summed into its output so
+/// that the driver can fold nothing away. `GPU_BENCH_FMA_GROUPS` workgroups
+/// of 256 (default 4096: a million threads; a CPU adapter wants fewer).
+fn fma_ceiling(gpu: &Gpu) {
+    const CHAINS: u32 = 8;
+    const ITERS: u32 = 1024;
+    let groups: u32 = std::env::var("GPU_BENCH_FMA_GROUPS").ok().and_then(|v| v.parse().ok()).unwrap_or(4096);
+    let mut rates = serde_json::Map::new();
+    for (ty, lanes, f16) in [("vec4<f32>", 4, false), ("vec4<f16>", 4, true), ("vec2<f16>", 2, true)] {
+        if f16 && !gpu.has_f16() {
+            println!("{}", json!({"fma": ty, "error": "no shader-f16"}));
+            continue;
+        }
+        let chains: String = (0..CHAINS).map(|c| format!("  var a{c} = {ty}(s + {}.0 * 0.0078125);\n", c + 1)).collect();
+        let steps: String = (0..CHAINS).map(|c| format!("    a{c} = fma(a{c}, m, k);\n")).collect();
+        let sum: String = (0..CHAINS).map(|c| format!(" + dot(vec{lanes}<f32>(a{c}), vec{lanes}<f32>(1.0))")).collect();
+        let src = format!(
+            "{enable}@group(0) @binding(0) var<storage, read_write> o: array<f32>;\n\
+             @compute @workgroup_size(256)\n\
+             fn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n\
+               let s = f32(gid.x & 255u) * 0.0001;\n\
+               let m = {ty}(0.999);\n  let k = {ty}(0.001 + s);\n\
+             {chains}  for (var i = 0u; i < {ITERS}u; i++) {{\n{steps}  }}\n\
+               o[gid.x] = 0.0{sum};\n\
+             }}\n",
+            enable = if f16 { "enable f16;\n" } else { "" }
+        );
+        let flops = 2.0 * (groups as f64 * 256.0) * (ITERS * CHAINS * lanes) as f64;
+        match time_source(gpu, &src, groups, &[vec![0u32; groups as usize * 256]], 100.0) {
+            Ok(ms) => {
+                let tflops = flops / (ms * 1e9);
+                rates.insert(ty.to_string(), json!(tflops));
+                println!("{}", json!({"fma": ty, "groups": groups, "median_ms": ms, "tflops": tflops}));
+            }
+            Err(e) => println!("{}", json!({"fma": ty, "error": e.to_string()})),
+        }
+    }
+    let ratio = |t: &str| rates.get(t).and_then(|v| v.as_f64()).zip(rates.get("vec4<f32>").and_then(|v| v.as_f64())).map(|(a, b)| a / b);
+    println!(
+        "{}",
+        json!({"summary": "fma ceiling", "adapter": gpu.adapter_name(), "tflops": rates, "f16x4_over_f32x4": ratio("vec4<f16>"), "f16x2_over_f32x4": ratio("vec2<f16>")})
+    );
 }
 
 /// Median time (ms) of a hand-written WGSL kernel over `groups` workgroups,
