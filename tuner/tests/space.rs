@@ -187,15 +187,20 @@ fn q4_decode_on_a_known_subgroup_width_gets_butterflies_with_their_fallbacks() {
     let op = Op::parse("matmul_q4", "1,4096,4096").unwrap();
     let h100 = Device::from_fingerprint(&presets::get("h100").unwrap()).unwrap();
     let s = space(&op, Target::Wgsl, &h100).schedules;
-    // First: two outputs per thread, a warp per output, r0 = 128 (K in one
-    // step), the subgroup butterfly (the H100 search's best), then the same
-    // schedule reducing in workgroup memory.
+    // First: two outputs per thread, a warp per output (K split 32 ways),
+    // two warps per workgroup (one-warp workgroups fill half a core's warps
+    // before its workgroup cap), r0 = 128 (K in one step), the subgroup
+    // butterfly, then the same schedule reducing in workgroup memory. (On
+    // the H200 both decode shapes' bests split K 32 ways: BENCHMARKS.md.)
     assert_eq!(
         (s[0].y0, s[0].y1, s[0].split_k, s[0].r0, s[0].double_buffer, s[0].subgroup_reduce),
-        (2, 2, 32, 128, false, true),
+        (2, 4, 32, 128, false, true),
         "{:?}",
         s[0]
     );
+    // Every candidate before the first other split splits K 32 ways.
+    let first_other = s.iter().position(|c| c.split_k != 32).unwrap();
+    assert!(first_other >= 8, "{first_other}");
     assert_eq!(Schedule { subgroup_reduce: false, ..s[0].clone() }, s[1]);
     // Its double-buffered twin (r0 = 32, four steps) follows, since 128
     // divides K's steps evenly.

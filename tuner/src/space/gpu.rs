@@ -199,8 +199,18 @@ pub(super) fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
                     // packed word is unpacked once per x0 rows of A, so
                     // with M > 1 a lone row unpacks every weight M times.
                     let rows = (x0.ilog2() as i64 - GPU_Q4_ROWS.ilog2() as i64).abs();
+                    // Fuller cores: more resident warps (workgroups × their
+                    // warps), not more workgroups: one-warp workgroups hit
+                    // the workgroup cap at half the warps a core holds (on
+                    // the H200, 1,3072,9216's best had two warps; ranked by
+                    // workgroups it came 25th).
+                    let resident = (block_core * warps) as i64;
+                    // K split across one warp's lanes first: its partial
+                    // sums then reduce within the warp (on the H200 the best
+                    // of 1,4096,4096 and of 1,3072,9216 both split K 32 ways).
+                    let split_dist = (split_k.ilog2() as i64 - hw.warp_width.ilog2() as i64).abs();
                     let rank =
-                        vec![y0_rank, rows, -(block_core as i64), -(split_k as i64), -(x0 as i64), ragged(&s, op), -(threads as i64)];
+                        vec![y0_rank, rows, split_dist, -resident, -(split_k as i64), -(x0 as i64), ragged(&s, op), -(threads as i64)];
                     // A register double-buffered twin where K makes three
                     // steps or more at some r0 ≤ this one (the largest such
                     // r0). It comes first where this schedule's steps leave
