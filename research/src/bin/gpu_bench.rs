@@ -154,7 +154,7 @@ fn min_of(v: &[f64]) -> f64 {
     v.iter().copied().fold(f64::INFINITY, f64::min)
 }
 
-/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4shapes, q4smem, q4rows, q4stream, q4cols, q4onestep, q4rowsloop, ceiling, fma):
+/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4shapes, q4smem, q4rows, q4stream, q4cols, q4onestep, q4rowsloop, ceiling, fma, epilogue):
 /// `GPU_BENCH_PARTS="big q4"` when set, else every part.
 fn part(name: &str) -> bool {
     std::env::var("GPU_BENCH_PARTS").map_or(true, |v| v.split_whitespace().any(|p| p == name))
@@ -263,6 +263,51 @@ fn device() {
     if part("fma") {
         fma_ceiling(&gpu);
     }
+    if part("epilogue") {
+        epilogue_cost(&gpu);
+    }
+}
+
+/// What a fused epilogue costs on the GPU (issue 22): the plain op's first
+/// lite candidates (`h100` preset), each timed with and without the
+/// epilogue, alternating, three rounds; the fastest plain schedule's pair is
+/// the headline. `GPU_BENCH_EPILOGUE_SHAPES="op+suffix:shape ..."`.
+fn epilogue_cost(gpu: &Gpu) {
+    let fp = webtune_tuner::presets::get("h100").expect("preset");
+    let device = webtune_tuner::Device::from_fingerprint(&fp).expect("preset is a device");
+    let settings = webtune_tuner::Settings::builtin(Target::Wgsl);
+    let list = std::env::var("GPU_BENCH_EPILOGUE_SHAPES").unwrap_or_else(|_| {
+        "matmul+bias+gelu:384,768,1536 matmul+bias+gelu+residual:384,1536,768 matmul+bias:384,768,2304 matmul+bias+gelu:4096,4096,4096".into()
+    });
+    for (name, shape) in list.split_whitespace().filter_map(|ks| ks.split_once(':')) {
+        let fused = Op::parse(name, shape).expect("shape");
+        let plain = fused.base();
+        let space = webtune_tuner::lite_space(&plain, Target::Wgsl, &device, &settings);
+        let mut rows = Vec::new();
+        for s in space.schedules.iter().take(6) {
+            let (mut p, mut f) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                p.extend(measure_quiet(gpu, &plain, s));
+                f.extend(measure_quiet(gpu, &fused, s));
+            }
+            let med = |v: &mut Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v.get(v.len() / 2).copied()
+            };
+            if let (Some(pm), Some(fm)) = (med(&mut p), med(&mut f)) {
+                rows.push((pm, fm, s.clone()));
+            }
+        }
+        rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let ratios: Vec<f64> = rows.iter().map(|(p, f, _)| f / p).collect();
+        if let Some((p, f, s)) = rows.first() {
+            println!(
+                "{}",
+                json!({"summary": format!("epilogue {name} {shape}"), "plain_us": p * 1e3, "fused_us": f * 1e3, "fused_over_plain": f / p,
+                       "ratios_first6": ratios, "config": s})
+            );
+        }
+    }
 }
 
 /// The arithmetic ceiling of this adapter in f32 and in f16 (issue 22): each
@@ -280,7 +325,8 @@ fn fma_ceiling(gpu: &Gpu) {
             println!("{}", json!({"fma": ty, "error": "no shader-f16"}));
             continue;
         }
-        let chains: String = (0..CHAINS).map(|c| format!("  var a{c} = {ty}(s + {}.0 * 0.0078125);\n", c + 1)).collect();
+        let scalar = if f16 { "f16" } else { "f32" };
+        let chains: String = (0..CHAINS).map(|c| format!("  var a{c} = {ty}({scalar}(s + {}.0 * 0.0078125));\n", c + 1)).collect();
         let steps: String = (0..CHAINS).map(|c| format!("    a{c} = fma(a{c}, m, k);\n")).collect();
         let sum: String = (0..CHAINS).map(|c| format!(" + dot(vec{lanes}<f32>(a{c}), vec{lanes}<f32>(1.0))")).collect();
         let src = format!(
@@ -288,7 +334,7 @@ fn fma_ceiling(gpu: &Gpu) {
              @compute @workgroup_size(256)\n\
              fn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n\
                let s = f32(gid.x & 255u) * 0.0001;\n\
-               let m = {ty}(0.999);\n  let k = {ty}(0.001 + s);\n\
+               let m = {ty}({scalar}(0.999));\n  let k = {ty}({scalar}(0.001 + s));\n\
              {chains}  for (var i = 0u; i < {ITERS}u; i++) {{\n{steps}  }}\n\
                o[gid.x] = 0.0{sum};\n\
              }}\n",
