@@ -269,9 +269,11 @@ fn device() {
 }
 
 /// What a fused epilogue costs on the GPU (issue 22): the plain op's first
-/// lite candidates (`h100` preset), each timed with and without the
-/// epilogue, alternating, three rounds; the fastest plain schedule's pair is
-/// the headline. `GPU_BENCH_EPILOGUE_SHAPES="op+suffix:shape ..."`.
+/// lite candidates (`h100` preset), each pair checked and prepared once,
+/// then timed with and without the epilogue in alternation (five rounds of
+/// ten samples after 500 ms of load, median of the rounds' medians; the
+/// H200's clocks make anything shorter unreliable); the fastest plain
+/// schedule's pair is the headline. `GPU_BENCH_EPILOGUE_SHAPES="op+suffix:shape ..."`.
 fn epilogue_cost(gpu: &Gpu) {
     let fp = webtune_tuner::presets::get("h100").expect("preset");
     let device = webtune_tuner::Device::from_fingerprint(&fp).expect("preset is a device");
@@ -284,16 +286,36 @@ fn epilogue_cost(gpu: &Gpu) {
         let plain = fused.base();
         let space = webtune_tuner::lite_space(&plain, Target::Wgsl, &device, &settings);
         let mut rows = Vec::new();
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied()
+        };
         for s in space.schedules.iter().take(6) {
-            let (mut p, mut f) = (Vec::new(), Vec::new());
-            for _ in 0..3 {
-                p.extend(measure_quiet(gpu, &plain, s));
-                f.extend(measure_quiet(gpu, &fused, s));
-            }
-            let med = |v: &mut Vec<f64>| {
-                v.sort_by(f64::total_cmp);
-                v.get(v.len() / 2).copied()
+            // Checked against the reference first, then prepared once each.
+            let prepared: Option<Vec<_>> = [&plain, &fused]
+                .iter()
+                .map(|op| {
+                    let k = KernelDir::from_kernel(compile(op, Target::Wgsl, s).ok()?);
+                    let r = gpu.run(&k, &RunOptions { reps: 1, warmup: 1, warmup_ms: 0.0, min_sample_ms: 0.0, seed: 7, ..RunOptions::default() }).ok()?;
+                    let inputs = webtune_compiler::reference::inputs(op, 7);
+                    r.correct.then(|| gpu.prepare(&k, &inputs).ok()).flatten()
+                })
+                .collect();
+            let Some(prepared) = prepared else {
+                println!("{}", json!({"error": "epilogue pair failed", "config": s}));
+                continue;
             };
+            let warm = RunOptions { reps: 1, warmup: 2, warmup_ms: 500.0, min_sample_ms: 5.0, seed: 7, ..RunOptions::default() };
+            let opts = RunOptions { reps: 10, warmup: 1, warmup_ms: 0.0, min_sample_ms: 5.0, seed: 7, ..RunOptions::default() };
+            let _ = gpu.time(&prepared[0], &warm);
+            let (mut p, mut f) = (Vec::new(), Vec::new());
+            for _ in 0..5 {
+                for (i, out) in [&mut p, &mut f].into_iter().enumerate() {
+                    if let Ok(mut t) = gpu.time(&prepared[i], &opts) {
+                        out.extend(med(&mut t.samples_ms));
+                    }
+                }
+            }
             if let (Some(pm), Some(fm)) = (med(&mut p), med(&mut f)) {
                 rows.push((pm, fm, s.clone()));
             }
