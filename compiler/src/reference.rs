@@ -68,9 +68,14 @@ pub fn inputs(op: &Op, seed: u64) -> Inputs {
     Inputs { args }
 }
 
-/// `x`'s bits, rounded to f16 first (to nearest, ties to even) for an f16 argument.
+/// `x` rounded to the nearest f16 (ties to even), as an f16 kernel stores it.
+pub fn round_f16(x: f32) -> f32 {
+    half::f16::from_f32(x).to_f32()
+}
+
+/// `x`'s bits, rounded to f16 first for an f16 argument.
 fn as_dtype(dtype: Dtype, x: f32) -> u32 {
-    if dtype == Dtype::F16 { half::f16::from_f32(x).to_f32().to_bits() } else { x.to_bits() }
+    if dtype == Dtype::F16 { round_f16(x).to_bits() } else { x.to_bits() }
 }
 
 /// An argument's words as the bytes a kernel reads (little-endian): four per

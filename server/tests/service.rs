@@ -201,3 +201,46 @@ async fn a_threaded_winner_never_answers_a_client_without_threads() {
     assert!(b["meta"]["threads"].as_u64().unwrap_or(1) == 1, "a client without threads was given {b}");
     assert_eq!(b["level"], "default");
 }
+
+/// An f16 op is an op of its own: its queue streams f16 kernels with
+/// tickets for it, a report of f16-rounded outputs passes the server's check
+/// (and one off by more than an f16 rounding is refused), its winner answers
+/// the f16 op only, and no Wasm f16 kernel exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f16_ops_are_kernels_of_their_own() {
+    let srv = Server::start(&sqlite_url(), &["--quorum", "1"]);
+    let http = client();
+    let half = Op::parse("matmul+f16", SHAPE).unwrap();
+    let (s, v) = open_session(&http, &srv.url, &gpu_fingerprint("NVIDIA", "hopper", "H100 80GB HBM3")).await;
+    let key = v["device_key"].as_str().unwrap().to_string();
+    let q = queue(&http, &srv.url, &s, "matmul+f16", SHAPE, TARGET).await;
+    assert!(q.len() >= 2);
+    for c in &q {
+        assert!(c["ticket"].as_str().unwrap().starts_with("v2.matmul+f16."), "{}", c["ticket"]);
+        let text = http.get(format!("{}{}", srv.url, c["url"].as_str().unwrap())).send().await.unwrap().text().await.unwrap();
+        assert!(text.starts_with("enable f16;"), "{}", &text[..40]);
+    }
+    let f32_shas: Vec<Value> = queue(&http, &srv.url, &s, OP, SHAPE, TARGET).await.iter().map(|c| c["sha256"].clone()).collect();
+    assert!(q.iter().all(|c| !f32_shas.contains(&c["sha256"])), "an f16 queue shares a kernel with the f32 one");
+    // What an f16 kernel returns: each output rounded to f16.
+    let rounded = |c: &Value, off: f32| -> Value {
+        let mut e = entry(&half, c, 10.0);
+        let samples: Vec<f32> = true_samples(&half, c).iter().map(|&x| webtune_compiler::reference::round_f16(x) * (1.0 + off)).collect();
+        e["samples"] = json!(samples);
+        e
+    };
+    let (st, body) = report(&http, &srv.url, &s, &half, TARGET, vec![rounded(&q[0], 0.05)]).await;
+    assert_eq!(st, 422, "5% off passed the f16 check: {body}");
+    let (st, body) = report(&http, &srv.url, &s, &half, TARGET, vec![rounded(&q[1], 0.0)]).await;
+    assert_eq!(st, 200, "{body}");
+    let b = best(&http, &srv.url, &key, "matmul+f16", SHAPE, TARGET).await;
+    assert_eq!((b["level"].as_str(), &b["meta"]["sha256"]), (Some("device"), &q[1]["sha256"]), "{b}");
+    assert_eq!(best(&http, &srv.url, &key, OP, SHAPE, TARGET).await["level"], "default");
+    let r = http
+        .get(format!("{}/v1/kernels/best", srv.url))
+        .query(&[("device_key", key.as_str()), ("op", "matmul+f16"), ("shape", SHAPE), ("target", "wasm")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+}
