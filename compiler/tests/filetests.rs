@@ -78,6 +78,7 @@ fn run(func: &ir::Func, src: &str) -> String {
                 .map(|v| match b.elem {
                     Elem::F32 => v.parse::<f32>().expect("f32 input").to_bits(),
                     Elem::U32 => v.parse::<u32>().expect("u32 input"),
+                    Elem::F16 => unreachable!("f16 buffers are GPU only: wasm::compile refused this function"),
                 })
                 .collect(),
             // Unset buffers start poisoned, so reading them shows.
@@ -110,6 +111,7 @@ fn run(func: &ir::Func, src: &str) -> String {
             match b.elem {
                 Elem::F32 => write!(out, " {}", f32::from_bits(w)),
                 Elem::U32 => write!(out, " {w}"),
+                Elem::F16 => unreachable!("f16 buffers are GPU only"),
             }
             .unwrap();
         }

@@ -478,6 +478,20 @@ mod tests {
     }
 
     #[test]
+    fn f16_buffers_hold_f32_values_on_the_gpu_only() {
+        let src = "kernel k { buf A: f16[16] param 0 buf C: f16[16] param 1 rw var i: i32
+               for i in 0..16 step 4 { store C[i] = load.f32x4 A[i] } }";
+        let f = parse(src).unwrap();
+        verify(&f, Flavor::Gpu).unwrap();
+        assert!(verify(&f, Flavor::Cpu).unwrap_err().0.contains("f16 buffer A outside a GPU kernel"));
+        // Words are not floats.
+        let src = "kernel k { buf A: f16[16] param 0 buf C: f16[16] param 1 rw var x: i32 x = load.u32 A[0] }";
+        assert!(verify(&parse(src).unwrap(), Flavor::Gpu).unwrap_err().0.contains("of another element type"));
+        // It prints and parses back.
+        assert_eq!(parse(&crate::ir::print::print(&f)).unwrap().buffers.iter().next().unwrap().1.elem, crate::ir::Elem::F16);
+    }
+
+    #[test]
     fn subgroup_shuffles_on_the_gpu_take_an_f32_and_a_constant_mask() {
         let gpu = |body: &str| {
             let src = format!("kernel k {{ buf C: f32[16] param 0 rw var x: f32 var m: i32 {body} }}");
