@@ -51,6 +51,10 @@ pub const IN_REGISTER_TILES: usize = 4;
 /// `K·y1` floats, 256 KiB at K = 1024 and y1 = 64: L2-resident).
 const SHORT_M_MAX_K: u32 = 2048;
 
+/// Most rows the wide-N block takes whole (its A block is then at most
+/// `1024·256` floats, 1 MiB: L2-resident).
+const WIDE_M_MAX_M: u32 = 1024;
+
 /// `matmul` and `batch_matmul` on Wasm (Table 1, Wasm).
 pub(super) fn cpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
     if device.cpu.tiles == RegisterTiles::InRegisters {
@@ -171,6 +175,13 @@ fn cpu_matmul_in_registers(op: &Op, device: &Device, base: &Schedule, relax: Rel
     // "all-MiniLM-L6-v2 in the browser").
     // Where K ≤ 256 the deep block already takes all of K: nothing to add.
     let short = m <= words / 128 && k > 256 && k <= SHORT_M_MAX_K;
+    // Wide N (B's rows 8 KiB or more) with M up to WIDE_M_MAX_M: a block of
+    // all of M first. With N = 3072 the L1-sized blocks ran about 25% slower
+    // than with N = 768 (K1: 36.9 GFLOP/s on one thread against K0's 48.4);
+    // a block of all of M (x1 = 636) gave 40.0–40.3 on one thread and
+    // 79.6–80.7 on two against 75.6–76.5 (Chromium 156, BENCHMARKS.md,
+    // "Threaded Wasm kernels").
+    let wide = !short && n >= 2048 && m <= WIDE_M_MAX_M;
     if short {
         tiles.sort_by_key(|&(_, _, x0, _)| m % x0 != 0);
     }
@@ -188,10 +199,12 @@ fn cpu_matmul_in_registers(op: &Op, device: &Device, base: &Schedule, relax: Rel
         ];
         if short {
             blocks.insert(0, (rows_of(m), cols_of(words / 256), deep(k), LoopOrder::NKM));
+        } else if wide {
+            blocks.insert(0, (rows_of(m), cols_of(words / 256), deep(256), LoopOrder::NKM));
         }
         for (b, (x1, y1, r1, order)) in blocks.into_iter().enumerate() {
             let s = Schedule { x0, y0, r0, x1, y1, r1, vectorize, order, cache_read: true, ..base.clone() };
-            let rank = vec![if short { t as i64 } else { 0 }, loads, outputs, t as i64, b as i64, ragged(&s, op)];
+            let rank = vec![if short || wide { t as i64 } else { 0 }, loads, outputs, t as i64, b as i64, ragged(&s, op)];
             out.push(Cand { s, rank, gpu: None });
         }
     }
