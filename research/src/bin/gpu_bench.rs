@@ -154,7 +154,7 @@ fn min_of(v: &[f64]) -> f64 {
     v.iter().copied().fold(f64::INFINITY, f64::min)
 }
 
-/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4shapes, q4smem, q4rows, q4stream, q4cols, q4onestep, q4rowsloop, ceiling, fma, epilogue):
+/// Whether `device` runs `part` (big, sample, shapes, q4, checks, q4checks, q4shapes, q4smem, q4rows, q4stream, q4cols, q4onestep, q4rowsloop, ceiling, fma, epilogue, f16math):
 /// `GPU_BENCH_PARTS="big q4"` when set, else every part.
 fn part(name: &str) -> bool {
     std::env::var("GPU_BENCH_PARTS").map_or(true, |v| v.split_whitespace().any(|p| p == name))
@@ -266,6 +266,93 @@ fn device() {
     if part("epilogue") {
         epilogue_cost(&gpu);
     }
+    if part("f16math") {
+        f16_math_probe(&gpu);
+    }
+}
+
+/// A probe, not a kernel family: what f16 arithmetic would give the `+f16`
+/// matmul. Each of the first lite candidates' WGSL is rewritten so that
+/// every `f32` is an `f16` (registers, workgroup tiles, literals: f16
+/// accumulation over all of K) and timed beside the kernel as compiled
+/// (f16 storage, f32 arithmetic), both prepared once and alternated after
+/// sustained load; the error of each against the f64 reference at 64
+/// sampled outputs is printed beside it.
+fn f16_math_probe(gpu: &Gpu) {
+    if !gpu.has_f16() {
+        println!("{}", json!({"f16math": "no shader-f16"}));
+        return;
+    }
+    let fp = webtune_tuner::presets::get("h100").expect("preset");
+    let device = webtune_tuner::Device::from_fingerprint(&fp).expect("preset is a device");
+    let settings = webtune_tuner::Settings::builtin(Target::Wgsl);
+    let list = std::env::var("GPU_BENCH_F16_SHAPES").unwrap_or_else(|_| "4096,4096,4096 384,768,768 128,4096,4096".into());
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    };
+    for shape in list.split_whitespace() {
+        let op = Op::parse("matmul+f16", shape).expect("shape");
+        let inputs = webtune_compiler::reference::inputs(&op, 7);
+        let len = op.args().last().map_or(1, |a| a.elems());
+        let mut rng = Rng::new(3);
+        let positions: Vec<u64> = [0, len - 1].into_iter().chain((0..62).map(|_| rng.next_u64() % len)).collect();
+        let want: Vec<(f64, f64)> = positions.iter().map(|&p| webtune_compiler::reference::output_at(&op, 7, p)).collect();
+        let err = |out: &[u32]| {
+            positions.iter().zip(&want).map(|(&p, (w, s))| (f32::from_bits(out[p as usize]) as f64 - w).abs() / s).fold(0.0, f64::max)
+        };
+        let space = webtune_tuner::lite_space(&op, Target::Wgsl, &device, &settings);
+        for s in space.schedules.iter().take(6) {
+            let Ok(k) = compile(&op, Target::Wgsl, s) else { continue };
+            let text = String::from_utf8(k.bytes.clone()).expect("WGSL is text");
+            let mut half = text.replace("f32", "f16");
+            // Float literals (`0f`, `1.5f`, `1e-3f`) take the f16 suffix.
+            let bytes = half.clone().into_bytes();
+            let mut out = String::with_capacity(bytes.len());
+            for (i, &c) in bytes.iter().enumerate() {
+                let lit = c == b'f'
+                    && i > 0
+                    && (bytes[i - 1].is_ascii_digit() || bytes[i - 1] == b'.')
+                    && !bytes.get(i + 1).is_some_and(|n| n.is_ascii_alphanumeric() || *n == b'_')
+                    && {
+                        // The token must start with a digit (not be a name like `v_x1f`).
+                        let start = bytes[..i]
+                            .iter()
+                            .rposition(|b| !(b.is_ascii_alphanumeric() || *b == b'.' || *b == b'_' || *b == b'-'))
+                            .map_or(0, |j| j + 1);
+                        bytes[start].is_ascii_digit()
+                    };
+                out.push(if lit { 'h' } else { c as char });
+            }
+            half = out;
+            let dispatch = k.meta.dispatch.expect("WGSL dispatch");
+            let prepared: Vec<_> = [&text, &half].iter().map(|src| gpu.prepare_op_source(src, dispatch, &op, &inputs)).collect();
+            let (Ok(p32), Ok(p16)) = (&prepared[0], &prepared[1]) else {
+                let e: Vec<String> = prepared.iter().filter_map(|p| p.as_ref().err().map(|e| e.to_string())).collect();
+                println!("{}", json!({"f16math": shape, "error": e, "config": s}));
+                continue;
+            };
+            let (e32, e16) = (gpu.output(p32).map(|o| err(&o)), gpu.output(p16).map(|o| err(&o)));
+            let warm = RunOptions { reps: 1, warmup: 2, warmup_ms: 500.0, min_sample_ms: 5.0, seed: 7, ..RunOptions::default() };
+            let opts = RunOptions { reps: 10, warmup: 1, warmup_ms: 0.0, min_sample_ms: 5.0, seed: 7, ..RunOptions::default() };
+            let _ = gpu.time(p32, &warm);
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                for (p, v) in [(p32, &mut a), (p16, &mut b)] {
+                    if let Ok(mut t) = gpu.time(p, &opts) {
+                        v.extend(med(&mut t.samples_ms));
+                    }
+                }
+            }
+            let (Some(ta), Some(tb)) = (med(&mut a), med(&mut b)) else { continue };
+            println!(
+                "{}",
+                json!({"f16math": shape, "f32_arith_us": ta * 1e3, "f16_arith_us": tb * 1e3, "speedup": ta / tb,
+                       "f32_arith_tflops": op.flops() as f64 / ta / 1e9, "f16_arith_tflops": op.flops() as f64 / tb / 1e9,
+                       "max_rel_err_f32_arith": e32.ok(), "max_rel_err_f16_arith": e16.ok(), "config": s})
+            );
+        }
+    }
 }
 
 /// What a fused epilogue costs on the GPU (issue 22): the plain op's first
@@ -279,7 +366,8 @@ fn epilogue_cost(gpu: &Gpu) {
     let device = webtune_tuner::Device::from_fingerprint(&fp).expect("preset is a device");
     let settings = webtune_tuner::Settings::builtin(Target::Wgsl);
     let list = std::env::var("GPU_BENCH_EPILOGUE_SHAPES").unwrap_or_else(|_| {
-        "matmul+bias+gelu:384,768,1536 matmul+bias+gelu+residual:384,1536,768 matmul+bias:384,768,2304 matmul+bias+gelu:4096,4096,4096".into()
+        "matmul+bias+gelu:384,768,1536 matmul+bias+gelu+residual:384,1536,768 matmul+bias:384,768,2304 matmul+bias+gelu:4096,4096,4096"
+            .into()
     });
     for (name, shape) in list.split_whitespace().filter_map(|ks| ks.split_once(':')) {
         let fused = Op::parse(name, shape).expect("shape");
@@ -296,7 +384,9 @@ fn epilogue_cost(gpu: &Gpu) {
                 .iter()
                 .map(|op| {
                     let k = KernelDir::from_kernel(compile(op, Target::Wgsl, s).ok()?);
-                    let r = gpu.run(&k, &RunOptions { reps: 1, warmup: 1, warmup_ms: 0.0, min_sample_ms: 0.0, seed: 7, ..RunOptions::default() }).ok()?;
+                    let r = gpu
+                        .run(&k, &RunOptions { reps: 1, warmup: 1, warmup_ms: 0.0, min_sample_ms: 0.0, seed: 7, ..RunOptions::default() })
+                        .ok()?;
                     let inputs = webtune_compiler::reference::inputs(op, 7);
                     r.correct.then(|| gpu.prepare(&k, &inputs).ok()).flatten()
                 })
