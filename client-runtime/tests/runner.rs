@@ -366,7 +366,7 @@ fn wgsl_f16_ops_random_shapes_and_schedules() {
     use webtune_compiler::OpKind::{BatchMatmul, Matmul, MatmulQ4};
     let mut rng = Rng::new(19);
     let epilogues = webtune_compiler::op::Epilogue::all();
-    let mut families = std::collections::BTreeSet::new();
+    let (mut families, mut arithmetic) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
     for i in 0..24 {
         let e = pick(&mut rng, &epilogues);
         let d = |rng: &mut Rng| pick(rng, &DIMS);
@@ -382,7 +382,11 @@ fn wgsl_f16_ops_random_shapes_and_schedules() {
             2 => random_q4_schedule(&mut rng, &op, &[1, 2, 4]),
             _ => random_tiled_q4_schedule(&mut rng, &op),
         };
+        // f16 arithmetic (f16 sums over K) where the schedule allows it, every other time.
+        let half = Schedule { f16_acc: true, ..s.clone() };
+        let s = if i % 8 < 4 && half.check(&op, Target::Wgsl).is_ok() { half } else { s };
         families.insert((op.kind(), s.cache_read));
+        arithmetic.insert(s.f16_acc);
         let k = compile(&op, Target::Wgsl, &s).unwrap_or_else(|e| panic!("{} {s:?}: {e}", op.slug()));
         assert!(webtune_compiler::wgsl::needs_f16(std::str::from_utf8(&k.bytes).unwrap()), "{}", op.slug());
         assert!(k.meta.args.iter().all(|a| a.dtype == if a.name == "W" { "u32" } else { "f16" }), "{:?}", k.meta.args);
@@ -395,7 +399,8 @@ fn wgsl_f16_ops_random_shapes_and_schedules() {
         let r = gpu().run(&k, &quick()).unwrap_or_else(|e| panic!("{} {s:?}: {e}", op.slug()));
         assert!(r.correct, "{} under {}: max_rel_err {}", op.slug(), serde_json::to_string(&s).unwrap(), r.max_rel_err);
     }
-    // Staged and direct matmul and batch_matmul, both q4 families.
+    // Staged and direct matmul and batch_matmul, both q4 families, f16 and f32 sums.
     assert!(families.len() >= 5, "{families:?}");
+    assert_eq!(arithmetic.len(), 2, "{arithmetic:?}");
     eprintln!("f16 on this adapter: {}", gpu().has_f16());
 }

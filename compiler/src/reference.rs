@@ -255,11 +255,17 @@ pub struct Check {
 /// Tolerance for [`Check::max_rel_err`]: f32 rounding only.
 pub const TOLERANCE: f64 = 1e-5;
 
-/// Tolerance of an `+f16` op: [`TOLERANCE`] plus the rounding of the output
-/// to f16, half an ulp, 2⁻¹¹ of `|C|`, which is at most its scale
-/// (`|Σ a·b| ≤ ‖row‖·‖col‖`, and the epilogue's terms are in the scale). Its
-/// inputs are f16 values, read exactly, and it accumulates in f32.
-pub const TOLERANCE_F16: f64 = 1.0 / 2048.0 + TOLERANCE;
+/// Tolerance of an `+f16` op: four f16 rounding units, `4·2⁻¹¹`, plus
+/// [`TOLERANCE`]. A kernel that accumulates in f32 (the default) errs by at
+/// most the output's one rounding, `2⁻¹¹·|C|` ≤ `2⁻¹¹` of the scale
+/// (`|Σ a·b| ≤ ‖row‖·‖col‖`; the epilogue's terms are in the scale). One
+/// that accumulates in f16 (`f16_acc`) rounds at every multiply-add: in the
+/// worst case `|error| ≤ γ_K·Σ|a·b|` with `γ_K = K·2⁻¹¹/(1 − K·2⁻¹¹)`, which
+/// no fixed tolerance covers; on inputs of random sign, as every test's and
+/// the browser's seeded inputs are, the rounding errors cancel like a random
+/// walk and the norm-scaled error stays near one unit (measured up to
+/// 3.9e-4 at K = 4096, BENCHMARKS.md), so four units hold it.
+pub const TOLERANCE_F16: f64 = 4.0 / 2048.0 + TOLERANCE;
 
 /// The tolerance `op`'s outputs are held to.
 pub fn tolerance(op: &Op) -> f64 {

@@ -210,6 +210,13 @@ pub struct Schedule {
     /// GPU: reduce split-K partial sums with subgroup operations instead of workgroup memory.
     #[serde(default)]
     pub subgroup_reduce: bool,
+    /// WGSL, `+f16` matmul and batch_matmul: f16 arithmetic. Registers,
+    /// workgroup tiles and every multiply-add are f16, so the sum over K
+    /// accumulates in f16 (README, "Ops": its error and tolerance); off,
+    /// an f16 op loads into f32 and accumulates in f32. Absent when false,
+    /// so no other schedule's JSON changes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub f16_acc: bool,
     /// Wasm: the number of parts the output is split into, one per thread
     /// (1: a single-threaded kernel, byte-identical to one from before
     /// threads existed). See [`crate::parts`].
@@ -312,6 +319,7 @@ impl Schedule {
             double_buffer: false,
             split_k: 1,
             subgroup_reduce: false,
+            f16_acc: false,
             threads: 1,
             split: None,
         };
@@ -446,6 +454,9 @@ impl Schedule {
         if self.split_k != 1 || self.subgroup_reduce {
             return Err(err("split_k", "is a GPU setting; use 1 for Wasm"));
         }
+        if self.f16_acc {
+            return Err(err("f16_acc", "is a WGSL setting (Wasm has no f16 arithmetic)"));
+        }
         if op.dtype() == crate::op::Dtype::F16 {
             return Err(err(
                 "target",
@@ -474,6 +485,23 @@ impl Schedule {
     fn check_wgsl(&self, op: &Op) -> Result<(), ScheduleError> {
         if op.kind() == OpKind::MatmulI16 {
             return Err(err("target", "matmul_i16 has Wasm kernels only: WGSL has no 16-bit integer dot product (use wasm)"));
+        }
+        if self.f16_acc {
+            if op.dtype() != crate::op::Dtype::F16 {
+                return Err(err("f16_acc", format!("needs an f16 op (e.g. {}+f16)", op.name())));
+            }
+            if op.kind() == OpKind::MatmulQ4 {
+                return Err(err(
+                    "f16_acc",
+                    "matmul_q4 unpacks its weights through f32 bit patterns: f16 arithmetic is for matmul and batch_matmul",
+                ));
+            }
+            if op.epilogue().act == crate::op::Activation::Gelu {
+                return Err(err(
+                    "f16_acc",
+                    "GELU's erf loses about 7 f16 ulps in f16 arithmetic: use f32 arithmetic (f16_acc false) with +gelu",
+                ));
+            }
         }
         if self.relaxed_simd {
             return Err(err("relaxed_simd", "is a Wasm setting"));

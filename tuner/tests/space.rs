@@ -443,21 +443,38 @@ fn short_m_gets_a_whole_m_whole_k_block_on_v8() {
     }
 }
 
-/// An f16 op's space on WebGPU holds the same tiles as its f32 twin, every
-/// one valid for the f16 op (f16 storage leaves the tiles' workgroup memory
-/// and registers as they are: both stay f32); on Wasm it has none.
+/// An f16 op's space on WebGPU holds its f32 twin's tiles, every one valid
+/// for the f16 op. On a GPU with fast f16 arithmetic, matmul and
+/// batch_matmul (not with GELU) take each tile in f16 arithmetic first and
+/// in f32 arithmetic right after; elsewhere (q4, GELU, a CPU rasteriser) the
+/// list is the f32 op's. On Wasm it has none.
 #[test]
 fn f16_ops_take_the_f32_tiles_on_webgpu_and_none_on_wasm() {
     let h100 = Device::from_fingerprint(&presets::get("h100").unwrap()).unwrap();
-    for (kind, shape) in
-        [("matmul", "384,768,768"), ("matmul+bias+gelu", "128,4096,4096"), ("matmul_q4", "64,4096,4096"), ("batch_matmul", "12,384,384,64")]
-    {
+    let swiftshader = Device::from_fingerprint(&presets::get("swiftshader").unwrap()).unwrap();
+    for (kind, shape, twins) in [
+        ("matmul", "384,768,768", true),
+        ("batch_matmul+bias+residual", "12,384,384,64", true),
+        ("matmul+bias+gelu", "128,4096,4096", false),
+        ("matmul_q4", "64,4096,4096", false),
+    ] {
         let f32op = Op::parse(kind, shape).unwrap();
         let f16op = f32op.clone().with_dtype(webtune_compiler::op::Dtype::F16).unwrap();
-        let (a, b) = (space(&f32op, Target::Wgsl, &h100).schedules, space(&f16op, Target::Wgsl, &h100).schedules);
-        assert!(!b.is_empty() && a == b, "{kind} {shape}");
-        for s in &b {
-            s.check(&f16op, Target::Wgsl).unwrap_or_else(|e| panic!("{} {s:?}: {e}", f16op.name()));
+        for (dev, fast) in [(&h100, true), (&swiftshader, false)] {
+            let (a, b) = (space(&f32op, Target::Wgsl, dev).schedules, space(&f16op, Target::Wgsl, dev).schedules);
+            assert!(!b.is_empty());
+            if twins && fast {
+                assert_eq!(b.len(), a.len().min(16) * 2, "{kind} {shape}");
+                for (i, pair) in b.chunks(2).enumerate() {
+                    assert!(pair[0].f16_acc && !pair[1].f16_acc, "{kind} {shape} pair {i}");
+                    assert_eq!((&Schedule { f16_acc: false, ..pair[0].clone() }, &pair[1]), (&a[i], &a[i]));
+                }
+            } else {
+                assert!(a == b, "{kind} {shape} on {}", dev.keys.device_key);
+            }
+            for s in &b {
+                s.check(&f16op, Target::Wgsl).unwrap_or_else(|e| panic!("{} {s:?}: {e}", f16op.name()));
+            }
         }
     }
     let cpu = Device::from_fingerprint(&presets::get("xeon-2core").unwrap()).unwrap();

@@ -30,6 +30,14 @@ type NExpr = naga::Handle<N>;
 /// Builds the naga module of a verified GPU-flavor function: entry point
 /// `main`, buffers bound as the kernel ABI says, `lid`/`wid` builtins.
 pub fn module(f: &Func, workgroup_size: [u32; 3]) -> Result<naga::Module, EmitError> {
+    module_with(f, workgroup_size, false)
+}
+
+/// [`module`], with `half`: every IR `f32` value, literal and `f32`
+/// workgroup or private buffer becomes f16 (f16 arithmetic, the schedule's
+/// `f16_acc`), and f16 buffers are read and written without conversion.
+/// The IR stays as it is; only its float type changes.
+pub fn module_with(f: &Func, workgroup_size: [u32; 3], half: bool) -> Result<naga::Module, EmitError> {
     let types = verify(f, Flavor::Gpu)?;
     let vec4 = vec4_buffers(f, &types);
     let mut m = naga::Module::default();
@@ -44,9 +52,9 @@ pub fn module(f: &Func, workgroup_size: [u32; 3]) -> Result<naga::Module, EmitEr
     let args = [0, 1].map(|i| func.expressions.append(N::FunctionArgument(i), Span::UNDEFINED));
     let mut globals = Vec::with_capacity(f.buffers.len());
     for (h, b) in f.buffers.iter() {
-        let elem = elem_inner(b.elem, vec4[h.index()]);
+        let elem = elem_inner(b.elem, vec4[h.index()], half);
         let base = tys.get(&mut m, elem);
-        let size = if b.elem == Elem::F16 { 2 } else { 4 };
+        let size = if b.elem == Elem::F16 || (half && b.elem == Elem::F32) { 2 } else { 4 };
         let stride = if vec4[h.index()] { 4 * size } else { size };
         let len = if vec4[h.index()] { b.len / 4 } else { b.len };
         let (size, space, binding) = match b.space {
@@ -73,7 +81,7 @@ pub fn module(f: &Func, workgroup_size: [u32; 3]) -> Result<naga::Module, EmitEr
     }
     let mut locals = Vec::with_capacity(f.vars.len());
     for (h, v) in f.vars.iter() {
-        let ty = tys.get(&mut m, value_inner(v.ty));
+        let ty = tys.get(&mut m, value_inner(v.ty, half));
         let l = func.local_variables.append(naga::LocalVariable { name: Some(super::var_name(f, h)), ty, init: None }, Span::UNDEFINED);
         locals.push(func.expressions.append(N::LocalVariable(l), Span::UNDEFINED));
     }
@@ -94,8 +102,9 @@ pub fn module(f: &Func, workgroup_size: [u32; 3]) -> Result<naga::Module, EmitEr
         reads: Vec::new(),
         buffer_loads: 0,
         args,
-        vec4_types: [value_inner(Ty::F32x4), value_inner(Ty::U32x4)].map(|t| tys.get(&mut m, t)),
-        scalar_f32: tys.get(&mut m, value_inner(Ty::F32)),
+        vec4_types: [value_inner(Ty::F32x4, half), value_inner(Ty::U32x4, half)].map(|t| tys.get(&mut m, t)),
+        scalar_f32: tys.get(&mut m, value_inner(Ty::F32, half)),
+        half,
         globals,
         locals,
     };
@@ -122,20 +131,24 @@ fn fixed(len: u32) -> ArraySize {
     ArraySize::Constant(NonZeroU32::new(len.max(1)).unwrap_or(NonZeroU32::MIN))
 }
 
-fn elem_inner(e: Elem, vec4: bool) -> TypeInner {
+const F16: naga::Scalar = naga::Scalar { kind: ScalarKind::Float, width: 2 };
+
+fn elem_inner(e: Elem, vec4: bool, half: bool) -> TypeInner {
     let scalar = match e {
+        Elem::F32 if half => F16,
         Elem::F32 => naga::Scalar::F32,
         Elem::U32 => naga::Scalar::U32,
-        Elem::F16 => naga::Scalar { kind: ScalarKind::Float, width: 2 },
+        Elem::F16 => F16,
     };
     if vec4 { TypeInner::Vector { size: VectorSize::Quad, scalar } } else { TypeInner::Scalar(scalar) }
 }
 
-fn value_inner(t: Ty) -> TypeInner {
+fn value_inner(t: Ty, half: bool) -> TypeInner {
+    let float = if half { F16 } else { naga::Scalar::F32 };
     match t {
         Ty::I32 => TypeInner::Scalar(naga::Scalar::I32),
-        Ty::F32 => TypeInner::Scalar(naga::Scalar::F32),
-        Ty::F32x4 => TypeInner::Vector { size: VectorSize::Quad, scalar: naga::Scalar::F32 },
+        Ty::F32 => TypeInner::Scalar(float),
+        Ty::F32x4 => TypeInner::Vector { size: VectorSize::Quad, scalar: float },
         Ty::U32x4 => TypeInner::Vector { size: VectorSize::Quad, scalar: naga::Scalar::U32 },
     }
 }
@@ -199,6 +212,8 @@ struct Builder<'a> {
     vec4_types: [naga::Handle<Type>; 2],
     /// `f32`, the type of a subgroup shuffle's result.
     scalar_f32: naga::Handle<Type>,
+    /// f16 arithmetic: see [`module_with`].
+    half: bool,
     globals: Vec<NExpr>,
     locals: Vec<NExpr>,
 }
@@ -270,7 +285,8 @@ impl Builder<'_> {
             Literal::I32(v) => (0, v as u32),
             Literal::U32(v) => (1, v),
             Literal::F32(v) => (2, v.to_bits()),
-            _ => unreachable!("only i32, u32 and f32 literals are made"),
+            Literal::F16(v) => (3, v.to_bits() as u32),
+            _ => unreachable!("only i32, u32, f32 and f16 literals are made"),
         };
         if let Some(&h) = self.literals.get(&key) {
             return h;
@@ -399,7 +415,7 @@ impl Builder<'_> {
                 if ty == Ty::I32 && f.buffers[*buf].elem == Elem::U32 {
                     v = self.bitcast(v, ScalarKind::Uint);
                 }
-                if f.buffers[*buf].elem == Elem::F16 {
+                if f.buffers[*buf].elem == Elem::F16 && !self.half {
                     v = self.add(N::As { expr: v, kind: ScalarKind::Float, convert: Some(2) });
                 }
                 if ty.lanes() == 1 {
@@ -437,10 +453,20 @@ impl Builder<'_> {
         op.eval_i32(*a, *b)
     }
 
-    /// An `f32` literal, splat to `vec4<f32>` when `vector`.
+    /// A float literal of the kernel's float type (f16 under `half`).
+    fn flit(&mut self, v: f32) -> NExpr {
+        self.lit(if self.half { Literal::F16(half::f16::from_f32(v)) } else { Literal::F32(v) })
+    }
+
+    /// A float literal, splat to a `vec4` when `vector`.
     fn fconst(&mut self, v: f32, vector: bool) -> NExpr {
-        let c = self.lit(Literal::F32(v));
+        let c = self.flit(v);
         if vector { self.splat(c) } else { c }
+    }
+
+    /// The width of a conversion to the kernel's float type.
+    fn float_width(&self) -> u8 {
+        if self.half { 2 } else { 4 }
     }
 
     /// [`crate::ir::erf_f32`], step for step (WGSL has no erf): naga
@@ -494,7 +520,7 @@ impl Builder<'_> {
                 if !x.is_finite() {
                     return Err(EmitError::NonFinite(x.to_string()));
                 }
-                self.lit(Literal::F32(x))
+                self.flit(x)
             }
             Expr::Var(v) => {
                 self.reads.push((v.index(), self.epoch[v.index()]));
@@ -566,7 +592,7 @@ impl Builder<'_> {
                 if self.types.of(a) == Ty::I32 {
                     x = self.bitcast(x, ScalarKind::Uint);
                 }
-                self.add(N::As { expr: x, kind: ScalarKind::Float, convert: Some(4) })
+                self.add(N::As { expr: x, kind: ScalarKind::Float, convert: Some(self.float_width()) })
             }
             Expr::FromBits(a) => {
                 let x = self.expr(a)?;
@@ -575,12 +601,12 @@ impl Builder<'_> {
             Expr::SToF32(a) => {
                 let x = self.expr(a)?;
                 let x = self.bitcast(x, ScalarKind::Sint);
-                self.add(N::As { expr: x, kind: ScalarKind::Float, convert: Some(4) })
+                self.add(N::As { expr: x, kind: ScalarKind::Float, convert: Some(self.float_width()) })
             }
             Expr::DotI16(..) => unreachable!("CPU-only expression in a verified GPU kernel"),
             Expr::HSum(a) => {
                 let x = self.expr(a)?;
-                let one = self.lit(Literal::F32(1.0));
+                let one = self.flit(1.0);
                 let ones = self.splat(one);
                 self.math(MathFunction::Dot, x, ones, None)
             }
@@ -616,7 +642,7 @@ impl Builder<'_> {
                             lanes.push(self.load(p));
                         }
                         let vty = if ty == LoadTy::F32x4 { self.vec4_types[0] } else { self.vec4_types[1] };
-                        if f.buffers[buf].elem == Elem::F16 {
+                        if f.buffers[buf].elem == Elem::F16 && !self.half {
                             // Widen each lane, then build the f32 vector.
                             for l in &mut lanes {
                                 *l = self.add(N::As { expr: *l, kind: ScalarKind::Float, convert: Some(4) });
@@ -626,7 +652,11 @@ impl Builder<'_> {
                         self.add(N::Compose { ty: vty, components: lanes })
                     }
                 };
-                if f.buffers[buf].elem == Elem::F16 { self.add(N::As { expr: v, kind: ScalarKind::Float, convert: Some(4) }) } else { v }
+                if f.buffers[buf].elem == Elem::F16 && !self.half {
+                    self.add(N::As { expr: v, kind: ScalarKind::Float, convert: Some(4) })
+                } else {
+                    v
+                }
             }
             Expr::Un(op, a) => {
                 let vector = self.types.of(a) == Ty::F32x4;

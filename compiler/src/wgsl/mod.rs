@@ -63,7 +63,7 @@ pub fn generate(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
 /// also parse the written text back and validate it again ([`validate`]).
 pub fn compile(op: &Op, s: &Schedule) -> Result<WgslKernel, CompileError> {
     let (func, workgroup_size, dispatch) = generate(op, s);
-    let source = write(&func, workgroup_size).map_err(CompileError::Internal)?;
+    let source = write_with(&func, workgroup_size, s.f16_acc).map_err(CompileError::Internal)?;
     if cfg!(debug_assertions) {
         validate(&source).map_err(|e| CompileError::Internal(format!("written WGSL does not parse back: {e}")))?;
     }
@@ -88,7 +88,12 @@ pub fn needs_subgroups(source: &str) -> bool {
 
 /// Lowers, validates and writes a GPU-flavor function as WGSL text.
 pub fn write(f: &Func, workgroup_size: [u32; 3]) -> Result<String, String> {
-    let module = lower::module(f, workgroup_size).map_err(|e| e.to_string())?;
+    write_with(f, workgroup_size, false)
+}
+
+/// [`write`], in f16 arithmetic where `half` ([`lower::module_with`]).
+pub fn write_with(f: &Func, workgroup_size: [u32; 3], half: bool) -> Result<String, String> {
+    let module = lower::module_with(f, workgroup_size, half).map_err(|e| e.to_string())?;
     let subgroups = module_uses_subgroups(&module);
     let info = validate_module(&module, subgroups, "")?;
     let text = write_module(&module, &info)?;
@@ -349,6 +354,24 @@ mod tests {
         // The f32 op of the same shape has no f16 in it.
         let op = Op::parse("matmul", "64,64,64").unwrap();
         assert!(!compile(&op, &Schedule::default_for(&op, Target::Wgsl)).unwrap().source.contains("f16"));
+        // f16 arithmetic: no f32 anywhere, the tiles and registers f16.
+        for name in ["matmul+f16", "batch_matmul+bias+relu+residual+f16"] {
+            let op = Op::parse(name, if name.starts_with("batch") { "2,7,13,8" } else { "64,64,64" }).unwrap();
+            let s = Schedule { f16_acc: true, ..Schedule::default_for(&op, Target::Wgsl) };
+            s.check(&op, Target::Wgsl).unwrap();
+            let k = compile(&op, &s).unwrap();
+            validate(&k.source).unwrap();
+            assert!(!k.source.contains("f32") && k.source.contains("var<workgroup> b_As: array<vec4<f16>"), "{}", k.source);
+        }
+        // Refused where it cannot hold.
+        for (name, shape) in [("matmul", "8,8,8"), ("matmul_q4+f16", "1,64,8"), ("matmul+bias+gelu+f16", "8,8,8")] {
+            let op = Op::parse(name, shape).unwrap();
+            let s = Schedule { f16_acc: true, ..Schedule::default_for(&op, Target::Wgsl) };
+            assert_eq!(s.check(&op, Target::Wgsl).unwrap_err().field, "f16_acc", "{name}");
+        }
+        let wasm = Op::parse("matmul", "8,8,8").unwrap();
+        let s = Schedule { f16_acc: true, ..Schedule::default_for(&wasm, Target::Wasm) };
+        assert_eq!(s.check(&wasm, Target::Wasm).unwrap_err().field, "f16_acc");
     }
 
     #[test]

@@ -277,6 +277,14 @@ fn subgroup_lanes(device: &Device) -> Option<u32> {
     (device.class == DeviceClass::Gpu && ["nvidia", "apple"].contains(&device.vendor.as_str())).then_some(32)
 }
 
+/// Whether this GPU runs f16 arithmetic at least as fast as f32: every
+/// hardware GPU (the H200: 1.24× in an FMA-chain probe; phone and laptop
+/// GPUs 2×), not the CPU rasterisers (Mesa's lavapipe emulates f16 at 0.32×
+/// its f32 rate, measured on the dev machine; SwiftShader has no f16).
+pub(super) fn fast_f16(device: &Device) -> bool {
+    device.class == DeviceClass::Gpu && !["google", "mesa", "unknown"].contains(&device.vendor.as_str())
+}
+
 /// A tile's schedule: 4-wide vectors only where `y0` holds whole ones.
 fn with_vector(mut s: Schedule, y0: u32) -> Schedule {
     if s.vectorize == 4 && !y0.is_multiple_of(4) {

@@ -352,7 +352,31 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
         return (q4_merge(op, out, tiled), single, survivors);
     }
     let survivors = out.len();
-    (cut(out, LITE_BUDGET), single, survivors)
+    (with_f16_arithmetic(op, target, device, cut(out, LITE_BUDGET)), single, survivors)
+}
+
+/// An `+f16` matmul or batch_matmul (without GELU) on a GPU that runs f16
+/// arithmetic fast ([`gpu::fast_f16`]): each candidate in f16 arithmetic
+/// (`f16_acc`) first, its f32-arithmetic twin right after, within the
+/// budget. On the H200 the f16-arithmetic rewrite of the lite candidates
+/// was faster in 16 of 18 pairs, 1.21–1.66× at 4096³ (BENCHMARKS.md).
+/// Elsewhere the space is the f32 op's.
+fn with_f16_arithmetic(op: &Op, target: Target, device: &Device, out: Vec<Cand>) -> Vec<Cand> {
+    let kinds = matches!(op.kind(), OpKind::Matmul | OpKind::BatchMatmul);
+    let gelu = op.epilogue().act == webtune_compiler::op::Activation::Gelu;
+    if target != Target::Wgsl || op.dtype() != webtune_compiler::op::Dtype::F16 || !kinds || gelu || !gpu::fast_f16(device) {
+        return out;
+    }
+    let mut twins = Vec::with_capacity(2 * out.len());
+    for c in out {
+        let half = Cand { s: Schedule { f16_acc: true, ..c.s.clone() }, ..c.clone() };
+        if half.s.check(op, target).is_ok() {
+            twins.push(half);
+        }
+        twins.push(c);
+    }
+    twins.truncate(LITE_BUDGET);
+    twins
 }
 
 /// Whether every candidate is a GPU matmul tile (ordered by tile, then variant).
