@@ -356,27 +356,22 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
 }
 
 /// An `+f16` matmul or batch_matmul (without GELU) on a GPU that runs f16
-/// arithmetic fast ([`gpu::fast_f16`]): each candidate in f16 arithmetic
-/// (`f16_acc`) first, its f32-arithmetic twin right after, within the
-/// budget. On the H200 the f16-arithmetic rewrite of the lite candidates
-/// was faster in 16 of 18 pairs, 1.21–1.66× at 4096³ (BENCHMARKS.md).
-/// Elsewhere the space is the f32 op's.
+/// arithmetic fast ([`gpu::fast_f16`]): the first half of the budget's
+/// candidates in f16 arithmetic (`f16_acc`), in their order, then the same
+/// ones in f32 arithmetic. On the H200 the f16-arithmetic rewrite of the
+/// lite candidates was faster in 16 of 18 pairs, 1.21–1.66× at 4096³; with
+/// each twin right after its tile instead, 4096³ reached 95% of its best at
+/// candidate 13 (BENCHMARKS.md). Elsewhere the space is the f32 op's.
 fn with_f16_arithmetic(op: &Op, target: Target, device: &Device, out: Vec<Cand>) -> Vec<Cand> {
     let kinds = matches!(op.kind(), OpKind::Matmul | OpKind::BatchMatmul);
     let gelu = op.epilogue().act == webtune_compiler::op::Activation::Gelu;
     if target != Target::Wgsl || op.dtype() != webtune_compiler::op::Dtype::F16 || !kinds || gelu || !gpu::fast_f16(device) {
         return out;
     }
-    let mut twins = Vec::with_capacity(2 * out.len());
-    for c in out {
-        let half = Cand { s: Schedule { f16_acc: true, ..c.s.clone() }, ..c.clone() };
-        if half.s.check(op, target).is_ok() {
-            twins.push(half);
-        }
-        twins.push(c);
-    }
-    twins.truncate(LITE_BUDGET);
-    twins
+    let kept: Vec<Cand> = out.into_iter().take(LITE_BUDGET / 2).collect();
+    let half =
+        kept.iter().map(|c| Cand { s: Schedule { f16_acc: true, ..c.s.clone() }, ..c.clone() }).filter(|c| c.s.check(op, target).is_ok());
+    half.collect::<Vec<_>>().into_iter().chain(kept).collect()
 }
 
 /// Whether every candidate is a GPU matmul tile (ordered by tile, then variant).
