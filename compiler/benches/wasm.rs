@@ -43,6 +43,7 @@ fn sample(op: &Op, n: usize, seed: u64) -> Vec<Schedule> {
             double_buffer: false,
             split_k: 1,
             subgroup_reduce: false,
+            f16_acc: false,
             threads: 1,
             split: None,
         };

@@ -2,8 +2,8 @@ import { type OpName, type ParsedOp } from './ops.js';
 /** Largest norm-scaled error one f32 kernel may have against the reference. */
 export declare const TOLERANCE = 0.00001;
 /**
- * The same for an `+f16` op: TOLERANCE plus the one rounding of its output
- * to f16 (2⁻¹¹ of |C|, at most its scale), as `reference::TOLERANCE_F16`.
+ * The same for an `+f16` op: four f16 rounding units (4·2⁻¹¹) plus TOLERANCE,
+ * room for f16 accumulation on seeded inputs, as `reference::TOLERANCE_F16`.
  */
 export declare const TOLERANCE_F16: number;
 /** The tolerance `op`'s outputs are held to. */
