@@ -39,6 +39,11 @@ pub fn module(f: &Func, workgroup_size: [u32; 3]) -> Result<naga::Module, EmitEr
 /// The IR stays as it is; only its float type changes.
 pub fn module_with(f: &Func, workgroup_size: [u32; 3], half: bool) -> Result<naga::Module, EmitError> {
     let types = verify(f, Flavor::Gpu)?;
+    // Under f16 arithmetic an `f32` buffer is an f16 array: an argument
+    // declared f32 would then be read at the wrong width.
+    if let Some((_, b)) = f.buffers.iter().find(|(_, b)| half && b.elem == Elem::F32 && matches!(b.space, Space::Param(_))) {
+        return Err(EmitError::HalfArgument(b.name.clone()));
+    }
     let vec4 = vec4_buffers(f, &types);
     let mut m = naga::Module::default();
     let mut tys = TypeSet::default();
@@ -210,7 +215,7 @@ struct Builder<'a> {
     args: [NExpr; 2],
     /// `vec4<f32>` and `vec4<u32>`.
     vec4_types: [naga::Handle<Type>; 2],
-    /// `f32`, the type of a subgroup shuffle's result.
+    /// The float scalar (`f32`, or `f16` under `half`): a subgroup shuffle's result.
     scalar_f32: naga::Handle<Type>,
     /// f16 arithmetic: see [`module_with`].
     half: bool,
@@ -724,6 +729,17 @@ mod tests {
         let m = module(f, [1, 1, 1]).unwrap();
         super::super::check(&m).unwrap();
         m
+    }
+
+    #[test]
+    fn f16_arithmetic_refuses_f32_arguments() {
+        let src = |elem: &str| format!("kernel k {{ buf A: {elem}[8] param 0 buf C: f16[8] param 1 rw store C[0] = load.f32 A[0] + 1.0 }}");
+        let half = crate::ir::parse::parse(&src("f16")).unwrap();
+        super::super::check(&module_with(&half, [1, 1, 1], true).unwrap()).unwrap();
+        let mixed = crate::ir::parse::parse(&src("f32")).unwrap();
+        assert_eq!(module_with(&mixed, [1, 1, 1], true).unwrap_err(), EmitError::HalfArgument("A".into()));
+        // Without f16 arithmetic the same function is fine: A is read as f32.
+        build(&mixed);
     }
 
     #[test]

@@ -156,6 +156,8 @@ pub enum EmitError {
     Verify(#[from] crate::ir::verify::VerifyError),
     #[error("a float constant {0} has no WGSL spelling")]
     NonFinite(String),
+    #[error("f16 arithmetic needs f16 arguments: argument {0} is f32")]
+    HalfArgument(String),
 }
 
 /// Parses and validates WGSL `source` with naga; the error is naga's report.
