@@ -490,10 +490,10 @@ impl Schedule {
             if op.dtype() != crate::op::Dtype::F16 {
                 return Err(err("f16_acc", format!("needs an f16 op (e.g. {}+f16)", op.name())));
             }
-            if op.kind() == OpKind::MatmulQ4 {
+            if op.kind() == OpKind::MatmulQ4 && !self.cache_read {
                 return Err(err(
                     "f16_acc",
-                    "matmul_q4 unpacks its weights through f32 bit patterns: f16 arithmetic is for matmul and batch_matmul",
+                    "the matrix-vector matmul_q4 kernel unpacks its weights through f32 bit patterns: f16 arithmetic is for its tiled family (cache_read), matmul and batch_matmul",
                 ));
             }
             if op.epilogue().act == crate::op::Activation::Gelu {

@@ -446,8 +446,9 @@ fn short_m_gets_a_whole_m_whole_k_block_on_v8() {
 /// An f16 op's space on WebGPU holds its f32 twin's tiles, every one valid
 /// for the f16 op. On a GPU with fast f16 arithmetic, matmul and
 /// batch_matmul (not with GELU) take their first 16 tiles in f16 arithmetic,
-/// then the same in f32 arithmetic; elsewhere (q4, GELU, a CPU rasteriser) the
-/// list is the f32 op's. On Wasm it has none.
+/// then the same in f32 arithmetic, and matmul_q4's tiled family likewise
+/// (its matrix-vector family stays f32); elsewhere (GELU, a CPU rasteriser)
+/// the list is the f32 op's. On Wasm it has none.
 #[test]
 fn f16_ops_take_the_f32_tiles_on_webgpu_and_none_on_wasm() {
     let h100 = Device::from_fingerprint(&presets::get("h100").unwrap()).unwrap();
@@ -470,6 +471,10 @@ fn f16_ops_take_the_f32_tiles_on_webgpu_and_none_on_wasm() {
                     assert!(b[i].f16_acc && !b[n + i].f16_acc, "{kind} {shape} {i}");
                     assert_eq!((&Schedule { f16_acc: false, ..b[i].clone() }, &b[n + i]), (&a[i], &a[i]));
                 }
+            } else if kind == "matmul_q4" && fast {
+                assert!(b.iter().any(|s| s.f16_acc) && b.iter().all(|s| !s.f16_acc || s.cache_read), "{kind} {shape}");
+                let first_f32_tiled = b.iter().position(|s| s.cache_read && !s.f16_acc).unwrap();
+                assert!(b[..first_f32_tiled].iter().filter(|s| s.cache_read).count() >= 8, "{kind} {shape}");
             } else {
                 assert!(a == b, "{kind} {shape} on {}", dev.keys.device_key);
             }

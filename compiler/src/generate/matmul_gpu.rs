@@ -761,8 +761,11 @@ impl Mm<'_> {
                 self.f().get(v)
             });
             let (fifteen, magic) = (self.f().i32(15), self.f().i32(MAGIC));
-            // 2^23 + nibble − (2^23 + 8) = nibble − 8, exactly.
-            let bias = self.f().f32(8_388_616.0);
+            // 2^23 + nibble − (2^23 + 8) = nibble − 8, exactly. Under f16
+            // arithmetic (`f16_acc`) floats are f16, where 2^23 does not
+            // exist: the nibble is converted (exact, 0–15) and 8 subtracted.
+            let half = self.s.f16_acc;
+            let bias = self.f().f32(if half { 8.0 } else { 8_388_616.0 });
             for jj in 0..nb {
                 // Nibble j of the word, jj or first + jj, and its shift 4·j
                 // (none for a constant j = 0).
@@ -782,8 +785,12 @@ impl Mm<'_> {
                             None => word,
                         };
                         let nib = self.f().bin(BinOp::And, nib, fifteen);
-                        let bits = self.f().bin(BinOp::Or, nib, magic);
-                        let fl = self.f().exprs.push(Expr::FromBits(bits));
+                        let fl = if half {
+                            self.f().exprs.push(Expr::ToF32(nib))
+                        } else {
+                            let bits = self.f().bin(BinOp::Or, nib, magic);
+                            self.f().exprs.push(Expr::FromBits(bits))
+                        };
                         let q = self.f().sub(fl, bias);
                         let scale = self.f().get(st);
                         self.f().mul(q, scale)

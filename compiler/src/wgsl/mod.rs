@@ -365,6 +365,23 @@ mod tests {
             validate(&k.source).unwrap();
             assert!(!k.source.contains("f32") && k.source.contains("var<workgroup> b_As: array<vec4<f16>"), "{}", k.source);
         }
+        // The tiled q4 family unpacks nibbles by conversion, not through f32 bits.
+        let q4 = Op::parse("matmul_q4+f16", "33,96,16").unwrap();
+        let s = Schedule {
+            x0: 2,
+            y0: 2,
+            r0: 8,
+            x1: 8,
+            y1: 8,
+            r1: 32,
+            split_k: 1,
+            cache_read: true,
+            f16_acc: true,
+            ..Schedule::default_for(&q4, Target::Wgsl)
+        };
+        s.check(&q4, Target::Wgsl).unwrap();
+        let k = compile(&q4, &s).unwrap();
+        assert!(!k.source.contains("f32") && !k.source.contains("bitcast<f"), "{}", k.source);
         // Refused where it cannot hold.
         for (name, shape) in [("matmul", "8,8,8"), ("matmul_q4+f16", "1,64,8"), ("matmul+bias+gelu+f16", "8,8,8")] {
             let op = Op::parse(name, shape).unwrap();

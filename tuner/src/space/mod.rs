@@ -347,7 +347,7 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
     let single = out.len();
     let out = threads::with_threads(op, target, device, out);
     if !tiled.is_empty() {
-        let tiled = ordered(op, target, tiled);
+        let tiled = with_f16_arithmetic(op, target, device, ordered(op, target, tiled));
         let (single, survivors) = (single + tiled.len(), out.len() + tiled.len());
         return (q4_merge(op, out, tiled), single, survivors);
     }
@@ -355,7 +355,8 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
     (with_f16_arithmetic(op, target, device, cut(out, LITE_BUDGET)), single, survivors)
 }
 
-/// An `+f16` matmul or batch_matmul (without GELU) on a GPU that runs f16
+/// An `+f16` matmul or batch_matmul (without GELU), or the tiled family of
+/// an `+f16` matmul_q4, on a GPU that runs f16
 /// arithmetic fast ([`gpu::fast_f16`]): the first half of the budget's
 /// candidates in f16 arithmetic (`f16_acc`), in their order, then the same
 /// ones in f32 arithmetic. On the H200 the f16-arithmetic rewrite of the
@@ -363,7 +364,9 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
 /// each twin right after its tile instead, 4096³ reached 95% of its best at
 /// candidate 13 (BENCHMARKS.md). Elsewhere the space is the f32 op's.
 fn with_f16_arithmetic(op: &Op, target: Target, device: &Device, out: Vec<Cand>) -> Vec<Cand> {
-    let kinds = matches!(op.kind(), OpKind::Matmul | OpKind::BatchMatmul);
+    // The caller passes matmul_q4's tiled family only (the matrix-vector
+    // kernel has no f16 arithmetic).
+    let kinds = matches!(op.kind(), OpKind::Matmul | OpKind::BatchMatmul | OpKind::MatmulQ4);
     let gelu = op.epilogue().act == webtune_compiler::op::Activation::Gelu;
     if target != Target::Wgsl || op.dtype() != webtune_compiler::op::Dtype::F16 || !kinds || gelu || !gpu::fast_f16(device) {
         return out;
@@ -396,14 +399,17 @@ fn ordered(op: &Op, target: Target, mut out: Vec<Cand>) -> Vec<Cand> {
 /// is never kept without its workgroup-memory twin (browsers without
 /// `subgroups` run the twin): a cut between them drops both. GPU matmul
 /// tiles: the kept set is whole tiles in tile order, and within it every
-/// tile's first variant comes before any tile's second (a stable sort).
+/// tile's first variant comes before any tile's second (a stable sort; f16
+/// arithmetic before f32 arithmetic first).
 fn cut(mut out: Vec<Cand>, budget: usize) -> Vec<Cand> {
     out.truncate(budget);
     if out.last().is_some_and(|c| c.s.subgroup_reduce) {
         out.pop();
     }
     if gpu_tiles(&out) {
-        out.sort_by_key(|c| c.gpu.as_ref().map(|g| g.variant));
+        // f16-arithmetic candidates (where [`with_f16_arithmetic`] put
+        // them) stay ahead of their f32-arithmetic twins.
+        out.sort_by_key(|c| (!c.s.f16_acc, c.gpu.as_ref().map(|g| g.variant)));
     }
     out
 }
