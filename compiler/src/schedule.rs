@@ -210,7 +210,8 @@ pub struct Schedule {
     /// GPU: reduce split-K partial sums with subgroup operations instead of workgroup memory.
     #[serde(default)]
     pub subgroup_reduce: bool,
-    /// WGSL, `+f16` matmul and batch_matmul: f16 arithmetic. Registers,
+    /// WGSL, `+f16` matmul, batch_matmul and tiled (`cache_read`)
+    /// matmul_q4, not with GELU: f16 arithmetic. Registers,
     /// workgroup tiles and every multiply-add are f16, so the sum over K
     /// accumulates in f16 (README, "Ops": its error and tolerance); off,
     /// an f16 op loads into f32 and accumulates in f32. Absent when false,
