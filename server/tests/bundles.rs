@@ -225,6 +225,45 @@ fn damaged_bundles_are_refused_before_the_database_is_touched() {
     assert!(out.starts_with("imported 0 winners"), "{out}");
 }
 
+/// Without --target, each op takes the targets it has kernels for: an f16
+/// op WGSL only, matmul_i16 Wasm only, the rest both.
+#[test]
+fn export_without_a_target_takes_each_ops_own_targets() {
+    let dir = temp_dir("own").join("bundle");
+    let d = dir.to_str().unwrap();
+    let db = sqlite_url();
+    let (ok, out, err) = webtune(&[
+        "bundle",
+        "export",
+        "--database-url",
+        &db,
+        "--out",
+        d,
+        "--op",
+        "matmul+f16",
+        "--shape",
+        "8,16,8",
+        "--op",
+        "matmul_i16",
+        "--shape",
+        "8,16,8",
+        "--op",
+        OP,
+        "--shape",
+        SHAPE,
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("(4 op/shape/target"), "{out}");
+    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("bundle.json")).unwrap()).unwrap();
+    let mut covers: Vec<String> = manifest["covers"].as_array().unwrap().iter().map(|c| format!("{} {}", c["op"], c["target"])).collect();
+    covers.sort();
+    assert_eq!(
+        covers,
+        [r#""matmul" "wasm""#, r#""matmul" "wgsl""#, r#""matmul+f16" "wgsl""#, r#""matmul_i16" "wasm""#].map(String::from),
+        "{OP}"
+    );
+}
+
 #[test]
 fn bad_export_arguments_are_one_line() {
     let out = temp_dir("args").join("b");
@@ -235,6 +274,7 @@ fn bad_export_arguments_are_one_line() {
         (vec!["--op", "conv", "--shape", "1,2"], "conv"),
         (vec!["--device-key", "nvidia"], "is not a device key"),
         (vec!["--op", OP, "--shape", SHAPE, "--target", "cuda"], "cuda"),
+        (vec!["--op", "matmul+f16", "--shape", SHAPE, "--target", "wasm"], "matmul+f16 has no wasm kernels"),
     ] {
         let mut full = vec!["bundle", "export", "--database-url", &db, "--out", o];
         full.extend(args);

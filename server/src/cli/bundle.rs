@@ -81,7 +81,13 @@ async fn export(a: ExportArgs) -> Result<()> {
     let mut kinds = Vec::new();
     for (op, shape) in a.op.iter().zip(&a.shape) {
         let op = Op::parse(op, shape)?;
-        for &t in &targets {
+        // Without --target, each op's own targets (an f16 op is WGSL only,
+        // matmul_i16 Wasm only); with it, an op that has none there is an error.
+        let own: Vec<Target> = targets.iter().copied().filter(|&t| op.runs_on(t)).collect();
+        if own.is_empty() {
+            anyhow::bail!("{} has no {} kernels", op.name(), targets.iter().map(|t| t.name()).collect::<Vec<_>>().join(" or "));
+        }
+        for t in own {
             kinds.push(bundle::kind_of(&op, t));
         }
     }
