@@ -106,6 +106,14 @@ fn bad_input_is_one_line_and_non_zero() {
         (&["--op", "matmul", "--shape", "4,4,4", "--target", "wasm", "--device", "h100", "--bogus"], "--bogus"),
         (&["--op", "matmul", "--shape", "4,4294967296,4", "--target", "wasm", "--device", "h100"], "below 2^32"),
         (&["--op", "matmul", "--shape", "4,4,4", "--target", "wasm", "--device", "/dev/zero"], "larger than 1024 KiB"),
+        // f16: WGSL only, f32 or f16 only, and the name and the flag must agree.
+        (&["--op", "matmul", "--dtype", "f16", "--shape", "4,4,4", "--target", "wasm", "--device", "h100"], "f16 ops run on wgsl only"),
+        (&["--op", "matmul", "--dtype", "bf16", "--shape", "4,4,4", "--target", "wgsl", "--device", "h100"], "expected f32 or f16"),
+        (
+            &["--op", "matmul+f16", "--dtype", "f32", "--shape", "4,4,4", "--target", "wgsl", "--device", "h100"],
+            "says f16 but --dtype says f32",
+        ),
+        (&["--op", "matmul_i16", "--dtype", "f16", "--shape", "4,4,4", "--target", "wasm", "--device", "h100"], "no f16 form"),
     ];
     for (args, want) in cases {
         let mut full = vec!["space"];
@@ -122,6 +130,22 @@ fn bad_input_is_one_line_and_non_zero() {
     let huge = format!("4,{},4", "9".repeat(300));
     let (_, _, err) = webtune(&["space", "--op", "matmul", "--shape", &huge, "--target", "wasm", "--device", "h100"]);
     assert!(!err.contains(&"9".repeat(40)), "the number was echoed back: {err}");
+}
+
+/// `--dtype f16` names the f16 op; on a GPU with fast f16 its first
+/// candidates compute in f16 (`f16_acc`), on SwiftShader none do.
+#[test]
+fn dtype_f16_names_the_op_and_brings_f16_arithmetic_where_it_is_fast() {
+    let st = stats(&["--op", "matmul", "--dtype", "f16", "--shape", "384,768,768", "--target", "wgsl", "--device", "h100"]);
+    assert_eq!(st["op"], "matmul+f16");
+    let cands = |device: &str| -> Vec<webtune_compiler::Schedule> {
+        let (ok, out, err) = webtune(&["space", "--op", "matmul+f16", "--shape", "384,768,768", "--target", "wgsl", "--device", device]);
+        assert!(ok, "{err}");
+        out.lines().map(|l| webtune_compiler::Schedule::from_json(l).unwrap()).collect()
+    };
+    let (h100, swiftshader) = (cands("h100"), cands("swiftshader"));
+    assert!(h100[0].f16_acc && h100.iter().filter(|s| s.f16_acc).count() == h100.len() / 2, "{:?}", h100[0]);
+    assert!(swiftshader.iter().all(|s| !s.f16_acc));
 }
 
 #[test]
