@@ -120,13 +120,8 @@ impl Gpu {
         let source = std::str::from_utf8(&k.bytes).map_err(|_| RunError::Input("kernel.wgsl is not UTF-8".into()))?;
         let dispatch = k.meta.dispatch.ok_or_else(|| RunError::Input("kernel.json of a WGSL kernel has no `dispatch`".into()))?;
         let checks = self.bounds_checks || !compiler_made(k);
-        let op = k.op()?;
-        let specs = op.args();
-        if specs.len() != inputs.args.len() {
-            return Err(RunError::Input(format!("{} takes {} arguments, got {}", op.name(), specs.len(), inputs.args.len())));
-        }
-        let args: Vec<Vec<u8>> = specs.iter().zip(&inputs.args).map(|(s, w)| reference::arg_bytes(s, w)).collect();
-        self.prepare_with(source, &k.meta.entry, dispatch, &args, specs[specs.len() - 1].clone(), checks)
+        let (args, out) = op_bytes(&k.op()?, inputs)?;
+        self.prepare_with(source, &k.meta.entry, dispatch, &args, out, checks)
     }
 
     /// Whether the device has the `shader-f16` feature (f16 kernels need it).
@@ -164,9 +159,8 @@ impl Gpu {
     /// [`Self::prepare_source`] for a source that computes `op` (an f16 op's
     /// arguments travel as f16), with wgpu's bounds checks on.
     pub fn prepare_op_source(&self, source: &str, dispatch: [u32; 3], op: &Op, inputs: &reference::Inputs) -> Result<Prepared, RunError> {
-        let specs = op.args();
-        let args: Vec<Vec<u8>> = specs.iter().zip(&inputs.args).map(|(s, w)| reference::arg_bytes(s, w)).collect();
-        self.prepare_with(source, "main", dispatch, &args, specs[specs.len() - 1].clone(), true)
+        let (args, out) = op_bytes(op, inputs)?;
+        self.prepare_with(source, "main", dispatch, &args, out, true)
     }
 
     fn prepare_with(
@@ -403,8 +397,17 @@ impl Gpu {
     }
 }
 
-/// Lower-case vendor name of a PCI vendor id, as browsers spell
-/// `GPUAdapterInfo.vendor`; empty when unknown (browsers hide it too).
+/// `op`'s argument bytes as a kernel reads them (f16 arguments as f16,
+/// [`reference::arg_bytes`]) and the output's spec.
+fn op_bytes(op: &Op, inputs: &reference::Inputs) -> Result<(Vec<Vec<u8>>, webtune_compiler::op::ArgSpec), RunError> {
+    let mut specs = op.args();
+    if specs.len() != inputs.args.len() {
+        return Err(RunError::Input(format!("{} takes {} arguments, got {}", op.name(), specs.len(), inputs.args.len())));
+    }
+    let args = specs.iter().zip(&inputs.args).map(|(s, w)| reference::arg_bytes(s, w)).collect();
+    Ok((args, specs.pop().expect("ops have an output")))
+}
+
 /// Whether `k`'s bytes are exactly what the compiler generates for the op,
 /// shape and schedule its `kernel.json` names: the one condition under which
 /// a kernel may run without wgpu's bounds checks.
@@ -413,6 +416,8 @@ fn compiler_made(k: &KernelDir) -> bool {
     compile(&op, Target::Wgsl, &k.meta.config).is_ok_and(|c| c.bytes == k.bytes)
 }
 
+/// Lower-case vendor name of a PCI vendor id, as browsers spell
+/// `GPUAdapterInfo.vendor`; empty when unknown (browsers hide it too).
 pub fn vendor_name(id: u32) -> &'static str {
     match id {
         0x10de => "nvidia",

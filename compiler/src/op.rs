@@ -300,10 +300,9 @@ impl Op {
     /// The same op with its float arguments of type `dtype` (`F32` or `F16`).
     pub fn with_dtype(self, dtype: Dtype) -> Result<Op, OpError> {
         match dtype {
-            Dtype::F32 => Ok(Op { dtype, ..self }),
-            Dtype::F16 if self.kind == OpKind::MatmulI16 => Err(OpError::NoF16(self.kind)),
-            Dtype::F16 => Ok(Op { dtype, ..self }),
             Dtype::U32 => Err(OpError::BadDtype("u32".into())),
+            Dtype::F16 if self.kind == OpKind::MatmulI16 => Err(OpError::NoF16(self.kind)),
+            Dtype::F32 | Dtype::F16 => Ok(Op { dtype, ..self }),
         }
     }
 

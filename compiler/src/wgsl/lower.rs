@@ -136,7 +136,8 @@ fn fixed(len: u32) -> ArraySize {
     ArraySize::Constant(NonZeroU32::new(len.max(1)).unwrap_or(NonZeroU32::MIN))
 }
 
-const F16: naga::Scalar = naga::Scalar { kind: ScalarKind::Float, width: 2 };
+/// naga's f16 scalar.
+pub(super) const F16: naga::Scalar = naga::Scalar { kind: ScalarKind::Float, width: 2 };
 
 fn elem_inner(e: Elem, vec4: bool, half: bool) -> TypeInner {
     let scalar = match e {

@@ -116,8 +116,10 @@ fn validate_module(module: &naga::Module, subgroups: bool, source: &str) -> Resu
 /// Whether a naga module has an f16 type (then its text starts `enable f16;`
 /// and needs the adapter's `shader-f16` feature).
 fn module_uses_f16(module: &naga::Module) -> bool {
-    let f16 = naga::Scalar { kind: naga::ScalarKind::Float, width: 2 };
-    module.types.iter().any(|(_, t)| matches!(t.inner, naga::TypeInner::Scalar(s) | naga::TypeInner::Vector { scalar: s, .. } if s == f16))
+    module
+        .types
+        .iter()
+        .any(|(_, t)| matches!(t.inner, naga::TypeInner::Scalar(s) | naga::TypeInner::Vector { scalar: s, .. } if s == lower::F16))
 }
 
 /// Whether a kernel's text needs the adapter's `shader-f16` feature.

@@ -271,6 +271,29 @@ fn device() {
     }
 }
 
+/// Median ms of two prepared kernels timed in alternation: 500 ms of load on
+/// the first, then `rounds` rounds of ten samples each (≥ 5 ms), the median
+/// of each kernel's round medians. The H200's clocks make anything shorter
+/// unreliable.
+fn alternate(gpu: &Gpu, pair: [&webtune_client_runtime::gpu::Prepared; 2], rounds: usize) -> [Option<f64>; 2] {
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    };
+    let warm = RunOptions { reps: 1, warmup: 2, warmup_ms: 500.0, min_sample_ms: 5.0, seed: 7, ..RunOptions::default() };
+    let opts = RunOptions { reps: 10, warmup: 1, warmup_ms: 0.0, min_sample_ms: 5.0, seed: 7, ..RunOptions::default() };
+    let _ = gpu.time(pair[0], &warm);
+    let mut rounds_ms = [Vec::new(), Vec::new()];
+    for _ in 0..rounds {
+        for (p, v) in pair.iter().zip(&mut rounds_ms) {
+            if let Ok(mut t) = gpu.time(p, &opts) {
+                v.extend(med(&mut t.samples_ms));
+            }
+        }
+    }
+    rounds_ms.map(|mut v| med(&mut v))
+}
+
 /// A probe, not a kernel family: what f16 arithmetic would give the `+f16`
 /// matmul. Each of the first lite candidates' WGSL is rewritten so that
 /// every `f32` is an `f16` (registers, workgroup tiles, literals: f16
@@ -287,10 +310,6 @@ fn f16_math_probe(gpu: &Gpu) {
     let device = webtune_tuner::Device::from_fingerprint(&fp).expect("preset is a device");
     let settings = webtune_tuner::Settings::builtin(Target::Wgsl);
     let list = std::env::var("GPU_BENCH_F16_SHAPES").unwrap_or_else(|_| "4096,4096,4096 384,768,768 128,4096,4096".into());
-    let med = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied()
-    };
     for shape in list.split_whitespace() {
         let op = Op::parse("matmul+f16", shape).expect("shape");
         let inputs = webtune_compiler::reference::inputs(&op, 7);
@@ -333,18 +352,7 @@ fn f16_math_probe(gpu: &Gpu) {
                 continue;
             };
             let (e32, e16) = (gpu.output(p32).map(|o| err(&o)), gpu.output(p16).map(|o| err(&o)));
-            let warm = RunOptions { reps: 1, warmup: 2, warmup_ms: 500.0, min_sample_ms: 5.0, seed: 7, ..RunOptions::default() };
-            let opts = RunOptions { reps: 10, warmup: 1, warmup_ms: 0.0, min_sample_ms: 5.0, seed: 7, ..RunOptions::default() };
-            let _ = gpu.time(p32, &warm);
-            let (mut a, mut b) = (Vec::new(), Vec::new());
-            for _ in 0..3 {
-                for (p, v) in [(p32, &mut a), (p16, &mut b)] {
-                    if let Ok(mut t) = gpu.time(p, &opts) {
-                        v.extend(med(&mut t.samples_ms));
-                    }
-                }
-            }
-            let (Some(ta), Some(tb)) = (med(&mut a), med(&mut b)) else { continue };
+            let [Some(ta), Some(tb)] = alternate(gpu, [p32, p16], 3) else { continue };
             println!(
                 "{}",
                 json!({"f16math": shape, "f32_arith_us": ta * 1e3, "f16_arith_us": tb * 1e3, "speedup": ta / tb,
@@ -357,9 +365,8 @@ fn f16_math_probe(gpu: &Gpu) {
 
 /// What a fused epilogue costs on the GPU (issue 22): the plain op's first
 /// lite candidates (`h100` preset), each pair checked and prepared once,
-/// then timed with and without the epilogue in alternation (five rounds of
-/// ten samples after 500 ms of load, median of the rounds' medians; the
-/// H200's clocks make anything shorter unreliable); the fastest plain
+/// then timed with and without the epilogue in alternation ([`alternate`],
+/// five rounds); the fastest plain
 /// schedule's pair is the headline. `GPU_BENCH_EPILOGUE_SHAPES="op+suffix:shape ..."`.
 fn epilogue_cost(gpu: &Gpu) {
     let fp = webtune_tuner::presets::get("h100").expect("preset");
@@ -374,10 +381,6 @@ fn epilogue_cost(gpu: &Gpu) {
         let plain = fused.base();
         let space = webtune_tuner::lite_space(&plain, Target::Wgsl, &device, &settings);
         let mut rows = Vec::new();
-        let med = |v: &mut Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v.get(v.len() / 2).copied()
-        };
         for s in space.schedules.iter().take(6) {
             // Checked against the reference first, then prepared once each.
             let prepared: Option<Vec<_>> = [&plain, &fused]
@@ -395,18 +398,7 @@ fn epilogue_cost(gpu: &Gpu) {
                 println!("{}", json!({"error": "epilogue pair failed", "config": s}));
                 continue;
             };
-            let warm = RunOptions { reps: 1, warmup: 2, warmup_ms: 500.0, min_sample_ms: 5.0, seed: 7, ..RunOptions::default() };
-            let opts = RunOptions { reps: 10, warmup: 1, warmup_ms: 0.0, min_sample_ms: 5.0, seed: 7, ..RunOptions::default() };
-            let _ = gpu.time(&prepared[0], &warm);
-            let (mut p, mut f) = (Vec::new(), Vec::new());
-            for _ in 0..5 {
-                for (i, out) in [&mut p, &mut f].into_iter().enumerate() {
-                    if let Ok(mut t) = gpu.time(&prepared[i], &opts) {
-                        out.extend(med(&mut t.samples_ms));
-                    }
-                }
-            }
-            if let (Some(pm), Some(fm)) = (med(&mut p), med(&mut f)) {
+            if let [Some(pm), Some(fm)] = alternate(gpu, [&prepared[0], &prepared[1]], 5) {
                 rows.push((pm, fm, s.clone()));
             }
         }

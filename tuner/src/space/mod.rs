@@ -364,17 +364,18 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
 /// each twin right after its tile instead, 4096³ reached 95% of its best at
 /// candidate 13 (BENCHMARKS.md). Elsewhere the space is the f32 op's.
 fn with_f16_arithmetic(op: &Op, target: Target, device: &Device, out: Vec<Cand>) -> Vec<Cand> {
-    // The caller passes matmul_q4's tiled family only (the matrix-vector
-    // kernel has no f16 arithmetic).
-    let kinds = matches!(op.kind(), OpKind::Matmul | OpKind::BatchMatmul | OpKind::MatmulQ4);
-    let gelu = op.epilogue().act == webtune_compiler::op::Activation::Gelu;
-    if target != Target::Wgsl || op.dtype() != webtune_compiler::op::Dtype::F16 || !kinds || gelu || !gpu::fast_f16(device) {
+    if !gpu::fast_f16(device) {
         return out;
     }
-    let kept: Vec<Cand> = out.into_iter().take(LITE_BUDGET / 2).collect();
-    let half =
-        kept.iter().map(|c| Cand { s: Schedule { f16_acc: true, ..c.s.clone() }, ..c.clone() }).filter(|c| c.s.check(op, target).is_ok());
-    half.collect::<Vec<_>>().into_iter().chain(kept).collect()
+    // `Schedule::check` says where f16 arithmetic exists (an f16 op on WGSL,
+    // not the q4 matrix-vector kernel, not with GELU): elsewhere no twin passes.
+    let twin = |c: &Cand| Cand { s: Schedule { f16_acc: true, ..c.s.clone() }, ..c.clone() };
+    let mut half: Vec<Cand> = out.iter().take(LITE_BUDGET / 2).map(twin).filter(|c| c.s.check(op, target).is_ok()).collect();
+    if half.is_empty() {
+        return out;
+    }
+    half.extend(out.into_iter().take(LITE_BUDGET / 2));
+    half
 }
 
 /// Whether every candidate is a GPU matmul tile (ordered by tile, then variant).
