@@ -1,6 +1,7 @@
 //! WGSL kernels through wgpu. The kernel's arguments are bound at
 //! `@group(0) @binding(i)` in ABI order; the runner dispatches
-//! `meta.dispatch` workgroups. Shader modules are created with wgpu's
+//! `meta.dispatch` workgroups, or each of `meta.passes` in order with a
+//! scratch buffer at `@group(1) @binding(0)` (ABI 3). Shader modules are created with wgpu's
 //! default runtime checks (bounds checks on), as browsers do.
 
 use std::sync::Arc;
@@ -26,14 +27,16 @@ pub struct Gpu {
 /// A kernel ready to dispatch: pipeline, bound buffers and launch shape.
 #[derive(Debug)]
 pub struct Prepared {
-    pipeline: wgpu::ComputePipeline,
+    /// Each pass's pipeline and workgroup counts, in order (one for ABI 1).
+    passes: Vec<(wgpu::ComputePipeline, [u32; 3])>,
     bind: wgpu::BindGroup,
+    /// The scratch buffer's bind group (group 1) of a kernel with passes.
+    scratch: Option<wgpu::BindGroup>,
     output: wgpu::Buffer,
     readback: wgpu::Buffer,
     out_bytes: u64,
     /// The output's element type: f16 outputs are widened to f32 words on reading.
     out: webtune_compiler::op::ArgSpec,
-    dispatch: [u32; 3],
     /// Time to create the module and pipeline (the driver's compile).
     pub compile_ms: f64,
 }
@@ -119,9 +122,15 @@ impl Gpu {
         }
         let source = std::str::from_utf8(&k.bytes).map_err(|_| RunError::Input("kernel.wgsl is not UTF-8".into()))?;
         let dispatch = k.meta.dispatch.ok_or_else(|| RunError::Input("kernel.json of a WGSL kernel has no `dispatch`".into()))?;
+        let passes: Vec<(&str, [u32; 3])> = match &k.meta.passes {
+            Some(p) if p.is_empty() => return Err(RunError::Input("kernel.json lists no `passes`".into())),
+            Some(p) => p.iter().map(|p| (p.entry.as_str(), p.dispatch)).collect(),
+            None => vec![(k.meta.entry.as_str(), dispatch)],
+        };
+        let scratch = if k.meta.passes.is_some() { k.meta.scratch_bytes.unwrap_or(0) as u64 } else { 0 };
         let checks = self.bounds_checks || !compiler_made(k);
         let (args, out) = op_bytes(&k.op()?, inputs)?;
-        self.prepare_with(source, &k.meta.entry, dispatch, &args, out, checks)
+        self.prepare_with(source, &passes, scratch, &args, out, checks)
     }
 
     /// Whether the device has the `shader-f16` feature (f16 kernels need it).
@@ -153,28 +162,41 @@ impl Gpu {
             dtype: webtune_compiler::op::Dtype::F32,
             shape: vec![args[args.len() - 1].len() as u32],
         };
-        self.prepare_with(source, entry, dispatch, &bytes, out, true)
+        self.prepare_with(source, &[(entry, dispatch)], 0, &bytes, out, true)
     }
 
     /// [`Self::prepare_source`] for a source that computes `op` (an f16 op's
     /// arguments travel as f16), with wgpu's bounds checks on.
     pub fn prepare_op_source(&self, source: &str, dispatch: [u32; 3], op: &Op, inputs: &reference::Inputs) -> Result<Prepared, RunError> {
         let (args, out) = op_bytes(op, inputs)?;
-        self.prepare_with(source, "main", dispatch, &args, out, true)
+        self.prepare_with(source, &[("main", dispatch)], 0, &args, out, true)
     }
 
+    /// Creates the pipelines of `passes` (entry point, workgroup counts),
+    /// in order, and binds `args` (the last one the output, poisoned) at
+    /// group 0 and, where `scratch` is non-zero, a scratch buffer of that
+    /// many bytes at group 1. A one-pass kernel without scratch gets the
+    /// layout wgpu derives from its entry point; a kernel with passes gets
+    /// the ABI's explicit layout (inputs read-only, the output read-write),
+    /// since each pass uses only some of the bindings.
     fn prepare_with(
         &self,
         source: &str,
-        entry: &str,
-        dispatch: [u32; 3],
+        passes: &[(&str, [u32; 3])],
+        scratch: u64,
         args: &[Vec<u8>],
         out: webtune_compiler::op::ArgSpec,
         checks: bool,
     ) -> Result<Prepared, RunError> {
         let limit = self.device.limits().max_compute_workgroups_per_dimension;
-        if dispatch.iter().any(|&d| d == 0 || d > limit) {
-            return Err(RunError::Input(format!("dispatch {dispatch:?} is outside 1..={limit} per dimension")));
+        for (_, dispatch) in passes {
+            if dispatch.iter().any(|&d| d == 0 || d > limit) {
+                return Err(RunError::Input(format!("dispatch {dispatch:?} is outside 1..={limit} per dimension")));
+            }
+        }
+        let max = self.device.limits().max_storage_buffer_binding_size;
+        if scratch > max {
+            return Err(RunError::Input(format!("the kernel needs {scratch} bytes of scratch; this device binds at most {max}")));
         }
         if webtune_compiler::wgsl::needs_subgroups(source) && self.subgroups().is_none() {
             return Err(RunError::Input("the kernel uses subgroup operations; this adapter has no `subgroups` feature".into()));
@@ -184,17 +206,52 @@ impl Gpu {
         }
         let source = webtune_compiler::wgsl::native_source(source);
         let t0 = Instant::now();
-        let pipeline = self.scoped("shader module and pipeline", || {
+        let explicit = passes.len() > 1 || scratch > 0;
+        let storage = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        };
+        let layouts = explicit.then(|| {
+            let last = args.len() as u32 - 1;
+            let entries: Vec<_> = (0..=last).map(|i| storage(i, i != last)).collect();
+            let group0 =
+                self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some("arguments"), entries: &entries });
+            let group1 = self
+                .device
+                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some("scratch"), entries: &[storage(0, false)] });
+            (group0, group1)
+        });
+        let pipeline_layout = layouts.as_ref().map(|(g0, g1)| {
+            let groups = if scratch > 0 { vec![Some(g0), Some(g1)] } else { vec![Some(g0)] };
+            self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("kernel"),
+                bind_group_layouts: &groups,
+                immediate_size: 0,
+            })
+        });
+        let pipelines = self.scoped("shader module and pipelines", || {
             let desc = wgpu::ShaderModuleDescriptor { label: Some("kernel"), source: wgpu::ShaderSource::Wgsl(source.into()) };
             let module = if checks { self.device.create_shader_module(desc) } else { self.module_without_bounds_checks(desc) };
-            self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some("kernel"),
-                layout: None,
-                module: &module,
-                entry_point: Some(entry),
-                compilation_options: Default::default(),
-                cache: None,
-            })
+            passes
+                .iter()
+                .map(|&(entry, dispatch)| {
+                    let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                        label: Some(entry),
+                        layout: pipeline_layout.as_ref(),
+                        module: &module,
+                        entry_point: Some(entry),
+                        compilation_options: Default::default(),
+                        cache: None,
+                    });
+                    (pipeline, dispatch)
+                })
+                .collect::<Vec<_>>()
         })?;
         let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
         let last = args.len() - 1;
@@ -228,14 +285,31 @@ impl Gpu {
                 .enumerate()
                 .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
                 .collect();
-            self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: None,
-                layout: &pipeline.get_bind_group_layout(0),
-                entries: &entries,
-            })
+            let layout = match &layouts {
+                Some((g0, _)) => g0.clone(),
+                None => pipelines[0].0.get_bind_group_layout(0),
+            };
+            self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &layout, entries: &entries })
         })?;
+        let scratch = match (&layouts, scratch) {
+            (Some((_, g1)), bytes) if bytes > 0 => Some(self.scoped("scratch buffer", || {
+                // Poisoned (every word a NaN), so that a partial sum the
+                // first pass failed to write shows in the output.
+                let buffer = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some("scratch"),
+                    contents: &vec![0xff; bytes.next_multiple_of(4) as usize],
+                    usage: wgpu::BufferUsages::STORAGE,
+                });
+                self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("scratch"),
+                    layout: g1,
+                    entries: &[wgpu::BindGroupEntry { binding: 0, resource: buffer.as_entire_binding() }],
+                })
+            })?),
+            _ => None,
+        };
         let output = buffers.into_iter().nth(last).expect("ops have an output");
-        Ok(Prepared { pipeline, bind, output, readback, out_bytes, out, dispatch, compile_ms })
+        Ok(Prepared { passes: pipelines, bind, scratch, output, readback, out_bytes, out, compile_ms })
     }
 
     fn encode_calls(&self, enc: &mut wgpu::CommandEncoder, p: &Prepared, calls: u32, ts: Option<(&wgpu::QuerySet, u32)>) {
@@ -245,10 +319,15 @@ impl Gpu {
             end_of_pass_write_index: Some(i + 1),
         });
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
-        pass.set_pipeline(&p.pipeline);
         pass.set_bind_group(0, &p.bind, &[]);
+        if let Some(scratch) = &p.scratch {
+            pass.set_bind_group(1, scratch, &[]);
+        }
         for _ in 0..calls {
-            pass.dispatch_workgroups(p.dispatch[0], p.dispatch[1], p.dispatch[2]);
+            for (pipeline, d) in &p.passes {
+                pass.set_pipeline(pipeline);
+                pass.dispatch_workgroups(d[0], d[1], d[2]);
+            }
         }
     }
 

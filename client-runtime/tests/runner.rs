@@ -257,6 +257,50 @@ fn wgsl_matmul_q4_tiled_random_shapes_and_schedules() {
     assert!(split_seen, "no schedule split K among groups");
 }
 
+/// Split-K across workgroups (`k_slices`, two passes and a scratch buffer
+/// that the runner poisons): matmul, batch_matmul, tiled matmul_q4, fused
+/// epilogues and f16 (where the adapter has it), K long enough for several
+/// slabs and often not a whole number of them or of the slices' rounds.
+#[test]
+fn wgsl_k_slices_random_shapes_and_schedules() {
+    use webtune_compiler::OpKind;
+    let mut rng = Rng::new(23);
+    let epilogues = webtune_compiler::op::Epilogue::all();
+    let mut kinds_seen = std::collections::BTreeSet::new();
+    for i in 0..24 {
+        let kind = pick(&mut rng, &[OpKind::Matmul, OpKind::Matmul, OpKind::BatchMatmul, OpKind::MatmulQ4]);
+        let (m, n) = (pick(&mut rng, &DIMS), pick(&mut rng, &[1, 3, 4, 7, 13, 16, 24]));
+        let shape = match kind {
+            OpKind::BatchMatmul => vec![pick(&mut rng, &[1, 2, 3]), m, pick(&mut rng, &[9, 40, 77, 130]), n],
+            OpKind::MatmulQ4 => vec![m, 32 * pick(&mut rng, &[2, 3, 5]), n],
+            _ => vec![m, pick(&mut rng, &[9, 40, 77, 130, 200]), n],
+        };
+        let epilogue = if kind == OpKind::MatmulQ4 { webtune_compiler::op::Epilogue::NONE } else { pick(&mut rng, &epilogues) };
+        let mut op = Op::with_epilogue(kind, epilogue, &shape).unwrap();
+        if i % 5 == 4 && gpu().has_f16() {
+            op = op.with_dtype(webtune_compiler::op::Dtype::F16).unwrap();
+        }
+        let s = loop {
+            let base =
+                if kind == OpKind::MatmulQ4 { random_tiled_q4_schedule(&mut rng, &op) } else { random_matmul_schedule(&mut rng, &op) };
+            let half = op.dtype() == webtune_compiler::op::Dtype::F16 && pick(&mut rng, &[false, true]);
+            let s = Schedule { cache_read: true, k_slices: pick(&mut rng, &[2, 3, 4, 5]), f16_acc: half, ..base };
+            if s.check(&op, Target::Wgsl).is_ok() {
+                break s;
+            }
+        };
+        let k = compile(&op, Target::Wgsl, &s).unwrap();
+        assert_eq!(k.meta.abi, webtune_compiler::kernel::ABI_PASSES);
+        let passes = k.meta.passes.as_ref().expect("a k_slices kernel lists its passes");
+        assert_eq!(passes.iter().map(|p| p.entry.as_str()).collect::<Vec<_>>(), ["main", "reduce"]);
+        let size = if s.f16_acc { 2 } else { 4 };
+        assert_eq!(k.meta.scratch_bytes, Some(size * s.k_slices * op.shape().iter().product::<u32>() / op.bmkn().2));
+        kinds_seen.insert(op.name());
+        assert_correct(&op, &s);
+    }
+    assert!(kinds_seen.len() >= 5, "{kinds_seen:?}");
+}
+
 #[test]
 fn wgsl_defaults_on_larger_shapes() {
     for (kind, shape) in [("matmul", "67,129,65"), ("batch_matmul", "3,33,64,20"), ("matmul_q4", "1,512,67")] {

@@ -44,6 +44,7 @@ fn sample(op: &Op, n: usize, seed: u64) -> Vec<Schedule> {
             split_k: 1,
             subgroup_reduce: false,
             f16_acc: false,
+            k_slices: 1,
             threads: 1,
             split: None,
         };

@@ -15,6 +15,11 @@ pub const ABI_VERSION: u32 = 1;
 /// The ABI of threaded Wasm kernels: version 1 plus a shared memory import
 /// and the `kernel_part` export. Single-threaded kernels stay at version 1.
 pub const ABI_THREADED: u32 = 2;
+/// The ABI of WGSL kernels with several passes (a schedule with
+/// `k_slices` > 1): version 1 plus a scratch storage buffer at
+/// `@group(1) @binding(0)` of `scratch_bytes`, and `passes` to dispatch in
+/// order. One-pass WGSL kernels stay at version 1.
+pub const ABI_PASSES: u32 = 3;
 
 /// One argument in the metadata.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,7 +48,9 @@ pub struct KernelMeta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_pages_min: Option<u32>,
     /// Wasm: bytes of scratch space the kernel needs; when non-zero, `kernel`
-    /// takes its offset as one more parameter after the arguments.
+    /// takes its offset as one more parameter after the arguments. WGSL
+    /// (ABI 3): bytes of the scratch storage buffer the host binds at
+    /// `@group(1) @binding(0)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scratch_bytes: Option<u32>,
     /// Wasm, threaded kernels only (ABI 2): the number of parts, each run
@@ -64,6 +71,11 @@ pub struct KernelMeta {
     /// WGSL: workgroup counts to dispatch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch: Option<[u32; 3]>,
+    /// WGSL, ABI 3 only: every pass in order (the first is `entry` with
+    /// `workgroup_size` and `dispatch`), each one dispatch on the same
+    /// bindings plus the scratch buffer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passes: Option<Vec<crate::wgsl::Pass>>,
     /// WGSL: present when the kernel uses subgroup operations (its text then
     /// starts with `enable subgroups;`): the host must request the adapter's
     /// `subgroups` feature, and run the kernel only where every subgroup has
@@ -114,6 +126,7 @@ pub fn compile(op: &Op, target: Target, schedule: &Schedule) -> Result<Kernel, C
     schedule.check(op, target)?;
     let parts = if target == Target::Wasm { crate::parts::parts(op, schedule) } else { Vec::new() };
     let mut part_scratch = None;
+    let mut passes = None;
     let (bytes, entry, memory_pages_min, scratch_bytes, workgroup_size, dispatch) = match target {
         Target::Wasm => {
             let func = generate::cpu(op, schedule);
@@ -151,12 +164,22 @@ pub fn compile(op: &Op, target: Target, schedule: &Schedule) -> Result<Kernel, C
         }
         Target::Wgsl => {
             let k = crate::wgsl::compile(op, schedule)?;
-            (k.source.into_bytes(), "main", None, None, Some(k.workgroup_size), Some(k.dispatch))
+            if !k.passes.is_empty() {
+                passes = Some(k.passes);
+            }
+            let scratch = (k.scratch_bytes > 0).then(|| u32::try_from(k.scratch_bytes).expect("Schedule::check bounds the scratch"));
+            (k.source.into_bytes(), "main", None, scratch, Some(k.workgroup_size), Some(k.dispatch))
         }
     };
     let threaded = !parts.is_empty();
     let meta = KernelMeta {
-        abi: if threaded { ABI_THREADED } else { ABI_VERSION },
+        abi: if threaded {
+            ABI_THREADED
+        } else if passes.is_some() {
+            ABI_PASSES
+        } else {
+            ABI_VERSION
+        },
         op: op.name(),
         shape: op.shape().to_vec(),
         target,
@@ -176,6 +199,7 @@ pub fn compile(op: &Op, target: Target, schedule: &Schedule) -> Result<Kernel, C
         part_scratch_bytes: part_scratch,
         workgroup_size,
         dispatch,
+        passes,
         min_subgroup_size: (target == Target::Wgsl && schedule.subgroup_reduce).then_some(schedule.split_k),
     };
     Ok(Kernel { bytes, meta })

@@ -218,6 +218,17 @@ pub struct Schedule {
     /// so no other schedule's JSON changes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub f16_acc: bool,
+    /// WGSL, staged (`cache_read`) matmul, batch_matmul and tiled
+    /// matmul_q4: the number of workgroups one output tile's K slabs are
+    /// divided among (split-K across workgroups). Each slice writes its
+    /// partial tile to the host's scratch buffer (f32, or f16 under
+    /// `f16_acc`), and a second pass, `reduce`, adds the slices in slice
+    /// order (a fixed order: the result
+    /// does not depend on timing) and applies the epilogue. It fills the
+    /// GPU where M·N makes fewer workgroups than it has cores. Absent when
+    /// 1, so no other schedule's JSON changes.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub k_slices: u32,
     /// Wasm: the number of parts the output is split into, one per thread
     /// (1: a single-threaded kernel, byte-identical to one from before
     /// threads existed). See [`crate::parts`].
@@ -298,6 +309,11 @@ pub const MAX_Q4_OUTPUTS_PER_THREAD: u32 = 8;
 pub const MAX_SUBGROUP_SPLIT: u32 = 64;
 /// Largest cache-tile edge.
 pub const MAX_TILE: u32 = 1 << 16;
+/// The most workgroups one output tile's K may be split among (`k_slices`).
+pub const MAX_K_SLICES: u32 = 16;
+/// The largest scratch buffer a WGSL kernel asks for: WebGPU's default
+/// `maxStorageBufferBindingSize` (128 MiB).
+pub const MAX_SCRATCH_BYTES: u32 = 128 << 20;
 
 impl Schedule {
     /// The portable default: a schedule that is reasonable on every device.
@@ -321,6 +337,7 @@ impl Schedule {
             split_k: 1,
             subgroup_reduce: false,
             f16_acc: false,
+            k_slices: 1,
             threads: 1,
             split: None,
         };
@@ -458,6 +475,9 @@ impl Schedule {
         if self.f16_acc {
             return Err(err("f16_acc", "is a WGSL setting (Wasm has no f16 arithmetic)"));
         }
+        if self.k_slices != 1 {
+            return Err(err("k_slices", "is a WGSL setting (Wasm kernels split across threads: see threads); use 1"));
+        }
         if op.dtype() == crate::op::Dtype::F16 {
             return Err(err(
                 "target",
@@ -590,6 +610,7 @@ impl Schedule {
             if self.double_buffer && !self.cache_read {
                 return Err(err("double_buffer", "needs cache_read: it double-buffers the workgroup-memory tiles"));
             }
+            self.check_k_slices(op)?;
             ((self.x1 / self.x0) * (self.y1 / self.y0) * self.split_k, crate::generate::matmul_gpu::workgroup_bytes(self))
         };
         if threads > MAX_WORKGROUP_THREADS {
@@ -604,10 +625,53 @@ impl Schedule {
                 format!("the workgroup would use {wg_bytes} bytes of workgroup memory; WebGPU's default limit is {MAX_WORKGROUP_BYTES}"),
             ));
         }
-        let (_, m, _, n) = op.bmkn();
-        let groups = if q4_matvec { [n.div_ceil(self.y1), m.div_ceil(self.x0)] } else { [n.div_ceil(self.y1), m.div_ceil(self.x1)] };
+        if q4_matvec && self.k_slices != 1 {
+            return Err(err("k_slices", "splits the staged kernel's K slabs among workgroups: it needs cache_read (or use 1)"));
+        }
+        let (batch, m, _, n) = op.bmkn();
+        let groups = if q4_matvec {
+            [n.div_ceil(self.y1), m.div_ceil(self.x0), 1]
+        } else {
+            [n.div_ceil(self.y1), m.div_ceil(self.x1), batch * self.k_slices]
+        };
         if groups.iter().any(|&g| g > 65535) {
             return Err(err("y1", format!("the dispatch would need {groups:?} workgroups; WebGPU allows 65535 per dimension")));
+        }
+        Ok(())
+    }
+
+    /// The rules of `k_slices` (WGSL, staged kernels).
+    fn check_k_slices(&self, op: &Op) -> Result<(), ScheduleError> {
+        let ks = self.k_slices;
+        if ks == 1 {
+            return Ok(());
+        }
+        if ks == 0 || ks > MAX_K_SLICES {
+            return Err(err("k_slices", format!("{ks} is outside 1..={MAX_K_SLICES}")));
+        }
+        if !self.cache_read {
+            return Err(err("k_slices", "splits the staged kernel's K slabs among workgroups: it needs cache_read (or use 1)"));
+        }
+        let (_, _, k, _) = op.bmkn();
+        let slabs = k.div_ceil(self.r1);
+        let per = crate::generate::matmul_gpu::slice_slabs(k, self);
+        if (ks - 1) * per >= slabs {
+            return Err(err(
+                "k_slices",
+                format!(
+                    "K = {k} makes {slabs} slab(s) of r1 = {}, in slices of {per} (whole rounds of split_k = {}): {ks} slices would leave the last empty; use fewer",
+                    self.r1, self.split_k
+                ),
+            ));
+        }
+        let bytes = crate::generate::matmul_gpu::scratch_bytes(op, self);
+        if bytes > MAX_SCRATCH_BYTES as u64 {
+            return Err(err(
+                "k_slices",
+                format!(
+                    "the partial sums would need {bytes} bytes of scratch; WebGPU's default storage binding limit is {MAX_SCRATCH_BYTES}"
+                ),
+            ));
         }
         Ok(())
     }

@@ -276,18 +276,23 @@ fn q4_families_by_rows_and_split_k_where_the_grid_is_small() {
         assert_eq!(&t[..=run], &want[..], "{shape}: {t:?}");
         assert!(t.len() <= 32 && t.iter().filter(|x| !**x).count() >= 32 / (run + 1), "{shape}: {t:?}");
     }
-    // Splitting K where the unsplit grid is small (64 rows), not where it
-    // fills the GPU (512 rows, and f32 4096³).
-    let first = |kind: &str, shape: &str| space(&Op::parse(kind, shape).unwrap(), Target::Wgsl, &h100).schedules[0].clone();
+    // Splitting K where the unsplit grid is small (64 rows): first across
+    // workgroups (k_slices), then within them (split_k) on the same tile;
+    // not where the grid fills the GPU (512 rows, and f32 4096³).
+    let lite = |kind: &str, shape: &str| space(&Op::parse(kind, shape).unwrap(), Target::Wgsl, &h100).schedules;
     for (kind, shape, split) in [
         ("matmul_q4", "64,4096,4096", true),
         ("matmul", "64,4096,4096", true),
         ("matmul", "4096,4096,4096", false),
         ("matmul_q4", "512,4096,4096", false),
     ] {
-        let s = first(kind, shape);
-        assert_eq!(s.split_k > 1, split, "{kind} {shape}: {s:?}");
-        assert!(s.check(&Op::parse(kind, shape).unwrap(), Target::Wgsl).is_ok());
+        let l = lite(kind, shape);
+        let (s, t) = (&l[0], &l[1]);
+        assert_eq!((s.k_slices > 1, s.split_k), (split, 1), "{kind} {shape}: {s:?}");
+        if split {
+            assert_eq!((t.k_slices, t.split_k > 1, (t.x1, t.y1)), (1, true, (s.x1, s.y1)), "{kind} {shape}: {t:?}");
+        }
+        assert!(l.iter().all(|s| s.check(&Op::parse(kind, shape).unwrap(), Target::Wgsl).is_ok()));
     }
 }
 

@@ -225,12 +225,19 @@ export declare class GpuKernel extends KernelHandle<GpuImpl> {
     private device;
     /** The layout every kernel of this op and shape uses: bind groups made with it survive swaps. */
     readonly bindGroupLayout: GPUBindGroupLayout;
+    private scratch;
     /** A bind group over the arguments, in ABI order (inputs, then the output). */
     bindGroup(buffers: GPUBuffer[]): GPUBindGroup;
-    /** Records the kernel into a compute pass: pipeline, bind group 0, dispatch. */
+    /** Records the kernel into a compute pass: pipeline, bind group 0, dispatch;
+     * for a kernel of several passes (split-K across workgroups), each pass in
+     * order, with the kernel's own scratch buffer at group 1. */
     dispatch(pass: GPUComputePassEncoder, bindGroup: GPUBindGroup): void;
+    /** The first pass's pipeline (a kernel of several passes: use `dispatch`). */
     get pipeline(): GPUComputePipeline;
+    /** The first pass's workgroup counts. */
     get workgroups(): [number, number, number];
+    /** How many passes `dispatch` records (1, or 2 for split-K across workgroups). */
+    get passes(): number;
 }
 export type Kernel = WasmKernel | GpuKernel;
 export declare class Webtune extends EventTarget {

@@ -2346,6 +2346,42 @@ var WorkerEvaluator = class {
 };
 
 // src/webgpu.ts
+function encodePasses(pass, impl, group, scratch) {
+  pass.setBindGroup(0, group);
+  if (impl.scratchBytes > 0) {
+    if (!scratch) throw new Error(`kernel ${impl.sha256.slice(0, 12)} needs a scratch buffer of ${impl.scratchBytes} bytes`);
+    pass.setBindGroup(1, scratch);
+  }
+  for (const p of impl.passes) {
+    pass.setPipeline(p.pipeline);
+    pass.dispatchWorkgroups(...p.dispatch);
+  }
+}
+var Scratch = class {
+  constructor(device, layouts) {
+    this.device = device;
+    this.layouts = layouts;
+  }
+  device;
+  layouts;
+  buffer = null;
+  group = null;
+  /** The bind group for `impl` (null where it needs no scratch). */
+  for(impl) {
+    if (impl.scratchBytes === 0) return null;
+    if (!this.buffer || this.buffer.size < impl.scratchBytes) {
+      this.buffer?.destroy();
+      this.buffer = this.device.createBuffer({ label: "webtune scratch", size: Math.ceil(impl.scratchBytes / 16) * 16, usage: GPUBufferUsage.STORAGE });
+      this.group = this.device.createBindGroup({ layout: this.layouts.scratchLayout(), entries: [{ binding: 0, resource: { buffer: this.buffer } }] });
+    }
+    return this.group;
+  }
+  dispose() {
+    this.buffer?.destroy();
+    this.buffer = null;
+    this.group = null;
+  }
+};
 var GpuLayouts = class {
   constructor(device) {
     this.device = device;
@@ -2353,6 +2389,7 @@ var GpuLayouts = class {
   device;
   bgl = /* @__PURE__ */ new Map();
   pl = /* @__PURE__ */ new Map();
+  scratch;
   bindGroupLayout(nargs) {
     let l = this.bgl.get(nargs);
     if (!l) {
@@ -2368,17 +2405,28 @@ var GpuLayouts = class {
     }
     return l;
   }
-  pipelineLayout(nargs) {
-    let l = this.pl.get(nargs);
+  /** Group 1 of a kernel with passes: one read-write storage buffer. */
+  scratchLayout() {
+    this.scratch ??= this.device.createBindGroupLayout({
+      label: "webtune scratch",
+      entries: [{ binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: "storage" } }]
+    });
+    return this.scratch;
+  }
+  /** The layout of a kernel with `nargs` arguments, and a scratch buffer at group 1 where `scratch`. */
+  pipelineLayout(nargs, scratch = false) {
+    const key = scratch ? -nargs : nargs;
+    let l = this.pl.get(key);
     if (!l) {
-      l = this.device.createPipelineLayout({ bindGroupLayouts: [this.bindGroupLayout(nargs)] });
-      this.pl.set(nargs, l);
+      const groups = scratch ? [this.bindGroupLayout(nargs), this.scratchLayout()] : [this.bindGroupLayout(nargs)];
+      l = this.device.createPipelineLayout({ bindGroupLayouts: groups });
+      this.pl.set(key, l);
     }
     return l;
   }
 };
-function dispatchOf(meta) {
-  const d = meta.dispatch ?? [1, 1, 1];
+function dispatchOf(d) {
+  d ??= [1, 1, 1];
   return [d[0] ?? 1, d[1] ?? 1, d[2] ?? 1];
 }
 async function scoped(device, f) {
@@ -2413,6 +2461,7 @@ var GpuBench = class {
       layout: layouts.bindGroupLayout(n),
       entries: this.buffers.map((buffer, binding) => ({ binding, resource: { buffer } }))
     });
+    this.scratch = new Scratch(device, layouts);
     if (device.features.has("timestamp-query")) {
       this.query = {
         set: device.createQuerySet({ type: "timestamp", count: 2 }),
@@ -2430,6 +2479,7 @@ var GpuBench = class {
   buffers;
   staging;
   bindGroup;
+  scratch;
   query = null;
   outBytes;
   /** Whether timings come from timestamp queries rather than the wall clock. */
@@ -2456,9 +2506,7 @@ var GpuBench = class {
       this.device.queue.writeBuffer(out, 0, f16 ? new Uint16Array(this.outBytes / 2).fill(POISON_F16) : new Uint32Array(this.outBytes / 4).fill(POISON));
       const enc = this.device.createCommandEncoder();
       const pass = enc.beginComputePass();
-      pass.setPipeline(impl.pipeline);
-      pass.setBindGroup(0, this.bindGroup);
-      pass.dispatchWorkgroups(...impl.dispatch);
+      encodePasses(pass, impl, this.bindGroup, this.scratch.for(impl));
       pass.end();
       enc.copyBufferToBuffer(out, 0, this.staging, 0, this.outBytes);
       this.device.queue.submit([enc.finish()]);
@@ -2477,10 +2525,15 @@ var GpuBench = class {
     const pass = enc.beginComputePass(
       q ? { timestampWrites: { querySet: q.set, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } } : {}
     );
-    pass.setPipeline(impl.pipeline);
-    pass.setBindGroup(0, this.bindGroup);
-    const [x, y, z] = impl.dispatch;
-    for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(x, y, z);
+    const scratch = this.scratch.for(impl);
+    if (impl.passes.length === 1 && !scratch) {
+      pass.setPipeline(impl.pipeline);
+      pass.setBindGroup(0, this.bindGroup);
+      const [x, y, z] = impl.dispatch;
+      for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(x, y, z);
+    } else {
+      for (let i = 0; i < reps; i++) encodePasses(pass, impl, this.bindGroup, scratch);
+    }
     pass.end();
     if (q) {
       enc.resolveQuerySet(q.set, 0, 2, q.resolve, 0);
@@ -2504,6 +2557,7 @@ var GpuBench = class {
   dispose() {
     for (const b of this.buffers) b.destroy();
     this.staging.destroy();
+    this.scratch.dispose();
     if (this.query) {
       this.query.set.destroy();
       this.query.resolve.destroy();
@@ -2533,18 +2587,26 @@ var GpuBackend = class {
         throw new Error(`kernel ${meta.sha256.slice(0, 12)} needs subgroups of at least ${need} invocations; this adapter's may have ${min2}`);
       }
     }
-    const pipeline = await scoped(this.device, async () => {
+    const steps = meta.passes?.length ? meta.passes : [{ entry: meta.entry || "main", dispatch: meta.dispatch ?? [1, 1, 1] }];
+    const scratchBytes = meta.passes?.length ? meta.scratch_bytes ?? 0 : 0;
+    const max = this.device.limits.maxStorageBufferBindingSize;
+    if (scratchBytes > max) {
+      throw new Error(`kernel ${meta.sha256.slice(0, 12)} needs ${scratchBytes} bytes of scratch; this device binds at most ${max}`);
+    }
+    const pipelines = await scoped(this.device, async () => {
       const module = this.device.createShaderModule({ label: `webtune ${meta.sha256.slice(0, 12)}`, code: text });
       const info = await module.getCompilationInfo();
       const errors = info.messages.filter((m) => m.type === "error");
       if (errors.length) throw new Error(`WGSL ${meta.sha256.slice(0, 12)}: ${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join("; ")}`);
-      return this.device.createComputePipelineAsync({
-        label: `webtune ${meta.op} ${meta.sha256.slice(0, 12)}`,
-        layout: this.layouts.pipelineLayout(meta.args.length),
-        compute: { module, entryPoint: meta.entry || "main" }
-      });
+      const layout = this.layouts.pipelineLayout(meta.args.length, scratchBytes > 0);
+      return Promise.all(
+        steps.map(
+          (p) => this.device.createComputePipelineAsync({ label: `webtune ${meta.op} ${meta.sha256.slice(0, 12)} ${p.entry}`, layout, compute: { module, entryPoint: p.entry } })
+        )
+      );
     });
-    return { sha256: meta.sha256, meta, pipeline, dispatch: dispatchOf(meta), bytes: text };
+    const passes = pipelines.map((pipeline, i) => ({ pipeline, dispatch: dispatchOf(steps[i].dispatch) }));
+    return { sha256: meta.sha256, meta, pipeline: passes[0].pipeline, dispatch: passes[0].dispatch, passes, scratchBytes, bytes: text };
   }
   bench(specs) {
     return new GpuBench(this.device, this.layouts, specs, this.timerMs);
@@ -6394,13 +6456,15 @@ var WasmKernel = class extends KernelHandle {
 };
 var GpuKernel = class extends KernelHandle {
   /** @internal */
-  constructor(op, shape, impl, source, level, device, bindGroupLayout) {
+  constructor(op, shape, impl, source, level, device, bindGroupLayout, layouts) {
     super(op, shape, impl, source, level);
     this.device = device;
     this.bindGroupLayout = bindGroupLayout;
+    this.scratch = new Scratch(device, layouts);
   }
   device;
   bindGroupLayout;
+  scratch;
   /** A bind group over the arguments, in ABI order (inputs, then the output). */
   bindGroup(buffers) {
     if (buffers.length !== this.meta.args.length) {
@@ -6411,18 +6475,24 @@ var GpuKernel = class extends KernelHandle {
       entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } }))
     });
   }
-  /** Records the kernel into a compute pass: pipeline, bind group 0, dispatch. */
+  /** Records the kernel into a compute pass: pipeline, bind group 0, dispatch;
+   * for a kernel of several passes (split-K across workgroups), each pass in
+   * order, with the kernel's own scratch buffer at group 1. */
   dispatch(pass, bindGroup) {
     this.calls++;
-    pass.setPipeline(this.impl.pipeline);
-    pass.setBindGroup(0, bindGroup);
-    pass.dispatchWorkgroups(...this.impl.dispatch);
+    encodePasses(pass, this.impl, bindGroup, this.scratch.for(this.impl));
   }
+  /** The first pass's pipeline (a kernel of several passes: use `dispatch`). */
   get pipeline() {
     return this.impl.pipeline;
   }
+  /** The first pass's workgroup counts. */
   get workgroups() {
     return this.impl.dispatch;
+  }
+  /** How many passes `dispatch` records (1, or 2 for split-K across workgroups). */
+  get passes() {
+    return this.impl.passes.length;
   }
   /** @internal */
   async adopt(impl) {
@@ -6664,7 +6734,7 @@ var Webtune = class _Webtune extends EventTarget {
     let handle;
     if (this.device) {
       const impl = await this.backend.load(bytes, meta);
-      handle = new GpuKernel(op, shape, impl, source, level, this.device, this.layouts.bindGroupLayout(meta.args.length));
+      handle = new GpuKernel(op, shape, impl, source, level, this.device, this.layouts.bindGroupLayout(meta.args.length), this.layouts);
     } else {
       const impl = await this.backend.load(bytes, meta);
       const binding = new WasmKernelBinding(this.memory, this.pool);

@@ -28,6 +28,10 @@ export interface KernelMeta {
    * `enable subgroups;`); it needs the `subgroups` feature and subgroups of
    * at least this many invocations. */
   min_subgroup_size?: number | null;
+  /** WGSL, ABI 3: every pass in order (the first is `entry`/`dispatch`), each
+   * one dispatch on the same bindings plus a scratch storage buffer of
+   * `scratch_bytes` at `@group(1) @binding(0)`. */
+  passes?: { entry: string; workgroup_size: number[]; dispatch: number[] }[] | null;
 }
 
 /** `GET /v1/kernels/best`. */

@@ -2,20 +2,66 @@
 // candidate of one op and shape shares one explicit bind group layout
 // (inputs read-only storage, the output read-write storage, in ABI order), so
 // a bind group the app made stays valid when the pipeline behind it changes.
+// A kernel with several passes (ABI 3, split-K across workgroups) also binds
+// a scratch buffer at group 1, which the runtime owns: the app's group 0
+// is the same for every kernel of the op.
 
 import { type ArgSpec, elemBytes, f16Bits, f16Value } from './ops.js';
 import { POISON, POISON_F16 } from './rng.js';
 import type { Backend, Bench, Impl, KernelMeta } from './types.js';
 
 export interface GpuImpl extends Impl {
+  /** The first pass's pipeline and workgroup counts. */
   pipeline: GPUComputePipeline;
   dispatch: [number, number, number];
+  /** Every pass in order (one for ABI 1; ABI 3 kernels have several). */
+  passes: { pipeline: GPUComputePipeline; dispatch: [number, number, number] }[];
+  /** Bytes of the scratch buffer bound at group 1 (0: none). */
+  scratchBytes: number;
+}
+
+/** Records every pass of `impl` on bind group 0 = `group` (and group 1 = `scratch` where the kernel has one). */
+export function encodePasses(pass: GPUComputePassEncoder, impl: GpuImpl, group: GPUBindGroup, scratch: GPUBindGroup | null): void {
+  pass.setBindGroup(0, group);
+  if (impl.scratchBytes > 0) {
+    if (!scratch) throw new Error(`kernel ${impl.sha256.slice(0, 12)} needs a scratch buffer of ${impl.scratchBytes} bytes`);
+    pass.setBindGroup(1, scratch);
+  }
+  for (const p of impl.passes) {
+    pass.setPipeline(p.pipeline);
+    pass.dispatchWorkgroups(...p.dispatch);
+  }
+}
+
+/** A scratch buffer at group 1 that grows to the largest kernel it serves; its contents never outlive a call. */
+export class Scratch {
+  private buffer: GPUBuffer | null = null;
+  private group: GPUBindGroup | null = null;
+  constructor(private device: GPUDevice, private layouts: GpuLayouts) {}
+
+  /** The bind group for `impl` (null where it needs no scratch). */
+  for(impl: GpuImpl): GPUBindGroup | null {
+    if (impl.scratchBytes === 0) return null;
+    if (!this.buffer || this.buffer.size < impl.scratchBytes) {
+      this.buffer?.destroy();
+      this.buffer = this.device.createBuffer({ label: 'webtune scratch', size: Math.ceil(impl.scratchBytes / 16) * 16, usage: GPUBufferUsage.STORAGE });
+      this.group = this.device.createBindGroup({ layout: this.layouts.scratchLayout(), entries: [{ binding: 0, resource: { buffer: this.buffer } }] });
+    }
+    return this.group;
+  }
+
+  dispose(): void {
+    this.buffer?.destroy();
+    this.buffer = null;
+    this.group = null;
+  }
 }
 
 /** Layouts shared by every kernel with `nargs` arguments. */
 export class GpuLayouts {
   private bgl = new Map<number, GPUBindGroupLayout>();
   private pl = new Map<number, GPUPipelineLayout>();
+  private scratch: GPUBindGroupLayout | undefined;
   constructor(readonly device: GPUDevice) {}
 
   bindGroupLayout(nargs: number): GPUBindGroupLayout {
@@ -34,18 +80,30 @@ export class GpuLayouts {
     return l;
   }
 
-  pipelineLayout(nargs: number): GPUPipelineLayout {
-    let l = this.pl.get(nargs);
+  /** Group 1 of a kernel with passes: one read-write storage buffer. */
+  scratchLayout(): GPUBindGroupLayout {
+    this.scratch ??= this.device.createBindGroupLayout({
+      label: 'webtune scratch',
+      entries: [{ binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } }],
+    });
+    return this.scratch;
+  }
+
+  /** The layout of a kernel with `nargs` arguments, and a scratch buffer at group 1 where `scratch`. */
+  pipelineLayout(nargs: number, scratch = false): GPUPipelineLayout {
+    const key = scratch ? -nargs : nargs;
+    let l = this.pl.get(key);
     if (!l) {
-      l = this.device.createPipelineLayout({ bindGroupLayouts: [this.bindGroupLayout(nargs)] });
-      this.pl.set(nargs, l);
+      const groups = scratch ? [this.bindGroupLayout(nargs), this.scratchLayout()] : [this.bindGroupLayout(nargs)];
+      l = this.device.createPipelineLayout({ bindGroupLayouts: groups });
+      this.pl.set(key, l);
     }
     return l;
   }
 }
 
-function dispatchOf(meta: KernelMeta): [number, number, number] {
-  const d = meta.dispatch ?? [1, 1, 1];
+function dispatchOf(d: number[] | null | undefined): [number, number, number] {
+  d ??= [1, 1, 1];
   return [d[0] ?? 1, d[1] ?? 1, d[2] ?? 1];
 }
 
@@ -71,6 +129,7 @@ class GpuBench implements Bench<GpuImpl> {
   private buffers: GPUBuffer[];
   private staging: GPUBuffer;
   private bindGroup: GPUBindGroup;
+  private scratch: Scratch;
   private query: { set: GPUQuerySet; resolve: GPUBuffer; read: GPUBuffer } | null = null;
   private outBytes: number;
 
@@ -90,6 +149,7 @@ class GpuBench implements Bench<GpuImpl> {
       layout: layouts.bindGroupLayout(n),
       entries: this.buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
     });
+    this.scratch = new Scratch(device, layouts);
     if (device.features.has('timestamp-query')) {
       this.query = {
         set: device.createQuerySet({ type: 'timestamp', count: 2 }),
@@ -130,9 +190,7 @@ class GpuBench implements Bench<GpuImpl> {
       this.device.queue.writeBuffer(out, 0, f16 ? new Uint16Array(this.outBytes / 2).fill(POISON_F16) : new Uint32Array(this.outBytes / 4).fill(POISON));
       const enc = this.device.createCommandEncoder();
       const pass = enc.beginComputePass();
-      pass.setPipeline(impl.pipeline);
-      pass.setBindGroup(0, this.bindGroup);
-      pass.dispatchWorkgroups(...impl.dispatch);
+      encodePasses(pass, impl, this.bindGroup, this.scratch.for(impl));
       pass.end();
       enc.copyBufferToBuffer(out, 0, this.staging, 0, this.outBytes);
       this.device.queue.submit([enc.finish()]);
@@ -154,10 +212,15 @@ class GpuBench implements Bench<GpuImpl> {
     const pass = enc.beginComputePass(
       q ? { timestampWrites: { querySet: q.set, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } } : {},
     );
-    pass.setPipeline(impl.pipeline);
-    pass.setBindGroup(0, this.bindGroup);
-    const [x, y, z] = impl.dispatch;
-    for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(x, y, z);
+    const scratch = this.scratch.for(impl);
+    if (impl.passes.length === 1 && !scratch) {
+      pass.setPipeline(impl.pipeline);
+      pass.setBindGroup(0, this.bindGroup);
+      const [x, y, z] = impl.dispatch;
+      for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(x, y, z);
+    } else {
+      for (let i = 0; i < reps; i++) encodePasses(pass, impl, this.bindGroup, scratch);
+    }
     pass.end();
     if (q) {
       enc.resolveQuerySet(q.set, 0, 2, q.resolve, 0);
@@ -183,6 +246,7 @@ class GpuBench implements Bench<GpuImpl> {
   dispose(): void {
     for (const b of this.buffers) b.destroy();
     this.staging.destroy();
+    this.scratch.dispose();
     if (this.query) {
       this.query.set.destroy();
       this.query.resolve.destroy();
@@ -207,18 +271,26 @@ export class GpuBackend implements Backend<GpuImpl> {
         throw new Error(`kernel ${meta.sha256.slice(0, 12)} needs subgroups of at least ${need} invocations; this adapter's may have ${min}`);
       }
     }
-    const pipeline = await scoped(this.device, async () => {
+    const steps = meta.passes?.length ? meta.passes : [{ entry: meta.entry || 'main', dispatch: meta.dispatch ?? [1, 1, 1] }];
+    const scratchBytes = meta.passes?.length ? (meta.scratch_bytes ?? 0) : 0;
+    const max = this.device.limits.maxStorageBufferBindingSize;
+    if (scratchBytes > max) {
+      throw new Error(`kernel ${meta.sha256.slice(0, 12)} needs ${scratchBytes} bytes of scratch; this device binds at most ${max}`);
+    }
+    const pipelines = await scoped(this.device, async () => {
       const module = this.device.createShaderModule({ label: `webtune ${meta.sha256.slice(0, 12)}`, code: text });
       const info = await module.getCompilationInfo();
       const errors = info.messages.filter((m) => m.type === 'error');
       if (errors.length) throw new Error(`WGSL ${meta.sha256.slice(0, 12)}: ${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ')}`);
-      return this.device.createComputePipelineAsync({
-        label: `webtune ${meta.op} ${meta.sha256.slice(0, 12)}`,
-        layout: this.layouts.pipelineLayout(meta.args.length),
-        compute: { module, entryPoint: meta.entry || 'main' },
-      });
+      const layout = this.layouts.pipelineLayout(meta.args.length, scratchBytes > 0);
+      return Promise.all(
+        steps.map((p) =>
+          this.device.createComputePipelineAsync({ label: `webtune ${meta.op} ${meta.sha256.slice(0, 12)} ${p.entry}`, layout, compute: { module, entryPoint: p.entry } }),
+        ),
+      );
     });
-    return { sha256: meta.sha256, meta, pipeline, dispatch: dispatchOf(meta), bytes: text };
+    const passes = pipelines.map((pipeline, i) => ({ pipeline, dispatch: dispatchOf(steps[i].dispatch) }));
+    return { sha256: meta.sha256, meta, pipeline: passes[0].pipeline, dispatch: passes[0].dispatch, passes, scratchBytes, bytes: text };
   }
 
   bench(specs: ArgSpec[]): Bench<GpuImpl> {

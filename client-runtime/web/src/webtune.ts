@@ -45,7 +45,7 @@ import type { Backend, BestResponse, Impl, KernelMeta } from './types.js';
 import { ThreadPool, threadsWanted } from './threads.js';
 import { WasmBackend, type WasmImpl, WasmKernelBinding, isShared, newMemory } from './wasm.js';
 import { WorkerEvaluator, workersAvailable } from './remote.js';
-import { GpuBackend, type GpuImpl, GpuLayouts } from './webgpu.js';
+import { encodePasses, GpuBackend, type GpuImpl, GpuLayouts, Scratch } from './webgpu.js';
 
 /**
  * Candidate queues one page streams at once (the server allows a session 8):
@@ -276,9 +276,12 @@ export class GpuKernel extends KernelHandle<GpuImpl> {
   /** @internal */
   constructor(op: OpName, shape: number[], impl: GpuImpl, source: KernelSource, level: BestResponse['level'] | null, private device: GPUDevice,
     /** The layout every kernel of this op and shape uses: bind groups made with it survive swaps. */
-    readonly bindGroupLayout: GPUBindGroupLayout) {
+    readonly bindGroupLayout: GPUBindGroupLayout, layouts: GpuLayouts) {
     super(op, shape, impl, source, level);
+    this.scratch = new Scratch(device, layouts);
   }
+
+  private scratch: Scratch;
 
   /** A bind group over the arguments, in ABI order (inputs, then the output). */
   bindGroup(buffers: GPUBuffer[]): GPUBindGroup {
@@ -291,20 +294,27 @@ export class GpuKernel extends KernelHandle<GpuImpl> {
     });
   }
 
-  /** Records the kernel into a compute pass: pipeline, bind group 0, dispatch. */
+  /** Records the kernel into a compute pass: pipeline, bind group 0, dispatch;
+   * for a kernel of several passes (split-K across workgroups), each pass in
+   * order, with the kernel's own scratch buffer at group 1. */
   dispatch(pass: GPUComputePassEncoder, bindGroup: GPUBindGroup): void {
     this.calls++;
-    pass.setPipeline(this.impl.pipeline);
-    pass.setBindGroup(0, bindGroup);
-    pass.dispatchWorkgroups(...this.impl.dispatch);
+    encodePasses(pass, this.impl, bindGroup, this.scratch.for(this.impl));
   }
 
+  /** The first pass's pipeline (a kernel of several passes: use `dispatch`). */
   get pipeline(): GPUComputePipeline {
     return this.impl.pipeline;
   }
 
+  /** The first pass's workgroup counts. */
   get workgroups(): [number, number, number] {
     return this.impl.dispatch;
+  }
+
+  /** How many passes `dispatch` records (1, or 2 for split-K across workgroups). */
+  get passes(): number {
+    return this.impl.passes.length;
   }
 
   /** @internal */
@@ -560,7 +570,7 @@ export class Webtune extends EventTarget {
     let handle: Kernel;
     if (this.device) {
       const impl = await (this.backend as GpuBackend).load(bytes, meta);
-      handle = new GpuKernel(op, shape, impl, source, level, this.device, this.layouts!.bindGroupLayout(meta.args.length));
+      handle = new GpuKernel(op, shape, impl, source, level, this.device, this.layouts!.bindGroupLayout(meta.args.length), this.layouts!);
     } else {
       const impl = await (this.backend as WasmBackend).load(bytes, meta);
       const binding = new WasmKernelBinding(this.memory!, this.pool);

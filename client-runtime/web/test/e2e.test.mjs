@@ -236,3 +236,71 @@ test('f16 ops: the server serves f16 WGSL kernels; a WebGPU device without shade
     await a.browser.close();
   }
 });
+
+test('split-K across workgroups (ABI 3): a two-pass WGSL candidate is measured and checked in the browser, and the tuned kernel computes the product through the app\'s own bind group', { timeout: 300_000 }, async () => {
+  // matmul 8,512,16: a small grid and a long K, so SwiftShader's lite space
+  // leads with a k_slices twin (two passes, a scratch buffer at group 1).
+  const shape = [8, 512, 16];
+  const a = await browser('k-slices', true);
+  try {
+    await a.page.goto(`${base}/healthz`);
+    const r = await a.page.evaluate(async (shape) => {
+      const { Webtune } = await import('/web/webtune.js');
+      const wt = await Webtune.open({ target: 'webgpu', cache: false, maxCandidates: 2 });
+      const measured = [];
+      wt.addEventListener('measure', (e) => measured.push(e.detail));
+      const k = await wt.gpuKernel('matmul', shape);
+      const t0 = performance.now();
+      while (measured.length < 2 && performance.now() - t0 < 200_000) {
+        await wt.idle(50);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      const texts = await Promise.all(measured.map(async (m) => (await fetch(`/v1/kernels/${m.sha256}`)).text()));
+      // The app's path: its own buffers and bind group, the tuned kernel's dispatch.
+      const [M, K, N] = shape;
+      const A = Float32Array.from({ length: M * K }, (_, i) => Math.sin(i * 0.37) + 0.1);
+      const B = Float32Array.from({ length: K * N }, (_, i) => Math.cos(i * 0.11) - 0.2);
+      const dev = wt.device;
+      const buf = (data, usage) => {
+        const b = dev.createBuffer({ size: Math.max(16, data.byteLength), usage: usage | GPUBufferUsage.COPY_DST });
+        dev.queue.writeBuffer(b, 0, data);
+        return b;
+      };
+      const bufs = [buf(A, GPUBufferUsage.STORAGE), buf(B, GPUBufferUsage.STORAGE), buf(new Float32Array(M * N).fill(NaN), GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC)];
+      const read = dev.createBuffer({ size: M * N * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+      const enc = dev.createCommandEncoder();
+      const pass = enc.beginComputePass();
+      k.dispatch(pass, k.bindGroup(bufs));
+      pass.end();
+      enc.copyBufferToBuffer(bufs[2], 0, read, 0, M * N * 4);
+      dev.queue.submit([enc.finish()]);
+      await read.mapAsync(GPUMapMode.READ);
+      const C = new Float32Array(read.getMappedRange().slice(0));
+      let maxErr = 0;
+      for (let i = 0; i < M; i++) {
+        for (let j = 0; j < N; j++) {
+          let want = 0, scale = 0;
+          for (let kk = 0; kk < K; kk++) {
+            want += A[i * K + kk] * B[kk * N + j];
+            scale += Math.abs(A[i * K + kk] * B[kk * N + j]);
+          }
+          const err = Number.isFinite(C[i * N + j]) ? Math.abs(C[i * N + j] - want) / scale : Infinity;
+          maxErr = Math.max(maxErr, err);
+        }
+      }
+      return {
+        measured: measured.map((m, i) => ({ ok: m.ok, error: m.error ?? null, twoPass: texts[i].includes('fn reduce(') })),
+        passes: k.passes,
+        maxErr,
+      };
+    }, shape);
+    console.log(`k-slices e2e: ${JSON.stringify(r)}`);
+    assert.equal(r.measured.length, 2, JSON.stringify(r));
+    assert.ok(r.measured[0].twoPass, `the first candidate is not a two-pass kernel: ${JSON.stringify(r)}`);
+    assert.ok(r.measured.every((m) => m.ok), JSON.stringify(r));
+    assert.ok(r.maxErr < 1e-5, `the tuned kernel (${r.passes} pass(es)) through the app's bind group: max scaled error ${r.maxErr}`);
+    assert.deepEqual(a.errors, []);
+  } finally {
+    await a.browser.close();
+  }
+});

@@ -84,6 +84,8 @@ struct Mm<'s> {
     /// With split-K: the thread's group, and the offsets of the group's A
     /// and B tiles in the workgroup buffers.
     kg: Option<E>,
+    /// With k_slices: this workgroup's slice of the K slabs.
+    slice: Option<E>,
     tile_off: [E; 2],
     trow: E,
     tcol: E,
@@ -138,11 +140,93 @@ pub fn workgroup_bytes(s: &Schedule) -> u32 {
     tiles + red
 }
 
-/// Threads per workgroup and workgroup counts of the matmul kernel.
+/// Threads per workgroup and workgroup counts of the matmul kernel (with
+/// `k_slices`, of its first pass: `group_id.z` counts batch · k_slices).
 pub fn launch(op: &Op, s: &Schedule) -> ([u32; 3], [u32; 3]) {
     let (batch, m, _, n) = op.bmkn();
     let threads = (s.x1 / s.x0) * (s.y1 / s.y0) * s.split_k;
-    ([threads, 1, 1], [n.div_ceil(s.y1), m.div_ceil(s.x1), batch])
+    ([threads, 1, 1], [n.div_ceil(s.y1), m.div_ceil(s.x1), batch * s.k_slices])
+}
+
+/// K slabs (of r1) in each of the `k_slices` slices: whole rounds of the
+/// split-K groups, so that no group's slabs reach into the next slice.
+/// Slabs past K (in the last slice) are zero-filled like K's own edge.
+pub fn slice_slabs(k: u32, s: &Schedule) -> u32 {
+    k.div_ceil(s.r1).div_ceil(s.k_slices).div_ceil(s.split_k) * s.split_k
+}
+
+/// Bytes of the host's scratch buffer a kernel needs: the `k_slices`
+/// partial outputs (f32, or f16 in f16 arithmetic), or none.
+pub fn scratch_bytes(op: &Op, s: &Schedule) -> u64 {
+    let (batch, m, _, n) = op.bmkn();
+    let size = if s.f16_acc { 2 } else { 4 };
+    if s.k_slices > 1 { size * s.k_slices as u64 * (batch * m * n) as u64 } else { 0 }
+}
+
+/// Threads per workgroup of the `reduce` pass.
+const REDUCE_THREADS: u32 = 256;
+
+/// The `reduce` pass of a kernel with `k_slices` > 1: each thread adds one
+/// output's (or, where N is a multiple of 4, four neighbouring outputs')
+/// partial sums from the scratch buffer in slice order, applies the
+/// epilogue and stores C. Returns the function, its workgroup size and
+/// dispatch (two dimensions where one would pass 65535 workgroups).
+pub fn generate_reduce(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
+    let (batch, m, _, n) = op.bmkn();
+    let total = batch * m * n;
+    let ks = s.k_slices;
+    let mut f = Func::new(format!("{}_reduce", op.slug()));
+    let fe = super::float_elem(op);
+    let (epi, out) = Epi::declare(&mut f, op, n, total);
+    let c = f.buffer("C", fe, total, Space::Param(out), true);
+    let p = f.buffer("P", Elem::F32, ks * total, Space::Global, true);
+    let w = if n.is_multiple_of(4) { 4 } else { 1 };
+    let lty = if w == 4 { LoadTy::F32x4 } else { LoadTy::F32 };
+    let units = total / w;
+    let groups = units.div_ceil(REDUCE_THREADS);
+    let dx = groups.min(65535);
+    let dispatch = [dx, groups.div_ceil(dx), 1];
+    let lid = f.exprs.push(Expr::Builtin(Builtin::LocalId(0)));
+    let gx = f.exprs.push(Expr::Builtin(Builtin::GroupId(0)));
+    let gy = f.exprs.push(Expr::Builtin(Builtin::GroupId(1)));
+    let mut g = Gen::new(f);
+    let mut body = Vec::new();
+    let row = g.f.mul_c(gy, dx as i64);
+    let group = g.plus(row, gx);
+    let first = g.f.mul_c(group, REDUCE_THREADS as i64);
+    let unit = g.plus(first, lid);
+    let uv = g.fresh("unit", Ty::I32);
+    body.push(Stmt::Set { var: uv, value: unit });
+    let unit = g.f.get(uv);
+    let idx = g.f.mul_c(unit, w as i64);
+    let sum = g.fresh("sum", if w == 4 { Ty::F32x4 } else { Ty::F32 });
+    let mut work = vec![Stmt::Set { var: sum, value: g.f.load(lty, p, idx) }];
+    for slice in 1..ks {
+        let at = g.plus_c(idx, slice * total);
+        let part = g.f.load(lty, p, at);
+        let acc = g.f.get(sum);
+        work.push(Stmt::Set { var: sum, value: g.f.add(acc, part) });
+    }
+    let mut epi = epi;
+    let value = g.f.get(sum);
+    let (pre, value) = if epi.is_none() {
+        (Vec::new(), value)
+    } else {
+        let nc = g.f.i32(n as i32);
+        let col = g.f.bin(BinOp::Rem, idx, nc);
+        epi.apply(&mut g, value, lty, col, idx)
+    };
+    work.extend(pre);
+    work.push(Stmt::Store { buf: c, index: idx, value });
+    if dispatch[0] * dispatch[1] * REDUCE_THREADS != units {
+        let uc = g.f.i32(units as i32);
+        let cond = g.f.bin(BinOp::Lt, unit, uc);
+        body.push(Stmt::If { cond, body: work });
+    } else {
+        body.extend(work);
+    }
+    g.f.body = body;
+    (g.f, [REDUCE_THREADS, 1, 1], dispatch)
 }
 
 pub fn generate(op: &Op, s: &Schedule) -> Func {
@@ -157,8 +241,15 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     } else {
         BSrc::F32(f.buffer("B", fe, batch * k * n, Space::Param(1), false))
     };
-    let (epi, out) = Epi::declare(&mut f, op, n, batch * m * n);
-    let c = f.buffer("C", fe, batch * m * n, Space::Param(out), true);
+    let ks = s.k_slices;
+    // With k_slices, this pass writes raw partial tiles to the scratch
+    // buffer (slice-major: P[slice][batch][m][n]); `reduce` does the rest.
+    let (epi, c) = if ks > 1 {
+        (Epi::none(), f.buffer("P", Elem::F32, ks * batch * m * n, Space::Global, true))
+    } else {
+        let (epi, out) = Epi::declare(&mut f, op, n, batch * m * n);
+        (epi, f.buffer("C", fe, batch * m * n, Space::Param(out), true))
+    };
     let vec = uses_vec4(n, s);
     let (tx, ty) = (s.x1 / s.x0, s.y1 / s.y0);
     let lid_all = f.exprs.push(Expr::Builtin(Builtin::LocalId(0)));
@@ -194,12 +285,31 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let m0 = set(&mut g, "m0", m0);
     let n0 = g.f.mul_c(gx, s.y1 as i64);
     let n0 = set(&mut g, "n0", n0);
-    let off = if batch == 1 {
+    // group_id.z is the batch entry, times k_slices plus the slice.
+    let (bz, slice) = if ks == 1 {
+        (gz, None)
+    } else if batch == 1 {
+        (zero, Some(gz))
+    } else {
+        let kc = g.f.i32(ks as i32);
+        let bz = g.f.bin(BinOp::Div, gz, kc);
+        let bz = set(&mut g, "bz", bz);
+        let sl = g.f.bin(BinOp::Rem, gz, kc);
+        (bz, Some(set(&mut g, "slice", sl)))
+    };
+    let off = if batch == 1 && ks == 1 {
         [zero, zero, zero]
     } else {
-        let oa = g.f.mul_c(gz, (m * k) as i64);
-        let ob = g.f.mul_c(gz, (k * n) as i64);
-        let oc = g.f.mul_c(gz, (m * n) as i64);
+        let oa = g.f.mul_c(bz, (m * k) as i64);
+        let ob = g.f.mul_c(bz, (k * n) as i64);
+        let oc = g.f.mul_c(bz, (m * n) as i64);
+        let oc = match slice {
+            Some(sl) => {
+                let so = g.f.mul_c(sl, (batch * m * n) as i64);
+                g.plus(oc, so)
+            }
+            None => oc,
+        };
         [set(&mut g, "offa", oa), set(&mut g, "offb", ob), set(&mut g, "offc", oc)]
     };
     let mut mm = Mm {
@@ -217,6 +327,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         rows_vec: rows_vec4(s),
         lid,
         kg,
+        slice,
         tile_off,
         trow,
         tcol,
@@ -434,16 +545,16 @@ impl Mm<'_> {
         body.extend(self.k_loop(zero, k, step));
     }
 
-    /// K slabs a split-K group computes (all of them without split-K).
+    /// K slabs a split-K group computes (all of its slice's without split-K).
     fn group_slabs(&self) -> u32 {
-        self.k.div_ceil(self.s.r1).div_ceil(self.s.split_k)
+        slice_slabs(self.k, self.s) / self.s.split_k
     }
 
     /// Whether a slab can reach past K: K is not a whole number of slabs,
-    /// or the split-K groups' last round has slabs past the end.
+    /// or the slices' (and split-K groups') last round has slabs past the end.
     fn k_edge(&self) -> bool {
         let slabs = self.k.div_ceil(self.s.r1);
-        !self.k.is_multiple_of(self.s.r1) || !slabs.is_multiple_of(self.s.split_k)
+        !self.k.is_multiple_of(self.s.r1) || slice_slabs(self.k, self.s) * self.s.k_slices != slabs
     }
 
     /// With cache_read: K slabs of r1 staged in workgroup memory. With
@@ -465,15 +576,22 @@ impl Mm<'_> {
             })
             .collect();
         let zero = self.f().i32(0);
-        // The group's first K: kg·r1.
-        let kbase = match self.kg {
-            Some(kg) => {
+        // The group's first K: kg·r1, plus its slice's first slab.
+        let group_k = self.kg.map(|kg| self.f().mul_c(kg, r1 as i64));
+        let slice_len = (slice_slabs(self.k, s) * r1) as i64;
+        let slice_k = self.slice.map(|sl| self.f().mul_c(sl, slice_len));
+        let kbase = match (group_k, slice_k) {
+            (None, None) => None,
+            (a, b) => {
+                let value = match (a, b) {
+                    (Some(a), Some(b)) => self.g.plus(a, b),
+                    (Some(x), None) | (None, Some(x)) => x,
+                    (None, None) => unreachable!(),
+                };
                 let v = self.g.fresh("kbase", Ty::I32);
-                let value = self.f().mul_c(kg, r1 as i64);
                 body.push(Stmt::Set { var: v, value });
                 Some(self.f().get(v))
             }
-            None => None,
         };
         let at = |this: &mut Self, k: E| match kbase {
             Some(b) => this.g.plus(k, b),

@@ -138,6 +138,11 @@ impl Epi {
         (Epi { epilogue: e, bias, residual, tmp: [None; 2] }, next)
     }
 
+    /// No epilogue, and no buffers for one (a pass that does not store C).
+    pub fn none() -> Epi {
+        Epi { epilogue: Epilogue::NONE, bias: None, residual: None, tmp: [None; 2] }
+    }
+
     pub fn is_none(&self) -> bool {
         self.epilogue.is_none()
     }

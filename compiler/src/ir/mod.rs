@@ -9,7 +9,8 @@
 //!   the GPU, which load and store as `f32` values. A `param` buffer
 //!   is a kernel argument; a `scratch` buffer is private to one invocation (a
 //!   second, internal memory in Wasm; a `var<private>` array in WGSL); a
-//!   `workgroup` buffer is shared by a GPU workgroup.
+//!   `workgroup` buffer is shared by a GPU workgroup; a `global` buffer (GPU
+//!   only) is the host's scratch storage, shared by all workgroups and passes.
 //! - Indices count elements, not bytes. A vector load or store at index `i`
 //!   touches elements `i..i+4`.
 //! - Variables are typed `i32`, `f32`, `f32x4` or `u32x4` and must be assigned
@@ -170,6 +171,11 @@ pub enum Space {
     Scratch,
     /// Shared by a GPU workgroup.
     Workgroup,
+    /// GPU only: the host's scratch storage buffer (`@group(1)
+    /// @binding(0)`), shared by every workgroup and by every pass of a
+    /// kernel with several (see [`crate::wgsl::Pass`]); its contents do not
+    /// outlive a call.
+    Global,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -265,6 +265,7 @@ impl Parser {
             "param" => Space::Param(self.u32()?),
             "scratch" => Space::Scratch,
             "workgroup" => Space::Workgroup,
+            "global" => Space::Global,
             other => return Err(self.error(format!("unknown buffer space `{other}`"))),
         };
         let writable = self.at_ident("rw");

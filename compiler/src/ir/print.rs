@@ -29,6 +29,7 @@ pub fn print(f: &Func) -> String {
             Space::Param(n) => format!("param {n}"),
             Space::Scratch => "scratch".to_string(),
             Space::Workgroup => "workgroup".to_string(),
+            Space::Global => "global".to_string(),
         };
         let rw = if b.writable { " rw" } else { "" };
         let _ = writeln!(out, "  buf {}: {}[{}] {}{}", b.name, elem, b.len, space, rw);

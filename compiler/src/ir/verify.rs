@@ -69,7 +69,9 @@ pub fn verify(f: &Func, flavor: Flavor) -> Result<Types, VerifyError> {
         }
     }
     seen.sort_unstable();
-    if seen.iter().enumerate().any(|(i, &n)| i as u32 != n) {
+    // A Wasm kernel's params are its function's parameters, all of them; a
+    // GPU pass binds only the arguments it uses (a `reduce` pass reads no A).
+    if flavor != Flavor::Gpu && seen.iter().enumerate().any(|(i, &n)| i as u32 != n) {
         return Err(VerifyError(format!("params must be numbered 0..n without gaps, got {seen:?}")));
     }
     v.block(&f.body)?;
@@ -247,8 +249,8 @@ impl Verifier<'_> {
         if b.elem == Elem::F16 && self.flavor != Flavor::Gpu {
             return self.err(format!("f16 buffer {} outside a GPU kernel", b.name));
         }
-        if b.space == Space::Workgroup && self.flavor != Flavor::Gpu {
-            return self.err(format!("workgroup buffer {} outside a GPU kernel", b.name));
+        if matches!(b.space, Space::Workgroup | Space::Global) && self.flavor != Flavor::Gpu {
+            return self.err(format!("workgroup or global buffer {} outside a GPU kernel", b.name));
         }
         if self.expr(index)? != Ty::I32 {
             return self.err(format!("index {} is not i32", self.show(index)));

@@ -403,7 +403,7 @@ impl Lower<'_> {
             Space::Param(n) => (n, 0),
             // The scratch offset is the parameter after the arguments.
             Space::Scratch => (self.out.params - 1, self.scratch_base[buf.index()] as i64),
-            Space::Workgroup => unreachable!("workgroup buffer in a verified CPU kernel"),
+            Space::Workgroup | Space::Global => unreachable!("GPU buffer in a verified CPU kernel"),
         };
         let base = self.push(Node::LocalGet(local));
         let Some((mut terms, c)) = self.affine(index) else {

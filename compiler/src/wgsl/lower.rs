@@ -38,18 +38,95 @@ pub fn module(f: &Func, workgroup_size: [u32; 3]) -> Result<naga::Module, EmitEr
 /// `f16_acc`), and f16 buffers are read and written without conversion.
 /// The IR stays as it is; only its float type changes.
 pub fn module_with(f: &Func, workgroup_size: [u32; 3], half: bool) -> Result<naga::Module, EmitError> {
-    let types = verify(f, Flavor::Gpu)?;
-    // Under f16 arithmetic an `f32` buffer is an f16 array: an argument
-    // declared f32 would then be read at the wrong width.
-    if let Some((_, b)) = f.buffers.iter().find(|(_, b)| half && b.elem == Elem::F32 && matches!(b.space, Space::Param(_))) {
-        return Err(EmitError::HalfArgument(b.name.clone()));
+    module_passes(&[(f, "main", workgroup_size)], half)
+}
+
+/// One module with an entry point per `(function, name, workgroup size)`,
+/// in order (a kernel's passes). Buffers bound by the ABI (arguments and
+/// the `global` scratch) are one global each, shared by every entry that
+/// uses them: an array of `vec4` only where every entry's accesses allow
+/// it, and read-write if any entry writes it. Two entries may not disagree
+/// on a bound buffer's element type.
+pub fn module_passes(passes: &[(&Func, &str, [u32; 3])], half: bool) -> Result<naga::Module, EmitError> {
+    let mut checked = Vec::with_capacity(passes.len());
+    let mut bound: HashMap<(u32, u32), Bound> = HashMap::new();
+    for &(f, _, _) in passes {
+        let types = verify(f, Flavor::Gpu)?;
+        // Under f16 arithmetic an `f32` buffer is an f16 array: an argument
+        // declared f32 would then be read at the wrong width.
+        if let Some((_, b)) = f.buffers.iter().find(|(_, b)| half && b.elem == Elem::F32 && matches!(b.space, Space::Param(_))) {
+            return Err(EmitError::HalfArgument(b.name.clone()));
+        }
+        let vec4 = vec4_buffers(f, &types);
+        for (h, b) in f.buffers.iter() {
+            let Some(key) = binding_of(b.space) else { continue };
+            let e = bound.entry(key).or_insert(Bound { elem: b.elem, vec4: true, writable: false, global: None });
+            if e.elem != b.elem {
+                return Err(EmitError::BindingMismatch(b.name.clone()));
+            }
+            e.vec4 &= vec4[h.index()];
+            e.writable |= b.writable;
+        }
+        checked.push((types, vec4));
     }
-    let vec4 = vec4_buffers(f, &types);
     let mut m = naga::Module::default();
     let mut tys = TypeSet::default();
-    let mut func = naga::Function { name: Some("main".into()), ..Default::default() };
+    for (&(f, name, workgroup_size), (types, mut vec4)) in passes.iter().zip(checked) {
+        for (h, b) in f.buffers.iter() {
+            if let Some(key) = binding_of(b.space) {
+                vec4[h.index()] = bound[&key].vec4;
+            }
+        }
+        let function = lower_function(&mut m, &mut tys, &mut bound, f, types, vec4, name, half)?;
+        m.entry_points.push(naga::EntryPoint {
+            name: name.into(),
+            stage: naga::ShaderStage::Compute,
+            early_depth_test: None,
+            workgroup_size,
+            workgroup_size_overrides: None,
+            function,
+            mesh_info: None,
+            task_payload: None,
+            incoming_ray_payload: None,
+        });
+    }
+    Ok(m)
+}
 
-    let uvec3 = tys.get(&mut m, TypeInner::Vector { size: VectorSize::Tri, scalar: naga::Scalar::U32 });
+/// A buffer the ABI binds, as the module declares it.
+struct Bound {
+    elem: Elem,
+    vec4: bool,
+    writable: bool,
+    global: Option<naga::Handle<naga::GlobalVariable>>,
+}
+
+/// `(group, binding)` of a buffer the host binds: argument `n` at
+/// `(0, n)`, the scratch buffer at `(1, 0)`.
+fn binding_of(space: Space) -> Option<(u32, u32)> {
+    match space {
+        Space::Param(n) => Some((0, n)),
+        Space::Global => Some((1, 0)),
+        Space::Workgroup | Space::Scratch => None,
+    }
+}
+
+/// Lowers one verified function to an entry point's function, declaring
+/// its workgroup and private buffers, and the bound ones not yet declared.
+#[allow(clippy::too_many_arguments)]
+fn lower_function(
+    m: &mut naga::Module,
+    tys: &mut TypeSet,
+    bound: &mut HashMap<(u32, u32), Bound>,
+    f: &Func,
+    types: Types,
+    vec4: Vec<bool>,
+    name: &str,
+    half: bool,
+) -> Result<naga::Function, EmitError> {
+    let mut func = naga::Function { name: Some(name.into()), ..Default::default() };
+
+    let uvec3 = tys.get(m, TypeInner::Vector { size: VectorSize::Tri, scalar: naga::Scalar::U32 });
     for (name, b) in [("lid", BuiltIn::LocalInvocationId), ("wid", BuiltIn::WorkGroupId)] {
         func.arguments.push(naga::FunctionArgument { name: Some(name.into()), ty: uvec3, binding: Some(Binding::BuiltIn(b)) });
     }
@@ -57,20 +134,29 @@ pub fn module_with(f: &Func, workgroup_size: [u32; 3], half: bool) -> Result<nag
     let args = [0, 1].map(|i| func.expressions.append(N::FunctionArgument(i), Span::UNDEFINED));
     let mut globals = Vec::with_capacity(f.buffers.len());
     for (h, b) in f.buffers.iter() {
+        let key = binding_of(b.space);
+        if let Some(g) = key.and_then(|k| bound[&k].global) {
+            globals.push(func.expressions.append(N::GlobalVariable(g), Span::UNDEFINED));
+            continue;
+        }
         let elem = elem_inner(b.elem, vec4[h.index()], half);
-        let base = tys.get(&mut m, elem);
+        let base = tys.get(m, elem);
         let size = if b.elem == Elem::F16 || (half && b.elem == Elem::F32) { 2 } else { 4 };
         let stride = if vec4[h.index()] { 4 * size } else { size };
         let len = if vec4[h.index()] { b.len / 4 } else { b.len };
-        let (size, space, binding) = match b.space {
-            Space::Param(n) => {
-                let access = if b.writable { naga::StorageAccess::LOAD | naga::StorageAccess::STORE } else { naga::StorageAccess::LOAD };
-                (ArraySize::Dynamic, AddressSpace::Storage { access }, Some(naga::ResourceBinding { group: 0, binding: n }))
+        let (size, space, binding) = match key {
+            Some((group, binding)) => {
+                let access = if bound[&(group, binding)].writable {
+                    naga::StorageAccess::LOAD | naga::StorageAccess::STORE
+                } else {
+                    naga::StorageAccess::LOAD
+                };
+                (ArraySize::Dynamic, AddressSpace::Storage { access }, Some(naga::ResourceBinding { group, binding }))
             }
-            Space::Workgroup => (fixed(len), AddressSpace::WorkGroup, None),
-            Space::Scratch => (fixed(len), AddressSpace::Private, None),
+            None if b.space == Space::Workgroup => (fixed(len), AddressSpace::WorkGroup, None),
+            None => (fixed(len), AddressSpace::Private, None),
         };
-        let ty = tys.get(&mut m, TypeInner::Array { base, size, stride });
+        let ty = tys.get(m, TypeInner::Array { base, size, stride });
         let g = m.global_variables.append(
             naga::GlobalVariable {
                 name: Some(super::buf_name(f, h)),
@@ -82,11 +168,14 @@ pub fn module_with(f: &Func, workgroup_size: [u32; 3], half: bool) -> Result<nag
             },
             Span::UNDEFINED,
         );
+        if let Some(k) = key {
+            bound.get_mut(&k).expect("every bound buffer was noted").global = Some(g);
+        }
         globals.push(func.expressions.append(N::GlobalVariable(g), Span::UNDEFINED));
     }
     let mut locals = Vec::with_capacity(f.vars.len());
     for (h, v) in f.vars.iter() {
-        let ty = tys.get(&mut m, value_inner(v.ty, half));
+        let ty = tys.get(m, value_inner(v.ty, half));
         let l = func.local_variables.append(naga::LocalVariable { name: Some(super::var_name(f, h)), ty, init: None }, Span::UNDEFINED);
         locals.push(func.expressions.append(N::LocalVariable(l), Span::UNDEFINED));
     }
@@ -107,8 +196,8 @@ pub fn module_with(f: &Func, workgroup_size: [u32; 3], half: bool) -> Result<nag
         reads: Vec::new(),
         buffer_loads: 0,
         args,
-        vec4_types: [value_inner(Ty::F32x4, half), value_inner(Ty::U32x4, half)].map(|t| tys.get(&mut m, t)),
-        scalar_f32: tys.get(&mut m, value_inner(Ty::F32, half)),
+        vec4_types: [value_inner(Ty::F32x4, half), value_inner(Ty::U32x4, half)].map(|t| tys.get(m, t)),
+        scalar_f32: tys.get(m, value_inner(Ty::F32, half)),
         half,
         globals,
         locals,
@@ -118,18 +207,7 @@ pub fn module_with(f: &Func, workgroup_size: [u32; 3], half: bool) -> Result<nag
     b.flush();
     func.body = b.blocks.pop().unwrap_or_default();
     func.expressions = b.exprs;
-    m.entry_points.push(naga::EntryPoint {
-        name: "main".into(),
-        stage: naga::ShaderStage::Compute,
-        early_depth_test: None,
-        workgroup_size,
-        workgroup_size_overrides: None,
-        function: func,
-        mesh_info: None,
-        task_payload: None,
-        incoming_ray_payload: None,
-    });
-    Ok(m)
+    Ok(func)
 }
 
 fn fixed(len: u32) -> ArraySize {

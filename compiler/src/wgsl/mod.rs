@@ -37,6 +37,20 @@ pub struct WgslKernel {
     pub source: String,
     pub workgroup_size: [u32; 3],
     pub dispatch: [u32; 3],
+    /// Every pass, in order, where there are several (the first is `main`
+    /// with `workgroup_size` and `dispatch`); empty for a one-pass kernel.
+    pub passes: Vec<Pass>,
+    /// Bytes of the host's scratch buffer (`@group(1) @binding(0)`); 0 for none.
+    pub scratch_bytes: u64,
+}
+
+/// One dispatch of a kernel with several passes (`kernel.json`'s `passes`):
+/// the host runs them in order on the same bindings.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Pass {
+    pub entry: String,
+    pub workgroup_size: [u32; 3],
+    pub dispatch: [u32; 3],
 }
 
 /// The loop IR of `op` under a GPU schedule (which must have passed
@@ -61,13 +75,28 @@ pub fn generate(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
 /// naga module ([`lower::module`]), naga's validator checks it, and naga's
 /// WGSL backend writes the text. Builds with debug assertions (every test)
 /// also parse the written text back and validate it again ([`validate`]).
+///
+/// A schedule with `k_slices` > 1 makes a kernel of two passes in one
+/// module: `main` writes each slice's partial tile to the scratch buffer,
+/// `reduce` ([`matmul_gpu::generate_reduce`]) adds them and stores C.
 pub fn compile(op: &Op, s: &Schedule) -> Result<WgslKernel, CompileError> {
     let (func, workgroup_size, dispatch) = generate(op, s);
-    let source = write_with(&func, workgroup_size, s.f16_acc).map_err(CompileError::Internal)?;
+    let (source, passes, scratch_bytes) = if s.k_slices > 1 {
+        let (reduce, rwg, rd) = matmul_gpu::generate_reduce(op, s);
+        let source =
+            write_passes(&[(&func, "main", workgroup_size), (&reduce, "reduce", rwg)], s.f16_acc).map_err(CompileError::Internal)?;
+        let passes = vec![
+            Pass { entry: "main".into(), workgroup_size, dispatch },
+            Pass { entry: "reduce".into(), workgroup_size: rwg, dispatch: rd },
+        ];
+        (source, passes, matmul_gpu::scratch_bytes(op, s))
+    } else {
+        (write_with(&func, workgroup_size, s.f16_acc).map_err(CompileError::Internal)?, Vec::new(), 0)
+    };
     if cfg!(debug_assertions) {
         validate(&source).map_err(|e| CompileError::Internal(format!("written WGSL does not parse back: {e}")))?;
     }
-    Ok(WgslKernel { source, workgroup_size, dispatch })
+    Ok(WgslKernel { source, workgroup_size, dispatch, passes, scratch_bytes })
 }
 
 /// The directive a kernel that uses subgroup operations starts with. WGSL
@@ -93,7 +122,12 @@ pub fn write(f: &Func, workgroup_size: [u32; 3]) -> Result<String, String> {
 
 /// [`write`], in f16 arithmetic where `half` ([`lower::module_with`]).
 pub fn write_with(f: &Func, workgroup_size: [u32; 3], half: bool) -> Result<String, String> {
-    let module = lower::module_with(f, workgroup_size, half).map_err(|e| e.to_string())?;
+    write_passes(&[(f, "main", workgroup_size)], half)
+}
+
+/// [`write_with`] for a module of several entry points ([`lower::module_passes`]).
+pub fn write_passes(passes: &[(&Func, &str, [u32; 3])], half: bool) -> Result<String, String> {
+    let module = lower::module_passes(passes, half).map_err(|e| e.to_string())?;
     let subgroups = module_uses_subgroups(&module);
     let info = validate_module(&module, subgroups, "")?;
     let text = write_module(&module, &info)?;
@@ -160,6 +194,8 @@ pub enum EmitError {
     NonFinite(String),
     #[error("f16 arithmetic needs f16 arguments: argument {0} is f32")]
     HalfArgument(String),
+    #[error("two passes bind buffer {0} with different element types")]
+    BindingMismatch(String),
 }
 
 /// Parses and validates WGSL `source` with naga; the error is naga's report.

@@ -1801,6 +1801,28 @@ fn lite() {
                    "lite_best_config": lite_sched, "wide_best_config": wide_best.map(|w| w.1),
                    "lite_s": lite_s, "wide_s": wide_s})
         );
+        // GPU_BENCH_SLICES="2 4 8": each staged one-slice lite candidate
+        // again with that many K slices across workgroups (two passes).
+        for ks in std::env::var("GPU_BENCH_SLICES").unwrap_or_default().split_whitespace().filter_map(|v| v.parse::<u32>().ok()) {
+            let mut best: Option<(f64, f64, Schedule)> = None;
+            for (s, g1) in space.schedules.iter().zip(&ordered) {
+                let t = Schedule { k_slices: ks, ..s.clone() };
+                if !s.cache_read || s.k_slices != 1 || t.check(&op, Target::Wgsl).is_err() {
+                    continue;
+                }
+                if let Some(r) = measure(&gpu, &op, &t, 5)
+                    && best.as_ref().is_none_or(|(g, _, _)| r.gflops > *g)
+                {
+                    best = Some((r.gflops, *g1, t));
+                }
+            }
+            if let Some((g, g1, t)) = best {
+                println!(
+                    "{}",
+                    json!({"summary": format!("k-slices {ks} {kind} {shape}"), "best_gflops": g, "same_tile_one_slice_gflops": g1, "lite_best_gflops": lite_best, "config": t})
+                );
+            }
+        }
         // GPU_BENCH_SPLITS="2 4 8": each staged lite candidate again with
         // that many split-K groups (where the schedule checks out), to see
         // where splitting K pays.

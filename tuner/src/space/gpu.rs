@@ -88,6 +88,9 @@ pub(super) fn gpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relax
                 } else {
                     1
                 };
+                if let Some(sliced) = slice_twin(op, &s) {
+                    out.push(Cand { s: sliced, rank: rank.clone(), gpu: Some(GpuOrder { intensity: intensity.clone(), variant }) });
+                }
                 if let Some(split) = split_twin(op, &s, lim) {
                     out.push(Cand { s: split, rank: rank.clone(), gpu: Some(GpuOrder { intensity: intensity.clone(), variant }) });
                 }
@@ -130,6 +133,36 @@ fn split_twin(op: &Op, s: &Schedule, lim: crate::fingerprint::GpuLimits) -> Opti
             break;
         }
         best = Some(t);
+    }
+    best
+}
+
+/// The split-K-across-workgroups twin of a staged tile whose grid has
+/// fewer than [`GPU_FILL_THREADS`] threads (whatever the shape's output
+/// count: on the H200 4 slices took 256×4096² from 22.2 to 33.0 TFLOP/s on
+/// one tile, BENCHMARKS.md): the fewest `k_slices` (a power of two, at
+/// most 16) whose grid reaches it, or the most that keep each slice
+/// [`GPU_MIN_GROUP_SLABS`] K slabs or more. Unlike split_k, which makes each
+/// workgroup larger, slices make more workgroups, so they reach cores that
+/// the tile's grid leaves idle; they pay a second pass over the partial
+/// sums (`k_slices` · M · N · 4 bytes written and read).
+fn slice_twin(op: &Op, s: &Schedule) -> Option<Schedule> {
+    if !s.cache_read {
+        return None;
+    }
+    let (batch, m, k, n) = op.bmkn();
+    let threads = (s.x1 / s.x0) * (s.y1 / s.y0) * s.split_k;
+    let grid = (m.div_ceil(s.x1) * n.div_ceil(s.y1) * batch) as u64 * threads as u64;
+    if grid >= GPU_FILL_THREADS {
+        return None;
+    }
+    let slabs = k.div_ceil(s.r1);
+    let mut best = None;
+    for ks in [2, 4, 8, 16].into_iter().take_while(|&ks| slabs / ks >= GPU_MIN_GROUP_SLABS) {
+        best = Some(Schedule { k_slices: ks, ..s.clone() });
+        if grid * ks as u64 >= GPU_FILL_THREADS {
+            break;
+        }
     }
     best
 }
