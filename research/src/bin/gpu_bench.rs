@@ -1801,6 +1801,29 @@ fn lite() {
                    "lite_best_config": lite_sched, "wide_best_config": wide_best.map(|w| w.1),
                    "lite_s": lite_s, "wide_s": wide_s})
         );
+        // GPU_BENCH_TILES="8x8/64x128 ...": those tiles (x0 x y0 / x1 x y1;
+        // staged, double-buffered, r0 = r1 = 8, vec4) with every valid
+        // slice count of 1, 2, 4, 8 and 16: whether the tiles that fill a
+        // GPU on large grids beat, once split across workgroups, the small
+        // tiles the lite space picks for few rows.
+        for tile in std::env::var("GPU_BENCH_TILES").unwrap_or_default().split_whitespace() {
+            let dims: Vec<u32> = tile.split(['x', '/']).filter_map(|v| v.parse().ok()).collect();
+            let [x0, y0, x1, y1] = dims[..] else { continue };
+            let s = Schedule { x0, y0, x1, y1, r0: 8, r1: 8, vectorize: 4, cache_read: true, double_buffer: true, ..base(&op) };
+            for ks in [1, 2, 4, 8, 16] {
+                let t = Schedule { k_slices: ks, ..s.clone() };
+                if let Err(e) = t.check(&op, Target::Wgsl) {
+                    println!("{}", json!({"skip": format!("{tile} k_slices {ks}"), "why": e.to_string()}));
+                    continue;
+                }
+                if let Some(r) = measure(&gpu, &op, &t, 5) {
+                    println!(
+                        "{}",
+                        json!({"summary": format!("tile {tile} {kind} {shape}"), "gflops": r.gflops, "k_slices": ks, "lite_best_gflops": lite_best, "config": t})
+                    );
+                }
+            }
+        }
         // GPU_BENCH_SLICES="2 4 8": each staged one-slice lite candidate
         // again with that many K slices across workgroups (two passes).
         for ks in std::env::var("GPU_BENCH_SLICES").unwrap_or_default().split_whitespace().filter_map(|v| v.parse::<u32>().ok()) {

@@ -76,7 +76,13 @@ pub(super) fn gpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relax
                 }
                 let s = Schedule { x0, y0, r0, x1, y1, r1, ..with_vector(base.clone(), y0) };
                 let rank = vec![-(block_core as i64), -((x0 * y0) as i64), ragged(&s, op), -(threads as i64)];
-                let intensity = vec![-((x0 * y0) as i64), -(block_core as i64), ragged(&s, op), -(threads as i64)];
+                // By work per thread, then the larger workgroup tile (more
+                // reuse of each staged slab; split across workgroups where
+                // the grid is small): on the H200 8×8 / 64×128 ran 39 TFLOP/s
+                // at 4096³ and, with 4 or 8 slices, 30–33 at 64 and 128 rows,
+                // where the smaller 8×8 tiles that fit more workgroups on a
+                // core ran 27–29 (BENCHMARKS.md, split-K across workgroups).
+                let intensity = vec![-((x0 * y0) as i64), -(threads as i64), -(block_core as i64), ragged(&s, op)];
                 // Variants of one tile: split along K where its grid is too
                 // small to fill the GPU (staged, double-buffered first), then
                 // staged and double-buffered, staged, and read straight from
@@ -116,7 +122,7 @@ fn split_twin(op: &Op, s: &Schedule, lim: crate::fingerprint::GpuLimits) -> Opti
     }
     let threads = (s.x1 / s.x0) * (s.y1 / s.y0);
     let grid = (m.div_ceil(s.x1) * n.div_ceil(s.y1) * batch) as u64 * threads as u64;
-    if grid >= GPU_FILL_THREADS {
+    if 2 * grid > GPU_FILL_THREADS {
         return None;
     }
     let slabs = k.div_ceil(s.r1);
@@ -137,12 +143,13 @@ fn split_twin(op: &Op, s: &Schedule, lim: crate::fingerprint::GpuLimits) -> Opti
     best
 }
 
-/// The split-K-across-workgroups twin of a staged tile whose grid has
-/// fewer than [`GPU_FILL_THREADS`] threads (whatever the shape's output
+/// The split-K-across-workgroups twin of a staged tile whose grid has at
+/// most half of [`GPU_FILL_THREADS`] threads (whatever the shape's output
 /// count: on the H200 4 slices took 256×4096² from 22.2 to 33.0 TFLOP/s on
-/// one tile, BENCHMARKS.md): the fewest `k_slices` (a power of two, at
-/// most 16) whose grid reaches it, or the most that keep each slice
-/// [`GPU_MIN_GROUP_SLABS`] K slabs or more. Unlike split_k, which makes each
+/// one tile, while 2 slices cost K1 = 640×768×3072, whose grids have 30 K
+/// threads, 8% on its best tile; BENCHMARKS.md): the fewest `k_slices` (a
+/// power of two, at most 16) whose grid reaches it, or the most that keep
+/// each slice [`GPU_MIN_GROUP_SLABS`] K slabs or more. Unlike split_k, which makes each
 /// workgroup larger, slices make more workgroups, so they reach cores that
 /// the tile's grid leaves idle; they pay a second pass over the partial
 /// sums (`k_slices` · M · N · 4 bytes written and read).
@@ -153,7 +160,7 @@ fn slice_twin(op: &Op, s: &Schedule) -> Option<Schedule> {
     let (batch, m, k, n) = op.bmkn();
     let threads = (s.x1 / s.x0) * (s.y1 / s.y0) * s.split_k;
     let grid = (m.div_ceil(s.x1) * n.div_ceil(s.y1) * batch) as u64 * threads as u64;
-    if grid >= GPU_FILL_THREADS {
+    if 2 * grid > GPU_FILL_THREADS {
         return None;
     }
     let slabs = k.div_ceil(s.r1);
