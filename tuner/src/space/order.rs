@@ -29,13 +29,15 @@ pub(super) fn ragged(s: &Schedule, op: &Op) -> i64 {
 }
 
 /// GPU matmul order: the tiles ranked by `Block_core` (the paper) and by
-/// work per thread are taken alternately, each tile once, and each tile's
+/// work per thread (then the larger workgroup tile) are taken alternately, each tile once, and each tile's
 /// variants follow it in their order. That decides which candidates fit the
 /// budget; `candidates` then puts every kept tile's first variant ahead of
 /// any second one. The two rankings win on different
 /// shapes on the H100 (BENCHMARKS.md, "Lite space"): small register tiles
 /// with many resident workgroups on K0, whose grid is too small to fill the
-/// GPU with large tiles; 8×8 register tiles on K1 and 4096³.
+/// GPU with large tiles; 8×8 register tiles on K1 and 4096³. Since split-K
+/// across workgroups (`k_slices`) fills the GPU on small grids too, the
+/// large 8×8 tiles won there as well on the H200 (K0 and 64–256 rows).
 pub(super) fn interleave_tiles(cands: Vec<Cand>) -> Vec<Cand> {
     type Tile = (u32, u32, u32, u32);
     let tile = |c: &Cand| (c.s.x0, c.s.y0, c.s.x1, c.s.y1);
