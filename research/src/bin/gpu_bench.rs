@@ -1806,10 +1806,23 @@ fn lite() {
         // slice count of 1, 2, 4, 8 and 16: whether the tiles that fill a
         // GPU on large grids beat, once split across workgroups, the small
         // tiles the lite space picks for few rows.
+        // A tile may name other settings after colons: `8x8/64x128:r1=16:r0=4:db=0`.
         for tile in std::env::var("GPU_BENCH_TILES").unwrap_or_default().split_whitespace() {
-            let dims: Vec<u32> = tile.split(['x', '/']).filter_map(|v| v.parse().ok()).collect();
+            let mut fields = tile.split(':');
+            let dims: Vec<u32> = fields.next().unwrap_or("").split(['x', '/']).filter_map(|v| v.parse().ok()).collect();
             let [x0, y0, x1, y1] = dims[..] else { continue };
-            let s = Schedule { x0, y0, x1, y1, r0: 8, r1: 8, vectorize: 4, cache_read: true, double_buffer: true, ..base(&op) };
+            let mut s = Schedule { x0, y0, x1, y1, r0: 8, r1: 8, vectorize: 4, cache_read: true, double_buffer: true, ..base(&op) };
+            if op.kind() == webtune_compiler::OpKind::MatmulQ4 {
+                s.split_k = 1;
+            }
+            for f in fields {
+                match f.split_once('=') {
+                    Some(("r1", v)) => s.r1 = v.parse().unwrap_or(s.r1),
+                    Some(("r0", v)) => s.r0 = v.parse().unwrap_or(s.r0),
+                    Some(("db", v)) => s.double_buffer = v != "0",
+                    _ => {}
+                }
+            }
             for ks in [1, 2, 4, 8, 16] {
                 let t = Schedule { k_slices: ks, ..s.clone() };
                 if let Err(e) = t.check(&op, Target::Wgsl) {
