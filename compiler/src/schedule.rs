@@ -727,6 +727,39 @@ mod tests {
         }
     }
 
+    /// `k_slices` is refused, naming the field, wherever it cannot run: on
+    /// Wasm, without staging, on the q4 matrix-vector kernel, when the last
+    /// slice would get no slab, past WebGPU's storage binding limit and past
+    /// the dispatch limit; a schedule without it keeps its JSON.
+    #[test]
+    fn k_slices_where_it_cannot_run() {
+        let op = Op::parse("matmul", "64,512,64").unwrap();
+        let gpu = Schedule { cache_read: true, r0: 4, r1: 8, ..Schedule::default_for(&op, Target::Wgsl) };
+        gpu.check(&op, Target::Wgsl).unwrap();
+        Schedule { k_slices: 4, ..gpu.clone() }.check(&op, Target::Wgsl).unwrap();
+        let q4 = Op::parse("matmul_q4", "1,512,64").unwrap();
+        let big = Op::parse("matmul", "2048,64,8192").unwrap();
+        let cases: Vec<(&Op, Target, Schedule)> = vec![
+            (&op, Target::Wasm, Schedule { k_slices: 2, ..Schedule::default_for(&op, Target::Wasm) }),
+            (&op, Target::Wgsl, Schedule { k_slices: 2, cache_read: false, ..gpu.clone() }),
+            (&q4, Target::Wgsl, Schedule { k_slices: 2, ..Schedule::default_for(&q4, Target::Wgsl) }),
+            // 64 slabs in slices of ⌈64/15⌉ = 5: the 15th would start at slab 70.
+            (&op, Target::Wgsl, Schedule { k_slices: 15, ..gpu.clone() }),
+            (&op, Target::Wgsl, Schedule { k_slices: 17, ..gpu.clone() }),
+            (&op, Target::Wgsl, Schedule { k_slices: 0, ..gpu.clone() }),
+            // 3 slices of 2048 × 8192 f32 partial sums: 192 MiB of scratch.
+            (&big, Target::Wgsl, Schedule { k_slices: 3, ..gpu.clone() }),
+        ];
+        for (op, t, s) in cases {
+            let e = s.check(op, t).unwrap_err();
+            assert_eq!(e.field, "k_slices", "{} {t:?} {s:?}: {e}", op.name());
+        }
+        let empty = Schedule { k_slices: 9, ..gpu.clone() };
+        assert!(empty.check(&Op::parse("matmul", "64,64,64").unwrap(), Target::Wgsl).is_err(), "8 slabs cannot make 9 slices");
+        assert!(!serde_json::to_string(&gpu).unwrap().contains("k_slices"));
+        assert!(serde_json::to_string(&Schedule { k_slices: 2, ..gpu }).unwrap().contains("\"k_slices\":2"));
+    }
+
     #[test]
     fn json_round_trip_and_unknown_fields() {
         let s = Schedule::default_for(&mm(), Target::Wasm);
