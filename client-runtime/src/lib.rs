@@ -84,21 +84,35 @@ impl KernelDir {
     }
 }
 
-/// Checks the ABI version and that the threading fields agree with it:
-/// ABI 1 has none of `threads`, `parts`, `part_scratch_bytes`; ABI 2 (a
-/// threaded Wasm kernel) has `threads` and one `parts` range per thread, and
-/// its parts' scratch fits the scratch area.
+/// Checks the ABI version and that the threading and pass fields agree
+/// with it: ABI 1 has none of `threads`, `parts`, `part_scratch_bytes`,
+/// `passes`; ABI 2 (a threaded Wasm kernel) has `threads` and one `parts`
+/// range per thread, and its parts' scratch fits the scratch area; ABI 3 (a
+/// WGSL kernel of several passes) has `passes` and `scratch_bytes`.
 pub(crate) fn check_threads(meta: &KernelMeta) -> Result<(), RunError> {
-    use webtune_compiler::kernel::{ABI_THREADED, ABI_VERSION};
+    use webtune_compiler::kernel::{ABI_PASSES, ABI_THREADED, ABI_VERSION};
     let bad = |why: String| Err(RunError::Input(format!("kernel.json: {why}")));
+    let threaded = meta.threads.is_some() || meta.parts.is_some() || meta.part_scratch_bytes.is_some();
+    if meta.abi != ABI_PASSES && meta.passes.is_some() {
+        return bad(format!("ABI {} has one pass, but `passes` is given; a kernel of several passes is ABI {ABI_PASSES}", meta.abi));
+    }
     match meta.abi {
         ABI_VERSION => {
-            if meta.threads.is_some() || meta.parts.is_some() || meta.part_scratch_bytes.is_some() {
+            if threaded {
                 return bad(format!(
                     "ABI {ABI_VERSION} is single-threaded, but `threads`, `parts` or `part_scratch_bytes` is given; a threaded kernel is ABI {ABI_THREADED}"
                 ));
             }
             Ok(())
+        }
+        ABI_PASSES => {
+            if meta.target != Target::Wgsl || threaded {
+                return bad(format!("ABI {ABI_PASSES} (several passes) is for WGSL kernels without threads"));
+            }
+            match (&meta.passes, meta.scratch_bytes) {
+                (Some(p), Some(bytes)) if !p.is_empty() && bytes > 0 => Ok(()),
+                _ => bad(format!("ABI {ABI_PASSES} (several passes) needs `passes` and a non-zero `scratch_bytes`")),
+            }
         }
         ABI_THREADED => {
             if meta.target != Target::Wasm {
@@ -118,7 +132,9 @@ pub(crate) fn check_threads(meta: &KernelMeta) -> Result<(), RunError> {
             }
             Ok(())
         }
-        v => bad(format!("kernel ABI {v} is not one this runner speaks ({ABI_VERSION}, or {ABI_THREADED} for threaded Wasm)")),
+        v => bad(format!(
+            "kernel ABI {v} is not one this runner speaks ({ABI_VERSION}, {ABI_THREADED} for threaded Wasm, or {ABI_PASSES} for WGSL of several passes)"
+        )),
     }
 }
 

@@ -368,6 +368,23 @@ fn kernel_dirs_are_checked_on_load() {
     assert!(matches!(e, RunError::Input(ref m) if m.contains("SHA-256")), "{e}");
     std::fs::remove_file(dir.join("kernel.json")).unwrap();
     assert!(matches!(KernelDir::load(&dir), Err(RunError::Input(_))));
+    // A kernel of two passes (ABI 3) loads and runs from its directory; its
+    // metadata without `passes`, or `passes` on an ABI 1 kernel, does not load.
+    let op = Op::parse("matmul+bias", "9,96,12").unwrap();
+    let s = Schedule { cache_read: true, r0: 4, r1: 8, k_slices: 3, ..Schedule::default_for(&op, Target::Wgsl) };
+    let k = compile(&op, Target::Wgsl, &s).unwrap();
+    std::fs::write(dir.join("kernel.wgsl"), &k.bytes).unwrap();
+    std::fs::write(dir.join("kernel.json"), serde_json::to_vec(&k.meta).unwrap()).unwrap();
+    let r = gpu().run(&KernelDir::load(&dir).unwrap(), &quick()).unwrap();
+    assert!(r.correct, "max_rel_err {}", r.max_rel_err);
+    let mut meta = k.meta.clone();
+    meta.passes = None;
+    std::fs::write(dir.join("kernel.json"), serde_json::to_vec(&meta).unwrap()).unwrap();
+    assert!(matches!(KernelDir::load(&dir), Err(RunError::Input(ref m)) if m.contains("passes")));
+    let mut meta = k.meta.clone();
+    meta.abi = webtune_compiler::kernel::ABI_VERSION;
+    std::fs::write(dir.join("kernel.json"), serde_json::to_vec(&meta).unwrap()).unwrap();
+    assert!(matches!(KernelDir::load(&dir), Err(RunError::Input(ref m)) if m.contains("passes")));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
