@@ -111,6 +111,7 @@ impl Gpu {
         if k.meta.target != Target::Wgsl {
             return Err(RunError::Input(format!("a {} kernel given to the WGSL runner", k.meta.target)));
         }
+        crate::check_abi(&k.meta)?;
         // Whether the adapter has subgroups at all, `prepare_source` checks
         // from the text; here, whether they are wide enough.
         if let (Some(need), Some(min)) = (k.meta.min_subgroup_size, self.subgroups())

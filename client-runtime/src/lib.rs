@@ -74,7 +74,7 @@ impl KernelDir {
         if sha != self.meta.sha256 {
             return Err(RunError::Input(format!("kernel bytes have SHA-256 {sha}, but kernel.json says {}", self.meta.sha256)));
         }
-        check_threads(&self.meta)?;
+        check_abi(&self.meta)?;
         self.op()?;
         Ok(())
     }
@@ -89,7 +89,7 @@ impl KernelDir {
 /// `passes`; ABI 2 (a threaded Wasm kernel) has `threads` and one `parts`
 /// range per thread, and its parts' scratch fits the scratch area; ABI 3 (a
 /// WGSL kernel of several passes) has `passes` and `scratch_bytes`.
-pub(crate) fn check_threads(meta: &KernelMeta) -> Result<(), RunError> {
+pub(crate) fn check_abi(meta: &KernelMeta) -> Result<(), RunError> {
     use webtune_compiler::kernel::{ABI_PASSES, ABI_THREADED, ABI_VERSION};
     let bad = |why: String| Err(RunError::Input(format!("kernel.json: {why}")));
     let threaded = meta.threads.is_some() || meta.parts.is_some() || meta.part_scratch_bytes.is_some();

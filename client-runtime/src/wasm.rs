@@ -157,7 +157,7 @@ impl WasmEngine {
         if k.meta.target != Target::Wasm {
             return Err(RunError::Input(format!("a {} kernel given to the Wasm runner", k.meta.target)));
         }
-        crate::check_threads(&k.meta)?;
+        crate::check_abi(&k.meta)?;
         let op = k.op()?;
         let prepared = prepare(&op, opts.seed);
         let (inputs, want) = &*prepared;
