@@ -324,10 +324,21 @@ impl Gpu {
         if let Some(scratch) = &p.scratch {
             pass.set_bind_group(1, scratch, &[]);
         }
-        for _ in 0..calls {
-            for (pipeline, d) in &p.passes {
+        match p.passes.as_slice() {
+            // One pass: its pipeline is set once, as before passes existed.
+            [(pipeline, d)] => {
                 pass.set_pipeline(pipeline);
-                pass.dispatch_workgroups(d[0], d[1], d[2]);
+                for _ in 0..calls {
+                    pass.dispatch_workgroups(d[0], d[1], d[2]);
+                }
+            }
+            passes => {
+                for _ in 0..calls {
+                    for (pipeline, d) in passes {
+                        pass.set_pipeline(pipeline);
+                        pass.dispatch_workgroups(d[0], d[1], d[2]);
+                    }
+                }
             }
         }
     }

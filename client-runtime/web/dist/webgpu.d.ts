@@ -12,8 +12,10 @@ export interface GpuImpl extends Impl {
     /** Bytes of the scratch buffer bound at group 1 (0: none). */
     scratchBytes: number;
 }
-/** Records every pass of `impl` on bind group 0 = `group` (and group 1 = `scratch` where the kernel has one). */
-export declare function encodePasses(pass: GPUComputePassEncoder, impl: GpuImpl, group: GPUBindGroup, scratch: GPUBindGroup | null): void;
+/** Records `reps` calls of `impl` (every pass, in order) on bind group 0 =
+ * `group` (and group 1 = `scratch` where the kernel has one); a one-pass
+ * kernel's pipeline is set once. */
+export declare function encodePasses(pass: GPUComputePassEncoder, impl: GpuImpl, group: GPUBindGroup, scratch: GPUBindGroup | null, reps?: number): void;
 /** A scratch buffer at group 1 that grows to the largest kernel it serves; its contents never outlive a call. */
 export declare class Scratch {
     private device;

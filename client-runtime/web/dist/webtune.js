@@ -2346,15 +2346,22 @@ var WorkerEvaluator = class {
 };
 
 // src/webgpu.ts
-function encodePasses(pass, impl, group, scratch) {
+function encodePasses(pass, impl, group, scratch, reps = 1) {
   pass.setBindGroup(0, group);
   if (impl.scratchBytes > 0) {
     if (!scratch) throw new Error(`kernel ${impl.sha256.slice(0, 12)} needs a scratch buffer of ${impl.scratchBytes} bytes`);
     pass.setBindGroup(1, scratch);
   }
-  for (const p of impl.passes) {
-    pass.setPipeline(p.pipeline);
-    pass.dispatchWorkgroups(...p.dispatch);
+  if (impl.passes.length === 1) {
+    pass.setPipeline(impl.pipeline);
+    for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(...impl.dispatch);
+    return;
+  }
+  for (let i = 0; i < reps; i++) {
+    for (const p of impl.passes) {
+      pass.setPipeline(p.pipeline);
+      pass.dispatchWorkgroups(...p.dispatch);
+    }
   }
 }
 var Scratch = class {
@@ -2525,15 +2532,7 @@ var GpuBench = class {
     const pass = enc.beginComputePass(
       q ? { timestampWrites: { querySet: q.set, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } } : {}
     );
-    const scratch = this.scratch.for(impl);
-    if (impl.passes.length === 1 && !scratch) {
-      pass.setPipeline(impl.pipeline);
-      pass.setBindGroup(0, this.bindGroup);
-      const [x, y, z] = impl.dispatch;
-      for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(x, y, z);
-    } else {
-      for (let i = 0; i < reps; i++) encodePasses(pass, impl, this.bindGroup, scratch);
-    }
+    encodePasses(pass, impl, this.bindGroup, this.scratch.for(impl), reps);
     pass.end();
     if (q) {
       enc.resolveQuerySet(q.set, 0, 2, q.resolve, 0);

@@ -20,16 +20,25 @@ export interface GpuImpl extends Impl {
   scratchBytes: number;
 }
 
-/** Records every pass of `impl` on bind group 0 = `group` (and group 1 = `scratch` where the kernel has one). */
-export function encodePasses(pass: GPUComputePassEncoder, impl: GpuImpl, group: GPUBindGroup, scratch: GPUBindGroup | null): void {
+/** Records `reps` calls of `impl` (every pass, in order) on bind group 0 =
+ * `group` (and group 1 = `scratch` where the kernel has one); a one-pass
+ * kernel's pipeline is set once. */
+export function encodePasses(pass: GPUComputePassEncoder, impl: GpuImpl, group: GPUBindGroup, scratch: GPUBindGroup | null, reps = 1): void {
   pass.setBindGroup(0, group);
   if (impl.scratchBytes > 0) {
     if (!scratch) throw new Error(`kernel ${impl.sha256.slice(0, 12)} needs a scratch buffer of ${impl.scratchBytes} bytes`);
     pass.setBindGroup(1, scratch);
   }
-  for (const p of impl.passes) {
-    pass.setPipeline(p.pipeline);
-    pass.dispatchWorkgroups(...p.dispatch);
+  if (impl.passes.length === 1) {
+    pass.setPipeline(impl.pipeline);
+    for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(...impl.dispatch);
+    return;
+  }
+  for (let i = 0; i < reps; i++) {
+    for (const p of impl.passes) {
+      pass.setPipeline(p.pipeline);
+      pass.dispatchWorkgroups(...p.dispatch);
+    }
   }
 }
 
@@ -212,15 +221,7 @@ class GpuBench implements Bench<GpuImpl> {
     const pass = enc.beginComputePass(
       q ? { timestampWrites: { querySet: q.set, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } } : {},
     );
-    const scratch = this.scratch.for(impl);
-    if (impl.passes.length === 1 && !scratch) {
-      pass.setPipeline(impl.pipeline);
-      pass.setBindGroup(0, this.bindGroup);
-      const [x, y, z] = impl.dispatch;
-      for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(x, y, z);
-    } else {
-      for (let i = 0; i < reps; i++) encodePasses(pass, impl, this.bindGroup, scratch);
-    }
+    encodePasses(pass, impl, this.bindGroup, this.scratch.for(impl), reps);
     pass.end();
     if (q) {
       enc.resolveQuerySet(q.set, 0, 2, q.resolve, 0);

@@ -177,7 +177,7 @@ pub fn generate_reduce(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
     let ks = s.k_slices;
     let mut f = Func::new(format!("{}_reduce", op.slug()));
     let fe = super::float_elem(op);
-    let (epi, out) = Epi::declare(&mut f, op, n, total);
+    let (mut epi, out) = Epi::declare(&mut f, op, n, total);
     let c = f.buffer("C", fe, total, Space::Param(out), true);
     let p = f.buffer("P", Elem::F32, ks * total, Space::Global, true);
     let w = if n.is_multiple_of(4) { 4 } else { 1 };
@@ -207,7 +207,6 @@ pub fn generate_reduce(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
         let acc = g.f.get(sum);
         work.push(Stmt::Set { var: sum, value: g.f.add(acc, part) });
     }
-    let mut epi = epi;
     let value = g.f.get(sum);
     let (pre, value) = if epi.is_none() {
         (Vec::new(), value)
@@ -580,19 +579,15 @@ impl Mm<'_> {
         let group_k = self.kg.map(|kg| self.f().mul_c(kg, r1 as i64));
         let slice_len = (slice_slabs(self.k, s) * r1) as i64;
         let slice_k = self.slice.map(|sl| self.f().mul_c(sl, slice_len));
-        let kbase = match (group_k, slice_k) {
-            (None, None) => None,
-            (a, b) => {
-                let value = match (a, b) {
-                    (Some(a), Some(b)) => self.g.plus(a, b),
-                    (Some(x), None) | (None, Some(x)) => x,
-                    (None, None) => unreachable!(),
-                };
-                let v = self.g.fresh("kbase", Ty::I32);
-                body.push(Stmt::Set { var: v, value });
-                Some(self.f().get(v))
-            }
+        let first = match (group_k, slice_k) {
+            (Some(a), Some(b)) => Some(self.g.plus(a, b)),
+            (a, b) => a.or(b),
         };
+        let kbase = first.map(|value| {
+            let v = self.g.fresh("kbase", Ty::I32);
+            body.push(Stmt::Set { var: v, value });
+            self.f().get(v)
+        });
         let at = |this: &mut Self, k: E| match kbase {
             Some(b) => this.g.plus(k, b),
             None => k,

@@ -1838,51 +1838,35 @@ fn lite() {
                 }
             }
         }
-        // GPU_BENCH_SLICES="2 4 8": each staged one-slice lite candidate
-        // again with that many K slices across workgroups (two passes).
-        for ks in std::env::var("GPU_BENCH_SLICES").unwrap_or_default().split_whitespace().filter_map(|v| v.parse::<u32>().ok()) {
-            let mut best: Option<(f64, f64, Schedule)> = None;
-            for (s, g1) in space.schedules.iter().zip(&ordered) {
-                let t = Schedule { k_slices: ks, ..s.clone() };
-                if !s.cache_read || s.k_slices != 1 || t.check(&op, Target::Wgsl).is_err() {
-                    continue;
+        // Each staged lite candidate that does not split K that way yet, again with
+        // `n` K slices across workgroups (GPU_BENCH_SLICES="2 4 8", two
+        // passes) or `n` split-K groups (GPU_BENCH_SPLITS="2 4 8"), where
+        // the schedule checks out: the best of each, beside the same tile's
+        // time unsplit.
+        let resplit = |var: &str, label: &str, unsplit_key: &str, with: &dyn Fn(&Schedule, u32) -> Schedule| {
+            for n in std::env::var(var).unwrap_or_default().split_whitespace().filter_map(|v| v.parse::<u32>().ok()) {
+                let mut best: Option<(f64, f64, Schedule)> = None;
+                for (s, g1) in space.schedules.iter().zip(&ordered) {
+                    let t = with(s, n);
+                    // `with(s, 1) != s`: the candidate already splits K that way.
+                    if !s.cache_read || with(s, 1) != *s || t.check(&op, Target::Wgsl).is_err() {
+                        continue;
+                    }
+                    if let Some(r) = measure(&gpu, &op, &t, 5)
+                        && best.as_ref().is_none_or(|(g, _, _)| r.gflops > *g)
+                    {
+                        best = Some((r.gflops, *g1, t));
+                    }
                 }
-                if let Some(r) = measure(&gpu, &op, &t, 5)
-                    && best.as_ref().is_none_or(|(g, _, _)| r.gflops > *g)
-                {
-                    best = Some((r.gflops, *g1, t));
-                }
-            }
-            if let Some((g, g1, t)) = best {
-                println!(
-                    "{}",
-                    json!({"summary": format!("k-slices {ks} {kind} {shape}"), "best_gflops": g, "same_tile_one_slice_gflops": g1, "lite_best_gflops": lite_best, "config": t})
-                );
-            }
-        }
-        // GPU_BENCH_SPLITS="2 4 8": each staged lite candidate again with
-        // that many split-K groups (where the schedule checks out), to see
-        // where splitting K pays.
-        for sk in std::env::var("GPU_BENCH_SPLITS").unwrap_or_default().split_whitespace().filter_map(|v| v.parse::<u32>().ok()) {
-            let mut best: Option<(f64, f64, Schedule)> = None;
-            for (s, g1) in space.schedules.iter().zip(&ordered) {
-                let t = Schedule { split_k: sk, ..s.clone() };
-                if !s.cache_read || s.split_k != 1 || t.check(&op, Target::Wgsl).is_err() {
-                    continue;
-                }
-                if let Some(r) = measure(&gpu, &op, &t, 5)
-                    && best.as_ref().is_none_or(|(g, _, _)| r.gflops > *g)
-                {
-                    best = Some((r.gflops, *g1, t));
+                if let Some((g, g1, t)) = best {
+                    let mut line = json!({"summary": format!("{label} {n} {kind} {shape}"), "best_gflops": g, "lite_best_gflops": lite_best, "config": t});
+                    line[unsplit_key] = json!(g1);
+                    println!("{line}");
                 }
             }
-            if let Some((g, g1, t)) = best {
-                println!(
-                    "{}",
-                    json!({"summary": format!("split-K {sk} {kind} {shape}"), "best_gflops": g, "same_tile_unsplit_gflops": g1, "lite_best_gflops": lite_best, "config": t})
-                );
-            }
-        }
+        };
+        resplit("GPU_BENCH_SLICES", "k-slices", "same_tile_one_slice_gflops", &|s, n| Schedule { k_slices: n, ..s.clone() });
+        resplit("GPU_BENCH_SPLITS", "split-K", "same_tile_unsplit_gflops", &|s, n| Schedule { split_k: n, ..s.clone() });
     }
 }
 

@@ -107,8 +107,8 @@ pub(super) fn gpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relax
     out
 }
 
-/// The split-K twin of a staged tile whose grid has fewer than
-/// [`GPU_FILL_THREADS`] threads, on a shape with fewer than
+/// The split-K twin of a staged tile whose grid has at most half of
+/// [`GPU_FILL_THREADS`] threads (the slice twin's rule, [`slice_twin`]), on a shape with fewer than
 /// [`GPU_FILL_OUTPUTS`] outputs: the fewest split_k groups (a power of two)
 /// that reach it, as far as the workgroup's threads and memory allow and
 /// each group keeps [`GPU_MIN_GROUP_SLABS`] K slabs or more.
@@ -121,7 +121,7 @@ fn split_twin(op: &Op, s: &Schedule, lim: crate::fingerprint::GpuLimits) -> Opti
         return None;
     }
     let threads = (s.x1 / s.x0) * (s.y1 / s.y0);
-    let grid = (m.div_ceil(s.x1) * n.div_ceil(s.y1) * batch) as u64 * threads as u64;
+    let grid = grid_threads(op, s);
     if 2 * grid > GPU_FILL_THREADS {
         return None;
     }
@@ -157,9 +157,8 @@ fn slice_twin(op: &Op, s: &Schedule) -> Option<Schedule> {
     if !s.cache_read {
         return None;
     }
-    let (batch, m, k, n) = op.bmkn();
-    let threads = (s.x1 / s.x0) * (s.y1 / s.y0) * s.split_k;
-    let grid = (m.div_ceil(s.x1) * n.div_ceil(s.y1) * batch) as u64 * threads as u64;
+    let (_, _, k, _) = op.bmkn();
+    let grid = grid_threads(op, s);
     if 2 * grid > GPU_FILL_THREADS {
         return None;
     }
@@ -172,6 +171,13 @@ fn slice_twin(op: &Op, s: &Schedule) -> Option<Schedule> {
         }
     }
     best
+}
+
+/// Threads in the grid of a staged tile: workgroups times threads per workgroup.
+fn grid_threads(op: &Op, s: &Schedule) -> u64 {
+    let (batch, m, _, n) = op.bmkn();
+    let threads = (s.x1 / s.x0) * (s.y1 / s.y0) * s.split_k;
+    (m.div_ceil(s.x1) * n.div_ceil(s.y1) * batch) as u64 * threads as u64
 }
 
 /// `matmul_q4` on WGSL: the split-K family (rows x0 per workgroup, y1
