@@ -85,7 +85,7 @@ use serde::Serialize;
 pub use bundles::Imported;
 pub use connect::Db;
 pub use dashboard::{DashboardCounts, DeviceGroup, FlagHour, HourCount, SeriesBucket, hour_of};
-pub use elect::{Evidence, Standing, Step, TIME_WINDOW, Tally, VotePolicy, elect, elect_step, flag_excluded};
+pub use elect::{Ballot, Evidence, Standing, Step, TIME_WINDOW, Tally, VotePolicy, elect, elect_step, flag_excluded};
 pub use retention::Compacted;
 pub use types::*;
 

@@ -19,7 +19,7 @@ use sqlx::any::{Any, AnyArguments};
 use sqlx::pool::Pool;
 use sqlx::{AnyConnection, Row};
 
-use crate::elect::{Evidence, Standing, Step, TIME_WINDOW, elect_step, flag_excluded};
+use crate::elect::{Ballot, Evidence, Standing, Step, TIME_WINDOW, elect_step, flag_excluded};
 use crate::{
     Backend, Db, DbError, DeviceKeys, GroupStats, KernelKind, Level, NewReport, RecordedReport, Result, VotePolicy, Winner, now_ms,
     random_id, ranked_weight,
@@ -614,10 +614,13 @@ async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &Vote
                         ev.medians.insert(k.to_string(), median_of(conn, at, k, n).await?);
                     }
                 }
-                Step::Times(ks) => {
+                Step::Ballots(ks) => {
                     for k in ks {
-                        ev.times.insert(k.to_string(), times_of(conn, at, k).await?);
+                        ev.ballots.insert(k.to_string(), ballots_of(conn, at, k).await?);
                     }
+                }
+                Step::Weights(k, sessions) => {
+                    ev.weights.insert(k.to_string(), weights_of(conn, at, k, &sessions).await?);
                 }
             }
         };
@@ -714,12 +717,11 @@ async fn median_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str, sessions
     }
 }
 
-/// `kernel`'s per-session times at `at` from its latest [`TIME_WINDOW`]
-/// ballots, most recent first.
-async fn times_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str) -> Result<Vec<(String, f64)>> {
+/// `kernel`'s latest [`TIME_WINDOW`] ballots at `at`, most recent first.
+async fn ballots_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str) -> Result<Vec<Ballot>> {
     let rows = at
         .bind(sqlx::query(concat!(
-            "SELECT session_id, median_us FROM ballots WHERE ",
+            "SELECT session_id, weight, median_us FROM ballots WHERE ",
             at_key!(),
             " AND kernel_sha256 = $7 ORDER BY created_at DESC, report_id DESC LIMIT $8"
         )))
@@ -727,7 +729,25 @@ async fn times_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str) -> Result
         .bind(TIME_WINDOW as i64)
         .fetch_all(&mut *conn)
         .await?;
-    rows.iter().map(|r| Ok((r.try_get("session_id")?, r.try_get("median_us")?))).collect()
+    rows.iter()
+        .map(|r| Ok(Ballot { session: r.try_get("session_id")?, weight: r.try_get("weight")?, median_us: r.try_get("median_us")? }))
+        .collect()
+}
+
+/// The weights `kernel` has at `at` in the ballots of these sessions (a
+/// session that did not rank it is missing).
+async fn weights_of(
+    conn: &mut AnyConnection,
+    at: &At<'_>,
+    kernel: &str,
+    sessions: &[String],
+) -> Result<std::collections::HashMap<String, i64>> {
+    let mut q = Sql::new(conn, "SELECT session_id, weight FROM ballots WHERE op = ");
+    q.bind(at.kind.op.clone()).push(" AND shape = ").bind(at.kind.shape.clone()).push(" AND target = ").bind(at.kind.target.clone());
+    q.push(" AND ").keys(std::slice::from_ref(at), true).push(" AND kernel_sha256 = ").bind(kernel.to_string());
+    q.push(" AND session_id IN (").list(sessions.iter().cloned()).push(")");
+    let rows = q.query()?.fetch_all(&mut *conn).await?;
+    rows.iter().map(|r| Ok((r.try_get("session_id")?, r.try_get("weight")?))).collect()
 }
 
 /// The index of the first of `tickets` already quoted by a measurement or

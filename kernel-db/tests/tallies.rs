@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use common::*;
 use proptest::prelude::*;
 use webtune_kernel_db::{
-    Db, DbError, DeviceKeys, Level, NewMeasurement, NewReport, TIME_WINDOW, Tally, VotePolicy, elect, flag_excluded, random_id,
+    Ballot, Db, DbError, DeviceKeys, Level, NewMeasurement, NewReport, TIME_WINDOW, Tally, VotePolicy, elect, flag_excluded, random_id,
     ranked_weight,
 };
 
@@ -88,7 +88,7 @@ impl Model {
     fn tallies(&self, space: usize, level: Level, key: &str, sessions: &[String], shas: &[String]) -> Vec<Tally> {
         let mut by_kernel: BTreeMap<usize, Tally> = BTreeMap::new();
         // Each session's latest report with votes, the most recent first
-        // (the order `Tally::times` keeps).
+        // (the order `Tally::ballots` keeps).
         let mut latest: Vec<(usize, usize, &Stored)> = (0..SESSIONS)
             .filter(|&s| keys_of(s).key(level) == Some(key))
             .filter_map(|s| {
@@ -103,10 +103,14 @@ impl Model {
         latest.sort_by_key(|e| std::cmp::Reverse(e.0));
         for (_, s, r) in latest {
             for &(k, w, m) in r.2.iter().filter(|v| v.1 > 0) {
-                let t =
-                    by_kernel.entry(k).or_insert_with(|| Tally { kernel_sha256: shas[k].clone(), votes: 0, times: vec![], flagged_by: 0 });
+                let t = by_kernel.entry(k).or_insert_with(|| Tally {
+                    kernel_sha256: shas[k].clone(),
+                    votes: 0,
+                    ballots: vec![],
+                    flagged_by: 0,
+                });
                 t.votes += w;
-                t.times.push((sessions[s].clone(), m));
+                t.ballots.push(Ballot { session: sessions[s].clone(), weight: w, median_us: m });
             }
         }
         for (k, t) in &mut by_kernel {
@@ -405,7 +409,7 @@ async fn time_window(db: Db) {
     let sha = kernel(&db, 1).await;
     let k = keys("v/a1/d1", "v/a1", "v");
     let n = TIME_WINDOW + 44;
-    let mut tallies = Tally { kernel_sha256: sha.clone(), votes: 0, times: vec![], flagged_by: 0 };
+    let mut tallies = Tally { kernel_sha256: sha.clone(), votes: 0, ballots: vec![], flagged_by: 0 };
     for i in 0..n {
         let s = session(&db, &k).await;
         // The oldest sessions measured it much slower.
@@ -424,12 +428,12 @@ async fn time_window(db: Db) {
         };
         db.record_report(&report, &k, &POLICY).await.unwrap();
         tallies.votes += 5;
-        tallies.times.insert(0, (s, t));
+        tallies.ballots.insert(0, Ballot { session: s, weight: 5, median_us: t });
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
     let best = db.best(&kind(), &k, Some("sp")).await.unwrap().unwrap().winner;
     assert_eq!((best.votes, best.reports), (5 * n as i64, n as i64));
-    let all: Vec<f64> = tallies.times.iter().map(|t| t.1).collect();
+    let all: Vec<f64> = tallies.ballots.iter().map(|b| b.median_us).collect();
     let mut sorted = all.clone();
     sorted.sort_by(f64::total_cmp);
     assert_ne!(tallies.median_us(), 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]), "the window must matter in this test");
@@ -445,4 +449,80 @@ async fn sqlite_time_window() {
 #[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
 async fn postgres_time_window() {
     time_window(postgres().await).await;
+}
+
+/// Duels past the window (issue 20): 700 sessions of one key rank three
+/// kernels, the crowd's favourite changing twice over, so that
+/// kernels hold more ballots than `TIME_WINDOW` and an election must read,
+/// session by session, rankings older than a kernel's window. After every
+/// report the database's winner is the pure rule's on the full history.
+async fn duels_past_the_window(db: Db) {
+    let shas = [kernel(&db, 1).await, kernel(&db, 2).await, kernel(&db, 3).await];
+    let k = keys("v/a1/d1", "v/a1", "v");
+    let mut tallies: Vec<Tally> =
+        shas.iter().map(|s| Tally { kernel_sha256: s.clone(), votes: 0, ballots: vec![], flagged_by: 0 }).collect();
+    let (mut incumbent, mut changes) = (None::<String>, 0);
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for i in 0..700 {
+        let s = session(&db, &k).await;
+        let favourite = [0, 1, 1, 2, 2, 2, 0][i / 100];
+        let other = (favourite + 1 + (next() % 2) as usize) % 3;
+        let ranked: Vec<usize> = match next() % 5 {
+            0 | 1 | 2 => vec![favourite],
+            3 => vec![favourite, other],
+            _ => vec![other, favourite],
+        };
+        let time = |k: usize, n: u64| [100.0, 96.0, 93.0][k] * (1.0 + (n % 7) as f64 / 100.0);
+        let entries: Vec<(usize, f64)> = ranked.iter().map(|&x| (x, time(x, next()))).collect();
+        let mut sorted = entries.clone();
+        sorted.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let report = NewReport {
+            session_id: s.clone(),
+            kind: kind(),
+            space_checksum: "sp".into(),
+            entries: entries
+                .iter()
+                .map(|&(x, t)| NewMeasurement {
+                    kernel_sha256: shas[x].clone(),
+                    ticket: random_id().unwrap(),
+                    median_us: t,
+                    runs: 10,
+                    output_ok: true,
+                })
+                .collect(),
+        };
+        db.record_report(&report, &k, &POLICY).await.unwrap();
+        for (r, &(x, t)) in entries.iter().enumerate() {
+            let weight = ranked_weight(r + 1, true);
+            tallies[x].votes += weight;
+            tallies[x].ballots.insert(0, Ballot { session: s.clone(), weight, median_us: t });
+        }
+        let present: Vec<Tally> = tallies.iter().filter(|t| t.sessions() > 0).cloned().collect();
+        let want = elect(&present, incumbent.as_deref(), &POLICY).map(|t| t.kernel_sha256.clone());
+        let got = db.best(&kind(), &k, Some("sp")).await.unwrap().map(|b| b.winner.kernel_sha256);
+        assert_eq!(got, want, "after report {i}");
+        if want != incumbent && incumbent.is_some() {
+            changes += 1;
+        }
+        incumbent = want;
+    }
+    assert!(tallies.iter().any(|t| t.sessions() > TIME_WINDOW), "a kernel must hold more ballots than the window");
+    assert!(changes >= 2, "the favourite changes, and so must the winner: {changes} changes");
+}
+
+#[tokio::test]
+async fn sqlite_duels_past_the_window() {
+    duels_past_the_window(sqlite().await).await;
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
+async fn postgres_duels_past_the_window() {
+    duels_past_the_window(postgres().await).await;
 }

@@ -26,7 +26,7 @@ pub struct ServeArgs {
     /// Least relative speed-up a challenger needs to replace a winner.
     #[arg(long, default_value_t = 0.03)]
     pub min_margin: f64,
-    /// Relative lead in votes with which a challenger replaces a winner whatever the times say.
+    /// Relative lead in sessions ranking a challenger above the winner (over those ranking the winner above it) with which it replaces the winner whatever the times say.
     #[arg(long, default_value_t = 0.25)]
     pub vote_margin: f64,
     /// Write requests (sessions, reports, queues) per client address per minute.
