@@ -474,7 +474,7 @@ async fn duels_past_the_window(db: Db) {
         let favourite = [0, 1, 1, 2, 2, 2, 0][i / 100];
         let other = (favourite + 1 + (next() % 2) as usize) % 3;
         let ranked: Vec<usize> = match next() % 5 {
-            0 | 1 | 2 => vec![favourite],
+            0..=2 => vec![favourite],
             3 => vec![favourite, other],
             _ => vec![other, favourite],
         };
