@@ -243,7 +243,7 @@ async fn store_group(conn: &mut AnyConnection, group: &[Job]) -> Result<Vec<Resu
             }
         }
     }
-    let mut elected: Vec<(At, Option<Winner>)> = Vec::new();
+    let mut elected: Vec<(At, Elected)> = Vec::new();
     for (_, ats) in by_kind {
         // The policy is the server's, the same for every report.
         let policy = &accepted[0].job.policy;
@@ -252,14 +252,16 @@ async fn store_group(conn: &mut AnyConnection, group: &[Job]) -> Result<Vec<Resu
     }
     for a in &accepted {
         let r = &a.job.report;
-        let winners = Level::STORED
+        let mine: Vec<&Elected> = Level::STORED
             .iter()
             .filter_map(|&level| {
                 let at = At::new(&r.kind, &r.space_checksum, level, &a.job.keys);
-                elected.iter().find(|(x, _)| x.same(&at)).and_then(|(_, w)| w.clone())
+                elected.iter().find(|(x, _)| x.same(&at)).map(|(_, e)| e)
             })
             .collect();
-        outcomes[a.index] = Some(Ok(RecordedReport { report_id: a.id.clone(), winners }));
+        let winners = mine.iter().filter_map(|e| e.winner.clone()).collect();
+        let seats_changed = mine.iter().any(|e| e.seat_changed);
+        outcomes[a.index] = Some(Ok(RecordedReport { report_id: a.id.clone(), winners, seats_changed }));
     }
     Ok(outcomes.into_iter().map(|o| o.expect("every report answered")).collect())
 }
@@ -540,7 +542,14 @@ impl Sql {
 /// the running tallies and stores them; where no kernel is eligible, the
 /// standing winner of the same space is removed only if flags exclude it
 /// (another space's winner is never touched). The winners, by level.
-async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &VotePolicy, now: i64) -> Result<Vec<Option<Winner>>> {
+/// One key's election: its winner, and whether the seat changed hands.
+struct Elected {
+    winner: Option<Winner>,
+    /// Another kernel took the seat, or the winner was removed.
+    seat_changed: bool,
+}
+
+async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &VotePolicy, now: i64) -> Result<Vec<Elected>> {
     let kind = levels[0].kind;
     debug_assert!(levels.iter().all(|l| l.kind == kind));
     // Standings, incumbents and flags of every level in one statement
@@ -627,9 +636,11 @@ async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &Vote
         let Some(win) = won else {
             // Nothing eligible: the standing winner of this space stays
             // unless flags exclude it (see `flag_excluded`).
+            let mut seat_changed = false;
             if let Some(inc) = &incumbent {
                 let sessions = standings.iter().find(|s| &s.kernel_sha256 == inc).map_or(0, |s| s.sessions);
                 if flag_excluded(flagged.get(inc).copied().unwrap_or(0), sessions, policy.quorum) {
+                    seat_changed = true;
                     at.bind(sqlx::query(
                         "DELETE FROM winners WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND level = $5 \
                          AND level_key = $6",
@@ -638,7 +649,7 @@ async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &Vote
                     .await?;
                 }
             }
-            out.push(None);
+            out.push(Elected { winner: None, seat_changed });
             continue;
         };
         let best_median_us = match ev.median(&win.kernel_sha256) {
@@ -658,7 +669,7 @@ async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &Vote
             updated_at: now,
         };
         upserts.push(w.clone());
-        out.push(Some(w));
+        out.push(Elected { seat_changed: incumbent.as_deref() != Some(win.kernel_sha256.as_str()), winner: Some(w) });
     }
     if !upserts.is_empty() {
         let mut q = Sql::new(

@@ -176,6 +176,11 @@ pub struct RecordedReport {
     pub report_id: String,
     /// The winners after this report, one per stored level.
     pub winners: Vec<Winner>,
+    /// Whether the elections this report took part in put a different
+    /// kernel in (or took one out of) any of its keys' seats: what a
+    /// server's lookup cache must forget at once. A report that only adds
+    /// votes changes no answer but its counts.
+    pub seats_changed: bool,
 }
 
 /// A device row for the dashboard.

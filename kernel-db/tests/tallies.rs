@@ -455,7 +455,8 @@ async fn postgres_time_window() {
 /// kernels, the crowd's favourite changing twice over, so that
 /// kernels hold more ballots than `TIME_WINDOW` and an election must read,
 /// session by session, rankings older than a kernel's window. After every
-/// report the database's winner is the pure rule's on the full history.
+/// report the database's winner is the pure rule's on the full history, and
+/// the report says whether the seat changed hands.
 async fn duels_past_the_window(db: Db) {
     let shas = [kernel(&db, 1).await, kernel(&db, 2).await, kernel(&db, 3).await];
     let k = keys("v/a1/d1", "v/a1", "v");
@@ -497,7 +498,7 @@ async fn duels_past_the_window(db: Db) {
                 })
                 .collect(),
         };
-        db.record_report(&report, &k, &POLICY).await.unwrap();
+        let rec = db.record_report(&report, &k, &POLICY).await.unwrap();
         for (r, &(x, t)) in entries.iter().enumerate() {
             let weight = ranked_weight(r + 1, true);
             tallies[x].votes += weight;
@@ -507,6 +508,8 @@ async fn duels_past_the_window(db: Db) {
         let want = elect(&present, incumbent.as_deref(), &POLICY).map(|t| t.kernel_sha256.clone());
         let got = db.best(&kind(), &k, Some("sp")).await.unwrap().map(|b| b.winner.kernel_sha256);
         assert_eq!(got, want, "after report {i}");
+        // The three keys hold the same sessions, so their seats change together.
+        assert_eq!(rec.seats_changed, want != incumbent, "after report {i}: which seats changed hands");
         if want != incumbent && incumbent.is_some() {
             changes += 1;
         }

@@ -162,7 +162,7 @@ pub struct App {
     sessions: Mutex<HashMap<String, webtune_kernel_db::Session>>,
     /// Lookup answers, valid while `generation` is unchanged and younger than the TTL.
     best_cache: RwLock<HashMap<String, (u64, Instant, Bytes)>>,
-    /// Bumped by every accepted report: cached lookups are then stale.
+    /// Bumped by every accepted report that changed a seat: cached lookups are then stale.
     generation: AtomicU64,
     started: Instant,
 }

@@ -166,7 +166,13 @@ async fn record(app: &App, id: &str, body: Result<Bytes, BytesRejection>) -> Api
         .collect();
     let report = NewReport { session_id: session.id.clone(), kind, space_checksum: space, entries };
     let rec = app.db.record_report(&report, &session.keys, &app.config.policy).await?;
-    app.generation.fetch_add(1, Ordering::Release);
+    // Cached lookups are forgotten at once only when a seat changed hands;
+    // their vote and report counts may lag by the cache's TTL. (Forgetting
+    // them on every report sent every lookup to the database while reports
+    // flowed.)
+    if rec.seats_changed {
+        app.generation.fetch_add(1, Ordering::Release);
+    }
     app.metrics.measurements_accepted.fetch_add(n as u64, Ordering::Relaxed);
     Ok(ReportResponse {
         report_id: rec.report_id,
