@@ -271,21 +271,23 @@ fn duel<'a>(c: &'a str, i: &'a str, q: usize, policy: &VotePolicy, ev: &Evidence
         return Err(Step::Ballots([c, i]));
     };
     let (cw, iw) = (recent(cb), recent(ib));
-    // Each session among either window, with its weight for both kernels.
-    let (cm, im): (std::collections::HashMap<&str, i64>, std::collections::HashMap<&str, i64>) =
-        (cw.iter().map(|b| (b.session.as_str(), b.weight)).collect(), iw.iter().map(|b| (b.session.as_str(), b.weight)).collect());
-    // A session missing from a kernel's window ranked it, if at all, before
-    // that window began: possible only when the window is full.
-    let weight_of = |kernel: &str, window: &std::collections::HashMap<&str, i64>, all: usize, s: &str| -> Option<i64> {
-        if let Some(&w) = window.get(s) {
-            return Some(w);
+    // Each window's ballots by session.
+    let (cm, im): (std::collections::HashMap<&str, &Ballot>, std::collections::HashMap<&str, &Ballot>) =
+        (cw.iter().map(|b| (b.session.as_str(), b)).collect(), iw.iter().map(|b| (b.session.as_str(), b)).collect());
+    // A session's weight for a kernel. One missing from the kernel's window
+    // ranked it, if at all, before that window began: possible only when
+    // the window is full, and then read by session (`None` until asked).
+    let weight_of = |kernel: &str, window: &std::collections::HashMap<&str, &Ballot>, all: usize, s: &str| -> Option<i64> {
+        if let Some(b) = window.get(s) {
+            return Some(b.weight);
         }
         if all < TIME_WINDOW {
             return Some(0);
         }
         ev.weights.get(kernel).map(|m| m.get(s).copied().unwrap_or(0))
     };
-    for (kernel, window, all, others) in [(c, &cm, cb.len(), iw), (i, &im, ib.len(), cw)] {
+    let (c_side, i_side) = ((c, &cm, cb.len()), (i, &im, ib.len()));
+    for ((kernel, window, all), others) in [(c_side, iw), (i_side, cw)] {
         let missing: Vec<String> =
             others.iter().filter(|b| weight_of(kernel, window, all, &b.session).is_none()).map(|b| b.session.clone()).collect();
         if !missing.is_empty() {
@@ -298,8 +300,8 @@ fn duel<'a>(c: &'a str, i: &'a str, q: usize, policy: &VotePolicy, ev: &Evidence
         if !seen.insert(s) {
             continue;
         }
-        let wc = weight_of(c, &cm, cb.len(), s).expect("asked for above");
-        let wi = weight_of(i, &im, ib.len(), s).expect("asked for above");
+        let wc = weight_of(c_side.0, c_side.1, c_side.2, s).expect("asked for above");
+        let wi = weight_of(i_side.0, i_side.1, i_side.2, s).expect("asked for above");
         match wc.cmp(&wi) {
             std::cmp::Ordering::Greater => for_c += 1,
             std::cmp::Ordering::Less => for_i += 1,
@@ -312,13 +314,12 @@ fn duel<'a>(c: &'a str, i: &'a str, q: usize, policy: &VotePolicy, ev: &Evidence
     if for_c as f64 >= for_i as f64 * (1.0 + policy.vote_margin) {
         return Ok(true);
     }
-    let it: std::collections::HashMap<&str, f64> = iw.iter().map(|b| (b.session.as_str(), b.median_us)).collect();
     let paired: Vec<f64> =
-        cw.iter().filter_map(|b| it.get(b.session.as_str()).map(|ti| b.median_us / ti)).filter(|r| r.is_finite()).collect();
+        cw.iter().filter_map(|b| im.get(b.session.as_str()).map(|ib| b.median_us / ib.median_us)).filter(|r| r.is_finite()).collect();
     if paired.len() < q {
-        // No device measured both: the majority of sessions decides, and
-        // times from different devices (a liar's among them) are never
-        // compared.
+        // Fewer than a quorum of devices measured both: the majority of
+        // sessions decides, and times from different devices (a liar's
+        // among them) are never compared.
         return Ok(true);
     }
     let (ratio, noise) = median_and_noise(paired);
@@ -484,7 +485,8 @@ mod tests {
         // Every honest session ranks best above pushed, every liar the other way: best stays.
         assert_eq!(elect(&t, Some("best"), &p).unwrap().kernel_sha256, "best");
         // Had the liars come first and installed their kernel, the honest
-        // majority unseats it through the runner-up, though the liars still lead the votes.
+        // majority unseats it through the kernel the most sessions ranked,
+        // though the liars still lead the votes.
         let winner = elect(&t, Some("pushed"), &p).unwrap().kernel_sha256.clone();
         assert_ne!(winner, "pushed");
         assert!(truth(&winner) <= 103.0, "{winner}");
