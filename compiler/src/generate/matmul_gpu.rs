@@ -568,10 +568,13 @@ impl Mm<'_> {
             .map(|i| {
                 let sfx = if nbuf == 1 { String::new() } else { i.to_string() };
                 let f = self.f();
-                (
-                    f.buffer(&format!("As{sfx}"), Elem::F32, x1 * r1 * sk, Space::Workgroup, true),
-                    f.buffer(&format!("Bs{sfx}"), Elem::F32, r1 * y1 * sk, Space::Workgroup, true),
-                )
+                // Rows of one k each: a register tile's reads index the row
+                // by the unrolled step, a constant (see `wgsl::rows`).
+                let asb = f.buffer(&format!("As{sfx}"), Elem::F32, x1 * r1 * sk, Space::Workgroup, true);
+                f.set_row(asb, x1);
+                let bsb = f.buffer(&format!("Bs{sfx}"), Elem::F32, r1 * y1 * sk, Space::Workgroup, true);
+                f.set_row(bsb, y1);
+                (asb, bsb)
             })
             .collect();
         let zero = self.f().i32(0);
@@ -655,7 +658,13 @@ impl Mm<'_> {
     fn reduce(&mut self, body: &mut Vec<Stmt>, b_tile: Handle<Buffer>) {
         let Some(kg) = self.kg else { return };
         let s = self.s;
-        let red = if reduce_in_b_tile(s) { b_tile } else { self.f().buffer("red", Elem::F32, s.x1 * s.y1, Space::Workgroup, true) };
+        let red = if reduce_in_b_tile(s) {
+            b_tile
+        } else {
+            let red = self.f().buffer("red", Elem::F32, s.x1 * s.y1, Space::Workgroup, true);
+            self.f().set_row(red, s.y1);
+            red
+        };
         let (_, groups) = self.col_groups();
         let lty = self.lty();
         // Where accumulator (i, j) goes: its place in the x1 × y1 tile.

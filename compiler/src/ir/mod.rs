@@ -103,6 +103,9 @@ impl<T> Arena<T> {
     pub fn get(&self, h: Handle<T>) -> Option<&T> {
         self.items.get(h.index())
     }
+    pub fn get_mut(&mut self, h: Handle<T>) -> Option<&mut T> {
+        self.items.get_mut(h.index())
+    }
     pub fn iter(&self) -> impl Iterator<Item = (Handle<T>, &T)> {
         self.items.iter().enumerate().map(|(i, t)| (Handle::new(i), t))
     }
@@ -186,6 +189,14 @@ pub struct Buffer {
     pub space: Space,
     /// Whether the kernel writes this buffer.
     pub writable: bool,
+    /// Workgroup buffers only: elements per row when the GPU backend should
+    /// declare the buffer two-dimensional (0: flat). Element `i` is the
+    /// same element either way (row `i / row`, column `i % row`); the
+    /// backend then indexes a row by a constant wherever it can prove that
+    /// an access stays within one row, so that the runtime bounds check on
+    /// the dynamic column index is the same for every row a thread reads
+    /// (see [`crate::wgsl`]).
+    pub row: u32,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -449,7 +460,14 @@ impl Func {
     }
 
     pub fn buffer(&mut self, name: &str, elem: Elem, len: u32, space: Space, writable: bool) -> Handle<Buffer> {
-        self.buffers.push(Buffer { name: name.to_string(), elem, len, space, writable })
+        self.buffers.push(Buffer { name: name.to_string(), elem, len, space, writable, row: 0 })
+    }
+
+    /// Declares workgroup buffer `b` as rows of `row` elements ([`Buffer::row`]).
+    pub fn set_row(&mut self, b: Handle<Buffer>, row: u32) {
+        if let Some(buf) = self.buffers.get_mut(b) {
+            buf.row = row;
+        }
     }
 
     pub fn var(&mut self, name: impl Into<String>, ty: Ty) -> Handle<Var> {

@@ -272,10 +272,17 @@ impl Parser {
         if writable {
             self.pos += 1;
         }
+        let row = if self.at_ident("row") {
+            self.pos += 1;
+            self.u32()?
+        } else {
+            0
+        };
         if self.bufs.contains_key(&name) {
             return Err(self.error(format!("buffer `{name}` declared twice")));
         }
         let h = self.func.buffer(&name, elem, len, space, writable);
+        self.func.set_row(h, row);
         self.bufs.insert(name, h);
         Ok(())
     }
@@ -502,7 +509,7 @@ mod tests {
   buf A: f32[64] param 0
   buf W: u32[16] param 1
   buf C: f32[64] param 2 rw
-  buf T: f32[8] workgroup rw
+  buf T: f32[8] workgroup rw row 4
   var i: i32
   var j: i32
   var a: f32x4

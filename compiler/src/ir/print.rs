@@ -32,7 +32,8 @@ pub fn print(f: &Func) -> String {
             Space::Global => "global".to_string(),
         };
         let rw = if b.writable { " rw" } else { "" };
-        let _ = writeln!(out, "  buf {}: {}[{}] {}{}", b.name, elem, b.len, space, rw);
+        let row = if b.row > 0 { format!(" row {}", b.row) } else { String::new() };
+        let _ = writeln!(out, "  buf {}: {}[{}] {}{}{}", b.name, elem, b.len, space, rw, row);
     }
     for (_, v) in f.vars.iter() {
         let _ = writeln!(out, "  var {}: {}", v.name, v.ty.name());

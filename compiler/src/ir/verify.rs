@@ -30,10 +30,11 @@ pub enum Flavor {
     Gpu,
 }
 
+/// A closed interval of integer values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Range {
-    lo: i64,
-    hi: i64,
+pub(crate) struct Range {
+    pub lo: i64,
+    pub hi: i64,
 }
 
 struct Verifier<'a> {
@@ -66,6 +67,9 @@ pub fn verify(f: &Func, flavor: Flavor) -> Result<Types, VerifyError> {
         }
         if b.len == 0 {
             return Err(VerifyError(format!("buffer {} has length 0", b.name)));
+        }
+        if b.row > 0 && (b.space != Space::Workgroup || !b.len.is_multiple_of(b.row)) {
+            return Err(VerifyError(format!("buffer {} has rows of {} but is not a workgroup buffer of whole rows", b.name, b.row)));
         }
     }
     seen.sort_unstable();
@@ -393,37 +397,46 @@ impl Verifier<'_> {
 
     /// The range of an i32 expression, where loop ranges make it known.
     fn range(&self, e: Handle<Expr>) -> Option<Range> {
-        let r = match self.f.exprs[e] {
-            Expr::I32(v) => Range { lo: v as i64, hi: v as i64 },
-            Expr::Var(v) => self.ranges[v.index()]?,
-            Expr::Bin(op, a, b) => {
-                let (x, y) = (self.range(a)?, self.range(b)?);
-                match op {
-                    BinOp::Add => Range { lo: x.lo + y.lo, hi: x.hi + y.hi },
-                    BinOp::Sub => Range { lo: x.lo - y.hi, hi: x.hi - y.lo },
-                    BinOp::Mul => {
-                        let c = [x.lo * y.lo, x.lo * y.hi, x.hi * y.lo, x.hi * y.hi];
-                        Range { lo: *c.iter().min()?, hi: *c.iter().max()? }
-                    }
-                    BinOp::Div if y.lo == y.hi && y.lo > 0 && x.lo >= 0 => Range { lo: x.lo / y.lo, hi: x.hi / y.lo },
-                    BinOp::Rem if y.lo == y.hi && y.lo > 0 && x.lo >= 0 => Range { lo: 0, hi: (y.lo - 1).min(x.hi) },
-                    BinOp::Min => Range { lo: x.lo.min(y.lo), hi: x.hi.min(y.hi) },
-                    BinOp::Lt => Range { lo: 0, hi: 1 },
-                    BinOp::And if y.lo == y.hi && y.lo >= 0 => Range { lo: 0, hi: y.lo },
-                    BinOp::Or if x.lo >= 0 && y.lo >= 0 => {
-                        // At most every bit below the larger operand's top bit.
-                        let top = x.hi.max(y.hi);
-                        Range { lo: x.lo.max(y.lo), hi: if top == 0 { 0 } else { (1i64 << (64 - top.leading_zeros())) - 1 } }
-                    }
-                    BinOp::Shr if y.lo == y.hi && x.lo >= 0 && (0..32).contains(&y.lo) => Range { lo: x.lo >> y.lo, hi: x.hi >> y.lo },
-                    _ => return None,
-                }
-            }
-            _ => return None,
-        };
-        // Past i32 the backend's arithmetic would wrap: treat that as unknown.
-        (r.lo >= i32::MIN as i64 && r.hi <= i32::MAX as i64).then_some(r)
+        interval(self.f, e, &|leaf| match *leaf {
+            Expr::Var(v) => self.ranges[v.index()],
+            _ => None,
+        })
     }
+}
+
+/// The range of the i32 expression `e` by interval arithmetic, `None` where
+/// unknown. Literals are their own range; `leaf` gives the range of every
+/// other operand that is not a binary operation (variables, builtins).
+/// A range past i32 is unknown: the backends' arithmetic would wrap there.
+pub(crate) fn interval(f: &Func, e: Handle<Expr>, leaf: &dyn Fn(&Expr) -> Option<Range>) -> Option<Range> {
+    let r = match f.exprs[e] {
+        Expr::I32(v) => Range { lo: v as i64, hi: v as i64 },
+        Expr::Bin(op, a, b) => {
+            let (x, y) = (interval(f, a, leaf)?, interval(f, b, leaf)?);
+            match op {
+                BinOp::Add => Range { lo: x.lo + y.lo, hi: x.hi + y.hi },
+                BinOp::Sub => Range { lo: x.lo - y.hi, hi: x.hi - y.lo },
+                BinOp::Mul => {
+                    let c = [x.lo * y.lo, x.lo * y.hi, x.hi * y.lo, x.hi * y.hi];
+                    Range { lo: *c.iter().min()?, hi: *c.iter().max()? }
+                }
+                BinOp::Div if y.lo == y.hi && y.lo > 0 && x.lo >= 0 => Range { lo: x.lo / y.lo, hi: x.hi / y.lo },
+                BinOp::Rem if y.lo == y.hi && y.lo > 0 && x.lo >= 0 => Range { lo: 0, hi: (y.lo - 1).min(x.hi) },
+                BinOp::Min => Range { lo: x.lo.min(y.lo), hi: x.hi.min(y.hi) },
+                BinOp::Lt => Range { lo: 0, hi: 1 },
+                BinOp::And if y.lo == y.hi && y.lo >= 0 => Range { lo: 0, hi: y.lo },
+                BinOp::Or if x.lo >= 0 && y.lo >= 0 => {
+                    // At most every bit below the larger operand's top bit.
+                    let top = x.hi.max(y.hi);
+                    Range { lo: x.lo.max(y.lo), hi: if top == 0 { 0 } else { (1i64 << (64 - top.leading_zeros())) - 1 } }
+                }
+                BinOp::Shr if y.lo == y.hi && x.lo >= 0 && (0..32).contains(&y.lo) => Range { lo: x.lo >> y.lo, hi: x.hi >> y.lo },
+                _ => return None,
+            }
+        }
+        ref other => leaf(other)?,
+    };
+    (r.lo >= i32::MIN as i64 && r.hi <= i32::MAX as i64).then_some(r)
 }
 
 #[cfg(test)]

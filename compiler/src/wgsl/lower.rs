@@ -21,6 +21,7 @@ use naga::{
     Statement, Type, TypeInner, VectorSize,
 };
 
+use super::rows::{self, Affine, Facts};
 use super::{EmitError, vec4_buffers};
 use crate::ir::verify::{Flavor, Types, verify};
 use crate::ir::{BinOp, Builtin, ERF_CLAMP, ERF_P, ERF_Q, Elem, Expr, Func, Handle, LoadTy, Space, Stmt, Ty, UnOp};
@@ -77,7 +78,7 @@ pub fn module_passes(passes: &[(&Func, &str, [u32; 3])], half: bool) -> Result<n
                 vec4[h.index()] = bound[&key].vec4;
             }
         }
-        let function = lower_function(&mut m, &mut tys, &mut bound, f, types, vec4, name, half)?;
+        let function = lower_function(&mut m, &mut tys, &mut bound, (f, workgroup_size), types, vec4, name, half)?;
         m.entry_points.push(naga::EntryPoint {
             name: name.into(),
             stage: naga::ShaderStage::Compute,
@@ -118,7 +119,7 @@ fn lower_function(
     m: &mut naga::Module,
     tys: &mut TypeSet,
     bound: &mut HashMap<(u32, u32), Bound>,
-    f: &Func,
+    (f, workgroup_size): (&Func, [u32; 3]),
     types: Types,
     vec4: Vec<bool>,
     name: &str,
@@ -133,6 +134,9 @@ fn lower_function(
     // The pre-emitted expressions every statement may use, made once up front.
     let args = [0, 1].map(|i| func.expressions.append(N::FunctionArgument(i), Span::UNDEFINED));
     let mut globals = Vec::with_capacity(f.buffers.len());
+    // Rows of each workgroup buffer that has them, in elements (0: flat); a
+    // vec4 buffer needs whole vec4s per row.
+    let rows: Vec<u32> = f.buffers.iter().map(|(h, b)| if vec4[h.index()] && b.row % 4 != 0 { 0 } else { b.row }).collect();
     for (h, b) in f.buffers.iter() {
         let key = binding_of(b.space);
         if let Some(g) = key.and_then(|k| bound[&k].global) {
@@ -156,7 +160,15 @@ fn lower_function(
             None if b.space == Space::Workgroup => (fixed(len), AddressSpace::WorkGroup, None),
             None => (fixed(len), AddressSpace::Private, None),
         };
-        let ty = tys.get(m, TypeInner::Array { base, size, stride });
+        let ty = match rows[h.index()] {
+            0 => tys.get(m, TypeInner::Array { base, size, stride }),
+            row => {
+                // array<array<T, row>, len / row>, in T's units.
+                let per_row = if vec4[h.index()] { row / 4 } else { row };
+                let inner = tys.get(m, TypeInner::Array { base, size: fixed(per_row), stride });
+                tys.get(m, TypeInner::Array { base: inner, size: fixed(len / per_row), stride: stride * per_row })
+            }
+        };
         let g = m.global_variables.append(
             naga::GlobalVariable {
                 name: Some(super::buf_name(f, h)),
@@ -184,6 +196,9 @@ fn lower_function(
         f,
         types,
         vec4,
+        rows,
+        facts: Facts::new(f, workgroup_size),
+        sums: HashMap::new(),
         consts: vec![None; f.vars.len()],
         exprs: std::mem::take(&mut func.expressions),
         emitted: 0,
@@ -264,6 +279,12 @@ struct Builder<'a> {
     f: &'a Func,
     types: Types,
     vec4: Vec<bool>,
+    /// Elements per row of each two-dimensional workgroup buffer, else 0
+    /// (see [`rows`]).
+    rows: Vec<u32>,
+    facts: Facts,
+    /// Lowered row and column indices ([`Self::affine`]), reused like `memo`.
+    sums: HashMap<Affine, Memo>,
     /// Loop counters of unrolled loops, replaced by their current value.
     consts: Vec<Option<i32>>,
     exprs: naga::Arena<N>,
@@ -435,6 +456,118 @@ impl Builder<'_> {
         self.access(g, q)
     }
 
+    /// Pointer to element `index + extra` of two-dimensional workgroup
+    /// buffer `buf`, read `lanes` wide (a `vec4` with 4 on a `vec4` buffer):
+    /// `[row][column]` as [`rows::split`] finds them, else `[q / row][q % row]`
+    /// of the flat index `q`.
+    fn row_pointer(&mut self, buf: Handle<crate::ir::Buffer>, index: Handle<Expr>, extra: i64, lanes: u32) -> Result<NExpr, EmitError> {
+        let f = self.f;
+        let (row, vec, g) = (self.rows[buf.index()], self.vec4[buf.index()], self.globals[buf.index()]);
+        let len = f.buffers[buf].len;
+        if let Some((outer, inner)) = rows::split(f, &self.facts, &self.consts, index, extra, row, len, lanes) {
+            let r = self.index_by(g, &outer)?;
+            if !vec {
+                return self.index_by(r, &inner);
+            }
+            if inner.terms.iter().all(|&(_, k)| k % 4 == 0) {
+                // Whole vec4s apart: the lane is the constant's remainder.
+                let quad = Affine { c: inner.c / 4, terms: inner.terms.iter().map(|&(t, k)| (t, k / 4)).collect() };
+                let q = self.index_by(r, &quad)?;
+                return Ok(if lanes == 4 { q } else { self.add(N::AccessIndex { base: q, index: (inner.c % 4) as u32 }) });
+            }
+            // A column whose alignment the terms do not show (the buffer is
+            // vec4, so a 4-lane access is aligned); proven non-negative.
+            let c = self.affine(&inner)?;
+            let q = self.quad_of(c);
+            let p = self.access(r, q);
+            if lanes == 4 {
+                return Ok(p);
+            }
+            let three = self.i32(3);
+            let lane = self.bin(NOp::And, c, three);
+            return Ok(self.access(p, lane));
+        }
+        let mut i = self.expr(index)?;
+        if extra != 0 {
+            let e = self.i32(extra as i32);
+            i = self.bin(NOp::Add, i, e);
+        }
+        let iu = self.bitcast(i, ScalarKind::Uint);
+        let (q, per_row) = if vec {
+            let two = self.lit(Literal::U32(2));
+            (self.bin(NOp::ShiftRight, iu, two), row / 4)
+        } else {
+            (iu, row)
+        };
+        let n = self.lit(Literal::U32(per_row));
+        let (o, c) = (self.bin(NOp::Divide, q, n), self.bin(NOp::Modulo, q, n));
+        let r = self.access(g, o);
+        let p = self.access(r, c);
+        if vec && lanes == 1 {
+            let three = self.lit(Literal::U32(3));
+            let lane = self.bin(NOp::And, iu, three);
+            return Ok(self.access(p, lane));
+        }
+        Ok(p)
+    }
+
+    /// `i >> 2` of a non-negative i32.
+    fn quad_of(&mut self, i: NExpr) -> NExpr {
+        let two = self.lit(Literal::U32(2));
+        let iu = self.bitcast(i, ScalarKind::Uint);
+        self.bin(NOp::ShiftRight, iu, two)
+    }
+
+    /// `base[a]`: a literal index where `a` is a constant (no bounds check).
+    fn index_by(&mut self, base: NExpr, a: &Affine) -> Result<NExpr, EmitError> {
+        if a.terms.is_empty() {
+            return Ok(self.add(N::AccessIndex { base, index: a.c as u32 }));
+        }
+        let i = self.affine(a)?;
+        Ok(self.access(base, i))
+    }
+
+    /// The i32 value of `a`, made once while the variables it reads keep
+    /// their values (as `memo` does for IR expressions).
+    fn affine(&mut self, a: &Affine) -> Result<NExpr, EmitError> {
+        if let Some(m) = self.sums.get(a)
+            && m.scope == self.scope
+            && m.reads.iter().all(|&(v, ep)| self.epoch[v] == ep)
+        {
+            let (h, reads) = (m.expr, m.reads.clone());
+            self.reads.extend(reads);
+            return Ok(h);
+        }
+        let (mark, loads) = (self.reads.len(), self.buffer_loads);
+        let mut sum: Option<NExpr> = None;
+        for &(t, k) in &a.terms {
+            let x = self.expr(t)?;
+            let term = if k == 1 {
+                x
+            } else {
+                let kc = self.i32(k as i32);
+                self.bin(NOp::Multiply, x, kc)
+            };
+            sum = Some(match sum {
+                Some(s) => self.bin(NOp::Add, s, term),
+                None => term,
+            });
+        }
+        let h = match sum {
+            Some(s) if a.c != 0 => {
+                let c = self.i32(a.c as i32);
+                self.bin(NOp::Add, s, c)
+            }
+            Some(s) => s,
+            None => self.i32(a.c as i32),
+        };
+        if self.buffer_loads == loads {
+            let reads = self.reads[mark..].to_vec();
+            self.sums.insert(a.clone(), Memo { expr: h, reads, scope: self.scope });
+        }
+        Ok(h)
+    }
+
     fn block(&mut self, body: &[Stmt]) -> Result<(), EmitError> {
         for s in body {
             self.stmt(s)?;
@@ -494,7 +627,6 @@ impl Builder<'_> {
             }
             Stmt::Store { buf, index, value } => {
                 let mut v = self.expr(*value)?;
-                let i = self.expr(*index)?;
                 let ty = self.types.of(*value);
                 if ty == Ty::I32 && f.buffers[*buf].elem == Elem::U32 {
                     v = self.bitcast(v, ScalarKind::Uint);
@@ -502,6 +634,20 @@ impl Builder<'_> {
                 if f.buffers[*buf].elem == Elem::F16 && !self.half {
                     v = self.add(N::As { expr: v, kind: ScalarKind::Float, convert: Some(2) });
                 }
+                if self.rows[buf.index()] > 0 {
+                    if ty.lanes() == 1 || self.vec4[buf.index()] {
+                        let p = self.row_pointer(*buf, *index, 0, ty.lanes())?;
+                        self.stmt_after_flush(Statement::Store { pointer: p, value: v });
+                    } else {
+                        for k in 0..4u32 {
+                            let lane = self.add(N::AccessIndex { base: v, index: k });
+                            let p = self.row_pointer(*buf, *index, k as i64, 1)?;
+                            self.stmt_after_flush(Statement::Store { pointer: p, value: lane });
+                        }
+                    }
+                    return Ok(());
+                }
+                let i = self.expr(*index)?;
                 if ty.lanes() == 1 {
                     let p = self.element(*buf, i);
                     self.stmt_after_flush(Statement::Store { pointer: p, value: v });
@@ -699,6 +845,28 @@ impl Builder<'_> {
                 let lane = self.add(N::AccessIndex { base: x, index: n as u32 });
                 // A `u32x4` lane is an IR `i32`.
                 if self.types.of(a) == Ty::U32x4 { self.bitcast(lane, ScalarKind::Sint) } else { lane }
+            }
+            Expr::Load { ty, buf, index } if self.rows[buf.index()] > 0 => {
+                self.buffer_loads += 1;
+                let widen = f.buffers[buf].elem == Elem::F16 && !self.half;
+                let mut v = if ty.lanes() == 1 || self.vec4[buf.index()] {
+                    let p = self.row_pointer(buf, index, 0, ty.lanes())?;
+                    let v = self.load(p);
+                    if widen { self.add(N::As { expr: v, kind: ScalarKind::Float, convert: Some(4) }) } else { v }
+                } else {
+                    let mut lanes = Vec::with_capacity(4);
+                    for k in 0..4 {
+                        let p = self.row_pointer(buf, index, k, 1)?;
+                        let l = self.load(p);
+                        lanes.push(if widen { self.add(N::As { expr: l, kind: ScalarKind::Float, convert: Some(4) }) } else { l });
+                    }
+                    let vty = if ty == LoadTy::F32x4 { self.vec4_types[0] } else { self.vec4_types[1] };
+                    self.add(N::Compose { ty: vty, components: lanes })
+                };
+                if ty == LoadTy::U32 {
+                    v = self.bitcast(v, ScalarKind::Sint);
+                }
+                v
             }
             Expr::Load { ty, buf, index } => {
                 self.buffer_loads += 1;

@@ -23,6 +23,7 @@
 //!   Comparisons yield `i32` 0 or 1, and `if` tests for non-zero.
 
 pub mod lower;
+mod rows;
 
 use crate::generate::{matmul_gpu, q4_gpu};
 use crate::ir::verify::Types;
@@ -401,7 +402,7 @@ mod tests {
             s.check(&op, Target::Wgsl).unwrap();
             let k = compile(&op, &s).unwrap();
             validate(&k.source).unwrap();
-            assert!(!k.source.contains("f32") && k.source.contains("var<workgroup> b_As: array<vec4<f16>"), "{}", k.source);
+            assert!(!k.source.contains("f32") && k.source.contains("var<workgroup> b_As: array<array<vec4<f16>"), "{}", k.source);
         }
         // The tiled q4 family unpacks nibbles by conversion, not through f32 bits.
         let q4 = Op::parse("matmul_q4+f16", "33,96,16").unwrap();
@@ -522,7 +523,11 @@ mod tests {
                                 .source
                                 .lines()
                                 .map(str::trim_start)
-                                .any(|l| l.starts_with("b_Bs") && l.split(" = ").next().is_some_and(|lhs| lhs.contains("][")));
+                                // The tile is two-dimensional: a whole vec4 is `b_Bs[r][c]`, a component `b_Bs[r][c].x` or `b_Bs[r][c][l]`.
+                                .any(|l| {
+                                    l.starts_with("b_Bs")
+                                        && l.split(" = ").next().is_some_and(|lhs| lhs.contains("].") || lhs.matches("][").count() > 1)
+                                });
                             assert!(!component_store, "{shape} {s:?}: component store into the B tile");
                             compiled += 1;
                         }
@@ -559,16 +564,20 @@ mod tests {
         let op = Op::parse("matmul", "128,128,128").unwrap();
         let s = Schedule { x0: 8, y0: 8, x1: 64, y1: 64, r1: 8, r0: 8, ..Schedule::default_for(&op, Target::Wgsl) };
         let k = compile(&op, &s).unwrap();
-        // The transposed A tile is an array of vec4 (its scalar stores address
-        // components) and each row group is one read, split into lanes.
-        assert!(k.source.contains("var<workgroup> b_As: array<vec4<f32>, 128>;"), "{}", k.source);
-        assert!(k.source.contains("& 3i)] = "), "{}", k.source);
+        // The transposed A tile is rows (one k each) of vec4s, its scalar
+        // stores address components, and each row group is one read, split
+        // into lanes. Every read of a register step names its row by a literal.
+        assert!(k.source.contains("var<workgroup> b_As: array<array<vec4<f32>, 16>, 8>;"), "{}", k.source);
+        assert!(k.source.contains("].x = "), "{}", k.source);
+        for step in 0..8 {
+            assert!(k.source.contains(&format!("b_As[{step}][")) && k.source.contains(&format!("b_Bs[{step}][")), "{}", k.source);
+        }
         assert!(!k.source.contains("/ 4i"), "vec4 indices are shifts, not divisions: {}", k.source);
         assert!(k.source.contains(" = v_a4_1_;"), "{}", k.source);
         assert!(k.source.contains(".w)"), "{}", k.source);
         // Scalar schedules keep scalar rows.
         let scalar = compile(&op, &Schedule { vectorize: 1, ..s }).unwrap();
-        assert!(scalar.source.contains("var<workgroup> b_As: array<f32, 512>;"), "{}", scalar.source);
+        assert!(scalar.source.contains("var<workgroup> b_As: array<array<f32, 64>, 8>;"), "{}", scalar.source);
     }
 
     #[test]

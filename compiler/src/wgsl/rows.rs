@@ -1,0 +1,265 @@
+//! Two-dimensional workgroup buffers: how an access to a buffer with rows
+//! ([`crate::ir::Buffer::row`]) is split into a row and a column.
+//!
+//! Why: WebGPU implementations (naga in wgpu, Tint in Chromium) clamp every
+//! dynamic array index to the array's length. A register tile's reads from
+//! a flat workgroup tile have indices `k·row + t` with the unrolled step k
+//! a constant and t the thread's offset, so each read carries its own clamp
+//! of a different sum. Declared as `array<array<T, row>, rows>` and indexed
+//! `[k][t]`, the row is a literal (no clamp) and the column's clamp is the
+//! same expression for every k: the driver computes it once per thread.
+//!
+//! The split is exact. An index is written as an affine form `c + Σ kᵢ·xᵢ`
+//! (constants folded, unrolled counters as their current value); terms
+//! whose coefficient is a multiple of the row go to the row index, and the
+//! rest, with `c mod row`, to the column, but only where interval
+//! arithmetic proves that the column and every lane of the access stay in
+//! `[0, row)`. Anything else is indexed `[i / row][i % row]`, the same
+//! element by definition.
+
+use crate::ir::verify::{Range, interval};
+use crate::ir::{BinOp, Builtin, Expr, Func, Handle, Stmt};
+
+/// `c + Σ coef·term`, terms distinct and none of them constant.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct Affine {
+    pub c: i64,
+    pub terms: Vec<(Handle<Expr>, i64)>,
+}
+
+impl Affine {
+    fn add_term(&mut self, e: Handle<Expr>, coef: i64) {
+        match self.terms.iter_mut().find(|(t, _)| *t == e) {
+            Some((_, k)) => *k += coef,
+            None => self.terms.push((e, coef)),
+        }
+        self.terms.retain(|&(_, k)| k != 0);
+    }
+}
+
+/// What the lowering knows about a function's integers: the workgroup
+/// size, and the range of each variable assigned exactly once, at the top
+/// level (a thread's row and column in its tile, its workgroup's origin).
+pub(super) struct Facts {
+    workgroup_size: [u32; 3],
+    vars: Vec<Option<Range>>,
+}
+
+impl Facts {
+    pub fn new(f: &Func, workgroup_size: [u32; 3]) -> Facts {
+        fn count(body: &[Stmt], n: &mut [u32]) {
+            for s in body {
+                match s {
+                    Stmt::For(l) => {
+                        n[l.var.index()] += 2;
+                        count(&l.body, n);
+                    }
+                    Stmt::If { body, .. } => count(body, n),
+                    Stmt::Set { var, .. } => n[var.index()] += 1,
+                    Stmt::Store { .. } | Stmt::Barrier => {}
+                }
+            }
+        }
+        let mut defs = vec![0u32; f.vars.len()];
+        count(&f.body, &mut defs);
+        let mut facts = Facts { workgroup_size, vars: vec![None; f.vars.len()] };
+        for s in &f.body {
+            if let Stmt::Set { var, value } = s
+                && defs[var.index()] == 1
+            {
+                // A read before the assignment sees the variable's zero.
+                facts.vars[var.index()] = facts.range(f, &[], *value).map(|r| Range { lo: r.lo.min(0), hi: r.hi.max(0) });
+            }
+        }
+        facts
+    }
+
+    /// The range of i32 expression `e`, with `consts` the current values of
+    /// unrolled loop counters.
+    pub fn range(&self, f: &Func, consts: &[Option<i32>], e: Handle<Expr>) -> Option<Range> {
+        interval(f, e, &|leaf| match *leaf {
+            Expr::Var(v) => match consts.get(v.index()).copied().flatten() {
+                Some(c) => Some(Range { lo: c as i64, hi: c as i64 }),
+                None => self.vars[v.index()],
+            },
+            Expr::Builtin(Builtin::LocalId(d)) => Some(Range { lo: 0, hi: self.workgroup_size[d as usize] as i64 - 1 }),
+            // WebGPU dispatches at most 65535 workgroups a dimension.
+            Expr::Builtin(Builtin::GroupId(_)) => Some(Range { lo: 0, hi: 65534 }),
+            _ => None,
+        })
+    }
+}
+
+/// The value of `e` when it is a constant under `consts`.
+fn constant(f: &Func, consts: &[Option<i32>], e: Handle<Expr>) -> Option<i64> {
+    match f.exprs[e] {
+        Expr::I32(c) => Some(c as i64),
+        Expr::Var(v) => consts.get(v.index()).copied().flatten().map(i64::from),
+        Expr::Bin(op, a, b) => op.eval_i32(constant(f, consts, a)? as i32, constant(f, consts, b)? as i32).map(i64::from),
+        _ => None,
+    }
+}
+
+/// `e · coef` added to `out`: sums and differences are opened, products
+/// by a constant scale their other operand, constants fold.
+pub(super) fn affine(f: &Func, consts: &[Option<i32>], e: Handle<Expr>, coef: i64, out: &mut Affine) {
+    if let Some(c) = constant(f, consts, e) {
+        out.c += coef * c;
+        return;
+    }
+    match f.exprs[e] {
+        Expr::Bin(BinOp::Add, a, b) => {
+            affine(f, consts, a, coef, out);
+            affine(f, consts, b, coef, out);
+        }
+        Expr::Bin(BinOp::Sub, a, b) => {
+            affine(f, consts, a, coef, out);
+            affine(f, consts, b, -coef, out);
+        }
+        Expr::Bin(BinOp::Mul, a, b) if constant(f, consts, b).is_some() => {
+            affine(f, consts, a, coef * constant(f, consts, b).unwrap_or(0), out);
+        }
+        Expr::Bin(BinOp::Mul, a, b) if constant(f, consts, a).is_some() => {
+            affine(f, consts, b, coef * constant(f, consts, a).unwrap_or(0), out);
+        }
+        _ => out.add_term(e, coef),
+    }
+}
+
+/// Element `index + extra` of a buffer of `len` elements in rows of `row`,
+/// read `lanes` wide: `(row index, column)` as affine forms, the column
+/// proven to keep all lanes in the row and the row index a valid literal
+/// where it has no terms; `None` where that cannot be shown.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn split(
+    f: &Func,
+    facts: &Facts,
+    consts: &[Option<i32>],
+    index: Handle<Expr>,
+    extra: i64,
+    row: u32,
+    len: u32,
+    lanes: u32,
+) -> Option<(Affine, Affine)> {
+    let row = row as i64;
+    let mut a = Affine { c: extra, terms: Vec::new() };
+    affine(f, consts, index, 1, &mut a);
+    let mut outer = Affine { c: a.c.div_euclid(row), terms: Vec::new() };
+    let mut inner = Affine { c: a.c.rem_euclid(row), terms: Vec::new() };
+    let (mut lo, mut hi) = (inner.c, inner.c);
+    for &(t, k) in &a.terms {
+        if k % row == 0 {
+            outer.terms.push((t, k / row));
+        } else {
+            let r = facts.range(f, consts, t)?;
+            let (x, y) = (r.lo * k, r.hi * k);
+            lo += x.min(y);
+            hi += x.max(y);
+            inner.terms.push((t, k));
+        }
+    }
+    let rows = (len as i64) / row;
+    let literal_row_ok = !outer.terms.is_empty() || (0..rows).contains(&outer.c);
+    (lo >= 0 && hi + lanes as i64 <= row && literal_row_ok).then_some((outer, inner))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::parse::parse;
+
+    /// The function's last store's index.
+    fn last_index(f: &Func) -> Handle<Expr> {
+        fn find(body: &[Stmt], out: &mut Option<Handle<Expr>>) {
+            for s in body {
+                match s {
+                    Stmt::Store { index, .. } => *out = Some(*index),
+                    Stmt::For(l) => find(&l.body, out),
+                    Stmt::If { body, .. } => find(body, out),
+                    _ => {}
+                }
+            }
+        }
+        let mut out = None;
+        find(&f.body, &mut out);
+        out.expect("a store")
+    }
+
+    const KERNEL: &str = "kernel k {
+  buf T: f32[512] workgroup rw row 64
+  buf C: f32[512] param 0 rw
+  var t: i32
+  var u: i32
+  t = local_id.x / 16
+  u = local_id.x % 16
+  store T[STORE] = 1.0
+}
+";
+
+    fn split_of(index: &str, lanes: u32) -> Option<(Affine, Affine)> {
+        let f = parse(&KERNEL.replace("STORE", index)).expect("parses");
+        let facts = Facts::new(&f, [128, 1, 1]);
+        split(&f, &facts, &[], last_index(&f), 0, 64, 512, lanes)
+    }
+
+    #[test]
+    fn a_constant_row_and_a_thread_column_split() {
+        // 3·64 + 4·t + 32 with t in 0..8: row 3, column 4t + 32 ≤ 60.
+        let (outer, inner) = split_of("192 + t * 4 + 32", 4).expect("splits");
+        assert_eq!((outer.c, outer.terms.len()), (3, 0));
+        assert_eq!((inner.c, inner.terms.len(), inner.terms[0].1), (32, 1, 4));
+        // A thread's row term goes to the row index, scaled down.
+        let (outer, inner) = split_of("u * 64 + t * 4", 4).expect("splits");
+        assert_eq!((outer.terms[0].1, inner.terms[0].1), (1, 4));
+    }
+
+    #[test]
+    fn columns_that_may_leave_the_row_do_not_split() {
+        // 4t + 36 + 4 lanes reaches 68 > 64 for t = 7.
+        assert!(split_of("t * 4 + 36", 4).is_none());
+        // The same column read one lane wide fits: 4·7 + 36 = 64 does not.
+        assert!(split_of("t * 4 + 36", 1).is_none());
+        assert!(split_of("t * 4 + 35", 1).is_some());
+        // u·4 reaches 60; u·5 reaches 75.
+        assert!(split_of("u * 4", 4).is_some());
+        assert!(split_of("u * 5", 1).is_none());
+        // A negative column, or a literal row past the buffer.
+        assert!(split_of("t - 1", 1).is_none());
+        assert!(split_of("512 + t", 1).is_none());
+    }
+
+    #[test]
+    fn every_split_names_the_same_element() {
+        // For each thread and index form that splits, row·64 + column is the index.
+        let forms = ["192 + t * 4 + 32", "u * 64 + t * 4", "t * 4 + 35", "u * 4 + 128", "t * 2 + u * 3 + 1"];
+        for form in forms {
+            let f = parse(&KERNEL.replace("STORE", form)).expect("parses");
+            let facts = Facts::new(&f, [128, 1, 1]);
+            let Some((outer, inner)) = split(&f, &facts, &[], last_index(&f), 0, 64, 512, 1) else { continue };
+            for lid in 0..128i64 {
+                let (t, u) = (lid / 16, lid % 16);
+                let value = |h: Handle<Expr>| if crate::ir::print::expr(&f, h) == "t" { t } else { u };
+                let eval = |a: &Affine| a.c + a.terms.iter().map(|&(h, k)| k * value(h)).sum::<i64>();
+                let flat = parse_eval(form, t, u);
+                assert_eq!(eval(&outer) * 64 + eval(&inner), flat, "{form} at t={t} u={u}");
+                assert!((0..64).contains(&eval(&inner)));
+            }
+        }
+    }
+
+    /// The test forms' value: sums of `k * v`, `v * k` and constants.
+    fn parse_eval(form: &str, t: i64, u: i64) -> i64 {
+        form.split('+')
+            .map(|p| {
+                p.split('*')
+                    .map(str::trim)
+                    .map(|x| match x {
+                        "t" => t,
+                        "u" => u,
+                        n => n.parse().expect("a number"),
+                    })
+                    .product::<i64>()
+            })
+            .sum()
+    }
+}
