@@ -296,6 +296,32 @@ fn q4_families_by_rows_and_split_k_where_the_grid_is_small() {
     }
 }
 
+/// Slice twins fill the GPU with workgroups as well as threads: at 128 rows
+/// the 8×8 / 64×128 tile (128 threads, 64 workgroups) reaches 32 K threads
+/// and 256 workgroups with 4 slices, the 8×8 / 128×128 tile (256 threads,
+/// 32 workgroups) needs 8 for the workgroups.
+#[test]
+fn slice_twins_reach_enough_workgroups_too() {
+    let h100 = Device::from_fingerprint(&presets::get("h100").unwrap()).unwrap();
+    let op = Op::parse("matmul", "128,4096,4096").unwrap();
+    let l = space(&op, Target::Wgsl, &h100).schedules;
+    let slices = |x1: u32, y1: u32| {
+        l.iter()
+            .filter(|s| (s.x0, s.y0, s.x1, s.y1, s.split_k, s.double_buffer) == (8, 8, x1, y1, 1, true) && s.k_slices > 1)
+            .map(|s| s.k_slices)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(slices(64, 128), vec![4], "{l:?}");
+    assert_eq!(slices(128, 128), vec![8], "{l:?}");
+    for s in &l {
+        if s.k_slices > 1 {
+            let groups = 128u32.div_ceil(s.x1) * 4096u32.div_ceil(s.y1) * s.k_slices;
+            let threads = groups * (s.x1 / s.x0) * (s.y1 / s.y0) * s.split_k;
+            assert!(groups >= 256 && threads >= 32 * 1024, "{s:?}");
+        }
+    }
+}
+
 #[test]
 fn server_rebuilds_the_space_from_keys() {
     let op = Op::parse("batch_matmul", "12,384,384,64").unwrap();

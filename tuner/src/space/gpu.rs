@@ -6,8 +6,8 @@ use webtune_compiler::{Op, Schedule};
 
 use super::order::{Cand, GpuOrder, ragged};
 use super::{
-    GPU_FILL_OUTPUTS, GPU_FILL_THREADS, GPU_MIN_GROUP_SLABS, GPU_Q4_DB_STEPS, GPU_Q4_MAX_ROWS, GPU_Q4_OUTPUTS, GPU_Q4_R0, GPU_Q4_ROWS,
-    GPU_R0, GPU_REGISTER_TILE, MAX_UNROLLED, Relaxation, floor_pow2, np2, pow2s, register_tiles,
+    GPU_FILL_GROUPS, GPU_FILL_OUTPUTS, GPU_FILL_THREADS, GPU_MIN_GROUP_SLABS, GPU_Q4_DB_STEPS, GPU_Q4_MAX_ROWS, GPU_Q4_OUTPUTS, GPU_Q4_R0,
+    GPU_Q4_ROWS, GPU_R0, GPU_REGISTER_TILE, MAX_UNROLLED, Relaxation, floor_pow2, np2, pow2s, register_tiles,
 };
 use crate::fingerprint::{Device, DeviceClass};
 
@@ -152,7 +152,9 @@ fn split_twin(op: &Op, s: &Schedule, lim: crate::fingerprint::GpuLimits) -> Opti
 /// each slice [`GPU_MIN_GROUP_SLABS`] K slabs or more. Unlike split_k, which makes each
 /// workgroup larger, slices make more workgroups, so they reach cores that
 /// the tile's grid leaves idle; they pay a second pass over the partial
-/// sums (`k_slices` · M · N · 4 bytes written and read).
+/// sums (`k_slices` · M · N · 4 bytes written and read). The slices must
+/// also make [`GPU_FILL_GROUPS`] workgroups: a tile of 256 threads reaches
+/// the thread count with half as many workgroups as one of 128.
 fn slice_twin(op: &Op, s: &Schedule) -> Option<Schedule> {
     if !s.cache_read {
         return None;
@@ -162,11 +164,13 @@ fn slice_twin(op: &Op, s: &Schedule) -> Option<Schedule> {
     if 2 * grid > GPU_FILL_THREADS {
         return None;
     }
+    let threads = ((s.x1 / s.x0) * (s.y1 / s.y0) * s.split_k) as u64;
+    let groups = grid / threads;
     let slabs = k.div_ceil(s.r1);
     let mut best = None;
     for ks in [2, 4, 8, 16].into_iter().take_while(|&ks| slabs / ks >= GPU_MIN_GROUP_SLABS) {
         best = Some(Schedule { k_slices: ks, ..s.clone() });
-        if grid * ks as u64 >= GPU_FILL_THREADS {
+        if grid * ks as u64 >= GPU_FILL_THREADS && groups * ks as u64 >= GPU_FILL_GROUPS {
             break;
         }
     }

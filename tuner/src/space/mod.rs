@@ -170,6 +170,14 @@ pub const GPU_R0: u32 = 8;
 /// (32 K threads). Smaller GPUs fill sooner: there the unsplit tile, which
 /// is always in the space too, wins on the device.
 pub const GPU_FILL_THREADS: u64 = 32 * 1024;
+/// Workgroups a sliced WGSL matmul grid needs besides [`GPU_FILL_THREADS`]
+/// threads (that many threads in workgroups of 128): on the H200 (Vulkan,
+/// 2026-11-27, BENCHMARKS.md "Workgroup tiles in rows"), the 8×8 / 128×128
+/// tile (256 threads) at 128×4096×4096 ran 31.5 TFLOP/s with 4 slices (32 K
+/// threads in 128 workgroups) and 38.6 with 8 (256 workgroups), while the
+/// 8×8 / 64×128 tile (128 threads) ran 37.3 with 4 slices (256 workgroups)
+/// and 32.4 with 8.
+pub const GPU_FILL_GROUPS: u64 = GPU_FILL_THREADS / 128;
 /// Outputs (M·N per batch) from which splitting K no longer paid on the
 /// H200, whatever the tile: at 256×4096×4096 (1 M outputs) the split 8×8
 /// tiles (16 K threads) lost 26% to the unsplit (q4, 2026-11-27).
