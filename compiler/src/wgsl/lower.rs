@@ -979,6 +979,36 @@ mod tests {
     }
 
     #[test]
+    fn rows_index_by_a_literal_row_where_proven_and_divide_elsewhere() {
+        let f = crate::ir::parse::parse(
+            "kernel k {
+               buf C: f32[64] param 0 rw
+               buf V: f32[64] workgroup rw row 16
+               buf S: f32[64] workgroup rw row 16
+               var t: i32
+               t = local_id.x % 4
+               store V[local_id.x * 4] = splat(1.0)
+               store S[32 + t] = 2.0
+               store S[local_id.x * 3] = 3.0
+               barrier
+               store C[local_id.x * 4] = load.f32x4 V[16 + t * 4]
+               store C[local_id.x] = load.f32 S[48 + local_id.x % 16] + load.f32 S[local_id.x + 3]
+             }",
+        )
+        .unwrap();
+        let text = super::super::write(&f, [16, 1, 1]).unwrap();
+        // Rows of 16 floats: 4 vec4s of V, 16 scalars of S.
+        assert!(text.contains("var<workgroup> b_V: array<array<vec4<f32>, 4>, 4>;"), "{text}");
+        assert!(text.contains("var<workgroup> b_S: array<array<f32, 16>, 4>;"), "{text}");
+        // Proven: row 1 of V at column t (t < 4), rows 2 and 3 of S.
+        assert!(text.contains("b_V[1][") && text.contains("b_S[2][") && text.contains("b_S[3]["), "{text}");
+        // Not provable (local_id.x·4 reaches 60, ·3 reaches 45, + 3 leaves row 0):
+        // the flat index divided by the row, unsigned.
+        assert!(text.contains("/ 4u)][") && text.contains("% 4u)]"), "{text}");
+        assert_eq!(text.matches("/ 16u)][").count(), 2, "{text}");
+    }
+
+    #[test]
     fn f16_arithmetic_refuses_f32_arguments() {
         let src = |elem: &str| format!("kernel k {{ buf A: {elem}[8] param 0 buf C: f16[8] param 1 rw store C[0] = load.f32 A[0] + 1.0 }}");
         let half = crate::ir::parse::parse(&src("f16")).unwrap();

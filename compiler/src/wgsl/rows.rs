@@ -228,38 +228,41 @@ mod tests {
         assert!(split_of("512 + t", 1).is_none());
     }
 
-    #[test]
-    fn every_split_names_the_same_element() {
-        // For each thread and index form that splits, row·64 + column is the index.
-        let forms = ["192 + t * 4 + 32", "u * 64 + t * 4", "t * 4 + 35", "u * 4 + 128", "t * 2 + u * 3 + 1"];
-        for form in forms {
-            let f = parse(&KERNEL.replace("STORE", form)).expect("parses");
+    proptest::proptest! {
+        /// Over random forms `c + k1·t + k2·u` (t < 8, u < 16), rows and
+        /// widths: every split names the same element as the flat index for
+        /// every thread, keeps the access inside its row, and gives a literal
+        /// row only inside the buffer; and a form whose every coefficient is
+        /// a multiple of the row, with the access inside one row, always splits.
+        #[test]
+        fn every_split_names_the_same_element(
+            c in -200i64..700,
+            k1 in -70i64..70,
+            k2 in -70i64..70,
+            row in proptest::sample::select(vec![4u32, 8, 16, 64]),
+            lanes in proptest::sample::select(vec![1u32, 4]),
+        ) {
+            let form = format!("({c}) + t * ({k1}) + u * ({k2})");
+            let f = parse(&KERNEL.replace("STORE", &form)).expect("parses");
             let facts = Facts::new(&f, [128, 1, 1]);
-            let Some((outer, inner)) = split(&f, &facts, &[], last_index(&f), 0, 64, 512, 1) else { continue };
-            for lid in 0..128i64 {
-                let (t, u) = (lid / 16, lid % 16);
-                let value = |h: Handle<Expr>| if crate::ir::print::expr(&f, h) == "t" { t } else { u };
-                let eval = |a: &Affine| a.c + a.terms.iter().map(|&(h, k)| k * value(h)).sum::<i64>();
-                let flat = parse_eval(form, t, u);
-                assert_eq!(eval(&outer) * 64 + eval(&inner), flat, "{form} at t={t} u={u}");
-                assert!((0..64).contains(&eval(&inner)));
+            let got = split(&f, &facts, &[], last_index(&f), 0, row, 512, lanes);
+            let r = row as i64;
+            if k1 % r == 0 && k2 % r == 0 && (0..512).contains(&c) && c % r + lanes as i64 <= r {
+                proptest::prop_assert!(got.is_some(), "{form} row {row} lanes {lanes}");
+            }
+            let Some((outer, inner)) = got else { return Ok(()) };
+            if outer.terms.is_empty() {
+                proptest::prop_assert!((0..512 / r).contains(&outer.c));
+            }
+            for t in 0..8i64 {
+                for u in 0..16i64 {
+                    let value = |h: Handle<Expr>| if crate::ir::print::expr(&f, h) == "t" { t } else { u };
+                    let eval = |a: &Affine| a.c + a.terms.iter().map(|&(h, k)| k * value(h)).sum::<i64>();
+                    let (o, i) = (eval(&outer), eval(&inner));
+                    proptest::prop_assert_eq!(o * r + i, c + k1 * t + k2 * u, "{} at t={} u={}", form, t, u);
+                    proptest::prop_assert!(i >= 0 && i + lanes as i64 <= r, "{form}: column {i} of {row}");
+                }
             }
         }
-    }
-
-    /// The test forms' value: sums of `k * v`, `v * k` and constants.
-    fn parse_eval(form: &str, t: i64, u: i64) -> i64 {
-        form.split('+')
-            .map(|p| {
-                p.split('*')
-                    .map(str::trim)
-                    .map(|x| match x {
-                        "t" => t,
-                        "u" => u,
-                        n => n.parse().expect("a number"),
-                    })
-                    .product::<i64>()
-            })
-            .sum()
     }
 }
