@@ -18,6 +18,11 @@
 //!   provably a multiple of 4 is declared as an array of `vec4`; any other
 //!   buffer is an array of scalars, and 4-lane accesses to it are spelled out
 //!   lane by lane.
+//! - A workgroup buffer with rows ([`crate::ir::Buffer::row`]) is an array of
+//!   rows, `array<array<T, row>, rows>`, indexed `[row][column]` with the row
+//!   a literal wherever `rows` (interval arithmetic) proves an access stays inside one row, else
+//!   `[i / row][i % row]`: the same element either way, but WebGPU's clamp
+//!   of each dynamic index is then one per thread instead of one per read.
 //! - IR integers are `i32` with Wasm semantics: `>>` is a logical shift and
 //!   `tof32` converts an unsigned value, so both go through `bitcast<u32>`.
 //!   Comparisons yield `i32` 0 or 1, and `if` tests for non-zero.
