@@ -464,7 +464,11 @@ impl Builder<'_> {
         let f = self.f;
         let (row, vec, g) = (self.rows[buf.index()], self.vec4[buf.index()], self.globals[buf.index()]);
         let len = f.buffers[buf].len;
-        if let Some((outer, inner)) = rows::split(f, &self.facts, &self.consts, index, extra, row, len, lanes) {
+        // A variable read as its value only once its assignment has run.
+        let epoch = &self.epoch;
+        let facts = &self.facts;
+        let subst = |v: Handle<crate::ir::Var>| if epoch[v.index()] > 0 { facts.sum_of(v) } else { None };
+        if let Some((outer, inner)) = rows::split(f, facts, (&self.consts, &subst), index, extra, row, len, lanes) {
             let r = self.index_by(g, &outer)?;
             if !vec {
                 return self.index_by(r, &inner);
