@@ -32,7 +32,7 @@ pub(super) struct Affine {
 impl Affine {
     fn add_term(&mut self, e: Handle<Expr>, coef: i64) {
         match self.terms.iter_mut().find(|(t, _)| *t == e) {
-            Some((_, k)) => *k += coef,
+            Some((_, k)) => *k = k.saturating_add(coef),
             None => self.terms.push((e, coef)),
         }
         self.terms.retain(|&(_, k)| k != 0);
@@ -175,8 +175,9 @@ pub(super) type Subst<'a> = &'a dyn Fn(Handle<crate::ir::Var>) -> Option<Handle<
 /// by a constant scale their other operand, constants fold, and variables
 /// that `subst` gives a value are read as it.
 pub(super) fn affine(f: &Func, consts: &[Option<i32>], subst: Subst, e: Handle<Expr>, coef: i64, out: &mut Affine) {
+    // Saturating: a coefficient past i64 leaves i32 too, which `split` refuses.
     if let Some(c) = constant(f, consts, e) {
-        out.c += coef * c;
+        out.c = out.c.saturating_add(coef.saturating_mul(c));
         return;
     }
     match f.exprs[e] {
@@ -191,13 +192,13 @@ pub(super) fn affine(f: &Func, consts: &[Option<i32>], subst: Subst, e: Handle<E
         }
         Expr::Bin(BinOp::Sub, a, b) => {
             affine(f, consts, subst, a, coef, out);
-            affine(f, consts, subst, b, -coef, out);
+            affine(f, consts, subst, b, coef.saturating_neg(), out);
         }
         Expr::Bin(BinOp::Mul, a, b) if constant(f, consts, b).is_some() => {
-            affine(f, consts, subst, a, coef * constant(f, consts, b).unwrap_or(0), out);
+            affine(f, consts, subst, a, coef.saturating_mul(constant(f, consts, b).unwrap_or(0)), out);
         }
         Expr::Bin(BinOp::Mul, a, b) if constant(f, consts, a).is_some() => {
-            affine(f, consts, subst, b, coef * constant(f, consts, a).unwrap_or(0), out);
+            affine(f, consts, subst, b, coef.saturating_mul(constant(f, consts, a).unwrap_or(0)), out);
         }
         _ => out.add_term(e, coef),
     }
@@ -228,7 +229,7 @@ pub(super) fn split(
     affine(f, consts, subst, index, 1, &mut a);
     let mut outer = Affine { c: a.c.div_euclid(row), terms: Vec::new() };
     let mut inner = Affine { c: a.c.rem_euclid(row), terms: Vec::new() };
-    let (mut lo, mut hi) = (inner.c, inner.c);
+    let (mut lo, mut hi) = (inner.c as i128, inner.c as i128);
     let (mut all_lo, mut all_hi) = (a.c as i128, a.c as i128);
     for &(t, k) in &a.terms {
         let r = facts.range(f, consts, t)?;
@@ -238,15 +239,15 @@ pub(super) fn split(
         if k % row == 0 {
             outer.terms.push((t, k / row));
         } else {
-            lo += x.min(y) as i64;
-            hi += x.max(y) as i64;
+            lo += x.min(y);
+            hi += x.max(y);
             inner.terms.push((t, k));
         }
     }
     let in_i32 = all_lo >= i32::MIN as i128 && all_hi <= i32::MAX as i128;
     let rows = (len as i64) / row;
     let literal_row_ok = !outer.terms.is_empty() || (0..rows).contains(&outer.c);
-    (in_i32 && lo >= 0 && hi + lanes as i64 <= row && literal_row_ok).then_some((outer, inner))
+    (in_i32 && lo >= 0 && hi + lanes as i128 <= row as i128 && literal_row_ok).then_some((outer, inner))
 }
 
 #[cfg(test)]
@@ -316,6 +317,9 @@ mod tests {
         // IR): the flat index is divided instead.
         assert!(split_of("t * 1073741824 * 4 + 5", 1).is_none());
         assert!(split_of("t * 268435456 + 5", 1).is_some());
+        // Products past i64 saturate, and are refused like any past i32.
+        assert!(split_of("t * 2147483647 * 2147483647 * 2147483647 + 5", 1).is_none());
+        assert!(split_of("u * 64 - t * -2147483647 * 2147483647 * 4", 1).is_none());
     }
 
     #[test]
