@@ -456,6 +456,34 @@ impl Builder<'_> {
         self.access(g, q)
     }
 
+    /// `index` lowered, for a buffer indexed by its flat index (one without
+    /// rows); `None` for a buffer with rows, which [`Self::row_pointer`]
+    /// indexes from the IR.
+    fn flat_index(&mut self, buf: Handle<crate::ir::Buffer>, index: Handle<Expr>) -> Result<Option<NExpr>, EmitError> {
+        if self.rows[buf.index()] > 0 { Ok(None) } else { self.expr(index).map(Some) }
+    }
+
+    /// Pointer for an access `lanes` wide (4 only on a `vec4` buffer) to
+    /// `buf` at IR index `index`, whose lowered flat index is `flat` (see
+    /// [`Self::flat_index`]); with `lane: Some(k)`, element `index + k` alone.
+    fn pointer(
+        &mut self,
+        buf: Handle<crate::ir::Buffer>,
+        (index, flat): (Handle<Expr>, Option<NExpr>),
+        lane: Option<i64>,
+        lanes: u32,
+    ) -> Result<NExpr, EmitError> {
+        let Some(i) = flat else { return self.row_pointer(buf, index, lane.unwrap_or(0), lanes) };
+        let i = match lane {
+            Some(k) => {
+                let off = self.i32(k as i32);
+                self.bin(NOp::Add, i, off)
+            }
+            None => i,
+        };
+        Ok(if lanes == 4 { self.quad(buf, i) } else { self.element(buf, i) })
+    }
+
     /// Pointer to element `index + extra` of two-dimensional workgroup
     /// buffer `buf`, read `lanes` wide (a `vec4` with 4 on a `vec4` buffer):
     /// `[row][column]` as [`rows::split`] finds them, else `[q / row][q % row]`
@@ -638,32 +666,14 @@ impl Builder<'_> {
                 if f.buffers[*buf].elem == Elem::F16 && !self.half {
                     v = self.add(N::As { expr: v, kind: ScalarKind::Float, convert: Some(2) });
                 }
-                if self.rows[buf.index()] > 0 {
-                    if ty.lanes() == 1 || self.vec4[buf.index()] {
-                        let p = self.row_pointer(*buf, *index, 0, ty.lanes())?;
-                        self.stmt_after_flush(Statement::Store { pointer: p, value: v });
-                    } else {
-                        for k in 0..4u32 {
-                            let lane = self.add(N::AccessIndex { base: v, index: k });
-                            let p = self.row_pointer(*buf, *index, k as i64, 1)?;
-                            self.stmt_after_flush(Statement::Store { pointer: p, value: lane });
-                        }
-                    }
-                    return Ok(());
-                }
-                let i = self.expr(*index)?;
-                if ty.lanes() == 1 {
-                    let p = self.element(*buf, i);
-                    self.stmt_after_flush(Statement::Store { pointer: p, value: v });
-                } else if self.vec4[buf.index()] {
-                    let p = self.quad(*buf, i);
+                let flat = self.flat_index(*buf, *index)?;
+                if ty.lanes() == 1 || self.vec4[buf.index()] {
+                    let p = self.pointer(*buf, (*index, flat), None, ty.lanes())?;
                     self.stmt_after_flush(Statement::Store { pointer: p, value: v });
                 } else {
                     for k in 0..4u32 {
                         let lane = self.add(N::AccessIndex { base: v, index: k });
-                        let off = self.i32(k as i32);
-                        let ik = self.bin(NOp::Add, i, off);
-                        let p = self.element(*buf, ik);
+                        let p = self.pointer(*buf, (*index, flat), Some(k as i64), 1)?;
                         self.stmt_after_flush(Statement::Store { pointer: p, value: lane });
                     }
                 }
@@ -850,65 +860,31 @@ impl Builder<'_> {
                 // A `u32x4` lane is an IR `i32`.
                 if self.types.of(a) == Ty::U32x4 { self.bitcast(lane, ScalarKind::Sint) } else { lane }
             }
-            Expr::Load { ty, buf, index } if self.rows[buf.index()] > 0 => {
+            Expr::Load { ty, buf, index } => {
                 self.buffer_loads += 1;
+                let flat = self.flat_index(buf, index)?;
                 let widen = f.buffers[buf].elem == Elem::F16 && !self.half;
-                let mut v = if ty.lanes() == 1 || self.vec4[buf.index()] {
-                    let p = self.row_pointer(buf, index, 0, ty.lanes())?;
-                    let v = self.load(p);
-                    if widen { self.add(N::As { expr: v, kind: ScalarKind::Float, convert: Some(4) }) } else { v }
+                let v = if ty.lanes() == 1 || self.vec4[buf.index()] {
+                    let p = self.pointer(buf, (index, flat), None, ty.lanes())?;
+                    self.load(p)
                 } else {
                     let mut lanes = Vec::with_capacity(4);
                     for k in 0..4 {
-                        let p = self.row_pointer(buf, index, k, 1)?;
-                        let l = self.load(p);
-                        lanes.push(if widen { self.add(N::As { expr: l, kind: ScalarKind::Float, convert: Some(4) }) } else { l });
+                        let p = self.pointer(buf, (index, flat), (k > 0).then_some(k), 1)?;
+                        lanes.push(self.load(p));
+                    }
+                    if widen {
+                        // Widen each lane, then build the f32 vector.
+                        for l in &mut lanes {
+                            *l = self.add(N::As { expr: *l, kind: ScalarKind::Float, convert: Some(4) });
+                        }
                     }
                     let vty = if ty == LoadTy::F32x4 { self.vec4_types[0] } else { self.vec4_types[1] };
-                    self.add(N::Compose { ty: vty, components: lanes })
+                    return Ok(self.add(N::Compose { ty: vty, components: lanes }));
                 };
                 if ty == LoadTy::U32 {
-                    v = self.bitcast(v, ScalarKind::Sint);
-                }
-                v
-            }
-            Expr::Load { ty, buf, index } => {
-                self.buffer_loads += 1;
-                let i = self.expr(index)?;
-                let v = match ty {
-                    LoadTy::F32 | LoadTy::U32 => {
-                        let p = self.element(buf, i);
-                        let v = self.load(p);
-                        if ty == LoadTy::U32 { self.bitcast(v, ScalarKind::Sint) } else { v }
-                    }
-                    LoadTy::F32x4 | LoadTy::U32x4 if self.vec4[buf.index()] => {
-                        let p = self.quad(buf, i);
-                        self.load(p)
-                    }
-                    LoadTy::F32x4 | LoadTy::U32x4 => {
-                        let mut lanes = Vec::with_capacity(4);
-                        for k in 0..4 {
-                            let ik = if k == 0 {
-                                i
-                            } else {
-                                let off = self.i32(k);
-                                self.bin(NOp::Add, i, off)
-                            };
-                            let p = self.element(buf, ik);
-                            lanes.push(self.load(p));
-                        }
-                        let vty = if ty == LoadTy::F32x4 { self.vec4_types[0] } else { self.vec4_types[1] };
-                        if f.buffers[buf].elem == Elem::F16 && !self.half {
-                            // Widen each lane, then build the f32 vector.
-                            for l in &mut lanes {
-                                *l = self.add(N::As { expr: *l, kind: ScalarKind::Float, convert: Some(4) });
-                            }
-                            return Ok(self.add(N::Compose { ty: vty, components: lanes }));
-                        }
-                        self.add(N::Compose { ty: vty, components: lanes })
-                    }
-                };
-                if f.buffers[buf].elem == Elem::F16 && !self.half {
+                    self.bitcast(v, ScalarKind::Sint)
+                } else if widen {
                     self.add(N::As { expr: v, kind: ScalarKind::Float, convert: Some(4) })
                 } else {
                     v
