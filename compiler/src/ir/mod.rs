@@ -556,10 +556,17 @@ impl Func {
 
 /// The constant value of an `i32` expression built only from constants, if it is one.
 pub fn const_i32(f: &Func, e: Handle<Expr>) -> Option<i32> {
+    const_i32_with(f, &[], e)
+}
+
+/// [`const_i32`], where `consts` gives the value some variables hold (the
+/// counters of unrolled loops, while a backend replicates their bodies).
+pub fn const_i32_with(f: &Func, consts: &[Option<i32>], e: Handle<Expr>) -> Option<i32> {
     match f.exprs[e] {
         Expr::I32(v) => Some(v),
+        Expr::Var(v) => consts.get(v.index()).copied().flatten(),
         Expr::Bin(op, a, b) => {
-            let (a, b) = (const_i32(f, a)?, const_i32(f, b)?);
+            let (a, b) = (const_i32_with(f, consts, a)?, const_i32_with(f, consts, b)?);
             op.eval_i32(a, b)
         }
         _ => None,

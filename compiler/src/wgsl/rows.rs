@@ -20,7 +20,7 @@
 //! definition.
 
 use crate::ir::verify::{Range, interval};
-use crate::ir::{BinOp, Builtin, Expr, Func, Handle, Stmt};
+use crate::ir::{BinOp, Builtin, Expr, Func, Handle, Stmt, const_i32_with};
 
 /// `c + Σ coef·term`, terms distinct and none of them constant.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -160,12 +160,7 @@ impl Facts {
 
 /// The value of `e` when it is a constant under `consts`.
 fn constant(f: &Func, consts: &[Option<i32>], e: Handle<Expr>) -> Option<i64> {
-    match f.exprs[e] {
-        Expr::I32(c) => Some(c as i64),
-        Expr::Var(v) => consts.get(v.index()).copied().flatten().map(i64::from),
-        Expr::Bin(op, a, b) => op.eval_i32(constant(f, consts, a)? as i32, constant(f, consts, b)? as i32).map(i64::from),
-        _ => None,
-    }
+    const_i32_with(f, consts, e).map(i64::from)
 }
 
 /// A variable's value to read it as, where that is allowed ([`Facts::sum_of`]).
