@@ -164,8 +164,7 @@ fn slice_twin(op: &Op, s: &Schedule) -> Option<Schedule> {
     if 2 * grid > GPU_FILL_THREADS {
         return None;
     }
-    let threads = ((s.x1 / s.x0) * (s.y1 / s.y0) * s.split_k) as u64;
-    let groups = grid / threads;
+    let groups = grid_groups(op, s);
     let slabs = k.div_ceil(s.r1);
     let mut best = None;
     for ks in [2, 4, 8, 16].into_iter().take_while(|&ks| slabs / ks >= GPU_MIN_GROUP_SLABS) {
@@ -177,11 +176,15 @@ fn slice_twin(op: &Op, s: &Schedule) -> Option<Schedule> {
     best
 }
 
+/// Workgroups in the grid of a staged tile.
+fn grid_groups(op: &Op, s: &Schedule) -> u64 {
+    let (batch, m, _, n) = op.bmkn();
+    (m.div_ceil(s.x1) * n.div_ceil(s.y1) * batch) as u64
+}
+
 /// Threads in the grid of a staged tile: workgroups times threads per workgroup.
 fn grid_threads(op: &Op, s: &Schedule) -> u64 {
-    let (batch, m, _, n) = op.bmkn();
-    let threads = (s.x1 / s.x0) * (s.y1 / s.y0) * s.split_k;
-    (m.div_ceil(s.x1) * n.div_ceil(s.y1) * batch) as u64 * threads as u64
+    grid_groups(op, s) * ((s.x1 / s.x0) * (s.y1 / s.y0) * s.split_k) as u64
 }
 
 /// `matmul_q4` on WGSL: the split-K family (rows x0 per workgroup, y1
