@@ -11,19 +11,27 @@ mod population;
 
 use common::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_small_population_converges_despite_liars() {
+/// One server on a fresh SQLite file (quorum 3, no rate limit to speak of)
+/// and the settings both crowds share: 4 device classes, 16 clients at a
+/// time polling every 300 ms, no progress lines. The server stops when the
+/// returned handle drops.
+fn one_server_crowd() -> (Server, population::Config) {
     let srv = Server::start(&sqlite_url(), &["--quorum", "3", "--rate-per-address", "1000000"]);
     let cfg = population::Config {
         servers: vec![srv.url.clone()],
-        clients: 200,
         classes: 4,
-        liars: 0.2,
         parallel: 16,
         poll_ms: 300,
         progress_s: 0.0,
         ..population::Config::default()
     };
+    (srv, cfg)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_population_converges_despite_liars() {
+    let (_srv, base) = one_server_crowd();
+    let cfg = population::Config { clients: 200, liars: 0.2, ..base };
     let out = population::run(cfg).await.expect("the simulation runs");
     eprintln!("{}", out.table());
     assert_eq!(out.sessions, 200);
@@ -55,20 +63,9 @@ async fn a_small_population_converges_despite_liars() {
 /// 50-class runs where the old rule lost a class are in BENCHMARKS.md.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forty_five_percent_liars_arriving_first_win_no_class() {
-    let srv = Server::start(&sqlite_url(), &["--quorum", "3", "--rate-per-address", "1000000"]);
-    let cfg = population::Config {
-        servers: vec![srv.url.clone()],
-        clients: 400,
-        classes: 4,
-        liars: 0.45,
-        liar_order: population::LiarOrder::First,
-        arrival_seconds: 5.0,
-        parallel: 16,
-        poll_ms: 300,
-        seed: 2,
-        progress_s: 0.0,
-        ..population::Config::default()
-    };
+    let (_srv, base) = one_server_crowd();
+    let cfg =
+        population::Config { clients: 400, liars: 0.45, liar_order: population::LiarOrder::First, arrival_seconds: 5.0, seed: 2, ..base };
     let out = population::run(cfg).await.expect("the simulation runs");
     eprintln!("{}", out.table());
     assert_eq!(out.liar_sessions, 180);
