@@ -301,6 +301,58 @@ fn wgsl_k_slices_random_shapes_and_schedules() {
     assert!(kinds_seen.len() >= 5, "{kinds_seen:?}");
 }
 
+/// Tiled matmul_q4 in two passes (`dequant_pass`: `unpack` writes the dense
+/// weights to the scratch buffer, which the runner poisons, and `main` is
+/// the matmul on them): random shapes, N a multiple of 4 (vec4 rows) and
+/// not, K and N not whole numbers of the unpack pass's workgroups (its
+/// guard), f32 and `+f16` ops (where the adapter has `shader-f16`) in f32
+/// and f16 arithmetic, alone and with `k_slices` (three passes: the
+/// partial sums after the weights in the one scratch buffer).
+#[test]
+fn wgsl_matmul_q4_dequant_pass_random_shapes_and_schedules() {
+    let mut rng = Rng::new(29);
+    let (mut widths, mut dtypes, mut slices) =
+        (std::collections::BTreeSet::new(), std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+    for i in 0..14 {
+        let shape = [pick(&mut rng, &[1, 2, 5, 33]), 32 * pick(&mut rng, &[1, 3, 5, 8]), pick(&mut rng, &[1, 3, 4, 7, 16, 260])];
+        let mut op = Op::new(webtune_compiler::OpKind::MatmulQ4, &shape).unwrap();
+        if i % 4 == 3 && gpu().has_f16() {
+            op = op.with_dtype(webtune_compiler::op::Dtype::F16).unwrap();
+        }
+        let s = loop {
+            let base = random_tiled_q4_schedule(&mut rng, &op);
+            // f16 arithmetic on every other f16 op.
+            let half = op.dtype() == webtune_compiler::op::Dtype::F16 && i % 8 == 3;
+            let k_slices = pick(&mut rng, &[1, 2, 3]);
+            let s = Schedule { dequant_pass: true, f16_acc: half, k_slices, ..base };
+            // Register tiles of up to 16: lavapipe takes up to a minute to
+            // compile the largest (8×8, double-buffered) on one core.
+            if s.x0 * s.y0 <= 16 && s.check(&op, Target::Wgsl).is_ok() {
+                break s;
+            }
+        };
+        let k = compile(&op, Target::Wgsl, &s).unwrap();
+        assert_eq!(k.meta.abi, webtune_compiler::kernel::ABI_PASSES);
+        let passes = k.meta.passes.as_ref().expect("a dequant_pass kernel lists its passes");
+        let entries: Vec<&str> = passes.iter().map(|p| p.entry.as_str()).collect();
+        assert_eq!(entries, if s.k_slices > 1 { &["unpack", "main", "reduce"][..] } else { &["unpack", "main"] });
+        assert_eq!(k.meta.entry, "unpack");
+        // The unpacked weights (K × N), then the slices' partial outputs:
+        // f16 in f16 arithmetic, f32 with f32 partial sums, else the op's type.
+        let f16_weights = s.f16_acc || (op.dtype() == webtune_compiler::op::Dtype::F16 && s.k_slices == 1);
+        let size = if f16_weights { 2 } else { 4 };
+        let partials = if s.k_slices > 1 { s.k_slices * shape[0] * shape[2] } else { 0 };
+        assert_eq!(k.meta.scratch_bytes, Some(size * (shape[1] * shape[2] + partials)));
+        slices.insert(s.k_slices > 1);
+        widths.insert(shape[2].is_multiple_of(4));
+        dtypes.insert((op.dtype() == webtune_compiler::op::Dtype::F16, s.f16_acc));
+        assert_correct(&op, &s);
+    }
+    assert_eq!(widths.len(), 2, "N a multiple of 4 and not: {widths:?}");
+    assert_eq!(slices.len(), 2, "with and without k_slices: {slices:?}");
+    assert!(dtypes.len() >= if gpu().has_f16() { 3 } else { 1 }, "{dtypes:?}");
+}
+
 #[test]
 fn wgsl_defaults_on_larger_shapes() {
     for (kind, shape) in [("matmul", "67,129,65"), ("batch_matmul", "3,33,64,20"), ("matmul_q4", "1,512,67")] {

@@ -45,6 +45,7 @@ fn sample(op: &Op, n: usize, seed: u64) -> Vec<Schedule> {
             subgroup_reduce: false,
             f16_acc: false,
             k_slices: 1,
+            dequant_pass: false,
             threads: 1,
             split: None,
         };

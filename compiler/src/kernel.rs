@@ -16,7 +16,7 @@ pub const ABI_VERSION: u32 = 1;
 /// and the `kernel_part` export. Single-threaded kernels stay at version 1.
 pub const ABI_THREADED: u32 = 2;
 /// The ABI of WGSL kernels with several passes (a schedule with
-/// `k_slices` > 1): version 1 plus a scratch storage buffer at
+/// `k_slices` > 1 or `dequant_pass`): version 1 plus a scratch storage buffer at
 /// `@group(1) @binding(0)` of `scratch_bytes`, and `passes` to dispatch in
 /// order. One-pass WGSL kernels stay at version 1.
 pub const ABI_PASSES: u32 = 3;
@@ -160,7 +160,7 @@ pub fn compile(op: &Op, target: Target, schedule: &Schedule) -> Result<Kernel, C
                 part_scratch = (m.part_scratch_bytes > 0).then_some(m.part_scratch_bytes);
                 m
             };
-            (m.bytes, "kernel", Some(opts.memory_pages_min), Some(m.scratch_bytes), None, None)
+            (m.bytes, "kernel".to_string(), Some(opts.memory_pages_min), Some(m.scratch_bytes), None, None)
         }
         Target::Wgsl => {
             let k = crate::wgsl::compile(op, schedule)?;
@@ -168,7 +168,7 @@ pub fn compile(op: &Op, target: Target, schedule: &Schedule) -> Result<Kernel, C
                 passes = Some(k.passes);
             }
             let scratch = (k.scratch_bytes > 0).then(|| u32::try_from(k.scratch_bytes).expect("Schedule::check bounds the scratch"));
-            (k.source.into_bytes(), "main", None, scratch, Some(k.workgroup_size), Some(k.dispatch))
+            (k.source.into_bytes(), k.entry, None, scratch, Some(k.workgroup_size), Some(k.dispatch))
         }
     };
     let threaded = !parts.is_empty();
@@ -191,7 +191,7 @@ pub fn compile(op: &Op, target: Target, schedule: &Schedule) -> Result<Kernel, C
             .collect(),
         flops: op.flops(),
         sha256: sha256_hex(&bytes),
-        entry: entry.to_string(),
+        entry,
         memory_pages_min,
         scratch_bytes,
         threads: threaded.then_some(parts.len() as u32),

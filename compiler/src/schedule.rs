@@ -229,6 +229,16 @@ pub struct Schedule {
     /// 1, so no other schedule's JSON changes.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub k_slices: u32,
+    /// WGSL, tiled (`cache_read`) matmul_q4: unpack the packed weights once,
+    /// in a first pass (`unpack`), into a dense `K × N` matrix in the
+    /// host's scratch buffer (f32, or f16 for an `+f16` op), which the
+    /// second pass (`main`) reads as the plain matmul reads B. It trades
+    /// `K·N` floats written and read again for the per-workgroup unpacking
+    /// of the one-pass kernel: worth it where M is large enough that each
+    /// weight would be unpacked by many workgroups. Absent when false, so
+    /// no other schedule's JSON changes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dequant_pass: bool,
     /// Wasm: the number of parts the output is split into, one per thread
     /// (1: a single-threaded kernel, byte-identical to one from before
     /// threads existed). See [`crate::parts`].
@@ -338,6 +348,7 @@ impl Schedule {
             subgroup_reduce: false,
             f16_acc: false,
             k_slices: 1,
+            dequant_pass: false,
             threads: 1,
             split: None,
         };
@@ -478,6 +489,9 @@ impl Schedule {
         if self.k_slices != 1 {
             return Err(err("k_slices", "is a WGSL setting (Wasm kernels split across threads: see threads); use 1"));
         }
+        if self.dequant_pass {
+            return Err(err("dequant_pass", "is a WGSL setting (the Wasm matmul_q4 kernel unpacks in registers); use false"));
+        }
         if op.dtype() == crate::op::Dtype::F16 {
             return Err(err(
                 "target",
@@ -611,6 +625,7 @@ impl Schedule {
                 return Err(err("double_buffer", "needs cache_read: it double-buffers the workgroup-memory tiles"));
             }
             self.check_k_slices(op)?;
+            self.check_dequant_pass(op)?;
             ((self.x1 / self.x0) * (self.y1 / self.y0) * self.split_k, crate::generate::matmul_gpu::workgroup_bytes(self))
         };
         if threads > MAX_WORKGROUP_THREADS {
@@ -627,6 +642,9 @@ impl Schedule {
         }
         if q4_matvec && self.k_slices != 1 {
             return Err(err("k_slices", "splits the staged kernel's K slabs among workgroups: it needs cache_read (or use 1)"));
+        }
+        if q4_matvec && self.dequant_pass {
+            return Err(err("dequant_pass", "feeds the tiled matmul_q4 kernel: it needs cache_read (or use false)"));
         }
         let (batch, m, _, n) = op.bmkn();
         let groups = if q4_matvec {
@@ -671,6 +689,33 @@ impl Schedule {
                 format!(
                     "the partial sums would need {bytes} bytes of scratch; WebGPU's default storage binding limit is {MAX_SCRATCH_BYTES}"
                 ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The rules of `dequant_pass` (WGSL, tiled matmul_q4).
+    fn check_dequant_pass(&self, op: &Op) -> Result<(), ScheduleError> {
+        if !self.dequant_pass {
+            return Ok(());
+        }
+        if op.kind() != OpKind::MatmulQ4 {
+            return Err(err("dequant_pass", format!("unpacks matmul_q4's weights; {} has none (use false)", op.name())));
+        }
+        let bytes = crate::generate::matmul_gpu::scratch_bytes(op, self);
+        if bytes > MAX_SCRATCH_BYTES as u64 {
+            return Err(err(
+                "dequant_pass",
+                format!(
+                    "the unpacked weights would need {bytes} bytes of scratch; WebGPU's default storage binding limit is {MAX_SCRATCH_BYTES}"
+                ),
+            ));
+        }
+        let groups = crate::generate::q4_gpu::unpack_launch(op).1;
+        if groups.iter().any(|&g| g > 65535) {
+            return Err(err(
+                "dequant_pass",
+                format!("the unpack pass would need {groups:?} workgroups; WebGPU allows 65535 per dimension"),
             ));
         }
         Ok(())

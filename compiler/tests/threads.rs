@@ -38,7 +38,7 @@ prop_compose! {
             x0, y0, r0, x1: x0 << x1m, y1: y0 << y1m, r1: r0 << r1m,
             order, inner_n_first, unroll, vectorize, cache_read, relaxed_simd,
             passes: WasmPasses::default(),
-            double_buffer: false, split_k: 1, subgroup_reduce: false, f16_acc: false, k_slices: 1,
+            double_buffer: false, split_k: 1, subgroup_reduce: false, f16_acc: false, k_slices: 1, dequant_pass: false,
             threads, split: Some(split),
         }
     }

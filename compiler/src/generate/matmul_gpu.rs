@@ -29,6 +29,11 @@
 //! rows of them to the B tile as whole `vec4`s, so each weight is unpacked
 //! once per workgroup and reused by all x1 rows of the tile.
 //!
+//! With `dequant_pass`, matmul_q4 runs in two passes: `unpack`
+//! ([`super::q4_gpu::generate_unpack`]) writes the dense K × N weights to
+//! the scratch buffer, and this kernel reads them as the plain matmul reads
+//! B, so that no workgroup unpacks.
+//!
 //! With split_k = s > 1 (staged only), the workgroup is s groups of T
 //! threads, each with its own A and B tiles: group g stages and computes
 //! the slabs g, g + s, g + 2s, ... and the groups' register tiles are added
@@ -43,7 +48,7 @@
 //! top level, or in loops and `if`s whose conditions depend only on constants
 //! and loop counters.
 
-use super::q4_gpu::MAGIC;
+use super::q4_gpu::Nibble;
 use super::{Epi, Gen, HasGen};
 use crate::ir::{BinOp, Buffer, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, Var};
 use crate::op::{Op, OpKind};
@@ -155,12 +160,32 @@ pub fn slice_slabs(k: u32, s: &Schedule) -> u32 {
     k.div_ceil(s.r1).div_ceil(s.k_slices).div_ceil(s.split_k) * s.split_k
 }
 
-/// Bytes of the host's scratch buffer a kernel needs: the `k_slices`
-/// partial outputs (f32, or f16 in f16 arithmetic), or none.
+/// Bytes of the host's scratch buffer a kernel needs: matmul_q4's unpacked
+/// weights under `dequant_pass` (K × N of [`dequant_elem`]), then the
+/// `k_slices` partial outputs (f32, or f16 in f16 arithmetic); 0 for none.
 pub fn scratch_bytes(op: &Op, s: &Schedule) -> u64 {
     let (batch, m, _, n) = op.bmkn();
     let size = if s.f16_acc { 2 } else { 4 };
-    if s.k_slices > 1 { size * s.k_slices as u64 * (batch * m * n) as u64 } else { 0 }
+    let partials = if s.k_slices > 1 { size * s.k_slices as u64 * (batch * m * n) as u64 } else { 0 };
+    let weights =
+        if s.dequant_pass { partial_base(op, s) as u64 * if dequant_elem(op, s) == Elem::F16 || s.f16_acc { 2 } else { 4 } } else { 0 };
+    weights + partials
+}
+
+/// The element type of matmul_q4's unpacked weights in scratch under
+/// `dequant_pass`: the op's float type, except where they share the
+/// buffer with `k_slices` partial sums, which are `f32` (lowered to f16
+/// under f16 arithmetic, where every float is f16): there they are `f32`
+/// too, so an `+f16` op in f32 arithmetic keeps its weights in f32.
+pub fn dequant_elem(op: &Op, s: &Schedule) -> Elem {
+    if s.f16_acc || s.k_slices > 1 { Elem::F32 } else { super::float_elem(op) }
+}
+
+/// Where the `k_slices` partial sums start in the scratch buffer, in its
+/// elements: after the unpacked weights (`dequant_pass`), else at 0.
+fn partial_base(op: &Op, s: &Schedule) -> u32 {
+    let (_, _, k, n) = op.bmkn();
+    if s.dequant_pass { k * n } else { 0 }
 }
 
 /// Threads per workgroup of the `reduce` pass.
@@ -179,7 +204,8 @@ pub fn generate_reduce(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
     let fe = super::float_elem(op);
     let (mut epi, out) = Epi::declare(&mut f, op, n, total);
     let c = f.buffer("C", fe, total, Space::Param(out), true);
-    let p = f.buffer("P", Elem::F32, ks * total, Space::Global, true);
+    let base = partial_base(op, s);
+    let p = f.buffer("P", Elem::F32, base + ks * total, Space::Global, true);
     let w = if n.is_multiple_of(4) { 4 } else { 1 };
     let lty = if w == 4 { LoadTy::F32x4 } else { LoadTy::F32 };
     let units = total / w;
@@ -200,9 +226,10 @@ pub fn generate_reduce(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
     let unit = g.f.get(uv);
     let idx = g.f.mul_c(unit, w as i64);
     let sum = g.fresh("sum", if w == 4 { Ty::F32x4 } else { Ty::F32 });
-    let mut work = vec![Stmt::Set { var: sum, value: g.f.load(lty, p, idx) }];
+    let first = g.plus_c(idx, base);
+    let mut work = vec![Stmt::Set { var: sum, value: g.f.load(lty, p, first) }];
     for slice in 1..ks {
-        let at = g.plus_c(idx, slice * total);
+        let at = g.plus_c(idx, base + slice * total);
         let part = g.f.load(lty, p, at);
         let acc = g.f.get(sum);
         work.push(Stmt::Set { var: sum, value: g.f.add(acc, part) });
@@ -233,7 +260,10 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let mut f = Func::new(op.slug());
     let fe = super::float_elem(op);
     let a = f.buffer("A", fe, batch * m * k, Space::Param(0), false);
-    let b = if op.kind() == OpKind::MatmulQ4 {
+    let b = if op.kind() == OpKind::MatmulQ4 && s.dequant_pass {
+        // The `unpack` pass has written the dense K × N weights to scratch.
+        BSrc::F32(f.buffer("B", dequant_elem(op, s), k * n, Space::Global, false))
+    } else if op.kind() == OpKind::MatmulQ4 {
         let w = f.buffer("W", Elem::U32, n * (k / 8), Space::Param(1), false);
         let s = f.buffer("S", fe, n * (k / 32), Space::Param(2), false);
         BSrc::Q4 { w, s }
@@ -244,7 +274,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     // With k_slices, this pass writes raw partial tiles to the scratch
     // buffer (slice-major: P[slice][batch][m][n]); `reduce` does the rest.
     let (epi, c) = if ks > 1 {
-        (Epi::none(), f.buffer("P", Elem::F32, ks * batch * m * n, Space::Global, true))
+        (Epi::none(), f.buffer("P", Elem::F32, partial_base(op, s) + ks * batch * m * n, Space::Global, true))
     } else {
         let (epi, out) = Epi::declare(&mut f, op, n, batch * m * n);
         (epi, f.buffer("C", fe, batch * m * n, Space::Param(out), true))
@@ -305,6 +335,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         let oc = match slice {
             Some(sl) => {
                 let so = g.f.mul_c(sl, (batch * m * n) as i64);
+                let so = g.plus_c(so, partial_base(op, s));
                 g.plus(oc, so)
             }
             None => oc,
@@ -882,12 +913,8 @@ impl Mm<'_> {
                 stores.push(Stmt::Set { var: v, value });
                 self.f().get(v)
             });
-            let (fifteen, magic) = (self.f().i32(15), self.f().i32(MAGIC));
-            // 2^23 + nibble − (2^23 + 8) = nibble − 8, exactly. Under f16
-            // arithmetic (`f16_acc`) floats are f16, where 2^23 does not
-            // exist: the nibble is converted (exact, 0–15) and 8 subtracted.
             let half = self.s.f16_acc;
-            let bias = self.f().f32(if half { 8.0 } else { 8_388_616.0 });
+            let nibble = Nibble::new(self.f(), half);
             for jj in 0..nb {
                 // Nibble j of the word, jj or first + jj, and its shift 4·j
                 // (none for a constant j = 0).
@@ -902,20 +929,8 @@ impl Mm<'_> {
                     .iter()
                     .map(|&(wt, st)| {
                         let word = self.f().get(wt);
-                        let nib = match shift {
-                            Some(sh) => self.f().bin(BinOp::Shr, word, sh),
-                            None => word,
-                        };
-                        let nib = self.f().bin(BinOp::And, nib, fifteen);
-                        let fl = if half {
-                            self.f().exprs.push(Expr::ToF32(nib))
-                        } else {
-                            let bits = self.f().bin(BinOp::Or, nib, magic);
-                            self.f().exprs.push(Expr::FromBits(bits))
-                        };
-                        let q = self.f().sub(fl, bias);
                         let scale = self.f().get(st);
-                        self.f().mul(q, scale)
+                        nibble.value(self.f(), word, shift, scale)
                     })
                     .collect();
                 let value = if w == 4 { self.f().exprs.push(Expr::Compose([vals[0], vals[1], vals[2], vals[3]])) } else { vals[0] };

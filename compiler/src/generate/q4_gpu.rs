@@ -51,6 +51,166 @@ type Var = Handle<crate::ir::Var>;
 /// the float 2^23 + value.
 pub(super) const MAGIC: i32 = 0x4B00_0000;
 
+/// The constants of one weight's value, `(nibble − 8) · scale`, as the
+/// tiled kernels compute it (the matmul's staged B tile and the `unpack`
+/// pass): made once per function, used for every nibble.
+pub(super) struct Nibble {
+    fifteen: Handle<Expr>,
+    magic: Handle<Expr>,
+    bias: Handle<Expr>,
+    half: bool,
+}
+
+impl Nibble {
+    /// Under f16 arithmetic (`half`) floats are f16, where 2^23 does not
+    /// exist: the nibble is converted (exact, 0–15) and 8 subtracted.
+    /// Otherwise its bits are or-ed into the mantissa of 2^23, and
+    /// 2^23 + nibble − (2^23 + 8) = nibble − 8, exactly, without a
+    /// conversion instruction.
+    pub(super) fn new(f: &mut Func, half: bool) -> Nibble {
+        let (fifteen, magic) = (f.i32(15), f.i32(MAGIC));
+        let bias = f.f32(if half { 8.0 } else { 8_388_616.0 });
+        Nibble { fifteen, magic, bias, half }
+    }
+
+    /// The weight of the nibble of `word` at bit `shift` (bits 0..4 for
+    /// `None`) with `scale`: `(nibble − 8) · scale`.
+    pub(super) fn value(&self, f: &mut Func, word: E, shift: Option<E>, scale: E) -> E {
+        let nib = match shift {
+            Some(sh) => f.bin(BinOp::Shr, word, sh),
+            None => word,
+        };
+        let nib = f.bin(BinOp::And, nib, self.fifteen);
+        let fl = if self.half {
+            f.exprs.push(Expr::ToF32(nib))
+        } else {
+            let bits = f.bin(BinOp::Or, nib, self.magic);
+            f.exprs.push(Expr::FromBits(bits))
+        };
+        let q = f.sub(fl, self.bias);
+        f.mul(q, scale)
+    }
+}
+
+/// Columns per thread of the `unpack` pass.
+const UNPACK_COLUMN_THREADS: u32 = 64;
+/// Scale blocks per workgroup of the `unpack` pass (one per thread, for
+/// each of its columns).
+const UNPACK_BLOCK_THREADS: u32 = 4;
+
+/// Columns one thread of the `unpack` pass writes: 4 (each row of K one
+/// `vec4`) where N is a multiple of 4, else 1.
+fn unpack_width(n: u32) -> u32 {
+    if n.is_multiple_of(4) { 4 } else { 1 }
+}
+
+/// Threads per workgroup and workgroup counts of the `unpack` pass of a
+/// tiled matmul_q4 with `dequant_pass`.
+pub fn unpack_launch(op: &Op) -> ([u32; 3], [u32; 3]) {
+    let (_, _, k, n) = op.bmkn();
+    let groups = [(n / unpack_width(n)).div_ceil(UNPACK_COLUMN_THREADS), (k / 32).div_ceil(UNPACK_BLOCK_THREADS), 1];
+    ([UNPACK_COLUMN_THREADS * UNPACK_BLOCK_THREADS, 1, 1], groups)
+}
+
+/// The first pass of a tiled matmul_q4 with `dequant_pass`: the packed
+/// weights `W` (`u32[N, K/8]`) and scales `S` unpacked into the scratch
+/// buffer `B` as the dense `K × N` matrix the plain matmul reads.
+///
+/// ```text
+/// thread t of workgroup (gx, gy): columns n = 4·(64·gx + t mod 64) + 0..4
+///           (one column where N is not a multiple of 4) and scale block
+///           blk = 4·gy + t / 64: one vec4<u32> load of 4 words (32 values
+///           of K) and one scale per column, then 32 stores, one per row of
+///           K, each the 4 columns' values as one vec4; neighbouring threads
+///           write neighbouring columns of a row
+/// ```
+pub fn generate_unpack(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
+    let (_, _, k, n) = op.bmkn();
+    let (kw, kb) = (k / 8, k / 32);
+    let (workgroup, dispatch) = unpack_launch(op);
+    let width = unpack_width(n);
+    let mut f = Func::new(format!("{}_unpack", op.slug()));
+    let fe = super::float_elem(op);
+    let w = f.buffer("W", Elem::U32, n * kw, Space::Param(1), false);
+    let sc = f.buffer("S", fe, n * kb, Space::Param(2), false);
+    let b = f.buffer("B", super::matmul_gpu::dequant_elem(op, s), k * n, Space::Global, true);
+    let lid = f.exprs.push(Expr::Builtin(Builtin::LocalId(0)));
+    let gx = f.exprs.push(Expr::Builtin(Builtin::GroupId(0)));
+    let gy = f.exprs.push(Expr::Builtin(Builtin::GroupId(1)));
+    let mut g = Gen::new(f);
+    let mut body = Vec::new();
+    let nib = Nibble::new(&mut g.f, s.f16_acc);
+    let ct = g.f.i32(UNPACK_COLUMN_THREADS as i32);
+    let col = g.f.bin(BinOp::Rem, lid, ct);
+    let first = g.f.mul_c(gx, UNPACK_COLUMN_THREADS as i64);
+    let col = g.plus(first, col);
+    let col = g.f.mul_c(col, width as i64);
+    let n_v = g.fresh("n", Ty::I32);
+    body.push(Stmt::Set { var: n_v, value: col });
+    let blk = g.f.bin(BinOp::Div, lid, ct);
+    let first = g.f.mul_c(gy, UNPACK_BLOCK_THREADS as i64);
+    let blk = g.plus(first, blk);
+    let blk_v = g.fresh("blk", Ty::I32);
+    body.push(Stmt::Set { var: blk_v, value: blk });
+    let (n0, blk) = (g.f.get(n_v), g.f.get(blk_v));
+    let mut work = Vec::new();
+    // Column c's four words and its scale.
+    let mut regs = Vec::new();
+    for c in 0..width {
+        let cn = g.f.add_c(n0, c as i64);
+        let wrow = g.f.mul_c(cn, kw as i64);
+        let at = g.f.mul_c(blk, 4);
+        let wi = g.plus(wrow, at);
+        let wv = g.fresh("wv", Ty::U32x4);
+        let value = g.f.load(LoadTy::U32x4, w, wi);
+        work.push(Stmt::Set { var: wv, value });
+        let words: Vec<Var> = (0..4)
+            .map(|i| {
+                let v = g.fresh("word", Ty::I32);
+                let whole = g.f.get(wv);
+                let value = g.f.exprs.push(Expr::Lane(whole, i));
+                work.push(Stmt::Set { var: v, value });
+                v
+            })
+            .collect();
+        let srow = g.f.mul_c(cn, kb as i64);
+        let si = g.plus(srow, blk);
+        let sv = g.fresh("scale", Ty::F32);
+        let value = g.f.load(LoadTy::F32, sc, si);
+        work.push(Stmt::Set { var: sv, value });
+        regs.push((words, sv));
+    }
+    let row0 = g.f.mul_c(blk, 32);
+    for (i, j) in (0..4).flat_map(|i| (0..8).map(move |j| (i, j))) {
+        let shift = (j > 0).then(|| g.f.i32(4 * j as i32));
+        let vals: Vec<E> = regs
+            .iter()
+            .map(|(words, sv)| {
+                let word = g.f.get(words[i]);
+                let scale = g.f.get(*sv);
+                nib.value(&mut g.f, word, shift, scale)
+            })
+            .collect();
+        let value = if width == 4 { g.f.exprs.push(Expr::Compose([vals[0], vals[1], vals[2], vals[3]])) } else { vals[0] };
+        let row = g.f.add_c(row0, (8 * i + j) as i64);
+        let at = g.f.mul_c(row, n as i64);
+        let index = g.plus(at, n0);
+        work.push(Stmt::Store { buf: b, index, value });
+    }
+    let exact = dispatch[0] * UNPACK_COLUMN_THREADS * width == n && dispatch[1] * UNPACK_BLOCK_THREADS == kb;
+    if exact {
+        body.extend(work);
+    } else {
+        let (nc, bc) = (g.f.i32(n as i32), g.f.i32(kb as i32));
+        let in_n = g.f.bin(BinOp::Lt, n0, nc);
+        let in_k = g.f.bin(BinOp::Lt, blk, bc);
+        let cond = g.f.bin(BinOp::And, in_n, in_k);
+        body.push(Stmt::If { cond, body: work });
+    }
+    g.f.body = body;
+    (g.f, workgroup, dispatch)
+}
+
 /// Threads per workgroup and workgroup counts of the q4 kernel.
 pub fn launch(op: &Op, s: &Schedule) -> ([u32; 3], [u32; 3]) {
     let (_, m, _, n) = op.bmkn();

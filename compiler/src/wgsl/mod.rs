@@ -41,9 +41,11 @@ use crate::schedule::Schedule;
 #[derive(Clone, Debug)]
 pub struct WgslKernel {
     pub source: String,
+    /// The entry point of the first pass (`main` for a one-pass kernel).
+    pub entry: String,
     pub workgroup_size: [u32; 3],
     pub dispatch: [u32; 3],
-    /// Every pass, in order, where there are several (the first is `main`
+    /// Every pass, in order, where there are several (the first is `entry`
     /// with `workgroup_size` and `dispatch`); empty for a one-pass kernel.
     pub passes: Vec<Pass>,
     /// Bytes of the host's scratch buffer (`@group(1) @binding(0)`); 0 for none.
@@ -85,16 +87,26 @@ pub fn generate(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
 /// A schedule with `k_slices` > 1 makes a kernel of two passes in one
 /// module: `main` writes each slice's partial tile to the scratch buffer,
 /// `reduce` ([`matmul_gpu::generate_reduce`]) adds them and stores C.
+/// A matmul_q4 schedule with `dequant_pass` makes two passes too: `unpack`
+/// ([`q4_gpu::generate_unpack`]) writes the dense weights to the scratch
+/// buffer, and `main` is the matmul on them.
 pub fn compile(op: &Op, s: &Schedule) -> Result<WgslKernel, CompileError> {
     let (func, workgroup_size, dispatch) = generate(op, s);
-    let (source, passes, scratch_bytes) = if s.k_slices > 1 {
-        let (reduce, rwg, rd) = matmul_gpu::generate_reduce(op, s);
-        let source =
-            write_passes(&[(&func, "main", workgroup_size), (&reduce, "reduce", rwg)], s.f16_acc).map_err(CompileError::Internal)?;
-        let passes = vec![
-            Pass { entry: "main".into(), workgroup_size, dispatch },
-            Pass { entry: "reduce".into(), workgroup_size: rwg, dispatch: rd },
-        ];
+    // Passes in order: `unpack` (dequant_pass), `main`, `reduce` (k_slices).
+    let unpack = s.dequant_pass.then(|| q4_gpu::generate_unpack(op, s));
+    let reduce = (s.k_slices > 1).then(|| matmul_gpu::generate_reduce(op, s));
+    let mut funcs: Vec<(&Func, &str, [u32; 3], [u32; 3])> = Vec::new();
+    if let Some((f, wg, d)) = &unpack {
+        funcs.push((f, "unpack", *wg, *d));
+    }
+    funcs.push((&func, "main", workgroup_size, dispatch));
+    if let Some((f, wg, d)) = &reduce {
+        funcs.push((f, "reduce", *wg, *d));
+    }
+    let (source, passes, scratch_bytes) = if funcs.len() > 1 {
+        let written: Vec<(&Func, &str, [u32; 3])> = funcs.iter().map(|&(f, e, wg, _)| (f, e, wg)).collect();
+        let source = write_passes(&written, s.f16_acc).map_err(CompileError::Internal)?;
+        let passes = funcs.iter().map(|&(_, e, workgroup_size, dispatch)| Pass { entry: e.into(), workgroup_size, dispatch }).collect();
         (source, passes, matmul_gpu::scratch_bytes(op, s))
     } else {
         (write_with(&func, workgroup_size, s.f16_acc).map_err(CompileError::Internal)?, Vec::new(), 0)
@@ -102,7 +114,12 @@ pub fn compile(op: &Op, s: &Schedule) -> Result<WgslKernel, CompileError> {
     if cfg!(debug_assertions) {
         validate(&source).map_err(|e| CompileError::Internal(format!("written WGSL does not parse back: {e}")))?;
     }
-    Ok(WgslKernel { source, workgroup_size, dispatch, passes, scratch_bytes })
+    // The kernel's entry, workgroup size and dispatch are its first pass's.
+    let (entry, workgroup_size, dispatch) = match passes.first() {
+        Some(p) => (p.entry.clone(), p.workgroup_size, p.dispatch),
+        None => ("main".to_string(), workgroup_size, dispatch),
+    };
+    Ok(WgslKernel { source, entry, workgroup_size, dispatch, passes, scratch_bytes })
 }
 
 /// The directive a kernel that uses subgroup operations starts with. WGSL

@@ -1806,7 +1806,7 @@ fn lite() {
         // slice count of 1, 2, 4, 8 and 16: whether the tiles that fill a
         // GPU on large grids beat, once split across workgroups, the small
         // tiles the lite space picks for few rows.
-        // A tile may name other settings after colons: `8x8/64x128:r1=16:r0=4:db=0:acc=f16`.
+        // A tile may name other settings after colons: `8x8/64x128:r1=16:r0=4:db=0:acc=f16:dq=1`.
         for tile in std::env::var("GPU_BENCH_TILES").unwrap_or_default().split_whitespace() {
             let mut fields = tile.split(':');
             let dims: Vec<u32> = fields.next().unwrap_or("").split(['x', '/']).filter_map(|v| v.parse().ok()).collect();
@@ -1821,6 +1821,7 @@ fn lite() {
                     Some(("r0", v)) => s.r0 = v.parse().unwrap_or(s.r0),
                     Some(("db", v)) => s.double_buffer = v != "0",
                     Some(("acc", v)) => s.f16_acc = v == "f16",
+                    Some(("dq", v)) => s.dequant_pass = v != "0",
                     _ => {}
                 }
             }

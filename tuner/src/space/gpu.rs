@@ -6,8 +6,8 @@ use webtune_compiler::{Op, Schedule};
 
 use super::order::{Cand, GpuOrder, ragged};
 use super::{
-    GPU_FILL_GROUPS, GPU_FILL_OUTPUTS, GPU_FILL_THREADS, GPU_MIN_GROUP_SLABS, GPU_Q4_DB_STEPS, GPU_Q4_MAX_ROWS, GPU_Q4_OUTPUTS, GPU_Q4_R0,
-    GPU_Q4_ROWS, GPU_R0, GPU_REGISTER_TILE, MAX_UNROLLED, Relaxation, floor_pow2, np2, pow2s, register_tiles,
+    GPU_FILL_GROUPS, GPU_FILL_OUTPUTS, GPU_FILL_THREADS, GPU_MIN_GROUP_SLABS, GPU_Q4_DB_STEPS, GPU_Q4_DEQUANT_ROWS, GPU_Q4_MAX_ROWS,
+    GPU_Q4_OUTPUTS, GPU_Q4_R0, GPU_Q4_ROWS, GPU_R0, GPU_REGISTER_TILE, MAX_UNROLLED, Relaxation, floor_pow2, np2, pow2s, register_tiles,
 };
 use crate::fingerprint::{Device, DeviceClass};
 
@@ -309,16 +309,43 @@ pub(super) fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
 /// (`cache_read`), double-buffered and not. Its slabs hold whole packed
 /// words: r1 is rounded up to a multiple of 8 (r0, a power of two of at
 /// most [`GPU_R0`], still divides it).
+///
+/// Each tile also comes in two passes (`dequant_pass`: the weights unpacked
+/// once into a dense matrix, then the plain matmul tile on it) where that
+/// fits the scratch limit. The family the shape favours
+/// ([`dequant_first`]) has every tile's variants ahead of the other's.
 pub(super) fn gpu_q4_tiled(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
     let mut out = Vec::new();
+    let first = dequant_first(op);
     for double_buffer in [true, false] {
         let b = Schedule { cache_read: true, double_buffer, vectorize: 4, split_k: 1, subgroup_reduce: false, ..base.clone() };
         for mut c in gpu_matmul(op, device, &b, relax) {
             c.s.r1 = c.s.r1.next_multiple_of(8);
+            let twin = Schedule { dequant_pass: true, ..c.s.clone() };
+            if twin.check(op, webtune_compiler::Target::Wgsl).is_ok() {
+                let mut t = Cand { s: twin, ..c.clone() };
+                let later = if first { &mut c } else { &mut t };
+                if let Some(g) = later.gpu.as_mut() {
+                    g.variant += DEQUANT_LATER;
+                }
+                out.push(t);
+            }
             out.push(c);
         }
     }
     out
+}
+
+/// How far the variants of the family a shape does not favour are moved
+/// back: past every variant of the other (they run 0 to 4).
+const DEQUANT_LATER: u8 = 8;
+
+/// Whether the two-pass tiles (`dequant_pass`) lead the tiled matmul_q4
+/// space: where A has [`GPU_Q4_DEQUANT_ROWS`] rows or more, so that the
+/// extra pass (the weights written as floats and read again, ~9 bytes per
+/// weight) costs little beside the matmul's 2·M flops per weight.
+fn dequant_first(op: &Op) -> bool {
+    op.bmkn().1 >= GPU_Q4_DEQUANT_ROWS
 }
 
 /// The fewest invocations a WebGPU subgroup has on this device, where that
