@@ -310,25 +310,27 @@ pub(super) fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
 /// words: r1 is rounded up to a multiple of 8 (r0, a power of two of at
 /// most [`GPU_R0`], still divides it).
 ///
-/// Each tile also comes in two passes (`dequant_pass`: the weights unpacked
-/// once into a dense matrix, then the plain matmul tile on it) where that
-/// fits the scratch limit. The family the shape favours
-/// ([`dequant_first`]) has every tile's variants ahead of the other's.
+/// Where A has [`GPU_Q4_DEQUANT_ROWS`] rows or more, each tile also comes
+/// in two passes (`dequant_pass`: the weights unpacked once into a dense
+/// matrix, then the plain matmul tile on it) where that fits the scratch
+/// limit, and every tile's two-pass variants come ahead of every one-pass
+/// one: the extra pass (the weights written as floats and read again, ~9
+/// bytes per weight) then costs little beside the matmul's 2·M flops per
+/// weight. Below, the two-pass tiles would only take budget from tiles
+/// that win (on the H200 at 64 rows they pushed the best one-pass tile out).
 pub(super) fn gpu_q4_tiled(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
     let mut out = Vec::new();
-    let first = dequant_first(op);
+    let two_pass = op.bmkn().1 >= GPU_Q4_DEQUANT_ROWS;
     for double_buffer in [true, false] {
         let b = Schedule { cache_read: true, double_buffer, vectorize: 4, split_k: 1, subgroup_reduce: false, ..base.clone() };
         for mut c in gpu_matmul(op, device, &b, relax) {
             c.s.r1 = c.s.r1.next_multiple_of(8);
             let twin = Schedule { dequant_pass: true, ..c.s.clone() };
-            if twin.check(op, webtune_compiler::Target::Wgsl).is_ok() {
-                let mut t = Cand { s: twin, ..c.clone() };
-                let later = if first { &mut c } else { &mut t };
-                if let Some(g) = later.gpu.as_mut() {
-                    g.variant += DEQUANT_LATER;
+            if two_pass && twin.check(op, webtune_compiler::Target::Wgsl).is_ok() {
+                out.push(Cand { s: twin, ..c.clone() });
+                if let Some(g) = c.gpu.as_mut() {
+                    g.variant += ONE_PASS_LATER;
                 }
-                out.push(t);
             }
             out.push(c);
         }
@@ -336,17 +338,9 @@ pub(super) fn gpu_q4_tiled(op: &Op, device: &Device, base: &Schedule, relax: Rel
     out
 }
 
-/// How far the variants of the family a shape does not favour are moved
-/// back: past every variant of the other (they run 0 to 4).
-const DEQUANT_LATER: u8 = 8;
-
-/// Whether the two-pass tiles (`dequant_pass`) lead the tiled matmul_q4
-/// space: where A has [`GPU_Q4_DEQUANT_ROWS`] rows or more, so that the
-/// extra pass (the weights written as floats and read again, ~9 bytes per
-/// weight) costs little beside the matmul's 2·M flops per weight.
-fn dequant_first(op: &Op) -> bool {
-    op.bmkn().1 >= GPU_Q4_DEQUANT_ROWS
-}
+/// How far a one-pass tile's variants are moved back where it has a
+/// two-pass twin: past every variant (they run 0 to 4).
+const ONE_PASS_LATER: u8 = 8;
 
 /// The fewest invocations a WebGPU subgroup has on this device, where that
 /// is certain from its vendor: NVIDIA's warps and Apple's SIMD-groups are 32

@@ -156,8 +156,8 @@ pub const GPU_Q4_MAX_ROWS: u32 = 16;
 /// tries first where M allows: on the H200 (BENCHMARKS.md, 2026-11-27) two
 /// rows ran 16,4096,4096 at 12.0 TFLOP/s against 9.5 for one row.
 pub const GPU_Q4_ROWS: u32 = 2;
-/// Rows of A from which the tiled WGSL `matmul_q4` space puts its two-pass
-/// tiles (`dequant_pass`) first: on the H200 (Vulkan, 2026-11-27,
+/// Rows of A from which the tiled WGSL `matmul_q4` space has two-pass
+/// tiles (`dequant_pass`), ahead of its one-pass ones: on the H200 (Vulkan, 2026-11-27,
 /// BENCHMARKS.md "q4 prefill in two passes"), the best two-pass tile ran
 /// 36.6 TFLOP/s at 256×4096×4096 against 32.5 in one pass, and 40.3
 /// against 33.6 at 512 rows, but 31.0 against 31.4 at 128 rows: the
