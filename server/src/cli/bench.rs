@@ -31,7 +31,8 @@ pub enum BenchWhat {
     },
 }
 
-/// The shapes the issues name: 4096³, K0–K3, the q4 decode shapes and the
+/// The shapes the issues name: 4096³, K0–K3, the q4 decode shapes, a q4
+/// prefill shape (on WGSL its lite space holds two-pass kernels) and the
 /// encoder's FFN product on 16-bit integers (Wasm only).
 const SHAPES: &[(&str, &str)] = &[
     ("matmul", "4096,4096,4096"),
@@ -41,6 +42,7 @@ const SHAPES: &[(&str, &str)] = &[
     ("batch_matmul", "120,64,64,64"),
     ("matmul_q4", "1,4096,4096"),
     ("matmul_q4", "1,3072,9216"),
+    ("matmul_q4", "512,4096,4096"),
     ("matmul_i16", "128,384,1536"),
 ];
 
