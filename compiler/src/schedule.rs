@@ -231,7 +231,8 @@ pub struct Schedule {
     pub k_slices: u32,
     /// WGSL, tiled (`cache_read`) matmul_q4: unpack the packed weights once,
     /// in a first pass (`unpack`), into a dense `K × N` matrix in the
-    /// host's scratch buffer (f32, or f16 for an `+f16` op), which the
+    /// host's scratch buffer (f32; f16 for an `+f16` op unless `k_slices`
+    /// partial sums in f32 follow them there), which the
     /// second pass (`main`) reads as the plain matmul reads B. It trades
     /// `K·N` floats written and read again for the per-workgroup unpacking
     /// of the one-pass kernel: worth it where M is large enough that each
@@ -803,6 +804,39 @@ mod tests {
         assert!(empty.check(&Op::parse("matmul", "64,64,64").unwrap(), Target::Wgsl).is_err(), "8 slabs cannot make 9 slices");
         assert!(!serde_json::to_string(&gpu).unwrap().contains("k_slices"));
         assert!(serde_json::to_string(&Schedule { k_slices: 2, ..gpu }).unwrap().contains("\"k_slices\":2"));
+    }
+
+    /// `dequant_pass` is refused, naming the field, wherever it cannot run:
+    /// on Wasm, on an op without packed weights, on the q4 matrix-vector
+    /// kernel and past WebGPU's storage binding limit (with or without the
+    /// slices' partial sums after the weights); a schedule without it keeps
+    /// its JSON.
+    #[test]
+    fn dequant_pass_where_it_cannot_run() {
+        let q4 = Op::parse("matmul_q4", "64,512,64").unwrap();
+        let tiled = Schedule { cache_read: true, r0: 4, r1: 8, ..Schedule::default_for(&mm(), Target::Wgsl) };
+        let two = Schedule { dequant_pass: true, ..tiled.clone() };
+        two.check(&q4, Target::Wgsl).unwrap();
+        Schedule { k_slices: 4, ..two.clone() }.check(&q4, Target::Wgsl).unwrap();
+        // 8192 × 4096 f32 weights are exactly 128 MiB; with partial sums after them, more.
+        let at_limit = Op::parse("matmul_q4", "64,8192,4096").unwrap();
+        two.check(&at_limit, Target::Wgsl).unwrap();
+        let big = Op::parse("matmul_q4", "64,8192,8192").unwrap();
+        let plain = mm();
+        // Each case with a word its error must say.
+        let cases: Vec<(&Op, Target, Schedule, &str)> = vec![
+            (&q4, Target::Wasm, Schedule { dequant_pass: true, ..Schedule::default_for(&q4, Target::Wasm) }, "WGSL"),
+            (&plain, Target::Wgsl, Schedule { dequant_pass: true, ..tiled.clone() }, "weights"),
+            (&q4, Target::Wgsl, Schedule { dequant_pass: true, ..Schedule::default_for(&q4, Target::Wgsl) }, "cache_read"),
+            (&big, Target::Wgsl, two.clone(), "scratch"),
+            (&at_limit, Target::Wgsl, Schedule { k_slices: 2, ..two.clone() }, "scratch"),
+        ];
+        for (op, t, s, says) in cases {
+            let e = s.check(op, t).unwrap_err();
+            assert!(["dequant_pass", "k_slices"].contains(&e.field) && e.to_string().contains(says), "{} {t:?} {s:?}: {e}", op.name());
+        }
+        assert!(!serde_json::to_string(&tiled).unwrap().contains("dequant_pass"));
+        assert!(serde_json::to_string(&two).unwrap().contains("\"dequant_pass\":true"));
     }
 
     #[test]

@@ -167,8 +167,9 @@ pub fn scratch_bytes(op: &Op, s: &Schedule) -> u64 {
     let (batch, m, _, n) = op.bmkn();
     let size = if s.f16_acc { 2 } else { 4 };
     let partials = if s.k_slices > 1 { size * s.k_slices as u64 * (batch * m * n) as u64 } else { 0 };
-    let weights =
-        if s.dequant_pass { partial_base(op, s) as u64 * if dequant_elem(op, s) == Elem::F16 || s.f16_acc { 2 } else { 4 } } else { 0 };
+    // An element's bytes: 2 for f16, and for every float under f16 arithmetic.
+    let weight_size = if dequant_elem(op, s) == Elem::F16 || s.f16_acc { 2 } else { 4 };
+    let weights = partial_base(op, s) as u64 * weight_size;
     weights + partials
 }
 

@@ -92,10 +92,11 @@ impl Nibble {
     }
 }
 
-/// Columns per thread of the `unpack` pass.
+/// Threads of an `unpack` workgroup along N, each writing `unpack_width`
+/// neighbouring columns.
 const UNPACK_COLUMN_THREADS: u32 = 64;
-/// Scale blocks per workgroup of the `unpack` pass (one per thread, for
-/// each of its columns).
+/// Threads of an `unpack` workgroup along K, each unpacking one scale
+/// block (32 values of K) of its columns.
 const UNPACK_BLOCK_THREADS: u32 = 4;
 
 /// Columns one thread of the `unpack` pass writes: 4 (each row of K one
