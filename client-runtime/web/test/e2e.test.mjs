@@ -237,19 +237,23 @@ test('f16 ops: the server serves f16 WGSL kernels; a WebGPU device without shade
   }
 });
 
-test('split-K across workgroups (ABI 3): a two-pass WGSL candidate is measured and checked in the browser, and the tuned kernel computes the product through the app\'s own bind group', { timeout: 300_000 }, async () => {
-  // matmul 8,512,16: a small grid and a long K, so SwiftShader's lite space
-  // leads with a k_slices twin (two passes, a scratch buffer at group 1).
-  const shape = [8, 512, 16];
-  const a = await browser('k-slices', true);
+/**
+ * Tunes `op` at `shape` in the browser from an empty database with two
+ * candidates, whose first must be a kernel of several passes (its text has
+ * `marker`); both must be measured and checked; then the tuned kernel
+ * computes the product through the app's own buffers and bind group (inputs
+ * seeded here, the output poisoned) against a float64 reference.
+ */
+async function tuneSeveralPasses(label, op, shape, marker) {
+  const a = await browser(label, true);
   try {
     await a.page.goto(`${base}/healthz`);
-    const r = await a.page.evaluate(async (shape) => {
+    const r = await a.page.evaluate(async ({ op, shape, marker }) => {
       const { Webtune } = await import('/web/webtune.js');
       const wt = await Webtune.open({ target: 'webgpu', cache: false, maxCandidates: 2 });
       const measured = [];
       wt.addEventListener('measure', (e) => measured.push(e.detail));
-      const k = await wt.gpuKernel('matmul', shape);
+      const k = await wt.gpuKernel(op, shape);
       const t0 = performance.now();
       while (measured.length < 2 && performance.now() - t0 < 200_000) {
         await wt.idle(50);
@@ -259,20 +263,32 @@ test('split-K across workgroups (ABI 3): a two-pass WGSL candidate is measured a
       // The app's path: its own buffers and bind group, the tuned kernel's dispatch.
       const [M, K, N] = shape;
       const A = Float32Array.from({ length: M * K }, (_, i) => Math.sin(i * 0.37) + 0.1);
-      const B = Float32Array.from({ length: K * N }, (_, i) => Math.cos(i * 0.11) - 0.2);
+      // B as the kernel reads it: f32 K × N, or q4 words (nibble j of word w
+      // is row 8w + j of column n, W[n, w]) with one scale per 32 rows.
+      const q4 = op === 'matmul_q4';
+      const W = Uint32Array.from({ length: (N * K) / 8 }, (_, i) => (Math.imul(i + 1, 2654435761) ^ (i << 7)) >>> 0);
+      const S = Float32Array.from({ length: (N * K) / 32 }, (_, i) => 0.02 + 0.01 * Math.cos(i));
+      const B = q4
+        ? Float32Array.from({ length: K * N }, (_, i) => {
+            const [kk, n] = [Math.floor(i / N), i % N];
+            return (((W[(n * K + kk) >>> 3] >>> (4 * (kk & 7))) & 15) - 8) * S[(n * K + kk) >>> 5];
+          })
+        : Float32Array.from({ length: K * N }, (_, i) => Math.cos(i * 0.11) - 0.2);
       const dev = wt.device;
       const buf = (data, usage) => {
         const b = dev.createBuffer({ size: Math.max(16, data.byteLength), usage: usage | GPUBufferUsage.COPY_DST });
         dev.queue.writeBuffer(b, 0, data);
         return b;
       };
-      const bufs = [buf(A, GPUBufferUsage.STORAGE), buf(B, GPUBufferUsage.STORAGE), buf(new Float32Array(M * N).fill(NaN), GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC)];
+      const inputs = q4 ? [A, W, S] : [A, B];
+      const bufs = [...inputs.map((x) => buf(x, GPUBufferUsage.STORAGE)), buf(new Float32Array(M * N).fill(NaN), GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC)];
+      const out = bufs[bufs.length - 1];
       const read = dev.createBuffer({ size: M * N * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
       const enc = dev.createCommandEncoder();
       const pass = enc.beginComputePass();
       k.dispatch(pass, k.bindGroup(bufs));
       pass.end();
-      enc.copyBufferToBuffer(bufs[2], 0, read, 0, M * N * 4);
+      enc.copyBufferToBuffer(out, 0, read, 0, M * N * 4);
       dev.queue.submit([enc.finish()]);
       await read.mapAsync(GPUMapMode.READ);
       const C = new Float32Array(read.getMappedRange().slice(0));
@@ -289,18 +305,30 @@ test('split-K across workgroups (ABI 3): a two-pass WGSL candidate is measured a
         }
       }
       return {
-        measured: measured.map((m, i) => ({ ok: m.ok, error: m.error ?? null, twoPass: texts[i].includes('fn reduce(') })),
+        measured: measured.map((m, i) => ({ ok: m.ok, error: m.error ?? null, severalPasses: texts[i].includes(marker) })),
         passes: k.passes,
         maxErr,
       };
-    }, shape);
-    console.log(`k-slices e2e: ${JSON.stringify(r)}`);
+    }, { op, shape, marker });
+    console.log(`${label} e2e: ${JSON.stringify(r)}`);
     assert.equal(r.measured.length, 2, JSON.stringify(r));
-    assert.ok(r.measured[0].twoPass, `the first candidate is not a two-pass kernel: ${JSON.stringify(r)}`);
+    assert.ok(r.measured[0].severalPasses, `the first candidate has no \`${marker}\`: ${JSON.stringify(r)}`);
     assert.ok(r.measured.every((m) => m.ok), JSON.stringify(r));
     assert.ok(r.maxErr < 1e-5, `the tuned kernel (${r.passes} pass(es)) through the app's bind group: max scaled error ${r.maxErr}`);
     assert.deepEqual(a.errors, []);
   } finally {
     await a.browser.close();
   }
+}
+
+test('split-K across workgroups (ABI 3): a two-pass WGSL candidate is measured and checked in the browser, and the tuned kernel computes the product through the app\'s own bind group', { timeout: 300_000 }, async () => {
+  // matmul 8,512,16: a small grid and a long K, so SwiftShader's lite space
+  // leads with a k_slices twin (two passes, a scratch buffer at group 1).
+  await tuneSeveralPasses('k-slices', 'matmul', [8, 512, 16], 'fn reduce(');
+});
+
+test('q4 prefill in two passes (ABI 3, first entry `unpack`): measured and checked in the browser, and the tuned kernel computes the product through the app\'s own bind group', { timeout: 300_000 }, async () => {
+  // matmul_q4 256,64,16: 256 rows, so the lite space leads with two-pass
+  // tiles (the weights unpacked once into the scratch buffer).
+  await tuneSeveralPasses('dequant-pass', 'matmul_q4', [256, 64, 16], 'fn unpack(');
 });
