@@ -683,13 +683,19 @@ impl Schedule {
                 ),
             ));
         }
+        let what = if self.dequant_pass { "the unpacked weights and the partial sums" } else { "the partial sums" };
+        self.check_scratch(op, "k_slices", what)
+    }
+
+    /// That the kernel's scratch buffer (all of it: the unpacked weights
+    /// and the partial sums) fits WebGPU's default storage binding limit;
+    /// else an error on `field`, which asks for `what`.
+    fn check_scratch(&self, op: &Op, field: &'static str, what: &str) -> Result<(), ScheduleError> {
         let bytes = crate::generate::matmul_gpu::scratch_bytes(op, self);
         if bytes > MAX_SCRATCH_BYTES as u64 {
             return Err(err(
-                "k_slices",
-                format!(
-                    "the partial sums would need {bytes} bytes of scratch; WebGPU's default storage binding limit is {MAX_SCRATCH_BYTES}"
-                ),
+                field,
+                format!("{what} would need {bytes} bytes of scratch; WebGPU's default storage binding limit is {MAX_SCRATCH_BYTES}"),
             ));
         }
         Ok(())
@@ -703,15 +709,7 @@ impl Schedule {
         if op.kind() != OpKind::MatmulQ4 {
             return Err(err("dequant_pass", format!("unpacks matmul_q4's weights; {} has none (use false)", op.name())));
         }
-        let bytes = crate::generate::matmul_gpu::scratch_bytes(op, self);
-        if bytes > MAX_SCRATCH_BYTES as u64 {
-            return Err(err(
-                "dequant_pass",
-                format!(
-                    "the unpacked weights would need {bytes} bytes of scratch; WebGPU's default storage binding limit is {MAX_SCRATCH_BYTES}"
-                ),
-            ));
-        }
+        self.check_scratch(op, "dequant_pass", "the unpacked weights")?;
         let groups = crate::generate::q4_gpu::unpack_launch(op).1;
         if groups.iter().any(|&g| g > 65535) {
             return Err(err(
