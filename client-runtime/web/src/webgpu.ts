@@ -2,7 +2,8 @@
 // candidate of one op and shape shares one explicit bind group layout
 // (inputs read-only storage, the output read-write storage, in ABI order), so
 // a bind group the app made stays valid when the pipeline behind it changes.
-// A kernel with several passes (ABI 3, split-K across workgroups) also binds
+// A kernel with several passes (ABI 3: split-K across workgroups, or q4
+// weights unpacked in a first pass) also binds
 // a scratch buffer at group 1, which the runtime owns: the app's group 0
 // is the same for every kernel of the op.
 
