@@ -28,7 +28,7 @@
 //! - GPU builtins (`local_id.x`, `group_id.y`, ...), `barrier` and the
 //!   subgroup shuffle `shufflexor(x, mask)` are valid only for the WGSL backend.
 //!
-//! The printed form (see [`print`]) is the test language of the filetests;
+//! The printed form (see [`print`](mod@print)) is the test language of the filetests;
 //! [`parse`] reads it back, and [`verify`] checks every rule above, including
 //! that every constant-bounded index stays inside its buffer.
 

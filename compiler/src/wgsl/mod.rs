@@ -143,7 +143,7 @@ pub fn write(f: &Func, workgroup_size: [u32; 3]) -> Result<String, String> {
     write_with(f, workgroup_size, false)
 }
 
-/// [`write`], in f16 arithmetic where `half` ([`lower::module_with`]).
+/// [`write()`], in f16 arithmetic where `half` ([`lower::module_with`]).
 pub fn write_with(f: &Func, workgroup_size: [u32; 3], half: bool) -> Result<String, String> {
     write_passes(&[(f, "main", workgroup_size)], half)
 }
@@ -198,7 +198,7 @@ fn module_uses_subgroups(module: &naga::Module) -> bool {
     module.entry_points.iter().any(|ep| block(&ep.function.body))
 }
 
-/// naga's validator, with every check on (see [`validate_module`]).
+/// naga's validator, with every check on (see `validate_module`).
 pub fn check(module: &naga::Module) -> Result<naga::valid::ModuleInfo, String> {
     validate_module(module, module_uses_subgroups(module), "")
 }
