@@ -176,11 +176,10 @@ pub(super) fn affine(f: &Func, consts: &[Option<i32>], subst: Subst, e: Handle<E
         return;
     }
     match f.exprs[e] {
-        Expr::Var(v) if subst(v).is_some() => {
-            if let Some(value) = subst(v) {
-                affine(f, consts, subst, value, coef, out);
-            }
-        }
+        Expr::Var(v) => match subst(v) {
+            Some(value) => affine(f, consts, subst, value, coef, out),
+            None => out.add_term(e, coef),
+        },
         Expr::Bin(BinOp::Add, a, b) => {
             affine(f, consts, subst, a, coef, out);
             affine(f, consts, subst, b, coef, out);
