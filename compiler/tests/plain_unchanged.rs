@@ -2,9 +2,10 @@
 //! before epilogues existed: one SHA-256 per target over the kernels of a
 //! fixed grid of ops and seeded random schedules. The Wasm hash was recorded
 //! from that compiler (commit 2d5d93b); the WGSL one again when the staged
-//! tiles became two-dimensional, rows of one k (commit 8ec7585), which
-//! changed every staged WGSL kernel on purpose. A change to either must be
-//! deliberate.
+//! tiles became two-dimensional, rows of one k (commit 8ec7585), and when
+//! variables set in one block became `let`s instead of `var`s (2026-11-28),
+//! each of which changed every WGSL kernel on purpose. A change to either
+//! must be deliberate.
 
 use sha2::{Digest, Sha256};
 use webtune_compiler::reference::Rng;
@@ -12,7 +13,7 @@ use webtune_compiler::schedule::{LoopOrder, UnrollLoop};
 use webtune_compiler::{Op, Schedule, Target, WasmPasses, compile};
 
 const WANT_WASM: &str = "6a7f83e826e8bace95aa7d1a42eb624f5efa00c4bf5d1a7bfab7cde68a93e154";
-const WANT_WGSL: &str = "a92e12ed95eb57a78440db46aa7fc38df77150ed042e8b0a461123dd9ab8fcb1";
+const WANT_WGSL: &str = "bcea76bc525808fa37ca2c84f7c9bd77257f9b7d3c01d40e0bc778e30992299f";
 
 fn grid() -> Vec<(Op, Target, Schedule)> {
     let mut out = Vec::new();

@@ -425,6 +425,26 @@ pub enum Expr {
     Compose([Handle<Expr>; 4]),
 }
 
+impl Expr {
+    /// The expressions this one reads (buffer and variable handles aside).
+    pub fn operands(&self) -> Vec<Handle<Expr>> {
+        match self {
+            Expr::Bin(_, a, b) | Expr::ShuffleXor(a, b) | Expr::DotI16(a, b) => vec![*a, *b],
+            Expr::Fma(a, b, c) => vec![*a, *b, *c],
+            Expr::Compose(lanes) => lanes.to_vec(),
+            Expr::Splat(a)
+            | Expr::ToF32(a)
+            | Expr::SToF32(a)
+            | Expr::FromBits(a)
+            | Expr::HSum(a)
+            | Expr::Lane(a, _)
+            | Expr::Un(_, a) => vec![*a],
+            Expr::Load { index, .. } => vec![*index],
+            Expr::Var(_) | Expr::I32(_) | Expr::F32(_) | Expr::Builtin(_) => vec![],
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stmt {
     For(For),

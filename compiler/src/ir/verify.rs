@@ -86,27 +86,12 @@ fn check_handles(f: &Func) -> Result<(), VerifyError> {
     let bad = |what: &str, i: usize| Err(VerifyError(format!("dangling {what} handle #{i}")));
     let n = f.exprs.len();
     for (h, e) in f.exprs.iter() {
-        let operands: Vec<Handle<Expr>> = match e {
-            Expr::Bin(_, a, b) | Expr::ShuffleXor(a, b) | Expr::DotI16(a, b) => vec![*a, *b],
-            Expr::Fma(a, b, c) => vec![*a, *b, *c],
-            Expr::Compose(lanes) => lanes.to_vec(),
-            Expr::Splat(a) | Expr::ToF32(a) | Expr::SToF32(a) | Expr::FromBits(a) | Expr::HSum(a) | Expr::Lane(a, _) | Expr::Un(_, a) => {
-                vec![*a]
-            }
-            Expr::Load { buf, index, .. } => {
-                if f.buffers.get(*buf).is_none() {
-                    return bad("buffer", buf.index());
-                }
-                vec![*index]
-            }
-            Expr::Var(v) => {
-                if f.vars.get(*v).is_none() {
-                    return bad("variable", v.index());
-                }
-                vec![]
-            }
-            Expr::I32(_) | Expr::F32(_) | Expr::Builtin(_) => vec![],
-        };
+        match e {
+            Expr::Load { buf, .. } if f.buffers.get(*buf).is_none() => return bad("buffer", buf.index()),
+            Expr::Var(v) if f.vars.get(*v).is_none() => return bad("variable", v.index()),
+            _ => {}
+        }
+        let operands = e.operands();
         // Operands come before their users, so the expression graph is acyclic.
         for o in operands {
             if o.index() >= n || o.index() >= h.index() {

@@ -219,6 +219,8 @@ pub enum EmitError {
     HalfArgument(String),
     #[error("two passes bind buffer {0} with different element types")]
     BindingMismatch(String),
+    #[error("variable #{0} is read where no value of it is bound (a lowering bug)")]
+    Unbound(usize),
 }
 
 /// Parses and validates WGSL `source` with naga; the error is naga's report.
@@ -595,7 +597,7 @@ mod tests {
             assert!(k.source.contains(&format!("b_As[{step}][")) && k.source.contains(&format!("b_Bs[{step}][")), "{}", k.source);
         }
         assert!(!k.source.contains("/ 4i"), "vec4 indices are shifts, not divisions: {}", k.source);
-        assert!(k.source.contains(" = v_a4_1_;"), "{}", k.source);
+        assert!(k.source.contains("let v_a4_1_ = b_As"), "{}", k.source);
         assert!(k.source.contains(".w)"), "{}", k.source);
         // Scalar schedules keep scalar rows.
         let scalar = compile(&op, &Schedule { vectorize: 1, ..s }).unwrap();
