@@ -13,7 +13,7 @@ use webtune_compiler::schedule::{LoopOrder, UnrollLoop};
 use webtune_compiler::{Op, Schedule, Target, WasmPasses, compile};
 
 const WANT_WASM: &str = "6a7f83e826e8bace95aa7d1a42eb624f5efa00c4bf5d1a7bfab7cde68a93e154";
-const WANT_WGSL: &str = "bcea76bc525808fa37ca2c84f7c9bd77257f9b7d3c01d40e0bc778e30992299f";
+const WANT_WGSL: &str = "e8bad2d979447e6df4c183ad798e45aa8aa33d3f65e64b8c5c2222bb51bf389d";
 
 fn grid() -> Vec<(Op, Target, Schedule)> {
     let mut out = Vec::new();

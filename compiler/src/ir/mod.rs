@@ -426,21 +426,18 @@ pub enum Expr {
 }
 
 impl Expr {
-    /// The expressions this one reads (buffer and variable handles aside).
-    pub fn operands(&self) -> Vec<Handle<Expr>> {
-        match self {
-            Expr::Bin(_, a, b) | Expr::ShuffleXor(a, b) | Expr::DotI16(a, b) => vec![*a, *b],
-            Expr::Fma(a, b, c) => vec![*a, *b, *c],
-            Expr::Compose(lanes) => lanes.to_vec(),
-            Expr::Splat(a)
-            | Expr::ToF32(a)
-            | Expr::SToF32(a)
-            | Expr::FromBits(a)
-            | Expr::HSum(a)
-            | Expr::Lane(a, _)
-            | Expr::Un(_, a) => vec![*a],
-            Expr::Load { index, .. } => vec![*index],
-            Expr::Var(_) | Expr::I32(_) | Expr::F32(_) | Expr::Builtin(_) => vec![],
+    /// The expressions this one reads (buffer and variable handles aside),
+    /// without allocating: `for o in e.operands().into_iter().flatten()`.
+    pub fn operands(&self) -> [Option<Handle<Expr>>; 4] {
+        match *self {
+            Expr::Bin(_, a, b) | Expr::ShuffleXor(a, b) | Expr::DotI16(a, b) => [Some(a), Some(b), None, None],
+            Expr::Fma(a, b, c) => [Some(a), Some(b), Some(c), None],
+            Expr::Compose(lanes) => lanes.map(Some),
+            Expr::Splat(a) | Expr::ToF32(a) | Expr::SToF32(a) | Expr::FromBits(a) | Expr::HSum(a) | Expr::Lane(a, _) | Expr::Un(_, a) => {
+                [Some(a), None, None, None]
+            }
+            Expr::Load { index, .. } => [Some(index), None, None, None],
+            Expr::Var(_) | Expr::I32(_) | Expr::F32(_) | Expr::Builtin(_) => [None; 4],
         }
     }
 }

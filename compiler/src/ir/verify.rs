@@ -91,7 +91,7 @@ fn check_handles(f: &Func) -> Result<(), VerifyError> {
             Expr::Var(v) if f.vars.get(*v).is_none() => return bad("variable", v.index()),
             _ => {}
         }
-        let operands = e.operands();
+        let operands = e.operands().into_iter().flatten();
         // Operands come before their users, so the expression graph is acyclic.
         for o in operands {
             if o.index() >= n || o.index() >= h.index() {

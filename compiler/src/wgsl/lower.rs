@@ -223,23 +223,20 @@ fn lower_function(
         globals,
         locals,
         bound: vec![None; f.vars.len()],
-        names: Vec::new(),
     };
     b.emitted = b.exprs.len();
     b.block(&f.body)?;
     b.flush();
     func.body = b.blocks.pop().unwrap_or_default();
     func.expressions = b.exprs;
-    let vars: Vec<Handle<crate::ir::Var>> = f.vars.iter().map(|(h, _)| h).collect();
-    for (h, v) in b.names {
-        func.named_expressions.insert(h, super::var_name(f, vars[v]));
-    }
     Ok(func)
 }
 
 /// The variables that need no local: each value the kernel gives one is
-/// bound to the expression that computes it, which naga writes as a
-/// `let`, and its reads use that expression. That holds for a variable
+/// bound to the expression that computes it, and its reads use that
+/// expression (naga writes it inline where it is read once, else as a
+/// `let`; unnamed, which keeps the text short: naming each value cost a
+/// fifth of a q4 decode kernel's compile time). That holds for a variable
 /// whose every read follows (in program order) a set in the same naga
 /// block or one around it (a block: the function's body, an `if`'s, or a
 /// loop's that is not unrolled; unrolled loops are laid out in their
@@ -261,7 +258,7 @@ fn direct_vars(f: &Func) -> Vec<bool> {
         if let Expr::Var(v) = e {
             reads[at + v.index() / 64] |= 1 << (v.index() % 64);
         }
-        for o in e.operands() {
+        for o in e.operands().into_iter().flatten() {
             for w in 0..words {
                 reads[at + w] |= reads[o.index() * words + w];
             }
@@ -470,8 +467,6 @@ struct Builder<'a> {
     locals: Vec<Option<NExpr>>,
     /// The expression a variable without a local holds now.
     bound: Vec<Option<NExpr>>,
-    /// Expressions named after the variable they were bound to.
-    names: Vec<(NExpr, usize)>,
 }
 
 impl Builder<'_> {
@@ -521,14 +516,7 @@ impl Builder<'_> {
     fn write_var(&mut self, v: usize, value: NExpr) {
         match self.locals[v] {
             Some(pointer) => self.stmt_after_flush(Statement::Store { pointer, value }),
-            None => {
-                self.bound[v] = Some(value);
-                // Only an expression an `Emit` evaluates can be named
-                // (literals and the pre-emitted ones are in scope everywhere).
-                if !matches!(self.exprs[value], N::Literal(_) | N::FunctionArgument(_) | N::GlobalVariable(_) | N::LocalVariable(_)) {
-                    self.names.push((value, v));
-                }
-            }
+            None => self.bound[v] = Some(value),
         }
         self.epoch[v] += 1;
     }
