@@ -270,6 +270,8 @@ fn direct_vars(f: &Func) -> Vec<bool> {
         /// The block of each variable's latest set, in program order.
         latest: Vec<Option<u32>>,
         ok: Vec<bool>,
+        /// Whether the walk is inside the unrolled loop a variable counts
+        /// (its reads there are literals).
         unrolled: Vec<bool>,
         /// The blocks the walk is in, innermost last.
         open: Vec<u32>,
@@ -306,16 +308,16 @@ fn direct_vars(f: &Func) -> Vec<bool> {
                 set[v / 64] |= 1 << (v % 64);
             }
         }
-        fn nested(&mut self, f: &Func, body: &[Stmt], hi: Option<Handle<Expr>>) {
+        fn nested(&mut self, body: &[Stmt], hi: Option<Handle<Expr>>) {
             self.blocks += 1;
             self.open.push(self.blocks);
             if let Some(hi) = hi {
                 self.read(hi);
             }
-            self.body(f, body);
+            self.body(body);
             self.open.pop();
         }
-        fn body(&mut self, f: &Func, body: &[Stmt]) {
+        fn body(&mut self, body: &[Stmt]) {
             for s in body {
                 match s {
                     Stmt::Set { var, value } => {
@@ -328,17 +330,18 @@ fn direct_vars(f: &Func) -> Vec<bool> {
                     }
                     Stmt::If { cond, body } => {
                         self.read(*cond);
-                        self.nested(f, body, None);
+                        self.nested(body, None);
                     }
                     Stmt::For(l) if l.unroll => {
-                        self.unrolled[l.var.index()] = true;
-                        self.body(f, &l.body);
+                        let was = std::mem::replace(&mut self.unrolled[l.var.index()], true);
+                        self.body(&l.body);
+                        self.unrolled[l.var.index()] = was;
                     }
                     Stmt::For(l) => {
                         self.ok[l.var.index()] = false;
                         self.read(l.lo);
                         self.loops.push((vec![0; self.words], vec![0; self.words]));
-                        self.nested(f, &l.body, Some(l.hi));
+                        self.nested(&l.body, Some(l.hi));
                         let (set, first) = self.loops.pop().unwrap_or_default();
                         for (w, (s, r)) in set.iter().zip(&first).enumerate() {
                             let mut carried = s & r;
@@ -363,7 +366,7 @@ fn direct_vars(f: &Func) -> Vec<bool> {
         blocks: 0,
         loops: Vec::new(),
     };
-    w.body(f, &f.body);
+    w.body(&f.body);
     w.ok
 }
 
@@ -499,7 +502,7 @@ impl Builder<'_> {
     /// bound to.
     fn read_var(&mut self, v: usize) -> Result<NExpr, EmitError> {
         let Some(local) = self.locals[v] else {
-            // `direct_vars` saw a set of it earlier in this block.
+            // `direct_vars` saw a set of it earlier, in this block or one around it.
             return self.bound[v].ok_or(EmitError::Unbound(v));
         };
         if let Some((h, epoch, scope)) = self.loaded[v]
