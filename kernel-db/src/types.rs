@@ -170,7 +170,7 @@ pub struct Best {
     pub meta_json: String,
 }
 
-/// Outcome of [`Db::record_report`].
+/// Outcome of [`crate::Db::record_report`].
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RecordedReport {
     pub report_id: String,

@@ -1047,7 +1047,7 @@ fn q4_stream_source(k: u32, n: u32, v: StreamShape, sg: u32) -> Option<String> {
 
 /// The streaming q4 kernel against the generator's first lite candidate,
 /// alternately, each variant checked against the f64 reference first.
-/// GPU_BENCH_Q4_STREAM="rows,units,warps,prefetch,one_op[,signed[,kwarps]]" picks the variants.
+/// `GPU_BENCH_Q4_STREAM="rows,units,warps,prefetch,one_op[,signed[,kwarps]]"` picks the variants.
 fn q4_stream_study(gpu: &Gpu) {
     let variants = variants_from_env("GPU_BENCH_Q4_STREAM", "2,16,1,0,0 2,16,1,0,1 2,4,1,1,1 4,4,1,1,1 2,4,4,1,1", |f| {
         (f.len() >= 5).then(|| StreamShape {
@@ -1431,7 +1431,7 @@ fn bounds_check_cost(gpu: &mut Gpu, big: &Op) {
 }
 
 /// The most a kernel of this harness can read: a WGSL kernel that only reads
-/// `bytes` (as vec4<u32>, grid-stride) and writes one word per thread, timed
+/// `bytes` (as `vec4<u32>`, grid-stride) and writes one word per thread, timed
 /// like every kernel (back-to-back dispatches between GPU timestamps). At the
 /// q4 shapes' weight sizes and at 128 MiB (wgpu's default binding limit); the best of several grid sizes.
 fn read_ceiling(gpu: &Gpu) {

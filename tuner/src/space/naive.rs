@@ -40,7 +40,7 @@ fn naive_pairs_cpu(d: u32) -> u64 {
 }
 
 /// Size of the naive space: every combination of the tile sizes of
-/// [`naive_tiles`] (per dimension, level-0 dividing level-1; on Wasm
+/// `naive_tiles` (per dimension, level-0 dividing level-1; on Wasm
 /// matmul the wider pairs of `naive_pairs_cpu`) and of every
 /// primitive the target's code generator reads, counted, not listed:
 ///
