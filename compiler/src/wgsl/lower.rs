@@ -267,8 +267,10 @@ fn direct_vars(f: &Func) -> Vec<bool> {
     struct Walk<'a> {
         reads: &'a [u64],
         words: usize,
-        /// The block of each variable's latest set, in program order.
-        latest: Vec<Option<u32>>,
+        /// Each variable's latest set, in program order: its block and its
+        /// number among all the sets so far (from 1).
+        latest: Vec<Option<(u32, u32)>>,
+        sets: u32,
         ok: Vec<bool>,
         /// Whether the walk is inside the unrolled loop a variable counts
         /// (its reads there are literals).
@@ -276,9 +278,11 @@ fn direct_vars(f: &Func) -> Vec<bool> {
         /// The blocks the walk is in, innermost last.
         open: Vec<u32>,
         blocks: u32,
-        /// Per loop the walk is in: the variables set in it so far, and
-        /// those read in it before any set in it (bitsets).
-        loops: Vec<(Vec<u64>, Vec<u64>)>,
+        /// Per loop the walk is in: the number of sets before it, and the
+        /// variables read in it before any set in it. A variable set since
+        /// (its latest set numbered above) and so read is carried across
+        /// iterations.
+        loops: Vec<(u32, Vec<bool>)>,
     }
     impl Walk<'_> {
         fn read(&mut self, e: Handle<Expr>) {
@@ -291,21 +295,15 @@ fn direct_vars(f: &Func) -> Vec<bool> {
                     if self.unrolled[v] {
                         continue;
                     }
-                    if !self.latest[v].is_some_and(|b| self.open.contains(&b)) {
+                    let latest = self.latest[v];
+                    if !latest.is_some_and(|(b, _)| self.open.contains(&b)) {
                         self.ok[v] = false;
                     }
-                    for (set, first) in &mut self.loops {
-                        if set[w] & (1 << (v % 64)) == 0 {
-                            first[w] |= 1 << (v % 64);
-                        }
+                    let seq = latest.map_or(0, |(_, seq)| seq);
+                    for (before, first) in &mut self.loops {
+                        first[v] |= seq <= *before;
                     }
                 }
-            }
-        }
-        fn set(&mut self, v: usize) {
-            self.latest[v] = self.open.last().copied();
-            for (set, _) in &mut self.loops {
-                set[v / 64] |= 1 << (v % 64);
             }
         }
         fn nested(&mut self, body: &[Stmt], hi: Option<Handle<Expr>>) {
@@ -322,7 +320,8 @@ fn direct_vars(f: &Func) -> Vec<bool> {
                 match s {
                     Stmt::Set { var, value } => {
                         self.read(*value);
-                        self.set(var.index());
+                        self.sets += 1;
+                        self.latest[var.index()] = self.open.last().map(|&b| (b, self.sets));
                     }
                     Stmt::Store { index, value, .. } => {
                         self.read(*index);
@@ -340,14 +339,12 @@ fn direct_vars(f: &Func) -> Vec<bool> {
                     Stmt::For(l) => {
                         self.ok[l.var.index()] = false;
                         self.read(l.lo);
-                        self.loops.push((vec![0; self.words], vec![0; self.words]));
+                        self.loops.push((self.sets, vec![false; self.ok.len()]));
                         self.nested(&l.body, Some(l.hi));
-                        let (set, first) = self.loops.pop().unwrap_or_default();
-                        for (w, (s, r)) in set.iter().zip(&first).enumerate() {
-                            let mut carried = s & r;
-                            while carried != 0 {
-                                self.ok[w * 64 + carried.trailing_zeros() as usize] = false;
-                                carried &= carried - 1;
+                        let (before, first) = self.loops.pop().unwrap_or_default();
+                        for (v, read_first) in first.into_iter().enumerate() {
+                            if read_first && self.latest[v].is_some_and(|(_, seq)| seq > before) {
+                                self.ok[v] = false;
                             }
                         }
                     }
@@ -360,6 +357,7 @@ fn direct_vars(f: &Func) -> Vec<bool> {
         reads: &reads,
         words,
         latest: vec![None; n],
+        sets: 0,
         ok: vec![true; n],
         unrolled: vec![false; n],
         open: vec![0],
