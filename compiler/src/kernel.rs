@@ -9,7 +9,7 @@ use crate::op::{Op, OpError};
 use crate::schedule::{Schedule, ScheduleError, Target};
 use crate::wasm::{self, LowerOptions, WasmOptions};
 
-/// Version of the kernel ABI described in the README. Bumped on any change a
+/// Version of the kernel ABI described in docs/kernel-abi.md. Bumped on any change a
 /// host could notice.
 pub const ABI_VERSION: u32 = 1;
 /// The ABI of threaded Wasm kernels: version 1 plus a shared memory import

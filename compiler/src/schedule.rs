@@ -213,7 +213,7 @@ pub struct Schedule {
     /// WGSL, `+f16` matmul, batch_matmul and tiled (`cache_read`)
     /// matmul_q4, not with GELU: f16 arithmetic. Registers,
     /// workgroup tiles and every multiply-add are f16, so the sum over K
-    /// accumulates in f16 (README, "Ops": its error and tolerance); off,
+    /// accumulates in f16 (docs/ops.md, "Tolerance"); off,
     /// an f16 op loads into f32 and accumulates in f32. Absent when false,
     /// so no other schedule's JSON changes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

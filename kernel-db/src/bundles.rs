@@ -1,4 +1,4 @@
-//! Static bundles (README, "Static kernel bundles"): the winners a bundle exports,
+//! Static bundles (docs/static-bundles.md): the winners a bundle exports,
 //! and a bundle's winners written into a database.
 //!
 //! The bundle format itself (files, checksums) is the server's business;

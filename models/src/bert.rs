@@ -1,5 +1,5 @@
 //! BERT-family encoders: what `config.json` implies, the checks, and the
-//! bundle layout (README.md, "Models": linear weights transposed to
+//! bundle layout (docs/model-bundle.md: linear weights transposed to
 //! `[in, out]`, Q, K and V side by side as `qkv`, every tensor at a 64-byte
 //! offset).
 //!

@@ -1,6 +1,6 @@
 //! The int16 weights blob: the same bundle with its weight products'
 //! matrices and its word embeddings quantised to signed 16-bit values, for
-//! the browser runtime's `precision: 'int16'` (README.md, "Models"). It
+//! the browser runtime's `precision: 'int16'` (docs/model-bundle.md). It
 //! halves what such a client downloads and spares it quantising 10 M
 //! weights in JavaScript at load.
 //!

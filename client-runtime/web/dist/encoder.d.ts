@@ -75,7 +75,7 @@ export interface TensorEntry {
     shape: number[];
     offset: number;
 }
-/** The bundle manifest (format 1), README "Models". */
+/** The bundle manifest (format 1), docs/model-bundle.md. */
 export interface ModelManifest {
     format: number;
     name: string;

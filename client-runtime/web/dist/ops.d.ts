@@ -2,7 +2,7 @@
 export type BaseOp = 'matmul' | 'batch_matmul' | 'matmul_q4' | 'matmul_i16';
 /**
  * An op a kernel computes: a base op, or matmul / batch_matmul / matmul_i16
- * with a fused epilogue suffix (README, "Ops"): `+bias`, then `+gelu` or
+ * with a fused epilogue suffix (docs/ops.md): `+bias`, then `+gelu` or
  * `+relu`, then `+residual`, e.g. `matmul+bias+gelu`. The kernel computes
  * `C = act(A·B + bias) + R` (for matmul_i16, A·B is `SA[m]·SB[n]·Σₖ qa·qb`).
  * A last `+f16` (matmul, batch_matmul, matmul_q4) stores every float

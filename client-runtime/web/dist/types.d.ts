@@ -1,5 +1,5 @@
 import type { ArgSpec } from './ops.js';
-/** `kernel.json` (README, "Kernel ABI"). */
+/** `kernel.json` (docs/kernel-abi.md). */
 export interface KernelMeta {
     abi: number;
     op: string;

@@ -102,7 +102,7 @@ export interface OpenOptions {
      */
     rho?: string;
     /**
-     * A static bundle (`webtune bundle export`, README "Static kernel bundles"): the
+     * A static bundle (`webtune bundle export`, docs/static-bundles.md): the
      * URL of its directory, on any static host or the app's own. Best-kernel
      * lookups are answered from it (device key, then architecture, vendor,
      * portable default, as the server does); kernels are fetched from it and

@@ -1,4 +1,4 @@
-// Static bundles (README, "Static kernel bundles"): what `webtune bundle export`
+// Static bundles (docs/static-bundles.md): what `webtune bundle export`
 // writes, read from any static host. Best-kernel lookups are answered from
 // the bundle's winners with the server's fallback rule (device key, then
 // its architecture's, then its vendor's, then the portable default), and

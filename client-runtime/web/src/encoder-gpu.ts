@@ -1,6 +1,6 @@
 // SentenceEncoder's WebGPU path: the model on the app's GPUDevice, every
 // matrix product on webtune's tuned WGSL kernels (the same ops and shapes as
-// the Wasm path, README "Models"), everything else on the fixed kernels of
+// the Wasm path, docs/model-bundle.md), everything else on the fixed kernels of
 // encoder-kernels.wgsl.
 //
 // Memory: the weights are uploaded once, at load, into one storage buffer

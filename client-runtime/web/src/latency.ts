@@ -1,4 +1,4 @@
-// Model-level latency, for choosing a backend by measurement (README,
+// Model-level latency, for choosing a backend by measurement (docs/model-bundle.md,
 // "Backend choice by measurement"): SentenceEncoder times its `encode`
 // calls per (batch, padded length) bucket and reports the median to
 // `POST /v1/models/{name}/latency` through its session; `target: 'auto'`

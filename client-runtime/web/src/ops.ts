@@ -1,12 +1,12 @@
 // The ops webtune kernels compute and their arguments in ABI order
-// (README, "Ops"). Mirrors `webtune_compiler::Op::args`.
+// (docs/ops.md). Mirrors `webtune_compiler::Op::args`.
 
 /** The base ops. */
 export type BaseOp = 'matmul' | 'batch_matmul' | 'matmul_q4' | 'matmul_i16';
 
 /**
  * An op a kernel computes: a base op, or matmul / batch_matmul / matmul_i16
- * with a fused epilogue suffix (README, "Ops"): `+bias`, then `+gelu` or
+ * with a fused epilogue suffix (docs/ops.md): `+bias`, then `+gelu` or
  * `+relu`, then `+residual`, e.g. `matmul+bias+gelu`. The kernel computes
  * `C = act(A·B + bias) + R` (for matmul_i16, A·B is `SA[m]·SB[n]·Σₖ qa·qb`).
  * A last `+f16` (matmul, batch_matmul, matmul_q4) stores every float

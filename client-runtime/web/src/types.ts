@@ -3,7 +3,7 @@
 
 import type { ArgSpec } from './ops.js';
 
-/** `kernel.json` (README, "Kernel ABI"). */
+/** `kernel.json` (docs/kernel-abi.md). */
 export interface KernelMeta {
   abi: number;
   op: string;

@@ -1,5 +1,5 @@
 //! `webtune bundle export` and `webtune bundle import`: the database's
-//! winners as a static bundle (README, "Static kernel bundles"), and back.
+//! winners as a static bundle (docs/static-bundles.md), and back.
 
 use std::path::PathBuf;
 

@@ -1,4 +1,4 @@
-//! `webtune db compact`: the retention policy (README, "Retention"). Raw
+//! `webtune db compact`: the retention policy (docs/service.md, "Retention"). Raw
 //! reports and measurements older than `--older-than-days` are folded into
 //! per-day sums and deleted, a day per transaction, with a line per day.
 

@@ -63,7 +63,7 @@ pub const STORED_ITEMS: usize = 64;
 /// The fingerprint as the server stores and shows it: the fields the tuner
 /// knows (`webtune_tuner::Fingerprint`, re-serialised), each string cut to
 /// [`STORED_STR`] bytes and each list to [`STORED_ITEMS`] items. Unknown
-/// fields are dropped, as README promises, so a client cannot park 64 KB of
+/// fields are dropped, as docs/device-keys.md promises, so a client cannot park 64 KB of
 /// its own text in the devices table or on the dashboard. Canonical text:
 /// the same fingerprint always stores the same bytes.
 pub fn stored_fingerprint(fp: &serde_json::Value) -> Result<String, String> {

@@ -324,7 +324,7 @@ async fn session_of(app: &App, id: &str) -> ApiResult<webtune_kernel_db::Session
 async fn create_session(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
     let req: SessionRequest = json_body(body)?;
     let keys = device::keys_for(&req.fingerprint).map_err(ApiError::unprocessable)?;
-    // Known fields only, bounded (README: unknown fields are ignored).
+    // Known fields only, bounded (docs/device-keys.md: unknown fields are ignored).
     let canonical = device::stored_fingerprint(&req.fingerprint).map_err(ApiError::unprocessable)?;
     let fp_sha = app.db.upsert_device(&canonical, &keys).await?;
     let s = app.db.create_session(&fp_sha, &keys).await?;

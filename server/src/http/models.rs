@@ -1,4 +1,4 @@
-//! The model store over HTTP (README.md, "Models"): the list, each
+//! The model store over HTTP (docs/model-bundle.md): the list, each
 //! bundle's manifest, and its blobs.
 //!
 //! - The manifest may change (a re-import replaces it), so it is served
@@ -63,7 +63,7 @@ async fn read_manifest(app: &App, name: &str) -> ApiResult<(Vec<u8>, Manifest)> 
 }
 
 /// `GET /v1/models`
-/// The model bundles this server serves (README, Models).
+/// The model bundles this server serves (docs/model-bundle.md).
 #[utoipa::path(get, path = "/v1/models", responses((status = 200, description = "The store's models", body = ModelList)))]
 pub async fn list(State(app): State<Arc<App>>) -> ApiResult<Response> {
     let models = match store(&app) {
