@@ -5,8 +5,10 @@
 //   dist/webtune.js   the ES module apps import (served at /web/webtune.js),
 //                     with the bench worker's bundle inside as a string, the
 //                     SentenceEncoder's Wasm kernels (encoder-kernels.wat) as base64,
-//                     its WebGPU kernels (encoder-kernels.wgsl) as text
-//                     and @huggingface/tokenizers
+//                     its WebGPU kernels (encoder-kernels.wgsl) as text,
+//                     TextGenerator's fixed kernels (decoder-kernels.wat) as
+//                     base64, @huggingface/tokenizers and @huggingface/jinja;
+//                     its entry is src/index.ts, the runtime's one public face
 //   dist/*.d.ts       its type declarations
 //   dist/demo.js      the demo app (served at /web/demo.js), which imports
 //                     /web/webtune.js like any other app would
@@ -57,8 +59,11 @@ const define = {
   __WEBTUNE_EVAL_WORKER__: JSON.stringify(worker.outputFiles[0].text),
   __WEBTUNE_ENCODER_KERNELS__: JSON.stringify((await assembleKernels()).toString('base64')),
   __WEBTUNE_ENCODER_WGSL__: JSON.stringify(readFileSync(join(root, 'src', 'encoder-kernels.wgsl'), 'utf8')),
+  // The text generator's fixed kernels (src/decoder-kernels.wat, which the
+  // native decoder assembles too), as base64.
+  __WEBTUNE_DECODER_KERNELS__: JSON.stringify((await assembleKernels('decoder-kernels.wat')).toString('base64')),
 };
-await esbuild.build({ ...common, entryPoints: ['src/webtune.ts'], outfile: join(out, 'webtune.js'), define });
+await esbuild.build({ ...common, entryPoints: ['src/index.ts'], outfile: join(out, 'webtune.js'), define });
 await esbuild.build({ ...common, entryPoints: ['demo/demo.ts'], outfile: join(out, 'demo.js'), external: ['/web/webtune.js'] });
 
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');

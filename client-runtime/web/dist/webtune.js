@@ -7016,10 +7016,4068 @@ function nextTask() {
     c.port2.postMessage(null);
   });
 }
+
+// node_modules/@huggingface/jinja/dist/index.js
+var __defProp = Object.defineProperty;
+var __defNormalProp = (obj, key, value) => key in obj ? __defProp(obj, key, { enumerable: true, configurable: true, writable: true, value }) : obj[key] = value;
+var __publicField = (obj, key, value) => {
+  __defNormalProp(obj, typeof key !== "symbol" ? key + "" : key, value);
+  return value;
+};
+var TOKEN_TYPES = Object.freeze({
+  Text: "Text",
+  // The text between Jinja statements or expressions
+  NumericLiteral: "NumericLiteral",
+  // e.g., 123, 1.0
+  StringLiteral: "StringLiteral",
+  // 'string'
+  Identifier: "Identifier",
+  // Variables, functions, statements, booleans, etc.
+  Equals: "Equals",
+  // =
+  OpenParen: "OpenParen",
+  // (
+  CloseParen: "CloseParen",
+  // )
+  OpenStatement: "OpenStatement",
+  // {%
+  CloseStatement: "CloseStatement",
+  // %}
+  OpenExpression: "OpenExpression",
+  // {{
+  CloseExpression: "CloseExpression",
+  // }}
+  OpenSquareBracket: "OpenSquareBracket",
+  // [
+  CloseSquareBracket: "CloseSquareBracket",
+  // ]
+  OpenCurlyBracket: "OpenCurlyBracket",
+  // {
+  CloseCurlyBracket: "CloseCurlyBracket",
+  // }
+  Comma: "Comma",
+  // ,
+  Dot: "Dot",
+  // .
+  Colon: "Colon",
+  // :
+  Pipe: "Pipe",
+  // |
+  CallOperator: "CallOperator",
+  // ()
+  AdditiveBinaryOperator: "AdditiveBinaryOperator",
+  // + - ~
+  MultiplicativeBinaryOperator: "MultiplicativeBinaryOperator",
+  // * / // %
+  ExponentiationBinaryOperator: "ExponentiationBinaryOperator",
+  // **
+  ComparisonBinaryOperator: "ComparisonBinaryOperator",
+  // < > <= >= == !=
+  UnaryOperator: "UnaryOperator",
+  // ! - +
+  Comment: "Comment"
+  // {# ... #}
+});
+var Token = class {
+  /**
+   * Constructs a new Token.
+   * @param {string} value The raw value as seen inside the source code.
+   * @param {TokenType} type The type of token.
+   */
+  constructor(value, type) {
+    this.value = value;
+    this.type = type;
+  }
+};
+function isWord(char) {
+  return /\w/.test(char);
+}
+function isInteger(char) {
+  return /[0-9]/.test(char);
+}
+function isWhitespace(char) {
+  return /\s/.test(char);
+}
+var ORDERED_MAPPING_TABLE = [
+  // Control sequences
+  ["{%", TOKEN_TYPES.OpenStatement],
+  ["%}", TOKEN_TYPES.CloseStatement],
+  ["{{", TOKEN_TYPES.OpenExpression],
+  ["}}", TOKEN_TYPES.CloseExpression],
+  // Single character tokens
+  ["(", TOKEN_TYPES.OpenParen],
+  [")", TOKEN_TYPES.CloseParen],
+  ["{", TOKEN_TYPES.OpenCurlyBracket],
+  ["}", TOKEN_TYPES.CloseCurlyBracket],
+  ["[", TOKEN_TYPES.OpenSquareBracket],
+  ["]", TOKEN_TYPES.CloseSquareBracket],
+  [",", TOKEN_TYPES.Comma],
+  [".", TOKEN_TYPES.Dot],
+  [":", TOKEN_TYPES.Colon],
+  ["|", TOKEN_TYPES.Pipe],
+  // Comparison operators
+  ["<=", TOKEN_TYPES.ComparisonBinaryOperator],
+  [">=", TOKEN_TYPES.ComparisonBinaryOperator],
+  ["==", TOKEN_TYPES.ComparisonBinaryOperator],
+  ["!=", TOKEN_TYPES.ComparisonBinaryOperator],
+  ["<", TOKEN_TYPES.ComparisonBinaryOperator],
+  [">", TOKEN_TYPES.ComparisonBinaryOperator],
+  // Arithmetic operators
+  ["+", TOKEN_TYPES.AdditiveBinaryOperator],
+  ["-", TOKEN_TYPES.AdditiveBinaryOperator],
+  ["~", TOKEN_TYPES.AdditiveBinaryOperator],
+  ["**", TOKEN_TYPES.ExponentiationBinaryOperator],
+  // NOTE: must come before "*" so that "**" is matched first
+  ["*", TOKEN_TYPES.MultiplicativeBinaryOperator],
+  ["//", TOKEN_TYPES.MultiplicativeBinaryOperator],
+  // NOTE: must come before "/" so that "//" is matched first
+  ["/", TOKEN_TYPES.MultiplicativeBinaryOperator],
+  ["%", TOKEN_TYPES.MultiplicativeBinaryOperator],
+  // Assignment operator
+  ["=", TOKEN_TYPES.Equals]
+];
+var ESCAPE_CHARACTERS = /* @__PURE__ */ new Map([
+  ["n", "\n"],
+  // New line
+  ["t", "	"],
+  // Horizontal tab
+  ["r", "\r"],
+  // Carriage return
+  ["b", "\b"],
+  // Backspace
+  ["f", "\f"],
+  // Form feed
+  ["v", "\v"],
+  // Vertical tab
+  ["'", "'"],
+  // Single quote
+  ['"', '"'],
+  // Double quote
+  ["\\", "\\"]
+  // Backslash
+]);
+function preprocess(template, options = {}) {
+  if (template.endsWith("\n")) {
+    template = template.slice(0, -1);
+  }
+  if (options.lstrip_blocks) {
+    template = template.replace(/^[ \t]*({[#%-])/gm, "$1");
+  }
+  if (options.trim_blocks) {
+    template = template.replace(/([#%-]})\n/g, "$1");
+  }
+  return template.replace(
+    /(\s*){%(-?)\s*(?:end)?generation\s*(-?)%}(\s*)/gs,
+    (_, before, lstrip, rstrip, after) => (lstrip ? "" : before) + (rstrip ? "" : after)
+  );
+}
+function tokenize(source, options = {}) {
+  const tokens = [];
+  const src = preprocess(source, options);
+  let cursorPosition = 0;
+  let curlyBracketDepth = 0;
+  const consumeWhile = (predicate) => {
+    let str = "";
+    while (predicate(src[cursorPosition])) {
+      if (src[cursorPosition] === "\\") {
+        ++cursorPosition;
+        if (cursorPosition >= src.length) {
+          throw new SyntaxError("Unexpected end of input");
+        }
+        const escaped = src[cursorPosition++];
+        if (escaped === "x" || escaped === "u") {
+          const length = escaped === "x" ? 2 : 4;
+          const hex = src.slice(cursorPosition, cursorPosition + length);
+          if (hex.length !== length || /[^0-9a-f]/i.test(hex)) {
+            throw new SyntaxError(`Invalid hexadecimal escape sequence: \\${escaped}${hex}`);
+          }
+          str += String.fromCharCode(parseInt(hex, 16));
+          cursorPosition += length;
+          continue;
+        }
+        const unescaped = ESCAPE_CHARACTERS.get(escaped);
+        if (unescaped === void 0) {
+          throw new SyntaxError(`Unexpected escaped character: ${escaped}`);
+        }
+        str += unescaped;
+        continue;
+      }
+      str += src[cursorPosition++];
+      if (cursorPosition >= src.length) {
+        throw new SyntaxError("Unexpected end of input");
+      }
+    }
+    return str;
+  };
+  const stripTrailingWhitespace = () => {
+    const lastToken = tokens.at(-1);
+    if (lastToken && lastToken.type === TOKEN_TYPES.Text) {
+      lastToken.value = lastToken.value.trimEnd();
+      if (lastToken.value === "") {
+        tokens.pop();
+      }
+    }
+  };
+  const skipLeadingWhitespace = () => {
+    while (cursorPosition < src.length && isWhitespace(src[cursorPosition])) {
+      ++cursorPosition;
+    }
+  };
+  main:
+    while (cursorPosition < src.length) {
+      const lastTokenType = tokens.at(-1)?.type;
+      if (lastTokenType === void 0 || lastTokenType === TOKEN_TYPES.CloseStatement || lastTokenType === TOKEN_TYPES.CloseExpression || lastTokenType === TOKEN_TYPES.Comment) {
+        let text = "";
+        while (cursorPosition < src.length && // Keep going until we hit the next Jinja statement or expression
+        !(src[cursorPosition] === "{" && (src[cursorPosition + 1] === "%" || src[cursorPosition + 1] === "{" || src[cursorPosition + 1] === "#"))) {
+          text += src[cursorPosition++];
+        }
+        if (text.length > 0) {
+          tokens.push(new Token(text, TOKEN_TYPES.Text));
+          continue;
+        }
+      }
+      if (src[cursorPosition] === "{" && src[cursorPosition + 1] === "#") {
+        cursorPosition += 2;
+        const stripBefore = src[cursorPosition] === "-";
+        if (stripBefore) {
+          ++cursorPosition;
+        }
+        let comment = "";
+        while (src[cursorPosition] !== "#" || src[cursorPosition + 1] !== "}") {
+          if (cursorPosition + 2 >= src.length) {
+            throw new SyntaxError("Missing end of comment tag");
+          }
+          comment += src[cursorPosition++];
+        }
+        const stripAfter = comment.endsWith("-");
+        if (stripAfter) {
+          comment = comment.slice(0, -1);
+        }
+        if (stripBefore) {
+          stripTrailingWhitespace();
+        }
+        tokens.push(new Token(comment, TOKEN_TYPES.Comment));
+        cursorPosition += 2;
+        if (stripAfter) {
+          skipLeadingWhitespace();
+        }
+        continue;
+      }
+      if (src.slice(cursorPosition, cursorPosition + 3) === "{%-") {
+        stripTrailingWhitespace();
+        tokens.push(new Token("{%", TOKEN_TYPES.OpenStatement));
+        cursorPosition += 3;
+        continue;
+      }
+      if (src.slice(cursorPosition, cursorPosition + 3) === "{{-") {
+        stripTrailingWhitespace();
+        tokens.push(new Token("{{", TOKEN_TYPES.OpenExpression));
+        curlyBracketDepth = 0;
+        cursorPosition += 3;
+        continue;
+      }
+      consumeWhile(isWhitespace);
+      if (src.slice(cursorPosition, cursorPosition + 3) === "-%}") {
+        tokens.push(new Token("%}", TOKEN_TYPES.CloseStatement));
+        cursorPosition += 3;
+        skipLeadingWhitespace();
+        continue;
+      }
+      if (src.slice(cursorPosition, cursorPosition + 3) === "-}}") {
+        tokens.push(new Token("}}", TOKEN_TYPES.CloseExpression));
+        cursorPosition += 3;
+        skipLeadingWhitespace();
+        continue;
+      }
+      const char = src[cursorPosition];
+      if (char === "-" || char === "+") {
+        const lastTokenType2 = tokens.at(-1)?.type;
+        if (lastTokenType2 === TOKEN_TYPES.Text || lastTokenType2 === void 0) {
+          throw new SyntaxError(`Unexpected character: ${char}`);
+        }
+        switch (lastTokenType2) {
+          case TOKEN_TYPES.Identifier:
+          case TOKEN_TYPES.NumericLiteral:
+          case TOKEN_TYPES.StringLiteral:
+          case TOKEN_TYPES.CloseParen:
+          case TOKEN_TYPES.CloseSquareBracket:
+            break;
+          default: {
+            ++cursorPosition;
+            let num = consumeWhile(isInteger);
+            if (num.length > 0 && src[cursorPosition] === "." && isInteger(src[cursorPosition + 1])) {
+              ++cursorPosition;
+              const frac = consumeWhile(isInteger);
+              num = `${num}.${frac}`;
+            }
+            tokens.push(
+              new Token(`${char}${num}`, num.length > 0 ? TOKEN_TYPES.NumericLiteral : TOKEN_TYPES.UnaryOperator)
+            );
+            continue;
+          }
+        }
+      }
+      for (const [seq, type] of ORDERED_MAPPING_TABLE) {
+        if (seq === "}}" && curlyBracketDepth > 0) {
+          continue;
+        }
+        const slice2 = src.slice(cursorPosition, cursorPosition + seq.length);
+        if (slice2 === seq) {
+          tokens.push(new Token(seq, type));
+          if (type === TOKEN_TYPES.OpenExpression) {
+            curlyBracketDepth = 0;
+          } else if (type === TOKEN_TYPES.OpenCurlyBracket) {
+            ++curlyBracketDepth;
+          } else if (type === TOKEN_TYPES.CloseCurlyBracket) {
+            --curlyBracketDepth;
+          }
+          cursorPosition += seq.length;
+          continue main;
+        }
+      }
+      if (char === "'" || char === '"') {
+        ++cursorPosition;
+        const str = consumeWhile((c) => c !== char);
+        tokens.push(new Token(str, TOKEN_TYPES.StringLiteral));
+        ++cursorPosition;
+        continue;
+      }
+      if (isInteger(char)) {
+        let num = consumeWhile(isInteger);
+        if (tokens.at(-1)?.type !== TOKEN_TYPES.Dot && src[cursorPosition] === "." && isInteger(src[cursorPosition + 1])) {
+          ++cursorPosition;
+          const frac = consumeWhile(isInteger);
+          num = `${num}.${frac}`;
+        }
+        tokens.push(new Token(num, TOKEN_TYPES.NumericLiteral));
+        continue;
+      }
+      if (isWord(char)) {
+        const word = consumeWhile(isWord);
+        tokens.push(new Token(word, TOKEN_TYPES.Identifier));
+        continue;
+      }
+      throw new SyntaxError(`Unexpected character: ${char}`);
+    }
+  return tokens;
+}
+var Statement = class {
+  type = "Statement";
+};
+var Program = class extends Statement {
+  constructor(body) {
+    super();
+    this.body = body;
+  }
+  type = "Program";
+};
+var If = class extends Statement {
+  constructor(test, body, alternate) {
+    super();
+    this.test = test;
+    this.body = body;
+    this.alternate = alternate;
+  }
+  type = "If";
+};
+var For = class extends Statement {
+  constructor(loopvar, iterable, body, defaultBlock) {
+    super();
+    this.loopvar = loopvar;
+    this.iterable = iterable;
+    this.body = body;
+    this.defaultBlock = defaultBlock;
+  }
+  type = "For";
+};
+var Break = class extends Statement {
+  type = "Break";
+};
+var Continue = class extends Statement {
+  type = "Continue";
+};
+var SetStatement = class extends Statement {
+  constructor(assignee, value, body) {
+    super();
+    this.assignee = assignee;
+    this.value = value;
+    this.body = body;
+  }
+  type = "Set";
+};
+var Macro = class extends Statement {
+  constructor(name, args, body) {
+    super();
+    this.name = name;
+    this.args = args;
+    this.body = body;
+  }
+  type = "Macro";
+};
+var Comment = class extends Statement {
+  constructor(value) {
+    super();
+    this.value = value;
+  }
+  type = "Comment";
+};
+var Expression = class extends Statement {
+  type = "Expression";
+};
+var MemberExpression = class extends Expression {
+  constructor(object, property, computed) {
+    super();
+    this.object = object;
+    this.property = property;
+    this.computed = computed;
+  }
+  type = "MemberExpression";
+};
+var CallExpression = class extends Expression {
+  constructor(callee, args) {
+    super();
+    this.callee = callee;
+    this.args = args;
+  }
+  type = "CallExpression";
+};
+var Identifier = class extends Expression {
+  /**
+   * @param {string} value The name of the identifier
+   */
+  constructor(value) {
+    super();
+    this.value = value;
+  }
+  type = "Identifier";
+};
+var Literal = class extends Expression {
+  constructor(value) {
+    super();
+    this.value = value;
+  }
+  type = "Literal";
+};
+var IntegerLiteral = class extends Literal {
+  type = "IntegerLiteral";
+};
+var FloatLiteral = class extends Literal {
+  type = "FloatLiteral";
+};
+var StringLiteral = class extends Literal {
+  type = "StringLiteral";
+};
+var ArrayLiteral = class extends Literal {
+  type = "ArrayLiteral";
+};
+var TupleLiteral = class extends Literal {
+  type = "TupleLiteral";
+};
+var ObjectLiteral = class extends Literal {
+  type = "ObjectLiteral";
+};
+var BinaryExpression = class extends Expression {
+  constructor(operator, left, right) {
+    super();
+    this.operator = operator;
+    this.left = left;
+    this.right = right;
+  }
+  type = "BinaryExpression";
+};
+var FilterExpression = class extends Expression {
+  constructor(operand, filter) {
+    super();
+    this.operand = operand;
+    this.filter = filter;
+  }
+  type = "FilterExpression";
+};
+var FilterStatement = class extends Statement {
+  constructor(filter, body) {
+    super();
+    this.filter = filter;
+    this.body = body;
+  }
+  type = "FilterStatement";
+};
+var SelectExpression = class extends Expression {
+  constructor(lhs, test) {
+    super();
+    this.lhs = lhs;
+    this.test = test;
+  }
+  type = "SelectExpression";
+};
+var TestExpression = class extends Expression {
+  constructor(operand, negate, test) {
+    super();
+    this.operand = operand;
+    this.negate = negate;
+    this.test = test;
+  }
+  type = "TestExpression";
+};
+var UnaryExpression = class extends Expression {
+  constructor(operator, argument) {
+    super();
+    this.operator = operator;
+    this.argument = argument;
+  }
+  type = "UnaryExpression";
+};
+var SliceExpression = class extends Expression {
+  constructor(start = void 0, stop = void 0, step = void 0) {
+    super();
+    this.start = start;
+    this.stop = stop;
+    this.step = step;
+  }
+  type = "SliceExpression";
+};
+var KeywordArgumentExpression = class extends Expression {
+  constructor(key, value) {
+    super();
+    this.key = key;
+    this.value = value;
+  }
+  type = "KeywordArgumentExpression";
+};
+var SpreadExpression = class extends Expression {
+  constructor(argument) {
+    super();
+    this.argument = argument;
+  }
+  type = "SpreadExpression";
+};
+var KeywordSpreadExpression = class extends Expression {
+  constructor(argument) {
+    super();
+    this.argument = argument;
+  }
+  type = "KeywordSpreadExpression";
+};
+var CallStatement = class extends Statement {
+  constructor(call, callerArgs, body) {
+    super();
+    this.call = call;
+    this.callerArgs = callerArgs;
+    this.body = body;
+  }
+  type = "CallStatement";
+};
+var Ternary = class extends Expression {
+  constructor(condition, trueExpr, falseExpr) {
+    super();
+    this.condition = condition;
+    this.trueExpr = trueExpr;
+    this.falseExpr = falseExpr;
+  }
+  type = "Ternary";
+};
+function parse(tokens) {
+  const program = new Program([]);
+  let current = 0;
+  function expect(type, error) {
+    const prev = tokens[current++];
+    if (!prev || prev.type !== type) {
+      throw new Error(`Parser Error: ${error}. ${prev.type} !== ${type}.`);
+    }
+    return prev;
+  }
+  function expectIdentifier(name) {
+    if (!isIdentifier(name)) {
+      throw new SyntaxError(`Expected ${name}`);
+    }
+    ++current;
+  }
+  function parseAny() {
+    switch (tokens[current].type) {
+      case TOKEN_TYPES.Comment:
+        return new Comment(tokens[current++].value);
+      case TOKEN_TYPES.Text:
+        return parseText();
+      case TOKEN_TYPES.OpenStatement:
+        return parseJinjaStatement();
+      case TOKEN_TYPES.OpenExpression:
+        return parseJinjaExpression();
+      default:
+        throw new SyntaxError(`Unexpected token type: ${tokens[current].type}`);
+    }
+  }
+  function is(...types) {
+    return current + types.length <= tokens.length && types.every((type, i) => type === tokens[current + i].type);
+  }
+  function isStatement(...names) {
+    return tokens[current]?.type === TOKEN_TYPES.OpenStatement && tokens[current + 1]?.type === TOKEN_TYPES.Identifier && names.includes(tokens[current + 1]?.value);
+  }
+  function isIdentifier(...names) {
+    return current + names.length <= tokens.length && names.every((name, i) => tokens[current + i].type === "Identifier" && name === tokens[current + i].value);
+  }
+  function parseText() {
+    return new StringLiteral(expect(TOKEN_TYPES.Text, "Expected text token").value);
+  }
+  function parseJinjaStatement() {
+    expect(TOKEN_TYPES.OpenStatement, "Expected opening statement token");
+    if (tokens[current].type !== TOKEN_TYPES.Identifier) {
+      throw new SyntaxError(`Unknown statement, got ${tokens[current].type}`);
+    }
+    const name = tokens[current].value;
+    let result;
+    switch (name) {
+      case "set":
+        ++current;
+        result = parseSetStatement();
+        break;
+      case "if":
+        ++current;
+        result = parseIfStatement();
+        expect(TOKEN_TYPES.OpenStatement, "Expected {% token");
+        expectIdentifier("endif");
+        expect(TOKEN_TYPES.CloseStatement, "Expected %} token");
+        break;
+      case "macro":
+        ++current;
+        result = parseMacroStatement();
+        expect(TOKEN_TYPES.OpenStatement, "Expected {% token");
+        expectIdentifier("endmacro");
+        expect(TOKEN_TYPES.CloseStatement, "Expected %} token");
+        break;
+      case "for":
+        ++current;
+        result = parseForStatement();
+        expect(TOKEN_TYPES.OpenStatement, "Expected {% token");
+        expectIdentifier("endfor");
+        expect(TOKEN_TYPES.CloseStatement, "Expected %} token");
+        break;
+      case "call": {
+        ++current;
+        let callerArgs = null;
+        if (is(TOKEN_TYPES.OpenParen)) {
+          callerArgs = parseArgs("parameters");
+        }
+        const callee = parsePrimaryExpression();
+        if (callee.type !== "Identifier") {
+          throw new SyntaxError(`Expected identifier following call statement`);
+        }
+        const callArgs = parseArgs("call");
+        expect(TOKEN_TYPES.CloseStatement, "Expected closing statement token");
+        const body = [];
+        while (!isStatement("endcall")) {
+          body.push(parseAny());
+        }
+        expect(TOKEN_TYPES.OpenStatement, "Expected '{%'");
+        expectIdentifier("endcall");
+        expect(TOKEN_TYPES.CloseStatement, "Expected closing statement token");
+        const callExpr = new CallExpression(callee, callArgs);
+        result = new CallStatement(callExpr, callerArgs, body);
+        break;
+      }
+      case "break":
+        ++current;
+        expect(TOKEN_TYPES.CloseStatement, "Expected closing statement token");
+        result = new Break();
+        break;
+      case "continue":
+        ++current;
+        expect(TOKEN_TYPES.CloseStatement, "Expected closing statement token");
+        result = new Continue();
+        break;
+      case "filter": {
+        ++current;
+        let filterNode = parsePrimaryExpression();
+        if (filterNode instanceof Identifier && is(TOKEN_TYPES.OpenParen)) {
+          filterNode = parseCallExpression(filterNode);
+        }
+        expect(TOKEN_TYPES.CloseStatement, "Expected closing statement token");
+        const filterBody = [];
+        while (!isStatement("endfilter")) {
+          filterBody.push(parseAny());
+        }
+        expect(TOKEN_TYPES.OpenStatement, "Expected '{%'");
+        expectIdentifier("endfilter");
+        expect(TOKEN_TYPES.CloseStatement, "Expected '%}'");
+        result = new FilterStatement(filterNode, filterBody);
+        break;
+      }
+      default:
+        throw new SyntaxError(`Unknown statement type: ${name}`);
+    }
+    return result;
+  }
+  function parseJinjaExpression() {
+    expect(TOKEN_TYPES.OpenExpression, "Expected opening expression token");
+    const result = parseExpression();
+    expect(TOKEN_TYPES.CloseExpression, "Expected closing expression token");
+    return result;
+  }
+  function parseSetStatement() {
+    const left = parseExpressionSequence();
+    let value = null;
+    const body = [];
+    if (is(TOKEN_TYPES.Equals)) {
+      ++current;
+      value = parseExpressionSequence();
+    } else {
+      expect(TOKEN_TYPES.CloseStatement, "Expected %} token");
+      while (!isStatement("endset")) {
+        body.push(parseAny());
+      }
+      expect(TOKEN_TYPES.OpenStatement, "Expected {% token");
+      expectIdentifier("endset");
+    }
+    expect(TOKEN_TYPES.CloseStatement, "Expected closing statement token");
+    return new SetStatement(left, value, body);
+  }
+  function parseIfStatement() {
+    const test = parseExpression();
+    expect(TOKEN_TYPES.CloseStatement, "Expected closing statement token");
+    const body = [];
+    const alternate = [];
+    while (!isStatement("elif", "else", "endif")) {
+      body.push(parseAny());
+    }
+    if (isStatement("elif")) {
+      ++current;
+      ++current;
+      const result = parseIfStatement();
+      alternate.push(result);
+    } else if (isStatement("else")) {
+      ++current;
+      ++current;
+      expect(TOKEN_TYPES.CloseStatement, "Expected closing statement token");
+      while (!isStatement("endif")) {
+        alternate.push(parseAny());
+      }
+    }
+    return new If(test, body, alternate);
+  }
+  function parseMacroStatement() {
+    const name = parsePrimaryExpression();
+    if (name.type !== "Identifier") {
+      throw new SyntaxError(`Expected identifier following macro statement`);
+    }
+    const args = parseArgs("parameters");
+    expect(TOKEN_TYPES.CloseStatement, "Expected closing statement token");
+    const body = [];
+    while (!isStatement("endmacro")) {
+      body.push(parseAny());
+    }
+    return new Macro(name, args, body);
+  }
+  function parseExpressionSequence(primary = false) {
+    const fn = primary ? parsePrimaryExpression : parseExpression;
+    const expressions = [fn()];
+    const isTuple = is(TOKEN_TYPES.Comma);
+    while (isTuple) {
+      ++current;
+      expressions.push(fn());
+      if (!is(TOKEN_TYPES.Comma)) {
+        break;
+      }
+    }
+    return isTuple ? new TupleLiteral(expressions) : expressions[0];
+  }
+  function parseForStatement() {
+    const loopVariable = parseExpressionSequence(true);
+    if (!(loopVariable instanceof Identifier || loopVariable instanceof TupleLiteral)) {
+      throw new SyntaxError(`Expected identifier/tuple for the loop variable, got ${loopVariable.type} instead`);
+    }
+    if (!isIdentifier("in")) {
+      throw new SyntaxError("Expected `in` keyword following loop variable");
+    }
+    ++current;
+    const iterable = parseExpression();
+    expect(TOKEN_TYPES.CloseStatement, "Expected closing statement token");
+    const body = [];
+    while (!isStatement("endfor", "else")) {
+      body.push(parseAny());
+    }
+    const alternative = [];
+    if (isStatement("else")) {
+      ++current;
+      ++current;
+      expect(TOKEN_TYPES.CloseStatement, "Expected closing statement token");
+      while (!isStatement("endfor")) {
+        alternative.push(parseAny());
+      }
+    }
+    return new For(loopVariable, iterable, body, alternative);
+  }
+  function parseExpression() {
+    return parseIfExpression();
+  }
+  function parseIfExpression() {
+    const a = parseLogicalOrExpression();
+    if (isIdentifier("if")) {
+      ++current;
+      const test = parseLogicalOrExpression();
+      if (isIdentifier("else")) {
+        ++current;
+        const falseExpr = parseIfExpression();
+        return new Ternary(test, a, falseExpr);
+      } else {
+        return new SelectExpression(a, test);
+      }
+    }
+    return a;
+  }
+  function parseLogicalOrExpression() {
+    let left = parseLogicalAndExpression();
+    while (isIdentifier("or")) {
+      const operator = tokens[current];
+      ++current;
+      const right = parseLogicalAndExpression();
+      left = new BinaryExpression(operator, left, right);
+    }
+    return left;
+  }
+  function parseLogicalAndExpression() {
+    let left = parseLogicalNegationExpression();
+    while (isIdentifier("and")) {
+      const operator = tokens[current];
+      ++current;
+      const right = parseLogicalNegationExpression();
+      left = new BinaryExpression(operator, left, right);
+    }
+    return left;
+  }
+  function parseLogicalNegationExpression() {
+    let right;
+    while (isIdentifier("not")) {
+      const operator = tokens[current];
+      ++current;
+      const arg = parseLogicalNegationExpression();
+      right = new UnaryExpression(operator, arg);
+    }
+    return right ?? parseComparisonExpression();
+  }
+  function parseComparisonExpression() {
+    let left = parseAdditiveExpression();
+    while (true) {
+      let operator;
+      if (isIdentifier("not", "in")) {
+        operator = new Token("not in", TOKEN_TYPES.Identifier);
+        current += 2;
+      } else if (isIdentifier("in")) {
+        operator = tokens[current++];
+      } else if (is(TOKEN_TYPES.ComparisonBinaryOperator)) {
+        operator = tokens[current++];
+      } else {
+        break;
+      }
+      const right = parseAdditiveExpression();
+      left = new BinaryExpression(operator, left, right);
+    }
+    return left;
+  }
+  function parseAdditiveExpression() {
+    let left = parseMultiplicativeExpression();
+    while (is(TOKEN_TYPES.AdditiveBinaryOperator)) {
+      const operator = tokens[current];
+      ++current;
+      const right = parseMultiplicativeExpression();
+      left = new BinaryExpression(operator, left, right);
+    }
+    return left;
+  }
+  function parseCallMemberExpression() {
+    const member = parseMemberExpression(parsePrimaryExpression());
+    if (is(TOKEN_TYPES.OpenParen)) {
+      return parseCallExpression(member);
+    }
+    return member;
+  }
+  function parseCallExpression(callee) {
+    let expression = new CallExpression(callee, parseArgs("call"));
+    expression = parseMemberExpression(expression);
+    if (is(TOKEN_TYPES.OpenParen)) {
+      expression = parseCallExpression(expression);
+    }
+    return expression;
+  }
+  function parseArgs(mode) {
+    expect(TOKEN_TYPES.OpenParen, "Expected opening parenthesis for arguments list");
+    const args = parseArgumentsList(mode);
+    expect(TOKEN_TYPES.CloseParen, "Expected closing parenthesis for arguments list");
+    return args;
+  }
+  function parseArgumentsList(mode) {
+    const args = [];
+    const parameterNames = /* @__PURE__ */ new Set();
+    let sawKeywordOrDefault = false;
+    let sawSpreadArgument = false;
+    while (!is(TOKEN_TYPES.CloseParen)) {
+      const isKeywordSpread = is(TOKEN_TYPES.ExponentiationBinaryOperator);
+      const isPositionalSpread = is(TOKEN_TYPES.MultiplicativeBinaryOperator) && tokens[current].value === "*";
+      if (mode === "parameters" && (isKeywordSpread || isPositionalSpread)) {
+        throw new SyntaxError("Argument unpacking is not allowed in parameter declarations");
+      }
+      if (isKeywordSpread) {
+        ++current;
+        args.push(new KeywordSpreadExpression(parseExpression()));
+        if (is(TOKEN_TYPES.Comma)) {
+          ++current;
+        }
+        if (!is(TOKEN_TYPES.CloseParen)) {
+          throw new SyntaxError("Expected closing parenthesis: `**` must be applied to the final argument");
+        }
+        break;
+      }
+      let argument;
+      if (isPositionalSpread) {
+        if (sawSpreadArgument) {
+          throw new SyntaxError("Only one `*` argument unpacking is allowed");
+        }
+        sawSpreadArgument = true;
+        ++current;
+        const expr = parseExpression();
+        argument = new SpreadExpression(expr);
+      } else {
+        argument = parseExpression();
+        if (is(TOKEN_TYPES.Equals)) {
+          ++current;
+          if (!(argument instanceof Identifier)) {
+            throw new SyntaxError(
+              mode === "parameters" ? "Expected identifier for parameter declaration" : "Expected identifier for keyword argument"
+            );
+          }
+          const value = parseExpression();
+          argument = new KeywordArgumentExpression(argument, value);
+        }
+        if (mode === "parameters") {
+          if (!(argument instanceof Identifier || argument instanceof KeywordArgumentExpression)) {
+            throw new SyntaxError("Expected identifier for parameter declaration");
+          }
+          const parameterName = argument instanceof Identifier ? argument.value : argument.key.value;
+          if (parameterNames.has(parameterName)) {
+            throw new SyntaxError(`Duplicate parameter name: ${parameterName}`);
+          }
+          parameterNames.add(parameterName);
+        }
+        if (argument instanceof KeywordArgumentExpression) {
+          sawKeywordOrDefault = true;
+        } else if (sawKeywordOrDefault) {
+          throw new SyntaxError(
+            mode === "call" ? "Positional arguments must come before keyword arguments" : "Non-default argument follows default argument"
+          );
+        } else if (sawSpreadArgument) {
+          throw new SyntaxError("Positional arguments must not follow `*` argument unpacking");
+        }
+      }
+      args.push(argument);
+      if (is(TOKEN_TYPES.Comma)) {
+        ++current;
+      }
+    }
+    return args;
+  }
+  function parseMemberExpressionArgumentsList() {
+    const slices = [];
+    let isSlice = false;
+    while (!is(TOKEN_TYPES.CloseSquareBracket)) {
+      if (is(TOKEN_TYPES.Colon)) {
+        slices.push(void 0);
+        ++current;
+        isSlice = true;
+      } else {
+        slices.push(parseExpression());
+        if (is(TOKEN_TYPES.Colon)) {
+          ++current;
+          isSlice = true;
+        }
+      }
+    }
+    if (slices.length === 0) {
+      throw new SyntaxError(`Expected at least one argument for member/slice expression`);
+    }
+    if (isSlice) {
+      if (slices.length > 3) {
+        throw new SyntaxError(`Expected 0-3 arguments for slice expression`);
+      }
+      return new SliceExpression(...slices);
+    }
+    return slices[0];
+  }
+  function parseMemberExpression(object) {
+    while (is(TOKEN_TYPES.Dot) || is(TOKEN_TYPES.OpenSquareBracket)) {
+      const operator = tokens[current];
+      ++current;
+      let property;
+      const computed = operator.type === TOKEN_TYPES.OpenSquareBracket;
+      if (computed) {
+        property = parseMemberExpressionArgumentsList();
+        expect(TOKEN_TYPES.CloseSquareBracket, "Expected closing square bracket");
+      } else {
+        property = parsePrimaryExpression();
+        if (property.type !== "Identifier" && property.type !== "IntegerLiteral") {
+          throw new SyntaxError(`Expected identifier or integer following dot operator`);
+        }
+      }
+      object = new MemberExpression(object, property, computed);
+    }
+    return object;
+  }
+  function parseMultiplicativeExpression() {
+    let left = parsePowerExpression();
+    while (is(TOKEN_TYPES.MultiplicativeBinaryOperator)) {
+      const operator = tokens[current++];
+      const right = parsePowerExpression();
+      left = new BinaryExpression(operator, left, right);
+    }
+    return left;
+  }
+  function parsePowerExpression() {
+    let left = parseTestExpression();
+    while (is(TOKEN_TYPES.ExponentiationBinaryOperator)) {
+      const operator = tokens[current++];
+      const right = parseTestExpression();
+      left = new BinaryExpression(operator, left, right);
+    }
+    return left;
+  }
+  function parseTestExpression() {
+    let operand = parseFilterExpression();
+    while (isIdentifier("is")) {
+      ++current;
+      const negate = isIdentifier("not");
+      if (negate) {
+        ++current;
+      }
+      const filter = parsePrimaryExpression();
+      if (!(filter instanceof Identifier)) {
+        throw new SyntaxError(`Expected identifier for the test`);
+      }
+      operand = new TestExpression(operand, negate, filter);
+    }
+    return operand;
+  }
+  function parseFilterExpression() {
+    let operand = parseUnarySignExpression();
+    while (is(TOKEN_TYPES.Pipe)) {
+      ++current;
+      let filter = parsePrimaryExpression();
+      if (!(filter instanceof Identifier)) {
+        throw new SyntaxError(`Expected identifier for the filter`);
+      }
+      if (is(TOKEN_TYPES.OpenParen)) {
+        filter = parseCallExpression(filter);
+      }
+      operand = new FilterExpression(operand, filter);
+    }
+    return operand;
+  }
+  function parseUnarySignExpression() {
+    const token = tokens[current];
+    if (token && (token.type === TOKEN_TYPES.UnaryOperator || token.type === TOKEN_TYPES.AdditiveBinaryOperator) && (token.value === "-" || token.value === "+")) {
+      const operator = tokens[current++];
+      const argument = parseUnarySignExpression();
+      return new UnaryExpression(operator, argument);
+    }
+    return parseCallMemberExpression();
+  }
+  function parsePrimaryExpression() {
+    const token = tokens[current++];
+    switch (token.type) {
+      case TOKEN_TYPES.NumericLiteral: {
+        const num = token.value;
+        return num.includes(".") ? new FloatLiteral(Number(num)) : new IntegerLiteral(Number(num));
+      }
+      case TOKEN_TYPES.StringLiteral: {
+        let value = token.value;
+        while (is(TOKEN_TYPES.StringLiteral)) {
+          value += tokens[current++].value;
+        }
+        return new StringLiteral(value);
+      }
+      case TOKEN_TYPES.Identifier:
+        return new Identifier(token.value);
+      case TOKEN_TYPES.OpenParen: {
+        const expression = parseExpressionSequence();
+        expect(TOKEN_TYPES.CloseParen, "Expected closing parenthesis, got ${tokens[current].type} instead.");
+        return expression;
+      }
+      case TOKEN_TYPES.OpenSquareBracket: {
+        const values = [];
+        while (!is(TOKEN_TYPES.CloseSquareBracket)) {
+          values.push(parseExpression());
+          if (is(TOKEN_TYPES.Comma)) {
+            ++current;
+          }
+        }
+        ++current;
+        return new ArrayLiteral(values);
+      }
+      case TOKEN_TYPES.OpenCurlyBracket: {
+        const values = /* @__PURE__ */ new Map();
+        while (!is(TOKEN_TYPES.CloseCurlyBracket)) {
+          const key = parseExpression();
+          expect(TOKEN_TYPES.Colon, "Expected colon between key and value in object literal");
+          const value = parseExpression();
+          values.set(key, value);
+          if (is(TOKEN_TYPES.Comma)) {
+            ++current;
+          }
+        }
+        ++current;
+        return new ObjectLiteral(values);
+      }
+      default:
+        throw new SyntaxError(`Unexpected token: ${token.type}`);
+    }
+  }
+  while (current < tokens.length) {
+    program.body.push(parseAny());
+  }
+  return program;
+}
+function range(start, stop, step = 1) {
+  if (stop === void 0) {
+    stop = start;
+    start = 0;
+  }
+  if (step === 0) {
+    throw new Error("range() step must not be zero");
+  }
+  const result = [];
+  if (step > 0) {
+    for (let i = start; i < stop; i += step) {
+      result.push(i);
+    }
+  } else {
+    for (let i = start; i > stop; i += step) {
+      result.push(i);
+    }
+  }
+  return result;
+}
+function slice(array, start, stop, step = 1) {
+  const direction = Math.sign(step);
+  if (direction >= 0) {
+    start = (start ??= 0) < 0 ? Math.max(array.length + start, 0) : Math.min(start, array.length);
+    stop = (stop ??= array.length) < 0 ? Math.max(array.length + stop, 0) : Math.min(stop, array.length);
+  } else {
+    start = (start ??= array.length - 1) < 0 ? Math.max(array.length + start, -1) : Math.min(start, array.length - 1);
+    stop = (stop ??= -1) < -1 ? Math.max(array.length + stop, -1) : Math.min(stop, array.length - 1);
+  }
+  const result = [];
+  for (let i = start; direction * i < direction * stop; i += step) {
+    result.push(array[i]);
+  }
+  return result;
+}
+function titleCase(value) {
+  return value.replace(/\b\w/g, (c) => c.toUpperCase());
+}
+function strftime_now(format2) {
+  return strftime(/* @__PURE__ */ new Date(), format2);
+}
+function strftime(date, format2) {
+  const monthFormatterLong = new Intl.DateTimeFormat(void 0, { month: "long" });
+  const monthFormatterShort = new Intl.DateTimeFormat(void 0, { month: "short" });
+  const pad2 = (n) => n < 10 ? "0" + n : n.toString();
+  return format2.replace(/%[YmdbBHM%]/g, (token) => {
+    switch (token) {
+      case "%Y":
+        return date.getFullYear().toString();
+      case "%m":
+        return pad2(date.getMonth() + 1);
+      case "%d":
+        return pad2(date.getDate());
+      case "%b":
+        return monthFormatterShort.format(date);
+      case "%B":
+        return monthFormatterLong.format(date);
+      case "%H":
+        return pad2(date.getHours());
+      case "%M":
+        return pad2(date.getMinutes());
+      case "%%":
+        return "%";
+      default:
+        return token;
+    }
+  });
+}
+function escapeRegExp(s) {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+function replace(str, oldvalue, newvalue, count) {
+  if (count === 0) {
+    return str;
+  }
+  let remaining = count == null || count < 0 ? Infinity : count;
+  const pattern = oldvalue.length === 0 ? new RegExp("(?=)", "gu") : new RegExp(escapeRegExp(oldvalue), "gu");
+  return str.replaceAll(pattern, (match) => {
+    if (remaining > 0) {
+      --remaining;
+      return newvalue;
+    }
+    return match;
+  });
+}
+var BreakControl = class extends Error {
+};
+var ContinueControl = class extends Error {
+};
+var EMPTY_BUILTINS = /* @__PURE__ */ new Map();
+var RuntimeValue = class {
+  type = "RuntimeValue";
+  value;
+  /**
+   * A collection of built-in functions for this type.
+   */
+  get builtins() {
+    return EMPTY_BUILTINS;
+  }
+  /**
+   * Creates a new RuntimeValue.
+   */
+  constructor(value = void 0) {
+    this.value = value;
+  }
+  /**
+   * Determines truthiness or falsiness of the runtime value.
+   * This function should be overridden by subclasses if it has custom truthiness criteria.
+   * @returns {BooleanValue} BooleanValue(true) if the value is truthy, BooleanValue(false) otherwise.
+   */
+  __bool__() {
+    return new BooleanValue(!!this.value);
+  }
+  toString() {
+    return String(this.value);
+  }
+};
+var IntegerValue = class extends RuntimeValue {
+  type = "IntegerValue";
+};
+var FloatValue = class extends RuntimeValue {
+  type = "FloatValue";
+  toString() {
+    if (Object.is(this.value, -0)) {
+      return "-0.0";
+    }
+    return this.value % 1 === 0 ? this.value.toFixed(1) : this.value.toString();
+  }
+};
+var StringValue = class extends RuntimeValue {
+  type = "StringValue";
+  _builtins;
+  get builtins() {
+    return this._builtins ??= /* @__PURE__ */ new Map([
+      [
+        "upper",
+        new FunctionValue(() => {
+          return new StringValue(this.value.toUpperCase());
+        })
+      ],
+      [
+        "lower",
+        new FunctionValue(() => {
+          return new StringValue(this.value.toLowerCase());
+        })
+      ],
+      [
+        "strip",
+        new FunctionValue(() => {
+          return new StringValue(this.value.trim());
+        })
+      ],
+      [
+        "title",
+        new FunctionValue(() => {
+          return new StringValue(titleCase(this.value));
+        })
+      ],
+      [
+        "capitalize",
+        new FunctionValue(() => {
+          return new StringValue(this.value.charAt(0).toUpperCase() + this.value.slice(1));
+        })
+      ],
+      ["length", new IntegerValue(this.value.length)],
+      [
+        "rstrip",
+        new FunctionValue(() => {
+          return new StringValue(this.value.trimEnd());
+        })
+      ],
+      [
+        "lstrip",
+        new FunctionValue(() => {
+          return new StringValue(this.value.trimStart());
+        })
+      ],
+      [
+        "startswith",
+        new FunctionValue((args) => {
+          if (args.length === 0) {
+            throw new Error("startswith() requires at least one argument");
+          }
+          const pattern = args[0];
+          if (pattern instanceof StringValue) {
+            return new BooleanValue(this.value.startsWith(pattern.value));
+          } else if (pattern instanceof ArrayValue) {
+            for (const item of pattern.value) {
+              if (!(item instanceof StringValue)) {
+                throw new Error("startswith() tuple elements must be strings");
+              }
+              if (this.value.startsWith(item.value)) {
+                return new BooleanValue(true);
+              }
+            }
+            return new BooleanValue(false);
+          }
+          throw new Error("startswith() argument must be a string or tuple of strings");
+        })
+      ],
+      [
+        "endswith",
+        new FunctionValue((args) => {
+          if (args.length === 0) {
+            throw new Error("endswith() requires at least one argument");
+          }
+          const pattern = args[0];
+          if (pattern instanceof StringValue) {
+            return new BooleanValue(this.value.endsWith(pattern.value));
+          } else if (pattern instanceof ArrayValue) {
+            for (const item of pattern.value) {
+              if (!(item instanceof StringValue)) {
+                throw new Error("endswith() tuple elements must be strings");
+              }
+              if (this.value.endsWith(item.value)) {
+                return new BooleanValue(true);
+              }
+            }
+            return new BooleanValue(false);
+          }
+          throw new Error("endswith() argument must be a string or tuple of strings");
+        })
+      ],
+      [
+        "split",
+        // follows Python's `str.split(sep=None, maxsplit=-1)` function behavior
+        // https://docs.python.org/3.13/library/stdtypes.html#str.split
+        new FunctionValue((args) => {
+          const sep = args[0] ?? new NullValue();
+          if (!(sep instanceof StringValue || sep instanceof NullValue)) {
+            throw new Error("sep argument must be a string or null");
+          }
+          const maxsplit = args[1] ?? new IntegerValue(-1);
+          if (!(maxsplit instanceof IntegerValue)) {
+            throw new Error("maxsplit argument must be a number");
+          }
+          let result = [];
+          if (sep instanceof NullValue) {
+            const text = this.value.trimStart();
+            for (const { 0: match, index } of text.matchAll(/\S+/g)) {
+              if (maxsplit.value !== -1 && result.length >= maxsplit.value && index !== void 0) {
+                result.push(match + text.slice(index + match.length));
+                break;
+              }
+              result.push(match);
+            }
+          } else {
+            if (sep.value === "") {
+              throw new Error("empty separator");
+            }
+            result = this.value.split(sep.value);
+            if (maxsplit.value !== -1 && result.length > maxsplit.value) {
+              result.push(result.splice(maxsplit.value).join(sep.value));
+            }
+          }
+          return new ArrayValue(result.map((part) => new StringValue(part)));
+        })
+      ],
+      [
+        "replace",
+        new FunctionValue((args) => {
+          if (args.length < 2) {
+            throw new Error("replace() requires at least two arguments");
+          }
+          const oldValue = args[0];
+          const newValue = args[1];
+          if (!(oldValue instanceof StringValue && newValue instanceof StringValue)) {
+            throw new Error("replace() arguments must be strings");
+          }
+          let count;
+          if (args.length > 2) {
+            if (args[2].type === "KeywordArgumentsValue") {
+              count = args[2].value.get("count") ?? new NullValue();
+            } else {
+              count = args[2];
+            }
+          } else {
+            count = new NullValue();
+          }
+          if (!(count instanceof IntegerValue || count instanceof NullValue)) {
+            throw new Error("replace() count argument must be a number or null");
+          }
+          return new StringValue(replace(this.value, oldValue.value, newValue.value, count.value));
+        })
+      ]
+    ]);
+  }
+};
+var BooleanValue = class extends RuntimeValue {
+  type = "BooleanValue";
+};
+var NON_ASCII_CHARS = /[\x7f-\uffff]/g;
+function makeAsciiSafe(str) {
+  return str.replace(NON_ASCII_CHARS, (char) => "\\u" + char.charCodeAt(0).toString(16).padStart(4, "0"));
+}
+function toJSON(input, options = {}, depth = 0, convertUndefinedToNull = true) {
+  const { indent = null, ensureAscii = false, separators = null, sortKeys = false } = options;
+  let itemSeparator;
+  let keySeparator;
+  if (separators) {
+    [itemSeparator, keySeparator] = separators;
+  } else if (indent) {
+    itemSeparator = ",";
+    keySeparator = ": ";
+  } else {
+    itemSeparator = ", ";
+    keySeparator = ": ";
+  }
+  switch (input.type) {
+    case "NullValue":
+      return "null";
+    case "UndefinedValue":
+      return convertUndefinedToNull ? "null" : "undefined";
+    case "IntegerValue":
+    case "FloatValue":
+    case "BooleanValue":
+      return JSON.stringify(input.value);
+    case "StringValue": {
+      let result = JSON.stringify(input.value);
+      if (ensureAscii) {
+        result = makeAsciiSafe(result);
+      }
+      return result;
+    }
+    case "ArrayValue":
+    case "NamespaceValue":
+    case "ObjectValue": {
+      const indentValue = indent ? " ".repeat(indent) : "";
+      const basePadding = "\n" + indentValue.repeat(depth);
+      const childrenPadding = basePadding + indentValue;
+      if (input.type === "ArrayValue") {
+        const core = input.value.map((x) => toJSON(x, options, depth + 1, convertUndefinedToNull));
+        return indent && core.length > 0 ? `[${childrenPadding}${core.join(`${itemSeparator}${childrenPadding}`)}${basePadding}]` : `[${core.join(itemSeparator)}]`;
+      } else {
+        let entries = Array.from(input.value.entries());
+        if (sortKeys) {
+          entries = entries.sort(([a], [b]) => a.localeCompare(b));
+        }
+        const core = entries.map(([key, value]) => {
+          let keyStr = JSON.stringify(key);
+          if (ensureAscii) {
+            keyStr = makeAsciiSafe(keyStr);
+          }
+          const v = `${keyStr}${keySeparator}${toJSON(value, options, depth + 1, convertUndefinedToNull)}`;
+          return indent ? `${childrenPadding}${v}` : v;
+        });
+        return indent && core.length > 0 ? `{${core.join(itemSeparator)}${basePadding}}` : `{${core.join(itemSeparator)}}`;
+      }
+    }
+    default:
+      throw new Error(`Cannot convert to JSON: ${input.type}`);
+  }
+}
+var ObjectValue = class extends RuntimeValue {
+  type = "ObjectValue";
+  _builtins;
+  /**
+   * NOTE: necessary to override since all JavaScript arrays are considered truthy,
+   * while only non-empty Python arrays are consider truthy.
+   *
+   * e.g.,
+   *  - JavaScript:  {} && 5 -> 5
+   *  - Python:      {} and 5 -> {}
+   */
+  __bool__() {
+    return new BooleanValue(this.value.size > 0);
+  }
+  get builtins() {
+    return this._builtins ??= /* @__PURE__ */ new Map([
+      [
+        "get",
+        new FunctionValue(([key, defaultValue]) => {
+          if (!(key instanceof StringValue)) {
+            throw new Error(`Object key must be a string: got ${key.type}`);
+          }
+          return this.value.get(key.value) ?? defaultValue ?? new NullValue();
+        })
+      ],
+      ["items", new FunctionValue(() => this.items())],
+      ["keys", new FunctionValue(() => this.keys())],
+      ["values", new FunctionValue(() => this.values())],
+      [
+        "dictsort",
+        new FunctionValue((args) => {
+          let kwargs = /* @__PURE__ */ new Map();
+          const positionalArgs = args.filter((arg) => {
+            if (arg instanceof KeywordArgumentsValue) {
+              kwargs = arg.value;
+              return false;
+            }
+            return true;
+          });
+          const caseSensitive = positionalArgs.at(0) ?? kwargs.get("case_sensitive") ?? new BooleanValue(false);
+          if (!(caseSensitive instanceof BooleanValue)) {
+            throw new Error("case_sensitive must be a boolean");
+          }
+          const by = positionalArgs.at(1) ?? kwargs.get("by") ?? new StringValue("key");
+          if (!(by instanceof StringValue)) {
+            throw new Error("by must be a string");
+          }
+          if (!["key", "value"].includes(by.value)) {
+            throw new Error("by must be either 'key' or 'value'");
+          }
+          const reverse = positionalArgs.at(2) ?? kwargs.get("reverse") ?? new BooleanValue(false);
+          if (!(reverse instanceof BooleanValue)) {
+            throw new Error("reverse must be a boolean");
+          }
+          const items = Array.from(this.value.entries()).map(([key, value]) => new ArrayValue([new StringValue(key), value])).sort((a, b) => {
+            const index = by.value === "key" ? 0 : 1;
+            const aVal = a.value[index];
+            const bVal = b.value[index];
+            const result = compareRuntimeValues(aVal, bVal, caseSensitive.value);
+            return reverse.value ? -result : result;
+          });
+          return new ArrayValue(items);
+        })
+      ]
+    ]);
+  }
+  items() {
+    return new ArrayValue(
+      Array.from(this.value.entries()).map(([key, value]) => new ArrayValue([new StringValue(key), value]))
+    );
+  }
+  keys() {
+    return new ArrayValue(Array.from(this.value.keys()).map((key) => new StringValue(key)));
+  }
+  values() {
+    return new ArrayValue(Array.from(this.value.values()));
+  }
+  toString() {
+    return toJSON(this, {}, 0, false);
+  }
+};
+var KeywordArgumentsValue = class extends ObjectValue {
+  type = "KeywordArgumentsValue";
+};
+var NamespaceValue = class extends RuntimeValue {
+  type = "NamespaceValue";
+  toString() {
+    return toJSON(this, {}, 0, false);
+  }
+};
+var ArrayValue = class extends RuntimeValue {
+  type = "ArrayValue";
+  _builtins;
+  get builtins() {
+    return this._builtins ??= /* @__PURE__ */ new Map([["length", new IntegerValue(this.value.length)]]);
+  }
+  /**
+   * NOTE: necessary to override since all JavaScript arrays are considered truthy,
+   * while only non-empty Python arrays are consider truthy.
+   *
+   * e.g.,
+   *  - JavaScript:  [] && 5 -> 5
+   *  - Python:      [] and 5 -> []
+   */
+  __bool__() {
+    return new BooleanValue(this.value.length > 0);
+  }
+  toString() {
+    return toJSON(this, {}, 0, false);
+  }
+};
+var TupleValue = class extends ArrayValue {
+  type = "TupleValue";
+};
+var FunctionValue = class extends RuntimeValue {
+  type = "FunctionValue";
+};
+var NullValue = class extends RuntimeValue {
+  type = "NullValue";
+};
+var UndefinedValue = class extends RuntimeValue {
+  type = "UndefinedValue";
+};
+function normalizeNamespaceEntry(pair) {
+  let values;
+  if (pair instanceof ArrayValue) {
+    values = pair.value;
+  } else if (pair instanceof StringValue) {
+    values = Array.from(pair.value, (char) => new StringValue(char));
+  }
+  if (!values || values.length !== 2) {
+    throw new Error("namespace expected an object or an iterable of [key, value] pairs");
+  }
+  const [key, value] = values;
+  if (!(key instanceof StringValue)) {
+    throw new Error("namespace keys must be strings");
+  }
+  return [key, value];
+}
+var _Environment = class {
+  constructor(parent) {
+    this.parent = parent;
+  }
+  /**
+   * The variables declared in this environment.
+   */
+  variables = /* @__PURE__ */ new Map([
+    [
+      "namespace",
+      new FunctionValue((args) => {
+        const positional = args.slice();
+        let kwargs;
+        if (positional.at(-1) instanceof KeywordArgumentsValue) {
+          kwargs = positional.pop();
+        }
+        if (positional.length > 1) {
+          throw new Error(`namespace expected at most 1 argument, got ${positional.length}`);
+        }
+        const entries = /* @__PURE__ */ new Map();
+        if (positional.length === 1) {
+          const source = positional[0];
+          if (source instanceof ObjectValue) {
+            for (const [key, value] of source.value) {
+              entries.set(key, value);
+            }
+          } else if (source instanceof ArrayValue) {
+            for (const pair of source.value) {
+              const [key, value] = normalizeNamespaceEntry(pair);
+              entries.set(key.value, value);
+            }
+          } else {
+            throw new Error(`'${source.type}' object is not iterable`);
+          }
+        }
+        if (kwargs) {
+          for (const [key, value] of kwargs.value) {
+            entries.set(key, value);
+          }
+        }
+        return new NamespaceValue(entries);
+      })
+    ]
+  ]);
+  tests = _Environment.TESTS;
+  /**
+   * Set the value of a variable in the current environment.
+   */
+  set(name, value) {
+    return this.declareVariable(name, convertToRuntimeValues(value));
+  }
+  declareVariable(name, value) {
+    if (this.variables.has(name)) {
+      throw new SyntaxError(`Variable already declared: ${name}`);
+    }
+    this.variables.set(name, value);
+    return value;
+  }
+  // private assignVariable(name: string, value: AnyRuntimeValue): AnyRuntimeValue {
+  // 	const env = this.resolve(name);
+  // 	env.variables.set(name, value);
+  // 	return value;
+  // }
+  /**
+   * Set variable in the current scope.
+   * See https://jinja.palletsprojects.com/en/3.0.x/templates/#assignments for more information.
+   */
+  setVariable(name, value) {
+    this.variables.set(name, value);
+    return value;
+  }
+  /**
+   * Resolve the environment in which the variable is declared.
+   * @param {string} name The name of the variable.
+   * @returns {Environment} The environment in which the variable is declared.
+   */
+  resolve(name) {
+    if (this.variables.has(name)) {
+      return this;
+    }
+    if (this.parent) {
+      return this.parent.resolve(name);
+    }
+    throw new Error(`Unknown variable: ${name}`);
+  }
+  lookupVariable(name) {
+    try {
+      return this.resolve(name).variables.get(name) ?? new UndefinedValue();
+    } catch {
+      return new UndefinedValue();
+    }
+  }
+};
+var Environment = _Environment;
+__publicField(Environment, "TESTS", /* @__PURE__ */ new Map([
+  ["boolean", (operand) => operand.type === "BooleanValue"],
+  ["callable", (operand) => operand instanceof FunctionValue],
+  [
+    "odd",
+    (operand) => {
+      if (!(operand instanceof IntegerValue)) {
+        throw new Error(`cannot odd on ${operand.type}`);
+      }
+      return operand.value % 2 !== 0;
+    }
+  ],
+  [
+    "even",
+    (operand) => {
+      if (!(operand instanceof IntegerValue)) {
+        throw new Error(`cannot even on ${operand.type}`);
+      }
+      return operand.value % 2 === 0;
+    }
+  ],
+  ["false", (operand) => operand.type === "BooleanValue" && !operand.value],
+  ["true", (operand) => operand.type === "BooleanValue" && operand.value],
+  ["none", (operand) => operand.type === "NullValue"],
+  ["string", (operand) => operand.type === "StringValue"],
+  ["number", (operand) => operand instanceof IntegerValue || operand instanceof FloatValue],
+  ["integer", (operand) => operand instanceof IntegerValue],
+  ["iterable", (operand) => operand.type === "ArrayValue" || operand.type === "StringValue"],
+  ["mapping", (operand) => operand instanceof ObjectValue],
+  [
+    "sequence",
+    (operand) => operand instanceof ArrayValue || operand instanceof ObjectValue || operand instanceof StringValue
+  ],
+  [
+    "lower",
+    (operand) => {
+      const str = operand.value;
+      return operand.type === "StringValue" && str === str.toLowerCase();
+    }
+  ],
+  [
+    "upper",
+    (operand) => {
+      const str = operand.value;
+      return operand.type === "StringValue" && str === str.toUpperCase();
+    }
+  ],
+  ["none", (operand) => operand.type === "NullValue"],
+  ["defined", (operand) => operand.type !== "UndefinedValue"],
+  ["undefined", (operand) => operand.type === "UndefinedValue"],
+  ["equalto", (a, b) => a.value === b.value],
+  ["eq", (a, b) => a.value === b.value]
+]));
+function setupGlobals(env) {
+  env.set("false", false);
+  env.set("true", true);
+  env.set("none", null);
+  env.set("raise_exception", (args) => {
+    throw new Error(args);
+  });
+  env.set("range", range);
+  env.set("strftime_now", strftime_now);
+  env.set("True", true);
+  env.set("False", false);
+  env.set("None", null);
+}
+function isAttributeContainer(value) {
+  return value instanceof ObjectValue || value instanceof NamespaceValue;
+}
+function isNumericLikeValue(value) {
+  return value instanceof IntegerValue || value instanceof FloatValue || value instanceof BooleanValue;
+}
+function getNumericValue(value) {
+  return value instanceof BooleanValue ? Number(value.value) : value.value;
+}
+function getAttributeValue(item, attributePath) {
+  const parts = attributePath.split(".");
+  let value = item;
+  for (const part of parts) {
+    if (isAttributeContainer(value)) {
+      value = value.value.get(part) ?? new UndefinedValue();
+    } else if (value instanceof ArrayValue) {
+      const index = parseInt(part, 10);
+      if (!isNaN(index) && index >= 0 && index < value.value.length) {
+        value = value.value[index];
+      } else {
+        return new UndefinedValue();
+      }
+    } else {
+      return new UndefinedValue();
+    }
+  }
+  return value;
+}
+function compareRuntimeValues(a, b, caseSensitive = false) {
+  if (a instanceof NullValue && b instanceof NullValue) {
+    return 0;
+  }
+  if (a instanceof NullValue || b instanceof NullValue) {
+    throw new Error(`Cannot compare ${a.type} with ${b.type}`);
+  }
+  if (a instanceof UndefinedValue && b instanceof UndefinedValue) {
+    return 0;
+  }
+  if (a instanceof UndefinedValue || b instanceof UndefinedValue) {
+    throw new Error(`Cannot compare ${a.type} with ${b.type}`);
+  }
+  if (isNumericLikeValue(a) && isNumericLikeValue(b)) {
+    const aNum = getNumericValue(a);
+    const bNum = getNumericValue(b);
+    return aNum < bNum ? -1 : aNum > bNum ? 1 : 0;
+  }
+  if (a.type !== b.type) {
+    throw new Error(`Cannot compare different types: ${a.type} and ${b.type}`);
+  }
+  switch (a.type) {
+    case "StringValue": {
+      let aStr = a.value;
+      let bStr = b.value;
+      if (!caseSensitive) {
+        aStr = aStr.toLowerCase();
+        bStr = bStr.toLowerCase();
+      }
+      return aStr < bStr ? -1 : aStr > bStr ? 1 : 0;
+    }
+    default:
+      throw new Error(`Cannot compare type: ${a.type}`);
+  }
+}
+function getParameterDescriptor(argument) {
+  if (argument.type === "Identifier") {
+    return { name: argument.value };
+  }
+  const keywordArgument = argument;
+  return { name: keywordArgument.key.value, defaultValue: keywordArgument.value };
+}
+function isSpecialMacroArgument(name) {
+  return name === "kwargs" || name === "varargs";
+}
+function findAccessedSpecialMacroArguments(parameters, body) {
+  const declared = /* @__PURE__ */ new Set();
+  const accessed = /* @__PURE__ */ new Set();
+  const declareName = (name) => {
+    if (isSpecialMacroArgument(name)) {
+      declared.add(name);
+    }
+  };
+  const declareTarget = (target) => {
+    if (target.type === "Identifier") {
+      declareName(target.value);
+    } else if (target.type === "TupleLiteral") {
+      for (const item of target.value) {
+        declareTarget(item);
+      }
+    }
+  };
+  const declareArgument = (argument) => {
+    declareName(getParameterDescriptor(argument).name);
+  };
+  const visitArgumentDefaults = (args) => {
+    for (const argument of args) {
+      const parameter = getParameterDescriptor(argument);
+      if (parameter.defaultValue) {
+        visit(parameter.defaultValue);
+      }
+    }
+  };
+  const visitFilter = (filter) => {
+    if (filter.type === "CallExpression") {
+      visit(filter.args);
+    }
+  };
+  const visit = (node) => {
+    if (Array.isArray(node)) {
+      for (const item of node) {
+        visit(item);
+      }
+      return;
+    }
+    if (node instanceof Map) {
+      for (const [key, value] of node) {
+        visit(key);
+        visit(value);
+      }
+      return;
+    }
+    if (!(node instanceof Statement)) {
+      return;
+    }
+    switch (node.type) {
+      case "For": {
+        const statement = node;
+        declareTarget(statement.loopvar);
+        if (statement.iterable.type === "SelectExpression") {
+          const iterable = statement.iterable;
+          visit(iterable.lhs);
+          visit(statement.body);
+          visit(statement.defaultBlock);
+          visit(iterable.test);
+          return;
+        }
+        visit(statement.iterable);
+        visit(statement.body);
+        visit(statement.defaultBlock);
+        return;
+      }
+      case "Set": {
+        const statement = node;
+        declareTarget(statement.assignee);
+        visit(statement.value);
+        visit(statement.body);
+        return;
+      }
+      case "Macro": {
+        const statement = node;
+        for (const argument of statement.args) {
+          declareArgument(argument);
+        }
+        visitArgumentDefaults(statement.args);
+        visit(statement.body);
+        return;
+      }
+      case "CallStatement": {
+        const statement = node;
+        visit(statement.call);
+        for (const argument of statement.callerArgs ?? []) {
+          declareArgument(argument);
+        }
+        visitArgumentDefaults(statement.callerArgs ?? []);
+        visit(statement.body);
+        return;
+      }
+      case "FilterStatement": {
+        const statement = node;
+        visit(statement.body);
+        visitFilter(statement.filter);
+        return;
+      }
+      case "Identifier": {
+        const name = node.value;
+        if (isSpecialMacroArgument(name) && !declared.has(name)) {
+          accessed.add(name);
+        }
+        return;
+      }
+      case "MemberExpression": {
+        const expression = node;
+        visit(expression.object);
+        if (expression.computed) {
+          visit(expression.property);
+        }
+        return;
+      }
+      case "FilterExpression": {
+        const expression = node;
+        visit(expression.operand);
+        visitFilter(expression.filter);
+        return;
+      }
+      case "TestExpression":
+        visit(node.operand);
+        return;
+      case "SelectExpression": {
+        const expression = node;
+        visit(expression.test);
+        visit(expression.lhs);
+        return;
+      }
+      case "KeywordArgumentExpression":
+        visit(node.value);
+        return;
+      default:
+        for (const child of Object.values(node)) {
+          visit(child);
+        }
+    }
+  };
+  for (const parameter of parameters) {
+    declareArgument(parameter);
+  }
+  visit(body);
+  return accessed;
+}
+var Interpreter = class {
+  global;
+  constructor(env) {
+    this.global = env ?? new Environment();
+  }
+  /**
+   * Run the program.
+   */
+  run(program) {
+    return this.evaluate(program, this.global);
+  }
+  /**
+   * Evaluates expressions following the binary operation type.
+   */
+  evaluateBinaryExpression(node, environment) {
+    const left = this.evaluate(node.left, environment);
+    switch (node.operator.value) {
+      case "and":
+        return left.__bool__().value ? this.evaluate(node.right, environment) : left;
+      case "or":
+        return left.__bool__().value ? left : this.evaluate(node.right, environment);
+    }
+    const right = this.evaluate(node.right, environment);
+    switch (node.operator.value) {
+      case "==":
+        return new BooleanValue(left.value == right.value);
+      case "!=":
+        return new BooleanValue(left.value != right.value);
+    }
+    if (left instanceof UndefinedValue || right instanceof UndefinedValue) {
+      if (right instanceof UndefinedValue && ["in", "not in"].includes(node.operator.value)) {
+        return new BooleanValue(node.operator.value === "not in");
+      }
+      throw new Error(`Cannot perform operation ${node.operator.value} on undefined values`);
+    } else if (left instanceof NullValue || right instanceof NullValue) {
+      throw new Error("Cannot perform operation on null values");
+    } else if (node.operator.value === "~") {
+      return new StringValue(left.value.toString() + right.value.toString());
+    } else if (node.operator.value === "**" && isNumericLikeValue(left) && isNumericLikeValue(right)) {
+      const a = getNumericValue(left);
+      const b = getNumericValue(right);
+      if (a === 0 && b < 0) {
+        throw new Error("0.0 cannot be raised to a negative power");
+      }
+      const result = a ** b;
+      if (!Number.isFinite(result)) {
+        throw new Error("Exponentiation result is not a finite real number");
+      }
+      const isFloat = left instanceof FloatValue || right instanceof FloatValue || b < 0;
+      return isFloat ? new FloatValue(result) : new IntegerValue(result);
+    } else if ((left instanceof IntegerValue || left instanceof FloatValue) && (right instanceof IntegerValue || right instanceof FloatValue)) {
+      const a = left.value, b = right.value;
+      switch (node.operator.value) {
+        case "+":
+        case "-":
+        case "*": {
+          const res = node.operator.value === "+" ? a + b : node.operator.value === "-" ? a - b : a * b;
+          const isFloat = left instanceof FloatValue || right instanceof FloatValue;
+          return isFloat ? new FloatValue(res) : new IntegerValue(res);
+        }
+        case "/":
+          return new FloatValue(a / b);
+        case "//": {
+          const res = Math.floor(a / b);
+          const isFloat = left instanceof FloatValue || right instanceof FloatValue;
+          return isFloat ? new FloatValue(res) : new IntegerValue(res);
+        }
+        case "%": {
+          const rem = a % b;
+          const isFloat = left instanceof FloatValue || right instanceof FloatValue;
+          return isFloat ? new FloatValue(rem) : new IntegerValue(rem);
+        }
+        case "<":
+          return new BooleanValue(a < b);
+        case ">":
+          return new BooleanValue(a > b);
+        case ">=":
+          return new BooleanValue(a >= b);
+        case "<=":
+          return new BooleanValue(a <= b);
+      }
+    } else if (left instanceof ArrayValue && right instanceof ArrayValue) {
+      switch (node.operator.value) {
+        case "+":
+          return new ArrayValue(left.value.concat(right.value));
+      }
+    } else if (right instanceof ArrayValue) {
+      const member = right.value.find((x) => x.value === left.value) !== void 0;
+      switch (node.operator.value) {
+        case "in":
+          return new BooleanValue(member);
+        case "not in":
+          return new BooleanValue(!member);
+      }
+    }
+    if (left instanceof StringValue || right instanceof StringValue) {
+      switch (node.operator.value) {
+        case "+":
+          return new StringValue(left.value.toString() + right.value.toString());
+      }
+    }
+    if (left instanceof StringValue && right instanceof StringValue) {
+      switch (node.operator.value) {
+        case "in":
+          return new BooleanValue(right.value.includes(left.value));
+        case "not in":
+          return new BooleanValue(!right.value.includes(left.value));
+      }
+    }
+    if (left instanceof StringValue && right instanceof ObjectValue) {
+      switch (node.operator.value) {
+        case "in":
+          return new BooleanValue(right.value.has(left.value));
+        case "not in":
+          return new BooleanValue(!right.value.has(left.value));
+      }
+    }
+    throw new SyntaxError(`Unknown operator "${node.operator.value}" between ${left.type} and ${right.type}`);
+  }
+  evaluateArguments(args, environment) {
+    const positionalArguments = [];
+    const keywordArguments = /* @__PURE__ */ new Map();
+    const addKeywordArgument = (key, value) => {
+      if (keywordArguments.has(key)) {
+        throw new Error(`Got multiple values for keyword argument '${key}'`);
+      }
+      keywordArguments.set(key, value);
+    };
+    for (const argument of args) {
+      if (argument.type === "SpreadExpression") {
+        const spreadNode = argument;
+        const val = this.evaluate(spreadNode.argument, environment);
+        if (!(val instanceof ArrayValue)) {
+          throw new Error(`Cannot unpack non-iterable type: ${val.type}`);
+        }
+        for (const item of val.value) {
+          positionalArguments.push(item);
+        }
+      } else if (argument.type !== "KeywordArgumentExpression" && argument.type !== "KeywordSpreadExpression") {
+        positionalArguments.push(this.evaluate(argument, environment));
+      }
+    }
+    for (const argument of args) {
+      if (argument.type === "KeywordArgumentExpression") {
+        const kwarg = argument;
+        addKeywordArgument(kwarg.key.value, this.evaluate(kwarg.value, environment));
+      } else if (argument.type === "KeywordSpreadExpression") {
+        const spreadNode = argument;
+        const val = this.evaluate(spreadNode.argument, environment);
+        if (!(val instanceof ObjectValue)) {
+          throw new Error(`Argument after ** must be a mapping, not ${val.type}`);
+        }
+        for (const [key, value] of val.value) {
+          addKeywordArgument(key, value);
+        }
+      }
+    }
+    return [positionalArguments, keywordArguments];
+  }
+  applyFilter(operand, filterNode, environment) {
+    if (filterNode.type === "Identifier") {
+      const filter = filterNode;
+      if (filter.value === "safe") {
+        return operand;
+      }
+      if (filter.value === "tojson") {
+        return new StringValue(toJSON(operand, {}));
+      }
+      if (operand instanceof ArrayValue) {
+        switch (filter.value) {
+          case "list":
+            return operand;
+          case "first":
+            return operand.value[0];
+          case "last":
+            return operand.value[operand.value.length - 1];
+          case "length":
+            return new IntegerValue(operand.value.length);
+          case "reverse":
+            return new ArrayValue(operand.value.slice().reverse());
+          case "sort": {
+            return new ArrayValue(operand.value.slice().sort((a, b) => compareRuntimeValues(a, b, false)));
+          }
+          case "join":
+            return new StringValue(operand.value.map((x) => x.value).join(""));
+          case "string":
+            return new StringValue(toJSON(operand, {}, 0, false));
+          case "unique": {
+            const seen = /* @__PURE__ */ new Set();
+            const output = [];
+            for (const item of operand.value) {
+              if (!seen.has(item.value)) {
+                seen.add(item.value);
+                output.push(item);
+              }
+            }
+            return new ArrayValue(output);
+          }
+          default:
+            throw new Error(`Unknown ArrayValue filter: ${filter.value}`);
+        }
+      } else if (operand instanceof StringValue) {
+        switch (filter.value) {
+          case "length":
+          case "upper":
+          case "lower":
+          case "title":
+          case "capitalize": {
+            const builtin = operand.builtins.get(filter.value);
+            if (builtin instanceof FunctionValue) {
+              return builtin.value(
+                /* no arguments */
+                [],
+                environment
+              );
+            } else if (builtin instanceof IntegerValue) {
+              return builtin;
+            } else {
+              throw new Error(`Unknown StringValue filter: ${filter.value}`);
+            }
+          }
+          case "trim":
+            return new StringValue(operand.value.trim());
+          case "indent":
+            return new StringValue(
+              operand.value.split("\n").map(
+                (x, i) => (
+                  // By default, don't indent the first line or empty lines
+                  i === 0 || x.length === 0 ? x : "    " + x
+                )
+              ).join("\n")
+            );
+          case "join":
+          case "string":
+            return operand;
+          case "int": {
+            const val = parseInt(operand.value, 10);
+            return new IntegerValue(isNaN(val) ? 0 : val);
+          }
+          case "float": {
+            const val = parseFloat(operand.value);
+            return new FloatValue(isNaN(val) ? 0 : val);
+          }
+          default:
+            throw new Error(`Unknown StringValue filter: ${filter.value}`);
+        }
+      } else if (operand instanceof IntegerValue || operand instanceof FloatValue) {
+        switch (filter.value) {
+          case "abs":
+            return operand instanceof IntegerValue ? new IntegerValue(Math.abs(operand.value)) : new FloatValue(Math.abs(operand.value));
+          case "int":
+            return new IntegerValue(Math.floor(operand.value));
+          case "float":
+            return new FloatValue(operand.value);
+          case "string":
+            return new StringValue(operand.toString());
+          default:
+            throw new Error(`Unknown NumericValue filter: ${filter.value}`);
+        }
+      } else if (operand instanceof ObjectValue) {
+        switch (filter.value) {
+          case "items":
+            return new ArrayValue(
+              Array.from(operand.value.entries()).map(([key, value]) => new ArrayValue([new StringValue(key), value]))
+            );
+          case "length":
+            return new IntegerValue(operand.value.size);
+          default: {
+            const builtin = operand.builtins.get(filter.value);
+            if (builtin) {
+              if (builtin instanceof FunctionValue) {
+                return builtin.value([], environment);
+              }
+              return builtin;
+            }
+            throw new Error(`Unknown ObjectValue filter: ${filter.value}`);
+          }
+        }
+      } else if (operand instanceof BooleanValue) {
+        switch (filter.value) {
+          case "bool":
+            return new BooleanValue(operand.value);
+          case "int":
+            return new IntegerValue(operand.value ? 1 : 0);
+          case "float":
+            return new FloatValue(operand.value ? 1 : 0);
+          case "string":
+            return new StringValue(operand.value ? "true" : "false");
+          default:
+            throw new Error(`Unknown BooleanValue filter: ${filter.value}`);
+        }
+      }
+      throw new Error(`Cannot apply filter "${filter.value}" to type: ${operand.type}`);
+    } else if (filterNode.type === "CallExpression") {
+      const filter = filterNode;
+      if (filter.callee.type !== "Identifier") {
+        throw new Error(`Unknown filter: ${filter.callee.type}`);
+      }
+      const filterName = filter.callee.value;
+      if (filterName === "tojson") {
+        const [, kwargs] = this.evaluateArguments(filter.args, environment);
+        const indent = kwargs.get("indent") ?? new NullValue();
+        if (!(indent instanceof IntegerValue || indent instanceof NullValue)) {
+          throw new Error("If set, indent must be a number");
+        }
+        const ensureAscii = kwargs.get("ensure_ascii") ?? new BooleanValue(false);
+        if (!(ensureAscii instanceof BooleanValue)) {
+          throw new Error("If set, ensure_ascii must be a boolean");
+        }
+        const sortKeys = kwargs.get("sort_keys") ?? new BooleanValue(false);
+        if (!(sortKeys instanceof BooleanValue)) {
+          throw new Error("If set, sort_keys must be a boolean");
+        }
+        const separatorsArg = kwargs.get("separators") ?? new NullValue();
+        let separators = null;
+        if (separatorsArg instanceof ArrayValue || separatorsArg instanceof TupleValue) {
+          if (separatorsArg.value.length !== 2) {
+            throw new Error("separators must be a tuple of two strings");
+          }
+          const [itemSep, keySep] = separatorsArg.value;
+          if (!(itemSep instanceof StringValue) || !(keySep instanceof StringValue)) {
+            throw new Error("separators must be a tuple of two strings");
+          }
+          separators = [itemSep.value, keySep.value];
+        } else if (!(separatorsArg instanceof NullValue)) {
+          throw new Error("If set, separators must be a tuple of two strings");
+        }
+        return new StringValue(
+          toJSON(operand, {
+            indent: indent.value,
+            ensureAscii: ensureAscii.value,
+            sortKeys: sortKeys.value,
+            separators
+          })
+        );
+      } else if (filterName === "join") {
+        let value;
+        if (operand instanceof StringValue) {
+          value = Array.from(operand.value);
+        } else if (operand instanceof ArrayValue) {
+          value = operand.value.map((x) => x.value);
+        } else {
+          throw new Error(`Cannot apply filter "${filterName}" to type: ${operand.type}`);
+        }
+        const [args, kwargs] = this.evaluateArguments(filter.args, environment);
+        const separator = args.at(0) ?? kwargs.get("separator") ?? new StringValue("");
+        if (!(separator instanceof StringValue)) {
+          throw new Error("separator must be a string");
+        }
+        return new StringValue(value.join(separator.value));
+      } else if (filterName === "int" || filterName === "float") {
+        const [args, kwargs] = this.evaluateArguments(filter.args, environment);
+        const defaultValue = args.at(0) ?? kwargs.get("default") ?? (filterName === "int" ? new IntegerValue(0) : new FloatValue(0));
+        if (operand instanceof StringValue) {
+          const val = filterName === "int" ? parseInt(operand.value, 10) : parseFloat(operand.value);
+          return isNaN(val) ? defaultValue : filterName === "int" ? new IntegerValue(val) : new FloatValue(val);
+        } else if (operand instanceof IntegerValue || operand instanceof FloatValue) {
+          return operand;
+        } else if (operand instanceof BooleanValue) {
+          return filterName === "int" ? new IntegerValue(operand.value ? 1 : 0) : new FloatValue(operand.value ? 1 : 0);
+        } else {
+          throw new Error(`Cannot apply filter "${filterName}" to type: ${operand.type}`);
+        }
+      } else if (filterName === "default") {
+        const [args, kwargs] = this.evaluateArguments(filter.args, environment);
+        const defaultValue = args[0] ?? new StringValue("");
+        const booleanValue = args[1] ?? kwargs.get("boolean") ?? new BooleanValue(false);
+        if (!(booleanValue instanceof BooleanValue)) {
+          throw new Error("`default` filter flag must be a boolean");
+        }
+        if (operand instanceof UndefinedValue || booleanValue.value && !operand.__bool__().value) {
+          return defaultValue;
+        }
+        return operand;
+      }
+      if (operand instanceof ArrayValue) {
+        switch (filterName) {
+          case "sort": {
+            const [args, kwargs] = this.evaluateArguments(filter.args, environment);
+            const reverse = args.at(0) ?? kwargs.get("reverse") ?? new BooleanValue(false);
+            if (!(reverse instanceof BooleanValue)) {
+              throw new Error("reverse must be a boolean");
+            }
+            const caseSensitive = args.at(1) ?? kwargs.get("case_sensitive") ?? new BooleanValue(false);
+            if (!(caseSensitive instanceof BooleanValue)) {
+              throw new Error("case_sensitive must be a boolean");
+            }
+            const attribute = args.at(2) ?? kwargs.get("attribute") ?? new NullValue();
+            if (!(attribute instanceof StringValue || attribute instanceof IntegerValue || attribute instanceof NullValue)) {
+              throw new Error("attribute must be a string, integer, or null");
+            }
+            const getSortValue = (item) => {
+              if (attribute instanceof NullValue) {
+                return item;
+              }
+              const attrPath = attribute instanceof IntegerValue ? String(attribute.value) : attribute.value;
+              return getAttributeValue(item, attrPath);
+            };
+            return new ArrayValue(
+              operand.value.slice().sort((a, b) => {
+                const aVal = getSortValue(a);
+                const bVal = getSortValue(b);
+                const result = compareRuntimeValues(aVal, bVal, caseSensitive.value);
+                return reverse.value ? -result : result;
+              })
+            );
+          }
+          case "selectattr":
+          case "rejectattr": {
+            const select = filterName === "selectattr";
+            if (operand.value.some((item) => !isAttributeContainer(item))) {
+              throw new Error(`\`${filterName}\` can only be applied to array of objects`);
+            }
+            if (filter.args.some((x) => x.type !== "StringLiteral")) {
+              throw new Error(`arguments of \`${filterName}\` must be strings`);
+            }
+            const [attr, testName, value] = filter.args.map((x) => this.evaluate(x, environment));
+            let testFunction;
+            if (testName) {
+              const test = environment.tests.get(testName.value);
+              if (!test) {
+                throw new Error(`Unknown test: ${testName.value}`);
+              }
+              testFunction = test;
+            } else {
+              testFunction = (...x) => x[0].__bool__().value;
+            }
+            const filtered = operand.value.filter((item) => {
+              const a = item.value.get(attr.value);
+              const result = a ? testFunction(a, value) : false;
+              return select ? result : !result;
+            });
+            return new ArrayValue(filtered);
+          }
+          case "map": {
+            const [, kwargs] = this.evaluateArguments(filter.args, environment);
+            if (kwargs.has("attribute")) {
+              const attr = kwargs.get("attribute");
+              if (!(attr instanceof StringValue)) {
+                throw new Error("attribute must be a string");
+              }
+              const defaultValue = kwargs.get("default");
+              const mapped = operand.value.map((item) => {
+                if (!isAttributeContainer(item)) {
+                  throw new Error("items in map must be an object");
+                }
+                const value = getAttributeValue(item, attr.value);
+                return value instanceof UndefinedValue ? defaultValue ?? new UndefinedValue() : value;
+              });
+              return new ArrayValue(mapped);
+            } else {
+              throw new Error("`map` expressions without `attribute` set are not currently supported.");
+            }
+          }
+        }
+        throw new Error(`Unknown ArrayValue filter: ${filterName}`);
+      } else if (operand instanceof StringValue) {
+        switch (filterName) {
+          case "indent": {
+            const [args, kwargs] = this.evaluateArguments(filter.args, environment);
+            const width = args.at(0) ?? kwargs.get("width") ?? new IntegerValue(4);
+            if (!(width instanceof IntegerValue)) {
+              throw new Error("width must be a number");
+            }
+            const first = args.at(1) ?? kwargs.get("first") ?? new BooleanValue(false);
+            const blank = args.at(2) ?? kwargs.get("blank") ?? new BooleanValue(false);
+            const lines = operand.value.split("\n");
+            const indent = " ".repeat(width.value);
+            const indented = lines.map(
+              (x, i) => !first.value && i === 0 || !blank.value && x.length === 0 ? x : indent + x
+            );
+            return new StringValue(indented.join("\n"));
+          }
+          case "replace": {
+            const replaceFn = operand.builtins.get("replace");
+            if (!(replaceFn instanceof FunctionValue)) {
+              throw new Error("replace filter not available");
+            }
+            const [args, kwargs] = this.evaluateArguments(filter.args, environment);
+            return replaceFn.value([...args, new KeywordArgumentsValue(kwargs)], environment);
+          }
+        }
+        throw new Error(`Unknown StringValue filter: ${filterName}`);
+      } else if (operand instanceof ObjectValue) {
+        const builtin = operand.builtins.get(filterName);
+        if (builtin && builtin instanceof FunctionValue) {
+          const [args, kwargs] = this.evaluateArguments(filter.args, environment);
+          if (kwargs.size > 0) {
+            args.push(new KeywordArgumentsValue(kwargs));
+          }
+          return builtin.value(args, environment);
+        }
+        throw new Error(`Unknown ObjectValue filter: ${filterName}`);
+      } else {
+        throw new Error(`Cannot apply filter "${filterName}" to type: ${operand.type}`);
+      }
+    }
+    throw new Error(`Unknown filter: ${filterNode.type}`);
+  }
+  /**
+   * Evaluates expressions following the filter operation type.
+   */
+  evaluateFilterExpression(node, environment) {
+    const operand = this.evaluate(node.operand, environment);
+    return this.applyFilter(operand, node.filter, environment);
+  }
+  /**
+   * Evaluates expressions following the test operation type.
+   */
+  evaluateTestExpression(node, environment) {
+    const operand = this.evaluate(node.operand, environment);
+    const test = environment.tests.get(node.test.value);
+    if (!test) {
+      throw new Error(`Unknown test: ${node.test.value}`);
+    }
+    const result = test(operand);
+    return new BooleanValue(node.negate ? !result : result);
+  }
+  /**
+   * Evaluates expressions following the select operation type.
+   */
+  evaluateSelectExpression(node, environment) {
+    const predicate = this.evaluate(node.test, environment);
+    if (!predicate.__bool__().value) {
+      return new UndefinedValue();
+    }
+    return this.evaluate(node.lhs, environment);
+  }
+  /**
+   * Evaluates expressions following the unary operation type.
+   */
+  evaluateUnaryExpression(node, environment) {
+    const argument = this.evaluate(node.argument, environment);
+    switch (node.operator.value) {
+      case "not":
+        return new BooleanValue(!argument.__bool__().value);
+      case "+":
+      case "-": {
+        const sign = node.operator.value === "-" ? -1 : 1;
+        if (argument instanceof IntegerValue || argument instanceof FloatValue || argument instanceof BooleanValue) {
+          const value = argument instanceof BooleanValue ? argument.value ? 1 : 0 : argument.value;
+          const result = sign * value;
+          return argument instanceof FloatValue ? new FloatValue(result) : new IntegerValue(result);
+        }
+        throw new SyntaxError(`Unknown operator "${node.operator.value}" for ${argument.type}`);
+      }
+      default:
+        throw new SyntaxError(`Unknown operator: ${node.operator.value}`);
+    }
+  }
+  evaluateTernaryExpression(node, environment) {
+    const cond = this.evaluate(node.condition, environment);
+    return cond.__bool__().value ? this.evaluate(node.trueExpr, environment) : this.evaluate(node.falseExpr, environment);
+  }
+  evalProgram(program, environment) {
+    return this.evaluateBlock(program.body, environment);
+  }
+  evaluateBlock(statements, environment) {
+    let result = "";
+    for (const statement of statements) {
+      const lastEvaluated = this.evaluate(statement, environment);
+      if (lastEvaluated.type !== "NullValue" && lastEvaluated.type !== "UndefinedValue") {
+        result += lastEvaluated.toString();
+      }
+    }
+    return new StringValue(result);
+  }
+  evaluateIdentifier(node, environment) {
+    return environment.lookupVariable(node.value);
+  }
+  evaluateCallExpression(expr, environment) {
+    const [args, kwargs] = this.evaluateArguments(expr.args, environment);
+    if (kwargs.size > 0) {
+      args.push(new KeywordArgumentsValue(kwargs));
+    }
+    const fn = this.evaluate(expr.callee, environment);
+    if (fn.type !== "FunctionValue") {
+      throw new Error(`Cannot call something that is not a function: got ${fn.type}`);
+    }
+    return fn.value(args, environment);
+  }
+  evaluateSliceExpression(object, expr, environment) {
+    if (!(object instanceof ArrayValue || object instanceof StringValue)) {
+      throw new Error("Slice object must be an array or string");
+    }
+    const start = this.evaluate(expr.start, environment);
+    const stop = this.evaluate(expr.stop, environment);
+    const step = this.evaluate(expr.step, environment);
+    if (!(start instanceof IntegerValue || start instanceof UndefinedValue)) {
+      throw new Error("Slice start must be numeric or undefined");
+    }
+    if (!(stop instanceof IntegerValue || stop instanceof UndefinedValue)) {
+      throw new Error("Slice stop must be numeric or undefined");
+    }
+    if (!(step instanceof IntegerValue || step instanceof UndefinedValue)) {
+      throw new Error("Slice step must be numeric or undefined");
+    }
+    if (object instanceof ArrayValue) {
+      return new ArrayValue(slice(object.value, start.value, stop.value, step.value));
+    } else {
+      return new StringValue(slice(Array.from(object.value), start.value, stop.value, step.value).join(""));
+    }
+  }
+  evaluateMemberExpression(expr, environment) {
+    const object = this.evaluate(expr.object, environment);
+    let property;
+    if (expr.computed) {
+      if (expr.property.type === "SliceExpression") {
+        return this.evaluateSliceExpression(object, expr.property, environment);
+      } else {
+        property = this.evaluate(expr.property, environment);
+      }
+    } else if (expr.property.type === "IntegerLiteral") {
+      property = new IntegerValue(expr.property.value);
+    } else {
+      property = new StringValue(expr.property.value);
+    }
+    let value;
+    if (isAttributeContainer(object)) {
+      if (!(property instanceof StringValue)) {
+        throw new Error(`Cannot access property with non-string: got ${property.type}`);
+      }
+      value = object.value.get(property.value) ?? (object instanceof ObjectValue ? object.builtins.get(property.value) : void 0);
+    } else if (object instanceof ArrayValue || object instanceof StringValue) {
+      if (property instanceof IntegerValue) {
+        if (object instanceof StringValue) {
+          const character = object.value.at(property.value);
+          value = character === void 0 ? void 0 : new StringValue(character);
+        } else {
+          value = object.value.at(property.value);
+        }
+      } else if (property instanceof StringValue) {
+        value = object.builtins.get(property.value);
+      } else {
+        throw new Error(`Cannot access property with non-string/non-number: got ${property.type}`);
+      }
+    } else {
+      if (!(property instanceof StringValue)) {
+        throw new Error(`Cannot access property with non-string: got ${property.type}`);
+      }
+      value = object.builtins.get(property.value);
+    }
+    return value instanceof RuntimeValue ? value : new UndefinedValue();
+  }
+  evaluateSet(node, environment) {
+    const rhs = node.value ? this.evaluate(node.value, environment) : this.evaluateBlock(node.body, environment);
+    if (node.assignee.type === "Identifier") {
+      const variableName = node.assignee.value;
+      environment.setVariable(variableName, rhs);
+    } else if (node.assignee.type === "TupleLiteral") {
+      const tuple = node.assignee;
+      if (!(rhs instanceof ArrayValue)) {
+        throw new Error(`Cannot unpack non-iterable type in set: ${rhs.type}`);
+      }
+      const arr = rhs.value;
+      if (arr.length !== tuple.value.length) {
+        throw new Error(`Too ${tuple.value.length > arr.length ? "few" : "many"} items to unpack in set`);
+      }
+      for (let i = 0; i < tuple.value.length; ++i) {
+        const elem = tuple.value[i];
+        if (elem.type !== "Identifier") {
+          throw new Error(`Cannot unpack to non-identifier in set: ${elem.type}`);
+        }
+        environment.setVariable(elem.value, arr[i]);
+      }
+    } else if (node.assignee.type === "MemberExpression") {
+      const member = node.assignee;
+      const object = this.evaluate(member.object, environment);
+      if (!(object instanceof NamespaceValue)) {
+        throw new Error("cannot assign attribute on non-namespace object");
+      }
+      if (member.property.type !== "Identifier") {
+        throw new Error("Cannot assign to member with non-identifier property");
+      }
+      object.value.set(member.property.value, rhs);
+    } else {
+      throw new Error(`Invalid LHS inside assignment expression: ${JSON.stringify(node.assignee)}`);
+    }
+    return new NullValue();
+  }
+  evaluateIf(node, environment) {
+    const test = this.evaluate(node.test, environment);
+    return this.evaluateBlock(test.__bool__().value ? node.body : node.alternate, environment);
+  }
+  evaluateFor(node, environment) {
+    const scope = new Environment(environment);
+    let test, iterable;
+    if (node.iterable.type === "SelectExpression") {
+      const select = node.iterable;
+      iterable = this.evaluate(select.lhs, scope);
+      test = select.test;
+    } else {
+      iterable = this.evaluate(node.iterable, scope);
+    }
+    if (!(iterable instanceof ArrayValue || iterable instanceof ObjectValue)) {
+      throw new Error(`Expected iterable or object type in for loop: got ${iterable.type}`);
+    }
+    if (iterable instanceof ObjectValue) {
+      iterable = iterable.keys();
+    }
+    const items = [];
+    const scopeUpdateFunctions = [];
+    for (let i = 0; i < iterable.value.length; ++i) {
+      const loopScope = new Environment(scope);
+      const current = iterable.value[i];
+      let scopeUpdateFunction;
+      if (node.loopvar.type === "Identifier") {
+        scopeUpdateFunction = (scope2) => scope2.setVariable(node.loopvar.value, current);
+      } else if (node.loopvar.type === "TupleLiteral") {
+        const loopvar = node.loopvar;
+        if (current.type !== "ArrayValue") {
+          throw new Error(`Cannot unpack non-iterable type: ${current.type}`);
+        }
+        const c = current;
+        if (loopvar.value.length !== c.value.length) {
+          throw new Error(`Too ${loopvar.value.length > c.value.length ? "few" : "many"} items to unpack`);
+        }
+        scopeUpdateFunction = (scope2) => {
+          for (let j = 0; j < loopvar.value.length; ++j) {
+            if (loopvar.value[j].type !== "Identifier") {
+              throw new Error(`Cannot unpack non-identifier type: ${loopvar.value[j].type}`);
+            }
+            scope2.setVariable(loopvar.value[j].value, c.value[j]);
+          }
+        };
+      } else {
+        throw new Error(`Invalid loop variable(s): ${node.loopvar.type}`);
+      }
+      if (test) {
+        scopeUpdateFunction(loopScope);
+        const testValue = this.evaluate(test, loopScope);
+        if (!testValue.__bool__().value) {
+          continue;
+        }
+      }
+      items.push(current);
+      scopeUpdateFunctions.push(scopeUpdateFunction);
+    }
+    let result = "";
+    let noIteration = true;
+    for (let i = 0; i < items.length; ++i) {
+      const loop = /* @__PURE__ */ new Map([
+        ["index", new IntegerValue(i + 1)],
+        ["index0", new IntegerValue(i)],
+        ["revindex", new IntegerValue(items.length - i)],
+        ["revindex0", new IntegerValue(items.length - i - 1)],
+        ["first", new BooleanValue(i === 0)],
+        ["last", new BooleanValue(i === items.length - 1)],
+        ["length", new IntegerValue(items.length)],
+        ["previtem", i > 0 ? items[i - 1] : new UndefinedValue()],
+        ["nextitem", i < items.length - 1 ? items[i + 1] : new UndefinedValue()]
+      ]);
+      scope.setVariable("loop", new ObjectValue(loop));
+      scopeUpdateFunctions[i](scope);
+      try {
+        const evaluated = this.evaluateBlock(node.body, scope);
+        result += evaluated.value;
+      } catch (err) {
+        if (err instanceof ContinueControl) {
+          continue;
+        }
+        if (err instanceof BreakControl) {
+          break;
+        }
+        throw err;
+      }
+      noIteration = false;
+    }
+    if (noIteration) {
+      const defaultEvaluated = this.evaluateBlock(node.defaultBlock, scope);
+      result += defaultEvaluated.value;
+    }
+    return new StringValue(result);
+  }
+  /**
+   * Bind every parameter name and special argument before evaluating defaults,
+   * preventing unbound parameters from resolving in an outer scope.
+   */
+  bindMacroArguments(displayName, parameters, specialArguments, args, scope) {
+    const positionalArguments = args.slice();
+    let keywordArguments = /* @__PURE__ */ new Map();
+    if (positionalArguments.at(-1) instanceof KeywordArgumentsValue) {
+      keywordArguments = new Map(positionalArguments.pop().value);
+    }
+    const pendingDefaults = [];
+    for (let i = 0; i < parameters.length; ++i) {
+      const { name, defaultValue } = getParameterDescriptor(parameters[i]);
+      let value = positionalArguments[i];
+      if (value === void 0 && keywordArguments.has(name)) {
+        value = keywordArguments.get(name);
+        keywordArguments.delete(name);
+      }
+      if (value === void 0 && defaultValue !== void 0) {
+        pendingDefaults.push([name, defaultValue]);
+      }
+      scope.setVariable(name, value ?? new UndefinedValue());
+    }
+    if (specialArguments.has("kwargs")) {
+      scope.setVariable("kwargs", new ObjectValue(keywordArguments));
+    } else if (keywordArguments.size > 0) {
+      throw new Error(`macro ${displayName} takes no keyword argument '${keywordArguments.keys().next().value}'`);
+    }
+    if (specialArguments.has("varargs")) {
+      scope.setVariable("varargs", new ArrayValue(positionalArguments.slice(parameters.length)));
+    } else if (positionalArguments.length > parameters.length) {
+      throw new Error(`macro ${displayName} takes not more than ${parameters.length} argument(s)`);
+    }
+    for (const [name, defaultValue] of pendingDefaults) {
+      scope.setVariable(name, this.evaluate(defaultValue, scope));
+    }
+  }
+  /**
+   * See https://jinja.palletsprojects.com/en/3.1.x/templates/#macros for more information.
+   */
+  evaluateMacro(node, environment) {
+    const specialArguments = findAccessedSpecialMacroArguments(node.args, node.body);
+    environment.setVariable(
+      node.name.value,
+      new FunctionValue((args, scope) => {
+        const macroScope = new Environment(scope);
+        this.bindMacroArguments(`'${node.name.value}'`, node.args, specialArguments, args, macroScope);
+        return this.evaluateBlock(node.body, macroScope);
+      })
+    );
+    return new NullValue();
+  }
+  evaluateCallStatement(node, environment) {
+    const parameters = node.callerArgs ?? [];
+    const specialArguments = findAccessedSpecialMacroArguments(parameters, node.body);
+    const callerFn = new FunctionValue((callerArguments) => {
+      const callBlockEnv = new Environment(environment);
+      this.bindMacroArguments("None", parameters, specialArguments, callerArguments, callBlockEnv);
+      return this.evaluateBlock(node.body, callBlockEnv);
+    });
+    const [macroArgs, macroKwargs] = this.evaluateArguments(node.call.args, environment);
+    macroArgs.push(new KeywordArgumentsValue(macroKwargs));
+    const fn = this.evaluate(node.call.callee, environment);
+    if (fn.type !== "FunctionValue") {
+      throw new Error(`Cannot call something that is not a function: got ${fn.type}`);
+    }
+    const newEnv = new Environment(environment);
+    newEnv.setVariable("caller", callerFn);
+    return fn.value(macroArgs, newEnv);
+  }
+  evaluateFilterStatement(node, environment) {
+    const rendered = this.evaluateBlock(node.body, environment);
+    return this.applyFilter(rendered, node.filter, environment);
+  }
+  evaluate(statement, environment) {
+    if (!statement) {
+      return new UndefinedValue();
+    }
+    switch (statement.type) {
+      case "Program":
+        return this.evalProgram(statement, environment);
+      case "Set":
+        return this.evaluateSet(statement, environment);
+      case "If":
+        return this.evaluateIf(statement, environment);
+      case "For":
+        return this.evaluateFor(statement, environment);
+      case "Macro":
+        return this.evaluateMacro(statement, environment);
+      case "CallStatement":
+        return this.evaluateCallStatement(statement, environment);
+      case "Break":
+        throw new BreakControl();
+      case "Continue":
+        throw new ContinueControl();
+      case "IntegerLiteral":
+        return new IntegerValue(statement.value);
+      case "FloatLiteral":
+        return new FloatValue(statement.value);
+      case "StringLiteral":
+        return new StringValue(statement.value);
+      case "ArrayLiteral":
+        return new ArrayValue(statement.value.map((x) => this.evaluate(x, environment)));
+      case "TupleLiteral":
+        return new TupleValue(statement.value.map((x) => this.evaluate(x, environment)));
+      case "ObjectLiteral": {
+        const mapping = /* @__PURE__ */ new Map();
+        for (const [key, value] of statement.value) {
+          const evaluatedKey = this.evaluate(key, environment);
+          if (!(evaluatedKey instanceof StringValue)) {
+            throw new Error(`Object keys must be strings: got ${evaluatedKey.type}`);
+          }
+          mapping.set(evaluatedKey.value, this.evaluate(value, environment));
+        }
+        return new ObjectValue(mapping);
+      }
+      case "Identifier":
+        return this.evaluateIdentifier(statement, environment);
+      case "CallExpression":
+        return this.evaluateCallExpression(statement, environment);
+      case "MemberExpression":
+        return this.evaluateMemberExpression(statement, environment);
+      case "UnaryExpression":
+        return this.evaluateUnaryExpression(statement, environment);
+      case "BinaryExpression":
+        return this.evaluateBinaryExpression(statement, environment);
+      case "FilterExpression":
+        return this.evaluateFilterExpression(statement, environment);
+      case "FilterStatement":
+        return this.evaluateFilterStatement(statement, environment);
+      case "TestExpression":
+        return this.evaluateTestExpression(statement, environment);
+      case "SelectExpression":
+        return this.evaluateSelectExpression(statement, environment);
+      case "Ternary":
+        return this.evaluateTernaryExpression(statement, environment);
+      case "Comment":
+        return new NullValue();
+      default:
+        throw new SyntaxError(`Unknown node type: ${statement.type}`);
+    }
+  }
+};
+function convertToRuntimeValues(input) {
+  switch (typeof input) {
+    case "number":
+      return Number.isInteger(input) ? new IntegerValue(input) : new FloatValue(input);
+    case "string":
+      return new StringValue(input);
+    case "boolean":
+      return new BooleanValue(input);
+    case "undefined":
+      return new UndefinedValue();
+    case "object":
+      if (input === null) {
+        return new NullValue();
+      } else if (Array.isArray(input)) {
+        return new ArrayValue(input.map(convertToRuntimeValues));
+      } else {
+        return new ObjectValue(
+          new Map(Object.entries(input).map(([key, value]) => [key, convertToRuntimeValues(value)]))
+        );
+      }
+    case "function":
+      return new FunctionValue((args, _scope) => {
+        const result = input(...args.map((x) => x.value)) ?? null;
+        return convertToRuntimeValues(result);
+      });
+    default:
+      throw new Error(`Cannot convert to runtime value: ${input}`);
+  }
+}
+var NEWLINE = "\n";
+var OPEN_STATEMENT = "{%- ";
+var CLOSE_STATEMENT = " -%}";
+var PRECEDENCE = Object.freeze({
+  CONDITIONAL: 0,
+  // a if b else c
+  LOGICAL_OR: 1,
+  // or
+  LOGICAL_AND: 2,
+  // and
+  LOGICAL_NOT: 3,
+  // not a
+  COMPARISON: 4,
+  // == != < <= > >= in, not in
+  ADDITIVE: 5,
+  // + -
+  MULTIPLICATIVE: 6,
+  // * / // %
+  EXPONENTIATION: 7,
+  // **
+  TEST: 8,
+  // is
+  FILTER: 9,
+  // |
+  UNARY_SIGN: 10,
+  // -a +a
+  ATOM: 11
+  // literals, identifiers, calls, member accesses
+});
+function getBinaryOperatorPrecedence(expr) {
+  switch (expr.operator.type) {
+    case "ExponentiationBinaryOperator":
+      return PRECEDENCE.EXPONENTIATION;
+    case "MultiplicativeBinaryOperator":
+      return PRECEDENCE.MULTIPLICATIVE;
+    case "AdditiveBinaryOperator":
+      return PRECEDENCE.ADDITIVE;
+    case "ComparisonBinaryOperator":
+      return PRECEDENCE.COMPARISON;
+    case "Identifier":
+      if (expr.operator.value === "and") {
+        return PRECEDENCE.LOGICAL_AND;
+      }
+      if (expr.operator.value === "in" || expr.operator.value === "not in") {
+        return PRECEDENCE.COMPARISON;
+      }
+      return PRECEDENCE.LOGICAL_OR;
+  }
+  return PRECEDENCE.LOGICAL_OR;
+}
+function getPrecedence(node) {
+  switch (node.type) {
+    case "SelectExpression":
+    case "Ternary":
+      return PRECEDENCE.CONDITIONAL;
+    case "BinaryExpression":
+      return getBinaryOperatorPrecedence(node);
+    case "UnaryExpression":
+      return node.operator.value === "not" ? PRECEDENCE.LOGICAL_NOT : PRECEDENCE.UNARY_SIGN;
+    case "TestExpression":
+      return PRECEDENCE.TEST;
+    case "FilterExpression":
+      return PRECEDENCE.FILTER;
+    default:
+      return PRECEDENCE.ATOM;
+  }
+}
+function formatOperand(node, minPrecedence) {
+  const expr = formatExpression(node);
+  return getPrecedence(node) < minPrecedence ? `(${expr})` : expr;
+}
+function format(program, indent = "	") {
+  const indentStr = typeof indent === "number" ? " ".repeat(indent) : indent;
+  const body = formatStatements(program.body, 0, indentStr);
+  return body.replace(/\n$/, "");
+}
+function createStatement(...text) {
+  return OPEN_STATEMENT + text.join(" ") + CLOSE_STATEMENT;
+}
+function formatStatements(stmts, depth, indentStr) {
+  return stmts.map((stmt) => formatStatement(stmt, depth, indentStr)).join(NEWLINE);
+}
+function formatExpressionList(expressions) {
+  return expressions.map((expression) => formatExpression(expression)).join(", ");
+}
+function formatStatement(node, depth, indentStr) {
+  const pad = indentStr.repeat(depth);
+  switch (node.type) {
+    case "Program":
+      return formatStatements(node.body, depth, indentStr);
+    case "If":
+      return formatIf(node, depth, indentStr);
+    case "For":
+      return formatFor(node, depth, indentStr);
+    case "Set":
+      return formatSet(node, depth, indentStr);
+    case "Macro":
+      return formatMacro(node, depth, indentStr);
+    case "Break":
+      return pad + createStatement("break");
+    case "Continue":
+      return pad + createStatement("continue");
+    case "CallStatement":
+      return formatCallStatement(node, depth, indentStr);
+    case "FilterStatement":
+      return formatFilterStatement(node, depth, indentStr);
+    case "Comment":
+      return pad + "{# " + node.value + " #}";
+    default:
+      return pad + "{{- " + formatExpression(node) + " -}}";
+  }
+}
+function formatIf(node, depth, indentStr) {
+  const pad = indentStr.repeat(depth);
+  const clauses = [];
+  let current = node;
+  while (current) {
+    clauses.push({ test: current.test, body: current.body });
+    if (current.alternate.length === 1 && current.alternate[0].type === "If") {
+      current = current.alternate[0];
+    } else {
+      break;
+    }
+  }
+  let out = pad + createStatement("if", formatExpression(clauses[0].test)) + NEWLINE + formatStatements(clauses[0].body, depth + 1, indentStr);
+  for (let i = 1; i < clauses.length; ++i) {
+    out += NEWLINE + pad + createStatement("elif", formatExpression(clauses[i].test)) + NEWLINE + formatStatements(clauses[i].body, depth + 1, indentStr);
+  }
+  if (current && current.alternate.length > 0) {
+    out += NEWLINE + pad + createStatement("else") + NEWLINE + formatStatements(current.alternate, depth + 1, indentStr);
+  }
+  out += NEWLINE + pad + createStatement("endif");
+  return out;
+}
+function formatFor(node, depth, indentStr) {
+  const pad = indentStr.repeat(depth);
+  let formattedIterable = "";
+  if (node.iterable.type === "SelectExpression") {
+    const n = node.iterable;
+    formattedIterable = `${formatExpression(n.lhs)} if ${formatExpression(n.test)}`;
+  } else {
+    formattedIterable = formatExpression(node.iterable);
+  }
+  let out = pad + createStatement("for", formatExpression(node.loopvar), "in", formattedIterable) + NEWLINE + formatStatements(node.body, depth + 1, indentStr);
+  if (node.defaultBlock.length > 0) {
+    out += NEWLINE + pad + createStatement("else") + NEWLINE + formatStatements(node.defaultBlock, depth + 1, indentStr);
+  }
+  out += NEWLINE + pad + createStatement("endfor");
+  return out;
+}
+function formatSet(node, depth, indentStr) {
+  const pad = indentStr.repeat(depth);
+  const left = formatExpression(node.assignee);
+  const right = node.value ? formatExpression(node.value) : "";
+  const value = pad + createStatement("set", `${left}${node.value ? " = " + right : ""}`);
+  if (node.body.length === 0) {
+    return value;
+  }
+  return value + NEWLINE + formatStatements(node.body, depth + 1, indentStr) + NEWLINE + pad + createStatement("endset");
+}
+function formatMacro(node, depth, indentStr) {
+  const pad = indentStr.repeat(depth);
+  const args = formatExpressionList(node.args);
+  return pad + createStatement("macro", `${node.name.value}(${args})`) + NEWLINE + formatStatements(node.body, depth + 1, indentStr) + NEWLINE + pad + createStatement("endmacro");
+}
+function formatCallStatement(node, depth, indentStr) {
+  const pad = indentStr.repeat(depth);
+  const params = node.callerArgs && node.callerArgs.length > 0 ? `(${formatExpressionList(node.callerArgs)})` : "";
+  const callExpr = formatExpression(node.call);
+  let out = pad + createStatement(`call${params}`, callExpr) + NEWLINE;
+  out += formatStatements(node.body, depth + 1, indentStr) + NEWLINE;
+  out += pad + createStatement("endcall");
+  return out;
+}
+function formatFilterStatement(node, depth, indentStr) {
+  const pad = indentStr.repeat(depth);
+  const spec2 = node.filter.type === "Identifier" ? node.filter.value : formatExpression(node.filter);
+  let out = pad + createStatement("filter", spec2) + NEWLINE;
+  out += formatStatements(node.body, depth + 1, indentStr) + NEWLINE;
+  out += pad + createStatement("endfilter");
+  return out;
+}
+function formatExpression(node) {
+  switch (node.type) {
+    case "SpreadExpression": {
+      const n = node;
+      return `*${formatExpression(n.argument)}`;
+    }
+    case "KeywordSpreadExpression": {
+      const n = node;
+      return `**${formatExpression(n.argument)}`;
+    }
+    case "Identifier":
+      return node.value;
+    case "IntegerLiteral":
+      return `${node.value}`;
+    case "FloatLiteral": {
+      const value = node.value;
+      if (Object.is(value, -0)) {
+        return "-0.0";
+      }
+      return value % 1 === 0 ? value.toFixed(1) : value.toString();
+    }
+    case "StringLiteral":
+      return JSON.stringify(node.value);
+    case "BinaryExpression": {
+      const n = node;
+      const thisPrecedence = getBinaryOperatorPrecedence(n);
+      const left = formatOperand(n.left, thisPrecedence);
+      const right = formatOperand(n.right, thisPrecedence + 1);
+      return `${left} ${n.operator.value} ${right}`;
+    }
+    case "UnaryExpression": {
+      const n = node;
+      const operandPrecedence = n.argument.type === "UnaryExpression" ? getPrecedence(n) : PRECEDENCE.ATOM;
+      return n.operator.value + (n.operator.value === "not" ? " " : "") + formatOperand(n.argument, operandPrecedence);
+    }
+    case "CallExpression": {
+      const n = node;
+      const args = formatExpressionList(n.args);
+      return `${formatExpression(n.callee)}(${args})`;
+    }
+    case "MemberExpression": {
+      const n = node;
+      const obj = formatOperand(n.object, PRECEDENCE.ATOM);
+      let prop = formatExpression(n.property);
+      if (!n.computed && n.property.type !== "Identifier" && n.property.type !== "IntegerLiteral") {
+        prop = `(${prop})`;
+      }
+      return n.computed ? `${obj}[${prop}]` : `${obj}.${prop}`;
+    }
+    case "FilterExpression": {
+      const n = node;
+      const operand = formatOperand(n.operand, PRECEDENCE.FILTER);
+      if (n.filter.type === "CallExpression") {
+        return `${operand} | ${formatExpression(n.filter)}`;
+      }
+      return `${operand} | ${n.filter.value}`;
+    }
+    case "SelectExpression": {
+      const n = node;
+      return `${formatOperand(n.lhs, PRECEDENCE.LOGICAL_OR)} if ${formatOperand(n.test, PRECEDENCE.LOGICAL_OR)}`;
+    }
+    case "TestExpression": {
+      const n = node;
+      return `${formatOperand(n.operand, PRECEDENCE.TEST)} is${n.negate ? " not" : ""} ${n.test.value}`;
+    }
+    case "ArrayLiteral":
+    case "TupleLiteral": {
+      const elems = formatExpressionList(node.value);
+      const brackets = node.type === "ArrayLiteral" ? "[]" : "()";
+      return `${brackets[0]}${elems}${brackets[1]}`;
+    }
+    case "ObjectLiteral": {
+      const entries = Array.from(node.value.entries()).map(
+        ([k, v]) => `${formatExpression(k)}: ${formatExpression(v)}`
+      );
+      return `{${entries.join(", ")}}`;
+    }
+    case "SliceExpression": {
+      const n = node;
+      const s = n.start ? formatExpression(n.start) : "";
+      const t = n.stop ? formatExpression(n.stop) : "";
+      const st = n.step ? `:${formatExpression(n.step)}` : "";
+      return `${s}:${t}${st}`;
+    }
+    case "KeywordArgumentExpression": {
+      const n = node;
+      return `${n.key.value}=${formatExpression(n.value)}`;
+    }
+    case "Ternary": {
+      const n = node;
+      return `${formatOperand(n.trueExpr, PRECEDENCE.LOGICAL_OR)} if ${formatOperand(
+        n.condition,
+        PRECEDENCE.LOGICAL_OR
+      )} else ${formatOperand(n.falseExpr, PRECEDENCE.CONDITIONAL)}`;
+    }
+    default:
+      throw new Error(`Unknown expression type: ${node.type}`);
+  }
+}
+var Template = class {
+  parsed;
+  /**
+   * @param {string} template The template string
+   */
+  constructor(template) {
+    const tokens = tokenize(template, {
+      lstrip_blocks: true,
+      trim_blocks: true
+    });
+    this.parsed = parse(tokens);
+  }
+  render(items) {
+    const env = new Environment();
+    setupGlobals(env);
+    if (items) {
+      for (const [key, value] of Object.entries(items)) {
+        env.set(key, value);
+      }
+    }
+    const interpreter = new Interpreter(env);
+    const result = interpreter.run(this.parsed);
+    return result.value;
+  }
+  format(options) {
+    return format(this.parsed, options?.indent || "	");
+  }
+};
+
+// src/decoder.ts
+var FIXED = ["rmsnorm", "rope", "kv_store", "attention", "swiglu", "add", "embed_q8", "embed_q4", "embed_f32"];
+var PAGE3 = 65536;
+var FORMATS = ["f32", "q4_0", "q4_1", "q8_0"];
+var STEPS = ["embed", "rms_norm", "matmul", "rope", "kv_store", "attention", "swi_glu", "add"];
+function align2(x) {
+  return Math.ceil(x / 64) * 64;
+}
+function bucketOf(graph, tokens) {
+  return graph.buckets.find((b) => b >= Math.max(1, tokens)) ?? null;
+}
+function productsOf(graph, m) {
+  const out = [];
+  for (const s of graph.steps) {
+    if (s.step !== "matmul") continue;
+    const shape = [s.last ? 1 : m, s.k, s.n];
+    const p = out.find((x) => x.op === s.kernel && x.shape.join() === shape.join());
+    if (p) p.calls++;
+    else out.push({ op: s.kernel, shape, calls: 1 });
+  }
+  const work = (p) => p.calls * p.shape[0] * p.shape[1] * p.shape[2];
+  return out.sort((a, b) => work(b) - work(a) || (a.op < b.op ? -1 : a.op > b.op ? 1 : 0) || a.shape[0] - b.shape[0] || a.shape[1] - b.shape[1] || a.shape[2] - b.shape[2]);
+}
+function partBytes(format2, part, n, k) {
+  if (k === 0) return n * 4;
+  switch (format2) {
+    case "f32":
+      return n * k * 4;
+    case "q8_0":
+      return part === "w" ? n * k : n * k / 8;
+    default:
+      return part === "w" ? n * k / 2 : n * k / 8;
+  }
+}
+function partsOf(format2) {
+  return format2 === "q4_1" ? ["w", "d", "m"] : format2 === "f32" ? ["w"] : ["w", "d"];
+}
+function layoutOf(graph, weightBytes, context) {
+  const maxRows = Math.max(1, ...graph.buckets);
+  const rope = graph.steps.find((s) => s.step === "rope");
+  let at = 64;
+  const ids = at;
+  at = align2(at + maxRows * 4);
+  const weights = at;
+  at = align2(at + weightBytes);
+  const buffers = /* @__PURE__ */ new Map();
+  for (const b of graph.buffers) {
+    buffers.set(b.name, at);
+    at = align2(at + (b.rows === "tokens" ? maxRows : 1) * b.cols * 4);
+  }
+  const caches = /* @__PURE__ */ new Map();
+  for (const c of graph.caches) {
+    caches.set(c.name, at);
+    at = align2(at + context * c.cols * 4);
+  }
+  const headDim = rope?.head_dim ?? 4;
+  const ropeAt = at;
+  at = align2(at + context * headDim * 4);
+  const scores = at;
+  at = align2(at + (context + 4) * 4);
+  return { ids, weights, buffers, caches, rope: ropeAt, scores, bytes: at, maxRows, headDim, theta: rope?.theta ?? 1e4 };
+}
+function checkGraph(graph, tensors, weightBytes) {
+  if (!graph || graph.version !== 1) throw new Error(`decoder graph version ${graph?.version}: this runtime runs version 1`);
+  const pos = (x) => Number.isInteger(x) && x > 0;
+  if (!pos(graph.hidden) || !pos(graph.vocab) || !pos(graph.context)) throw new Error("decoder graph: hidden, vocab and context must be positive integers");
+  if (!Array.isArray(graph.buckets) || !graph.buckets.length || graph.buckets.some((b, i) => !pos(b) || i > 0 && b <= graph.buckets[i - 1]))
+    throw new Error(`decoder graph: buckets [${graph.buckets}] must be positive and ascending`);
+  if (graph.hidden % 32) throw new Error(`decoder graph: hidden ${graph.hidden} is not a multiple of 32`);
+  const bufs = new Map(graph.buffers.map((b) => [b.name, b]));
+  const caches = new Map(graph.caches.map((c) => [c.name, c]));
+  for (const b of graph.buffers) if (!pos(b.cols) || b.cols % 4 || b.rows !== "tokens" && b.rows !== "one") throw new Error(`decoder graph: buffer ${b.name} has ${b.cols} columns of rows '${b.rows}' (a positive multiple of 4 of 'tokens' or 'one')`);
+  for (const c of graph.caches) if (!pos(c.cols) || c.cols % 4) throw new Error(`decoder graph: cache ${c.name} has ${c.cols} columns (a positive multiple of 4)`);
+  const byName = new Map(tensors.map((t) => [t.name, t]));
+  const buf = (name, cols, what, rows) => {
+    const b = bufs.get(name);
+    if (!b) throw new Error(`decoder graph: ${what} names no buffer \`${name}\``);
+    if (b.cols < cols) throw new Error(`decoder graph: ${what} needs ${cols} columns of buffer \`${name}\`, which has ${b.cols}`);
+    if (rows && b.rows !== rows) throw new Error(`decoder graph: ${what} needs buffer \`${name}\` to have rows '${rows}'`);
+  };
+  const cache = (name, cols, what) => {
+    const c = caches.get(name);
+    if (!c) throw new Error(`decoder graph: ${what} names no cache \`${name}\``);
+    if (c.cols !== cols) throw new Error(`decoder graph: ${what} needs cache \`${name}\` of ${cols} columns, it has ${c.cols}`);
+  };
+  const tensor = (name, format2, n, k, what) => {
+    const t = byName.get(name);
+    if (!t) throw new Error(`the bundle has no tensor \`${name}\` (${what})`);
+    if (t.format !== format2) throw new Error(`tensor \`${name}\` is ${t.format}, the graph's ${what} reads ${format2}`);
+    for (const p of partsOf(format2)) {
+      const part = t.parts?.[p];
+      if (!part) throw new Error(`tensor \`${name}\` has no part \`${p}\``);
+      const need = partBytes(format2, p, n, k);
+      if (!(Number.isInteger(part.offset) && part.offset >= 0 && part.offset % 16 === 0 && part.offset + part.bytes <= weightBytes))
+        throw new Error(`tensor \`${name}\` part \`${p}\` (${part.bytes} bytes at ${part.offset}) lies outside the ${weightBytes}-byte weights blob or off a 16-byte boundary`);
+      if (part.bytes < need) throw new Error(`tensor \`${name}\` part \`${p}\` has ${part.bytes} bytes, ${what} reads ${need}`);
+    }
+  };
+  const h = graph.hidden;
+  for (const [i, s] of graph.steps.entries()) {
+    const what = `step ${i} (${s.step})`;
+    if (!STEPS.includes(s.step)) throw new Error(`decoder graph: ${what} is not a step this runtime runs`);
+    switch (s.step) {
+      case "embed":
+        if (!FORMATS.includes(s.format)) throw new Error(`decoder graph: ${what} has format ${s.format}`);
+        buf(s.out, h, what, "tokens");
+        tensor(s.table, s.format, graph.vocab, h, what);
+        break;
+      case "rms_norm":
+        buf(s.x, h, what, "tokens");
+        buf(s.out, h, what, s.last ? void 0 : "tokens");
+        tensor(s.weight, "f32", h, 0, what);
+        break;
+      case "matmul":
+        if (!FORMATS.includes(s.format)) throw new Error(`decoder graph: ${what} has format ${s.format}`);
+        if (!pos(s.k) || !pos(s.n) || s.k % 32) throw new Error(`decoder graph: ${what} has K ${s.k} (a positive multiple of 32) and N ${s.n}`);
+        buf(s.a, s.k, what);
+        if (!s.last && bufs.get(s.a).rows !== "tokens") throw new Error(`decoder graph: ${what} reads bucket rows from the one row of \`${s.a}\``);
+        buf(s.out, s.n, what);
+        if (bufs.get(s.a).cols !== s.k) throw new Error(`decoder graph: ${what} reads rows of ${s.k} from buffer \`${s.a}\` of ${bufs.get(s.a).cols} columns`);
+        if (bufs.get(s.out).cols !== s.n) throw new Error(`decoder graph: ${what} writes rows of ${s.n} into buffer \`${s.out}\` of ${bufs.get(s.out).cols} columns`);
+        if (!s.last && bufs.get(s.out).rows !== "tokens") throw new Error(`decoder graph: ${what} writes bucket rows into the one row of \`${s.out}\``);
+        tensor(s.weight, s.format, s.n, s.k, what);
+        break;
+      case "rope":
+        if (!pos(s.head_dim) || s.head_dim % 4 || !pos(s.stride) || s.stride % 4) throw new Error(`decoder graph: ${what} has head_dim ${s.head_dim} and stride ${s.stride} (multiples of 4)`);
+        buf(s.x, s.heads * s.head_dim, what, "tokens");
+        if (bufs.get(s.x).cols !== s.stride) throw new Error(`decoder graph: ${what} has stride ${s.stride}, buffer \`${s.x}\` rows of ${bufs.get(s.x).cols}`);
+        if (s.head_dim !== layoutOf(graph, 0, 1).headDim || s.theta !== layoutOf(graph, 0, 1).theta) throw new Error(`decoder graph: ${what}: every rope step must share one head_dim and theta (the table is one)`);
+        break;
+      case "kv_store":
+        if (s.stride % 4 || s.k_col % 4 || s.v_col % 4 || s.width % 4) throw new Error(`decoder graph: ${what}: stride, columns and width must be multiples of 4`);
+        buf(s.x, Math.max(s.k_col, s.v_col) + s.width, what, "tokens");
+        if (bufs.get(s.x).cols !== s.stride) throw new Error(`decoder graph: ${what} has stride ${s.stride}, buffer \`${s.x}\` rows of ${bufs.get(s.x).cols}`);
+        cache(s.k_cache, s.width, what);
+        cache(s.v_cache, s.width, what);
+        break;
+      case "attention":
+        if (!pos(s.kv_heads) || s.heads % s.kv_heads || !pos(s.head_dim) || s.head_dim % 4 || s.stride % 4) throw new Error(`decoder graph: ${what}: ${s.heads} heads over ${s.kv_heads} key/value heads of ${s.head_dim} (a multiple of 4)`);
+        buf(s.x, s.heads * s.head_dim, what, "tokens");
+        if (bufs.get(s.x).cols !== s.stride) throw new Error(`decoder graph: ${what} has stride ${s.stride}, buffer \`${s.x}\` rows of ${bufs.get(s.x).cols}`);
+        buf(s.out, s.heads * s.head_dim, what, "tokens");
+        if (bufs.get(s.out).cols !== s.heads * s.head_dim) throw new Error(`decoder graph: ${what} writes rows of ${s.heads * s.head_dim} into buffer \`${s.out}\` of ${bufs.get(s.out).cols}`);
+        cache(s.k_cache, s.kv_heads * s.head_dim, what);
+        cache(s.v_cache, s.kv_heads * s.head_dim, what);
+        break;
+      case "swi_glu":
+        if (!pos(s.ffn) || s.ffn % 4) throw new Error(`decoder graph: ${what} has ffn ${s.ffn} (a multiple of 4)`);
+        buf(s.x, 2 * s.ffn, what, "tokens");
+        buf(s.out, s.ffn, what, "tokens");
+        if (bufs.get(s.x).cols !== 2 * s.ffn || bufs.get(s.out).cols !== s.ffn) throw new Error(`decoder graph: ${what}: buffer \`${s.x}\` must have ${2 * s.ffn} columns and \`${s.out}\` ${s.ffn}`);
+        break;
+      case "add":
+        buf(s.x, s.cols, what, "tokens");
+        buf(s.y, s.cols, what, "tokens");
+        if (bufs.get(s.x).cols !== s.cols || bufs.get(s.y).cols !== s.cols) throw new Error(`decoder graph: ${what} adds rows of ${s.cols}: both buffers must have that many columns`);
+        break;
+    }
+  }
+  buf(graph.logits, graph.vocab, "the logits");
+}
+var GraphDecoder = class _GraphDecoder {
+  graph;
+  memory;
+  layout;
+  /** Positions the caches hold. */
+  context;
+  fixed;
+  parts = /* @__PURE__ */ new Map();
+  rowsOf;
+  kernelsOf = null;
+  /** The products' kernels of each bucket, made on its first run. */
+  buckets = /* @__PURE__ */ new Map();
+  ready = /* @__PURE__ */ new Map();
+  /** Each distinct product's kernel (the head's is in every bucket). */
+  made = /* @__PURE__ */ new Map();
+  ropeFilled = 0;
+  i32;
+  f32;
+  pos = 0;
+  constructor(graph, memory, layout, context, fixed, tensors) {
+    this.graph = graph;
+    this.memory = memory;
+    this.layout = layout;
+    this.context = context;
+    this.fixed = fixed;
+    this.rowsOf = new Map(graph.buffers.map((b) => [b.name, b.rows]));
+    for (const t of tensors) {
+      const at = {};
+      for (const [p, part] of Object.entries(t.parts)) at[p] = layout.weights + part.offset;
+      this.parts.set(t.name, at);
+    }
+    this.i32 = new Int32Array(memory.buffer);
+    this.f32 = new Float32Array(memory.buffer);
+  }
+  /** Checks the graph, lays it out in a new memory with the weights copied in, and instantiates the fixed kernels. */
+  static async create(init) {
+    const { graph, tensors, weights, context } = init;
+    checkGraph(graph, tensors, weights.byteLength);
+    if (!Number.isInteger(context) || context < 1 || context > graph.context)
+      throw new RangeError(`context ${context} must be an integer from 1 to the model's ${graph.context}`);
+    const layout = layoutOf(graph, weights.byteLength, context);
+    const pages = Math.ceil(layout.bytes / PAGE3);
+    if (pages > 65536) throw new RangeError(`the model needs ${Math.ceil(layout.bytes / 2 ** 20)} MiB of Wasm memory with a context of ${context}: more than 4 GiB`);
+    let memory;
+    try {
+      memory = new WebAssembly.Memory({ initial: pages, maximum: 65536, ...init.shared ? { shared: true } : {} });
+    } catch (e) {
+      throw new RangeError(`a Wasm memory of ${Math.ceil(layout.bytes / 2 ** 20)} MiB (context ${context}) could not be made: ${e.message}; load with a smaller context`);
+    }
+    new Uint8Array(memory.buffer, layout.weights, weights.byteLength).set(new Uint8Array(weights));
+    const mod = await WebAssembly.instantiate(init.shared ? sharedImport(init.fixed) : init.fixed, { env: { memory } });
+    const ex = mod.instance.exports;
+    for (const name of FIXED) if (typeof ex[name] !== "function") throw new Error(`decoder-kernels.wat has no export \`${name}\``);
+    return new _GraphDecoder(graph, memory, layout, context, ex, tensors);
+  }
+  /** Where the tuned products come from (before the first `feed`). */
+  setKernels(source) {
+    this.kernelsOf = source;
+  }
+  /** Positions in the caches so far. */
+  get position() {
+    return this.pos;
+  }
+  /** Forgets the caches' contents: the next run starts at position 0. */
+  reset() {
+    this.pos = 0;
+  }
+  /** Makes the kernels of bucket `m` (every product a run in it calls), once. */
+  kernels(m) {
+    let p = this.buckets.get(m);
+    if (!p) {
+      const source = this.kernelsOf;
+      if (!source) return Promise.reject(new Error("GraphDecoder: no kernel source (setKernels) before the first run"));
+      p = (async () => {
+        const list = productsOf(this.graph, m);
+        const made = await Promise.all(list.map((x) => {
+          const key = `${x.op}/${x.shape.join(",")}`;
+          let k = this.made.get(key);
+          if (!k) {
+            k = source(x.op, x.shape);
+            this.made.set(key, k);
+            k.catch(() => this.made.delete(key));
+          }
+          return k;
+        }));
+        const map = new Map(list.map((x, i) => [`${x.op}/${x.shape.join(",")}`, made[i]]));
+        this.ready.set(m, map);
+        return map;
+      })();
+      this.buckets.set(m, p);
+      p.catch(() => this.buckets.delete(m));
+    }
+    return p;
+  }
+  /** Checks a run of `tokens` would fit: ids in the vocabulary and positions in the context. Throws one line. */
+  check(tokens) {
+    if (!tokens.length) throw new RangeError("no tokens to feed");
+    if (this.pos + tokens.length > this.context)
+      throw new RangeError(`${this.pos} positions used and ${tokens.length} more tokens: past the context of ${this.context}`);
+    for (let i = 0; i < tokens.length; i++) {
+      const t = tokens[i];
+      if (!Number.isInteger(t) || t < 0 || t >= this.graph.vocab) throw new RangeError(`token id ${t} is outside the vocabulary of ${this.graph.vocab}`);
+    }
+  }
+  /**
+   * Feeds `tokens` at the next positions (in chunks of the largest bucket;
+   * each chunk's kernels are fetched on the bucket's first use) and returns
+   * a view of the logits after the last one (valid until the next run or a
+   * memory growth: copy it to keep it).
+   */
+  async feed(tokens) {
+    this.check(tokens);
+    const max = this.layout.maxRows;
+    for (let at = 0; at < tokens.length; at += max) {
+      const chunk = Array.prototype.slice.call(tokens, at, at + max);
+      const m = bucketOf(this.graph, chunk.length);
+      const ks = this.ready.get(m) ?? await this.kernels(m);
+      this.run(chunk, m, ks);
+    }
+    return this.logits();
+  }
+  /** The last run's logits (a view of the memory). */
+  logits() {
+    this.views();
+    const at = this.layout.buffers.get(this.graph.logits);
+    return this.f32.subarray(at / 4, at / 4 + this.graph.vocab);
+  }
+  /** Bytes of Wasm memory in use. */
+  get memoryBytes() {
+    return this.memory.buffer.byteLength;
+  }
+  views() {
+    if (this.f32.buffer !== this.memory.buffer || this.f32.length * 4 !== this.memory.buffer.byteLength) {
+      this.i32 = new Int32Array(this.memory.buffer);
+      this.f32 = new Float32Array(this.memory.buffer);
+    }
+  }
+  /** The rotary table up to position `end`, filled as positions are first used. */
+  fillRope(end) {
+    if (end <= this.ropeFilled) return;
+    const { headDim: d, theta, rope } = this.layout;
+    const half = d / 2;
+    for (let p = this.ropeFilled; p < end; p++) {
+      const row = rope / 4 + p * d;
+      for (let i = 0; i < half; i++) {
+        const angle = p * Math.pow(theta, -2 * i / d);
+        this.f32[row + 2 * i] = Math.cos(angle);
+        this.f32[row + 2 * i + 1] = Math.sin(angle);
+      }
+    }
+    this.ropeFilled = end;
+  }
+  part(tensor, part) {
+    return this.parts.get(tensor)[part];
+  }
+  buf(name) {
+    return this.layout.buffers.get(name);
+  }
+  cache(name) {
+    return this.layout.caches.get(name);
+  }
+  /** One run of at most the largest bucket's tokens, synchronous (no kernel swaps mid-run). */
+  run(tokens, m, kernels) {
+    this.views();
+    const t = tokens.length, pos0 = this.pos, f = this.fixed, L = this.layout, g = this.graph;
+    this.fillRope(pos0 + t);
+    this.i32.set(tokens, L.ids / 4);
+    for (const s of g.steps) {
+      switch (s.step) {
+        case "embed": {
+          const w = this.part(s.table, "w"), out = this.buf(s.out), h = g.hidden;
+          if (s.format === "q8_0") f.embed_q8(L.ids, t, w, this.part(s.table, "d"), h, out);
+          else if (s.format === "q4_1") f.embed_q4(L.ids, t, w, this.part(s.table, "d"), this.part(s.table, "m"), 1, h, out);
+          else if (s.format === "q4_0") f.embed_q4(L.ids, t, w, this.part(s.table, "d"), 0, 0, h, out);
+          else f.embed_f32(L.ids, t, w, g.vocab, h, out);
+          break;
+        }
+        case "rms_norm": {
+          const h = g.hidden;
+          const x = this.buf(s.x) + (s.last ? (t - 1) * h * 4 : 0);
+          f.rmsnorm(x, this.part(s.weight, "w"), this.buf(s.out), s.last ? 1 : t, h, s.eps);
+          break;
+        }
+        case "matmul": {
+          const shape = `${s.last ? 1 : m},${s.k},${s.n}`;
+          const k = kernels.get(`${s.kernel}/${shape}`);
+          if (!k) throw new Error(`no kernel was loaded for ${s.kernel} ${shape}`);
+          const a = this.buf(s.a) + (s.last && this.rowsOf.get(s.a) === "tokens" ? (t - 1) * s.k * 4 : 0);
+          const w = this.part(s.weight, "w"), out = this.buf(s.out);
+          if (s.format === "f32") k.run(a, w, out);
+          else if (s.format === "q4_1") k.run(a, w, this.part(s.weight, "d"), this.part(s.weight, "m"), out);
+          else k.run(a, w, this.part(s.weight, "d"), out);
+          break;
+        }
+        case "rope":
+          f.rope(this.buf(s.x), t, s.stride, s.heads, s.head_dim, L.rope, pos0);
+          break;
+        case "kv_store":
+          f.kv_store(this.buf(s.x), t, s.stride, s.k_col, s.v_col, s.width, this.cache(s.k_cache), this.cache(s.v_cache), pos0);
+          break;
+        case "attention":
+          f.attention(this.buf(s.x), t, s.stride, s.heads, s.kv_heads, s.head_dim, this.cache(s.k_cache), this.cache(s.v_cache), pos0, s.scale, this.buf(s.out), L.scores);
+          break;
+        case "swi_glu":
+          f.swiglu(this.buf(s.x), t, s.ffn, this.buf(s.out));
+          break;
+        case "add":
+          f.add(this.buf(s.x), this.buf(s.y), t * s.cols);
+          break;
+      }
+    }
+    this.pos += t;
+  }
+};
+
+// src/sampler.ts
+var MASK = (1n << 64n) - 1n;
+function argmax(logits) {
+  let best = 0;
+  for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
+  return best;
+}
+function seedOf(seed) {
+  if (typeof seed === "bigint") {
+    if (seed < 0n || seed > MASK) throw new RangeError(`seed ${seed} is not a u64 (0 to 2^64 - 1)`);
+    return seed;
+  }
+  if (typeof seed !== "number" || !Number.isSafeInteger(seed) || seed < 0)
+    throw new RangeError(`seed must be a non-negative integer (a bigint above 2^53), got ${String(seed)}`);
+  return BigInt(seed);
+}
+var Sampler = class {
+  constructor(sampling) {
+    this.sampling = sampling;
+    this.state = seedOf(sampling.seed);
+  }
+  sampling;
+  state;
+  /** The sort's keys and order, kept between draws (one vocabulary's worth). */
+  keys = new Float64Array(0);
+  /** The next SplitMix64 draw in [0, 1) (53 bits). */
+  uniform() {
+    this.state = this.state + 0x9e3779b97f4a7c15n & MASK;
+    let z = this.state;
+    z = (z ^ z >> 30n) * 0xbf58476d1ce4e5b9n & MASK;
+    z = (z ^ z >> 27n) * 0x94d049bb133111ebn & MASK;
+    z ^= z >> 31n;
+    return Number(z >> 11n) / 2 ** 53;
+  }
+  /** The next token. */
+  sample(logits) {
+    const s = this.sampling;
+    const temperature = Math.fround(s.temperature);
+    if (!(temperature > 0)) return argmax(logits);
+    const n = logits.length;
+    if (n >= 1 << 17) throw new RangeError(`sampling a vocabulary of ${n} ids: at most 131071`);
+    if (this.keys.length !== n) this.keys = new Float64Array(n);
+    const bits = new Int32Array(logits.buffer, logits.byteOffset, n);
+    const keys = this.keys;
+    for (let i = 0; i < n; i++) {
+      const b = bits[i];
+      keys[i] = -(b ^ b >> 31 >>> 1) * 131072 + i;
+    }
+    keys.sort();
+    const id = (j) => {
+      const k = keys[j];
+      return k - Math.floor(k / 131072) * 131072;
+    };
+    const len2 = s.topK > 0 ? Math.min(s.topK, n) : n;
+    const top = logits[id(0)];
+    const p = new Float64Array(len2);
+    let total = 0;
+    for (let j = 0; j < len2; j++) {
+      p[j] = Math.exp((logits[id(j)] - top) / temperature);
+      total += p[j];
+    }
+    let keep = len2;
+    const topP = Math.fround(s.topP);
+    if (topP < 1) {
+      let acc = 0;
+      for (let j = 0; j < len2; j++) {
+        acc += p[j] / total;
+        if (acc >= topP) {
+          keep = j + 1;
+          break;
+        }
+      }
+    }
+    total = 0;
+    for (let j = 0; j < keep; j++) total += p[j];
+    let u = this.uniform() * total;
+    for (let j = 0; j < keep; j++) {
+      if (u < p[j]) return id(j);
+      u -= p[j];
+    }
+    return id(keep - 1);
+  }
+};
+
+// src/text-generator.ts
+var DEFAULT_CONTEXT = 2048;
+var DEFAULT_MAX_TOKENS = 256;
+function fromBase642(s) {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+function nextTask2() {
+  return new Promise((resolve) => {
+    const c = new MessageChannel();
+    c.port1.onmessage = () => {
+      c.port1.close();
+      resolve();
+    };
+    c.port2.postMessage(null);
+  });
+}
+function checkOptions(o) {
+  if (o !== void 0 && (o === null || typeof o !== "object")) throw new TypeError("generate: options must be an object");
+  const opts = o ?? {};
+  const maxTokens = opts.maxTokens ?? DEFAULT_MAX_TOKENS;
+  if (!(maxTokens === Infinity || Number.isInteger(maxTokens) && maxTokens >= 0))
+    throw new RangeError(`maxTokens must be a non-negative integer (or Infinity: up to the context), got ${String(opts.maxTokens)}`);
+  const temperature = opts.temperature ?? 0;
+  if (typeof temperature !== "number" || !(temperature >= 0) || !Number.isFinite(temperature)) throw new RangeError(`temperature must be a finite number ≥ 0, got ${String(opts.temperature)}`);
+  const topK = opts.topK ?? 0;
+  if (!Number.isInteger(topK) || topK < 0) throw new RangeError(`topK must be a non-negative integer (0: all), got ${String(opts.topK)}`);
+  const topP = opts.topP ?? 1;
+  if (typeof topP !== "number" || !(topP > 0 && topP <= 1)) throw new RangeError(`topP must be in (0, 1], got ${String(opts.topP)}`);
+  const seed = seedOf(opts.seed ?? 0);
+  const stop = opts.stop === void 0 ? [] : typeof opts.stop === "string" ? [opts.stop] : opts.stop;
+  if (!Array.isArray(stop) || stop.some((s) => typeof s !== "string" || !s)) throw new TypeError("stop must be a non-empty string or an array of them");
+  const signal = opts.signal ?? null;
+  if (signal !== null && !(typeof AbortSignal !== "undefined" && signal instanceof AbortSignal)) throw new TypeError("signal must be an AbortSignal");
+  return { maxTokens, temperature, topK, topP, seed, stop: [...stop], signal };
+}
+var TextStream = class {
+  constructor(decode) {
+    this.decode = decode;
+  }
+  decode;
+  ids = [];
+  prefix = 0;
+  read = 0;
+  push(id) {
+    this.ids.push(id);
+    const before = this.decode(this.ids.slice(this.prefix, this.read));
+    const now = this.decode(this.ids.slice(this.prefix));
+    if (now.length > before.length && !now.endsWith("�")) {
+      this.prefix = this.read;
+      this.read = this.ids.length;
+      return now.slice(before.length);
+    }
+    return "";
+  }
+  /** Whatever is left, complete or not (the end of the text). */
+  flush() {
+    const before = this.decode(this.ids.slice(this.prefix, this.read));
+    const now = this.decode(this.ids.slice(this.prefix));
+    this.prefix = this.read = this.ids.length;
+    return now.length > before.length ? now.slice(before.length) : "";
+  }
+};
+var StopFilter = class {
+  constructor(stops) {
+    this.stops = stops;
+  }
+  stops;
+  pending = "";
+  push(text) {
+    this.pending += text;
+    let cut = -1;
+    for (const s of this.stops) {
+      const i = this.pending.indexOf(s);
+      if (i >= 0 && (cut < 0 || i < cut)) cut = i;
+    }
+    if (cut >= 0) {
+      const out2 = this.pending.slice(0, cut);
+      this.pending = "";
+      return { out: out2, stopped: true };
+    }
+    let hold = 0;
+    for (const s of this.stops)
+      for (let k = Math.min(s.length - 1, this.pending.length); k > hold; k--)
+        if (this.pending.endsWith(s.slice(0, k))) {
+          hold = k;
+          break;
+        }
+    const out = this.pending.slice(0, this.pending.length - hold);
+    this.pending = this.pending.slice(this.pending.length - hold);
+    return { out, stopped: false };
+  }
+  flush() {
+    const out = this.pending;
+    this.pending = "";
+    return out;
+  }
+};
+var TextGenerator = class _TextGenerator {
+  /** The webtune session whose kernels run the model (tuning, events, status). */
+  webtune;
+  manifest;
+  /** The decoder graph the backend runs (served by `GET /v1/models/{name}/graph`). */
+  graph;
+  /** Positions the caches hold: the longest prompt plus generated text. */
+  context;
+  /** How the latest `generate`/`chat` went; null before the first. */
+  stats = null;
+  decoder;
+  tokenizer;
+  template;
+  eog;
+  tail = Promise.resolve();
+  latency;
+  closed = false;
+  constructor(init) {
+    this.webtune = init.webtune;
+    this.manifest = init.manifest;
+    this.decoder = init.decoder;
+    this.graph = init.decoder.graph;
+    this.context = init.decoder.context;
+    this.tokenizer = init.tokenizer;
+    this.template = init.manifest.chat_template ? new Template(init.manifest.chat_template) : null;
+    this.eog = new Set(init.manifest.special?.eog_ids ?? []);
+    this.latency = init.report ? new LatencyLog(init.webtune.server, init.manifest.name, this.context) : null;
+  }
+  /**
+   * Fetches the model's manifest, decoder graph, weights and tokenizer from
+   * the server (each blob checked against its SHA-256 address), lays the
+   * model out in one Wasm memory, opens a webtune session on it and fetches
+   * the decode step's kernels (a prompt's prefill buckets are fetched on
+   * their first use).
+   */
+  static async load(opts) {
+    if (!opts || typeof opts.model !== "string" || !opts.model) throw new TypeError("TextGenerator.load: `model` must be a model name (GET /v1/models lists them)");
+    if (opts.target !== "wasm") throw new TypeError(`TextGenerator.load: target must be 'wasm', got ${String(opts.target)}`);
+    if (opts.context !== void 0 && !(Number.isInteger(opts.context) && opts.context >= 1))
+      throw new RangeError(`TextGenerator.load: context must be a positive integer, got ${String(opts.context)}`);
+    const server = (opts.server ?? globalThis.location?.origin ?? "").replace(/\/+$/, "");
+    const name = opts.model;
+    const url = `${server}/v1/models/${encodeURIComponent(name)}`;
+    const res = await fetch(url);
+    if (res.status === 404) throw new Error(`model "${name}" is not on ${server} (import it with \`webtune model import\`; GET /v1/models lists the models there)`);
+    if (!res.ok) throw new Error(`model "${name}": manifest HTTP ${res.status}`);
+    const manifest = await res.json();
+    if (manifest.format !== 2) throw new Error(`model "${name}": bundle format ${manifest.format}, TextGenerator reads format 2 (a language model imported from a GGUF file)`);
+    if (manifest.architecture !== "llama") throw new Error(`model "${name}": architecture ${manifest.architecture}, TextGenerator runs llama`);
+    const context = Math.min(opts.context ?? DEFAULT_CONTEXT, manifest.config.context_length);
+    if (opts.context !== void 0 && opts.context > manifest.config.context_length)
+      throw new RangeError(`TextGenerator.load: context ${opts.context} is over the model's ${manifest.config.context_length}`);
+    const gres = await fetch(`${url}/graph`);
+    if (!gres.ok) throw new Error(`model "${name}": decoder graph HTTP ${gres.status} (GET /v1/models/${name}/graph)`);
+    const graph = await gres.json();
+    const blob = async (b, what) => {
+      if (!b || typeof b.url !== "string") throw new Error(`model "${name}": the manifest has no ${what} blob`);
+      const r = await fetch(b.url.startsWith("http") ? b.url : `${server}${b.url}`);
+      if (!r.ok) throw new Error(`model "${name}": ${what} blob HTTP ${r.status}`);
+      const bytes = await r.arrayBuffer();
+      const got = await sha256Hex(bytes);
+      if (bytes.byteLength !== b.bytes || got !== null && got !== b.sha256)
+        throw new Error(`model "${name}": the ${what} blob is corrupt or truncated (${bytes.byteLength} bytes hashing to ${got ?? "?"}; the manifest says ${b.bytes} bytes, ${b.sha256}); nothing was kept`);
+      return bytes;
+    };
+    const [weights, tokBytes] = await Promise.all([blob(manifest.weights, "weights"), blob(manifest.tokenizer, "tokenizer")]);
+    const tokenizer = new Tokenizer_default(JSON.parse(new TextDecoder().decode(tokBytes)), {});
+    const shared = threadsWanted(opts.threads).count > 1;
+    const decoder = await GraphDecoder.create({
+      graph,
+      tensors: manifest.tensors,
+      weights,
+      context,
+      shared,
+      fixed: fromBase642("AGFzbQEAAAABWgpgAXsBfWABewF7YAN/f38AYAZ/f39/f30AYAd/f39/f39/AGAJf39/f39/f39/AGAMf39/f39/f39/fX9/AGAEf39/fwBgBn9/f39/fwBgCH9/f39/f39/AAIPAQNlbnYGbWVtb3J5AgABAw0MAAECAwQFBgcCCAkIB2AKA2V4cAACB3Jtc25vcm0AAwRyb3BlAAQIa3Zfc3RvcmUABQlhdHRlbnRpb24ABgZzd2lnbHUABwNhZGQACAhlbWJlZF9xOAAJCGVtYmVkX3E0AAoJZW1iZWRfZjMyAAsK7BIMGQAgAP0fACAA/R8BkiAA/R8CIAD9HwOSkgugAwEEeyAA/QwAALBCAACwQgAAsEIAALBC/egB/QxPrK7CT6yuwk+srsJPrK7C/ekBIQAgAP0MO6q4PzuquD87qrg/O6q4P/3mAf0MAABASwAAQEsAAEBLAABAS/3kASEBIAH9DAAAQEsAAEBLAABASwAAQEv95QEhAiAAIAL9DACAMT8AgDE/AIAxPwCAMT/95gH95QEhAyADIAL9DIOAXjmDgF45g4BeOYOAXjn95gH95AEhA/0MZ2lQOWdpUDlnaVA5Z2lQOSAD/eYB/QzOQ7c6zkO3Os5DtzrOQ7c6/eQBIQQgBCAD/eYB/QwIiQg8CIkIPAiJCDwIiQg8/eQBIQQgBCAD/eYB/QzBqSo9wakqPcGpKj3BqSo9/eQBIQQgBCAD/eYB/Qyqqio+qqoqPqqqKj6qqio+/eQBIQQgBCAD/eYB/QwAAAA/AAAAPwAAAD8AAAA//eQBIQQgBCADIAP95gH95gEgA/3kAf0MAACAPwAAgD8AAIA/AACAP/3kASAB/Qx/AMC0fwDAtH8AwLR/AMC0/a4BQRf9qwH95gELLgECfyACQQJ0IQQDQCABIANqIAAgA2r9AAQAEAH9CwQAIANBEGoiAyAESQ0ACwvEAQIFfwN7IARBAnQhCAJAIANFDQADQCAAIAYgCGxqIQkgAiAGIAhsaiEK/QwAAAAAAAAAAAAAAAAAAAAAIQtBACEHA0AgCSAHav0ABAAhDCALIAwgDP3mAf3kASELIAdBEGoiByAISQ0AC0MAAIA/IAsQACAEs5UgBZKRlf0TIQ1BACEHA0AgCiAHaiAJIAdq/QAEACAN/eYBIAEgB2r9AAQA/eYB/QsEACAHQRBqIgcgCEkNAAsgBkEBaiIGIANJDQALCwv6AQIHfwR7IARBAnQhCSADIAlsIQoCQCABRQ0AA0AgACAHIAJBAnRsaiELIAUgBiAHaiAJbGohDEEAIQ0DQEEAIQgDQCALIA1qIAhq/QAEACEOIAwgCGr9AAQAIQ8gDyAP/Q0AAQIDAAECAwgJCgsICQoLIRAgDyAP/Q0EBQYHBAUGBwwNDg8MDQ4PIREgCyANaiAIaiAOIBD95gEgDiAO/Q0EBQYHAAECAwwNDg8ICQoLIBH9DAAAgL8AAIA/AACAvwAAgD/95gH95gH95AH9CwQAIAhBEGoiCCAJSQ0ACyANIAlqIg0gCkkNAAsgB0EBaiIHIAFJDQALCwtfAQR/IAVBAnQhDAJAIAFFDQADQCAAIAkgAmxBAnRqIQogCCAJaiAMbCELIAYgC2ogCiADQQJ0aiAM/AoAACAHIAtqIAogBEECdGogDPwKAAAgCUEBaiIJIAFJDQALCwuHBQQNfwF7An0EeyAFQQJ0IRIgBCASbCETIAMgBG4hFwJAIAFFDQADQCAIIAxqQQFqIRAgEEEDakF8cUECdCERQQAhDQNAIAAgDCACbEECdGogDSASbGohFCANIBduIBJsIRVDAACA/yEaQQAhDgNAIAYgDiATbGogFWohGP0MAAAAAAAAAAAAAAAAAAAAACEZQQAhDwNAIBkgFCAPav0ABAAgGCAPav0ABAD95gH95AEhGSAPQRBqIg8gEkkNAAsgGRAAIAmUIRsgCyAOQQJ0aiAbOAIAIBogG5chGiAOQQFqIg4gEEkNAAsgECEOAkADQCAOQQJ0IBFPDQEgCyAOQQJ0akPK8knxOAIAIA5BAWohDgwACwsgGv0TIR/9DAAAAAAAAAAAAAAAAAAAAAAhHEEAIQ8DQCALIA9q/QAEACAf/eUBEAEhHSAdIAsgD2r9AAQA/QwIj6HvCI+h7wiPoe8Ij6Hv/UT9TiEdIAsgD2ogHf0LBAAgHCAd/eQBIRwgD0EQaiIPIBFJDQALQwAAgD8gHBAAlf0TIR4gCiAMIAMgBWxsQQJ0aiANIBJsaiEWQQAhDwNAIBYgD2r9DAAAAAAAAAAAAAAAAAAAAAD9CwQAIA9BEGoiDyASSQ0AC0EAIQ4DQCAHIA4gE2xqIBVqIRggCyAOQQJ0av0JAgAhHUEAIQ8DQCAWIA9qIBYgD2r9AAQAIB0gGCAPav0ABAD95gH95AH9CwQAIA9BEGoiDyASSQ0ACyAOQQFqIg4gEEkNAAtBACEPA0AgFiAPaiAWIA9q/QAEACAe/eYB/QsEACAPQRBqIg8gEkkNAAsgDUEBaiINIANJDQALIAxBAWoiDCABSQ0ACwsLkgECBX8BeyACQQJ0IQYCQCABRQ0AA0AgACAEIAZBAXRsaiEHIAMgBCAGbGohCEEAIQUDQCAHIAVq/QAEACEJIAggBWogCf0MAACAPwAAgD8AAIA/AACAPyAJ/eEBEAH95AH95wEgByAGaiAFav0ABAD95gH9CwQAIAVBEGoiBSAGSQ0ACyAEQQFqIgQgAUkNAAsLC0ABAn8gAkECdCEEAkAgAkUNAANAIAAgA2ogACADav0ABAAgASADav0ABAD95AH9CwQAIANBEGoiAyAESQ0ACwsLuAECBn8CewJAIAFFDQADQCAAIAZBAnRqKAIAIQggAiAIIARsaiEJIAMgCCAEQQV2bEECdGohCiAFIAYgBGxBAnRqIQtBACEHA0AgCiAHQQV2QQJ0av0JAgAhDSAJIAdq/V0DAP2HASEMIAsgB0ECdGogDP2nAf36ASAN/eYB/QsEACALIAdBAnRBEGpqIAz9qAH9+gEgDf3mAf0LBAAgB0EIaiIHIARJDQALIAZBAWoiBiABSQ0ACwsL2AECCH8CfQJAIAFFDQADQCAAIAhBAnRqKAIAIQogAiAKIAZBAXZsaiELIAogBkEFdmxBAnQhDCAHIAggBmxBAnRqIQ1BACEJA0AgAyAMaiAJQQV2QQJ0aioCACEQIAUEfSAEIAxqIAlBBXZBAnRqKgIABSAQQwAAAMGUCyERIAsgCUEBdmooAgAhDkEAIQ8DQCANIAkgD2pBAnRqIBAgDiAPQQJ0dkEPcbOUIBGSOAIAIA9BAWoiD0EISQ0ACyAJQQhqIgkgBkkNAAsgCEEBaiIIIAFJDQALCwtrAQV/IANBAnQhCgJAIAFFDQADQCAAIAZBAnRqKAIAIQggBSAGIARsQQJ0aiEJQQAhBwNAIAkgB0ECdGogAiAIQQJ0aiAHIApsaioCADgCACAHQQFqIgcgBEkNAAsgBkEBaiIGIAFJDQALCws=")
+    });
+    const webtune = await Webtune.open({
+      server,
+      target: "wasm",
+      memory: decoder.memory,
+      tune: opts.tune ?? true,
+      worker: opts.worker ?? false,
+      threads: opts.threads,
+      budgetMs: opts.budgetMs,
+      cache: opts.cache,
+      maxCandidates: opts.maxCandidates
+    });
+    try {
+      decoder.setKernels((op, shape) => webtune.wasmKernel(op, shape));
+      await decoder.kernels(1);
+    } catch (e) {
+      webtune.close();
+      throw e;
+    }
+    return new _TextGenerator({ webtune, manifest, decoder, tokenizer, report: opts.report ?? true });
+  }
+  /** The prompt's token ids as `generate` feeds them (BOS first when the manifest says `add_bos`). */
+  tokenize(text) {
+    if (typeof text !== "string") throw new TypeError(`expected a string, got ${text === null ? "null" : typeof text}`);
+    const ids = text ? this.tokenizer.encode(text, { add_special_tokens: false }).ids : [];
+    const sp = this.manifest.special;
+    return sp?.add_bos && sp.bos_id != null ? [sp.bos_id, ...ids] : ids;
+  }
+  /** The text of token ids (special tokens left out). */
+  decode(ids) {
+    return this.tokenizer.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false });
+  }
+  /** A chat rendered with the model's chat template, ready for the assistant's turn. */
+  applyChatTemplate(messages) {
+    if (!this.template) throw new Error(`model "${this.manifest.name}" has no chat template: use generate() with a prompt`);
+    if (!Array.isArray(messages) || messages.some((m) => !m || typeof m.role !== "string" || typeof m.content !== "string"))
+      throw new TypeError("chat: messages must be an array of { role, content } strings");
+    const token = (id) => id == null ? "" : this.tokenizer.id_to_token(id) ?? "";
+    const sp = this.manifest.special;
+    return this.template.render({
+      messages,
+      add_generation_prompt: true,
+      bos_token: token(sp?.bos_id),
+      eos_token: token(sp?.eos_id)
+    });
+  }
+  /**
+   * Generates text after `prompt`, as an async iterator of text pieces as
+   * they are decoded (see the header of text-generator.ts for every policy).
+   */
+  generate(prompt, options) {
+    return this.stream(() => this.tokenize(prompt), options);
+  }
+  /** Generates the assistant's reply to `messages`, rendered with the model's chat template. */
+  chat(messages, options) {
+    return this.stream(() => this.tokenize(this.applyChatTemplate(messages)), options);
+  }
+  /**
+   * Low level: feeds `ids` at the next positions (with `reset`, from
+   * position 0) and returns a copy of the logits after the last one, e.g.
+   * to teacher-force a reference's tokens.
+   */
+  async forward(ids, { reset = false } = {}) {
+    if (!Array.isArray(ids)) throw new TypeError("forward: ids must be an array of token ids");
+    const release = await this.lock();
+    try {
+      if (reset) this.decoder.reset();
+      return (await this.decoder.feed(ids)).slice();
+    } finally {
+      release();
+    }
+  }
+  /** Positions the caches hold now (after `forward`, or the latest generation). */
+  get position() {
+    return this.decoder.position;
+  }
+  /** Bytes of Wasm memory the model uses. */
+  get memoryBytes() {
+    return this.decoder.memoryBytes;
+  }
+  /** Tunes the model's kernels for up to `budgetMs` (see `Webtune.idle`); call it between generations. */
+  idle(budgetMs) {
+    return this.webtune.idle(budgetMs);
+  }
+  close() {
+    this.closed = true;
+    this.webtune.close();
+  }
+  /** Waits for the generation in flight, if any; resolves with the release of the next turn. */
+  lock() {
+    let release;
+    const mine = new Promise((r) => release = r);
+    const prev = this.tail;
+    this.tail = prev.then(() => mine);
+    return prev.then(() => release);
+  }
+  async *stream(prompt, options) {
+    if (this.closed) throw new Error("this TextGenerator is closed");
+    const o = checkOptions(options);
+    const ids = prompt();
+    if (!ids.length) throw new RangeError("the prompt is empty: this model has no BOS token to start from, so give it at least one token of text");
+    if (ids.length > this.context)
+      throw new RangeError(`the prompt is ${ids.length} tokens, over the context of ${this.context} (load with a larger context, up to the model's ${this.manifest.config.context_length}, or shorten it)`);
+    const room = this.context - ids.length + 1;
+    const max = Math.min(o.maxTokens, room);
+    const stats = { promptTokens: ids.length, generatedTokens: 0, finish: "length", prefillMs: 0, decodeMs: 0, stepMs: [] };
+    this.stats = stats;
+    if (max === 0) return;
+    const release = await this.lock();
+    try {
+      const dec = this.decoder, signal = o.signal;
+      if (signal?.aborted) {
+        stats.finish = "abort";
+        return;
+      }
+      dec.reset();
+      const chunk = dec.layout.maxRows;
+      const t0 = performance.now();
+      for (let at = 0; at < ids.length; at += chunk) {
+        if (at > 0) {
+          await nextTask2();
+          if (signal?.aborted) {
+            stats.finish = "abort";
+            return;
+          }
+        }
+        await dec.feed(ids.slice(at, at + chunk));
+      }
+      stats.prefillMs = performance.now() - t0;
+      let logits = dec.logits();
+      const sampler = new Sampler({ temperature: o.temperature, topK: o.topK, topP: o.topP, seed: o.seed });
+      const text = new TextStream((x) => this.decode(x));
+      const stops = new StopFilter(o.stop);
+      for (; ; ) {
+        const tok = sampler.sample(logits);
+        if (this.eog.has(tok)) {
+          stats.finish = "eog";
+          break;
+        }
+        stats.generatedTokens++;
+        const { out: out2, stopped: stopped2 } = stops.push(text.push(tok));
+        if (out2) yield out2;
+        if (stopped2) {
+          stats.finish = "stop";
+          return;
+        }
+        if (stats.generatedTokens >= max) {
+          stats.finish = max < o.maxTokens ? "context" : "length";
+          break;
+        }
+        await nextTask2();
+        if (signal?.aborted) {
+          stats.finish = "abort";
+          break;
+        }
+        const s0 = performance.now();
+        logits = await dec.feed([tok]);
+        const ms = performance.now() - s0;
+        stats.stepMs.push(ms);
+        stats.decodeMs += ms;
+        if (this.latency) {
+          const seq = Math.min(Math.max(64, 2 ** Math.ceil(Math.log2(dec.position))), this.context);
+          void this.latency.add(this.webtune.session.session_id, "wasm", 1, seq, ms);
+        }
+      }
+      const { out, stopped } = stops.push(text.flush());
+      if (out) yield out;
+      if (stopped) {
+        stats.finish = "stop";
+        return;
+      }
+      const rest = stops.flush();
+      if (rest) yield rest;
+    } finally {
+      release();
+    }
+  }
+};
 export {
+  DEFAULT_CONTEXT,
+  DEFAULT_MAX_TOKENS,
   GpuKernel,
   KernelBundle,
+  Sampler,
   SentenceEncoder,
+  TextGenerator,
   ThreadPool,
   WasmKernel,
   Webtune,

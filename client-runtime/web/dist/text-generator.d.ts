@@ -1,0 +1,174 @@
+import { type DecoderGraph, type DecoderTensor } from './decoder.js';
+import { Webtune } from './webtune.js';
+/** Positions a generator holds by default (at most the model's). */
+export declare const DEFAULT_CONTEXT = 2048;
+/** Tokens `generate` makes by default. */
+export declare const DEFAULT_MAX_TOKENS = 256;
+export interface GeneratorLoadOptions {
+    /** Base URL of the webtune server; default: this page's origin. */
+    server?: string;
+    /** The model's name in the server's store (`GET /v1/models` lists them). */
+    model: string;
+    /** `'wasm'` (WebGPU comes with the next backend). */
+    target: 'wasm';
+    /**
+     * Threads a kernel may use (see `Webtune.open`). Default: the device's
+     * cores, at most 8, where the page is cross-origin isolated.
+     */
+    threads?: number;
+    /**
+     * Positions the key/value caches hold: the longest prompt plus generated
+     * text. Memory grows with it (SmolLM2-135M: 46 KB a position, so 94 MB at
+     * 2048). Default: 2048, or the model's context if smaller.
+     */
+    context?: number;
+    /** Tune the model's kernels in `idle()`. Default true. */
+    tune?: boolean;
+    /** Tune in the bench worker (see `Webtune.open`). Default false. */
+    worker?: boolean;
+    /** Longest time one `idle()` call may take, ms. Default 8. */
+    budgetMs?: number;
+    /** Use the IndexedDB cache of winning kernels. Default true. */
+    cache?: boolean;
+    /** Candidates to evaluate per kernel at most (see `Webtune.open`). Default: all. */
+    maxCandidates?: number;
+    /**
+     * Report the per-token decode latency to the server (`POST
+     * /v1/models/{name}/latency`, batch 1, seq_len the power of two at least
+     * 64 that holds the position, after 5, 15 and 50 tokens of a length
+     * bucket, then every 200). Default true.
+     */
+    report?: boolean;
+}
+export interface GenerateOptions {
+    /** Tokens to generate at most (0: none). Default 256; capped by the context. */
+    maxTokens?: number;
+    /** 0 (default): greedy. Otherwise the softmax temperature. */
+    temperature?: number;
+    /** Sample from the k most likely tokens only; 0 (default): all. */
+    topK?: number;
+    /** Sample from the smallest set of most likely tokens whose probability reaches p; 1 (default): all. */
+    topP?: number;
+    /** The sampler's seed (a u64). Default 0. */
+    seed?: number | bigint;
+    /** Strings that end the text (not yielded themselves). */
+    stop?: string | string[];
+    /** Stops the generation: the iterator ends after the text so far. */
+    signal?: AbortSignal;
+}
+/** One message of a chat. */
+export interface ChatMessage {
+    role: string;
+    content: string;
+}
+/** How the latest generation went. */
+export interface GenerationStats {
+    promptTokens: number;
+    /** Tokens sampled (end-of-generation ids not counted). */
+    generatedTokens: number;
+    /** Why it ended. */
+    finish: 'eog' | 'length' | 'context' | 'stop' | 'abort';
+    /** Time to feed the prompt, ms. */
+    prefillMs: number;
+    /** Time of the decode steps (one token each), ms; per step in `stepMs`. */
+    decodeMs: number;
+    stepMs: number[];
+}
+interface BlobRef {
+    sha256: string;
+    bytes: number;
+    url: string;
+}
+/** A language model's bundle manifest (format 2, docs/model-bundle.md). */
+export interface LlmManifest {
+    format: 2;
+    name: string;
+    architecture: string;
+    task?: string;
+    source?: {
+        file: string;
+        sha256: string;
+    };
+    config: {
+        vocab_size: number;
+        hidden_size: number;
+        num_layers: number;
+        num_heads: number;
+        num_kv_heads: number;
+        head_dim: number;
+        ffn_size: number;
+        rope_theta: number;
+        rms_eps: number;
+        context_length: number;
+        tied_embeddings: boolean;
+    };
+    tokenizer: BlobRef;
+    chat_template: string | null;
+    special: {
+        bos_id: number | null;
+        eos_id: number | null;
+        eog_ids: number[];
+        add_bos: boolean;
+    };
+    weights: BlobRef;
+    tensors: DecoderTensor[];
+}
+export declare class TextGenerator {
+    /** The webtune session whose kernels run the model (tuning, events, status). */
+    readonly webtune: Webtune;
+    readonly manifest: LlmManifest;
+    /** The decoder graph the backend runs (served by `GET /v1/models/{name}/graph`). */
+    readonly graph: DecoderGraph;
+    /** Positions the caches hold: the longest prompt plus generated text. */
+    readonly context: number;
+    /** How the latest `generate`/`chat` went; null before the first. */
+    stats: GenerationStats | null;
+    private decoder;
+    private tokenizer;
+    private template;
+    private eog;
+    private tail;
+    private latency;
+    private closed;
+    private constructor();
+    /**
+     * Fetches the model's manifest, decoder graph, weights and tokenizer from
+     * the server (each blob checked against its SHA-256 address), lays the
+     * model out in one Wasm memory, opens a webtune session on it and fetches
+     * the decode step's kernels (a prompt's prefill buckets are fetched on
+     * their first use).
+     */
+    static load(opts: GeneratorLoadOptions): Promise<TextGenerator>;
+    /** The prompt's token ids as `generate` feeds them (BOS first when the manifest says `add_bos`). */
+    tokenize(text: string): number[];
+    /** The text of token ids (special tokens left out). */
+    decode(ids: number[]): string;
+    /** A chat rendered with the model's chat template, ready for the assistant's turn. */
+    applyChatTemplate(messages: ChatMessage[]): string;
+    /**
+     * Generates text after `prompt`, as an async iterator of text pieces as
+     * they are decoded (see the header of text-generator.ts for every policy).
+     */
+    generate(prompt: string, options?: GenerateOptions): AsyncGenerator<string, void, undefined>;
+    /** Generates the assistant's reply to `messages`, rendered with the model's chat template. */
+    chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<string, void, undefined>;
+    /**
+     * Low level: feeds `ids` at the next positions (with `reset`, from
+     * position 0) and returns a copy of the logits after the last one, e.g.
+     * to teacher-force a reference's tokens.
+     */
+    forward(ids: number[], { reset }?: {
+        reset?: boolean;
+    }): Promise<Float32Array>;
+    /** Positions the caches hold now (after `forward`, or the latest generation). */
+    get position(): number;
+    /** Bytes of Wasm memory the model uses. */
+    get memoryBytes(): number;
+    /** Tunes the model's kernels for up to `budgetMs` (see `Webtune.idle`); call it between generations. */
+    idle(budgetMs?: number): ReturnType<Webtune['idle']>;
+    close(): void;
+    /** Waits for the generation in flight, if any; resolves with the release of the next turn. */
+    private lock;
+    private stream;
+}
+export {};

@@ -1,0 +1,533 @@
+// TextGenerator: a llama-family language model from a `webtune model import`
+// bundle (manifest format 2, e.g. SmolLM2-135M-Instruct from its GGUF file),
+// run by the Wasm backend of its decoder graph (decoder.ts): every matrix
+// product on webtune's tuned kernels (matmul_q4_1, matmul_q8_0, ... fetched
+// and tuned through the Webtune session like SentenceEncoder's), everything
+// else on the fixed kernels of decoder-kernels.wat.
+//
+// Policies (the same in `generate` and `chat`):
+// - One generation at a time per generator: a call made while another
+//   streams waits for it to end (finish, `break` out of it, or abort it).
+//   Each call starts from an empty cache (position 0).
+// - The prompt is tokenised as is (special tokens written in it, such as
+//   `<|im_start|>`, are parsed as special tokens), with the model's BOS
+//   token first when its manifest says `add_bos`.
+// - An empty prompt (no tokens at all: the model has no BOS to start from)
+//   is refused with a RangeError; so is a prompt longer than the context
+//   the generator was loaded with (nothing is truncated: load with a larger
+//   `context`, or shorten the prompt). Both are thrown by the iterator's
+//   first `next()`, before any kernel runs, and the next call works.
+// - `maxTokens` 0 yields nothing (and runs nothing). More tokens than the
+//   context has room for are capped by it: a prompt of P tokens leaves room
+//   for context − P + 1 generated tokens; `stats.finish` says `context`
+//   when that is what ended it. Default 256.
+// - Generation stops at the model's end-of-generation ids (manifest
+//   `special.eog_ids`; never part of the text), after `maxTokens`, at the
+//   first `stop` string (the text before it is yielded, the stop string and
+//   what follows are not; text that could still become a stop string is held
+//   back until it cannot), or when `signal` aborts: then the iterator ends
+//   quietly after the text already yielded (the step in flight finishes
+//   first; `stats.finish` is `abort`), and the next call works as usual.
+// - Text is yielded as decoded, only when complete: bytes of a character
+//   that later tokens finish are held back until they do (a character
+//   split over tokens is never yielded as U+FFFD), and special tokens the
+//   model emits are not text.
+// - `temperature` 0 (the default) is greedy: the first largest logit, the
+//   same tokens every time and as `webtune generate`. Otherwise sampling is
+//   sampler.ts's (the native runner's rule, bit for bit from the same seed).
+
+import { Template } from '@huggingface/jinja';
+import { Tokenizer } from '@huggingface/tokenizers';
+import { sha256Hex } from './bundle.js';
+import { type DecoderGraph, type DecoderTensor, GraphDecoder } from './decoder.js';
+import { LatencyLog } from './latency.js';
+import type { OpName } from './ops.js';
+import { Sampler, seedOf } from './sampler.js';
+import { threadsWanted } from './threads.js';
+import { Webtune } from './webtune.js';
+
+declare const __WEBTUNE_DECODER_KERNELS__: string;
+
+/** Positions a generator holds by default (at most the model's). */
+export const DEFAULT_CONTEXT = 2048;
+/** Tokens `generate` makes by default. */
+export const DEFAULT_MAX_TOKENS = 256;
+
+export interface GeneratorLoadOptions {
+  /** Base URL of the webtune server; default: this page's origin. */
+  server?: string;
+  /** The model's name in the server's store (`GET /v1/models` lists them). */
+  model: string;
+  /** `'wasm'` (WebGPU comes with the next backend). */
+  target: 'wasm';
+  /**
+   * Threads a kernel may use (see `Webtune.open`). Default: the device's
+   * cores, at most 8, where the page is cross-origin isolated.
+   */
+  threads?: number;
+  /**
+   * Positions the key/value caches hold: the longest prompt plus generated
+   * text. Memory grows with it (SmolLM2-135M: 46 KB a position, so 94 MB at
+   * 2048). Default: 2048, or the model's context if smaller.
+   */
+  context?: number;
+  /** Tune the model's kernels in `idle()`. Default true. */
+  tune?: boolean;
+  /** Tune in the bench worker (see `Webtune.open`). Default false. */
+  worker?: boolean;
+  /** Longest time one `idle()` call may take, ms. Default 8. */
+  budgetMs?: number;
+  /** Use the IndexedDB cache of winning kernels. Default true. */
+  cache?: boolean;
+  /** Candidates to evaluate per kernel at most (see `Webtune.open`). Default: all. */
+  maxCandidates?: number;
+  /**
+   * Report the per-token decode latency to the server (`POST
+   * /v1/models/{name}/latency`, batch 1, seq_len the power of two at least
+   * 64 that holds the position, after 5, 15 and 50 tokens of a length
+   * bucket, then every 200). Default true.
+   */
+  report?: boolean;
+}
+
+export interface GenerateOptions {
+  /** Tokens to generate at most (0: none). Default 256; capped by the context. */
+  maxTokens?: number;
+  /** 0 (default): greedy. Otherwise the softmax temperature. */
+  temperature?: number;
+  /** Sample from the k most likely tokens only; 0 (default): all. */
+  topK?: number;
+  /** Sample from the smallest set of most likely tokens whose probability reaches p; 1 (default): all. */
+  topP?: number;
+  /** The sampler's seed (a u64). Default 0. */
+  seed?: number | bigint;
+  /** Strings that end the text (not yielded themselves). */
+  stop?: string | string[];
+  /** Stops the generation: the iterator ends after the text so far. */
+  signal?: AbortSignal;
+}
+
+/** One message of a chat. */
+export interface ChatMessage {
+  role: string;
+  content: string;
+}
+
+/** How the latest generation went. */
+export interface GenerationStats {
+  promptTokens: number;
+  /** Tokens sampled (end-of-generation ids not counted). */
+  generatedTokens: number;
+  /** Why it ended. */
+  finish: 'eog' | 'length' | 'context' | 'stop' | 'abort';
+  /** Time to feed the prompt, ms. */
+  prefillMs: number;
+  /** Time of the decode steps (one token each), ms; per step in `stepMs`. */
+  decodeMs: number;
+  stepMs: number[];
+}
+
+interface BlobRef {
+  sha256: string;
+  bytes: number;
+  url: string;
+}
+
+/** A language model's bundle manifest (format 2, docs/model-bundle.md). */
+export interface LlmManifest {
+  format: 2;
+  name: string;
+  architecture: string;
+  task?: string;
+  source?: { file: string; sha256: string };
+  config: {
+    vocab_size: number; hidden_size: number; num_layers: number; num_heads: number; num_kv_heads: number;
+    head_dim: number; ffn_size: number; rope_theta: number; rms_eps: number; context_length: number; tied_embeddings: boolean;
+  };
+  tokenizer: BlobRef;
+  chat_template: string | null;
+  special: { bos_id: number | null; eos_id: number | null; eog_ids: number[]; add_bos: boolean };
+  weights: BlobRef;
+  tensors: DecoderTensor[];
+}
+
+function fromBase64(s: string): Uint8Array<ArrayBuffer> {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+/** Resolves after one turn of the event loop (abort events and rendering get their turn). */
+function nextTask(): Promise<void> {
+  return new Promise((resolve) => {
+    const c = new MessageChannel();
+    c.port1.onmessage = () => {
+      c.port1.close();
+      resolve();
+    };
+    c.port2.postMessage(null);
+  });
+}
+
+/** A generation's options checked, with their defaults. */
+interface Checked {
+  maxTokens: number;
+  temperature: number;
+  topK: number;
+  topP: number;
+  seed: bigint;
+  stop: string[];
+  signal: AbortSignal | null;
+}
+
+function checkOptions(o: GenerateOptions | undefined): Checked {
+  if (o !== undefined && (o === null || typeof o !== 'object')) throw new TypeError('generate: options must be an object');
+  const opts = o ?? {};
+  const maxTokens = opts.maxTokens ?? DEFAULT_MAX_TOKENS;
+  if (!(maxTokens === Infinity || (Number.isInteger(maxTokens) && maxTokens >= 0)))
+    throw new RangeError(`maxTokens must be a non-negative integer (or Infinity: up to the context), got ${String(opts.maxTokens)}`);
+  const temperature = opts.temperature ?? 0;
+  if (typeof temperature !== 'number' || !(temperature >= 0) || !Number.isFinite(temperature)) throw new RangeError(`temperature must be a finite number ≥ 0, got ${String(opts.temperature)}`);
+  const topK = opts.topK ?? 0;
+  if (!Number.isInteger(topK) || topK < 0) throw new RangeError(`topK must be a non-negative integer (0: all), got ${String(opts.topK)}`);
+  const topP = opts.topP ?? 1;
+  if (typeof topP !== 'number' || !(topP > 0 && topP <= 1)) throw new RangeError(`topP must be in (0, 1], got ${String(opts.topP)}`);
+  const seed = seedOf(opts.seed ?? 0);
+  const stop = opts.stop === undefined ? [] : typeof opts.stop === 'string' ? [opts.stop] : opts.stop;
+  if (!Array.isArray(stop) || stop.some((s) => typeof s !== 'string' || !s)) throw new TypeError('stop must be a non-empty string or an array of them');
+  const signal = opts.signal ?? null;
+  if (signal !== null && !(typeof AbortSignal !== 'undefined' && signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+  return { maxTokens, temperature, topK, topP, seed, stop: [...stop], signal };
+}
+
+/**
+ * Incremental detokenisation: the text of the ids pushed so far, handed
+ * out only when complete (the window from the last complete boundary is
+ * decoded again as tokens arrive, until it no longer ends in U+FFFD).
+ */
+class TextStream {
+  private ids: number[] = [];
+  private prefix = 0;
+  private read = 0;
+
+  constructor(private decode: (ids: number[]) => string) {}
+
+  push(id: number): string {
+    this.ids.push(id);
+    const before = this.decode(this.ids.slice(this.prefix, this.read));
+    const now = this.decode(this.ids.slice(this.prefix));
+    if (now.length > before.length && !now.endsWith('\uFFFD')) {
+      this.prefix = this.read;
+      this.read = this.ids.length;
+      return now.slice(before.length);
+    }
+    return '';
+  }
+
+  /** Whatever is left, complete or not (the end of the text). */
+  flush(): string {
+    const before = this.decode(this.ids.slice(this.prefix, this.read));
+    const now = this.decode(this.ids.slice(this.prefix));
+    this.prefix = this.read = this.ids.length;
+    return now.length > before.length ? now.slice(before.length) : '';
+  }
+}
+
+/**
+ * Holds back text that might begin a stop string: `push` returns what can
+ * be yielded and whether a stop string ended the text.
+ */
+class StopFilter {
+  private pending = '';
+
+  constructor(private stops: string[]) {}
+
+  push(text: string): { out: string; stopped: boolean } {
+    this.pending += text;
+    let cut = -1;
+    for (const s of this.stops) {
+      const i = this.pending.indexOf(s);
+      if (i >= 0 && (cut < 0 || i < cut)) cut = i;
+    }
+    if (cut >= 0) {
+      const out = this.pending.slice(0, cut);
+      this.pending = '';
+      return { out, stopped: true };
+    }
+    // The longest end of the text that begins some stop string.
+    let hold = 0;
+    for (const s of this.stops)
+      for (let k = Math.min(s.length - 1, this.pending.length); k > hold; k--)
+        if (this.pending.endsWith(s.slice(0, k))) {
+          hold = k;
+          break;
+        }
+    const out = this.pending.slice(0, this.pending.length - hold);
+    this.pending = this.pending.slice(this.pending.length - hold);
+    return { out, stopped: false };
+  }
+
+  flush(): string {
+    const out = this.pending;
+    this.pending = '';
+    return out;
+  }
+}
+
+export class TextGenerator {
+  /** The webtune session whose kernels run the model (tuning, events, status). */
+  readonly webtune: Webtune;
+  readonly manifest: LlmManifest;
+  /** The decoder graph the backend runs (served by `GET /v1/models/{name}/graph`). */
+  readonly graph: DecoderGraph;
+  /** Positions the caches hold: the longest prompt plus generated text. */
+  readonly context: number;
+  /** How the latest `generate`/`chat` went; null before the first. */
+  stats: GenerationStats | null = null;
+  private decoder: GraphDecoder;
+  private tokenizer: Tokenizer;
+  private template: Template | null;
+  private eog: Set<number>;
+  private tail: Promise<void> = Promise.resolve();
+  private latency: LatencyLog | null;
+  private closed = false;
+
+  private constructor(init: { webtune: Webtune; manifest: LlmManifest; decoder: GraphDecoder; tokenizer: Tokenizer; report: boolean }) {
+    this.webtune = init.webtune;
+    this.manifest = init.manifest;
+    this.decoder = init.decoder;
+    this.graph = init.decoder.graph;
+    this.context = init.decoder.context;
+    this.tokenizer = init.tokenizer;
+    this.template = init.manifest.chat_template ? new Template(init.manifest.chat_template) : null;
+    this.eog = new Set(init.manifest.special?.eog_ids ?? []);
+    this.latency = init.report ? new LatencyLog(init.webtune.server, init.manifest.name, this.context) : null;
+  }
+
+  /**
+   * Fetches the model's manifest, decoder graph, weights and tokenizer from
+   * the server (each blob checked against its SHA-256 address), lays the
+   * model out in one Wasm memory, opens a webtune session on it and fetches
+   * the decode step's kernels (a prompt's prefill buckets are fetched on
+   * their first use).
+   */
+  static async load(opts: GeneratorLoadOptions): Promise<TextGenerator> {
+    if (!opts || typeof opts.model !== 'string' || !opts.model) throw new TypeError('TextGenerator.load: `model` must be a model name (GET /v1/models lists them)');
+    if (opts.target !== 'wasm') throw new TypeError(`TextGenerator.load: target must be 'wasm', got ${String(opts.target)}`);
+    if (opts.context !== undefined && !(Number.isInteger(opts.context) && opts.context >= 1))
+      throw new RangeError(`TextGenerator.load: context must be a positive integer, got ${String(opts.context)}`);
+    const server = (opts.server ?? globalThis.location?.origin ?? '').replace(/\/+$/, '');
+    const name = opts.model;
+    const url = `${server}/v1/models/${encodeURIComponent(name)}`;
+    const res = await fetch(url);
+    if (res.status === 404) throw new Error(`model "${name}" is not on ${server} (import it with \`webtune model import\`; GET /v1/models lists the models there)`);
+    if (!res.ok) throw new Error(`model "${name}": manifest HTTP ${res.status}`);
+    const manifest = (await res.json()) as LlmManifest;
+    if (manifest.format !== 2) throw new Error(`model "${name}": bundle format ${manifest.format}, TextGenerator reads format 2 (a language model imported from a GGUF file)`);
+    if (manifest.architecture !== 'llama') throw new Error(`model "${name}": architecture ${manifest.architecture}, TextGenerator runs llama`);
+    const context = Math.min(opts.context ?? DEFAULT_CONTEXT, manifest.config.context_length);
+    if (opts.context !== undefined && opts.context > manifest.config.context_length)
+      throw new RangeError(`TextGenerator.load: context ${opts.context} is over the model's ${manifest.config.context_length}`);
+    const gres = await fetch(`${url}/graph`);
+    if (!gres.ok) throw new Error(`model "${name}": decoder graph HTTP ${gres.status} (GET /v1/models/${name}/graph)`);
+    const graph = (await gres.json()) as DecoderGraph;
+
+    const blob = async (b: BlobRef, what: string): Promise<ArrayBuffer> => {
+      if (!b || typeof b.url !== 'string') throw new Error(`model "${name}": the manifest has no ${what} blob`);
+      const r = await fetch(b.url.startsWith('http') ? b.url : `${server}${b.url}`);
+      if (!r.ok) throw new Error(`model "${name}": ${what} blob HTTP ${r.status}`);
+      const bytes = await r.arrayBuffer();
+      const got = await sha256Hex(bytes);
+      if (bytes.byteLength !== b.bytes || (got !== null && got !== b.sha256))
+        throw new Error(`model "${name}": the ${what} blob is corrupt or truncated (${bytes.byteLength} bytes hashing to ${got ?? '?'}; the manifest says ${b.bytes} bytes, ${b.sha256}); nothing was kept`);
+      return bytes;
+    };
+    const [weights, tokBytes] = await Promise.all([blob(manifest.weights, 'weights'), blob(manifest.tokenizer, 'tokenizer')]);
+    const tokenizer = new Tokenizer(JSON.parse(new TextDecoder().decode(tokBytes)), {});
+    // With threads the memory is shared, and so must be every module's import of it.
+    const shared = threadsWanted(opts.threads).count > 1;
+    const decoder = await GraphDecoder.create({
+      graph, tensors: manifest.tensors, weights, context, shared, fixed: fromBase64(__WEBTUNE_DECODER_KERNELS__),
+    });
+    const webtune = await Webtune.open({
+      server, target: 'wasm', memory: decoder.memory, tune: opts.tune ?? true, worker: opts.worker ?? false, threads: opts.threads,
+      budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates,
+    });
+    try {
+      decoder.setKernels((op, shape) => webtune.wasmKernel(op as OpName, shape));
+      await decoder.kernels(1);
+    } catch (e) {
+      webtune.close();
+      throw e;
+    }
+    return new TextGenerator({ webtune, manifest, decoder, tokenizer, report: opts.report ?? true });
+  }
+
+  /** The prompt's token ids as `generate` feeds them (BOS first when the manifest says `add_bos`). */
+  tokenize(text: string): number[] {
+    if (typeof text !== 'string') throw new TypeError(`expected a string, got ${text === null ? 'null' : typeof text}`);
+    const ids = text ? this.tokenizer.encode(text, { add_special_tokens: false }).ids : [];
+    const sp = this.manifest.special;
+    return sp?.add_bos && sp.bos_id != null ? [sp.bos_id, ...ids] : ids;
+  }
+
+  /** The text of token ids (special tokens left out). */
+  decode(ids: number[]): string {
+    return this.tokenizer.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false });
+  }
+
+  /** A chat rendered with the model's chat template, ready for the assistant's turn. */
+  applyChatTemplate(messages: ChatMessage[]): string {
+    if (!this.template) throw new Error(`model "${this.manifest.name}" has no chat template: use generate() with a prompt`);
+    if (!Array.isArray(messages) || messages.some((m) => !m || typeof m.role !== 'string' || typeof m.content !== 'string'))
+      throw new TypeError('chat: messages must be an array of { role, content } strings');
+    const token = (id: number | null | undefined) => (id == null ? '' : (this.tokenizer.id_to_token(id) ?? ''));
+    const sp = this.manifest.special;
+    return this.template.render({
+      messages, add_generation_prompt: true, bos_token: token(sp?.bos_id), eos_token: token(sp?.eos_id),
+    });
+  }
+
+  /**
+   * Generates text after `prompt`, as an async iterator of text pieces as
+   * they are decoded (see the header of text-generator.ts for every policy).
+   */
+  generate(prompt: string, options?: GenerateOptions): AsyncGenerator<string, void, undefined> {
+    return this.stream(() => this.tokenize(prompt), options);
+  }
+
+  /** Generates the assistant's reply to `messages`, rendered with the model's chat template. */
+  chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<string, void, undefined> {
+    return this.stream(() => this.tokenize(this.applyChatTemplate(messages)), options);
+  }
+
+  /**
+   * Low level: feeds `ids` at the next positions (with `reset`, from
+   * position 0) and returns a copy of the logits after the last one, e.g.
+   * to teacher-force a reference's tokens.
+   */
+  async forward(ids: number[], { reset = false }: { reset?: boolean } = {}): Promise<Float32Array> {
+    if (!Array.isArray(ids)) throw new TypeError('forward: ids must be an array of token ids');
+    const release = await this.lock();
+    try {
+      if (reset) this.decoder.reset();
+      return (await this.decoder.feed(ids)).slice();
+    } finally {
+      release();
+    }
+  }
+
+  /** Positions the caches hold now (after `forward`, or the latest generation). */
+  get position(): number {
+    return this.decoder.position;
+  }
+
+  /** Bytes of Wasm memory the model uses. */
+  get memoryBytes(): number {
+    return this.decoder.memoryBytes;
+  }
+
+  /** Tunes the model's kernels for up to `budgetMs` (see `Webtune.idle`); call it between generations. */
+  idle(budgetMs?: number): ReturnType<Webtune['idle']> {
+    return this.webtune.idle(budgetMs);
+  }
+
+  close(): void {
+    this.closed = true;
+    this.webtune.close();
+  }
+
+  /** Waits for the generation in flight, if any; resolves with the release of the next turn. */
+  private lock(): Promise<() => void> {
+    let release!: () => void;
+    const mine = new Promise<void>((r) => (release = r));
+    const prev = this.tail;
+    this.tail = prev.then(() => mine);
+    return prev.then(() => release);
+  }
+
+  private async *stream(prompt: () => number[], options: GenerateOptions | undefined): AsyncGenerator<string, void, undefined> {
+    if (this.closed) throw new Error('this TextGenerator is closed');
+    const o = checkOptions(options);
+    const ids = prompt();
+    if (!ids.length) throw new RangeError('the prompt is empty: this model has no BOS token to start from, so give it at least one token of text');
+    if (ids.length > this.context)
+      throw new RangeError(`the prompt is ${ids.length} tokens, over the context of ${this.context} (load with a larger context, up to the model's ${this.manifest.config.context_length}, or shorten it)`);
+    const room = this.context - ids.length + 1;
+    const max = Math.min(o.maxTokens, room);
+    const stats: GenerationStats = { promptTokens: ids.length, generatedTokens: 0, finish: 'length', prefillMs: 0, decodeMs: 0, stepMs: [] };
+    this.stats = stats;
+    if (max === 0) return;
+    const release = await this.lock();
+    try {
+      const dec = this.decoder, signal = o.signal;
+      if (signal?.aborted) {
+        stats.finish = 'abort';
+        return;
+      }
+      dec.reset();
+      // The prompt, a bucket at a time, with a turn of the event loop between chunks.
+      const chunk = dec.layout.maxRows;
+      const t0 = performance.now();
+      for (let at = 0; at < ids.length; at += chunk) {
+        if (at > 0) {
+          await nextTask();
+          if (signal?.aborted) {
+            stats.finish = 'abort';
+            return;
+          }
+        }
+        await dec.feed(ids.slice(at, at + chunk));
+      }
+      stats.prefillMs = performance.now() - t0;
+      let logits = dec.logits();
+      const sampler = new Sampler({ temperature: o.temperature, topK: o.topK, topP: o.topP, seed: o.seed });
+      const text = new TextStream((x) => this.decode(x));
+      const stops = new StopFilter(o.stop);
+      for (;;) {
+        const tok = sampler.sample(logits);
+        if (this.eog.has(tok)) {
+          stats.finish = 'eog';
+          break;
+        }
+        stats.generatedTokens++;
+        const { out, stopped } = stops.push(text.push(tok));
+        if (out) yield out;
+        if (stopped) {
+          stats.finish = 'stop';
+          return;
+        }
+        if (stats.generatedTokens >= max) {
+          stats.finish = max < o.maxTokens ? 'context' : 'length';
+          break;
+        }
+        await nextTask();
+        if (signal?.aborted) {
+          stats.finish = 'abort';
+          break;
+        }
+        const s0 = performance.now();
+        logits = await dec.feed([tok]);
+        const ms = performance.now() - s0;
+        stats.stepMs.push(ms);
+        stats.decodeMs += ms;
+        if (this.latency) {
+          const seq = Math.min(Math.max(64, 2 ** Math.ceil(Math.log2(dec.position))), this.context);
+          void this.latency.add(this.webtune.session.session_id, 'wasm', 1, seq, ms);
+        }
+      }
+      const { out, stopped } = stops.push(text.flush());
+      if (out) yield out;
+      if (stopped) {
+        stats.finish = 'stop';
+        return;
+      }
+      const rest = stops.flush();
+      if (rest) yield rest;
+    } finally {
+      release();
+    }
+  }
+}
+
