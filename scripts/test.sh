@@ -58,6 +58,13 @@ if command -v rustup >/dev/null 2>&1; then rustup component add rustfmt clippy >
 cargo fmt --all -- --check
 cargo clippy --workspace --all-features --all-targets -- -D warnings 2>&1
 
+# The documents: every link in the Markdown (README.md, docs/, ...) to a
+# local file or anchor resolves, and every crate's docs build, intra-doc
+# links included, without a warning.
+log "doc links: Markdown, then cargo doc -D warnings"
+python3 scripts/check-doc-links.py
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps 2>&1
+
 log "cargo test"
 cargo test --workspace --all-features --no-fail-fast -- --include-ignored 2>&1
 
@@ -82,7 +89,7 @@ fi
 # The client runtime and demo are TypeScript built with esbuild; dist/ is
 # committed (webtune serve embeds it), so the build must reproduce it exactly.
 log "client runtime: npm ci, dist check, unit tests"
-(cd client-runtime/web && npm ci --no-audit --no-fund --loglevel=error && node build.mjs --check && node --test test/unit.test.mjs test/wire.test.mjs test/tuner.test.mjs test/encoder-kernels.test.mjs test/bundle.test.mjs)
+(cd client-runtime/web && npm ci --no-audit --no-fund --loglevel=error && node build.mjs --check && node --test test/unit.test.mjs test/wire.test.mjs test/tuner.test.mjs test/encoder-kernels.test.mjs test/decoder-kernels.test.mjs test/bundle.test.mjs)
 
 # The demo in headless Chromium (Debian's; never a downloaded one) against a
 # real `webtune serve` on loopback with a fresh SQLite file: Wasm, then

@@ -56,7 +56,7 @@ pub struct ServeArgs {
     /// Connections open at once in all (keep it under `ulimit -n`).
     #[arg(long, default_value_t = 900)]
     pub max_connections: usize,
-    /// An origin (https://app.example) whose pages may call the API; repeatable; `*` for any. Default: none beyond the server's own.
+    /// An origin (`https://app.example`) whose pages may call the API; repeatable; `*` for any. Default: none beyond the server's own.
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
 }

@@ -16,7 +16,7 @@ use super::args::KernelArgs;
 
 #[derive(Args, Debug)]
 pub struct TuneArgs {
-    /// The webtune server, e.g. http://127.0.0.1:8080.
+    /// The webtune server, e.g. `http://127.0.0.1:8080`.
     #[arg(long)]
     pub server: String,
     #[command(flatten)]
