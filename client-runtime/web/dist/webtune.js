@@ -10726,6 +10726,16 @@ function fromBase642(s) {
   for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
   return out;
 }
+function adaptTokenizer(json2) {
+  const fix = (p) => {
+    if (!p || typeof p !== "object") return p;
+    if (p.type === "Sequence" && Array.isArray(p.pretokenizers)) return { ...p, pretokenizers: p.pretokenizers.map(fix) };
+    if (p.type === "Digits")
+      return { type: "Split", pattern: { Regex: p.individual_digits ? "[^\\p{N}]+|\\p{N}" : "[^\\p{N}]+|\\p{N}+" }, behavior: "Isolated", invert: true };
+    return p;
+  };
+  json2.pre_tokenizer = fix(json2.pre_tokenizer ?? null);
+}
 function nextTask2() {
   return new Promise((resolve) => {
     const c = new MessageChannel();
@@ -10883,7 +10893,9 @@ var TextGenerator = class _TextGenerator {
       return bytes;
     };
     const [weights, tokBytes] = await Promise.all([blob(manifest.weights, "weights"), blob(manifest.tokenizer, "tokenizer")]);
-    const tokenizer = new Tokenizer_default(JSON.parse(new TextDecoder().decode(tokBytes)), {});
+    const tokJson = JSON.parse(new TextDecoder().decode(tokBytes));
+    adaptTokenizer(tokJson);
+    const tokenizer = new Tokenizer_default(tokJson, {});
     const shared = threadsWanted(opts.threads).count > 1;
     const decoder = await GraphDecoder.create({
       graph,
@@ -10922,6 +10934,7 @@ var TextGenerator = class _TextGenerator {
   }
   /** The text of token ids (special tokens left out). */
   decode(ids) {
+    if (!ids.length) return "";
     return this.tokenizer.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false });
   }
   /** A chat rendered with the model's chat template, ready for the assistant's turn. */

@@ -158,6 +158,27 @@ function fromBase64(s: string): Uint8Array<ArrayBuffer> {
   return out;
 }
 
+/**
+ * The bundle's tokenizer.json made to tokenise here as the Rust
+ * `tokenizers` crate does: its `Digits` pre-tokenizer splits at every
+ * Unicode number (general categories Nd, Nl, No: `char::is_numeric`), but
+ * @huggingface/tokenizers' splits at ASCII `\d` only, so `½ ² ٣` would
+ * group with their neighbours. It becomes the same split written as a
+ * `Split` on `\p{N}` (which that package runs as a Unicode regex).
+ * @internal
+ */
+export function adaptTokenizer(json: { pre_tokenizer?: unknown }): void {
+  type Pre = { type?: string; individual_digits?: boolean; pretokenizers?: Pre[] } | null;
+  const fix = (p: Pre): Pre => {
+    if (!p || typeof p !== 'object') return p;
+    if (p.type === 'Sequence' && Array.isArray(p.pretokenizers)) return { ...p, pretokenizers: p.pretokenizers.map(fix) };
+    if (p.type === 'Digits')
+      return { type: 'Split', pattern: { Regex: p.individual_digits ? '[^\\p{N}]+|\\p{N}' : '[^\\p{N}]+|\\p{N}+' }, behavior: 'Isolated', invert: true } as Pre;
+    return p;
+  };
+  json.pre_tokenizer = fix((json.pre_tokenizer ?? null) as Pre);
+}
+
 /** Resolves after one turn of the event loop (abort events and rendering get their turn). */
 function nextTask(): Promise<void> {
   return new Promise((resolve) => {
@@ -205,8 +226,9 @@ function checkOptions(o: GenerateOptions | undefined): Checked {
  * Incremental detokenisation: the text of the ids pushed so far, handed
  * out only when complete (the window from the last complete boundary is
  * decoded again as tokens arrive, until it no longer ends in U+FFFD).
+ * @internal
  */
-class TextStream {
+export class TextStream {
   private ids: number[] = [];
   private prefix = 0;
   private read = 0;
@@ -237,8 +259,9 @@ class TextStream {
 /**
  * Holds back text that might begin a stop string: `push` returns what can
  * be yielded and whether a stop string ended the text.
+ * @internal
  */
-class StopFilter {
+export class StopFilter {
   private pending = '';
 
   constructor(private stops: string[]) {}
@@ -344,7 +367,9 @@ export class TextGenerator {
       return bytes;
     };
     const [weights, tokBytes] = await Promise.all([blob(manifest.weights, 'weights'), blob(manifest.tokenizer, 'tokenizer')]);
-    const tokenizer = new Tokenizer(JSON.parse(new TextDecoder().decode(tokBytes)), {});
+    const tokJson = JSON.parse(new TextDecoder().decode(tokBytes));
+    adaptTokenizer(tokJson);
+    const tokenizer = new Tokenizer(tokJson, {});
     // With threads the memory is shared, and so must be every module's import of it.
     const shared = threadsWanted(opts.threads).count > 1;
     const decoder = await GraphDecoder.create({
@@ -374,6 +399,7 @@ export class TextGenerator {
 
   /** The text of token ids (special tokens left out). */
   decode(ids: number[]): string {
+    if (!ids.length) return '';
     return this.tokenizer.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false });
   }
 

@@ -269,6 +269,61 @@ test('sampler: the native Sampler\'s draws (test/golden/sampler.json), bit for b
   assert.throws(() => new Sampler({ temperature: 1, topK: 0, topP: 1, seed: 2n ** 64n }), /not a u64/);
 });
 
+test('streaming text: a character split over tokens is yielded whole, once; stop strings cut and are held back while partial', async () => {
+  const { TextStream, StopFilter } = await load('src/text-generator.ts');
+  // A byte-level vocabulary: id = one byte; decoding replaces an incomplete
+  // sequence with U+FFFD, as the ByteLevel decoder does.
+  const decode = (ids) => new TextDecoder().decode(Uint8Array.from(ids));
+  const text = 'Paris é 東京 🎉! a\u00e9b';
+  const bytes = [...new TextEncoder().encode(text)];
+  const s = new TextStream(decode);
+  const pieces = bytes.map((b) => s.push(b)).filter((p) => p);
+  pieces.push(s.flush());
+  assert.equal(pieces.join(''), text);
+  assert.ok(pieces.every((p) => !p.includes('\uFFFD')), `a piece with U+FFFD: ${JSON.stringify(pieces)}`);
+  assert.ok(pieces.includes('🎉'), 'the emoji comes out whole, after its fourth byte');
+  // An invalid byte stays U+FFFD once later text shows it is not a prefix.
+  const bad = new TextStream(decode);
+  const got = [0x61, 0xff, 0x62].map((b) => bad.push(b)).join('') + bad.flush();
+  assert.equal(got, 'a\uFFFDb');
+  // A trailing incomplete character is flushed at the end as U+FFFD.
+  const cut = new TextStream(decode);
+  assert.equal([0x61, 0xe6, 0x9d].map((b) => cut.push(b)).join('') + cut.flush(), 'a\uFFFD');
+
+  const run = (stops, parts) => {
+    const f = new StopFilter(stops);
+    const out = [];
+    for (const p of parts) {
+      const r = f.push(p);
+      if (r.out) out.push(r.out);
+      if (r.stopped) return { out, stopped: true };
+    }
+    out.push(f.flush());
+    return { out: out.filter((x) => x), stopped: false };
+  };
+  assert.deepEqual(run(['\nUser:'], ['Hello', ' there', '\nUs', 'er:', ' more']), { out: ['Hello', ' there'], stopped: true });
+  assert.deepEqual(run(['\nUser:'], ['a\nU', 'x']), { out: ['a', '\nUx'], stopped: false }, 'a partial stop string is released when it stops matching');
+  assert.deepEqual(run(['END', 'STOP'], ['xxSTO', 'P and END']), { out: ['xx'], stopped: true });
+  assert.deepEqual(run(['ab'], ['ab']), { out: [], stopped: true }, 'a stop string first: nothing is yielded');
+  assert.deepEqual(run([], ['a', 'b']), { out: ['a', 'b'], stopped: false });
+});
+
+test("tokenizer.json's Digits splits at every Unicode number, as the Rust tokenizers crate does", async () => {
+  const { adaptTokenizer } = await load('src/text-generator.ts');
+  const { Tokenizer } = await import('@huggingface/tokenizers');
+  const vocab = Object.fromEntries([...'abxy'].map((c, i) => [c, i]));
+  const make = (pre) => new Tokenizer({ model: { type: 'BPE', vocab, merges: [] }, pre_tokenizer: pre, decoder: { type: 'ByteLevel' }, normalizer: null, post_processor: null, added_tokens: [] }, {});
+  const pre = { type: 'Sequence', pretokenizers: [{ type: 'Digits', individual_digits: true }] };
+  const text = 'x½2٣y²12';
+  assert.deepEqual(make(pre).pre_tokenizer.pre_tokenize(text), ['x½', '2', '٣y²', '1', '2'], 'the package alone: ASCII digits only');
+  const json = { pre_tokenizer: structuredClone(pre) };
+  adaptTokenizer(json);
+  assert.deepEqual(make(json.pre_tokenizer).pre_tokenizer.pre_tokenize(text), ['x', '½', '2', '٣', 'y', '²', '1', '2']);
+  const grouped = { pre_tokenizer: { type: 'Digits', individual_digits: false } };
+  adaptTokenizer(grouped);
+  assert.deepEqual(make(grouped.pre_tokenizer).pre_tokenizer.pre_tokenize(text), ['x', '½2٣', 'y', '²12']);
+});
+
 // ---------------------------------------------------------------------------
 // The graph backend on a small llama.
 
@@ -537,4 +592,77 @@ test('decoder graph backend: the native layout (ids, weights, buffers, caches, r
   assert.equal(L.scores - L.rope, Math.ceil((100 * 16 * 4) / 64) * 64);
   assert.equal(L.bytes - L.scores, Math.ceil((104 * 4) / 64) * 64);
   for (const v of [L.ids, L.weights, ...L.buffers.values(), ...L.caches.values(), L.rope, L.scores, L.bytes]) assert.equal(v % 64, 0);
+});
+
+test('TextGenerator on the small llama: greedy text as forward\'s argmax, maxTokens 0 and capped, abort, stop, empty and too long prompts', { timeout: 120_000 }, async () => {
+  const { GraphDecoder } = await load('src/decoder.ts');
+  const { TextGenerator } = await load('src/text-generator.ts');
+  const model = llamaModel(23);
+  const graph = llamaGraph(model.formats, [1, 4, 8]);
+  const dec = await GraphDecoder.create({ graph, tensors: model.tensors, weights: model.weights, context: 24, fixed: fixedBytes, shared: false });
+  dec.setKernels(jsKernels(dec.memory, []));
+  // A tokenizer of one id per character '0'... (72 of them); id 0 ('0') ends generation.
+  const tokenizer = {
+    encode: (t) => ({ ids: [...t].map((c) => (c.charCodeAt(0) - 48 + 72 * 8) % 72) }),
+    decode: (ids) => ids.map((i) => String.fromCharCode(48 + i)).join(''),
+    id_to_token: (i) => String.fromCharCode(48 + i),
+  };
+  const manifest = { name: 'tiny', config: { context_length: 300 }, chat_template: null, special: { bos_id: null, eos_id: 0, eog_ids: [0], add_bos: false } };
+  const webtune = { server: '', session: { session_id: '' }, idle: async () => ({ worked: false, done: true }), close() {} };
+  const gen = new TextGenerator({ webtune, manifest, decoder: dec, tokenizer, report: false });
+  const drain = async (it) => {
+    const out = [];
+    for await (const s of it) out.push(s);
+    return out.join('');
+  };
+  // The own greedy continuation through forward.
+  const prompt = 'ABCDE';
+  let logits = await gen.forward(gen.tokenize(prompt), { reset: true });
+  const own = [];
+  for (let i = 0; i < 10; i++) {
+    let best = 0;
+    for (let j = 1; j < logits.length; j++) if (logits[j] > logits[best]) best = j;
+    if (best === 0) break;
+    own.push(best);
+    logits = await gen.forward([best]);
+  }
+  const text = await drain(gen.generate(prompt, { maxTokens: 10 }));
+  assert.equal(text, tokenizer.decode(own));
+  assert.equal(gen.stats.generatedTokens, own.length);
+  assert.equal(gen.stats.finish, own.length === 10 ? 'length' : 'eog');
+  assert.equal(await drain(gen.generate(prompt, { maxTokens: 10 })), text, 'greedy is deterministic');
+  assert.equal(await drain(gen.generate(prompt, { maxTokens: 0 })), '');
+  // The context (24) leaves 20 tokens after a 5-token prompt: a huge maxTokens is capped.
+  const long = await drain(gen.generate(prompt, { maxTokens: 1e9 }));
+  assert.ok(gen.stats.generatedTokens <= 20 && ['context', 'eog'].includes(gen.stats.finish), JSON.stringify(gen.stats));
+  assert.ok(long.startsWith(text));
+  if (text.length > 2) {
+    const stop = text.slice(2, 4);
+    assert.equal(await drain(gen.generate(prompt, { maxTokens: 10, stop })), text.slice(0, text.indexOf(stop)));
+    assert.equal(gen.stats.finish, 'stop');
+  }
+  const ac = new AbortController();
+  const pieces = [];
+  for await (const s of gen.generate(prompt, { maxTokens: 10, signal: ac.signal })) {
+    pieces.push(s);
+    ac.abort();
+  }
+  assert.equal(pieces.length, Math.min(1, text.length));
+  assert.equal(gen.stats.finish, text.length ? 'abort' : 'eog');
+  assert.equal(await drain(gen.generate(prompt, { maxTokens: 10 })), text, 'the next call after an abort');
+  await assert.rejects(drain(gen.generate('')), /^RangeError: the prompt is empty/);
+  await assert.rejects(drain(gen.generate('x'.repeat(25))), /^RangeError: the prompt is 25 tokens, over the context of 24/);
+  await assert.rejects(drain(gen.chat([{ role: 'user', content: 'hi' }])), /has no chat template/);
+  await assert.rejects(drain(gen.generate('A', { maxTokens: 1.5 })), /maxTokens must be a non-negative integer/);
+  // A 24-token prompt: one token from its logits, none fed.
+  await drain(gen.generate('A'.repeat(24), { maxTokens: 5 }));
+  assert.ok(gen.stats.generatedTokens <= 1);
+  // Sampling: the same seed, the same text.
+  const o = { maxTokens: 8, temperature: 1.5, topK: 10, seed: 7n };
+  assert.equal(await drain(gen.generate(prompt, o)), await drain(gen.generate(prompt, o)));
+  // Two calls at once run one after the other.
+  const [a, b] = await Promise.all([drain(gen.generate(prompt, { maxTokens: 10 })), drain(gen.generate(prompt, { maxTokens: 10 }))]);
+  assert.equal(a, text);
+  assert.equal(b, text);
+  console.log(`# small llama: greedy ${JSON.stringify(text)}, capped ${JSON.stringify(long)} (${gen.stats.finish})`);
 });
