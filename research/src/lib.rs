@@ -11,3 +11,15 @@
 //! into them past their public API. Study kernels run through the runner's
 //! checked path (`Gpu::prepare_source`, bounds checks always on); only kernels
 //! the compiler generated can be timed without them.
+//!
+//! Besides the programs, two modules that the load and crowd studies share:
+//! [`clients`], simulated devices that talk to a real `webtune serve` over
+//! HTTP exactly as browsers do (the same file the server's integration tests
+//! use, so that a study and a test speak one protocol), and [`population`],
+//! the population simulator (device classes, hidden true times, leavers,
+//! liars, convergence) that `src/bin/population.rs` runs at scale and
+//! `tests/population.rs` on a small crowd.
+
+#[path = "../../server/tests/common/mod.rs"]
+pub mod clients;
+pub mod population;

@@ -5,7 +5,7 @@
 #      against `webtune serve` on SQLite, on PostgreSQL, and a bare axum
 #      handler answering a body of the same size;
 #   2. top-5 reports accepted per second (each acknowledged after its commit),
-#      with the report_load example, on SQLite and on PostgreSQL.
+#      with the research crate's report_load, on SQLite and on PostgreSQL.
 #
 #   scripts/bench/load.sh [SECONDS] [CONNECTIONS]
 #
@@ -15,7 +15,8 @@ cd "$(dirname "$0")/../.."
 secs="${1:-10}"
 conns="${2:-32}"
 command -v wrk >/dev/null || { echo "installing wrk" >&2; apt-get install -y -qq wrk >&2; }
-cargo build --release -q -p webtune --example bare_axum --example report_load
+cargo build --release -q -p webtune --example bare_axum
+cargo build --release -q -p webtune-research --bin report_load
 bin=target/release
 dir="$(mktemp -d /tmp/webtune-load.XXXXXX)"
 pids=()
@@ -60,7 +61,7 @@ sleep 0.5
 lookup "bare axum" http://127.0.0.1:18191
 lookup "webtune serve, SQLite" http://127.0.0.1:18181
 echo "== reports: SQLite"
-"$bin/examples/report_load" http://127.0.0.1:18181 400 16
+"$bin/report_load" http://127.0.0.1:18181 400 16
 
 # PostgreSQL.
 eval "$(scripts/postgres.sh start)"
@@ -71,4 +72,4 @@ wait_up http://127.0.0.1:18182
 lookup "bare axum (again)" http://127.0.0.1:18191
 lookup "webtune serve, PostgreSQL" http://127.0.0.1:18182
 echo "== reports: PostgreSQL"
-"$bin/examples/report_load" http://127.0.0.1:18182 400 16
+"$bin/report_load" http://127.0.0.1:18182 400 16

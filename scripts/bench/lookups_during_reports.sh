@@ -8,15 +8,15 @@
 #
 #   scripts/bench/lookups_during_reports.sh ROUNDS BIN [BIN...]
 #
-# Needs wrk (apt) and target/release/examples/report_load
-# (cargo build --release -p webtune --example report_load).
+# Needs wrk (apt) and target/release/report_load
+# (cargo build --release -p webtune-research --bin report_load).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:?usage: lookups_during_reports.sh ROUNDS BIN [BIN...]}"
 shift
 command -v wrk >/dev/null || { echo "installing wrk" >&2; apt-get install -y -qq wrk >&2; }
-load=target/release/examples/report_load
-[ -x "$load" ] || cargo build --release -q -p webtune --example report_load
+load=target/release/report_load
+[ -x "$load" ] || cargo build --release -q -p webtune-research --bin report_load
 dir="$(mktemp -d /tmp/webtune-lookups.XXXXXX)"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
 q="device_key=gpu-nvidia/hopper/h0/-&op=matmul&shape=64,64,64&target=wgsl"

@@ -3,8 +3,9 @@
 #
 #   scripts/bench/population.sh BIN_DIR OUT [population options...]
 #
-# BIN_DIR holds a release `webtune` and `population` (target/release and
-# target/release/examples, or a copy of an older build), so that two builds
+# BIN_DIR holds a release `webtune` and `population` (target/release after
+# cargo build --release -p webtune -p webtune-research, or a copy of an
+# older build; an older build's examples/population is found too), so that two builds
 # can be compared in one session. Starts a throwaway PostgreSQL cluster
 # (scripts/postgres.sh), three `webtune serve --quorum 3` on it with the
 # default rate limits, runs `population` with the options given (defaults:

@@ -18,7 +18,8 @@ n="${1:-3000}"
 shift || true
 bins=("$@")
 command -v wrk >/dev/null || { echo "installing wrk" >&2; apt-get install -y -qq wrk >&2; }
-cargo build --release -q -p webtune --example bare_axum --example report_load
+cargo build --release -q -p webtune --example bare_axum
+cargo build --release -q -p webtune-research --bin report_load
 [ ${#bins[@]} -gt 0 ] || { cargo build --release -q -p webtune; bins=(target/release/webtune); }
 ex=target/release/examples
 dir="$(mktemp -d /tmp/webtune-reports.XXXXXX)"
@@ -78,7 +79,7 @@ for engine in sqlite postgres; do
     for c in 16 64; do
       serve "$bin" "$(fresh_db "$engine")"
       printf '== reports: %s, %s, %s clients: ' "$engine" "$bin" "$c"
-      "$ex/report_load" "$url" "$n" "$c" 2>/dev/null
+      target/release/report_load "$url" "$n" "$c" 2>/dev/null
       stop_servers
     done
   done
@@ -89,7 +90,7 @@ bin="${bins[-1]}"
 for engine in sqlite postgres; do
   serve "$bin" "$(fresh_db "$engine")"
   answer="$(curl -fsS "$url/v1/kernels/best?$query")"
-  "$ex/report_load" "$url" "$n" 64 >"$dir/during.json" 2>"$dir/during.err" &
+  target/release/report_load "$url" "$n" 64 >"$dir/during.json" 2>"$dir/during.err" &
   lp=$!
   until grep -q sending "$dir/during.err" 2>/dev/null; do sleep 0.05; done
   echo "== lookups during reports: $engine (wrk -t1 -c16 -d2s)"
@@ -110,7 +111,7 @@ stop_servers
 # Three servers on one PostgreSQL against one.
 serve "$bin" "$(fresh_db postgres)"
 printf '== reports: postgres, 1 server, 64 clients: '
-"$ex/report_load" "$url" "$n" 64 2>/dev/null
+target/release/report_load "$url" "$n" 64 2>/dev/null
 stop_servers
 db="$(fresh_db postgres)"
 urls=""
@@ -119,4 +120,4 @@ for _ in 1 2 3; do
   urls="${urls:+$urls,}$url"
 done
 printf '== reports: postgres, 3 servers, 64 clients, every report to another server than its session: '
-"$ex/report_load" "$urls" "$n" 64 2>/dev/null
+target/release/report_load "$urls" "$n" 64 2>/dev/null

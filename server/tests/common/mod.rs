@@ -16,6 +16,7 @@ use webtune_compiler::Op;
 use webtune_compiler::reference::output_at;
 
 /// A server process; killed when dropped.
+#[derive(Debug)]
 pub struct Server {
     pub child: Child,
     pub url: String,
@@ -51,14 +52,18 @@ impl Server {
     }
 }
 
-/// The `webtune` binary: cargo names it for integration tests; examples
-/// (in `target/PROFILE/examples/`) find it in the directory above.
+/// The `webtune` binary: cargo names it for the server's integration tests;
+/// the research crate's programs (in `target/PROFILE/`) find it beside
+/// themselves and its tests (in `target/PROFILE/deps/`) in the directory
+/// above, once `cargo build -p webtune` (with the same profile) made it.
 pub fn webtune_bin() -> std::path::PathBuf {
     if let Some(p) = option_env!("CARGO_BIN_EXE_webtune") {
         return p.into();
     }
     let exe = std::env::current_exe().expect("current exe");
-    exe.parent().and_then(|d| d.parent()).expect("target/PROFILE").join("webtune")
+    let beside = exe.parent().expect("target/PROFILE").to_path_buf();
+    let found = [beside.join("webtune"), beside.parent().map(|d| d.join("webtune")).unwrap_or_default()].into_iter().find(|p| p.is_file());
+    found.unwrap_or_else(|| panic!("no webtune binary beside or above {}: build it first (cargo build -p webtune)", beside.display()))
 }
 
 /// A fresh SQLite database URL in a temporary directory.

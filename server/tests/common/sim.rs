@@ -1,6 +1,6 @@
 //! A crowd of simulated clients on loopback, a share of which lie. Used by
 //! the robustness test (`tests/crowd.rs`) and by the sweep that finds the
-//! largest share of liars the votes survive (`examples/crowd_sim.rs`).
+//! largest share of liars the votes survive (the research crate's `src/bin/crowd_sim.rs`).
 //!
 //! Every client opens a session with the same fingerprint and reads the real
 //! candidate queue. The kernels have hidden true times: one is the true best,

@@ -2,14 +2,14 @@
 // times its size over the same op and shape: issue 4's space-quality and
 // order figures, measured in the engine browsers run. Not a test.
 //
-//   node bench/space_v8.mjs [--device xeon-2core] [--shape matmul:384,768,768] [--wide 120] [--seed 1]
+//   node research/web-bench/space_v8.mjs [--device xeon-2core] [--shape matmul:384,768,768] [--wide 120] [--seed 1]
 //
 // 1. `webtune space` gives the lite candidates in order; `webtune compile`
 //    builds them and `--wide` others drawn with a fixed seed from a grid
 //    (register tiles 1–8 × 4–32, any integer rows, r0 1–4, cache blocks 16–256
 //    × 16–512 × 32–768, all six loop orders, B packed or not; SIMD, relaxed
 //    SIMD and the passes on).
-// 2. bench/schedules.mjs times them all side by side (3 rounds).
+// 2. research/web-bench/schedules.mjs times them all side by side (3 rounds).
 // 3. The top three of each side are timed again alternately (5 rounds) and
 //    each side's best median is kept.
 // Prints each side's best, their ratio, and how many lite candidates taken in
@@ -22,7 +22,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const ROOT = join(here, '..', '..', '..');
+const ROOT = join(here, '..', '..');
 const BIN = process.env.WEBTUNE_BIN ?? join(ROOT, 'target', 'release', 'webtune');
 const arg = (k, d) => {
   const i = process.argv.indexOf(`--${k}`);

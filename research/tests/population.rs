@@ -1,15 +1,15 @@
-//! The population simulator (`examples/population.rs`) on a small crowd:
+//! The population simulator (`src/bin/population.rs`) on a small crowd:
 //! 200 sessions over 4 device classes (two architectures of one vendor, so
 //! the arch and vendor keys are shared), 20% liars of every strategy
 //! (promote, demote, sybil), 30% of the honest clients leaving mid-queue,
 //! against one server. Every class must end within 5% of its true best
 //! kernel, with no class won by the kernel its liars promote.
+//!
+//! It starts the `webtune` binary of the same build (`cargo build -p webtune`
+//! first when this crate is tested alone; `cargo test --workspace` builds it).
 
-mod common;
-#[path = "common/population.rs"]
-mod population;
-
-use common::*;
+use webtune_research::clients::*;
+use webtune_research::population;
 
 /// One server on a fresh SQLite file (quorum 3, no rate limit to speak of)
 /// and the settings both crowds share: 4 device classes, 16 clients at a

@@ -1,11 +1,11 @@
 //! `population`: a population of simulated browsers against running
 //! servers over HTTP (issue 20, item 3). The model (device classes, hidden
 //! true times, browser timing, leavers, liars, convergence) is documented
-//! in `tests/common/population.rs`, which `tests/population.rs` runs too.
+//! in `src/population.rs`, which this crate's `tests/population.rs` runs too.
 //!
 //! ```text
-//! cargo build --release -p webtune --example population
-//! target/release/examples/population --servers http://127.0.0.1:8080,http://127.0.0.1:8081 \
+//! cargo build --release -p webtune-research --bin population
+//! target/release/population --servers http://127.0.0.1:8080,http://127.0.0.1:8081 \
 //!     --clients 10000 --classes 50 --liars 0.3 --arrival-seconds 60 --parallel 64
 //! ```
 //!
@@ -15,13 +15,8 @@
 //! converged (the output says which did not); 2 on bad arguments or when
 //! the servers cannot be reached.
 
-#[path = "../tests/common/mod.rs"]
-#[allow(unused_imports)]
-mod common;
-#[path = "../tests/common/population.rs"]
-mod population;
-
-use population::{Config, LiarOrder, Strategy};
+use webtune_research::population;
+use webtune_research::population::{Config, LiarOrder, Strategy};
 
 const HELP: &str = "population: simulated browsers tuning kernels against webtune servers over HTTP
 

@@ -4,8 +4,8 @@
 // Benchmarks). Not a test: it prints tables for BENCHMARKS.md.
 //
 //   ~/.cache/webtune/venv-onnx/bin/python scripts/bench/export_onnx.py   # once: ONNX files + bench texts
-//   (cd client-runtime/web/bench && npm ci --ignore-scripts)
-//   node client-runtime/web/bench/encoder_peers.mjs [--webtune URL] [--rounds 5] [--cold 3] [--webtune-tune S] [--webtune-threads 1,2]
+//   (cd research/web-bench && npm ci --ignore-scripts)
+//   node research/web-bench/encoder_peers.mjs [--webtune URL] [--rounds 5] [--cold 3] [--webtune-tune S] [--webtune-threads 1,2]
 //                                                   [--webtune-precision fp32,int16]
 //
 // Figures: median ms per `extractor(texts, {pooling: 'mean', normalize:
@@ -36,10 +36,13 @@ import http from 'node:http';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, extname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
-import { cosine } from '../test/harness.mjs';
+import { createRequire } from 'node:module';
+import { cosine } from '../../client-runtime/web/test/harness.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
+// playwright-core is the web runtime's development dependency: resolved from
+// client-runtime/web/node_modules (npm ci there), not from this folder.
+const { chromium } = createRequire(join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'client-runtime', 'web', 'package.json'))('playwright-core');
 const fail = (msg) => {
   console.error(`encoder_peers: ${msg}`);
   process.exit(1);
@@ -75,7 +78,7 @@ for (const f of [BENCH_JSON, join(MODEL_DIR, 'onnx', 'model.onnx'), join(MODEL_D
 const bench = JSON.parse(readFileSync(BENCH_JSON, 'utf8'));
 
 const TJS = join(here, 'node_modules', '@huggingface', 'transformers');
-if (!existsSync(join(TJS, 'dist', 'transformers.js'))) fail(`${TJS} is missing: run (cd client-runtime/web/bench && npm ci --ignore-scripts)`);
+if (!existsSync(join(TJS, 'dist', 'transformers.js'))) fail(`${TJS} is missing: run (cd research/web-bench && npm ci --ignore-scripts)`);
 // The ORT-web that transformers.js bundles its JS from: its own dependency
 // (nested when it differs from the bench's onnxruntime-web for kernels.mjs).
 const ORT = [join(TJS, 'node_modules', 'onnxruntime-web'), join(here, 'node_modules', 'onnxruntime-web')].find((d) => existsSync(d));

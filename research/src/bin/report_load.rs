@@ -4,8 +4,8 @@
 //! then `concurrency` clients post one report each until all are sent.
 //!
 //! ```text
-//! cargo run --release -p webtune --example report_load -- http://127.0.0.1:8080 400 16
-//! cargo run --release -p webtune --example report_load -- http://127.0.0.1:8080,http://127.0.0.1:8081 400 16
+//! cargo run --release -p webtune-research --bin report_load -- http://127.0.0.1:8080 400 16
+//! cargo run --release -p webtune-research --bin report_load -- http://127.0.0.1:8080,http://127.0.0.1:8081 400 16
 //! ```
 //!
 //! With several servers (comma-separated, sharing one database), session
@@ -13,14 +13,10 @@
 //! one, so every report crosses servers: sessions and tickets must be valid
 //! on all of them.
 
-#[path = "../tests/common/mod.rs"]
-#[allow(unused_imports)]
-mod common;
-
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::*;
+use webtune_research::clients::*;
 use serde_json::json;
 use webtune_compiler::Op;
 

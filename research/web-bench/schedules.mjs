@@ -2,7 +2,7 @@
 // one headless Chromium page: the engine the browser runtime tunes for. For
 // studying schedules outside the tuner's queue; not a test.
 //
-//   node bench/schedules.mjs DIR [DIR ...] [--rounds 5] [--ms 150] [--pool 2]
+//   node research/web-bench/schedules.mjs DIR [DIR ...] [--rounds 5] [--ms 150] [--pool 2]
 //
 // Each DIR holds kernel.wasm and kernel.json (webtune's Wasm ABI 1, or ABI 2:
 // a threaded kernel, whose parts run on the runtime's ThreadPool of `pool`
@@ -19,7 +19,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { createRequire } from 'node:module';
+
+// playwright-core is the web runtime's development dependency: resolved from
+// client-runtime/web/node_modules (npm ci there), not from this folder.
+const { chromium } = createRequire(join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'client-runtime', 'web', 'package.json'))('playwright-core');
 
 const args = process.argv.slice(2);
 const opt = (k, d) => {
@@ -32,7 +36,7 @@ const opt = (k, d) => {
 const rounds = opt('rounds', 5), ms = opt('ms', 150), poolSize = opt('pool', 0);
 const dirs = args.filter((d) => existsSync(join(d, 'kernel.wasm')));
 if (!dirs.length) {
-  console.error('usage: node bench/schedules.mjs DIR [DIR ...] [--rounds N] [--ms M]');
+  console.error('usage: node research/web-bench/schedules.mjs DIR [DIR ...] [--rounds N] [--ms M]');
   process.exit(2);
 }
 const kernels = dirs.map((d) => {
@@ -50,7 +54,7 @@ const browser = await chromium.launch({
 const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
 page.on('console', (m) => process.stderr.write(`[page] ${m.text()}\n`));
 // A cross-origin-isolated blank page and the runtime, for threaded kernels.
-const dist = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist');
+const dist = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'client-runtime', 'web', 'dist');
 const http = createServer((req, res) => {
   const iso = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
   const path = new URL(req.url, 'http://x').pathname;

@@ -6,9 +6,9 @@
 //! when (in seconds and in accepted reports) the elected kernel's *true*
 //! time came within 5% of the class's true best and stayed there.
 //!
-//! Used by `examples/population.rs` (the command line) and
-//! `tests/population.rs` (a small run that must converge). Include it next
-//! to `common`: `#[path = ".../common/population.rs"] mod population;`.
+//! Used by `src/bin/population.rs` (the command line) and
+//! `tests/population.rs` (a small run that must converge), over the HTTP
+//! helpers of [`crate::clients`].
 //!
 //! # The model
 //!
@@ -75,7 +75,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use webtune_compiler::Op;
 
-use crate::common::{gpu_fingerprint, true_samples};
+use crate::clients::{gpu_fingerprint, true_samples};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LiarOrder {

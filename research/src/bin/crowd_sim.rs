@@ -1,16 +1,12 @@
-//! The liar sweep: the same crowd as `tests/crowd.rs` at growing shares of
+//! The liar sweep: the same crowd as the server's `tests/crowd.rs` at growing shares of
 //! liars, each against a fresh server, printing whether the true best kernel
 //! still wins. Recorded in BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release -p webtune --example crowd_sim -- 200
+//! cargo build --release -p webtune && cargo run --release -p webtune-research --bin crowd_sim -- 200
 //! ```
 
-#[path = "../tests/common/mod.rs"]
-#[allow(unused_imports)]
-mod common;
-
-use common::*;
+use webtune_research::clients::*;
 
 fn main() {
     let sessions: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(200);

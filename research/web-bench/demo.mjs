@@ -7,7 +7,7 @@
 // full timed pairs; `idle_ms_per_loop` is the mean time of one idle() call
 // while tuning.
 //
-//   node bench/demo.mjs [--server URL] [--target wasm|webgpu] [--runs N] [--params 'layers=4&...'] [--dump DIR] [--local-dist]
+//   node research/web-bench/demo.mjs [--server URL] [--target wasm|webgpu] [--runs N] [--params 'layers=4&...'] [--dump DIR] [--local-dist]
 //
 // Without --server it starts `webtune serve` (WEBTUNE_BIN, default
 // target/release/webtune) on a fresh SQLite file, so every run starts from
@@ -16,7 +16,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT, WEBGPU_FLAGS, launchChromium, startServer } from '../test/harness.mjs';
+import { ROOT, WEBGPU_FLAGS, launchChromium, startServer } from '../../client-runtime/web/test/harness.mjs';
 
 const arg = (k, d) => {
   const i = process.argv.indexOf(`--${k}`);

@@ -3,7 +3,7 @@
 // Chromium run (issue 6's K0–K3; issue 19's threaded figures). Not a test:
 // it prints one JSON line per shape for BENCHMARKS.md.
 //
-//   (cd bench && npm ci) && node bench/kernels.mjs [--server URL] [--shapes K0,K1] [--reps 3] [--samples 30] [--threads 2]
+//   (cd research/web-bench && npm ci) && node research/web-bench/kernels.mjs [--server URL] [--shapes K0,K1] [--reps 3] [--samples 30] [--threads 2]
 //
 // A small local server serves the page, the runtime, both peers' files, and
 // proxies /v1/ to webtune serve (started here on a fresh SQLite file unless
@@ -15,7 +15,7 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, extname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { launchChromium, startServer } from '../test/harness.mjs';
+import { launchChromium, startServer } from '../../client-runtime/web/test/harness.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const arg = (k, d) => {
@@ -31,7 +31,7 @@ if (!upstream) {
 
 const MOUNTS = {
   '/bench': join(here, 'kernels.html'),
-  '/web/': join(here, '..', 'dist'),
+  '/web/': join(here, '..', '..', 'client-runtime', 'web', 'dist'),
   '/ort/': join(here, 'node_modules', 'onnxruntime-web', 'dist'),
   '/tfjs/': [join(here, 'node_modules', '@tensorflow', 'tfjs-core', 'dist'), join(here, 'node_modules', '@tensorflow', 'tfjs-backend-wasm', 'dist')],
 };

@@ -11,7 +11,7 @@
 //! count and time.
 //!
 //! ```text
-//! cargo build -p webtune && cargo run -p webtune --example attack_bench -- 15 [60] [control]
+//! cargo build -p webtune && cargo run -p webtune-research --bin attack_bench -- 15 [60] [control]
 //! ```
 //!
 //! `control` runs the same phases with no attack in any of them: the RSS
@@ -19,16 +19,12 @@
 //! reports and kernels it writes, the caches over them), against which the
 //! RSS after the attacks is compared.
 
-#[path = "../tests/common/mod.rs"]
-#[allow(unused_imports)]
-mod common;
-
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::*;
+use webtune_research::clients::*;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};

@@ -4,7 +4,7 @@
 // shapes, and the worst cosine against the f64 reference (the reference's
 // 14 texts, encoded in the same state) beside each.
 //
-//   node bench/encoder.mjs [--runs 15] [--candidates N] [--tune-minutes 20]
+//   node research/web-bench/encoder.mjs [--runs 15] [--candidates N] [--tune-minutes 20]
 //
 // Starts `webtune serve --models-dir $WEBTUNE_MODELS_DIR` on a fresh SQLite
 // file (WEBTUNE_BIN, default target/release/webtune); needs
@@ -15,9 +15,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cosine, launchChromium } from '../test/harness.mjs';
+import { cosine, launchChromium } from '../../client-runtime/web/test/harness.mjs';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIN = process.env.WEBTUNE_BIN ?? join(ROOT, 'target', 'release', 'webtune');
 const NAME = process.env.WEBTUNE_MODEL_NAME ?? 'all-minilm-l6-v2';
 const arg = (k, d) => {

@@ -5,7 +5,7 @@
 // encoder's own `run` with a clock around each call, so their sum is the
 // forward pass without tokenising.
 //
-//   node bench/encoder_profile.mjs [--tokens 128] [--runs 20] [--tune-seconds 0] [--timeline 0] [--worker] [--threads 1]
+//   node research/web-bench/encoder_profile.mjs [--tokens 128] [--runs 20] [--tune-seconds 0] [--timeline 0] [--worker] [--threads 1]
 //                                  [--precision fp32,int16]
 //
 // --timeline S instead encodes one text again and again for S seconds from
@@ -25,7 +25,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isolatingProxy, launchChromium, startServer } from '../test/harness.mjs';
+import { isolatingProxy, launchChromium, startServer } from '../../client-runtime/web/test/harness.mjs';
 
 const arg = (k, d) => {
   const i = process.argv.indexOf(k);
