@@ -16,7 +16,7 @@ pub struct Manifest {
     /// `bert`: the only family imported so far.
     pub architecture: String,
     pub config: BertConfig,
-    /// Longest input in tokens, [CLS] and [SEP] included; longer texts are truncated.
+    /// Longest input in tokens, `[CLS]` and `[SEP]` included; longer texts are truncated.
     pub max_seq_length: u32,
     pub pooling: Pooling,
     /// Whether embeddings are L2-normalised.
@@ -64,9 +64,9 @@ pub struct BertConfig {
 #[serde(rename_all = "lowercase")]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Pooling {
-    /// The mean over the real (unmasked) tokens, [CLS] and [SEP] included.
+    /// The mean over the real (unmasked) tokens, `[CLS]` and `[SEP]` included.
     Mean,
-    /// The [CLS] token's vector.
+    /// The `[CLS]` token's vector.
     Cls,
 }
 
