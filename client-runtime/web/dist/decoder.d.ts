@@ -171,6 +171,7 @@ export declare class GraphDecoder {
     private kernelsOf;
     /** The products' kernels of each bucket, made on its first run. */
     private buckets;
+    /** Per bucket, each step's kernel (matmul steps) by step index. */
     private ready;
     /** Each distinct product's kernel (the head's is in every bucket). */
     private made;
@@ -187,8 +188,8 @@ export declare class GraphDecoder {
     get position(): number;
     /** Forgets the caches' contents: the next run starts at position 0. */
     reset(): void;
-    /** Makes the kernels of bucket `m` (every product a run in it calls), once. */
-    kernels(m: number): Promise<Map<string, ProductKernel>>;
+    /** Makes the kernels of bucket `m` (every product a run in it calls), once; resolves with each step's. */
+    kernels(m: number): Promise<ProductKernel[]>;
     /** Checks a run of `tokens` would fit: ids in the vocabulary and positions in the context. Throws one line. */
     check(tokens: ArrayLike<number>): void;
     /**

@@ -10430,6 +10430,7 @@ var GraphDecoder = class _GraphDecoder {
   kernelsOf = null;
   /** The products' kernels of each bucket, made on its first run. */
   buckets = /* @__PURE__ */ new Map();
+  /** Per bucket, each step's kernel (matmul steps) by step index. */
   ready = /* @__PURE__ */ new Map();
   /** Each distinct product's kernel (the head's is in every bucket). */
   made = /* @__PURE__ */ new Map();
@@ -10485,7 +10486,7 @@ var GraphDecoder = class _GraphDecoder {
   reset() {
     this.pos = 0;
   }
-  /** Makes the kernels of bucket `m` (every product a run in it calls), once. */
+  /** Makes the kernels of bucket `m` (every product a run in it calls), once; resolves with each step's. */
   kernels(m) {
     let p = this.buckets.get(m);
     if (!p) {
@@ -10504,8 +10505,9 @@ var GraphDecoder = class _GraphDecoder {
           return k;
         }));
         const map = new Map(list.map((x, i) => [`${x.op}/${x.shape.join(",")}`, made[i]]));
-        this.ready.set(m, map);
-        return map;
+        const perStep = this.graph.steps.map((s) => s.step === "matmul" ? map.get(`${s.kernel}/${s.last ? 1 : m},${s.k},${s.n}`) : void 0);
+        this.ready.set(m, perStep);
+        return perStep;
       })();
       this.buckets.set(m, p);
       p.catch(() => this.buckets.delete(m));
@@ -10585,7 +10587,9 @@ var GraphDecoder = class _GraphDecoder {
     const t = tokens.length, pos0 = this.pos, f = this.fixed, L = this.layout, g = this.graph;
     this.fillRope(pos0 + t);
     this.i32.set(tokens, L.ids / 4);
-    for (const s of g.steps) {
+    const steps = g.steps;
+    for (let i = 0; i < steps.length; i++) {
+      const s = steps[i];
       switch (s.step) {
         case "embed": {
           const w = this.part(s.table, "w"), out = this.buf(s.out), h = g.hidden;
@@ -10602,9 +10606,8 @@ var GraphDecoder = class _GraphDecoder {
           break;
         }
         case "matmul": {
-          const shape = `${s.last ? 1 : m},${s.k},${s.n}`;
-          const k = kernels.get(`${s.kernel}/${shape}`);
-          if (!k) throw new Error(`no kernel was loaded for ${s.kernel} ${shape}`);
+          const k = kernels[i];
+          if (!k) throw new Error(`no kernel was loaded for ${s.kernel} ${s.last ? 1 : m},${s.k},${s.n}`);
           const a = this.buf(s.a) + (s.last && this.rowsOf.get(s.a) === "tokens" ? (t - 1) * s.k * 4 : 0);
           const w = this.part(s.weight, "w"), out = this.buf(s.out);
           if (s.format === "f32") k.run(a, w, out);

@@ -341,8 +341,9 @@ export class GraphDecoder {
   private rowsOf: Map<string, 'tokens' | 'one'>;
   private kernelsOf: KernelSource | null = null;
   /** The products' kernels of each bucket, made on its first run. */
-  private buckets = new Map<number, Promise<Map<string, ProductKernel>>>();
-  private ready = new Map<number, Map<string, ProductKernel>>();
+  private buckets = new Map<number, Promise<ProductKernel[]>>();
+  /** Per bucket, each step's kernel (matmul steps) by step index. */
+  private ready = new Map<number, ProductKernel[]>();
   /** Each distinct product's kernel (the head's is in every bucket). */
   private made = new Map<string, Promise<ProductKernel>>();
   private ropeFilled = 0;
@@ -403,8 +404,8 @@ export class GraphDecoder {
     this.pos = 0;
   }
 
-  /** Makes the kernels of bucket `m` (every product a run in it calls), once. */
-  kernels(m: number): Promise<Map<string, ProductKernel>> {
+  /** Makes the kernels of bucket `m` (every product a run in it calls), once; resolves with each step's. */
+  kernels(m: number): Promise<ProductKernel[]> {
     let p = this.buckets.get(m);
     if (!p) {
       const source = this.kernelsOf;
@@ -422,8 +423,9 @@ export class GraphDecoder {
           return k;
         }));
         const map = new Map(list.map((x, i) => [`${x.op}/${x.shape.join(',')}`, made[i]]));
-        this.ready.set(m, map);
-        return map;
+        const perStep = this.graph.steps.map((s) => (s.step === 'matmul' ? map.get(`${s.kernel}/${s.last ? 1 : m},${s.k},${s.n}`)! : (undefined as never)));
+        this.ready.set(m, perStep);
+        return perStep;
       })();
       this.buckets.set(m, p);
       p.catch(() => this.buckets.delete(m));
@@ -509,12 +511,14 @@ export class GraphDecoder {
   }
 
   /** One run of at most the largest bucket's tokens, synchronous (no kernel swaps mid-run). */
-  private run(tokens: number[], m: number, kernels: Map<string, ProductKernel>): void {
+  private run(tokens: number[], m: number, kernels: ProductKernel[]): void {
     this.views();
     const t = tokens.length, pos0 = this.pos, f = this.fixed, L = this.layout, g = this.graph;
     this.fillRope(pos0 + t);
     this.i32.set(tokens, L.ids / 4);
-    for (const s of g.steps) {
+    const steps = g.steps;
+    for (let i = 0; i < steps.length; i++) {
+      const s = steps[i];
       switch (s.step) {
         case 'embed': {
           const w = this.part(s.table, 'w'), out = this.buf(s.out), h = g.hidden;
@@ -531,9 +535,8 @@ export class GraphDecoder {
           break;
         }
         case 'matmul': {
-          const shape = `${s.last ? 1 : m},${s.k},${s.n}`;
-          const k = kernels.get(`${s.kernel}/${shape}`);
-          if (!k) throw new Error(`no kernel was loaded for ${s.kernel} ${shape}`);
+          const k = kernels[i];
+          if (!k) throw new Error(`no kernel was loaded for ${s.kernel} ${s.last ? 1 : m},${s.k},${s.n}`);
           // `last`: the last real row of a buffer of token rows; a one-row buffer's row.
           const a = this.buf(s.a) + (s.last && this.rowsOf.get(s.a) === 'tokens' ? (t - 1) * s.k * 4 : 0);
           const w = this.part(s.weight, 'w'), out = this.buf(s.out);
