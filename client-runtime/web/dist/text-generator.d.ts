@@ -66,7 +66,10 @@ export interface GenerationStats {
     promptTokens: number;
     /** Tokens sampled (end-of-generation ids not counted). */
     generatedTokens: number;
-    /** Why it ended. */
+    /**
+     * Why it ended: an end-of-generation id, `maxTokens`, the context full,
+     * a stop string, or `abort`: the signal, or the caller stopped iterating.
+     */
     finish: 'eog' | 'length' | 'context' | 'stop' | 'abort';
     /** Time to feed the prompt, ms. */
     prefillMs: number;

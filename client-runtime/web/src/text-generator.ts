@@ -118,7 +118,10 @@ export interface GenerationStats {
   promptTokens: number;
   /** Tokens sampled (end-of-generation ids not counted). */
   generatedTokens: number;
-  /** Why it ended. */
+  /**
+   * Why it ended: an end-of-generation id, `maxTokens`, the context full,
+   * a stop string, or `abort`: the signal, or the caller stopped iterating.
+   */
   finish: 'eog' | 'length' | 'context' | 'stop' | 'abort';
   /** Time to feed the prompt, ms. */
   prefillMs: number;
@@ -482,11 +485,15 @@ export class TextGenerator {
       throw new RangeError(`the prompt is ${ids.length} tokens, over the context of ${this.context} (load with a larger context, up to the model's ${this.manifest.config.context_length}, or shorten it)`);
     const room = this.context - ids.length + 1;
     const max = Math.min(o.maxTokens, room);
-    const stats: GenerationStats = { promptTokens: ids.length, generatedTokens: 0, finish: 'length', prefillMs: 0, decodeMs: 0, stepMs: [] };
-    this.stats = stats;
-    if (max === 0) return;
+    // `abort` until an end is reached: also what a caller that stops iterating leaves.
+    const stats: GenerationStats = { promptTokens: ids.length, generatedTokens: 0, finish: 'abort', prefillMs: 0, decodeMs: 0, stepMs: [] };
     const release = await this.lock();
+    this.stats = stats;
     try {
+      if (max === 0) {
+        stats.finish = 'length';
+        return;
+      }
       const dec = this.decoder, signal = o.signal;
       if (signal?.aborted) {
         stats.finish = 'abort';
