@@ -538,10 +538,6 @@ impl Sql {
     }
 }
 
-/// Re-elects the winner at each of `levels` (one kind; any spaces) from
-/// the running tallies and stores them; where no kernel is eligible, the
-/// standing winner of the same space is removed only if flags exclude it
-/// (another space's winner is never touched). The winners, by level.
 /// One key's election: its winner, and whether the seat changed hands.
 struct Elected {
     winner: Option<Winner>,
@@ -549,6 +545,10 @@ struct Elected {
     seat_changed: bool,
 }
 
+/// Re-elects the winner at each of `levels` (one kind; any spaces) from
+/// the running tallies and stores them; where no kernel is eligible, the
+/// standing winner of the same space is removed only if flags exclude it
+/// (another space's winner is never touched). The winners, by level.
 async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &VotePolicy, now: i64) -> Result<Vec<Elected>> {
     let kind = levels[0].kind;
     debug_assert!(levels.iter().all(|l| l.kind == kind));
