@@ -32,6 +32,7 @@
 #[cfg(target_endian = "big")]
 compile_error!("the runners pass tensors to Wasm memory and GPU buffers as they lie in host memory, which must be little-endian");
 
+pub mod decoder;
 pub mod gpu;
 pub mod wasm;
 

@@ -145,6 +145,12 @@ impl WasmEngine {
         Ok(WasmEngine { engine })
     }
 
+    /// The wasmtime engine, for runners that load many modules on one memory
+    /// (the decoder).
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     pub fn adapter(&self) -> String {
         format!("wasmtime {} (cranelift, {})", "48", std::env::consts::ARCH)
     }
