@@ -153,7 +153,7 @@ pub fn compile(op: &Op, target: Target, schedule: &Schedule) -> Result<Kernel, C
                         wasm::PartCall { body, offsets: p.offsets.clone() }
                     })
                     .collect();
-                let bodies: Vec<_> = views.iter().map(|v| generate::matmul_cpu::generate_view(op, schedule, v)).collect();
+                let bodies: Vec<_> = views.iter().map(|v| generate::cpu_view(op, schedule, v)).collect();
                 let per_part = bodies.iter().map(|b| b.scratch_layout().1.next_multiple_of(16)).max().unwrap_or(0);
                 opts.memory_pages_min = memory_pages_min(op, scratch.max(per_part * parts.len() as u32));
                 let m = wasm::compile_threaded(&func, &bodies, &calls, &opts).map_err(internal)?;

@@ -1,7 +1,9 @@
 //! The tensor operations webtune compiles, their shapes and their arguments.
 //!
 //! Every op works on row-major `f32` tensors (plus packed `u32` words for the
-//! 4-bit weights of `matmul_q4`). The argument order defined here is the kernel
+//! 4-bit weights of `matmul_q4` and `matmul_q4_1`, and the signed bytes of
+//! `matmul_q8_0`: the GGUF block formats Q4_0, Q4_1 and Q8_0 with their f16
+//! scales widened to f32). The argument order defined here is the kernel
 //! ABI: Wasm kernels take the byte offsets of the arguments in this order, WGSL
 //! kernels bind them at `@binding(i)` in this order. Inputs come first, the
 //! output last.
@@ -35,6 +37,7 @@ pub const MAX_ARG_ELEMS: u64 = 1 << 28;
 
 /// The kind of tensor computation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(non_camel_case_types)] // MatmulQ4_1 and MatmulQ8_0 spell the GGUF formats
 pub enum OpKind {
     /// `C[M,N] = A[M,K] · B[K,N]`, shape `M,K,N`.
     Matmul,
@@ -45,10 +48,17 @@ pub enum OpKind {
     /// `C[M,N] = SA[m]·SB[n]·Σₖ A[m,k]·B[k,n]` on 16-bit integers packed in
     /// pairs, shape `M,K,N`, `K` even and `N % 4 == 0` (see [`Op::args`]).
     MatmulI16,
+    /// GGUF Q4_1: `C[M,N] = A[M,K] · (D·q + Mn)ᵀ`, shape `M,K,N`,
+    /// `K % 32 == 0`, Wasm only (see [`Op::args`]).
+    MatmulQ4_1,
+    /// GGUF Q8_0: `C[M,N] = A[M,K] · (D·q)ᵀ` on signed bytes, shape `M,K,N`,
+    /// `K % 32 == 0`, Wasm only (see [`Op::args`]).
+    MatmulQ8_0,
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 4] = [OpKind::Matmul, OpKind::BatchMatmul, OpKind::MatmulQ4, OpKind::MatmulI16];
+    pub const ALL: [OpKind; 6] =
+        [OpKind::Matmul, OpKind::BatchMatmul, OpKind::MatmulQ4, OpKind::MatmulI16, OpKind::MatmulQ4_1, OpKind::MatmulQ8_0];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -56,19 +66,33 @@ impl OpKind {
             OpKind::BatchMatmul => "batch_matmul",
             OpKind::MatmulQ4 => "matmul_q4",
             OpKind::MatmulI16 => "matmul_i16",
+            OpKind::MatmulQ4_1 => "matmul_q4_1",
+            OpKind::MatmulQ8_0 => "matmul_q8_0",
         }
     }
 
     /// Whether the compiler has kernels of this op for `target`:
-    /// `matmul_i16` is Wasm only (WGSL has no 16-bit integer dot product).
+    /// `matmul_i16` is Wasm only (WGSL has no 16-bit integer dot product),
+    /// and so, for now, are `matmul_q4_1` and `matmul_q8_0`.
     pub fn runs_on(self, target: crate::Target) -> bool {
-        self != OpKind::MatmulI16 || target == crate::Target::Wasm
+        !self.wasm_only() || target == crate::Target::Wasm
+    }
+
+    fn wasm_only(self) -> bool {
+        matches!(self, OpKind::MatmulI16 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0)
+    }
+
+    /// The ops over GGUF-style blocks of 32 weights with per-block scales
+    /// (`matmul_q4`, `matmul_q4_1`, `matmul_q8_0`): K is a multiple of 32,
+    /// and they take no epilogue.
+    pub fn block_quantized(self) -> bool {
+        matches!(self, OpKind::MatmulQ4 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0)
     }
 
     /// Names of the shape's dimensions, in the order the shape lists them.
     pub fn dim_names(self) -> &'static [&'static str] {
         match self {
-            OpKind::Matmul | OpKind::MatmulQ4 | OpKind::MatmulI16 => &["M", "K", "N"],
+            OpKind::Matmul | OpKind::MatmulQ4 | OpKind::MatmulI16 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0 => &["M", "K", "N"],
             OpKind::BatchMatmul => &["B", "M", "K", "N"],
         }
     }
@@ -186,10 +210,10 @@ pub fn parse_name(name: &str) -> Result<(OpKind, Epilogue, Dtype), OpError> {
         Dtype::F32
     };
     let e = Epilogue::parse(name, &rest)?;
-    if !e.is_none() && base == OpKind::MatmulQ4 {
+    if !e.is_none() && base.block_quantized() {
         return Err(OpError::NoEpilogue(base));
     }
-    if dtype == Dtype::F16 && base == OpKind::MatmulI16 {
+    if dtype == Dtype::F16 && base.wasm_only() {
         return Err(OpError::NoF16(base));
     }
     Ok((base, e, dtype))
@@ -247,7 +271,7 @@ impl ArgSpec {
 /// Why an op or shape was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum OpError {
-    #[error("unknown op `{0}`: expected one of matmul, batch_matmul, matmul_q4, matmul_i16")]
+    #[error("unknown op `{0}`: expected one of matmul, batch_matmul, matmul_q4, matmul_i16, matmul_q4_1, matmul_q8_0")]
     UnknownOp(String),
     #[error(
         "op `{0}`: an epilogue is `+bias`, then `+gelu` or `+relu`, then `+residual`, each at most once and in that order, e.g. matmul+bias+gelu; `+f16` comes last"
@@ -269,6 +293,8 @@ pub enum OpError {
     ZeroDim { op: OpKind, name: &'static str },
     #[error("matmul_q4: K = {0} must be a multiple of 32 (one scale per 32 weights)")]
     Q4K(u32),
+    #[error("{0}: K = {1} must be a multiple of 32 (one block of 32 weights per scale)")]
+    BlockK(OpKind, u32),
     #[error("matmul_i16 needs K even and N a multiple of 4, got K = {0}, N = {1}")]
     I16Shape(u32, u32),
     #[error("{op}: argument {arg} would hold {elems} elements; the limit is {max} (1 GiB)")]
@@ -301,13 +327,13 @@ impl Op {
     pub fn with_dtype(self, dtype: Dtype) -> Result<Op, OpError> {
         match dtype {
             Dtype::U32 => Err(OpError::BadDtype("u32".into())),
-            Dtype::F16 if self.kind == OpKind::MatmulI16 => Err(OpError::NoF16(self.kind)),
+            Dtype::F16 if self.kind.wasm_only() => Err(OpError::NoF16(self.kind)),
             Dtype::F32 | Dtype::F16 => Ok(Op { dtype, ..self }),
         }
     }
 
     pub fn with_epilogue(kind: OpKind, epilogue: Epilogue, shape: &[u32]) -> Result<Op, OpError> {
-        if !epilogue.is_none() && kind == OpKind::MatmulQ4 {
+        if !epilogue.is_none() && kind.block_quantized() {
             return Err(OpError::NoEpilogue(kind));
         }
         let names = kind.dim_names();
@@ -319,6 +345,9 @@ impl Op {
         }
         if kind == OpKind::MatmulQ4 && !shape[1].is_multiple_of(32) {
             return Err(OpError::Q4K(shape[1]));
+        }
+        if matches!(kind, OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0) && !shape[1].is_multiple_of(32) {
+            return Err(OpError::BlockK(kind, shape[1]));
         }
         if kind == OpKind::MatmulI16 && (!shape[1].is_multiple_of(2) || !shape[2].is_multiple_of(4)) {
             return Err(OpError::I16Shape(shape[1], shape[2]));
@@ -373,7 +402,9 @@ impl Op {
     /// `(batch, M, K, N)`; batch is 1 for the unbatched ops.
     pub fn bmkn(&self) -> (u32, u32, u32, u32) {
         match self.kind {
-            OpKind::Matmul | OpKind::MatmulQ4 | OpKind::MatmulI16 => (1, self.shape[0], self.shape[1], self.shape[2]),
+            OpKind::Matmul | OpKind::MatmulQ4 | OpKind::MatmulI16 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0 => {
+                (1, self.shape[0], self.shape[1], self.shape[2])
+            }
             OpKind::BatchMatmul => (self.shape[0], self.shape[1], self.shape[2], self.shape[3]),
         }
     }
@@ -391,6 +422,13 @@ impl Op {
     /// `max|qa|·max|qb|·K < 2³¹`), and the result is exact up to f32
     /// rounding of the scaling. Test inputs keep each value within
     /// `reference::i16_bound(K)`.
+    ///
+    /// `matmul_q4_1` takes `A` (`f32[M, K]`), `W` (`u32[N, K/8]`: word `i`
+    /// of row `n` holds `k = 8i + s` in bits `4s..4s+3`), `D` and `Mn`
+    /// (`f32[N, K/32]`) and `C`: `C[m][n] = Σₖ A[m][k]·(D[n][k/32]·q(n,k) +
+    /// Mn[n][k/32])`. `matmul_q8_0` takes `A`, `W` (`u32[N, K/4]`: byte `j`
+    /// of word `i` of row `n` is the signed `q(n, 4i + j)`), `D`
+    /// (`f32[N, K/32]`) and `C`: `C[m][n] = Σₖ A[m][k]·D[n][k/32]·q(n,k)`.
     pub fn args(&self) -> Vec<ArgSpec> {
         let (b, m, k, n) = self.bmkn();
         let f = |name, shape: Vec<u32>| ArgSpec { name, dtype: self.dtype, shape };
@@ -422,6 +460,19 @@ impl Op {
                 f("S", vec![n, k / 32]),
                 f("C", vec![m, n]),
             ],
+            OpKind::MatmulQ4_1 => vec![
+                f("A", vec![m, k]),
+                ArgSpec { name: "W", dtype: Dtype::U32, shape: vec![n, k / 8] },
+                f("D", vec![n, k / 32]),
+                f("Mn", vec![n, k / 32]),
+                f("C", vec![m, n]),
+            ],
+            OpKind::MatmulQ8_0 => vec![
+                f("A", vec![m, k]),
+                ArgSpec { name: "W", dtype: Dtype::U32, shape: vec![n, k / 4] },
+                f("D", vec![n, k / 32]),
+                f("C", vec![m, n]),
+            ],
         }
     }
 
@@ -431,7 +482,8 @@ impl Op {
     pub fn epilogue_first_arg(&self) -> u32 {
         match self.kind {
             OpKind::MatmulI16 => 4,
-            OpKind::MatmulQ4 => 3,
+            OpKind::MatmulQ4 | OpKind::MatmulQ8_0 => 3,
+            OpKind::MatmulQ4_1 => 4,
             OpKind::Matmul | OpKind::BatchMatmul => 2,
         }
     }
@@ -588,5 +640,37 @@ mod tests {
         assert_eq!(names, ["A", "W", "S", "C"]);
         assert_eq!(args[1].shape, vec![3, 8]);
         assert_eq!(args[2].shape, vec![3, 2]);
+    }
+
+    #[test]
+    fn gguf_ops_follow_the_abi_and_refuse_what_they_lack() {
+        let q41 = Op::parse("matmul_q4_1", "2,64,3").unwrap();
+        let args: Vec<_> = q41.args().iter().map(|a| (a.name, a.dtype, a.shape.clone())).collect();
+        assert_eq!(
+            args,
+            [
+                ("A", Dtype::F32, vec![2, 64]),
+                ("W", Dtype::U32, vec![3, 8]),
+                ("D", Dtype::F32, vec![3, 2]),
+                ("Mn", Dtype::F32, vec![3, 2]),
+                ("C", Dtype::F32, vec![2, 3]),
+            ]
+        );
+        let q80 = Op::parse("matmul_q8_0", "2,64,3").unwrap();
+        let args: Vec<_> = q80.args().iter().map(|a| (a.name, a.dtype, a.shape.clone())).collect();
+        assert_eq!(
+            args,
+            [("A", Dtype::F32, vec![2, 64]), ("W", Dtype::U32, vec![3, 16]), ("D", Dtype::F32, vec![3, 2]), ("C", Dtype::F32, vec![2, 3])]
+        );
+        for kind in [OpKind::MatmulQ4_1, OpKind::MatmulQ8_0] {
+            assert_eq!(kind.name().parse::<OpKind>().unwrap(), kind);
+            assert!(kind.runs_on(crate::Target::Wasm) && !kind.runs_on(crate::Target::Wgsl));
+            assert_eq!(Op::parse(kind.name(), "1,48,2"), Err(OpError::BlockK(kind, 48)));
+            assert_eq!(Op::parse(&format!("{kind}+bias"), "1,32,2"), Err(OpError::NoEpilogue(kind)));
+            assert_eq!(Op::parse(&format!("{kind}+f16"), "1,32,2"), Err(OpError::NoF16(kind)));
+            let e = Op::parse(kind.name(), "1,40,2").unwrap_err().to_string();
+            assert!(e.starts_with(kind.name()) && e.contains("multiple of 32"), "{e}");
+            assert_eq!(Op::parse(kind.name(), "3,32,5").unwrap().flops(), 2 * 3 * 32 * 5);
+        }
     }
 }

@@ -11,7 +11,7 @@
 //! writes only its own elements of C.
 
 use crate::generate::matmul_cpu::View;
-use crate::op::Op;
+use crate::op::{Op, OpKind};
 use crate::schedule::{Schedule, Split};
 
 /// One part of a threaded kernel.
@@ -43,6 +43,9 @@ pub fn parts(op: &Op, s: &Schedule) -> Vec<Part> {
     let k = crate::generate::matmul_cpu::reduction(op);
     let i16 = op.kind() == crate::op::OpKind::MatmulI16;
     let whole = View::whole(op);
+    if matches!(op.kind(), OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0) {
+        return block_parts(op, split, extent, unit, s.threads, whole);
+    }
     let e = op.epilogue();
     ranges(extent, unit, s.threads)
         .into_iter()
@@ -69,6 +72,25 @@ pub fn parts(op: &Op, s: &Schedule) -> Vec<Part> {
                 offsets.push(c);
             }
             offsets.push(c);
+            Part { range: (lo, hi), view, offsets }
+        })
+        .collect()
+}
+
+/// The parts of `matmul_q4_1` or `matmul_q8_0` (A, W, D, [Mn], C): split
+/// M moves A and C by whole rows; split N moves W, D, Mn by rows (one per
+/// output column) and C by columns.
+fn block_parts(op: &Op, split: Split, extent: u32, unit: u32, threads: u32, whole: View) -> Vec<Part> {
+    let (_, _, k, n) = op.bmkn();
+    let words = if op.kind() == OpKind::MatmulQ8_0 { k / 4 } else { k / 8 };
+    let scales = if op.kind() == OpKind::MatmulQ8_0 { 1 } else { 2 };
+    ranges(extent, unit, threads)
+        .into_iter()
+        .map(|(lo, hi)| {
+            let (view, offsets) = match split {
+                Split::N => (View { n: hi - lo, ..whole }, [vec![0, lo * words], vec![lo * (k / 32); scales], vec![lo]].concat()),
+                _ => (View { m: hi - lo, ..whole }, [vec![lo * k, 0], vec![0; scales], vec![lo * n]].concat()),
+            };
             Part { range: (lo, hi), view, offsets }
         })
         .collect()

@@ -43,29 +43,45 @@ impl Rng {
 /// A NaN with a recognisable payload, written to outputs before a run.
 pub const POISON: u32 = 0x7FC0_DEAD;
 
-/// Seeded inputs for `op`. `S` (q4 scales) is positive and small, as real scales are.
+/// Seeded inputs for `op`. The block scales (`S` of matmul_q4, `D` of
+/// matmul_q4_1 and matmul_q8_0) are positive and small, as real scales are;
+/// matmul_q4_1's minimums `Mn` are about −7.5 times their block's scale
+/// (`−D·(7.5 ± 0.5)`), as a Q4_1 block's minimum is for weights spread
+/// evenly around zero; packed words are any 32 bits (nibbles 0..15, bytes
+/// over the whole i8 range).
 pub fn inputs(op: &Op, seed: u64) -> Inputs {
     let mut rng = Rng::new(seed);
-    let k = op.bmkn().2;
     let specs = op.args();
     let last = specs.len() - 1;
-    let args = specs
-        .iter()
-        .enumerate()
-        .map(|(i, a)| {
-            let n = a.elems() as usize;
-            if i == last {
-                return vec![POISON; n];
-            }
-            match (a.dtype, a.name) {
-                (Dtype::U32, _) if op.kind() == OpKind::MatmulI16 => (0..n).map(|_| i16_word(rng.next_u64() as u32, k)).collect(),
-                (Dtype::U32, _) => (0..n).map(|_| rng.next_u64() as u32).collect(),
-                (Dtype::F32 | Dtype::F16, "S") => (0..n).map(|_| as_dtype(a.dtype, (rng.nonzero_f32().abs() * 0.1) + 0.01)).collect(),
-                (Dtype::F32 | Dtype::F16, _) => (0..n).map(|_| as_dtype(a.dtype, rng.nonzero_f32())).collect(),
-            }
-        })
-        .collect();
+    let mut args: Vec<Vec<u32>> = Vec::with_capacity(specs.len());
+    for (i, a) in specs.iter().enumerate() {
+        let n = a.elems() as usize;
+        let v = if i == last {
+            vec![POISON; n]
+        } else if a.name == "Mn" {
+            let d = &args[i - 1];
+            (0..n).map(|j| minimum(a.dtype, rng.next_u64(), d[j])).collect()
+        } else {
+            (0..n).map(|_| element(op, a, rng.next_u64())).collect()
+        };
+        args.push(v);
+    }
     Inputs { args }
+}
+
+/// Input element of `spec` (any but matmul_q4_1's `Mn`) from its raw draw.
+fn element(op: &Op, spec: &ArgSpec, u: u64) -> u32 {
+    match (spec.dtype, spec.name) {
+        (Dtype::U32, _) if op.kind() == OpKind::MatmulI16 => i16_word(u as u32, op.bmkn().2),
+        (Dtype::U32, _) => u as u32,
+        (d @ (Dtype::F32 | Dtype::F16), "S" | "D") => as_dtype(d, (nonzero_from(u).abs() * 0.1) + 0.01),
+        (d @ (Dtype::F32 | Dtype::F16), _) => as_dtype(d, nonzero_from(u)),
+    }
+}
+
+/// matmul_q4_1's minimum from its raw draw and its block's scale `d` (bits).
+fn minimum(dtype: Dtype, u: u64, d: u32) -> u32 {
+    as_dtype(dtype, -f32::from_bits(d) * (7.5 + 0.5 * nonzero_from(u)))
 }
 
 /// `x` rounded to the nearest f16 (ties to even), as an f16 kernel stores it.
@@ -107,6 +123,21 @@ pub fn dequant(w: &[u32], s: &[u32], k: usize, n: usize, kk: usize) -> f64 {
     let word = w[n * (k / 8) + kk / 8];
     let q = (word >> (4 * (kk % 8))) & 0xF;
     (q as f64 - 8.0) * f(s, n * (k / 32) + kk / 32)
+}
+
+/// `dequant(W)[n, k]` of matmul_q4_1: `D·q + Mn`.
+pub fn dequant_q4_1(w: &[u32], d: &[u32], mn: &[u32], k: usize, n: usize, kk: usize) -> f64 {
+    let word = w[n * (k / 8) + kk / 8];
+    let q = (word >> (4 * (kk % 8))) & 0xF;
+    let b = n * (k / 32) + kk / 32;
+    q as f64 * f(d, b) + f(mn, b)
+}
+
+/// `dequant(W)[n, k]` of matmul_q8_0: `D·q`, `q` the signed byte.
+pub fn dequant_q8_0(w: &[u32], d: &[u32], k: usize, n: usize, kk: usize) -> f64 {
+    let word = w[n * (k / 4) + kk / 4];
+    let q = (word >> (8 * (kk % 4))) as u8 as i8;
+    q as f64 * f(d, n * (k / 32) + kk / 32)
 }
 
 /// `act(x + bias) + r` in f64, with GELU through libm's f64 erf; `bias` and
@@ -192,6 +223,14 @@ pub fn reference(op: &Op, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
         OpKind::MatmulQ4 => {
             let (w, s) = (&inputs.args[1], &inputs.args[2]);
             Box::new(move |_, kk, j| dequant(w, s, k, j, kk))
+        }
+        OpKind::MatmulQ4_1 => {
+            let (w, d, mn) = (&inputs.args[1], &inputs.args[2], &inputs.args[3]);
+            Box::new(move |_, kk, j| dequant_q4_1(w, d, mn, k, j, kk))
+        }
+        OpKind::MatmulQ8_0 => {
+            let (w, d) = (&inputs.args[1], &inputs.args[2]);
+            Box::new(move |_, kk, j| dequant_q8_0(w, d, k, j, kk))
         }
         OpKind::MatmulI16 => unreachable!("reference_i16"),
     };
@@ -324,12 +363,10 @@ pub fn input_at(op: &Op, seed: u64, arg: usize, index: u64) -> u32 {
     let specs = op.args();
     let offset: u64 = specs[..arg].iter().map(|a| a.elems()).sum();
     let u = draw_at(seed, offset + index);
-    match (specs[arg].dtype, specs[arg].name) {
-        (Dtype::U32, _) if op.kind() == OpKind::MatmulI16 => i16_word(u as u32, op.bmkn().2),
-        (Dtype::U32, _) => u as u32,
-        (d @ (Dtype::F32 | Dtype::F16), "S") => as_dtype(d, (nonzero_from(u).abs() * 0.1) + 0.01),
-        (d @ (Dtype::F32 | Dtype::F16), _) => as_dtype(d, nonzero_from(u)),
+    if specs[arg].name == "Mn" {
+        return minimum(specs[arg].dtype, u, input_at(op, seed, arg - 1, index));
     }
+    element(op, &specs[arg], u)
 }
 
 /// Output element `index` (flat, row-major) of `op` on [`inputs`]`(op, seed)`:
@@ -359,6 +396,18 @@ pub fn output_at(op: &Op, seed: u64, index: u64) -> (f64, f64) {
                 let q = (word >> (4 * (kk % 8))) & 0xF;
                 let s = f32::from_bits(input_at(op, seed, 2, j * (k / 32) + kk / 32)) as f64;
                 (q as f64 - 8.0) * s
+            }
+            OpKind::MatmulQ4_1 => {
+                let word = input_at(op, seed, 1, j * (k / 8) + kk / 8);
+                let q = (word >> (4 * (kk % 8))) & 0xF;
+                let b = j * (k / 32) + kk / 32;
+                let [d, mn] = [2, 3].map(|arg| f32::from_bits(input_at(op, seed, arg, b)) as f64);
+                q as f64 * d + mn
+            }
+            OpKind::MatmulQ8_0 => {
+                let word = input_at(op, seed, 1, j * (k / 4) + kk / 4);
+                let q = (word >> (8 * (kk % 4))) as u8 as i8;
+                q as f64 * f32::from_bits(input_at(op, seed, 2, j * (k / 32) + kk / 32)) as f64
             }
         };
         acc += x * y;
@@ -452,6 +501,8 @@ mod tests {
             ("batch_matmul+relu+residual", "2,3,4,5"),
             ("matmul+bias", "4,3,5"),
             ("matmul_q4+f16", "2,64,3"),
+            ("matmul_q4_1", "2,64,3"),
+            ("matmul_q8_0", "3,96,5"),
             ("batch_matmul+bias+gelu+residual+f16", "2,3,4,5"),
         ] {
             let op = Op::parse(kind, shape).unwrap();
@@ -546,5 +597,30 @@ mod tests {
         assert_eq!(dequant(&w, &s, 32, 0, 0), -16.0);
         assert_eq!(dequant(&w, &s, 32, 0, 7), -2.0);
         assert_eq!(dequant(&w, &s, 32, 0, 8), -16.0);
+    }
+
+    #[test]
+    fn gguf_dequant_follows_the_blocks() {
+        // Q4_1: D·q + Mn, nibbles in the q4 order.
+        let w = vec![0x7654_3210u32, 0, 0, 0xF000_0000];
+        let (d, mn) = (vec![2.0f32.to_bits()], vec![(-3.0f32).to_bits()]);
+        assert_eq!(dequant_q4_1(&w, &d, &mn, 32, 0, 0), -3.0);
+        assert_eq!(dequant_q4_1(&w, &d, &mn, 32, 0, 7), 11.0);
+        assert_eq!(dequant_q4_1(&w, &d, &mn, 32, 0, 31), 27.0);
+        // Q8_0: byte j of word i is k = 4i + j, signed.
+        let w = vec![0x80FF_7F01u32, 0, 0, 0, 0, 0, 0, 0];
+        let q: Vec<f64> = (0..4).map(|kk| dequant_q8_0(&w, &d, 32, 0, kk)).collect();
+        assert_eq!(q, [2.0, 254.0, -2.0, -256.0]);
+        // Realistic seeded blocks: positive scales, minimums near −7.5·D,
+        // bytes of both signs.
+        let op = Op::parse("matmul_q4_1", "1,256,64").unwrap();
+        let inp = inputs(&op, 3);
+        for (&d, &m) in inp.args[2].iter().zip(&inp.args[3]) {
+            let (d, m) = (f32::from_bits(d), f32::from_bits(m));
+            assert!(d > 0.0 && d <= 0.11 && (-8.0 * d..=-7.0 * d).contains(&m), "{d} {m}");
+        }
+        let q8 = Op::parse("matmul_q8_0", "1,256,64").unwrap();
+        let bytes: Vec<i8> = inputs(&q8, 3).args[1].iter().flat_map(|w| w.to_le_bytes()).map(|b| b as i8).collect();
+        assert!(bytes.iter().any(|&b| b < -100) && bytes.iter().any(|&b| b > 100));
     }
 }

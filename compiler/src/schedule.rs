@@ -354,7 +354,9 @@ impl Schedule {
             split: None,
         };
         match (target, op.kind()) {
-            (Target::Wasm, OpKind::MatmulQ4) => Schedule { x0: 1, y0: 4, r0: 32, x1: 1, y1: 64, r1: 4096, ..base },
+            (Target::Wasm, OpKind::MatmulQ4 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0) => {
+                Schedule { x0: 1, y0: 4, r0: 32, x1: 1, y1: 64, r1: 4096, ..base }
+            }
             (Target::Wasm, _) => base,
             (Target::Wgsl, OpKind::MatmulQ4) => {
                 Schedule { x0: 1, y0: 1, r0: 32, x1: 1, y1: 8, r1: 32, split_k: 32, vectorize: 1, cache_read: false, ..base }
@@ -398,7 +400,7 @@ impl Schedule {
         if self.x0 * self.y0 > MAX_REGISTER_TILE {
             return Err(err("y0", format!("register tile x0·y0 = {} exceeds {MAX_REGISTER_TILE}", self.x0 * self.y0)));
         }
-        if self.r0 > MAX_R0 && op.kind() != OpKind::MatmulQ4 {
+        if self.r0 > MAX_R0 && !op.kind().block_quantized() {
             return Err(err("r0", format!("{} exceeds the largest reduction unroll {MAX_R0}", self.r0)));
         }
         for (field, lo, hi, lo_name) in [("x1", self.x0, self.x1, "x0"), ("y1", self.y0, self.y1, "y0"), ("r1", self.r0, self.r1, "r0")] {
@@ -507,12 +509,13 @@ impl Schedule {
                 return Err(err("unroll", "matmul_i16 keeps its integer register tile in locals: list x0 and y0"));
             }
         }
-        if op.kind() == OpKind::MatmulQ4 {
+        if op.kind().block_quantized() {
+            let name = op.kind().name();
             if !self.r0.is_multiple_of(32) {
-                return Err(err("r0", format!("{} must be a multiple of 32 for matmul_q4 (one scale block)", self.r0)));
+                return Err(err("r0", format!("{} must be a multiple of 32 for {name} (one scale block)", self.r0)));
             }
             if self.r0 > 256 {
-                return Err(err("r0", format!("{} exceeds 256 for matmul_q4", self.r0)));
+                return Err(err("r0", format!("{} exceeds 256 for {name}", self.r0)));
             }
         }
         Ok(())
@@ -524,6 +527,9 @@ impl Schedule {
         }
         if self.f16_acc {
             if op.dtype() != crate::op::Dtype::F16 {
+        if !op.kind().runs_on(Target::Wgsl) {
+            return Err(err("target", format!("{} has Wasm kernels only for now (use wasm)", op.kind())));
+        }
                 return Err(err("f16_acc", format!("needs an f16 op (e.g. {}+f16)", op.name())));
             }
             if op.kind() == OpKind::MatmulQ4 && !self.cache_read {

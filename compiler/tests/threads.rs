@@ -149,6 +149,27 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    /// `matmul_q4_1` and `matmul_q8_0` split over N (decode: M = 1, each
+    /// part its own rows of W, D and Mn) or M (prefill), each part with its
+    /// own scratch for Q4_1's rearranged A.
+    #[test]
+    fn threaded_gguf_matches(q8: bool, m in prop::sample::select(vec![1u32, 1, 2, 3, 7, 16]), kb in 1u32..=8, n in dim(),
+                             y0q in 1u32..=2, y1m in 0u32..=2, x1m in 0u32..=2, vec4: bool, split_n: bool, threads in 2u32..=5) {
+        let kind = if q8 { OpKind::MatmulQ8_0 } else { OpKind::MatmulQ4_1 };
+        let op = Op::new(kind, &[m, 32 * kb, n]).unwrap();
+        let y0 = if vec4 { 4 * y0q } else { y0q };
+        let s = Schedule {
+            x0: 1, y0, x1: 1 << x1m, y1: y0 << y1m, vectorize: if vec4 { 4 } else { 1 },
+            threads, split: Some(if split_n { Split::N } else { Split::M }),
+            ..Schedule::default_for(&op, Target::Wasm)
+        };
+        check(&op, &s)?;
+    }
+}
+
 /// The shapes the issue names, each split its own way, so that the grid
 /// above can never skip them all: M = 1 (split N), K not a multiple of 4,
 /// primes everywhere, a batch split.
@@ -162,6 +183,13 @@ fn named_shapes_run_threaded() {
         ("batch_matmul", "5,7,11,13", Schedule { split: Some(Split::Batch), threads: 3, ..base.clone() }),
         ("matmul+bias+gelu", "17,31,64", Schedule { split: Some(Split::M), x1: 4, threads: 4, ..base.clone() }),
     ];
+    let q = |name: &str| Schedule { threads: 2, ..Schedule::default_for(&Op::parse(name, "1,32,8").unwrap(), Target::Wasm) };
+    let cases = cases.into_iter().chain([
+        ("matmul_q4_1", "1,576,97", Schedule { split: Some(Split::N), y1: 16, threads: 4, ..q("matmul_q4_1") }),
+        ("matmul_q8_0", "1,576,97", Schedule { split: Some(Split::N), y1: 8, threads: 3, ..q("matmul_q8_0") }),
+        ("matmul_q4_1", "9,64,20", Schedule { split: Some(Split::M), x1: 2, ..q("matmul_q4_1") }),
+        ("matmul_q8_0", "9,64,20", Schedule { split: Some(Split::M), x1: 4, y1: 4, ..q("matmul_q8_0") }),
+    ]);
     for (op, shape, s) in cases {
         let op = Op::parse(op, shape).unwrap();
         s.check(&op, Target::Wasm).unwrap_or_else(|e| panic!("{op}: {e}"));

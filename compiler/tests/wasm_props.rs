@@ -105,6 +105,32 @@ proptest! {
         check(&op, &s)?;
     }
 
+    /// `matmul_q4_1` and `matmul_q8_0` (GGUF blocks): M = 1 (decode) and
+    /// small prompts, any whole number of blocks, any N, register and cache
+    /// tiles that do and do not divide, every pass.
+    #[test]
+    fn gguf_matches_reference(
+        q8: bool,
+        m in prop::sample::select(vec![1u32, 1, 2, 3, 5, 8]),
+        kb in 1u32..=12, n in dim(),
+        x0 in 1u32..=3, y0q in 1u32..=3, x1m in 1u32..=3, y1m in 1u32..=5, rblocks in 1u32..=4,
+        vec4: bool, unroll_r0: bool, relaxed_simd: bool,
+        offset: bool, load_splat: bool, tee: bool,
+    ) {
+        let kind = if q8 { OpKind::MatmulQ8_0 } else { OpKind::MatmulQ4_1 };
+        let op = Op::new(kind, &[m, 32 * kb, n]).unwrap();
+        let mut s = Schedule::default_for(&op, Target::Wasm);
+        s.x0 = x0; s.x1 = x0 * x1m;
+        s.vectorize = if vec4 { 4 } else { 1 };
+        s.y0 = if vec4 { 4 * y0q } else { y0q };
+        s.y1 = s.y0 * y1m;
+        s.r0 = 32 * rblocks; s.r1 = s.r0 * 4;
+        s.unroll = if unroll_r0 { vec![UnrollLoop::X0, UnrollLoop::Y0, UnrollLoop::R0] } else { vec![UnrollLoop::X0, UnrollLoop::Y0] };
+        s.relaxed_simd = relaxed_simd;
+        s.passes = WasmPasses { offset, load_splat, tee };
+        check(&op, &s)?;
+    }
+
     /// `matmul_i16` under any schedule the Wasm check accepts for it (vector
     /// tiles in registers), with and without an epilogue. Inputs are raw
     /// 32-bit draws, so the integer sums wrap: the reference wraps them the

@@ -1,5 +1,6 @@
 //! Schedule → loop IR: one generator per op family and target flavor.
 
+pub mod gguf_cpu;
 pub mod matmul_cpu;
 pub mod matmul_gpu;
 pub mod q4_cpu;
@@ -17,6 +18,16 @@ pub fn cpu(op: &Op, s: &Schedule) -> Func {
     match op.kind() {
         OpKind::Matmul | OpKind::BatchMatmul | OpKind::MatmulI16 => matmul_cpu::generate(op, s),
         OpKind::MatmulQ4 => q4_cpu::generate(op, s),
+        OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0 => gguf_cpu::generate(op, s),
+    }
+}
+
+/// The loop IR of one part of a threaded CPU kernel (see `crate::parts`):
+/// `op` over the sub-problem `v`.
+pub fn cpu_view(op: &Op, s: &Schedule, v: &matmul_cpu::View) -> Func {
+    match op.kind() {
+        OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0 => gguf_cpu::generate_view(op, s, v),
+        _ => matmul_cpu::generate_view(op, s, v),
     }
 }
 

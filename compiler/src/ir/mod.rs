@@ -329,6 +329,30 @@ impl UnOp {
     pub const ALL: [UnOp; 2] = [UnOp::Erf, UnOp::Relu];
 }
 
+/// Which lanes [`Expr::ExtendS`] widens: the low or high eight of sixteen
+/// `i8` lanes into eight `i16`, or the low or high four of eight `i16` lanes
+/// into four `i32` (Wasm's `i16x8.extend_*_i8x16_s` and
+/// `i32x4.extend_*_i16x8_s`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Extend {
+    I8Low,
+    I8High,
+    I16Low,
+    I16High,
+}
+
+impl Extend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Extend::I8Low => "ext8lo",
+            Extend::I8High => "ext8hi",
+            Extend::I16Low => "ext16lo",
+            Extend::I16High => "ext16hi",
+        }
+    }
+    pub const ALL: [Extend; 4] = [Extend::I8Low, Extend::I8High, Extend::I16Low, Extend::I16High];
+}
+
 /// Where [`erf_f32`] clamps its argument: erf(±4) is ±1 in f32.
 pub const ERF_CLAMP: f32 = 4.0;
 /// Odd numerator coefficients of [`erf_f32`], highest power first
@@ -410,6 +434,9 @@ pub enum Expr {
     /// signed 16-bit lanes each: lane `i` of the result is
     /// `a[2i]·b[2i] + a[2i+1]·b[2i+1]` (an `i32`, wrapping).
     DotI16(Handle<Expr>, Handle<Expr>),
+    /// CPU only: half of a `u32x4`'s narrow signed lanes, sign-extended to
+    /// twice their width (a `u32x4`): [`Extend`] says which.
+    ExtendS(Handle<Expr>, Extend),
     /// Sum of the four lanes of an `f32x4`.
     HSum(Handle<Expr>),
     /// Lane `n` (0..4) of an `f32x4` (an `f32`) or of a `u32x4` (an `i32`).
@@ -433,9 +460,14 @@ impl Expr {
             Expr::Bin(_, a, b) | Expr::ShuffleXor(a, b) | Expr::DotI16(a, b) => [Some(a), Some(b), None, None],
             Expr::Fma(a, b, c) => [Some(a), Some(b), Some(c), None],
             Expr::Compose(lanes) => lanes.map(Some),
-            Expr::Splat(a) | Expr::ToF32(a) | Expr::SToF32(a) | Expr::FromBits(a) | Expr::HSum(a) | Expr::Lane(a, _) | Expr::Un(_, a) => {
-                [Some(a), None, None, None]
-            }
+            Expr::Splat(a)
+            | Expr::ToF32(a)
+            | Expr::SToF32(a)
+            | Expr::FromBits(a)
+            | Expr::HSum(a)
+            | Expr::Lane(a, _)
+            | Expr::Un(_, a)
+            | Expr::ExtendS(a, _) => [Some(a), None, None, None],
             Expr::Load { index, .. } => [Some(index), None, None, None],
             Expr::Var(_) | Expr::I32(_) | Expr::F32(_) | Expr::Builtin(_) => [None; 4],
         }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{BinOp, Buffer, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, UnOp, Var};
+use super::{BinOp, Buffer, Builtin, Elem, Expr, Extend, For, Func, Handle, LoadTy, Space, Stmt, Ty, UnOp, Var};
 
 /// A syntax error with its 1-based position.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -472,6 +472,10 @@ impl Parser {
                         Expr::DotI16(a[0], a[1])
                     }
                     "hsum" => Expr::HSum(self.args(1)?[0]),
+                    _ if Extend::ALL.iter().any(|e| e.name() == name) && self.at_punct("(") => {
+                        let e = Extend::ALL.into_iter().find(|e| e.name() == name).expect("matched above");
+                        Expr::ExtendS(self.args(1)?[0], e)
+                    }
                     "shufflexor" => {
                         let a = self.args(2)?;
                         Expr::ShuffleXor(a[0], a[1])

@@ -113,6 +113,7 @@ fn write_expr(f: &Func, e: Handle<Expr>, parent: u8, right: bool, out: &mut Stri
         Expr::FromBits(a) => call(f, "bitsf32", &[*a], out),
         Expr::SToF32(a) => call(f, "stof32", &[*a], out),
         Expr::DotI16(a, b) => call(f, "dot16", &[*a, *b], out),
+        Expr::ExtendS(a, e) => call(f, e.name(), &[*a], out),
         Expr::HSum(a) => call(f, "hsum", &[*a], out),
         Expr::Lane(a, n) => call(f, &format!("lane{n}"), &[*a], out),
         Expr::Load { ty, buf, index } => {

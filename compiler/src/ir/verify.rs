@@ -311,6 +311,15 @@ impl Verifier<'_> {
                 Ty::U32x4 => Ty::F32x4,
                 t => return self.err(format!("stof32 of a {}", t.name())),
             },
+            Expr::ExtendS(a, x) => {
+                if self.flavor != Flavor::Cpu {
+                    return self.err(format!("{} outside a CPU kernel in {}", x.name(), self.show(e)));
+                }
+                match self.expr(a)? {
+                    Ty::U32x4 => Ty::U32x4,
+                    t => return self.err(format!("{} of a {} (must be u32x4)", x.name(), t.name())),
+                }
+            }
             Expr::DotI16(a, b) => {
                 if self.flavor != Flavor::Cpu {
                     return self.err(format!("dot16 outside a CPU kernel in {}", self.show(e)));

@@ -262,6 +262,10 @@ impl Lower<'_> {
                 let x = self.expr(a);
                 self.push(Node::F32x4ConvertI32x4S(x))
             }
+            Expr::ExtendS(a, e) => {
+                let x = self.expr(a);
+                self.push(Node::ExtendS(e, x))
+            }
             Expr::DotI16(a, b) => {
                 let (x, y) = (self.expr(a), self.expr(b));
                 self.push(Node::I32x4DotI16x8S(x, y))

@@ -80,6 +80,8 @@ pub enum Node {
     I32x4Add(N, N),
     /// `i32x4.dot_i16x8_s`: lane i = a₂ᵢ·b₂ᵢ + a₂ᵢ₊₁·b₂ᵢ₊₁ over i16 lanes.
     I32x4DotI16x8S(N, N),
+    /// `i16x8.extend_{low,high}_i8x16_s` or `i32x4.extend_{low,high}_i16x8_s`.
+    ExtendS(crate::ir::Extend, N),
     F32ConvertI32U(N),
     F32ReinterpretI32(N),
     F32x4ConvertI32x4U(N),
@@ -128,6 +130,7 @@ impl WFunc {
             | Node::F32ReinterpretI32(a)
             | Node::F32x4ConvertI32x4U(a)
             | Node::F32x4ConvertI32x4S(a)
+            | Node::ExtendS(_, a)
             | Node::F32x4ExtractLane(a, _)
             | Node::I32x4ExtractLane(a, _)
             | Node::BrIfLoop(a) => vec![*a],
@@ -268,6 +271,12 @@ fn encode_node(f: &WFunc, n: N, out: &mut wasm_encoder::Function) {
         Node::V128And(..) => I::V128And,
         Node::I32x4Add(..) => I::I32x4Add,
         Node::I32x4DotI16x8S(..) => I::I32x4DotI16x8S,
+        Node::ExtendS(e, _) => match e {
+            crate::ir::Extend::I8Low => I::I16x8ExtendLowI8x16S,
+            crate::ir::Extend::I8High => I::I16x8ExtendHighI8x16S,
+            crate::ir::Extend::I16Low => I::I32x4ExtendLowI16x8S,
+            crate::ir::Extend::I16High => I::I32x4ExtendHighI16x8S,
+        },
         Node::F32ConvertI32U(_) => I::F32ConvertI32U,
         Node::F32ReinterpretI32(_) => I::F32ReinterpretI32,
         Node::F32x4ConvertI32x4U(_) => I::F32x4ConvertI32x4U,

@@ -1002,7 +1002,7 @@ impl Builder<'_> {
                 let x = self.bitcast(x, ScalarKind::Sint);
                 self.add(N::As { expr: x, kind: ScalarKind::Float, convert: Some(self.float_width()) })
             }
-            Expr::DotI16(..) => unreachable!("CPU-only expression in a verified GPU kernel"),
+            Expr::DotI16(..) | Expr::ExtendS(..) => unreachable!("CPU-only expression in a verified GPU kernel"),
             Expr::HSum(a) => {
                 let x = self.expr(a)?;
                 let one = self.flit(1.0);

@@ -75,7 +75,7 @@ pub fn generate(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
             let (wg, d) = matmul_gpu::launch(op, s);
             (matmul_gpu::generate(op, s), wg, d)
         }
-        OpKind::MatmulI16 => unreachable!("Schedule::check refuses matmul_i16 on WGSL"),
+        OpKind::MatmulI16 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0 => unreachable!("Schedule::check refuses Wasm-only ops on WGSL"),
     }
 }
 

@@ -1,0 +1,505 @@
+//! `matmul_q4_1` and `matmul_q8_0` (GGUF Q4_1 and Q8_0 blocks) for CPU
+//! targets, the whole op or one part of a threaded kernel ([`View`]).
+//!
+//! Tiles as in `q4_cpu`: `y1`/`y0` over N, `x1`/`x0` over M (a register
+//! tile of x0 rows × y0 outputs, each output one accumulator), `r0` the K
+//! chunk (a multiple of the 32-weight block; `r1` unused: partial sums over
+//! K never leave registers).
+//!
+//! **Q4_1**, `vectorize = 4`: A is first rearranged into scratch so that
+//! SIMD lanes line up with packed words, as in `q4_cpu`, and pre-scaled so
+//! that a nibble needs no shift: `AT[m][s][w] = A[m][8w + s] · 16⁻ˢ` for
+//! `s < 7` (exact: a power of two), `AT[m][7][w] = A[m][8w + 7]`, and
+//! `AS[m][w] = Σₛ A[m][8w + s]`. Four consecutive words of a row of W are one
+//! block; nibble `s < 7` of the four is `W & (15 << 4s)`, which converts
+//! (signed, one instruction) to `q·16ˢ` exactly, and nibble 7 is `W >> 28`.
+//! Per block `acc += D·Σₛ q·ATₛ + Mn·AS`, whose four lanes sum to
+//! `Σₖ A·(D·q + Mn)` over the block; the lanes are summed when C is stored.
+//! With `vectorize = 1`, a scalar dot product per output and a scalar block
+//! sum of A per row.
+//!
+//! **Q8_0**, `vectorize = 4`: the weights are in K order, so A is read in
+//! place: each 16 bytes of a row of W (one `v128` load) sign-extend to
+//! `i16` and then `i32` lanes (`Expr::ExtendS`), convert to four `f32x4`
+//! of consecutive K, and multiply the matching `f32x4` of A; per block
+//! (two loads) `acc += D·dot`. The widened weights are shared by the x0
+//! rows of the register tile. With `vectorize = 1`, bytes are taken by
+//! shift and mask, offset by 128 to make them unsigned, and converted back.
+
+use super::matmul_cpu::View;
+use super::{Gen, HasGen, tiled};
+use crate::ir::{BinOp, Buffer, Elem, Expr, Extend, For, Func, Handle, LoadTy, Space, Stmt, Ty, Var};
+use crate::op::{Op, OpKind};
+use crate::schedule::{Schedule, UnrollLoop};
+
+type E = Handle<Expr>;
+
+struct Gg<'s> {
+    g: Gen,
+    s: &'s Schedule,
+    q8: bool,
+    m: u32,
+    k: u32,
+    /// Row stride of C.
+    ldc: u32,
+    a: Handle<Buffer>,
+    w: Handle<Buffer>,
+    d: Handle<Buffer>,
+    /// Q4_1's minimums.
+    mn: Option<Handle<Buffer>>,
+    c: Handle<Buffer>,
+    /// Q4_1's `AT` and `AS` (vector path only).
+    at: Option<(Handle<Buffer>, Handle<Buffer>)>,
+}
+
+impl HasGen for Gg<'_> {
+    fn builder(&mut self) -> &mut Gen {
+        &mut self.g
+    }
+}
+
+/// Words per row of W: K/8 (Q4_1) or K/4 (Q8_0).
+fn row_words(op: &Op) -> u32 {
+    let k = op.bmkn().2;
+    if op.kind() == OpKind::MatmulQ8_0 { k / 4 } else { k / 8 }
+}
+
+pub fn generate(op: &Op, s: &Schedule) -> Func {
+    generate_view(op, s, &View::whole(op))
+}
+
+/// The function computing `v` of `op` (`matmul_q4_1` or `matmul_q8_0`):
+/// `v.m` rows of A and `v.n` rows of W from the part's first, C's rows
+/// `v.ldc` apart.
+pub fn generate_view(op: &Op, s: &Schedule, v: &View) -> Func {
+    let (_, _, k, _) = op.bmkn();
+    let (m, n) = (v.m, v.n);
+    let q8 = op.kind() == OpKind::MatmulQ8_0;
+    let mut f = Func::new(op.slug());
+    let a = f.buffer("A", Elem::F32, m * k, Space::Param(0), false);
+    let w = f.buffer("W", Elem::U32, n * row_words(op), Space::Param(1), false);
+    let d = f.buffer("D", Elem::F32, n * (k / 32), Space::Param(2), false);
+    let mn = (!q8).then(|| f.buffer("Mn", Elem::F32, n * (k / 32), Space::Param(3), false));
+    let c = f.buffer("C", Elem::F32, (m - 1) * v.ldc + n, Space::Param(if q8 { 3 } else { 4 }), true);
+    let at = (!q8 && s.vectorize == 4)
+        .then(|| (f.buffer("AT", Elem::F32, m * k, Space::Scratch, true), f.buffer("AS", Elem::F32, m * (k / 8), Space::Scratch, true)));
+    let mut q = Gg { g: Gen::new(f), s, q8, m, k, ldc: v.ldc, a, w, d, mn, c, at };
+    let mut body = Vec::new();
+    if let Some((at, asum)) = q.at {
+        body.push(q.rearrange_a(at, asum));
+    }
+    let zero = q.g.f.i32(0);
+    let (x0, x1, y0, y1) = (s.x0, s.x1, s.y0, s.y1);
+    body.extend(tiled(&mut q, zero, n, y1, "j1", false, &mut |q, ng, _, nsz| {
+        tiled(q, zero, m, x1, "i1", false, &mut |q, mg, _, msz| {
+            tiled(q, ng, nsz, y0, "j0", false, &mut |q, cg, _, cols| {
+                tiled(q, mg, msz, x0, "i0", false, &mut |q, rg, _, rows| q.micro(rg, rows, cg, cols))
+            })
+        })
+    }));
+    q.g.f.body = body;
+    q.g.f
+}
+
+impl Gg<'_> {
+    fn f(&mut self) -> &mut Func {
+        &mut self.g.f
+    }
+
+    fn konst(&mut self, v: u32) -> E {
+        self.f().i32(v as i32)
+    }
+
+    fn rolled(&mut self, name: &str, hi: u32, body: &mut dyn FnMut(&mut Self, E) -> Vec<Stmt>) -> Stmt {
+        let v = self.g.fresh(name, Ty::I32);
+        let e = self.f().get(v);
+        let inner = body(self, e);
+        let (lo, hi) = (self.konst(0), self.konst(hi));
+        Stmt::For(For { var: v, lo, hi, step: 1, unroll: false, body: inner })
+    }
+
+    /// `AT` (pre-scaled, see the module docs) and `AS` of Q4_1.
+    fn rearrange_a(&mut self, at: Handle<Buffer>, asum: Handle<Buffer>) -> Stmt {
+        let (k, kw) = (self.k, self.k / 8);
+        let a = self.a;
+        self.rolled("m", self.m, &mut |q, m| {
+            vec![q.rolled("w", kw, &mut |q, w| {
+                let row = q.f().mul_c(m, k as i64);
+                let w8 = q.f().mul_c(w, 8);
+                let src = q.f().add(row, w8);
+                let mut out = Vec::new();
+                let mut sum: Option<E> = None;
+                for s in 0..8 {
+                    let i = q.g.plus_c(src, s);
+                    let v = q.f().load(LoadTy::F32, a, i);
+                    let scaled = if (1..7).contains(&s) {
+                        let f = q.f().f32(16f32.powi(-(s as i32)));
+                        q.f().mul(v, f)
+                    } else {
+                        v
+                    };
+                    let dst_row = q.g.plus_c(row, s * kw);
+                    let dst = q.f().add(dst_row, w);
+                    out.push(Stmt::Store { buf: at, index: dst, value: scaled });
+                    sum = Some(match sum {
+                        None => v,
+                        Some(acc) => q.f().add(acc, v),
+                    });
+                }
+                let mrow = q.f().mul_c(m, kw as i64);
+                let idx = q.f().add(mrow, w);
+                out.push(Stmt::Store { buf: asum, index: idx, value: sum.expect("eight terms") });
+                out
+            })]
+        })
+    }
+
+    /// The block loop: chunks of r0/32 blocks, the inner loop unrolled if r0 is.
+    fn block_loop(&mut self, body: &mut dyn FnMut(&mut Self, E) -> Vec<Stmt>) -> Vec<Stmt> {
+        let blocks = self.k / 32;
+        let per = (self.s.r0 / 32).max(1);
+        let unroll = self.s.unrolls(UnrollLoop::R0);
+        let full = blocks / per * per;
+        let mut out = Vec::new();
+        let mut chunk = |q: &mut Self, base: E, count: u32| -> Stmt {
+            let u = q.g.fresh("u", Ty::I32);
+            let uv = q.f().get(u);
+            let b = q.g.plus(base, uv);
+            let inner = body(q, b);
+            let (lo, hi) = (q.konst(0), q.konst(count));
+            Stmt::For(For { var: u, lo, hi, step: 1, unroll, body: inner })
+        };
+        if full == per {
+            let zero = self.konst(0);
+            out.push(chunk(self, zero, per));
+        } else if full > 0 {
+            let bb = self.g.fresh("blk", Ty::I32);
+            let bv = self.f().get(bb);
+            let inner = chunk(self, bv, per);
+            let (lo, hi) = (self.konst(0), self.konst(full));
+            out.push(Stmt::For(For { var: bb, lo, hi, step: per, unroll: false, body: vec![inner] }));
+        }
+        if blocks > full {
+            let base = self.konst(full);
+            out.push(chunk(self, base, blocks - full));
+        }
+        out
+    }
+
+    fn micro(&mut self, rg: E, rows: u32, cg: E, cols: u32) -> Vec<Stmt> {
+        let vector = self.s.vectorize == 4;
+        let ty = if vector { Ty::F32x4 } else { Ty::F32 };
+        let acc: Vec<Vec<Handle<Var>>> = (0..rows).map(|r| (0..cols).map(|c| self.g.fresh(&format!("acc{r}_{c}"), ty)).collect()).collect();
+        let mut out = Vec::new();
+        for row in &acc {
+            for &v in row {
+                let z = self.f().f32(0.0);
+                let value = if vector { self.f().splat(z) } else { z };
+                out.push(Stmt::Set { var: v, value });
+            }
+        }
+        out.extend(match (self.q8, vector) {
+            (false, true) => self.q41_simd(rg, cg, &acc),
+            (false, false) => self.q41_scalar(rg, cg, &acc),
+            (true, true) => self.q80_simd(rg, cg, &acc),
+            (true, false) => self.q80_scalar(rg, cg, &acc),
+        });
+        out.extend(self.store_c(rg, cg, &acc, vector));
+        out
+    }
+
+    /// The block scale `D[col][b]` (and `Mn[col][b]`) as loads.
+    fn scale(&mut self, buf: Handle<Buffer>, col: E, b: E) -> E {
+        let kb = self.k / 32;
+        let srow = self.f().mul_c(col, kb as i64);
+        let si = self.f().add(srow, b);
+        self.f().load(LoadTy::F32, buf, si)
+    }
+
+    /// `acc = fma(D, dot, acc)` (then `fma(Mn, asum, acc)` for Q4_1), splatted on the vector path.
+    fn scale_into(&mut self, acc: Handle<Var>, dot: E, d: E, mn: Option<(E, E)>) -> Stmt {
+        let vector = self.s.vectorize == 4;
+        let sp = |q: &mut Self, x: E| if vector { q.f().splat(x) } else { x };
+        let old = self.f().get(acc);
+        let mut v = old;
+        if let Some((mn, asum)) = mn {
+            let mv = sp(self, mn);
+            v = self.f().fma(mv, asum, v);
+        }
+        let dv = sp(self, d);
+        let value = self.f().fma(dv, dot, v);
+        Stmt::Set { var: acc, value }
+    }
+
+    fn q41_simd(&mut self, rg: E, cg: E, acc: &[Vec<Handle<Var>>]) -> Vec<Stmt> {
+        let (at, asum) = self.at.expect("vector path");
+        let (k, kw) = (self.k, self.k / 8);
+        let rows = acc.len();
+        let dots: Vec<Handle<Var>> = (0..rows).map(|r| self.g.fresh(&format!("dot{r}"), Ty::F32x4)).collect();
+        let wv = self.g.fresh("wv", Ty::U32x4);
+        let qv = self.g.fresh("q", Ty::F32x4);
+        // The seven nibble masks, splatted once.
+        let masks: Vec<Handle<Var>> = (0..7).map(|s| self.g.fresh(&format!("mask{s}"), Ty::U32x4)).collect();
+        let mut out = Vec::new();
+        for (s, &mv) in masks.iter().enumerate() {
+            let c = self.f().i32(15 << (4 * s));
+            let value = self.f().splat(c);
+            out.push(Stmt::Set { var: mv, value });
+        }
+        let (wbuf, dbuf, mbuf) = (self.w, self.d, self.mn.expect("q4_1"));
+        out.extend(self.block_loop(&mut |q, b| {
+            let mut body = Vec::new();
+            for (c, _) in acc[0].iter().enumerate() {
+                let col = q.g.plus_c(cg, c as u32);
+                let wrow = q.f().mul_c(col, kw as i64);
+                let b4 = q.f().mul_c(b, 4);
+                let wi = q.f().add(wrow, b4);
+                let value = q.f().load(LoadTy::U32x4, wbuf, wi);
+                body.push(Stmt::Set { var: wv, value });
+                for s in 0..8u32 {
+                    let w = q.f().get(wv);
+                    let nib = if s < 7 {
+                        let mask = q.f().get(masks[s as usize]);
+                        q.f().bin(BinOp::And, w, mask)
+                    } else {
+                        let sh = q.konst(28);
+                        q.f().bin(BinOp::Shr, w, sh)
+                    };
+                    let value = q.f().exprs.push(Expr::SToF32(nib));
+                    body.push(Stmt::Set { var: qv, value });
+                    for (r, &dot) in dots.iter().enumerate() {
+                        let row = q.g.plus_c(rg, r as u32);
+                        let arow = q.f().mul_c(row, k as i64);
+                        let base = q.g.plus_c(arow, s * kw);
+                        let ai = q.f().add(base, b4);
+                        let av = q.f().load(LoadTy::F32x4, at, ai);
+                        let qe = q.f().get(qv);
+                        let value = if s == 0 {
+                            q.f().mul(qe, av)
+                        } else {
+                            let d = q.f().get(dot);
+                            q.f().fma(qe, av, d)
+                        };
+                        body.push(Stmt::Set { var: dot, value });
+                    }
+                }
+                for (r, &dot) in dots.iter().enumerate() {
+                    let row = q.g.plus_c(rg, r as u32);
+                    let arow = q.f().mul_c(row, kw as i64);
+                    let ai = q.f().add(arow, b4);
+                    let sv = q.f().load(LoadTy::F32x4, asum, ai);
+                    let (d, mn) = (q.scale(dbuf, col, b), q.scale(mbuf, col, b));
+                    let de = q.f().get(dot);
+                    body.push(q.scale_into(acc[r][c], de, d, Some((mn, sv))));
+                }
+            }
+            body
+        }));
+        out
+    }
+
+    fn q41_scalar(&mut self, rg: E, cg: E, acc: &[Vec<Handle<Var>>]) -> Vec<Stmt> {
+        let (k, kw) = (self.k, self.k / 8);
+        let rows = acc.len();
+        let dots: Vec<Handle<Var>> = (0..rows).map(|r| self.g.fresh(&format!("dot{r}"), Ty::F32)).collect();
+        let sums: Vec<Handle<Var>> = (0..rows).map(|r| self.g.fresh(&format!("asum{r}"), Ty::F32)).collect();
+        let word = self.g.fresh("word", Ty::I32);
+        let qv = self.g.fresh("q", Ty::F32);
+        let (abuf, wbuf, dbuf, mbuf) = (self.a, self.w, self.d, self.mn.expect("q4_1"));
+        self.block_loop(&mut |q, b| {
+            let mut body = Vec::new();
+            // The block's sum of A, per row.
+            for (r, &sv) in sums.iter().enumerate() {
+                let row = q.g.plus_c(rg, r as u32);
+                let arow = q.f().mul_c(row, k as i64);
+                let b32 = q.f().mul_c(b, 32);
+                let base = q.f().add(arow, b32);
+                let mut sum: Option<E> = None;
+                for i in 0..32 {
+                    let ai = q.g.plus_c(base, i);
+                    let v = q.f().load(LoadTy::F32, abuf, ai);
+                    sum = Some(match sum {
+                        None => v,
+                        Some(acc) => q.f().add(acc, v),
+                    });
+                }
+                body.push(Stmt::Set { var: sv, value: sum.expect("32 terms") });
+            }
+            for (c, _) in acc[0].iter().enumerate() {
+                let col = q.g.plus_c(cg, c as u32);
+                for &d in &dots {
+                    let value = q.f().f32(0.0);
+                    body.push(Stmt::Set { var: d, value });
+                }
+                for wi in 0..4u32 {
+                    let wrow = q.f().mul_c(col, kw as i64);
+                    let b4 = q.f().mul_c(b, 4);
+                    let idx = q.f().add(wrow, b4);
+                    let idx = q.g.plus_c(idx, wi);
+                    let value = q.f().load(LoadTy::U32, wbuf, idx);
+                    body.push(Stmt::Set { var: word, value });
+                    for s in 0..8u32 {
+                        let w = q.f().get(word);
+                        let sh = q.konst(4 * s);
+                        let shifted = q.f().bin(BinOp::Shr, w, sh);
+                        let mask = q.konst(15);
+                        let nib = q.f().bin(BinOp::And, shifted, mask);
+                        let value = q.f().exprs.push(Expr::ToF32(nib));
+                        body.push(Stmt::Set { var: qv, value });
+                        for (r, &d) in dots.iter().enumerate() {
+                            let row = q.g.plus_c(rg, r as u32);
+                            let arow = q.f().mul_c(row, k as i64);
+                            let b32 = q.f().mul_c(b, 32);
+                            let ai = q.f().add(arow, b32);
+                            let ai = q.g.plus_c(ai, wi * 8 + s);
+                            let av = q.f().load(LoadTy::F32, abuf, ai);
+                            let qe = q.f().get(qv);
+                            let de = q.f().get(d);
+                            let value = q.f().fma(qe, av, de);
+                            body.push(Stmt::Set { var: d, value });
+                        }
+                    }
+                }
+                for r in 0..rows {
+                    let (d, mn) = (q.scale(dbuf, col, b), q.scale(mbuf, col, b));
+                    let (de, se) = (q.f().get(dots[r]), q.f().get(sums[r]));
+                    body.push(q.scale_into(acc[r][c], de, d, Some((mn, se))));
+                }
+            }
+            body
+        })
+    }
+
+    fn q80_simd(&mut self, rg: E, cg: E, acc: &[Vec<Handle<Var>>]) -> Vec<Stmt> {
+        let (k, kw) = (self.k, self.k / 4);
+        let rows = acc.len();
+        let dots: Vec<Handle<Var>> = (0..rows).map(|r| self.g.fresh(&format!("dot{r}"), Ty::F32x4)).collect();
+        let wv = self.g.fresh("wv", Ty::U32x4);
+        let halves = [self.g.fresh("h16lo", Ty::U32x4), self.g.fresh("h16hi", Ty::U32x4)];
+        let qv = self.g.fresh("q", Ty::F32x4);
+        let (abuf, wbuf, dbuf) = (self.a, self.w, self.d);
+        self.block_loop(&mut |q, b| {
+            let mut body = Vec::new();
+            for (c, _) in acc[0].iter().enumerate() {
+                let col = q.g.plus_c(cg, c as u32);
+                // Two loads of 16 bytes: eight f32x4 of consecutive K.
+                for h in 0..2u32 {
+                    let wrow = q.f().mul_c(col, kw as i64);
+                    let b8 = q.f().mul_c(b, 8);
+                    let wi = q.f().add(wrow, b8);
+                    let wi = q.g.plus_c(wi, 4 * h);
+                    let value = q.f().load(LoadTy::U32x4, wbuf, wi);
+                    body.push(Stmt::Set { var: wv, value });
+                    for (i, (&hv, e)) in halves.iter().zip([Extend::I8Low, Extend::I8High]).enumerate() {
+                        let w = q.f().get(wv);
+                        let value = q.f().exprs.push(Expr::ExtendS(w, e));
+                        body.push(Stmt::Set { var: hv, value });
+                        for (j, e) in [Extend::I16Low, Extend::I16High].into_iter().enumerate() {
+                            let quad = 4 * h + 2 * i as u32 + j as u32;
+                            let hx = q.f().get(hv);
+                            let wide = q.f().exprs.push(Expr::ExtendS(hx, e));
+                            let value = q.f().exprs.push(Expr::SToF32(wide));
+                            body.push(Stmt::Set { var: qv, value });
+                            for (r, &dot) in dots.iter().enumerate() {
+                                let row = q.g.plus_c(rg, r as u32);
+                                let arow = q.f().mul_c(row, k as i64);
+                                let b32 = q.f().mul_c(b, 32);
+                                let ai = q.f().add(arow, b32);
+                                let ai = q.g.plus_c(ai, 4 * quad);
+                                let av = q.f().load(LoadTy::F32x4, abuf, ai);
+                                let qe = q.f().get(qv);
+                                let value = if quad == 0 {
+                                    q.f().mul(qe, av)
+                                } else {
+                                    let d = q.f().get(dot);
+                                    q.f().fma(qe, av, d)
+                                };
+                                body.push(Stmt::Set { var: dot, value });
+                            }
+                        }
+                    }
+                }
+                for (r, &dot) in dots.iter().enumerate() {
+                    let d = q.scale(dbuf, col, b);
+                    let de = q.f().get(dot);
+                    body.push(q.scale_into(acc[r][c], de, d, None));
+                }
+            }
+            body
+        })
+    }
+
+    fn q80_scalar(&mut self, rg: E, cg: E, acc: &[Vec<Handle<Var>>]) -> Vec<Stmt> {
+        let (k, kw) = (self.k, self.k / 4);
+        let rows = acc.len();
+        let dots: Vec<Handle<Var>> = (0..rows).map(|r| self.g.fresh(&format!("dot{r}"), Ty::F32)).collect();
+        let word = self.g.fresh("word", Ty::I32);
+        let qv = self.g.fresh("q", Ty::F32);
+        let (abuf, wbuf, dbuf) = (self.a, self.w, self.d);
+        self.block_loop(&mut |q, b| {
+            let mut body = Vec::new();
+            for (c, _) in acc[0].iter().enumerate() {
+                let col = q.g.plus_c(cg, c as u32);
+                for &d in &dots {
+                    let value = q.f().f32(0.0);
+                    body.push(Stmt::Set { var: d, value });
+                }
+                for wi in 0..8u32 {
+                    let wrow = q.f().mul_c(col, kw as i64);
+                    let b8 = q.f().mul_c(b, 8);
+                    let idx = q.f().add(wrow, b8);
+                    let idx = q.g.plus_c(idx, wi);
+                    let value = q.f().load(LoadTy::U32, wbuf, idx);
+                    body.push(Stmt::Set { var: word, value });
+                    for j in 0..4u32 {
+                        // q + 128 = ((byte + 128) & 255): unsigned, then back.
+                        let w = q.f().get(word);
+                        let sh = q.konst(8 * j);
+                        let byte = if j == 0 { w } else { q.f().bin(BinOp::Shr, w, sh) };
+                        let biased = q.g.plus_c(byte, 128);
+                        let mask = q.konst(255);
+                        let u = q.f().bin(BinOp::And, biased, mask);
+                        let uf = q.f().exprs.push(Expr::ToF32(u));
+                        let off = q.f().f32(128.0);
+                        let value = q.f().sub(uf, off);
+                        body.push(Stmt::Set { var: qv, value });
+                        for (r, &d) in dots.iter().enumerate() {
+                            let row = q.g.plus_c(rg, r as u32);
+                            let arow = q.f().mul_c(row, k as i64);
+                            let b32 = q.f().mul_c(b, 32);
+                            let ai = q.f().add(arow, b32);
+                            let ai = q.g.plus_c(ai, wi * 4 + j);
+                            let av = q.f().load(LoadTy::F32, abuf, ai);
+                            let qe = q.f().get(qv);
+                            let de = q.f().get(d);
+                            let value = q.f().fma(qe, av, de);
+                            body.push(Stmt::Set { var: d, value });
+                        }
+                    }
+                }
+                for (r, &dot) in dots.iter().enumerate() {
+                    let d = q.scale(dbuf, col, b);
+                    let de = q.f().get(dot);
+                    body.push(q.scale_into(acc[r][c], de, d, None));
+                }
+            }
+            body
+        })
+    }
+
+    fn store_c(&mut self, rg: E, cg: E, acc: &[Vec<Handle<Var>>], hsum: bool) -> Vec<Stmt> {
+        let mut out = Vec::new();
+        for (r, row) in acc.iter().enumerate() {
+            for (c, &v) in row.iter().enumerate() {
+                let rr = self.g.plus_c(rg, r as u32);
+                let crow = self.g.f.mul_c(rr, self.ldc as i64);
+                let cc = self.g.plus_c(cg, c as u32);
+                let index = self.f().add(crow, cc);
+                let e = self.f().get(v);
+                let value = if hsum { self.f().exprs.push(Expr::HSum(e)) } else { e };
+                out.push(Stmt::Store { buf: self.c, index, value });
+            }
+        }
+        out
+    }
+}
