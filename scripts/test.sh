@@ -34,8 +34,11 @@ export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
 # --- PostgreSQL --------------------------------------------------------------
 # A throwaway cluster on a free loopback port; the kernel-db and server tests
 # create one database each in it. Tests fail (not skip) when it is missing.
+# fsync off (--fast): the tests check that reports are acknowledged only
+# once committed, and survive a killed server, not a power loss; the
+# benchmarks run durable.
 log "starting PostgreSQL"
-eval "$(scripts/postgres.sh start)"
+eval "$(scripts/postgres.sh start --fast)"
 trap 'scripts/postgres.sh stop "$WEBTUNE_TEST_PG_DIR"' EXIT
 
 # --- Model weights -----------------------------------------------------------

@@ -23,6 +23,7 @@ fn migrator() -> Migrator {
             m(4, "flag tickets", include_str!("../../migrations/0004_flag_tickets.sql")),
             m(5, "running tallies", include_str!("../../migrations/0005_running_tallies.sql")),
             m(6, "retention", include_str!("../../migrations/0006_retention.sql")),
+            m(7, "report path indexes", include_str!("../../migrations/0007_report_path_indexes.sql")),
         ]),
         ..Migrator::DEFAULT
     }

@@ -52,9 +52,15 @@
 //!   eligible kernel of its own, and never deletes it.
 //! - A ticket is accepted once: a second measurement quoting it is refused
 //!   with [`DbError::TicketReused`].
-//! - Writes are serialised by one lock per [`Db`], so SQLite never sees two
-//!   writers (no `SQLITE_BUSY` upgrades) and winner recomputation is never
-//!   interleaved inside one process.
+//! - SQLite: writes are serialised by one lock per [`Db`] and `BEGIN
+//!   IMMEDIATE`, so the file never sees two writers (no `SQLITE_BUSY`
+//!   upgrades). PostgreSQL: no global lock; every transaction that elects
+//!   winners first takes the advisory lock of each winner key it touches
+//!   (op, shape, target, level, key), in one sorted order, and holds them
+//!   until it commits, so two elections at one key never interleave, an
+//!   election sees every report committed before it, and reports at other
+//!   keys commit at once, on any number of servers and writer tasks.
+//!   Imports and compaction take the writers' lock exclusively.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), webtune_kernel_db::DbError> {
@@ -86,6 +92,7 @@ pub use bundles::Imported;
 pub use connect::Db;
 pub use dashboard::{DashboardCounts, DeviceGroup, FlagHour, HourCount, SeriesBucket, hour_of};
 pub use elect::{Ballot, Evidence, Standing, Step, TIME_WINDOW, Tally, VotePolicy, elect, elect_step, flag_excluded};
+pub use reports::{PlanSample, StatementPlan};
 pub use retention::Compacted;
 pub use types::*;
 

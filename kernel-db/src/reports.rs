@@ -102,59 +102,142 @@ pub(crate) struct Job {
     done: tokio::sync::oneshot::Sender<Result<RecordedReport>>,
 }
 
-/// Starts the writer task of a [`Db`]: it commits the reports sent on the
-/// returned channel in groups, holding `lock` (the writers' lock) while it
-/// does. It ends when the [`Db`] (the channel's sender) is dropped.
+/// Writer tasks per [`Db`] on PostgreSQL: groups whose keys differ commit
+/// at once, and while one group holds a key's lock through its commit the
+/// next group does the work that needs no key lock. SQLite has one writer
+/// (the file has one write lock).
+const PG_WRITERS: usize = 4;
+
+/// Times a group is tried again after its transaction failed on a
+/// conflict with another writer (a ticket quoted in two groups at once,
+/// or a deadlock PostgreSQL broke), before its reports are failed.
+const RETRIES: usize = 3;
+
+/// PostgreSQL: the writers analyse the tables a report writes once this
+/// [`Db`] has committed this many reports, and again each time the count
+/// doubles. A fresh database has no statistics until autovacuum's first
+/// pass (a minute or more), and without them PostgreSQL took four equal
+/// key columns as very selective and read a whole key's ballots where the
+/// primary key seeks a few sessions' (plans pinned by `tests/plans.rs`).
+pub(crate) const ANALYZE_FIRST: u64 = 256;
+
+/// When the writers of one [`Db`] analyse next (see [`ANALYZE_FIRST`]).
+struct Analyse {
+    committed: std::sync::atomic::AtomicU64,
+    next: std::sync::atomic::AtomicU64,
+    running: std::sync::atomic::AtomicBool,
+}
+
+impl Analyse {
+    /// Counts `n` committed reports and, at a threshold, starts `ANALYZE`
+    /// on a pooled connection beside the writers (it takes no lock that a
+    /// writer waits for).
+    fn committed(self: &Arc<Self>, n: usize, pool: &Pool<Any>) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let total = self.committed.fetch_add(n as u64, SeqCst) + n as u64;
+        let next = self.next.load(SeqCst);
+        if total < next || self.next.compare_exchange(next, next.saturating_mul(2), SeqCst, SeqCst).is_err() {
+            return;
+        }
+        if self.running.swap(true, SeqCst) {
+            return;
+        }
+        let (me, pool) = (self.clone(), pool.clone());
+        tokio::spawn(async move {
+            // Statistics are an optimisation: a failure changes no data.
+            let _ = sqlx::query("ANALYZE ballots, tallies, measurements, reports, flags").execute(&pool).await;
+            me.running.store(false, SeqCst);
+        });
+    }
+}
+
+/// Starts the writer tasks of a [`Db`]: they commit the reports sent on
+/// the returned channel in groups. On SQLite one task does, holding `lock`
+/// (this process's writers' lock) while it does; on PostgreSQL
+/// [`PG_WRITERS`] tasks do, each group taking the locks of the keys it
+/// elects (see [`begin_report`]), so groups of other keys run at once.
+/// They end when the [`Db`] (the channel's sender) is dropped.
 pub(crate) fn start_writer(
     pool: Pool<Any>,
     backend: Backend,
     lock: Arc<tokio::sync::Mutex<()>>,
     stats: Arc<GroupCounters>,
 ) -> tokio::sync::mpsc::Sender<Job> {
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Job>(4 * GROUP_MAX);
-    tokio::spawn(async move {
-        while let Some(first) = rx.recv().await {
-            let mut group = vec![first];
-            while group.len() < GROUP_MAX {
-                match rx.try_recv() {
-                    Ok(job) => group.push(job),
-                    Err(_) => break,
+    let (tx, rx) = tokio::sync::mpsc::channel::<Job>(4 * GROUP_MAX);
+    let rx = Arc::new(tokio::sync::Mutex::new(rx));
+    let writers = if backend == Backend::Postgres { PG_WRITERS } else { 1 };
+    let analyse = Arc::new(Analyse { committed: Default::default(), next: ANALYZE_FIRST.into(), running: Default::default() });
+    for _ in 0..writers {
+        let (pool, lock, stats, rx, analyse) = (pool.clone(), lock.clone(), stats.clone(), rx.clone(), analyse.clone());
+        tokio::spawn(async move {
+            loop {
+                // One writer at a time takes what is waiting; the others
+                // wait for the next reports.
+                let group = {
+                    let mut rx = rx.lock().await;
+                    let Some(first) = rx.recv().await else { break };
+                    let mut group = vec![first];
+                    while group.len() < GROUP_MAX {
+                        match rx.try_recv() {
+                            Ok(job) => group.push(job),
+                            Err(_) => break,
+                        }
+                    }
+                    group
+                };
+                let _w = if backend == Backend::Sqlite { Some(lock.lock().await) } else { None };
+                let t0 = std::time::Instant::now();
+                let outcomes = commit_group(&pool, backend, &group).await;
+                stats.record(group.len(), t0.elapsed());
+                if backend == Backend::Postgres {
+                    analyse.committed(outcomes.iter().filter(|o| o.is_ok()).count(), &pool);
+                }
+                for (job, outcome) in group.into_iter().zip(outcomes) {
+                    // A caller that stopped waiting finds its report stored anyway.
+                    let _ = job.done.send(outcome);
                 }
             }
-            let _w = lock.lock().await;
-            let t0 = std::time::Instant::now();
-            let outcomes = commit_group(&pool, backend, &group).await;
-            stats.record(group.len(), t0.elapsed());
-            for (job, outcome) in group.into_iter().zip(outcomes) {
-                // A caller that stopped waiting finds its report stored anyway.
-                let _ = job.done.send(outcome);
-            }
-        }
-    });
+        });
+    }
     tx
 }
 
 /// Stores `group` in one transaction and answers each report; a failure
-/// of the transaction itself fails them all. Every report is checked
-/// first (known kernels of its kind, unused tickets), and only the ones
-/// that pass are written, so one bad report fails alone. Then each step is
-/// one statement for the whole group, since each statement is a round trip
-/// to the database and those, not the work, dominated a report's cost.
-/// Each key the group touched is elected once, after all of its ballots:
-/// the winner the group leaves is the election over every session's
-/// latest report with the incumbent from before the group.
+/// of the transaction itself fails them all (after [`RETRIES`] more tries
+/// where it failed on a conflict with another writer). Every report is
+/// checked first (known kernels of its kind, unused tickets), and only the
+/// ones that pass are written, so one bad report fails alone. Then each
+/// step is one statement for the whole group, since each statement is a
+/// round trip to the database and those, not the work, dominated a
+/// report's cost. Each key the group touched is elected once, after all of
+/// its ballots: the winner the group leaves is the election over every
+/// session's latest report with the incumbent from before the group.
 async fn commit_group(pool: &Pool<Any>, backend: Backend, group: &[Job]) -> Vec<Result<RecordedReport>> {
     let failed = |e: &DbError| (0..group.len()).map(|_| Err(DbError::Group(e.to_string()))).collect();
-    let mut tx = match begin_write(pool, backend).await {
-        Ok(tx) => tx,
-        Err(e) => return failed(&e),
-    };
-    match store_group(&mut tx, group).await {
-        Ok(outcomes) => match tx.commit().await {
-            Ok(()) => outcomes,
-            Err(e) => failed(&e.into()),
-        },
-        Err(e) => failed(&e),
+    let mut tries = 0;
+    loop {
+        let outcome = async {
+            let mut tx = begin_report(pool, backend).await?;
+            let outcomes = store_group(&mut tx, group).await?;
+            tx.commit().await?;
+            Ok::<_, DbError>(outcomes)
+        }
+        .await;
+        match outcome {
+            Ok(outcomes) => return outcomes,
+            Err(e) if tries < RETRIES && is_conflict(&e) => tries += 1,
+            Err(e) => return failed(&e),
+        }
+    }
+}
+
+/// Whether `e` is PostgreSQL refusing a transaction for what a concurrent
+/// one did (unique violation, deadlock, serialisation failure): trying
+/// again, after the other committed, gives a real answer.
+fn is_conflict(e: &DbError) -> bool {
+    match e {
+        DbError::Sqlx(sqlx::Error::Database(d)) => matches!(d.code().as_deref(), Some("23505" | "40P01" | "40001")),
+        _ => false,
     }
 }
 
@@ -224,6 +307,16 @@ async fn store_group(conn: &mut AnyConnection, group: &[Job]) -> Result<Vec<Resu
             }
         }
     }
+    // Everything from here reads or writes what belongs to the group's
+    // keys: ballots (a session's are at its own keys), tallies, flags
+    // read by elections, winners.
+    let mut locks: Vec<(&KernelKind, Level, &str)> = Vec::new();
+    for a in &accepted {
+        for level in Level::STORED {
+            locks.push((&a.job.report.kind, level, a.job.keys.key(level).unwrap_or_default()));
+        }
+    }
+    lock_keys(conn, &locks).await?;
     // Ballots per (kind, space); elections per kind, once per key.
     let mut by_space: std::collections::BTreeMap<(&KernelKind, &str), Vec<&Accepted>> = std::collections::BTreeMap::new();
     for a in &accepted {
@@ -272,13 +365,17 @@ async fn kernels_of(conn: &mut AnyConnection, shas: &[&str]) -> Result<std::coll
     if shas.is_empty() {
         return Ok(known);
     }
-    let mut q = Sql::new(conn, "SELECT sha256, op, shape, target FROM kernels WHERE sha256 IN (");
-    q.list(shas.iter().map(|s| s.to_string())).push(")");
-    for r in q.query()?.fetch_all(&mut *conn).await? {
+    for r in kernels_sql(conn, shas).query()?.fetch_all(&mut *conn).await? {
         let kind = KernelKind { op: r.try_get("op")?, shape: r.try_get("shape")?, target: r.try_get("target")? };
         known.insert(r.try_get::<String, _>("sha256")?, kind);
     }
     Ok(known)
+}
+
+fn kernels_sql(conn: &AnyConnection, shas: &[&str]) -> Sql {
+    let mut q = Sql::new(conn, "SELECT sha256, op, shape, target FROM kernels WHERE sha256 IN (");
+    q.list(shas.iter().map(|s| s.to_string())).push(")");
+    q
 }
 
 /// The reports and their measurements, one statement each.
@@ -349,13 +446,16 @@ async fn cast_ballots(conn: &mut AnyConnection, kind: &KernelKind, space: &str, 
         return Ok(());
     }
     let sessions: Vec<&str> = fresh.keys().copied().collect();
-    let mut q = Sql::new(
+    let old = session_ballots_sql(
         conn,
-        "SELECT session_id, level, level_key, kernel_sha256, weight, created_at, report_id FROM ballots WHERE session_id IN (",
-    );
-    q.list(sessions.iter().map(|s| s.to_string())).push(") AND op = ").bind(kind.op.clone()).push(" AND shape = ").bind(kind.shape.clone());
-    q.push(" AND target = ").bind(kind.target.clone()).push(" AND space_checksum = ").bind(space.to_string());
-    let old = q.query()?.fetch_all(&mut *conn).await?;
+        "SELECT session_id, level, level_key, kernel_sha256, weight, created_at, report_id",
+        kind,
+        space,
+        &sessions,
+    )
+    .query()?
+    .fetch_all(&mut *conn)
+    .await?;
     // Sessions whose stored ballot is later than the batch's (clocks of
     // servers sharing a database differ) keep it.
     let mut keep: std::collections::HashSet<String> = std::collections::HashSet::new();
@@ -380,11 +480,8 @@ async fn cast_ballots(conn: &mut AnyConnection, kind: &KernelKind, space: &str, 
     if replaced.is_empty() {
         return Ok(());
     }
-    let mut q = Sql::new(conn, "DELETE FROM ballots WHERE session_id IN (");
-    q.list(replaced.iter().map(|a| a.job.report.session_id.clone())).push(") AND op = ").bind(kind.op.clone());
-    q.push(" AND shape = ").bind(kind.shape.clone()).push(" AND target = ").bind(kind.target.clone());
-    q.push(" AND space_checksum = ").bind(space.to_string());
-    q.query()?.execute(&mut *conn).await?;
+    let gone: Vec<&str> = replaced.iter().map(|a| a.job.report.session_id.as_str()).collect();
+    session_ballots_sql(conn, "DELETE", kind, space, &gone).query()?.execute(&mut *conn).await?;
     let mut q = Sql::new(
         conn,
         "INSERT INTO ballots (session_id, op, shape, target, space_checksum, level, level_key, kernel_sha256, report_id, created_at, \
@@ -422,15 +519,25 @@ async fn cast_ballots(conn: &mut AnyConnection, kind: &KernelKind, space: &str, 
     Ok(())
 }
 
+/// `verb` (`SELECT columns` or `DELETE`) over the ballots of `sessions` in
+/// one kind and space: the primary key's first five columns.
+fn session_ballots_sql(conn: &AnyConnection, verb: &str, kind: &KernelKind, space: &str, sessions: &[&str]) -> Sql {
+    let mut q = Sql::new(conn, verb);
+    q.push(" FROM ballots WHERE session_id IN (").list(sessions.iter().map(|s| s.to_string()));
+    q.push(") AND op = ").bind(kind.op.clone()).push(" AND shape = ").bind(kind.shape.clone());
+    q.push(" AND target = ").bind(kind.target.clone()).push(" AND space_checksum = ").bind(space.to_string());
+    q
+}
+
 /// A transaction that will write, holding the writers' lock from its first
-/// statement. Every transaction that writes winners begins here.
+/// statement, alone: nothing else writes while it runs. For writes that
+/// are not reports ([`Db::import_winners`], [`Db::compact`]).
 /// - SQLite: `BEGIN IMMEDIATE` takes the file's write lock before the first
 ///   read, waiting (`busy_timeout`) for another process's writer; a deferred
 ///   transaction that read first could not upgrade its lock then and failed
 ///   at once with "database is locked".
-/// - PostgreSQL: one transaction-scoped advisory lock, so that servers
-///   sharing the database elect winners one at a time and never from a
-///   tally that misses a concurrent report.
+/// - PostgreSQL: the writers' advisory lock, exclusively: it waits for every
+///   transaction of [`begin_report`] on any server to end, and they for it.
 pub(crate) async fn begin_write(pool: &Pool<Any>, backend: Backend) -> Result<sqlx::Transaction<'static, Any>> {
     match backend {
         Backend::Sqlite => Ok(pool.begin_with("BEGIN IMMEDIATE").await?),
@@ -440,6 +547,58 @@ pub(crate) async fn begin_write(pool: &Pool<Any>, backend: Backend) -> Result<sq
             Ok(tx)
         }
     }
+}
+
+/// A transaction that stores reports or flags and elects the winners of
+/// their keys, which it must lock with [`lock_keys`] before it reads or
+/// writes anything of those keys.
+/// - SQLite: `BEGIN IMMEDIATE`, as [`begin_write`]: one writer at a time.
+/// - PostgreSQL: the writers' advisory lock, shared: any number of these
+///   run at once, on every server, and wait only for [`begin_write`]'s.
+pub(crate) async fn begin_report(pool: &Pool<Any>, backend: Backend) -> Result<sqlx::Transaction<'static, Any>> {
+    match backend {
+        Backend::Sqlite => Ok(pool.begin_with("BEGIN IMMEDIATE").await?),
+        Backend::Postgres => {
+            let mut tx = pool.begin().await?;
+            sqlx::query("SELECT pg_advisory_xact_lock_shared(7765) AS locked").fetch_one(&mut *tx).await?;
+            Ok(tx)
+        }
+    }
+}
+
+/// PostgreSQL: takes the advisory lock of each winner key (kind, level,
+/// key) in `keys` until the transaction ends, in one fixed order (by the
+/// lock's number), so two transactions never wait for each other in a
+/// circle. Two reports wait for each other only where they elect at the
+/// same key; an election then always sees every report committed before
+/// it, and one that committed after it elects again. (A winner key, not a
+/// space's: the winner row is shared by the spaces.) Keys are hashed to 32
+/// bits in their own lock space (two-number advisory locks, class 7766); a
+/// collision only makes two keys wait for each other. SQLite: nothing (the
+/// transaction is already the only writer).
+async fn lock_keys(conn: &mut AnyConnection, keys: &[(&KernelKind, Level, &str)]) -> Result<()> {
+    if !conn.backend_name().eq_ignore_ascii_case("postgresql") || keys.is_empty() {
+        return Ok(());
+    }
+    let mut ids: Vec<i32> = keys
+        .iter()
+        .map(|(kind, level, key)| {
+            use sha2::{Digest, Sha256};
+            let text = [kind.op.as_str(), &kind.shape, &kind.target, level.name(), key].join("\0");
+            let d = Sha256::digest(text.as_bytes());
+            i32::from_le_bytes([d[0], d[1], d[2], d[3]])
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    // One statement; a VALUES list is read in its order.
+    let mut q = Sql::new(conn, "SELECT pg_advisory_xact_lock(7766, k) AS locked FROM (VALUES ");
+    for id in ids {
+        q.row().bind(id).push(")");
+    }
+    q.push(") AS v(k)");
+    q.query()?.execute(&mut *conn).await?;
+    Ok(())
 }
 
 /// SQL text built together with its arguments, so that its placeholders
@@ -545,24 +704,28 @@ struct Elected {
     seat_changed: bool,
 }
 
-/// Re-elects the winner at each of `levels` (one kind; any spaces) from
-/// the running tallies and stores them; where no kernel is eligible, the
-/// standing winner of the same space is removed only if flags exclude it
-/// (another space's winner is never touched). The winners, by level.
-async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &VotePolicy, now: i64) -> Result<Vec<Elected>> {
+/// The standings at `levels` (one kind).
+fn standings_sql(conn: &AnyConnection, levels: &[At<'_>]) -> Sql {
     let kind = levels[0].kind;
-    debug_assert!(levels.iter().all(|l| l.kind == kind));
-    // Standings, incumbents and flags of every level in one statement
-    // each; a level's row is matched by (level, key, space).
     let mut q = Sql::new(conn, "SELECT level, level_key, space_checksum, kernel_sha256, votes, sessions FROM tallies WHERE op = ");
     q.bind(kind.op.clone()).push(" AND shape = ").bind(kind.shape.clone()).push(" AND target = ").bind(kind.target.clone());
     q.push(" AND sessions > 0 AND ").keys(levels, true).push(" ORDER BY kernel_sha256");
-    let tally_rows = q.query()?.fetch_all(&mut *conn).await?;
+    q
+}
+
+/// The winners standing at `levels` (one kind).
+fn incumbents_sql(conn: &AnyConnection, levels: &[At<'_>]) -> Sql {
+    let kind = levels[0].kind;
     let mut q = Sql::new(conn, "SELECT level, level_key, space_checksum, kernel_sha256 FROM winners WHERE op = ");
     q.bind(kind.op.clone()).push(" AND shape = ").bind(kind.shape.clone()).push(" AND target = ").bind(kind.target.clone());
     q.push(" AND ").keys(levels, true);
-    let incumbent_rows = q.query()?.fetch_all(&mut *conn).await?;
-    // Flags are per key, whatever the space.
+    q
+}
+
+/// Distinct flagging sessions per kernel at each of `levels` (one kind):
+/// flags are per key, whatever the space.
+fn flags_sql(conn: &AnyConnection, levels: &[At<'_>]) -> Sql {
+    let kind = levels[0].kind;
     let mut q = Sql::new(conn, "");
     for (i, l) in levels.iter().enumerate() {
         let col = match l.level {
@@ -577,7 +740,21 @@ async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &Vote
         q.bind(kind.op.clone()).push(" AND shape = ").bind(kind.shape.clone()).push(" AND target = ").bind(kind.target.clone());
         q.push(&format!(" AND {col} = ")).bind(l.key.to_string()).push(" GROUP BY kernel_sha256");
     }
-    let flag_rows = q.query()?.fetch_all(&mut *conn).await?;
+    q
+}
+
+/// Re-elects the winner at each of `levels` (one kind; any spaces) from
+/// the running tallies and stores them; where no kernel is eligible, the
+/// standing winner of the same space is removed only if flags exclude it
+/// (another space's winner is never touched). The winners, by level.
+async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &VotePolicy, now: i64) -> Result<Vec<Elected>> {
+    let kind = levels[0].kind;
+    debug_assert!(levels.iter().all(|l| l.kind == kind));
+    // Standings, incumbents and flags of every level in one statement
+    // each; a level's row is matched by (level, key, space).
+    let tally_rows = standings_sql(conn, levels).query()?.fetch_all(&mut *conn).await?;
+    let incumbent_rows = incumbents_sql(conn, levels).query()?.fetch_all(&mut *conn).await?;
+    let flag_rows = flags_sql(conn, levels).query()?.fetch_all(&mut *conn).await?;
 
     let matches = |r: &sqlx::any::AnyRow, l: &At| -> Result<bool> {
         Ok(r.try_get::<String, _>("level")? == l.level.name()
@@ -700,6 +877,20 @@ async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &Vote
     Ok(out)
 }
 
+/// A kernel's median over its latest ballots at a key (see [`median_of`]).
+const MEDIAN_SQL: &str = concat!(
+    "SELECT median_us FROM (SELECT median_us FROM ballots WHERE ",
+    at_key!(),
+    " AND kernel_sha256 = $7 ORDER BY created_at DESC, report_id DESC LIMIT $8) AS recent ORDER BY median_us LIMIT $9 OFFSET $10"
+);
+
+/// A kernel's latest ballots at a key (see [`ballots_of`]).
+const BALLOTS_SQL: &str = concat!(
+    "SELECT session_id, weight, median_us FROM ballots WHERE ",
+    at_key!(),
+    " AND kernel_sha256 = $7 ORDER BY created_at DESC, report_id DESC LIMIT $8"
+);
+
 /// The median of `kernel`'s times at `at` over its latest `n` ballots
 /// (`n` at most [`TIME_WINDOW`]), computed in the database: the middle
 /// value, or the mean of the middle two.
@@ -709,11 +900,7 @@ async fn median_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str, sessions
         return Ok(f64::NAN);
     }
     let rows = at
-        .bind(sqlx::query(concat!(
-            "SELECT median_us FROM (SELECT median_us FROM ballots WHERE ",
-            at_key!(),
-            " AND kernel_sha256 = $7 ORDER BY created_at DESC, report_id DESC LIMIT $8) AS recent ORDER BY median_us LIMIT $9 OFFSET $10"
-        )))
+        .bind(sqlx::query(MEDIAN_SQL))
         .bind(kernel.to_string())
         .bind(n as i64)
         .bind(if n.is_multiple_of(2) { 2i64 } else { 1 })
@@ -730,16 +917,7 @@ async fn median_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str, sessions
 
 /// `kernel`'s latest [`TIME_WINDOW`] ballots at `at`, most recent first.
 async fn ballots_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str) -> Result<Vec<Ballot>> {
-    let rows = at
-        .bind(sqlx::query(concat!(
-            "SELECT session_id, weight, median_us FROM ballots WHERE ",
-            at_key!(),
-            " AND kernel_sha256 = $7 ORDER BY created_at DESC, report_id DESC LIMIT $8"
-        )))
-        .bind(kernel.to_string())
-        .bind(TIME_WINDOW as i64)
-        .fetch_all(&mut *conn)
-        .await?;
+    let rows = at.bind(sqlx::query(BALLOTS_SQL)).bind(kernel.to_string()).bind(TIME_WINDOW as i64).fetch_all(&mut *conn).await?;
     rows.iter()
         .map(|r| Ok(Ballot { session: r.try_get("session_id")?, weight: r.try_get("weight")?, median_us: r.try_get("median_us")? }))
         .collect()
@@ -753,12 +931,16 @@ async fn weights_of(
     kernel: &str,
     sessions: &[String],
 ) -> Result<std::collections::HashMap<String, i64>> {
+    let rows = weights_sql(conn, at, kernel, sessions).query()?.fetch_all(&mut *conn).await?;
+    rows.iter().map(|r| Ok((r.try_get("session_id")?, r.try_get("weight")?))).collect()
+}
+
+fn weights_sql(conn: &AnyConnection, at: &At<'_>, kernel: &str, sessions: &[String]) -> Sql {
     let mut q = Sql::new(conn, "SELECT session_id, weight FROM ballots WHERE op = ");
     q.bind(at.kind.op.clone()).push(" AND shape = ").bind(at.kind.shape.clone()).push(" AND target = ").bind(at.kind.target.clone());
     q.push(" AND ").keys(std::slice::from_ref(at), true).push(" AND kernel_sha256 = ").bind(kernel.to_string());
     q.push(" AND session_id IN (").list(sessions.iter().cloned()).push(")");
-    let rows = q.query()?.fetch_all(&mut *conn).await?;
-    rows.iter().map(|r| Ok((r.try_get("session_id")?, r.try_get("weight")?))).collect()
+    q
 }
 
 /// The index of the first of `tickets` already quoted by a measurement or
@@ -773,10 +955,20 @@ async fn tickets_in_use(conn: &mut AnyConnection, tickets: &[&str]) -> Result<st
     if tickets.is_empty() {
         return Ok(Default::default());
     }
+    Ok(tickets_sql(conn, tickets)
+        .query()?
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .map(|r| r.try_get("ticket"))
+        .collect::<std::result::Result<_, _>>()?)
+}
+
+fn tickets_sql(conn: &AnyConnection, tickets: &[&str]) -> Sql {
     let mut q = Sql::new(conn, "SELECT ticket FROM measurements WHERE ticket IN (");
     q.list(tickets.iter().map(|t| t.to_string())).push(") UNION ALL SELECT ticket FROM flags WHERE ticket IN (");
     q.list(tickets.iter().map(|t| t.to_string())).push(")");
-    Ok(q.query()?.fetch_all(&mut *conn).await?.iter().map(|r| r.try_get("ticket")).collect::<std::result::Result<_, _>>()?)
+    q
 }
 
 impl Db {
@@ -832,7 +1024,10 @@ impl Db {
     ) -> Result<()> {
         let now = now_ms();
         let _w = self.write.lock().await;
-        let mut tx = begin_write(&self.pool, self.backend).await?;
+        let mut tx = begin_report(&self.pool, self.backend).await?;
+        let locks: Vec<(&KernelKind, Level, &str)> =
+            Level::STORED.iter().map(|&level| (kind, level, keys.key(level).unwrap_or_default())).collect();
+        lock_keys(&mut tx, &locks).await?;
         if tickets_used(&mut tx, &[ticket]).await?.is_some() {
             return Err(DbError::TicketReused(kernel.to_string()));
         }
@@ -904,4 +1099,84 @@ async fn insert_flag(
     .execute(&mut *conn)
     .await?;
     Ok(())
+}
+
+/// Where [`Db::report_path_plans`] asks its statements about: values as
+/// a report would bring them.
+#[derive(Clone, Debug)]
+pub struct PlanSample {
+    pub kind: KernelKind,
+    pub space: String,
+    pub keys: DeviceKeys,
+    /// Sessions whose ballots a group replaces (a group's worth).
+    pub sessions: Vec<String>,
+    /// Tickets a group checks.
+    pub tickets: Vec<String>,
+    /// Kernels a group names; the first is the one elections read.
+    pub kernels: Vec<String>,
+}
+
+/// One statement of the report path and the engine's plan for it:
+/// PostgreSQL's `EXPLAIN` text, or SQLite's `EXPLAIN QUERY PLAN` details,
+/// one step a line.
+#[derive(Clone, Debug)]
+pub struct StatementPlan {
+    pub statement: &'static str,
+    pub plan: String,
+}
+
+impl Db {
+    /// The plans the engine would use now for every statement of the
+    /// report path that reads or deletes rows by a key (the inserts go by
+    /// the primary key), built by the same code that runs them, over the
+    /// values of `sample`. For tests that pin the plans; it changes nothing.
+    pub async fn report_path_plans(&self, sample: &PlanSample) -> Result<Vec<StatementPlan>> {
+        let mut conn = self.pool.acquire().await?;
+        let conn: &mut AnyConnection = &mut conn;
+        let pg = self.backend == Backend::Postgres;
+        let s = sample;
+        let sessions: Vec<&str> = s.sessions.iter().map(String::as_str).collect();
+        let tickets: Vec<&str> = s.tickets.iter().map(String::as_str).collect();
+        let kernels: Vec<&str> = s.kernels.iter().map(String::as_str).collect();
+        let ats: Vec<At> = Level::STORED.iter().map(|&l| At::new(&s.kind, &s.space, l, &s.keys)).collect();
+        let window: Vec<String> = s.sessions.iter().cycle().take(TIME_WINDOW).cloned().collect();
+        let mut statements: Vec<(&'static str, Sql)> = vec![
+            ("kernels of a group", kernels_sql(conn, &kernels)),
+            ("tickets in use", tickets_sql(conn, &tickets)),
+            (
+                "sessions' ballots",
+                session_ballots_sql(conn, "SELECT session_id, level, level_key, kernel_sha256, weight", &s.kind, &s.space, &sessions),
+            ),
+            ("sessions' ballots deleted", session_ballots_sql(conn, "DELETE", &s.kind, &s.space, &sessions)),
+            ("standings", standings_sql(conn, &ats)),
+            ("incumbents", incumbents_sql(conn, &ats)),
+            ("flags", flags_sql(conn, &ats)),
+            ("weights in sessions", weights_sql(conn, &ats[0], kernels[0], &window)),
+        ];
+        let mut out = Vec::new();
+        for (statement, mut q) in statements.drain(..) {
+            q.text.insert_str(0, if pg { "EXPLAIN " } else { "EXPLAIN QUERY PLAN " });
+            let rows = q.query()?.fetch_all(&mut *conn).await?;
+            out.push(StatementPlan { statement, plan: plan_text(&rows, pg)? });
+        }
+        for (statement, text) in [("median", MEDIAN_SQL), ("latest ballots", BALLOTS_SQL)] {
+            let text = format!("{}{text}", if pg { "EXPLAIN " } else { "EXPLAIN QUERY PLAN " });
+            let mut q = ats[0].bind(sqlx::query(sqlx::AssertSqlSafe(text))).bind(s.kernels[0].clone()).bind(TIME_WINDOW as i64);
+            if statement == "median" {
+                q = q.bind(2i64).bind(10i64);
+            }
+            let rows = q.fetch_all(&mut *conn).await?;
+            out.push(StatementPlan { statement, plan: plan_text(&rows, pg)? });
+        }
+        Ok(out)
+    }
+}
+
+/// The lines of an `EXPLAIN` (PostgreSQL) or `EXPLAIN QUERY PLAN` (SQLite).
+fn plan_text(rows: &[sqlx::any::AnyRow], pg: bool) -> Result<String> {
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|r| if pg { r.try_get::<String, _>(0) } else { r.try_get::<String, _>("detail") })
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(lines.join("\n"))
 }

@@ -11,7 +11,9 @@
 #   scripts/bench/reports.sh [REPORTS] [BIN...]
 #
 # REPORTS defaults to 3000; BIN to target/release/webtune (built here).
-# Needs wrk (apt) and PostgreSQL (scripts/postgres.sh installs it).
+# Needs wrk (apt) and PostgreSQL (scripts/postgres.sh installs it), which
+# runs durable (fsync and synchronous_commit on). scripts/bench/write_path.sh
+# is the 16-core form (256 clients, history scale).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 n="${1:-3000}"
@@ -105,7 +107,9 @@ port=$((port + 1))
 pids+=($!)
 sleep 0.5
 echo "== lookups: bare axum, idle (wrk -t1 -c16 -d2s)"
-wrk -t1 -c16 -d2s --latency "http://127.0.0.1:$port/" | grep -E 'Requests/sec|99%'
+# The same path and query as the lookups above (bare axum routes only
+# /v1/kernels/best: `/` was a 404).
+wrk -t1 -c16 -d2s --latency "http://127.0.0.1:$port/v1/kernels/best?$query" | grep -E 'Requests/sec|99%|Non-2xx'
 stop_servers
 
 # Three servers on one PostgreSQL against one.
