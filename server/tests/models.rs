@@ -53,7 +53,7 @@ async fn the_store_is_served_with_etags_and_clear_404s() {
     let list: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(
         list,
-        serde_json::json!({"models": [{"name": "tiny-bert", "architecture": "bert", "hidden_size": 32, "layers": 2,
+        serde_json::json!({"models": [{"name": "tiny-bert", "architecture": "bert", "task": "feature-extraction", "hidden_size": 32, "layers": 2,
                                        "max_seq_length": 32, "manifest_sha256": imported.manifest_sha256}]})
     );
 
@@ -160,7 +160,7 @@ async fn the_command_line_imports_lists_and_serves() {
     assert!(work.join("webtune-models/models/tiny-bert.json").is_file());
     let out = run(&["model", "list", "--database-url", &db_url]);
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(stdout.starts_with("tiny-bert\tbert\tlayers 2\thidden 32\tmax_seq_length 32\t"), "{stdout}");
+    assert!(stdout.starts_with("tiny-bert\tbert\tfeature-extraction\tlayers 2\thidden 32\tmax_seq_length 32\t"), "{stdout}");
 
     // A bad model: status 1 and one line on stderr.
     let mut c = config();

@@ -18,7 +18,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use webtune_models::{Manifest, Store, is_blob_name, is_model_name};
+use webtune_models::{Manifest, ModelManifest, Store, is_blob_name, is_model_name};
 
 use super::App;
 use super::error::{ApiError, ApiResult};
@@ -52,14 +52,25 @@ fn cors() -> (header::HeaderName, HeaderValue) {
     (header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"))
 }
 
-/// A model's manifest (bytes and content), or 404.
-async fn read_manifest(app: &App, name: &str) -> ApiResult<(Vec<u8>, Manifest)> {
+/// A model's manifest (bytes and content, either format), or 404.
+async fn read_manifest(app: &App, name: &str) -> ApiResult<(Vec<u8>, ModelManifest)> {
     if !is_model_name(name) {
         return Err(unknown_model(name));
     }
     let Some(store) = store(app) else { return Err(unknown_model(name)) };
     let n = name.to_string();
     blocking(move || store.manifest(&n)).await?.ok_or_else(|| unknown_model(name))
+}
+
+/// An encoder's manifest: latency reports and plans cover encoders so far.
+fn encoder(m: ModelManifest) -> ApiResult<Manifest> {
+    match m {
+        ModelManifest::Encoder(m) => Ok(m),
+        ModelManifest::Decoder(m) => Err(ApiError::unprocessable(format!(
+            "model `{}` is a {} model; latency reports and plans cover encoders so far",
+            m.name, m.task
+        ))),
+    }
 }
 
 /// `GET /v1/models`
@@ -75,11 +86,12 @@ pub async fn list(State(app): State<Arc<App>>) -> ApiResult<Response> {
             }
             ok.into_iter()
                 .map(|l| ModelSummary {
-                    name: l.manifest.name,
-                    architecture: l.manifest.architecture,
-                    hidden_size: l.manifest.config.hidden_size,
-                    layers: l.manifest.config.num_hidden_layers,
-                    max_seq_length: l.manifest.max_seq_length,
+                    name: l.manifest.name().to_string(),
+                    architecture: l.manifest.architecture().to_string(),
+                    task: l.manifest.task().to_string(),
+                    hidden_size: l.manifest.hidden_size(),
+                    layers: l.manifest.layers(),
+                    max_seq_length: l.manifest.max_seq_length(),
                     manifest_sha256: l.manifest_sha256,
                 })
                 .collect()
@@ -89,11 +101,11 @@ pub async fn list(State(app): State<Arc<App>>) -> ApiResult<Response> {
 }
 
 /// `GET /v1/models/{name}`
-/// A bundle's manifest (format 1): config, pooling, blobs and tensor
-/// layout; its ETag is the quoted SHA-256 of these bytes, revalidate with
-/// If-None-Match.
+/// A bundle's manifest (format 1, an encoder; format 2, a decoder): config,
+/// blobs and tensor layout; its ETag is the quoted SHA-256 of these bytes,
+/// revalidate with If-None-Match.
 #[utoipa::path(get, path = "/v1/models/{name}", params(("name" = String, Path, pattern = "^[a-z0-9]([a-z0-9.-]{0,62}[a-z0-9])?$"), ("If-None-Match" = Option<String>, Header)), responses(
-    (status = 200, description = "The manifest", body = Manifest),
+    (status = 200, description = "The manifest", body = ModelManifest),
     (status = 304, description = "Not modified"),
     (status = 404, response = ErrorBody)))]
 pub async fn manifest(State(app): State<Arc<App>>, Path(name): Path<String>, headers: HeaderMap) -> ApiResult<Response> {
@@ -147,7 +159,7 @@ pub async fn blob(State(app): State<Arc<App>>, Path((name, sha)): Path<(String, 
         // would hand out bytes that do not match the hash.
         return Err(ApiError::internal(format!("{}: {len} bytes, the manifest of `{name}` says {}", path.display(), listed.bytes)));
     }
-    let ctype = if sha == m.tokenizer.sha256 { "application/json" } else { "application/octet-stream" };
+    let ctype = if sha == m.tokenizer().sha256 { "application/json" } else { "application/octet-stream" };
     let body = Body::from_stream(tokio_util::io::ReaderStream::with_capacity(file, CHUNK));
     Ok((common, [(header::CONTENT_TYPE, HeaderValue::from_static(ctype)), (header::CONTENT_LENGTH, HeaderValue::from(len))], body)
         .into_response())
@@ -191,7 +203,7 @@ pub async fn latency(
             format!("too many reports from this session; retry in {} s", wait.as_secs().max(1)),
         ));
     }
-    let (_, m) = read_manifest(&app, &name).await?;
+    let m = encoder(read_manifest(&app, &name).await?.1)?;
     if !TARGETS.iter().any(|(t, _)| *t == req.target) {
         return Err(ApiError::unprocessable(format!("target must be `wasm` or `webgpu`, got `{}`", req.target)));
     }
@@ -246,7 +258,7 @@ pub async fn plan(
             super::MAX_KEY_LEN
         )));
     }
-    let (_, m) = read_manifest(&app, &name).await?;
+    let m = encoder(read_manifest(&app, &name).await?.1)?;
     let batch = q.batch.unwrap_or(1);
     let seq_len = q.seq_len.unwrap_or(m.max_seq_length.min(128));
     check_shape(&m, batch, seq_len)?;

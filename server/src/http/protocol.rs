@@ -175,7 +175,10 @@ pub struct ModelList {
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct ModelSummary {
     pub name: String,
+    /// `bert` (an encoder, manifest format 1) or `llama` (a decoder, format 2).
     pub architecture: String,
+    /// `feature-extraction` (sentence embeddings) or `text-generation`.
+    pub task: String,
     pub hidden_size: usize,
     pub layers: usize,
     pub max_seq_length: u32,
