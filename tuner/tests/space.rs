@@ -543,3 +543,40 @@ fn f16_ops_take_the_f32_tiles_on_webgpu_and_none_on_wasm() {
     let op = Op::parse("matmul+f16", "64,64,64").unwrap();
     assert!(space(&op, Target::Wasm, &cpu).schedules.is_empty());
 }
+
+/// The GGUF ops of SmolLM2 (decode, M = 1, and a 128-token prefill) on Wasm:
+/// at most 32 candidates on every device, each valid and compiling, the
+/// best first by matmul_q4's rules; no WGSL space (Wasm-only ops).
+#[test]
+fn gguf_ops_get_wasm_spaces_only() {
+    let shapes = [
+        ("matmul_q4_1", "1,576,960"),
+        ("matmul_q4_1", "1,576,3072"),
+        ("matmul_q4_1", "1,1536,576"),
+        ("matmul_q4_1", "128,576,1536"),
+        ("matmul_q8_0", "1,576,49152"),
+        ("matmul_q8_0", "128,576,960"),
+    ];
+    for d in devices() {
+        for (kind, shape) in shapes {
+            let op = Op::parse(kind, shape).unwrap();
+            let s = space(&op, Target::Wasm, &d);
+            assert!(!s.schedules.is_empty() && s.schedules.len() <= 32, "{op} {}: {}", d.keys, s.schedules.len());
+            assert!(s.naive_size > 10 * s.schedules.len() as u64, "{op}: naive {}", s.naive_size);
+            for c in s.schedules.iter().take(3) {
+                compile(&op, Target::Wasm, c).unwrap_or_else(|e| panic!("{op} {}: {e}", d.keys));
+            }
+            for c in &s.schedules {
+                c.check(&op, Target::Wasm).unwrap_or_else(|e| panic!("{op} {}: {e}", d.keys));
+                assert!(!c.cache_read && c.r0 % 32 == 0, "{op}: {c:?}");
+            }
+            assert!(space(&op, Target::Wgsl, &d).schedules.is_empty(), "{op} on WGSL");
+        }
+    }
+    // The same tiles as matmul_q4 where the registers allow: Q8_0's first
+    // candidate is Q4's first on a decode shape.
+    let d = &devices()[0];
+    let q4 = space(&Op::parse("matmul_q4", "1,576,960").unwrap(), Target::Wasm, d);
+    let q8 = space(&Op::parse("matmul_q8_0", "1,576,960").unwrap(), Target::Wasm, d);
+    assert_eq!((q8.schedules[0].x0, q8.schedules[0].y0), (q4.schedules[0].x0, q4.schedules[0].y0));
+}

@@ -148,6 +148,20 @@ fn devices_without_threads_get_the_space_of_before() {
             assert_eq!(wasm(&op, &d), wasm(&op, &t), "{key} {op}");
         }
     }
+    // The GGUF ops are threaded: decode (M = 1) splits N; the output head's
+    // 49152 columns give every part plenty of work, so threads come first.
+    for key in THREADED {
+        let d = device(key);
+        for (kind, shape) in [("matmul_q8_0", "1,576,49152"), ("matmul_q4_1", "1,576,3072")] {
+            let op = Op::parse(kind, shape).unwrap();
+            let s = wasm(&op, &d);
+            let threaded: Vec<&Schedule> = s.schedules.iter().filter(|c| c.threads > 1).collect();
+            assert!(!threaded.is_empty() && threaded.iter().all(|c| c.split == Some(webtune_compiler::Split::N)), "{key} {op}");
+            if flops(&op) / d.threads as u64 >= PART_FLOPS {
+                assert!(s.schedules[0].threads > 1, "{key} {op}");
+            }
+        }
+    }
     // One core, or a key of before threads: nothing threaded.
     for key in
         ["cpu-x86/relaxed-simd/linux-1t-v8/-", "cpu-x86/relaxed-simd/linux-1t.mt-v8/-", "cpu-unknown/unknown/unknown-unknownt-unknown/-"]

@@ -4,6 +4,7 @@
 //! registers over packed B blocks (`cpu_matmul_in_registers`, V8 and
 //! unmeasured engines); and `matmul_q4` on the CPU.
 
+use webtune_compiler::op::OpKind;
 use webtune_compiler::schedule::{LoopOrder, MAX_R0, MAX_REGISTER_TILE};
 use webtune_compiler::{Op, Schedule};
 
@@ -212,9 +213,20 @@ fn cpu_matmul_in_registers(op: &Op, device: &Device, base: &Schedule, relax: Rel
 }
 
 /// `matmul_q4` on Wasm: register tiles of x0 rows × y0 outputs, each output
-/// a 4-lane accumulator over K (`q4_cpu.rs`).
+/// a 4-lane accumulator over K (`q4_cpu.rs`); also `matmul_q4_1` and
+/// `matmul_q8_0` (`gguf_cpu.rs`), whose kernels have the same tiles and
+/// differ in the registers a tile needs beside its accumulators and in
+/// the words of W and scales a column of W holds.
 pub(super) fn cpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
     let (_, m, k, n) = op.bmkn();
+    // Registers beside the accumulators and dot products (q4: the word and
+    // its nibbles; q4_1: also its seven nibble masks; q8_0: the word, two
+    // widened halves and a quad), and words of W and scales per column.
+    let (extra, col_words) = match op.kind() {
+        OpKind::MatmulQ4_1 => (9, k / 8 + 2 * (k / 32)),
+        OpKind::MatmulQ8_0 => (4, k / 4 + k / 32),
+        _ => (2, k / 8 + k / 32),
+    };
     let (xm, ym) = (np2(m), np2(n));
     let cpu = &device.cpu;
     let l1_words = relax.usable * cpu.l1_bytes as f64 / 4.0;
@@ -222,7 +234,7 @@ pub(super) fn cpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
     for (x0, y0) in register_tiles(xm, ym, 8, 16, base.vectorize == 4, 1, relax) {
         let vectorize = if base.vectorize == 4 && y0 % 4 == 0 { 4 } else { 1 };
         // One accumulator per output, one dot product per row, the word and its nibbles.
-        let live = x0 * y0 + x0 + 2;
+        let live = x0 * y0 + x0 + extra;
         if !cpu_registers_ok(live, cpu.vector_registers, relax) {
             continue;
         }
@@ -231,7 +243,7 @@ pub(super) fn cpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
             for x1 in pow2s(xm).filter(|&x| x >= x0) {
                 for y1 in pow2s(ym).filter(|&y| y >= y0) {
                     // A's rows stay cached while the block's columns of W stream by.
-                    let words = (x1 * k) as f64 + (y1 * (k / 8 + k / 32)) as f64;
+                    let words = (x1 * k) as f64 + (y1 * col_words) as f64;
                     if relax.heuristics && relax.fill > 0.0 && words > l1_words && !(x1 == x0 && y1 == y0) {
                         continue;
                     }

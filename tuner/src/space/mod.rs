@@ -345,8 +345,9 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
                 }
                 gpu_q4(op, device, &b, relax)
             }
-            (OpKind::MatmulQ4, Target::Wasm) => cpu_q4(op, device, &b, relax),
-            (OpKind::MatmulI16, Target::Wgsl) => Vec::new(),
+            (OpKind::MatmulQ4 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0, Target::Wasm) => cpu_q4(op, device, &b, relax),
+            // Wasm-only ops: no WGSL space.
+            (OpKind::MatmulI16 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0, Target::Wgsl) => Vec::new(),
             // The tiles of a matmul over K/2: r0 and r1 count words, and a
             // word of B is as many bytes as an f32, so cache fits carry over.
             (OpKind::MatmulI16, Target::Wasm) => {
@@ -496,8 +497,8 @@ fn canonicalise(op: &Op, target: Target, device: &Device, s: &mut Schedule) {
             s.double_buffer = false;
             s.split_k = 1;
             s.subgroup_reduce = false;
-            if op.kind() == OpKind::MatmulQ4 {
-                // q4_cpu reads neither a loop order nor a packed B tile.
+            if op.kind().block_quantized() {
+                // q4_cpu and gguf_cpu read neither a loop order nor a packed B tile.
                 s.cache_read = false;
                 s.order = webtune_compiler::schedule::LoopOrder::MNK;
                 s.inner_n_first = false;

@@ -1,5 +1,5 @@
-//! Threaded Wasm candidates (`matmul` and `batch_matmul`; `matmul_q4`
-//! kernels run on one thread) for a device whose key says it runs them
+//! Threaded Wasm candidates (`matmul`, `batch_matmul`, `matmul_q4_1` and
+//! `matmul_q8_0`; `matmul_q4` kernels run on one thread) for a device whose key says it runs them
 //! ([`Device::threads`] > 1).
 //!
 //! A threaded kernel divides one dimension of the output into parts of
@@ -141,8 +141,8 @@ pub(super) fn split_variant(op: &Op, s: &Schedule, threads: u32) -> Option<Sched
 
 /// The candidates in their final order: the single-threaded `singles` (best
 /// first) with the threaded variants placed around them (module docs).
-/// Unchanged unless the op is a Wasm `matmul` or `batch_matmul` and the
-/// device runs threads.
+/// Unchanged unless the op is a Wasm `matmul`, `batch_matmul`,
+/// `matmul_q4_1` or `matmul_q8_0` and the device runs threads.
 pub(super) fn with_threads(op: &Op, target: Target, device: &Device, singles: Vec<Cand>) -> Vec<Cand> {
     if target != Target::Wasm || op.kind() == OpKind::MatmulQ4 || device.threads < 2 {
         return singles;
