@@ -393,7 +393,9 @@ fn a_wrong_wgsl_kernel_is_reported_wrong_and_not_timed() {
 #[test]
 fn wasm_kernels_run_in_wasmtime() {
     let engine = WasmEngine::new().unwrap();
-    for (kind, shape) in [("matmul", "13,31,7"), ("batch_matmul", "2,5,8,3"), ("matmul_q4", "2,64,5")] {
+    for (kind, shape) in
+        [("matmul", "13,31,7"), ("batch_matmul", "2,5,8,3"), ("matmul_q4", "2,64,5"), ("matmul_q4_1", "2,64,5"), ("matmul_q8_0", "2,64,5")]
+    {
         let op = Op::parse(kind, shape).unwrap();
         let k = compile(&op, Target::Wasm, &Schedule::default_for(&op, Target::Wasm)).unwrap();
         let r = engine

@@ -37,6 +37,9 @@ fn threaded_kernels_run_on_their_threads_and_pass_the_check() {
             cache_read: true,
             ..s
         }),
+        // GGUF decode split over N: Q4_1 with per-part scratch, Q8_0 without.
+        threaded("matmul_q4_1", "1,576,96", |s| Schedule { threads: 3, split: Some(Split::N), y1: 16, ..s }),
+        threaded("matmul_q8_0", "1,576,96", |s| Schedule { threads: 2, split: Some(Split::N), y1: 16, ..s }),
     ];
     let mut with_scratch = false;
     for (op, k) in cases {
