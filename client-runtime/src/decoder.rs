@@ -59,6 +59,8 @@ pub struct Decoder {
     kernels: HashMap<(String, [u32; 3]), Func>,
     tensors: HashMap<String, (Format, HashMap<String, u32>)>,
     buffers: HashMap<String, u32>,
+    /// The buffers of token rows (the others have one row).
+    token_rows: std::collections::HashSet<String>,
     caches: HashMap<String, u32>,
     ids: u32,
     rope: u32,
@@ -128,6 +130,7 @@ impl Decoder {
         let wbase = at;
         at = align(at + weights.len() as u64);
         let mut buffers = HashMap::new();
+        let token_rows = graph.buffers.iter().filter(|b| b.rows == Rows::Tokens).map(|b| b.name.clone()).collect();
         for b in &graph.buffers {
             let rows = if b.rows == Rows::Tokens { max_rows } else { 1 };
             buffers.insert(b.name.clone(), at as u32);
@@ -205,6 +208,7 @@ impl Decoder {
             kernels: tuned,
             tensors: placed,
             buffers,
+            token_rows,
             caches,
             ids: ids as u32,
             rope: rope as u32,
@@ -336,25 +340,29 @@ impl Decoder {
                 }
                 Step::RmsNorm { x, weight, out, eps, last } => {
                     let h = self.graph.hidden;
-                    let (mut x, w, out) = (self.buf(x)?, self.part(weight, "w")?, self.buf(out)?);
+                    let (mut x_at, w, out) = (self.buf(x)?, self.part(weight, "w")?, self.buf(out)?);
                     let rows = if *last {
-                        x += (t - 1) * h * 4;
+                        // The last real row of token rows; a one-row buffer's row.
+                        if self.token_rows.contains(x) {
+                            x_at += (t - 1) * h * 4;
+                        }
                         1
                     } else {
                         t
                     };
-                    self.call_fixed("rmsnorm", &[i(x), i(w), i(out), i(rows), i(h), Val::F32(eps.to_bits())])?
+                    self.call_fixed("rmsnorm", &[i(x_at), i(w), i(out), i(rows), i(h), Val::F32(eps.to_bits())])?
                 }
                 Step::Matmul { kernel, a, weight, format, out, k, n, last } => {
                     let shape = [if *last { 1 } else { m }, *k, *n];
                     let f = *self.kernels.get(&(kernel.clone(), shape)).ok_or_else(|| {
                         RunError::Input(format!("no kernel was loaded for {kernel} {},{},{}", shape[0], shape[1], shape[2]))
                     })?;
-                    let mut a = self.buf(a)?;
-                    if *last {
-                        a += (t - 1) * k * 4;
+                    let mut a_at = self.buf(a)?;
+                    // The last real row of token rows; a one-row buffer's row.
+                    if *last && self.token_rows.contains(a) {
+                        a_at += (t - 1) * k * 4;
                     }
-                    let mut args = vec![i(a), i(self.part(weight, "w")?)];
+                    let mut args = vec![i(a_at), i(self.part(weight, "w")?)];
                     match format {
                         Format::F32 => {}
                         Format::Q4_0 | Format::Q8_0 => args.push(i(self.part(weight, "d")?)),

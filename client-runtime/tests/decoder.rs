@@ -279,3 +279,26 @@ fn sampler_is_greedy_at_zero_temperature_and_seeded_otherwise() {
     let k1 = Sampling { top_k: 1, ..s };
     assert!((0..20).all(|_| Sampler::new(k1).sample(&logits) == 1));
 }
+
+/// The sampling rule is written twice (here and the browser's sampler.ts):
+/// one golden file pins both.
+#[test]
+fn sampler_draws_the_golden_files_tokens() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/web/test/golden/sampler.json")).unwrap();
+    let g: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let cases = g["cases"].as_array().unwrap();
+    assert!(cases.len() >= 5);
+    for c in cases {
+        let logits: Vec<f32> = g["logits"][c["logits"].as_str().unwrap()].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+        let s = Sampling {
+            temperature: c["temperature"].as_f64().unwrap() as f32,
+            top_k: c["top_k"].as_u64().unwrap() as u32,
+            top_p: c["top_p"].as_f64().unwrap() as f32,
+            seed: c["seed"].as_str().unwrap().parse().unwrap(),
+        };
+        let mut r = Sampler::new(s);
+        let got: Vec<u64> = (0..10).map(|_| r.sample(&logits) as u64).collect();
+        let want: Vec<u64> = c["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+        assert_eq!(got, want, "{c}");
+    }
+}
