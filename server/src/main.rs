@@ -24,6 +24,8 @@ enum Cmd {
     Compile(cli::compile::CompileArgs),
     /// The database's upkeep: `db compact` folds raw history older than N days into per-day sums (the retention policy).
     Db(cli::db::DbArgs),
+    /// Generate text with a decoder bundle natively (wasmtime): the text alone on stdout.
+    Generate(cli::generate::GenerateArgs),
     /// Vary one primitive at a time on every engine and classify each as consistent or device-dependent.
     Microbench(cli::microbench::MicrobenchArgs),
     /// The model store: `model import PATH` checks and stores an encoder as a bundle, `model list` lists them.
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Cmd::Bundle(a) => cli::bundle::run(a),
         Cmd::Compile(a) => cli::compile::run(a),
         Cmd::Db(a) => cli::db::run(a),
+        Cmd::Generate(a) => cli::generate::run(a),
         Cmd::Microbench(a) => cli::microbench::run(a),
         Cmd::Model(a) => cli::model::run(a),
         Cmd::Run(a) => cli::run::run(a),

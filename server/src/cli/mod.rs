@@ -39,6 +39,7 @@ pub mod bench;
 pub mod bundle;
 pub mod compile;
 pub mod db;
+pub mod generate;
 pub mod microbench;
 pub mod model;
 pub mod run;

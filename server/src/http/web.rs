@@ -57,6 +57,10 @@ const DIST: &[(&str, &str)] = &[
     dist!("batches.d.ts"),
     dist!("encoder-gpu.d.ts"),
     dist!("bundle.d.ts"),
+    dist!("index.d.ts"),
+    dist!("decoder.d.ts"),
+    dist!("sampler.d.ts"),
+    dist!("text-generator.d.ts"),
 ];
 
 const DEMO_HTML: &str = include_str!("../../../client-runtime/web/demo/index.html");
@@ -93,7 +97,7 @@ pub(super) async fn demo() -> Response {
     (status = 404, response = super::protocol::ErrorBody)))]
 pub(super) async fn file(Path(name): Path<String>) -> Result<Response, ApiError> {
     let Some((_, body)) = DIST.iter().find(|(n, _)| *n == name) else {
-        return Err(ApiError::not_found(format!("no file /web/{name}; the client runtime is /web/webtune.js (types: /web/webtune.d.ts)")));
+        return Err(ApiError::not_found(format!("no file /web/{name}; the client runtime is /web/webtune.js (types: /web/index.d.ts)")));
     };
     let ctype = if name.ends_with(".js") { "text/javascript; charset=utf-8" } else { "application/typescript; charset=utf-8" };
     Ok((
