@@ -5,7 +5,8 @@
 // BENCHMARKS.md. scripts/bench/llm.sh sets everything up and runs it.
 //
 //   node research/web-bench/llm_peers.mjs --q4 Q4_1.gguf --q8 Q8_0.gguf --prompts llm_prompts.json
-//        [--webtune URL --webtune-model NAME] [--threads 1,2] [--rounds 3] [--cold 3] [--tune-s 120] [--probe-rounds 3]
+//        [--webtune URL --webtune-model NAME] [--threads 1,2] [--rounds 3] [--cold 3] [--tune-s 120] [--trace-s 5]
+//        [--probe-rounds 3] [--steps 128]
 //
 // Figures, each the median of --rounds rounds (contenders interleaved within
 // a round, so that noise from a shared machine hits all alike; one untimed
@@ -31,8 +32,10 @@
 // webtune runs with the database as the server has it: first its default
 // kernels (an empty database: the lite space's first candidates), then
 // after `gen.idle()` tuned for up to --tune-s seconds per thread count
-// (how long it took is printed), timed again; cold pages are timed in both
-// states (a new device of the same fingerprint gets the tuned kernels).
+// (how long it took is printed; every --trace-s seconds of it a short
+// decode samples tokens/s, the paper's Fig. 16), timed again; cold pages
+// are timed in both states (with `webtune serve --quorum 1`, a new device
+// of the same fingerprint gets the tuned kernels).
 //
 // Nothing is fetched from outside: a local server serves the page, wllama's
 // ESM build and .wasm from node_modules (npm ci in research/web-bench), the
@@ -71,6 +74,7 @@ const ROUNDS = num('rounds', 3, 1);
 const COLD = num('cold', 3, 0);
 const TUNE_S = num('tune-s', 120, 0);
 const PROBE_ROUNDS = num('probe-rounds', 3, 1);
+const TRACE_S = num('trace-s', 5, 0); // while tuning: a decode sample every this many seconds (0: none)
 const THREADS = String(arg('threads', '1,2')).split(',').map(Number);
 for (const t of THREADS) if (!Number.isInteger(t) || t < 1 || t > 8) fail(`--threads takes counts 1..8, comma-separated, got ${arg('threads')}`);
 const WEBTUNE = arg('webtune', null)?.replace(/\/+$/, '') ?? null;
@@ -261,7 +265,7 @@ try {
         const run = {
           prefill128: (SHORT / a.prefillMs) * 1000, prefill894: (LONG / b.prefillMs) * 1000,
           decode128: (a.steps / a.ms) * 1000, decode1024: (b.steps / b.ms) * 1000,
-          ids128: a.ids?.slice(0, 32) ?? null, wall: [a.wall, b.wall],
+          text128: a.text, wall: [a.wall, b.wall],
         };
         c.runs[tag].push(run);
         log(`${tag} round ${r + 1}/${ROUNDS}, ${c.label}: prefill ${run.prefill128.toFixed(1)} / ${run.prefill894.toFixed(1)} tok/s, decode ${run.decode128.toFixed(1)} / ${run.decode1024.toFixed(1)} tok/s`);
@@ -291,8 +295,9 @@ try {
   if (tuned.length && TUNE_S > 0) {
     for (const c of tuned) {
       await c.page.bringToFront();
-      c.tune = await c.page.evaluate((ms) => window.side.tune(ms), TUNE_S * 1000);
-      log(`${c.label}: tuned ${(c.tune.ms / 1000).toFixed(1)} s (${c.tune.done ? 'every kernel tuned' : 'budget spent'}): ${c.tune.kernels.join('; ')}`);
+      c.tune = await c.page.evaluate(([ms, tr]) => window.side.tune(ms, tr), [TUNE_S * 1000, TRACE_S * 1000]);
+      log(`${c.label}: tuned ${(c.tune.ms / 1000).toFixed(1)} s, ${(c.tune.tuningMs / 1000).toFixed(1)} s of it in idle() (${c.tune.done ? 'every kernel tuned' : 'budget spent'}): ${c.tune.kernels.join('; ')}`);
+      if (c.tune.trace.length) log(`${c.label}: decode tok/s while tuning (16-token prompt, 16 steps): ${c.tune.trace.map((x) => `${x.s.toFixed(0)} s ${x.tokps.toFixed(1)}`).join(', ')}`);
     }
     await timeRounds(tuned, 'tuned');
     await coldRuns(tuned, 'tuned');
@@ -322,10 +327,12 @@ try {
       const f = floorFrac(c, tag, k, s);
       return f === null ? '—' : f.toFixed(2);
     };
-    const label = c.webtune ? `${c.label}, ${tag === 'tuned' ? `tuned ${(c.tune.ms / 1000).toFixed(0)} s` : 'default kernels'}` : c.label;
+    const label = c.webtune ? `${c.label}, ${tag === 'tuned' ? `tuned ${(c.tune.ms / 1000).toFixed(0)} s${c.tune.done ? ' (all kernels)' : ''}` : 'default kernels'}` : c.label;
     console.log(`| ${label} | ${f1(fig(c, tag, 'prefill128'))} | ${f1(fig(c, tag, 'prefill894'))} | ${f1(fig(c, tag, 'decode128'))} | ${f1(fig(c, tag, 'decode1024'))} | ${cold.length ? `${(median(cold.map((x) => x.ms)) / 1000).toFixed(2)} s` : '—'} | ${cold.length ? `${(median(cold.map((x) => x.bytes)) / 1e6).toFixed(1)} MB` : '—'} | ${ff('decode128', SHORT)} | ${ff('decode1024', LONG)} |`);
   }
   console.log(`\nbytes a decode step reads (weights + K/V cache at the run's mean position): ${contenders.filter((c) => c.weights).map((c) => `${c.label.replace(/, \d threads?$/, '')}: ${(bytesPerStep(c, SHORT) / 1e6).toFixed(1)} MB at 128, ${(bytesPerStep(c, LONG) / 1e6).toFixed(1)} MB at 1024`).filter((x, i, a) => a.indexOf(x) === i).join('; ')}`);
+  for (const c of tuned.filter((c) => c.tune?.trace?.length))
+    console.log(`\n${c.label}, decode tok/s while tuning (16-token prompt, 16 steps; seconds since tuning began): ${c.tune.trace.map((x) => `${x.s.toFixed(0)} s: ${x.tokps.toFixed(1)}`).join(', ')}`);
   if (tuned.length) {
     console.log('\nwebtune / wllama at equal threads (> 1: webtune faster; first token: wllama time / webtune time):\n');
     console.log('| webtune | against | prefill 128 | prefill 894 | decode at 128 | decode at 1024 | first token, cold page |');
@@ -340,14 +347,14 @@ try {
         }
       }
     }
-    // Same tokens? The greedy continuation of the 128-token prompt, first 32.
-    const ref = contenders.find((c) => !c.webtune && c.model === 'q4_1')?.runs.default[0].ids128;
+    // The same text? The greedy continuations of the 128-token prompt (wllama computes in 8-bit activations and an f16 cache, so they may part).
+    const ref = contenders.find((c) => !c.webtune && c.model === 'q4_1')?.runs.default[0].text128;
     for (const w of tuned) {
-      const ids = w.runs.default[0].ids128;
-      if (ref && ids) {
+      const text = w.runs.default[0].text128;
+      if (ref != null && text != null) {
         let k = 0;
-        while (k < Math.min(ref.length, ids.length) && ref[k] === ids[k]) k++;
-        console.log(`\n${w.label}: greedy ids equal to wllama Q4_1's for the first ${k} of ${Math.min(ref.length, ids.length)} tokens`);
+        while (k < Math.min(ref.length, text.length) && ref[k] === text[k]) k++;
+        console.log(`\n${w.label}: its greedy text after the 128-token prompt equals wllama Q4_1's for ${k} of ${Math.min(ref.length, text.length)} characters: ${JSON.stringify(text.slice(0, 80))}…`);
       }
     }
   }
