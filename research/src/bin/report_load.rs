@@ -30,16 +30,32 @@ fn main() {
         let http = client();
         let op = Op::parse("matmul", "64,64,64").unwrap();
         eprintln!("preparing {n} sessions and their queues...");
-        let mut bodies = Vec::with_capacity(n);
-        for i in 0..n {
-            let fp = gpu_fingerprint("nvidia", "hopper", &format!("h{}", i % 4));
-            let url = &urls[i % urls.len()];
-            let (sid, _) = open_session(&http, url, &fp).await;
-            let q = queue(&http, url, &sid, "matmul", "64,64,64", "wgsl").await;
-            let entries: Vec<_> = q.iter().take(5).enumerate().map(|(r, c)| entry(&op, c, 100.0 + r as f64)).collect();
-            let to = urls[(i + 1) % urls.len()].clone();
-            bodies.push((to, sid, json!({"op": "matmul", "shape": [64, 64, 64], "target": "wgsl", "entries": entries})));
+        // Prepared by as many tasks as there will be clients (one after
+        // another, 20,000 sessions took minutes); the order is kept.
+        let mut prep = Vec::with_capacity(concurrency);
+        let urls = Arc::new(urls);
+        for w in 0..concurrency.max(1) {
+            let (http, op, urls) = (http.clone(), op.clone(), urls.clone());
+            prep.push(tokio::spawn(async move {
+                let mut mine = Vec::new();
+                for i in (w..n).step_by(concurrency.max(1)) {
+                    let fp = gpu_fingerprint("nvidia", "hopper", &format!("h{}", i % 4));
+                    let url = &urls[i % urls.len()];
+                    let (sid, _) = open_session(&http, url, &fp).await;
+                    let q = queue(&http, url, &sid, "matmul", "64,64,64", "wgsl").await;
+                    let entries: Vec<_> = q.iter().take(5).enumerate().map(|(r, c)| entry(&op, c, 100.0 + r as f64)).collect();
+                    let to = urls[(i + 1) % urls.len()].clone();
+                    mine.push((i, (to, sid, json!({"op": "matmul", "shape": [64, 64, 64], "target": "wgsl", "entries": entries}))));
+                }
+                mine
+            }));
         }
+        let mut bodies = Vec::with_capacity(n);
+        for p in prep {
+            bodies.extend(p.await.unwrap());
+        }
+        bodies.sort_by_key(|b| b.0);
+        let bodies: Vec<_> = bodies.into_iter().rev().map(|b| b.1).collect();
         let bodies = Arc::new(tokio::sync::Mutex::new(bodies));
         let lat = Arc::new(tokio::sync::Mutex::new(Vec::new()));
         eprintln!("sending {n} reports from {concurrency} clients...");

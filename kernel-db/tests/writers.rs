@@ -1,0 +1,214 @@
+//! Several writers on one database (issue 39): three [`Db`]s, each with its
+//! own pool and writer tasks as a server has, take random reports at once,
+//! a session's reports crossing between them and racing each other. After
+//! the burst the running tallies must equal a recount from the raw reports
+//! and measurements (the backfill of migration 0005, run again), and every
+//! stored winner must be what the pure [`elect`] gives over that recount
+//! with it standing, at every key with ballots: no report was lost,
+//! counted twice, or missed by the last election at its key.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use proptest::prelude::*;
+use sqlx::Row;
+use webtune_kernel_db::{Ballot, Db, DeviceKeys, NewMeasurement, NewReport, Tally, VotePolicy, Winner, elect, random_id};
+
+const SESSIONS: usize = 12;
+const KERNELS: usize = 4;
+const POLICY: VotePolicy = VotePolicy { quorum: 2, min_margin: 0.03, vote_margin: 0.25 };
+
+fn keys_of(session: usize) -> DeviceKeys {
+    match session % 4 {
+        0 | 1 => keys("v/a1/d1", "v/a1", "v"),
+        2 => keys("v/a1/d2", "v/a1", "v"),
+        _ => keys("v/a2/d3", "v/a2", "v"),
+    }
+}
+
+/// One report: (session, writer, kernels fastest first with their times
+/// and output checks).
+type Sent = (usize, usize, Vec<(usize, u32, bool)>);
+
+fn sent() -> impl Strategy<Value = Sent> {
+    let ranked = (
+        Just((0..KERNELS).collect::<Vec<_>>()).prop_shuffle(),
+        1..=KERNELS,
+        prop::collection::vec((1u32..30, prop::bool::weighted(0.9)), KERNELS),
+    )
+        .prop_map(|(order, n, t)| order[..n].iter().zip(t).map(|(&k, (m, ok))| (k, m * 10, ok)).collect::<Vec<_>>());
+    (0..SESSIONS, 0..3usize, ranked)
+}
+
+/// `ballots` and `tallies`, row by row.
+async fn tally_rows(pool: &sqlx::AnyPool) -> Vec<String> {
+    let mut out = Vec::new();
+    let ballots = "SELECT level, level_key, session_id, kernel_sha256, report_id, weight, median_us FROM ballots \
+                   ORDER BY level, level_key, session_id, kernel_sha256";
+    for r in sqlx::query(ballots).fetch_all(pool).await.unwrap() {
+        let text: Vec<String> = (0..5).map(|i| r.get::<String, _>(i)).collect();
+        out.push(format!("ballot {} {} {}", text.join(" "), r.get::<i64, _>(5), r.get::<f64, _>(6)));
+    }
+    let tallies = "SELECT level, level_key, kernel_sha256, votes, sessions FROM tallies WHERE sessions > 0 \
+                   ORDER BY level, level_key, kernel_sha256";
+    for r in sqlx::query(tallies).fetch_all(pool).await.unwrap() {
+        let text: Vec<String> = (0..3).map(|i| r.get::<String, _>(i)).collect();
+        out.push(format!("tally {} {} {}", text.join(" "), r.get::<i64, _>(3), r.get::<i64, _>(4)));
+    }
+    out
+}
+
+/// Each key's tallies as the pure rule takes them, from the ballots
+/// (most recent first) and the flags.
+async fn recount(pool: &sqlx::AnyPool) -> BTreeMap<(String, String), Vec<Tally>> {
+    let mut out: BTreeMap<(String, String), BTreeMap<String, Tally>> = BTreeMap::new();
+    let rows = sqlx::query(
+        "SELECT level, level_key, kernel_sha256, session_id, weight, median_us FROM ballots \
+         ORDER BY created_at DESC, report_id DESC",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    for r in rows {
+        let key = (r.get::<String, _>(0), r.get::<String, _>(1));
+        let kernel: String = r.get(2);
+        let t = out.entry(key).or_default().entry(kernel.clone()).or_insert_with(|| Tally {
+            kernel_sha256: kernel,
+            votes: 0,
+            ballots: vec![],
+            flagged_by: 0,
+        });
+        t.votes += r.get::<i64, _>(4);
+        t.ballots.push(Ballot { session: r.get(3), weight: r.get(4), median_us: r.get(5) });
+    }
+    for ((level, key), tallies) in &mut out {
+        let col = match level.as_str() {
+            "device" => "device_key",
+            "arch" => "arch_key",
+            _ => "vendor_key",
+        };
+        let q = format!("SELECT kernel_sha256, COUNT(DISTINCT session_id) AS n FROM flags WHERE {col} = $1 GROUP BY kernel_sha256");
+        for r in sqlx::query(sqlx::AssertSqlSafe(q)).bind(key.clone()).fetch_all(pool).await.unwrap() {
+            if let Some(t) = tallies.get_mut(&r.get::<String, _>(0)) {
+                t.flagged_by = r.get::<i64, _>(1) as usize;
+            }
+        }
+    }
+    out.into_iter().map(|(k, v)| (k, v.into_values().collect())).collect()
+}
+
+async fn three_writers(url: String, burst: Vec<Sent>) -> Result<(), TestCaseError> {
+    let dbs = [Db::connect(&url).await.unwrap(), Db::connect(&url).await.unwrap(), Db::connect(&url).await.unwrap()];
+    let mut shas = Vec::new();
+    for n in 0..KERNELS {
+        shas.push(kernel(&dbs[0], n as u8).await);
+    }
+    let mut sessions = Vec::new();
+    for s in 0..SESSIONS {
+        sessions.push(session(&dbs[0], &keys_of(s)).await);
+    }
+    // Every report at once, each through its writer.
+    let mut pending = Vec::new();
+    for (s, w, ranked) in &burst {
+        let report = NewReport {
+            session_id: sessions[*s].clone(),
+            kind: kind(),
+            space_checksum: "sp".into(),
+            entries: ranked
+                .iter()
+                .map(|&(k, m, ok)| NewMeasurement {
+                    kernel_sha256: shas[k].clone(),
+                    ticket: random_id().unwrap(),
+                    median_us: f64::from(m),
+                    runs: 10,
+                    output_ok: ok,
+                })
+                .collect(),
+        };
+        let db = &dbs[*w];
+        let k = keys_of(*s);
+        pending.push(async move { db.record_report(&report, &k, &POLICY).await });
+    }
+    for outcome in futures_join(pending).await {
+        prop_assert!(outcome.is_ok(), "{:?}", outcome);
+    }
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+    let reports: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM reports").fetch_one(&pool).await.unwrap();
+    prop_assert_eq!(reports as usize, burst.len());
+    // The tallies equal a recount from the raw history.
+    let running = tally_rows(&pool).await;
+    sqlx::raw_sql("DELETE FROM ballots; DELETE FROM tallies").execute(&pool).await.unwrap();
+    let migration = include_str!("../../migrations/0005_running_tallies.sql");
+    let backfill = &migration[migration.find("-- The ballots of the history so far").expect("the backfill's heading")..];
+    sqlx::raw_sql(sqlx::AssertSqlSafe(backfill)).execute(&pool).await.unwrap();
+    prop_assert_eq!(tally_rows(&pool).await, running);
+    // Each key's last election saw every report: the winner's counts are
+    // the recount's, and the rule elects it from the recount with some
+    // incumbent (which one depends on the order the elections ran in).
+    // Where no kernel is eligible a standing winner may stay.
+    let mut winners: BTreeMap<(String, String), Winner> = BTreeMap::new();
+    for w in dbs[0].winners(10_000).await.unwrap() {
+        winners.insert((w.level.name().to_string(), w.level_key.clone()), w);
+    }
+    for (key, tallies) in recount(&pool).await {
+        let stored = winners.get(&key);
+        if elect(&tallies, None, &POLICY).is_none() {
+            continue;
+        }
+        let Some(w) = stored else { return Err(TestCaseError::fail(format!("no winner at {key:?} over {tallies:?}"))) };
+        let t = tallies.iter().find(|t| t.kernel_sha256 == w.kernel_sha256);
+        prop_assert_eq!(t.map(|t| t.votes), Some(w.votes), "winner's votes at {:?}", key);
+        prop_assert_eq!(tallies.iter().map(|t| t.votes).sum::<i64>(), w.total_votes, "total votes at {:?}", key);
+        prop_assert_eq!(tallies.iter().map(|t| t.sessions()).max().unwrap_or(0) as i64, w.reports, "sessions at {:?}", key);
+        let incumbents = std::iter::once(None).chain(tallies.iter().map(|t| Some(t.kernel_sha256.as_str())));
+        let possible: Vec<Option<&str>> = incumbents.map(|i| elect(&tallies, i, &POLICY).map(|t| t.kernel_sha256.as_str())).collect();
+        prop_assert!(
+            possible.contains(&Some(w.kernel_sha256.as_str())),
+            "winner {} at {:?}; the rule elects {:?}",
+            w.kernel_sha256,
+            key,
+            possible
+        );
+    }
+    Ok(())
+}
+
+/// Polls every future until all are done, so that all are queued first.
+async fn futures_join<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut pending: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut done: Vec<Option<F::Output>> = (0..pending.len()).map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut waiting = false;
+        for (f, d) in pending.iter_mut().zip(done.iter_mut()).filter(|(_, d)| d.is_none()) {
+            match f.as_mut().poll(cx) {
+                std::task::Poll::Ready(r) => *d = Some(r),
+                std::task::Poll::Pending => waiting = true,
+            }
+        }
+        if waiting { std::task::Poll::Pending } else { std::task::Poll::Ready(()) }
+    })
+    .await;
+    done.into_iter().map(Option::unwrap).collect()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    #[test]
+    fn sqlite_three_writers_leave_tallies_and_winners_of_a_recount(burst in prop::collection::vec(sent(), 20..80)) {
+        runtime().block_on(three_writers(sqlite_url(), burst))?;
+    }
+
+    #[test]
+    #[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
+    fn postgres_three_writers_leave_tallies_and_winners_of_a_recount(burst in prop::collection::vec(sent(), 20..80)) {
+        runtime().block_on(async { three_writers(postgres_url().await, burst).await })?;
+    }
+}
