@@ -10,13 +10,13 @@
 
 use serde_json::{Value, json};
 use webtune_compiler::Op;
-use webtune_compiler::reference::{check_positions, dequant, inputs, reference};
+use webtune_compiler::reference::{check_positions, dequant, dequant_q4_1, dequant_q8_0, inputs, reference};
 
 const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/reference.json");
 
 /// Small ops covering f32 data, packed u32 words and q4 scales, with seeds
 /// beyond 2^53 (which must never go through a double) and at the edges.
-const CASES: [(&str, &str, u64); 8] = [
+const CASES: [(&str, &str, u64); 10] = [
     ("matmul", "3,5,4", 7),
     // Fused epilogues: bias and R are drawn after A and B, in ABI order.
     ("matmul+bias+gelu+residual", "3,5,4", 8),
@@ -27,6 +27,9 @@ const CASES: [(&str, &str, u64); 8] = [
     // f16 ops: every float input rounded to f16 (q4 scales included).
     ("matmul+bias+f16", "3,5,4", 10),
     ("matmul_q4+f16", "2,64,3", 11),
+    // GGUF blocks: Q4_1's minimums follow their block's scale; Q8_0's signed bytes.
+    ("matmul_q4_1", "2,64,3", 12),
+    ("matmul_q8_0", "2,64,3", 13),
 ];
 
 fn golden() -> Value {
@@ -47,13 +50,18 @@ fn golden() -> Value {
                 "reference": out,
                 "scale": scale,
             });
-            if kind == "matmul_q4" {
+            if kind.starts_with("matmul_q") && !kind.contains('+') {
                 let (_, _, k, n) = op.bmkn();
                 let (k, n) = (k as usize, n as usize);
+                let a = &inp.args;
                 // dequant(W)[n, k] for every n and k, row by row.
                 let dq: Vec<f64> = (0..n)
                     .flat_map(|j| (0..k).map(move |kk| (j, kk)))
-                    .map(|(j, kk)| dequant(&inp.args[1], &inp.args[2], k, j, kk))
+                    .map(|(j, kk)| match kind {
+                        "matmul_q4_1" => dequant_q4_1(&a[1], &a[2], &a[3], k, j, kk),
+                        "matmul_q8_0" => dequant_q8_0(&a[1], &a[2], k, j, kk),
+                        _ => dequant(&a[1], &a[2], k, j, kk),
+                    })
                     .collect();
                 case["dequant"] = json!(dq);
             }

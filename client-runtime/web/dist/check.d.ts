@@ -20,7 +20,11 @@ export declare function epilogue(p: ParsedOp, x: number, bias: number, r: number
 export declare function qaAt(args: Uint32Array[], k: number, m: number, kk: number): number;
 /** matmul_i16's qb[k][n] (B is u32[K/2, N], k even in the low half). */
 export declare function qbAt(args: Uint32Array[], n: number, kk: number, j: number): number;
-/** The B operand's value at (batch, k, n), dequantised for matmul_q4 and matmul_i16 (SB[n]·qb[k][n]). */
+/**
+ * The B operand's value at (batch, k, n), dequantised for matmul_q4
+ * (S·(q−8)), matmul_q4_1 (D·q + Mn), matmul_q8_0 (D·q, q a signed byte) and
+ * matmul_i16 (SB[n]·qb[k][n]).
+ */
 export declare function bAt(op: OpName, shape: readonly number[], args: Uint32Array[], bi: number, kk: number, j: number): number;
 /** Row norms of A and column norms of B: the error scale of every output. */
 export declare class Scales {

@@ -1,5 +1,5 @@
 /** The base ops. */
-export type BaseOp = 'matmul' | 'batch_matmul' | 'matmul_q4' | 'matmul_i16';
+export type BaseOp = 'matmul' | 'batch_matmul' | 'matmul_q4' | 'matmul_i16' | 'matmul_q4_1' | 'matmul_q8_0';
 /**
  * An op a kernel computes: a base op, or matmul / batch_matmul / matmul_i16
  * with a fused epilogue suffix (docs/ops.md): `+bias`, then `+gelu` or
@@ -50,6 +50,12 @@ export declare function bmkn(op: OpName, shape: readonly number[]): [number, num
  * `A[m, p] = qa[m][2p] | qa[m][2p+1] << 16`, `B[p, n] = qb[2p][n] | qb[2p+1][n] << 16`;
  * `C = act(SA[m]·SB[n]·S + bias[n]) + R[m, n]` with `S = Σₖ qa[m][k]·qb[k][n]`
  * summed in i32: the caller's quantisation keeps every sum inside it.
+ *
+ * matmul_q4_1 (GGUF Q4_1) takes A, W (`u32[N, K/8]`, nibble s of word i of
+ * row n is k = 8i + s), D and Mn (`f32[N, K/32]`), C:
+ * `C[m][n] = Σₖ A[m][k]·(D·q + Mn)`. matmul_q8_0 (GGUF Q8_0) takes A, W
+ * (`u32[N, K/4]`, byte j of word i of row n is the signed q of k = 4i + j),
+ * D (`f32[N, K/32]`), C: `C[m][n] = Σₖ A[m][k]·D·q`. Both are Wasm only.
  */
 export declare function argSpecs(op: OpName, shape: readonly number[]): ArgSpec[];
 /** Bytes per element of an argument. */

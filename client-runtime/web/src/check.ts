@@ -75,7 +75,11 @@ export function qbAt(args: Uint32Array[], n: number, kk: number, j: number): num
   return i16(args[1][(kk >> 1) * n + j], kk & 1);
 }
 
-/** The B operand's value at (batch, k, n), dequantised for matmul_q4 and matmul_i16 (SB[n]·qb[k][n]). */
+/**
+ * The B operand's value at (batch, k, n), dequantised for matmul_q4
+ * (S·(q−8)), matmul_q4_1 (D·q + Mn), matmul_q8_0 (D·q, q a signed byte) and
+ * matmul_i16 (SB[n]·qb[k][n]).
+ */
 export function bAt(op: OpName, shape: readonly number[], args: Uint32Array[], bi: number, kk: number, j: number): number {
   const [, , k, n] = bmkn(op, shape);
   if (parseOp(op).base === 'matmul_i16') return f32(args[3][j]) * qbAt(args, n, kk, j);
@@ -83,6 +87,17 @@ export function bAt(op: OpName, shape: readonly number[], args: Uint32Array[], b
     const word = args[1][j * (k / 8) + (kk >>> 3)];
     const q = (word >>> (4 * (kk & 7))) & 0xf;
     return (q - 8) * f32(args[2][j * (k / 32) + (kk >>> 5)]);
+  }
+  if (parseOp(op).base === 'matmul_q4_1') {
+    const word = args[1][j * (k / 8) + (kk >>> 3)];
+    const q = (word >>> (4 * (kk & 7))) & 0xf;
+    const blk = j * (k / 32) + (kk >>> 5);
+    return q * f32(args[2][blk]) + f32(args[3][blk]);
+  }
+  if (parseOp(op).base === 'matmul_q8_0') {
+    const word = args[1][j * (k / 4) + (kk >>> 2)];
+    const q = (word << (24 - 8 * (kk & 3))) >> 24;
+    return q * f32(args[2][j * (k / 32) + (kk >>> 5)]);
   }
   return f32(args[1][bi * k * n + kk * n + j]);
 }
@@ -133,7 +148,7 @@ export class Scales {
       for (let kk = 0; kk < k; kk++) s += a[r * k + kk] * a[r * k + kk];
       this.rows[r] = Math.sqrt(s);
     }
-    if (this.parsed.base === 'matmul_q4') {
+    if (['matmul_q4', 'matmul_q4_1', 'matmul_q8_0'].includes(this.parsed.base)) {
       for (let j = 0; j < n; j++) {
         let s = 0;
         for (let kk = 0; kk < k; kk++) {

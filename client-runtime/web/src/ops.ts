@@ -2,7 +2,12 @@
 // (docs/ops.md). Mirrors `webtune_compiler::Op::args`.
 
 /** The base ops. */
-export type BaseOp = 'matmul' | 'batch_matmul' | 'matmul_q4' | 'matmul_i16';
+export type BaseOp = 'matmul' | 'batch_matmul' | 'matmul_q4' | 'matmul_i16' | 'matmul_q4_1' | 'matmul_q8_0';
+
+/** Ops over GGUF-style blocks of 32 weights (K % 32 == 0, no epilogue). */
+const BLOCK_OPS: readonly string[] = ['matmul_q4', 'matmul_q4_1', 'matmul_q8_0'];
+/** Ops with Wasm kernels only, and so no f16 form. */
+const WASM_ONLY: readonly string[] = ['matmul_i16', 'matmul_q4_1', 'matmul_q8_0'];
 
 /**
  * An op a kernel computes: a base op, or matmul / batch_matmul / matmul_i16
@@ -28,7 +33,7 @@ export interface ParsedOp {
 export function parseOp(op: string): ParsedOp {
   const [base, ...rest] = op.split('+');
   if (!(base in DIMS)) {
-    throw new Error(`unknown op \`${op}\`: use matmul, batch_matmul, matmul_q4 or matmul_i16`);
+    throw new Error(`unknown op \`${op}\`: use matmul, batch_matmul, matmul_q4, matmul_i16, matmul_q4_1 or matmul_q8_0`);
   }
   const f16 = rest.length > 0 && rest[rest.length - 1] === 'f16';
   if (f16) rest.pop();
@@ -47,11 +52,11 @@ export function parseOp(op: string): ParsedOp {
     else if (p === 'residual') out.residual = true;
     else out.act = p as 'gelu' | 'relu';
   }
-  if (rest.length > 0 && base === 'matmul_q4') {
-    throw new Error('matmul_q4 takes no epilogue: only matmul, batch_matmul and matmul_i16 do');
+  if (rest.length > 0 && BLOCK_OPS.includes(base)) {
+    throw new Error(`${base} takes no epilogue: only matmul, batch_matmul and matmul_i16 do`);
   }
-  if (f16 && base === 'matmul_i16') {
-    throw new Error('matmul_i16 has no f16 form: only matmul, batch_matmul and matmul_q4 do');
+  if (f16 && WASM_ONLY.includes(base)) {
+    throw new Error(`${base} has no f16 form: only matmul, batch_matmul and matmul_q4 do`);
   }
   return out;
 }
@@ -69,7 +74,7 @@ export interface ArgSpec {
   i16Bound?: number;
 }
 
-const DIMS: Record<BaseOp, number> = { matmul: 3, batch_matmul: 4, matmul_q4: 3, matmul_i16: 3 };
+const DIMS: Record<BaseOp, number> = { matmul: 3, batch_matmul: 4, matmul_q4: 3, matmul_i16: 3, matmul_q4_1: 3, matmul_q8_0: 3 };
 
 /**
  * The largest magnitude of matmul_i16 test values for a reduction over `k`:
@@ -91,8 +96,8 @@ export function checkShape(op: string, shape: readonly number[]): asserts op is 
     }
   }
   const base = parseOp(op).base;
-  if (base === 'matmul_q4' && shape[1] % 32 !== 0) {
-    throw new Error(`matmul_q4 needs K % 32 == 0, got K = ${shape[1]}`);
+  if (BLOCK_OPS.includes(base) && shape[1] % 32 !== 0) {
+    throw new Error(`${base} needs K % 32 == 0, got K = ${shape[1]}`);
   }
   if (base === 'matmul_i16' && (shape[1] % 2 !== 0 || shape[2] % 4 !== 0)) {
     throw new Error(`matmul_i16 needs K even and N a multiple of 4, got K = ${shape[1]}, N = ${shape[2]}`);
@@ -119,6 +124,12 @@ function spec(name: string, dtype: ArgSpec['dtype'], shape: number[]): ArgSpec {
  * `A[m, p] = qa[m][2p] | qa[m][2p+1] << 16`, `B[p, n] = qb[2p][n] | qb[2p+1][n] << 16`;
  * `C = act(SA[m]·SB[n]·S + bias[n]) + R[m, n]` with `S = Σₖ qa[m][k]·qb[k][n]`
  * summed in i32: the caller's quantisation keeps every sum inside it.
+ *
+ * matmul_q4_1 (GGUF Q4_1) takes A, W (`u32[N, K/8]`, nibble s of word i of
+ * row n is k = 8i + s), D and Mn (`f32[N, K/32]`), C:
+ * `C[m][n] = Σₖ A[m][k]·(D·q + Mn)`. matmul_q8_0 (GGUF Q8_0) takes A, W
+ * (`u32[N, K/4]`, byte j of word i of row n is the signed q of k = 4i + j),
+ * D (`f32[N, K/32]`), C: `C[m][n] = Σₖ A[m][k]·D·q`. Both are Wasm only.
  */
 export function argSpecs(op: OpName, shape: readonly number[]): ArgSpec[] {
   const [b, m, k, n] = bmkn(op, shape);
@@ -150,6 +161,10 @@ export function argSpecs(op: OpName, shape: readonly number[]): ArgSpec[] {
         spec('S', fl, [n, k / 32]),
         spec('C', fl, [m, n]),
       ];
+    case 'matmul_q4_1':
+      return [spec('A', 'f32', [m, k]), spec('W', 'u32', [n, k / 8]), spec('D', 'f32', [n, k / 32]), spec('Mn', 'f32', [n, k / 32]), spec('C', 'f32', [m, n])];
+    case 'matmul_q8_0':
+      return [spec('A', 'f32', [m, k]), spec('W', 'u32', [n, k / 4]), spec('D', 'f32', [n, k / 32]), spec('C', 'f32', [m, n])];
   }
 }
 

@@ -229,7 +229,7 @@ export class InputGen {
       const end = Math.min(out.length, this.pos + Math.min(n, w ? CHUNK_WORDS : n));
       n -= end - this.pos;
       if (w) {
-        const mode = s.dtype === 'u32' ? 0 : s.name === 'S' ? 2 : 1;
+        const mode = s.dtype === 'u32' ? 0 : s.name === 'S' || s.name === 'D' ? 2 : 1;
         rng.state = w.fill(rng.state, 0, (end - this.pos) * 4, mode);
         out.set(new Uint32Array(w.mem.buffer, 0, end - this.pos), this.pos);
       } else if (s.dtype === 'u32') {
@@ -240,7 +240,7 @@ export class InputGen {
       } else {
         // Stored through a float view: the f32 rounding is the store's.
         const f = new Float32Array(out.buffer, out.byteOffset, out.length);
-        if (s.name === 'S') {
+        if (s.name === 'S' || s.name === 'D') {
           for (let i = this.pos; i < end; i++) {
             rng.next();
             f[i] = Math.fround(Math.abs(nonzero(rng.outHi)) * TENTH) + HUNDREDTH;
@@ -251,6 +251,14 @@ export class InputGen {
             f[i] = nonzero(rng.outHi);
           }
         }
+      }
+      if (s.name === 'Mn') {
+        // matmul_q4_1's minimums: −D·(7.5 + x/2) of the same block's scale D
+        // (the argument before), from the nonzero x drawn above. Mirrors
+        // `webtune_compiler::reference::inputs`.
+        const f = new Float32Array(out.buffer, out.byteOffset, out.length);
+        const d = new Float32Array(this.args[this.arg - 1].buffer);
+        for (let i = this.pos; i < end; i++) f[i] = -d[i] * Math.fround(7.5 + 0.5 * f[i]);
       }
       if (s.i16Bound !== undefined) for (let i = this.pos; i < end; i++) out[i] = i16Word(out[i], s.i16Bound);
       if (s.dtype === 'f16') {

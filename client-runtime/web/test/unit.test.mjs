@@ -91,6 +91,25 @@ test('epilogue op names: args in ABI order, the same refusals as Rust, an f64 er
   }
 });
 
+test('matmul_q4_1 and matmul_q8_0: args, refusals, minimums from their scales in slices and on both paths', () => {
+  assert.deepEqual(ops.argSpecs('matmul_q4_1', [2, 64, 3]).map((s) => [s.name, s.dtype, s.shape]), [['A', 'f32', [2, 64]], ['W', 'u32', [3, 8]], ['D', 'f32', [3, 2]], ['Mn', 'f32', [3, 2]], ['C', 'f32', [2, 3]]]);
+  assert.deepEqual(ops.argSpecs('matmul_q8_0', [2, 64, 3]).map((s) => [s.name, s.dtype, s.shape]), [['A', 'f32', [2, 64]], ['W', 'u32', [3, 16]], ['D', 'f32', [3, 2]], ['C', 'f32', [2, 3]]]);
+  for (const op of ['matmul_q4_1', 'matmul_q8_0']) {
+    assert.throws(() => ops.checkShape(op, [1, 40, 3]), /K % 32/);
+    assert.throws(() => ops.checkShape(`${op}+bias`, [1, 32, 3]), /no epilogue/);
+    assert.throws(() => ops.checkShape(`${op}+f16`, [1, 32, 3]), /no f16 form/);
+  }
+  const specs = ops.argSpecs('matmul_q4_1', [3, 96, 70]);
+  const whole = rng.seededInputs(specs, 5n);
+  const g = new rng.InputGen(specs, 5n, false);
+  while (!g.fill(37));
+  g.args.forEach((a, i) => assert.deepEqual([...a], [...whole[i]], `argument ${i}`));
+  const d = new Float32Array(whole[2].buffer), mn = new Float32Array(whole[3].buffer);
+  d.forEach((x, i) => assert.ok(x > 0 && mn[i] <= -7 * x && mn[i] >= -8 * x, `block ${i}: ${x} ${mn[i]}`));
+  // Q8_0's bytes are signed: byte 3 of 0x80000000 is -128.
+  assert.equal(check.bAt('matmul_q8_0', [1, 32, 1], [new Uint32Array(8), new Uint32Array([0x80000000, 0, 0, 0, 0, 0, 0, 0]), new Uint32Array([0x3f800000])], 0, 3, 0), -128);
+});
+
 test('inputs generated in slices equal inputs generated at once', () => {
   const specs = ops.argSpecs('batch_matmul', [3, 5, 7, 11]);
   const whole = rng.seededInputs(specs, 99n);
@@ -432,6 +451,17 @@ test('latency log: a refused or failed report is dropped, never thrown', async (
     assert.equal(log.sent, 0);
   }
   assert.equal(calls, 2);
+});
+
+test('latency log: a server that refuses the model\'s reports (404, 422) is sent none again; other failures are retried at the next due call', async () => {
+  for (const status of [404, 422, 500]) {
+    let calls = 0;
+    const f = async () => (calls++, new Response('{"error":"no"}', { status }));
+    const log = new latency.LatencyLog('http://s', 'm', 256, f);
+    for (let i = 1; i <= 50; i++) await log.add('s', 'wasm', 1, 8, 1);
+    assert.equal(calls, status === 500 ? 3 : 1, `HTTP ${status}`);
+    assert.equal(log.refused, status !== 500);
+  }
 });
 
 test('plan: the target when the server names one, null with the reason otherwise', async () => {
