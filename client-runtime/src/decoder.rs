@@ -175,9 +175,8 @@ impl Decoder {
         let inst = Instance::new(&mut store, &module, &[memory.into()]).map_err(engine_err)?;
         let mut fixed = HashMap::new();
         for name in ["rmsnorm", "rope", "kv_store", "attention", "swiglu", "add", "embed_q8", "embed_q4", "embed_f32"] {
-            let f = inst
-                .get_func(&mut store, name)
-                .ok_or_else(|| RunError::Input(format!("decoder-kernels.wat has no export `{name}`")))?;
+            let f =
+                inst.get_func(&mut store, name).ok_or_else(|| RunError::Input(format!("decoder-kernels.wat has no export `{name}`")))?;
             fixed.insert(name, f);
         }
         let mut tuned = HashMap::new();
@@ -185,12 +184,8 @@ impl Decoder {
             if k.meta.threads.is_some() {
                 return Err(RunError::Input(format!("{} {:?}: the native decoder runs single-threaded kernels", k.meta.op, k.meta.shape)));
             }
-            let shape: [u32; 3] = k
-                .meta
-                .shape
-                .clone()
-                .try_into()
-                .map_err(|_| RunError::Input(format!("{}: a product's shape is M,K,N", k.meta.op)))?;
+            let shape: [u32; 3] =
+                k.meta.shape.clone().try_into().map_err(|_| RunError::Input(format!("{}: a product's shape is M,K,N", k.meta.op)))?;
             let module = Module::new(engine.engine(), &k.bytes).map_err(engine_err)?;
             let inst = Instance::new(&mut store, &module, &[memory.into()]).map_err(engine_err)?;
             let f = inst
@@ -375,8 +370,7 @@ impl Decoder {
                     if f.ty(&self.store).params().len() == args.len() + 1 {
                         args.push(i(self.scratch));
                     }
-                    f.call(&mut self.store, &args, &mut [])
-                        .map_err(|e| RunError::Engine(format!("{kernel} {shape:?} trapped: {e}")))?
+                    f.call(&mut self.store, &args, &mut []).map_err(|e| RunError::Engine(format!("{kernel} {shape:?} trapped: {e}")))?
                 }
                 Step::Rope { x, stride, heads, head_dim, .. } => {
                     let x = self.buf(x)?;

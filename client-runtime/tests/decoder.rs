@@ -152,10 +152,8 @@ fn reference(m: &Model, tokens: &[u32]) -> Vec<Vec<f64>> {
             for head in 0..nh {
                 let g = head / (nh / nkv);
                 let qh = &q[head * hd..][..hd];
-                let s: Vec<f64> = keys[l]
-                    .iter()
-                    .map(|kj| (0..hd).map(|i| qh[i] * kj[g * hd + i]).sum::<f64>() / (hd as f64).sqrt())
-                    .collect();
+                let s: Vec<f64> =
+                    keys[l].iter().map(|kj| (0..hd).map(|i| qh[i] * kj[g * hd + i]).sum::<f64>() / (hd as f64).sqrt()).collect();
                 let mx = s.iter().cloned().fold(f64::MIN, f64::max);
                 let e: Vec<f64> = s.iter().map(|v| (v - mx).exp()).collect();
                 let z: f64 = e.iter().sum();
@@ -289,7 +287,8 @@ fn sampler_draws_the_golden_files_tokens() {
     let cases = g["cases"].as_array().unwrap();
     assert!(cases.len() >= 5);
     for c in cases {
-        let logits: Vec<f32> = g["logits"][c["logits"].as_str().unwrap()].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+        let logits: Vec<f32> =
+            g["logits"][c["logits"].as_str().unwrap()].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
         let s = Sampling {
             temperature: c["temperature"].as_f64().unwrap() as f32,
             top_k: c["top_k"].as_u64().unwrap() as u32,

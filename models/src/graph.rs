@@ -105,7 +105,17 @@ pub enum Step {
     KvStore { x: String, stride: u32, k_col: u32, v_col: u32, width: u32, k_cache: String, v_cache: String },
     /// Causal grouped-query attention of x's first `heads` heads over the
     /// caches, into out (`heads·head_dim` per row; export `attention`).
-    Attention { x: String, stride: u32, heads: u32, kv_heads: u32, head_dim: u32, k_cache: String, v_cache: String, out: String, scale: f32 },
+    Attention {
+        x: String,
+        stride: u32,
+        heads: u32,
+        kv_heads: u32,
+        head_dim: u32,
+        k_cache: String,
+        v_cache: String,
+        out: String,
+        scale: f32,
+    },
     /// `out = silu(x[:, :ffn]) ⊙ x[:, ffn:]` (export `swiglu`).
     SwiGlu { x: String, ffn: u32, out: String },
     /// `x += y` over `cols` floats per row (export `add`).
@@ -326,7 +336,13 @@ mod tests {
     }
 
     fn all_q4_1(name: &str) -> Option<Format> {
-        Some(if name == "token_embd" { Format::Q8_0 } else if name.ends_with("norm") { Format::F32 } else { Format::Q4_1 })
+        Some(if name == "token_embd" {
+            Format::Q8_0
+        } else if name.ends_with("norm") {
+            Format::F32
+        } else {
+            Format::Q4_1
+        })
     }
 
     #[test]

@@ -82,7 +82,10 @@ fn smollm2_logits_and_greedy_tokens_match_the_f64_reference() {
         eprintln!("{label}: {} prompt tokens, worst logit difference over 32 steps {worst:.2e}", prompt.len());
         assert!(worst < BOUND, "{label}: worst logit difference {worst} ≥ {BOUND}");
         for (s, got, want, margin) in mismatches {
-            assert!(margin < worst, "{label}: step {s} chose {got}, the reference {want} with a margin of {margin} (worst difference {worst})");
+            assert!(
+                margin < worst,
+                "{label}: step {s} chose {got}, the reference {want} with a margin of {margin} (worst difference {worst})"
+            );
         }
         overall = overall.max(worst);
     }
