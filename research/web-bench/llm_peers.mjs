@@ -6,7 +6,7 @@
 //
 //   node research/web-bench/llm_peers.mjs --q4 Q4_1.gguf --q8 Q8_0.gguf --prompts llm_prompts.json
 //        [--webtune URL --webtune-model NAME] [--threads 1,2] [--rounds 3] [--cold 3] [--tune-s 120] [--trace-s 5]
-//        [--probe-rounds 3] [--steps 128]
+//        [--probe-rounds 3] [--steps 128] [--peers q4_1,q8_0|none]
 //
 // Figures, each the median of --rounds rounds (contenders interleaved within
 // a round, so that noise from a shared machine hits all alike; one untimed
@@ -76,6 +76,9 @@ const TUNE_S = num('tune-s', 120, 0);
 const PROBE_ROUNDS = num('probe-rounds', 3, 1);
 const TRACE_S = num('trace-s', 5, 0); // while tuning: a decode sample every this many seconds (0: none)
 const THREADS = String(arg('threads', '1,2')).split(',').map(Number);
+// wllama's files: q4_1 and/or q8_0, or none (webtune and the floor alone).
+const PEERS = String(arg('peers', 'q4_1,q8_0')).split(',').filter((p) => p && p !== 'none');
+for (const p of PEERS) if (p !== 'q4_1' && p !== 'q8_0') fail(`--peers takes q4_1, q8_0 or none, comma-separated, got ${p}`);
 for (const t of THREADS) if (!Number.isInteger(t) || t < 1 || t > 8) fail(`--threads takes counts 1..8, comma-separated, got ${arg('threads')}`);
 const WEBTUNE = arg('webtune', null)?.replace(/\/+$/, '') ?? null;
 const WEBTUNE_MODEL = arg('webtune-model', 'smollm2');
@@ -227,7 +230,7 @@ try {
 
   // Contenders, one page each.
   const contenders = [];
-  for (const model of ['q4_1', 'q8_0'])
+  for (const model of PEERS)
     for (const t of THREADS) contenders.push({ label: `wllama ${wllamaVersion} ${model.toUpperCase()}, ${thr(t)}`, side: 'wllama', model, threads: t, weights: tensorBytes(FILES[model]), kvBytes: 2 });
   let manifest = null;
   if (WEBTUNE) {
