@@ -1,6 +1,8 @@
-//! The bundle manifest, format 1 (docs/model-bundle.md): what the browser
-//! runtime reads to fetch and lay out a model. It is a file format, so it is
-//! `Serialize`; new fields get `#[serde(default)]`.
+//! The bundle manifests: format 1 (encoders, docs/model-bundle.md) and
+//! format 2 (llama decoders from GGUF files, [`DecoderManifest`]), and
+//! [`ModelManifest`], either one as the store lists and serves it: what the
+//! browser runtime reads to fetch and lay out a model. They are file
+//! formats, so they are `Serialize`; new fields get `#[serde(default)]`.
 
 use serde::{Deserialize, Serialize};
 

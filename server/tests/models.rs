@@ -137,6 +137,48 @@ async fn the_store_is_served_with_etags_and_clear_404s() {
     let _ = std::fs::remove_dir_all(store.dir());
 }
 
+/// A GGUF decoder imported beside a BERT encoder: both listed with their
+/// task, the decoder's format-2 manifest and blobs served; latency reports
+/// and plans refuse it in one line.
+#[tokio::test]
+async fn a_decoder_is_listed_and_served_beside_an_encoder() {
+    let store = Store::new(temp_dir("store"));
+    let src = temp_dir("src").join("tiny");
+    write_files(&src, &model_files(&config(), &tensors(), true));
+    webtune_models::import(&src, Some("tiny-bert"), &store, &mut |_: &str| {}).unwrap();
+    let gguf = temp_dir("gguf").join("tiny.gguf");
+    std::fs::write(&gguf, webtune_models::gguf_fixture::tiny_llama(true).bytes()).unwrap();
+    let imported = webtune_models::import(&gguf, Some("tiny-llama"), &store, &mut |_: &str| {}).unwrap();
+    let app = app(Some(store.dir().to_path_buf())).await;
+
+    let (st, _, body) = get(&app, "/v1/models", None).await;
+    assert_eq!(st, 200);
+    let list: Value = serde_json::from_slice(&body).unwrap();
+    let kinds: Vec<(&str, &str, &str)> = list["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap(), m["architecture"].as_str().unwrap(), m["task"].as_str().unwrap()))
+        .collect();
+    assert_eq!(kinds, [("tiny-bert", "bert", "feature-extraction"), ("tiny-llama", "llama", "text-generation")]);
+    assert_eq!(list["models"][1]["max_seq_length"], 256);
+    assert_eq!(list["models"][1]["manifest_sha256"], imported.manifest_sha256.as_str());
+
+    let (st, _, body) = get(&app, "/v1/models/tiny-llama", None).await;
+    assert_eq!((st, body.clone()), (StatusCode::OK, std::fs::read(&imported.manifest_path).unwrap()));
+    let m: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!((m["format"].as_u64(), m["task"].as_str()), (Some(2), Some("text-generation")));
+    for (key, ctype) in [("weights", "application/octet-stream"), ("tokenizer", "application/json")] {
+        let (st, h, body) = get(&app, m[key]["url"].as_str().unwrap(), None).await;
+        assert_eq!((st, h["content-type"].to_str().unwrap()), (StatusCode::OK, ctype));
+        assert_eq!(body, std::fs::read(store.blob_path(m[key]["sha256"].as_str().unwrap()).unwrap()).unwrap());
+    }
+    let (st, _, body) = get(&app, "/v1/models/tiny-llama/plan?device_key=cpu-x", None).await;
+    assert_eq!(st, 422);
+    assert_eq!(error_of(&body), "model `tiny-llama` is a text-generation model; latency reports and plans cover encoders so far");
+    let _ = std::fs::remove_dir_all(store.dir());
+}
+
 async fn app_without_store() -> Arc<App> {
     app(None).await
 }
