@@ -176,10 +176,10 @@ pub fn decoder_graph(d: &LlamaDims, format: &dyn Fn(&str) -> Option<Format>) -> 
     let q_cols = d.heads * hd;
     let kv_cols = d.kv_heads * hd;
     let qkv_cols = q_cols + 2 * kv_cols;
-    if h % 32 != 0 || d.ffn % 32 != 0 || q_cols % 32 != 0 || hd % 4 != 0 {
+    if !h.is_multiple_of(32) || !d.ffn.is_multiple_of(32) || !q_cols.is_multiple_of(32) || !hd.is_multiple_of(4) {
         return Err(format!("hidden {h}, FFN {} and heads·head_dim {q_cols} must be multiples of 32, head_dim {hd} of 4", d.ffn));
     }
-    if d.kv_heads == 0 || d.heads % d.kv_heads != 0 {
+    if d.kv_heads == 0 || !d.heads.is_multiple_of(d.kv_heads) {
         return Err(format!("{} query heads do not group over {} key/value heads", d.heads, d.kv_heads));
     }
     let buf = |name: &str, cols: u32, rows: Rows| Buffer { name: name.into(), cols, rows };
