@@ -34,7 +34,15 @@ export function rollingMedian(points: Point[], window: number): Point[] {
   return out;
 }
 
-export function drawChart(canvas: HTMLCanvasElement, points: Point[], marks: Mark[], title: string, legend: [string, string][]): void {
+/** The axes' labels: x (the points' `t`) and y (their `ms`). */
+export interface Axes {
+  x: string;
+  y: string;
+}
+
+const DEFAULT_AXES: Axes = { x: 'time since start (s)', y: 'inference latency (ms)' };
+
+export function drawChart(canvas: HTMLCanvasElement, points: Point[], marks: Mark[], title: string, legend: [string, string][], axes: Axes = DEFAULT_AXES): void {
   const dpr = window.devicePixelRatio || 1;
   const cssW = canvas.clientWidth || 800, cssH = canvas.clientHeight || 320;
   if (canvas.width !== Math.round(cssW * dpr) || canvas.height !== Math.round(cssH * dpr)) {
@@ -89,12 +97,12 @@ export function drawChart(canvas: HTMLCanvasElement, points: Point[], marks: Mar
   g.lineTo(L, T + h);
   g.lineTo(L + w, T + h);
   g.stroke();
-  g.fillText('time since start (s)', L + w / 2, T + h + 24);
+  g.fillText(axes.x, L + w / 2, T + h + 24);
   g.save();
   g.translate(16, T + h / 2);
   g.rotate(-Math.PI / 2);
   g.textBaseline = 'middle';
-  g.fillText('inference latency (ms)', 0, 0);
+  g.fillText(axes.y, 0, 0);
   g.restore();
 
   // Swaps.

@@ -6,10 +6,14 @@
 // budget (ms per idle slot), candidates (at most this many per kernel),
 // after (seconds to keep inferring once tuned; 0 = until stopped),
 // worker=0 (Wasm: tune in idle() between inferences instead of in the
-// background bench worker, the default).
+// background bench worker, the default). The server's models: model=NAME
+// (the encoder to run), encoder=0 (none), chat=NAME|0 (the chat panel's
+// language model, or none), chat_tokens (an answer's length at most,
+// default 256).
 
 import { Webtune, threadSupport, type MeasureDetail, type ReportDetail, type SwapDetail } from '/web/webtune.js';
 import { type Mark, type Point, drawChart } from './chart.js';
+import { runChatDemo } from './chat-demo.js';
 import { runEncoderDemo } from './encoder-demo.js';
 import { type Config, type Model, checkConfig, gpuModel, kernelList, makeWeights, wasmModel } from './model.js';
 
@@ -29,6 +33,8 @@ const budgetMs = num('budget', 8);
 const afterS = num('after', 0);
 const maxCandidates = params.has('candidates') ? num('candidates', 0) : undefined;
 const worker = params.get('worker') !== '0';
+/** The generated model was asked for (its parameters, or model=0), not the server's. */
+const generatedAsked = ['layers', 'seq', 'dim', 'heads', 'ffn', 'q4'].some((k) => params.has(k)) || params.get('model') === '0';
 // Wasm threads where the page has them (webtune serve isolates /demo); ?threads=N sets the count.
 const threads = params.has('threads') ? Number(params.get('threads')) : undefined;
 
@@ -218,6 +224,7 @@ async function main(): Promise<void> {
       lastDraw = performance.now();
     }
     await yieldNow();
+    await waitForChat();
   }
   state.summary = summarize(state.latencies, state.swaps);
   state.phase = 'stopped';
@@ -238,27 +245,54 @@ $('target').addEventListener('change', (e) => {
   location.search = params.toString();
 });
 /**
- * The real model when the server has one (the first of `GET /v1/models`),
- * Wasm only and unless the generated model's parameters (or `model=0`) are
- * given; otherwise the generated model, with a hint how to import one.
+ * The server's models (`GET /v1/models`): the encoder to run (the first
+ * `feature-extraction` model, or `model=NAME`), Wasm only and unless the
+ * generated model's parameters (or `model=0`) are given; and the language
+ * model for the chat panel (the first `text-generation` model, or
+ * `chat=NAME`; `chat=0`: none).
  */
-async function pickModel(): Promise<string | null> {
-  const generated = ['layers', 'seq', 'dim', 'heads', 'ffn', 'q4'].some((k) => params.has(k)) || params.get('model') === '0';
-  if (generated || target !== 'wasm') return null;
+async function pickModels(): Promise<{ encoder: string | null; chat: string | null }> {
+  if (target !== 'wasm') return { encoder: null, chat: null };
   try {
     const res = await fetch('/v1/models');
-    if (!res.ok) return null;
-    const { models } = (await res.json()) as { models: { name: string }[] };
-    const want = params.get('model');
-    return (want ? models.find((m) => m.name === want)?.name : models[0]?.name) ?? null;
+    if (!res.ok) return { encoder: null, chat: null };
+    const { models } = (await res.json()) as { models: { name: string; task?: string }[] };
+    const pick = (task: string, want: string | null) =>
+      (want ? models.find((m) => m.name === want && (m.task ?? 'feature-extraction') === task) : models.find((m) => (m.task ?? 'feature-extraction') === task))?.name ?? null;
+    return {
+      encoder: generatedAsked || params.get('encoder') === '0' ? null : pick('feature-extraction', params.get('model')),
+      chat: params.get('chat') === '0' ? null : pick('text-generation', params.get('chat')),
+    };
   } catch {
-    return null;
+    return { encoder: null, chat: null };
   }
 }
 
-pickModel().then((model) => {
-  if (model) return runEncoderDemo(model, afterS, budgetMs, () => stopRequested);
-  $('hint').textContent = 'A generated model with random weights. For a real one: webtune model import PATH (e.g. all-MiniLM-L6-v2), then webtune serve.';
+/** The encoder loop waits here while the chat answers (the CPU is the chat's then). */
+let chatBusy: Promise<void> | null = null;
+let chatDone: (() => void) | null = null;
+const waitForChat = () => chatBusy ?? Promise.resolve();
+
+pickModels().then(({ encoder, chat }) => {
+  if (chat) {
+    void runChatDemo({
+      model: chat, threads, budgetMs, maxTokens: num('chat_tokens', 256),
+      onBusy: (busy) => {
+        if (busy) chatBusy = new Promise((res) => (chatDone = res));
+        else {
+          chatDone?.();
+          chatBusy = chatDone = null;
+        }
+      },
+    });
+  }
+  if (encoder) return runEncoderDemo(encoder, afterS, budgetMs, () => stopRequested, waitForChat);
+  if (chat && !generatedAsked) {
+    // The chat is the demo: no generated model beside it (its parameters, or model=0, add one).
+    for (const id of ['chart', 'status', 'kernels', 'stop']) $(id).style.display = 'none';
+    return;
+  }
+  $('hint').textContent = 'A generated model with random weights. For a real one: webtune model import PATH (e.g. all-MiniLM-L6-v2, or a llama GGUF such as SmolLM2 for the chat), then webtune serve.';
   render(null);
   return main();
 }).catch((e) => {

@@ -32,7 +32,8 @@ const SENTENCES = [
 const $ = (id: string) => document.getElementById(id)!;
 const esc = (s: string) => s.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]!);
 
-export async function runEncoderDemo(model: string, afterS: number, budgetMs: number, isStopped: () => boolean): Promise<void> {
+/** `paused` resolves when the loop may go on (the chat panel holds it while it answers). */
+export async function runEncoderDemo(model: string, afterS: number, budgetMs: number, isStopped: () => boolean, paused: () => Promise<void> = () => Promise.resolve()): Promise<void> {
   const state: EncoderDemoState = {
     mode: 'encoder', model, phase: 'starting', error: '', deviceKey: '', encodes: 0, latencies: [], swaps: [], similarity: [], tunedAt: null,
   };
@@ -67,6 +68,7 @@ export async function runEncoderDemo(model: string, afterS: number, budgetMs: nu
         lastDraw = performance.now();
       }
       await new Promise((res) => setTimeout(res, 0));
+      await paused();
     }
     state.phase = 'stopped';
   } catch (e) {

@@ -20,7 +20,8 @@ function rollingMedian(points, window2) {
   }
   return out;
 }
-function drawChart(canvas2, points, marks, title, legend) {
+var DEFAULT_AXES = { x: "time since start (s)", y: "inference latency (ms)" };
+function drawChart(canvas2, points, marks, title, legend, axes = DEFAULT_AXES) {
   const dpr = window.devicePixelRatio || 1;
   const cssW = canvas2.clientWidth || 800, cssH = canvas2.clientHeight || 320;
   if (canvas2.width !== Math.round(cssW * dpr) || canvas2.height !== Math.round(cssH * dpr)) {
@@ -71,12 +72,12 @@ function drawChart(canvas2, points, marks, title, legend) {
   g.lineTo(L, T + h);
   g.lineTo(L + w, T + h);
   g.stroke();
-  g.fillText("time since start (s)", L + w / 2, T + h + 24);
+  g.fillText(axes.x, L + w / 2, T + h + 24);
   g.save();
   g.translate(16, T + h / 2);
   g.rotate(-Math.PI / 2);
   g.textBaseline = "middle";
-  g.fillText("inference latency (ms)", 0, 0);
+  g.fillText(axes.y, 0, 0);
   g.restore();
   g.setLineDash([4, 3]);
   g.textAlign = "left";
@@ -114,6 +115,171 @@ function drawChart(canvas2, points, marks, title, legend) {
   }
 }
 
+// demo/chat-demo.ts
+import { TextGenerator } from "/web/webtune.js";
+var $ = (id) => document.getElementById(id);
+var esc = (s) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+var tps = (n, ms) => ms > 0 ? n / ms * 1e3 : 0;
+function sleep(ms) {
+  return new Promise((res) => setTimeout(res, ms));
+}
+async function runChatDemo(o) {
+  const state2 = {
+    model: o.model,
+    phase: "loading",
+    error: "",
+    threads: 0,
+    context: 0,
+    kernels: 0,
+    evaluated: 0,
+    tuned: false,
+    turns: [],
+    steps: [],
+    swaps: [],
+    live: null
+  };
+  window.webtuneChat = state2;
+  $("chat").hidden = false;
+  $("chat-title").textContent = `Chat with ${o.model}`;
+  const input = $("chat-input"), send = $("chat-send"), stop = $("chat-stop");
+  const log = $("chat-log");
+  send.disabled = true;
+  stop.disabled = true;
+  render(state2);
+  let gen;
+  try {
+    gen = await TextGenerator.load({ model: o.model, target: "wasm", threads: o.threads, budgetMs: o.budgetMs });
+  } catch (e) {
+    state2.phase = "error";
+    state2.error = e instanceof Error ? e.message : String(e);
+    render(state2);
+    return;
+  }
+  state2.threads = gen.webtune.threads.count;
+  state2.context = gen.context;
+  gen.webtune.addEventListener("swap", (e) => {
+    const d = e.detail;
+    state2.swaps.push({ ...d, step: state2.steps.length });
+  });
+  const messages = [];
+  let busy = false, abort = null;
+  let tuning = null;
+  const tune = async () => {
+    let lastDraw = 0;
+    while (!busy && !state2.tuned) {
+      const r = await gen.idle();
+      if (r.done) state2.tuned = true;
+      if (performance.now() - lastDraw > 250) {
+        render(state2, gen);
+        lastDraw = performance.now();
+      }
+      await sleep(r.worked ? 0 : 20);
+    }
+    render(state2, gen);
+  };
+  const ask = async () => {
+    const text = input.value.trim();
+    if (!text || busy) return;
+    busy = true;
+    state2.error = "";
+    o.onBusy(true);
+    send.disabled = true;
+    stop.disabled = false;
+    input.value = "";
+    await tuning;
+    messages.push({ role: "user", content: text });
+    while (messages.length > 1 && gen.tokenize(gen.applyChatTemplate(messages)).length + o.maxTokens > gen.context) messages.splice(0, 2);
+    const turn = { user: text, reply: "", promptTokens: 0, prefillMs: 0, generatedTokens: 0, steps: 0, decodeMs: 0, finish: "", swapsBefore: state2.swaps.length };
+    state2.turns.push(turn);
+    state2.phase = "generating";
+    state2.live = { text: "", tokensPerS: 0 };
+    log.insertAdjacentHTML("beforeend", `<div class="msg user">${esc(text)}</div><div class="msg bot"></div>`);
+    const bubble = log.lastElementChild;
+    abort = new AbortController();
+    let lastDraw = 0;
+    try {
+      for await (const piece of gen.chat(messages, { maxTokens: o.maxTokens, temperature: 0.2, topP: 0.9, seed: state2.turns.length, signal: abort.signal })) {
+        turn.reply += piece;
+        bubble.textContent = turn.reply;
+        log.scrollTop = log.scrollHeight;
+        const st2 = gen.stats;
+        while (turn.steps < st2.stepMs.length) state2.steps.push({ t: state2.steps.length + 1, ms: st2.stepMs[turn.steps++] });
+        turn.decodeMs = st2.decodeMs;
+        state2.live = { text: turn.reply, tokensPerS: tps(st2.stepMs.length, st2.decodeMs) };
+        if (turn.prefillMs === 0) {
+          turn.promptTokens = st2.promptTokens;
+          turn.prefillMs = st2.prefillMs;
+        }
+        if (performance.now() - lastDraw > 100) {
+          render(state2, gen);
+          lastDraw = performance.now();
+        }
+      }
+      const st = gen.stats;
+      while (turn.steps < st.stepMs.length) state2.steps.push({ t: state2.steps.length + 1, ms: st.stepMs[turn.steps++] });
+      Object.assign(turn, { promptTokens: st.promptTokens, prefillMs: st.prefillMs, generatedTokens: st.generatedTokens, decodeMs: st.decodeMs, finish: st.finish });
+      messages.push({ role: "assistant", content: turn.reply });
+      state2.phase = "ready";
+    } catch (e) {
+      messages.pop();
+      turn.finish = "error";
+      state2.phase = "error";
+      state2.error = e instanceof Error ? e.message : String(e);
+    }
+    if (!turn.reply) bubble.textContent = turn.finish === "error" ? `(${state2.error})` : "(no text)";
+    state2.live = null;
+    abort = null;
+    busy = false;
+    o.onBusy(false);
+    send.disabled = false;
+    stop.disabled = true;
+    render(state2, gen);
+    tuning = tune();
+  };
+  send.addEventListener("click", () => void ask());
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) {
+      e.preventDefault();
+      void ask();
+    }
+  });
+  stop.addEventListener("click", () => abort?.abort());
+  state2.phase = "ready";
+  send.disabled = false;
+  render(state2, gen);
+}
+function render(state2, gen) {
+  if (gen) {
+    const st = gen.webtune.status();
+    state2.kernels = st.length;
+    state2.evaluated = st.reduce((a, s) => a + s.evaluated, 0);
+  }
+  const marks = [];
+  for (const s of state2.swaps) {
+    const last = marks.at(-1), one = `${s.op} ${s.shape.join("×")} ×${s.speedup.toFixed(2)}`;
+    if (last && last.t === s.step + 0.5) {
+      const n = state2.swaps.filter((w) => w.step === s.step).length;
+      last.label = `${n} kernels swapped in`;
+    } else marks.push({ t: s.step + 0.5, label: one, color: "#d62728" });
+  }
+  drawChart(
+    $("chat-chart"),
+    state2.steps,
+    marks,
+    `Wasm · ${state2.model} · ${state2.threads} thread${state2.threads === 1 ? "" : "s"} · ${state2.steps.length} decode steps, ${state2.swaps.length} swaps`,
+    [["kernel swap", "#d62728"]],
+    { x: "decode step (across turns)", y: "latency of the step (ms)" }
+  );
+  const rows = state2.turns.map((t, i) => {
+    const steps = t.steps;
+    return `<tr><td>${i + 1}</td><td>${t.promptTokens}</td><td>${t.prefillMs ? `${t.prefillMs.toFixed(0)} ms (${tps(t.promptTokens, t.prefillMs).toFixed(1)} tokens/s)` : ""}</td><td>${steps}</td><td>${t.decodeMs ? `${(t.decodeMs / steps).toFixed(1)} ms (${tps(steps, t.decodeMs).toFixed(1)} tokens/s)` : ""}</td><td>${t.swapsBefore}</td><td>${t.finish}</td></tr>`;
+  });
+  $("chat-turns").innerHTML = rows.length ? `<tr><th>turn</th><th>prompt tokens</th><th>prefill</th><th>decode steps</th><th>a step</th><th>swaps before</th><th>end</th></tr>${rows.join("")}` : "";
+  const live = state2.live;
+  const tuning = state2.kernels ? ` · tuning: ${state2.evaluated} candidates of ${state2.kernels} kernels measured${state2.tuned ? ", done" : ""}, ${state2.swaps.length} swapped in` : "";
+  $("chat-status").textContent = state2.error ? `error: ${state2.error}` : state2.phase === "loading" ? `loading ${state2.model} (weights, tokenizer, kernels)…` : `${state2.phase}${live ? ` · ${live.tokensPerS.toFixed(1)} tokens/s` : ""} · ${state2.threads} thread${state2.threads === 1 ? "" : "s"} · context ${state2.context}${tuning}`;
+}
+
 // demo/encoder-demo.ts
 import { SentenceEncoder } from "/web/webtune.js";
 var SENTENCES = [
@@ -124,9 +290,9 @@ var SENTENCES = [
   "I love pasta",
   "Do you like pizza?"
 ].join("\n");
-var $ = (id) => document.getElementById(id);
-var esc = (s) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
-async function runEncoderDemo(model, afterS2, budgetMs2, isStopped) {
+var $2 = (id) => document.getElementById(id);
+var esc2 = (s) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+async function runEncoderDemo(model, afterS2, budgetMs2, isStopped, paused = () => Promise.resolve()) {
   const state2 = {
     mode: "encoder",
     model,
@@ -140,8 +306,8 @@ async function runEncoderDemo(model, afterS2, budgetMs2, isStopped) {
     tunedAt: null
   };
   window.webtuneDemo = state2;
-  $("encoder").hidden = false;
-  const box = $("texts");
+  $2("encoder").hidden = false;
+  const box = $2("texts");
   if (!box.value) box.value = SENTENCES;
   try {
     const enc = await SentenceEncoder.load({ model, target: "wasm", precision: "int16", budgetMs: budgetMs2 });
@@ -166,29 +332,30 @@ async function runEncoderDemo(model, afterS2, budgetMs2, isStopped) {
       if (state2.tunedAt !== null && afterS2 > 0 && (performance.now() - t0) / 1e3 > state2.tunedAt + afterS2) break;
       if (performance.now() - lastDraw > 250) {
         state2.similarity = emb.map((a) => emb.map((b) => a.reduce((s, x, i) => s + x * b[i], 0)));
-        render(state2, texts);
+        render2(state2, texts);
         lastDraw = performance.now();
       }
       await new Promise((res) => setTimeout(res, 0));
+      await paused();
     }
     state2.phase = "stopped";
   } catch (e) {
     state2.phase = "error";
     state2.error = e instanceof Error ? e.message : String(e);
   }
-  render(state2, []);
+  render2(state2, []);
 }
-function render(state2, texts) {
+function render2(state2, texts) {
   const marks = state2.swaps.map((s) => ({ t: s.t, label: `${s.op} ${s.shape.join("×")} ×${s.speedup.toFixed(2)}`, color: "#d62728" }));
   const title = `Wasm int16 · ${state2.model} · ${state2.encodes} encodes, ${state2.swaps.length} swaps`;
-  drawChart($("chart"), state2.latencies, marks, title, [["kernel swap", "#d62728"]]);
+  drawChart($2("chart"), state2.latencies, marks, title, [["kernel swap", "#d62728"]]);
   if (texts.length) {
     const head = texts.map((_, j) => `<th>${j + 1}</th>`).join("");
-    const rows = texts.map((t, i) => `<tr><th title="${esc(t)}">${i + 1}. ${esc(t.slice(0, 40))}</th>${state2.similarity[i].map((v) => `<td style="background:rgba(31,119,180,${Math.max(0, v).toFixed(2)})">${v.toFixed(3)}</td>`).join("")}</tr>`);
-    $("sim").innerHTML = `<tr><th>cosine</th>${head}</tr>${rows.join("")}`;
+    const rows = texts.map((t, i) => `<tr><th title="${esc2(t)}">${i + 1}. ${esc2(t.slice(0, 40))}</th>${state2.similarity[i].map((v) => `<td style="background:rgba(31,119,180,${Math.max(0, v).toFixed(2)})">${v.toFixed(3)}</td>`).join("")}</tr>`);
+    $2("sim").innerHTML = `<tr><th>cosine</th>${head}</tr>${rows.join("")}`;
   }
   const last = state2.latencies.slice(-9).map((p) => p.ms).sort((a, b) => a - b);
-  $("status").textContent = state2.error ? `error: ${state2.error}` : `${state2.phase} · ${state2.model} · device key ${state2.deviceKey} · encode ${last.length ? last[last.length >> 1].toFixed(1) : "?"} ms (median of the last 9)` + (state2.tunedAt !== null ? ` · tuned after ${state2.tunedAt.toFixed(1)} s` : "");
+  $2("status").textContent = state2.error ? `error: ${state2.error}` : `${state2.phase} · ${state2.model} · device key ${state2.deviceKey} · encode ${last.length ? last[last.length >> 1].toFixed(1) : "?"} ms (median of the last 9)` + (state2.tunedAt !== null ? ` · tuned after ${state2.tunedAt.toFixed(1)} s` : "");
 }
 
 // demo/model.ts
@@ -565,6 +732,7 @@ var budgetMs = num("budget", 8);
 var afterS = num("after", 0);
 var maxCandidates = params.has("candidates") ? num("candidates", 0) : void 0;
 var worker = params.get("worker") !== "0";
+var generatedAsked = ["layers", "seq", "dim", "heads", "ffn", "q4"].some((k) => params.has(k)) || params.get("model") === "0";
 var threads = params.has("threads") ? Number(params.get("threads")) : void 0;
 var COLORS = {
   qkv: "#d62728",
@@ -601,8 +769,8 @@ var state = {
   output: { first: null, last: null, maxDiff: 0 }
 };
 window.webtuneDemo = state;
-var $2 = (id) => document.getElementById(id);
-var canvas = $2("chart");
+var $3 = (id) => document.getElementById(id);
+var canvas = $3("chart");
 var stopRequested = false;
 function nameOf(op, shape) {
   return kernelList(config).find((k) => k.op === op && k.shape.join() === shape.join())?.name ?? op;
@@ -631,7 +799,7 @@ function summarize(points, swaps) {
   }
   return { startMs, finalMs, secondsToWithin5, secondsToWithin5Of9 };
 }
-function render2(wt) {
+function render3(wt) {
   const marks = state.swaps.map((s2) => ({ t: s2.t, label: `${s2.name} ×${s2.speedup.toFixed(2)}`, color: COLORS[s2.name] ?? "#555" }));
   const c = config;
   const title = `${target === "wasm" ? "Wasm" : "WebGPU"} · ${c.layers} layers, seq ${c.seq}, dim ${c.dim}, ${c.heads} heads, ffn ${c.ffn}${c.q4 ? ", q4 MLP" : ""} · ${state.inferences} inferences, ${state.swaps.length} swaps`;
@@ -641,9 +809,9 @@ function render2(wt) {
     const progress = st ? `${st.phase} ${st.evaluated}/${st.total || "?"}` : "";
     return `<tr><td style="color:${COLORS[k.name]}">${k.name}</td><td>${k.op}</td><td>${k.shape.join("×")}</td><td>${k.source}${k.level ? ` (${k.level})` : ""}</td><td>${progress}</td><td>${k.swaps}</td><td><code>${k.sha256.slice(0, 12)}</code></td></tr>`;
   });
-  $2("kernels").innerHTML = `<tr><th>kernel</th><th>op</th><th>shape</th><th>first from</th><th>tuning</th><th>swaps</th><th>in use</th></tr>${rows.join("")}`;
+  $3("kernels").innerHTML = `<tr><th>kernel</th><th>op</th><th>shape</th><th>first from</th><th>tuning</th><th>swaps</th><th>in use</th></tr>${rows.join("")}`;
   const s = state.summary;
-  $2("status").textContent = state.error ? `error: ${state.error}` : `${state.phase} · device key ${state.deviceKey} · ${state.threads} thread${state.threads > 1 ? "s" : ""} · timer ${state.timerResolutionMs.toFixed(3)} ms · candidates measured ${state.measured} (${state.failed.length} failed checks) · reports ${state.reports.length}` + (s ? ` · latency ${s.startMs.toFixed(2)} → ${s.finalMs.toFixed(2)} ms${s.secondsToWithin5 !== null ? `, within 5 % of final after ${s.secondsToWithin5.toFixed(1)} s` : ""}` : "");
+  $3("status").textContent = state.error ? `error: ${state.error}` : `${state.phase} · device key ${state.deviceKey} · ${state.threads} thread${state.threads > 1 ? "s" : ""} · timer ${state.timerResolutionMs.toFixed(3)} ms · candidates measured ${state.measured} (${state.failed.length} failed checks) · reports ${state.reports.length}` + (s ? ` · latency ${s.startMs.toFixed(2)} → ${s.finalMs.toFixed(2)} ms${s.secondsToWithin5 !== null ? `, within 5 % of final after ${s.secondsToWithin5.toFixed(1)} s` : ""}` : "");
 }
 function yieldNow() {
   return new Promise((resolve) => {
@@ -723,48 +891,73 @@ async function main() {
     if (state.tunedAt !== null && afterS > 0 && (performance.now() - t0) / 1e3 > state.tunedAt + afterS) break;
     if (performance.now() - lastDraw > 250) {
       state.summary = summarize(state.latencies, state.swaps);
-      render2(wt);
+      render3(wt);
       lastDraw = performance.now();
     }
     await yieldNow();
+    await waitForChat();
   }
   state.summary = summarize(state.latencies, state.swaps);
   state.phase = "stopped";
-  render2(wt);
+  render3(wt);
 }
-$2("stop").addEventListener("click", () => {
+$3("stop").addEventListener("click", () => {
   stopRequested = true;
 });
-$2("clear").addEventListener("click", async () => {
+$3("clear").addEventListener("click", async () => {
   indexedDB.deleteDatabase("webtune");
-  $2("status").textContent = "local kernel cache cleared; reload to start from the server";
+  $3("status").textContent = "local kernel cache cleared; reload to start from the server";
 });
-$2("target").value = target;
-$2("target").addEventListener("change", (e) => {
+$3("target").value = target;
+$3("target").addEventListener("change", (e) => {
   params.set("target", e.target.value);
   location.search = params.toString();
 });
-async function pickModel() {
-  const generated = ["layers", "seq", "dim", "heads", "ffn", "q4"].some((k) => params.has(k)) || params.get("model") === "0";
-  if (generated || target !== "wasm") return null;
+async function pickModels() {
+  if (target !== "wasm") return { encoder: null, chat: null };
   try {
     const res = await fetch("/v1/models");
-    if (!res.ok) return null;
+    if (!res.ok) return { encoder: null, chat: null };
     const { models } = await res.json();
-    const want = params.get("model");
-    return (want ? models.find((m) => m.name === want)?.name : models[0]?.name) ?? null;
+    const pick = (task, want) => (want ? models.find((m) => m.name === want && (m.task ?? "feature-extraction") === task) : models.find((m) => (m.task ?? "feature-extraction") === task))?.name ?? null;
+    return {
+      encoder: generatedAsked || params.get("encoder") === "0" ? null : pick("feature-extraction", params.get("model")),
+      chat: params.get("chat") === "0" ? null : pick("text-generation", params.get("chat"))
+    };
   } catch {
-    return null;
+    return { encoder: null, chat: null };
   }
 }
-pickModel().then((model) => {
-  if (model) return runEncoderDemo(model, afterS, budgetMs, () => stopRequested);
-  $2("hint").textContent = "A generated model with random weights. For a real one: webtune model import PATH (e.g. all-MiniLM-L6-v2), then webtune serve.";
-  render2(null);
+var chatBusy = null;
+var chatDone = null;
+var waitForChat = () => chatBusy ?? Promise.resolve();
+pickModels().then(({ encoder, chat }) => {
+  if (chat) {
+    void runChatDemo({
+      model: chat,
+      threads,
+      budgetMs,
+      maxTokens: num("chat_tokens", 256),
+      onBusy: (busy) => {
+        if (busy) chatBusy = new Promise((res) => chatDone = res);
+        else {
+          chatDone?.();
+          chatBusy = chatDone = null;
+        }
+      }
+    });
+  }
+  if (encoder) return runEncoderDemo(encoder, afterS, budgetMs, () => stopRequested, waitForChat);
+  if (chat && !generatedAsked) {
+    for (const id of ["chart", "status", "kernels", "stop"]) $3(id).style.display = "none";
+    return;
+  }
+  $3("hint").textContent = "A generated model with random weights. For a real one: webtune model import PATH (e.g. all-MiniLM-L6-v2, or a llama GGUF such as SmolLM2 for the chat), then webtune serve.";
+  render3(null);
   return main();
 }).catch((e) => {
   state.phase = "error";
   state.error = e instanceof Error ? `${e.message}` : String(e);
-  render2(null);
+  render3(null);
   console.error(e);
 });

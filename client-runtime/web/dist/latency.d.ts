@@ -29,6 +29,11 @@ export declare class LatencyLog {
     private counts;
     /** Reports sent and answered 201. */
     sent: number;
+    /**
+     * Set when the server refused a report for this model (404, 422: e.g. a
+     * server that takes latency reports for encoders only): none is sent again.
+     */
+    refused: boolean;
     constructor(server: string, model: string, maxSeqLength: number, fetcher?: typeof fetch);
     /** Records one call of `ms` for `batch` texts padded to `seqLen`; reports through `sessionId` when due. */
     add(sessionId: string, target: 'wasm' | 'webgpu', batch: number, seqLen: number, ms: number): Promise<void> | null;

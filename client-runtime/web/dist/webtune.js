@@ -5627,6 +5627,11 @@ var LatencyLog = class {
   counts = /* @__PURE__ */ new Map();
   /** Reports sent and answered 201. */
   sent = 0;
+  /**
+   * Set when the server refused a report for this model (404, 422: e.g. a
+   * server that takes latency reports for encoders only): none is sent again.
+   */
+  refused = false;
   /** Records one call of `ms` for `batch` texts padded to `seqLen`; reports through `sessionId` when due. */
   add(sessionId, target, batch, seqLen, ms) {
     const key = `${target}|${batch}|${seqLen}`;
@@ -5636,7 +5641,7 @@ var LatencyLog = class {
     this.samples.set(key, xs);
     const n = (this.counts.get(key) ?? 0) + 1;
     this.counts.set(key, n);
-    if (!reportDue(n)) return null;
+    if (this.refused || !reportDue(n)) return null;
     return this.report({ session_id: sessionId, target, batch, seq_len: Math.min(seqLen, this.maxSeqLength), median_ms: median(xs), runs: xs.length });
   }
   /** Sends one report; resolves either way. */
@@ -5648,6 +5653,7 @@ var LatencyLog = class {
         body: JSON.stringify(r)
       }, this.fetcher);
       if (res.status === 201) this.sent++;
+      else if (res.status === 404 || res.status === 422) this.refused = true;
       await res.body?.cancel().catch(() => {
       });
     } catch {

@@ -40,6 +40,11 @@ export class LatencyLog {
   private counts = new Map<string, number>();
   /** Reports sent and answered 201. */
   sent = 0;
+  /**
+   * Set when the server refused a report for this model (404, 422: e.g. a
+   * server that takes latency reports for encoders only): none is sent again.
+   */
+  refused = false;
 
   constructor(
     private readonly server: string,
@@ -57,7 +62,7 @@ export class LatencyLog {
     this.samples.set(key, xs);
     const n = (this.counts.get(key) ?? 0) + 1;
     this.counts.set(key, n);
-    if (!reportDue(n)) return null;
+    if (this.refused || !reportDue(n)) return null;
     return this.report({ session_id: sessionId, target, batch, seq_len: Math.min(seqLen, this.maxSeqLength), median_ms: median(xs), runs: xs.length });
   }
 
@@ -70,6 +75,7 @@ export class LatencyLog {
         body: JSON.stringify(r),
       }, this.fetcher);
       if (res.status === 201) this.sent++;
+      else if (res.status === 404 || res.status === 422) this.refused = true;
       await res.body?.cancel().catch(() => {});
     } catch {
       // Offline or refused: a latency report is advice, never worth failing an app over.
