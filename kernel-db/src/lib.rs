@@ -17,6 +17,10 @@
 //! - `reports`: reports, raw measurements, flags, running tallies,
 //!   re-election, and the group-committing writer;
 //! - `winners`: lookups along the fallback chain;
+//! - [`fallback`]: the chain itself (device → arch → vendor, the most
+//!   specific level that answers wins), which the kernel lookup
+//!   ([`Db::best`], with [`fallback::Fit`]: space and threads) and the
+//!   model plan ([`Db::model_choice`]) both walk, no SQL;
 //! - `bundles`: the winners a static bundle exports, and a bundle's winners
 //!   and kernels stored in one transaction ([`Db::import_winners`]: never an
 //!   older election over a newer one);
@@ -75,6 +79,7 @@ mod bundles;
 mod connect;
 mod dashboard;
 mod elect;
+pub mod fallback;
 mod kernels;
 mod models;
 pub mod plan;

@@ -3,7 +3,7 @@
 
 use sqlx::Row;
 
-use crate::{Db, DeviceKeys, Level, NewModelLatency, Result, now_ms, plan, random_id};
+use crate::{Db, DeviceKeys, Level, NewModelLatency, Result, fallback, now_ms, plan, random_id};
 
 macro_rules! model_latency_sql {
     ($col:literal) => {
@@ -63,5 +63,28 @@ impl Db {
                 })
             })
             .collect()
+    }
+
+    /// Which target runs `model` faster at one batch and sequence length on
+    /// a device with `keys`: the latencies under its device, arch and vendor
+    /// key, summarised per level ([`plan::summarise`]); the most specific
+    /// level where a target wins ([`plan::faster`] with `quorum`) decides,
+    /// through the same walk as kernel lookups ([`fallback::best`]).
+    pub async fn model_choice(&self, model: &str, batch: i64, seq_len: i64, keys: &DeviceKeys, quorum: usize) -> Result<plan::Choice> {
+        let mut levels = Vec::new();
+        for (level, key) in fallback::levels(keys) {
+            let summary = plan::summarise(&self.model_latencies(model, batch, seq_len, level, key).await?);
+            levels.push((level, (key.to_string(), summary)));
+        }
+        let seen = levels.iter().find(|(_, (_, s))| !s.is_empty()).cloned();
+        let decided = fallback::best(levels, |_, (_, s)| plan::faster(s, quorum).is_some());
+        Ok(match (decided, seen) {
+            (Some((level, (key, summary))), _) => {
+                let target = plan::faster(&summary, quorum).map(|t| t.target.clone()).unwrap_or_default();
+                plan::Choice { level: Some(level), key: Some(key), target: Some(target), summary }
+            }
+            (None, Some((level, (key, summary)))) => plan::Choice { level: Some(level), key: Some(key), target: None, summary },
+            (None, None) => plan::Choice::default(),
+        })
     }
 }

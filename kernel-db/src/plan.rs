@@ -7,7 +7,7 @@
 //! others; a target's latency is the median over its sessions, and it is
 //! considered only with at least `quorum` sessions. The faster of the two
 //! considered targets wins; with fewer than two considered, there is no
-//! answer at this level and the caller tries the next one.
+//! answer at this level and the walk ([`crate::fallback`]) tries the next one.
 
 use std::collections::BTreeMap;
 
@@ -68,6 +68,19 @@ pub fn faster(summary: &[TargetLatency], quorum: usize) -> Option<&TargetLatency
         return None;
     }
     considered.into_iter().min_by(|a, b| a.median_ms.total_cmp(&b.median_ms))
+}
+
+/// What the walk over a device's levels found ([`crate::Db::model_choice`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Choice {
+    /// The level that decided, else the most specific one with any reports;
+    /// `None` when no level has any.
+    pub level: Option<crate::Level>,
+    pub key: Option<String>,
+    /// The faster target, when a level decided.
+    pub target: Option<String>,
+    /// Every target's latency at that level.
+    pub summary: Vec<TargetLatency>,
 }
 
 #[cfg(test)]

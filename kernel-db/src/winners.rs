@@ -4,6 +4,7 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::fallback::{self, Fit};
 use crate::{Best, Db, DbError, DeviceKeys, KernelKind, Level, Result, Winner};
 
 const BEST_SQL: &str = "SELECT w.level, w.level_key, w.space_checksum, w.kernel_sha256, w.votes, w.total_votes, \
@@ -15,13 +16,30 @@ const BEST_SQL: &str = "SELECT w.level, w.level_key, w.space_checksum, w.kernel_
        (w.level = 'vendor' AND w.level_key = $6))";
 
 impl Db {
-    /// The most specific winner for `kind` on a device with `keys`: the exact
-    /// device key, then its architecture, then its vendor. A winner whose
-    /// space checksum differs from `space_checksum` (when given) is stale and
-    /// skipped. `None` means the caller should answer with the portable default.
-    pub async fn best(&self, kind: &KernelKind, keys: &DeviceKeys, space_checksum: Option<&str>) -> Result<Option<Best>> {
-        let all = self.winners_for(kind, keys).await?;
-        Ok(all.into_iter().find(|b| space_checksum.is_none_or(|c| c == b.winner.space_checksum)))
+    /// The most specific winner for `kind` on a device with `keys` that
+    /// fits the asker ([`Fit`]: its space checksum, when given, and its
+    /// thread limit, when given): the exact device key, then its
+    /// architecture, then its vendor ([`fallback::best`]). A winner of
+    /// another space is stale and skipped, as is one whose kernel needs more
+    /// threads than the asker runs. `None` means the caller should answer
+    /// with the portable default.
+    pub async fn best<'a>(&self, kind: &KernelKind, keys: &DeviceKeys, fit: impl Into<Fit<'a>>) -> Result<Option<Best>> {
+        let fit = fit.into();
+        let mut unreadable = None;
+        let found = fallback::best(self.winners_for(kind, keys).await?.into_iter().map(|b| (b.winner.level, b)), |_, b| {
+            fit.fits(&b.winner.space_checksum, &b.meta_json).unwrap_or_else(|e| {
+                unreadable
+                    .get_or_insert_with(|| format!("kernel {} of winner {kind} at {}: {e}", b.winner.kernel_sha256, b.winner.level_key));
+                false
+            })
+        });
+        // A winner's metadata this code cannot read stops the walk where it
+        // stands, as an error: answering past it would hide a broken row.
+        match (found, unreadable) {
+            (Some((_, b)), None) => Ok(Some(b)),
+            (_, Some(why)) => Err(DbError::Corrupt(why)),
+            (None, None) => Ok(None),
+        }
     }
 
     /// Every stored winner for `kind` at the levels of `keys`, most specific

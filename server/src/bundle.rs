@@ -145,7 +145,7 @@ pub struct Exported {
 
 /// The kind of `op` on `target`, as the database and the wire name it.
 pub fn kind_of(op: &Op, target: Target) -> KernelKind {
-    crate::http::kind_of(op, target)
+    crate::service::kind_of(op, target)
 }
 
 fn rules_checksum(kind: &KernelKind) -> Result<String, BundleError> {
@@ -164,7 +164,7 @@ fn parse_kind(kind: &KernelKind) -> Result<(Op, Target), BundleError> {
 /// lists are removed).
 pub async fn export(db: &Db, spec: &ExportSpec, dir: &Path, now_ms: i64) -> Result<Exported, BundleError> {
     let keys = match &spec.device_key {
-        Some(k) => Some(crate::http::device::keys_from_device_key(k).ok_or_else(|| {
+        Some(k) => Some(crate::service::device::keys_from_device_key(k).ok_or_else(|| {
             BundleError::Input(format!("`{k}` is not a device key: give one of four `/`-separated parts, e.g. gpu-nvidia/hopper/h100/-"))
         })?),
         None => None,

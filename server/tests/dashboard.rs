@@ -34,7 +34,7 @@ async fn client_strings_are_escaped_in_tables_and_charts() {
     let app = app().await;
     let evil = "<script>alert(1)</script>";
     let fp = format!(r#"{{"browser":{{"name":"</code>{evil}","version":"1\" onload=\"x"}}}}"#);
-    app.db.upsert_device(&fp, &keys(&format!("cpu-x86-{evil}"), &format!("cpu-x86-{evil}"), &format!("cpu-{evil}"))).await.unwrap();
+    app.service.db().upsert_device(&fp, &keys(&format!("cpu-x86-{evil}"), &format!("cpu-x86-{evil}"), &format!("cpu-{evil}"))).await.unwrap();
     let (status, html) = get(&app, "/dashboard").await;
     assert_eq!(status, StatusCode::OK);
     assert!(!html.contains("<script"), "an unescaped script tag in the page");
@@ -70,7 +70,7 @@ async fn pages_past_the_end_are_empty_and_bad_pages_are_400() {
     // 120 devices: three pages of 50, 50 and 20.
     for i in 0..120 {
         let k = format!("cpu-x86-avx2-d{i:03}.1011");
-        app.db.upsert_device(&format!(r#"{{"n":{i}}}"#), &keys(&k, "cpu-x86-avx2", "cpu-x86")).await.unwrap();
+        app.service.db().upsert_device(&format!(r#"{{"n":{i}}}"#), &keys(&k, "cpu-x86-avx2", "cpu-x86")).await.unwrap();
     }
     let rows = |html: &str| {
         let at = html.find("id=\"devices\"").unwrap();

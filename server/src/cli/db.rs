@@ -68,7 +68,7 @@ async fn compact(a: CompactArgs) -> Result<()> {
 
 /// `YYYY-MM-DD` of a day number (days since 1970-01-01, UTC).
 fn day_name(day: i64) -> String {
-    let (y, m, d, _) = crate::http::charts::utc(day * 24);
+    let (y, m, d, _) = crate::service::time::utc(day * 24);
     format!("{y:04}-{m:02}-{d:02}")
 }
 

@@ -6,7 +6,7 @@
 //!
 //! Offline tuning of a fleet of machines is this command in a loop; the
 //! service's end-to-end tests use it as a client that needs no browser. It
-//! speaks the wire types of `http::protocol`, the server's own, so that a
+//! speaks the wire types of `service::protocol`, the server's own, so that a
 //! field renamed on one side cannot be missed on the other.
 
 use anyhow::Result;
@@ -59,7 +59,9 @@ mod native {
     use webtune_compiler::{KernelMeta, Op, Target};
 
     use super::TuneArgs;
-    use crate::http::protocol::{CandidateEvent, ErrorBody, ReportEntry, ReportRequest, ReportResponse, SessionRequest, SessionResponse};
+    use crate::service::protocol::{
+        CandidateEvent, ErrorBody, ReportEntry, ReportRequest, ReportResponse, SessionRequest, SessionResponse,
+    };
 
     /// The engine that runs this target's candidates.
     enum Runner {

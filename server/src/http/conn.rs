@@ -151,7 +151,7 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let Some(held) = Open::take(&app.open, addr.ip(), &limits) else {
-            app.metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
+            app.service.metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
             drop(stream);
             continue;
         };

@@ -35,22 +35,19 @@ impl ApiError {
     }
 }
 
-impl From<webtune_kernel_db::DbError> for ApiError {
-    fn from(e: webtune_kernel_db::DbError) -> ApiError {
-        use webtune_kernel_db::DbError;
-        match e {
-            DbError::TicketReused(sha) => ApiError::new(
-                StatusCode::CONFLICT,
-                format!(
-                    "the ticket for kernel {sha} was already used; each ticket counts once: take the kernel from a new queue to measure it again"
-                ),
-            ),
-            DbError::UnknownKernel(sha) => {
-                ApiError::unprocessable(format!("kernel {sha} is not known to this server; report only kernels received from its queue"))
-            }
-            e @ DbError::WrongKind { .. } => ApiError::unprocessable(format!("{e}; report each op, shape and target separately")),
-            other => ApiError::internal(other),
-        }
+impl From<crate::service::Error> for ApiError {
+    /// The service's errors, as statuses (an internal one was logged where it was made).
+    fn from(e: crate::service::Error) -> ApiError {
+        use crate::service::ErrorKind;
+        let status = match e.kind {
+            ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
+            ErrorKind::Forbidden => StatusCode::FORBIDDEN,
+            ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ErrorKind::Conflict => StatusCode::CONFLICT,
+            ErrorKind::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, e.message)
     }
 }
 

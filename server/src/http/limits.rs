@@ -135,14 +135,14 @@ pub async fn admit(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
         return next.run(req).await;
     }
     let Some(_slot) = Slot::try_take(&app.in_flight, app.config.limits.max_in_flight) else {
-        app.metrics.overloaded.fetch_add(1, Ordering::Relaxed);
+        app.service.metrics.overloaded.fetch_add(1, Ordering::Relaxed);
         return overloaded("the server is at its limit of requests in flight");
     };
     let costly = req.method() == Method::POST || req.uri().path().ends_with("/queue");
     if costly {
         let addr = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string()).unwrap_or_default();
         if let Err(wait) = app.per_address.take(&addr) {
-            app.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
+            app.service.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
             return too_many("too many requests from this address", wait);
         }
     }

@@ -1,43 +1,39 @@
-//! The tuning service: HTTP API over the kernel database (axum + tokio).
-//!
-//! A device opens a session with its fingerprint, asks for the best known
-//! kernel of each op it runs, and, while it infers, takes candidates from its
-//! queue (Server-Sent Events), times them and reports its top N. Every report
-//! is stored with its raw measurements and moves the votes; the next lookup of
-//! any device with the same key (or, failing that, architecture or vendor)
-//! gets the new winner.
+//! The HTTP edge of the tuning service (axum + tokio): it decodes and
+//! validates requests, calls the [`crate::service`], and maps its errors to
+//! status codes. A kernel request's route: the route table below → one
+//! handler (this file, `queue`, `reports`, `models`) → one `Service` method
+//! (`crate::service`) → `webtune-kernel-db`.
 //!
 //! Invariants:
-//! - Only this module knows HTTP and JSON; SQL stays in `webtune-kernel-db`,
-//!   kernels come from `webtune-compiler`, keys and spaces from [`device`].
-//! - Every input is validated before it reaches the database; every failure
-//!   is an [`error::ApiError`]: a 4xx that says what to fix, or a 500 whose
-//!   detail is logged, never sent.
-//! - A report is acknowledged (200) only after its transaction committed.
-//! - Compilation runs on the rayon pool, never on a tokio worker.
+//! - Only this module knows HTTP; the rules (sessions, queues, reports,
+//!   lookups, model plans) are the service's, and no handler holds SQL or
+//!   an election or fallback rule (`tests/layers.rs` reads these files).
+//! - Every failure is an [`error::ApiError`]: a 4xx that says what to fix,
+//!   or a 500 whose detail is logged, never sent.
+//! - Admission (rate limits, in-flight and queue caps, connection caps) is
+//!   counted here, before the service is called.
 
+mod app;
 pub(crate) mod charts;
 pub mod conn;
 pub mod cors;
-pub mod device;
 pub mod error;
 pub mod limits;
 mod models;
 pub mod openapi;
 mod pages;
-mod plausible;
-pub mod protocol;
 mod queue;
 mod reports;
 mod rho;
-pub mod ticket;
 mod web;
 
-use std::collections::HashMap;
+/// The wire types, which live with the service that takes and gives them.
+pub use crate::service::protocol;
+pub use app::{App, Config};
+
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -48,237 +44,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
-use webtune_compiler::{Op, Schedule, Target, compile};
-use webtune_kernel_db::{Db, DeviceKeys, KernelKind, Level, NewKernel, VotePolicy, random_id};
 
+use crate::service::{Lookup, is_hex};
 use error::{ApiError, ApiResult};
 use protocol::*;
-use ticket::Signer;
 
 /// Largest request body accepted, bytes. A top-5 report is under 2 KiB and
 /// a fingerprint a few hundred bytes.
 pub const BODY_LIMIT: usize = 64 * 1024;
-/// Longest device key accepted in a query.
-const MAX_KEY_LEN: usize = 512;
-/// Entries of the compile, session and lookup caches before they are emptied.
-const CACHE_LIMIT: usize = 50_000;
-
-/// Inserts into one of the server's caches, emptying it first when it
-/// holds [`CACHE_LIMIT`] entries (a cache is only ever a shortcut).
-fn cache_insert<K: std::hash::Hash + Eq, V>(cache: &mut HashMap<K, V>, key: K, value: V) {
-    if cache.len() >= CACHE_LIMIT {
-        cache.clear();
-    }
-    cache.insert(key, value);
-}
-
-/// Counters exported at `/metrics`.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    pub sessions: AtomicU64,
-    pub best: [AtomicU64; 4],
-    pub best_cache_hits: AtomicU64,
-    pub reports_accepted: AtomicU64,
-    pub reports_rejected: AtomicU64,
-    pub measurements_accepted: AtomicU64,
-    pub candidates_streamed: AtomicU64,
-    pub kernels_compiled: AtomicU64,
-    pub compile_us_total: AtomicU64,
-    pub kernel_downloads: AtomicU64,
-    pub not_modified: AtomicU64,
-    pub rate_limited: AtomicU64,
-    pub overloaded: AtomicU64,
-    pub samples_rejected: AtomicU64,
-    pub implausible_rejected: AtomicU64,
-    /// Stored winners whose kernel metadata did not parse as a schedule.
-    pub unreadable_winners: AtomicU64,
-    pub connections_refused: AtomicU64,
-}
-
-/// How a server runs: vote policy, admission limits, cache lifetime.
-#[derive(Clone, Debug)]
-pub struct Config {
-    pub policy: VotePolicy,
-    pub limits: limits::Limits,
-    /// How long a cached best-kernel answer may be served. Reports to this
-    /// server invalidate it at once; reports to another server sharing the
-    /// database are seen after at most this long.
-    pub cache_ttl: std::time::Duration,
-    /// The model store served at `/v1/models`; `None` serves no models.
-    pub models_dir: Option<std::path::PathBuf>,
-    /// Timeouts and caps on connections.
-    pub connections: conn::ConnLimits,
-    /// Origins other than the server's own whose pages may call the API.
-    pub cors: cors::Origins,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            policy: VotePolicy::default(),
-            limits: limits::Limits::default(),
-            cache_ttl: std::time::Duration::from_millis(1000),
-            models_dir: None,
-            connections: conn::ConnLimits::default(),
-            cors: cors::Origins::default(),
-        }
-    }
-}
-
-/// Fewest timed runs behind a reported median.
-pub const MIN_RUNS: u32 = 3;
-
-/// A kernel compiled and stored by this server.
-#[derive(Debug)]
-pub struct Compiled {
-    pub sha256: String,
-    pub meta: serde_json::Value,
-}
-
-/// Shared state of all handlers.
-#[derive(Debug)]
-pub struct App {
-    pub db: Db,
-    pub signer: Signer,
-    pub metrics: Metrics,
-    pub config: Config,
-    /// Write requests per client address.
-    pub per_address: limits::Buckets,
-    /// Reports and queues per session.
-    pub per_session: limits::Buckets,
-    /// Requests being handled.
-    pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
-    /// Candidate queues streaming.
-    pub queues: Arc<std::sync::atomic::AtomicUsize>,
-    /// Connections open, per address and in all.
-    pub open: Arc<conn::Open>,
-    /// Candidate queues streaming, per session.
-    pub session_queues: Mutex<HashMap<String, Arc<std::sync::atomic::AtomicUsize>>>,
-    /// (op, shape, target, schedule JSON) → compiled kernel.
-    compiled: Mutex<HashMap<String, Arc<Compiled>>>,
-    /// Sessions already read: a session row never changes, so any server
-    /// may keep it (a miss is never cached: the session may have been
-    /// opened on another server since).
-    sessions: Mutex<HashMap<String, webtune_kernel_db::Session>>,
-    /// Lookup answers, valid while `generation` is unchanged and younger than the TTL.
-    best_cache: RwLock<HashMap<String, (u64, Instant, Bytes)>>,
-    /// Bumped by every accepted report that changed a seat: cached lookups are then stale.
-    generation: AtomicU64,
-    started: Instant,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while holding a cache lock leaves a usable map behind.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-pub fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
-}
-
-impl App {
-    /// Connects to (and migrates) the database and loads the ticket secret.
-    pub async fn new(database_url: &str, config: Config) -> anyhow::Result<Arc<App>> {
-        let db = Db::connect(database_url).await?;
-        let secret = db.setting_or_init("ticket_secret", &(random_id()? + &random_id()?)).await?;
-        Ok(Arc::new(App {
-            db,
-            signer: Signer::new(secret.as_bytes()),
-            metrics: Metrics::default(),
-            per_address: limits::Buckets::per_minute(config.limits.per_address_per_min),
-            per_session: limits::Buckets::with_burst(config.limits.per_session_per_min, config.limits.per_session_burst()),
-            in_flight: Arc::default(),
-            queues: Arc::default(),
-            open: Arc::default(),
-            session_queues: Mutex::new(HashMap::new()),
-            sessions: Mutex::new(HashMap::new()),
-            config,
-            compiled: Mutex::new(HashMap::new()),
-            best_cache: RwLock::new(HashMap::new()),
-            generation: AtomicU64::new(0),
-            started: Instant::now(),
-        }))
-    }
-
-    /// Compiles `schedule` for `op` on `target` on the rayon pool, stores the
-    /// kernel, and caches it by its inputs (compilation is deterministic).
-    pub async fn compile_and_store(&self, op: &Op, target: Target, schedule: &Schedule) -> ApiResult<Arc<Compiled>> {
-        let schedule_json = serde_json::to_string(schedule).map_err(ApiError::internal)?;
-        let cache_key = format!("{}|{}|{}", op.slug(), target, schedule_json);
-        if let Some(c) = lock(&self.compiled).get(&cache_key) {
-            return Ok(c.clone());
-        }
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let (op2, schedule2) = (op.clone(), schedule.clone());
-        rayon::spawn(move || {
-            let t = Instant::now();
-            let r = compile(&op2, target, &schedule2);
-            let _ = tx.send((r, t.elapsed()));
-        });
-        let (kernel, took) = rx.await.map_err(|_| ApiError::internal("compile worker vanished"))?;
-        let kernel = kernel.map_err(|e| match e {
-            webtune_compiler::CompileError::Schedule(e) => ApiError::unprocessable(e.to_string()),
-            e => ApiError::internal(e),
-        })?;
-        self.metrics.kernels_compiled.fetch_add(1, Ordering::Relaxed);
-        self.metrics.compile_us_total.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
-        let meta_json = serde_json::to_string(&kernel.meta).map_err(ApiError::internal)?;
-        self.db
-            .put_kernel(&NewKernel {
-                sha256: kernel.meta.sha256.clone(),
-                kind: kind_of(op, target),
-                schedule_json,
-                meta_json,
-                bytes: kernel.bytes,
-            })
-            .await?;
-        let meta = serde_json::to_value(&kernel.meta).map_err(ApiError::internal)?;
-        let c = Arc::new(Compiled { sha256: kernel.meta.sha256, meta });
-        cache_insert(&mut lock(&self.compiled), cache_key, c.clone());
-        Ok(c)
-    }
-
-    /// The keys of a device key: as recorded from its fingerprint, else as
-    /// implied by the key's own structure.
-    async fn keys_of(&self, device_key: &str) -> ApiResult<Option<DeviceKeys>> {
-        if let Some(d) = self.db.device(device_key).await? {
-            return Ok(Some(d.keys));
-        }
-        Ok(device::keys_from_device_key(device_key))
-    }
-}
-
-pub fn kind_of(op: &Op, target: Target) -> KernelKind {
-    let shape: Vec<String> = op.shape().iter().map(|d| d.to_string()).collect();
-    KernelKind { op: op.name(), shape: shape.join(","), target: target.name().to_string() }
-}
-
-pub fn kernel_url(sha256: &str) -> String {
-    format!("/v1/kernels/{sha256}")
-}
-
-/// Parses and validates op, shape and target.
-pub fn parse_kind(op: &str, shape: &[u32], target: &str) -> ApiResult<(Op, Target)> {
-    // The name may carry an epilogue suffix (`matmul+bias+gelu`) and `+f16`.
-    let (kind, epilogue, dtype) = webtune_compiler::op::parse_name(op).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let op = Op::with_epilogue(kind, epilogue, shape)
-        .and_then(|o| o.with_dtype(dtype))
-        .map_err(|e| ApiError::bad_request(format!("shape: {e}")))?;
-    let target: Target = target.parse().map_err(|e: String| ApiError::bad_request(e))?;
-    if !op.runs_on(target) {
-        let only = if kind.runs_on(target) { "f16 ops run on wgsl only" } else { "it runs on wasm only" };
-        return Err(ApiError::bad_request(format!("{} has no {} kernels: {only}", op.name(), target.name())));
-    }
-    Ok((op, target))
-}
-
-fn parse_shape(s: &str) -> ApiResult<Vec<u32>> {
-    if s.len() > 64 {
-        return Err(ApiError::bad_request("shape is too long: give up to 4 comma-separated dimensions, e.g. 384,768,768"));
-    }
-    webtune_compiler::op::parse_shape(s)
-        .map_err(|e| ApiError::bad_request(format!("shape `{s}`: {e}; give comma-separated positive integers, e.g. 384,768,768")))
-}
 
 /// Parses a JSON body with an error that names the line, column and field.
 fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> ApiResult<T> {
@@ -298,44 +71,13 @@ fn query<T>(q: Result<Query<T>, QueryRejection>) -> ApiResult<T> {
     })
 }
 
-fn is_hex(s: &str, len: usize) -> bool {
-    s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-async fn session_of(app: &App, id: &str) -> ApiResult<webtune_kernel_db::Session> {
-    let unknown = || ApiError::not_found(format!("unknown session `{id}`: open one with POST /v1/sessions"));
-    if !is_hex(id, 32) {
-        return Err(unknown());
-    }
-    if let Some(s) = lock(&app.sessions).get(id) {
-        return Ok(s.clone());
-    }
-    let s = app.db.session(id).await?.ok_or_else(unknown)?;
-    cache_insert(&mut lock(&app.sessions), id.to_string(), s.clone());
-    Ok(s)
-}
-
-// ---------------------------------------------------------------- handlers
-
 /// Open a tuning session for a device fingerprint.
 #[utoipa::path(post, path = "/v1/sessions", request_body = SessionRequest, responses(
     (status = 201, description = "Session opened", body = SessionResponse),
     (status = 400, response = ErrorBody), (status = 413, response = ErrorBody), (status = 422, response = ErrorBody), (status = 429, response = ErrorBody), (status = 503, response = ErrorBody)))]
 async fn create_session(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
     let req: SessionRequest = json_body(body)?;
-    let keys = device::keys_for(&req.fingerprint).map_err(ApiError::unprocessable)?;
-    // Known fields only, bounded (docs/device-keys.md: unknown fields are ignored).
-    let canonical = device::stored_fingerprint(&req.fingerprint).map_err(ApiError::unprocessable)?;
-    let fp_sha = app.db.upsert_device(&canonical, &keys).await?;
-    let s = app.db.create_session(&fp_sha, &keys).await?;
-    app.metrics.sessions.fetch_add(1, Ordering::Relaxed);
-    let body = SessionResponse {
-        session_id: s.id,
-        device_key: keys.device_key,
-        arch_key: keys.arch_key,
-        vendor_key: keys.vendor_key,
-        rho: keys.rho,
-    };
+    let body = app.service.open_session(&req).await?;
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
@@ -346,73 +88,7 @@ async fn create_session(State(app): State<Arc<App>>, body: Result<Bytes, BytesRe
 async fn best(State(app): State<Arc<App>>, q: Result<Query<KernelQuery>, QueryRejection>) -> ApiResult<Response> {
     let q = query(q)?;
     let device_key = q.device_key.unwrap_or_default();
-    if device_key.len() > MAX_KEY_LEN {
-        return Err(ApiError::bad_request(format!("device_key is longer than {MAX_KEY_LEN} bytes")));
-    }
-    let cache_key = format!("{device_key}\n{}\n{}\n{}", q.op, q.shape, q.target);
-    let generation = app.generation.load(Ordering::Acquire);
-    let cached = app.best_cache.read().unwrap_or_else(|p| p.into_inner()).get(&cache_key).cloned();
-    if let Some((g, at, body)) = cached
-        && g == generation
-        && at.elapsed() < app.config.cache_ttl
-    {
-        app.metrics.best_cache_hits.fetch_add(1, Ordering::Relaxed);
-        return Ok(json_bytes(body));
-    }
-    let (op, target) = parse_kind(&q.op, &parse_shape(&q.shape)?, &q.target)?;
-    let kind = kind_of(&op, target);
-    let keys = if device_key.is_empty() { None } else { app.keys_of(&device_key).await? };
-    let mut answer = None;
-    if let Some(keys) = &keys {
-        let space = device::space_for(&op, target, keys);
-        // The most specific winner of this space's rules that the client can
-        // run: arch and vendor keys are shared by clients with and without
-        // Wasm threads.
-        let limit = device::max_threads(keys) as u64;
-        let mut found = None;
-        for b in app.db.winners_for(&kind, keys).await? {
-            let meta: serde_json::Value = serde_json::from_str(&b.meta_json).map_err(ApiError::internal)?;
-            if b.winner.space_checksum == space.checksum && meta.get("threads").and_then(|t| t.as_u64()).unwrap_or(1) <= limit {
-                found = Some((b, meta));
-                break;
-            }
-        }
-        if let Some((b, meta)) = found {
-            answer = Some(BestResponse {
-                level: b.winner.level,
-                level_key: Some(b.winner.level_key),
-                meta,
-                url: kernel_url(&b.winner.kernel_sha256),
-                votes: b.winner.votes,
-                reports: b.winner.reports,
-                space_checksum: Some(b.winner.space_checksum),
-            });
-        }
-    }
-    let answer = match answer {
-        Some(a) => a,
-        None => {
-            let c = app.compile_and_store(&op, target, &Schedule::default_for(&op, target)).await?;
-            BestResponse {
-                level: Level::Default,
-                level_key: None,
-                meta: c.meta.clone(),
-                url: kernel_url(&c.sha256),
-                votes: 0,
-                reports: 0,
-                space_checksum: None,
-            }
-        }
-    };
-    let i = match answer.level {
-        Level::Device => 0,
-        Level::Arch => 1,
-        Level::Vendor => 2,
-        Level::Default => 3,
-    };
-    app.metrics.best[i].fetch_add(1, Ordering::Relaxed);
-    let body = Bytes::from(serde_json::to_vec(&answer).map_err(ApiError::internal)?);
-    cache_insert(&mut app.best_cache.write().unwrap_or_else(|p| p.into_inner()), cache_key, (generation, Instant::now(), body.clone()));
+    let body = app.service.best(&Lookup { device_key: &device_key, op: &q.op, shape: &q.shape, target: &q.target }).await?;
     Ok(json_bytes(body))
 }
 
@@ -445,34 +121,21 @@ async fn kernel_bytes(State(app): State<Arc<App>>, Path(sha): Path<String>, head
     if matches {
         // A content-addressed kernel never changes: the client's copy is good
         // if it exists here at all.
-        if app.db.kernel_meta(&sha).await?.is_some() {
-            app.metrics.not_modified.fetch_add(1, Ordering::Relaxed);
+        if app.service.has_kernel(&sha).await? {
+            app.service.metrics.not_modified.fetch_add(1, Ordering::Relaxed);
             return Ok((StatusCode::NOT_MODIFIED, cache).into_response());
         }
     }
-    let Some((bytes, target)) = app.db.kernel_bytes(&sha).await? else {
-        return Err(ApiError::not_found(format!("no kernel with hash {sha}; hashes come from /v1/kernels/best or the queue")));
-    };
+    let (bytes, target) = app.service.kernel_bytes(&sha).await?;
     let ctype = if target == "wasm" { "application/wasm" } else { "text/wgsl; charset=utf-8" };
-    app.metrics.kernel_downloads.fetch_add(1, Ordering::Relaxed);
     Ok((cache, [(header::CONTENT_TYPE, HeaderValue::from_static(ctype))], bytes).into_response())
-}
-
-/// A session serves the one target its device key is for (`gpu-` keys
-/// WGSL, `cpu-` keys Wasm): the key, and so the candidate space and the
-/// votes, would be wrong for the other.
-fn wrong_target(device_key: &str, own: Target, asked: Target) -> ApiError {
-    ApiError::unprocessable(format!(
-        "this session is for {own} kernels (device key {device_key}), not {asked}; \
-         open another session with \"target\": \"{asked}\" in its fingerprint to tune {asked} kernels"
-    ))
 }
 
 /// Liveness and database reachability.
 #[utoipa::path(get, path = "/healthz", responses((status = 200, description = "OK"), (status = 503, response = ErrorBody)))]
 async fn healthz(State(app): State<Arc<App>>) -> Response {
-    match app.db.ping().await {
-        Ok(()) => Json(serde_json::json!({"status": "ok", "database": app.db.backend()})).into_response(),
+    match app.service.health().await {
+        Ok(backend) => Json(serde_json::json!({"status": "ok", "database": backend})).into_response(),
         Err(e) => {
             eprintln!("webtune serve: health check failed: {e}");
             (StatusCode::SERVICE_UNAVAILABLE, Json(ErrorBody { error: "database unreachable".into() })).into_response()
@@ -560,7 +223,7 @@ pub async fn serve(addr: SocketAddr, database_url: &str, config: Config) -> anyh
     use std::io::Write;
     let _ = std::io::stdout().flush();
     conn::serve(listener, router(app.clone()), app.clone(), shutdown(), std::time::Duration::from_secs(10)).await?;
-    app.db.close().await;
+    app.service.close().await;
     Ok(())
 }
 

@@ -23,6 +23,7 @@ use webtune_models::{Manifest, ModelManifest, Store, is_blob_name, is_model_name
 use super::App;
 use super::error::{ApiError, ApiResult};
 use super::protocol::{ErrorBody, LatencyRequest, LatencyResponse, ModelList, ModelSummary, PlanQuery, PlanResponse};
+use crate::service::models::check_device_key;
 
 /// Bytes read from a blob file per chunk of the response body.
 const CHUNK: usize = 256 * 1024;
@@ -165,24 +166,6 @@ pub async fn blob(State(app): State<Arc<App>>, Path((name, sha)): Path<(String, 
         .into_response())
 }
 
-/// Model targets a latency may be reported for, and the kernel target each runs.
-const TARGETS: [(&str, &str); 2] = [("wasm", "wasm"), ("webgpu", "wgsl")];
-/// Largest batch a latency report or plan may name.
-const MAX_BATCH: u32 = 256;
-
-fn check_shape(m: &Manifest, batch: u32, seq_len: u32) -> ApiResult<()> {
-    if !(1..=MAX_BATCH).contains(&batch) {
-        return Err(ApiError::unprocessable(format!("batch must be from 1 to {MAX_BATCH} texts, got {batch}")));
-    }
-    if !(1..=m.max_seq_length).contains(&seq_len) {
-        return Err(ApiError::unprocessable(format!(
-            "seq_len must be from 1 to the model's max_seq_length {}, got {seq_len}",
-            m.max_seq_length
-        )));
-    }
-    Ok(())
-}
-
 /// Report one model-level latency (one call of the model at a batch and
 /// padded length, on one target) measured in a session; the device keys
 /// come from the session.
@@ -195,44 +178,17 @@ pub async fn latency(
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> ApiResult<Response> {
     let req: LatencyRequest = super::json_body(body)?;
-    let session = super::session_of(&app, &req.session_id).await?;
+    let session = app.service.session(&req.session_id).await?;
     if let Err(wait) = app.per_session.take(&session.id) {
-        app.metrics.rate_limited.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        app.service.metrics.rate_limited.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             format!("too many reports from this session; retry in {} s", wait.as_secs().max(1)),
         ));
     }
     let m = encoder(read_manifest(&app, &name).await?.1)?;
-    if !TARGETS.iter().any(|(t, _)| *t == req.target) {
-        return Err(ApiError::unprocessable(format!("target must be `wasm` or `webgpu`, got `{}`", req.target)));
-    }
-    check_shape(&m, req.batch, req.seq_len)?;
-    if !(req.median_ms.is_finite() && req.median_ms > 0.0 && req.median_ms <= 600_000.0) {
-        return Err(ApiError::unprocessable(format!(
-            "median_ms must be a positive number of milliseconds up to 600000, got {}",
-            req.median_ms
-        )));
-    }
-    if req.runs < super::MIN_RUNS || req.runs > 1_000_000 {
-        return Err(ApiError::unprocessable(format!(
-            "runs must be from {} to 10^6 (a median needs repeated timed calls), got {}",
-            super::MIN_RUNS,
-            req.runs
-        )));
-    }
-    let row = webtune_kernel_db::NewModelLatency {
-        session_id: session.id.clone(),
-        model: m.name.clone(),
-        weights_sha256: m.weights.sha256.clone(),
-        target: req.target,
-        batch: req.batch.into(),
-        seq_len: req.seq_len.into(),
-        median_ms: req.median_ms,
-        runs: req.runs.into(),
-    };
-    let id = app.db.record_model_latency(&row, &session.keys).await?;
-    Ok((StatusCode::CREATED, Json(LatencyResponse { id, device_key: session.keys.device_key })).into_response())
+    let body = app.service.record_latency(&session, &m, req).await?;
+    Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
 /// Which target (wasm or webgpu) runs the model faster on this device
@@ -246,122 +202,12 @@ pub async fn plan(
     Path(name): Path<String>,
     q: Result<axum::extract::Query<PlanQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
-    use webtune_kernel_db::plan::{faster, summarise};
-    use webtune_kernel_db::{DeviceKeys, Level};
     let q = q
         .map(|axum::extract::Query(q)| q)
         .map_err(|e| ApiError::bad_request(format!("{}; expected ?device_key=KEY&batch=1&seq_len=128", e.body_text())))?;
     let device_key = q.device_key.unwrap_or_default();
-    if device_key.is_empty() || device_key.len() > super::MAX_KEY_LEN {
-        return Err(ApiError::bad_request(format!(
-            "device_key is required (1 to {} bytes): the device_key of the session the latencies were reported with",
-            super::MAX_KEY_LEN
-        )));
-    }
+    check_device_key(&device_key)?;
     let m = encoder(read_manifest(&app, &name).await?.1)?;
-    let batch = q.batch.unwrap_or(1);
-    let seq_len = q.seq_len.unwrap_or(m.max_seq_length.min(128));
-    check_shape(&m, batch, seq_len)?;
-    let keys = app.keys_of(&device_key).await?.unwrap_or_else(|| DeviceKeys {
-        device_key: device_key.clone(),
-        arch_key: String::new(),
-        vendor_key: String::new(),
-        rho: String::new(),
-    });
-    let quorum = app.config.policy.quorum;
-    let mut decided = None;
-    let mut seen = None;
-    for level in Level::STORED {
-        let Some(key) = keys.key(level).filter(|k| !k.is_empty()) else { continue };
-        let rows = app.db.model_latencies(&m.name, batch.into(), seq_len.into(), level, key).await?;
-        let summary = summarise(&rows);
-        if let Some(best) = faster(&summary, quorum) {
-            decided = Some((level, key.to_string(), best.target.clone(), summary.clone()));
-            break;
-        }
-        if seen.is_none() && !summary.is_empty() {
-            seen = Some((level, key.to_string(), summary));
-        }
-    }
-    let at = format!("batch {batch}, seq_len {seq_len}");
-    let (target, reason, level, level_key, targets) = match (decided, seen) {
-        (Some((level, key, target, summary)), _) => {
-            let other = summary
-                .iter()
-                .filter(|t| t.target != target && t.sessions >= quorum.max(1))
-                .map(|t| t.median_ms)
-                .fold(f64::INFINITY, f64::min);
-            let mine = summary.iter().find(|t| t.target == target).map_or(f64::NAN, |t| t.median_ms);
-            let reason = format!("{target} is faster at {at} on {} `{key}`: median {mine:.1} ms against {other:.1} ms", level.name());
-            (Some(target), reason, Some(level), Some(key), summary)
-        }
-        (None, Some((level, key, summary))) => {
-            let listed: Vec<String> = summary.iter().map(|t| format!("{} from {} session(s)", t.target, t.sessions)).collect();
-            let reason = format!(
-                "not enough measurements at {at} on {} `{key}` ({}); each target needs reports from {quorum} session(s): POST /v1/models/{}/latency",
-                level.name(),
-                listed.join(", "),
-                m.name
-            );
-            (None, reason, Some(level), Some(key), summary)
-        }
-        (None, None) => (
-            None,
-            format!(
-                "no latency reports for {} at {at} from this device class yet: measure both targets and POST /v1/models/{}/latency",
-                m.name, m.name
-            ),
-            None,
-            None,
-            vec![],
-        ),
-    };
-    let kernels = webtune_models::matmuls(&m.config, batch, seq_len)
-        .ok_or_else(|| ApiError::unprocessable("batch × seq_len is too large"))?
-        .into_iter()
-        .map(|k| {
-            let shape: Vec<String> = k.shape.iter().map(u32::to_string).collect();
-            let best = TARGETS
-                .iter()
-                .map(|(t, kt)| {
-                    let url = format!(
-                        "/v1/kernels/best?device_key={}&op={}&shape={}&target={kt}",
-                        encode_query(&device_key),
-                        encode_query(k.op),
-                        shape.join(",")
-                    );
-                    (t.to_string(), url)
-                })
-                .collect();
-            super::protocol::PlanKernel { name: k.name.to_string(), op: k.op.to_string(), shape: k.shape, best }
-        })
-        .collect();
-    let body = super::protocol::PlanResponse {
-        model: m.name.clone(),
-        device_key,
-        batch,
-        seq_len,
-        target,
-        reason,
-        level,
-        level_key,
-        targets,
-        layers: m.config.num_hidden_layers,
-        kernels,
-    };
+    let body = app.service.model_plan(&m, device_key, q.batch, q.seq_len).await?;
     Ok(([cors(), (header::CACHE_CONTROL, HeaderValue::from_static("no-cache"))], Json(body)).into_response())
-}
-
-/// Percent-encodes a query value (device keys hold `/`, which is safe, and
-/// nothing else outside `[a-z0-9.-]`; encode the rest anyway).
-fn encode_query(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }

@@ -1,11 +1,9 @@
 //! The read-only pages: `/dashboard` (HTML with inline SVG charts, module
 //! `charts`) and `/metrics` (Prometheus text format).
 //!
-//! The dashboard is bounded work at any database size: every list is one
-//! page (`?page=N`, fixed sizes), the hourly charts read a 48-hour window,
-//! and the convergence chart reads one page of series, each through its
-//! key's index, over a 28-day window (`webtune_kernel_db`'s `dashboard`
-//! module has the queries).
+//! The figures come from the service (`crate::service::dashboard`: bounded
+//! work at any database size, one page of every list, `?page=N`); this
+//! module draws them.
 
 use std::fmt::Write;
 use std::sync::Arc;
@@ -16,31 +14,16 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
-use webtune_compiler::Schedule;
-use webtune_kernel_db::{DeviceGroup, Winner, hour_of};
 
 use super::App;
 use super::charts::{self, Layer, Line, PALETTE, esc};
 use super::error::{ApiError, ApiResult};
+use crate::service::dashboard::{BASELINE_TIMES, Dashboard, GROUPS, HOURS, MAX_POINTS, PAGE_ROWS, PAGE_SERIES, SERIES_DAYS};
+use webtune_kernel_db::hour_of;
 
 fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
 }
-
-/// Rows per page of the winner, device and report tables.
-pub const PAGE_ROWS: i64 = 50;
-/// Series per page of the convergence chart.
-pub const PAGE_SERIES: i64 = 6;
-/// Hours of the hourly charts.
-const HOURS: i64 = 48;
-/// Days of reports the convergence chart reads per series.
-const SERIES_DAYS: i64 = 28;
-/// Most points drawn per series.
-const MAX_POINTS: i64 = 60;
-/// Bars of the vendor and architecture charts.
-const GROUPS: i64 = 12;
-/// Times of the default kernel read for its median.
-const BASELINE_TIMES: i64 = 101;
 
 /// `/dashboard?page=N`.
 #[derive(Debug, Deserialize)]
@@ -64,67 +47,6 @@ fn parse_page(q: Result<Query<DashboardQuery>, QueryRejection>) -> ApiResult<i64
 
 fn pages(rows: i64, per_page: i64) -> i64 {
     ((rows + per_page - 1) / per_page).max(1)
-}
-
-/// One series of the convergence chart, ready to draw.
-struct Curve {
-    winner: Winner,
-    /// (Unix hour, speed-up) per bucket: baseline over the fastest time
-    /// reported up to the end of the bucket.
-    points: Vec<(f64, f64)>,
-    /// What the speed-up is measured against.
-    baseline: String,
-    baseline_us: Option<f64>,
-    default_kernel: bool,
-}
-
-/// The default kernel's median at the winner's key, if clients timed it
-/// there: the portable schedule `/v1/kernels/best` answers with when no
-/// winner exists (compiled once per kind and cached, like that answer).
-async fn default_time(app: &App, w: &Winner) -> ApiResult<Option<(f64, usize)>> {
-    let Ok(shape) = super::parse_shape(&w.kind.shape) else { return Ok(None) };
-    let Ok((op, target)) = super::parse_kind(&w.kind.op, &shape, &w.kind.target) else { return Ok(None) };
-    let Ok(c) = app.compile_and_store(&op, target, &Schedule::default_for(&op, target)).await else { return Ok(None) };
-    Ok(app.db.kernel_median_at(&c.sha256, &w.kind, &w.level_key, BASELINE_TIMES).await?)
-}
-
-async fn curve(app: &App, w: Winner, since_ms: i64) -> ApiResult<Curve> {
-    let hours = app.db.series_hours(&w.kind, &w.level_key, since_ms).await?;
-    // At most MAX_POINTS buckets of whole hours over the span reported.
-    let (first, last) = match (hours.first(), hours.last()) {
-        (Some(f), Some(l)) => (f.hour, l.hour),
-        _ => (0, 0),
-    };
-    let width = ((last - first + 1) + MAX_POINTS - 1) / MAX_POINTS;
-    let mut buckets: Vec<(i64, f64)> = Vec::new();
-    for h in &hours {
-        let b = first + (h.hour - first) / width.max(1) * width.max(1);
-        match buckets.last_mut() {
-            Some((at, best)) if *at == b => *best = best.min(h.best_us),
-            _ => buckets.push((b, h.best_us)),
-        }
-    }
-    let (baseline_us, baseline, default_kernel) = match default_time(app, &w).await? {
-        Some((t, n)) => (Some(t), format!("default kernel: median of {n} times reported at this key, {t:.1} µs"), true),
-        None => match buckets.first() {
-            Some(&(_, t)) => {
-                (Some(t), format!("first bucket's fastest time, {t:.1} µs (nobody timed the default kernel at this key)"), false)
-            }
-            None => (None, format!("no reports in the last {SERIES_DAYS} days"), false),
-        },
-    };
-    let mut points = Vec::with_capacity(buckets.len());
-    let mut best = f64::INFINITY;
-    if let Some(base) = baseline_us {
-        for (b, t) in buckets {
-            best = best.min(t);
-            if best > 0.0 {
-                // The bucket's last hour: what was known when it closed.
-                points.push(((b + width.max(1) - 1).min(last) as f64, base / best));
-            }
-        }
-    }
-    Ok(Curve { winner: w, points, baseline, baseline_us, default_kernel })
 }
 
 fn nav(h: &mut String, page: i64, last: i64) {
@@ -155,31 +77,13 @@ fn empty_row(h: &mut String, cols: usize, page: i64, pages: i64) {
     responses((status = 200, description = "HTML", body = String, content_type = "text/html"), (status = 400, response = super::protocol::ErrorBody)))]
 pub async fn dashboard(State(app): State<Arc<App>>, q: Result<Query<DashboardQuery>, QueryRejection>) -> ApiResult<Html<String>> {
     let page = parse_page(q)?;
-    let offset = (page - 1) * PAGE_ROWS;
-    let now_ms = super::unix_now() as i64 * 1000;
-    let now_h = hour_of(now_ms);
-    let since_h = now_h - HOURS + 1;
-    let counts = app.db.dashboard_counts().await?;
+    let Dashboard { now_h, since_h, counts, per_hour, flags, vendors, n_vendors, archs, n_archs, curves, winners, devices, reports } =
+        app.service.dashboard(page).await?;
     let series_pages = pages(counts.device_winners, PAGE_SERIES);
     let last = [pages(counts.winners, PAGE_ROWS), pages(counts.devices, PAGE_ROWS), pages(counts.reports, PAGE_ROWS), series_pages]
         .into_iter()
         .max()
         .unwrap_or(1);
-    let per_hour = app.db.reports_per_hour(since_h * 3_600_000).await?;
-    let flags = app.db.flags_per_hour(since_h * 3_600_000).await?;
-    let (vendors, n_vendors) = app.db.devices_by(DeviceGroup::Vendor, GROUPS).await?;
-    let (archs, n_archs) = app.db.devices_by(DeviceGroup::Arch, GROUPS).await?;
-    // A list is read only where the page has rows of it: OFFSET walks the
-    // rows it skips.
-    let mut curves = Vec::new();
-    if (page - 1) * PAGE_SERIES < counts.device_winners {
-        for w in app.db.device_winners_page(PAGE_SERIES, (page - 1) * PAGE_SERIES).await? {
-            curves.push(curve(&app, w, now_ms - SERIES_DAYS * 24 * 3_600_000).await?);
-        }
-    }
-    let winners = if offset < counts.winners { app.db.winners_page(PAGE_ROWS, offset).await? } else { Vec::new() };
-    let devices = if offset < counts.devices { app.db.devices_page(PAGE_ROWS, offset).await? } else { Vec::new() };
-    let reports = if offset < counts.reports { app.db.reports_page(PAGE_ROWS, offset).await? } else { Vec::new() };
 
     let mut h = String::from(
         "<!doctype html><html lang=en><head><meta charset=utf-8><title>webtune dashboard</title>\
@@ -199,7 +103,7 @@ pub async fn dashboard(State(app): State<Arc<App>>, q: Result<Query<DashboardQue
         counts.devices,
         counts.winners,
         counts.device_winners,
-        app.started.elapsed().as_secs()
+        app.service.started.elapsed().as_secs()
     );
     if page > last {
         let _ = write!(
@@ -304,7 +208,7 @@ pub async fn dashboard(State(app): State<Arc<App>>, q: Result<Query<DashboardQue
         ],
         6,
     ));
-    let m = &app.metrics;
+    let m = &app.service.metrics;
     let refused: Vec<(String, f64)> = [
         ("reports refused (4xx/5xx)", m.reports_rejected.load(Ordering::Relaxed)),
         ("entries with wrong output samples", m.samples_rejected.load(Ordering::Relaxed)),
@@ -321,7 +225,7 @@ pub async fn dashboard(State(app): State<Arc<App>>, q: Result<Query<DashboardQue
         "<h2>Refused since this process started</h2><p class=\"note\">Counters of this server process (uptime {} s), not stored in \
          the database: they restart at zero with the process and count only this server, not others sharing the database \
          (<a href=\"/metrics\">/metrics</a> has them).</p>",
-        app.started.elapsed().as_secs()
+        app.service.started.elapsed().as_secs()
     );
     h.push_str(&charts::hbars("refused", "Refused since this process started", &refused, PALETTE[3]));
 
@@ -420,8 +324,8 @@ pub async fn dashboard(State(app): State<Arc<App>>, q: Result<Query<DashboardQue
 /// Prometheus metrics.
 #[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Text format 0.0.4", body = String, content_type = "text/plain")))]
 pub async fn metrics(State(app): State<Arc<App>>) -> ApiResult<Response> {
-    let m = &app.metrics;
-    let stats = app.db.stats().await?;
+    let m = &app.service.metrics;
+    let stats = app.service.stats().await?;
     let mut t = String::new();
     let mut counter = |name: &str, help: &str, v: u64| {
         let _ = writeln!(t, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
@@ -498,7 +402,7 @@ pub async fn metrics(State(app): State<Arc<App>>) -> ApiResult<Response> {
     let _ = writeln!(
         t,
         "# HELP webtune_uptime_seconds Seconds since start.\n# TYPE webtune_uptime_seconds gauge\nwebtune_uptime_seconds {}",
-        app.started.elapsed().as_secs()
+        app.service.started.elapsed().as_secs()
     );
     Ok(([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))], t).into_response())
 }

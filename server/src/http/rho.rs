@@ -9,11 +9,10 @@ use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use webtune_compiler::Target;
-use webtune_tuner::{RHO_MARGIN, rho_primitives, rho_version};
 
+use super::App;
 use super::error::{ApiError, ApiResult};
-use super::protocol::{ErrorBody, RhoKernel, RhoPair, RhoQuery, RhoResponse};
-use super::{App, kernel_url};
+use super::protocol::{ErrorBody, RhoQuery, RhoResponse};
 
 /// The kernel pairs of the on-device microbenchmark ρ: time each pair, one
 /// bit per pair (1: variant / base < 1 − margin), and send the bits as
@@ -24,19 +23,5 @@ use super::{App, kernel_url};
 pub async fn rho(State(app): State<Arc<App>>, q: Result<Query<RhoQuery>, QueryRejection>) -> ApiResult<Json<RhoResponse>> {
     let Query(q) = q.map_err(|e| ApiError::bad_request(format!("{}; expected ?target=wasm or ?target=wgsl", e.body_text())))?;
     let target: Target = q.target.parse().map_err(|e: String| ApiError::bad_request(e))?;
-    let mut pairs = Vec::new();
-    for p in rho_primitives(target) {
-        let base = app.compile_and_store(&p.op, target, &p.base).await?;
-        let variant = app.compile_and_store(&p.op, target, &p.variant).await?;
-        pairs.push(RhoPair {
-            name: p.name.to_string(),
-            meaning: p.meaning.to_string(),
-            op: p.op.kind().to_string(),
-            shape: p.op.shape().to_vec(),
-            base: RhoKernel { url: kernel_url(&base.sha256), meta: base.meta.clone() },
-            variant: RhoKernel { url: kernel_url(&variant.sha256), meta: variant.meta.clone() },
-            needs_relaxed_simd: p.needs_relaxed_simd,
-        });
-    }
-    Ok(Json(RhoResponse { version: rho_version(target), margin: RHO_MARGIN, pairs }))
+    Ok(Json(app.service.rho(target).await?))
 }

@@ -83,11 +83,11 @@ mod tests {
 
     #[test]
     fn epilogue_ops_parse_from_the_wire_and_their_arguments_count_as_traffic() {
-        let (op, target) = crate::http::parse_kind("matmul+bias+gelu+residual", &[128, 384, 1536], "wasm").unwrap();
+        let (op, target) = crate::service::parse_kind("matmul+bias+gelu+residual", &[128, 384, 1536], "wasm").unwrap();
         assert_eq!(op.name(), "matmul+bias+gelu+residual");
-        assert_eq!(crate::http::kind_of(&op, target).op, "matmul+bias+gelu+residual");
+        assert_eq!(crate::service::kind_of(&op, target).op, "matmul+bias+gelu+residual");
         for bad in ["matmul+gelu+bias", "matmul_q4+bias", "matmul+"] {
-            assert!(crate::http::parse_kind(bad, &[1, 32, 2], "wasm").is_err(), "{bad}");
+            assert!(crate::service::parse_kind(bad, &[1, 32, 2], "wasm").is_err(), "{bad}");
         }
         // Same FLOPs as the plain op, more bytes (bias and R): a time the
         // plain op's bandwidth ceiling just allows is refused with them.

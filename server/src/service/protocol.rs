@@ -2,7 +2,7 @@
 //! defined. Requests deny unknown fields so a misspelt field is an error
 //! rather than a silently ignored default; new optional fields get
 //! `#[serde(default)]`. Each type derives its OpenAPI schema (`ToSchema`,
-//! or `IntoParams` for a query), which `super::openapi` assembles into the
+//! or `IntoParams` for a query), which `crate::http::openapi` assembles into the
 //! served document.
 
 use serde::{Deserialize, Serialize};

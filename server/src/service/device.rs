@@ -1,6 +1,6 @@
 //! Fingerprint → device keys, and (op, target, keys) → candidate space.
 //!
-//! This is the server's one seam to the tuner: everything else in `http`
+//! This is the server's one seam to the tuner: everything else in the server
 //! calls these functions only. The rules live in `webtune_tuner` (the
 //! fingerprint format and key rule in `webtune_tuner::fingerprint`, the lite
 //! space in `webtune_tuner::space`); this module converts between the
