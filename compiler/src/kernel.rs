@@ -104,7 +104,11 @@ pub enum CompileError {
     /// The schedule does not fit the op or target: a user error.
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
-    /// The backend failed on a valid schedule: a compiler bug.
+    /// The WGSL backend failed on a valid schedule: a compiler bug. Its
+    /// own error is this one's source.
+    #[error("internal compiler error in the WGSL backend")]
+    Wgsl(#[source] crate::wgsl::WgslError),
+    /// The Wasm backend failed on a valid schedule: a compiler bug.
     #[error("internal compiler error: {0}")]
     Internal(String),
 }
@@ -163,7 +167,7 @@ pub fn compile(op: &Op, target: Target, schedule: &Schedule) -> Result<Kernel, C
             (m.bytes, "kernel".to_string(), Some(opts.memory_pages_min), Some(m.scratch_bytes), None, None)
         }
         Target::Wgsl => {
-            let k = crate::wgsl::compile(op, schedule)?;
+            let k = crate::wgsl::compile(op, schedule).map_err(CompileError::Wgsl)?;
             if !k.passes.is_empty() {
                 passes = Some(k.passes);
             }

@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::op::{Op, OpKind};
 
+pub mod sizes;
+
 /// Where a kernel runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -633,7 +635,7 @@ impl Schedule {
             }
             self.check_k_slices(op)?;
             self.check_dequant_pass(op)?;
-            ((self.x1 / self.x0) * (self.y1 / self.y0) * self.split_k, crate::generate::matmul_gpu::workgroup_bytes(self))
+            ((self.x1 / self.x0) * (self.y1 / self.y0) * self.split_k, sizes::workgroup_bytes(self))
         };
         if threads > MAX_WORKGROUP_THREADS {
             return Err(err(
@@ -679,7 +681,7 @@ impl Schedule {
         }
         let (_, _, k, _) = op.bmkn();
         let slabs = k.div_ceil(self.r1);
-        let per = crate::generate::matmul_gpu::slice_slabs(k, self);
+        let per = sizes::slice_slabs(k, self);
         if (ks - 1) * per >= slabs {
             return Err(err(
                 "k_slices",
@@ -697,7 +699,7 @@ impl Schedule {
     /// and the partial sums) fits WebGPU's default storage binding limit;
     /// else an error on `field`, which asks for `what`.
     fn check_scratch(&self, op: &Op, field: &'static str, what: &str) -> Result<(), ScheduleError> {
-        let bytes = crate::generate::matmul_gpu::scratch_bytes(op, self);
+        let bytes = sizes::scratch_bytes(op, self);
         if bytes > MAX_SCRATCH_BYTES as u64 {
             return Err(err(
                 field,
@@ -716,7 +718,7 @@ impl Schedule {
             return Err(err("dequant_pass", format!("unpacks matmul_q4's weights; {} has none (use false)", op.name())));
         }
         self.check_scratch(op, "dequant_pass", "the unpacked weights")?;
-        let groups = crate::generate::q4_gpu::unpack_launch(op).1;
+        let groups = sizes::unpack_launch(op).1;
         if groups.iter().any(|&g| g > 65535) {
             return Err(err(
                 "dequant_pass",

@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
         match compile(&op, target, &schedule) {
             Ok(k) => assert!(!k.bytes.is_empty()),
             Err(CompileError::Schedule(_)) => {}
-            Err(e @ CompileError::Internal(_)) => panic!("{op} {target} {schedule:?}: {e}"),
+            Err(e) => panic!("{op} {target} {schedule:?}: {e}: {:?}", std::error::Error::source(&e)),
         }
     }
 });

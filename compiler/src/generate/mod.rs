@@ -8,7 +8,7 @@ pub mod q4_gpu;
 
 use std::collections::HashMap;
 
-use crate::ir::{Buffer, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, UnOp, Var, const_i32};
+use crate::ir::{Buffer, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, UnOp, Var, const_i32};
 use crate::op::{Activation, Epilogue, Op, OpKind};
 use crate::schedule::Schedule;
 
@@ -113,11 +113,7 @@ pub fn tiled<T: HasGen>(
     out
 }
 
-/// The element type of `op`'s float arguments in a kernel: `f16` for an
-/// `+f16` op (GPU only), else `f32`.
-pub fn float_elem(op: &Op) -> Elem {
-    if op.dtype() == crate::op::Dtype::F16 { Elem::F16 } else { Elem::F32 }
-}
+pub use crate::schedule::sizes::float_elem;
 
 /// A matmul's fused epilogue in a generated kernel: its buffers, and the
 /// temporaries GELU reads twice (made on first use, so that a kernel without

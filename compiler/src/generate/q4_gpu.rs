@@ -42,6 +42,8 @@
 use super::Gen;
 use crate::ir::{BinOp, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty};
 use crate::op::Op;
+pub use crate::schedule::sizes::unpack_launch;
+use crate::schedule::sizes::{UNPACK_BLOCK_THREADS, UNPACK_COLUMN_THREADS, dequant_elem, unpack_width};
 use crate::schedule::{Schedule, UnrollLoop};
 
 type E = Handle<Expr>;
@@ -92,27 +94,6 @@ impl Nibble {
     }
 }
 
-/// Threads of an `unpack` workgroup along N, each writing `unpack_width`
-/// neighbouring columns.
-const UNPACK_COLUMN_THREADS: u32 = 64;
-/// Threads of an `unpack` workgroup along K, each unpacking one scale
-/// block (32 values of K) of its columns.
-const UNPACK_BLOCK_THREADS: u32 = 4;
-
-/// Columns one thread of the `unpack` pass writes: 4 (each row of K one
-/// `vec4`) where N is a multiple of 4, else 1.
-fn unpack_width(n: u32) -> u32 {
-    if n.is_multiple_of(4) { 4 } else { 1 }
-}
-
-/// Threads per workgroup and workgroup counts of the `unpack` pass of a
-/// tiled matmul_q4 with `dequant_pass`.
-pub fn unpack_launch(op: &Op) -> ([u32; 3], [u32; 3]) {
-    let (_, _, k, n) = op.bmkn();
-    let groups = [(n / unpack_width(n)).div_ceil(UNPACK_COLUMN_THREADS), (k / 32).div_ceil(UNPACK_BLOCK_THREADS), 1];
-    ([UNPACK_COLUMN_THREADS * UNPACK_BLOCK_THREADS, 1, 1], groups)
-}
-
 /// The first pass of a tiled matmul_q4 with `dequant_pass`: the packed
 /// weights `W` (`u32[N, K/8]`) and scales `S` unpacked into the scratch
 /// buffer `B` as the dense `K × N` matrix the plain matmul reads.
@@ -134,7 +115,7 @@ pub fn generate_unpack(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
     let fe = super::float_elem(op);
     let w = f.buffer("W", Elem::U32, n * kw, Space::Param(1), false);
     let sc = f.buffer("S", fe, n * kb, Space::Param(2), false);
-    let b = f.buffer("B", super::matmul_gpu::dequant_elem(op, s), k * n, Space::Global, true);
+    let b = f.buffer("B", dequant_elem(op, s), k * n, Space::Global, true);
     let lid = f.exprs.push(Expr::Builtin(Builtin::LocalId(0)));
     let gx = f.exprs.push(Expr::Builtin(Builtin::GroupId(0)));
     let gy = f.exprs.push(Expr::Builtin(Builtin::GroupId(1)));

@@ -6,14 +6,22 @@
 //! # The WGSL kernel ABI
 //! One compute entry point `main`. Argument `i` of the op (ABI order) is bound
 //! at `@group(0) @binding(i)`: inputs read-only (`var<storage>`, read
-//! being the default access), the output as `var<storage, read_write>`; there are no other bindings, because shapes
-//! are baked in as constants. Dispatch [`WgslKernel::dispatch`] workgroups of
-//! [`WgslKernel::workgroup_size`] threads.
+//! being the default access), the output as `var<storage, read_write>`. A
+//! kernel that needs scratch space ([`WgslKernel::scratch_bytes`] > 0: the
+//! partial sums of `k_slices`, matmul_q4's unpacked weights) binds the
+//! host's scratch buffer at `@group(1) @binding(0)`; there are no other
+//! bindings, because shapes are baked in as constants. Dispatch
+//! [`WgslKernel::dispatch`] workgroups of [`WgslKernel::workgroup_size`]
+//! threads, or, for a kernel of several [`Pass`]es, each pass in order.
 //!
 //! # Lowering rules
-//! - Every IR variable is a function-scope `var`; unrolled loops are replicated
+//! - An IR variable whose every value can be bound to the expression that
+//!   computes it is no variable at all: its reads use that value (written
+//!   inline where read once, else as a `let`); only the others (a value
+//!   carried around a loop or out of a branch) are function-scope `var`s
+//!   ([`lower`]'s `direct_vars` says which). Unrolled loops are replicated
 //!   with their counter replaced by a literal, so register tiles become plain
-//!   scalar (or `vec4`) variables, never arrays indexed in loops.
+//!   scalar (or `vec4`) values, never arrays indexed in loops.
 //! - A buffer whose every access is a 4-lane load or store at an index that is
 //!   provably a multiple of 4 is declared as an array of `vec4`; any other
 //!   buffer is an array of scalars, and 4-lane accesses to it are spelled out
@@ -33,7 +41,6 @@ mod rows;
 use crate::generate::{matmul_gpu, q4_gpu};
 use crate::ir::verify::Types;
 use crate::ir::{BinOp, Buffer, Expr, Func, Handle, Space, Stmt, Var};
-use crate::kernel::CompileError;
 use crate::op::{Op, OpKind};
 use crate::schedule::Schedule;
 
@@ -90,7 +97,7 @@ pub fn generate(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
 /// A matmul_q4 schedule with `dequant_pass` makes two passes too: `unpack`
 /// ([`q4_gpu::generate_unpack`]) writes the dense weights to the scratch
 /// buffer, and `main` is the matmul on them.
-pub fn compile(op: &Op, s: &Schedule) -> Result<WgslKernel, CompileError> {
+pub fn compile(op: &Op, s: &Schedule) -> Result<WgslKernel, WgslError> {
     let (func, workgroup_size, dispatch) = generate(op, s);
     // Passes in order: `unpack` (dequant_pass), `main`, `reduce` (k_slices).
     let unpack = s.dequant_pass.then(|| q4_gpu::generate_unpack(op, s));
@@ -105,14 +112,14 @@ pub fn compile(op: &Op, s: &Schedule) -> Result<WgslKernel, CompileError> {
     }
     let (source, passes, scratch_bytes) = if funcs.len() > 1 {
         let written: Vec<(&Func, &str, [u32; 3])> = funcs.iter().map(|&(f, e, wg, _)| (f, e, wg)).collect();
-        let source = write_passes(&written, s.f16_acc).map_err(CompileError::Internal)?;
+        let source = write_passes(&written, s.f16_acc)?;
         let passes = funcs.iter().map(|&(_, e, workgroup_size, dispatch)| Pass { entry: e.into(), workgroup_size, dispatch }).collect();
         (source, passes, matmul_gpu::scratch_bytes(op, s))
     } else {
-        (write_with(&func, workgroup_size, s.f16_acc).map_err(CompileError::Internal)?, Vec::new(), 0)
+        (write_with(&func, workgroup_size, s.f16_acc)?, Vec::new(), 0)
     };
     if cfg!(debug_assertions) {
-        validate(&source).map_err(|e| CompileError::Internal(format!("written WGSL does not parse back: {e}")))?;
+        validate(&source).map_err(|e| WgslError::Reread(Box::new(e)))?;
     }
     // The kernel's entry, workgroup size and dispatch are its first pass's.
     let (entry, workgroup_size, dispatch) = match passes.first() {
@@ -139,18 +146,18 @@ pub fn needs_subgroups(source: &str) -> bool {
 }
 
 /// Lowers, validates and writes a GPU-flavor function as WGSL text.
-pub fn write(f: &Func, workgroup_size: [u32; 3]) -> Result<String, String> {
+pub fn write(f: &Func, workgroup_size: [u32; 3]) -> Result<String, WgslError> {
     write_with(f, workgroup_size, false)
 }
 
 /// [`write()`], in f16 arithmetic where `half` ([`lower::module_with`]).
-pub fn write_with(f: &Func, workgroup_size: [u32; 3], half: bool) -> Result<String, String> {
+pub fn write_with(f: &Func, workgroup_size: [u32; 3], half: bool) -> Result<String, WgslError> {
     write_passes(&[(f, "main", workgroup_size)], half)
 }
 
 /// [`write_with`] for a module of several entry points ([`lower::module_passes`]).
-pub fn write_passes(passes: &[(&Func, &str, [u32; 3])], half: bool) -> Result<String, String> {
-    let module = lower::module_passes(passes, half).map_err(|e| e.to_string())?;
+pub fn write_passes(passes: &[(&Func, &str, [u32; 3])], half: bool) -> Result<String, WgslError> {
+    let module = lower::module_passes(passes, half)?;
     let subgroups = module_uses_subgroups(&module);
     let info = validate_module(&module, subgroups, "")?;
     let text = write_module(&module, &info)?;
@@ -160,14 +167,14 @@ pub fn write_passes(passes: &[(&Func, &str, [u32; 3])], half: bool) -> Result<St
 /// naga's validator with every check on. The only optional capabilities it
 /// grants are subgroup operations and f16, each only to a module that uses
 /// it; errors are rendered against `source` (empty when there is no text).
-fn validate_module(module: &naga::Module, subgroups: bool, source: &str) -> Result<naga::valid::ModuleInfo, String> {
+fn validate_module(module: &naga::Module, subgroups: bool, source: &str) -> Result<naga::valid::ModuleInfo, WgslError> {
     let mut caps = if subgroups { naga::valid::Capabilities::SUBGROUP } else { naga::valid::Capabilities::empty() };
     if module_uses_f16(module) {
         caps |= naga::valid::Capabilities::SHADER_FLOAT16;
     }
     naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
         .validate(module)
-        .map_err(|e| format!("naga validate: {}", e.emit_to_string(source)))
+        .map_err(|e| WgslError::Validate(e.emit_to_string(source)))
 }
 
 /// Whether a naga module has an f16 type (then its text starts `enable f16;`
@@ -199,13 +206,13 @@ fn module_uses_subgroups(module: &naga::Module) -> bool {
 }
 
 /// naga's validator, with every check on (see `validate_module`).
-pub fn check(module: &naga::Module) -> Result<naga::valid::ModuleInfo, String> {
+pub fn check(module: &naga::Module) -> Result<naga::valid::ModuleInfo, WgslError> {
     validate_module(module, module_uses_subgroups(module), "")
 }
 
 /// naga's WGSL backend on a validated module.
-pub fn write_module(module: &naga::Module, info: &naga::valid::ModuleInfo) -> Result<String, String> {
-    naga::back::wgsl::write_string(module, info, naga::back::wgsl::WriterFlags::empty()).map_err(|e| format!("naga WGSL writer: {e}"))
+pub fn write_module(module: &naga::Module, info: &naga::valid::ModuleInfo) -> Result<String, WgslError> {
+    naga::back::wgsl::write_string(module, info, naga::back::wgsl::WriterFlags::empty()).map_err(|e| WgslError::Write(e.to_string()))
 }
 
 /// Why a loop IR function could not be written as WGSL.
@@ -223,25 +230,49 @@ pub enum EmitError {
     Unbound(usize),
 }
 
+/// Why the WGSL backend failed: the backend's own error, as naga's
+/// backends each own theirs. On a schedule that passed its check any of
+/// these is a compiler bug; [`crate::CompileError::Wgsl`] wraps it with
+/// this error as its source.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WgslError {
+    /// The loop IR could not be lowered to naga IR.
+    #[error(transparent)]
+    Emit(#[from] EmitError),
+    /// naga's validator refused the module (its report, rendered against the text where there is one).
+    #[error("naga validate: {0}")]
+    Validate(String),
+    /// naga's WGSL writer failed on a validated module.
+    #[error("naga WGSL writer: {0}")]
+    Write(String),
+    /// naga's WGSL front end refused a text (its report).
+    #[error("naga parse: {0}")]
+    Parse(String),
+    /// The written text did not parse back or validate (checked in builds
+    /// with debug assertions).
+    #[error("written WGSL does not parse back: {0}")]
+    Reread(Box<WgslError>),
+}
+
 /// Parses and validates WGSL `source` with naga; the error is naga's report.
 /// This is the check of a text: [`compile`] does not need it on its fast
 /// path (its module is validated before the text is written from it).
-pub fn validate(source: &str) -> Result<(), String> {
+pub fn validate(source: &str) -> Result<(), WgslError> {
     let source = native_source(source);
     check_module(&parse(source)?, source)
 }
 
 /// The first half of [`validate`]: naga's WGSL front end (on the
 /// [`native_source`]).
-pub fn parse(source: &str) -> Result<naga::Module, String> {
+pub fn parse(source: &str) -> Result<naga::Module, WgslError> {
     let source = native_source(source);
-    naga::front::wgsl::parse_str(source).map_err(|e| format!("naga parse: {}", e.emit_to_string(source)))
+    naga::front::wgsl::parse_str(source).map_err(|e| WgslError::Parse(e.emit_to_string(source)))
 }
 
 /// The second half of [`validate`]: naga's validator, with every check on
 /// (subgroup operations allowed only where the module uses them), on a
 /// module [`parse`]d from `source`.
-pub fn check_module(module: &naga::Module, source: &str) -> Result<(), String> {
+pub fn check_module(module: &naga::Module, source: &str) -> Result<(), WgslError> {
     validate_module(module, module_uses_subgroups(module), native_source(source)).map(|_| ())
 }
 
