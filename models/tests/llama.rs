@@ -375,7 +375,7 @@ fn truncations_and_corruptions_never_panic() {
         let mut b = bytes.clone();
         for _ in 0..1 + rng.next_u64() % 4 {
             // Mostly in the header and metadata, where the structure is.
-            let at = (rng.next_u64() % if rng.next_u64() % 4 == 0 { b.len() as u64 } else { 8000 }) as usize;
+            let at = (rng.next_u64() % if rng.next_u64().is_multiple_of(4) { b.len() as u64 } else { 8000 }) as usize;
             b[at] = rng.next_u64() as u8;
         }
         let _ = webtune_models::llama::check_gguf("t.gguf", &b);
