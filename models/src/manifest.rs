@@ -189,7 +189,7 @@ pub struct DecoderConfig {
     /// F (`llama.feed_forward_length`).
     pub ffn_size: usize,
     /// RoPE base (`llama.rope.freq_base`, 10000 when absent); llama.cpp's
-    /// "NORM" RoPE: adjacent pairs (x[2i], x[2i+1]) rotated by pos·θ^(−2i/head_dim).
+    /// "NORM" RoPE: adjacent pairs (`x[2i]`, `x[2i+1]`) rotated by pos·θ^(−2i/head_dim).
     pub rope_theta: f64,
     /// RMSNorm epsilon (`llama.attention.layer_norm_rms_epsilon`).
     pub rms_eps: f64,
