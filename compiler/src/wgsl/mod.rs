@@ -641,6 +641,6 @@ mod tests {
     #[test]
     fn validator_rejects_bad_wgsl() {
         let e = validate("fn main() { let x: i32 = 1.5f; }").unwrap_err();
-        assert!(e.contains("naga"), "{e}");
+        assert!(e.to_string().contains("naga"), "{e}");
     }
 }
