@@ -8,14 +8,23 @@
 //   kernels and again after tuning swapped some in: logits teacher-forced on
 //   the reference's greedy tokens within 0.05 of the reference's over the
 //   first 32 steps (the 16 top and 16 fixed ids each step, all 49152 at step
-//   0; the worst difference per prompt printed), and greedy tokens equal to
-//   the reference's except where its top-two margin is below that worst
-//   difference (from there on the two runs continue different texts);
-//   `generate` at temperature 0 yields the text of those tokens;
+//   0; the worst difference per prompt printed), on a plain and a chat
+//   prompt (and, once, a prompt longer than the largest row bucket, fed in
+//   chunks), and greedy tokens equal to the reference's except where its
+//   top-two margin is below that worst difference (the argmax of every
+//   teacher-forced step, and the chat prompt's own greedy run: from a
+//   parting on the two runs continue different texts); `generate` at
+//   temperature 0 yields the text of those tokens;
+// - /demo's chat panel (the server isolates /demo itself) streams answers
+//   to two messages typed in its box, with prefill and decode speed, the
+//   decode latency chart and its table, tuning between the turns; a
+//   screenshot goes to artifacts/demo-chat.png;
 // - the bad inputs: an abort mid-stream (the next call works and gives the
 //   same text), an empty prompt, a prompt over the context, maxTokens 0 and
 //   huge, a model that does not exist; decoding hundreds of tokens adds
 //   nothing to the Wasm memory.
+// The reference holds more prompts than FORCED and LONG: all of them, twice
+// on each thread count, took over ten minutes on two cores.
 //
 // Needs (scripts/test.sh sets them up): WEBTUNE_MODELS_DIR and
 // WEBTUNE_LLM_NAME (the imported bundle), WEBTUNE_LLM_REF (the reference
@@ -23,18 +32,27 @@
 // default target/release/webtune) and Debian's Chromium.
 
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { BIN, CHROMIUM, isolatingProxy, launchChromium, startServer } from './harness.mjs';
+import { BIN, CHROMIUM, ROOT, isolatingProxy, launchChromium, startServer } from './harness.mjs';
 
 const NAME = process.env.WEBTUNE_LLM_NAME ?? 'smollm2-135m-instruct';
 /** The logit bound of issue 36. */
 const BOUND = 0.05;
 /** Positions the test's generators hold. */
 const CONTEXT = 1024;
-let ref, page, close;
+/** The reference prompts teacher-forced in every run, and the long one (over the largest bucket) in the first. */
+const FORCED = ['plain_short', 'chat_short'];
+const LONG = 'plain_long';
+/** The prompt whose own greedy run is checked and generated: a chat. */
+const GREEDY = 'chat_short';
+/** Longest time a test tunes, ms. */
+const TUNE_MS = 60_000;
+/** Position the memory check decodes up to. */
+const MEMORY_UP_TO = 400;
+let ref, page, close, browser, serverUrl;
 
 before(async () => {
   const models = process.env.WEBTUNE_MODELS_DIR, refPath = process.env.WEBTUNE_LLM_REF;
@@ -45,7 +63,8 @@ before(async () => {
   ref = JSON.parse(readFileSync(refPath, 'utf8'));
   const work = mkdtempSync(join(tmpdir(), 'webtune-textgen-'));
   const server = await startServer(join(work, 'textgen.sqlite'), ['--quorum', '1', '--models-dir', models]);
-  const browser = await launchChromium(`${work}/profile`);
+  serverUrl = server.url;
+  browser = await launchChromium(`${work}/profile`);
   page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
   page.on('pageerror', (e) => console.log(`# page error: ${e}`));
   page.on('console', (m) => m.type() === 'error' && console.log(`# console: ${m.text()}`));
@@ -86,7 +105,7 @@ const loadGen = (key, opts) => page.evaluate(async ({ key, opts }) => {
  * step it was at, and the own greedy ids.
  */
 function teacherForce(prompts) {
-  return page.evaluate(async ({ prompts, fixed }) => {
+  return page.evaluate(async ({ prompts, fixed, greedy }) => {
     const gen = window.gen;
     const out = [];
     for (const p of prompts) {
@@ -117,10 +136,12 @@ function teacherForce(prompts) {
         if (s + 1 < p.steps.length) logits = await gen.forward([st.token]);
       }
       const decodeMs = (performance.now() - t1) / Math.max(1, p.steps.length - 1);
-      // Its own greedy continuation (free-running), 32 tokens.
-      logits = await gen.forward(p.token_ids, { reset: true });
-      const own = [];
-      for (let s = 0; s < p.steps.length; s++) {
+      // Its own greedy continuation (free-running), 32 tokens. (Up to the
+      // first teacher-forced argmax that is not the reference's token it
+      // equals the argmaxes, so one prompt's is run.)
+      const own = p.label === greedy ? [] : null;
+      if (own) logits = await gen.forward(p.token_ids, { reset: true });
+      for (let s = 0; own && s < p.steps.length; s++) {
         let best = 0;
         for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
         own.push(best);
@@ -129,7 +150,7 @@ function teacherForce(prompts) {
       out.push({ label: p.label, worst: Math.max(worst, full0), at, full0, argmaxes, own, prefillMs, decodeMs, tokens: p.token_ids.length });
     }
     return out;
-  }, { prompts, fixed: ref.fixed_ids });
+  }, { prompts, fixed: ref.fixed_ids, greedy: GREEDY });
 }
 
 /**
@@ -140,8 +161,8 @@ function teacherForce(prompts) {
  */
 function checkForced(results, when) {
   let worstAll = 0;
-  for (const [i, r] of results.entries()) {
-    const p = ref.prompts[i];
+  for (const r of results) {
+    const p = ref.prompts.find((q) => q.label === r.label);
     console.log(`# ${when}: ${r.label} (${r.tokens} prompt tokens): worst logit difference ${r.worst.toFixed(5)} (step ${r.at}; over the whole vocabulary at step 0: ${r.full0.toFixed(5)}); prefill ${r.prefillMs.toFixed(0)} ms, ${r.decodeMs.toFixed(1)} ms a token`);
     assert.ok(r.worst <= BOUND, `${when}: ${r.label}: logits differ from the reference by ${r.worst} at step ${r.at} (bound ${BOUND})`);
     worstAll = Math.max(worstAll, r.worst);
@@ -151,7 +172,7 @@ function checkForced(results, when) {
       if (r.argmaxes[s] !== p.steps[s].token)
         assert.ok(p.steps[s].margin < r.worst, `${when}: ${r.label}: step ${s} argmax ${r.argmaxes[s]}, the reference's ${p.steps[s].token} by a margin of ${p.steps[s].margin} (worst difference ${r.worst})`);
     }
-    for (let s = 0; s < p.steps.length; s++) {
+    for (let s = 0; r.own && s < p.steps.length; s++) {
       if (r.own[s] === p.greedy_ids[s]) continue;
       assert.ok(p.steps[s].margin < r.worst, `${when}: ${r.label}: greedy step ${s} is ${r.own[s]}, the reference's ${p.greedy_ids[s]} by a margin of ${p.steps[s].margin} (worst difference ${r.worst})`);
       allowed = s;
@@ -189,11 +210,13 @@ for (const threads of [1, 2]) {
   test(`${threads} thread(s): teacher-forced logits within ${BOUND} of f64 over 32 steps, greedy tokens as the reference's, before and after tuning`, { timeout: 900_000 }, async () => {
     const info = await loadGen('gen', { threads, context: CONTEXT, maxCandidates: 2, budgetMs: 50 });
     assert.equal(info.threads.count, threads, `threads: ${JSON.stringify(info.threads)}`);
-    const before = await teacherForce(ref.prompts);
+    const prompts = (labels) => labels.map((l) => ref.prompts.find((p) => p.label === l) ?? assert.fail(`the reference has no prompt ${l}`));
+    const before = await teacherForce(prompts(threads === 1 ? [...FORCED, LONG] : FORCED));
     const worst0 = checkForced(before, `${threads}t default kernels`);
 
     // generate() at temperature 0 yields the text of the own greedy tokens (up to an end-of-generation id).
-    const p0 = ref.prompts.find((p) => p.kind === 'chat') ?? ref.prompts[0], r0 = before[ref.prompts.indexOf(p0)];
+    const p0 = prompts([GREEDY])[0], r0 = before.find((r) => r.label === GREEDY);
+    assert.equal(p0.kind, 'chat');
     const eog = new Set(ref.eog_ids);
     const cut = r0.own.findIndex((t) => eog.has(t));
     const ownIds = cut >= 0 ? r0.own.slice(0, cut) : r0.own;
@@ -213,17 +236,17 @@ for (const threads of [1, 2]) {
       `${st.stepMs.length} decode steps ${(st.stepMs.length / st.decodeMs * 1000).toFixed(1)} tokens/s; ${JSON.stringify(streamed.pieces.join('')).slice(0, 120)}`);
 
     // Tune for a while, then the same checks on the kernels swapped in.
-    const tuning = await page.evaluate(async () => {
+    const tuning = await page.evaluate(async (tuneMs) => {
       const t0 = performance.now();
-      while (performance.now() - t0 < 120_000) {
+      while (performance.now() - t0 < tuneMs) {
         const r = await window.gen.idle(50);
         if (r.done) break;
         await new Promise((res) => setTimeout(res, r.worked ? 0 : 5));
       }
       const status = window.gen.webtune.status();
       return { s: (performance.now() - t0) / 1000, swaps: window.swaps.length, evaluated: status.reduce((a, x) => a + x.evaluated, 0), kernels: status.length };
-    });
-    const tuned = await teacherForce(ref.prompts);
+    }, TUNE_MS);
+    const tuned = await teacherForce(prompts(FORCED));
     const worst1 = checkForced(tuned, `${threads}t after ${tuning.swaps} swaps`);
     console.log(`# ${threads}t: worst logit difference ${worst0.toFixed(5)} default, ${worst1.toFixed(5)} after ${tuning.swaps} swaps ` +
       `(${tuning.evaluated} candidates of ${tuning.kernels} kernels evaluated in ${tuning.s.toFixed(0)} s)`);
@@ -264,20 +287,20 @@ test('abort mid-stream stops cleanly and the next call works; decoding adds noth
   assert.deepEqual(r.none, []);
 
   // Memory: after warm-up (the decode kernels are bound), hundreds of decoded tokens add nothing.
-  const mem = await page.evaluate(async () => {
+  const mem = await page.evaluate(async (upTo) => {
     const gen = window.gen;
     await gen.forward([1, 2, 3], { reset: true });
     await gen.forward([4]);
     const before = gen.memoryBytes, t0 = performance.now();
     let logits, n = 0;
-    for (; gen.position < 1000; n++) {
+    for (; gen.position < upTo; n++) {
       logits = await gen.forward([(n * 7919) % 49152]);
     }
     return { before, after: gen.memoryBytes, n, ms: performance.now() - t0, finite: logits.every(Number.isFinite) };
-  });
+  }, MEMORY_UP_TO);
   assert.equal(mem.after, mem.before, `decoding ${mem.n} tokens grew the memory from ${mem.before} to ${mem.after} bytes`);
   assert.ok(mem.finite);
-  console.log(`# 2t: ${mem.n} decoded tokens up to position 1000 in ${(mem.ms / 1000).toFixed(1)} s (${(mem.n / mem.ms * 1000).toFixed(1)} tokens/s), memory ${mem.before} bytes before and after`);
+  console.log(`# 2t: ${mem.n} decoded tokens up to position ${MEMORY_UP_TO} in ${(mem.ms / 1000).toFixed(1)} s (${(mem.n / mem.ms * 1000).toFixed(1)} tokens/s), memory ${mem.before} bytes before and after`);
 });
 
 test('bad inputs: empty prompt, a prompt over the context, maxTokens 0 and huge, bad options, a model that does not exist', { timeout: 600_000 }, async () => {
@@ -363,4 +386,64 @@ test('sampling: the same seed gives the same text, stop strings cut it', { timeo
   assert.equal(r.stopped, r.greedy.slice(0, r.greedy.indexOf(r.word)), `stop ${JSON.stringify(r.word)} in ${JSON.stringify(r.greedy)}`);
   assert.equal(r.finish, 'stop');
   console.log(`# sampling (seed 1234): ${JSON.stringify(r.a)}; greedy: ${JSON.stringify(r.greedy)}`);
+});
+
+test('/demo: the chat panel streams answers, shows tokens/s and the decode latency, tunes between turns', { timeout: 300_000 }, async () => {
+  // A page of its own on the server's origin (another IndexedDB than the tests above).
+  const demo = await browser.newPage();
+  const errors = [];
+  demo.on('pageerror', (e) => errors.push(String(e)));
+  try {
+    // The chat alone (encoder=0), answers of 32 tokens at most.
+    await demo.goto(`${serverUrl}/demo?encoder=0&chat_tokens=32`);
+    await demo.waitForFunction(() => ['ready', 'error'].includes(window.webtuneChat?.phase), null, { timeout: 120_000, polling: 250 });
+    const ready = await demo.evaluate(() => ({ ...window.webtuneChat, isolated: crossOriginIsolated }));
+    assert.equal(ready.error, '', `chat error: ${ready.error}`);
+    assert.equal(ready.model, NAME);
+    assert.ok(ready.threads >= 1 && ready.isolated, `threads ${ready.threads}, isolated ${ready.isolated}`);
+    // What the page shows while it answers: the bot's text and the status line, at every change.
+    await demo.evaluate(() => {
+      window.seen = [];
+      new MutationObserver(() => {
+        const bot = [...document.querySelectorAll('#chat-log .msg.bot')].at(-1)?.textContent ?? '';
+        window.seen.push({ bot, status: document.getElementById('chat-status').textContent });
+      }).observe(document.getElementById('chat'), { subtree: true, childList: true, characterData: true });
+    });
+    const turn = async (text, n) => {
+      await demo.fill('#chat-input', text);
+      await demo.click('#chat-send');
+      await demo.waitForFunction((n) => window.webtuneChat.turns.length === n && window.webtuneChat.phase !== 'generating', n, { timeout: 120_000, polling: 100 });
+      return demo.evaluate(() => JSON.parse(JSON.stringify({ s: window.webtuneChat, seen: window.seen.splice(0) })));
+    };
+    const one = await turn('What is the capital of France?', 1);
+    assert.equal(one.s.error, '', `chat error: ${one.s.error}`);
+    const t1 = one.s.turns[0];
+    assert.ok(['eog', 'length'].includes(t1.finish), JSON.stringify(t1));
+    assert.match(t1.reply, /Paris/, `the answer: ${JSON.stringify(t1.reply)}`);
+    assert.ok(t1.promptTokens > 10 && t1.prefillMs > 0 && t1.generatedTokens > 2 && t1.steps === one.s.steps.length, JSON.stringify(t1));
+    // Streamed: the bubble grew through several partial texts of the answer, with tokens/s in the status line.
+    const partial = [...new Set(one.seen.map((x) => x.bot))].filter((b) => b && b !== t1.reply);
+    assert.ok(partial.length >= 2 && partial.every((b) => t1.reply.startsWith(b)), `texts seen before the whole answer: ${JSON.stringify(partial)}`);
+    assert.ok(one.seen.some((x) => /generating · \d+(\.\d)? tokens\/s/.test(x.status)), `status lines: ${JSON.stringify(one.seen.map((x) => x.status).slice(-3))}`);
+    // Tuning between turns: until a kernel is swapped in or tuning is done (or 40 s).
+    await demo.waitForFunction(() => window.webtuneChat.swaps.length > 0 || window.webtuneChat.tuned, null, { timeout: 40_000, polling: 250 }).catch(() => {});
+    const two = await turn('And of Italy?', 2);
+    assert.equal(two.s.error, '', `chat error: ${two.s.error}`);
+    const t2 = two.s.turns[1];
+    assert.ok(t2.reply.length > 0 && ['eog', 'length'].includes(t2.finish), JSON.stringify(t2));
+    assert.ok(t2.promptTokens > t1.promptTokens + t1.generatedTokens, 'the second turn carries the first');
+    assert.equal(two.s.steps.length, t1.steps + t2.steps);
+    const rows = await demo.locator('#chat-turns tr').count();
+    assert.equal(rows, 3, 'the table: a header and a row per turn');
+    assert.deepEqual(errors, []);
+    mkdirSync(join(ROOT, 'artifacts'), { recursive: true });
+    const shot = join(ROOT, 'artifacts', 'demo-chat.png');
+    await demo.locator('#chat').screenshot({ path: shot });
+    assert.ok(statSync(shot).size > 5000, 'the chat screenshot is not empty');
+    const rate = (t) => `prefill ${t.promptTokens} tokens in ${t.prefillMs.toFixed(0)} ms, ${t.steps} decode steps at ${(t.decodeMs / Math.max(1, t.steps)).toFixed(1)} ms`;
+    console.log(`# demo chat (${two.s.threads} threads): turn 1: ${rate(t1)}; ${two.s.swaps.length} swaps, ${two.s.evaluated} candidates of ${two.s.kernels} kernels measured between the turns; ` +
+      `turn 2: ${rate(t2)}; ${JSON.stringify(t1.reply)} / ${JSON.stringify(t2.reply)}; screenshot ${shot}`);
+  } finally {
+    await demo.close();
+  }
 });
