@@ -198,7 +198,10 @@ function render(state: ChatDemoState, gen?: TextGenerator): void {
       last.label = `${n} kernels swapped in`;
     } else marks.push({ t: s.step + 0.5, label: one, color: '#d62728' });
   }
-  drawChart($('chat-chart') as HTMLCanvasElement, state.steps, marks, `Wasm · ${state.model} · ${state.threads} thread${state.threads === 1 ? '' : 's'} · ${state.steps.length} decode steps, ${state.swaps.length} swaps`,
+  // The chart once there is something to draw.
+  const canvas = $('chat-chart') as HTMLCanvasElement;
+  canvas.style.display = state.steps.length ? 'block' : 'none';
+  if (state.steps.length) drawChart(canvas, state.steps, marks, `Wasm · ${state.model} · ${state.threads} thread${state.threads === 1 ? '' : 's'} · ${state.steps.length} decode steps, ${state.swaps.length} swaps`,
     [['kernel swap', '#d62728']], { x: 'decode step (across turns)', y: 'latency of the step (ms)' });
   const rows = state.turns.map((t, i) => {
     const steps = t.steps;

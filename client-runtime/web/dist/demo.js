@@ -262,8 +262,10 @@ function render(state2, gen) {
       last.label = `${n} kernels swapped in`;
     } else marks.push({ t: s.step + 0.5, label: one, color: "#d62728" });
   }
-  drawChart(
-    $("chat-chart"),
+  const canvas2 = $("chat-chart");
+  canvas2.style.display = state2.steps.length ? "block" : "none";
+  if (state2.steps.length) drawChart(
+    canvas2,
     state2.steps,
     marks,
     `Wasm · ${state2.model} · ${state2.threads} thread${state2.threads === 1 ? "" : "s"} · ${state2.steps.length} decode steps, ${state2.swaps.length} swaps`,
