@@ -1,4 +1,5 @@
-//! Faults and limits: a killed server loses no acknowledged report, two
+//! Faults and limits: a killed server loses no acknowledged report (alone
+//! on SQLite, or one of three on PostgreSQL), two
 //! servers on one PostgreSQL agree (and a winner elected through one is
 //! answered by the other within its cache's lifetime), two on one SQLite
 //! file refuse no report, a client that
@@ -77,6 +78,51 @@ async fn kill_9_loses_no_acknowledged_report() {
     let rows = metrics.lines().find(|l| l.starts_with("webtune_db_rows{table=\"reports\"}")).unwrap();
     let n: usize = rows.rsplit(' ').next().unwrap().parse().unwrap();
     assert_eq!(n, stored.len());
+}
+
+/// Three servers on one PostgreSQL take reports at once, writing without a
+/// global lock (per-key locks); one is killed with SIGKILL in the middle of
+/// the burst. Every report any of them acknowledged is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
+async fn kill_9_of_one_of_three_servers_on_postgres_loses_no_acknowledged_report() {
+    let pg = postgres_url().await;
+    let mut servers: Vec<Server> = (0..3).map(|_| Server::start(&pg, &["--rate-per-address", "1000000"])).collect();
+    let http = client();
+    let acked = std::sync::Arc::new(tokio::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for w in 0..12 {
+        let (http, url, acked) = (http.clone(), servers[w % 3].url.clone(), acked.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0.. {
+                if let Some(id) = one_report(&http, &url, w * 1000 + i).await {
+                    acked.lock().await.push(id);
+                }
+            }
+        }));
+    }
+    let t = Instant::now();
+    while acked.lock().await.len() < 60 && t.elapsed() < Duration::from_secs(120) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    servers[0].child.kill().unwrap(); // SIGKILL, mid-burst
+    servers[0].child.wait().unwrap();
+    // The other two go on for a while.
+    let before = acked.lock().await.len();
+    let t = Instant::now();
+    while acked.lock().await.len() < before + 30 && t.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for t in &tasks {
+        t.abort();
+    }
+    drop(servers);
+    let acked: HashSet<String> = acked.lock().await.iter().cloned().collect();
+    assert!(acked.len() >= 90, "only {} reports were acknowledged", acked.len());
+    let db = webtune_kernel_db::Db::connect(&pg).await.unwrap();
+    let stored: HashSet<String> = db.recent_reports(1_000_000).await.unwrap().into_iter().map(|r| r.id).collect();
+    let missing: Vec<_> = acked.difference(&stored).collect();
+    assert!(missing.is_empty(), "{} acknowledged reports were lost: {missing:?}", missing.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
