@@ -16,9 +16,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use webtune_research::clients::*;
 use serde_json::json;
 use webtune_compiler::Op;
+use webtune_research::clients::*;
 
 fn main() {
     let mut args = std::env::args().skip(1);
