@@ -527,11 +527,11 @@ impl Schedule {
         if op.kind() == OpKind::MatmulI16 {
             return Err(err("target", "matmul_i16 has Wasm kernels only: WGSL has no 16-bit integer dot product (use wasm)"));
         }
-        if self.f16_acc {
-            if op.dtype() != crate::op::Dtype::F16 {
         if !op.kind().runs_on(Target::Wgsl) {
             return Err(err("target", format!("{} has Wasm kernels only for now (use wasm)", op.kind())));
         }
+        if self.f16_acc {
+            if op.dtype() != crate::op::Dtype::F16 {
                 return Err(err("f16_acc", format!("needs an f16 op (e.g. {}+f16)", op.name())));
             }
             if op.kind() == OpKind::MatmulQ4 && !self.cache_read {
