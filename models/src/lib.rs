@@ -46,12 +46,12 @@
 
 mod bert;
 mod error;
-pub mod graph;
 #[doc(hidden)]
 pub mod fixture;
 pub mod gguf;
 #[doc(hidden)]
 pub mod gguf_fixture;
+pub mod graph;
 pub mod int16;
 pub mod llama;
 mod manifest;

@@ -34,7 +34,11 @@ async fn client_strings_are_escaped_in_tables_and_charts() {
     let app = app().await;
     let evil = "<script>alert(1)</script>";
     let fp = format!(r#"{{"browser":{{"name":"</code>{evil}","version":"1\" onload=\"x"}}}}"#);
-    app.service.db().upsert_device(&fp, &keys(&format!("cpu-x86-{evil}"), &format!("cpu-x86-{evil}"), &format!("cpu-{evil}"))).await.unwrap();
+    app.service
+        .db()
+        .upsert_device(&fp, &keys(&format!("cpu-x86-{evil}"), &format!("cpu-x86-{evil}"), &format!("cpu-{evil}")))
+        .await
+        .unwrap();
     let (status, html) = get(&app, "/dashboard").await;
     assert_eq!(status, StatusCode::OK);
     assert!(!html.contains("<script"), "an unescaped script tag in the page");

@@ -24,11 +24,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use webtune_research::clients::*;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use webtune_compiler::Op;
+use webtune_research::clients::*;
 
 const SHAPE: &str = "8,16,8";
 
