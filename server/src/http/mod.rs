@@ -172,6 +172,7 @@ fn routes() -> Vec<Route> {
         at("/v1/rho", Method::GET, rho::rho),
         at("/v1/models", Method::GET, models::list),
         at("/v1/models/{name}", Method::GET, models::manifest),
+        at("/v1/models/{name}/graph", Method::GET, models::graph),
         at("/v1/models/{name}/blobs/{sha256}", Method::GET, models::blob),
         at("/v1/models/{name}/latency", Method::POST, models::latency),
         at("/v1/models/{name}/plan", Method::GET, models::plan),

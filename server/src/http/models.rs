@@ -124,6 +124,23 @@ pub async fn manifest(State(app): State<Arc<App>>, Path(name): Path<String>, hea
     Ok((common, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], bytes).into_response())
 }
 
+/// `GET /v1/models/{name}/graph`
+/// A decoder's computation as data: the decoder graph (docs/model-bundle.md,
+/// format 2) that the browser runtime and `webtune generate` both execute,
+/// derived from the manifest.
+#[utoipa::path(get, path = "/v1/models/{name}/graph", params(("name" = String, Path, pattern = "^[a-z0-9]([a-z0-9.-]{0,62}[a-z0-9])?$")), responses(
+    (status = 200, description = "The decoder graph", body = webtune_models::graph::DecoderGraph),
+    (status = 404, response = ErrorBody), (status = 422, response = ErrorBody)))]
+pub async fn graph(State(app): State<Arc<App>>, Path(name): Path<String>) -> ApiResult<Response> {
+    let (_, m) = read_manifest(&app, &name).await?;
+    let ModelManifest::Decoder(m) = m else {
+        return Err(ApiError::unprocessable(format!("model `{name}` is an encoder: only decoders (text generation) have a decoder graph")));
+    };
+    // The importer checked every tensor the graph needs: a failure here is ours.
+    let g = webtune_models::graph::graph_of(&m).map_err(ApiError::internal)?;
+    Ok(([cors(), (header::CACHE_CONTROL, HeaderValue::from_static("no-cache"))], Json(g)).into_response())
+}
+
 /// `GET /v1/models/{name}/blobs/{sha256}`
 /// A blob the model's manifest lists (weights: little-endian f32;
 /// tokenizer: tokenizer.json), content-addressed and immutable, streamed.

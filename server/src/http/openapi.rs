@@ -27,6 +27,7 @@ use super::protocol::{CandidateEvent, ErrorBody, QueueDone};
         super::rho::rho,
         super::models::list,
         super::models::manifest,
+        super::models::graph,
         super::models::blob,
         super::models::latency,
         super::models::plan,
