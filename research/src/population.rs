@@ -194,6 +194,7 @@ impl Rng {
     pub fn new(seed: u64) -> Rng {
         Rng(mix(seed))
     }
+    #[allow(clippy::should_implement_trait)] // one step of a seeded generator, not an iterator
     pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         mix(self.0)

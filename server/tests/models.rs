@@ -176,6 +176,20 @@ async fn a_decoder_is_listed_and_served_beside_an_encoder() {
     let (st, _, body) = get(&app, "/v1/models/tiny-llama/plan?device_key=cpu-x", None).await;
     assert_eq!(st, 422);
     assert_eq!(error_of(&body), "model `tiny-llama` is a text-generation model; latency reports and plans cover encoders so far");
+    // The decoder graph: derived from the manifest, the same JSON the
+    // models crate makes; an encoder has none, an unknown name is a 404.
+    let (st, _, body) = get(&app, "/v1/models/tiny-llama/graph", None).await;
+    assert_eq!(st, 200);
+    let g: webtune_models::graph::DecoderGraph = serde_json::from_slice(&body).unwrap();
+    let (_, manifest) = store.manifest("tiny-llama").unwrap().unwrap();
+    let webtune_models::ModelManifest::Decoder(manifest) = manifest else { panic!("a decoder") };
+    assert_eq!(g, webtune_models::graph::graph_of(&manifest).unwrap());
+    assert!(g.steps.iter().any(|s| matches!(s, webtune_models::graph::Step::Attention { .. })));
+    let (st, _, body) = get(&app, "/v1/models/tiny-bert/graph", None).await;
+    assert_eq!(st, 422);
+    assert!(error_of(&body).contains("is an encoder"), "{}", error_of(&body));
+    let (st, _, _) = get(&app, "/v1/models/nope/graph", None).await;
+    assert_eq!(st, 404);
     let _ = std::fs::remove_dir_all(store.dir());
 }
 

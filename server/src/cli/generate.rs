@@ -173,7 +173,7 @@ mod native {
         if a.prompt.is_empty() {
             bail!("--prompt is empty: give the text to continue");
         }
-        if !(a.temperature >= 0.0) || !(a.top_p > 0.0 && a.top_p <= 1.0) {
+        if !(a.temperature >= 0.0 && a.top_p > 0.0 && a.top_p <= 1.0) {
             bail!("--temperature must be at least 0 and --top-p in (0, 1]");
         }
         let store = Store::new(a.store.models_dir());

@@ -63,7 +63,7 @@ impl App {
     /// Starts the service (connects to and migrates the database, loads the
     /// ticket secret) and the edge's limits.
     pub async fn new(database_url: &str, config: Config) -> anyhow::Result<Arc<App>> {
-        let settings = Settings { policy: config.policy.clone(), cache_ttl: config.cache_ttl, models_dir: config.models_dir.clone() };
+        let settings = Settings { policy: config.policy, cache_ttl: config.cache_ttl, models_dir: config.models_dir.clone() };
         let service = Service::new(database_url, settings).await?;
         Ok(Arc::new(App {
             service,
