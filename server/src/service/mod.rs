@@ -9,8 +9,8 @@
 //! the same key (or, failing that, architecture or vendor: kernel-db's
 //! `fallback` walk) gets the new winner.
 //!
-//! One room per concern, each an `impl Service` block: [`sessions`],
-//! [`queues`], [`reports`], [`lookups`], [`models`] (model plans and
+//! One room per concern, each an `impl Service` block: `sessions`,
+//! `queues`, `reports`, `lookups`, [`models`] (model plans and
 //! latencies), [`dashboard`]; beside them the seams it builds on: [`device`]
 //! (keys and spaces from the tuner), [`ticket`], [`plausible`], [`protocol`]
 //! (the wire types, which the service takes and gives), [`error`], [`time`].

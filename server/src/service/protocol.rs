@@ -199,7 +199,7 @@ pub struct LatencyRequest {
     /// Texts per call.
     #[serde(deserialize_with = "integral::u32")]
     pub batch: u32,
-    /// Padded sequence length of the call, tokens ([CLS] and [SEP] included).
+    /// Padded sequence length of the call, tokens (`[CLS]` and `[SEP]` included).
     #[serde(deserialize_with = "integral::u32")]
     pub seq_len: u32,
     /// Median time of one call, milliseconds.
