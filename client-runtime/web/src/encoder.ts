@@ -49,7 +49,7 @@ import { fetchPlan, LatencyLog } from './latency.js';
 import { qmaxA, qmaxW, quantizeColumns } from './quant.js';
 import { median } from './stats.js';
 import { sharedImport, threadsWanted } from './threads.js';
-import { type WasmKernel, Webtune } from './webtune.js';
+import { type Policy, type WasmKernel, Webtune } from './webtune.js';
 
 declare const __WEBTUNE_ENCODER_KERNELS__: string;
 
@@ -84,6 +84,8 @@ export interface EncoderLoadOptions {
   cache?: boolean;
   /** Candidates to evaluate per kernel at most (see `Webtune.open`). Default: all. */
   maxCandidates?: number;
+  /** The tuning policy (see `Webtune.open`). Default `'fast'`. */
+  policy?: Policy;
   /** Largest batch run at once; longer lists are encoded in several batches. Default 8. */
   maxBatch?: number;
   /**
@@ -382,7 +384,7 @@ export class SentenceEncoder {
     if (opts.target === 'webgpu') {
       const webtune = await Webtune.open({
         server, target: 'webgpu', device: opts.device, tune: opts.tune ?? true,
-        budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates,
+        budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates, policy: opts.policy,
       });
       try {
         const gpu = await GpuEncoder.create({ webtune, manifest, weights, maxBatch, report });
@@ -402,7 +404,7 @@ export class SentenceEncoder {
     const mod = await WebAssembly.instantiate(shared ? sharedImport(fixedBytes) : fixedBytes, { env: { memory } });
     const webtune = await Webtune.open({
       server, target: 'wasm', memory, tune: opts.tune ?? true, worker: opts.worker ?? false, threads: opts.threads,
-      budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates,
+      budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates, policy: opts.policy,
     });
     const fixed = { ...(mod.instance.exports as unknown as Fixed) };
     const pool = webtune.threadPool;

@@ -7,7 +7,7 @@
 // into a string that the page starts from a Blob URL.
 
 import { argSpecs, type OpName } from './ops.js';
-import { type EvalContext, Evaluation, type RemoteAnswer, STOP_AFTER_MS, noteUnitTime, unitTimes } from './tuner.js';
+import { type EvalContext, Evaluation, type Policy, type RemoteAnswer, STOP_AFTER_MS, noteUnitTime, unitTimes } from './tuner.js';
 import type { Backend, Bench, Candidate, Impl, KernelMeta } from './types.js';
 import { ThreadPool } from './threads.js';
 import { WasmBackend, type WasmImpl } from './wasm.js';
@@ -21,7 +21,7 @@ export interface EvalRequest {
   current?: Kernel;
   cand: Candidate;
   impl: Kernel;
-  settings: { timedPairs: number; warmPairs: number | undefined; earlyReject: boolean; stopAfterMs: number };
+  settings: { timedPairs: number; warmPairs: number | undefined; earlyReject: boolean; stopAfterMs: number; policy?: Policy };
   /** Threads of the page's pool (first request): the worker times threaded kernels on a pool of its own that size. */
   threads?: number;
   /** Whether the page's modules import a shared memory (first request). */
@@ -50,6 +50,8 @@ export class BenchSide<I extends Impl> {
 
   private context(r: EvalRequest): { ctx: EvalContext<I>; bench: Bench<I> } {
     let o = this.ops.get(r.key);
+    // The page sends its kernel in use again when it differs from the worker's (an adoption it refused).
+    if (o && r.current && r.current.sha256 !== o.ctx.current.sha256) o.ctx.current = this.implOf(r.current);
     if (o) return o;
     if (!r.current) throw new Error(`op ${r.key}: its kernel in use was never sent`);
     const specs = argSpecs(r.op, r.shape);
@@ -64,7 +66,7 @@ export class BenchSide<I extends Impl> {
         notes().push(s);
       },
       timedPairs: r.settings.timedPairs, warmPairs: r.settings.warmPairs, earlyReject: r.settings.earlyReject,
-      stopAfterMs: r.settings.stopAfterMs ?? STOP_AFTER_MS,
+      stopAfterMs: r.settings.stopAfterMs ?? STOP_AFTER_MS, policy: r.settings.policy,
     };
     o = { ctx, bench: this.backend.bench(specs, ctx.current.meta) };
     this.ops.set(r.key, o);

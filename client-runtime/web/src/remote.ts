@@ -22,7 +22,8 @@ export class WorkerEvaluator implements RemoteEvaluator<WasmImpl> {
   private next = 1;
   private waiting = new Map<number, { resolve: (a: RemoteAnswer) => void; reject: (e: Error) => void }>();
   /** Ops whose kernel in use the worker has. */
-  private known = new Set<string>();
+  /** The kernel in use the worker was last sent, per op (sent again when the page's differs). */
+  private known = new Map<string, string>();
 
   /**
    * `threads`: the page's pool size (the worker times threaded kernels on a
@@ -61,16 +62,20 @@ export class WorkerEvaluator implements RemoteEvaluator<WasmImpl> {
       shape: t.shape,
       cand,
       impl: kernel(impl),
-      settings: { timedPairs: t.timedPairs, warmPairs: t.warmPairs, earlyReject: t.earlyReject, stopAfterMs: t.stopAfterMs },
+      settings: { timedPairs: t.timedPairs, warmPairs: t.warmPairs, earlyReject: t.earlyReject, stopAfterMs: t.stopAfterMs, policy: t.policy },
     };
     if (this.next === 2) Object.assign(req, { threads: this.threads, shared: this.shared, activity: this.activity ?? undefined });
-    if (!this.known.has(t.key)) {
+    if (this.known.get(t.key) !== t.current.sha256) {
       req.current = kernel(t.current);
-      this.known.add(t.key);
+      this.known.set(t.key, t.current.sha256);
     }
-    return new Promise((resolve, reject) => {
+    return new Promise<RemoteAnswer>((resolve, reject) => {
       this.waiting.set(req.id, { resolve, reject });
       this.worker.postMessage(req);
+    }).then((a) => {
+      // The worker took the candidate as its kernel in use.
+      if (a.beats) this.known.set(t.key, impl.sha256);
+      return a;
     });
   }
 

@@ -44,7 +44,7 @@ import { LatencyLog } from './latency.js';
 import type { OpName } from './ops.js';
 import { Sampler, seedOf } from './sampler.js';
 import { threadsWanted } from './threads.js';
-import { Webtune } from './webtune.js';
+import { type Policy, Webtune } from './webtune.js';
 
 declare const __WEBTUNE_DECODER_KERNELS__: string;
 
@@ -81,6 +81,8 @@ export interface GeneratorLoadOptions {
   cache?: boolean;
   /** Candidates to evaluate per kernel at most (see `Webtune.open`). Default: all. */
   maxCandidates?: number;
+  /** The tuning policy (see `Webtune.open`). Default `'fast'`. */
+  policy?: Policy;
   /**
    * Report the per-token decode latency to the server (`POST
    * /v1/models/{name}/latency`, batch 1, seq_len the power of two at least
@@ -380,7 +382,7 @@ export class TextGenerator {
     });
     const webtune = await Webtune.open({
       server, target: 'wasm', memory: decoder.memory, tune: opts.tune ?? true, worker: opts.worker ?? false, threads: opts.threads,
-      budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates,
+      budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates, policy: opts.policy,
     });
     try {
       decoder.setKernels((op, shape) => webtune.wasmKernel(op as OpName, shape));

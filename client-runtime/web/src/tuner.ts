@@ -11,7 +11,7 @@
 // and step() only does work that is ready, within the deadline it is given.
 
 import { Scales, checkPositions, compareOutputs, defaultPositions, toleranceOf } from './check.js';
-import { type ArgSpec, type OpName, argSpecs } from './ops.js';
+import { type ArgSpec, type OpName, argSpecs, bmkn } from './ops.js';
 import { InputGen } from './rng.js';
 import { fetchRetrying, retryable } from './http.js';
 import { SseReader } from './sse.js';
@@ -72,8 +72,11 @@ export interface TunerHost<I extends Impl> {
   readonly server: string;
   readonly sessionId: string;
   fetchKernel(url: string, target: 'wasm' | 'wgsl'): Promise<ArrayBuffer | string>;
-  /** Makes `impl` the app's kernel. */
-  adopt(tuner: KernelTuner<I>, impl: I, m: Measurement, previous: I): Promise<void>;
+  /**
+   * Makes `impl` the app's kernel; false when the host refused it (a
+   * threaded candidate slower in the app's own calls than the kernel in use).
+   */
+  adopt(tuner: KernelTuner<I>, impl: I, m: Measurement, previous: I): Promise<boolean | void>;
   measured(tuner: KernelTuner<I>, m: Measurement): void;
   reported(tuner: KernelTuner<I>, body: unknown, error?: string): void;
 }
@@ -163,6 +166,55 @@ export function futile(cur: readonly number[], cand: readonly number[]): boolean
   return median(ratios) >= 1;
 }
 
+/**
+ * The tuning policy. `'fast'` (the default): warm-up of at most FAST_WARM_PAIRS
+ * pairs, a sequential test over the timed pairs (`sequentialVerdict`) that
+ * stops a candidate as soon as it is clearly slower or clearly faster, and,
+ * in the tuner, a queue re-ranked from what was measured (family hints,
+ * settings shared with losers) and a stop when the expected gain is small.
+ * `'legacy'`: the previous policy (server order, every candidate, up to 15
+ * warm-up and 9 timed pairs, the fixed early stops only), kept for comparison.
+ */
+export type Policy = 'fast' | 'legacy';
+
+/** Fast policy: warm-up ends after this many pairs or ms at most. */
+export const FAST_WARM_PAIRS = 6;
+export const FAST_WARM_MS = 400;
+/** Fast policy: timed pairs before the sequential test may decide, and at most. */
+export const SEQ_MIN_PAIRS = 3;
+export const SEQ_MAX_PAIRS = 9;
+/** Least spread assumed for the log ratio of one pair (timer rounding, cache state): no decision on a lucky run of equal pairs. */
+export const SEQ_MIN_SD = 0.01;
+/**
+ * One-sided 99.5 % quantiles of Student's t by degrees of freedom (1..10;
+ * beyond, 2.8): the sequential test looks at the pairs after each one, so
+ * each look uses a strict level (over up to seven looks, well under 5 %
+ * wrong decisions in all, by Bonferroni).
+ */
+const T995 = [Infinity, 63.66, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.25, 3.169];
+
+/**
+ * The sequential test over paired timings (ABBA pairs, so drift hits both
+ * alike): r = ln(candidate / kernel in use) per pair; with its mean and a
+ * t-interval at the strict level above. `'slower'`: even the interval's
+ * best end is no faster than the swap floor (the candidate cannot win);
+ * `'faster'`: the interval's worst end is faster than the floor (it wins; the
+ * swap rule on medians still decides). Undefined: keep timing.
+ */
+export function sequentialVerdict(cur: readonly number[], cand: readonly number[], floor = 0.01): 'slower' | 'faster' | undefined {
+  const n = Math.min(cur.length, cand.length);
+  if (n < SEQ_MIN_PAIRS) return undefined;
+  const r: number[] = [];
+  for (let i = 0; i < n; i++) r.push(Math.log(cand[i] / cur[i]));
+  const mean = r.reduce((a, b) => a + b, 0) / n;
+  const sd = Math.max(SEQ_MIN_SD, Math.sqrt(r.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1)));
+  const half = (T995[Math.min(n - 1, T995.length - 1)] ?? 2.8) * sd / Math.sqrt(n);
+  const need = Math.log(1 - floor);
+  if (mean - half > need) return 'slower';
+  if (mean + half < need) return 'faster';
+  return undefined;
+}
+
 export type Unit = 'fill' | 'scales' | 'checkCur' | 'checkCand';
 
 /** What an evaluation reads from (and notes in) the tuner of its op: a KernelTuner, or its stand-in in the bench worker. */
@@ -179,6 +231,8 @@ export interface EvalContext<I extends Impl> {
   warmPairs: number | undefined;
   earlyReject: boolean;
   stopAfterMs: number;
+  /** The policy (absent: `'fast'`). */
+  policy?: Policy;
 }
 
 /** What the bench worker answers for one candidate. */
@@ -239,6 +293,10 @@ export class Evaluation<I extends Impl> {
 
   impl: I | undefined;
   private loading: Promise<void> | null = null;
+  /** Whether the fast policy applies (see `Policy`). */
+  private get fast(): boolean {
+    return (this.t.policy ?? 'fast') === 'fast';
+  }
   private loadError: string | undefined;
 
   constructor(
@@ -426,7 +484,8 @@ export class Evaluation<I extends Impl> {
         this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));
         const enough = this.t.warmPairs !== undefined
           ? into.cur.length >= this.t.warmPairs
-          : warmedUp(into.cur, into.cand, performance.now() - this.firstRun) || into.cur.length >= WARM_MAX_PAIRS || this.warmMs > WARM_MAX_MS;
+          : warmedUp(into.cur, into.cand, performance.now() - this.firstRun) ||
+            into.cur.length >= (this.fast ? FAST_WARM_PAIRS : WARM_MAX_PAIRS) || this.warmMs > (this.fast ? FAST_WARM_MS : WARM_MAX_MS);
         if (enough) this.phase = 'time';
         continue;
       }
@@ -442,9 +501,18 @@ export class Evaluation<I extends Impl> {
         this.phase = 'warm';
         continue;
       }
-      const early = this.t.earlyReject && t.cur.length < this.t.timedPairs && performance.now() - this.firstRun >= this.t.stopAfterMs &&
-        (clearlySlower(t.cur, t.cand) || futile(t.cur, t.cand));
-      if (early || t.cur.length >= this.t.timedPairs) {
+      const maxPairs = this.fast ? Math.min(this.t.timedPairs, SEQ_MAX_PAIRS) : this.t.timedPairs;
+      const settled = performance.now() - this.firstRun >= this.t.stopAfterMs;
+      const verdict = this.fast && this.t.earlyReject && t.cur.length < maxPairs ? sequentialVerdict(t.cur, t.cand) : undefined;
+      const early = this.t.earlyReject && t.cur.length < maxPairs && settled &&
+        (clearlySlower(t.cur, t.cand) || (verdict === 'slower' && noNewLow(t.cand)) || futile(t.cur, t.cand));
+      // Clearly faster: enough to decide (the swap rule on medians still applies).
+      const won = !early && verdict === 'faster' && fasterBeyondNoise(t.cand, t.cur);
+      // The fast policy's last pair comes no sooner than stopAfterMs after the
+      // first call either (a late tier-up still shows as a new low), up to
+      // three times its pairs.
+      const full = this.fast ? t.cur.length >= maxPairs && (settled || t.cur.length >= 3 * maxPairs) : t.cur.length >= maxPairs;
+      if (early || won || full) {
         this.rejectedEarly = early;
         const c = this.cand;
         this.result = {
@@ -472,6 +540,71 @@ export type TunerPhase = 'waiting' | 'opening' | 'running' | 'reporting' | 'done
 /** Times a queue is opened again after a rate limit (15 s, 30 s, ... apart). */
 const MAX_OPEN_RETRIES = 5;
 
+/** Fast policy: a kernel is evaluated against this many candidates at least before it may stop. */
+export const MIN_EVALUATED = 3;
+/**
+ * Fast policy: the share of a kernel's time that its next candidate is
+ * expected to save when nothing is known (the lite space's head often wins
+ * 20-40 %), divided by 1 + the candidates measured since the last win.
+ */
+export const GAIN_PRIOR = 0.3;
+/**
+ * Fast policy: a kernel stops (reports what it measured) once its expected
+ * gain, as a share of the app's kernel time (its weight share × the gain
+ * above), is under this.
+ */
+export const STOP_GAIN = 0.004;
+/** Fast policy: queue positions one unit of mean log time ratio moves a candidate (settings shared with measured losers move back). */
+export const FEATURE_WEIGHT = 4;
+/** A sibling's measurements count this much beside a kernel's own. */
+const SIBLING_WEIGHT = 0.5;
+
+/** A schedule's top-level settings as `field=value` strings (numbers kept apart for distances). */
+function settingsOf(config: Record<string, unknown> | undefined): Map<string, unknown> {
+  const out = new Map<string, unknown>();
+  for (const [k, v] of Object.entries(config ?? {})) out.set(k, typeof v === 'number' ? v : JSON.stringify(v));
+  return out;
+}
+
+/** How far apart two schedules are: 1 per differing setting, |log2| of the ratio for numbers. */
+export function configDistance(a: Record<string, unknown> | undefined, b: Record<string, unknown> | undefined): number {
+  const x = settingsOf(a), y = settingsOf(b);
+  let d = 0;
+  for (const k of new Set([...x.keys(), ...y.keys()])) {
+    const u = x.get(k), v = y.get(k);
+    if (u === v) continue;
+    if (typeof u === 'number' && typeof v === 'number' && u > 0 && v > 0) d += Math.min(1, Math.abs(Math.log2(u / v)) / 2);
+    else d += 1;
+  }
+  return d;
+}
+
+/**
+ * The kernels of one op and target whose shapes differ only in batch and M
+ * (a model's buckets): their tuners share what they measured. A member's
+ * winner moves the nearest candidate of every other member's queue to its
+ * front (measured there before any swap), and every member's measurements
+ * re-rank the others' queues by setting.
+ */
+export class Family<I extends Impl> {
+  readonly members: KernelTuner<I>[] = [];
+
+  /** The family of `op` at `shape` (`K` and `N` kept, batch and `M` dropped) on `target`. */
+  static key(op: OpName, shape: readonly number[], target: string): string {
+    const [, , k, n] = bmkn(op, shape);
+    return `${op}/${k},${n}/${target}`;
+  }
+}
+
+/** One kernel measured by a tuner: its settings and its time over the default kernel's. */
+interface Known {
+  config: Record<string, unknown> | undefined;
+  logRel: number;
+}
+
+/** A candidate's bytes being fetched. */
+type Fetching<I> = { done: boolean; value?: Fetched<I> };
+
 export class KernelTuner<I extends Impl> {
   readonly specs: ArgSpec[];
   phase: TunerPhase = 'waiting';
@@ -485,27 +618,47 @@ export class KernelTuner<I extends Impl> {
   /** Candidates to evaluate at most (the queue is best first); the rest are not fetched. */
   maxCandidates = Infinity;
   private started = 0;
-  /** Timed sample pairs per candidate. */
+  /** Timed sample pairs per candidate (at most, under the fast policy). */
   timedPairs: number;
   /** Fixed warm-up pairs (no JIT to wait for on a GPU), or undefined to wait until timings settle. */
   warmPairs: number | undefined;
-  /** Stop timing a candidate once it is clearly slower or cannot win (see `clearlySlower`, `futile`). */
+  /** Stop timing a candidate once it is clearly slower or cannot win (see `clearlySlower`, `futile`, `sequentialVerdict`). */
   earlyReject = true;
   /** How long after a candidate's first call an early stop may come, ms. */
   stopAfterMs = STOP_AFTER_MS;
+  /** The policy (see `Policy`); set before the first step. */
+  policy: Policy = 'fast';
+  /** This kernel's share of the app's kernel time (0..1), kept up to date by the host; weighs the stop rule. */
+  share = 1;
+  /** The family this kernel belongs to, if any (set with `join`). */
+  family: Family<I> | null = null;
   /**
    * How long each kind of unit of work took lately, ms (a decaying maximum;
    * Infinity until seen): a strict step starts a unit only when it fits.
    */
   readonly unitMs: Record<Unit, number> = unitTimes();
   private reader: SseReader | null = null;
-  private pending: { done: boolean; value?: Fetched<I> | null } | null = null;
+  /** Candidates read from the queue and not yet taken, in the server's order. */
+  private waiting: Candidate[] = [];
+  private streamDone = false;
+  private fetches = new Map<string, Fetching<I>>();
   private ev: Evaluation<I> | null = null;
   private bench: Bench<I> | null = null;
   private abort = new AbortController();
+  /** An adoption under way (the host may try the candidate in the app first); nothing else runs meanwhile. */
+  private adopting: Promise<void> | null = null;
   /** Where candidates are evaluated when not here (the bench worker), and the ones sent there, oldest first. */
   remote: RemoteEvaluator<I> | null = null;
   private jobs: { fetched: Fetched<I>; impl?: I; answer?: RemoteAnswer; error?: string; done: boolean }[] = [];
+  /** The default kernel (the first in use), each measured kernel's time over it (log), and their settings. */
+  private readonly defaultSha: string;
+  private readonly logRel = new Map<string, number>();
+  private readonly configs = new Map<string, Record<string, unknown> | undefined>();
+  /** Candidates measured since the last swap, and the swaps. */
+  sinceWin = 0;
+  wins = 0;
+  /** The last time of the kernel in use measured here, µs (0 before any). */
+  currentUs = 0;
 
   constructor(
     private host: TunerHost<I>,
@@ -517,10 +670,19 @@ export class KernelTuner<I extends Impl> {
     this.specs = argSpecs(op, shape);
     this.timedPairs = backend.target === 'wasm' ? 9 : 5;
     this.warmPairs = backend.target === 'wasm' ? undefined : 1;
+    this.defaultSha = current.sha256;
+    this.logRel.set(current.sha256, 0);
+    this.configs.set(current.sha256, current.meta.config);
   }
 
   get key(): string {
     return `${this.op}/${this.shape.join(',')}/${this.backend.target}`;
+  }
+
+  /** Joins `family` (kernels of the same op whose shapes differ only in batch and M). */
+  join(family: Family<I>): void {
+    this.family = family;
+    family.members.push(this);
   }
 
   note(s: string): void {
@@ -542,9 +704,26 @@ export class KernelTuner<I extends Impl> {
     return this.started;
   }
 
-  /** Whether a candidate is part-way through its evaluation. */
+  /** Whether a candidate is part-way through its evaluation (or its adoption). */
   get evaluating(): boolean {
-    return this.ev !== null || this.jobs.length > 0;
+    return this.ev !== null || this.jobs.length > 0 || this.adopting !== null;
+  }
+
+  /** Whether the queue's stream is open (opening, or being read). */
+  get streaming(): boolean {
+    return this.phase === 'opening' || (this.phase === 'running' && !this.streamDone);
+  }
+
+  /** Candidate timings taken (warm-up and timed samples of both kernels) so far: the cost of tuning. */
+  timings = 0;
+
+  /**
+   * The share of this kernel's time that its next candidate is expected to
+   * save: GAIN_PRIOR / (1 + candidates since the last win); 0 once done.
+   */
+  get expectedGain(): number {
+    if (this.phase === 'done' || this.phase === 'reporting') return 0;
+    return GAIN_PRIOR / (1 + this.sinceWin);
   }
 
   /** Starts reading the queue (in the background). */
@@ -557,7 +736,7 @@ export class KernelTuner<I extends Impl> {
       (r) => {
         this.reader = r;
         this.phase = 'running';
-        this.pull();
+        this.read();
       },
       (e) => {
         this.note(`queue: ${e}`);
@@ -575,36 +754,163 @@ export class KernelTuner<I extends Impl> {
     );
   }
 
-  /** Reads the next event and loads its kernel, in the background. */
-  private pull(): void {
-    const p: { done: boolean; value?: Fetched<I> | null } = { done: false };
-    this.pending = p;
-    const load = async (): Promise<Fetched<I> | null> => {
+  /**
+   * Reads the queue's events to its end in the background (events only:
+   * a candidate's bytes are fetched when it is about to be taken), so that
+   * the fast policy can take them in its own order and the stream closes
+   * early. Stops at `maxCandidates`.
+   */
+  private read(): void {
+    const loop = async () => {
       for (;;) {
+        if (this.waiting.length + this.started >= this.maxCandidates) break;
         const e = await this.reader!.next();
-        if (!e || e.event === 'done') return null;
+        if (!e || e.event === 'done') break;
         if (e.event !== 'candidate') continue;
         const cand = parseCandidate(e.data);
         this.total = cand.total;
-        if (cand.sha256 === this.current.sha256) return { cand, impl: this.current };
-        try {
-          return { cand, bytes: await this.host.fetchKernel(cand.url, this.backend.target) };
-        } catch (err) {
-          return { cand, error: `fetch: ${err instanceof Error ? err.message : err}` };
-        }
+        this.waiting.push(cand);
+        this.configs.set(cand.sha256, cand.meta.config);
       }
     };
-    load().then(
-      (v) => {
-        p.value = v;
-        p.done = true;
-      },
-      (err) => {
-        this.note(`queue read: ${err}`);
-        p.value = null;
-        p.done = true;
-      },
-    );
+    loop()
+      .catch((err) => this.note(`queue read: ${err}`))
+      .finally(() => {
+        this.streamDone = true;
+        this.reader?.cancel();
+        this.reader = null;
+      });
+  }
+
+  /** The candidate's bytes, fetched in the background (the kernel in use is not fetched again). */
+  private fetchOf(c: Candidate): Fetching<I> {
+    let f = this.fetches.get(c.sha256);
+    if (f) return f;
+    const g: Fetching<I> = { done: false };
+    f = g;
+    this.fetches.set(c.sha256, g);
+    if (c.sha256 === this.current.sha256) {
+      g.value = { cand: c, impl: this.current };
+      g.done = true;
+      return g;
+    }
+    this.host.fetchKernel(c.url, this.backend.target).then(
+      (bytes) => (g.value = { cand: c, bytes }),
+      (err) => (g.value = { cand: c, error: `fetch: ${err instanceof Error ? err.message : err}` }),
+    ).finally(() => (g.done = true));
+    return g;
+  }
+
+  /** What this tuner and its siblings measured, with the weight each counts for here. */
+  private known(): { k: Known; w: number }[] {
+    const out: { k: Known; w: number }[] = [];
+    const add = (t: KernelTuner<I>, w: number) => {
+      for (const [sha, logRel] of t.logRel) out.push({ k: { config: t.configs.get(sha), logRel }, w });
+    };
+    add(this, 1);
+    for (const s of this.family?.members ?? []) if (s !== this) add(s, SIBLING_WEIGHT);
+    return out;
+  }
+
+  /** The settings of the winners of this kernel's siblings (kernels they swapped in). */
+  private siblingWinners(): Record<string, unknown>[] {
+    const out: Record<string, unknown>[] = [];
+    for (const s of this.family?.members ?? []) {
+      if (s !== this && s.current.sha256 !== s.defaultSha && s.current.meta.config) out.push(s.current.meta.config);
+    }
+    return out;
+  }
+
+  /**
+   * The next candidate to take: null when none is left (or the fast
+   * policy's stop rule says so), 'wait' while the queue is still being read
+   * and nothing is there yet. Legacy: the server's order. Fast: the nearest
+   * candidate to each sibling's winner first, then the server's order
+   * re-ranked by what this device measured (`score`).
+   */
+  private choose(): Candidate | null | 'wait' {
+    if (this.started >= this.maxCandidates) return null;
+    if (this.policy === 'fast' && this.shouldStop()) return null;
+    if (!this.waiting.length) return this.streamDone ? null : 'wait';
+    if (this.policy === 'legacy') return this.waiting[0];
+    for (const w of this.siblingWinners()) {
+      let best: Candidate | null = null, bestD = Infinity;
+      for (const c of this.waiting) {
+        const d = configDistance(c.meta.config, w);
+        if (d < bestD) (best = c), (bestD = d);
+      }
+      // A winner already measured here (or its equal) sends nothing forward.
+      const measured = [...this.configs.keys()].some((sha) => this.logRel.has(sha) && configDistance(this.configs.get(sha), w) === 0);
+      if (best && !measured) return best;
+    }
+    const known = this.known();
+    let best = this.waiting[0], bestScore = Infinity;
+    this.waiting.forEach((c, i) => {
+      const s = i + FEATURE_WEIGHT * this.settingScore(c.meta.config, known);
+      if (s < bestScore) (bestScore = s), (best = c);
+    });
+    return best;
+  }
+
+  /**
+   * Σ over a schedule's settings of the mean log time ratio (over the
+   * default kernel) of the measured kernels sharing that setting: positive
+   * when it shares settings with losers, negative with winners.
+   */
+  private settingScore(config: Record<string, unknown> | undefined, known: { k: Known; w: number }[]): number {
+    let score = 0;
+    for (const [f, v] of settingsOf(config)) {
+      let sum = 0, w = 0;
+      for (const { k, w: kw } of known) {
+        if (settingsOf(k.config).get(f) === v) (sum += kw * k.logRel), (w += kw);
+      }
+      if (w > 0) score += sum / w;
+    }
+    return score;
+  }
+
+  /** Fast policy: whether this kernel is tuned enough (its expected gain, weighed by its share of the app's time, is under STOP_GAIN). */
+  private shouldStop(): boolean {
+    if (this.results.length < MIN_EVALUATED) return false;
+    // A sibling's winner not yet measured here is worth its measurement.
+    if (this.siblingWinners().some((w) => ![...this.logRel.keys()].some((sha) => configDistance(this.configs.get(sha), w) === 0))) {
+      if (this.waiting.length) return false;
+    }
+    return this.share * this.expectedGain < STOP_GAIN;
+  }
+
+  /** Records what a finished evaluation taught (times over the default kernel, wins). */
+  private learn(m: Measurement, trace: EvalTrace | undefined): void {
+    this.timings += trace ? 2 * (trace.warm_pairs + trace.timed_pairs) : 0;
+    if (!m.ok || !(m.median_us > 0) || !(m.current_us > 0)) {
+      this.sinceWin++;
+      return;
+    }
+    const base = this.logRel.get(this.current.sha256) ?? 0;
+    this.logRel.set(m.sha256, base + Math.log(m.median_us / m.current_us));
+    this.currentUs = m.current_us;
+  }
+
+  /** Starts adopting `impl` (the host may first try it in the app's own calls); the tuner waits for it. */
+  private adopt(impl: I, m: Measurement): void {
+    const previous = this.current;
+    this.adopting = (async () => {
+      let ok: boolean | void = false;
+      try {
+        ok = await this.host.adopt(this, impl, m, previous);
+      } catch (e) {
+        this.note(`adopting ${impl.sha256}: ${e instanceof Error ? e.message : e}`);
+      }
+      if (ok === false) {
+        this.sinceWin++;
+        return;
+      }
+      this.current = impl;
+      this.currentBroken = false;
+      this.currentUs = m.median_us;
+      this.sinceWin = 0;
+      this.wins++;
+    })().finally(() => (this.adopting = null));
   }
 
   /**
@@ -615,21 +921,28 @@ export class KernelTuner<I extends Impl> {
    * unit that it does not expect to fit.
    */
   async step(deadline: number, strict = false): Promise<boolean> {
+    if (this.adopting) return false;
     if (this.phase === 'waiting') this.open();
     if (this.phase !== 'running') return false;
     if (this.remote) return this.stepRemote();
     if (!this.ev) {
-      const p = this.pending;
-      if (!p || !p.done) return false;
-      if (!p.value) {
+      const next = this.choose();
+      if (next === 'wait') return false;
+      if (next === null) {
         this.finish();
         return false;
       }
-      this.ev = new Evaluation(this, this.backend, p.value.cand, p.value);
+      const f = this.fetchOf(next);
+      if (!f.done) return false;
+      this.waiting.splice(this.waiting.indexOf(next), 1);
+      this.fetches.delete(next.sha256);
+      // The kernel in use may have changed since the fetch began.
+      const value = next.sha256 === this.current.sha256 ? { cand: next, impl: this.current } : f.value!;
+      this.ev = new Evaluation(this, this.backend, next, value);
       this.started++;
-      // Fetch the next candidate's bytes while this one runs (network only).
-      if (this.started < this.maxCandidates) this.pull();
-      else this.pending = { done: true, value: null };
+      // Fetch the likely next candidate's bytes while this one runs (network only).
+      const guess = this.choose();
+      if (guess && guess !== 'wait') this.fetchOf(guess);
     }
     const ev = this.ev;
     this.bench ??= this.backend.bench(this.specs, this.current.meta);
@@ -640,12 +953,10 @@ export class KernelTuner<I extends Impl> {
       this.results.push(m);
       this.host.measured(this, m);
       const impl = ev.impl!;
-      if (m.ok && impl.sha256 !== this.current.sha256 && (this.currentBroken || ev.beatsCurrent())) {
-        const previous = this.current;
-        await this.host.adopt(this, impl, m, previous);
-        this.current = impl;
-        this.currentBroken = false;
-      }
+      const beats = m.ok && impl.sha256 !== this.current.sha256 && (this.currentBroken || ev.beatsCurrent());
+      this.learn(m, m.trace);
+      if (beats) this.adopt(impl, m);
+      else if (m.ok) this.sinceWin++;
     }
     return true;
   }
@@ -665,23 +976,27 @@ export class KernelTuner<I extends Impl> {
       for (const n of j.answer?.notes ?? []) this.note(n);
       this.results.push(m);
       this.host.measured(this, m);
+      this.learn(m, m.trace);
       if (j.answer?.beats && j.impl && j.impl.sha256 !== this.current.sha256) {
-        const previous = this.current;
-        await this.host.adopt(this, j.impl, m, previous);
-        this.current = j.impl;
-        this.currentBroken = false;
-      }
+        this.adopt(j.impl, m);
+        return true;
+      } else if (m.ok) this.sinceWin++;
     }
-    const p = this.pending;
-    if (this.jobs.length >= 2 || !p || !p.done) return did;
-    if (!p.value) {
+    if (this.jobs.length >= 2) return did;
+    // With a job in flight, the stop rule and the ranking wait for its answer.
+    if (this.jobs.length && this.policy === 'fast') return did;
+    const next = this.choose();
+    if (next === 'wait') return did;
+    if (next === null) {
       if (!this.jobs.length) this.finish();
       return did;
     }
-    const f = p.value;
+    const fetching = this.fetchOf(next);
+    if (!fetching.done) return did;
+    this.waiting.splice(this.waiting.indexOf(next), 1);
+    this.fetches.delete(next.sha256);
+    const f = next.sha256 === this.current.sha256 ? { cand: next, impl: this.current } : fetching.value!;
     this.started++;
-    if (this.started < this.maxCandidates) this.pull();
-    else this.pending = { done: true, value: null };
     const job: (typeof this.jobs)[number] = { fetched: f, done: false };
     this.jobs.push(job);
     const remote = this.remote!;

@@ -40,10 +40,11 @@ import { fetchRetrying } from './http.js';
 import { type RhoResult, measureRho } from './rho.js';
 import { type OpName, checkShape, flops, parseOp } from './ops.js';
 import { timerResolutionMs } from './timer.js';
-import { KernelTuner, type Measurement, type TunerHost } from './tuner.js';
+import { Family, KernelTuner, type Measurement, type Policy, type TunerHost } from './tuner.js';
+import { median as medianOf } from './stats.js';
 import type { Backend, BestResponse, Impl, KernelMeta } from './types.js';
 import { ThreadPool, threadsWanted } from './threads.js';
-import { WasmBackend, type WasmImpl, WasmKernelBinding, isShared, newMemory } from './wasm.js';
+import { WasmBackend, type WasmImpl, WasmKernelBinding, isShared, newMemory, threadsOf } from './wasm.js';
 import { WorkerEvaluator, workersAvailable } from './remote.js';
 import { encodePasses, GpuBackend, type GpuImpl, GpuLayouts, Scratch } from './webgpu.js';
 
@@ -56,10 +57,32 @@ const MAX_OPEN_QUEUES = 4;
 /** Background tuning (`worker`): the page-side work of one slice, ms at most. */
 const BACKGROUND_SLICE_MS = 4;
 
+/**
+ * `idle()` with no argument (and no `budgetMs` option): a slice as long as
+ * the app worked since the previous call returned, at least 8 ms and at most
+ * this (one kernel call that alone takes longer excepted), so that tuning
+ * takes about half of a loop of `work(); await idle();` until it is done.
+ */
+export const AUTO_SLICE_MAX_MS = 100;
+const AUTO_SLICE_MIN_MS = 8;
+
+/**
+ * A threaded candidate is tried in the app's own calls before it is adopted:
+ * every other call of the kernel (ABBA) runs it, until TRIAL_PAIRS pairs;
+ * it is adopted only when its median there is lower than the kernel in
+ * use's by TRIAL_FLOOR. Clearly slower (every one of the first two pairs
+ * REJECT_RATIO× or worse) ends the trial at once; so does TRIAL_TIMEOUT_MS
+ * without enough calls (the candidate is then not adopted).
+ */
+const TRIAL_PAIRS = 4;
+const TRIAL_FLOOR = 0.02;
+const TRIAL_REJECT_RATIO = 1.25;
+const TRIAL_TIMEOUT_MS = 20_000;
+
 export type { Fingerprint } from './fingerprint.js';
 export type { RhoResult } from './rho.js';
 export { measureRho, rhoBit } from './rho.js';
-export type { Measurement } from './tuner.js';
+export type { Measurement, Policy } from './tuner.js';
 export type { BestResponse, KernelMeta } from './types.js';
 export { KernelBundle } from './bundle.js';
 export type { BundleManifest, BundleWinner, BundleDefault, LookupKeys } from './bundle.js';
@@ -94,6 +117,14 @@ export interface OpenOptions {
   budgetMs?: number;
   /** Tune in `idle()`. Default true. */
   tune?: boolean;
+  /**
+   * How candidates are chosen and timed: `'fast'` (default: family transfer
+   * between buckets, a sequential test over timed pairs, the heaviest
+   * kernels first, a kernel stops when its expected gain is small) or
+   * `'legacy'` (every candidate in the server's order, fixed pairs), kept
+   * for comparison.
+   */
+  policy?: Policy;
   /**
    * Wasm: evaluate candidates in a dedicated worker (inputs, checks and
    * timing included), tuning in the background while the app runs instead
@@ -205,6 +236,22 @@ export interface IdleResult {
   done: boolean;
 }
 
+/** `Webtune.progress`: how far tuning is. */
+export interface TuningProgress {
+  /** Kernels tuned (or not to be tuned), and all kernels. */
+  tuned: number;
+  total: number;
+  /**
+   * The share of the app's kernel time that the tuning left is expected to
+   * save (0..1; a rough figure: each kernel's share of the app's time ×
+   * the gain its next candidate is expected to bring).
+   */
+  expectedGain: number;
+  /** Candidates evaluated, and candidate timings taken (warm-up and timed samples), so far. */
+  evaluated: number;
+  timings: number;
+}
+
 /** Tuning progress of one kernel. */
 export interface TuningStatus {
   op: OpName;
@@ -219,6 +266,9 @@ export interface TuningStatus {
 abstract class KernelHandle<I extends Impl> {
   /** Calls since the handle was made (for the tuning order). */
   calls = 0;
+  /** Wasm: the app's calls timed, and their ms in all (the kernel's weight in the tuning order). */
+  appCalls = 0;
+  appMs = 0;
   /** How many times the tuner replaced the kernel. */
   swaps = 0;
   /** @internal */ tuner: KernelTuner<I> | null = null;
@@ -254,14 +304,69 @@ abstract class KernelHandle<I extends Impl> {
  */
 export class WasmKernel extends KernelHandle<WasmImpl> {
   /** @internal */
-  constructor(op: OpName, shape: number[], impl: WasmImpl, source: KernelSource, level: BestResponse['level'] | null, private binding: WasmKernelBinding) {
+  constructor(op: OpName, shape: number[], impl: WasmImpl, source: KernelSource, level: BestResponse['level'] | null, private binding: WasmKernelBinding,
+    private newBinding: () => WasmKernelBinding) {
     super(op, shape, impl, source, level);
   }
+
+  private trialState: {
+    impl: WasmImpl; binding: WasmKernelBinding; cur: number[]; cand: number[]; turn: number; end: (ok: boolean) => void;
+  } | null = null;
 
   /** Runs the kernel on arguments at these byte offsets of the app's memory, in ABI order. */
   run(...offsets: number[]): void {
     this.calls++;
+    const tr = this.trialState;
+    const t0 = performance.now();
+    // A trial: the candidate runs every other call (ABBA), timed beside the kernel in use.
+    const turn = tr ? tr.turn++ % 4 : 0;
+    if (tr && (turn === 1 || turn === 2)) {
+      tr.binding.call(offsets);
+      tr.cand.push(performance.now() - t0);
+      this.settleTrial();
+      return;
+    }
     this.binding.call(offsets);
+    const ms = performance.now() - t0;
+    this.appCalls++;
+    this.appMs += ms;
+    if (tr) {
+      tr.cur.push(ms);
+      this.settleTrial();
+    }
+  }
+
+  /**
+   * @internal Tries `impl` in the app's own calls (every other one) against
+   * the kernel in use, and adopts it only if it is faster there (see
+   * TRIAL_PAIRS). Resolves with whether it was adopted.
+   */
+  async trial(impl: WasmImpl): Promise<{ ok: boolean; cur_ms: number; cand_ms: number }> {
+    const binding = this.newBinding();
+    await binding.bind(impl);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.trialState?.end(false), TRIAL_TIMEOUT_MS);
+      const st = {
+        impl, binding, cur: [] as number[], cand: [] as number[], turn: 0,
+        end: (ok: boolean) => {
+          clearTimeout(timer);
+          this.trialState = null;
+          if (ok) {
+            this.binding = binding;
+            this.impl = impl;
+          }
+          resolve({ ok, cur_ms: medianOf(st.cur), cand_ms: medianOf(st.cand) });
+        },
+      };
+      this.trialState = st;
+    });
+  }
+
+  private settleTrial(): void {
+    const tr = this.trialState!;
+    const n = Math.min(tr.cur.length, tr.cand.length);
+    if (n >= 2 && tr.cand.slice(0, 2).every((c, i) => c >= TRIAL_REJECT_RATIO * tr.cur[i])) return tr.end(false);
+    if (n >= TRIAL_PAIRS) tr.end(medianOf(tr.cand) < medianOf(tr.cur) * (1 - TRIAL_FLOOR));
   }
 
   /** @internal */
@@ -374,6 +479,11 @@ export class Webtune extends EventTarget {
   private remote: WorkerEvaluator | null = null;
   private pumping = false;
   private closed = false;
+  /** The tuning policy (the `policy` option). */
+  readonly policy: Policy;
+  private families = new Map<string, Family<Impl>>();
+  /** When the last `idle()` call returned (performance.now()), for the automatic slice. */
+  private lastIdleEnd = 0;
 
   private constructor(init: {
     opts: OpenOptions; server: string; fingerprint: Fingerprint; session: SessionInfo;
@@ -398,6 +508,7 @@ export class Webtune extends EventTarget {
     this.device = init.device;
     this.cache = init.cache;
     this.budgetMs = init.opts.budgetMs ?? 8;
+    this.policy = init.opts.policy ?? 'fast';
     this.timerResolutionMs = timerResolutionMs();
     if (init.device) {
       this.layouts = new GpuLayouts(init.device);
@@ -422,6 +533,7 @@ export class Webtune extends EventTarget {
    */
   static async open(opts: OpenOptions): Promise<Webtune> {
     if (opts.target !== 'wasm' && opts.target !== 'webgpu') throw new Error(`target must be 'wasm' or 'webgpu', got ${opts.target}`);
+    if (opts.policy !== undefined && opts.policy !== 'fast' && opts.policy !== 'legacy') throw new Error(`policy must be 'fast' or 'legacy', got ${String(opts.policy)}`);
     const server = (opts.server ?? globalThis.location?.origin ?? '').replace(/\/+$/, '');
     let adapter: GPUAdapter | null = null;
     let device: GPUDevice | null = null;
@@ -575,7 +687,7 @@ export class Webtune extends EventTarget {
       const impl = await (this.backend as WasmBackend).load(bytes, meta);
       const binding = new WasmKernelBinding(this.memory!, this.pool);
       await binding.bind(impl);
-      handle = new WasmKernel(op, shape, impl, source, level, binding);
+      handle = new WasmKernel(op, shape, impl, source, level, binding, () => new WasmKernelBinding(this.memory!, this.pool));
     }
     // Without a server there is no queue to tune from.
     const tune = (this.opts.tune ?? true) && !this.offline && !(cached?.tuned && !this.opts.retune);
@@ -584,7 +696,14 @@ export class Webtune extends EventTarget {
       const impl = (handle as unknown as { impl: Impl }).impl;
       const tuner = new KernelTuner(this.host(handle), this.backend as Backend<Impl>, op, shape, impl);
       tuner.maxCandidates = Math.max(1, this.opts.maxCandidates ?? Infinity);
+      tuner.policy = this.policy;
       if (this.remote) (tuner as KernelTuner<WasmImpl>).remote = this.remote;
+      if (this.policy === 'fast') {
+        const fk = Family.key(op, shape, this.serverTarget);
+        let fam = this.families.get(fk);
+        if (!fam) this.families.set(fk, (fam = new Family<Impl>()));
+        tuner.join(fam);
+      }
       handle.tuner = tuner as never;
     }
     this.handles.push(handle);
@@ -599,7 +718,18 @@ export class Webtune extends EventTarget {
       sessionId: this.session.session_id,
       fetchKernel: (url, target) => this.fetchKernel(url, target),
       async adopt(t, impl, m, previous) {
-        await (handle as KernelHandle<Impl>).adopt(impl);
+        // A threaded kernel must prove itself in the app's own calls (the
+        // pool as the model leaves it), never only on the bench.
+        if (handle instanceof WasmKernel && wt.pool && wt.policy === 'fast' && threadsOf(impl.meta)) {
+          const r = await handle.trial(impl as unknown as WasmImpl);
+          if (!r.ok) {
+            t.note(`${impl.sha256.slice(0, 12)} (${threadsOf(impl.meta)} threads) was faster on the bench but not in the app's calls ` +
+              `(${r.cand_ms.toFixed(3)} ms against ${r.cur_ms.toFixed(3)} ms): not adopted`);
+            return false;
+          }
+        } else {
+          await (handle as KernelHandle<Impl>).adopt(impl);
+        }
         handle.swaps++;
         const detail: SwapDetail = {
           op: t.op, shape: t.shape, target: wt.target, from: previous.sha256, to: impl.sha256,
@@ -633,30 +763,75 @@ export class Webtune extends EventTarget {
   }
 
   /**
+   * A kernel's weight in the app: its calls × the time of one call (Wasm:
+   * the app's own calls, timed; else the tuner's last measurement of the
+   * kernel in use; else its flops at 10 GFLOP/s).
+   */
+  private weight(h: Kernel): number {
+    const t = h.tuner as KernelTuner<Impl> | null;
+    const perCall = h.appCalls > 0 ? h.appMs / h.appCalls : t && t.currentUs > 0 ? t.currentUs / 1000 : flops(h.op, h.shape) * 1e-7;
+    return (h.calls + 1) * Math.max(perCall, 1e-6);
+  }
+
+  /** Gives every tuner its share of the app's kernel time (the fast policy's order and stop rule weigh by it). */
+  private updateShares(): void {
+    let sum = 0;
+    const w = this.handles.map((h) => this.weight(h));
+    for (const x of w) sum += x;
+    this.handles.forEach((h, i) => {
+      if (h.tuner) (h.tuner as KernelTuner<Impl>).share = sum > 0 ? w[i] / sum : 1;
+    });
+  }
+
+  /**
    * The tuners with work left, in the order `idle()` offers them its time.
-   * A candidate part-way through its evaluation finishes first. Then round
-   * robin over the ops: the tuner that has taken the fewest candidates goes
-   * next, so the head of every op's queue (the lite space is best first) is
-   * measured before the tail of any, and the app's latency falls early.
-   * Ties go to the op with the biggest share of the app's time.
+   * A candidate part-way through its evaluation finishes first. Fast
+   * policy: then the kernel whose next candidate is expected to save the
+   * most of the app's time (its share of the app's time × its expected
+   * gain), so the heaviest kernels are tuned first. Legacy: round robin
+   * over the ops (the tuner that has taken the fewest candidates goes next;
+   * ties to the op with the biggest share of the app's time).
    */
   private tunerOrder(): KernelTuner<Impl>[] {
     const live: { t: KernelTuner<Impl>; w: number }[] = [];
-    const open = this.handles.filter((h) => h.tuner?.phase === 'opening' || h.tuner?.phase === 'running').length;
+    const fast = this.policy === 'fast';
+    if (fast) this.updateShares();
+    const open = this.handles.filter((h) => h.tuner?.streaming).length;
     for (const h of this.handles) {
       const t = h.tuner as KernelTuner<Impl> | null;
       if (!t || !(t.phase === 'waiting' || t.phase === 'opening' || t.phase === 'running')) continue;
       // A new queue opens only while fewer than MAX_OPEN_QUEUES stream.
       if (t.phase === 'waiting' && open >= MAX_OPEN_QUEUES) continue;
-      live.push({ t, w: flops(h.op, h.shape) * (h.calls + 1) });
+      live.push({ t, w: fast ? t.share * t.expectedGain : flops(h.op, h.shape) * (h.calls + 1) });
     }
-    live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || a.t.taken - b.t.taken || b.w - a.w);
+    if (fast) live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || b.w - a.w);
+    else live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || a.t.taken - b.t.taken || b.w - a.w);
     return live.map((x) => x.t);
   }
 
   /** Whether every kernel is tuned and reported (or not to be tuned). */
   get done(): boolean {
     return this.handles.every((h) => !h.tuner || h.tuner.phase === 'done');
+  }
+
+  /**
+   * How far tuning is: kernels tuned out of all, the share of the app's
+   * kernel time still expected to be saved, candidates evaluated and timings
+   * taken. A `tuned` event (detail: `status()`) is dispatched when every
+   * kernel is tuned.
+   */
+  get progress(): TuningProgress {
+    this.updateShares();
+    let tuned = 0, expectedGain = 0, evaluated = 0, timings = 0;
+    for (const h of this.handles) {
+      const t = h.tuner as KernelTuner<Impl> | null;
+      if (!t || t.phase === 'done') tuned++;
+      if (!t) continue;
+      expectedGain += t.share * t.expectedGain;
+      evaluated += t.evaluated;
+      timings += t.timings;
+    }
+    return { tuned, total: this.handles.length, expectedGain, evaluated, timings };
   }
 
   /** Tuning progress of every kernel. */
@@ -673,11 +848,17 @@ export class Webtune extends EventTarget {
   }
 
   /**
-   * One slice of tuning, at most `budgetMs` long (default: the session's
-   * budget). Call it between inferences; it returns at once when nothing is
-   * ready (a candidate still downloading or compiling).
+   * One slice of tuning, at most `budgetMs` long. Call it between
+   * inferences; it returns at once when nothing is ready (a candidate still
+   * downloading or compiling) and when everything is tuned. Without
+   * `budgetMs`: the `budgetMs` option when the app set one; else a slice as
+   * long as the app worked since the previous call returned, at least 8 ms
+   * and at most AUTO_SLICE_MAX_MS (100 ms), so that a loop of
+   * `work(); await idle();` spends about half its time tuning until every
+   * kernel is tuned (`progress`, the `tuned` event), then none. A single
+   * kernel call longer than the slice still runs whole.
    */
-  async idle(budgetMs = this.budgetMs): Promise<IdleResult> {
+  async idle(budgetMs?: number): Promise<IdleResult> {
     if (this.remote) {
       // The first call starts the background work (the app is ready for
       // swaps and listens to events by then); later calls return at once.
@@ -689,7 +870,16 @@ export class Webtune extends EventTarget {
     // compile would never deliver and tuning would stall: let the event
     // loop run once first (a message, not setTimeout's clamped 4 ms).
     await nextTask();
-    return this.slice(budgetMs);
+    const r = await this.slice(budgetMs ?? this.autoSlice());
+    this.lastIdleEnd = performance.now();
+    return r;
+  }
+
+  /** The slice of an `idle()` call without a budget (see `idle`). */
+  private autoSlice(): number {
+    if (this.opts.budgetMs !== undefined) return this.budgetMs;
+    const worked = this.lastIdleEnd > 0 ? performance.now() - this.lastIdleEnd : AUTO_SLICE_MIN_MS;
+    return Math.min(AUTO_SLICE_MAX_MS, Math.max(AUTO_SLICE_MIN_MS, worked));
   }
 
   /** Whether tuning runs in the background, in the bench worker (the `worker` option). */

@@ -187,7 +187,7 @@ test('maxCandidates stops the queue early and still reports', async () => {
 
 // A queue of `order` (hashes by letter) served through a stubbed fetch; the
 // tuner stepped until done. Returns what it measured, swapped and posted.
-async function tune(order, bk, { strictProbe, budgetMs = 1e6, stopAfterMs } = {}) {
+async function tune(order, bk, { strictProbe, budgetMs = 1e6, stopAfterMs, policy } = {}) {
   const events = order.map((c, index) => ['candidate',
     `{"index":${index},"total":${order.length},"source":"explore","sha256":"${sha(c)}","url":"/k/${sha(c)}","meta":${JSON.stringify(meta(sha(c)))},"ticket":"t-${c}","seed":${index + 1},"check":[0,7],"space_checksum":"x"}`]);
   events.push(['done', `{"total":${order.length},"skipped":0}`]);
@@ -210,6 +210,7 @@ async function tune(order, bk, { strictProbe, budgetMs = 1e6, stopAfterMs } = {}
   };
   const t = new KernelTuner(host, bk, 'matmul', SHAPE, impl(sha(order[0])));
   if (stopAfterMs !== undefined) t.stopAfterMs = stopAfterMs;
+  if (policy) t.policy = policy;
   for (let i = 0; i < 5000 && t.phase !== 'done'; i++) {
     if (strictProbe && (await strictProbe(t))) break;
     await t.step(performance.now() + budgetMs);
@@ -255,11 +256,11 @@ function scriptedBackend(kernels) {
   };
 }
 
-test('clearly slower candidates stop early with an honest median; equal ones stop at futility; a faster one is timed in full', async () => {
+test('legacy policy: clearly slower candidates stop early with an honest median; equal ones stop at futility; a faster one is timed in full', async () => {
   const bk = scriptedBackend({ a: { speed: 1 }, e: { speed: 2 }, q: { speed: 1.0 }, b: { speed: 0.5 } });
   KERNELS[sha('q')] = { speed: 1.0 };
   // The fake kernels take no wall time: no wait for a tier-up.
-  const { swaps, measured, posted } = await tune(['a', 'e', 'q', 'b'], bk, { stopAfterMs: 0 });
+  const { swaps, measured, posted } = await tune(['a', 'e', 'q', 'b'], bk, { stopAfterMs: 0, policy: 'legacy' });
   const by = Object.fromEntries(measured.map((m) => [m.sha256[0], m]));
   assert.deepEqual(swaps, ['b']);
   // e: three timed pairs, each 2x slower: stopped there, median from those pairs.
@@ -275,6 +276,27 @@ test('clearly slower candidates stop early with an honest median; equal ones sto
   assert.equal(by.b.rejected_early, undefined);
   assert.equal(by.b.trace.timed_pairs, 9);
   // The report keeps the honest medians of the early-stopped ones.
+  const med = Object.fromEntries(posted[0].entries.map((e) => [e.sha256[0], e.median_us]));
+  assert.ok(Math.abs(med.e / med.b - 4) < 0.05);
+});
+
+test('fast policy: the sequential test stops a clearly slower and a clearly faster candidate after three pairs, an equal one at futility', async () => {
+  const bk = scriptedBackend({ a: { speed: 1 }, e: { speed: 2 }, q: { speed: 1.0 }, b: { speed: 0.5 } });
+  KERNELS[sha('q')] = { speed: 1.0 };
+  const { swaps, measured, posted } = await tune(['a', 'e', 'q', 'b'], bk, { stopAfterMs: 0 });
+  const by = Object.fromEntries(measured.map((m) => [m.sha256[0], m]));
+  assert.deepEqual(swaps, ['b']);
+  assert.equal(by.e.rejected_early, true);
+  assert.equal(by.e.trace.timed_pairs, 3);
+  assert.ok(Math.abs(by.e.median_us / by.e.current_us - 2) < 0.02);
+  for (const k of ['a', 'q']) {
+    assert.equal(by[k].rejected_early, true, k);
+    assert.ok(by[k].trace.timed_pairs <= 6, `${k}: ${by[k].trace.timed_pairs}`);
+  }
+  // b: clearly faster after three pairs, not rejected, swapped in.
+  assert.equal(by.b.rejected_early, undefined);
+  assert.equal(by.b.trace.timed_pairs, 3);
+  assert.ok(by.b.runs >= 3, 'the server asks for three runs at least');
   const med = Object.fromEntries(posted[0].entries.map((e) => [e.sha256[0], e.median_us]));
   assert.ok(Math.abs(med.e / med.b - 4) < 0.05);
 });
