@@ -66,11 +66,26 @@ export class Sampler {
     return Number(z >> 11n) / 2 ** 53;
   }
 
+  /** Whether tokens are drawn (temperature above 0), not greedy. */
+  get draws(): boolean {
+    return Math.fround(this.sampling.temperature) > 0;
+  }
+
   /** The next token. */
   sample(logits: Float32Array): number {
+    if (!this.draws) return argmax(logits);
+    return this.pick(logits, this.uniform());
+  }
+
+  /**
+   * The token that the draw `draw` (in [0, 1), from `uniform`) picks from
+   * `logits` by the sampling rule (temperature above 0): `sample` with the
+   * draw made elsewhere (the WebGPU backend makes it on the host and picks
+   * on the GPU, or here when the GPU cannot).
+   */
+  pick(logits: Float32Array, draw: number): number {
     const s = this.sampling;
     const temperature = Math.fround(s.temperature);
-    if (!(temperature > 0)) return argmax(logits);
     const n = logits.length;
     // Rust's `total_cmp` order as one number per id: the f32's bits made
     // monotonic (negative values' magnitude bits flipped), negated so that
@@ -111,7 +126,7 @@ export class Sampler {
     }
     total = 0;
     for (let j = 0; j < keep; j++) total += p[j];
-    let u = this.uniform() * total;
+    let u = draw * total;
     for (let j = 0; j < keep; j++) {
       if (u < p[j]) return id(j);
       u -= p[j];

@@ -117,6 +117,14 @@ function dispatchOf(d: number[] | null | undefined): [number, number, number] {
   return [d[0] ?? 1, d[1] ?? 1, d[2] ?? 1];
 }
 
+/** One line for a module that did not compile: `what`, then its compiler messages with line numbers, else `error`'s. */
+export async function compileErrors(module: GPUShaderModule, what: string, error: unknown): Promise<string> {
+  const info = await module.getCompilationInfo().catch(() => null);
+  const errors = info?.messages.filter((m) => m.type === 'error') ?? [];
+  if (errors.length) return `${what}: ${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ')}`;
+  return `${what}: ${error instanceof Error ? error.message : String(error)}`;
+}
+
 /** Runs `f` inside validation and out-of-memory error scopes; throws the first error. */
 async function scoped<T>(device: GPUDevice, f: () => Promise<T> | T): Promise<T> {
   device.pushErrorScope('out-of-memory');
@@ -281,15 +289,18 @@ export class GpuBackend implements Backend<GpuImpl> {
     }
     const pipelines = await scoped(this.device, async () => {
       const module = this.device.createShaderModule({ label: `webtune ${meta.sha256.slice(0, 12)}`, code: text });
-      const info = await module.getCompilationInfo();
-      const errors = info.messages.filter((m) => m.type === 'error');
-      if (errors.length) throw new Error(`WGSL ${meta.sha256.slice(0, 12)}: ${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ')}`);
       const layout = this.layouts.pipelineLayout(meta.args.length, scratchBytes > 0);
-      return Promise.all(
-        steps.map((p) =>
-          this.device.createComputePipelineAsync({ label: `webtune ${meta.op} ${meta.sha256.slice(0, 12)} ${p.entry}`, layout, compute: { module, entryPoint: p.entry } }),
-        ),
-      );
+      try {
+        return await Promise.all(
+          steps.map((p) =>
+            this.device.createComputePipelineAsync({ label: `webtune ${meta.op} ${meta.sha256.slice(0, 12)} ${p.entry}`, layout, compute: { module, entryPoint: p.entry } }),
+          ),
+        );
+      } catch (e) {
+        // The compiler's messages are asked for only on failure: Dawn's Node
+        // binding (npm webgpu 0.6.2) crashes or never answers getCompilationInfo.
+        throw new Error(await compileErrors(module, `WGSL ${meta.sha256.slice(0, 12)}`, e));
+      }
     });
     const passes = pipelines.map((pipeline, i) => ({ pipeline, dispatch: dispatchOf(steps[i].dispatch) }));
     return { sha256: meta.sha256, meta, pipeline: passes[0].pipeline, dispatch: passes[0].dispatch, passes, scratchBytes, bytes: text };

@@ -1,0 +1,609 @@
+// The WebGPU backend of a decoder graph (models/src/graph.rs, served as JSON
+// at `GET /v1/models/{name}/graph`): the same steps as the Wasm backend
+// (decoder.ts), every matrix product a tuned WGSL kernel of its op and shape
+// (fetched and swapped through the Webtune session, as SentenceEncoder's
+// WebGPU path does), every other step a fixed kernel of
+// decoder-kernels.wgsl, and the next token sampled on the GPU, so that a
+// decode step is one command buffer, one submit and a read-back of one
+// token id.
+//
+// GPU memory, laid out once at `create`:
+//   weights   every part of every tensor (the bundle's blob) at an offset
+//             aligned to 256 bytes (WebGPU's largest
+//             minStorageBufferOffsetAlignment), so that each part binds as
+//             its own range; more than one buffer only past maxBufferSize
+//   buffers   one GPUBuffer per graph buffer (a dispatch may not read one
+//             range of a buffer while writing another): `cols` f32 per row,
+//             the largest bucket's rows (`tokens`) or one row (`one`)
+//   caches    one GPUBuffer per cache: `context` positions of `cols` f32
+//   rope      the rotary table for every position of the context: per
+//             position head_dim/2 pairs (cos, sin) of pos·θ^(−2i/head_dim),
+//             computed in f64 and rounded to f32 (decoder.ts's rule)
+//   params    the fixed steps' parameters (one 256-byte slot a step) and
+//             the run's (real rows, first position, sampling), written once
+//             per run; the token ids; the sampled token
+// Per row bucket (made on its first run) every dispatch's bind group is
+// made once; the tuned kernels' bind groups use their op's shared layout
+// (webgpu.ts), so they stay valid when tuning swaps a kernel. A run records
+// every step's dispatch into one compute pass (the products at M = the
+// bucket, or one row with `last`; the fixed kernels on a grid of the
+// bucket's rows that skips rows past T, read from the run's parameters), so
+// the caches hold real positions only and no kernel depends on the
+// context's length. A prompt longer than the largest bucket is fed in
+// chunks of it, one submit each.
+
+import { type DecoderGraph, type DecoderTensor, type Format, type Step, bucketOf, checkGraph, productsOf } from './decoder.js';
+import { compileErrors } from './webgpu.js';
+
+declare const __WEBTUNE_DECODER_WGSL__: string;
+
+/** Binding offsets are multiples of this: WebGPU's default, and largest allowed, minStorageBufferOffsetAlignment. */
+const ALIGN = 256;
+/** Threads of the element-wise fixed kernels (EW in decoder-kernels.wgsl). */
+const EW = 64;
+/** Attention's limits (decoder-kernels.wgsl: MAXG query heads a key/value head, head_dim ≤ 64·DPT, MAXG·hd ≤ MAXQ). */
+const MAXG = 8;
+const MAX_HEAD_DIM = 256;
+const MAXQ = 1024;
+/** What `sample` writes for "sample on the host" (decoder-kernels.wgsl). */
+const NO_TOKEN = 0xffffffff;
+
+/** A tuned product as the backend records it (a `GpuKernel` of webtune.ts is one). */
+export interface GpuProduct {
+  /** The layout of the op's bind group 0 (arguments in ABI order): bind groups made with it survive swaps. */
+  readonly bindGroupLayout: GPUBindGroupLayout;
+  /** Dispatches `dispatch` records (2 for split-K across workgroups). */
+  readonly passes: number;
+  /** Records the kernel (its current pipeline: swaps apply to the next run). */
+  dispatch(pass: GPUComputePassEncoder, group: GPUBindGroup): void;
+}
+
+/** Gives the kernel of a product (`op`, `[M, K, N]`); called once per product. */
+export type GpuKernelSource = (op: string, shape: number[]) => Promise<GpuProduct>;
+
+/** How the next token is picked on the GPU (sampler.ts's rule; `u` the sampler's draw, unused at temperature 0). */
+export interface GpuSampling {
+  temperature: number;
+  topK: number;
+  topP: number;
+  u: number;
+}
+
+export interface GpuDecoderInit {
+  device: GPUDevice;
+  graph: DecoderGraph;
+  tensors: DecoderTensor[];
+  /** The bundle's weights blob. */
+  weights: ArrayBuffer;
+  /** Positions the caches hold (at most the graph's context). */
+  context: number;
+  /** The fixed kernels' WGSL (default: decoder-kernels.wgsl as built into webtune.js). */
+  wgsl?: string;
+}
+
+/** What the backend has done, for benchmarks and the latency chart. */
+export interface GpuDecoderStats {
+  /** Dispatches of one decode step (bucket 1, the sampling included); 0 before the first. */
+  dispatchesPerToken: number;
+  /** Runs (one submit each) and tokens fed so far. */
+  submits: number;
+  tokens: number;
+  /** Tokens the GPU could not sample (the host sampled from the read-back logits). */
+  hostSampled: number;
+}
+
+type FixedName = 'embed_q8' | 'embed_q4' | 'embed_f32' | 'rms_norm' | 'rope' | 'kv_store' | 'attention' | 'swiglu' | 'add' | 'sample';
+const FIXED: FixedName[] = ['embed_q8', 'embed_q4', 'embed_f32', 'rms_norm', 'rope', 'kv_store', 'attention', 'swiglu', 'add', 'sample'];
+
+/** A binding range. */
+interface Range {
+  buffer: GPUBuffer;
+  offset?: number;
+  size?: number;
+}
+
+/** One recorded dispatch: a tuned product, or a fixed kernel on its grid; `perT` for a product reading the last of T token rows. */
+type Dispatch =
+  | { kernel: GpuProduct; group: GPUBindGroup; perT?: (t: number) => GPUBindGroup }
+  | { pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number] };
+
+interface Bucket {
+  m: number;
+  steps: Dispatch[];
+}
+
+/** Bytes of a part (decoder.ts's rule), rounded up to whole words. */
+function partBytes(format: Format, part: string, n: number, k: number): number {
+  if (k === 0) return n * 4;
+  switch (format) {
+    case 'f32': return n * k * 4;
+    case 'q8_0': return part === 'w' ? n * k : (n * k) / 8;
+    default: return part === 'w' ? (n * k) / 2 : (n * k) / 8;
+  }
+}
+
+/** The parts each format stores, in the op's argument order. */
+function partsOf(format: Format): string[] {
+  return format === 'q4_1' ? ['w', 'd', 'm'] : format === 'f32' ? ['w'] : ['w', 'd'];
+}
+
+/** Runs `f` inside validation and out-of-memory error scopes; throws the first error, prefixed with `what`. */
+async function scoped<T>(device: GPUDevice, what: string, f: () => Promise<T> | T): Promise<T> {
+  device.pushErrorScope('out-of-memory');
+  device.pushErrorScope('validation');
+  let value: T;
+  try {
+    value = await f();
+  } finally {
+    const validation = await device.popErrorScope();
+    const oom = await device.popErrorScope();
+    const e = validation ?? oom;
+    if (e) throw new Error(`${what}: ${e.message}`);
+  }
+  return value;
+}
+
+/**
+ * Checks what the WebGPU backend needs beyond `checkGraph`: a dispatch never
+ * writes a buffer it also reads from another binding, attention's group and
+ * head sizes fit its kernel, and a product reading the last of a run's token
+ * rows reads it at a bindable offset. Throws one line.
+ */
+export function checkGpuGraph(graph: DecoderGraph): void {
+  const bufs = new Map(graph.buffers.map((b) => [b.name, b]));
+  for (const [i, s] of graph.steps.entries()) {
+    const what = `decoder graph step ${i} (${s.step})`;
+    const apart = (a: string, b: string) => {
+      if (a === b) throw new Error(`${what} reads and writes buffer \`${a}\`: the WebGPU backend needs separate buffers`);
+    };
+    switch (s.step) {
+      case 'rms_norm': apart(s.x, s.out); break;
+      case 'matmul':
+        apart(s.a, s.out);
+        if (s.last && bufs.get(s.a)?.rows === 'tokens' && (s.k * 4) % ALIGN)
+          throw new Error(`${what} reads the last token row of \`${s.a}\` (rows of ${s.k} floats): the WebGPU backend binds it at an offset, which must be a multiple of ${ALIGN} bytes`);
+        break;
+      case 'attention':
+        apart(s.x, s.out);
+        if (s.heads / s.kv_heads > MAXG || s.head_dim > MAX_HEAD_DIM || (s.heads / s.kv_heads) * s.head_dim > MAXQ)
+          throw new Error(`${what}: ${s.heads / s.kv_heads} query heads of ${s.head_dim} per key/value head; the WebGPU attention kernel takes up to ${MAXG} heads of up to ${MAX_HEAD_DIM}, ${MAXQ} floats in all`);
+        break;
+      case 'swi_glu': apart(s.x, s.out); break;
+      case 'add': apart(s.x, s.y); break;
+      default: break;
+    }
+  }
+}
+
+/** The rotary table of `context` positions (decoder.ts's values: f64, rounded to f32). */
+export function ropeTable(context: number, headDim: number, theta: number): Float32Array<ArrayBuffer> {
+  const t = new Float32Array(context * headDim), half = headDim / 2;
+  for (let p = 0; p < context; p++)
+    for (let i = 0; i < half; i++) {
+      const angle = p * Math.pow(theta, (-2 * i) / headDim);
+      t[p * headDim + 2 * i] = Math.cos(angle);
+      t[p * headDim + 2 * i + 1] = Math.sin(angle);
+    }
+  return t;
+}
+
+/**
+ * A decoder graph on a GPUDevice: `create` uploads the weights and builds
+ * the fixed pipelines; `setKernels` names where the tuned products come
+ * from; `feed` runs tokens and reads the logits back, `next` runs them and
+ * samples the next token on the GPU.
+ */
+export class GpuDecoder {
+  readonly graph: DecoderGraph;
+  readonly device: GPUDevice;
+  /** Positions the caches hold. */
+  readonly context: number;
+  /** The largest bucket: a run's most tokens. */
+  readonly maxRows: number;
+  readonly stats: GpuDecoderStats = { dispatchesPerToken: 0, submits: 0, tokens: 0, hostSampled: 0 };
+  private kernelsOf: GpuKernelSource | null = null;
+  private buckets = new Map<number, Promise<Bucket>>();
+  private ready = new Map<number, Bucket>();
+  private made = new Map<string, Promise<GpuProduct>>();
+  private pos = 0;
+  private lost: string | null = null;
+  private closed = false;
+  private runHost = new ArrayBuffer(32);
+
+  private constructor(
+    init: GpuDecoderInit,
+    private pipelines: Record<FixedName, GPUComputePipeline>,
+    private owned: GPUBuffer[],
+    private parts: Map<string, Record<string, Range>>,
+    private buffers: Map<string, GPUBuffer>,
+    private caches: Map<string, GPUBuffer>,
+    private rope: GPUBuffer,
+    private stepParams: GPUBuffer,
+    private stepSlot: Map<number, number>,
+    private runParams: GPUBuffer,
+    private ids: GPUBuffer,
+    private token: GPUBuffer,
+    private tokenRead: GPUBuffer,
+    private logitsRead: GPUBuffer,
+  ) {
+    this.graph = init.graph;
+    this.device = init.device;
+    this.context = init.context;
+    this.maxRows = Math.max(1, ...init.graph.buckets);
+    void init.device.lost.then((info) => {
+      this.lost = info.message || info.reason || 'lost';
+    });
+  }
+
+  /** Checks the graph, uploads the weights, the rotary table and the steps' parameters, and builds the fixed pipelines. */
+  static async create(init: GpuDecoderInit): Promise<GpuDecoder> {
+    const { device, graph, tensors, weights, context } = init;
+    checkGraph(graph, tensors, weights.byteLength);
+    checkGpuGraph(graph);
+    if (!Number.isInteger(context) || context < 1 || context > graph.context)
+      throw new RangeError(`context ${context} must be an integer from 1 to the model's ${graph.context}`);
+    const limits = device.limits;
+    const maxRows = Math.max(1, ...graph.buckets);
+    // Every part the graph reads, placed at ALIGN in buffers of at most maxBufferSize.
+    const used = new Set<string>();
+    for (const s of graph.steps) {
+      if (s.step === 'embed') used.add(s.table);
+      if (s.step === 'rms_norm' || s.step === 'matmul') used.add(s.weight);
+    }
+    const places: { tensor: string; part: string; src: number; bytes: number; buffer: number; offset: number }[] = [];
+    const sizes = [0];
+    for (const t of tensors) {
+      if (!used.has(t.name)) continue;
+      for (const p of partsOf(t.format)) {
+        const part = t.parts[p];
+        const bytes = Math.ceil(part.bytes / 4) * 4;
+        if (part.offset + bytes > weights.byteLength) throw new Error(`tensor \`${t.name}\` part \`${p}\` is not a whole number of 4-byte words at the blob's end`);
+        if (bytes > limits.maxStorageBufferBindingSize)
+          throw new Error(`tensor \`${t.name}\` part \`${p}\` is ${bytes} bytes, above this device's maxStorageBufferBindingSize (${limits.maxStorageBufferBindingSize})`);
+        let offset = Math.ceil(sizes[sizes.length - 1] / ALIGN) * ALIGN;
+        if (offset + bytes > limits.maxBufferSize) {
+          sizes.push(0);
+          offset = 0;
+        }
+        places.push({ tensor: t.name, part: p, src: part.offset, bytes, buffer: sizes.length - 1, offset });
+        sizes[sizes.length - 1] = offset + bytes;
+      }
+    }
+    const tooBig = [...graph.buffers.map((b) => ({ name: b.name, bytes: (b.rows === 'tokens' ? maxRows : 1) * b.cols * 4 })),
+      ...graph.caches.map((c) => ({ name: c.name, bytes: context * c.cols * 4 }))].find((b) => b.bytes > limits.maxStorageBufferBindingSize);
+    if (tooBig) throw new RangeError(`buffer \`${tooBig.name}\` needs ${tooBig.bytes} bytes, above this device's maxStorageBufferBindingSize (${limits.maxStorageBufferBindingSize}); load with a smaller context`);
+    const rope = graph.steps.find((s) => s.step === 'rope') as Extract<Step, { step: 'rope' }> | undefined;
+    const headDim = rope?.head_dim ?? 4, theta = rope?.theta ?? 10000;
+
+    return scoped(device, 'the language model on WebGPU', async () => {
+      const owned: GPUBuffer[] = [];
+      const buffer = (label: string, size: number, usage: number) => {
+        const b = device.createBuffer({ label: `decoder ${label}`, size: Math.max(16, Math.ceil(size / 16) * 16), usage });
+        owned.push(b);
+        return b;
+      };
+      const S = GPUBufferUsage.STORAGE;
+      const weightBufs = sizes.map((size, i) => buffer(`weights ${i}`, size, S | GPUBufferUsage.COPY_DST));
+      const parts = new Map<string, Record<string, Range>>();
+      for (const p of places) {
+        device.queue.writeBuffer(weightBufs[p.buffer], p.offset, weights, p.src, p.bytes);
+        const rec = parts.get(p.tensor) ?? {};
+        rec[p.part] = { buffer: weightBufs[p.buffer], offset: p.offset, size: p.bytes };
+        parts.set(p.tensor, rec);
+      }
+      const buffers = new Map(graph.buffers.map((b) => [b.name, buffer(b.name, (b.rows === 'tokens' ? maxRows : 1) * b.cols * 4, S | GPUBufferUsage.COPY_SRC)]));
+      const caches = new Map(graph.caches.map((c) => [c.name, buffer(c.name, context * c.cols * 4, S)]));
+      const ropeBuf = buffer('rope', context * headDim * 4, S | GPUBufferUsage.COPY_DST);
+      device.queue.writeBuffer(ropeBuf, 0, ropeTable(context, headDim, theta));
+      // The fixed steps' parameters (the Step struct of decoder-kernels.wgsl), a slot each.
+      const slots = new Map<number, number>();
+      const fixedSteps = graph.steps.map((s, i) => [s, i] as const).filter(([s]) => s.step !== 'matmul');
+      const host = new ArrayBuffer((fixedSteps.length + 1) * ALIGN);
+      const put = (slot: number, n: number[], f: number[] = []) => {
+        const u = new Uint32Array(host, slot * ALIGN, 8), fl = new Float32Array(host, slot * ALIGN, 8);
+        u.set(n);
+        f.forEach((v, j) => (fl[6 + j] = v));
+      };
+      fixedSteps.forEach(([s, i], slot) => {
+        slots.set(i, slot);
+        switch (s.step) {
+          case 'embed': put(slot, [graph.hidden, s.format === 'q4_1' ? 1 : s.format === 'f32' ? graph.vocab : 0]); break;
+          case 'rms_norm': put(slot, [graph.hidden, s.last ? 1 : 0], [s.eps]); break;
+          case 'rope': put(slot, [s.stride, s.heads, s.head_dim]); break;
+          case 'kv_store': put(slot, [s.stride, s.k_col, s.v_col, s.width]); break;
+          case 'attention': put(slot, [s.stride, s.heads, s.kv_heads, s.head_dim], [s.scale]); break;
+          case 'swi_glu': put(slot, [s.ffn]); break;
+          case 'add': put(slot, [s.cols]); break;
+          default: break;
+        }
+      });
+      // The last slot: the sampling's (the vocabulary).
+      slots.set(-1, fixedSteps.length);
+      put(fixedSteps.length, [graph.vocab]);
+      const stepParams = buffer('step params', host.byteLength, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+      device.queue.writeBuffer(stepParams, 0, host);
+      const runParams = buffer('run params', 32, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+      const ids = buffer('ids', maxRows * 4, S | GPUBufferUsage.COPY_DST);
+      const token = buffer('token', 16, S | GPUBufferUsage.COPY_SRC);
+      const tokenRead = buffer('token read', 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
+      const logitsRead = buffer('logits read', graph.vocab * 4, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
+
+      const module = device.createShaderModule({ label: 'decoder-kernels.wgsl', code: init.wgsl ?? __WEBTUNE_DECODER_WGSL__ });
+      // Compiler messages only on failure (see compileErrors).
+      const made: GPUComputePipeline[] = [];
+      for (const entryPoint of FIXED) {
+        made.push(await device.createComputePipelineAsync({ label: `decoder ${entryPoint}`, layout: 'auto', compute: { module, entryPoint } })
+          .catch(async (e) => {
+            throw new Error(await compileErrors(module, 'decoder-kernels.wgsl', e));
+          }));
+      }
+      const pipelines = Object.fromEntries(FIXED.map((n, i) => [n, made[i]])) as Record<FixedName, GPUComputePipeline>;
+      return new GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, runParams, ids, token, tokenRead, logitsRead);
+    });
+  }
+
+  /** Where the tuned products come from (before the first run). */
+  setKernels(source: GpuKernelSource): void {
+    this.kernelsOf = source;
+  }
+
+  /** Positions in the caches so far. */
+  get position(): number {
+    return this.pos;
+  }
+
+  /** Forgets the caches' contents: the next run starts at position 0. */
+  reset(): void {
+    this.pos = 0;
+  }
+
+  /** Bytes of GPU memory the model holds (weights, activations, caches). */
+  get memoryBytes(): number {
+    return this.owned.reduce((a, b) => a + b.size, 0);
+  }
+
+  /** Makes bucket `m`'s kernels (every product a run in it calls) and bind groups, once. */
+  kernels(m: number): Promise<Bucket> {
+    let p = this.buckets.get(m);
+    if (!p) {
+      p = this.makeBucket(m);
+      this.buckets.set(m, p);
+      p.then((b) => this.ready.set(m, b), () => this.buckets.delete(m));
+    }
+    return p;
+  }
+
+  /** Checks a run of `tokens` would fit: ids in the vocabulary and positions in the context. Throws one line. */
+  check(tokens: ArrayLike<number>): void {
+    if (this.closed) throw new Error('this decoder is closed');
+    if (this.lost !== null) throw new Error(`the GPU device was lost (${this.lost}): load the model again (or with target 'wasm')`);
+    if (!tokens.length) throw new RangeError('no tokens to feed');
+    if (this.pos + tokens.length > this.context)
+      throw new RangeError(`${this.pos} positions used and ${tokens.length} more tokens: past the context of ${this.context}`);
+    for (let i = 0; i < tokens.length; i++) {
+      const t = tokens[i];
+      if (!Number.isInteger(t) || t < 0 || t >= this.graph.vocab) throw new RangeError(`token id ${t} is outside the vocabulary of ${this.graph.vocab}`);
+    }
+  }
+
+  /** Feeds `tokens` and returns a copy of the logits after the last one. */
+  async feed(tokens: ArrayLike<number>): Promise<Float32Array> {
+    await this.runAll(tokens, null);
+    return this.logits();
+  }
+
+  /** Feeds `tokens` without reading anything back (a prompt's chunks before its last); resolves when submitted. */
+  async prefill(tokens: ArrayLike<number>): Promise<void> {
+    await this.runAll(tokens, null);
+  }
+
+  /**
+   * Feeds `tokens` and samples the next token on the GPU (the one read-back:
+   * its id); -1 when the GPU could not (more ids carry weight than its
+   * sampler holds, with no top-k to bound them): then `logits()` has what
+   * the host samples from, with the same draw.
+   */
+  async next(tokens: ArrayLike<number>, sampling: GpuSampling): Promise<number> {
+    await this.runAll(tokens, sampling);
+    const id = await this.readToken();
+    if (id === NO_TOKEN) {
+      this.stats.hostSampled++;
+      return -1;
+    }
+    if (!(id < this.graph.vocab)) throw new Error(`the GPU sampler returned token ${id}, outside the vocabulary of ${this.graph.vocab}`);
+    return id;
+  }
+
+  /** A copy of the latest run's logits, read back from the GPU. */
+  async logits(): Promise<Float32Array> {
+    const bytes = this.graph.vocab * 4;
+    const enc = this.device.createCommandEncoder({ label: 'decoder logits' });
+    enc.copyBufferToBuffer(this.buffers.get(this.graph.logits)!, 0, this.logitsRead, 0, bytes);
+    this.device.queue.submit([enc.finish()]);
+    await this.mapped(this.logitsRead, bytes);
+    const out = new Float32Array(this.logitsRead.getMappedRange(0, bytes).slice(0));
+    this.logitsRead.unmap();
+    return out;
+  }
+
+  /** Frees every buffer; the device stays the app's. */
+  destroy(): void {
+    this.closed = true;
+    for (const b of this.owned) b.destroy();
+    this.buckets.clear();
+    this.ready.clear();
+  }
+
+  private async readToken(): Promise<number> {
+    await this.mapped(this.tokenRead, 8);
+    const id = new Uint32Array(this.tokenRead.getMappedRange(0, 8))[0];
+    this.tokenRead.unmap();
+    return id;
+  }
+
+  private async mapped(buf: GPUBuffer, bytes: number): Promise<void> {
+    try {
+      await buf.mapAsync(GPUMapMode.READ, 0, bytes);
+    } catch (e) {
+      throw new Error(this.lost !== null ? `the GPU device was lost (${this.lost}): load the model again (or with target 'wasm')` : `reading back from the GPU: ${(e as Error).message}`);
+    }
+  }
+
+  /** Runs `tokens` in chunks of the largest bucket (one submit each); samples after the last where `sampling`. */
+  private async runAll(tokens: ArrayLike<number>, sampling: GpuSampling | null): Promise<void> {
+    this.check(tokens);
+    const max = this.maxRows;
+    for (let at = 0; at < tokens.length; at += max) {
+      const chunk = Array.prototype.slice.call(tokens, at, at + max) as number[];
+      const m = bucketOf(this.graph, chunk.length)!;
+      const bk = this.ready.get(m) ?? (await this.kernels(m));
+      const last = at + max >= tokens.length;
+      this.run(chunk, bk, last ? sampling : null);
+    }
+  }
+
+  /** One run: parameters and ids written, every step recorded into one pass, one submit. */
+  private run(tokens: number[], bk: Bucket, sampling: GpuSampling | null): void {
+    const t = tokens.length, device = this.device;
+    const u = new Uint32Array(this.runHost), f = new Float32Array(this.runHost);
+    u[0] = t;
+    u[1] = this.pos;
+    f[2] = sampling?.u ?? 0;
+    f[3] = sampling ? Math.fround(sampling.temperature) : 0;
+    u[4] = sampling?.topK ?? 0;
+    f[5] = sampling?.topP ?? 1;
+    device.queue.writeBuffer(this.runParams, 0, this.runHost);
+    device.queue.writeBuffer(this.ids, 0, Uint32Array.from(tokens));
+    const enc = device.createCommandEncoder({ label: `decoder run ${bk.m}` });
+    const pass = enc.beginComputePass();
+    let dispatches = sampling ? 1 : 0;
+    for (const st of bk.steps) {
+      if ('kernel' in st) {
+        st.kernel.dispatch(pass, st.perT ? st.perT(t) : st.group);
+        dispatches += st.kernel.passes;
+      } else {
+        dispatches++;
+        pass.setPipeline(st.pipeline);
+        pass.setBindGroup(0, st.group);
+        pass.dispatchWorkgroups(st.grid[0], st.grid[1]);
+      }
+    }
+    if (sampling) {
+      pass.setPipeline(this.pipelines.sample);
+      pass.setBindGroup(0, this.sampleGroup());
+      pass.dispatchWorkgroups(1);
+    }
+    pass.end();
+    if (sampling) enc.copyBufferToBuffer(this.token, 0, this.tokenRead, 0, 8);
+    device.queue.submit([enc.finish()]);
+    this.pos += t;
+    this.stats.submits++;
+    this.stats.tokens += t;
+    // A decode step: one token and its sampling (counted also where this run read logits instead).
+    if (bk.m === 1) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
+  }
+
+  private sampleBind: GPUBindGroup | null = null;
+  private sampleGroup(): GPUBindGroup {
+    this.sampleBind ??= this.fixedGroup('sample', -1, [{ buffer: this.buffers.get(this.graph.logits)!, size: this.graph.vocab * 4 }, { buffer: this.token }]);
+    return this.sampleBind;
+  }
+
+  private fixedGroup(name: FixedName, step: number, ranges: Range[]): GPUBindGroup {
+    const pipeline = this.pipelines[name];
+    const slot = this.stepSlot.get(step)!;
+    const entries = [
+      { binding: 0, resource: { buffer: this.runParams } },
+      { binding: 1, resource: { buffer: this.stepParams, offset: slot * ALIGN, size: 32 } },
+      ...ranges.map((r, i) => ({ binding: i + 2, resource: { buffer: r.buffer, offset: r.offset ?? 0, size: r.size } })),
+    ];
+    return this.device.createBindGroup({ label: `decoder ${name} ${step}`, layout: pipeline.getBindGroupLayout(0), entries });
+  }
+
+  private async makeBucket(m: number): Promise<Bucket> {
+    const source = this.kernelsOf;
+    if (!source) throw new Error('GpuDecoder: no kernel source (setKernels) before the first run');
+    const list = productsOf(this.graph, m);
+    const kernels = await Promise.all(list.map((x) => {
+      const key = `${x.op}/${x.shape.join(',')}`;
+      let k = this.made.get(key);
+      if (!k) {
+        k = source(x.op, x.shape);
+        this.made.set(key, k);
+        k.catch(() => this.made.delete(key));
+      }
+      return k;
+    }));
+    const byKey = new Map(list.map((x, i) => [`${x.op}/${x.shape.join(',')}`, kernels[i]]));
+    const g = this.graph, device = this.device;
+    return scoped(device, `the language model's bucket of ${m} rows on WebGPU`, () => {
+      const steps: Dispatch[] = [];
+      const buf = (name: string, rows: number, cols: number): Range => ({ buffer: this.buffers.get(name)!, size: rows * cols * 4 });
+      const rowsOf = new Map(g.buffers.map((b) => [b.name, b.rows]));
+      const whole = (name: string): Range => ({ buffer: this.buffers.get(name)! });
+      const cache = (name: string): Range => ({ buffer: this.caches.get(name)! });
+      const part = (tensor: string, p: string): Range => this.parts.get(tensor)![p];
+      const fixed = (name: FixedName, i: number, grid: [number, number], ...ranges: Range[]) => {
+        steps.push({ pipeline: this.pipelines[name], grid, group: this.fixedGroup(name, i, ranges) });
+      };
+      const ew = (n: number) => Math.max(1, Math.ceil(n / EW));
+      for (const [i, s] of g.steps.entries()) {
+        switch (s.step) {
+          case 'embed': {
+            const ids = { buffer: this.ids }, out = whole(s.out), h = g.hidden;
+            if (s.format === 'q8_0') fixed('embed_q8', i, [ew(h), m], ids, part(s.table, 'w'), part(s.table, 'd'), out);
+            else if (s.format === 'f32') fixed('embed_f32', i, [ew(h), m], ids, part(s.table, 'w'), out);
+            else fixed('embed_q4', i, [ew(h), m], ids, part(s.table, 'w'), part(s.table, 'd'), part(s.table, s.format === 'q4_1' ? 'm' : 'd'), out);
+            break;
+          }
+          case 'rms_norm':
+            fixed('rms_norm', i, [1, s.last ? 1 : m], whole(s.x), part(s.weight, 'w'), whole(s.out));
+            break;
+          case 'matmul': {
+            const kernel = byKey.get(`${s.kernel}/${s.last ? 1 : m},${s.k},${s.n}`)!;
+            const rows = s.last ? 1 : m;
+            const weights = partsOf(s.format).map((p) => part(s.weight, p));
+            const group = (a: Range) => device.createBindGroup({
+              label: `decoder ${s.kernel} ${i}`,
+              layout: kernel.bindGroupLayout,
+              entries: [a, ...weights, buf(s.out, rows, s.n)].map((r, binding) => ({ binding, resource: { buffer: r.buffer, offset: r.offset ?? 0, size: r.size } })),
+            });
+            const a0 = buf(s.a, rows, s.k);
+            if (s.last && rowsOf.get(s.a) === 'tokens' && m > 1) {
+              // The last real row: bound at its offset, one bind group per T, made on first use.
+              const byT = new Map<number, GPUBindGroup>();
+              const perT = (t: number) => {
+                let bg = byT.get(t);
+                if (!bg) {
+                  bg = group({ ...a0, offset: (t - 1) * s.k * 4 });
+                  byT.set(t, bg);
+                }
+                return bg;
+              };
+              steps.push({ kernel, group: perT(1), perT });
+            } else {
+              steps.push({ kernel, group: group(a0) });
+            }
+            break;
+          }
+          case 'rope':
+            fixed('rope', i, [ew((s.heads * s.head_dim) / 2), m], { buffer: this.rope }, whole(s.x));
+            break;
+          case 'kv_store':
+            fixed('kv_store', i, [ew(s.width), m], whole(s.x), cache(s.k_cache), cache(s.v_cache));
+            break;
+          case 'attention':
+            fixed('attention', i, [s.kv_heads, m], whole(s.x), cache(s.k_cache), cache(s.v_cache), whole(s.out));
+            break;
+          case 'swi_glu':
+            fixed('swiglu', i, [ew(s.ffn), m], whole(s.x), whole(s.out));
+            break;
+          case 'add':
+            fixed('add', i, [ew(s.cols), m], whole(s.y), whole(s.x));
+            break;
+        }
+      }
+      return { m, steps };
+    });
+  }
+}

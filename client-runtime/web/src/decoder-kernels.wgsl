@@ -1,0 +1,673 @@
+// The text generator's fixed WebGPU kernels: everything of a decoder graph's
+// run that is not a matrix product (those are webtune's tuned WGSL kernels
+// of matmul_q4_1, matmul_q8_0, matmul_q4 and matmul), plus the sampling of
+// the next token. The WebGPU twin of decoder-kernels.wat (the same rules,
+// step by step); decoder-gpu.ts runs them.
+//
+// One entry point per kernel. Binding 0 is the run's parameters (R: the
+// real rows T, the first position, the sampling draw), written once per
+// run; binding 1 the step's own (S, fixed when a bucket's bind groups are
+// made); the others are the kernel's buffers (numbers reused across entry
+// points, each pipeline's layout is its own). A kernel's grid is made for
+// the bucket's M rows (y: one row a workgroup row) and every workgroup of a
+// row past R.t returns at once, so that one recorded command buffer serves
+// every run of the bucket, whatever its T, and no kernel depends on the
+// context's length: attention reads its length from R.
+//
+// Lengths are counts of floats. Every row length is a multiple of 4 and
+// every part's binding holds what the kernel reads (decoder-gpu.ts checks).
+
+struct Run {
+  // Real rows of this run (T, at most the bucket's M); position of the first.
+  t: u32,
+  pos0: u32,
+  // Sampling: the draw in [0, 1) (SplitMix64's, from the host), the
+  // temperature (0: greedy), top-k (0: all) and top-p (1: all).
+  u: f32,
+  temperature: f32,
+  top_k: u32,
+  top_p: f32,
+}
+
+// A step's parameters: their meaning per kernel is written beside it.
+struct Step {
+  n0: u32,
+  n1: u32,
+  n2: u32,
+  n3: u32,
+  n4: u32,
+  n5: u32,
+  f0: f32,
+  f1: f32,
+}
+
+@group(0) @binding(0) var<uniform> R: Run;
+@group(0) @binding(1) var<uniform> S: Step;
+
+// Threads of a workgroup: EW for the element-wise kernels, RW for a row
+// reduction (rms_norm), AW for attention, SW for sampling.
+const EW: u32 = 64u;
+const RW: u32 = 64u;
+
+// ---------------------------------------------------------------- embed
+// One row of h floats per id of ids[0..T): grid (⌈h/EW⌉, M).
+// embed_q8: S.n0 = h; the q8_0 table, i8 bytes [V][h] as words, scales d
+// [V][h/32]: out[r][k] = d[id][k/32]·q[id][k].
+@group(0) @binding(2) var<storage, read> eq8_ids: array<u32>;
+@group(0) @binding(3) var<storage, read> eq8_w: array<u32>;
+@group(0) @binding(4) var<storage, read> eq8_d: array<f32>;
+@group(0) @binding(5) var<storage, read_write> eq8_out: array<f32>;
+
+@compute @workgroup_size(EW)
+fn embed_q8(@builtin(global_invocation_id) g: vec3<u32>) {
+  let r = g.y;
+  let k = g.x;
+  let h = S.n0;
+  if (r >= R.t || k >= h) {
+    return;
+  }
+  let id = eq8_ids[r];
+  let at = id * h + k;
+  let q = extractBits(bitcast<i32>(eq8_w[at / 4u]), (at % 4u) * 8u, 8u);
+  eq8_out[r * h + k] = f32(q) * eq8_d[id * (h / 32u) + k / 32u];
+}
+
+// embed_q4: S.n0 = h, S.n1 = 1 for q4_1 (a minimum m per block), 0 for q4_0;
+// words [V][h/8] (k = 8i + s in bits 4s..4s+3 of word i), scales d and
+// minimums m [V][h/32] (q4_0 binds d again as m): out = d·q + m, or
+// d·q + d·(−8) for q4_0 (the Wasm kernel's order).
+@group(0) @binding(2) var<storage, read> eq4_ids: array<u32>;
+@group(0) @binding(3) var<storage, read> eq4_w: array<u32>;
+@group(0) @binding(4) var<storage, read> eq4_d: array<f32>;
+@group(0) @binding(5) var<storage, read> eq4_m: array<f32>;
+@group(0) @binding(6) var<storage, read_write> eq4_out: array<f32>;
+
+@compute @workgroup_size(EW)
+fn embed_q4(@builtin(global_invocation_id) g: vec3<u32>) {
+  let r = g.y;
+  let k = g.x;
+  let h = S.n0;
+  if (r >= R.t || k >= h) {
+    return;
+  }
+  let id = eq4_ids[r];
+  let blk = id * (h / 32u) + k / 32u;
+  let sc = eq4_d[blk];
+  var mn = sc * -8.0;
+  if (S.n1 == 1u) {
+    mn = eq4_m[blk];
+  }
+  let q = (eq4_w[id * (h / 8u) + k / 8u] >> ((k % 8u) * 4u)) & 15u;
+  eq4_out[r * h + k] = sc * f32(q) + mn;
+}
+
+// embed_f32: S.n0 = h, S.n1 = V; the table stored transposed, [h][V] (the B
+// of the output head's matmul): out[r][k] = w[k·V + id].
+@group(0) @binding(2) var<storage, read> ef_ids: array<u32>;
+@group(0) @binding(3) var<storage, read> ef_w: array<f32>;
+@group(0) @binding(4) var<storage, read_write> ef_out: array<f32>;
+
+@compute @workgroup_size(EW)
+fn embed_f32(@builtin(global_invocation_id) g: vec3<u32>) {
+  let r = g.y;
+  let k = g.x;
+  let h = S.n0;
+  if (r >= R.t || k >= h) {
+    return;
+  }
+  ef_out[r * h + k] = ef_w[k * S.n1 + ef_ids[r]];
+}
+
+// ---------------------------------------------------------------- rms_norm
+// out[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ w, one workgroup a row: grid
+// (1, M). S.n0 = h, S.n1 = 1 for `last` (grid (1, 1): x's row T − 1 into
+// out's row 0), S.f0 = eps. x and out are separate buffers.
+@group(0) @binding(2) var<storage, read> rn_x: array<f32>;
+@group(0) @binding(3) var<storage, read> rn_w: array<f32>;
+@group(0) @binding(4) var<storage, read_write> rn_out: array<f32>;
+
+var<workgroup> red: array<f32, 64>;
+
+@compute @workgroup_size(RW)
+fn rms_norm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  var r = wid.y;
+  var o = wid.y;
+  if (S.n1 == 1u) {
+    r = R.t - 1u;
+    o = 0u;
+  }
+  if (r >= R.t) {
+    return;
+  }
+  let h = S.n0;
+  var acc = 0.0;
+  for (var i = lid; i < h; i += RW) {
+    let v = rn_x[r * h + i];
+    acc += v * v;
+  }
+  red[lid] = acc;
+  workgroupBarrier();
+  for (var k = RW / 2u; k > 0u; k >>= 1u) {
+    if (lid < k) {
+      red[lid] += red[lid + k];
+    }
+    workgroupBarrier();
+  }
+  let inv = 1.0 / sqrt(red[0] / f32(h) + S.f0);
+  for (var i = lid; i < h; i += RW) {
+    rn_out[o * h + i] = rn_x[r * h + i] * inv * rn_w[i];
+  }
+}
+
+// ---------------------------------------------------------------- rope
+// Rotary position embedding on adjacent pairs, in place: in each of the
+// first S.n1 heads of S.n2 floats of each row (rows S.n0 floats apart),
+// pair i (x[2i], x[2i+1]) of the row at position pos0 + r turns by the
+// angle whose (cos, sin) are table[(pos0 + r)·hd + 2i, +1] (computed in f64
+// by the host, rounded to f32). One thread a pair: grid (⌈heads·hd/2/EW⌉, M).
+@group(0) @binding(2) var<storage, read> rope_table: array<f32>;
+@group(0) @binding(3) var<storage, read_write> rope_x: array<f32>;
+
+@compute @workgroup_size(EW)
+fn rope(@builtin(global_invocation_id) g: vec3<u32>) {
+  let r = g.y;
+  let hd = S.n2;
+  let half = hd / 2u;
+  if (r >= R.t || g.x >= S.n1 * half) {
+    return;
+  }
+  let head = g.x / half;
+  let i = g.x % half;
+  let at = r * S.n0 + head * hd + 2u * i;
+  let tab = (R.pos0 + r) * hd + 2u * i;
+  let c = rope_table[tab];
+  let s = rope_table[tab + 1u];
+  let a = rope_x[at];
+  let b = rope_x[at + 1u];
+  rope_x[at] = a * c + b * -s;
+  rope_x[at + 1u] = b * c + a * s;
+}
+
+// ---------------------------------------------------------------- kv_store
+// Copies S.n3 floats at column S.n1 (keys) and S.n2 (values) of each row
+// (rows S.n0 floats apart) into the caches' rows pos0 + r, each S.n3
+// floats: grid (⌈width/EW⌉, M).
+@group(0) @binding(2) var<storage, read> kv_x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> kv_k: array<f32>;
+@group(0) @binding(4) var<storage, read_write> kv_v: array<f32>;
+
+@compute @workgroup_size(EW)
+fn kv_store(@builtin(global_invocation_id) g: vec3<u32>) {
+  let r = g.y;
+  let i = g.x;
+  let w = S.n3;
+  if (r >= R.t || i >= w) {
+    return;
+  }
+  let src = r * S.n0;
+  let dst = (R.pos0 + r) * w + i;
+  kv_k[dst] = kv_x[src + S.n1 + i];
+  kv_v[dst] = kv_x[src + S.n2 + i];
+}
+
+// ---------------------------------------------------------------- attention
+// Causal grouped-query attention. Query head h of row r (at column h·hd of
+// the row, rows S.n0 floats apart) attends to cache positions 0..=pos0+r
+// of key/value head h / G, G = heads / kv_heads (cache rows of kv_heads·hd
+// floats): out[r][h·hd..] = Σ_j softmax_j(scale·q·k_j)·v_j. S.n1 = heads,
+// S.n2 = kv_heads, S.n3 = hd, S.f0 = scale.
+//
+// One workgroup per (key/value head, row): grid (kv_heads, M). The G query
+// heads that share the key/value head are done together, so each key and
+// value row is read once. Positions go by tiles of AW: each thread scores
+// one position against the G queries (held in workgroup memory), the
+// tile's maximum per head comes from a tree, and an online softmax keeps a
+// running maximum, each thread's share of the sum, and per thread the
+// weighted values of its dimensions (thread lid: dimensions lid % 64 + 64i,
+// positions of the tile lid / 64, + AW/64, ...). G ≤ MAXG, hd ≤ 64·DPT and
+// G·hd ≤ MAXQ (decoder-gpu.ts checks).
+const AW: u32 = 128u;
+const LANES: u32 = 2u;
+const MAXG: u32 = 8u;
+const DPT: u32 = 4u;
+const MAXQ: u32 = 1024u;
+const NEG: f32 = -1e30;
+
+@group(0) @binding(2) var<storage, read> at_x: array<f32>;
+@group(0) @binding(3) var<storage, read> at_k: array<f32>;
+@group(0) @binding(4) var<storage, read> at_v: array<f32>;
+@group(0) @binding(5) var<storage, read_write> at_out: array<f32>;
+
+var<workgroup> at_q: array<f32, MAXQ>;
+// Scores, then weights, of the tile: [G][AW]; and the max/sum tree, [G][AW].
+// At the end both hold the lanes' weighted values ([LANES][G·hd] ≤ 2·MAXQ).
+var<workgroup> at_s: array<f32, 1024>;
+var<workgroup> at_t: array<f32, 1024>;
+
+@compute @workgroup_size(AW)
+fn attention(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let r = wid.y;
+  if (r >= R.t) {
+    return;
+  }
+  let kvh = wid.x;
+  let heads = S.n1;
+  let nkv = S.n2;
+  let hd = S.n3;
+  let grp = heads / nkv;
+  let kvw = nkv * hd;
+  let n = R.pos0 + r + 1u;
+  let q0 = r * S.n0 + kvh * grp * hd;
+  for (var i = lid; i < grp * hd; i += AW) {
+    at_q[i] = at_x[q0 + i];
+  }
+  var m: array<f32, MAXG>;
+  var l: array<f32, MAXG>;
+  var acc: array<f32, 32>;
+  for (var g = 0u; g < MAXG; g++) {
+    m[g] = NEG;
+    l[g] = 0.0;
+  }
+  for (var i = 0u; i < 32u; i++) {
+    acc[i] = 0.0;
+  }
+  let lane = lid / 64u;
+  let ds = lid % 64u;
+  workgroupBarrier();
+  for (var t0 = 0u; t0 < n; t0 += AW) {
+    let j = t0 + lid;
+    let valid = j < n;
+    let kr = j * kvw + kvh * hd;
+    for (var g = 0u; g < grp; g++) {
+      var s = NEG;
+      if (valid) {
+        var dot = 0.0;
+        for (var d = 0u; d < hd; d++) {
+          dot += at_q[g * hd + d] * at_k[kr + d];
+        }
+        s = dot * S.f0;
+      }
+      at_s[g * AW + lid] = s;
+      at_t[g * AW + lid] = s;
+    }
+    workgroupBarrier();
+    for (var k = AW / 2u; k > 0u; k >>= 1u) {
+      if (lid < k) {
+        for (var g = 0u; g < grp; g++) {
+          at_t[g * AW + lid] = max(at_t[g * AW + lid], at_t[g * AW + lid + k]);
+        }
+      }
+      workgroupBarrier();
+    }
+    var alpha: array<f32, MAXG>;
+    for (var g = 0u; g < grp; g++) {
+      let mn = max(m[g], at_t[g * AW]);
+      alpha[g] = exp(m[g] - mn);
+      m[g] = mn;
+      var w = 0.0;
+      if (valid) {
+        w = exp(at_s[g * AW + lid] - mn);
+      }
+      l[g] = l[g] * alpha[g] + w;
+      for (var i = 0u; i < DPT; i++) {
+        acc[g * DPT + i] *= alpha[g];
+      }
+    }
+    workgroupBarrier();
+    for (var g = 0u; g < grp; g++) {
+      if (valid) {
+        at_s[g * AW + lid] = exp(at_s[g * AW + lid] - m[g]);
+      } else {
+        at_s[g * AW + lid] = 0.0;
+      }
+    }
+    workgroupBarrier();
+    let end = min(AW, n - t0);
+    for (var jj = lane; jj < end; jj += LANES) {
+      let vr = (t0 + jj) * kvw + kvh * hd;
+      for (var i = 0u; i < DPT; i++) {
+        let d = ds + 64u * i;
+        if (d < hd) {
+          let v = at_v[vr + d];
+          for (var g = 0u; g < grp; g++) {
+            acc[g * DPT + i] += at_s[g * AW + jj] * v;
+          }
+        }
+      }
+    }
+    workgroupBarrier();
+  }
+  // Each head's sum of weights: the threads' shares through the tree.
+  for (var g = 0u; g < grp; g++) {
+    at_t[g * AW + lid] = l[g];
+  }
+  workgroupBarrier();
+  for (var k = AW / 2u; k > 0u; k >>= 1u) {
+    if (lid < k) {
+      for (var g = 0u; g < grp; g++) {
+        at_t[g * AW + lid] += at_t[g * AW + lid + k];
+      }
+    }
+    workgroupBarrier();
+  }
+  var inv: array<f32, MAXG>;
+  for (var g = 0u; g < grp; g++) {
+    inv[g] = 1.0 / at_t[g * AW];
+  }
+  workgroupBarrier();
+  // The lanes' weighted values, summed in lane order.
+  for (var g = 0u; g < grp; g++) {
+    for (var i = 0u; i < DPT; i++) {
+      let d = ds + 64u * i;
+      if (d < hd) {
+        if (lane == 0u) {
+          at_s[g * hd + d] = acc[g * DPT + i];
+        } else {
+          at_t[g * hd + d] = acc[g * DPT + i];
+        }
+      }
+    }
+  }
+  workgroupBarrier();
+  let o0 = r * heads * hd + kvh * grp * hd;
+  for (var i = lid; i < grp * hd; i += AW) {
+    at_out[o0 + i] = (at_s[i] + at_t[i]) * inv[i / hd];
+  }
+}
+
+// ---------------------------------------------------------------- swiglu
+// out[r][i] = silu(x[r][i])·x[r][f + i] for i < f = S.n0: rows of 2f floats
+// (gate then up) in, rows of f out; silu(g) = g / (1 + e^−g), e^−g clamped
+// at e^88 as the Wasm kernel's exp. Grid (⌈f/EW⌉, M).
+@group(0) @binding(2) var<storage, read> sw_x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> sw_out: array<f32>;
+
+@compute @workgroup_size(EW)
+fn swiglu(@builtin(global_invocation_id) g: vec3<u32>) {
+  let r = g.y;
+  let i = g.x;
+  let f = S.n0;
+  if (r >= R.t || i >= f) {
+    return;
+  }
+  let gate = sw_x[r * 2u * f + i];
+  sw_out[r * f + i] = gate / (1.0 + exp(min(-gate, 88.0))) * sw_x[r * 2u * f + f + i];
+}
+
+// ---------------------------------------------------------------- add
+// x[r][i] += y[r][i] for i < S.n0: grid (⌈cols/EW⌉, M).
+@group(0) @binding(2) var<storage, read> add_y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> add_x: array<f32>;
+
+@compute @workgroup_size(EW)
+fn add(@builtin(global_invocation_id) g: vec3<u32>) {
+  let r = g.y;
+  let i = g.x;
+  if (r >= R.t || i >= S.n0) {
+    return;
+  }
+  let at = r * S.n0 + i;
+  add_x[at] = add_x[at] + add_y[at];
+}
+
+// ---------------------------------------------------------------- sample
+// The next token from the logits (S.n0 = V of them), by sampler.ts's rule,
+// in one workgroup: grid (1, 1). out[0] is the token, or NO_TOKEN where the
+// host must sample from the logits itself with the same draw (out[1] = 1).
+//
+// - temperature ≤ 0: greedy, the first largest logit (NaN never wins).
+// - otherwise the candidates: the ids whose weight e^((l − top)/T) is at
+//   least e^−CUT, or, when more than MAXC are, the ids at or above a
+//   threshold found by bisection that keeps from max(k, MAXC/2) to MAXC of
+//   them; sorted by logit, largest first, ties by id (a bitonic sort in
+//   workgroup memory); cut to the top k; weights in f32; cut to the
+//   smallest head whose share reaches top-p; then the host's draw u times
+//   the kept total walks the kept ids. The ids below the threshold (the
+//   tail) count in the totals where the rule counts them (no top-k, or one
+//   past the candidates), by their summed weight.
+// The host samples instead when the rule's choice lies in a tail that the
+// bisection cut off: the top-k reaching past the candidates, the top-p cut
+// or the draw falling in it (with no bisection the tail's ids weigh less
+// than e^−CUT each, and a draw falls among them with odds below V·e^−CUT).
+// The GPU's pick differs from sampler.ts's (weights in f64) only where the
+// draw falls within f32 rounding of a boundary between two ids' shares.
+const SW: u32 = 256u;
+const MAXC: u32 = 1024u;
+const CUT: f32 = 30.0;
+const NO_TOKEN: u32 = 0xffffffffu;
+
+@group(0) @binding(2) var<storage, read> sm_logits: array<f32>;
+@group(0) @binding(3) var<storage, read_write> sm_out: array<u32>;
+
+var<workgroup> sm_v: array<f32, MAXC>;
+var<workgroup> sm_i: array<u32, MAXC>;
+var<workgroup> sm_rv: array<f32, SW>;
+var<workgroup> sm_ri: array<u32, SW>;
+var<workgroup> sm_count: atomic<u32>;
+var<workgroup> sm_n: u32;
+
+// How many logits are at least thr (every thread gets the count).
+fn count_at_least(lid: u32, thr: f32) -> u32 {
+  var c = 0u;
+  for (var i = lid; i < S.n0; i += SW) {
+    if (sm_logits[i] >= thr) {
+      c++;
+    }
+  }
+  sm_ri[lid] = c;
+  workgroupBarrier();
+  for (var k = SW / 2u; k > 0u; k >>= 1u) {
+    if (lid < k) {
+      sm_ri[lid] += sm_ri[lid + k];
+    }
+    workgroupBarrier();
+  }
+  return workgroupUniformLoad(&sm_ri[0]);
+}
+
+// Whether candidate a comes before b: larger logit, then smaller id.
+fn before(va: f32, ia: u32, vb: f32, ib: u32) -> bool {
+  return va > vb || (va == vb && ia < ib);
+}
+
+fn no_token(lid: u32) {
+  if (lid == 0u) {
+    sm_out[0] = NO_TOKEN;
+    sm_out[1] = 1u;
+  }
+}
+
+@compute @workgroup_size(SW)
+fn sample(@builtin(local_invocation_index) lid: u32) {
+  let V = S.n0;
+  // The first largest logit.
+  var bv = sm_logits[0];
+  var bi = 0u;
+  for (var i = lid; i < V; i += SW) {
+    let v = sm_logits[i];
+    if (v > bv || (v == bv && i < bi)) {
+      bv = v;
+      bi = i;
+    }
+  }
+  sm_rv[lid] = bv;
+  sm_ri[lid] = bi;
+  workgroupBarrier();
+  for (var k = SW / 2u; k > 0u; k >>= 1u) {
+    if (lid < k) {
+      let v = sm_rv[lid + k];
+      let i = sm_ri[lid + k];
+      if (before(v, i, sm_rv[lid], sm_ri[lid])) {
+        sm_rv[lid] = v;
+        sm_ri[lid] = i;
+      }
+    }
+    workgroupBarrier();
+  }
+  let best = sm_ri[0];
+  // Uniform: the bisection's branches depend on it.
+  let top = workgroupUniformLoad(&sm_rv[0]);
+  if (!(R.temperature > 0.0)) {
+    if (lid == 0u) {
+      sm_out[0] = best;
+      sm_out[1] = 0u;
+    }
+    return;
+  }
+  let temp = R.temperature;
+  let k = R.top_k;
+  // The candidates' threshold.
+  var thr = top - CUT * temp;
+  var cnt = count_at_least(lid, thr);
+  let bisected = cnt > MAXC;
+  if (bisected) {
+    // count(lo) > MAXC; narrow [lo, hi] until count(hi) is enough, at most MAXC.
+    let enough = max(min(k, MAXC), MAXC / 2u);
+    var lo = thr;
+    var hi = top;
+    cnt = count_at_least(lid, hi);
+    for (var it = 0u; it < 48u && cnt < enough; it++) {
+      let mid = lo + (hi - lo) * 0.5;
+      if (mid <= lo || mid >= hi) {
+        break;
+      }
+      let c = count_at_least(lid, mid);
+      if (c > MAXC) {
+        lo = mid;
+      } else {
+        hi = mid;
+        cnt = c;
+      }
+    }
+    thr = hi;
+    if (cnt > MAXC) {
+      // More than MAXC ids tie at the largest logit.
+      no_token(lid);
+      return;
+    }
+  }
+  // Gather the candidates (in any order: the sort orders them) and sum the tail's weights.
+  if (lid == 0u) {
+    atomicStore(&sm_count, 0u);
+  }
+  workgroupBarrier();
+  var tail = 0.0;
+  for (var i = lid; i < V; i += SW) {
+    let v = sm_logits[i];
+    if (v >= thr) {
+      let at = atomicAdd(&sm_count, 1u);
+      if (at < MAXC) {
+        sm_v[at] = v;
+        sm_i[at] = i;
+      }
+    } else {
+      tail += exp((v - top) / temp);
+    }
+  }
+  sm_rv[lid] = tail;
+  workgroupBarrier();
+  for (var s = SW / 2u; s > 0u; s >>= 1u) {
+    if (lid < s) {
+      sm_rv[lid] += sm_rv[lid + s];
+    }
+    workgroupBarrier();
+  }
+  if (lid == 0u) {
+    sm_n = min(atomicLoad(&sm_count), MAXC);
+  }
+  let n = workgroupUniformLoad(&sm_n);
+  tail = sm_rv[0];
+  // Padding after the candidates, last in the order; then a bitonic sort.
+  var p = 2u;
+  while (p < n) {
+    p <<= 1u;
+  }
+  for (var i = n + lid; i < p; i += SW) {
+    sm_v[i] = NEG;
+    sm_i[i] = NO_TOKEN;
+  }
+  workgroupBarrier();
+  for (var size = 2u; size <= p; size <<= 1u) {
+    for (var stride = size / 2u; stride > 0u; stride >>= 1u) {
+      for (var i = lid; i < p; i += SW) {
+        let j = i ^ stride;
+        if (j > i) {
+          let up = (i & size) == 0u;
+          let swap = select(before(sm_v[i], sm_i[i], sm_v[j], sm_i[j]), before(sm_v[j], sm_i[j], sm_v[i], sm_i[i]), up);
+          if (swap) {
+            let tv = sm_v[i];
+            let ti = sm_i[i];
+            sm_v[i] = sm_v[j];
+            sm_i[i] = sm_i[j];
+            sm_v[j] = tv;
+            sm_i[j] = ti;
+          }
+        }
+      }
+      workgroupBarrier();
+    }
+  }
+  if (lid != 0u) {
+    return;
+  }
+  // The rule's ids: the top k (all: k 0), of which the candidates hold `len`.
+  var len = n;
+  var withTail = true;
+  if (k > 0u && k <= n) {
+    len = k;
+    withTail = false;
+  } else if (k > 0u && bisected) {
+    no_token(lid);
+    return;
+  }
+  var total = 0.0;
+  for (var j = 0u; j < len; j++) {
+    total += exp((sm_v[j] - top) / temp);
+  }
+  if (withTail) {
+    total += tail;
+  }
+  var keep = len;
+  if (R.top_p < 1.0) {
+    var acc = 0.0;
+    var found = false;
+    for (var j = 0u; j < len; j++) {
+      acc += exp((sm_v[j] - top) / temp) / total;
+      if (acc >= R.top_p) {
+        keep = j + 1u;
+        found = true;
+        break;
+      }
+    }
+    if (found) {
+      withTail = false;
+    } else if (withTail && bisected) {
+      no_token(lid);
+      return;
+    }
+  }
+  var kept = 0.0;
+  for (var j = 0u; j < keep; j++) {
+    kept += exp((sm_v[j] - top) / temp);
+  }
+  if (withTail) {
+    kept += tail;
+  }
+  var u = R.u * kept;
+  for (var j = 0u; j < keep; j++) {
+    let w = exp((sm_v[j] - top) / temp);
+    if (u < w) {
+      sm_out[0] = sm_i[j];
+      sm_out[1] = 0u;
+      return;
+    }
+    u -= w;
+  }
+  if (withTail) {
+    // The draw falls in the tail.
+    no_token(lid);
+    return;
+  }
+  sm_out[0] = sm_i[keep - 1u];
+  sm_out[1] = 0u;
+}

@@ -1,0 +1,86 @@
+// Dawn (the npm package `webgpu`, Chromium's WebGPU) in Node for the
+// runtime's WebGPU tests: a device on SwiftShader's Vulkan driver unless
+// VK_ICD_FILENAMES names another, and plain WGSL products by each op's ABI.
+
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+
+const SWIFTSHADER = '/usr/lib/chromium/vk_swiftshader_icd.json';
+if (!process.env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER)) process.env.VK_ICD_FILENAMES = SWIFTSHADER;
+const { create, globals } = await import('webgpu');
+Object.assign(globalThis, globals);
+
+/**
+ * The object `create` returns must stay referenced while its devices are in
+ * use (Dawn's instance goes with it: a device whose instance was collected
+ * crashes the process), and must be dropped for the process to exit.
+ */
+let instance = null;
+
+/** A Dawn device on the first adapter (the instance kept until `releaseDawn`). */
+export async function dawnDevice() {
+  instance ??= create([]);
+  const adapter = await instance.requestAdapter();
+  assert.ok(adapter, 'Dawn found no adapter (is a Vulkan driver installed? VK_ICD_FILENAMES)');
+  return { gpu: instance, adapter, device: await adapter.requestDevice() };
+}
+
+/** Destroys `device` and drops Dawn's instance, so that the process can exit. */
+export function releaseDawn(device) {
+  device?.destroy();
+  instance = null;
+}
+
+/**
+ * Plain WGSL products by each op's ABI (one thread per output element, f32
+ * sums): what the backend binds a tuned kernel as, for the small model.
+ */
+export function plainKernels(device, calls = []) {
+  const layouts = new Map();
+  const layout = (n) => {
+    if (!layouts.has(n)) {
+      layouts.set(n, device.createBindGroupLayout({
+        entries: Array.from({ length: n }, (_, i) => ({ binding: i, visibility: GPUShaderStage.COMPUTE, buffer: { type: i === n - 1 ? 'storage' : 'read-only-storage' } })),
+      }));
+    }
+    return layouts.get(n);
+  };
+  const body = {
+    matmul: ['b: array<f32>', 'b[k * N + n]'],
+    matmul_q4: ['w: array<u32>; @group(0) @binding(2) var<storage, read> d: array<f32>', 'd[(n * K + k) / 32u] * (f32((w[(n * K + k) / 8u] >> (4u * (k % 8u))) & 15u) - 8.0)'],
+    matmul_q4_1: ['w: array<u32>; @group(0) @binding(2) var<storage, read> d: array<f32>; @group(0) @binding(3) var<storage, read> mn: array<f32>',
+      'd[(n * K + k) / 32u] * f32((w[(n * K + k) / 8u] >> (4u * (k % 8u))) & 15u) + mn[(n * K + k) / 32u]'],
+    matmul_q8_0: ['w: array<u32>; @group(0) @binding(2) var<storage, read> d: array<f32>', 'd[(n * K + k) / 32u] * f32(extractBits(bitcast<i32>(w[(n * K + k) / 4u]), ((n * K + k) % 4u) * 8u, 8u))'],
+  };
+  const nargs = { matmul: 3, matmul_q4: 4, matmul_q4_1: 5, matmul_q8_0: 4 };
+  return async (op, [M, K, N]) => {
+    calls.push(`${op} ${M},${K},${N}`);
+    const [decl, value] = body[op];
+    const n = nargs[op];
+    const code = `@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> ${decl};
+@group(0) @binding(${n - 1}) var<storage, read_write> c: array<f32>;
+const M = ${M}u; const K = ${K}u; const N = ${N}u;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * 65535u * 64u;
+  if (i >= M * N) { return; }
+  let m = i / N; let n = i % N;
+  var s = 0.0;
+  for (var k = 0u; k < K; k++) { s += a[m * K + k] * (${value}); }
+  c[i] = s;
+}`;
+    const bgl = layout(n);
+    const pipeline = await device.createComputePipelineAsync({ layout: device.createPipelineLayout({ bindGroupLayouts: [bgl] }), compute: { module: device.createShaderModule({ code }), entryPoint: 'main' } });
+    const groups = Math.ceil((M * N) / 64);
+    return {
+      bindGroupLayout: bgl,
+      passes: 1,
+      dispatch(pass, group) {
+        pass.setPipeline(pipeline);
+        pass.setBindGroup(0, group);
+        pass.dispatchWorkgroups(Math.min(groups, 65535), Math.ceil(groups / 65535));
+      },
+    };
+  };
+}

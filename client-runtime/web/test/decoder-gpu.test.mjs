@@ -1,0 +1,187 @@
+// The text generator's WebGPU side in Node, through Dawn (the npm package
+// `webgpu`, Chromium's WebGPU implementation) on the SwiftShader Vulkan
+// driver that Debian's Chromium ships, without a server:
+// - the sampling kernel of src/decoder-kernels.wgsl against sampler.ts (the
+//   native Sampler's rule): the golden file's cases draw for draw, greedy
+//   as the first largest logit, and seeded random logits at several
+//   temperatures, top-k and top-p; more weighted ids than it holds, with no
+//   top-k, hands the choice back to the host;
+// - the decoder graph's WebGPU backend (src/decoder-gpu.ts) on the small
+//   llama of small-llama.mjs (every weight format), its products on plain
+//   WGSL kernels written here (the backend takes any kernel of the op's
+//   ABI; webtune's tuned ones are checked on SmolLM2 in
+//   decoder-gpu-e2e.test.mjs), against the f64 forward pass: prefill in one
+//   run, in chunks, token by token, and runs shorter than their bucket;
+//   greedy tokens sampled on the GPU equal the argmax of the logits; the
+//   refusals.
+// Needs /usr/lib/chromium/vk_swiftshader_icd.json (Debian's chromium) or a
+// VK_ICD_FILENAMES naming another Vulkan driver.
+
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { after, test } from 'node:test';
+import { dawnDevice, plainKernels, releaseDawn } from './dawn.mjs';
+import { load } from './load.mjs';
+import { D, llama64, llamaGraph, llamaModel, rng } from './small-llama.mjs';
+
+const { device } = await dawnDevice();
+after(() => releaseDawn(device));
+const WGSL = readFileSync(new URL('../src/decoder-kernels.wgsl', import.meta.url), 'utf8');
+
+/** Runs decoder-kernels.wgsl's `sample` on `logits` with the sampling; resolves with the id (or 0xffffffff) and the flag. */
+let samplePipeline = null;
+async function gpuSample(logits, { temperature, topK, topP, u }) {
+  samplePipeline ??= await device.createComputePipelineAsync({ layout: 'auto', compute: { module: device.createShaderModule({ code: WGSL }), entryPoint: 'sample' } });
+  const run = new ArrayBuffer(32), ru = new Uint32Array(run), rf = new Float32Array(run);
+  ru[0] = 1;
+  rf[2] = u;
+  rf[3] = temperature;
+  ru[4] = topK;
+  rf[5] = topP;
+  const step = new Uint32Array(8);
+  step[0] = logits.length;
+  const buf = (data, usage) => {
+    const b = device.createBuffer({ size: Math.max(16, Math.ceil(data.byteLength / 16) * 16), usage: usage | GPUBufferUsage.COPY_DST });
+    device.queue.writeBuffer(b, 0, data);
+    return b;
+  };
+  const R = buf(run, GPUBufferUsage.UNIFORM), S = buf(step, GPUBufferUsage.UNIFORM), L = buf(logits, GPUBufferUsage.STORAGE);
+  const out = buf(new Uint32Array([7, 7, 7, 7]), GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC);
+  const read = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const group = device.createBindGroup({ layout: samplePipeline.getBindGroupLayout(0), entries: [R, S, L, out].map((buffer, binding) => ({ binding, resource: { buffer } })) });
+  const enc = device.createCommandEncoder();
+  const pass = enc.beginComputePass();
+  pass.setPipeline(samplePipeline);
+  pass.setBindGroup(0, group);
+  pass.dispatchWorkgroups(1);
+  pass.end();
+  enc.copyBufferToBuffer(out, 0, read, 0, 16);
+  device.queue.submit([enc.finish()]);
+  await read.mapAsync(GPUMapMode.READ);
+  const [id, flag] = new Uint32Array(read.getMappedRange().slice(0));
+  read.unmap();
+  for (const b of [R, S, L, out, read]) b.destroy();
+  return { id, flag };
+}
+
+test('sampling on the GPU: the golden cases draw for draw, greedy the first largest, random logits as sampler.ts; too many weighted ids go back to the host', { timeout: 300_000 }, async () => {
+  const { Sampler } = await load('src/sampler.ts');
+  const gold = JSON.parse(readFileSync(new URL('./golden/sampler.json', import.meta.url), 'utf8'));
+  let cases = 0;
+  for (const c of gold.cases) {
+    const logits = Float32Array.from(gold.logits[c.logits]);
+    const host = new Sampler({ temperature: c.temperature, topK: c.top_k, topP: c.top_p, seed: BigInt(c.seed) });
+    const drawer = new Sampler({ temperature: c.temperature, topK: c.top_k, topP: c.top_p, seed: BigInt(c.seed) });
+    const got = [];
+    for (let i = 0; i < c.ids.length; i++) {
+      const u = drawer.draws ? drawer.uniform() : 0;
+      const r = await gpuSample(logits, { temperature: Math.fround(c.temperature), topK: c.top_k, topP: c.top_p, u });
+      got.push(r.id === 0xffffffff ? host.pick(logits, u) : r.id);
+    }
+    assert.deepEqual(got, c.ids, `${c.logits}, temperature ${c.temperature}, top_k ${c.top_k}, top_p ${c.top_p}, seed ${c.seed}`);
+    cases++;
+  }
+  // Greedy: the first largest, ties to the smallest id.
+  assert.equal((await gpuSample(Float32Array.from([0.1, 2, 1.9, -3, 2]), { temperature: 0, topK: 0, topP: 1, u: 0 })).id, 1);
+  const tie = new Float32Array(3000).fill(-1);
+  tie[2999] = 5;
+  tie[1234] = 5;
+  assert.equal((await gpuSample(tie, { temperature: 0, topK: 0, topP: 1, u: 0 })).id, 1234);
+  // Seeded random logits, a vocabulary of 5000, as sampler.ts (logits spread so that
+  // few ids carry weight, as a language model's do; and flatter with a top-k).
+  const r = rng(77);
+  let same = 0, total = 0, back = 0;
+  for (const [temperature, topK, topP, spread] of [[0.7, 0, 1, 12], [1, 40, 1, 4], [1, 0, 0.9, 12], [0.5, 5, 0.8, 3], [1.3, 50, 0.95, 2]]) {
+    for (let trial = 0; trial < 6; trial++) {
+      const logits = Float32Array.from({ length: 5000 }, () => Math.fround(r() * spread + (Math.abs(r()) > 0.995 ? 10 : 0)));
+      const s = new Sampler({ temperature, topK, topP, seed: BigInt(1000 + trial) });
+      for (let d = 0; d < 4; d++) {
+        const u = s.uniform();
+        const g = await gpuSample(logits, { temperature: Math.fround(temperature), topK, topP, u });
+        const want = s.pick(logits, u);
+        total++;
+        if (g.id === 0xffffffff) {
+          assert.equal(g.flag, 1);
+          back++;
+          continue;
+        }
+        if (g.id === want) same++;
+        else console.log(`# differs: temperature ${temperature} top-k ${topK} top-p ${topP} u ${u}: gpu ${g.id}, host ${want}`);
+      }
+    }
+  }
+  assert.equal(same + back, total, `${total - same - back} of ${total} draws picked another id than sampler.ts`);
+  assert.ok(back <= total / 4, `the GPU handed ${back} of ${total} draws back to the host`);
+  // Flat logits at a high temperature with no top-k: every id weighs; the host samples.
+  const flat = Float32Array.from({ length: 5000 }, (_, i) => (i % 7) / 7);
+  assert.deepEqual(await gpuSample(flat, { temperature: 2, topK: 0, topP: 1, u: 0.5 }), { id: 0xffffffff, flag: 1 });
+  assert.deepEqual(await gpuSample(flat, { temperature: 2, topK: 2000, topP: 1, u: 0.5 }), { id: 0xffffffff, flag: 1 });
+  // With a top-k the GPU narrows them itself.
+  const s = new Sampler({ temperature: 2, topK: 30, topP: 1, seed: 5n });
+  const u = s.uniform();
+  assert.equal((await gpuSample(flat, { temperature: 2, topK: 30, topP: 1, u })).id, s.pick(flat, u));
+  console.log(`# GPU sampling: ${cases} golden cases and ${total} random draws as sampler.ts (${back} handed back to the host)`);
+});
+
+test('decoder graph on WebGPU: the small llama in every weight format against f64 (one run, chunks, token by token, short runs), greedy on the GPU, refusals', { timeout: 300_000 }, async () => {
+  const { GpuDecoder } = await load('src/decoder-gpu.ts');
+  const { productsOf } = await load('src/decoder.ts');
+  const model = llamaModel(21);
+  const graph = llamaGraph(model.formats, [1, 4, 8]);
+  const ids = Array.from({ length: 21 }, (_, i) => (i * 37 + 5) % D.vocab);
+  const want = llama64(model.values, ids);
+  const calls = [];
+  const dec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: 64, wgsl: WGSL });
+  dec.setKernels(plainKernels(device, calls));
+  const rel = (got, w) => {
+    let e = 0, m = 0;
+    for (let i = 0; i < w.length; i++) {
+      if (Number.isNaN(got[i])) return Infinity;
+      e = Math.max(e, Math.abs(got[i] - w[i]));
+      m = Math.max(m, Math.abs(w[i]));
+    }
+    return e / m;
+  };
+  const argmax = (x) => x.reduce((b, v, i) => (v > x[b] ? i : b), 0);
+  let worst = 0;
+  // The whole prompt: chunks of 8, 8 and 5 (bucket 8).
+  let got = await dec.feed(ids);
+  worst = Math.max(worst, rel(got, want[20]));
+  assert.equal(dec.position, 21);
+  // Token by token, each step's token sampled greedily on the GPU too.
+  dec.reset();
+  for (let t = 0; t < ids.length; t++) {
+    const tok = await dec.next([ids[t]], { temperature: 0, topK: 0, topP: 1, u: 0 });
+    got = await dec.logits();
+    const e = rel(got, want[t]);
+    worst = Math.max(worst, e);
+    assert.ok(e < 1e-4, `token ${t} fed alone: error ${e}`);
+    assert.equal(tok, argmax(got), `token ${t}: the GPU's greedy token is the logits' argmax`);
+  }
+  assert.ok(dec.stats.dispatchesPerToken > 0);
+  // A prefix of 3 (bucket 4, padded), then runs of 2 (bucket 4) and 1.
+  dec.reset();
+  await dec.prefill(ids.slice(0, 3));
+  got = await dec.feed(ids.slice(3, 5));
+  worst = Math.max(worst, rel(got, want[4]));
+  got = await dec.feed([ids[5]]);
+  worst = Math.max(worst, rel(got, want[5]));
+  console.log(`# small llama on WebGPU (Dawn): worst logit error ${worst.toExponential(2)} relative to the largest logit; ${dec.stats.dispatchesPerToken} dispatches a token`);
+  assert.ok(worst < 1e-4, `worst error ${worst}`);
+  // Every step one dispatch (plain kernels: one pass), plus the sampling.
+  assert.equal(dec.stats.dispatchesPerToken, graph.steps.length + 1);
+  const wantCalls = [8, 1, 4].flatMap((m) => productsOf(graph, m).map((p) => `${p.op} ${p.shape.join(',')}`));
+  assert.deepEqual([...new Set(calls)].sort(), [...new Set(wantCalls)].sort());
+  assert.equal(calls.length, new Set(calls).size, 'a product\'s kernel was asked for twice');
+
+  dec.reset();
+  await assert.rejects(dec.feed([]), /no tokens to feed/);
+  await assert.rejects(dec.feed([D.vocab]), /token id 72 is outside the vocabulary of 72/);
+  await dec.prefill(Array(60).fill(1));
+  await assert.rejects(dec.feed(Array(5).fill(1)), /60 positions used and 5 more tokens: past the context of 64/);
+  await assert.rejects(GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: 301, wgsl: WGSL }), /context 301 must be an integer from 1 to the model's 300/);
+  const inPlace = { ...graph, steps: graph.steps.map((s) => (s.step === 'add' ? { ...s, y: s.x } : s)) };
+  await assert.rejects(GpuDecoder.create({ device, graph: inPlace, tensors: model.tensors, weights: model.weights, context: 64, wgsl: WGSL }), /reads and writes buffer `x`/);
+  dec.destroy();
+  await assert.rejects(dec.feed([1]), /closed/);
+});
