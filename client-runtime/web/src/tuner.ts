@@ -183,6 +183,8 @@ export const FAST_WARM_MS = 400;
 /** Fast policy: timed pairs before the sequential test may decide, and at most. */
 export const SEQ_MIN_PAIRS = 3;
 export const SEQ_MAX_PAIRS = 9;
+/** Fast policy: an undecided candidate whose pairs so far say it is faster is timed on, up to this many pairs. */
+export const SEQ_PROMISING_PAIRS = 18;
 /** Least spread assumed for the log ratio of one pair (timer rounding, cache state): no decision on a lucky run of equal pairs. */
 export const SEQ_MIN_SD = 0.01;
 /**
@@ -213,6 +215,34 @@ export function sequentialVerdict(cur: readonly number[], cand: readonly number[
   if (mean - half > need) return 'slower';
   if (mean + half < need) return 'faster';
   return undefined;
+}
+
+/** One-sided 95 % quantiles of Student's t by degrees of freedom (1..10; beyond, 1.75). */
+const T95 = [Infinity, 6.314, 2.92, 2.353, 2.132, 2.015, 1.943, 1.895, 1.86, 1.833, 1.812];
+
+/**
+ * The swap rule of the fast policy, at the end of a candidate's timing: the
+ * mean of ln(candidate / kernel in use) over its timed pairs is below
+ * ln(1 − floor) at one-sided 95 % (Student's t, spread at least SEQ_MIN_SD).
+ * The pairs' ratios, not the two sets' spreads, carry the comparison: the
+ * noise shared by a pair (a busy core, a GC) cancels.
+ */
+/** The mean of ln(candidate / kernel in use) over the pairs (NaN without any). */
+export function meanLogRatio(cur: readonly number[], cand: readonly number[]): number {
+  const n = Math.min(cur.length, cand.length);
+  let s = 0;
+  for (let i = 0; i < n; i++) s += Math.log(cand[i] / cur[i]);
+  return s / n;
+}
+
+export function pairedFaster(cur: readonly number[], cand: readonly number[], floor = 0.01): boolean {
+  const n = Math.min(cur.length, cand.length);
+  if (n < 2) return false;
+  const r: number[] = [];
+  for (let i = 0; i < n; i++) r.push(Math.log(cand[i] / cur[i]));
+  const mean = r.reduce((a, b) => a + b, 0) / n;
+  const sd = Math.max(SEQ_MIN_SD, Math.sqrt(r.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1)));
+  return mean + (T95[Math.min(n - 1, T95.length - 1)] ?? 1.75) * sd / Math.sqrt(n) < Math.log(1 - floor);
 }
 
 export type Unit = 'fill' | 'scales' | 'checkCur' | 'checkCand';
@@ -501,13 +531,17 @@ export class Evaluation<I extends Impl> {
         this.phase = 'warm';
         continue;
       }
-      const maxPairs = this.fast ? Math.min(this.t.timedPairs, SEQ_MAX_PAIRS) : this.t.timedPairs;
+      // Fast: a candidate still undecided at its last pair but faster on the
+      // pairs' mean is promising: it gets more pairs (one that may win is
+      // worth them; one that cannot has stopped long before).
+      const promising = this.fast && !pairedFaster(t.cur, t.cand) && meanLogRatio(t.cur, t.cand) < Math.log(1 - 0.01);
+      const maxPairs = this.fast ? Math.min(this.t.timedPairs, SEQ_MAX_PAIRS) * (promising ? SEQ_PROMISING_PAIRS / SEQ_MAX_PAIRS : 1) : this.t.timedPairs;
       const settled = performance.now() - this.firstRun >= this.t.stopAfterMs;
       const verdict = this.fast && this.t.earlyReject && t.cur.length < maxPairs ? sequentialVerdict(t.cur, t.cand) : undefined;
       const early = this.t.earlyReject && t.cur.length < maxPairs && settled &&
         (clearlySlower(t.cur, t.cand) || (verdict === 'slower' && noNewLow(t.cand)) || futile(t.cur, t.cand));
       // Clearly faster: enough to decide (the swap rule on medians still applies).
-      const won = !early && verdict === 'faster' && fasterBeyondNoise(t.cand, t.cur);
+      const won = !early && verdict === 'faster';
       // The fast policy's last pair comes no sooner than stopAfterMs after the
       // first call either (a late tier-up still shows as a new low), up to
       // three times its pairs.
@@ -529,9 +563,15 @@ export class Evaluation<I extends Impl> {
     }
   }
 
-  /** Whether the candidate beat the kernel in use beyond the noise of both. */
+  /**
+   * Whether the candidate beat the kernel in use. Legacy: its median is
+   * lower beyond the noise of both sample sets (`fasterBeyondNoise`). Fast:
+   * the paired test (`pairedFaster`) says it is faster by the 1 % floor at
+   * one-sided 95 %, from the ratios of its timed pairs.
+   */
   beatsCurrent(): boolean {
-    return !this.rejectedEarly && this.timed.cand.length > 0 && fasterBeyondNoise(this.timed.cand, this.timed.cur);
+    if (this.rejectedEarly || this.timed.cand.length === 0) return false;
+    return this.fast ? pairedFaster(this.timed.cur, this.timed.cand) : fasterBeyondNoise(this.timed.cand, this.timed.cur);
   }
 }
 
@@ -541,11 +581,12 @@ export type TunerPhase = 'waiting' | 'opening' | 'running' | 'reporting' | 'done
 const MAX_OPEN_RETRIES = 5;
 
 /** Fast policy: a kernel is evaluated against this many candidates at least before it may stop. */
-export const MIN_EVALUATED = 3;
+export const MIN_EVALUATED = 4;
 /**
  * Fast policy: the share of a kernel's time that its next candidate is
  * expected to save when nothing is known (the lite space's head often wins
- * 20-40 %), divided by 1 + the candidates measured since the last win.
+ * 20-40 %), divided by (1 + the candidates measured since the last win)²:
+ * the queue is ranked best first, so a run of losers says the rest lose too.
  */
 export const GAIN_PRIOR = 0.3;
 /**
@@ -553,9 +594,15 @@ export const GAIN_PRIOR = 0.3;
  * gain, as a share of the app's kernel time (its weight share × the gain
  * above), is under this.
  */
-export const STOP_GAIN = 0.004;
-/** Fast policy: queue positions one unit of mean log time ratio moves a candidate (settings shared with measured losers move back). */
-export const FEATURE_WEIGHT = 4;
+export const STOP_GAIN = 0.002;
+/** Fast policy: queue positions one unit of predicted log time moves a candidate (settings shared with measured losers move it back, with winners forward). */
+export const FEATURE_WEIGHT = 20;
+/** Fast policy: a kernel does not stop while the setting model expects a waiting candidate to be this much faster than its kernel in use. */
+export const PREDICT_MARGIN = 0.05;
+/** The stop rule's optimism per setting a kernel has not measured itself (log time; see `shouldStop`). */
+export const UNCERTAINTY = 0.1;
+/** The setting model's shrinkage (in measurements' weight). */
+const FIT_RIDGE = 0.5;
 /** A sibling's measurements count this much beside a kernel's own. */
 const SIBLING_WEIGHT = 0.5;
 
@@ -719,11 +766,23 @@ export class KernelTuner<I extends Impl> {
 
   /**
    * The share of this kernel's time that its next candidate is expected to
-   * save: GAIN_PRIOR / (1 + candidates since the last win); 0 once done.
+   * save: GAIN_PRIOR / (1 + candidates since the last win)²; 0 once done.
    */
   get expectedGain(): number {
     if (this.phase === 'done' || this.phase === 'reporting') return 0;
-    return GAIN_PRIOR / (1 + this.sinceWin);
+    return GAIN_PRIOR / (1 + this.sinceWin) ** 2;
+  }
+
+  /**
+   * Whether a heavier member of this kernel's family (a bigger share of the
+   * app's time) is still tuning: its winner will be this kernel's first
+   * candidate, so this one waits while other work is there.
+   */
+  get behindSibling(): boolean {
+    for (const s of this.family?.members ?? []) {
+      if (s !== this && s.share > this.share && s.phase !== 'done' && s.phase !== 'reporting') return true;
+    }
+    return false;
   }
 
   /** Starts reading the queue (in the background). */
@@ -808,17 +867,29 @@ export class KernelTuner<I extends Impl> {
       for (const [sha, logRel] of t.logRel) out.push({ k: { config: t.configs.get(sha), logRel }, w });
     };
     add(this, 1);
-    for (const s of this.family?.members ?? []) if (s !== this) add(s, SIBLING_WEIGHT);
+    for (const s of this.family?.members ?? []) if (s !== this) add(s, SIBLING_WEIGHT * this.nearness(s));
     return out;
   }
 
-  /** The settings of the winners of this kernel's siblings (kernels they swapped in). */
+  /**
+   * How alike a sibling's shape is (1 for the same rows): 2^(−½·|log2 of
+   * the ratio of their rows (batch × M)|), so a bucket 4× larger counts half.
+   */
+  private nearness(s: KernelTuner<I>): number {
+    const rows = (t: KernelTuner<I>) => {
+      const [b, m] = bmkn(t.op, t.shape);
+      return Math.max(1, b * m);
+    };
+    return 2 ** (-0.5 * Math.abs(Math.log2(rows(s) / rows(this))));
+  }
+
+  /** The settings of the winners of this kernel's siblings (kernels they swapped in), nearest shape first. */
   private siblingWinners(): Record<string, unknown>[] {
-    const out: Record<string, unknown>[] = [];
+    const out: { c: Record<string, unknown>; near: number }[] = [];
     for (const s of this.family?.members ?? []) {
-      if (s !== this && s.current.sha256 !== s.defaultSha && s.current.meta.config) out.push(s.current.meta.config);
+      if (s !== this && s.current.sha256 !== s.defaultSha && s.current.meta.config) out.push({ c: s.current.meta.config, near: this.nearness(s) });
     }
-    return out;
+    return out.sort((a, b) => b.near - a.near).map((x) => x.c);
   }
 
   /**
@@ -843,30 +914,77 @@ export class KernelTuner<I extends Impl> {
       const measured = [...this.configs.keys()].some((sha) => this.logRel.has(sha) && configDistance(this.configs.get(sha), w) === 0);
       if (best && !measured) return best;
     }
-    const known = this.known();
+    // The lite space's own first guess for this shape comes next, as served.
+    if (this.waiting[0].index === 0) return this.waiting[0];
+    const optimistic = this.optimism(this.fit());
     let best = this.waiting[0], bestScore = Infinity;
     this.waiting.forEach((c, i) => {
-      const s = i + FEATURE_WEIGHT * this.settingScore(c.meta.config, known);
+      const s = i + FEATURE_WEIGHT * optimistic(c);
       if (s < bestScore) (bestScore = s), (best = c);
     });
     return best;
   }
 
   /**
-   * Σ over a schedule's settings of the mean log time ratio (over the
-   * default kernel) of the measured kernels sharing that setting: positive
-   * when it shares settings with losers, negative with winners.
+   * An additive model of log time by setting, fitted to what this kernel
+   * and (at half weight) its siblings measured: the weighted mean log time
+   * over the default kernel, and per setting (`field=value`) the weighted
+   * mean deviation from it of the kernels that share it. The paper's
+   * premise: a device's primitives cost the same whichever schedule uses them.
    */
-  private settingScore(config: Record<string, unknown> | undefined, known: { k: Known; w: number }[]): number {
-    let score = 0;
-    for (const [f, v] of settingsOf(config)) {
-      let sum = 0, w = 0;
-      for (const { k, w: kw } of known) {
-        if (settingsOf(k.config).get(f) === v) (sum += kw * k.logRel), (w += kw);
+  private fit(): { mean: number; effect: Map<string, number> } {
+    const known = this.known().map(({ k, w }) => ({ w, y: k.logRel, keys: [...settingsOf(k.config)].map(([f, v]) => `${f}=${v}`) }));
+    let sw = 0, s = 0;
+    for (const { w, y } of known) (sw += w), (s += w * y);
+    const mean = sw > 0 ? s / sw : 0;
+    // Ridge-regularised least squares over one-hot settings, by backfitting
+    // (a few sweeps of Gauss-Seidel): each setting's effect is the weighted
+    // mean of what the other settings leave unexplained, shrunk toward 0.
+    const effect = new Map<string, number>();
+    for (const { keys } of known) for (const key of keys) effect.set(key, 0);
+    const fitted = known.map(() => mean);
+    for (let sweep = 0; sweep < 8; sweep++) {
+      for (const key of effect.keys()) {
+        let num = 0, den = FIT_RIDGE;
+        const e = effect.get(key)!;
+        known.forEach((p, i) => {
+          if (!p.keys.includes(key)) return;
+          num += p.w * (p.y - (fitted[i] - e));
+          den += p.w;
+        });
+        const next = num / den;
+        known.forEach((p, i) => {
+          if (p.keys.includes(key)) fitted[i] += next - e;
+        });
+        effect.set(key, next);
       }
-      if (w > 0) score += sum / w;
     }
-    return score;
+    return { mean, effect };
+  }
+
+  /** The model's log time over the default kernel for a schedule (settings never measured count 0). */
+  private predict(config: Record<string, unknown> | undefined, model: { mean: number; effect: Map<string, number> }): number {
+    let p = model.mean;
+    for (const [f, v] of settingsOf(config)) p += model.effect.get(`${f}=${v}`) ?? 0;
+    return p;
+  }
+
+  /**
+   * A candidate's optimistic log time over the default kernel: the model's
+   * prediction less UNCERTAINTY per setting, divided by 1 + the kernels
+   * measured here that share it (a sibling's shape may differ where it
+   * matters: what this kernel has not tried itself may still win here).
+   */
+  private optimism(model: { mean: number; effect: Map<string, number> }): (c: Candidate) => number {
+    const own = new Map<string, number>();
+    for (const sha of this.logRel.keys()) {
+      for (const [f, v] of settingsOf(this.configs.get(sha))) own.set(`${f}=${v}`, (own.get(`${f}=${v}`) ?? 0) + 1);
+    }
+    return (c) => {
+      let u = 0;
+      for (const [f, v] of settingsOf(c.meta.config)) u += UNCERTAINTY / (1 + (own.get(`${f}=${v}`) ?? 0));
+      return this.predict(c.meta.config, model) - u;
+    };
   }
 
   /** Fast policy: whether this kernel is tuned enough (its expected gain, weighed by its share of the app's time, is under STOP_GAIN). */
@@ -876,7 +994,12 @@ export class KernelTuner<I extends Impl> {
     if (this.siblingWinners().some((w) => ![...this.logRel.keys()].some((sha) => configDistance(this.configs.get(sha), w) === 0))) {
       if (this.waiting.length) return false;
     }
-    return this.share * this.expectedGain < STOP_GAIN;
+    if (this.share * this.expectedGain >= STOP_GAIN) return false;
+    // Not while the model (optimistically) expects a waiting candidate to beat the kernel in use clearly.
+    const model = this.fit();
+    const cur = this.logRel.get(this.current.sha256) ?? 0;
+    const optimistic = this.optimism(model);
+    return !this.waiting.some((c) => optimistic(c) < cur + Math.log(1 - PREDICT_MARGIN));
   }
 
   /** Records what a finished evaluation taught (times over the default kernel, wins). */

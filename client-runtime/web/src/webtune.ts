@@ -786,9 +786,11 @@ export class Webtune extends EventTarget {
   /**
    * The tuners with work left, in the order `idle()` offers them its time.
    * A candidate part-way through its evaluation finishes first. Fast
-   * policy: then the kernel whose next candidate is expected to save the
-   * most of the app's time (its share of the app's time × its expected
-   * gain), so the heaviest kernels are tuned first. Legacy: round robin
+   * policy: then kernels whose family has no heavier member still tuning
+   * (its winner becomes their first candidate), and among those the kernel
+   * whose next candidate is expected to save the most of the app's time
+   * (its share of the app's time × its expected gain), so the heaviest
+   * kernels are tuned first. Legacy: round robin
    * over the ops (the tuner that has taken the fewest candidates goes next;
    * ties to the op with the biggest share of the app's time).
    */
@@ -804,7 +806,7 @@ export class Webtune extends EventTarget {
       if (t.phase === 'waiting' && open >= MAX_OPEN_QUEUES) continue;
       live.push({ t, w: fast ? t.share * t.expectedGain : flops(h.op, h.shape) * (h.calls + 1) });
     }
-    if (fast) live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || b.w - a.w);
+    if (fast) live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || Number(a.t.behindSibling) - Number(b.t.behindSibling) || b.w - a.w);
     else live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || a.t.taken - b.t.taken || b.w - a.w);
     return live.map((x) => x.t);
   }
