@@ -102,6 +102,59 @@ export function bAt(op: OpName, shape: readonly number[], args: Uint32Array[], b
   return f32(args[1][bi * k * n + kk * n + j]);
 }
 
+/**
+ * Column norms of a block-format B (matmul_q4, matmul_q4_1, matmul_q8_0),
+ * the values `bAt` dequantises, decoded a word at a time: one pass over the
+ * weights, with no per-element op parsing (a language model's output head
+ * is tens of millions of values, and every candidate's check computes these).
+ */
+export function blockColumnNorms(base: string, k: number, n: number, args: Uint32Array[], out: Float64Array): void {
+  const w = args[1];
+  const d = new Float32Array(args[2].buffer, args[2].byteOffset, args[2].length);
+  const mn = base === 'matmul_q4_1' ? new Float32Array(args[3].buffer, args[3].byteOffset, args[3].length) : null;
+  const blocks = k / 32;
+  for (let j = 0; j < n; j++) {
+    let s = 0;
+    for (let b = 0; b < blocks; b++) {
+      const scale = d[j * blocks + b];
+      let acc = 0;
+      if (base === 'matmul_q8_0') {
+        const w0 = j * (k / 4) + b * 8;
+        for (let i = 0; i < 8; i++) {
+          const word = w[w0 + i];
+          for (let sh = 0; sh < 32; sh += 8) {
+            const q = (word << (24 - sh)) >> 24;
+            acc += q * q;
+          }
+        }
+        s += acc * scale * scale;
+      } else if (mn) {
+        const m = mn[j * blocks + b];
+        const w0 = j * (k / 8) + b * 4;
+        for (let i = 0; i < 4; i++) {
+          const word = w[w0 + i];
+          for (let sh = 0; sh < 32; sh += 4) {
+            const v = ((word >>> sh) & 0xf) * scale + m;
+            acc += v * v;
+          }
+        }
+        s += acc;
+      } else {
+        const w0 = j * (k / 8) + b * 4;
+        for (let i = 0; i < 4; i++) {
+          const word = w[w0 + i];
+          for (let sh = 0; sh < 32; sh += 4) {
+            const q = ((word >>> sh) & 0xf) - 8;
+            acc += q * q;
+          }
+        }
+        s += acc * scale * scale;
+      }
+    }
+    out[j] = Math.sqrt(s);
+  }
+}
+
 /** Row norms of A and column norms of B: the error scale of every output. */
 export class Scales {
   readonly rows: Float64Array;
@@ -149,14 +202,7 @@ export class Scales {
       this.rows[r] = Math.sqrt(s);
     }
     if (['matmul_q4', 'matmul_q4_1', 'matmul_q8_0'].includes(this.parsed.base)) {
-      for (let j = 0; j < n; j++) {
-        let s = 0;
-        for (let kk = 0; kk < k; kk++) {
-          const v = bAt(op, shape, args, 0, kk, j);
-          s += v * v;
-        }
-        this.cols[j] = Math.sqrt(s);
-      }
+      blockColumnNorms(this.parsed.base, k, n, args, this.cols);
       return;
     }
     // Plain B [b, k, n]: summed row by row, so memory is read in order.

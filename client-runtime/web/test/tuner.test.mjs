@@ -380,3 +380,19 @@ test('a queue refused by a rate limit is opened again later, not given up', asyn
   assert.equal(t.phase, 'done');
   assert.equal(t.evaluated, 2, 'the queue was tuned after all');
 });
+
+test("the block formats' column norms (every candidate's check scale) decode the words as bAt does", async () => {
+  const { blockColumnNorms, bAt } = await load('src/check.ts');
+  const { seededInputs } = await load('src/rng.ts');
+  for (const op of ['matmul_q4', 'matmul_q4_1', 'matmul_q8_0']) {
+    const shape = [3, 96, 40];
+    const args = seededInputs(argSpecs(op, shape), 12345n);
+    const out = new Float64Array(40);
+    blockColumnNorms(op, 96, 40, args, out);
+    for (let j = 0; j < 40; j++) {
+      let s = 0;
+      for (let kk = 0; kk < 96; kk++) s += bAt(op, shape, args, 0, kk, j) ** 2;
+      assert.ok(Math.abs(Math.sqrt(s) - out[j]) <= 1e-12 * Math.sqrt(s), `${op} column ${j}: ${out[j]} against ${Math.sqrt(s)}`);
+    }
+  }
+});
