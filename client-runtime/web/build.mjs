@@ -62,6 +62,8 @@ const define = {
   // The text generator's fixed kernels (src/decoder-kernels.wat, which the
   // native decoder assembles too), as base64.
   __WEBTUNE_DECODER_KERNELS__: JSON.stringify((await assembleKernels('decoder-kernels.wat')).toString('base64')),
+  // Its WebGPU kernels (src/decoder-kernels.wgsl), as their text.
+  __WEBTUNE_DECODER_WGSL__: JSON.stringify(readFileSync(join(root, 'src', 'decoder-kernels.wgsl'), 'utf8')),
 };
 await esbuild.build({ ...common, entryPoints: ['src/index.ts'], outfile: join(out, 'webtune.js'), define });
 await esbuild.build({ ...common, entryPoints: ['demo/demo.ts'], outfile: join(out, 'demo.js'), external: ['/web/webtune.js'] });

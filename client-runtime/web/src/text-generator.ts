@@ -1,9 +1,12 @@
 // TextGenerator: a llama-family language model from a `webtune model import`
 // bundle (manifest format 2, e.g. SmolLM2-135M-Instruct from its GGUF file),
-// run by the Wasm backend of its decoder graph (decoder.ts): every matrix
-// product on webtune's tuned kernels (matmul_q4_1, matmul_q8_0, ... fetched
-// and tuned through the Webtune session like SentenceEncoder's), everything
-// else on the fixed kernels of decoder-kernels.wat.
+// run by a backend of its decoder graph: on Wasm (decoder.ts, the fixed
+// kernels of decoder-kernels.wat) or on WebGPU (decoder-gpu.ts, those of
+// decoder-kernels.wgsl, the next token sampled on the GPU); every matrix
+// product on webtune's tuned kernels of the target (matmul_q4_1,
+// matmul_q8_0, ... fetched and tuned through the Webtune session like
+// SentenceEncoder's). `target: 'auto'` picks one by measurement (see
+// `TextGenerator.choice`).
 //
 // Policies (the same in `generate` and `chat`):
 // - One generation at a time per generator: a call made while another
@@ -40,9 +43,11 @@ import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { sha256Hex } from './bundle.js';
 import { type DecoderGraph, type DecoderTensor, GraphDecoder } from './decoder.js';
-import { LatencyLog } from './latency.js';
+import { GpuDecoder } from './decoder-gpu.js';
+import { LatencyLog, fetchPlan } from './latency.js';
 import type { OpName } from './ops.js';
 import { Sampler, seedOf } from './sampler.js';
+import { median } from './stats.js';
 import { threadsWanted } from './threads.js';
 import { type Policy, Webtune } from './webtune.js';
 
@@ -58,8 +63,22 @@ export interface GeneratorLoadOptions {
   server?: string;
   /** The model's name in the server's store (`GET /v1/models` lists them). */
   model: string;
-  /** `'wasm'` (WebGPU comes with the next backend). */
-  target: 'wasm';
+  /**
+   * `'wasm'`, `'webgpu'` (the decode step on the GPU: one submit and one
+   * token id read back per token; refused in one line where WebGPU is
+   * absent), or `'auto'`: the faster of the two on this device class, by
+   * measurement (see `TextGenerator.choice`): the server's plan for this
+   * class if it has one, else both are loaded and timed on the same decode
+   * steps here, reported, and the faster is kept (Wasm where WebGPU does
+   * not open).
+   */
+  target: 'wasm' | 'webgpu' | 'auto';
+  /** WebGPU: the app's GPUDevice; one is requested if absent. */
+  device?: GPUDevice;
+  /** WebGPU: the adapter to fingerprint (see `Webtune.open`). */
+  adapter?: GPUAdapter;
+  /** `'auto'`: the position up to which the targets' decode steps are compared (a prompt that long, then a few steps). Default 128. */
+  autoLength?: number;
   /**
    * Threads a kernel may use (see `Webtune.open`). Default: the device's
    * cores, at most 8, where the page is cross-origin isolated.
@@ -303,7 +322,71 @@ export class StopFilter {
   }
 }
 
+/** How `target: 'auto'` chose. */
+export interface GeneratorChoice {
+  target: 'wasm' | 'webgpu';
+  /** `plan`: the server's plan for this device class; `measured`: both timed here (and reported); `no-webgpu`: WebGPU did not open. */
+  how: 'plan' | 'measured' | 'no-webgpu';
+  reason: string;
+  /** `measured`: median ms of a decode step of each target at positions up to `seq_len`. */
+  ms?: { wasm: number; webgpu: number };
+  seq_len: number;
+}
+
+/** What TextGenerator drives: a backend of the decoder graph. */
+interface Backend {
+  readonly graph: DecoderGraph;
+  readonly context: number;
+  readonly position: number;
+  /** The largest bucket: a prompt is fed in chunks of it. */
+  readonly chunk: number;
+  readonly memoryBytes: number;
+  reset(): void;
+  /** Feeds ids; a copy of the logits after the last. */
+  forward(ids: number[]): Promise<Float32Array>;
+  /** Feeds ids, reading nothing back. */
+  prefill(ids: number[]): Promise<void>;
+  /** Feeds ids; the next token by `sampler`'s rule. */
+  next(ids: number[], sampler: Sampler): Promise<number>;
+  close(): void;
+}
+
+class WasmBackend implements Backend {
+  constructor(readonly dec: GraphDecoder) {}
+  get graph() { return this.dec.graph; }
+  get context() { return this.dec.context; }
+  get position() { return this.dec.position; }
+  get chunk() { return this.dec.layout.maxRows; }
+  get memoryBytes() { return this.dec.memoryBytes; }
+  reset() { this.dec.reset(); }
+  async forward(ids: number[]) { return (await this.dec.feed(ids)).slice(); }
+  async prefill(ids: number[]) { await this.dec.feed(ids); }
+  async next(ids: number[], sampler: Sampler) { return sampler.sample(await this.dec.feed(ids)); }
+  close() {}
+}
+
+class WebGpuBackend implements Backend {
+  constructor(readonly dec: GpuDecoder) {}
+  get graph() { return this.dec.graph; }
+  get context() { return this.dec.context; }
+  get position() { return this.dec.position; }
+  get chunk() { return this.dec.maxRows; }
+  get memoryBytes() { return this.dec.memoryBytes; }
+  reset() { this.dec.reset(); }
+  forward(ids: number[]) { return this.dec.feed(ids); }
+  prefill(ids: number[]) { return this.dec.prefill(ids); }
+  async next(ids: number[], sampler: Sampler) {
+    // The draw is the host's (the sampler's sequence), the pick the GPU's; the host's where the GPU hands it back.
+    const s = sampler.sampling, u = sampler.draws ? sampler.uniform() : 0;
+    const id = await this.dec.next(ids, { temperature: s.temperature, topK: Math.min(s.topK, this.dec.graph.vocab), topP: Math.fround(s.topP), u });
+    return id >= 0 ? id : sampler.pick(await this.dec.logits(), u);
+  }
+  close() { this.dec.destroy(); }
+}
+
 export class TextGenerator {
+  /** `target: 'auto'`: which target it chose and why; null otherwise. */
+  choice: GeneratorChoice | null = null;
   /** The webtune session whose kernels run the model (tuning, events, status). */
   readonly webtune: Webtune;
   readonly manifest: LlmManifest;
@@ -313,7 +396,7 @@ export class TextGenerator {
   readonly context: number;
   /** How the latest `generate`/`chat` went; null before the first. */
   stats: GenerationStats | null = null;
-  private decoder: GraphDecoder;
+  private decoder: Backend;
   private tokenizer: Tokenizer;
   private template: Template | null;
   private eog: Set<number>;
@@ -321,10 +404,11 @@ export class TextGenerator {
   private latency: LatencyLog | null;
   private closed = false;
 
-  private constructor(init: { webtune: Webtune; manifest: LlmManifest; decoder: GraphDecoder; tokenizer: Tokenizer; report: boolean }) {
+  private constructor(init: { webtune: Webtune; manifest: LlmManifest; decoder: GraphDecoder | GpuDecoder; tokenizer: Tokenizer; report: boolean }) {
     this.webtune = init.webtune;
     this.manifest = init.manifest;
-    this.decoder = init.decoder;
+    // By shape, not class (tests build the backends from bundles of their own).
+    this.decoder = 'memory' in init.decoder ? new WasmBackend(init.decoder) : new WebGpuBackend(init.decoder);
     this.graph = init.decoder.graph;
     this.context = init.decoder.context;
     this.tokenizer = init.tokenizer;
@@ -333,16 +417,30 @@ export class TextGenerator {
     this.latency = init.report ? new LatencyLog(init.webtune.server, init.manifest.name, this.context) : null;
   }
 
+  /** The target running the model. */
+  get target(): 'wasm' | 'webgpu' {
+    return this.decoder instanceof WebGpuBackend ? 'webgpu' : 'wasm';
+  }
+
+  /** WebGPU: dispatches of one decode step (the sampling included), as last run; null on Wasm or before the first step. */
+  get dispatchesPerToken(): number | null {
+    return this.decoder instanceof WebGpuBackend && this.decoder.dec.stats.dispatchesPerToken > 0 ? this.decoder.dec.stats.dispatchesPerToken : null;
+  }
+
   /**
    * Fetches the model's manifest, decoder graph, weights and tokenizer from
    * the server (each blob checked against its SHA-256 address), lays the
-   * model out in one Wasm memory, opens a webtune session on it and fetches
-   * the decode step's kernels (a prompt's prefill buckets are fetched on
-   * their first use).
+   * model out (Wasm: in one memory; WebGPU: in GPU buffers, the weights
+   * uploaded once), opens a webtune session of the target and fetches the
+   * decode step's kernels (a prompt's prefill buckets are fetched on their
+   * first use).
    */
   static async load(opts: GeneratorLoadOptions): Promise<TextGenerator> {
     if (!opts || typeof opts.model !== 'string' || !opts.model) throw new TypeError('TextGenerator.load: `model` must be a model name (GET /v1/models lists them)');
-    if (opts.target !== 'wasm') throw new TypeError(`TextGenerator.load: target must be 'wasm', got ${String(opts.target)}`);
+    if (opts.target === 'auto') return TextGenerator.loadAuto(opts);
+    if (opts.target !== 'wasm' && opts.target !== 'webgpu') throw new TypeError(`TextGenerator.load: target must be 'wasm', 'webgpu' or 'auto', got ${String(opts.target)}`);
+    if (opts.target === 'webgpu' && !opts.device && !globalThis.navigator?.gpu)
+      throw new Error("TextGenerator.load: WebGPU is not available here (no navigator.gpu): load with target 'wasm', or 'auto' to use WebGPU where it is");
     if (opts.context !== undefined && !(Number.isInteger(opts.context) && opts.context >= 1))
       throw new RangeError(`TextGenerator.load: context must be a positive integer, got ${String(opts.context)}`);
     const server = (opts.server ?? globalThis.location?.origin ?? '').replace(/\/+$/, '');
@@ -375,6 +473,25 @@ export class TextGenerator {
     const tokJson = JSON.parse(new TextDecoder().decode(tokBytes));
     adaptTokenizer(tokJson);
     const tokenizer = new Tokenizer(tokJson, {});
+    const report = opts.report ?? true;
+    if (opts.target === 'webgpu') {
+      const webtune = await Webtune.open({
+        server, target: 'webgpu', device: opts.device, adapter: opts.adapter, tune: opts.tune ?? true,
+        budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates,
+      });
+      let decoder: GpuDecoder | null = null;
+      try {
+        decoder = await GpuDecoder.create({ device: webtune.device!, graph, tensors: manifest.tensors, weights, context });
+        const dec = decoder;
+        dec.setKernels((op, shape) => webtune.gpuKernel(op as OpName, shape));
+        await dec.kernels(1);
+      } catch (e) {
+        decoder?.destroy();
+        webtune.close();
+        throw e;
+      }
+      return new TextGenerator({ webtune, manifest, decoder, tokenizer, report });
+    }
     // With threads the memory is shared, and so must be every module's import of it.
     const shared = threadsWanted(opts.threads).count > 1;
     const decoder = await GraphDecoder.create({
@@ -391,7 +508,78 @@ export class TextGenerator {
       webtune.close();
       throw e;
     }
-    return new TextGenerator({ webtune, manifest, decoder, tokenizer, report: opts.report ?? true });
+    return new TextGenerator({ webtune, manifest, decoder, tokenizer, report });
+  }
+
+  /**
+   * `target: 'auto'`. The plan is asked with a WebGPU session's device key
+   * (the GPU is what tells devices apart for this choice) at batch 1 and
+   * `autoLength` positions, before any weights are fetched. With no plan,
+   * both targets are loaded, each feeds the same prompt of about
+   * `autoLength` − 6 tokens and then times 5 decode steps (greedy, after one
+   * untimed), both medians are reported through that session, and the
+   * faster is kept.
+   */
+  private static async loadAuto(opts: GeneratorLoadOptions): Promise<TextGenerator> {
+    const server = (opts.server ?? globalThis.location?.origin ?? '').replace(/\/+$/, '');
+    const want = Math.max(16, Math.floor(opts.autoLength ?? 128));
+    const seq = Math.max(64, 2 ** Math.ceil(Math.log2(want)));
+    let probe: Webtune;
+    try {
+      if (!opts.device && !globalThis.navigator?.gpu) throw new Error('no navigator.gpu');
+      probe = await Webtune.open({ server, target: 'webgpu', device: opts.device, adapter: opts.adapter, tune: false, cache: false });
+    } catch (e) {
+      const wasm = await TextGenerator.load({ ...opts, target: 'wasm' });
+      wasm.choice = { target: 'wasm', how: 'no-webgpu', reason: `WebGPU did not open: ${e instanceof Error ? e.message : e}`, seq_len: seq };
+      return wasm;
+    }
+    const device = probe.device!;
+    const one = (target: 'wasm' | 'webgpu') => TextGenerator.load({ ...opts, target, device: target === 'webgpu' ? device : undefined });
+    try {
+      const plan = await fetchPlan(server, opts.model, probe.session.device_key, 1, seq).catch((e) => ({ target: null, reason: String(e) }));
+      if (plan.target) {
+        const gen = await one(plan.target);
+        gen.choice = { target: plan.target, how: 'plan', reason: plan.reason ?? '', seq_len: seq };
+        return gen;
+      }
+      const gpu = await one('webgpu');
+      let wasm: TextGenerator;
+      try {
+        wasm = await one('wasm');
+      } catch (e) {
+        gpu.close();
+        throw e;
+      }
+      const steps = 6;
+      const prompt = Array.from({ length: Math.max(1, Math.min(want, gpu.context) - steps - 1) }, (_, i) => 1 + (i % Math.max(1, gpu.graph.vocab - 1)));
+      const time = async (g: TextGenerator) => {
+        const dec = g.decoder, sampler = new Sampler({ temperature: 0, topK: 0, topP: 1, seed: 0n });
+        dec.reset();
+        let tok = await dec.next(prompt, sampler);
+        const ms: number[] = [];
+        for (let i = 0; i < steps; i++) {
+          const t0 = performance.now();
+          tok = await dec.next([tok], sampler);
+          if (i > 0) ms.push(performance.now() - t0);
+        }
+        dec.reset();
+        return median(ms);
+      };
+      const ms = { webgpu: await time(gpu), wasm: await time(wasm) };
+      const faster = ms.wasm <= ms.webgpu ? 'wasm' : 'webgpu';
+      const log = new LatencyLog(server, opts.model, gpu.context);
+      for (const target of ['wasm', 'webgpu'] as const)
+        await log.report({ session_id: probe.session.session_id, target, batch: 1, seq_len: seq, median_ms: ms[target], runs: steps - 1 });
+      const [keep, drop] = faster === 'wasm' ? [wasm, gpu] : [gpu, wasm];
+      drop.close();
+      keep.choice = {
+        target: faster, how: 'measured', ms, seq_len: seq,
+        reason: `no plan for this device class yet (${plan.reason ?? 'none'}); measured a decode step: wasm ${ms.wasm.toFixed(2)} ms, webgpu ${ms.webgpu.toFixed(2)} ms`,
+      };
+      return keep;
+    } finally {
+      probe.close();
+    }
   }
 
   /** The prompt's token ids as `generate` feeds them (BOS first when the manifest says `add_bos`). */
@@ -443,7 +631,7 @@ export class TextGenerator {
     const release = await this.lock();
     try {
       if (reset) this.decoder.reset();
-      return (await this.decoder.feed(ids)).slice();
+      return await this.decoder.forward(ids);
     } finally {
       release();
     }
@@ -454,7 +642,7 @@ export class TextGenerator {
     return this.decoder.position;
   }
 
-  /** Bytes of Wasm memory the model uses. */
+  /** Bytes of memory the model uses: the Wasm memory, or on WebGPU its GPU buffers. */
   get memoryBytes(): number {
     return this.decoder.memoryBytes;
   }
@@ -465,7 +653,9 @@ export class TextGenerator {
   }
 
   close(): void {
+    if (this.closed) return;
     this.closed = true;
+    this.decoder.close();
     this.webtune.close();
   }
 
@@ -502,9 +692,11 @@ export class TextGenerator {
         return;
       }
       dec.reset();
-      // The prompt, a bucket at a time, with a turn of the event loop between chunks.
-      const chunk = dec.layout.maxRows;
+      const sampler = new Sampler({ temperature: o.temperature, topK: o.topK, topP: o.topP, seed: o.seed });
+      // The prompt, a bucket at a time, with a turn of the event loop between chunks; the last samples the first token.
+      const chunk = dec.chunk;
       const t0 = performance.now();
+      let tok = -1;
       for (let at = 0; at < ids.length; at += chunk) {
         if (at > 0) {
           await nextTask();
@@ -513,15 +705,13 @@ export class TextGenerator {
             return;
           }
         }
-        await dec.feed(ids.slice(at, at + chunk));
+        if (at + chunk < ids.length) await dec.prefill(ids.slice(at, at + chunk));
+        else tok = await dec.next(ids.slice(at), sampler);
       }
       stats.prefillMs = performance.now() - t0;
-      let logits = dec.logits();
-      const sampler = new Sampler({ temperature: o.temperature, topK: o.topK, topP: o.topP, seed: o.seed });
       const text = new TextStream((x) => this.decode(x));
       const stops = new StopFilter(o.stop);
       for (;;) {
-        const tok = sampler.sample(logits);
         if (this.eog.has(tok)) {
           stats.finish = 'eog';
           break;
@@ -543,13 +733,13 @@ export class TextGenerator {
           break;
         }
         const s0 = performance.now();
-        logits = await dec.feed([tok]);
+        tok = await dec.next([tok], sampler);
         const ms = performance.now() - s0;
         stats.stepMs.push(ms);
         stats.decodeMs += ms;
         if (this.latency) {
           const seq = Math.min(Math.max(64, 2 ** Math.ceil(Math.log2(dec.position))), this.context);
-          void this.latency.add(this.webtune.session.session_id, 'wasm', 1, seq, ms);
+          void this.latency.add(this.webtune.session.session_id, this.target, 1, seq, ms);
         }
       }
       const { out, stopped } = stops.push(text.flush());

@@ -185,3 +185,48 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
   dec.destroy();
   await assert.rejects(dec.feed([1]), /closed/);
 });
+
+test('TextGenerator on the small llama with the WebGPU backend: the Wasm backend\'s texts, greedy and seeded, from tokens sampled on the GPU', { timeout: 300_000 }, async () => {
+  const { GpuDecoder } = await load('src/decoder-gpu.ts');
+  const { GraphDecoder } = await load('src/decoder.ts');
+  const { TextGenerator } = await load('src/text-generator.ts');
+  const { assembleKernels } = await import('../assemble.mjs');
+  const { jsKernels } = await import('./small-llama.mjs');
+  const model = llamaModel(23);
+  const graph = llamaGraph(model.formats, [1, 4, 8]);
+  const gpuDec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: 24, wgsl: WGSL });
+  gpuDec.setKernels(plainKernels(device));
+  const wasmDec = await GraphDecoder.create({ graph, tensors: model.tensors, weights: model.weights, context: 24, fixed: await assembleKernels('decoder-kernels.wat'), shared: false });
+  wasmDec.setKernels(jsKernels(wasmDec.memory, []));
+  // One id per character '0'... (72 of them); id 0 ('0') ends generation.
+  const tokenizer = {
+    encode: (t) => ({ ids: [...t].map((c) => (c.charCodeAt(0) - 48 + 72 * 8) % 72) }),
+    decode: (ids) => ids.map((i) => String.fromCharCode(48 + i)).join(''),
+    id_to_token: (i) => String.fromCharCode(48 + i),
+  };
+  const manifest = { name: 'tiny', config: { context_length: 300 }, chat_template: null, special: { bos_id: null, eos_id: 0, eog_ids: [0], add_bos: false } };
+  const webtune = { server: '', session: { session_id: '' }, idle: async () => ({ worked: false, done: true }), close() {} };
+  const gpu = new TextGenerator({ webtune, manifest, decoder: gpuDec, tokenizer, report: false });
+  const wasm = new TextGenerator({ webtune, manifest, decoder: wasmDec, tokenizer, report: false });
+  assert.equal(gpu.target, 'webgpu');
+  assert.equal(wasm.target, 'wasm');
+  const drain = async (it) => {
+    const out = [];
+    for await (const s of it) out.push(s);
+    return out.join('');
+  };
+  const texts = [];
+  for (const o of [{ maxTokens: 10 }, { maxTokens: 12, temperature: 1.5, topK: 10, seed: 7n }, { maxTokens: 12, temperature: 0.9, topP: 0.9, seed: 3n }, { maxTokens: 12, temperature: 6, seed: 11n }, { maxTokens: 12, temperature: 6, topK: 20, topP: 0.95, seed: 12n }]) {
+    for (const prompt of ['ABCDE', 'x'.repeat(11)]) {
+      const [a, b] = [await drain(gpu.generate(prompt, o)), await drain(wasm.generate(prompt, o))];
+      assert.equal(a, b, `${prompt} ${JSON.stringify(o, (k, v) => (typeof v === 'bigint' ? Number(v) : v))}: WebGPU ${JSON.stringify(a)}, Wasm ${JSON.stringify(b)}`);
+      texts.push(a);
+    }
+  }
+  assert.ok(gpu.dispatchesPerToken > graph.steps.length, `dispatches per token ${gpu.dispatchesPerToken}`);
+  assert.equal(wasm.dispatchesPerToken, null);
+  // Refused where WebGPU is absent.
+  await assert.rejects(TextGenerator.load({ server: 'http://127.0.0.1:9', model: 'x', target: 'webgpu' }), /WebGPU is not available here/);
+  console.log(`# small llama: ${texts.length} texts equal on WebGPU and Wasm (${JSON.stringify(texts)}); ${gpu.dispatchesPerToken} dispatches a token`);
+  gpu.close();
+});
