@@ -637,6 +637,23 @@ export class TextGenerator {
     }
   }
 
+  /**
+   * Low level: feeds `ids` (with `reset`, from position 0) and returns the
+   * greedy next token, whatever it is (end-of-generation ids included), e.g.
+   * to run a fixed number of decode steps. On WebGPU its id is all that is
+   * read back.
+   */
+  async nextToken(ids: number[], { reset = false }: { reset?: boolean } = {}): Promise<number> {
+    if (!Array.isArray(ids)) throw new TypeError('nextToken: ids must be an array of token ids');
+    const release = await this.lock();
+    try {
+      if (reset) this.decoder.reset();
+      return await this.decoder.next(ids, new Sampler({ temperature: 0, topK: 0, topP: 1, seed: 0n }));
+    } finally {
+      release();
+    }
+  }
+
   /** Positions the caches hold now (after `forward`, or the latest generation). */
   get position(): number {
     return this.decoder.position;

@@ -1,0 +1,226 @@
+// A language model on WebGPU through Dawn, Chromium's WebGPU implementation,
+// in Node (the npm package `webgpu`, Dawn's own binding): the browser
+// runtime's built module (client-runtime/web/dist/webtune.js), unchanged,
+// loads `TextGenerator` with target 'webgpu' from a `webtune serve`, tunes
+// its kernels through the normal tuning path (`gen.idle()`), then times it.
+// For the GPU machine, where there is no browser (issue 37's Benchmarks).
+// Not a test: it prints JSON lines for BENCHMARKS.md.
+//
+//   node research/web-bench/llm_dawn.mjs --server URL --model NAME
+//        [--context 1280] [--tune-s 120] [--steps 64] [--rounds 3]
+//        [--prefill 128] [--long 1024] [--probe-dispatches 4096] [--probe-mib 256]
+//        [--runtime PATH/webtune.js] [--webgpu PATH/webgpu/index.js] [--dawn-flags a,b]
+//
+// Lines (`what` names each):
+// - `adapter`: Dawn's adapter (vendor, architecture, device) and features;
+// - `load`: seconds to load (manifest, graph, weights, tokenizer, the decode
+//   step's kernels), GPU bytes held;
+// - `tuning` (with --tune-s > 0): after one untimed prefill of --prefill
+//   tokens and a few decode steps (so that the prefill bucket's and the
+//   decode step's kernels exist), `gen.idle()` until done or --tune-s
+//   seconds: kernels, candidates evaluated, swaps;
+// - `prefill`: a --prefill-token prompt from an empty cache, greedy next
+//   token sampled on the GPU (only its id read back): median of --rounds;
+//   tokens/s and time to first token (the same call: prefill plus the
+//   first token);
+// - `decode`: after a prompt of --prefill (context 128) and --long (1024)
+//   tokens, --steps greedy decode steps (each fed the previous step's
+//   token, whatever it is: end-of-generation ids do not stop it, so a model
+//   of seeded random weights runs as a real one), tokens/s over the steps,
+//   median of --rounds; dispatches per token;
+// - `probe_dispatch`: --probe-dispatches empty dispatches (a workgroup of
+//   one thread, a bind group of one buffer) in one pass and one submit,
+//   µs each (the time of N less the time of 1, over N − 1);
+// - `probe_copy`: a --probe-mib MiB buffer copied to another, 8 copies in
+//   one submit: GB/s of bytes copied (each byte read once and written once);
+// - `floor`: per decode step, the weights blob's bytes plus the K and V
+//   cache read up to the position (f32), over the copy rate, against
+//   dispatches × the empty dispatch's cost; the larger is the floor, and
+//   the measured step is reported as that fraction of it.
+// Token ids are fixed (a repeating run of ids from 1000), so the text means
+// nothing: the figures do not depend on it.
+
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(HERE, '..', '..');
+
+function args() {
+  const a = process.argv.slice(2), o = {};
+  for (let i = 0; i < a.length; i++) {
+    if (!a[i].startsWith('--')) throw new Error(`unexpected argument ${a[i]}`);
+    o[a[i].slice(2)] = a[i + 1];
+    i++;
+  }
+  const num = (k, d) => {
+    const v = o[k] === undefined ? d : Number(o[k]);
+    if (!Number.isFinite(v) || v < 0) throw new Error(`--${k} must be a non-negative number, got ${o[k]}`);
+    return v;
+  };
+  if (!o.server || !o.model) throw new Error('usage: node llm_dawn.mjs --server URL --model NAME [--context 1280] [--tune-s 120] [--steps 64] [--rounds 3] ...');
+  return {
+    server: o.server.replace(/\/+$/, ''), model: o.model, context: num('context', 1280), tuneS: num('tune-s', 120), steps: Math.max(2, num('steps', 64)),
+    rounds: Math.max(1, num('rounds', 3)), prefill: Math.max(1, num('prefill', 128)), long: Math.max(1, num('long', 1024)),
+    dispatches: Math.max(2, num('probe-dispatches', 4096)), mib: Math.max(1, num('probe-mib', 256)),
+    runtime: resolve(o.runtime ?? join(ROOT, 'client-runtime', 'web', 'dist', 'webtune.js')),
+    webgpu: resolve(o.webgpu ?? join(ROOT, 'client-runtime', 'web', 'node_modules', 'webgpu', 'index.js')),
+    dawnFlags: o['dawn-flags'] ? o['dawn-flags'].split(',') : [],
+  };
+}
+
+const line = (what, fields) => console.log(JSON.stringify({ what, ...fields }));
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const ids = (n) => Array.from({ length: n }, (_, i) => 1000 + (i % 977));
+
+/** Time of `n` empty dispatches in one pass and one submit, ms. */
+async function dispatchTime(device, pipeline, group, n) {
+  const enc = device.createCommandEncoder();
+  const pass = enc.beginComputePass();
+  pass.setPipeline(pipeline);
+  for (let i = 0; i < n; i++) {
+    pass.setBindGroup(0, group);
+    pass.dispatchWorkgroups(1);
+  }
+  pass.end();
+  const cb = enc.finish();
+  const t0 = performance.now();
+  device.queue.submit([cb]);
+  await device.queue.onSubmittedWorkDone();
+  return performance.now() - t0;
+}
+
+async function probes(device, o) {
+  const module = device.createShaderModule({ code: '@group(0) @binding(0) var<storage, read_write> x: array<u32>;\n@compute @workgroup_size(1) fn main() { if (x[0] == 12345u) { x[1] = 1u; } }' });
+  const pipeline = await device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'main' } });
+  const buf = device.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE });
+  const group = device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: buf } }] });
+  await dispatchTime(device, pipeline, group, o.dispatches);
+  const one = [], many = [];
+  for (let r = 0; r < 5; r++) {
+    one.push(await dispatchTime(device, pipeline, group, 1));
+    many.push(await dispatchTime(device, pipeline, group, o.dispatches));
+  }
+  const us = ((median(many) - median(one)) / (o.dispatches - 1)) * 1000;
+  line('probe_dispatch', { dispatches: o.dispatches, us_each: us, ms_one: median(one), ms_all: median(many) });
+  buf.destroy();
+
+  const bytes = o.mib * 2 ** 20;
+  const a = device.createBuffer({ size: bytes, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.STORAGE });
+  const b = device.createBuffer({ size: bytes, usage: GPUBufferUsage.COPY_DST | GPUBufferUsage.STORAGE });
+  const copies = async (n) => {
+    const enc = device.createCommandEncoder();
+    for (let i = 0; i < n; i++) enc.copyBufferToBuffer(a, 0, b, 0, bytes);
+    const cb = enc.finish();
+    const t0 = performance.now();
+    device.queue.submit([cb]);
+    await device.queue.onSubmittedWorkDone();
+    return performance.now() - t0;
+  };
+  await copies(2);
+  const c1 = [], c8 = [];
+  for (let r = 0; r < 5; r++) {
+    c1.push(await copies(1));
+    c8.push(await copies(9));
+  }
+  const ms = (median(c8) - median(c1)) / 8;
+  const gbs = bytes / (ms / 1000) / 1e9;
+  line('probe_copy', { mib: o.mib, ms_per_copy: ms, gb_per_s: gbs });
+  a.destroy();
+  b.destroy();
+  return { usEach: us, gbs };
+}
+
+async function main() {
+  const o = args();
+  if (!existsSync(o.runtime)) throw new Error(`no runtime module at ${o.runtime} (build it: cd client-runtime/web && node build.mjs)`);
+  if (!existsSync(o.webgpu)) throw new Error(`no webgpu package at ${o.webgpu} (npm install in client-runtime/web, or --webgpu PATH/index.js)`);
+  const { create, globals } = await import(pathToFileURL(o.webgpu).href);
+  Object.assign(globalThis, globals);
+  // Dawn's instance lives as long as this reference (dropped at the end, so that Node can exit).
+  let gpu = create(o.dawnFlags);
+  // Node 20 has no navigator; the fingerprint reads its user agent (Node 21+ has one) and core count.
+  globalThis.navigator ??= { userAgent: `Node.js/${process.version.slice(1)} (Dawn; ${process.platform} ${process.arch === 'x64' ? 'x86_64' : process.arch})`, hardwareConcurrency: (await import('node:os')).cpus().length };
+  Object.defineProperty(globalThis.navigator, 'gpu', { value: gpu, configurable: true });
+  const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
+  if (!adapter) throw new Error('Dawn found no adapter');
+  const wanted = ['timestamp-query', 'subgroups', 'shader-f16'].filter((f) => adapter.features.has(f));
+  const device = await adapter.requestDevice({
+    requiredFeatures: wanted,
+    requiredLimits: { maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize, maxBufferSize: adapter.limits.maxBufferSize },
+  });
+  const info = adapter.info ?? {};
+  line('adapter', { vendor: info.vendor, architecture: info.architecture, device: info.device, description: info.description, features: wanted, node: process.version });
+  const { TextGenerator } = await import(pathToFileURL(o.runtime).href);
+
+  const t0 = performance.now();
+  const gen = await TextGenerator.load({ server: o.server, model: o.model, target: 'webgpu', device, adapter, context: o.context, cache: false, budgetMs: 200, report: true });
+  line('load', { s: (performance.now() - t0) / 1000, gpu_bytes: gen.memoryBytes, context: gen.context, key: gen.webtune.session.device_key });
+  const swaps = [];
+  gen.webtune.addEventListener('swap', (e) => swaps.push(e.detail));
+  const prompt = ids(o.prefill), long = ids(o.long);
+  if (o.prefill + o.steps > gen.context || o.long + o.steps > gen.context) throw new Error(`--context ${gen.context} is too small for a ${o.long}-token prompt and ${o.steps} steps`);
+
+  // Every kernel the timed runs use, made (and then tuned).
+  let tok = await gen.nextToken(prompt, { reset: true });
+  for (let i = 0; i < 3; i++) tok = await gen.nextToken([tok]);
+  await gen.nextToken(long, { reset: true });
+  if (o.tuneS > 0) {
+    const t1 = performance.now();
+    let evaluated = 0;
+    while (performance.now() - t1 < o.tuneS * 1000) {
+      const r = await gen.idle(200);
+      if (r.done) break;
+      if (!r.worked) await new Promise((res) => setTimeout(res, 5));
+    }
+    const status = gen.webtune.status();
+    evaluated = status.reduce((a, x) => a + x.evaluated, 0);
+    line('tuning', { s: (performance.now() - t1) / 1000, kernels: status.length, evaluated, swaps: swaps.length, done: status.every((x) => x.phase === 'done') });
+  }
+
+  const pre = [];
+  for (let r = 0; r < o.rounds; r++) {
+    const t = performance.now();
+    await gen.nextToken(prompt, { reset: true });
+    pre.push(performance.now() - t);
+  }
+  const preMs = median(pre);
+  line('prefill', { tokens: o.prefill, ms: preMs, tokens_per_s: (o.prefill * 1000) / preMs, ttft_ms: preMs, runs: pre });
+
+  const { usEach, gbs } = await probes(device, o);
+  const weightBytes = gen.manifest.weights.bytes;
+  const kvCols = gen.graph.caches.reduce((a, c) => a + c.cols, 0);
+  for (const [label, p] of [['128', prompt], ['1024', long]]) {
+    const rates = [];
+    let ms = 0;
+    for (let r = 0; r < o.rounds; r++) {
+      let t = await gen.nextToken(p, { reset: true });
+      const s0 = performance.now();
+      for (let i = 0; i < o.steps; i++) t = await gen.nextToken([t]);
+      const el = performance.now() - s0;
+      rates.push((o.steps * 1000) / el);
+      ms = el / o.steps;
+    }
+    const rate = median(rates);
+    const stepMs = 1000 / rate;
+    const dispatches = gen.dispatchesPerToken;
+    // A step at the run's middle position reads the weights and the caches up to it.
+    const bytes = weightBytes + (p.length + o.steps / 2) * kvCols * 4;
+    const bwMs = (bytes / (gbs * 1e9)) * 1000, dispMs = (dispatches * usEach) / 1000;
+    line('decode', { context: Number(label), prompt: p.length, steps: o.steps, tokens_per_s: rate, ms_per_token: stepMs, last_round_ms: ms, dispatches_per_token: dispatches, rounds: rates });
+    line('floor', { context: Number(label), bytes_per_token: bytes, bandwidth_ms: bwMs, dispatch_ms: dispMs, floor_ms: Math.max(bwMs, dispMs), fraction_of_floor: Math.max(bwMs, dispMs) / stepMs });
+  }
+  gen.close();
+  device.destroy();
+  delete globalThis.navigator.gpu;
+  gpu = null;
+}
+
+main().then(() => process.exit(0), (e) => {
+  console.error(`llm_dawn: ${e instanceof Error ? e.stack ?? e.message : e}`);
+  process.exit(1);
+});
