@@ -25,7 +25,8 @@
 // Per row bucket (made on its first run) every dispatch's bind group is
 // made once; the tuned kernels' bind groups use their op's shared layout
 // (webgpu.ts), so they stay valid when tuning swaps a kernel. A run records
-// every step's dispatch into one compute pass (the products at M = the
+// every step's dispatch into one compute pass (an add and the norm after it,
+// and a rope and the cache store after it, as one dispatch each: `fusions`) (the products at M = the
 // bucket, or one row with `last`; the fixed kernels on a grid of the
 // bucket's rows that skips rows past T, read from the run's parameters), so
 // the caches hold real positions only and no kernel depends on the
@@ -79,6 +80,8 @@ export interface GpuDecoderInit {
   context: number;
   /** The fixed kernels' WGSL (default: decoder-kernels.wgsl as built into webtune.js). */
   wgsl?: string;
+  /** Run adjacent steps as one dispatch where `fusions` finds them. Default true. */
+  fuse?: boolean;
 }
 
 /** What the backend has done, for benchmarks and the latency chart. */
@@ -92,8 +95,32 @@ export interface GpuDecoderStats {
   hostSampled: number;
 }
 
-type FixedName = 'embed_q8' | 'embed_q4' | 'embed_f32' | 'rms_norm' | 'rope' | 'kv_store' | 'attention' | 'swiglu' | 'add' | 'sample';
-const FIXED: FixedName[] = ['embed_q8', 'embed_q4', 'embed_f32', 'rms_norm', 'rope', 'kv_store', 'attention', 'swiglu', 'add', 'sample'];
+type FixedName = 'embed_q8' | 'embed_q4' | 'embed_f32' | 'rms_norm' | 'rope' | 'kv_store' | 'attention' | 'swiglu' | 'add' | 'sample' | 'add_rms_norm' | 'rope_kv';
+const FIXED: FixedName[] = ['embed_q8', 'embed_q4', 'embed_f32', 'rms_norm', 'rope', 'kv_store', 'attention', 'swiglu', 'add', 'sample', 'add_rms_norm', 'rope_kv'];
+
+/**
+ * Steps that run as one dispatch, by the index of the first of two: an
+ * `add` and the `rms_norm` of the same buffer after it (`add_rms_norm`);
+ * a `rope` and the `kv_store` of the same rows after it, the keys inside
+ * the turned heads and the values outside them (`rope_kv`). The fused
+ * kernels do the two steps' arithmetic.
+ */
+export function fusions(graph: DecoderGraph): Map<number, 'add_rms_norm' | 'rope_kv'> {
+  const out = new Map<number, 'add_rms_norm' | 'rope_kv'>();
+  const st = graph.steps;
+  for (let i = 0; i + 1 < st.length; i++) {
+    const s = st[i], n = st[i + 1];
+    if (s.step === 'add' && n.step === 'rms_norm' && n.x === s.x && s.cols === graph.hidden && n.out !== s.x && n.out !== s.y) {
+      out.set(i, 'add_rms_norm');
+      i++;
+    } else if (s.step === 'rope' && n.step === 'kv_store' && n.x === s.x && n.stride === s.stride && n.k_col % 2 === 0 && n.width % 2 === 0 &&
+      n.k_col + n.width <= s.heads * s.head_dim && n.v_col >= s.heads * s.head_dim) {
+      out.set(i, 'rope_kv');
+      i++;
+    }
+  }
+  return out;
+}
 
 /** A binding range. */
 interface Range {
@@ -220,6 +247,7 @@ export class GpuDecoder {
     private rope: GPUBuffer,
     private stepParams: GPUBuffer,
     private stepSlot: Map<number, number>,
+    private fused: Map<number, 'add_rms_norm' | 'rope_kv'>,
     private runParams: GPUBuffer,
     private ids: GPUBuffer,
     private token: GPUBuffer,
@@ -304,8 +332,18 @@ export class GpuDecoder {
         u.set(n);
         f.forEach((v, j) => (fl[6 + j] = v));
       };
+      const fused = init.fuse === false ? new Map<number, 'add_rms_norm' | 'rope_kv'>() : fusions(graph);
       fixedSteps.forEach(([s, i], slot) => {
         slots.set(i, slot);
+        const next = graph.steps[i + 1];
+        if (fused.get(i) === 'add_rms_norm' && next.step === 'rms_norm' && s.step === 'add') {
+          put(slot, [s.cols, next.last ? 1 : 0], [next.eps]);
+          return;
+        }
+        if (fused.get(i) === 'rope_kv' && next.step === 'kv_store' && s.step === 'rope') {
+          put(slot, [s.stride, s.heads, s.head_dim, next.width, next.k_col, next.v_col]);
+          return;
+        }
         switch (s.step) {
           case 'embed': put(slot, [graph.hidden, s.format === 'q4_1' ? 1 : s.format === 'f32' ? graph.vocab : 0]); break;
           case 'rms_norm': put(slot, [graph.hidden, s.last ? 1 : 0], [s.eps]); break;
@@ -338,7 +376,7 @@ export class GpuDecoder {
           }));
       }
       const pipelines = Object.fromEntries(FIXED.map((n, i) => [n, made[i]])) as Record<FixedName, GPUComputePipeline>;
-      return new GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, runParams, ids, token, tokenRead, logitsRead);
+      return new GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenRead, logitsRead);
     });
   }
 
@@ -547,7 +585,19 @@ export class GpuDecoder {
         steps.push({ pipeline: this.pipelines[name], grid, group: this.fixedGroup(name, i, ranges) });
       };
       const ew = (n: number) => Math.max(1, Math.ceil(n / EW));
-      for (const [i, s] of g.steps.entries()) {
+      for (let i = 0; i < g.steps.length; i++) {
+        const s = g.steps[i], next = g.steps[i + 1];
+        const fusedAs = this.fused.get(i);
+        if (fusedAs === 'add_rms_norm' && s.step === 'add' && next.step === 'rms_norm') {
+          fixed('add_rms_norm', i, [1, m], whole(s.y), part(next.weight, 'w'), whole(s.x), whole(next.out));
+          i++;
+          continue;
+        }
+        if (fusedAs === 'rope_kv' && s.step === 'rope' && next.step === 'kv_store') {
+          fixed('rope_kv', i, [ew((s.heads * s.head_dim + next.width) / 2), m], { buffer: this.rope }, whole(s.x), cache(next.k_cache), cache(next.v_cache));
+          i++;
+          continue;
+        }
         switch (s.step) {
           case 'embed': {
             const ids = { buffer: this.ids }, out = whole(s.out), h = g.hidden;

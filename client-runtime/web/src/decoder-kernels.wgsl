@@ -159,6 +159,50 @@ fn rms_norm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
   }
 }
 
+// add_rms_norm: an `add` (x += y) and the `rms_norm` of the same x that
+// follows it, as one dispatch: grid (1, M), one workgroup a row; every real
+// row is added, and normalised into out's row (S.n1 = 1, the norm's `last`:
+// only row T − 1, into out's row 0). S.n0 = h, S.f0 = eps. The same
+// arithmetic as the two steps.
+@group(0) @binding(2) var<storage, read> arn_y: array<f32>;
+@group(0) @binding(3) var<storage, read> arn_w: array<f32>;
+@group(0) @binding(4) var<storage, read_write> arn_x: array<f32>;
+@group(0) @binding(5) var<storage, read_write> arn_out: array<f32>;
+
+@compute @workgroup_size(RW)
+fn add_rms_norm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let r = wid.y;
+  if (r >= R.t) {
+    return;
+  }
+  let h = S.n0;
+  var acc = 0.0;
+  for (var i = lid; i < h; i += RW) {
+    let v = arn_x[r * h + i] + arn_y[r * h + i];
+    arn_x[r * h + i] = v;
+    acc += v * v;
+  }
+  red[lid] = acc;
+  workgroupBarrier();
+  for (var k = RW / 2u; k > 0u; k >>= 1u) {
+    if (lid < k) {
+      red[lid] += red[lid + k];
+    }
+    workgroupBarrier();
+  }
+  if (S.n1 == 1u && r != R.t - 1u) {
+    return;
+  }
+  var o = r;
+  if (S.n1 == 1u) {
+    o = 0u;
+  }
+  let inv = 1.0 / sqrt(red[0] / f32(h) + S.f0);
+  for (var i = lid; i < h; i += RW) {
+    arn_out[o * h + i] = arn_x[r * h + i] * inv * arn_w[i];
+  }
+}
+
 // ---------------------------------------------------------------- rope
 // Rotary position embedding on adjacent pairs, in place: in each of the
 // first S.n1 heads of S.n2 floats of each row (rows S.n0 floats apart),
@@ -208,6 +252,54 @@ fn kv_store(@builtin(global_invocation_id) g: vec3<u32>) {
   let dst = (R.pos0 + r) * w + i;
   kv_k[dst] = kv_x[src + S.n1 + i];
   kv_v[dst] = kv_x[src + S.n2 + i];
+}
+
+// rope_kv: a `rope` and the `kv_store` of the same rows that follows it, as
+// one dispatch, where the keys lie inside the turned heads (whole pairs)
+// and the values outside them: thread p < heads·hd/2 turns pair p (rope's
+// rule) and, if it is a key's, stores it in the key cache too; the next
+// width/2 threads copy a pair of values. Grid (⌈(heads·hd + width)/2/EW⌉,
+// M). S.n0 = stride, S.n1 = heads, S.n2 = hd, S.n3 = width, S.n4 = the
+// keys' column, S.n5 = the values'.
+@group(0) @binding(2) var<storage, read> rkv_table: array<f32>;
+@group(0) @binding(3) var<storage, read_write> rkv_x: array<f32>;
+@group(0) @binding(4) var<storage, read_write> rkv_k: array<f32>;
+@group(0) @binding(5) var<storage, read_write> rkv_v: array<f32>;
+
+@compute @workgroup_size(EW)
+fn rope_kv(@builtin(global_invocation_id) g: vec3<u32>) {
+  let r = g.y;
+  let hd = S.n2;
+  let half = hd / 2u;
+  let pairs = S.n1 * half;
+  let w = S.n3;
+  if (r >= R.t || g.x >= pairs + w / 2u) {
+    return;
+  }
+  let row = r * S.n0;
+  let dst = (R.pos0 + r) * w;
+  if (g.x >= pairs) {
+    let j = 2u * (g.x - pairs);
+    rkv_v[dst + j] = rkv_x[row + S.n5 + j];
+    rkv_v[dst + j + 1u] = rkv_x[row + S.n5 + j + 1u];
+    return;
+  }
+  let head = g.x / half;
+  let i = g.x % half;
+  let col = head * hd + 2u * i;
+  let tab = (R.pos0 + r) * hd + 2u * i;
+  let c = rkv_table[tab];
+  let s = rkv_table[tab + 1u];
+  let a = rkv_x[row + col];
+  let b = rkv_x[row + col + 1u];
+  let a2 = a * c + b * -s;
+  let b2 = b * c + a * s;
+  rkv_x[row + col] = a2;
+  rkv_x[row + col + 1u] = b2;
+  if (col >= S.n4 && col < S.n4 + w) {
+    rkv_k[dst + col - S.n4] = a2;
+    rkv_k[dst + col - S.n4 + 1u] = b2;
+  }
 }
 
 // ---------------------------------------------------------------- attention

@@ -124,14 +124,19 @@ test('sampling on the GPU: the golden cases draw for draw, greedy the first larg
 });
 
 test('decoder graph on WebGPU: the small llama in every weight format against f64 (one run, chunks, token by token, short runs), greedy on the GPU, refusals', { timeout: 300_000 }, async () => {
-  const { GpuDecoder } = await load('src/decoder-gpu.ts');
+  const { GpuDecoder, fusions } = await load('src/decoder-gpu.ts');
   const { productsOf } = await load('src/decoder.ts');
   const model = llamaModel(21);
   const graph = llamaGraph(model.formats, [1, 4, 8]);
   const ids = Array.from({ length: 21 }, (_, i) => (i * 37 + 5) % D.vocab);
   const want = llama64(model.values, ids);
+  // Every add before a norm and every rope before a kv_store run as one dispatch.
+  const fused = fusions(graph);
+  assert.equal([...fused.values()].filter((f) => f === 'add_rms_norm').length, 2 * D.layers);
+  assert.equal([...fused.values()].filter((f) => f === 'rope_kv').length, D.layers);
+  for (const fuse of [false, true]) {
   const calls = [];
-  const dec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: 64, wgsl: WGSL });
+  const dec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: 64, wgsl: WGSL, fuse });
   dec.setKernels(plainKernels(device, calls));
   const rel = (got, w) => {
     let e = 0, m = 0;
@@ -166,10 +171,10 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
   worst = Math.max(worst, rel(got, want[4]));
   got = await dec.feed([ids[5]]);
   worst = Math.max(worst, rel(got, want[5]));
-  console.log(`# small llama on WebGPU (Dawn): worst logit error ${worst.toExponential(2)} relative to the largest logit; ${dec.stats.dispatchesPerToken} dispatches a token`);
+  console.log(`# small llama on WebGPU (Dawn${fuse ? ', steps fused' : ''}): worst logit error ${worst.toExponential(2)} relative to the largest logit; ${dec.stats.dispatchesPerToken} dispatches a token`);
   assert.ok(worst < 1e-4, `worst error ${worst}`);
-  // Every step one dispatch (plain kernels: one pass), plus the sampling.
-  assert.equal(dec.stats.dispatchesPerToken, graph.steps.length + 1);
+  // Every step one dispatch (plain kernels: one pass), a fused pair one, plus the sampling.
+  assert.equal(dec.stats.dispatchesPerToken, graph.steps.length - (fuse ? fused.size : 0) + 1);
   const wantCalls = [8, 1, 4].flatMap((m) => productsOf(graph, m).map((p) => `${p.op} ${p.shape.join(',')}`));
   assert.deepEqual([...new Set(calls)].sort(), [...new Set(wantCalls)].sort());
   assert.equal(calls.length, new Set(calls).size, 'a product\'s kernel was asked for twice');
@@ -184,6 +189,7 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
   await assert.rejects(GpuDecoder.create({ device, graph: inPlace, tensors: model.tensors, weights: model.weights, context: 64, wgsl: WGSL }), /reads and writes buffer `x`/);
   dec.destroy();
   await assert.rejects(dec.feed([1]), /closed/);
+  }
 });
 
 test('TextGenerator on the small llama with the WebGPU backend: the Wasm backend\'s texts, greedy and seeded, from tokens sampled on the GPU', { timeout: 300_000 }, async () => {
@@ -223,7 +229,7 @@ test('TextGenerator on the small llama with the WebGPU backend: the Wasm backend
       texts.push(a);
     }
   }
-  assert.ok(gpu.dispatchesPerToken > graph.steps.length, `dispatches per token ${gpu.dispatchesPerToken}`);
+  assert.ok(gpu.dispatchesPerToken > graph.steps.length / 2, `dispatches per token ${gpu.dispatchesPerToken}`);
   assert.equal(wasm.dispatchesPerToken, null);
   // Refused where WebGPU is absent.
   await assert.rejects(TextGenerator.load({ server: 'http://127.0.0.1:9', model: 'x', target: 'webgpu' }), /WebGPU is not available here/);
