@@ -92,7 +92,7 @@ fi
 # The client runtime and demo are TypeScript built with esbuild; dist/ is
 # committed (webtune serve embeds it), so the build must reproduce it exactly.
 log "client runtime: npm ci, dist check, unit tests"
-(cd client-runtime/web && npm ci --no-audit --no-fund --loglevel=error && node build.mjs --check && node --test test/unit.test.mjs test/wire.test.mjs test/tuner.test.mjs test/tuner-sim.test.mjs test/encoder-kernels.test.mjs test/decoder-kernels.test.mjs test/bundle.test.mjs)
+(cd client-runtime/web && npm ci --no-audit --no-fund --loglevel=error && node build.mjs --check && node --test test/unit.test.mjs test/wire.test.mjs test/tuner.test.mjs test/tuner-sim.test.mjs test/encoder-kernels.test.mjs test/decoder-kernels.test.mjs test/decoder-gpu.test.mjs test/bundle.test.mjs)
 
 # The demo in headless Chromium (Debian's; never a downloaded one) against a
 # real `webtune serve` on loopback with a fresh SQLite file: Wasm, then
@@ -115,4 +115,4 @@ target/debug/webtune model import "$WEBTUNE_LLM_GGUF" --name "$WEBTUNE_LLM_NAME"
 # database that kernel-db's dashboard_fill example writes directly.
 cargo build -p webtune-kernel-db --example dashboard_fill 2>&1
 export WEBTUNE_FILL_BIN="$PWD/target/debug/examples/dashboard_fill"
-(cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/dashboard.test.mjs test/e2e.test.mjs test/subgroups.test.mjs test/threads.test.mjs test/encoder.test.mjs test/encoder-gpu.test.mjs test/bundle-e2e.test.mjs test/textgen.test.mjs)
+(cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/dashboard.test.mjs test/e2e.test.mjs test/subgroups.test.mjs test/threads.test.mjs test/encoder.test.mjs test/encoder-gpu.test.mjs test/bundle-e2e.test.mjs test/textgen.test.mjs test/decoder-gpu-e2e.test.mjs)

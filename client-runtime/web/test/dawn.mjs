@@ -25,9 +25,20 @@ export async function dawnDevice() {
   return { gpu: instance, adapter, device: await adapter.requestDevice() };
 }
 
+/**
+ * Gives Node a `navigator.gpu` (Dawn's instance) and, on Node 20, which has
+ * no navigator, the user agent and core count the runtime's fingerprint reads.
+ */
+export async function installNavigator() {
+  instance ??= create([]);
+  globalThis.navigator ??= { userAgent: `Node.js/${process.version.slice(1)} (Dawn; ${process.platform} ${process.arch === 'x64' ? 'x86_64' : process.arch})`, hardwareConcurrency: 2 };
+  Object.defineProperty(globalThis.navigator, 'gpu', { value: instance, configurable: true });
+}
+
 /** Destroys `device` and drops Dawn's instance, so that the process can exit. */
 export function releaseDawn(device) {
   device?.destroy();
+  if (globalThis.navigator?.gpu === instance) delete globalThis.navigator.gpu;
   instance = null;
 }
 

@@ -7,7 +7,8 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-export async function load(entry) {
+/** `define`: esbuild's, e.g. the WGSL texts build.mjs puts in (absent: those identifiers are undefined). */
+export async function load(entry, define = {}) {
   const r = await esbuild.build({
     absWorkingDir: root,
     entryPoints: [entry],
@@ -17,6 +18,7 @@ export async function load(entry) {
     target: 'es2022',
     write: false,
     logLevel: 'error',
+    define,
   });
   const code = r.outputFiles[0].text;
   return import(`data:text/javascript;base64,${Buffer.from(code).toString('base64')}`);
