@@ -603,6 +603,8 @@ export const PREDICT_MARGIN = 0.05;
 export const UNCERTAINTY = 0.1;
 /** The setting model's shrinkage (in measurements' weight). */
 const FIT_RIDGE = 0.5;
+/** Candidates read from a queue ahead of those taken (the fast policy chooses among them). */
+export const READ_AHEAD = 12;
 /** A sibling's measurements count this much beside a kernel's own. */
 const SIBLING_WEIGHT = 0.5;
 
@@ -688,6 +690,8 @@ export class KernelTuner<I extends Impl> {
   /** Candidates read from the queue and not yet taken, in the server's order. */
   private waiting: Candidate[] = [];
   private streamDone = false;
+  /** Resumes the queue's reading once a candidate is taken. */
+  private readMore: (() => void) | null = null;
   private fetches = new Map<string, Fetching<I>>();
   private ev: Evaluation<I> | null = null;
   private bench: Bench<I> | null = null;
@@ -814,15 +818,18 @@ export class KernelTuner<I extends Impl> {
   }
 
   /**
-   * Reads the queue's events to its end in the background (events only:
-   * a candidate's bytes are fetched when it is about to be taken), so that
-   * the fast policy can take them in its own order and the stream closes
-   * early. Stops at `maxCandidates`.
+   * Reads the queue's events in the background (events only: a candidate's
+   * bytes are fetched when it is about to be taken), up to READ_AHEAD
+   * candidates not yet taken (the server compiles each as it streams it),
+   * so that the fast policy can take them in its own order. Stops at
+   * `maxCandidates`.
    */
   private read(): void {
     const loop = async () => {
       for (;;) {
         if (this.waiting.length + this.started >= this.maxCandidates) break;
+        while (this.waiting.length >= READ_AHEAD && this.phase === 'running') await new Promise<void>((r) => (this.readMore = r));
+        if (this.phase !== 'running') break;
         const e = await this.reader!.next();
         if (!e || e.event === 'done') break;
         if (e.event !== 'candidate') continue;
@@ -858,6 +865,15 @@ export class KernelTuner<I extends Impl> {
       (err) => (g.value = { cand: c, error: `fetch: ${err instanceof Error ? err.message : err}` }),
     ).finally(() => (g.done = true));
     return g;
+  }
+
+  /** Takes `c` off the waiting list (and lets the queue's reading go on). */
+  private take(c: Candidate): void {
+    this.waiting.splice(this.waiting.indexOf(c), 1);
+    this.fetches.delete(c.sha256);
+    const go = this.readMore;
+    this.readMore = null;
+    go?.();
   }
 
   /** What this tuner and its siblings measured, with the weight each counts for here. */
@@ -1057,8 +1073,7 @@ export class KernelTuner<I extends Impl> {
       }
       const f = this.fetchOf(next);
       if (!f.done) return false;
-      this.waiting.splice(this.waiting.indexOf(next), 1);
-      this.fetches.delete(next.sha256);
+      this.take(next);
       // The kernel in use may have changed since the fetch began.
       const value = next.sha256 === this.current.sha256 ? { cand: next, impl: this.current } : f.value!;
       this.ev = new Evaluation(this, this.backend, next, value);
@@ -1116,8 +1131,7 @@ export class KernelTuner<I extends Impl> {
     }
     const fetching = this.fetchOf(next);
     if (!fetching.done) return did;
-    this.waiting.splice(this.waiting.indexOf(next), 1);
-    this.fetches.delete(next.sha256);
+    this.take(next);
     const f = next.sha256 === this.current.sha256 ? { cand: next, impl: this.current } : fetching.value!;
     this.started++;
     const job: (typeof this.jobs)[number] = { fetched: f, done: false };
@@ -1171,6 +1185,7 @@ export class KernelTuner<I extends Impl> {
   private finish(): void {
     this.reader?.cancel();
     this.reader = null;
+    this.readMore?.();
     this.bench?.dispose();
     this.bench = null;
     this.phase = 'reporting';
@@ -1205,6 +1220,7 @@ export class KernelTuner<I extends Impl> {
   /** Stops reading the queue; nothing is reported. */
   cancel(): void {
     this.abort.abort();
+    this.readMore?.();
     this.reader?.cancel();
     this.bench?.dispose();
     this.bench = null;
