@@ -690,6 +690,9 @@ export class KernelTuner<I extends Impl> {
   /** Candidates read from the queue and not yet taken, in the server's order. */
   private waiting: Candidate[] = [];
   private streamDone = false;
+  /** Sibling winners (their settings as JSON) whose nearest candidate here was taken, and the candidate a winner picked. */
+  private hinted = new Set<string>();
+  private hintFor = new Map<string, string>();
   /** Resumes the queue's reading once a candidate is taken. */
   private readMore: (() => void) | null = null;
   private fetches = new Map<string, Fetching<I>>();
@@ -869,6 +872,9 @@ export class KernelTuner<I extends Impl> {
 
   /** Takes `c` off the waiting list (and lets the queue's reading go on). */
   private take(c: Candidate): void {
+    const hint = this.hintFor.get(c.sha256);
+    if (hint) this.hinted.add(hint);
+    this.hintFor.clear();
     this.waiting.splice(this.waiting.indexOf(c), 1);
     this.fetches.delete(c.sha256);
     const go = this.readMore;
@@ -921,14 +927,20 @@ export class KernelTuner<I extends Impl> {
     if (!this.waiting.length) return this.streamDone ? null : 'wait';
     if (this.policy === 'legacy') return this.waiting[0];
     for (const w of this.siblingWinners()) {
+      // Each sibling winner sends one candidate forward, once; none when it was measured here already.
+      const key = JSON.stringify(w);
+      if (this.hinted.has(key)) continue;
+      const measured = [...this.logRel.keys()].some((sha) => configDistance(this.configs.get(sha), w) === 0);
       let best: Candidate | null = null, bestD = Infinity;
       for (const c of this.waiting) {
         const d = configDistance(c.meta.config, w);
         if (d < bestD) (best = c), (bestD = d);
       }
-      // A winner already measured here (or its equal) sends nothing forward.
-      const measured = [...this.configs.keys()].some((sha) => this.logRel.has(sha) && configDistance(this.configs.get(sha), w) === 0);
-      if (best && !measured) return best;
+      if (!best || measured) continue;
+      if (bestD === 0 || this.streamDone || this.waiting.length >= READ_AHEAD) {
+        this.hintFor.set(best.sha256, key);
+        return best;
+      }
     }
     // The lite space's own first guess for this shape comes next, as served.
     if (this.waiting[0].index === 0) return this.waiting[0];
@@ -1007,9 +1019,9 @@ export class KernelTuner<I extends Impl> {
   private shouldStop(): boolean {
     if (this.results.length < MIN_EVALUATED) return false;
     // A sibling's winner not yet measured here is worth its measurement.
-    if (this.siblingWinners().some((w) => ![...this.logRel.keys()].some((sha) => configDistance(this.configs.get(sha), w) === 0))) {
-      if (this.waiting.length) return false;
-    }
+    const pending = (w: Record<string, unknown>) =>
+      !this.hinted.has(JSON.stringify(w)) && ![...this.logRel.keys()].some((sha) => configDistance(this.configs.get(sha), w) === 0);
+    if (this.waiting.length && this.siblingWinners().some(pending)) return false;
     if (this.share * this.expectedGain >= STOP_GAIN) return false;
     // Not while the model (optimistically) expects a waiting candidate to beat the kernel in use clearly.
     const model = this.fit();
