@@ -603,8 +603,14 @@ export const PREDICT_MARGIN = 0.05;
 export const UNCERTAINTY = 0.1;
 /** The setting model's shrinkage (in measurements' weight). */
 const FIT_RIDGE = 0.5;
-/** Candidates read from a queue ahead of those taken (the fast policy chooses among them). */
-export const READ_AHEAD = 12;
+/**
+ * Candidates read from a queue ahead of those taken (the fast policy
+ * chooses among them). Lite-space queues are shorter than this, so the
+ * stream usually ends and its connection closes at once: a paused stream
+ * would hold one of the MAX_OPEN_QUEUES slots, and the heaviest kernels,
+ * which come with the app's later buckets, could not open theirs.
+ */
+export const READ_AHEAD = 32;
 /** A sibling's measurements count this much beside a kernel's own. */
 const SIBLING_WEIGHT = 0.5;
 
