@@ -42,8 +42,11 @@ start() {
   # A free port: ask the kernel for one, then hand it to postgres.
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
   if [ "$(id -u)" -eq 0 ]; then
+    # A machine without the postgresql package (a relocatable build in
+    # PGBIN) may lack the user.
+    id -u "$user" >/dev/null 2>&1 || useradd -M -r -s /usr/sbin/nologin "$user" >&2
     chown "$user": "$dir"
-    as=(runuser -u "$user" --)
+    as=(runuser -u "$user" -- env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}")
   fi
   "${as[@]}" "$bin/initdb" -D "$dir/data" -U postgres -A trust --no-sync >"$dir/initdb.log" 2>&1 \
     || { cat "$dir/initdb.log" >&2; exit 1; }
@@ -57,7 +60,7 @@ start() {
 stop() {
   local dir="$1" bin as=()
   bin="$(find_bin)"
-  [ "$(id -u)" -eq 0 ] && as=(runuser -u "$user" --)
+  [ "$(id -u)" -eq 0 ] && as=(runuser -u "$user" -- env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}")
   "${as[@]}" "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
   rm -rf "$dir"
 }

@@ -62,6 +62,9 @@ pub struct Db {
     /// The report writer's queue (group commit, see `reports`).
     pub(crate) reports: tokio::sync::mpsc::Sender<crate::reports::Job>,
     pub(crate) groups: std::sync::Arc<crate::reports::GroupCounters>,
+    /// Taken (read) by the flusher around each flush; see
+    /// [`Db::hold_acknowledgements`].
+    pub(crate) hold: std::sync::Arc<tokio::sync::RwLock<()>>,
 }
 
 impl Db {
@@ -96,8 +99,24 @@ impl Db {
         migrator().run(&pool).await?;
         let write = std::sync::Arc::new(tokio::sync::Mutex::new(()));
         let groups = std::sync::Arc::default();
-        let reports = crate::reports::start_writer(pool.clone(), backend, write.clone(), std::sync::Arc::clone(&groups));
-        Ok(Db { pool, backend, write, reports, groups })
+        let hold = std::sync::Arc::default();
+        let reports = crate::reports::start_writer(
+            pool.clone(),
+            backend,
+            write.clone(),
+            std::sync::Arc::clone(&groups),
+            std::sync::Arc::clone(&hold),
+        );
+        Ok(Db { pool, backend, write, reports, groups, hold })
+    }
+
+    /// For tests of durability: while the returned guard lives, reports on
+    /// PostgreSQL are committed but not acknowledged (the flusher waits
+    /// before proving them durable), so a test can crash the database in
+    /// that window. SQLite acknowledges at commit and ignores it.
+    #[doc(hidden)]
+    pub async fn hold_acknowledgements(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+        std::sync::Arc::clone(&self.hold).write_owned().await
     }
 
     pub fn backend(&self) -> Backend {

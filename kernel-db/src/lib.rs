@@ -64,7 +64,10 @@
 //!   until it commits, so two elections at one key never interleave, an
 //!   election sees every report committed before it, and reports at other
 //!   keys commit at once, on any number of servers and writer tasks.
-//!   Imports and compaction take the writers' lock exclusively.
+//!   Imports and compaction take the writers' lock exclusively. A group of
+//!   reports commits without waiting for the disk (so its key locks go
+//!   before the flush) and is acknowledged only once a later synchronous
+//!   transaction proved it durable (see `reports`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), webtune_kernel_db::DbError> {

@@ -7,11 +7,29 @@
 //! history does. Medians and per-session times are read only when the rule
 //! asks for them ([`elect_step`]).
 //!
-//! Reports are committed in groups: one writer task per [`Db`] takes every
+//! Reports are committed in groups: a writer task of the [`Db`] takes every
 //! report waiting, checks them all, writes those that pass with one
 //! statement per step for the whole group (a report that fails a check
 //! fails alone), commits once, and only then answers each caller. Under
 //! load, one disk flush then acknowledges many reports.
+//!
+//! On PostgreSQL a group commits without waiting for its flush
+//! (`synchronous_commit = off` for that transaction only), so the locks of
+//! its election keys go as soon as its commit record is written, not after
+//! the disk has it: the writers of hot keys (every report of an
+//! architecture shares its arch and vendor keys) queue on the elections,
+//! not on fsync. Its reports are answered by the [`Db`]'s flusher, which
+//! proves them durable first: one statement, in its own synchronous
+//! transaction, that writes a WAL record and reads which of the waiting
+//! reports it sees. The reports it sees committed before it, so their
+//! commit records precede its own in the log, and its commit returns only
+//! once the log is on disk up to its own record. A report it does not see
+//! was lost by a crash of the database since its commit (the log's tail
+//! was never written) and is answered with an error; so is every report
+//! of a flush that failed. An unacknowledged report may be lost; an
+//! acknowledged one never is. Until the flush, other transactions may see
+//! a group's rows (a lookup may answer its winner a millisecond early);
+//! a crash in that window takes them back with the report.
 
 use std::sync::Arc;
 
@@ -25,8 +43,15 @@ use crate::{
     random_id, ranked_weight,
 };
 
-/// Most reports committed in one transaction.
+/// Most reports committed in one transaction on SQLite (its statements'
+/// variables stay under SQLite's limit of 32,766).
 const GROUP_MAX: usize = 64;
+
+/// Most reports committed in one transaction on PostgreSQL: under load the
+/// hot keys' elections, which cost the same for one report as for many,
+/// are shared by larger groups (the ballots' insert binds 180 values a
+/// report, under PostgreSQL's limit of 65,535 a statement).
+const PG_GROUP_MAX: usize = 256;
 
 type AnyQuery<'q> = sqlx::query::Query<'q, Any, AnyArguments>;
 
@@ -153,22 +178,34 @@ impl Analyse {
 
 /// Starts the writer tasks of a [`Db`]: they commit the reports sent on
 /// the returned channel in groups. On SQLite one task does, holding `lock`
-/// (this process's writers' lock) while it does; on PostgreSQL
-/// [`PG_WRITERS`] tasks do, each group taking the locks of the keys it
-/// elects (see [`begin_report`]), so groups of other keys run at once.
-/// They end when the [`Db`] (the channel's sender) is dropped.
+/// (this process's writers' lock) while it does, and answers each report
+/// once its group committed; on PostgreSQL [`PG_WRITERS`] tasks do, each
+/// group taking the locks of the keys it elects (see [`begin_report`]), so
+/// groups of other keys run at once, and commit without waiting for the
+/// flush: the flusher ([`flusher`]) answers their reports once it has
+/// proved them durable. They end when the [`Db`] (the channel's sender)
+/// is dropped.
 pub(crate) fn start_writer(
     pool: Pool<Any>,
     backend: Backend,
     lock: Arc<tokio::sync::Mutex<()>>,
     stats: Arc<GroupCounters>,
+    hold: Arc<tokio::sync::RwLock<()>>,
 ) -> tokio::sync::mpsc::Sender<Job> {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Job>(4 * GROUP_MAX);
+    let pg = backend == Backend::Postgres;
+    let group_max = if pg { PG_GROUP_MAX } else { GROUP_MAX };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Job>(4 * group_max);
     let rx = Arc::new(tokio::sync::Mutex::new(rx));
-    let writers = if backend == Backend::Postgres { PG_WRITERS } else { 1 };
+    let writers = if pg { PG_WRITERS } else { 1 };
     let analyse = Arc::new(Analyse { committed: Default::default(), next: ANALYZE_FIRST.into(), running: Default::default() });
+    // PostgreSQL: committed groups on their way to the flusher.
+    let (flush_tx, flush_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<(Job, RecordedReport)>>();
+    if pg {
+        tokio::spawn(flusher(pool.clone(), flush_rx, hold));
+    }
     for _ in 0..writers {
-        let (pool, lock, stats, rx, analyse) = (pool.clone(), lock.clone(), stats.clone(), rx.clone(), analyse.clone());
+        let (pool, lock, stats, rx, analyse, flush_tx) =
+            (pool.clone(), lock.clone(), stats.clone(), rx.clone(), analyse.clone(), flush_tx.clone());
         tokio::spawn(async move {
             loop {
                 // One writer at a time takes what is waiting; the others
@@ -177,7 +214,7 @@ pub(crate) fn start_writer(
                     let mut rx = rx.lock().await;
                     let Some(first) = rx.recv().await else { break };
                     let mut group = vec![first];
-                    while group.len() < GROUP_MAX {
+                    while group.len() < group_max {
                         match rx.try_recv() {
                             Ok(job) => group.push(job),
                             Err(_) => break,
@@ -185,21 +222,89 @@ pub(crate) fn start_writer(
                     }
                     group
                 };
-                let _w = if backend == Backend::Sqlite { Some(lock.lock().await) } else { None };
+                let _w = if pg { None } else { Some(lock.lock().await) };
                 let t0 = std::time::Instant::now();
                 let outcomes = commit_group(&pool, backend, &group).await;
                 stats.record(group.len(), t0.elapsed());
-                if backend == Backend::Postgres {
+                if pg {
                     analyse.committed(outcomes.iter().filter(|o| o.is_ok()).count(), &pool);
                 }
+                let mut committed = Vec::new();
                 for (job, outcome) in group.into_iter().zip(outcomes) {
-                    // A caller that stopped waiting finds its report stored anyway.
-                    let _ = job.done.send(outcome);
+                    match outcome {
+                        // Committed, not yet known to be on disk.
+                        Ok(recorded) if pg => committed.push((job, recorded)),
+                        // A caller that stopped waiting finds its report stored anyway.
+                        outcome => {
+                            let _ = job.done.send(outcome);
+                        }
+                    }
+                }
+                if !committed.is_empty() {
+                    // The flusher ends only when every writer has (it holds
+                    // the channel's receiver until all senders are gone).
+                    let _ = flush_tx.send(committed);
                 }
             }
         });
     }
     tx
+}
+
+/// The flush that proves committed reports durable (see the module's
+/// header): one synchronous transaction that writes a WAL record (a
+/// transactional logical message, which any role may emit and no reader
+/// sees) and lists which of `ids` it sees. Returns those ids.
+async fn confirm_durable(pool: &Pool<Any>, ids: &[&str]) -> Result<std::collections::HashSet<String>> {
+    let mut conn = pool.acquire().await?;
+    let mut q = Sql::new(
+        &conn,
+        "SELECT pg_logical_emit_message(true, 'webtune', 'durable')::text AS lsn, \
+         (SELECT string_agg(id, ' ') FROM reports WHERE id IN (",
+    );
+    q.list(ids.iter().map(|id| id.to_string())).push(")) AS seen");
+    let row = q.query()?.fetch_one(&mut *conn).await?;
+    let seen: Option<String> = row.try_get("seen")?;
+    Ok(seen.unwrap_or_default().split(' ').filter(|s| !s.is_empty()).map(str::to_string).collect())
+}
+
+/// PostgreSQL: answers committed reports once [`confirm_durable`] proved
+/// them on disk, every report waiting at once with one flush (while one
+/// flush runs, the writers go on and the next flush takes what they
+/// committed meanwhile). `hold` is taken (read) around each flush, so a
+/// test can hold acknowledgements back ([`Db::hold_acknowledgements`]).
+async fn flusher(
+    pool: Pool<Any>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Vec<(Job, RecordedReport)>>,
+    hold: Arc<tokio::sync::RwLock<()>>,
+) {
+    while let Some(mut batch) = rx.recv().await {
+        let _held = hold.read().await;
+        while let Ok(more) = rx.try_recv() {
+            batch.extend(more);
+        }
+        let ids: Vec<&str> = batch.iter().map(|(_, r)| r.report_id.as_str()).collect();
+        let mut tries = 0;
+        let outcome = loop {
+            match confirm_durable(&pool, &ids).await {
+                // A flush that failed on a conflict (none is expected: it
+                // locks nothing) is tried again; it proves only what it sees.
+                Err(e) if tries < RETRIES && is_conflict(&e) => tries += 1,
+                outcome => break outcome,
+            }
+        };
+        for (job, recorded) in batch {
+            let answer = match &outcome {
+                Ok(seen) if seen.contains(&recorded.report_id) => Ok(recorded),
+                Ok(_) => Err(DbError::Group(format!(
+                    "report {} was committed but is gone: the database lost the end of its log (a crash) before writing it",
+                    recorded.report_id
+                ))),
+                Err(e) => Err(DbError::Group(format!("the database committed the report but could not confirm it durable: {e}"))),
+            };
+            let _ = job.done.send(answer);
+        }
+    }
 }
 
 /// Stores `group` in one transaction and answers each report; a failure
@@ -217,7 +322,7 @@ async fn commit_group(pool: &Pool<Any>, backend: Backend, group: &[Job]) -> Vec<
     let mut tries = 0;
     loop {
         let outcome = async {
-            let mut tx = begin_report(pool, backend).await?;
+            let mut tx = begin_report(pool, backend, Durability::Flusher).await?;
             let outcomes = store_group(&mut tx, group).await?;
             tx.commit().await?;
             Ok::<_, DbError>(outcomes)
@@ -549,18 +654,37 @@ pub(crate) async fn begin_write(pool: &Pool<Any>, backend: Backend) -> Result<sq
     }
 }
 
+/// When a PostgreSQL transaction of [`begin_report`] is durable.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Durability {
+    /// Its commit returns once the log is on disk (the server's setting).
+    AtCommit,
+    /// Its commit returns once its commit record is written, before the
+    /// flush (`synchronous_commit = off`, this transaction only), and
+    /// releases its locks then; nothing it stored may be acknowledged
+    /// before the flusher has proved it durable (see the module's header).
+    Flusher,
+}
+
 /// A transaction that stores reports or flags and elects the winners of
 /// their keys, which it must lock with [`lock_keys`] before it reads or
 /// writes anything of those keys.
-/// - SQLite: `BEGIN IMMEDIATE`, as [`begin_write`]: one writer at a time.
+/// - SQLite: `BEGIN IMMEDIATE`, as [`begin_write`]: one writer at a time
+///   (`durability` is always at commit).
 /// - PostgreSQL: the writers' advisory lock, shared: any number of these
 ///   run at once, on every server, and wait only for [`begin_write`]'s.
-pub(crate) async fn begin_report(pool: &Pool<Any>, backend: Backend) -> Result<sqlx::Transaction<'static, Any>> {
+pub(crate) async fn begin_report(pool: &Pool<Any>, backend: Backend, durability: Durability) -> Result<sqlx::Transaction<'static, Any>> {
     match backend {
         Backend::Sqlite => Ok(pool.begin_with("BEGIN IMMEDIATE").await?),
         Backend::Postgres => {
             let mut tx = pool.begin().await?;
-            sqlx::query("SELECT pg_advisory_xact_lock_shared(7765) AS locked").fetch_one(&mut *tx).await?;
+            let text = match durability {
+                Durability::AtCommit => "SELECT pg_advisory_xact_lock_shared(7765) AS locked",
+                Durability::Flusher => {
+                    "SELECT pg_advisory_xact_lock_shared(7765) AS locked, set_config('synchronous_commit', 'off', true) AS durability"
+                }
+            };
+            sqlx::query(text).fetch_one(&mut *tx).await?;
             Ok(tx)
         }
     }
@@ -1024,7 +1148,7 @@ impl Db {
     ) -> Result<()> {
         let now = now_ms();
         let _w = self.write.lock().await;
-        let mut tx = begin_report(&self.pool, self.backend).await?;
+        let mut tx = begin_report(&self.pool, self.backend, Durability::AtCommit).await?;
         let locks: Vec<(&KernelKind, Level, &str)> =
             Level::STORED.iter().map(|&level| (kind, level, keys.key(level).unwrap_or_default())).collect();
         lock_keys(&mut tx, &locks).await?;
