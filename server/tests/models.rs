@@ -138,8 +138,8 @@ async fn the_store_is_served_with_etags_and_clear_404s() {
 }
 
 /// A GGUF decoder imported beside a BERT encoder: both listed with their
-/// task, the decoder's format-2 manifest and blobs served; latency reports
-/// and plans refuse it in one line.
+/// task, the decoder's format-2 manifest and blobs served, and its plan
+/// (a_decoder_reports_its_decode_step_latency_and_gets_a_plan has more).
 #[tokio::test]
 async fn a_decoder_is_listed_and_served_beside_an_encoder() {
     let store = Store::new(temp_dir("store"));
@@ -174,8 +174,7 @@ async fn a_decoder_is_listed_and_served_beside_an_encoder() {
         assert_eq!(body, std::fs::read(store.blob_path(m[key]["sha256"].as_str().unwrap()).unwrap()).unwrap());
     }
     let (st, _, body) = get(&app, "/v1/models/tiny-llama/plan?device_key=cpu-x", None).await;
-    assert_eq!(st, 422);
-    assert_eq!(error_of(&body), "model `tiny-llama` is a text-generation model; latency reports and plans cover encoders so far");
+    assert_eq!(st, 200, "{}", String::from_utf8_lossy(&body));
     // The decoder graph: derived from the manifest, the same JSON the
     // models crate makes; an encoder has none, an unknown name is a 404.
     let (st, _, body) = get(&app, "/v1/models/tiny-llama/graph", None).await;
@@ -375,5 +374,76 @@ async fn the_plan_follows_the_measured_latencies_per_device_class() {
     let (st, _, body) = get(&app, "/v1/models/tiny-bert/plan", None).await;
     assert_eq!(st, 400);
     assert!(error_of(&body).starts_with("device_key is required"));
+    let _ = std::fs::remove_dir_all(store.dir());
+}
+
+/// A decoder's decode-step latencies (batch 1, seq_len the position
+/// bucket) are stored and decide its plan like an encoder's; the plan lists
+/// the products of one decode step; a batch other than 1 or a bucket past
+/// the context is refused in one line.
+#[tokio::test]
+async fn a_decoder_reports_its_decode_step_latency_and_gets_a_plan() {
+    let store = Store::new(temp_dir("dec-plan-store"));
+    let gguf = temp_dir("dec-plan-gguf").join("tiny.gguf");
+    std::fs::write(&gguf, webtune_models::gguf_fixture::tiny_llama(true).bytes()).unwrap();
+    webtune_models::import(&gguf, Some("tiny-llama"), &store, &mut |_: &str| {}).unwrap();
+    let app = app(Some(store.dir().to_path_buf())).await; // quorum 2
+    let (s1, key) = session(&app, "H100 80GB HBM3").await;
+    let (s2, _) = session(&app, "H100 80GB HBM3").await;
+    let step = |sid: &str, target: &str, ms: f64| serde_json::json!({"session_id": sid, "target": target, "batch": 1, "seq_len": 64, "median_ms": ms, "runs": 5});
+    let plan_url = format!("/v1/models/tiny-llama/plan?device_key={key}&batch=1&seq_len=64");
+
+    let (st, _, body) = get(&app, &plan_url, None).await;
+    assert_eq!(st, 200, "{}", String::from_utf8_lossy(&body));
+    let p: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(p["target"], Value::Null);
+    assert!(p["reason"].as_str().unwrap().starts_with("no latency reports for tiny-llama at batch 1, seq_len 64"), "{p}");
+    // The products of one decode step, as the graph derives them, once each.
+    let (_, manifest) = store.manifest("tiny-llama").unwrap().unwrap();
+    let webtune_models::ModelManifest::Decoder(manifest) = manifest else { panic!("a decoder") };
+    let g = webtune_models::graph::graph_of(&manifest).unwrap();
+    let want: Vec<(String, Value)> = g.products(1).into_iter().map(|k| (k.op, serde_json::json!(k.shape))).collect();
+    let got: Vec<(String, Value)> =
+        p["kernels"].as_array().unwrap().iter().map(|k| (k["op"].as_str().unwrap().to_string(), k["shape"].clone())).collect();
+    assert_eq!(got, want);
+    let names: Vec<&str> = p["kernels"].as_array().unwrap().iter().map(|k| k["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"attn_qkv") && names.contains(&"ffn_down"), "{names:?}");
+    assert_eq!(p["layers"].as_u64(), Some(manifest.config.num_layers as u64));
+
+    for (sid, wasm, webgpu) in [(&s1, 20.0, 30.0), (&s2, 22.0, 40.0)] {
+        for (target, ms) in [("wasm", wasm), ("webgpu", webgpu)] {
+            let (st, v) = send(&app, "POST", "/v1/models/tiny-llama/latency", step(sid, target, ms)).await;
+            assert_eq!((st, v["device_key"].as_str()), (StatusCode::CREATED, Some(key.as_str())), "{v}");
+        }
+    }
+    let (_, _, body) = get(&app, &plan_url, None).await;
+    let p: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!((p["target"].as_str(), p["level"].as_str()), (Some("wasm"), Some("device")), "{p}");
+    assert_eq!(p["reason"], format!("wasm is faster at batch 1, seq_len 64 on device `{key}`: median 21.0 ms against 35.0 ms"));
+
+    let context = manifest.config.context_length;
+    for (extra, text) in [
+        (
+            serde_json::json!({"batch": 2}),
+            "batch must be 1 for the text-generation model `tiny-llama` (a decode step runs one sequence), got 2".to_string(),
+        ),
+        (
+            serde_json::json!({"seq_len": context + 1}),
+            format!(
+                "seq_len must be from 1 to the model's context_length {context} (the decode step's position bucket), got {}",
+                context + 1
+            ),
+        ),
+        (serde_json::json!({"seq_len": 0}), format!("seq_len must be from 1 to the model's context_length {context}")),
+    ] {
+        let mut b = step(&s1, "wasm", 10.0);
+        b.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let (st, v) = send(&app, "POST", "/v1/models/tiny-llama/latency", b).await;
+        assert_eq!(st, 422, "{extra}: {v}");
+        assert!(v["error"].as_str().unwrap().starts_with(&text), "{extra}: {v}");
+    }
+    let (st, _, body) = get(&app, &format!("/v1/models/tiny-llama/plan?device_key={key}&batch=3&seq_len=64"), None).await;
+    assert_eq!(st, 422);
+    assert!(error_of(&body).starts_with("batch must be 1"), "{}", error_of(&body));
     let _ = std::fs::remove_dir_all(store.dir());
 }

@@ -18,7 +18,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use webtune_models::{Manifest, ModelManifest, Store, is_blob_name, is_model_name};
+use webtune_models::{ModelManifest, Store, is_blob_name, is_model_name};
 
 use super::App;
 use super::error::{ApiError, ApiResult};
@@ -61,17 +61,6 @@ async fn read_manifest(app: &App, name: &str) -> ApiResult<(Vec<u8>, ModelManife
     let Some(store) = store(app) else { return Err(unknown_model(name)) };
     let n = name.to_string();
     blocking(move || store.manifest(&n)).await?.ok_or_else(|| unknown_model(name))
-}
-
-/// An encoder's manifest: latency reports and plans cover encoders so far.
-fn encoder(m: ModelManifest) -> ApiResult<Manifest> {
-    match m {
-        ModelManifest::Encoder(m) => Ok(m),
-        ModelManifest::Decoder(m) => Err(ApiError::unprocessable(format!(
-            "model `{}` is a {} model; latency reports and plans cover encoders so far",
-            m.name, m.task
-        ))),
-    }
 }
 
 /// `GET /v1/models`
@@ -203,7 +192,7 @@ pub async fn latency(
             format!("too many reports from this session; retry in {} s", wait.as_secs().max(1)),
         ));
     }
-    let m = encoder(read_manifest(&app, &name).await?.1)?;
+    let m = read_manifest(&app, &name).await?.1;
     let body = app.service.record_latency(&session, &m, req).await?;
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
@@ -224,7 +213,7 @@ pub async fn plan(
         .map_err(|e| ApiError::bad_request(format!("{}; expected ?device_key=KEY&batch=1&seq_len=128", e.body_text())))?;
     let device_key = q.device_key.unwrap_or_default();
     check_device_key(&device_key)?;
-    let m = encoder(read_manifest(&app, &name).await?.1)?;
+    let m = read_manifest(&app, &name).await?.1;
     let body = app.service.model_plan(&m, device_key, q.batch, q.seq_len).await?;
     Ok(([cors(), (header::CACHE_CONTROL, HeaderValue::from_static("no-cache"))], Json(body)).into_response())
 }

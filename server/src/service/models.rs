@@ -7,9 +7,16 @@
 //! the model's manifest, words the reason, and lists the matrix products of
 //! one layer with their best-kernel lookups. The edge reads the manifest
 //! from the model store and hands it here.
+//!
+//! A decoder (format 2) is measured per decode step: `batch` 1 (one
+//! sequence) and `seq_len` the position bucket the step ran at (the
+//! browser's `TextGenerator` reports powers of two from 64, capped by its
+//! context), at most the model's context; its plan lists the products of
+//! one decode step (`M` = 1, from the decoder graph), each once.
 
 use webtune_kernel_db::{DeviceKeys, NewModelLatency, Session};
-use webtune_models::Manifest;
+use webtune_models::graph::{DecoderGraph, Step, graph_of};
+use webtune_models::{DecoderManifest, ModelManifest};
 
 use super::protocol::{LatencyRequest, LatencyResponse, PlanKernel, PlanResponse};
 use super::{Error, MAX_KEY_LEN, MIN_RUNS, Result, Service};
@@ -19,7 +26,11 @@ pub const TARGETS: [(&str, &str); 2] = [("wasm", "wasm"), ("webgpu", "wgsl")];
 /// Largest batch a latency report or plan may name.
 pub const MAX_BATCH: u32 = 256;
 
-fn check_shape(m: &Manifest, batch: u32, seq_len: u32) -> Result<()> {
+fn check_shape(m: &ModelManifest, batch: u32, seq_len: u32) -> Result<()> {
+    let m = match m {
+        ModelManifest::Encoder(m) => m,
+        ModelManifest::Decoder(d) => return check_decoder_shape(d, batch, seq_len),
+    };
     if !(1..=MAX_BATCH).contains(&batch) {
         return Err(Error::unprocessable(format!("batch must be from 1 to {MAX_BATCH} texts, got {batch}")));
     }
@@ -30,6 +41,45 @@ fn check_shape(m: &Manifest, batch: u32, seq_len: u32) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// A decoder's step: one sequence, at a position bucket within its context.
+fn check_decoder_shape(m: &DecoderManifest, batch: u32, seq_len: u32) -> Result<()> {
+    if batch != 1 {
+        return Err(Error::unprocessable(format!(
+            "batch must be 1 for the text-generation model `{}` (a decode step runs one sequence), got {batch}",
+            m.name
+        )));
+    }
+    let context = u32::try_from(m.config.context_length).unwrap_or(u32::MAX);
+    if !(1..=context).contains(&seq_len) {
+        return Err(Error::unprocessable(format!(
+            "seq_len must be from 1 to the model's context_length {context} (the decode step's position bucket), got {seq_len}"
+        )));
+    }
+    Ok(())
+}
+
+/// The products of one decode step (`M` = 1) of `g`, each once, named by
+/// the weight of their first step without its block prefix (`attn_qkv`,
+/// `ffn_down`, `output`, ...), heaviest first.
+fn decode_products(g: &DecoderGraph) -> Vec<(String, String, Vec<u32>)> {
+    g.products(1)
+        .into_iter()
+        .map(|p| {
+            let name = g
+                .steps
+                .iter()
+                .find_map(|s| match s {
+                    Step::Matmul { kernel, weight, k, n, .. } if *kernel == p.op && [*k, *n] == p.shape[1..] => {
+                        Some(weight.rsplit('.').next().unwrap_or(weight).to_string())
+                    }
+                    _ => None,
+                })
+                .unwrap_or_else(|| p.op.clone());
+            (name, p.op, p.shape.to_vec())
+        })
+        .collect()
 }
 
 /// A plan's device key: required, and bounded.
@@ -45,7 +95,7 @@ pub fn check_device_key(device_key: &str) -> Result<()> {
 impl Service {
     /// Stores one model-level latency of `m` measured in `session` (the
     /// device keys come from the session).
-    pub async fn record_latency(&self, session: &Session, m: &Manifest, req: LatencyRequest) -> Result<LatencyResponse> {
+    pub async fn record_latency(&self, session: &Session, m: &ModelManifest, req: LatencyRequest) -> Result<LatencyResponse> {
         if !TARGETS.iter().any(|(t, _)| *t == req.target) {
             return Err(Error::unprocessable(format!("target must be `wasm` or `webgpu`, got `{}`", req.target)));
         }
@@ -62,10 +112,14 @@ impl Service {
                 MIN_RUNS, req.runs
             )));
         }
+        let (name, weights) = match m {
+            ModelManifest::Encoder(m) => (&m.name, &m.weights.sha256),
+            ModelManifest::Decoder(m) => (&m.name, &m.weights.sha256),
+        };
         let row = NewModelLatency {
             session_id: session.id.clone(),
-            model: m.name.clone(),
-            weights_sha256: m.weights.sha256.clone(),
+            model: name.clone(),
+            weights_sha256: weights.clone(),
             target: req.target,
             batch: req.batch.into(),
             seq_len: req.seq_len.into(),
@@ -78,11 +132,31 @@ impl Service {
 
     /// The plan of `m` for `device_key` at `batch` (default 1) and `seq_len`
     /// (default the model's limit, at most 128).
-    pub async fn model_plan(&self, m: &Manifest, device_key: String, batch: Option<u32>, seq_len: Option<u32>) -> Result<PlanResponse> {
+    pub async fn model_plan(
+        &self,
+        m: &ModelManifest,
+        device_key: String,
+        batch: Option<u32>,
+        seq_len: Option<u32>,
+    ) -> Result<PlanResponse> {
         check_device_key(&device_key)?;
         let batch = batch.unwrap_or(1);
-        let seq_len = seq_len.unwrap_or(m.max_seq_length.min(128));
+        let seq_len = seq_len.unwrap_or(m.max_seq_length().min(128));
         check_shape(m, batch, seq_len)?;
+        let (name, layers, products) = match m {
+            ModelManifest::Encoder(e) => {
+                let products = webtune_models::matmuls(&e.config, batch, seq_len)
+                    .ok_or_else(|| Error::unprocessable("batch × seq_len is too large"))?
+                    .into_iter()
+                    .map(|k| (k.name.to_string(), k.op.to_string(), k.shape))
+                    .collect();
+                (&e.name, e.config.num_hidden_layers, products)
+            }
+            ModelManifest::Decoder(d) => {
+                let g = graph_of(d).map_err(|e| Error::unprocessable(format!("model `{}`: {e}", d.name)))?;
+                (&d.name, d.config.num_layers, decode_products(&g))
+            }
+        };
         let keys = self.keys_of(&device_key).await?.unwrap_or_else(|| DeviceKeys {
             device_key: device_key.clone(),
             arch_key: String::new(),
@@ -90,7 +164,7 @@ impl Service {
             rho: String::new(),
         });
         let quorum = self.settings.policy.quorum;
-        let choice = self.db.model_choice(&m.name, batch.into(), seq_len.into(), &keys, quorum).await?;
+        let choice = self.db.model_choice(name, batch.into(), seq_len.into(), &keys, quorum).await?;
         let at = format!("batch {batch}, seq_len {seq_len}");
         let summary = choice.summary;
         let reason = match (&choice.target, choice.level, &choice.key) {
@@ -109,36 +183,34 @@ impl Service {
                     "not enough measurements at {at} on {} `{key}` ({}); each target needs reports from {quorum} session(s): POST /v1/models/{}/latency",
                     level.name(),
                     listed.join(", "),
-                    m.name
+                    name
                 )
             }
             _ => format!(
-                "no latency reports for {} at {at} from this device class yet: measure both targets and POST /v1/models/{}/latency",
-                m.name, m.name
+                "no latency reports for {name} at {at} from this device class yet: measure both targets and POST /v1/models/{name}/latency"
             ),
         };
-        let kernels = webtune_models::matmuls(&m.config, batch, seq_len)
-            .ok_or_else(|| Error::unprocessable("batch × seq_len is too large"))?
+        let kernels = products
             .into_iter()
-            .map(|k| {
-                let shape: Vec<String> = k.shape.iter().map(u32::to_string).collect();
+            .map(|(kname, op, kshape)| {
+                let shape: Vec<String> = kshape.iter().map(u32::to_string).collect();
                 let best = TARGETS
                     .iter()
                     .map(|(t, kt)| {
                         let url = format!(
                             "/v1/kernels/best?device_key={}&op={}&shape={}&target={kt}",
                             encode_query(&device_key),
-                            encode_query(k.op),
+                            encode_query(&op),
                             shape.join(",")
                         );
                         (t.to_string(), url)
                     })
                     .collect();
-                PlanKernel { name: k.name.to_string(), op: k.op.to_string(), shape: k.shape, best }
+                PlanKernel { name: kname, op, shape: kshape, best }
             })
             .collect();
         Ok(PlanResponse {
-            model: m.name.clone(),
+            model: name.clone(),
             device_key,
             batch,
             seq_len,
@@ -147,7 +219,7 @@ impl Service {
             level: choice.level,
             level_key: choice.key,
             targets: summary,
-            layers: m.config.num_hidden_layers,
+            layers,
             kernels,
         })
     }
