@@ -1,9 +1,13 @@
-// Tuning one op and shape: read the candidate queue one event at a time,
-// load each candidate in the background, then, in the app's idle slots,
-// generate its seeded inputs, check it against the current kernel and the
-// f64 reference, time both interleaved, and swap when the candidate is
-// faster beyond the measured noise. When the queue is drained, report the
-// top five with their tickets.
+// Tuning one op and shape: read the candidate queue (events ahead of use,
+// bytes when a candidate is taken), pick the next candidate (the fast
+// policy: a family sibling's winner first, then the lite space's order
+// re-ranked by a model of what this device measured; the legacy policy: the
+// server's order), load it in the background, then, in the app's idle
+// slots, generate its seeded inputs, check it against the current kernel
+// and the f64 reference, time both interleaved (a sequential test over the
+// pairs under the fast policy), and swap when the candidate is faster. When
+// the queue is drained, or the fast policy's expected gain is small, report
+// the top five with their tickets.
 //
 // Long on purpose: KernelTuner and the Evaluation it runs per candidate are one protocol, read best together.
 //
