@@ -326,6 +326,34 @@ fn duel<'a>(c: &'a str, i: &'a str, q: usize, policy: &VotePolicy, ev: &Evidence
     Ok(ratio < 1.0 - noise.max(policy.min_margin))
 }
 
+/// The kernel a key serves before it has an elected winner (issue 40): a
+/// provisional winner, read from the same running tallies and never
+/// stored, so elections (and with them every liar defence above) are
+/// unchanged; it only answers lookups where no elected winner does.
+///
+/// `standings` are the key's kernels in one space, `voters` the distinct
+/// sessions whose latest report ranked any kernel there. A kernel is
+/// provisional when no session flagged it at the key and a strict majority
+/// of the voters ranked it; of those, the one the most sessions ranked, then
+/// the most votes, then the smaller hash. So the first honest session's top
+/// kernel answers the second device of a class; a lone liar who came first
+/// answers only until one session disagrees with it (then no kernel has a
+/// majority and the caller falls back to its prediction), and the quorum's
+/// election replaces it either way. `None` with no voter, or no majority.
+pub fn provisional<'a>(standings: &'a [Standing], voters: usize) -> Option<&'a Standing> {
+    standings
+        .iter()
+        .filter(|t| t.flagged_by == 0 && t.sessions > 0 && 2 * t.sessions > voters)
+        .max_by(|a, b| a.sessions.cmp(&b.sessions).then(a.votes.cmp(&b.votes)).then(b.kernel_sha256.cmp(&a.kernel_sha256)))
+}
+
+/// How sure a lookup's answer is, from 0 to 1: a provisional winner's
+/// sessions over the quorum (below 1: at the quorum it would be elected).
+pub fn provisional_confidence(sessions: usize, policy: &VotePolicy) -> f64 {
+    let q = policy.quorum.max(1);
+    (sessions.min(q.saturating_sub(1)) as f64) / q as f64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -519,6 +547,70 @@ mod tests {
         assert!(near.iter().all(|n| standing(n).sessions < 45), "no near kernel has as many sessions as the liars");
         assert_eq!(elect(&t, Some("pushed"), &p).unwrap().kernel_sha256, "best");
         assert_eq!(elect(&t, Some("best"), &p).unwrap().kernel_sha256, "best");
+    }
+
+    #[test]
+    fn a_provisional_winner_needs_a_majority_of_the_first_sessions_and_no_flag() {
+        let st =
+            |sha: &str, votes: i64, sessions: usize, flagged_by: usize| Standing { kernel_sha256: sha.into(), votes, sessions, flagged_by };
+        let name = |s: Option<&Standing>| s.map(|s| s.kernel_sha256.clone());
+        // Nobody voted: nothing.
+        assert_eq!(name(provisional(&[], 0)), None);
+        // One session: its top kernel (5 votes) over the rest of its top 5.
+        let one = [st("a", 4, 1, 0), st("b", 5, 1, 0), st("c", 3, 1, 0)];
+        assert_eq!(name(provisional(&one, 1)), Some("b".into()));
+        // A liar came first, an honest session disagrees: no kernel has a
+        // strict majority, so no provisional winner (the caller predicts).
+        let split = [st("pushed", 5, 1, 0), st("best", 5, 1, 0), st("slow1", 4, 1, 0)];
+        assert_eq!(name(provisional(&split, 2)), None);
+        // Two of three sessions ranked `best`: it stands, though `pushed` has more votes.
+        let two = [st("pushed", 5, 1, 0), st("best", 9, 2, 0), st("near", 8, 2, 0)];
+        assert_eq!(name(provisional(&two, 3)), Some("best".into()));
+        // A flag at the key takes a kernel out, however many ranked it.
+        let flagged = [st("a", 10, 2, 1), st("b", 4, 2, 0)];
+        assert_eq!(name(provisional(&flagged, 2)), Some("b".into()));
+        // Ties: most votes, then the smaller hash (every engine agrees).
+        assert_eq!(name(provisional(&[st("y", 5, 1, 0), st("x", 5, 1, 0)], 1)), Some("x".into()));
+        // Confidence: sessions over the quorum, below 1.
+        let p = VotePolicy { quorum: 3, ..VotePolicy::default() };
+        assert_eq!(provisional_confidence(1, &p), 1.0 / 3.0);
+        assert_eq!(provisional_confidence(2, &p), 2.0 / 3.0);
+        assert_eq!(provisional_confidence(7, &p), 2.0 / 3.0);
+        assert_eq!(provisional_confidence(1, &VotePolicy { quorum: 1, ..p }), 0.0);
+    }
+
+    /// Issue 40's check that the provisional rule weakens no defence: it
+    /// reads the tallies and never the election, so on the 45% liar crowd
+    /// the elected winner is the same whatever it says; and before the
+    /// quorum, liars who came first hold the provisional seat only while
+    /// every voter is a liar.
+    #[test]
+    fn provisional_winners_leave_the_liar_defences_as_they_were() {
+        let p = VotePolicy { quorum: 3, ..VotePolicy::default() };
+        let liar = |i: usize| sessions(&format!("liar{i}-"), 1, &["pushed", "slow1", "slow2", "slow3", "slow4"], |_| 80.0);
+        let honest = |i: usize| sessions(&format!("h{i}-"), 1, &["best", "near1", "near2", "near3", "slow5"], |_| 100.0);
+        let voters = |b: &[(String, String, i64, f64)]| b.iter().map(|x| &x.0).collect::<std::collections::HashSet<_>>().len();
+        // A liar first: it holds the provisional seat alone (no quorum
+        // yet); the first honest session leaves no kernel a majority, the
+        // second gives `best` two sessions of three.
+        let mut b = liar(0);
+        let st = |b: &[(String, String, i64, f64)]| tallies(b).iter().map(Standing::from).collect::<Vec<_>>();
+        assert_eq!(provisional(&st(&b), voters(&b)).unwrap().kernel_sha256, "pushed");
+        b.extend(honest(0));
+        assert!(provisional(&st(&b), voters(&b)).is_none(), "one liar and one honest session: no majority");
+        b.extend(honest(1));
+        assert_eq!(provisional(&st(&b), voters(&b)).unwrap().kernel_sha256, "best");
+        // The election over the 45% liar crowd is untouched: `best` stays.
+        let mut crowd = Vec::new();
+        for i in 0..55 {
+            crowd.extend(honest(i));
+        }
+        for i in 0..45 {
+            crowd.extend(liar(i));
+        }
+        let t = tallies(&crowd);
+        assert_eq!(elect(&t, Some("best"), &p).unwrap().kernel_sha256, "best");
+        assert_eq!(provisional(&st(&crowd), voters(&crowd)).unwrap().kernel_sha256, "best");
     }
 
     #[test]

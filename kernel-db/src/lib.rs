@@ -99,10 +99,13 @@ use serde::Serialize;
 pub use bundles::Imported;
 pub use connect::Db;
 pub use dashboard::{DashboardCounts, DeviceGroup, FlagHour, HourCount, SeriesBucket, hour_of};
-pub use elect::{Ballot, Evidence, Standing, Step, TIME_WINDOW, Tally, VotePolicy, elect, elect_step, flag_excluded};
+pub use elect::{
+    Ballot, Evidence, Standing, Step, TIME_WINDOW, Tally, VotePolicy, elect, elect_step, flag_excluded, provisional, provisional_confidence,
+};
 pub use reports::{PlanSample, StatementPlan};
 pub use retention::Compacted;
 pub use types::*;
+pub use winners::Provisional;
 
 /// Why a database operation failed.
 #[derive(Debug, thiserror::Error)]

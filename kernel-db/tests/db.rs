@@ -151,6 +151,83 @@ async fn postgres_votes_and_fallback() {
     votes_and_fallback(postgres().await).await;
 }
 
+/// Issue 40: before the quorum, `Db::provisional` answers the kernel a
+/// strict majority of a key's sessions ranked (none flagged), along the
+/// device → arch → vendor walk, in the asker's space and thread limit; an
+/// election at the quorum stores the winner as before.
+async fn provisional_winners(db: Db) {
+    let policy = VotePolicy { quorum: 3, ..POLICY };
+    let (a, b, c, d) = (kernel(&db, 1).await, kernel(&db, 2).await, kernel(&db, 3).await, kernel(&db, 4).await);
+    let k1 = keys("v/a/d1/101", "v/a", "v");
+    let k2 = keys("v/a/d2/101", "v/a", "v");
+    assert_eq!(db.provisional(&kind(), &k1, "sp", None).await.unwrap(), None, "nobody voted");
+
+    // One session: its top kernel, at its device key, for its twins.
+    let s1 = session(&db, &k1).await;
+    db.record_report(&report(&s1, "sp", &[&a, &b]), &k1, &policy).await.unwrap();
+    assert!(db.best(&kind(), &k1, Some("sp")).await.unwrap().is_none(), "no quorum, no winner");
+    let p = db.provisional(&kind(), &k1, "sp", None).await.unwrap().unwrap();
+    assert_eq!((p.level, p.kernel_sha256.as_str(), p.sessions, p.voters, p.votes), (Level::Device, a.as_str(), 1, 1, 5));
+    assert_eq!(p.meta_json, "{\"n\":1}");
+    // Another device of the architecture: at the arch key. Another space: nothing.
+    let p = db.provisional(&kind(), &k2, "sp", None).await.unwrap().unwrap();
+    assert_eq!((p.level, p.level_key.as_str(), p.kernel_sha256.as_str()), (Level::Arch, "v/a", a.as_str()));
+    assert_eq!(db.provisional(&kind(), &k1, "other", None).await.unwrap(), None);
+
+    // A second session disagrees entirely: no majority anywhere.
+    let s2 = session(&db, &k1).await;
+    db.record_report(&report(&s2, "sp", &[&c, &d]), &k1, &policy).await.unwrap();
+    assert_eq!(db.provisional(&kind(), &k1, "sp", None).await.unwrap(), None);
+    // A third ranks c too: c has two of three sessions.
+    let s3 = session(&db, &k1).await;
+    db.record_report(&report(&s3, "sp", &[&c, &a]), &k1, &policy).await.unwrap();
+    // (a also has two sessions, and c two: c has more votes, 5 + 5 against 5 + 4.)
+    let p = db.provisional(&kind(), &k1, "sp", None).await.unwrap().unwrap();
+    assert_eq!((p.kernel_sha256.as_str(), p.sessions, p.voters), (c.as_str(), 2, 3));
+    // A flag at the key takes c out of the provisional seat.
+    db.flag(&c, &kind(), &k1, &s2, "provisional-flag", "server-check", &policy).await.unwrap();
+    let p = db.provisional(&kind(), &k1, "sp", None).await.unwrap().unwrap();
+    assert_eq!(p.kernel_sha256, a);
+
+    // The quorum elects: a fourth session ranks a, which has three sessions.
+    let s4 = session(&db, &k1).await;
+    let rec = db.record_report(&report(&s4, "sp", &[&a]), &k1, &policy).await.unwrap();
+    assert!(rec.winners.iter().any(|w| w.level == Level::Device && w.kernel_sha256 == a), "{:?}", rec.winners);
+    assert_eq!(db.best(&kind(), &k1, Some("sp")).await.unwrap().unwrap().winner.kernel_sha256, a);
+
+    // Threads: a kernel above the asker's limit is never provisional.
+    let k3 = keys("w/b/d/101", "w/b", "w");
+    let threaded = {
+        let bytes = vec![0, 97, 115, 109, 99];
+        let sha = webtune_kernel_db::sha256_hex(&bytes);
+        db.put_kernel(&webtune_kernel_db::NewKernel {
+            sha256: sha.clone(),
+            kind: kind(),
+            schedule_json: "{}".into(),
+            meta_json: "{\"threads\":4}".into(),
+            bytes,
+        })
+        .await
+        .unwrap();
+        sha
+    };
+    let s5 = session(&db, &k3).await;
+    db.record_report(&report(&s5, "sp", &[&threaded, &b]), &k3, &policy).await.unwrap();
+    assert_eq!(db.provisional(&kind(), &k3, "sp", Some(4)).await.unwrap().unwrap().kernel_sha256, threaded);
+    assert_eq!(db.provisional(&kind(), &k3, "sp", Some(1)).await.unwrap().unwrap().kernel_sha256, b);
+}
+
+#[tokio::test]
+async fn sqlite_provisional_winners() {
+    provisional_winners(sqlite().await).await;
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
+async fn postgres_provisional_winners() {
+    provisional_winners(postgres().await).await;
+}
+
 #[tokio::test]
 async fn sqlite_file_is_created_in_wal_mode_and_reopens() {
     let dir = std::env::temp_dir().join(format!("webtune-kdb-{}", random_id().unwrap()));

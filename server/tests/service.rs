@@ -24,11 +24,15 @@ async fn scenario(db_url: String) {
     let op = Op::parse(OP, SHAPE).unwrap();
     let fp = gpu_fingerprint("NVIDIA", "hopper", "H100 80GB HBM3");
 
-    // A fresh server answers with the portable default.
+    // A fresh server answers with the kernel the device's lite space predicts.
     let (s1, v1) = open_session(&http, &srv.url, &fp).await;
     let key = v1["device_key"].as_str().unwrap().to_string();
     let b = best(&http, &srv.url, &key, OP, SHAPE, TARGET).await;
-    assert_eq!(b["level"], "default", "{b}");
+    assert_eq!(
+        (b["level"].as_str(), b["source"].as_str(), b["confidence"].as_f64()),
+        (Some("default"), Some("predicted"), Some(0.0)),
+        "{b}"
+    );
     let default_sha = b["meta"]["sha256"].as_str().unwrap().to_string();
 
     // The kernel is served content-addressed, immutable, with an ETag.
@@ -52,8 +56,15 @@ async fn scenario(db_url: String) {
     let (x, y) = (q1[1]["sha256"].as_str().unwrap().to_string(), q1[2]["sha256"].as_str().unwrap().to_string());
     let (st, body) = report(&http, &srv.url, &s1, &op, TARGET, vec![entry(&op, &q1[1], 10.0), entry(&op, &q1[2], 20.0)]).await;
     assert_eq!(st, 200, "{body}");
-    // One session is below the quorum of 2: still the default.
-    assert_eq!(best(&http, &srv.url, &key, OP, SHAPE, TARGET).await["level"], "default");
+    // One session is below the quorum of 2: its fastest kernel answers
+    // provisionally, at its key, with half the quorum's confidence.
+    let b = best(&http, &srv.url, &key, OP, SHAPE, TARGET).await;
+    assert_eq!(
+        (b["level"].as_str(), b["source"].as_str(), b["meta"]["sha256"].as_str()),
+        (Some("device"), Some("provisional"), Some(x.as_str())),
+        "{b}"
+    );
+    assert_eq!((b["confidence"].as_f64(), b["reports"].as_i64()), (Some(0.5), Some(1)), "{b}");
 
     // A replayed report is refused; nothing changes.
     let (st, body) = report(&http, &srv.url, &s1, &op, TARGET, vec![entry(&op, &q1[1], 1.0)]).await;
@@ -69,6 +80,7 @@ async fn scenario(db_url: String) {
     let b = best(&http, &srv.url, &key, OP, SHAPE, TARGET).await;
     assert_eq!(b["level"], "device", "{b}");
     assert_eq!(b["meta"]["sha256"], x.as_str());
+    assert_eq!((b["source"].as_str(), b["confidence"].as_f64()), (Some("elected"), Some(1.0)), "the quorum elected it: {b}");
 
     // A third device of the same key gets X on its first request.
     let (_, v3) = open_session(&http, &srv.url, &fp).await;
@@ -87,10 +99,13 @@ async fn scenario(db_url: String) {
     assert_eq!((b["level"].as_str(), b["meta"]["sha256"].as_str()), (Some("vendor"), Some(x.as_str())), "{b}");
     let (_, vo) = open_session(&http, &srv.url, &gpu_fingerprint("AMD", "rdna-3", "7900")).await;
     let b = best(&http, &srv.url, vo["device_key"].as_str().unwrap(), OP, SHAPE, TARGET).await;
-    assert_eq!(b["level"], "default", "{b}");
+    assert_eq!((b["level"].as_str(), b["source"].as_str()), (Some("default"), Some("predicted")), "{b}");
     // A device key the server never saw still answers, with the default.
     let b = best(&http, &srv.url, "nobody/knows/this", OP, SHAPE, TARGET).await;
     assert_eq!(b["level"], "default");
+    // Without a device key: the portable default.
+    let b = best(&http, &srv.url, "", OP, SHAPE, TARGET).await;
+    assert_eq!((b["level"].as_str(), b["source"].as_str()), (Some("default"), Some("portable")), "{b}");
 
     // The winner follows the votes: three more devices find Y clearly faster.
     for i in 0..3 {
@@ -243,4 +258,84 @@ async fn f16_ops_are_kernels_of_their_own() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
+}
+
+/// Issue 37: with no crowd data, a device class's first answer is the first
+/// candidate of its own lite space (its queue's first on a fresh database)
+/// that every device of its key can load, per class, on WebGPU and on Wasm;
+/// compiled once and stored like any other kernel; the portable default
+/// only on `--first-answer portable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_device_class_gets_the_kernel_its_lite_space_predicts() {
+    let srv = Server::start(&sqlite_url(), &["--quorum", "2"]);
+    let http = client();
+    // The queue's first candidate that needs no subgroups (a fresh
+    // database has no winners, so the queue is the lite space in order).
+    let first_loadable = |q: &[Value]| -> String {
+        q.iter().find(|c| c["meta"]["min_subgroup_size"].is_null()).expect("a candidate without subgroups")["sha256"]
+            .as_str()
+            .unwrap()
+            .into()
+    };
+    let mut predicted = std::collections::BTreeMap::new();
+    for (name, fp, op, shape) in [
+        ("h100", gpu_fingerprint("NVIDIA", "hopper", "H100 80GB HBM3"), "matmul", "128,256,256"),
+        ("rdna3", gpu_fingerprint("AMD", "rdna-3", "7900"), "matmul", "128,256,256"),
+        // The H100's q4 matrix-vector space leads with a subgroup kernel,
+        // which a browser without `subgroups` cannot load: its twin answers.
+        ("h100-q4", gpu_fingerprint("NVIDIA", "hopper", "H100 80GB HBM3"), "matmul_q4", "1,1024,256"),
+    ] {
+        let (s, v) = open_session(&http, &srv.url, &fp).await;
+        let key = v["device_key"].as_str().unwrap();
+        let b = best(&http, &srv.url, key, op, shape, "wgsl").await;
+        assert_eq!((b["level"].as_str(), b["source"].as_str()), (Some("default"), Some("predicted")), "{name}: {b}");
+        let q = queue(&http, &srv.url, &s, op, shape, "wgsl").await;
+        let sha = b["meta"]["sha256"].as_str().unwrap().to_string();
+        assert_eq!(sha, first_loadable(&q), "{name}: not the lite space's first loadable candidate");
+        if name == "h100-q4" {
+            assert!(!q[0]["meta"]["min_subgroup_size"].is_null(), "the q4 space no longer leads with a subgroup kernel: {}", q[0]["meta"]);
+        }
+        let text = http.get(format!("{}{}", srv.url, b["url"].as_str().unwrap())).send().await.unwrap().text().await.unwrap();
+        assert!(!text.contains("enable subgroups"), "{name}: the prediction needs subgroups");
+        webtune_compiler::wgsl::validate(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        // Asked again (another device of the class): the same kernel.
+        assert_eq!(best(&http, &srv.url, key, op, shape, "wgsl").await["meta"]["sha256"], sha.as_str());
+        predicted.insert(name, sha);
+    }
+    assert_ne!(predicted["h100"], predicted["rdna3"], "two architectures whose spaces differ get different first kernels");
+
+    // Wasm: relaxed SIMD only where the key has it, threads only where it runs them.
+    let cpu = |relaxed: bool, threads: bool| {
+        json!({"target": "wasm", "hardwareConcurrency": 4, "simd": true, "relaxedSimd": relaxed, "threads": threads,
+               "cpuArchitecture": "x86", "os": "Linux", "browser": {"name": "Chrome", "version": "131.0"}})
+    };
+    let (op, shape) = ("matmul", "64,256,256");
+    for (relaxed, threads) in [(false, false), (true, false), (true, true)] {
+        let (s, v) = open_session(&http, &srv.url, &cpu(relaxed, threads)).await;
+        let key = v["device_key"].as_str().unwrap();
+        let b = best(&http, &srv.url, key, op, shape, "wasm").await;
+        assert_eq!(b["source"], "predicted", "{key}: {b}");
+        let q = queue(&http, &srv.url, &s, op, shape, "wasm").await;
+        assert_eq!(b["meta"]["sha256"], q[0]["sha256"], "{key}: not its lite space's first candidate");
+        let threads_used = b["meta"]["threads"].as_u64().unwrap_or(1);
+        assert!(threads || threads_used == 1, "{key}: {threads_used} threads for a client without threads");
+        let bytes = http.get(format!("{}{}", srv.url, b["url"].as_str().unwrap())).send().await.unwrap().bytes().await.unwrap();
+        let mut features = wasmparser::WasmFeatures::WASM2;
+        if relaxed {
+            features |= wasmparser::WasmFeatures::RELAXED_SIMD;
+        }
+        if threads_used > 1 {
+            features |= wasmparser::WasmFeatures::THREADS;
+        }
+        wasmparser::Validator::new_with_features(features)
+            .validate_all(&bytes)
+            .unwrap_or_else(|e| panic!("{key}: the prediction does not load with this client's features: {e}"));
+    }
+
+    // The old answer, on request: the portable default for everyone.
+    let old = Server::start(&sqlite_url(), &["--first-answer", "portable"]);
+    let (_, v) = open_session(&http, &old.url, &gpu_fingerprint("NVIDIA", "hopper", "H100 80GB HBM3")).await;
+    let b = best(&http, &old.url, v["device_key"].as_str().unwrap(), "matmul", "128,256,256", "wgsl").await;
+    let portable = best(&http, &old.url, "", "matmul", "128,256,256", "wgsl").await;
+    assert_eq!((b["source"].as_str(), &b["meta"]["sha256"]), (Some("portable"), &portable["meta"]["sha256"]), "{b}");
 }

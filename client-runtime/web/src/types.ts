@@ -43,6 +43,12 @@ export interface BestResponse {
   votes: number;
   reports: number;
   space_checksum?: string;
+  /** How the kernel was chosen: a winner the quorum `elected`, a `provisional`
+   * one (what the key's first sessions agree on, before the quorum), the kernel
+   * the device's lite space `predicted`, or the `portable` default (no device key). */
+  source?: 'elected' | 'provisional' | 'predicted' | 'portable';
+  /** 1 for an elected winner, sessions / quorum for a provisional one, else 0. */
+  confidence?: number;
 }
 
 /** One `candidate` event of the queue. `seed` is kept exact as a BigInt. */

@@ -59,6 +59,9 @@ pub struct ServeArgs {
     /// An origin (`https://app.example`) whose pages may call the API; repeatable; `*` for any. Default: none beyond the server's own.
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
+    /// What a best-kernel lookup answers before a quorum elected a winner: `provisional` (what a majority of the key's first sessions ranked, else the prediction), `predicted` (the first candidate of the device's lite space) or `portable` (the portable default, as before).
+    #[arg(long, default_value = "provisional")]
+    pub first_answer: crate::service::FirstAnswer,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
@@ -96,6 +99,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             total: a.max_connections,
         },
         cors,
+        first_answer: a.first_answer,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(crate::http::serve(a.addr, &a.store.database_url, config))

@@ -24,6 +24,8 @@ pub struct Config {
     pub connections: conn::ConnLimits,
     /// Origins other than the server's own whose pages may call the API.
     pub cors: cors::Origins,
+    /// What a lookup answers before a quorum elected a winner.
+    pub first_answer: crate::service::FirstAnswer,
 }
 
 impl Default for Config {
@@ -35,6 +37,7 @@ impl Default for Config {
             models_dir: None,
             connections: conn::ConnLimits::default(),
             cors: cors::Origins::default(),
+            first_answer: crate::service::FirstAnswer::default(),
         }
     }
 }
@@ -63,7 +66,12 @@ impl App {
     /// Starts the service (connects to and migrates the database, loads the
     /// ticket secret) and the edge's limits.
     pub async fn new(database_url: &str, config: Config) -> anyhow::Result<Arc<App>> {
-        let settings = Settings { policy: config.policy, cache_ttl: config.cache_ttl, models_dir: config.models_dir.clone() };
+        let settings = Settings {
+            policy: config.policy,
+            cache_ttl: config.cache_ttl,
+            models_dir: config.models_dir.clone(),
+            first_answer: config.first_answer,
+        };
         let service = Service::new(database_url, settings).await?;
         Ok(Arc::new(App {
             service,

@@ -388,6 +388,13 @@ pub async fn metrics(State(app): State<Arc<App>>) -> ApiResult<Response> {
     for (i, level) in ["device", "arch", "vendor", "default"].iter().enumerate() {
         let _ = writeln!(t, "webtune_best_lookups_total{{level=\"{level}\"}} {}", m.best[i].load(Ordering::Relaxed));
     }
+    let _ = writeln!(
+        t,
+        "# HELP webtune_best_lookups_by_source_total Best-kernel lookups computed, by where the answer came from.\n# TYPE webtune_best_lookups_by_source_total counter"
+    );
+    for (i, source) in ["elected", "provisional", "predicted", "portable"].iter().enumerate() {
+        let _ = writeln!(t, "webtune_best_lookups_by_source_total{{source=\"{source}\"}} {}", m.best_by_source[i].load(Ordering::Relaxed));
+    }
     let _ = writeln!(t, "# HELP webtune_db_rows Rows in each table of the kernel database.\n# TYPE webtune_db_rows gauge");
     for (table, n) in [
         ("devices", stats.devices),

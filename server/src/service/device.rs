@@ -114,6 +114,29 @@ pub fn extended(exploit: &[Schedule], space: &Space) -> Vec<(&'static str, Sched
     webtune_tuner::extended_space(exploit, space).into_iter().map(|(src, s)| (src.name(), s)).collect()
 }
 
+/// The kernel a device class gets before anyone voted (issue 37): the
+/// first schedule of its lite `space` (the tuner's best guess, in the
+/// space's order) that every device with these keys can load. A key does
+/// not say whether the browser grants the `subgroups` feature, so no
+/// subgroup candidate (each has its workgroup-memory twin right after it
+/// in the space); relaxed SIMD only where the key's SIMD class has it, and
+/// no more threads than the key allows (the space already holds to both;
+/// checked again here). The portable default where nothing qualifies.
+pub fn predicted(op: &Op, target: Target, keys: &DeviceKeys, space: &Space) -> Schedule {
+    let device = Device::from_keys(&from_db(keys));
+    space
+        .schedules
+        .iter()
+        .find(|s| {
+            !s.subgroup_reduce
+                && (!s.relaxed_simd || (target == Target::Wasm && device.simd.relaxed()))
+                && s.threads.max(1) <= device.threads
+                && s.check(op, target).is_ok()
+        })
+        .cloned()
+        .unwrap_or_else(|| Schedule::default_for(op, target))
+}
+
 /// Threads a kernel for this device may use (1 unless the key says the
 /// client runs Wasm threads): a winner voted by a threaded client of the
 /// same architecture must not answer one that cannot run it.

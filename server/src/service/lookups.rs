@@ -1,23 +1,32 @@
-//! Lookups: the best known kernel for a device key (cached, and answered
-//! with the portable default when no winner fits), kernel bytes by hash,
-//! and the ρ microbenchmark's kernel pairs.
+//! Lookups: the best known kernel for a device key (cached), kernel bytes
+//! by hash, and the ρ microbenchmark's kernel pairs.
 //!
 //! Which winner answers is kernel-db's rule ([`webtune_kernel_db::Db::best`]:
 //! the device → arch → vendor walk, a winner fitting the asker's candidate
 //! space and thread count); this room adds the space and the thread limit
-//! the asker's keys imply, the cache, and the default.
+//! the asker's keys imply, the cache, and what answers where no elected
+//! winner fits ([`super::FirstAnswer`]): a provisional winner of the key's
+//! first sessions ([`webtune_kernel_db::Db::provisional`], issue 40), else
+//! the first candidate the device's lite space predicts
+//! ([`device::predicted`], issue 37); the portable default only for a
+//! lookup without a device key. The answer's `source` and `confidence` say
+//! which. A provisional answer changes with reports that change no seat:
+//! a report at a key with an empty seat empties this server's cache too
+//! (`reports`), and other servers see it within the TTL.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::Bytes;
-use webtune_compiler::{Schedule, Target};
-use webtune_kernel_db::Level;
+use webtune_compiler::{Op, Schedule, Target};
 use webtune_kernel_db::fallback::Fit;
+use webtune_kernel_db::{DeviceKeys, KernelKind, Level, provisional_confidence};
 use webtune_tuner::{RHO_MARGIN, rho_primitives, rho_version};
 
-use super::protocol::{BestResponse, RhoKernel, RhoPair, RhoResponse};
-use super::{Error, MAX_KEY_LEN, Result, Service, cache_insert, device, kernel_url, kind_of, parse_kind, parse_shape};
+use super::protocol::{BestResponse, RhoKernel, RhoPair, RhoResponse, Source};
+use super::{
+    Compiled, Error, FirstAnswer, MAX_KEY_LEN, Result, Service, cache_insert, device, kernel_url, kind_of, parse_kind, parse_shape,
+};
 
 /// One best-kernel lookup, as asked (validated here).
 #[derive(Clone, Debug)]
@@ -50,36 +59,11 @@ impl Service {
         let (op, target) = parse_kind(q.op, &parse_shape(q.shape)?, q.target)?;
         let kind = kind_of(&op, target);
         let keys = if q.device_key.is_empty() { None } else { self.keys_of(q.device_key).await? };
-        let mut answer = None;
-        if let Some(keys) = &keys {
-            let space = device::space_for(&op, target, keys);
-            let fit = Fit { space_checksum: Some(&space.checksum), max_threads: Some(device::max_threads(keys)) };
-            if let Some(b) = self.db.best(&kind, keys, fit).await? {
-                let meta: serde_json::Value = serde_json::from_str(&b.meta_json).map_err(Error::internal)?;
-                answer = Some(BestResponse {
-                    level: b.winner.level,
-                    level_key: Some(b.winner.level_key),
-                    meta,
-                    url: kernel_url(&b.winner.kernel_sha256),
-                    votes: b.winner.votes,
-                    reports: b.winner.reports,
-                    space_checksum: Some(b.winner.space_checksum),
-                });
-            }
-        }
-        let answer = match answer {
-            Some(a) => a,
+        let answer = match &keys {
+            Some(keys) => self.first_fitting(&op, target, &kind, keys).await?,
             None => {
                 let c = self.compile_and_store(&op, target, &Schedule::default_for(&op, target)).await?;
-                BestResponse {
-                    level: Level::Default,
-                    level_key: None,
-                    meta: c.meta.clone(),
-                    url: kernel_url(&c.sha256),
-                    votes: 0,
-                    reports: 0,
-                    space_checksum: None,
-                }
+                unvoted(&c, Source::Portable)
             }
         };
         let i = match answer.level {
@@ -89,6 +73,7 @@ impl Service {
             Level::Default => 3,
         };
         self.metrics.best[i].fetch_add(1, Ordering::Relaxed);
+        self.metrics.best_by_source[answer.source as usize].fetch_add(1, Ordering::Relaxed);
         let body = Bytes::from(serde_json::to_vec(&answer).map_err(Error::internal)?);
         cache_insert(
             &mut self.best_cache.write().unwrap_or_else(|p| p.into_inner()),
@@ -96,6 +81,55 @@ impl Service {
             (generation, Instant::now(), body.clone()),
         );
         Ok(body)
+    }
+
+    /// The answer for a device with `keys`, most trusted first: the elected
+    /// winner along the fallback walk that fits its space and threads; else
+    /// (with [`FirstAnswer::Provisional`]) the provisional winner of the
+    /// key's first sessions along the same walk; else (unless
+    /// [`FirstAnswer::Portable`]) the kernel its lite space predicts,
+    /// compiled once per schedule and stored like every other kernel.
+    async fn first_fitting(&self, op: &Op, target: Target, kind: &KernelKind, keys: &DeviceKeys) -> Result<BestResponse> {
+        let space = device::space_for(op, target, keys);
+        let max_threads = device::max_threads(keys);
+        let fit = Fit { space_checksum: Some(&space.checksum), max_threads: Some(max_threads) };
+        if let Some(b) = self.db.best(kind, keys, fit).await? {
+            let meta: serde_json::Value = serde_json::from_str(&b.meta_json).map_err(Error::internal)?;
+            return Ok(BestResponse {
+                level: b.winner.level,
+                level_key: Some(b.winner.level_key),
+                meta,
+                url: kernel_url(&b.winner.kernel_sha256),
+                votes: b.winner.votes,
+                reports: b.winner.reports,
+                space_checksum: Some(b.winner.space_checksum),
+                source: Source::Elected,
+                confidence: 1.0,
+            });
+        }
+        let first = self.settings.first_answer;
+        if first == FirstAnswer::Provisional
+            && let Some(p) = self.db.provisional(kind, keys, &space.checksum, Some(max_threads)).await?
+        {
+            let meta: serde_json::Value = serde_json::from_str(&p.meta_json).map_err(Error::internal)?;
+            return Ok(BestResponse {
+                level: p.level,
+                level_key: Some(p.level_key),
+                meta,
+                url: kernel_url(&p.kernel_sha256),
+                votes: p.votes,
+                reports: p.sessions as i64,
+                space_checksum: Some(space.checksum.clone()),
+                source: Source::Provisional,
+                confidence: provisional_confidence(p.sessions, &self.settings.policy),
+            });
+        }
+        let (schedule, source) = match first {
+            FirstAnswer::Portable => (Schedule::default_for(op, target), Source::Portable),
+            _ => (device::predicted(op, target, keys, &space), Source::Predicted),
+        };
+        let c = self.compile_and_store(op, target, &schedule).await?;
+        Ok(unvoted(&c, source))
     }
 
     /// Whether a kernel with this hash is stored (content-addressed: a
@@ -131,5 +165,20 @@ impl Service {
             });
         }
         Ok(RhoResponse { version: rho_version(target), margin: RHO_MARGIN, pairs })
+    }
+}
+
+/// An answer nobody voted for: the fallback's last level.
+fn unvoted(c: &Compiled, source: Source) -> BestResponse {
+    BestResponse {
+        level: Level::Default,
+        level_key: None,
+        meta: c.meta.clone(),
+        url: kernel_url(&c.sha256),
+        votes: 0,
+        reports: 0,
+        space_checksum: None,
+        source,
+        confidence: 0.0,
     }
 }

@@ -80,6 +80,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub struct Metrics {
     pub sessions: AtomicU64,
     pub best: [AtomicU64; 4],
+    /// Lookups computed, by `protocol::Source` (elected, provisional, predicted, portable).
+    pub best_by_source: [AtomicU64; 4],
     pub best_cache_hits: AtomicU64,
     pub reports_accepted: AtomicU64,
     pub reports_rejected: AtomicU64,
@@ -108,6 +110,36 @@ pub struct Settings {
     pub cache_ttl: std::time::Duration,
     /// The model store served at `/v1/models`; `None` serves no models.
     pub models_dir: Option<std::path::PathBuf>,
+    /// What a lookup answers where no elected winner fits.
+    pub first_answer: FirstAnswer,
+}
+
+/// What a best-kernel lookup with a device key answers before a quorum has
+/// elected a winner for it (issues 37 and 40); the default is the last.
+/// A lookup without a device key always gets the portable default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FirstAnswer {
+    /// The portable default schedule, whatever the device (before issue 37).
+    Portable,
+    /// The first candidate of the lite space the device's keys imply
+    /// ([`device::predicted`]).
+    Predicted,
+    /// A provisional winner where the key's first sessions agree
+    /// (`webtune_kernel_db::provisional`), else the prediction.
+    #[default]
+    Provisional,
+}
+
+impl std::str::FromStr for FirstAnswer {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<FirstAnswer, String> {
+        match s {
+            "portable" => Ok(FirstAnswer::Portable),
+            "predicted" => Ok(FirstAnswer::Predicted),
+            "provisional" => Ok(FirstAnswer::Provisional),
+            _ => Err(format!("unknown first answer `{s}`: give portable, predicted or provisional")),
+        }
+    }
 }
 
 /// A kernel compiled and stored by this server.

@@ -67,6 +67,34 @@ pub struct BestResponse {
     /// Checksum of the candidate space the winner was voted in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub space_checksum: Option<String>,
+    /// How the kernel was chosen: `elected`, `provisional`, `predicted` or `portable`.
+    #[serde(default)]
+    pub source: Source,
+    /// How sure the answer is, from 0 to 1: 1 for an elected winner; for a
+    /// provisional one, the sessions that ranked it over the quorum (below
+    /// 1); 0 for a prediction or the portable default.
+    #[serde(default)]
+    pub confidence: f64,
+}
+
+/// Where a best-kernel answer came from, most trusted first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// A winner a quorum of sessions elected at `level`.
+    Elected,
+    /// Before the quorum: the kernel a strict majority of the key's first
+    /// sessions ranked (none flagged it), never stored; the quorum's
+    /// election replaces it.
+    Provisional,
+    /// Nobody voted for this device class yet: the first candidate of the
+    /// lite space its keys imply, restricted to what every device of the
+    /// key can load (no subgroups, relaxed SIMD and threads only where the
+    /// key says so). `level` is `default`.
+    Predicted,
+    /// No device key was given: the portable default schedule.
+    #[default]
+    Portable,
 }
 
 /// One Server-Sent Event `candidate` of the queue.

@@ -133,8 +133,10 @@ impl Service {
         // Cached lookups are forgotten at once only when a seat changed hands;
         // their vote and report counts may lag by the cache's TTL. (Forgetting
         // them on every report sent every lookup to the database while reports
-        // flowed.)
-        if rec.seats_changed {
+        // flowed.) A report at a key with an empty seat (fewer than three
+        // winners: device, arch, vendor) may move its provisional answer, so
+        // it empties the cache too, until the quorum fills the seats.
+        if rec.seats_changed || (self.settings.first_answer == super::FirstAnswer::Provisional && rec.winners.len() < 3) {
             self.generation.fetch_add(1, Ordering::Release);
         }
         self.metrics.measurements_accepted.fetch_add(n as u64, Ordering::Relaxed);
