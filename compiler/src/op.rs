@@ -49,10 +49,10 @@ pub enum OpKind {
     /// pairs, shape `M,K,N`, `K` even and `N % 4 == 0` (see [`Op::args`]).
     MatmulI16,
     /// GGUF Q4_1: `C[M,N] = A[M,K] · (D·q + Mn)ᵀ`, shape `M,K,N`,
-    /// `K % 32 == 0`, Wasm only (see [`Op::args`]).
+    /// `K % 32 == 0` (see [`Op::args`]).
     MatmulQ4_1,
     /// GGUF Q8_0: `C[M,N] = A[M,K] · (D·q)ᵀ` on signed bytes, shape `M,K,N`,
-    /// `K % 32 == 0`, Wasm only (see [`Op::args`]).
+    /// `K % 32 == 0` (see [`Op::args`]).
     MatmulQ8_0,
 }
 
@@ -72,14 +72,15 @@ impl OpKind {
     }
 
     /// Whether the compiler has kernels of this op for `target`:
-    /// `matmul_i16` is Wasm only (WGSL has no 16-bit integer dot product),
-    /// and so, for now, are `matmul_q4_1` and `matmul_q8_0`.
+    /// `matmul_i16` is Wasm only (WGSL has no 16-bit integer dot product).
     pub fn runs_on(self, target: crate::Target) -> bool {
-        !self.wasm_only() || target == crate::Target::Wasm
+        self != OpKind::MatmulI16 || target == crate::Target::Wasm
     }
 
-    fn wasm_only(self) -> bool {
-        matches!(self, OpKind::MatmulI16 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0)
+    /// Whether the op has an `+f16` form: matmul, batch_matmul and
+    /// matmul_q4 do; matmul_i16, matmul_q4_1 and matmul_q8_0 do not.
+    pub fn has_f16(self) -> bool {
+        !matches!(self, OpKind::MatmulI16 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0)
     }
 
     /// The ops over GGUF-style blocks of 32 weights with per-block scales
@@ -87,6 +88,16 @@ impl OpKind {
     /// and they take no epilogue.
     pub fn block_quantized(self) -> bool {
         matches!(self, OpKind::MatmulQ4 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0)
+    }
+
+    /// Values of K in one packed `u32` word of W: 8 nibbles (`matmul_q4`,
+    /// `matmul_q4_1`), 4 signed bytes (`matmul_q8_0`); 1 for the other ops.
+    pub fn values_per_word(self) -> u32 {
+        match self {
+            OpKind::MatmulQ4 | OpKind::MatmulQ4_1 => 8,
+            OpKind::MatmulQ8_0 => 4,
+            _ => 1,
+        }
     }
 
     /// Names of the shape's dimensions, in the order the shape lists them.
@@ -213,7 +224,7 @@ pub fn parse_name(name: &str) -> Result<(OpKind, Epilogue, Dtype), OpError> {
     if !e.is_none() && base.block_quantized() {
         return Err(OpError::NoEpilogue(base));
     }
-    if dtype == Dtype::F16 && base.wasm_only() {
+    if dtype == Dtype::F16 && !base.has_f16() {
         return Err(OpError::NoF16(base));
     }
     Ok((base, e, dtype))
@@ -327,7 +338,7 @@ impl Op {
     pub fn with_dtype(self, dtype: Dtype) -> Result<Op, OpError> {
         match dtype {
             Dtype::U32 => Err(OpError::BadDtype("u32".into())),
-            Dtype::F16 if self.kind.wasm_only() => Err(OpError::NoF16(self.kind)),
+            Dtype::F16 if !self.kind.has_f16() => Err(OpError::NoF16(self.kind)),
             Dtype::F32 | Dtype::F16 => Ok(Op { dtype, ..self }),
         }
     }
@@ -664,7 +675,7 @@ mod tests {
         );
         for kind in [OpKind::MatmulQ4_1, OpKind::MatmulQ8_0] {
             assert_eq!(kind.name().parse::<OpKind>().unwrap(), kind);
-            assert!(kind.runs_on(crate::Target::Wasm) && !kind.runs_on(crate::Target::Wgsl));
+            assert!(kind.runs_on(crate::Target::Wasm) && kind.runs_on(crate::Target::Wgsl));
             assert_eq!(Op::parse(kind.name(), "1,48,2"), Err(OpError::BlockK(kind, 48)));
             assert_eq!(Op::parse(&format!("{kind}+bias"), "1,32,2"), Err(OpError::NoEpilogue(kind)));
             assert_eq!(Op::parse(&format!("{kind}+f16"), "1,32,2"), Err(OpError::NoF16(kind)));

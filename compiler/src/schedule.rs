@@ -360,7 +360,7 @@ impl Schedule {
                 Schedule { x0: 1, y0: 4, r0: 32, x1: 1, y1: 64, r1: 4096, ..base }
             }
             (Target::Wasm, _) => base,
-            (Target::Wgsl, OpKind::MatmulQ4) => {
+            (Target::Wgsl, OpKind::MatmulQ4 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0) => {
                 Schedule { x0: 1, y0: 1, r0: 32, x1: 1, y1: 8, r1: 32, split_k: 32, vectorize: 1, cache_read: false, ..base }
             }
             (Target::Wgsl, _) => Schedule { x0: 4, y0: 4, r0: 4, x1: 64, y1: 64, r1: 16, cache_read: true, ..base },
@@ -381,8 +381,19 @@ impl Schedule {
     /// `vectorize` packed words) and the units left after them, which a
     /// guarded step takes.
     pub fn q4_gpu_steps(&self, k: u32) -> (u32, u32) {
-        let units = k / 8 / self.vectorize;
-        let per_step = self.split_k * (self.r0 / (8 * self.vectorize)).max(1);
+        self.block_gpu_steps(k, 8)
+    }
+
+    /// [`Schedule::q4_gpu_steps`] for any of the block-quantised ops
+    /// (`matmul_q4`, `matmul_q4_1`, `matmul_q8_0`), whose packed words hold
+    /// 8 or 4 values of K.
+    pub fn matvec_steps(&self, op: &Op) -> (u32, u32) {
+        self.block_gpu_steps(op.bmkn().2, op.kind().values_per_word())
+    }
+
+    fn block_gpu_steps(&self, k: u32, per_word: u32) -> (u32, u32) {
+        let units = k / per_word / self.vectorize;
+        let per_step = self.split_k * (self.r0 / (per_word * self.vectorize)).max(1);
         (units / per_step, units % per_step)
     }
 
@@ -527,14 +538,11 @@ impl Schedule {
         if op.kind() == OpKind::MatmulI16 {
             return Err(err("target", "matmul_i16 has Wasm kernels only: WGSL has no 16-bit integer dot product (use wasm)"));
         }
-        if !op.kind().runs_on(Target::Wgsl) {
-            return Err(err("target", format!("{} has Wasm kernels only for now (use wasm)", op.kind())));
-        }
         if self.f16_acc {
             if op.dtype() != crate::op::Dtype::F16 {
                 return Err(err("f16_acc", format!("needs an f16 op (e.g. {}+f16)", op.name())));
             }
-            if op.kind() == OpKind::MatmulQ4 && !self.cache_read {
+            if op.kind().block_quantized() && !self.cache_read {
                 return Err(err(
                     "f16_acc",
                     "the matrix-vector matmul_q4 kernel unpacks its weights through f32 bit patterns: f16 arithmetic is for its tiled family (cache_read), matmul and batch_matmul",
@@ -557,8 +565,11 @@ impl Schedule {
             ));
         }
         if self.subgroup_reduce {
-            if op.kind() != OpKind::MatmulQ4 {
-                return Err(err("subgroup_reduce", "reduces matmul_q4's split-K sums; matmul on WGSL has none (use false)"));
+            if !op.kind().block_quantized() {
+                return Err(err(
+                    "subgroup_reduce",
+                    "reduces the split-K sums of matmul_q4, matmul_q4_1 and matmul_q8_0; matmul on WGSL has none (use false)",
+                ));
             }
             if !self.split_k.is_power_of_two() || !(2..=MAX_SUBGROUP_SPLIT).contains(&self.split_k) {
                 return Err(err(
@@ -570,37 +581,36 @@ impl Schedule {
                 ));
             }
         }
-        let q4_matvec = op.kind() == OpKind::MatmulQ4 && !self.cache_read;
+        let q4_matvec = op.kind().block_quantized() && !self.cache_read;
+        let name = op.kind().name();
+        let vpw = op.kind().values_per_word();
         let (threads, wg_bytes) = if q4_matvec {
-            if !self.r0.is_multiple_of(8) {
-                return Err(err("r0", format!("{} must be a multiple of 8 for matmul_q4 (one packed word)", self.r0)));
+            if !self.r0.is_multiple_of(vpw) {
+                return Err(err("r0", format!("{} must be a multiple of {vpw} for {name} (one packed word)", self.r0)));
             }
             if self.y0 > MAX_Q4_OUTPUTS_PER_THREAD {
-                return Err(err(
-                    "y0",
-                    format!("{} outputs per thread: at most {MAX_Q4_OUTPUTS_PER_THREAD} for matmul_q4 on WGSL", self.y0),
-                ));
+                return Err(err("y0", format!("{} outputs per thread: at most {MAX_Q4_OUTPUTS_PER_THREAD} for {name} on WGSL", self.y0)));
             }
             if self.x1 != self.x0 {
-                return Err(err("x1", format!("must equal x0 = {} for matmul_q4 on WGSL (rows per workgroup)", self.x0)));
+                return Err(err("x1", format!("must equal x0 = {} for {name} on WGSL (rows per workgroup)", self.x0)));
             }
-            if self.vectorize == 4 && !self.r0.is_multiple_of(32) {
+            if self.vectorize == 4 && !self.r0.is_multiple_of(4 * vpw) {
                 return Err(err(
                     "r0",
-                    format!("{} must be a multiple of 32 with vectorize 4 (a scale block of four words per load)", self.r0),
+                    format!("{} must be a multiple of {} with vectorize 4 for {name} (four packed words per load)", self.r0, 4 * vpw),
                 ));
             }
             if self.double_buffer {
                 // Register double buffering prefetches the next K step: it
                 // needs a next step.
                 let (_, _, k, _) = op.bmkn();
-                let (steps, _) = self.q4_gpu_steps(k);
+                let (steps, _) = self.matvec_steps(op);
                 if steps < 2 {
                     return Err(err(
                         "double_buffer",
                         format!(
-                            "prefetches the next K step of matmul_q4: K = {k} makes {steps} whole step(s) of split_k · r0 = {} values; use false or a smaller r0 / split_k",
-                            self.split_k * self.r0.max(8 * self.vectorize)
+                            "prefetches the next K step of {name}: K = {k} makes {steps} whole step(s) of split_k · r0 = {} values; use false or a smaller r0 / split_k",
+                            self.split_k * self.r0.max(vpw * self.vectorize)
                         ),
                     ));
                 }
@@ -608,16 +618,16 @@ impl Schedule {
             let red = if self.split_k > 1 && !self.subgroup_reduce { self.x0 * self.y1 * self.split_k * 4 } else { 0 };
             (self.y1 / self.y0 * self.split_k, red)
         } else {
-            if op.kind() == OpKind::MatmulQ4 {
+            if op.kind().block_quantized() {
                 // The tiled family: the matmul kernel, B staged from the
-                // packed weights one word (8 values of K) at a time.
+                // packed weights one word (8 or 4 values of K) at a time.
                 if self.subgroup_reduce {
-                    return Err(err("subgroup_reduce", "tiled matmul_q4 (cache_read) has no split-K sums to reduce: use false"));
+                    return Err(err("subgroup_reduce", format!("tiled {name} (cache_read) has no split-K sums to reduce: use false")));
                 }
-                if !self.r1.is_multiple_of(8) {
+                if !self.r1.is_multiple_of(vpw) {
                     return Err(err(
                         "r1",
-                        format!("{} must be a multiple of 8 for tiled matmul_q4 (whole packed words per slab)", self.r1),
+                        format!("{} must be a multiple of {vpw} for tiled {name} (whole packed words per slab)", self.r1),
                     ));
                 }
                 if self.r0 > MAX_R0 {
@@ -715,7 +725,7 @@ impl Schedule {
             return Ok(());
         }
         if op.kind() != OpKind::MatmulQ4 {
-            return Err(err("dequant_pass", format!("unpacks matmul_q4's weights; {} has none (use false)", op.name())));
+            return Err(err("dequant_pass", format!("unpacks matmul_q4's weights only; {} has no unpack pass (use false)", op.name())));
         }
         self.check_scratch(op, "dequant_pass", "the unpacked weights")?;
         let groups = sizes::unpack_launch(op).1;

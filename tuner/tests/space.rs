@@ -544,11 +544,12 @@ fn f16_ops_take_the_f32_tiles_on_webgpu_and_none_on_wasm() {
     assert!(space(&op, Target::Wasm, &cpu).schedules.is_empty());
 }
 
-/// The GGUF ops of SmolLM2 (decode, M = 1, and a 128-token prefill) on Wasm:
-/// at most 32 candidates on every device, each valid and compiling, the
-/// best first by matmul_q4's rules; no WGSL space (Wasm-only ops).
+/// The GGUF ops of SmolLM2 (decode, M = 1, and a 128-token prefill) on Wasm
+/// and WGSL: at most 32 candidates on every device, each valid and
+/// compiling, the best first by matmul_q4's rules (on WGSL the
+/// matrix-vector family first at M = 1, the tiled one at 128 rows).
 #[test]
-fn gguf_ops_get_wasm_spaces_only() {
+fn gguf_ops_get_spaces_on_both_targets() {
     let shapes = [
         ("matmul_q4_1", "1,576,960"),
         ("matmul_q4_1", "1,576,3072"),
@@ -570,7 +571,16 @@ fn gguf_ops_get_wasm_spaces_only() {
                 c.check(&op, Target::Wasm).unwrap_or_else(|e| panic!("{op} {}: {e}", d.keys));
                 assert!(!c.cache_read && c.r0 % 32 == 0, "{op}: {c:?}");
             }
-            assert!(space(&op, Target::Wgsl, &d).schedules.is_empty(), "{op} on WGSL");
+            let g = space(&op, Target::Wgsl, &d);
+            assert!(!g.schedules.is_empty() && g.schedules.len() <= 32, "{op} {} on WGSL: {}", d.keys, g.schedules.len());
+            assert!(g.naive_size > 10 * g.schedules.len() as u64, "{op}: naive {}", g.naive_size);
+            for c in &g.schedules {
+                c.check(&op, Target::Wgsl).unwrap_or_else(|e| panic!("{op} {} on WGSL: {e}", d.keys));
+            }
+            for c in g.schedules.iter().take(3) {
+                compile(&op, Target::Wgsl, c).unwrap_or_else(|e| panic!("{op} {} on WGSL: {e}", d.keys));
+            }
+            assert_eq!(g.schedules[0].cache_read, op.bmkn().1 > 16, "{op} {}: {:?}", d.keys, g.schedules[0]);
         }
     }
     // The same tiles as matmul_q4 where the registers allow: Q8_0's first

@@ -6,8 +6,10 @@ export type BaseOp = 'matmul' | 'batch_matmul' | 'matmul_q4' | 'matmul_i16' | 'm
 
 /** Ops over GGUF-style blocks of 32 weights (K % 32 == 0, no epilogue). */
 const BLOCK_OPS: readonly string[] = ['matmul_q4', 'matmul_q4_1', 'matmul_q8_0'];
-/** Ops with Wasm kernels only, and so no f16 form. */
-const WASM_ONLY: readonly string[] = ['matmul_i16', 'matmul_q4_1', 'matmul_q8_0'];
+/** Ops without an f16 form (matmul_i16 has Wasm kernels only; the GGUF formats run on both targets in f32). */
+const NO_F16: readonly string[] = ['matmul_i16', 'matmul_q4_1', 'matmul_q8_0'];
+/** Ops with Wasm kernels only: WGSL has no 16-bit integer dot product. */
+export const WASM_ONLY: readonly string[] = ['matmul_i16'];
 
 /**
  * An op a kernel computes: a base op, or matmul / batch_matmul / matmul_i16
@@ -55,7 +57,7 @@ export function parseOp(op: string): ParsedOp {
   if (rest.length > 0 && BLOCK_OPS.includes(base)) {
     throw new Error(`${base} takes no epilogue: only matmul, batch_matmul and matmul_i16 do`);
   }
-  if (f16 && WASM_ONLY.includes(base)) {
+  if (f16 && NO_F16.includes(base)) {
     throw new Error(`${base} has no f16 form: only matmul, batch_matmul and matmul_q4 do`);
   }
   return out;

@@ -48,7 +48,7 @@
 //! top level, or in loops and `if`s whose conditions depend only on constants
 //! and loop counters.
 
-use super::q4_gpu::Nibble;
+use super::q4_gpu::{Format, Nibble, Weights, flip_bytes};
 use super::{Epi, Gen, HasGen};
 use crate::ir::{BinOp, Buffer, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, Var};
 use crate::op::{Op, OpKind};
@@ -63,10 +63,12 @@ type E = Handle<Expr>;
 enum BSrc {
     /// `B`, `f32[K, N]` per batch.
     F32(Handle<Buffer>),
-    /// matmul_q4's packed weights `W` (`u32[N, K/8]`: nibble j of word w is
-    /// column k = 8w + j) and scales `S` (`f32[N, K/32]`), dequantised as
-    /// the tile is staged: `(nibble − 8) · S`.
-    Q4 { w: Handle<Buffer>, s: Handle<Buffer> },
+    /// The block-quantised ops' packed weights `W` (`u32[N, K/8]`, nibble
+    /// j of word w is column k = 8w + j; Q8_0: `u32[N, K/4]`, byte j of
+    /// word w is column 4w + j) and scales (`f32[N, K/32]`), dequantised
+    /// as the tile is staged: `(nibble − 8) · S` (Q4_0), `D · nibble + Mn`
+    /// (Q4_1), `D · byte` (Q8_0).
+    Q4 { fmt: Format, wt: Weights },
 }
 
 struct Mm<'s> {
@@ -210,10 +212,8 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let b = if op.kind() == OpKind::MatmulQ4 && s.dequant_pass {
         // The `unpack` pass has written the dense K × N weights to scratch.
         BSrc::F32(f.buffer("B", dequant_elem(op, s), k * n, Space::Global, false))
-    } else if op.kind() == OpKind::MatmulQ4 {
-        let w = f.buffer("W", Elem::U32, n * (k / 8), Space::Param(1), false);
-        let s = f.buffer("S", fe, n * (k / 32), Space::Param(2), false);
-        BSrc::Q4 { w, s }
+    } else if op.kind().block_quantized() {
+        BSrc::Q4 { fmt: Format::of(op), wt: Weights::declare(&mut f, op) }
     } else {
         BSrc::F32(f.buffer("B", fe, batch * k * n, Space::Param(1), false))
     };
@@ -738,8 +738,8 @@ impl Mm<'_> {
         }
         let b = match self.b {
             BSrc::F32(b) => b,
-            BSrc::Q4 { w, s } => {
-                self.q4_slab_copy(k0, (w, s), bsb, guard, (&mut fetch, &mut put));
+            BSrc::Q4 { fmt, wt } => {
+                self.q4_slab_copy(k0, (fmt, wt), bsb, guard, (&mut fetch, &mut put));
                 return (fetch, put);
             }
         };
@@ -770,17 +770,19 @@ impl Mm<'_> {
         (fetch, put)
     }
 
-    /// The B part of a slab copy for matmul_q4: r1/8 words × y1 columns. A
+    /// The B part of a slab copy for the block-quantised ops: r1/vpw words
+    /// × y1 columns (vpw = 8 nibbles or 4 bytes per word). A
     /// thread's unit is one word of `w` neighbouring columns (4 with vec4,
     /// else 1) and their scales, fetched into registers; `put` unpacks them
-    /// into the 8 rows of K they hold and stores each row's `w` values as one
+    /// into the vpw rows of K they hold and stores each row's `w` values as one
     /// whole `vec4` (or scalar), so no two threads write parts of one vector.
-    /// K past the edge (a whole word: K and r1 are multiples of 8) reads
-    /// nothing and stores zeros (its word and scale stay 0).
+    /// K past the edge (a whole word: K and r1 are multiples of vpw) reads
+    /// nothing and stores zeros (its word and scale stay 0; Q4_1's minimum
+    /// too, and a Q8_0 word of zeros is zero).
     fn q4_slab_copy(
         &mut self,
         k0: E,
-        (wbuf, sbuf): (Handle<Buffer>, Handle<Buffer>),
+        (fmt, wt): (Format, Weights),
         bsb: Handle<Buffer>,
         guard: Option<E>,
         (fetch, put): (&mut Vec<Stmt>, &mut Vec<Stmt>),
@@ -788,7 +790,9 @@ impl Mm<'_> {
         let (k, n) = (self.k, self.n);
         let (y1, r1) = (self.s.y1, self.s.r1);
         let threads = self.tx * self.ty;
-        let (kw, kb) = ((k / 8) as i64, (k / 32) as i64);
+        let vpw = fmt.per_word();
+        let (wbuf, sbuf) = (wt.w, wt.scale);
+        let (kw, kb) = ((k / vpw) as i64, (k / 32) as i64);
         let (w, _) = self.col_groups();
         let per_row = y1 / w;
         // Words (of w columns) in the slab, and the parts each is unpacked
@@ -801,10 +805,10 @@ impl Mm<'_> {
         // 4×8 tiles at 64×4096×4096 from 13.9 to 15.4 TFLOP/s and cost 8×8
         // tiles up to 21% (29.8 to 23.6 at 512×4096×4096).
         const SPREAD_BELOW: u32 = 512;
-        let words = r1 / 8 * per_row;
+        let words = r1 / vpw * per_row;
         let spread = self.s.x0 * self.s.y0 * r1 < SPREAD_BELOW;
-        let parts = if spread { [8, 4, 2].into_iter().find(|&p| words * p <= threads).unwrap_or(1) } else { 1 };
-        let nb = 8 / parts;
+        let parts = if spread { [8, 4, 2].into_iter().filter(|&p| p <= vpw).find(|&p| words * p <= threads).unwrap_or(1) } else { 1 };
+        let nb = vpw / parts;
         let count = words * parts;
         let lid = self.lid;
         for e in 0..count.div_ceil(threads) {
@@ -819,15 +823,15 @@ impl Mm<'_> {
             let bw = self.f().bin(BinOp::Div, unit, prc);
             let bn = self.f().bin(BinOp::Rem, unit, prc);
             let bn = self.f().mul_c(bn, w as i64);
-            let bk = self.f().mul_c(bw, 8);
+            let bk = self.f().mul_c(bw, vpw as i64);
             let gk = self.g.plus(k0, bk);
             let gn = self.g.plus(self.n0, bn);
             let gn = self.min_c(gn, n - w);
             let within = self.within(idx, count, threads, e);
             let cond = self.fetch_cond([self.k_edge().then_some(gk), guard, within]);
-            // gk is a non-negative multiple of 8: its word and scale block by shifts.
-            let (three, five) = (self.f().i32(3), self.f().i32(5));
-            let word = self.f().bin(BinOp::Shr, gk, three);
+            // gk is a non-negative multiple of vpw: its word and scale block by shifts.
+            let (wsh, five) = (self.f().i32(vpw.trailing_zeros() as i32), self.f().i32(5));
+            let word = self.f().bin(BinOp::Shr, gk, wsh);
             let block = self.f().bin(BinOp::Shr, gk, five);
             let mut loads = Vec::new();
             let mut regs = Vec::new();
@@ -837,16 +841,24 @@ impl Mm<'_> {
                 let wi = self.g.plus(wrow, word);
                 let srow = self.f().mul_c(col, kb);
                 let si = self.g.plus(srow, block);
-                let (wt, st) = (self.g.fresh("tw", Ty::I32), self.g.fresh("ts", Ty::F32));
+                let (wtv, st) = (self.g.fresh("tw", Ty::I32), self.g.fresh("ts", Ty::F32));
+                let mt = wt.min.map(|_| self.g.fresh("tm", Ty::F32));
                 let (wv, sv) = (self.f().load(LoadTy::U32, wbuf, wi), self.f().load(LoadTy::F32, sbuf, si));
                 if cond.is_some() {
                     let (zi, zf) = (self.f().i32(0), self.f().f32(0.0));
-                    fetch.push(Stmt::Set { var: wt, value: zi });
+                    fetch.push(Stmt::Set { var: wtv, value: zi });
                     fetch.push(Stmt::Set { var: st, value: zf });
+                    if let Some(mt) = mt {
+                        fetch.push(Stmt::Set { var: mt, value: zf });
+                    }
                 }
-                loads.push(Stmt::Set { var: wt, value: wv });
+                loads.push(Stmt::Set { var: wtv, value: wv });
                 loads.push(Stmt::Set { var: st, value: sv });
-                regs.push((wt, st));
+                if let (Some(mt), Some(mb)) = (mt, wt.min) {
+                    let value = self.f().load(LoadTy::F32, mb, si);
+                    loads.push(Stmt::Set { var: mt, value });
+                }
+                regs.push((wtv, st, mt));
             }
             match cond {
                 Some(cond) => fetch.push(Stmt::If { cond, body: loads }),
@@ -861,23 +873,39 @@ impl Mm<'_> {
                 self.f().get(v)
             });
             let half = self.s.f16_acc;
-            let nibble = Nibble::new(self.f(), half);
+            let nibble = Nibble::for_format(self.f(), fmt, half);
+            // Q8_0: each word's bytes made unsigned once (q + 128).
+            let regs: Vec<(Handle<Var>, Handle<Var>, Option<Handle<Var>>)> = if fmt == Format::Q8_0 {
+                regs.into_iter()
+                    .map(|(wtv, st, mt)| {
+                        let ub = self.g.fresh("ub", Ty::I32);
+                        let word = self.f().get(wtv);
+                        let value = flip_bytes(self.f(), word);
+                        stores.push(Stmt::Set { var: ub, value });
+                        (ub, st, mt)
+                    })
+                    .collect()
+            } else {
+                regs
+            };
+            let bits = 32 / vpw;
             for jj in 0..nb {
-                // Nibble j of the word, jj or first + jj, and its shift 4·j
-                // (none for a constant j = 0).
+                // Value j of the word, jj or first + jj, and its shift
+                // bits·j (none for a constant j = 0).
                 let (j, shift) = match first {
                     Some(f0) => {
                         let j = self.f().add_c(f0, jj as i64);
-                        (j, Some(self.f().mul_c(j, 4)))
+                        (j, Some(self.f().mul_c(j, bits as i64)))
                     }
-                    None => (self.f().i32(jj as i32), (jj > 0).then(|| self.f().i32(4 * jj as i32))),
+                    None => (self.f().i32(jj as i32), (jj > 0).then(|| self.f().i32((bits * jj) as i32))),
                 };
                 let vals: Vec<E> = regs
                     .iter()
-                    .map(|&(wt, st)| {
-                        let word = self.f().get(wt);
+                    .map(|&(wtv, st, mt)| {
+                        let word = self.f().get(wtv);
                         let scale = self.f().get(st);
-                        nibble.value(self.f(), word, shift, scale)
+                        let min = mt.map(|m| self.f().get(m));
+                        nibble.value_with_min(self.f(), word, shift, scale, min)
                     })
                     .collect();
                 let value = if w == 4 { self.f().exprs.push(Expr::Compose([vals[0], vals[1], vals[2], vals[3]])) } else { vals[0] };

@@ -40,8 +40,8 @@
 //! top level of the kernel.
 
 use super::Gen;
-use crate::ir::{BinOp, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty};
-use crate::op::Op;
+use crate::ir::{BinOp, Buffer, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty};
+use crate::op::{Op, OpKind};
 pub use crate::schedule::sizes::unpack_launch;
 use crate::schedule::sizes::{UNPACK_BLOCK_THREADS, UNPACK_COLUMN_THREADS, dequant_elem, unpack_width};
 use crate::schedule::{Schedule, UnrollLoop};
@@ -52,6 +52,75 @@ type Var = Handle<crate::ir::Var>;
 /// The bits of 2^23 (0x4B000000): or-ed over a value below 2^23 they make
 /// the float 2^23 + value.
 pub(super) const MAGIC: i32 = 0x4B00_0000;
+
+/// The block format of a weight-only quantised matmul, as the GPU
+/// generators read it (see `Op::args` for the layouts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(non_camel_case_types)] // the GGUF names
+pub enum Format {
+    /// `matmul_q4`: nibbles, `(q − 8)·S`.
+    Q4_0,
+    /// `matmul_q4_1`: nibbles, `D·q + Mn`.
+    Q4_1,
+    /// `matmul_q8_0`: signed bytes, `D·q`.
+    Q8_0,
+}
+
+impl Format {
+    pub fn of(op: &Op) -> Format {
+        match op.kind() {
+            OpKind::MatmulQ4_1 => Format::Q4_1,
+            OpKind::MatmulQ8_0 => Format::Q8_0,
+            _ => Format::Q4_0,
+        }
+    }
+    /// Values of K per packed word: 8 nibbles or 4 bytes.
+    pub fn per_word(self) -> u32 {
+        if self == Format::Q8_0 { 4 } else { 8 }
+    }
+    /// Value positions per 16-bit half of a word: 4 nibbles or 2 bytes.
+    fn positions(self) -> usize {
+        if self == Format::Q8_0 { 2 } else { 4 }
+    }
+    /// Bits per value.
+    fn bits(self) -> u32 {
+        32 / self.per_word()
+    }
+}
+
+/// A quantised op's weight arguments: the packed words `W`, the block
+/// scales (`S` or `D`) and Q4_1's minimums `Mn`, in ABI order after A.
+#[derive(Clone, Copy)]
+pub(super) struct Weights {
+    pub w: Handle<Buffer>,
+    pub scale: Handle<Buffer>,
+    pub min: Option<Handle<Buffer>>,
+}
+
+impl Weights {
+    pub(super) fn declare(f: &mut Func, op: &Op) -> Weights {
+        let (_, _, k, n) = op.bmkn();
+        let fmt = Format::of(op);
+        let fe = super::float_elem(op);
+        let w = f.buffer("W", Elem::U32, n * (k / fmt.per_word()), Space::Param(1), false);
+        let scale = f.buffer(if fmt == Format::Q4_0 { "S" } else { "D" }, fe, n * (k / 32), Space::Param(2), false);
+        let min = (fmt == Format::Q4_1).then(|| f.buffer("Mn", fe, n * (k / 32), Space::Param(3), false));
+        Weights { w, scale, min }
+    }
+}
+
+/// `w ^ 0x80808080` (the IR has no xor): each signed byte `q` of the word
+/// becomes the unsigned `q + 128`. The top bits flip by a subtraction that
+/// borrows nowhere (`0x80808080 − (w & 0x80808080)`), the rest are kept.
+pub(super) fn flip_bytes(f: &mut Func, w: E) -> E {
+    let top = f.i32(0x8080_8080u32 as i32);
+    let low = f.i32(0x7F7F_7F7F);
+    let t = f.bin(BinOp::And, w, top);
+    let top2 = f.i32(0x8080_8080u32 as i32);
+    let flipped = f.sub(top2, t);
+    let rest = f.bin(BinOp::And, w, low);
+    f.bin(BinOp::Or, rest, flipped)
+}
 
 /// The constants of one weight's value, `(nibble − 8) · scale`, as the
 /// tiled kernels compute it (the matmul's staged B tile and the `unpack`
@@ -70,14 +139,44 @@ impl Nibble {
     /// 2^23 + nibble − (2^23 + 8) = nibble − 8, exactly, without a
     /// conversion instruction.
     pub(super) fn new(f: &mut Func, half: bool) -> Nibble {
-        let (fifteen, magic) = (f.i32(15), f.i32(MAGIC));
-        let bias = f.f32(if half { 8.0 } else { 8_388_616.0 });
+        Nibble::for_format(f, Format::Q4_0, half)
+    }
+
+    /// The same for any block format: a Q4_1 nibble is unsigned (nothing
+    /// subtracted but 2^23), a Q8_0 byte arrives made unsigned by
+    /// [`flip_bytes`] (`q + 128`: 128 subtracted).
+    pub(super) fn for_format(f: &mut Func, fmt: Format, half: bool) -> Nibble {
+        let (fifteen, magic) = (f.i32((1 << fmt.bits()) - 1), f.i32(MAGIC));
+        let offset = match fmt {
+            Format::Q4_0 => 8.0,
+            Format::Q4_1 => 0.0,
+            Format::Q8_0 => 128.0,
+        };
+        let bias = f.f32(if half { offset } else { 8_388_608.0 + offset });
         Nibble { fifteen, magic, bias, half }
+    }
+
+    /// The weight of the value of `word` at bit `shift` (bit 0 for `None`)
+    /// with `scale` and Q4_1's `min`: `q · scale (+ min)`.
+    pub(super) fn value_with_min(&self, f: &mut Func, word: E, shift: Option<E>, scale: E, min: Option<E>) -> E {
+        match min {
+            None => self.value(f, word, shift, scale),
+            Some(min) => {
+                let q = self.raw(f, word, shift);
+                f.fma(q, scale, min)
+            }
+        }
     }
 
     /// The weight of the nibble of `word` at bit `shift` (bits 0..4 for
     /// `None`) with `scale`: `(nibble − 8) · scale`.
     pub(super) fn value(&self, f: &mut Func, word: E, shift: Option<E>, scale: E) -> E {
+        let q = self.raw(f, word, shift);
+        f.mul(q, scale)
+    }
+
+    /// The value itself, unscaled: `nibble − 8` for Q4_0.
+    fn raw(&self, f: &mut Func, word: E, shift: Option<E>) -> E {
         let nib = match shift {
             Some(sh) => f.bin(BinOp::Shr, word, sh),
             None => word,
@@ -89,8 +188,7 @@ impl Nibble {
             let bits = f.bin(BinOp::Or, nib, self.magic);
             f.exprs.push(Expr::FromBits(bits))
         };
-        let q = f.sub(fl, self.bias);
-        f.mul(q, scale)
+        f.sub(fl, self.bias)
     }
 }
 
@@ -201,13 +299,14 @@ pub fn launch(op: &Op, s: &Schedule) -> ([u32; 3], [u32; 3]) {
 
 pub fn generate(op: &Op, s: &Schedule) -> Func {
     let (_, m, k, n) = op.bmkn();
-    let (kw, kb) = (k / 8, k / 32);
+    let fmt = Format::of(op);
+    let vpw = fmt.per_word();
+    let (kw, kb) = (k / vpw, k / 32);
     let mut f = Func::new(op.slug());
     let fe = super::float_elem(op);
     let a = f.buffer("A", fe, m * k, Space::Param(0), false);
-    let w = f.buffer("W", Elem::U32, n * kw, Space::Param(1), false);
-    let sc = f.buffer("S", fe, n * kb, Space::Param(2), false);
-    let c = f.buffer("C", fe, m * n, Space::Param(3), true);
+    let Weights { w, scale: sc, min: mn } = Weights::declare(&mut f, op);
+    let c = f.buffer("C", fe, m * n, Space::Param(op.args().len() as u32 - 1), true);
     let sk = s.split_k;
     let rows = s.x0;
     let red = (sk > 1 && !s.subgroup_reduce).then(|| f.buffer("red", Elem::F32, rows * s.y1 * sk, Space::Workgroup, true));
@@ -280,34 +379,47 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             g.f.mul_c(r, k as i64)
         })
         .collect();
-    // Loads of W: one packed word (`vectorize` 1) or four, one scale block
-    // (`vectorize` 4), per unit.
+    // Loads of W: one packed word (`vectorize` 1) or four (`vectorize` 4:
+    // one scale block of nibbles, half a block of bytes), per unit.
     let vec = s.vectorize;
     let units = kw / vec;
     let words: Vec<_> = (0..vec).map(|i| g.fresh(&format!("word{i}"), Ty::I32)).collect();
     let wv = (vec == 4).then(|| g.fresh("wv", Ty::U32x4));
-    let gq: Vec<_> = (0..8).map(|j| g.fresh(&format!("q{j}"), Ty::F32)).collect();
+    let gq: Vec<_> = (0..vpw).map(|j| g.fresh(&format!("q{j}"), Ty::F32)).collect();
     let scale = g.fresh("scale", Ty::F32);
-    // part[i][j][p]: row i of A, output j, nibble position p (see `unpack`).
-    let part: Vec<Vec<Vec<_>>> =
-        (0..rows).map(|i| (0..y0).map(|j| (0..4).map(|p| g.fresh(&format!("p{i}_{j}_{p}"), Ty::F32)).collect()).collect()).collect();
-    // A's 8·vec values of a unit for each row, kept for all y0 outputs.
-    let a4_rows: Vec<Vec<_>> = (0..rows).map(|i| (0..2 * vec).map(|h| g.fresh(&format!("a4_{i}_{h}"), Ty::F32x4)).collect()).collect();
+    // Q4_1: the unit's block minimum, and per row the sum of A over the unit.
+    let minv = mn.map(|_| g.fresh("minv", Ty::F32));
+    let asum: Vec<Var> = if mn.is_some() { (0..rows).map(|i| g.fresh(&format!("asum{i}"), Ty::F32)).collect() } else { Vec::new() };
+    let positions = fmt.positions();
+    // part[i][j][p]: row i of A, output j, value position p (see `unpack`).
+    let part: Vec<Vec<Vec<_>>> = (0..rows)
+        .map(|i| (0..y0).map(|j| (0..positions).map(|p| g.fresh(&format!("p{i}_{j}_{p}"), Ty::F32)).collect()).collect())
+        .collect();
+    // A's vpw·vec values of a unit for each row, kept for all y0 outputs.
+    let a4_rows: Vec<Vec<_>> =
+        (0..rows).map(|i| (0..vpw * vec / 4).map(|h| g.fresh(&format!("a4_{i}_{h}"), Ty::F32x4)).collect()).collect();
+    // Units per scale block, as a shift: 32 / (vpw·vec) is 1, 2, 4 or 8.
+    let block_shift = (32 / (vpw * vec)).trailing_zeros();
 
-    // Loads the scale of unit `ui` of output row `row` into `sv`.
-    let load_scale = |g: &mut Gen, row: E, ui: E, sv: Var, out: &mut Vec<Stmt>| {
+    // Loads the scale (and Q4_1's minimum, into `mv`) of unit `ui` of
+    // output row `row` into `sv`.
+    let load_scale = |g: &mut Gen, row: E, ui: E, (sv, mv): (Var, Option<Var>), out: &mut Vec<Stmt>| {
         let srow = g.f.mul_c(row, kb as i64);
-        // The unit's scale block: ui itself for whole blocks, ui / 4 (a
-        // shift: ui is never negative) for single words.
-        let blk = if vec == 4 {
+        // The unit's scale block: ui itself for whole blocks, else ui
+        // shifted right (ui is never negative).
+        let blk = if block_shift == 0 {
             ui
         } else {
-            let two = g.f.i32(2);
-            g.f.bin(BinOp::Shr, ui, two)
+            let sh = g.f.i32(block_shift as i32);
+            g.f.bin(BinOp::Shr, ui, sh)
         };
         let sidx = g.plus(srow, blk);
         let value = g.f.load(LoadTy::F32, sc, sidx);
         out.push(Stmt::Set { var: sv, value });
+        if let (Some(mv), Some(mn)) = (mv, mn) {
+            let value = g.f.load(LoadTy::F32, mn, sidx);
+            out.push(Stmt::Set { var: mv, value });
+        }
     };
     // Loads the packed words of unit `ui` of output row `row` into `raw`: a
     // vec4<u32> (`vectorize` 4) or one word.
@@ -336,7 +448,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         if let Some(wv) = wv {
             spread(g, wv, out);
         }
-        load_scale(g, row, ui, scale, out);
+        load_scale(g, row, ui, (scale, minv), out);
     };
     // Unpacks word `wd` into gq: nibble j of the low half (j < 4) and of
     // `wd >> 16` (j ≥ 4) stays at bits 4p..4p+4 (p = j mod 4) and is or-ed
@@ -347,9 +459,20 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     // (src & mask) | M, so each nibble costs one logic instruction (an and
     // with one immediate) instead of two (compilers do not merge an and and
     // an or whose operands are both constants).
+    //
+    // Q4_1's nibbles are unsigned: only 2^23 is taken away. Q8_0's signed
+    // bytes are first made unsigned (q + 128, `flip_bytes`), two per half
+    // at bits 8p..8p+8, and 2^23 + 128·256^p taken away leaves q·256^p.
     let (lo_m, hi_m) = (g.fresh("lo", Ty::I32), g.fresh("hi", Ty::I32));
+    let bits = fmt.bits();
+    let flipped = (fmt == Format::Q8_0).then(|| g.fresh("ub", Ty::I32));
     let unpack = |g: &mut Gen, wd: Var, out: &mut Vec<Stmt>| {
-        let lo = g.f.get(wd);
+        let mut lo = g.f.get(wd);
+        if let Some(ub) = flipped {
+            let value = flip_bytes(&mut g.f, lo);
+            out.push(Stmt::Set { var: ub, value });
+            lo = g.f.get(ub);
+        }
         let sixteen = g.f.i32(16);
         let hi = g.f.bin(BinOp::Shr, lo, sixteen);
         for (v, half) in [(lo_m, lo), (hi_m, hi)] {
@@ -357,49 +480,63 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             let value = g.f.bin(BinOp::Or, half, magic);
             out.push(Stmt::Set { var: v, value });
         }
+        let top = (1i32 << bits) - 1;
         for (j, &qv) in gq.iter().enumerate() {
-            let p = j % 4;
-            let src = g.f.get(if j < 4 { lo_m } else { hi_m });
-            let mask = g.f.i32((15 << (4 * p)) | MAGIC);
-            let bits = g.f.bin(BinOp::And, src, mask);
-            let fl = g.f.exprs.push(Expr::FromBits(bits));
-            let bias = g.f.f32(8_388_608.0 + 8.0 * 16f32.powi(p as i32));
+            let p = j % positions;
+            let src = g.f.get(if j < positions { lo_m } else { hi_m });
+            let mask = g.f.i32((top << (bits as usize * p)) | MAGIC);
+            let bits_e = g.f.bin(BinOp::And, src, mask);
+            let fl = g.f.exprs.push(Expr::FromBits(bits_e));
+            let radix = ((1u32 << bits) as f32).powi(p as i32);
+            let offset = match fmt {
+                Format::Q4_0 => 8.0 * radix,
+                Format::Q4_1 => 0.0,
+                Format::Q8_0 => 128.0 * radix,
+            };
+            let bias = g.f.f32(8_388_608.0 + offset);
             let value = g.f.sub(fl, bias);
             out.push(Stmt::Set { var: qv, value });
         }
     };
-    // part[p] += Σ over nibbles j at position p of gq_j · A[8·wi + j], for
-    // word wi of the unit (A's values in `a`, two vec4s per word).
+    // part[p] += Σ over values j at position p of gq_j · A[vpw·wi + j], for
+    // word wi of the unit (A's values in `a`, vpw/4 vec4s per word).
     let dot = |g: &mut Gen, a: &[Var], wi: usize, parts: &[Var], first: bool, out: &mut Vec<Stmt>| {
         for (p, &pv) in parts.iter().enumerate() {
             let mut sum = if first { None } else { Some(g.f.get(pv)) };
-            for j in [p, p + 4] {
-                let v = g.f.get(a[2 * wi + j / 4]);
-                let av = g.f.exprs.push(Expr::Lane(v, (j % 4) as u8));
+            for j in [p, p + positions] {
+                let at = vpw as usize * wi + j;
+                let v = g.f.get(a[at / 4]);
+                let av = g.f.exprs.push(Expr::Lane(v, (at % 4) as u8));
                 let qe = g.f.get(gq[j]);
                 sum = Some(match sum {
                     None => g.f.mul(qe, av),
                     Some(prev) => g.f.fma(qe, av, prev),
                 });
             }
-            out.push(Stmt::Set { var: pv, value: sum.expect("two nibbles") });
+            out.push(Stmt::Set { var: pv, value: sum.expect("two values") });
         }
     };
-    // acc += scale · (p0 + p1/16 + p2/256 + p3/4096).
-    let combine = |g: &mut Gen, parts: &[Var], accv: Var, scale: Var, out: &mut Vec<Stmt>| {
-        let sixteenth = g.f.f32(1.0 / 16.0);
-        let mut h = g.f.get(parts[3]);
-        for p in (0..3).rev() {
+    // acc += scale · (p0 + p1/16 + p2/256 + p3/4096) (bytes: p0 + p1/256),
+    // and for Q4_1 + min · Σ A over the unit (`sum`).
+    let combine = |g: &mut Gen, parts: &[Var], accv: Var, (scale, min): (Var, Option<Var>), sum: Option<Var>, out: &mut Vec<Stmt>| {
+        let sixteenth = g.f.f32(1.0 / (1u32 << bits) as f32);
+        let mut h = g.f.get(parts[positions - 1]);
+        for p in (0..positions - 1).rev() {
             let lower = g.f.get(parts[p]);
             h = g.f.fma(h, sixteenth, lower);
         }
         let se = g.f.get(scale);
         let ae = g.f.get(accv);
-        let value = g.f.fma(h, se, ae);
+        let mut value = g.f.fma(h, se, ae);
+        if let (Some(min), Some(sum)) = (min, sum) {
+            let (me, se) = (g.f.get(min), g.f.get(sum));
+            value = g.f.fma(me, se, value);
+        }
         out.push(Stmt::Set { var: accv, value });
     };
-    // Loads A[row i, col .. col + 8·vec] (col = 8·vec·ui) into `into`
-    // (aligned vec4 reads; K is a multiple of 32).
+    // Loads A[row i, col .. col + vpw·vec] (col = vpw·vec·ui) into `into`
+    // (aligned vec4 reads; K is a multiple of 32), and for Q4_1 their sum
+    // into asum[i].
     let load_a = |g: &mut Gen, i: usize, col: E, into: &[Var], out: &mut Vec<Stmt>| {
         let base = g.plus(row_base[i], col);
         for (h, &v) in into.iter().enumerate() {
@@ -407,13 +544,22 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             let value = g.f.load(LoadTy::F32x4, a, at);
             out.push(Stmt::Set { var: v, value });
         }
+        if let Some(&sv) = asum.get(i) {
+            let mut total = g.f.get(into[0]);
+            for &v in &into[1..] {
+                let x = g.f.get(v);
+                total = g.f.add(total, x);
+            }
+            let value = g.f.exprs.push(Expr::HSum(total));
+            out.push(Stmt::Set { var: sv, value });
+        }
     };
     // The arithmetic of unit `ui` for each of the thread's outputs j, whose
     // packed words and scale `fetch(g, j, out)` puts in registers and names
     // (by loading them, or from registers a previous step prefetched).
-    type Fetch<'a> = dyn FnMut(&mut Gen, usize, &mut Vec<Stmt>) -> (Vec<Var>, Var) + 'a;
+    type Fetch<'a> = dyn FnMut(&mut Gen, usize, &mut Vec<Stmt>) -> (Vec<Var>, (Var, Option<Var>)) + 'a;
     let unit_work = |g: &mut Gen, ui: E, fetch: &mut Fetch<'_>, out: &mut Vec<Stmt>| {
-        let col = g.f.mul_c(ui, 8 * vec as i64);
+        let col = g.f.mul_c(ui, (vpw * vec) as i64);
         for (i, a_row) in a4_rows.iter().enumerate() {
             load_a(g, i, col, a_row, out);
         }
@@ -426,7 +572,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
                 }
             }
             for (i, accs) in acc.iter().enumerate() {
-                combine(g, &part[i][j], accs[j], sv, out);
+                combine(g, &part[i][j], accs[j], sv, asum.get(i).copied(), out);
             }
         }
     };
@@ -435,16 +581,16 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         let mut out = Vec::new();
         let mut fetch = |g: &mut Gen, j: usize, out: &mut Vec<Stmt>| {
             load_w(g, outs[j], ui, out);
-            (words.clone(), scale)
+            (words.clone(), (scale, minv))
         };
         unit_work(g, ui, &mut fetch, &mut out);
         out
     };
 
     // Units per loop iteration per thread, and the loop over them.
-    let per_iter = (s.r0 / (8 * vec)).max(1);
+    let per_iter = (s.r0 / (vpw * vec)).max(1);
     let chunk = sk * per_iter;
-    let (full, rest) = s.q4_gpu_steps(k);
+    let (full, rest) = s.matvec_steps(op);
     let unroll = s.unrolls(UnrollLoop::R0);
     let mut work = Vec::new();
     let chunk_body = |g: &mut Gen, w0: E, guard: bool| -> Vec<Stmt> {
@@ -470,10 +616,16 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         // the end. Per unit u of a step and output j: the raw load and its
         // scale, current and next.
         let raw_ty = if vec == 4 { Ty::U32x4 } else { Ty::I32 };
-        let mut stage = |pre: &str| -> Vec<Vec<(Var, Var)>> {
+        let mut stage = |pre: &str| -> Vec<Vec<(Var, (Var, Option<Var>))>> {
             (0..per_iter)
                 .map(|u| {
-                    (0..y0).map(|j| (g.fresh(&format!("{pre}w{u}_{j}"), raw_ty), g.fresh(&format!("{pre}s{u}_{j}"), Ty::F32))).collect()
+                    (0..y0)
+                        .map(|j| {
+                            let raw = g.fresh(&format!("{pre}w{u}_{j}"), raw_ty);
+                            let sv = g.fresh(&format!("{pre}s{u}_{j}"), Ty::F32);
+                            (raw, (sv, mn.map(|_| g.fresh(&format!("{pre}m{u}_{j}"), Ty::F32))))
+                        })
+                        .collect()
                 })
                 .collect()
         };
@@ -483,7 +635,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             let base = g.plus(w0, lane);
             g.plus_c(base, u * sk)
         };
-        type Stage = [Vec<(Var, Var)>];
+        type Stage = [Vec<(Var, (Var, Option<Var>))>];
         let loads = |g: &mut Gen, w0: E, dst: &Stage, out: &mut Vec<Stmt>| {
             for (u, per_out) in dst.iter().enumerate() {
                 let ui = unit_at(g, w0, u as u32);
@@ -517,10 +669,14 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         loads(&mut g, ahead, &nxt, &mut inner);
         compute(&mut g, w0e, &cur, &mut inner);
         for (c_u, n_u) in cur.iter().zip(&nxt) {
-            for (&(cr, cs), &(nr, ns)) in c_u.iter().zip(n_u) {
+            for (&(cr, (cs, cm)), &(nr, (ns, nm))) in c_u.iter().zip(n_u) {
                 let (rv, sv) = (g.f.get(nr), g.f.get(ns));
                 inner.push(Stmt::Set { var: cr, value: rv });
                 inner.push(Stmt::Set { var: cs, value: sv });
+                if let (Some(cm), Some(nm)) = (cm, nm) {
+                    let value = g.f.get(nm);
+                    inner.push(Stmt::Set { var: cm, value });
+                }
             }
         }
         let (lo, hi) = (g.f.i32(0), g.f.i32(((full - 1) * chunk) as i32));

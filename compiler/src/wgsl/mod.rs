@@ -72,17 +72,18 @@ pub struct Pass {
 /// [`Schedule::check`] for the WGSL target), with its launch shape.
 pub fn generate(op: &Op, s: &Schedule) -> (Func, [u32; 3], [u32; 3]) {
     match op.kind() {
-        OpKind::MatmulQ4 if !s.cache_read => {
+        OpKind::MatmulQ4 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0 if !s.cache_read => {
             let (wg, d) = q4_gpu::launch(op, s);
             (q4_gpu::generate(op, s), wg, d)
         }
-        // matmul_q4 with cache_read is the tiled family (prefill, M > 1):
-        // the matmul kernel with B dequantised as it is staged.
-        OpKind::Matmul | OpKind::BatchMatmul | OpKind::MatmulQ4 => {
+        // The block-quantised ops with cache_read are the tiled family
+        // (prefill, M > 1): the matmul kernel with B dequantised as it is
+        // staged.
+        OpKind::Matmul | OpKind::BatchMatmul | OpKind::MatmulQ4 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0 => {
             let (wg, d) = matmul_gpu::launch(op, s);
             (matmul_gpu::generate(op, s), wg, d)
         }
-        OpKind::MatmulI16 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0 => unreachable!("Schedule::check refuses Wasm-only ops on WGSL"),
+        OpKind::MatmulI16 => unreachable!("Schedule::check refuses matmul_i16 on WGSL"),
     }
 }
 

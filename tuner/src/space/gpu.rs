@@ -1,6 +1,8 @@
 //! The WGSL rules (Table 1, WebGPU; heuristics 5–7): `matmul` and
 //! `batch_matmul` tiles by workgroups per core and work per thread, and the
-//! `matmul_q4` decode space with its double-buffered and subgroup twins.
+//! `matmul_q4` decode space with its double-buffered and subgroup twins
+//! (also the space of `matmul_q4_1` and `matmul_q8_0`, the same kernels
+//! over other block formats).
 
 use webtune_compiler::{Op, Schedule};
 
@@ -188,7 +190,10 @@ fn grid_threads(op: &Op, s: &Schedule) -> u64 {
 }
 
 /// `matmul_q4` on WGSL: the split-K family (rows x0 per workgroup, y1
-/// outputs, split_k threads per output).
+/// outputs, split_k threads per output). `matmul_q4_1` and `matmul_q8_0`
+/// take the same rules: their kernels are this one over other words (Q8_0:
+/// 4 values per word, so twice the words per r0), and Q4_1 keeps a
+/// minimum per output and a sum of A per row besides.
 pub(super) fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
     let (_, m, k, n) = op.bmkn();
     let hw = &device.gpu;
@@ -203,8 +208,11 @@ pub(super) fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
         // and r0/32 scales the unrolled loop can have in flight; the 8
         // unpacked nibbles; per row its 8 A values; and per (row, output)
         // its 4 position sums and its accumulator.
+        let vpw = op.kind().values_per_word();
+        let q4_1 = op.kind() == webtune_compiler::OpKind::MatmulQ4_1;
         for y0 in GPU_Q4_OUTPUTS {
-            let reg = |r0: u32| y0 * (r0 / 8 + r0 / 32) + 8 + x0 * (8 + 5 * y0) + 2;
+            let extra = if q4_1 { y0 * (GPU_Q4_R0 / 32) + x0 } else { 0 };
+            let reg = |r0: u32| y0 * (r0 / vpw + r0 / 32) + vpw + x0 * (8 + 5 * y0) + 2 + extra;
             let fits = |r0: u32| !relax.heuristics || (reg(r0) <= reg_cap && x0 * y0 * r0 <= MAX_UNROLLED);
             // At least one scale block (32 weights) per thread and step.
             let max_split = floor_pow2(k / 32).clamp(1, 256);
@@ -275,9 +283,9 @@ pub(super) fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
                     let db = pow2s(r0)
                         .filter(|&r| r >= 8)
                         .map(|r| Schedule { r0: r, r1: r, double_buffer: true, ..s.clone() })
-                        .filter(|d| d.q4_gpu_steps(k).0 >= GPU_Q4_DB_STEPS)
+                        .filter(|d| d.matvec_steps(op).0 >= GPU_Q4_DB_STEPS)
                         .last();
-                    let db_order = if s.q4_gpu_steps(k).1 != 0 { 0 } else { 2 };
+                    let db_order = if s.matvec_steps(op).1 != 0 { 0 } else { 2 };
                     for (order, s) in db.into_iter().map(|d| (db_order, d)).chain([(1, s)]) {
                         let mut rank = rank.clone();
                         rank.push(order);

@@ -104,7 +104,8 @@
 //! # Where the rules live
 //!
 //! - `naive`: the size of the naive space each space is pruned from;
-//! - `gpu`: heuristics 5–7 for WGSL (`matmul`, `batch_matmul`, `matmul_q4`);
+//! - `gpu`: heuristics 5–7 for WGSL (`matmul`, `batch_matmul`, and
+//!   `matmul_q4` whose rules `matmul_q4_1` and `matmul_q8_0` share);
 //! - `cpu`: heuristics 3 and 4 for Wasm, in both forms (register tiles
 //!   that spill, and tiles kept in registers over packed B blocks);
 //! - `order`: the ranked candidate and the GPU matmul tile interleaving;
@@ -329,8 +330,9 @@ pub fn lite_space(op: &Op, target: Target, device: &Device, settings: &Settings)
 fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, relax: Relaxation) -> (Vec<Cand>, usize, usize) {
     let base = base_schedule(op, target, device, settings);
     let mut out = Vec::new();
-    // matmul_q4 on WGSL: the tiled family, ordered on its own and merged
-    // with the matrix-vector one (`out`) at the end.
+    // matmul_q4 (and matmul_q4_1, matmul_q8_0) on WGSL: the tiled family,
+    // ordered on its own and merged with the matrix-vector one (`out`) at
+    // the end.
     let mut tiled = Vec::new();
     for combo in settings.combinations(&[]) {
         let mut b = base.clone();
@@ -339,7 +341,7 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
         }
         canonicalise(op, target, device, &mut b);
         let tiles = match (op.kind(), target) {
-            (OpKind::MatmulQ4, Target::Wgsl) => {
+            (OpKind::MatmulQ4 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0, Target::Wgsl) => {
                 if q4_tiled_wanted(op) {
                     tiled.extend(gpu_q4_tiled(op, device, &b, relax));
                 }
@@ -347,7 +349,7 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
             }
             (OpKind::MatmulQ4 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0, Target::Wasm) => cpu_q4(op, device, &b, relax),
             // Wasm-only ops: no WGSL space.
-            (OpKind::MatmulI16 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0, Target::Wgsl) => Vec::new(),
+            (OpKind::MatmulI16, Target::Wgsl) => Vec::new(),
             // The tiles of a matmul over K/2: r0 and r1 count words, and a
             // word of B is as many bytes as an f32, so cache fits carry over.
             (OpKind::MatmulI16, Target::Wasm) => {
@@ -517,13 +519,13 @@ fn canonicalise(op: &Op, target: Target, device: &Device, s: &mut Schedule) {
         }
         Target::Wgsl => {
             s.relaxed_simd = false;
-            // Only the q4 generator reduces across threads.
-            s.subgroup_reduce &= op.kind() == OpKind::MatmulQ4;
+            // Only the block-quantised matrix-vector generator reduces across threads.
+            s.subgroup_reduce &= op.kind().block_quantized();
             // The CPU-only fields, at their defaults.
             s.order = webtune_compiler::schedule::LoopOrder::MNK;
             s.inner_n_first = false;
             s.passes = Default::default();
-            if op.kind() == OpKind::MatmulQ4 {
+            if op.kind().block_quantized() {
                 // gpu_q4 decides double buffering per candidate.
                 s.vectorize = 1;
                 s.cache_read = false;

@@ -55,7 +55,7 @@ fn naive_pairs_cpu(d: u32) -> u64 {
 ///   (vectorize) × 2 (subgroup_reduce) × 2 (double_buffer);
 /// - Wasm matmul_i16: as Wasm matmul over K/2 words, vectorize fixed; it
 ///   has no WGSL kernels (0);
-/// - Wasm matmul_q4_1 and matmul_q8_0: as Wasm matmul_q4; no WGSL kernels (0).
+/// - matmul_q4_1 and matmul_q8_0: as matmul_q4 on each target.
 pub fn naive_size(op: &Op, target: Target) -> u64 {
     let (_, m, k, n) = op.bmkn();
     let sat = |a: u64, b: u64| a.saturating_mul(b);
@@ -64,14 +64,14 @@ pub fn naive_size(op: &Op, target: Target) -> u64 {
             let r0 = naive_tiles(k).into_iter().filter(|r| r % 32 == 0).count() as u64;
             [naive_pairs(m), naive_pairs(n), r0, 4 * 2 * 2 * 8].into_iter().fold(1, sat)
         }
-        (OpKind::MatmulQ4, Target::Wgsl) => {
+        (OpKind::MatmulQ4 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0, Target::Wgsl) => {
             let r0 = naive_tiles(k).into_iter().filter(|r| r % 8 == 0).count() as u64;
             let split = naive_tiles(k / 8).into_iter().filter(|&s| s <= 256).count() as u64;
             [naive_tiles(m).len() as u64, naive_tiles(n).len() as u64, split, r0, MAX_Q4_OUTPUTS_PER_THREAD as u64 * 4 * 2 * 2 * 2]
                 .into_iter()
                 .fold(1, sat)
         }
-        (OpKind::MatmulI16 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0, Target::Wgsl) => 0,
+        (OpKind::MatmulI16, Target::Wgsl) => 0,
         (_, Target::Wasm) => {
             // matmul_i16's reduction is K/2 words; it has vector tiles only.
             let (k, vectorize) = if op.kind() == OpKind::MatmulI16 { (k / 2, 1) } else { (k, 2) };
