@@ -107,7 +107,8 @@ proptest! {
 
     /// `matmul_q4_1` and `matmul_q8_0` (GGUF blocks): M = 1 (decode) and
     /// small prompts, any whole number of blocks, any N, register and cache
-    /// tiles that do and do not divide, every pass.
+    /// tiles that do and do not divide, every pass; in registers and
+    /// through the unpacked panel (`cache_read`).
     #[test]
     fn gguf_matches_reference(
         q8: bool,
@@ -115,7 +116,7 @@ proptest! {
         kb in 1u32..=12, n in dim(),
         x0 in 1u32..=3, y0q in 1u32..=3, x1m in 1u32..=3, y1m in 1u32..=5, rblocks in 1u32..=4,
         vec4: bool, unroll_r0: bool, relaxed_simd: bool,
-        offset: bool, load_splat: bool, tee: bool,
+        offset: bool, load_splat: bool, tee: bool, panel: bool,
     ) {
         let kind = if q8 { OpKind::MatmulQ8_0 } else { OpKind::MatmulQ4_1 };
         let op = Op::new(kind, &[m, 32 * kb, n]).unwrap();
@@ -128,6 +129,7 @@ proptest! {
         s.unroll = if unroll_r0 { vec![UnrollLoop::X0, UnrollLoop::Y0, UnrollLoop::R0] } else { vec![UnrollLoop::X0, UnrollLoop::Y0] };
         s.relaxed_simd = relaxed_simd;
         s.passes = WasmPasses { offset, load_splat, tee };
+        s.cache_read = panel;
         check(&op, &s)?;
     }
 

@@ -25,6 +25,14 @@
 //! (two loads) `acc += D·dot`. The widened weights are shared by the x0
 //! rows of the register tile. With `vectorize = 1`, bytes are taken by
 //! shift and mask, offset by 128 to make them unsigned, and converted back.
+//!
+//! **The panel family** (`cache_read`, for prompts): per `y1` columns of W,
+//! the weights are unpacked once into scratch as f32 values (`D·q + Mn`,
+//! `D·q`), `BT[k][c]` with rows of `y1` floats, and every register tile of
+//! the `x1` rows of A then runs an f32 micro-kernel over the panel
+//! (`acc[r][v] += splat(A[r][k])·BT[k][v]`, all of K, `r0/8` steps per
+//! iteration). The in-register kernels above unpack a weight once per `x0`
+//! rows of A; this one once per M.
 
 use super::matmul_cpu::View;
 use super::{Gen, HasGen, tiled};
@@ -81,9 +89,26 @@ pub fn generate_view(op: &Op, s: &Schedule, v: &View) -> Func {
     let d = f.buffer("D", Elem::F32, n * (k / 32), Space::Param(2), false);
     let mn = (!q8).then(|| f.buffer("Mn", Elem::F32, n * (k / 32), Space::Param(3), false));
     let c = f.buffer("C", Elem::F32, (m - 1) * v.ldc + n, Space::Param(if q8 { 3 } else { 4 }), true);
-    let at = (!q8 && s.vectorize == 4)
+    let panel = s.cache_read;
+    let at = (!q8 && s.vectorize == 4 && !panel)
         .then(|| (f.buffer("AT", Elem::F32, m * k, Space::Scratch, true), f.buffer("AS", Elem::F32, m * (k / 8), Space::Scratch, true)));
+    let bt = panel.then(|| f.buffer("BT", Elem::F32, k * s.y1.min(n), Space::Scratch, true));
     let mut q = Gg { g: Gen::new(f), s, q8, m, k, ldc: v.ldc, a, w, d, mn, c, at };
+    if let Some(bt) = bt {
+        let zero = q.g.f.i32(0);
+        let (x0, x1, y0, y1) = (s.x0, s.x1, s.y0, s.y1.min(n));
+        let body = tiled(&mut q, zero, n, y1, "j1", false, &mut |q, ng, _, nsz| {
+            let mut out = q.unpack_panel(bt, ng, nsz, y1);
+            out.extend(tiled(q, zero, m, x1, "i1", false, &mut |q, mg, _, msz| {
+                tiled(q, ng, nsz, y0, "j0", false, &mut |q, cg, cl, cols| {
+                    tiled(q, mg, msz, x0, "i0", false, &mut |q, rg, _, rows| q.panel_micro(bt, y1, rg, rows, cg, cl, cols))
+                })
+            }));
+            out
+        });
+        q.g.f.body = body;
+        return q.g.f;
+    }
     let mut body = Vec::new();
     if let Some((at, asum)) = q.at {
         body.push(q.rearrange_a(at, asum));
@@ -485,6 +510,137 @@ impl Gg<'_> {
             }
             body
         })
+    }
+
+    /// The panel family (`cache_read`): columns `[ng, ng + nsz)` of W as
+    /// f32 values (`D·q + Mn`, or `D·q`) into `BT[k][c]`, rows of `ld`
+    /// floats, each weight unpacked once for all the rows of A.
+    fn unpack_panel(&mut self, bt: Handle<Buffer>, ng: E, nsz: u32, ld: u32) -> Vec<Stmt> {
+        let (k, q8) = (self.k, self.q8);
+        let kw = if q8 { k / 4 } else { k / 8 };
+        let (wbuf, dbuf, mbuf) = (self.w, self.d, self.mn);
+        let word = self.g.fresh("pw", Ty::I32);
+        let (dv, mv) = (self.g.fresh("pd", Ty::F32), self.g.fresh("pm", Ty::F32));
+        vec![self.rolled("pc", nsz, &mut |q, c| {
+            vec![q.rolled("pb", k / 32, &mut |q, b| {
+                let col = q.g.plus(ng, c);
+                let mut body = Vec::new();
+                let value = q.scale(dbuf, col, b);
+                body.push(Stmt::Set { var: dv, value });
+                if let Some(mbuf) = mbuf {
+                    let value = q.scale(mbuf, col, b);
+                    body.push(Stmt::Set { var: mv, value });
+                }
+                let (words, per) = if q8 { (8u32, 4u32) } else { (4, 8) };
+                for wi in 0..words {
+                    let wrow = q.f().mul_c(col, kw as i64);
+                    let bw = q.f().mul_c(b, words as i64);
+                    let idx = q.f().add(wrow, bw);
+                    let idx = q.g.plus_c(idx, wi);
+                    let value = q.f().load(LoadTy::U32, wbuf, idx);
+                    body.push(Stmt::Set { var: word, value });
+                    for j in 0..per {
+                        let w = q.f().get(word);
+                        let bits = if q8 { 8 } else { 4 };
+                        let sh = q.konst(bits * j);
+                        let shifted = if j == 0 { w } else { q.f().bin(BinOp::Shr, w, sh) };
+                        let d = q.f().get(dv);
+                        let value = if q8 {
+                            // q + 128 = ((byte + 128) & 255): unsigned, then back.
+                            let biased = q.g.plus_c(shifted, 128);
+                            let mask = q.konst(255);
+                            let u = q.f().bin(BinOp::And, biased, mask);
+                            let uf = q.f().exprs.push(Expr::ToF32(u));
+                            let off = q.f().f32(128.0);
+                            let qf = q.f().sub(uf, off);
+                            q.f().mul(d, qf)
+                        } else {
+                            let mask = q.konst(15);
+                            let nib = q.f().bin(BinOp::And, shifted, mask);
+                            let qf = q.f().exprs.push(Expr::ToF32(nib));
+                            let mn = q.f().get(mv);
+                            q.f().fma(d, qf, mn)
+                        };
+                        // BT[(32b + per·wi + j)·ld + c]
+                        let kk = q.f().mul_c(b, 32);
+                        let kk = q.g.plus_c(kk, per * wi + j);
+                        let row = q.f().mul_c(kk, ld as i64);
+                        let index = q.f().add(row, c);
+                        body.push(Stmt::Store { buf: bt, index, value });
+                    }
+                }
+                body
+            })]
+        })]
+    }
+
+    /// The panel family's register tile: `rows` rows of A from `rg` times
+    /// the panel's columns `[cl, cl + cols)` (C's `[cg, cg + cols)`), an f32
+    /// micro-kernel over all of K, `r0 / 8` steps of K per iteration (rounded
+    /// down to a power of two).
+    #[allow(clippy::too_many_arguments)]
+    fn panel_micro(&mut self, bt: Handle<Buffer>, ld: u32, rg: E, rows: u32, cg: E, cl: E, cols: u32) -> Vec<Stmt> {
+        let vector = self.s.vectorize == 4 && cols.is_multiple_of(4);
+        let (lanes, ty, lty) = if vector { (4, Ty::F32x4, LoadTy::F32x4) } else { (1, Ty::F32, LoadTy::F32) };
+        let nv = cols / lanes;
+        let acc: Vec<Vec<Handle<Var>>> = (0..rows).map(|r| (0..nv).map(|v| self.g.fresh(&format!("pacc{r}_{v}"), ty)).collect()).collect();
+        let bv: Vec<Handle<Var>> = (0..nv).map(|v| self.g.fresh(&format!("pb{v}"), ty)).collect();
+        let mut out = Vec::new();
+        for row in &acc {
+            for &v in row {
+                let z = self.f().f32(0.0);
+                let value = if vector { self.f().splat(z) } else { z };
+                out.push(Stmt::Set { var: v, value });
+            }
+        }
+        let k = self.k;
+        // A power of two up to 32: it divides K (a multiple of 32).
+        let per = 1u32 << (self.s.r0 / 8).clamp(1, 32).ilog2();
+        let (a, unroll) = (self.a, self.s.unrolls(UnrollLoop::R0));
+        let step = |q: &mut Self, kk: E| -> Vec<Stmt> {
+            let mut body = Vec::new();
+            for (v, &b) in bv.iter().enumerate() {
+                let row = q.f().mul_c(kk, ld as i64);
+                let idx = q.f().add(row, cl);
+                let idx = q.g.plus_c(idx, v as u32 * lanes);
+                let value = q.f().load(lty, bt, idx);
+                body.push(Stmt::Set { var: b, value });
+            }
+            for (r, accs) in acc.iter().enumerate() {
+                let row = q.g.plus_c(rg, r as u32);
+                let arow = q.f().mul_c(row, k as i64);
+                let ai = q.f().add(arow, kk);
+                let av = q.f().load(LoadTy::F32, a, ai);
+                let av = if vector { q.f().splat(av) } else { av };
+                for (v, &accv) in accs.iter().enumerate() {
+                    let (old, b) = (q.f().get(accv), q.f().get(bv[v]));
+                    let value = q.f().fma(av, b, old);
+                    body.push(Stmt::Set { var: accv, value });
+                }
+            }
+            body
+        };
+        let outer = self.g.fresh("pk", Ty::I32);
+        let inner = self.g.fresh("pu", Ty::I32);
+        let (ov, iv) = (self.f().get(outer), self.f().get(inner));
+        let kk = self.g.plus(ov, iv);
+        let body = step(self, kk);
+        let (lo, hi) = (self.konst(0), self.konst(per));
+        let inner_loop = Stmt::For(For { var: inner, lo, hi, step: 1, unroll, body });
+        let (lo, hi) = (self.konst(0), self.konst(k / per * per));
+        out.push(Stmt::For(For { var: outer, lo, hi, step: per, unroll: false, body: vec![inner_loop] }));
+        // K is a multiple of 32, and per divides 32: no remainder.
+        for (r, accs) in acc.iter().enumerate() {
+            for (v, &accv) in accs.iter().enumerate() {
+                let rr = self.g.plus_c(rg, r as u32);
+                let crow = self.g.f.mul_c(rr, self.ldc as i64);
+                let cc = self.g.plus_c(cg, v as u32 * lanes);
+                let index = self.f().add(crow, cc);
+                let value = self.f().get(accv);
+                out.push(Stmt::Store { buf: self.c, index, value });
+            }
+        }
+        out
     }
 
     fn store_c(&mut self, rg: E, cg: E, acc: &[Vec<Handle<Var>>], hsum: bool) -> Vec<Stmt> {
