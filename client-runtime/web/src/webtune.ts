@@ -63,7 +63,7 @@ const BACKGROUND_SLICE_MS = 4;
  * this (one kernel call that alone takes longer excepted), so that tuning
  * takes about half of a loop of `work(); await idle();` until it is done.
  */
-export const AUTO_SLICE_MAX_MS = 200;
+export const AUTO_SLICE_MAX_MS = 500;
 const AUTO_SLICE_MIN_MS = 8;
 
 /**
@@ -855,7 +855,7 @@ export class Webtune extends EventTarget {
    * downloading or compiling) and when everything is tuned. Without
    * `budgetMs`: the `budgetMs` option when the app set one; else a slice as
    * long as the app worked since the previous call returned, at least 8 ms
-   * and at most AUTO_SLICE_MAX_MS (200 ms), so that a loop of
+   * and at most AUTO_SLICE_MAX_MS (500 ms), so that a loop of
    * `work(); await idle();` spends about half its time tuning until every
    * kernel is tuned (`progress`, the `tuned` event), then none. A single
    * kernel call longer than the slice still runs whole.
