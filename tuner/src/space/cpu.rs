@@ -2,7 +2,9 @@
 //! device's engine gets ([`RegisterTiles`]): register tiles that may spill
 //! over L1-sized cache blocks (`cpu_matmul`, wasmtime), and tiles kept in
 //! registers over packed B blocks (`cpu_matmul_in_registers`, V8 and
-//! unmeasured engines); and `matmul_q4` on the CPU.
+//! unmeasured engines); and `matmul_q4` (with the GGUF kernels,
+//! `matmul_q4_1` and `matmul_q8_0`) on the CPU: decode tiles for one row,
+//! and for prompts the GGUF kernels' panel family first.
 
 use webtune_compiler::op::OpKind;
 use webtune_compiler::schedule::{LoopOrder, MAX_R0, MAX_REGISTER_TILE};
@@ -258,9 +260,82 @@ pub(super) fn cpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
             for (traffic, x1, y1) in blocks {
                 let s = Schedule { x0, y0, r0, x1, y1, r1: r0, vectorize, ..base.clone() };
                 let fill_gap = (relax.cpu_spill * cpu.vector_registers as f64 - live as f64).abs();
-                let rank = vec![(fill_gap * 1000.0) as i64, -((x0 * y0) as i64), traffic, -(r0 as i64), ragged(&s, op)];
+                let rank = if m == 1 {
+                    // Decode: the smallest tiles and r0 first. Interleaved in
+                    // wasmtime on the 2-core Xeon, 1×4 (r0 32) ran 1.15–1.3×
+                    // faster than 1×16 (r0 64), the tile that fills the
+                    // registers, on 576×3072 and 576×12288 Q4_1 (and Q8_0):
+                    // a matrix-vector product shares nothing across columns,
+                    // so a wider tile only spills.
+                    vec![1, (x0 * y0) as i64, r0 as i64, traffic, ragged(&s, op)]
+                } else {
+                    vec![1, (fill_gap * 1000.0) as i64, -((x0 * y0) as i64), traffic, -(r0 as i64), ragged(&s, op)]
+                };
                 out.push(Cand { s, rank, gpu: None });
             }
+        }
+    }
+    if m >= PANEL_MIN_M && op.kind() != OpKind::MatmulQ4 {
+        out.extend(cpu_gguf_panel(op, device, base, relax));
+    }
+    out
+}
+
+/// Fewest rows of A for which the GGUF kernels' panel family is tried.
+pub const PANEL_MIN_M: u32 = 8;
+
+/// Bytes of f32 weights a panel holds at most (`K·y1·4`): L2-resident
+/// beside A's rows.
+const PANEL_BYTES: u32 = 160 * 1024;
+
+/// Panel tiles kept (the fewest loads per multiply-add first).
+const PANEL_TILES: usize = 4;
+
+/// `matmul_q4_1` and `matmul_q8_0` for prompts (M ≥ [`PANEL_MIN_M`]): the
+/// panel family (`cache_read`, `gguf_cpu.rs`), which unpacks y1 columns of
+/// W to f32 once for all rows of A and runs an f32 register tile over it:
+/// a weight is unpacked once per M instead of once per `x0` rows, which
+/// left the in-register kernels at about 0.55× the f32 matmul at M = 128.
+/// Tiles as [`cpu_matmul_in_registers`] ranks them (accumulators, a row of
+/// the panel and a splat of A within the allocatable registers; fewest
+/// loads per multiply-add first); the panel as wide as [`PANEL_BYTES`]
+/// allows; all of M in one row block. Ranked ahead of the in-register
+/// kernels, which are decode rules.
+fn cpu_gguf_panel(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
+    let (_, m, k, n) = op.bmkn();
+    let usable = device.cpu.allocatable.max(3);
+    let vectorize = if base.vectorize == 4 && n >= 4 { 4 } else { 1 };
+    let mut tiles = Vec::new();
+    for v in 1..=4u32 {
+        let y0 = v * vectorize;
+        if y0 > np2(n) {
+            break;
+        }
+        for x0 in 1..=8u32.min(m) {
+            let live = cpu_live_registers(x0, y0, vectorize);
+            if live > usable || x0 * y0 > MAX_REGISTER_TILE {
+                continue;
+            }
+            if relax.heuristics && (live as f64) < relax.fill * usable as f64 {
+                continue;
+            }
+            let loads = ((x0 + v) as f64 / (x0 * v) as f64 * 1e6) as i64;
+            tiles.push((loads, -((x0 * y0) as i64), x0, y0));
+        }
+    }
+    tiles.sort();
+    if relax.heuristics {
+        tiles.truncate(PANEL_TILES);
+    }
+    let mut out = Vec::new();
+    for (t, &(loads, outputs, x0, y0)) in tiles.iter().enumerate() {
+        let widest = (PANEL_BYTES / (4 * k)).max(y0).min(np2(n).max(y0));
+        let y1 = (widest / y0).max(1) * y0;
+        let x1 = (m / x0).max(1) * x0;
+        for (i, r0) in [64u32, 32].into_iter().filter(|&r| r <= k).enumerate() {
+            let s = Schedule { x0, y0, r0, x1, y1, r1: r0, vectorize, cache_read: true, ..base.clone() };
+            let rank = vec![0, loads, outputs, t as i64, i as i64, ragged(&s, op)];
+            out.push(Cand { s, rank, gpu: None });
         }
     }
     out
