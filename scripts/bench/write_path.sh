@@ -233,8 +233,10 @@ done
 # checkpoint. One slice of sessions per core, each one INSERT ... SELECT
 # from generate_series a table (PostgreSQL makes the rows itself: no text
 # crosses a socket, as COPY's would). Ids grow with the session number, so
-# each slice appends to every index instead of seeking at random; foreign
-# keys are not checked row by row (the rows are consistent by making).
+# each slice appends to the keys kept while loading (those foreign keys
+# point at) instead of seeking at random; the others are built after the
+# rows, each by one sort. Foreign keys are not checked row by row (the
+# rows are consistent by making).
 fill() {
   local db="$1" sessions=$((history / 15)) slices="$cores"
   local space kernels keys fp nkeys
@@ -265,6 +267,7 @@ SQL
     "$psql" -q -v ON_ERROR_STOP=1 "$db" >"$dir/fill-$s.log" 2>&1 <<SQL &
 SET session_replication_role = replica;
 SET synchronous_commit = off;
+SET work_mem = '256MB';
 CREATE TEMP TABLE g AS SELECT x, 'h' || lpad(x::text, 10, '0') AS sid, k.* FROM generate_series($lo, $hi) x
   JOIN (VALUES $keys) AS k(ki, dk, ak, vk) ON k.ki = x % $nkeys;
 INSERT INTO sessions (id, fingerprint_sha256, device_key, arch_key, vendor_key, rho, created_at)
@@ -278,8 +281,7 @@ INSERT INTO measurements (report_id, rank, kernel_sha256, ticket, median_us, run
 INSERT INTO ballots (op, shape, target, space_checksum, level, level_key, session_id, kernel_sha256, report_id, created_at, weight, median_us)
   SELECT 'matmul', '64,64,64', 'wgsl', '$space', l.level, CASE l.level WHEN 'device' THEN dk WHEN 'arch' THEN ak ELSE vk END,
          sid, kn.k, sid || '-2', 1000 + x * 3 + 2, 5 - kn.i, 100 + kn.i
-  FROM g CROSS JOIN (VALUES $kernels) AS kn(i, k) CROSS JOIN (VALUES ('arch'), ('device'), ('vendor')) AS l(level)
-  ORDER BY sid, l.level, kn.k;
+  FROM g CROSS JOIN (VALUES $kernels) AS kn(i, k) CROSS JOIN (VALUES ('arch'), ('device'), ('vendor')) AS l(level);
 SQL
     fills+=($!)
   done
