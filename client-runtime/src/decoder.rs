@@ -8,8 +8,8 @@
 //! token ids, the weights blob (each tensor part at its manifest offset),
 //! one region per activation buffer (sized for the largest bucket), the
 //! key/value caches (`context` positions each), the rotary table and the
-//! attention scores, then one scratch area that every tuned kernel shares
-//! (they run one at a time). A run never allocates: decoding a thousand
+//! attention weights (a row per query head of a group), then one scratch
+//! area that every tuned kernel shares (they run one at a time). A run never allocates: decoding a thousand
 //! tokens leaves the memory's size as it was.
 //!
 //! What it must never do: run past the context it was loaded with (a run
@@ -143,8 +143,19 @@ impl Decoder {
         }
         let rope = at;
         at = align(at + context as u64 * head_dim as u64 * 4);
+        // The attention kernel's weights: one row per query head of a group.
+        let group = graph
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Attention { heads, kv_heads, .. } => Some(heads / (*kv_heads).max(1)),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(1)
+            .max(1);
         let scores = at;
-        at = align(at + (context as u64 + 4) * 4);
+        at = align(at + group as u64 * (context as u64 + 4) * 4);
         let scratch = at;
         let scratch_bytes = kernels.iter().map(|k| k.meta.scratch_bytes.unwrap_or(0) as u64).max().unwrap_or(0);
         at = align(at + scratch_bytes);

@@ -134,11 +134,15 @@
   ;; of the row, rows $stride floats apart) attends to cache positions
   ;; 0..=pos0+r of key/value head h / (heads / kv_heads) (cache rows of
   ;; kv_heads·hd floats): out[r][h·hd..] = Σ_j softmax_j(scale·q·k_j)·v_j.
-  ;; $scores holds pos0 + rows floats (rounded up to 4) of scratch.
+  ;; The heads / kv_heads query heads that share a key/value head are done
+  ;; together: each key and value row is read from the cache once for all
+  ;; of them (then from L1 for the group's other heads). $scores holds
+  ;; (heads / kv_heads)·(pos0 + rows + 4) floats of scratch: one row of
+  ;; weights per head of the group.
   (func (export "attention") (param $x i32) (param $rows i32) (param $stride i32) (param $heads i32) (param $kvh i32)
         (param $hd i32) (param $kc i32) (param $vc i32) (param $pos0 i32) (param $scale f32) (param $out i32) (param $scores i32)
-    (local $r i32) (local $h i32) (local $j i32) (local $i i32) (local $n i32) (local $nb i32) (local $hb i32) (local $kvb i32)
-    (local $q i32) (local $kv i32) (local $o i32) (local $group i32) (local $p i32)
+    (local $r i32) (local $g i32) (local $t i32) (local $j i32) (local $i i32) (local $n i32) (local $nb i32) (local $hb i32) (local $kvb i32)
+    (local $q i32) (local $kv i32) (local $o i32) (local $group i32) (local $p i32) (local $row i32) (local $orow i32) (local $sc i32)
     (local $acc v128) (local $m f32) (local $s f32) (local $sum v128) (local $e v128) (local $inv v128) (local $mv v128)
     (local.set $hb (i32.shl (local.get $hd) (i32.const 2)))
     (local.set $kvb (i32.mul (local.get $kvh) (local.get $hb)))
@@ -150,71 +154,86 @@
         ;; The scores' length in bytes, padded to whole vectors with -inf's
         ;; stand-in (-1e30: e^(-1e30 - m) is 0 after the clamp's 2^-126·e^r
         ;; times nothing, since those lanes are never summed into the output).
+        ;; Head t of the group has its weights at $scores + t·nb.
         (local.set $nb (i32.shl (i32.and (i32.add (local.get $n) (i32.const 3)) (i32.const -4)) (i32.const 2)))
-        (local.set $h (i32.const 0))
-        (loop $headl
-          (local.set $q (i32.add (i32.add (local.get $x) (i32.shl (i32.mul (local.get $r) (local.get $stride)) (i32.const 2)))
-                                 (i32.mul (local.get $h) (local.get $hb))))
-          (local.set $kv (i32.mul (i32.div_u (local.get $h) (local.get $group)) (local.get $hb)))
-          ;; Scores and their maximum.
-          (local.set $m (f32.const -inf))
+        (local.set $row (i32.add (local.get $x) (i32.shl (i32.mul (local.get $r) (local.get $stride)) (i32.const 2))))
+        (local.set $orow (i32.add (local.get $out) (i32.shl (i32.mul (local.get $r) (i32.mul (local.get $heads) (local.get $hd))) (i32.const 2))))
+        (local.set $g (i32.const 0))
+        (loop $groupl
+          (local.set $kv (i32.mul (local.get $g) (local.get $hb)))
+          ;; Scores: key row j once, dotted with each head of the group.
           (local.set $j (i32.const 0))
           (loop $sl
             (local.set $p (i32.add (i32.add (local.get $kc) (i32.mul (local.get $j) (local.get $kvb))) (local.get $kv)))
-            (local.set $acc (v128.const i32x4 0 0 0 0))
-            (local.set $i (i32.const 0))
-            (loop $dl
-              (local.set $acc (f32x4.add (local.get $acc)
-                (f32x4.mul (v128.load (i32.add (local.get $q) (local.get $i))) (v128.load (i32.add (local.get $p) (local.get $i))))))
-              (br_if $dl (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $hb))))
-            (local.set $s (f32.mul (call $hsum (local.get $acc)) (local.get $scale)))
-            (f32.store (i32.add (local.get $scores) (i32.shl (local.get $j) (i32.const 2))) (local.get $s))
-            (local.set $m (f32.max (local.get $m) (local.get $s)))
+            (local.set $t (i32.const 0))
+            (loop $tl
+              (local.set $q (i32.add (local.get $row) (i32.mul (i32.add (i32.mul (local.get $g) (local.get $group)) (local.get $t)) (local.get $hb))))
+              (local.set $acc (v128.const i32x4 0 0 0 0))
+              (local.set $i (i32.const 0))
+              (loop $dl
+                (local.set $acc (f32x4.add (local.get $acc)
+                  (f32x4.mul (v128.load (i32.add (local.get $q) (local.get $i))) (v128.load (i32.add (local.get $p) (local.get $i))))))
+                (br_if $dl (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $hb))))
+              (f32.store (i32.add (i32.add (local.get $scores) (i32.mul (local.get $t) (local.get $nb))) (i32.shl (local.get $j) (i32.const 2)))
+                (f32.mul (call $hsum (local.get $acc)) (local.get $scale)))
+              (br_if $tl (i32.lt_u (local.tee $t (i32.add (local.get $t) (i32.const 1))) (local.get $group))))
             (br_if $sl (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 1))) (local.get $n))))
-          ;; Pad the last vector: those lanes get weight 0 below.
-          (local.set $j (local.get $n))
-          (block $padded
-            (loop $pad
-              (br_if $padded (i32.ge_u (i32.shl (local.get $j) (i32.const 2)) (local.get $nb)))
-              (f32.store (i32.add (local.get $scores) (i32.shl (local.get $j) (i32.const 2))) (f32.const -1e30))
-              (local.set $j (i32.add (local.get $j) (i32.const 1)))
-              (br $pad)))
-          ;; Weights e^(s - m) in place, and their sum over the real lanes:
-          ;; a padded lane's weight is made exactly 0.
-          (local.set $mv (f32x4.splat (local.get $m)))
-          (local.set $sum (v128.const i32x4 0 0 0 0))
-          (local.set $i (i32.const 0))
-          (loop $el
-            (local.set $e (call $exp4 (f32x4.sub (v128.load (i32.add (local.get $scores) (local.get $i))) (local.get $mv))))
-            (local.set $e (v128.and (local.get $e)
-              (f32x4.gt (v128.load (i32.add (local.get $scores) (local.get $i))) (v128.const f32x4 -1e29 -1e29 -1e29 -1e29))))
-            (v128.store (i32.add (local.get $scores) (local.get $i)) (local.get $e))
-            (local.set $sum (f32x4.add (local.get $sum) (local.get $e)))
-            (br_if $el (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $nb))))
-          (local.set $inv (f32x4.splat (f32.div (f32.const 1) (call $hsum (local.get $sum)))))
-          ;; out = Σ_j w_j·v_j, then times 1/Σ w.
-          (local.set $o (i32.add (i32.add (local.get $out) (i32.shl (i32.mul (local.get $r) (i32.mul (local.get $heads) (local.get $hd))) (i32.const 2)))
-                                 (i32.mul (local.get $h) (local.get $hb))))
-          (local.set $i (i32.const 0))
-          (loop $zl
-            (v128.store (i32.add (local.get $o) (local.get $i)) (v128.const i32x4 0 0 0 0))
-            (br_if $zl (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $hb))))
+          ;; Per head of the group: the maximum, the weights e^(s - m) in
+          ;; place (a padded lane's made exactly 0), then divided by their sum.
+          (local.set $t (i32.const 0))
+          (loop $wl
+            (local.set $sc (i32.add (local.get $scores) (i32.mul (local.get $t) (local.get $nb))))
+            (local.set $m (f32.const -inf))
+            (local.set $j (i32.const 0))
+            (loop $ml
+              (local.set $m (f32.max (local.get $m) (f32.load (i32.add (local.get $sc) (i32.shl (local.get $j) (i32.const 2))))))
+              (br_if $ml (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 1))) (local.get $n))))
+            (local.set $j (local.get $n))
+            (block $padded
+              (loop $pad
+                (br_if $padded (i32.ge_u (i32.shl (local.get $j) (i32.const 2)) (local.get $nb)))
+                (f32.store (i32.add (local.get $sc) (i32.shl (local.get $j) (i32.const 2))) (f32.const -1e30))
+                (local.set $j (i32.add (local.get $j) (i32.const 1)))
+                (br $pad)))
+            (local.set $mv (f32x4.splat (local.get $m)))
+            (local.set $sum (v128.const i32x4 0 0 0 0))
+            (local.set $i (i32.const 0))
+            (loop $el
+              (local.set $e (call $exp4 (f32x4.sub (v128.load (i32.add (local.get $sc) (local.get $i))) (local.get $mv))))
+              (local.set $e (v128.and (local.get $e)
+                (f32x4.gt (v128.load (i32.add (local.get $sc) (local.get $i))) (v128.const f32x4 -1e29 -1e29 -1e29 -1e29))))
+              (v128.store (i32.add (local.get $sc) (local.get $i)) (local.get $e))
+              (local.set $sum (f32x4.add (local.get $sum) (local.get $e)))
+              (br_if $el (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $nb))))
+            (local.set $inv (f32x4.splat (f32.div (f32.const 1) (call $hsum (local.get $sum)))))
+            (local.set $i (i32.const 0))
+            (loop $il
+              (v128.store (i32.add (local.get $sc) (local.get $i)) (f32x4.mul (v128.load (i32.add (local.get $sc) (local.get $i))) (local.get $inv)))
+              (br_if $il (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $nb))))
+            ;; The head's output starts at zero.
+            (local.set $o (i32.add (local.get $orow) (i32.mul (i32.add (i32.mul (local.get $g) (local.get $group)) (local.get $t)) (local.get $hb))))
+            (local.set $i (i32.const 0))
+            (loop $zl
+              (v128.store (i32.add (local.get $o) (local.get $i)) (v128.const i32x4 0 0 0 0))
+              (br_if $zl (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $hb))))
+            (br_if $wl (i32.lt_u (local.tee $t (i32.add (local.get $t) (i32.const 1))) (local.get $group))))
+          ;; out_t = Σ_j w_tj·v_j: value row j once for the group's heads.
           (local.set $j (i32.const 0))
           (loop $vl
             (local.set $p (i32.add (i32.add (local.get $vc) (i32.mul (local.get $j) (local.get $kvb))) (local.get $kv)))
-            (local.set $e (v128.load32_splat (i32.add (local.get $scores) (i32.shl (local.get $j) (i32.const 2)))))
-            (local.set $i (i32.const 0))
-            (loop $al
-              (v128.store (i32.add (local.get $o) (local.get $i))
-                (f32x4.add (v128.load (i32.add (local.get $o) (local.get $i)))
-                           (f32x4.mul (local.get $e) (v128.load (i32.add (local.get $p) (local.get $i))))))
-              (br_if $al (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $hb))))
+            (local.set $t (i32.const 0))
+            (loop $tv
+              (local.set $o (i32.add (local.get $orow) (i32.mul (i32.add (i32.mul (local.get $g) (local.get $group)) (local.get $t)) (local.get $hb))))
+              (local.set $e (v128.load32_splat (i32.add (i32.add (local.get $scores) (i32.mul (local.get $t) (local.get $nb))) (i32.shl (local.get $j) (i32.const 2)))))
+              (local.set $i (i32.const 0))
+              (loop $al
+                (v128.store (i32.add (local.get $o) (local.get $i))
+                  (f32x4.add (v128.load (i32.add (local.get $o) (local.get $i)))
+                             (f32x4.mul (local.get $e) (v128.load (i32.add (local.get $p) (local.get $i))))))
+                (br_if $al (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $hb))))
+              (br_if $tv (i32.lt_u (local.tee $t (i32.add (local.get $t) (i32.const 1))) (local.get $group))))
             (br_if $vl (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 1))) (local.get $n))))
-          (local.set $i (i32.const 0))
-          (loop $nl
-            (v128.store (i32.add (local.get $o) (local.get $i)) (f32x4.mul (v128.load (i32.add (local.get $o) (local.get $i))) (local.get $inv)))
-            (br_if $nl (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $hb))))
-          (br_if $headl (i32.lt_u (local.tee $h (i32.add (local.get $h) (i32.const 1))) (local.get $heads))))
+          (br_if $groupl (i32.lt_u (local.tee $g (i32.add (local.get $g) (i32.const 1))) (local.get $kvh))))
         (br_if $rowl (i32.lt_u (local.tee $r (i32.add (local.get $r) (i32.const 1))) (local.get $rows))))))
 
   ;; out[r][i] = silu(x[r][i])·x[r][f + i] for i < f: rows of 2f floats

@@ -14,7 +14,8 @@
 //   rope              the rotary table: per position, head_dim/2 pairs (cos, sin)
 //                     of pos·θ^(−2i/head_dim), computed in f64 and rounded
 //                     to f32 the first time a position is used
-//   scores            the attention kernel's scratch: context + 4 f32
+//   scores            the attention kernel's scratch: (context + 4) f32 per
+//                     query head of a group (heads / kv_heads)
 // The tuned kernels' own scratch (those whose metadata asks for some) is
 // what the kernel machinery (WasmKernelBinding) appends after the memory's
 // end when it binds them; the native runner puts one shared area there. A
@@ -197,8 +198,10 @@ export function layoutOf(graph: DecoderGraph, weightBytes: number, context: numb
   const headDim = rope?.head_dim ?? 4;
   const ropeAt = at;
   at = align(at + context * headDim * 4);
+  // One row of attention weights per query head of a group.
+  const group = Math.max(1, ...graph.steps.map((s) => (s.step === 'attention' ? Math.floor(s.heads / Math.max(1, s.kv_heads)) : 1)));
   const scores = at;
-  at = align(at + (context + 4) * 4);
+  at = align(at + group * (context + 4) * 4);
   return { ids, weights, buffers, caches, rope: ropeAt, scores, bytes: at, maxRows, headDim, theta: rope?.theta ?? 10000 };
 }
 

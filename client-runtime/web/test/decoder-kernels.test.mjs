@@ -163,7 +163,7 @@ test('attention: causal grouped-query attention over the caches, at pos0 0 and l
       kc.v[i] = 2 * r();
       vc.v[i] = r();
     }
-    const out = alloc(rows * heads * hd), scores = alloc(n + 8);
+    const out = alloc(rows * heads * hd), scores = alloc((heads / kvh) * (n + 8));
     const scale = Math.fround(1 / Math.sqrt(hd));
     k.attention(x.off, rows, stride, heads, kvh, hd, kc.off, vc.off, pos0, scale, out.off, scores.off);
     const want = attention64(x.v, stride, rows, heads, kvh, hd, kc.v, vc.v, pos0, scale);
@@ -374,7 +374,9 @@ test('decoder graph backend: the native layout (ids, weights, buffers, caches, r
   assert.equal(L.buffers.get('h') - L.buffers.get('x'), 256 * 64 * 4);
   assert.equal(L.caches.get('v.0') - L.caches.get('k.0'), Math.ceil((100 * 32 * 4) / 64) * 64);
   assert.equal(L.scores - L.rope, Math.ceil((100 * 16 * 4) / 64) * 64);
-  assert.equal(L.bytes - L.scores, Math.ceil((104 * 4) / 64) * 64);
+  // One row of attention weights per query head of a group.
+  const att = graph.steps.find((s) => s.step === 'attention');
+  assert.equal(L.bytes - L.scores, Math.ceil(((att.heads / att.kv_heads) * 104 * 4) / 64) * 64);
   for (const v of [L.ids, L.weights, ...L.buffers.values(), ...L.caches.values(), L.rope, L.scores, L.bytes]) assert.equal(v % 64, 0);
 });
 
