@@ -432,6 +432,9 @@ struct Shared {
     sessions_opened: AtomicUsize,
     reports_ok: AtomicUsize,
     left: AtomicUsize,
+    /// Each honest device's first answer: (class, the class's accepted
+    /// reports before it, the answer's true slowdown).
+    first_answers: Mutex<Vec<(usize, usize, f64)>>,
 }
 
 impl Shared {
@@ -599,6 +602,15 @@ async fn run_unit(sh: Arc<Shared>, u: Unit) {
         // This device's own speed within its class.
         let factor = (0.05 * rng.normal()).exp();
         let Some((sid, _)) = open(&sh, &http, &mut rng, &class.fp, role).await else { continue };
+        // An honest device asks for its best kernel first, as the browser
+        // runtime does (its own draws, so the rest of the run is unchanged).
+        if matches!(u.role, Role::Honest | Role::Leaver(_)) {
+            let before = sh.class_reports[u.class].load(Ordering::Relaxed);
+            let mut own = Rng::new(sh.cfg.seed ^ mix(u.id as u64 + 0x5eed));
+            if let Some((sha, _)) = best_of(&sh, &http, &mut own, &class.device_key).await {
+                sh.first_answers.lock().unwrap().push((u.class, before, class.true_us(&sha) / class.best_us));
+            }
+        }
         // A demoter looks the current winner up first.
         let demoted = match u.role {
             Role::Demote(_) => best_of(&sh, &http, &mut rng, &class.device_key).await.map(|b| b.0),
@@ -726,6 +738,10 @@ pub struct Summary {
     /// (request, role, status) → count.
     pub counts: BTreeMap<(String, String, u16), usize>,
     pub distinct_addresses: bool,
+    /// Each honest device's first answer (before its queue): (class, the
+    /// class's accepted reports before it, the answer's true slowdown).
+    pub first_answers: Vec<(usize, usize, f64)>,
+    pub tolerance: f64,
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
@@ -738,6 +754,58 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 }
 
 impl Summary {
+    /// The n-th device of a class (n from 1) as the honest devices that
+    /// asked with n - 1 of their class's reports accepted: (devices, median
+    /// true slowdown of their first answer, share within tolerance).
+    pub fn nth_device(&self, n: usize) -> (usize, Option<f64>, f64) {
+        let v: Vec<f64> = self.first_answers.iter().filter(|a| a.1 + 1 == n).map(|a| a.2).collect();
+        let within = v.iter().filter(|&&x| x <= 1.0 + self.tolerance).count();
+        (v.len(), median(v.clone()), if v.is_empty() { 0.0 } else { within as f64 / v.len() as f64 })
+    }
+
+    /// Per class, the fewest accepted reports after which every honest
+    /// device's first answer was within tolerance: the sessions a class
+    /// needs before the next device starts tuned (`None`: the last one asked
+    /// still did not).
+    pub fn sessions_until_tuned(&self) -> Vec<Option<usize>> {
+        (0..self.classes.len())
+            .map(|c| {
+                let mut a: Vec<(usize, f64)> = self.first_answers.iter().filter(|x| x.0 == c).map(|x| (x.1, x.2)).collect();
+                a.sort_by_key(|x| x.0);
+                let last_slow = a.iter().rposition(|x| x.1 > 1.0 + self.tolerance);
+                match last_slow {
+                    None => Some(0),
+                    Some(i) if i + 1 < a.len() => Some(a[i + 1].0),
+                    Some(_) => None,
+                }
+            })
+            .collect()
+    }
+
+    /// The first-answer lines of [`Summary::table`].
+    pub fn first_answer_table(&self) -> String {
+        let mut s = String::new();
+        for n in [1, 2, 3, 10] {
+            let (k, m, within) = self.nth_device(n);
+            let m = m.map(|v| format!("{v:.3}")).unwrap_or("-".into());
+            s += &format!(
+                "device {n:>2} of a class: {k} asked, first answer median {m}x the true best, {:.0}% within {:.0}%\n",
+                within * 100.0,
+                self.tolerance * 100.0
+            );
+        }
+        let until = self.sessions_until_tuned();
+        let known: Vec<f64> = until.iter().flatten().map(|&n| n as f64).collect();
+        s += &format!(
+            "sessions until the next device starts tuned: median {}, worst {}, never in {} of {} classes\n",
+            median(known.clone()).map(|v| format!("{v:.0}")).unwrap_or("-".into()),
+            known.iter().copied().reduce(f64::max).map(|v| format!("{v:.0}")).unwrap_or("-".into()),
+            until.iter().filter(|u| u.is_none()).count(),
+            until.len()
+        );
+        s
+    }
+
     pub fn not_within(&self) -> Vec<&ClassResult> {
         self.classes.iter().filter(|c| c.converged.is_none()).collect()
     }
@@ -822,6 +890,7 @@ impl Summary {
             f(ws, 1),
             f(wr, 0)
         );
+        s += &self.first_answer_table();
         let names = |v: Vec<&ClassResult>| v.iter().map(|c| c.idx.to_string()).collect::<Vec<_>>().join(",");
         s += &format!("classes not within 5%: {} [{}]\n", self.not_within().len(), names(self.not_within()));
         s += &format!("classes won by a liar-promoted kernel: {} [{}]\n", self.liar_wins().len(), names(self.liar_wins()));
@@ -859,6 +928,13 @@ impl Summary {
             }
             Value::Object(m)
         };
+        let first_answers: Vec<Value> = [1, 2, 3, 10]
+            .iter()
+            .map(|&n| {
+                let (k, m, within) = self.nth_device(n);
+                json!({"device": n, "asked": k, "median_slowdown": m, "within": within})
+            })
+            .collect();
         json!({
             "classes": self.classes.len(),
             "sessions": self.sessions,
@@ -871,6 +947,8 @@ impl Summary {
             "convergence_s": {"median": ms, "worst": ws},
             "convergence_reports": {"median": mr, "worst": wr},
             "distinct_addresses": self.distinct_addresses,
+            "first_answers": first_answers,
+            "sessions_until_tuned": self.sessions_until_tuned(),
             "sessions_by_status": st("session"),
             "queues_by_status": st("queue"),
             "reports_by_status": st("report"),
@@ -953,6 +1031,7 @@ pub async fn run(cfg: Config) -> Result<Summary, String> {
         sessions_opened: AtomicUsize::new(0),
         reports_ok: AtomicUsize::new(0),
         left: AtomicUsize::new(0),
+        first_answers: Mutex::new(Vec::new()),
         classes,
         cfg: cfg.clone(),
     });
@@ -1056,5 +1135,16 @@ pub async fn run(cfg: Config) -> Result<Summary, String> {
         })
         .collect();
     let counts = sh.counts.lock().unwrap().iter().map(|((w, r, s), n)| ((w.to_string(), r.to_string(), *s), *n)).collect();
-    Ok(Summary { classes, sessions, liar_sessions, left: sh.left.load(Ordering::Relaxed), seconds, counts, distinct_addresses: distinct })
+    let first_answers = sh.first_answers.lock().unwrap().clone();
+    Ok(Summary {
+        classes,
+        sessions,
+        liar_sessions,
+        left: sh.left.load(Ordering::Relaxed),
+        seconds,
+        counts,
+        distinct_addresses: distinct,
+        first_answers,
+        tolerance: cfg.tolerance,
+    })
 }
