@@ -26,6 +26,13 @@ export declare function qbAt(args: Uint32Array[], n: number, kk: number, j: numb
  * matmul_i16 (SB[n]·qb[k][n]).
  */
 export declare function bAt(op: OpName, shape: readonly number[], args: Uint32Array[], bi: number, kk: number, j: number): number;
+/**
+ * Column norms of a block-format B (matmul_q4, matmul_q4_1, matmul_q8_0),
+ * the values `bAt` dequantises, decoded a word at a time: one pass over the
+ * weights, with no per-element op parsing (a language model's output head
+ * is tens of millions of values, and every candidate's check computes these).
+ */
+export declare function blockColumnNorms(base: string, k: number, n: number, args: Uint32Array[], out: Float64Array): void;
 /** Row norms of A and column norms of B: the error scale of every output. */
 export declare class Scales {
     readonly op: OpName;

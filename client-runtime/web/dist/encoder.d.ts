@@ -1,4 +1,4 @@
-import { Webtune } from './webtune.js';
+import { type Policy, Webtune } from './webtune.js';
 export interface EncoderLoadOptions {
     /** Base URL of the webtune server; default: this page's origin. */
     server?: string;
@@ -30,6 +30,8 @@ export interface EncoderLoadOptions {
     cache?: boolean;
     /** Candidates to evaluate per kernel at most (see `Webtune.open`). Default: all. */
     maxCandidates?: number;
+    /** The tuning policy (see `Webtune.open`). Default `'fast'`. */
+    policy?: Policy;
     /** Largest batch run at once; longer lists are encoded in several batches. Default 8. */
     maxBatch?: number;
     /**

@@ -1,5 +1,5 @@
 import { type OpName } from './ops.js';
-import { type RemoteAnswer } from './tuner.js';
+import { type Policy, type RemoteAnswer } from './tuner.js';
 import type { Backend, Candidate, Impl, KernelMeta } from './types.js';
 /** One candidate to evaluate; `current` comes with an op's first request only. */
 export interface EvalRequest {
@@ -15,6 +15,7 @@ export interface EvalRequest {
         warmPairs: number | undefined;
         earlyReject: boolean;
         stopAfterMs: number;
+        policy?: Policy;
     };
     /** Threads of the page's pool (first request): the worker times threaded kernels on a pool of its own that size. */
     threads?: number;

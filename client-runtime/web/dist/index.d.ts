@@ -6,7 +6,7 @@
  *
  * - `SentenceEncoder`: BERT-family sentence embeddings (Wasm, WebGPU);
  * - `TextGenerator`: llama-family text generation from a GGUF import, its
- *   decoder graph run by the Wasm backend.
+ *   decoder graph run by the Wasm or the WebGPU backend.
  *
  * ```js
  * import { TextGenerator } from '/web/webtune.js';
@@ -16,6 +16,7 @@
  * ```
  */
 export * from './webtune.js';
-export { TextGenerator, DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, type GeneratorLoadOptions, type GenerateOptions, type ChatMessage, type GenerationStats, type LlmManifest, } from './text-generator.js';
+export { TextGenerator, DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, type GeneratorLoadOptions, type GenerateOptions, type ChatMessage, type GenerationStats, type LlmManifest, type GeneratorChoice, } from './text-generator.js';
+export type { GpuDecoderStats } from './decoder-gpu.js';
 export type { DecoderGraph, DecoderTensor, Step as DecoderStep, Format as TensorFormat } from './decoder.js';
 export { type Sampling, Sampler } from './sampler.js';

@@ -1,5 +1,7 @@
 /** The base ops. */
 export type BaseOp = 'matmul' | 'batch_matmul' | 'matmul_q4' | 'matmul_i16' | 'matmul_q4_1' | 'matmul_q8_0';
+/** Ops with Wasm kernels only: WGSL has no 16-bit integer dot product. */
+export declare const WASM_ONLY: readonly string[];
 /**
  * An op a kernel computes: a base op, or matmul / batch_matmul / matmul_i16
  * with a fused epilogue suffix (docs/ops.md): `+bias`, then `+gelu` or

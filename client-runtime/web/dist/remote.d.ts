@@ -11,6 +11,7 @@ export declare class WorkerEvaluator implements RemoteEvaluator<WasmImpl> {
     private next;
     private waiting;
     /** Ops whose kernel in use the worker has. */
+    /** The kernel in use the worker was last sent, per op (sent again when the page's differs). */
     private known;
     /**
      * `threads`: the page's pool size (the worker times threaded kernels on a

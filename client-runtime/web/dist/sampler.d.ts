@@ -21,6 +21,15 @@ export declare class Sampler {
     constructor(sampling: Sampling);
     /** The next SplitMix64 draw in [0, 1) (53 bits). */
     uniform(): number;
+    /** Whether tokens are drawn (temperature above 0), not greedy. */
+    get draws(): boolean;
     /** The next token. */
     sample(logits: Float32Array): number;
+    /**
+     * The token that the draw `draw` (in [0, 1), from `uniform`) picks from
+     * `logits` by the sampling rule (temperature above 0): `sample` with the
+     * draw made elsewhere (the WebGPU backend makes it on the host and picks
+     * on the GPU, or here when the GPU cannot).
+     */
+    pick(logits: Float32Array, draw: number): number;
 }

@@ -1,5 +1,5 @@
 import { type DecoderGraph, type DecoderTensor } from './decoder.js';
-import { Webtune } from './webtune.js';
+import { type Policy, Webtune } from './webtune.js';
 /** Positions a generator holds by default (at most the model's). */
 export declare const DEFAULT_CONTEXT = 2048;
 /** Tokens `generate` makes by default. */
@@ -9,8 +9,22 @@ export interface GeneratorLoadOptions {
     server?: string;
     /** The model's name in the server's store (`GET /v1/models` lists them). */
     model: string;
-    /** `'wasm'` (WebGPU comes with the next backend). */
-    target: 'wasm';
+    /**
+     * `'wasm'`, `'webgpu'` (the decode step on the GPU: one submit and one
+     * token id read back per token; refused in one line where WebGPU is
+     * absent), or `'auto'`: the faster of the two on this device class, by
+     * measurement (see `TextGenerator.choice`): the server's plan for this
+     * class if it has one, else both are loaded and timed on the same decode
+     * steps here, reported, and the faster is kept (Wasm where WebGPU does
+     * not open).
+     */
+    target: 'wasm' | 'webgpu' | 'auto';
+    /** WebGPU: the app's GPUDevice; one is requested if absent. */
+    device?: GPUDevice;
+    /** WebGPU: the adapter to fingerprint (see `Webtune.open`). */
+    adapter?: GPUAdapter;
+    /** `'auto'`: the position up to which the targets' decode steps are compared (a prompt that long, then a few steps). Default 128. */
+    autoLength?: number;
     /**
      * Threads a kernel may use (see `Webtune.open`). Default: the device's
      * cores, at most 8, where the page is cross-origin isolated.
@@ -32,6 +46,8 @@ export interface GeneratorLoadOptions {
     cache?: boolean;
     /** Candidates to evaluate per kernel at most (see `Webtune.open`). Default: all. */
     maxCandidates?: number;
+    /** The tuning policy (see `Webtune.open`). Default `'fast'`. */
+    policy?: Policy;
     /**
      * Report the per-token decode latency to the server (`POST
      * /v1/models/{name}/latency`, batch 1, seq_len the power of two at least
@@ -116,7 +132,22 @@ export interface LlmManifest {
     weights: BlobRef;
     tensors: DecoderTensor[];
 }
+/** How `target: 'auto'` chose. */
+export interface GeneratorChoice {
+    target: 'wasm' | 'webgpu';
+    /** `plan`: the server's plan for this device class; `measured`: both timed here (and reported); `no-webgpu`: WebGPU did not open. */
+    how: 'plan' | 'measured' | 'no-webgpu';
+    reason: string;
+    /** `measured`: median ms of a decode step of each target at positions up to `seq_len`. */
+    ms?: {
+        wasm: number;
+        webgpu: number;
+    };
+    seq_len: number;
+}
 export declare class TextGenerator {
+    /** `target: 'auto'`: which target it chose and why; null otherwise. */
+    choice: GeneratorChoice | null;
     /** The webtune session whose kernels run the model (tuning, events, status). */
     readonly webtune: Webtune;
     readonly manifest: LlmManifest;
@@ -134,14 +165,29 @@ export declare class TextGenerator {
     private latency;
     private closed;
     private constructor();
+    /** The target running the model. */
+    get target(): 'wasm' | 'webgpu';
+    /** WebGPU: dispatches of one decode step (the sampling included), as last run; null on Wasm or before the first step. */
+    get dispatchesPerToken(): number | null;
     /**
      * Fetches the model's manifest, decoder graph, weights and tokenizer from
      * the server (each blob checked against its SHA-256 address), lays the
-     * model out in one Wasm memory, opens a webtune session on it and fetches
-     * the decode step's kernels (a prompt's prefill buckets are fetched on
-     * their first use).
+     * model out (Wasm: in one memory; WebGPU: in GPU buffers, the weights
+     * uploaded once), opens a webtune session of the target and fetches the
+     * decode step's kernels (a prompt's prefill buckets are fetched on their
+     * first use).
      */
     static load(opts: GeneratorLoadOptions): Promise<TextGenerator>;
+    /**
+     * `target: 'auto'`. The plan is asked with a WebGPU session's device key
+     * (the GPU is what tells devices apart for this choice) at batch 1 and
+     * `autoLength` positions, before any weights are fetched. With no plan,
+     * both targets are loaded, each feeds the same prompt of about
+     * `autoLength` − 6 tokens and then times 5 decode steps (greedy, after one
+     * untimed), both medians are reported through that session, and the
+     * faster is kept.
+     */
+    private static loadAuto;
     /** The prompt's token ids as `generate` feeds them (BOS first when the manifest says `add_bos`). */
     tokenize(text: string): number[];
     /** The text of token ids (special tokens left out). */
@@ -163,9 +209,18 @@ export declare class TextGenerator {
     forward(ids: number[], { reset }?: {
         reset?: boolean;
     }): Promise<Float32Array>;
+    /**
+     * Low level: feeds `ids` (with `reset`, from position 0) and returns the
+     * greedy next token, whatever it is (end-of-generation ids included), e.g.
+     * to run a fixed number of decode steps. On WebGPU its id is all that is
+     * read back.
+     */
+    nextToken(ids: number[], { reset }?: {
+        reset?: boolean;
+    }): Promise<number>;
     /** Positions the caches hold now (after `forward`, or the latest generation). */
     get position(): number;
-    /** Bytes of Wasm memory the model uses. */
+    /** Bytes of memory the model uses: the Wasm memory, or on WebGPU its GPU buffers. */
     get memoryBytes(): number;
     /** Tunes the model's kernels for up to `budgetMs` (see `Webtune.idle`); call it between generations. */
     idle(budgetMs?: number): ReturnType<Webtune['idle']>;

@@ -52,8 +52,11 @@ export interface TunerHost<I extends Impl> {
     readonly server: string;
     readonly sessionId: string;
     fetchKernel(url: string, target: 'wasm' | 'wgsl'): Promise<ArrayBuffer | string>;
-    /** Makes `impl` the app's kernel. */
-    adopt(tuner: KernelTuner<I>, impl: I, m: Measurement, previous: I): Promise<void>;
+    /**
+     * Makes `impl` the app's kernel; false when the host refused it (a
+     * threaded candidate slower in the app's own calls than the kernel in use).
+     */
+    adopt(tuner: KernelTuner<I>, impl: I, m: Measurement, previous: I): Promise<boolean | void>;
     measured(tuner: KernelTuner<I>, m: Measurement): void;
     reported(tuner: KernelTuner<I>, body: unknown, error?: string): void;
 }
@@ -104,6 +107,45 @@ export declare function warmedUp(cur: readonly number[], cand: readonly number[]
 export declare function clearlySlower(cur: readonly number[], cand: readonly number[]): boolean;
 /** Whether, after FUTILE_PAIRS pairs or more, the candidate is no faster in the median pair (and not speeding up). */
 export declare function futile(cur: readonly number[], cand: readonly number[]): boolean;
+/**
+ * The tuning policy. `'fast'` (the default): warm-up of at most FAST_WARM_PAIRS
+ * pairs, a sequential test over the timed pairs (`sequentialVerdict`) that
+ * stops a candidate as soon as it is clearly slower or clearly faster, and,
+ * in the tuner, a queue re-ranked from what was measured (family hints,
+ * settings shared with losers) and a stop when the expected gain is small.
+ * `'legacy'`: the previous policy (server order, every candidate, up to 15
+ * warm-up and 9 timed pairs, the fixed early stops only), kept for comparison.
+ */
+export type Policy = 'fast' | 'legacy';
+/** Fast policy: warm-up ends after this many pairs or ms at most. */
+export declare const FAST_WARM_PAIRS = 6;
+export declare const FAST_WARM_MS = 400;
+/** Fast policy: timed pairs before the sequential test may decide, and at most. */
+export declare const SEQ_MIN_PAIRS = 3;
+export declare const SEQ_MAX_PAIRS = 9;
+/** Fast policy: an undecided candidate whose pairs so far say it is faster is timed on, up to this many pairs. */
+export declare const SEQ_PROMISING_PAIRS = 18;
+/** Least spread assumed for the log ratio of one pair (timer rounding, cache state): no decision on a lucky run of equal pairs. */
+export declare const SEQ_MIN_SD = 0.01;
+/**
+ * The sequential test over paired timings (ABBA pairs, so drift hits both
+ * alike): r = ln(candidate / kernel in use) per pair; with its mean and a
+ * t-interval at the strict level above. `'slower'`: even the interval's
+ * best end is no faster than the swap floor (the candidate cannot win);
+ * `'faster'`: the interval's worst end is faster than the floor (it wins; the
+ * swap rule on medians still decides). Undefined: keep timing.
+ */
+export declare function sequentialVerdict(cur: readonly number[], cand: readonly number[], floor?: number): 'slower' | 'faster' | undefined;
+/**
+ * The swap rule of the fast policy, at the end of a candidate's timing: the
+ * mean of ln(candidate / kernel in use) over its timed pairs is below
+ * ln(1 − floor) at one-sided 95 % (Student's t, spread at least SEQ_MIN_SD).
+ * The pairs' ratios, not the two sets' spreads, carry the comparison: the
+ * noise shared by a pair (a busy core, a GC) cancels.
+ */
+/** The mean of ln(candidate / kernel in use) over the pairs (NaN without any). */
+export declare function meanLogRatio(cur: readonly number[], cand: readonly number[]): number;
+export declare function pairedFaster(cur: readonly number[], cand: readonly number[], floor?: number): boolean;
 export type Unit = 'fill' | 'scales' | 'checkCur' | 'checkCand';
 /** What an evaluation reads from (and notes in) the tuner of its op: a KernelTuner, or its stand-in in the bench worker. */
 export interface EvalContext<I extends Impl> {
@@ -119,6 +161,8 @@ export interface EvalContext<I extends Impl> {
     warmPairs: number | undefined;
     earlyReject: boolean;
     stopAfterMs: number;
+    /** The policy (absent: `'fast'`). */
+    policy?: Policy;
 }
 /** What the bench worker answers for one candidate. */
 export interface RemoteAnswer {
@@ -166,6 +210,8 @@ export declare class Evaluation<I extends Impl> {
     private longestPhase;
     impl: I | undefined;
     private loading;
+    /** Whether the fast policy applies (see `Policy`). */
+    private get fast();
     private loadError;
     constructor(t: EvalContext<I>, backend: Backend<I>, cand: Candidate, fetched: Fetched<I>);
     /**
@@ -188,10 +234,58 @@ export declare class Evaluation<I extends Impl> {
     /** Runs one unit of work, timing it for the tuner's estimates. */
     private unit;
     private work;
-    /** Whether the candidate beat the kernel in use beyond the noise of both. */
+    /**
+     * Whether the candidate beat the kernel in use. Legacy: its median is
+     * lower beyond the noise of both sample sets (`fasterBeyondNoise`). Fast:
+     * the paired test (`pairedFaster`) says it is faster by the 1 % floor at
+     * one-sided 95 %, from the ratios of its timed pairs.
+     */
     beatsCurrent(): boolean;
 }
 export type TunerPhase = 'waiting' | 'opening' | 'running' | 'reporting' | 'done';
+/** Fast policy: a kernel is evaluated against this many candidates at least before it may stop. */
+export declare const MIN_EVALUATED = 4;
+/**
+ * Fast policy: the share of a kernel's time that its next candidate is
+ * expected to save when nothing is known (the lite space's head often wins
+ * 20-40 %), divided by (1 + the candidates measured since the last win)²:
+ * the queue is ranked best first, so a run of losers says the rest lose too.
+ */
+export declare const GAIN_PRIOR = 0.3;
+/**
+ * Fast policy: a kernel stops (reports what it measured) once its expected
+ * gain, as a share of the app's kernel time (its weight share × the gain
+ * above), is under this.
+ */
+export declare const STOP_GAIN = 0.002;
+/** Fast policy: queue positions one unit of predicted log time moves a candidate (settings shared with measured losers move it back, with winners forward). */
+export declare const FEATURE_WEIGHT = 20;
+/** Fast policy: a kernel does not stop while the setting model expects a waiting candidate to be this much faster than its kernel in use. */
+export declare const PREDICT_MARGIN = 0.05;
+/** The stop rule's optimism per setting a kernel has not measured itself (log time; see `shouldStop`). */
+export declare const UNCERTAINTY = 0.1;
+/**
+ * Candidates read from a queue ahead of those taken (the fast policy
+ * chooses among them). Lite-space queues are shorter than this, so the
+ * stream usually ends and its connection closes at once: a paused stream
+ * would hold one of the MAX_OPEN_QUEUES slots, and the heaviest kernels,
+ * which come with the app's later buckets, could not open theirs.
+ */
+export declare const READ_AHEAD = 32;
+/** How far apart two schedules are: 1 per differing setting, |log2| of the ratio for numbers. */
+export declare function configDistance(a: Record<string, unknown> | undefined, b: Record<string, unknown> | undefined): number;
+/**
+ * The kernels of one op and target whose shapes differ only in batch and M
+ * (a model's buckets): their tuners share what they measured. A member's
+ * winner moves the nearest candidate of every other member's queue to its
+ * front (measured there before any swap), and every member's measurements
+ * re-rank the others' queues by setting.
+ */
+export declare class Family<I extends Impl> {
+    readonly members: KernelTuner<I>[];
+    /** The family of `op` at `shape` (`K` and `N` kept, batch and `M` dropped) on `target`. */
+    static key(op: OpName, shape: readonly number[], target: string): string;
+}
 export declare class KernelTuner<I extends Impl> {
     private host;
     private backend;
@@ -210,40 +304,132 @@ export declare class KernelTuner<I extends Impl> {
     /** Candidates to evaluate at most (the queue is best first); the rest are not fetched. */
     maxCandidates: number;
     private started;
-    /** Timed sample pairs per candidate. */
+    /** Timed sample pairs per candidate (at most, under the fast policy). */
     timedPairs: number;
     /** Fixed warm-up pairs (no JIT to wait for on a GPU), or undefined to wait until timings settle. */
     warmPairs: number | undefined;
-    /** Stop timing a candidate once it is clearly slower or cannot win (see `clearlySlower`, `futile`). */
+    /** Stop timing a candidate once it is clearly slower or cannot win (see `clearlySlower`, `futile`, `sequentialVerdict`). */
     earlyReject: boolean;
     /** How long after a candidate's first call an early stop may come, ms. */
     stopAfterMs: number;
+    /** The policy (see `Policy`); set before the first step. */
+    policy: Policy;
+    /** This kernel's share of the app's kernel time (0..1), kept up to date by the host; weighs the stop rule. */
+    share: number;
+    /** The family this kernel belongs to, if any (set with `join`). */
+    family: Family<I> | null;
     /**
      * How long each kind of unit of work took lately, ms (a decaying maximum;
      * Infinity until seen): a strict step starts a unit only when it fits.
      */
     readonly unitMs: Record<Unit, number>;
     private reader;
-    private pending;
+    /** Candidates read from the queue and not yet taken, in the server's order. */
+    private waiting;
+    private streamDone;
+    /** Sibling winners (their settings as JSON) whose nearest candidate here was taken, and the candidate a winner picked. */
+    private hinted;
+    private hintFor;
+    /** Resumes the queue's reading once a candidate is taken. */
+    private readMore;
+    private fetches;
     private ev;
     private bench;
     private abort;
+    /** An adoption under way (the host may try the candidate in the app first); nothing else runs meanwhile. */
+    private adopting;
     /** Where candidates are evaluated when not here (the bench worker), and the ones sent there, oldest first. */
     remote: RemoteEvaluator<I> | null;
     private jobs;
+    /** The default kernel (the first in use), each measured kernel's time over it (log), and their settings. */
+    private readonly defaultSha;
+    private readonly logRel;
+    private readonly configs;
+    /** Candidates measured since the last swap, and the swaps. */
+    sinceWin: number;
+    wins: number;
+    /** The last time of the kernel in use measured here, µs (0 before any). */
+    currentUs: number;
     constructor(host: TunerHost<I>, backend: Backend<I>, op: OpName, shape: number[], current: I);
     get key(): string;
+    /** Joins `family` (kernels of the same op whose shapes differ only in batch and M). */
+    join(family: Family<I>): void;
     note(s: string): void;
     /** Candidates evaluated so far. */
     get evaluated(): number;
     /** Candidates taken from the queue so far, evaluated or under evaluation. */
     get taken(): number;
-    /** Whether a candidate is part-way through its evaluation. */
+    /** Whether a candidate is part-way through its evaluation (or its adoption). */
     get evaluating(): boolean;
+    /** Whether the queue's stream is open (opening, or being read). */
+    get streaming(): boolean;
+    /** Candidate timings taken (warm-up and timed samples of both kernels) so far: the cost of tuning. */
+    timings: number;
+    /**
+     * The share of this kernel's time that its next candidate is expected to
+     * save: GAIN_PRIOR / (1 + candidates since the last win)²; 0 once done.
+     */
+    get expectedGain(): number;
+    /**
+     * Whether a heavier member of this kernel's family (a bigger share of the
+     * app's time) is still tuning: its winner will be this kernel's first
+     * candidate, so this one waits while other work is there.
+     */
+    get behindSibling(): boolean;
     /** Starts reading the queue (in the background). */
     open(): void;
-    /** Reads the next event and loads its kernel, in the background. */
-    private pull;
+    /**
+     * Reads the queue's events in the background (events only: a candidate's
+     * bytes are fetched when it is about to be taken), up to READ_AHEAD
+     * candidates not yet taken (the server compiles each as it streams it),
+     * so that the fast policy can take them in its own order. Stops at
+     * `maxCandidates`.
+     */
+    private read;
+    /** The candidate's bytes, fetched in the background (the kernel in use is not fetched again). */
+    private fetchOf;
+    /** Takes `c` off the waiting list (and lets the queue's reading go on). */
+    private take;
+    /** What this tuner and its siblings measured, with the weight each counts for here. */
+    private known;
+    /**
+     * How alike a sibling's shape is (1 for the same rows): 2^(−½·|log2 of
+     * the ratio of their rows (batch × M)|), so a bucket 4× larger counts half.
+     */
+    private nearness;
+    /** The settings of the winners of this kernel's siblings (kernels they swapped in), nearest shape first. */
+    private siblingWinners;
+    /**
+     * The next candidate to take: null when none is left (or the fast
+     * policy's stop rule says so), 'wait' while the queue is still being read
+     * and nothing is there yet. Legacy: the server's order. Fast: the nearest
+     * candidate to each sibling's winner first, then the server's order
+     * re-ranked by what this device measured (`score`).
+     */
+    private choose;
+    /**
+     * An additive model of log time by setting, fitted to what this kernel
+     * and (at half weight) its siblings measured: the weighted mean log time
+     * over the default kernel, and per setting (`field=value`) the weighted
+     * mean deviation from it of the kernels that share it. The paper's
+     * premise: a device's primitives cost the same whichever schedule uses them.
+     */
+    private fit;
+    /** The model's log time over the default kernel for a schedule (settings never measured count 0). */
+    private predict;
+    /**
+     * A candidate's optimistic log time over the default kernel: the model's
+     * prediction less UNCERTAINTY per setting, divided by 1 + the kernels
+     * measured here that share it (a sibling's shape may differ where it
+     * matters: what this kernel has not tried itself may still win here).
+     */
+    private optimism;
+    /** Fast policy: whether this kernel is tuned enough (its expected gain, weighed by its share of the app's time, is under STOP_GAIN). */
+    private shouldStop;
+    /** Records what a finished evaluation taught (times over the default kernel, wins). */
+    private learn;
+    /** Starts adopting `impl` (the host may first try it in the app's own calls); the tuner waits for it. */
+    private adopt;
     /**
      * Does the tuning work that is ready, until `deadline` (a performance.now()
      * time). Returns whether anything was done. Unless `strict`, one unit of

@@ -40,6 +40,8 @@ export declare class GpuLayouts {
     /** The layout of a kernel with `nargs` arguments, and a scratch buffer at group 1 where `scratch`. */
     pipelineLayout(nargs: number, scratch?: boolean): GPUPipelineLayout;
 }
+/** One line for a module that did not compile: `what`, then its compiler messages with line numbers, else `error`'s. */
+export declare function compileErrors(module: GPUShaderModule, what: string, error: unknown): Promise<string>;
 export declare class GpuBackend implements Backend<GpuImpl> {
     readonly device: GPUDevice;
     readonly layouts: GpuLayouts;

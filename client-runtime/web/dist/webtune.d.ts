@@ -35,14 +35,21 @@ import { KernelBundle } from './bundle.js';
 import { type Fingerprint } from './fingerprint.js';
 import { type RhoResult } from './rho.js';
 import { type OpName } from './ops.js';
-import { type Measurement } from './tuner.js';
+import { type Measurement, type Policy } from './tuner.js';
 import type { BestResponse, Impl, KernelMeta } from './types.js';
 import { type WasmImpl } from './wasm.js';
 import { type GpuImpl } from './webgpu.js';
+/**
+ * `idle()` with no argument (and no `budgetMs` option): a slice as long as
+ * the app worked since the previous call returned, at least 8 ms and at most
+ * this (one kernel call that alone takes longer excepted), so that tuning
+ * takes about half of a loop of `work(); await idle();` until it is done.
+ */
+export declare const AUTO_SLICE_MAX_MS = 500;
 export type { Fingerprint } from './fingerprint.js';
 export type { RhoResult } from './rho.js';
 export { measureRho, rhoBit } from './rho.js';
-export type { Measurement } from './tuner.js';
+export type { Measurement, Policy } from './tuner.js';
 export type { BestResponse, KernelMeta } from './types.js';
 export { KernelBundle } from './bundle.js';
 export type { BundleManifest, BundleWinner, BundleDefault, LookupKeys } from './bundle.js';
@@ -74,6 +81,14 @@ export interface OpenOptions {
     budgetMs?: number;
     /** Tune in `idle()`. Default true. */
     tune?: boolean;
+    /**
+     * How candidates are chosen and timed: `'fast'` (default: family transfer
+     * between buckets, a sequential test over timed pairs, the heaviest
+     * kernels first, a kernel stops when its expected gain is small) or
+     * `'legacy'` (every candidate in the server's order, fixed pairs), kept
+     * for comparison.
+     */
+    policy?: Policy;
     /**
      * Wasm: evaluate candidates in a dedicated worker (inputs, checks and
      * timing included), tuning in the background while the app runs instead
@@ -178,6 +193,21 @@ export interface IdleResult {
     /** Whether every kernel is tuned (or was not to be tuned). */
     done: boolean;
 }
+/** `Webtune.progress`: how far tuning is. */
+export interface TuningProgress {
+    /** Kernels tuned (or not to be tuned), and all kernels. */
+    tuned: number;
+    total: number;
+    /**
+     * The share of the app's kernel time that the tuning left is expected to
+     * save (0..1; a rough figure: each kernel's share of the app's time ×
+     * the gain its next candidate is expected to bring).
+     */
+    expectedGain: number;
+    /** Candidates evaluated, and candidate timings taken (warm-up and timed samples), so far. */
+    evaluated: number;
+    timings: number;
+}
 /** Tuning progress of one kernel. */
 export interface TuningStatus {
     op: OpName;
@@ -198,6 +228,9 @@ declare abstract class KernelHandle<I extends Impl> {
     readonly level: BestResponse['level'] | null;
     /** Calls since the handle was made (for the tuning order). */
     calls: number;
+    /** Wasm: the app's calls timed, and their ms in all (the kernel's weight in the tuning order). */
+    appCalls: number;
+    appMs: number;
     /** How many times the tuner replaced the kernel. */
     swaps: number;
     constructor(op: OpName, shape: number[], impl: I, 
@@ -217,8 +250,11 @@ declare abstract class KernelHandle<I extends Impl> {
  */
 export declare class WasmKernel extends KernelHandle<WasmImpl> {
     private binding;
+    private newBinding;
+    private trialState;
     /** Runs the kernel on arguments at these byte offsets of the app's memory, in ABI order. */
     run(...offsets: number[]): void;
+    private settleTrial;
 }
 /** A WGSL kernel as a compute pipeline on the app's GPUDevice. */
 export declare class GpuKernel extends KernelHandle<GpuImpl> {
@@ -286,6 +322,11 @@ export declare class Webtune extends EventTarget {
     private remote;
     private pumping;
     private closed;
+    /** The tuning policy (the `policy` option). */
+    readonly policy: Policy;
+    private families;
+    /** When the last `idle()` call returned (performance.now()), for the automatic slice. */
+    private lastIdleEnd;
     private constructor();
     /**
      * Fingerprints this browser and opens a session with the server; with
@@ -306,24 +347,50 @@ export declare class Webtune extends EventTarget {
     private makeKernel;
     private host;
     /**
+     * A kernel's weight in the app: its calls × the time of one call (Wasm:
+     * the app's own calls, timed; else the tuner's last measurement of the
+     * kernel in use; else its flops at 10 GFLOP/s).
+     */
+    private weight;
+    /** Gives every tuner its share of the app's kernel time (the fast policy's order and stop rule weigh by it). */
+    private updateShares;
+    /**
      * The tuners with work left, in the order `idle()` offers them its time.
-     * A candidate part-way through its evaluation finishes first. Then round
-     * robin over the ops: the tuner that has taken the fewest candidates goes
-     * next, so the head of every op's queue (the lite space is best first) is
-     * measured before the tail of any, and the app's latency falls early.
-     * Ties go to the op with the biggest share of the app's time.
+     * A candidate part-way through its evaluation finishes first. Fast
+     * policy: then kernels whose family has no heavier member still tuning
+     * (its winner becomes their first candidate), and among those the kernel
+     * whose next candidate is expected to save the most of the app's time
+     * (its share of the app's time × its expected gain), so the heaviest
+     * kernels are tuned first. Legacy: round robin
+     * over the ops (the tuner that has taken the fewest candidates goes next;
+     * ties to the op with the biggest share of the app's time).
      */
     private tunerOrder;
     /** Whether every kernel is tuned and reported (or not to be tuned). */
     get done(): boolean;
+    /**
+     * How far tuning is: kernels tuned out of all, the share of the app's
+     * kernel time still expected to be saved, candidates evaluated and timings
+     * taken. A `tuned` event (detail: `status()`) is dispatched when every
+     * kernel is tuned.
+     */
+    get progress(): TuningProgress;
     /** Tuning progress of every kernel. */
     status(): TuningStatus[];
     /**
-     * One slice of tuning, at most `budgetMs` long (default: the session's
-     * budget). Call it between inferences; it returns at once when nothing is
-     * ready (a candidate still downloading or compiling).
+     * One slice of tuning, at most `budgetMs` long. Call it between
+     * inferences; it returns at once when nothing is ready (a candidate still
+     * downloading or compiling) and when everything is tuned. Without
+     * `budgetMs`: the `budgetMs` option when the app set one; else a slice as
+     * long as the app worked since the previous call returned, at least 8 ms
+     * and at most AUTO_SLICE_MAX_MS (500 ms), so that a loop of
+     * `work(); await idle();` spends about half its time tuning until every
+     * kernel is tuned (`progress`, the `tuned` event), then none. A single
+     * kernel call longer than the slice still runs whole.
      */
     idle(budgetMs?: number): Promise<IdleResult>;
+    /** The slice of an `idle()` call without a budget (see `idle`). */
+    private autoSlice;
     /** Whether tuning runs in the background, in the bench worker (the `worker` option). */
     get background(): boolean;
     /**

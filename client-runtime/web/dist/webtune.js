@@ -375,7 +375,7 @@ async function fetchRetrying(input, init = {}, fetcher = fetch) {
 
 // src/ops.ts
 var BLOCK_OPS = ["matmul_q4", "matmul_q4_1", "matmul_q8_0"];
-var WASM_ONLY = ["matmul_i16", "matmul_q4_1", "matmul_q8_0"];
+var NO_F16 = ["matmul_i16", "matmul_q4_1", "matmul_q8_0"];
 function parseOp(op) {
   const [base, ...rest] = op.split("+");
   if (!(base in DIMS)) {
@@ -401,7 +401,7 @@ function parseOp(op) {
   if (rest.length > 0 && BLOCK_OPS.includes(base)) {
     throw new Error(`${base} takes no epilogue: only matmul, batch_matmul and matmul_i16 do`);
   }
-  if (f16 && WASM_ONLY.includes(base)) {
+  if (f16 && NO_F16.includes(base)) {
     throw new Error(`${base} has no f16 form: only matmul, batch_matmul and matmul_q4 do`);
   }
   return out;
@@ -1030,6 +1030,52 @@ function bAt(op, shape, args, bi, kk, j) {
   }
   return f32(args[1][bi * k * n + kk * n + j]);
 }
+function blockColumnNorms(base, k, n, args, out) {
+  const w = args[1];
+  const d = new Float32Array(args[2].buffer, args[2].byteOffset, args[2].length);
+  const mn = base === "matmul_q4_1" ? new Float32Array(args[3].buffer, args[3].byteOffset, args[3].length) : null;
+  const blocks = k / 32;
+  for (let j = 0; j < n; j++) {
+    let s = 0;
+    for (let b = 0; b < blocks; b++) {
+      const scale = d[j * blocks + b];
+      let acc = 0;
+      if (base === "matmul_q8_0") {
+        const w0 = j * (k / 4) + b * 8;
+        for (let i = 0; i < 8; i++) {
+          const word = w[w0 + i];
+          for (let sh = 0; sh < 32; sh += 8) {
+            const q = word << 24 - sh >> 24;
+            acc += q * q;
+          }
+        }
+        s += acc * scale * scale;
+      } else if (mn) {
+        const m = mn[j * blocks + b];
+        const w0 = j * (k / 8) + b * 4;
+        for (let i = 0; i < 4; i++) {
+          const word = w[w0 + i];
+          for (let sh = 0; sh < 32; sh += 4) {
+            const v = (word >>> sh & 15) * scale + m;
+            acc += v * v;
+          }
+        }
+        s += acc;
+      } else {
+        const w0 = j * (k / 8) + b * 4;
+        for (let i = 0; i < 4; i++) {
+          const word = w[w0 + i];
+          for (let sh = 0; sh < 32; sh += 4) {
+            const q = (word >>> sh & 15) - 8;
+            acc += q * q;
+          }
+        }
+        s += acc * scale * scale;
+      }
+    }
+    out[j] = Math.sqrt(s);
+  }
+}
 var Scales = class {
   constructor(op, shape, args) {
     this.op = op;
@@ -1070,14 +1116,7 @@ var Scales = class {
       this.rows[r] = Math.sqrt(s);
     }
     if (["matmul_q4", "matmul_q4_1", "matmul_q8_0"].includes(this.parsed.base)) {
-      for (let j = 0; j < n; j++) {
-        let s = 0;
-        for (let kk = 0; kk < k; kk++) {
-          const v = bAt(op, shape, args, 0, kk, j);
-          s += v * v;
-        }
-        this.cols[j] = Math.sqrt(s);
-      }
+      blockColumnNorms(this.parsed.base, k, n, args, this.cols);
       return;
     }
     const bv = new Float32Array(args[1].buffer, args[1].byteOffset, args[1].length);
@@ -1258,6 +1297,42 @@ function futile(cur, cand) {
   for (let i = 0; i < n; i++) ratios.push(cand[i] / cur[i]);
   return median(ratios) >= 1;
 }
+var FAST_WARM_PAIRS = 6;
+var FAST_WARM_MS = 400;
+var SEQ_MIN_PAIRS = 3;
+var SEQ_MAX_PAIRS = 9;
+var SEQ_PROMISING_PAIRS = 18;
+var SEQ_MIN_SD = 0.01;
+var T995 = [Infinity, 63.66, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.25, 3.169];
+function sequentialVerdict(cur, cand, floor = 0.01) {
+  const n = Math.min(cur.length, cand.length);
+  if (n < SEQ_MIN_PAIRS) return void 0;
+  const r = [];
+  for (let i = 0; i < n; i++) r.push(Math.log(cand[i] / cur[i]));
+  const mean = r.reduce((a, b) => a + b, 0) / n;
+  const sd = Math.max(SEQ_MIN_SD, Math.sqrt(r.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1)));
+  const half = (T995[Math.min(n - 1, T995.length - 1)] ?? 2.8) * sd / Math.sqrt(n);
+  const need = Math.log(1 - floor);
+  if (mean - half > need) return "slower";
+  if (mean + half < need) return "faster";
+  return void 0;
+}
+var T95 = [Infinity, 6.314, 2.92, 2.353, 2.132, 2.015, 1.943, 1.895, 1.86, 1.833, 1.812];
+function meanLogRatio(cur, cand) {
+  const n = Math.min(cur.length, cand.length);
+  let s = 0;
+  for (let i = 0; i < n; i++) s += Math.log(cand[i] / cur[i]);
+  return s / n;
+}
+function pairedFaster(cur, cand, floor = 0.01) {
+  const n = Math.min(cur.length, cand.length);
+  if (n < 2) return false;
+  const r = [];
+  for (let i = 0; i < n; i++) r.push(Math.log(cand[i] / cur[i]));
+  const mean = r.reduce((a, b) => a + b, 0) / n;
+  const sd = Math.max(SEQ_MIN_SD, Math.sqrt(r.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1)));
+  return mean + (T95[Math.min(n - 1, T95.length - 1)] ?? 1.75) * sd / Math.sqrt(n) < Math.log(1 - floor);
+}
 function unitTimes() {
   return { fill: Infinity, scales: Infinity, checkCur: Infinity, checkCand: Infinity };
 }
@@ -1318,6 +1393,10 @@ var Evaluation = class {
   longestPhase = "";
   impl;
   loading = null;
+  /** Whether the fast policy applies (see `Policy`). */
+  get fast() {
+    return (this.t.policy ?? "fast") === "fast";
+  }
   loadError;
   /**
    * Compiles the candidate in the background while its inputs are made. It
@@ -1492,7 +1571,7 @@ var Evaluation = class {
         this.warmMs += 2 * ms;
         this.perCall = Math.max(into.cur.at(-1), into.cand.at(-1), 1e-4);
         this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));
-        const enough = this.t.warmPairs !== void 0 ? into.cur.length >= this.t.warmPairs : warmedUp(into.cur, into.cand, performance.now() - this.firstRun) || into.cur.length >= WARM_MAX_PAIRS || this.warmMs > WARM_MAX_MS;
+        const enough = this.t.warmPairs !== void 0 ? into.cur.length >= this.t.warmPairs : warmedUp(into.cur, into.cand, performance.now() - this.firstRun) || into.cur.length >= (this.fast ? FAST_WARM_PAIRS : WARM_MAX_PAIRS) || this.warmMs > (this.fast ? FAST_WARM_MS : WARM_MAX_MS);
         if (enough) this.phase = "time";
         continue;
       }
@@ -1506,8 +1585,14 @@ var Evaluation = class {
         this.phase = "warm";
         continue;
       }
-      const early = this.t.earlyReject && t.cur.length < this.t.timedPairs && performance.now() - this.firstRun >= this.t.stopAfterMs && (clearlySlower(t.cur, t.cand) || futile(t.cur, t.cand));
-      if (early || t.cur.length >= this.t.timedPairs) {
+      const promising = this.fast && !pairedFaster(t.cur, t.cand) && meanLogRatio(t.cur, t.cand) < Math.log(1 - 0.01);
+      const maxPairs = this.fast ? Math.min(this.t.timedPairs, SEQ_MAX_PAIRS) * (promising ? SEQ_PROMISING_PAIRS / SEQ_MAX_PAIRS : 1) : this.t.timedPairs;
+      const settled = performance.now() - this.firstRun >= this.t.stopAfterMs;
+      const verdict = this.fast && this.t.earlyReject && t.cur.length < maxPairs ? sequentialVerdict(t.cur, t.cand) : void 0;
+      const early = this.t.earlyReject && t.cur.length < maxPairs && settled && (clearlySlower(t.cur, t.cand) || verdict === "slower" && noNewLow(t.cand) || futile(t.cur, t.cand));
+      const won = !early && verdict === "faster";
+      const full = this.fast ? t.cur.length >= maxPairs && (settled || t.cur.length >= 3 * maxPairs) : t.cur.length >= maxPairs;
+      if (early || won || full) {
         this.rejectedEarly = early;
         const c = this.cand;
         this.result = {
@@ -1528,12 +1613,51 @@ var Evaluation = class {
       }
     }
   }
-  /** Whether the candidate beat the kernel in use beyond the noise of both. */
+  /**
+   * Whether the candidate beat the kernel in use. Legacy: its median is
+   * lower beyond the noise of both sample sets (`fasterBeyondNoise`). Fast:
+   * the paired test (`pairedFaster`) says it is faster by the 1 % floor at
+   * one-sided 95 %, from the ratios of its timed pairs.
+   */
   beatsCurrent() {
-    return !this.rejectedEarly && this.timed.cand.length > 0 && fasterBeyondNoise(this.timed.cand, this.timed.cur);
+    if (this.rejectedEarly || this.timed.cand.length === 0) return false;
+    return this.fast ? pairedFaster(this.timed.cur, this.timed.cand) : fasterBeyondNoise(this.timed.cand, this.timed.cur);
   }
 };
 var MAX_OPEN_RETRIES = 5;
+var MIN_EVALUATED = 4;
+var GAIN_PRIOR = 0.3;
+var STOP_GAIN = 2e-3;
+var FEATURE_WEIGHT = 20;
+var PREDICT_MARGIN = 0.05;
+var UNCERTAINTY = 0.1;
+var FIT_RIDGE = 0.5;
+var READ_AHEAD = 32;
+var SIBLING_WEIGHT = 0.5;
+function settingsOf(config) {
+  const out = /* @__PURE__ */ new Map();
+  for (const [k, v] of Object.entries(config ?? {})) out.set(k, typeof v === "number" ? v : JSON.stringify(v));
+  return out;
+}
+function configDistance(a, b) {
+  const x = settingsOf(a), y = settingsOf(b);
+  let d = 0;
+  for (const k of /* @__PURE__ */ new Set([...x.keys(), ...y.keys()])) {
+    const u = x.get(k), v = y.get(k);
+    if (u === v) continue;
+    if (typeof u === "number" && typeof v === "number" && u > 0 && v > 0) d += Math.min(1, Math.abs(Math.log2(u / v)) / 2);
+    else d += 1;
+  }
+  return d;
+}
+var Family = class {
+  members = [];
+  /** The family of `op` at `shape` (`K` and `N` kept, batch and `M` dropped) on `target`. */
+  static key(op, shape, target) {
+    const [, , k, n] = bmkn(op, shape);
+    return `${op}/${k},${n}/${target}`;
+  }
+};
 var KernelTuner = class {
   constructor(host, backend, op, shape, current) {
     this.host = host;
@@ -1544,6 +1668,9 @@ var KernelTuner = class {
     this.specs = argSpecs(op, shape);
     this.timedPairs = backend.target === "wasm" ? 9 : 5;
     this.warmPairs = backend.target === "wasm" ? void 0 : 1;
+    this.defaultSha = current.sha256;
+    this.logRel.set(current.sha256, 0);
+    this.configs.set(current.sha256, current.meta.config);
   }
   host;
   backend;
@@ -1562,29 +1689,59 @@ var KernelTuner = class {
   /** Candidates to evaluate at most (the queue is best first); the rest are not fetched. */
   maxCandidates = Infinity;
   started = 0;
-  /** Timed sample pairs per candidate. */
+  /** Timed sample pairs per candidate (at most, under the fast policy). */
   timedPairs;
   /** Fixed warm-up pairs (no JIT to wait for on a GPU), or undefined to wait until timings settle. */
   warmPairs;
-  /** Stop timing a candidate once it is clearly slower or cannot win (see `clearlySlower`, `futile`). */
+  /** Stop timing a candidate once it is clearly slower or cannot win (see `clearlySlower`, `futile`, `sequentialVerdict`). */
   earlyReject = true;
   /** How long after a candidate's first call an early stop may come, ms. */
   stopAfterMs = STOP_AFTER_MS;
+  /** The policy (see `Policy`); set before the first step. */
+  policy = "fast";
+  /** This kernel's share of the app's kernel time (0..1), kept up to date by the host; weighs the stop rule. */
+  share = 1;
+  /** The family this kernel belongs to, if any (set with `join`). */
+  family = null;
   /**
    * How long each kind of unit of work took lately, ms (a decaying maximum;
    * Infinity until seen): a strict step starts a unit only when it fits.
    */
   unitMs = unitTimes();
   reader = null;
-  pending = null;
+  /** Candidates read from the queue and not yet taken, in the server's order. */
+  waiting = [];
+  streamDone = false;
+  /** Sibling winners (their settings as JSON) whose nearest candidate here was taken, and the candidate a winner picked. */
+  hinted = /* @__PURE__ */ new Set();
+  hintFor = /* @__PURE__ */ new Map();
+  /** Resumes the queue's reading once a candidate is taken. */
+  readMore = null;
+  fetches = /* @__PURE__ */ new Map();
   ev = null;
   bench = null;
   abort = new AbortController();
+  /** An adoption under way (the host may try the candidate in the app first); nothing else runs meanwhile. */
+  adopting = null;
   /** Where candidates are evaluated when not here (the bench worker), and the ones sent there, oldest first. */
   remote = null;
   jobs = [];
+  /** The default kernel (the first in use), each measured kernel's time over it (log), and their settings. */
+  defaultSha;
+  logRel = /* @__PURE__ */ new Map();
+  configs = /* @__PURE__ */ new Map();
+  /** Candidates measured since the last swap, and the swaps. */
+  sinceWin = 0;
+  wins = 0;
+  /** The last time of the kernel in use measured here, µs (0 before any). */
+  currentUs = 0;
   get key() {
     return `${this.op}/${this.shape.join(",")}/${this.backend.target}`;
+  }
+  /** Joins `family` (kernels of the same op whose shapes differ only in batch and M). */
+  join(family) {
+    this.family = family;
+    family.members.push(this);
   }
   note(s) {
     this.notes.push(s);
@@ -1601,9 +1758,34 @@ var KernelTuner = class {
   get taken() {
     return this.started;
   }
-  /** Whether a candidate is part-way through its evaluation. */
+  /** Whether a candidate is part-way through its evaluation (or its adoption). */
   get evaluating() {
-    return this.ev !== null || this.jobs.length > 0;
+    return this.ev !== null || this.jobs.length > 0 || this.adopting !== null;
+  }
+  /** Whether the queue's stream is open (opening, or being read). */
+  get streaming() {
+    return this.phase === "opening" || this.phase === "running" && !this.streamDone;
+  }
+  /** Candidate timings taken (warm-up and timed samples of both kernels) so far: the cost of tuning. */
+  timings = 0;
+  /**
+   * The share of this kernel's time that its next candidate is expected to
+   * save: GAIN_PRIOR / (1 + candidates since the last win)²; 0 once done.
+   */
+  get expectedGain() {
+    if (this.phase === "done" || this.phase === "reporting") return 0;
+    return GAIN_PRIOR / (1 + this.sinceWin) ** 2;
+  }
+  /**
+   * Whether a heavier member of this kernel's family (a bigger share of the
+   * app's time) is still tuning: its winner will be this kernel's first
+   * candidate, so this one waits while other work is there.
+   */
+  get behindSibling() {
+    for (const s of this.family?.members ?? []) {
+      if (s !== this && s.share > this.share && s.phase !== "done" && s.phase !== "reporting") return true;
+    }
+    return false;
   }
   /** Starts reading the queue (in the background). */
   open() {
@@ -1615,7 +1797,7 @@ var KernelTuner = class {
       (r) => {
         this.reader = r;
         this.phase = "running";
-        this.pull();
+        this.read();
       },
       (e) => {
         this.note(`queue: ${e}`);
@@ -1629,36 +1811,226 @@ var KernelTuner = class {
       }
     );
   }
-  /** Reads the next event and loads its kernel, in the background. */
-  pull() {
-    const p = { done: false };
-    this.pending = p;
-    const load = async () => {
+  /**
+   * Reads the queue's events in the background (events only: a candidate's
+   * bytes are fetched when it is about to be taken), up to READ_AHEAD
+   * candidates not yet taken (the server compiles each as it streams it),
+   * so that the fast policy can take them in its own order. Stops at
+   * `maxCandidates`.
+   */
+  read() {
+    const loop = async () => {
       for (; ; ) {
+        if (this.waiting.length + this.started >= this.maxCandidates) break;
+        while (this.waiting.length >= READ_AHEAD && this.phase === "running") await new Promise((r) => this.readMore = r);
+        if (this.phase !== "running") break;
         const e = await this.reader.next();
-        if (!e || e.event === "done") return null;
+        if (!e || e.event === "done") break;
         if (e.event !== "candidate") continue;
         const cand = parseCandidate(e.data);
         this.total = cand.total;
-        if (cand.sha256 === this.current.sha256) return { cand, impl: this.current };
-        try {
-          return { cand, bytes: await this.host.fetchKernel(cand.url, this.backend.target) };
-        } catch (err) {
-          return { cand, error: `fetch: ${err instanceof Error ? err.message : err}` };
-        }
+        this.waiting.push(cand);
+        this.configs.set(cand.sha256, cand.meta.config);
       }
     };
-    load().then(
-      (v) => {
-        p.value = v;
-        p.done = true;
-      },
-      (err) => {
-        this.note(`queue read: ${err}`);
-        p.value = null;
-        p.done = true;
+    loop().catch((err) => this.note(`queue read: ${err}`)).finally(() => {
+      this.streamDone = true;
+      this.reader?.cancel();
+      this.reader = null;
+    });
+  }
+  /** The candidate's bytes, fetched in the background (the kernel in use is not fetched again). */
+  fetchOf(c) {
+    let f = this.fetches.get(c.sha256);
+    if (f) return f;
+    const g = { done: false };
+    f = g;
+    this.fetches.set(c.sha256, g);
+    if (c.sha256 === this.current.sha256) {
+      g.value = { cand: c, impl: this.current };
+      g.done = true;
+      return g;
+    }
+    this.host.fetchKernel(c.url, this.backend.target).then(
+      (bytes) => g.value = { cand: c, bytes },
+      (err) => g.value = { cand: c, error: `fetch: ${err instanceof Error ? err.message : err}` }
+    ).finally(() => g.done = true);
+    return g;
+  }
+  /** Takes `c` off the waiting list (and lets the queue's reading go on). */
+  take(c) {
+    const hint = this.hintFor.get(c.sha256);
+    if (hint) this.hinted.add(hint);
+    this.hintFor.clear();
+    this.waiting.splice(this.waiting.indexOf(c), 1);
+    this.fetches.delete(c.sha256);
+    const go = this.readMore;
+    this.readMore = null;
+    go?.();
+  }
+  /** What this tuner and its siblings measured, with the weight each counts for here. */
+  known() {
+    const out = [];
+    const add = (t, w) => {
+      for (const [sha, logRel] of t.logRel) out.push({ k: { config: t.configs.get(sha), logRel }, w });
+    };
+    add(this, 1);
+    for (const s of this.family?.members ?? []) if (s !== this) add(s, SIBLING_WEIGHT * this.nearness(s));
+    return out;
+  }
+  /**
+   * How alike a sibling's shape is (1 for the same rows): 2^(−½·|log2 of
+   * the ratio of their rows (batch × M)|), so a bucket 4× larger counts half.
+   */
+  nearness(s) {
+    const rows = (t) => {
+      const [b, m] = bmkn(t.op, t.shape);
+      return Math.max(1, b * m);
+    };
+    return 2 ** (-0.5 * Math.abs(Math.log2(rows(s) / rows(this))));
+  }
+  /** The settings of the winners of this kernel's siblings (kernels they swapped in), nearest shape first. */
+  siblingWinners() {
+    const out = [];
+    for (const s of this.family?.members ?? []) {
+      if (s !== this && s.current.sha256 !== s.defaultSha && s.current.meta.config) out.push({ c: s.current.meta.config, near: this.nearness(s) });
+    }
+    return out.sort((a, b) => b.near - a.near).map((x) => x.c);
+  }
+  /**
+   * The next candidate to take: null when none is left (or the fast
+   * policy's stop rule says so), 'wait' while the queue is still being read
+   * and nothing is there yet. Legacy: the server's order. Fast: the nearest
+   * candidate to each sibling's winner first, then the server's order
+   * re-ranked by what this device measured (`score`).
+   */
+  choose() {
+    if (this.started >= this.maxCandidates) return null;
+    if (this.policy === "fast" && this.shouldStop()) return null;
+    if (!this.waiting.length) return this.streamDone ? null : "wait";
+    if (this.policy === "legacy") return this.waiting[0];
+    for (const w of this.siblingWinners()) {
+      const key = JSON.stringify(w);
+      if (this.hinted.has(key)) continue;
+      const measured = [...this.logRel.keys()].some((sha) => configDistance(this.configs.get(sha), w) === 0);
+      let best2 = null, bestD = Infinity;
+      for (const c of this.waiting) {
+        const d = configDistance(c.meta.config, w);
+        if (d < bestD) best2 = c, bestD = d;
       }
-    );
+      if (!best2 || measured) continue;
+      if (bestD === 0 || this.streamDone || this.waiting.length >= READ_AHEAD) {
+        this.hintFor.set(best2.sha256, key);
+        return best2;
+      }
+    }
+    if (this.waiting[0].index === 0) return this.waiting[0];
+    const optimistic = this.optimism(this.fit());
+    let best = this.waiting[0], bestScore = Infinity;
+    this.waiting.forEach((c, i) => {
+      const s = i + FEATURE_WEIGHT * optimistic(c);
+      if (s < bestScore) bestScore = s, best = c;
+    });
+    return best;
+  }
+  /**
+   * An additive model of log time by setting, fitted to what this kernel
+   * and (at half weight) its siblings measured: the weighted mean log time
+   * over the default kernel, and per setting (`field=value`) the weighted
+   * mean deviation from it of the kernels that share it. The paper's
+   * premise: a device's primitives cost the same whichever schedule uses them.
+   */
+  fit() {
+    const known = this.known().map(({ k, w }) => ({ w, y: k.logRel, keys: [...settingsOf(k.config)].map(([f, v]) => `${f}=${v}`) }));
+    let sw = 0, s = 0;
+    for (const { w, y } of known) sw += w, s += w * y;
+    const mean = sw > 0 ? s / sw : 0;
+    const effect = /* @__PURE__ */ new Map();
+    for (const { keys } of known) for (const key of keys) effect.set(key, 0);
+    const fitted = known.map(() => mean);
+    for (let sweep = 0; sweep < 8; sweep++) {
+      for (const key of effect.keys()) {
+        let num = 0, den = FIT_RIDGE;
+        const e = effect.get(key);
+        known.forEach((p, i) => {
+          if (!p.keys.includes(key)) return;
+          num += p.w * (p.y - (fitted[i] - e));
+          den += p.w;
+        });
+        const next = num / den;
+        known.forEach((p, i) => {
+          if (p.keys.includes(key)) fitted[i] += next - e;
+        });
+        effect.set(key, next);
+      }
+    }
+    return { mean, effect };
+  }
+  /** The model's log time over the default kernel for a schedule (settings never measured count 0). */
+  predict(config, model) {
+    let p = model.mean;
+    for (const [f, v] of settingsOf(config)) p += model.effect.get(`${f}=${v}`) ?? 0;
+    return p;
+  }
+  /**
+   * A candidate's optimistic log time over the default kernel: the model's
+   * prediction less UNCERTAINTY per setting, divided by 1 + the kernels
+   * measured here that share it (a sibling's shape may differ where it
+   * matters: what this kernel has not tried itself may still win here).
+   */
+  optimism(model) {
+    const own = /* @__PURE__ */ new Map();
+    for (const sha of this.logRel.keys()) {
+      for (const [f, v] of settingsOf(this.configs.get(sha))) own.set(`${f}=${v}`, (own.get(`${f}=${v}`) ?? 0) + 1);
+    }
+    return (c) => {
+      let u = 0;
+      for (const [f, v] of settingsOf(c.meta.config)) u += UNCERTAINTY / (1 + (own.get(`${f}=${v}`) ?? 0));
+      return this.predict(c.meta.config, model) - u;
+    };
+  }
+  /** Fast policy: whether this kernel is tuned enough (its expected gain, weighed by its share of the app's time, is under STOP_GAIN). */
+  shouldStop() {
+    if (this.results.length < MIN_EVALUATED) return false;
+    const pending = (w) => !this.hinted.has(JSON.stringify(w)) && ![...this.logRel.keys()].some((sha) => configDistance(this.configs.get(sha), w) === 0);
+    if (this.waiting.length && this.siblingWinners().some(pending)) return false;
+    if (this.share * this.expectedGain >= STOP_GAIN) return false;
+    const model = this.fit();
+    const cur = this.logRel.get(this.current.sha256) ?? 0;
+    const optimistic = this.optimism(model);
+    return !this.waiting.some((c) => optimistic(c) < cur + Math.log(1 - PREDICT_MARGIN));
+  }
+  /** Records what a finished evaluation taught (times over the default kernel, wins). */
+  learn(m, trace) {
+    this.timings += trace ? 2 * (trace.warm_pairs + trace.timed_pairs) : 0;
+    if (!m.ok || !(m.median_us > 0) || !(m.current_us > 0)) {
+      this.sinceWin++;
+      return;
+    }
+    const base = this.logRel.get(this.current.sha256) ?? 0;
+    this.logRel.set(m.sha256, base + Math.log(m.median_us / m.current_us));
+    this.currentUs = m.current_us;
+  }
+  /** Starts adopting `impl` (the host may first try it in the app's own calls); the tuner waits for it. */
+  adopt(impl, m) {
+    const previous = this.current;
+    this.adopting = (async () => {
+      let ok = false;
+      try {
+        ok = await this.host.adopt(this, impl, m, previous);
+      } catch (e) {
+        this.note(`adopting ${impl.sha256}: ${e instanceof Error ? e.message : e}`);
+      }
+      if (ok === false) {
+        this.sinceWin++;
+        return;
+      }
+      this.current = impl;
+      this.currentBroken = false;
+      this.currentUs = m.median_us;
+      this.sinceWin = 0;
+      this.wins++;
+    })().finally(() => this.adopting = null);
   }
   /**
    * Does the tuning work that is ready, until `deadline` (a performance.now()
@@ -1668,20 +2040,25 @@ var KernelTuner = class {
    * unit that it does not expect to fit.
    */
   async step(deadline, strict = false) {
+    if (this.adopting) return false;
     if (this.phase === "waiting") this.open();
     if (this.phase !== "running") return false;
     if (this.remote) return this.stepRemote();
     if (!this.ev) {
-      const p = this.pending;
-      if (!p || !p.done) return false;
-      if (!p.value) {
+      const next = this.choose();
+      if (next === "wait") return false;
+      if (next === null) {
         this.finish();
         return false;
       }
-      this.ev = new Evaluation(this, this.backend, p.value.cand, p.value);
+      const f = this.fetchOf(next);
+      if (!f.done) return false;
+      this.take(next);
+      const value = next.sha256 === this.current.sha256 ? { cand: next, impl: this.current } : f.value;
+      this.ev = new Evaluation(this, this.backend, next, value);
       this.started++;
-      if (this.started < this.maxCandidates) this.pull();
-      else this.pending = { done: true, value: null };
+      const guess = this.choose();
+      if (guess && guess !== "wait") this.fetchOf(guess);
     }
     const ev = this.ev;
     this.bench ??= this.backend.bench(this.specs, this.current.meta);
@@ -1692,12 +2069,10 @@ var KernelTuner = class {
       this.results.push(m);
       this.host.measured(this, m);
       const impl = ev.impl;
-      if (m.ok && impl.sha256 !== this.current.sha256 && (this.currentBroken || ev.beatsCurrent())) {
-        const previous = this.current;
-        await this.host.adopt(this, impl, m, previous);
-        this.current = impl;
-        this.currentBroken = false;
-      }
+      const beats = m.ok && impl.sha256 !== this.current.sha256 && (this.currentBroken || ev.beatsCurrent());
+      this.learn(m, m.trace);
+      if (beats) this.adopt(impl, m);
+      else if (m.ok) this.sinceWin++;
     }
     return true;
   }
@@ -1716,23 +2091,25 @@ var KernelTuner = class {
       for (const n of j.answer?.notes ?? []) this.note(n);
       this.results.push(m);
       this.host.measured(this, m);
+      this.learn(m, m.trace);
       if (j.answer?.beats && j.impl && j.impl.sha256 !== this.current.sha256) {
-        const previous = this.current;
-        await this.host.adopt(this, j.impl, m, previous);
-        this.current = j.impl;
-        this.currentBroken = false;
-      }
+        this.adopt(j.impl, m);
+        return true;
+      } else if (m.ok) this.sinceWin++;
     }
-    const p = this.pending;
-    if (this.jobs.length >= 2 || !p || !p.done) return did;
-    if (!p.value) {
+    if (this.jobs.length >= 2) return did;
+    if (this.jobs.length && this.policy === "fast") return did;
+    const next = this.choose();
+    if (next === "wait") return did;
+    if (next === null) {
       if (!this.jobs.length) this.finish();
       return did;
     }
-    const f = p.value;
+    const fetching = this.fetchOf(next);
+    if (!fetching.done) return did;
+    this.take(next);
+    const f = next.sha256 === this.current.sha256 ? { cand: next, impl: this.current } : fetching.value;
     this.started++;
-    if (this.started < this.maxCandidates) this.pull();
-    else this.pending = { done: true, value: null };
     const job = { fetched: f, done: false };
     this.jobs.push(job);
     const remote = this.remote;
@@ -1784,6 +2161,7 @@ var KernelTuner = class {
   finish() {
     this.reader?.cancel();
     this.reader = null;
+    this.readMore?.();
     this.bench?.dispose();
     this.bench = null;
     this.phase = "reporting";
@@ -1814,6 +2192,7 @@ var KernelTuner = class {
   /** Stops reading the queue; nothing is reported. */
   cancel() {
     this.abort.abort();
+    this.readMore?.();
     this.reader?.cancel();
     this.bench?.dispose();
     this.bench = null;
@@ -2313,7 +2692,7 @@ var WorkerEvaluator = class {
     this.threads = threads;
     this.shared = shared;
     this.activity = activity;
-    const url = URL.createObjectURL(new Blob(['"use strict";\n(() => {\n  // src/ops.ts\n  var BLOCK_OPS = ["matmul_q4", "matmul_q4_1", "matmul_q8_0"];\n  var WASM_ONLY = ["matmul_i16", "matmul_q4_1", "matmul_q8_0"];\n  function parseOp(op) {\n    const [base, ...rest] = op.split("+");\n    if (!(base in DIMS)) {\n      throw new Error(`unknown op \\`${op}\\`: use matmul, batch_matmul, matmul_q4, matmul_i16, matmul_q4_1 or matmul_q8_0`);\n    }\n    const f16 = rest.length > 0 && rest[rest.length - 1] === "f16";\n    if (f16) rest.pop();\n    const out = { base, bias: false, act: "none", residual: false, dtype: f16 ? "f16" : "f32" };\n    const rank = { bias: 1, gelu: 2, relu: 2, residual: 3 };\n    let last = 0;\n    for (const p of rest) {\n      const r = rank[p];\n      if (r === void 0 || r <= last) {\n        throw new Error(\n          `op \\`${op}\\`: an epilogue is \\`+bias\\`, then \\`+gelu\\` or \\`+relu\\`, then \\`+residual\\`, each at most once and in that order, e.g. matmul+bias+gelu; \\`+f16\\` comes last`\n        );\n      }\n      last = r;\n      if (p === "bias") out.bias = true;\n      else if (p === "residual") out.residual = true;\n      else out.act = p;\n    }\n    if (rest.length > 0 && BLOCK_OPS.includes(base)) {\n      throw new Error(`${base} takes no epilogue: only matmul, batch_matmul and matmul_i16 do`);\n    }\n    if (f16 && WASM_ONLY.includes(base)) {\n      throw new Error(`${base} has no f16 form: only matmul, batch_matmul and matmul_q4 do`);\n    }\n    return out;\n  }\n  var DIMS = { matmul: 3, batch_matmul: 4, matmul_q4: 3, matmul_i16: 3, matmul_q4_1: 3, matmul_q8_0: 3 };\n  function i16Bound(k) {\n    return Math.min(32767, Math.floor(Math.sqrt(2147483647 / k)));\n  }\n  function bmkn(op, shape) {\n    return parseOp(op).base === "batch_matmul" ? [shape[0], shape[1], shape[2], shape[3]] : [1, shape[0], shape[1], shape[2]];\n  }\n  function spec(name, dtype, shape) {\n    return { name, dtype, shape, elems: shape.reduce((a, b) => a * b, 1) };\n  }\n  function argSpecs(op, shape) {\n    const [b, m, k, n] = bmkn(op, shape);\n    const p = parseOp(op);\n    const fl = p.dtype;\n    const fused = (a, bb, c) => [\n      a,\n      bb,\n      ...p.base === "matmul_i16" ? [spec("SA", "f32", [m]), spec("SB", "f32", [n])] : [],\n      ...p.bias ? [spec("bias", fl, [n])] : [],\n      ...p.residual ? [spec("R", fl, c.shape)] : [],\n      c\n    ];\n    switch (p.base) {\n      case "matmul":\n        return fused(spec("A", fl, [m, k]), spec("B", fl, [k, n]), spec("C", fl, [m, n]));\n      case "batch_matmul":\n        return fused(spec("A", fl, [b, m, k]), spec("B", fl, [b, k, n]), spec("C", fl, [b, m, n]));\n      case "matmul_i16": {\n        const bound = i16Bound(k);\n        return fused({ ...spec("A", "u32", [m, k / 2]), i16Bound: bound }, { ...spec("B", "u32", [k / 2, n]), i16Bound: bound }, spec("C", "f32", [m, n]));\n      }\n      case "matmul_q4":\n        return [\n          spec("A", fl, [m, k]),\n          spec("W", "u32", [n, k / 8]),\n          spec("S", fl, [n, k / 32]),\n          spec("C", fl, [m, n])\n        ];\n      case "matmul_q4_1":\n        return [spec("A", "f32", [m, k]), spec("W", "u32", [n, k / 8]), spec("D", "f32", [n, k / 32]), spec("Mn", "f32", [n, k / 32]), spec("C", "f32", [m, n])];\n      case "matmul_q8_0":\n        return [spec("A", "f32", [m, k]), spec("W", "u32", [n, k / 4]), spec("D", "f32", [n, k / 32]), spec("C", "f32", [m, n])];\n    }\n  }\n  var F16F = new Float32Array(1);\n  var F16U = new Uint32Array(F16F.buffer);\n  function f16Bits(x) {\n    F16F[0] = x;\n    const u = F16U[0];\n    const sign = u >>> 16 & 32768;\n    const exp = u >>> 23 & 255;\n    const man = u & 8388607;\n    if (exp === 255) return sign | 31744 | (man ? 512 | man >>> 13 : 0);\n    const e = exp - 127 + 15;\n    if (e >= 31) return sign | 31744;\n    if (e <= 0) {\n      if (e < -10) return sign;\n      const m = man | 8388608;\n      const shift = 14 - e;\n      const half = 1 << shift - 1;\n      const rest2 = m & (1 << shift) - 1;\n      let h2 = m >>> shift;\n      if (rest2 > half || rest2 === half && h2 & 1) h2++;\n      return sign | h2;\n    }\n    let h = e << 10 | man >>> 13;\n    const rest = man & 8191;\n    if (rest > 4096 || rest === 4096 && h & 1) h++;\n    return sign | h;\n  }\n  function f16Value(h) {\n    const e = h >>> 10 & 31, m = h & 1023;\n    const v = e === 0 ? m * 2 ** -24 : e === 31 ? m ? NaN : Infinity : (1 + m / 1024) * 2 ** (e - 15);\n    return h & 32768 ? -v : v;\n  }\n  function f16Round(x) {\n    return f16Value(f16Bits(x));\n  }\n\n  // src/check.ts\n  var TOLERANCE = 1e-5;\n  var TOLERANCE_F16 = 4 / 2048 + TOLERANCE;\n  function toleranceOf(op) {\n    return parseOp(op).dtype === "f16" ? TOLERANCE_F16 : TOLERANCE;\n  }\n  var F = new Float32Array(1);\n  var U = new Uint32Array(F.buffer);\n  function f32(bitsValue) {\n    U[0] = bitsValue;\n    return F[0];\n  }\n  function erf(x) {\n    const ax = Math.abs(x);\n    if (ax < 2.5) {\n      let term = ax;\n      let sum = ax;\n      for (let n = 1; n < 100 && Math.abs(term) > 1e-17 * Math.abs(sum); n++) {\n        term *= -ax * ax / n;\n        sum += term / (2 * n + 1);\n      }\n      return Math.sign(x) * 2 * sum / Math.sqrt(Math.PI);\n    }\n    let f = ax;\n    for (let n = 60; n >= 1; n--) f = ax + n / 2 / f;\n    const erfc = Math.exp(-ax * ax) / Math.sqrt(Math.PI) / f;\n    return Math.sign(x) * (1 - erfc);\n  }\n  function epilogue(p, x, bias, r) {\n    let v = x + bias;\n    if (p.act === "gelu") v = 0.5 * v * (1 + erf(v / Math.SQRT2));\n    else if (p.act === "relu") v = Math.max(v, 0);\n    return v + r;\n  }\n  function i16(word, hi) {\n    return hi ? word >> 16 : word << 16 >> 16;\n  }\n  function qaAt(args, k, m, kk) {\n    return i16(args[0][m * (k >> 1) + (kk >> 1)], kk & 1);\n  }\n  function qbAt(args, n, kk, j) {\n    return i16(args[1][(kk >> 1) * n + j], kk & 1);\n  }\n  function bAt(op, shape, args, bi, kk, j) {\n    const [, , k, n] = bmkn(op, shape);\n    if (parseOp(op).base === "matmul_i16") return f32(args[3][j]) * qbAt(args, n, kk, j);\n    if (parseOp(op).base === "matmul_q4") {\n      const word = args[1][j * (k / 8) + (kk >>> 3)];\n      const q = word >>> 4 * (kk & 7) & 15;\n      return (q - 8) * f32(args[2][j * (k / 32) + (kk >>> 5)]);\n    }\n    if (parseOp(op).base === "matmul_q4_1") {\n      const word = args[1][j * (k / 8) + (kk >>> 3)];\n      const q = word >>> 4 * (kk & 7) & 15;\n      const blk = j * (k / 32) + (kk >>> 5);\n      return q * f32(args[2][blk]) + f32(args[3][blk]);\n    }\n    if (parseOp(op).base === "matmul_q8_0") {\n      const word = args[1][j * (k / 4) + (kk >>> 2)];\n      const q = word << 24 - 8 * (kk & 3) >> 24;\n      return q * f32(args[2][j * (k / 32) + (kk >>> 5)]);\n    }\n    return f32(args[1][bi * k * n + kk * n + j]);\n  }\n  var Scales = class {\n    constructor(op, shape, args) {\n      this.op = op;\n      this.shape = shape;\n      this.args = args;\n      const [b, m, k, n] = bmkn(op, shape);\n      this.m = m;\n      this.n = n;\n      this.parsed = parseOp(op);\n      const first = this.parsed.base === "matmul_i16" ? 4 : 2;\n      this.biasArg = this.parsed.bias ? first : -1;\n      this.residualArg = this.parsed.residual ? first + (this.parsed.bias ? 1 : 0) : -1;\n      this.rows = new Float64Array(b * m);\n      this.cols = new Float64Array(b * n);\n      if (this.parsed.base === "matmul_i16") {\n        const half = k >> 1;\n        for (let i = 0; i < m; i++) {\n          let s = 0;\n          for (let p = 0; p < half; p++) {\n            const w = args[0][i * half + p], lo = i16(w, 0), hi = i16(w, 1);\n            s += lo * lo + hi * hi;\n          }\n          this.rows[i] = Math.abs(f32(args[2][i])) * Math.sqrt(s);\n        }\n        for (let p = 0; p < half; p++) {\n          for (let j = 0; j < n; j++) {\n            const w = args[1][p * n + j], lo = i16(w, 0), hi = i16(w, 1);\n            this.cols[j] += lo * lo + hi * hi;\n          }\n        }\n        for (let j = 0; j < n; j++) this.cols[j] = Math.abs(f32(args[3][j])) * Math.sqrt(this.cols[j]);\n        return;\n      }\n      const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);\n      for (let r = 0; r < b * m; r++) {\n        let s = 0;\n        for (let kk = 0; kk < k; kk++) s += a[r * k + kk] * a[r * k + kk];\n        this.rows[r] = Math.sqrt(s);\n      }\n      if (["matmul_q4", "matmul_q4_1", "matmul_q8_0"].includes(this.parsed.base)) {\n        for (let j = 0; j < n; j++) {\n          let s = 0;\n          for (let kk = 0; kk < k; kk++) {\n            const v = bAt(op, shape, args, 0, kk, j);\n            s += v * v;\n          }\n          this.cols[j] = Math.sqrt(s);\n        }\n        return;\n      }\n      const bv = new Float32Array(args[1].buffer, args[1].byteOffset, args[1].length);\n      for (let bi = 0; bi < b; bi++) {\n        const cols = this.cols.subarray(bi * n, (bi + 1) * n);\n        for (let kk = 0; kk < k; kk++) {\n          const row = (bi * k + kk) * n;\n          for (let j = 0; j < n; j++) cols[j] += bv[row + j] * bv[row + j];\n        }\n        for (let j = 0; j < n; j++) cols[j] = Math.sqrt(cols[j]);\n      }\n    }\n    op;\n    shape;\n    args;\n    rows;\n    cols;\n    m;\n    n;\n    parsed;\n    /** Argument numbers of the epilogue\'s bias and R (ABI order A, B, [SA, SB,] bias, R, C). */\n    biasArg;\n    residualArg;\n    /** The scale of flat output index `p`. */\n    at(p) {\n      const m = this.m, n = this.n;\n      const bi = Math.floor(p / (m * n));\n      const i = Math.floor(p / n) % m;\n      const j = p % n;\n      const [bv, rv] = this.epilogueTerms(p);\n      return Math.max(this.rows[bi * m + i] * this.cols[bi * n + j] + Math.abs(bv) + Math.abs(rv), Number.MIN_VALUE);\n    }\n    /** The bias and residual values that output `p` adds (0 where the op has none). */\n    epilogueTerms(p) {\n      const bv = this.biasArg >= 0 ? f32(this.args[this.biasArg][p % this.n]) : 0;\n      const rv = this.residualArg >= 0 ? f32(this.args[this.residualArg][p]) : 0;\n      return [bv, rv];\n    }\n    /** The f64 reference of flat output index `p`, in O(K). */\n    reference(p) {\n      const [, m, k, n] = bmkn(this.op, this.shape);\n      const bi = Math.floor(p / (m * n));\n      const i = Math.floor(p / n) % m;\n      const j = p % n;\n      const a = this.args[0];\n      let acc = 0;\n      if (this.parsed.base === "matmul_i16") {\n        let s = 0;\n        for (let kk = 0; kk < k; kk++) s += qaAt(this.args, k, i, kk) * qbAt(this.args, n, kk, j);\n        acc = f32(this.args[2][i]) * f32(this.args[3][j]) * s;\n      } else {\n        for (let kk = 0; kk < k; kk++) acc += f32(a[(bi * m + i) * k + kk]) * bAt(this.op, this.shape, this.args, bi, kk, j);\n      }\n      if (this.biasArg < 0 && this.residualArg < 0 && this.parsed.act === "none") return acc;\n      const [bv, rv] = this.epilogueTerms(p);\n      return epilogue(this.parsed, acc, bv, rv);\n    }\n  };\n  function compareOutputs(scales, got, want, tolerance) {\n    let maxErr = 0, worst = 0;\n    for (let p = 0; p < got.length; p++) {\n      const g = got[p], w = want[p];\n      const err = Number.isFinite(g) && Number.isFinite(w) ? Math.abs(g - w) / scales.at(p) : Infinity;\n      if (err > maxErr || err === Infinity && maxErr !== Infinity) {\n        maxErr = err;\n        worst = p;\n      }\n    }\n    return { ok: maxErr <= tolerance, maxErr, worst };\n  }\n  function checkPositions(scales, got, positions) {\n    let maxErr = 0, worst = 0;\n    for (const p of positions) {\n      const g = got[p];\n      const err = Number.isFinite(g) ? Math.abs(g - scales.reference(p)) / scales.at(p) : Infinity;\n      if (err > maxErr || err === Infinity && maxErr !== Infinity) {\n        maxErr = err;\n        worst = p;\n      }\n    }\n    return { ok: maxErr <= toleranceOf(scales.op), maxErr, worst };\n  }\n  function defaultPositions(len, count = 8) {\n    const out = /* @__PURE__ */ new Set([0, len - 1]);\n    for (let i = 1; out.size < Math.min(count, len); i++) out.add(Math.floor(i * 0.618033988749895 * len % len));\n    return [...out].sort((a, b) => a - b);\n  }\n\n  // src/rng.ts\n  var POISON = 2143346349;\n  function mul64(out, hi, lo, ch, cl) {\n    const a0 = lo & 65535, a1 = lo >>> 16, b0 = cl & 65535, b1 = cl >>> 16;\n    const c1 = a1 * b0, c2 = a0 * b1;\n    const low = a0 * b0 + ((c1 & 65535) + (c2 & 65535)) * 65536;\n    const l = low >>> 0;\n    out[1] = l;\n    out[0] = a1 * b1 + (c1 >>> 16) + (c2 >>> 16) + (low - l) / 4294967296 + Math.imul(hi, cl) + Math.imul(lo, ch);\n  }\n  var SplitMix64 = class {\n    // [state hi, state lo, last draw hi, last draw lo]\n    s = new Uint32Array(4);\n    m = new Uint32Array(2);\n    constructor(seed) {\n      const x = BigInt.asUintN(64, seed) ^ 0x9e3779b97f4a7c15n;\n      this.s[0] = Number(x >> 32n);\n      this.s[1] = Number(x & 0xffffffffn);\n    }\n    /** High 32 bits of the last draw. */\n    get outHi() {\n      return this.s[2];\n    }\n    /** Low 32 bits of the last draw. */\n    get outLo() {\n      return this.s[3];\n    }\n    /** Draws the next 64 bits into `outHi`/`outLo`. */\n    next() {\n      const s = this.s, m = this.m;\n      const lo = s[1] + 2135587861;\n      s[0] = s[0] + 2654435769 + (lo > 4294967295 ? 1 : 0);\n      s[1] = lo;\n      let h = s[0], l = s[1];\n      mul64(m, (h ^ h >>> 30) >>> 0, (l ^ (l >>> 30 | h << 2)) >>> 0, 3210233709, 484763065);\n      h = m[0];\n      l = m[1];\n      mul64(m, (h ^ h >>> 27) >>> 0, (l ^ (l >>> 27 | h << 5)) >>> 0, 2496678331, 321982955);\n      h = m[0];\n      l = m[1];\n      s[2] = h ^ h >>> 31;\n      s[3] = l ^ (l >>> 31 | h << 1);\n    }\n    /** The 64-bit state, for the Wasm filler to go on from. */\n    get state() {\n      return BigInt(this.s[0]) << 32n | BigInt(this.s[1]);\n    }\n    set state(x) {\n      this.s[0] = Number(BigInt.asUintN(64, x) >> 32n);\n      this.s[1] = Number(x & 0xffffffffn);\n    }\n    /** Full 64-bit draw as a BigInt (for tests). */\n    nextBig() {\n      this.next();\n      return BigInt(this.outHi) << 32n | BigInt(this.outLo);\n    }\n  };\n  function nonzero(hi) {\n    const x = 2 * (hi >>> 8) / 16777216 - 1;\n    return Math.abs(x) < 1 / 64 ? 0.5 : x;\n  }\n  function i16Word(raw, r) {\n    const half = (h) => h % (2 * r + 1) - r || 1;\n    return (half(raw & 65535) & 65535 | half(raw >>> 16) << 16) >>> 0;\n  }\n  var TENTH = Math.fround(0.1);\n  var HUNDREDTH = Math.fround(0.01);\n  var CHUNK_WORDS = 1 << 15;\n  function sleb(v) {\n    const out = [];\n    for (; ; ) {\n      const b = Number(v & 0x7fn);\n      v >>= 7n;\n      const last = v === 0n && !(b & 64) || v === -1n && (b & 64) !== 0;\n      out.push(last ? b : b | 128);\n      if (last) return out;\n    }\n  }\n  function f64(x) {\n    const d = new DataView(new ArrayBuffer(8));\n    d.setFloat64(0, x, true);\n    return [...new Uint8Array(d.buffer)];\n  }\n  function fillerBytes() {\n    const i64 = (v) => [66, ...sleb(BigInt.asIntN(64, v))];\n    const get = (i) => [32, i], set = (i) => [33, i], tee = (i) => [34, i];\n    const body = [\n      2,\n      64,\n      3,\n      64,\n      ...get(1),\n      ...get(2),\n      79,\n      13,\n      1,\n      // p >= end: out\n      ...get(0),\n      ...i64(0x9e3779b97f4a7c15n),\n      124,\n      ...tee(0),\n      ...get(0),\n      ...i64(30n),\n      136,\n      133,\n      ...i64(0xbf58476d1ce4e5b9n),\n      126,\n      ...tee(4),\n      ...get(4),\n      ...i64(27n),\n      136,\n      133,\n      ...i64(0x94d049bb133111ebn),\n      126,\n      ...tee(4),\n      ...get(4),\n      ...i64(31n),\n      136,\n      133,\n      ...set(4),\n      ...get(3),\n      69,\n      4,\n      64,\n      ...get(1),\n      ...get(4),\n      167,\n      54,\n      2,\n      0,\n      // i32.store of the low word\n      5,\n      ...get(4),\n      ...i64(32n),\n      136,\n      167,\n      ...set(5),\n      ...get(5),\n      65,\n      8,\n      118,\n      184,\n      68,\n      ...f64(2),\n      162,\n      68,\n      ...f64(16777216),\n      163,\n      68,\n      ...f64(1),\n      161,\n      ...set(6),\n      ...get(6),\n      153,\n      68,\n      ...f64(1 / 64),\n      99,\n      4,\n      64,\n      68,\n      ...f64(0.5),\n      ...set(6),\n      11,\n      ...get(3),\n      65,\n      2,\n      70,\n      4,\n      64,\n      ...get(6),\n      153,\n      68,\n      ...f64(TENTH),\n      162,\n      182,\n      187,\n      68,\n      ...f64(HUNDREDTH),\n      160,\n      ...set(6),\n      11,\n      ...get(1),\n      ...get(6),\n      182,\n      56,\n      2,\n      0,\n      // f32.store\n      11,\n      ...get(1),\n      65,\n      4,\n      106,\n      ...set(1),\n      12,\n      0,\n      11,\n      11,\n      ...get(0),\n      11\n    ];\n    const func = [3, 1, 126, 1, 127, 1, 124, ...body];\n    const section = (id, content) => [id, ...uleb(content.length), ...content];\n    const name = (s) => [s.length, ...[...s].map((c) => c.charCodeAt(0))];\n    return new Uint8Array([\n      0,\n      97,\n      115,\n      109,\n      1,\n      0,\n      0,\n      0,\n      ...section(1, [1, 96, 4, 126, 127, 127, 127, 1, 126]),\n      ...section(3, [1, 0]),\n      ...section(5, [1, 0, CHUNK_WORDS * 4 / 65536]),\n      ...section(7, [2, ...name("fill"), 0, 0, ...name("mem"), 2, 0]),\n      ...section(10, [1, ...uleb(func.length), ...func])\n    ]);\n  }\n  function uleb(n) {\n    const out = [];\n    do {\n      const b = n & 127;\n      n >>>= 7;\n      out.push(n ? b | 128 : b);\n    } while (n);\n    return out;\n  }\n  var filler;\n  function wasmFiller() {\n    if (filler !== void 0) return filler;\n    try {\n      const inst = new WebAssembly.Instance(new WebAssembly.Module(fillerBytes()));\n      filler = inst.exports;\n      filler.fill(0n, 0, 0, 0);\n    } catch {\n      filler = null;\n    }\n    return filler;\n  }\n  var InputGen = class {\n    /** `specs` are all arguments; the last (the output) is not generated. `useWasm`: false forces the JS path. */\n    constructor(specs, seed, useWasm = true) {\n      this.specs = specs;\n      this.useWasm = useWasm;\n      this.rng = new SplitMix64(seed);\n      this.args = specs.slice(0, -1).map((s) => new Uint32Array(s.elems));\n    }\n    specs;\n    useWasm;\n    rng;\n    arg = 0;\n    pos = 0;\n    args;\n    get done() {\n      return this.arg >= this.args.length;\n    }\n    /** Generates up to `n` more words; returns true when all are there. */\n    fill(n) {\n      const rng = this.rng;\n      while (n > 0 && !this.done) {\n        const out = this.args[this.arg];\n        const s = this.specs[this.arg];\n        const w = this.useWasm ? wasmFiller() : null;\n        const end = Math.min(out.length, this.pos + Math.min(n, w ? CHUNK_WORDS : n));\n        n -= end - this.pos;\n        if (w) {\n          const mode = s.dtype === "u32" ? 0 : s.name === "S" || s.name === "D" ? 2 : 1;\n          rng.state = w.fill(rng.state, 0, (end - this.pos) * 4, mode);\n          out.set(new Uint32Array(w.mem.buffer, 0, end - this.pos), this.pos);\n        } else if (s.dtype === "u32") {\n          for (let i = this.pos; i < end; i++) {\n            rng.next();\n            out[i] = rng.outLo;\n          }\n        } else {\n          const f = new Float32Array(out.buffer, out.byteOffset, out.length);\n          if (s.name === "S" || s.name === "D") {\n            for (let i = this.pos; i < end; i++) {\n              rng.next();\n              f[i] = Math.fround(Math.abs(nonzero(rng.outHi)) * TENTH) + HUNDREDTH;\n            }\n          } else {\n            for (let i = this.pos; i < end; i++) {\n              rng.next();\n              f[i] = nonzero(rng.outHi);\n            }\n          }\n        }\n        if (s.name === "Mn") {\n          const f = new Float32Array(out.buffer, out.byteOffset, out.length);\n          const d = new Float32Array(this.args[this.arg - 1].buffer);\n          for (let i = this.pos; i < end; i++) f[i] = -d[i] * Math.fround(7.5 + 0.5 * f[i]);\n        }\n        if (s.i16Bound !== void 0) for (let i = this.pos; i < end; i++) out[i] = i16Word(out[i], s.i16Bound);\n        if (s.dtype === "f16") {\n          const f = new Float32Array(out.buffer, out.byteOffset, out.length);\n          for (let i = this.pos; i < end; i++) f[i] = f16Round(f[i]);\n        }\n        this.pos = end;\n        if (end === out.length) {\n          this.arg++;\n          this.pos = 0;\n        }\n      }\n      return this.done;\n    }\n  };\n\n  // src/stats.ts\n  function median(xs) {\n    const s = [...xs].sort((a, b) => a - b);\n    const n = s.length;\n    if (n === 0) return NaN;\n    return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;\n  }\n  function relNoise(xs) {\n    const m = median(xs);\n    if (!(m > 0)) return Infinity;\n    return 1.4826 * median(xs.map((x) => Math.abs(x - m))) / m;\n  }\n  function fasterBeyondNoise(cand, cur, floor = 0.01) {\n    const threshold = Math.max(floor, 2 * Math.hypot(relNoise(cand), relNoise(cur)));\n    return median(cand) < median(cur) * (1 - threshold);\n  }\n\n  // src/tuner.ts\n  var WARM_MAX_PAIRS = 15;\n  var WARM_MAX_MS = 1500;\n  var WARM_MIN_MS = 8;\n  var MAX_RESTARTS = 2;\n  var NEW_LOW = 0.9;\n  var REJECT_RATIO = 1.25;\n  var REJECT_PAIRS = 3;\n  var FUTILE_PAIRS = 5;\n  var STOP_AFTER_MS = 30;\n  function noNewLow(xs) {\n    if (xs.length < 2) return false;\n    let min = Infinity;\n    for (let i = 0; i < xs.length - 1; i++) min = Math.min(min, xs[i]);\n    return xs[xs.length - 1] >= NEW_LOW * min;\n  }\n  function warmedUp(cur, cand, sinceFirstRunMs) {\n    return cur.length >= 2 && cand.length >= 2 && sinceFirstRunMs >= WARM_MIN_MS && noNewLow(cur) && noNewLow(cand);\n  }\n  function clearlySlower(cur, cand) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < REJECT_PAIRS || !noNewLow(cand)) return false;\n    for (let i = n - REJECT_PAIRS; i < n; i++) if (!(cand[i] >= REJECT_RATIO * cur[i])) return false;\n    return true;\n  }\n  function futile(cur, cand) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < FUTILE_PAIRS || !noNewLow(cand)) return false;\n    const ratios = [];\n    for (let i = 0; i < n; i++) ratios.push(cand[i] / cur[i]);\n    return median(ratios) >= 1;\n  }\n  function unitTimes() {\n    return { fill: Infinity, scales: Infinity, checkCur: Infinity, checkCand: Infinity };\n  }\n  function noteUnitTime(times, u, ms) {\n    const prev = times[u];\n    times[u] = Number.isFinite(prev) ? Math.max(ms, 0.9 * prev) : ms;\n  }\n  function failed(c, error) {\n    return {\n      sha256: c.sha256,\n      index: c.index,\n      total: c.total,\n      source: c.source,\n      ticket: c.ticket,\n      ok: false,\n      error,\n      median_us: 0,\n      current_us: 0,\n      noise: 0,\n      runs: 0\n    };\n  }\n  var Evaluation = class {\n    constructor(t, backend, cand, fetched) {\n      this.t = t;\n      this.backend = backend;\n      this.cand = cand;\n      this.fetched = fetched;\n      this.gen = new InputGen(t.specs, cand.seed);\n      this.impl = fetched.impl;\n      this.loadError = fetched.error;\n    }\n    t;\n    backend;\n    cand;\n    fetched;\n    phase = "load";\n    result = null;\n    gen;\n    scales = null;\n    curOut = null;\n    reps = 1;\n    perCall = 0;\n    turn = 0;\n    warmMs = 0;\n    firstRun = 0;\n    warm = { cur: [], cand: [] };\n    timed = { cur: [], cand: [] };\n    samples;\n    rejectedEarly = false;\n    restarts = 0;\n    t0 = performance.now();\n    ends = {};\n    busyMs = 0;\n    slices = 0;\n    busyBy = {};\n    longest = 0;\n    longestPhase = "";\n    impl;\n    loading = null;\n    loadError;\n    /**\n     * Compiles the candidate in the background while its inputs are made. It\n     * starts only when this candidate\'s turn comes, never while another is\n     * being timed: a compile (V8\'s background tiers, a GPU driver\'s pipeline\n     * build) competes for the same cores and would inflate the timings.\n     */\n    startLoad() {\n      this.loading = this.backend.load(this.fetched.bytes, this.cand.meta).then(\n        (impl) => {\n          this.impl = impl;\n        },\n        (e) => {\n          this.loadError = `load: ${e instanceof Error ? e.message : e}`;\n        }\n      );\n      this.loading.then(() => {\n        this.loading = null;\n        this.ends.load = performance.now() - this.t0;\n      });\n    }\n    /** Records a failure; `us` is the time of the one run it had, if it ran. */\n    fail(error, us) {\n      this.result = us === void 0 ? failed(this.cand, error) : { ...failed(this.cand, error), median_us: Math.max(us, 1e-3), runs: 1 };\n      this.phase = "done";\n    }\n    /**\n     * Does what fits before `deadline`. Unless `strict`, at least one unit of\n     * work is done even when it alone overruns; a strict call starts a unit\n     * only when its estimated time fits.\n     */\n    async step(bench, deadline, strict = false) {\n      const t = performance.now();\n      const from = this.phase;\n      try {\n        await this.work(bench, deadline, strict);\n      } finally {\n        const now = performance.now();\n        this.busyMs += now - t;\n        this.slices++;\n        this.busyBy[from] = (this.busyBy[from] ?? 0) + (now - t);\n        if (now - t > this.longest) {\n          this.longest = now - t;\n          this.longestPhase = from;\n        }\n        this.markPhases(from, now);\n      }\n    }\n    /** Notes the end time of the phases left since `from`. */\n    markPhases(from, now) {\n      const order = ["load", "inputs", "check", "warm", "time", "done"];\n      for (let i = order.indexOf(from); i < order.indexOf(this.phase); i++) {\n        const p = order[i];\n        if (p !== "time" && p !== "done" && this.ends[p] === void 0) this.ends[p] = now - this.t0;\n      }\n      if (this.result && !this.result.trace) {\n        const e = this.ends, at = now - this.t0;\n        this.result.trace = {\n          load_ms: e.load ?? at,\n          inputs_ms: e.inputs ?? at,\n          check_ms: e.check ?? at,\n          warm_ms: e.warm ?? at,\n          done_ms: at,\n          busy_ms: this.busyMs,\n          slices: this.slices,\n          warm_pairs: this.warm.cur.length,\n          timed_pairs: this.timed.cur.length,\n          busy_by_phase: this.busyBy,\n          longest_ms: this.longest,\n          longest_phase: this.longestPhase,\n          warm_cur: this.warm.cur,\n          warm_cand: this.warm.cand\n        };\n      }\n    }\n    /** Runs one unit of work, timing it for the tuner\'s estimates. */\n    async unit(u, f) {\n      const t = performance.now();\n      try {\n        return await f();\n      } finally {\n        this.t.noteUnit(u, performance.now() - t);\n      }\n    }\n    async work(bench, deadline, strict) {\n      if (this.phase === "load") {\n        if (!this.impl && !this.fetched.bytes) return this.fail(this.loadError ?? "not fetched");\n        if (!this.impl && !this.loading) this.startLoad();\n        this.phase = "inputs";\n      }\n      if (this.phase === "done") return;\n      const cur = this.t.current;\n      let worked = strict;\n      const fits = (est) => !worked || performance.now() + est <= deadline;\n      while (this.phase !== "done") {\n        if (this.phase === "inputs") {\n          if (!this.gen.done) {\n            if (!fits(this.t.unitMs.fill)) return;\n            await this.unit("fill", () => this.gen.fill(1 << 15));\n            worked = true;\n            continue;\n          }\n          if (!fits(this.t.unitMs.scales)) return;\n          await this.unit("scales", async () => {\n            await bench.setInputs(this.gen.args);\n            this.scales = new Scales(this.t.op, this.t.shape, this.gen.args);\n          });\n          worked = true;\n          this.phase = "check";\n          continue;\n        }\n        if (this.phase === "check") {\n          if (!this.curOut) {\n            if (!fits(this.t.unitMs.checkCur)) return;\n            worked = true;\n            const t0 = performance.now();\n            try {\n              this.curOut = await this.unit("checkCur", () => bench.runOnce(cur));\n            } catch (e) {\n              this.curOut = new Float32Array(0);\n              this.t.currentBroken = true;\n              this.t.note(`the kernel in use failed to run: ${e}`);\n            }\n            this.perCall = Math.max(performance.now() - t0, 1e-4);\n            continue;\n          }\n          if (this.loading) return;\n          if (!this.impl) return this.fail(this.loadError ?? "load failed");\n          if (!fits(Math.max(this.t.unitMs.checkCand, this.perCall))) return;\n          worked = true;\n          const t1 = performance.now();\n          this.firstRun = t1;\n          let candOut;\n          try {\n            candOut = await this.unit("checkCand", () => bench.runOnce(this.impl));\n          } catch (e) {\n            return this.fail(`run: ${e instanceof Error ? e.message : e}`, (performance.now() - t1) * 1e3);\n          }\n          const t2 = performance.now();\n          const curOut = this.curOut;\n          const positions = this.cand.check?.length ? this.cand.check : defaultPositions(candOut.length);\n          const ref = checkPositions(this.scales, candOut, positions);\n          if (!ref.ok) return this.fail(`output ${ref.worst} is off the reference by ${ref.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1e3);\n          if (!this.t.currentBroken) {\n            const curRef = checkPositions(this.scales, curOut, positions);\n            if (!curRef.ok) {\n              this.t.currentBroken = true;\n              this.t.note(`the kernel in use is off the reference at output ${curRef.worst} (${curRef.maxErr.toExponential(2)})`);\n            } else {\n              const cmp = compareOutputs(this.scales, candOut, curOut, 2 * toleranceOf(this.scales.op));\n              if (!cmp.ok) return this.fail(`output ${cmp.worst} differs from the kernel in use by ${cmp.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1e3);\n            }\n          }\n          if (this.cand.check) this.samples = this.cand.check.map((p) => candOut[p]);\n          this.curOut = null;\n          this.perCall = Math.max(this.perCall, t2 - t1, 1e-4);\n          this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));\n          this.phase = "warm";\n          continue;\n        }\n        const impl = this.impl;\n        if (!fits(this.reps * this.perCall)) return;\n        worked = true;\n        const curTurn = this.turn % 4 === 0 || this.turn % 4 === 3;\n        const ms = await bench.time(curTurn ? cur : impl, this.reps);\n        const per = ms / this.reps;\n        const into = this.phase === "warm" ? this.warm : this.timed;\n        (curTurn ? into.cur : into.cand).push(per);\n        this.turn++;\n        if (this.turn % 2) continue;\n        if (this.phase === "warm") {\n          this.warmMs += 2 * ms;\n          this.perCall = Math.max(into.cur.at(-1), into.cand.at(-1), 1e-4);\n          this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));\n          const enough = this.t.warmPairs !== void 0 ? into.cur.length >= this.t.warmPairs : warmedUp(into.cur, into.cand, performance.now() - this.firstRun) || into.cur.length >= WARM_MAX_PAIRS || this.warmMs > WARM_MAX_MS;\n          if (enough) this.phase = "time";\n          continue;\n        }\n        const t = this.timed;\n        if (this.t.warmPairs === void 0 && t.cand.length >= 2 && !noNewLow(t.cand) && this.restarts < MAX_RESTARTS) {\n          this.restarts++;\n          this.warm.cur.push(...t.cur);\n          this.warm.cand.push(...t.cand);\n          t.cur.length = 0;\n          t.cand.length = 0;\n          this.phase = "warm";\n          continue;\n        }\n        const early = this.t.earlyReject && t.cur.length < this.t.timedPairs && performance.now() - this.firstRun >= this.t.stopAfterMs && (clearlySlower(t.cur, t.cand) || futile(t.cur, t.cand));\n        if (early || t.cur.length >= this.t.timedPairs) {\n          this.rejectedEarly = early;\n          const c = this.cand;\n          this.result = {\n            sha256: c.sha256,\n            index: c.index,\n            total: c.total,\n            source: c.source,\n            ticket: c.ticket,\n            ok: true,\n            median_us: median(t.cand) * 1e3,\n            current_us: median(t.cur) * 1e3,\n            noise: relNoise(t.cand),\n            runs: this.reps * t.cand.length,\n            samples: this.samples,\n            ...early ? { rejected_early: true } : {}\n          };\n          this.phase = "done";\n        }\n      }\n    }\n    /** Whether the candidate beat the kernel in use beyond the noise of both. */\n    beatsCurrent() {\n      return !this.rejectedEarly && this.timed.cand.length > 0 && fasterBeyondNoise(this.timed.cand, this.timed.cur);\n    }\n  };\n\n  // src/threads.ts\n  var CTRL = {\n    GEN: 0,\n    // generation of the current call; workers wait on it\n    MAIL: 1,\n    // messages posted to every worker so far\n    NEXT: 2,\n    // (generation << 8) | next part to claim\n    DONE: 3,\n    // parts of the current call finished\n    PARTS: 4,\n    KERNEL: 5,\n    // pool id of the kernel\n    NARGS: 6,\n    ERROR: 7,\n    // set by a worker whose part threw\n    ARGS: 8,\n    // up to 8 arguments\n    BELL: 16,\n    // rung (incremented) for every call and every message; workers wait on it\n    APP_CALLS: 17,\n    // the app\'s kernel calls started so far (see `ThreadPool.activity`)\n    APP_BUSY: 18,\n    // 1 while an app kernel runs\n    WORDS: 19\n  };\n  var GEN_MASK = 8388607;\n  var READY_MS = 5e3;\n  function withTimeout(p, ms) {\n    return new Promise((resolve, reject) => {\n      const t = setTimeout(resolve, ms);\n      p.then(() => (clearTimeout(t), resolve()), (e) => (clearTimeout(t), reject(e)));\n    });\n  }\n  var ThreadPool = class {\n    /** Threads that run parts: the caller and `size - 1` workers. */\n    size;\n    ctrl;\n    workers = [];\n    gen = 0;\n    nextId = 1;\n    pending = /* @__PURE__ */ new Map();\n    closed = false;\n    /** Calls run, parts run, and parts the calling thread ran itself (the rest ran on workers). */\n    stats = { calls: 0, parts: 0, callerParts: 0 };\n    /** A pool of `size` threads (the caller counts as one). */\n    constructor(size) {\n      this.size = Math.max(1, Math.floor(size));\n      this.ctrl = new Int32Array(new SharedArrayBuffer(CTRL.WORDS * 4));\n      if (this.size === 1) return;\n      const url = URL.createObjectURL(new Blob([\'"use strict";\\n(() => {\\n  // src/threads.ts\\n  var CTRL = {\\n    GEN: 0,\\n    // generation of the current call; workers wait on it\\n    MAIL: 1,\\n    // messages posted to every worker so far\\n    NEXT: 2,\\n    // (generation << 8) | next part to claim\\n    DONE: 3,\\n    // parts of the current call finished\\n    PARTS: 4,\\n    KERNEL: 5,\\n    // pool id of the kernel\\n    NARGS: 6,\\n    ERROR: 7,\\n    // set by a worker whose part threw\\n    ARGS: 8,\\n    // up to 8 arguments\\n    BELL: 16,\\n    // rung (incremented) for every call and every message; workers wait on it\\n    APP_CALLS: 17,\\n    // the app\\\'s kernel calls started so far (see `ThreadPool.activity`)\\n    APP_BUSY: 18,\\n    // 1 while an app kernel runs\\n    WORDS: 19\\n  };\\n  function claim(c, gen, parts) {\\n    for (; ; ) {\\n      const v = Atomics.load(c, CTRL.NEXT);\\n      if (v >>> 8 !== gen) return -1;\\n      const p = v & 255;\\n      if (p >= parts) return -1;\\n      if (Atomics.compareExchange(c, CTRL.NEXT, v, v + 1) === v) return p;\\n    }\\n  }\\n  function runClaimed(c, gen, parts, run) {\\n    let n = 0;\\n    for (let p = claim(c, gen, parts); p >= 0; p = claim(c, gen, parts), n++) {\\n      try {\\n        run(p);\\n      } finally {\\n        Atomics.add(c, CTRL.DONE, 1);\\n      }\\n    }\\n    return n;\\n  }\\n\\n  // src/pool-worker.ts\\n  var SPIN_MS = 0.3;\\n  var ctrl = null;\\n  var kernels = /* @__PURE__ */ new Map();\\n  var mail = 0;\\n  var seen = 0;\\n  var args = [];\\n  var scope = self;\\n  scope.onmessage = (e) => {\\n    const m = e.data;\\n    if (m.kind === "init") {\\n      ctrl = m.ctrl;\\n      seen = Atomics.load(ctrl, CTRL.GEN);\\n    } else {\\n      mail++;\\n      try {\\n        const inst = new WebAssembly.Instance(m.module, { env: { memory: m.memory } });\\n        kernels.set(m.id, inst.exports[m.entry]);\\n        scope.postMessage({ kind: "ready", id: m.id });\\n      } catch (err) {\\n        scope.postMessage({ kind: "error", id: m.id, error: `pool worker cannot instantiate kernel: ${err}` });\\n      }\\n    }\\n    loop();\\n  };\\n  function loop() {\\n    const c = ctrl;\\n    if (!c) return;\\n    let idleSince = performance.now();\\n    for (; ; ) {\\n      const bell = Atomics.load(c, CTRL.BELL);\\n      if (Atomics.load(c, CTRL.MAIL) !== mail) return;\\n      const gen = Atomics.load(c, CTRL.GEN);\\n      if (gen === seen) {\\n        if (performance.now() - idleSince < SPIN_MS) continue;\\n        Atomics.wait(c, CTRL.BELL, bell);\\n        idleSince = performance.now();\\n        continue;\\n      }\\n      seen = gen;\\n      const fn = kernels.get(c[CTRL.KERNEL]);\\n      const parts = c[CTRL.PARTS];\\n      args.length = c[CTRL.NARGS];\\n      for (let i = 0; i < args.length; i++) args[i] = c[CTRL.ARGS + i];\\n      if (fn) {\\n        runClaimed(c, gen, parts, (p) => {\\n          try {\\n            fn(...args, p);\\n          } catch {\\n            Atomics.store(c, CTRL.ERROR, 1);\\n          }\\n        });\\n      }\\n      idleSince = performance.now();\\n    }\\n  }\\n})();\\n\'], { type: "text/javascript" }));\n      try {\n        for (let i = 1; i < this.size; i++) {\n          const w = new Worker(url);\n          w.onmessage = (e) => this.reply(e.data);\n          w.onerror = (e) => {\n            e.preventDefault();\n            for (const [id] of this.pending) this.reply({ kind: "error", id, error: `pool worker: ${e.message}` });\n          };\n          w.postMessage({ kind: "init", ctrl: this.ctrl });\n          this.workers.push(w);\n        }\n      } finally {\n        URL.revokeObjectURL(url);\n      }\n    }\n    reply(r) {\n      const p = this.pending.get(r.id);\n      if (!p) return;\n      if (r.kind === "error") {\n        this.pending.delete(r.id);\n        p.reject(new Error(r.error));\n      } else if (--p.left === 0) {\n        this.pending.delete(r.id);\n        p.resolve();\n      }\n    }\n    /**\n     * Instantiates `module` (a threaded kernel, or any module whose `entry`\n     * takes the part number last) on `memory` in every worker; `instance` is\n     * the calling thread\'s. Calls may start at once: until a worker has\n     * its instance, the caller runs that worker\'s share.\n     */\n    prepare(module, memory, instance, entry = "kernel_part") {\n      const part = instance.exports[entry];\n      if (typeof part !== "function") throw new Error(`a threaded kernel must export ${entry}`);\n      const id = this.nextId++;\n      const ready = this.workers.length === 0 ? Promise.resolve() : new Promise((resolve, reject) => this.pending.set(id, { left: this.workers.length, resolve, reject }));\n      for (const w of this.workers) w.postMessage({ kind: "kernel", id, module, memory, entry });\n      if (this.workers.length) {\n        Atomics.add(this.ctrl, CTRL.MAIL, 1);\n        this.ring();\n      }\n      return { id, part, ready: withTimeout(ready, READY_MS) };\n    }\n    /**\n     * The words a bench worker reads to time candidates only while the app\'s\n     * kernels are not running (`APP_CALLS`, `APP_BUSY`): on a page with\n     * threads, a candidate timed while the app\'s kernels use the cores would\n     * look slower the more threads it uses.\n     */\n    get activity() {\n      return this.ctrl;\n    }\n    /** Runs `f`, an app kernel call, marked in `activity` (every `run` is). */\n    appCall(f) {\n      const c = this.ctrl;\n      Atomics.add(c, CTRL.APP_CALLS, 1);\n      Atomics.store(c, CTRL.APP_BUSY, 1);\n      try {\n        f();\n      } finally {\n        Atomics.store(c, CTRL.APP_BUSY, 0);\n        Atomics.notify(c, CTRL.APP_BUSY);\n      }\n    }\n    /**\n     * Runs parts `0..parts` of `k` with these arguments and returns when all\n     * are done. Synchronous: the caller runs parts itself and then spins for\n     * the parts workers took (at most one part\'s time).\n     */\n    run(k, args, parts) {\n      this.appCall(() => this.runParts(k, args, parts));\n    }\n    runParts(k, args, parts) {\n      const c = this.ctrl;\n      this.stats.calls++;\n      this.stats.parts += parts;\n      if (this.workers.length === 0 || this.closed) {\n        for (let p = 0; p < parts; p++) k.part(...args, p);\n        this.stats.callerParts += parts;\n        return;\n      }\n      if (args.length > 8 || parts > 255) throw new Error(`a pool call takes at most 8 arguments and 255 parts, got ${args.length} and ${parts}`);\n      const gen = this.gen = this.gen + 1 & GEN_MASK;\n      for (let i = 0; i < args.length; i++) c[CTRL.ARGS + i] = args[i];\n      c[CTRL.NARGS] = args.length;\n      c[CTRL.PARTS] = parts;\n      c[CTRL.KERNEL] = k.id;\n      Atomics.store(c, CTRL.DONE, 0);\n      Atomics.store(c, CTRL.ERROR, 0);\n      Atomics.store(c, CTRL.NEXT, gen << 8);\n      Atomics.store(c, CTRL.GEN, gen);\n      this.ring();\n      this.stats.callerParts += runClaimed(c, gen, parts, (p) => k.part(...args, p));\n      while (Atomics.load(c, CTRL.DONE) < parts) {\n      }\n      if (Atomics.load(c, CTRL.ERROR)) throw new Error("a thread-pool worker failed to run its part of the kernel");\n    }\n    /**\n     * Wakes every worker. A worker reads the bell before it looks for work and\n     * waits only while the bell still has that value, so no call or message\n     * can slip in between its look and its wait unnoticed.\n     */\n    ring() {\n      Atomics.add(this.ctrl, CTRL.BELL, 1);\n      Atomics.notify(this.ctrl, CTRL.BELL);\n    }\n    close() {\n      this.closed = true;\n      for (const w of this.workers) w.terminate();\n      this.workers = [];\n      for (const p of this.pending.values()) p.reject(new Error("thread pool closed"));\n      this.pending.clear();\n    }\n  };\n  function claim(c, gen, parts) {\n    for (; ; ) {\n      const v = Atomics.load(c, CTRL.NEXT);\n      if (v >>> 8 !== gen) return -1;\n      const p = v & 255;\n      if (p >= parts) return -1;\n      if (Atomics.compareExchange(c, CTRL.NEXT, v, v + 1) === v) return p;\n    }\n  }\n  function runClaimed(c, gen, parts, run) {\n    let n = 0;\n    for (let p = claim(c, gen, parts); p >= 0; p = claim(c, gen, parts), n++) {\n      try {\n        run(p);\n      } finally {\n        Atomics.add(c, CTRL.DONE, 1);\n      }\n    }\n    return n;\n  }\n  function sharedImport(bytes) {\n    const r = new Reader(bytes);\n    if (bytes.length < 8 || bytes[0] !== 0 || bytes[1] !== 97 || bytes[2] !== 115 || bytes[3] !== 109) throw new Error("not a Wasm module");\n    r.at = 8;\n    while (r.at < bytes.length) {\n      const start = r.at;\n      const id = bytes[r.at++];\n      const size = r.leb();\n      const end = r.at + size;\n      if (id !== 2) {\n        r.at = end;\n        continue;\n      }\n      const count = r.leb();\n      const out = [...leb(count)];\n      for (let i = 0; i < count; i++) {\n        const from = r.at;\n        r.skip(r.leb());\n        r.skip(r.leb());\n        const kind = bytes[r.at++];\n        out.push(...bytes.subarray(from, r.at));\n        if (kind !== 2) throw new Error(`sharedImport: an import of kind ${kind}: webtune kernels import one memory only`);\n        const flags = bytes[r.at++];\n        const min = r.leb();\n        const max = flags & 1 ? r.leb() : 65536;\n        if (flags & 2) return bytes;\n        if (flags & ~1) throw new Error(`sharedImport: memory limits flags ${flags}`);\n        out.push(3, ...leb(min), ...leb(max));\n      }\n      if (r.at !== end) throw new Error("sharedImport: the import section has trailing bytes");\n      const section = [2, ...leb(out.length), ...out];\n      const res = new Uint8Array(bytes.length - (end - start) + section.length);\n      res.set(bytes.subarray(0, start), 0);\n      res.set(section, start);\n      res.set(bytes.subarray(end), start + section.length);\n      return res;\n    }\n    return bytes;\n  }\n  var Reader = class {\n    constructor(b) {\n      this.b = b;\n    }\n    b;\n    at = 0;\n    leb() {\n      let v = 0, shift = 0;\n      for (; ; ) {\n        if (this.at >= this.b.length) throw new Error("sharedImport: truncated module");\n        const x = this.b[this.at++];\n        v += (x & 127) * 2 ** shift;\n        if (!(x & 128)) return v;\n        shift += 7;\n      }\n    }\n    skip(n) {\n      this.at += n;\n    }\n  };\n  function leb(v) {\n    const out = [];\n    do {\n      let x = v % 128;\n      v = Math.floor(v / 128);\n      if (v) x |= 128;\n      out.push(x);\n    } while (v);\n    return out;\n  }\n  function timeQuietly(activity, sample, maxWaitMs = 1e3, tries = 5) {\n    for (let attempt = 1; ; attempt++) {\n      const until = performance.now() + maxWaitMs;\n      while (Atomics.load(activity, CTRL.APP_BUSY) !== 0 && performance.now() < until) Atomics.wait(activity, CTRL.APP_BUSY, 1, 5);\n      const calls = Atomics.load(activity, CTRL.APP_CALLS);\n      const ms = sample();\n      if (attempt >= tries || Atomics.load(activity, CTRL.APP_CALLS) === calls && Atomics.load(activity, CTRL.APP_BUSY) === 0) return ms;\n    }\n  }\n\n  // src/timer.ts\n  var cached = 0;\n  function timerResolutionMs() {\n    if (cached) return cached;\n    let best = Infinity;\n    for (let trial = 0; trial < 5; trial++) {\n      const t0 = performance.now();\n      let t1 = t0;\n      const start = Date.now();\n      while (t1 === t0 && Date.now() - start < 50) t1 = performance.now();\n      if (t1 > t0) best = Math.min(best, t1 - t0);\n    }\n    cached = Number.isFinite(best) ? best : 1;\n    return cached;\n  }\n\n  // src/wasm.ts\n  var PAGE = 65536;\n  function align(n, a) {\n    return Math.ceil(n / a) * a;\n  }\n  function newMemory(pages, shared) {\n    return shared ? new WebAssembly.Memory({ initial: pages, maximum: 65536, shared: true }) : new WebAssembly.Memory({ initial: pages });\n  }\n  function threadsOf(meta) {\n    return meta.threads && meta.threads > 1 ? meta.threads : 0;\n  }\n  async function instantiate(impl, memory, pool) {\n    const inst = await WebAssembly.instantiate(impl.module, { env: { memory } });\n    const parts = threadsOf(impl.meta);\n    if (parts) {\n      if (!pool) throw new Error(`kernel ${impl.sha256} is threaded (${parts} parts) but this runtime has no thread pool`);\n      const k = pool.prepare(impl.module, memory, inst);\n      await k.ready;\n      return (...o) => pool.run(k, o, parts);\n    }\n    const fn = inst.exports[impl.meta.entry || "kernel"];\n    if (typeof fn !== "function") throw new Error(`kernel ${impl.sha256} exports no \\`${impl.meta.entry}\\``);\n    return fn;\n  }\n  function ensureBytes(memory, bytes) {\n    const have = memory.buffer.byteLength;\n    if (have < bytes) memory.grow(Math.ceil((bytes - have) / PAGE));\n  }\n  var WasmBench = class {\n    constructor(specs, meta, pool, shared, activity) {\n      this.pool = pool;\n      this.activity = activity;\n      let end = 0;\n      for (const s of specs) {\n        this.offsets.push(end);\n        end = align(end + s.elems * 4, 64);\n      }\n      this.scratch = end;\n      this.outElems = specs[specs.length - 1].elems;\n      this.memory = newMemory(Math.max(1, meta.memory_pages_min ?? 0, Math.ceil(end / PAGE)), shared);\n    }\n    pool;\n    activity;\n    resolutionMs = timerResolutionMs();\n    // 1 % rounding, and never under 0.5 ms (call overhead and clock reads).\n    minSampleMs = Math.max(0.5, 100 * this.resolutionMs);\n    memory;\n    offsets = [];\n    scratch;\n    outElems;\n    async setInputs(args) {\n      for (let i = 0; i < args.length; i++) new Uint32Array(this.memory.buffer, this.offsets[i], args[i].length).set(args[i]);\n    }\n    async prepare(impl) {\n      if (impl.benchFn && impl.benchMemory === this.memory) return impl.benchFn;\n      ensureBytes(this.memory, Math.max((impl.meta.memory_pages_min ?? 0) * PAGE, this.scratch + (impl.meta.scratch_bytes ?? 0)));\n      const fn = await instantiate(impl, this.memory, this.pool);\n      impl.benchFn = fn;\n      impl.benchMemory = this.memory;\n      return fn;\n    }\n    argsFor(impl) {\n      return impl.meta.scratch_bytes ? [...this.offsets, this.scratch] : this.offsets;\n    }\n    async runOnce(impl) {\n      const fn = await this.prepare(impl);\n      const out = this.offsets[this.offsets.length - 1];\n      new Uint32Array(this.memory.buffer, out, this.outElems).fill(POISON);\n      fn(...this.argsFor(impl));\n      return new Float32Array(this.memory.buffer.slice(out, out + this.outElems * 4));\n    }\n    async time(impl, reps) {\n      const fn = await this.prepare(impl);\n      const o = this.argsFor(impl);\n      return this.activity ? timeQuietly(this.activity, () => this.timeCalls(fn, o, reps)) : this.timeCalls(fn, o, reps);\n    }\n    timeCalls(fn, o, reps) {\n      let t0 = 0, t1 = 0;\n      switch (o.length) {\n        case 3: {\n          const [a, b, c] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c);\n          t1 = performance.now();\n          break;\n        }\n        case 4: {\n          const [a, b, c, d] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d);\n          t1 = performance.now();\n          break;\n        }\n        case 5: {\n          const [a, b, c, d, e] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e);\n          t1 = performance.now();\n          break;\n        }\n        // matmul_i16\'s A, B, SA, SB, then bias, R and C (and a scratch pointer): up to 8.\n        case 6: {\n          const [a, b, c, d, e, f] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e, f);\n          t1 = performance.now();\n          break;\n        }\n        case 7: {\n          const [a, b, c, d, e, f, g] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e, f, g);\n          t1 = performance.now();\n          break;\n        }\n        case 8: {\n          const [a, b, c, d, e, f, g, h] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e, f, g, h);\n          t1 = performance.now();\n          break;\n        }\n        default:\n          throw new Error(`unexpected kernel arity ${o.length}`);\n      }\n      return t1 - t0;\n    }\n    dispose() {\n    }\n  };\n  var WasmBackend = class {\n    /**\n     * `activity`: in a bench worker on a page with threads, the page pool\'s\n     * activity words; samples are then timed while the app\'s kernels pause.\n     */\n    constructor(pool = null, shared = pool !== null, activity = null) {\n      this.pool = pool;\n      this.shared = shared;\n      this.activity = activity;\n    }\n    pool;\n    shared;\n    activity;\n    target = "wasm";\n    async load(bytes, meta) {\n      if (typeof bytes === "string") throw new Error("a Wasm kernel must be bytes");\n      const parts = threadsOf(meta);\n      if (parts && !this.pool) throw new Error(`kernel ${meta.sha256} is threaded (${parts} parts); this page runs Wasm on one thread`);\n      const module = await WebAssembly.compile(this.shared ? sharedImport(new Uint8Array(bytes)) : bytes);\n      return { sha256: meta.sha256, meta, module, bytes };\n    }\n    bench(specs, meta) {\n      return new WasmBench(specs, meta, this.pool, this.shared, this.activity);\n    }\n  };\n\n  // src/eval-worker.ts\n  var BenchSide = class {\n    constructor(backend, implOf) {\n      this.backend = backend;\n      this.implOf = implOf;\n    }\n    backend;\n    implOf;\n    ops = /* @__PURE__ */ new Map();\n    notes = [];\n    context(r) {\n      let o = this.ops.get(r.key);\n      if (o) return o;\n      if (!r.current) throw new Error(`op ${r.key}: its kernel in use was never sent`);\n      const specs = argSpecs(r.op, r.shape);\n      const unitMs = unitTimes();\n      const notes = () => this.notes;\n      const ctx = {\n        specs,\n        op: r.op,\n        shape: r.shape,\n        current: this.implOf(r.current),\n        currentBroken: false,\n        unitMs,\n        noteUnit(u, ms) {\n          noteUnitTime(unitMs, u, ms);\n        },\n        note(s) {\n          notes().push(s);\n        },\n        timedPairs: r.settings.timedPairs,\n        warmPairs: r.settings.warmPairs,\n        earlyReject: r.settings.earlyReject,\n        stopAfterMs: r.settings.stopAfterMs ?? STOP_AFTER_MS\n      };\n      o = { ctx, bench: this.backend.bench(specs, ctx.current.meta) };\n      this.ops.set(r.key, o);\n      return o;\n    }\n    async evaluate(r) {\n      const { ctx, bench } = this.context(r);\n      this.notes = [];\n      const cand = r.impl.sha256 === ctx.current.sha256 ? ctx.current : this.implOf(r.impl);\n      const ev = new Evaluation(ctx, this.backend, r.cand, { cand: r.cand, impl: cand });\n      while (ev.phase !== "done") await ev.step(bench, Infinity, false);\n      const result = ev.result;\n      const beats = result.ok && cand.sha256 !== ctx.current.sha256 && (ctx.currentBroken || ev.beatsCurrent());\n      if (beats) {\n        ctx.current = cand;\n        ctx.currentBroken = false;\n      }\n      return { result, beats, notes: this.notes };\n    }\n  };\n  var scope = globalThis;\n  if (typeof scope.WorkerGlobalScope !== "undefined") {\n    let side = null;\n    let chain = Promise.resolve();\n    scope.onmessage = (e) => {\n      const r = e.data;\n      side ??= new BenchSide(\n        new WasmBackend(r.threads && r.threads > 1 ? new ThreadPool(r.threads) : null, r.shared ?? false, r.activity ?? null),\n        (k) => ({ sha256: k.sha256, meta: k.meta, module: k.module, bytes: new ArrayBuffer(0) })\n      );\n      const s = side;\n      chain = chain.then(async () => {\n        let reply;\n        try {\n          reply = { id: r.id, ok: true, answer: await s.evaluate(r) };\n        } catch (err) {\n          reply = { id: r.id, ok: false, error: err instanceof Error ? err.message : String(err) };\n        }\n        scope.postMessage(reply);\n      });\n    };\n  }\n})();\n'], { type: "text/javascript" }));
+    const url = URL.createObjectURL(new Blob(['"use strict";\n(() => {\n  // src/ops.ts\n  var BLOCK_OPS = ["matmul_q4", "matmul_q4_1", "matmul_q8_0"];\n  var NO_F16 = ["matmul_i16", "matmul_q4_1", "matmul_q8_0"];\n  function parseOp(op) {\n    const [base, ...rest] = op.split("+");\n    if (!(base in DIMS)) {\n      throw new Error(`unknown op \\`${op}\\`: use matmul, batch_matmul, matmul_q4, matmul_i16, matmul_q4_1 or matmul_q8_0`);\n    }\n    const f16 = rest.length > 0 && rest[rest.length - 1] === "f16";\n    if (f16) rest.pop();\n    const out = { base, bias: false, act: "none", residual: false, dtype: f16 ? "f16" : "f32" };\n    const rank = { bias: 1, gelu: 2, relu: 2, residual: 3 };\n    let last = 0;\n    for (const p of rest) {\n      const r = rank[p];\n      if (r === void 0 || r <= last) {\n        throw new Error(\n          `op \\`${op}\\`: an epilogue is \\`+bias\\`, then \\`+gelu\\` or \\`+relu\\`, then \\`+residual\\`, each at most once and in that order, e.g. matmul+bias+gelu; \\`+f16\\` comes last`\n        );\n      }\n      last = r;\n      if (p === "bias") out.bias = true;\n      else if (p === "residual") out.residual = true;\n      else out.act = p;\n    }\n    if (rest.length > 0 && BLOCK_OPS.includes(base)) {\n      throw new Error(`${base} takes no epilogue: only matmul, batch_matmul and matmul_i16 do`);\n    }\n    if (f16 && NO_F16.includes(base)) {\n      throw new Error(`${base} has no f16 form: only matmul, batch_matmul and matmul_q4 do`);\n    }\n    return out;\n  }\n  var DIMS = { matmul: 3, batch_matmul: 4, matmul_q4: 3, matmul_i16: 3, matmul_q4_1: 3, matmul_q8_0: 3 };\n  function i16Bound(k) {\n    return Math.min(32767, Math.floor(Math.sqrt(2147483647 / k)));\n  }\n  function bmkn(op, shape) {\n    return parseOp(op).base === "batch_matmul" ? [shape[0], shape[1], shape[2], shape[3]] : [1, shape[0], shape[1], shape[2]];\n  }\n  function spec(name, dtype, shape) {\n    return { name, dtype, shape, elems: shape.reduce((a, b) => a * b, 1) };\n  }\n  function argSpecs(op, shape) {\n    const [b, m, k, n] = bmkn(op, shape);\n    const p = parseOp(op);\n    const fl = p.dtype;\n    const fused = (a, bb, c) => [\n      a,\n      bb,\n      ...p.base === "matmul_i16" ? [spec("SA", "f32", [m]), spec("SB", "f32", [n])] : [],\n      ...p.bias ? [spec("bias", fl, [n])] : [],\n      ...p.residual ? [spec("R", fl, c.shape)] : [],\n      c\n    ];\n    switch (p.base) {\n      case "matmul":\n        return fused(spec("A", fl, [m, k]), spec("B", fl, [k, n]), spec("C", fl, [m, n]));\n      case "batch_matmul":\n        return fused(spec("A", fl, [b, m, k]), spec("B", fl, [b, k, n]), spec("C", fl, [b, m, n]));\n      case "matmul_i16": {\n        const bound = i16Bound(k);\n        return fused({ ...spec("A", "u32", [m, k / 2]), i16Bound: bound }, { ...spec("B", "u32", [k / 2, n]), i16Bound: bound }, spec("C", "f32", [m, n]));\n      }\n      case "matmul_q4":\n        return [\n          spec("A", fl, [m, k]),\n          spec("W", "u32", [n, k / 8]),\n          spec("S", fl, [n, k / 32]),\n          spec("C", fl, [m, n])\n        ];\n      case "matmul_q4_1":\n        return [spec("A", "f32", [m, k]), spec("W", "u32", [n, k / 8]), spec("D", "f32", [n, k / 32]), spec("Mn", "f32", [n, k / 32]), spec("C", "f32", [m, n])];\n      case "matmul_q8_0":\n        return [spec("A", "f32", [m, k]), spec("W", "u32", [n, k / 4]), spec("D", "f32", [n, k / 32]), spec("C", "f32", [m, n])];\n    }\n  }\n  var F16F = new Float32Array(1);\n  var F16U = new Uint32Array(F16F.buffer);\n  function f16Bits(x) {\n    F16F[0] = x;\n    const u = F16U[0];\n    const sign = u >>> 16 & 32768;\n    const exp = u >>> 23 & 255;\n    const man = u & 8388607;\n    if (exp === 255) return sign | 31744 | (man ? 512 | man >>> 13 : 0);\n    const e = exp - 127 + 15;\n    if (e >= 31) return sign | 31744;\n    if (e <= 0) {\n      if (e < -10) return sign;\n      const m = man | 8388608;\n      const shift = 14 - e;\n      const half = 1 << shift - 1;\n      const rest2 = m & (1 << shift) - 1;\n      let h2 = m >>> shift;\n      if (rest2 > half || rest2 === half && h2 & 1) h2++;\n      return sign | h2;\n    }\n    let h = e << 10 | man >>> 13;\n    const rest = man & 8191;\n    if (rest > 4096 || rest === 4096 && h & 1) h++;\n    return sign | h;\n  }\n  function f16Value(h) {\n    const e = h >>> 10 & 31, m = h & 1023;\n    const v = e === 0 ? m * 2 ** -24 : e === 31 ? m ? NaN : Infinity : (1 + m / 1024) * 2 ** (e - 15);\n    return h & 32768 ? -v : v;\n  }\n  function f16Round(x) {\n    return f16Value(f16Bits(x));\n  }\n\n  // src/check.ts\n  var TOLERANCE = 1e-5;\n  var TOLERANCE_F16 = 4 / 2048 + TOLERANCE;\n  function toleranceOf(op) {\n    return parseOp(op).dtype === "f16" ? TOLERANCE_F16 : TOLERANCE;\n  }\n  var F = new Float32Array(1);\n  var U = new Uint32Array(F.buffer);\n  function f32(bitsValue) {\n    U[0] = bitsValue;\n    return F[0];\n  }\n  function erf(x) {\n    const ax = Math.abs(x);\n    if (ax < 2.5) {\n      let term = ax;\n      let sum = ax;\n      for (let n = 1; n < 100 && Math.abs(term) > 1e-17 * Math.abs(sum); n++) {\n        term *= -ax * ax / n;\n        sum += term / (2 * n + 1);\n      }\n      return Math.sign(x) * 2 * sum / Math.sqrt(Math.PI);\n    }\n    let f = ax;\n    for (let n = 60; n >= 1; n--) f = ax + n / 2 / f;\n    const erfc = Math.exp(-ax * ax) / Math.sqrt(Math.PI) / f;\n    return Math.sign(x) * (1 - erfc);\n  }\n  function epilogue(p, x, bias, r) {\n    let v = x + bias;\n    if (p.act === "gelu") v = 0.5 * v * (1 + erf(v / Math.SQRT2));\n    else if (p.act === "relu") v = Math.max(v, 0);\n    return v + r;\n  }\n  function i16(word, hi) {\n    return hi ? word >> 16 : word << 16 >> 16;\n  }\n  function qaAt(args, k, m, kk) {\n    return i16(args[0][m * (k >> 1) + (kk >> 1)], kk & 1);\n  }\n  function qbAt(args, n, kk, j) {\n    return i16(args[1][(kk >> 1) * n + j], kk & 1);\n  }\n  function bAt(op, shape, args, bi, kk, j) {\n    const [, , k, n] = bmkn(op, shape);\n    if (parseOp(op).base === "matmul_i16") return f32(args[3][j]) * qbAt(args, n, kk, j);\n    if (parseOp(op).base === "matmul_q4") {\n      const word = args[1][j * (k / 8) + (kk >>> 3)];\n      const q = word >>> 4 * (kk & 7) & 15;\n      return (q - 8) * f32(args[2][j * (k / 32) + (kk >>> 5)]);\n    }\n    if (parseOp(op).base === "matmul_q4_1") {\n      const word = args[1][j * (k / 8) + (kk >>> 3)];\n      const q = word >>> 4 * (kk & 7) & 15;\n      const blk = j * (k / 32) + (kk >>> 5);\n      return q * f32(args[2][blk]) + f32(args[3][blk]);\n    }\n    if (parseOp(op).base === "matmul_q8_0") {\n      const word = args[1][j * (k / 4) + (kk >>> 2)];\n      const q = word << 24 - 8 * (kk & 3) >> 24;\n      return q * f32(args[2][j * (k / 32) + (kk >>> 5)]);\n    }\n    return f32(args[1][bi * k * n + kk * n + j]);\n  }\n  function blockColumnNorms(base, k, n, args, out) {\n    const w = args[1];\n    const d = new Float32Array(args[2].buffer, args[2].byteOffset, args[2].length);\n    const mn = base === "matmul_q4_1" ? new Float32Array(args[3].buffer, args[3].byteOffset, args[3].length) : null;\n    const blocks = k / 32;\n    for (let j = 0; j < n; j++) {\n      let s = 0;\n      for (let b = 0; b < blocks; b++) {\n        const scale = d[j * blocks + b];\n        let acc = 0;\n        if (base === "matmul_q8_0") {\n          const w0 = j * (k / 4) + b * 8;\n          for (let i = 0; i < 8; i++) {\n            const word = w[w0 + i];\n            for (let sh = 0; sh < 32; sh += 8) {\n              const q = word << 24 - sh >> 24;\n              acc += q * q;\n            }\n          }\n          s += acc * scale * scale;\n        } else if (mn) {\n          const m = mn[j * blocks + b];\n          const w0 = j * (k / 8) + b * 4;\n          for (let i = 0; i < 4; i++) {\n            const word = w[w0 + i];\n            for (let sh = 0; sh < 32; sh += 4) {\n              const v = (word >>> sh & 15) * scale + m;\n              acc += v * v;\n            }\n          }\n          s += acc;\n        } else {\n          const w0 = j * (k / 8) + b * 4;\n          for (let i = 0; i < 4; i++) {\n            const word = w[w0 + i];\n            for (let sh = 0; sh < 32; sh += 4) {\n              const q = (word >>> sh & 15) - 8;\n              acc += q * q;\n            }\n          }\n          s += acc * scale * scale;\n        }\n      }\n      out[j] = Math.sqrt(s);\n    }\n  }\n  var Scales = class {\n    constructor(op, shape, args) {\n      this.op = op;\n      this.shape = shape;\n      this.args = args;\n      const [b, m, k, n] = bmkn(op, shape);\n      this.m = m;\n      this.n = n;\n      this.parsed = parseOp(op);\n      const first = this.parsed.base === "matmul_i16" ? 4 : 2;\n      this.biasArg = this.parsed.bias ? first : -1;\n      this.residualArg = this.parsed.residual ? first + (this.parsed.bias ? 1 : 0) : -1;\n      this.rows = new Float64Array(b * m);\n      this.cols = new Float64Array(b * n);\n      if (this.parsed.base === "matmul_i16") {\n        const half = k >> 1;\n        for (let i = 0; i < m; i++) {\n          let s = 0;\n          for (let p = 0; p < half; p++) {\n            const w = args[0][i * half + p], lo = i16(w, 0), hi = i16(w, 1);\n            s += lo * lo + hi * hi;\n          }\n          this.rows[i] = Math.abs(f32(args[2][i])) * Math.sqrt(s);\n        }\n        for (let p = 0; p < half; p++) {\n          for (let j = 0; j < n; j++) {\n            const w = args[1][p * n + j], lo = i16(w, 0), hi = i16(w, 1);\n            this.cols[j] += lo * lo + hi * hi;\n          }\n        }\n        for (let j = 0; j < n; j++) this.cols[j] = Math.abs(f32(args[3][j])) * Math.sqrt(this.cols[j]);\n        return;\n      }\n      const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);\n      for (let r = 0; r < b * m; r++) {\n        let s = 0;\n        for (let kk = 0; kk < k; kk++) s += a[r * k + kk] * a[r * k + kk];\n        this.rows[r] = Math.sqrt(s);\n      }\n      if (["matmul_q4", "matmul_q4_1", "matmul_q8_0"].includes(this.parsed.base)) {\n        blockColumnNorms(this.parsed.base, k, n, args, this.cols);\n        return;\n      }\n      const bv = new Float32Array(args[1].buffer, args[1].byteOffset, args[1].length);\n      for (let bi = 0; bi < b; bi++) {\n        const cols = this.cols.subarray(bi * n, (bi + 1) * n);\n        for (let kk = 0; kk < k; kk++) {\n          const row = (bi * k + kk) * n;\n          for (let j = 0; j < n; j++) cols[j] += bv[row + j] * bv[row + j];\n        }\n        for (let j = 0; j < n; j++) cols[j] = Math.sqrt(cols[j]);\n      }\n    }\n    op;\n    shape;\n    args;\n    rows;\n    cols;\n    m;\n    n;\n    parsed;\n    /** Argument numbers of the epilogue\'s bias and R (ABI order A, B, [SA, SB,] bias, R, C). */\n    biasArg;\n    residualArg;\n    /** The scale of flat output index `p`. */\n    at(p) {\n      const m = this.m, n = this.n;\n      const bi = Math.floor(p / (m * n));\n      const i = Math.floor(p / n) % m;\n      const j = p % n;\n      const [bv, rv] = this.epilogueTerms(p);\n      return Math.max(this.rows[bi * m + i] * this.cols[bi * n + j] + Math.abs(bv) + Math.abs(rv), Number.MIN_VALUE);\n    }\n    /** The bias and residual values that output `p` adds (0 where the op has none). */\n    epilogueTerms(p) {\n      const bv = this.biasArg >= 0 ? f32(this.args[this.biasArg][p % this.n]) : 0;\n      const rv = this.residualArg >= 0 ? f32(this.args[this.residualArg][p]) : 0;\n      return [bv, rv];\n    }\n    /** The f64 reference of flat output index `p`, in O(K). */\n    reference(p) {\n      const [, m, k, n] = bmkn(this.op, this.shape);\n      const bi = Math.floor(p / (m * n));\n      const i = Math.floor(p / n) % m;\n      const j = p % n;\n      const a = this.args[0];\n      let acc = 0;\n      if (this.parsed.base === "matmul_i16") {\n        let s = 0;\n        for (let kk = 0; kk < k; kk++) s += qaAt(this.args, k, i, kk) * qbAt(this.args, n, kk, j);\n        acc = f32(this.args[2][i]) * f32(this.args[3][j]) * s;\n      } else {\n        for (let kk = 0; kk < k; kk++) acc += f32(a[(bi * m + i) * k + kk]) * bAt(this.op, this.shape, this.args, bi, kk, j);\n      }\n      if (this.biasArg < 0 && this.residualArg < 0 && this.parsed.act === "none") return acc;\n      const [bv, rv] = this.epilogueTerms(p);\n      return epilogue(this.parsed, acc, bv, rv);\n    }\n  };\n  function compareOutputs(scales, got, want, tolerance) {\n    let maxErr = 0, worst = 0;\n    for (let p = 0; p < got.length; p++) {\n      const g = got[p], w = want[p];\n      const err = Number.isFinite(g) && Number.isFinite(w) ? Math.abs(g - w) / scales.at(p) : Infinity;\n      if (err > maxErr || err === Infinity && maxErr !== Infinity) {\n        maxErr = err;\n        worst = p;\n      }\n    }\n    return { ok: maxErr <= tolerance, maxErr, worst };\n  }\n  function checkPositions(scales, got, positions) {\n    let maxErr = 0, worst = 0;\n    for (const p of positions) {\n      const g = got[p];\n      const err = Number.isFinite(g) ? Math.abs(g - scales.reference(p)) / scales.at(p) : Infinity;\n      if (err > maxErr || err === Infinity && maxErr !== Infinity) {\n        maxErr = err;\n        worst = p;\n      }\n    }\n    return { ok: maxErr <= toleranceOf(scales.op), maxErr, worst };\n  }\n  function defaultPositions(len, count = 8) {\n    const out = /* @__PURE__ */ new Set([0, len - 1]);\n    for (let i = 1; out.size < Math.min(count, len); i++) out.add(Math.floor(i * 0.618033988749895 * len % len));\n    return [...out].sort((a, b) => a - b);\n  }\n\n  // src/rng.ts\n  var POISON = 2143346349;\n  function mul64(out, hi, lo, ch, cl) {\n    const a0 = lo & 65535, a1 = lo >>> 16, b0 = cl & 65535, b1 = cl >>> 16;\n    const c1 = a1 * b0, c2 = a0 * b1;\n    const low = a0 * b0 + ((c1 & 65535) + (c2 & 65535)) * 65536;\n    const l = low >>> 0;\n    out[1] = l;\n    out[0] = a1 * b1 + (c1 >>> 16) + (c2 >>> 16) + (low - l) / 4294967296 + Math.imul(hi, cl) + Math.imul(lo, ch);\n  }\n  var SplitMix64 = class {\n    // [state hi, state lo, last draw hi, last draw lo]\n    s = new Uint32Array(4);\n    m = new Uint32Array(2);\n    constructor(seed) {\n      const x = BigInt.asUintN(64, seed) ^ 0x9e3779b97f4a7c15n;\n      this.s[0] = Number(x >> 32n);\n      this.s[1] = Number(x & 0xffffffffn);\n    }\n    /** High 32 bits of the last draw. */\n    get outHi() {\n      return this.s[2];\n    }\n    /** Low 32 bits of the last draw. */\n    get outLo() {\n      return this.s[3];\n    }\n    /** Draws the next 64 bits into `outHi`/`outLo`. */\n    next() {\n      const s = this.s, m = this.m;\n      const lo = s[1] + 2135587861;\n      s[0] = s[0] + 2654435769 + (lo > 4294967295 ? 1 : 0);\n      s[1] = lo;\n      let h = s[0], l = s[1];\n      mul64(m, (h ^ h >>> 30) >>> 0, (l ^ (l >>> 30 | h << 2)) >>> 0, 3210233709, 484763065);\n      h = m[0];\n      l = m[1];\n      mul64(m, (h ^ h >>> 27) >>> 0, (l ^ (l >>> 27 | h << 5)) >>> 0, 2496678331, 321982955);\n      h = m[0];\n      l = m[1];\n      s[2] = h ^ h >>> 31;\n      s[3] = l ^ (l >>> 31 | h << 1);\n    }\n    /** The 64-bit state, for the Wasm filler to go on from. */\n    get state() {\n      return BigInt(this.s[0]) << 32n | BigInt(this.s[1]);\n    }\n    set state(x) {\n      this.s[0] = Number(BigInt.asUintN(64, x) >> 32n);\n      this.s[1] = Number(x & 0xffffffffn);\n    }\n    /** Full 64-bit draw as a BigInt (for tests). */\n    nextBig() {\n      this.next();\n      return BigInt(this.outHi) << 32n | BigInt(this.outLo);\n    }\n  };\n  function nonzero(hi) {\n    const x = 2 * (hi >>> 8) / 16777216 - 1;\n    return Math.abs(x) < 1 / 64 ? 0.5 : x;\n  }\n  function i16Word(raw, r) {\n    const half = (h) => h % (2 * r + 1) - r || 1;\n    return (half(raw & 65535) & 65535 | half(raw >>> 16) << 16) >>> 0;\n  }\n  var TENTH = Math.fround(0.1);\n  var HUNDREDTH = Math.fround(0.01);\n  var CHUNK_WORDS = 1 << 15;\n  function sleb(v) {\n    const out = [];\n    for (; ; ) {\n      const b = Number(v & 0x7fn);\n      v >>= 7n;\n      const last = v === 0n && !(b & 64) || v === -1n && (b & 64) !== 0;\n      out.push(last ? b : b | 128);\n      if (last) return out;\n    }\n  }\n  function f64(x) {\n    const d = new DataView(new ArrayBuffer(8));\n    d.setFloat64(0, x, true);\n    return [...new Uint8Array(d.buffer)];\n  }\n  function fillerBytes() {\n    const i64 = (v) => [66, ...sleb(BigInt.asIntN(64, v))];\n    const get = (i) => [32, i], set = (i) => [33, i], tee = (i) => [34, i];\n    const body = [\n      2,\n      64,\n      3,\n      64,\n      ...get(1),\n      ...get(2),\n      79,\n      13,\n      1,\n      // p >= end: out\n      ...get(0),\n      ...i64(0x9e3779b97f4a7c15n),\n      124,\n      ...tee(0),\n      ...get(0),\n      ...i64(30n),\n      136,\n      133,\n      ...i64(0xbf58476d1ce4e5b9n),\n      126,\n      ...tee(4),\n      ...get(4),\n      ...i64(27n),\n      136,\n      133,\n      ...i64(0x94d049bb133111ebn),\n      126,\n      ...tee(4),\n      ...get(4),\n      ...i64(31n),\n      136,\n      133,\n      ...set(4),\n      ...get(3),\n      69,\n      4,\n      64,\n      ...get(1),\n      ...get(4),\n      167,\n      54,\n      2,\n      0,\n      // i32.store of the low word\n      5,\n      ...get(4),\n      ...i64(32n),\n      136,\n      167,\n      ...set(5),\n      ...get(5),\n      65,\n      8,\n      118,\n      184,\n      68,\n      ...f64(2),\n      162,\n      68,\n      ...f64(16777216),\n      163,\n      68,\n      ...f64(1),\n      161,\n      ...set(6),\n      ...get(6),\n      153,\n      68,\n      ...f64(1 / 64),\n      99,\n      4,\n      64,\n      68,\n      ...f64(0.5),\n      ...set(6),\n      11,\n      ...get(3),\n      65,\n      2,\n      70,\n      4,\n      64,\n      ...get(6),\n      153,\n      68,\n      ...f64(TENTH),\n      162,\n      182,\n      187,\n      68,\n      ...f64(HUNDREDTH),\n      160,\n      ...set(6),\n      11,\n      ...get(1),\n      ...get(6),\n      182,\n      56,\n      2,\n      0,\n      // f32.store\n      11,\n      ...get(1),\n      65,\n      4,\n      106,\n      ...set(1),\n      12,\n      0,\n      11,\n      11,\n      ...get(0),\n      11\n    ];\n    const func = [3, 1, 126, 1, 127, 1, 124, ...body];\n    const section = (id, content) => [id, ...uleb(content.length), ...content];\n    const name = (s) => [s.length, ...[...s].map((c) => c.charCodeAt(0))];\n    return new Uint8Array([\n      0,\n      97,\n      115,\n      109,\n      1,\n      0,\n      0,\n      0,\n      ...section(1, [1, 96, 4, 126, 127, 127, 127, 1, 126]),\n      ...section(3, [1, 0]),\n      ...section(5, [1, 0, CHUNK_WORDS * 4 / 65536]),\n      ...section(7, [2, ...name("fill"), 0, 0, ...name("mem"), 2, 0]),\n      ...section(10, [1, ...uleb(func.length), ...func])\n    ]);\n  }\n  function uleb(n) {\n    const out = [];\n    do {\n      const b = n & 127;\n      n >>>= 7;\n      out.push(n ? b | 128 : b);\n    } while (n);\n    return out;\n  }\n  var filler;\n  function wasmFiller() {\n    if (filler !== void 0) return filler;\n    try {\n      const inst = new WebAssembly.Instance(new WebAssembly.Module(fillerBytes()));\n      filler = inst.exports;\n      filler.fill(0n, 0, 0, 0);\n    } catch {\n      filler = null;\n    }\n    return filler;\n  }\n  var InputGen = class {\n    /** `specs` are all arguments; the last (the output) is not generated. `useWasm`: false forces the JS path. */\n    constructor(specs, seed, useWasm = true) {\n      this.specs = specs;\n      this.useWasm = useWasm;\n      this.rng = new SplitMix64(seed);\n      this.args = specs.slice(0, -1).map((s) => new Uint32Array(s.elems));\n    }\n    specs;\n    useWasm;\n    rng;\n    arg = 0;\n    pos = 0;\n    args;\n    get done() {\n      return this.arg >= this.args.length;\n    }\n    /** Generates up to `n` more words; returns true when all are there. */\n    fill(n) {\n      const rng = this.rng;\n      while (n > 0 && !this.done) {\n        const out = this.args[this.arg];\n        const s = this.specs[this.arg];\n        const w = this.useWasm ? wasmFiller() : null;\n        const end = Math.min(out.length, this.pos + Math.min(n, w ? CHUNK_WORDS : n));\n        n -= end - this.pos;\n        if (w) {\n          const mode = s.dtype === "u32" ? 0 : s.name === "S" || s.name === "D" ? 2 : 1;\n          rng.state = w.fill(rng.state, 0, (end - this.pos) * 4, mode);\n          out.set(new Uint32Array(w.mem.buffer, 0, end - this.pos), this.pos);\n        } else if (s.dtype === "u32") {\n          for (let i = this.pos; i < end; i++) {\n            rng.next();\n            out[i] = rng.outLo;\n          }\n        } else {\n          const f = new Float32Array(out.buffer, out.byteOffset, out.length);\n          if (s.name === "S" || s.name === "D") {\n            for (let i = this.pos; i < end; i++) {\n              rng.next();\n              f[i] = Math.fround(Math.abs(nonzero(rng.outHi)) * TENTH) + HUNDREDTH;\n            }\n          } else {\n            for (let i = this.pos; i < end; i++) {\n              rng.next();\n              f[i] = nonzero(rng.outHi);\n            }\n          }\n        }\n        if (s.name === "Mn") {\n          const f = new Float32Array(out.buffer, out.byteOffset, out.length);\n          const d = new Float32Array(this.args[this.arg - 1].buffer);\n          for (let i = this.pos; i < end; i++) f[i] = -d[i] * Math.fround(7.5 + 0.5 * f[i]);\n        }\n        if (s.i16Bound !== void 0) for (let i = this.pos; i < end; i++) out[i] = i16Word(out[i], s.i16Bound);\n        if (s.dtype === "f16") {\n          const f = new Float32Array(out.buffer, out.byteOffset, out.length);\n          for (let i = this.pos; i < end; i++) f[i] = f16Round(f[i]);\n        }\n        this.pos = end;\n        if (end === out.length) {\n          this.arg++;\n          this.pos = 0;\n        }\n      }\n      return this.done;\n    }\n  };\n\n  // src/stats.ts\n  function median(xs) {\n    const s = [...xs].sort((a, b) => a - b);\n    const n = s.length;\n    if (n === 0) return NaN;\n    return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;\n  }\n  function relNoise(xs) {\n    const m = median(xs);\n    if (!(m > 0)) return Infinity;\n    return 1.4826 * median(xs.map((x) => Math.abs(x - m))) / m;\n  }\n  function fasterBeyondNoise(cand, cur, floor = 0.01) {\n    const threshold = Math.max(floor, 2 * Math.hypot(relNoise(cand), relNoise(cur)));\n    return median(cand) < median(cur) * (1 - threshold);\n  }\n\n  // src/tuner.ts\n  var WARM_MAX_PAIRS = 15;\n  var WARM_MAX_MS = 1500;\n  var WARM_MIN_MS = 8;\n  var MAX_RESTARTS = 2;\n  var NEW_LOW = 0.9;\n  var REJECT_RATIO = 1.25;\n  var REJECT_PAIRS = 3;\n  var FUTILE_PAIRS = 5;\n  var STOP_AFTER_MS = 30;\n  function noNewLow(xs) {\n    if (xs.length < 2) return false;\n    let min = Infinity;\n    for (let i = 0; i < xs.length - 1; i++) min = Math.min(min, xs[i]);\n    return xs[xs.length - 1] >= NEW_LOW * min;\n  }\n  function warmedUp(cur, cand, sinceFirstRunMs) {\n    return cur.length >= 2 && cand.length >= 2 && sinceFirstRunMs >= WARM_MIN_MS && noNewLow(cur) && noNewLow(cand);\n  }\n  function clearlySlower(cur, cand) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < REJECT_PAIRS || !noNewLow(cand)) return false;\n    for (let i = n - REJECT_PAIRS; i < n; i++) if (!(cand[i] >= REJECT_RATIO * cur[i])) return false;\n    return true;\n  }\n  function futile(cur, cand) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < FUTILE_PAIRS || !noNewLow(cand)) return false;\n    const ratios = [];\n    for (let i = 0; i < n; i++) ratios.push(cand[i] / cur[i]);\n    return median(ratios) >= 1;\n  }\n  var FAST_WARM_PAIRS = 6;\n  var FAST_WARM_MS = 400;\n  var SEQ_MIN_PAIRS = 3;\n  var SEQ_MAX_PAIRS = 9;\n  var SEQ_PROMISING_PAIRS = 18;\n  var SEQ_MIN_SD = 0.01;\n  var T995 = [Infinity, 63.66, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.25, 3.169];\n  function sequentialVerdict(cur, cand, floor = 0.01) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < SEQ_MIN_PAIRS) return void 0;\n    const r = [];\n    for (let i = 0; i < n; i++) r.push(Math.log(cand[i] / cur[i]));\n    const mean = r.reduce((a, b) => a + b, 0) / n;\n    const sd = Math.max(SEQ_MIN_SD, Math.sqrt(r.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1)));\n    const half = (T995[Math.min(n - 1, T995.length - 1)] ?? 2.8) * sd / Math.sqrt(n);\n    const need = Math.log(1 - floor);\n    if (mean - half > need) return "slower";\n    if (mean + half < need) return "faster";\n    return void 0;\n  }\n  var T95 = [Infinity, 6.314, 2.92, 2.353, 2.132, 2.015, 1.943, 1.895, 1.86, 1.833, 1.812];\n  function meanLogRatio(cur, cand) {\n    const n = Math.min(cur.length, cand.length);\n    let s = 0;\n    for (let i = 0; i < n; i++) s += Math.log(cand[i] / cur[i]);\n    return s / n;\n  }\n  function pairedFaster(cur, cand, floor = 0.01) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < 2) return false;\n    const r = [];\n    for (let i = 0; i < n; i++) r.push(Math.log(cand[i] / cur[i]));\n    const mean = r.reduce((a, b) => a + b, 0) / n;\n    const sd = Math.max(SEQ_MIN_SD, Math.sqrt(r.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1)));\n    return mean + (T95[Math.min(n - 1, T95.length - 1)] ?? 1.75) * sd / Math.sqrt(n) < Math.log(1 - floor);\n  }\n  function unitTimes() {\n    return { fill: Infinity, scales: Infinity, checkCur: Infinity, checkCand: Infinity };\n  }\n  function noteUnitTime(times, u, ms) {\n    const prev = times[u];\n    times[u] = Number.isFinite(prev) ? Math.max(ms, 0.9 * prev) : ms;\n  }\n  function failed(c, error) {\n    return {\n      sha256: c.sha256,\n      index: c.index,\n      total: c.total,\n      source: c.source,\n      ticket: c.ticket,\n      ok: false,\n      error,\n      median_us: 0,\n      current_us: 0,\n      noise: 0,\n      runs: 0\n    };\n  }\n  var Evaluation = class {\n    constructor(t, backend, cand, fetched) {\n      this.t = t;\n      this.backend = backend;\n      this.cand = cand;\n      this.fetched = fetched;\n      this.gen = new InputGen(t.specs, cand.seed);\n      this.impl = fetched.impl;\n      this.loadError = fetched.error;\n    }\n    t;\n    backend;\n    cand;\n    fetched;\n    phase = "load";\n    result = null;\n    gen;\n    scales = null;\n    curOut = null;\n    reps = 1;\n    perCall = 0;\n    turn = 0;\n    warmMs = 0;\n    firstRun = 0;\n    warm = { cur: [], cand: [] };\n    timed = { cur: [], cand: [] };\n    samples;\n    rejectedEarly = false;\n    restarts = 0;\n    t0 = performance.now();\n    ends = {};\n    busyMs = 0;\n    slices = 0;\n    busyBy = {};\n    longest = 0;\n    longestPhase = "";\n    impl;\n    loading = null;\n    /** Whether the fast policy applies (see `Policy`). */\n    get fast() {\n      return (this.t.policy ?? "fast") === "fast";\n    }\n    loadError;\n    /**\n     * Compiles the candidate in the background while its inputs are made. It\n     * starts only when this candidate\'s turn comes, never while another is\n     * being timed: a compile (V8\'s background tiers, a GPU driver\'s pipeline\n     * build) competes for the same cores and would inflate the timings.\n     */\n    startLoad() {\n      this.loading = this.backend.load(this.fetched.bytes, this.cand.meta).then(\n        (impl) => {\n          this.impl = impl;\n        },\n        (e) => {\n          this.loadError = `load: ${e instanceof Error ? e.message : e}`;\n        }\n      );\n      this.loading.then(() => {\n        this.loading = null;\n        this.ends.load = performance.now() - this.t0;\n      });\n    }\n    /** Records a failure; `us` is the time of the one run it had, if it ran. */\n    fail(error, us) {\n      this.result = us === void 0 ? failed(this.cand, error) : { ...failed(this.cand, error), median_us: Math.max(us, 1e-3), runs: 1 };\n      this.phase = "done";\n    }\n    /**\n     * Does what fits before `deadline`. Unless `strict`, at least one unit of\n     * work is done even when it alone overruns; a strict call starts a unit\n     * only when its estimated time fits.\n     */\n    async step(bench, deadline, strict = false) {\n      const t = performance.now();\n      const from = this.phase;\n      try {\n        await this.work(bench, deadline, strict);\n      } finally {\n        const now = performance.now();\n        this.busyMs += now - t;\n        this.slices++;\n        this.busyBy[from] = (this.busyBy[from] ?? 0) + (now - t);\n        if (now - t > this.longest) {\n          this.longest = now - t;\n          this.longestPhase = from;\n        }\n        this.markPhases(from, now);\n      }\n    }\n    /** Notes the end time of the phases left since `from`. */\n    markPhases(from, now) {\n      const order = ["load", "inputs", "check", "warm", "time", "done"];\n      for (let i = order.indexOf(from); i < order.indexOf(this.phase); i++) {\n        const p = order[i];\n        if (p !== "time" && p !== "done" && this.ends[p] === void 0) this.ends[p] = now - this.t0;\n      }\n      if (this.result && !this.result.trace) {\n        const e = this.ends, at = now - this.t0;\n        this.result.trace = {\n          load_ms: e.load ?? at,\n          inputs_ms: e.inputs ?? at,\n          check_ms: e.check ?? at,\n          warm_ms: e.warm ?? at,\n          done_ms: at,\n          busy_ms: this.busyMs,\n          slices: this.slices,\n          warm_pairs: this.warm.cur.length,\n          timed_pairs: this.timed.cur.length,\n          busy_by_phase: this.busyBy,\n          longest_ms: this.longest,\n          longest_phase: this.longestPhase,\n          warm_cur: this.warm.cur,\n          warm_cand: this.warm.cand\n        };\n      }\n    }\n    /** Runs one unit of work, timing it for the tuner\'s estimates. */\n    async unit(u, f) {\n      const t = performance.now();\n      try {\n        return await f();\n      } finally {\n        this.t.noteUnit(u, performance.now() - t);\n      }\n    }\n    async work(bench, deadline, strict) {\n      if (this.phase === "load") {\n        if (!this.impl && !this.fetched.bytes) return this.fail(this.loadError ?? "not fetched");\n        if (!this.impl && !this.loading) this.startLoad();\n        this.phase = "inputs";\n      }\n      if (this.phase === "done") return;\n      const cur = this.t.current;\n      let worked = strict;\n      const fits = (est) => !worked || performance.now() + est <= deadline;\n      while (this.phase !== "done") {\n        if (this.phase === "inputs") {\n          if (!this.gen.done) {\n            if (!fits(this.t.unitMs.fill)) return;\n            await this.unit("fill", () => this.gen.fill(1 << 15));\n            worked = true;\n            continue;\n          }\n          if (!fits(this.t.unitMs.scales)) return;\n          await this.unit("scales", async () => {\n            await bench.setInputs(this.gen.args);\n            this.scales = new Scales(this.t.op, this.t.shape, this.gen.args);\n          });\n          worked = true;\n          this.phase = "check";\n          continue;\n        }\n        if (this.phase === "check") {\n          if (!this.curOut) {\n            if (!fits(this.t.unitMs.checkCur)) return;\n            worked = true;\n            const t0 = performance.now();\n            try {\n              this.curOut = await this.unit("checkCur", () => bench.runOnce(cur));\n            } catch (e) {\n              this.curOut = new Float32Array(0);\n              this.t.currentBroken = true;\n              this.t.note(`the kernel in use failed to run: ${e}`);\n            }\n            this.perCall = Math.max(performance.now() - t0, 1e-4);\n            continue;\n          }\n          if (this.loading) return;\n          if (!this.impl) return this.fail(this.loadError ?? "load failed");\n          if (!fits(Math.max(this.t.unitMs.checkCand, this.perCall))) return;\n          worked = true;\n          const t1 = performance.now();\n          this.firstRun = t1;\n          let candOut;\n          try {\n            candOut = await this.unit("checkCand", () => bench.runOnce(this.impl));\n          } catch (e) {\n            return this.fail(`run: ${e instanceof Error ? e.message : e}`, (performance.now() - t1) * 1e3);\n          }\n          const t2 = performance.now();\n          const curOut = this.curOut;\n          const positions = this.cand.check?.length ? this.cand.check : defaultPositions(candOut.length);\n          const ref = checkPositions(this.scales, candOut, positions);\n          if (!ref.ok) return this.fail(`output ${ref.worst} is off the reference by ${ref.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1e3);\n          if (!this.t.currentBroken) {\n            const curRef = checkPositions(this.scales, curOut, positions);\n            if (!curRef.ok) {\n              this.t.currentBroken = true;\n              this.t.note(`the kernel in use is off the reference at output ${curRef.worst} (${curRef.maxErr.toExponential(2)})`);\n            } else {\n              const cmp = compareOutputs(this.scales, candOut, curOut, 2 * toleranceOf(this.scales.op));\n              if (!cmp.ok) return this.fail(`output ${cmp.worst} differs from the kernel in use by ${cmp.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1e3);\n            }\n          }\n          if (this.cand.check) this.samples = this.cand.check.map((p) => candOut[p]);\n          this.curOut = null;\n          this.perCall = Math.max(this.perCall, t2 - t1, 1e-4);\n          this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));\n          this.phase = "warm";\n          continue;\n        }\n        const impl = this.impl;\n        if (!fits(this.reps * this.perCall)) return;\n        worked = true;\n        const curTurn = this.turn % 4 === 0 || this.turn % 4 === 3;\n        const ms = await bench.time(curTurn ? cur : impl, this.reps);\n        const per = ms / this.reps;\n        const into = this.phase === "warm" ? this.warm : this.timed;\n        (curTurn ? into.cur : into.cand).push(per);\n        this.turn++;\n        if (this.turn % 2) continue;\n        if (this.phase === "warm") {\n          this.warmMs += 2 * ms;\n          this.perCall = Math.max(into.cur.at(-1), into.cand.at(-1), 1e-4);\n          this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));\n          const enough = this.t.warmPairs !== void 0 ? into.cur.length >= this.t.warmPairs : warmedUp(into.cur, into.cand, performance.now() - this.firstRun) || into.cur.length >= (this.fast ? FAST_WARM_PAIRS : WARM_MAX_PAIRS) || this.warmMs > (this.fast ? FAST_WARM_MS : WARM_MAX_MS);\n          if (enough) this.phase = "time";\n          continue;\n        }\n        const t = this.timed;\n        if (this.t.warmPairs === void 0 && t.cand.length >= 2 && !noNewLow(t.cand) && this.restarts < MAX_RESTARTS) {\n          this.restarts++;\n          this.warm.cur.push(...t.cur);\n          this.warm.cand.push(...t.cand);\n          t.cur.length = 0;\n          t.cand.length = 0;\n          this.phase = "warm";\n          continue;\n        }\n        const promising = this.fast && !pairedFaster(t.cur, t.cand) && meanLogRatio(t.cur, t.cand) < Math.log(1 - 0.01);\n        const maxPairs = this.fast ? Math.min(this.t.timedPairs, SEQ_MAX_PAIRS) * (promising ? SEQ_PROMISING_PAIRS / SEQ_MAX_PAIRS : 1) : this.t.timedPairs;\n        const settled = performance.now() - this.firstRun >= this.t.stopAfterMs;\n        const verdict = this.fast && this.t.earlyReject && t.cur.length < maxPairs ? sequentialVerdict(t.cur, t.cand) : void 0;\n        const early = this.t.earlyReject && t.cur.length < maxPairs && settled && (clearlySlower(t.cur, t.cand) || verdict === "slower" && noNewLow(t.cand) || futile(t.cur, t.cand));\n        const won = !early && verdict === "faster";\n        const full = this.fast ? t.cur.length >= maxPairs && (settled || t.cur.length >= 3 * maxPairs) : t.cur.length >= maxPairs;\n        if (early || won || full) {\n          this.rejectedEarly = early;\n          const c = this.cand;\n          this.result = {\n            sha256: c.sha256,\n            index: c.index,\n            total: c.total,\n            source: c.source,\n            ticket: c.ticket,\n            ok: true,\n            median_us: median(t.cand) * 1e3,\n            current_us: median(t.cur) * 1e3,\n            noise: relNoise(t.cand),\n            runs: this.reps * t.cand.length,\n            samples: this.samples,\n            ...early ? { rejected_early: true } : {}\n          };\n          this.phase = "done";\n        }\n      }\n    }\n    /**\n     * Whether the candidate beat the kernel in use. Legacy: its median is\n     * lower beyond the noise of both sample sets (`fasterBeyondNoise`). Fast:\n     * the paired test (`pairedFaster`) says it is faster by the 1 % floor at\n     * one-sided 95 %, from the ratios of its timed pairs.\n     */\n    beatsCurrent() {\n      if (this.rejectedEarly || this.timed.cand.length === 0) return false;\n      return this.fast ? pairedFaster(this.timed.cur, this.timed.cand) : fasterBeyondNoise(this.timed.cand, this.timed.cur);\n    }\n  };\n\n  // src/threads.ts\n  var CTRL = {\n    GEN: 0,\n    // generation of the current call; workers wait on it\n    MAIL: 1,\n    // messages posted to every worker so far\n    NEXT: 2,\n    // (generation << 8) | next part to claim\n    DONE: 3,\n    // parts of the current call finished\n    PARTS: 4,\n    KERNEL: 5,\n    // pool id of the kernel\n    NARGS: 6,\n    ERROR: 7,\n    // set by a worker whose part threw\n    ARGS: 8,\n    // up to 8 arguments\n    BELL: 16,\n    // rung (incremented) for every call and every message; workers wait on it\n    APP_CALLS: 17,\n    // the app\'s kernel calls started so far (see `ThreadPool.activity`)\n    APP_BUSY: 18,\n    // 1 while an app kernel runs\n    WORDS: 19\n  };\n  var GEN_MASK = 8388607;\n  var READY_MS = 5e3;\n  function withTimeout(p, ms) {\n    return new Promise((resolve, reject) => {\n      const t = setTimeout(resolve, ms);\n      p.then(() => (clearTimeout(t), resolve()), (e) => (clearTimeout(t), reject(e)));\n    });\n  }\n  var ThreadPool = class {\n    /** Threads that run parts: the caller and `size - 1` workers. */\n    size;\n    ctrl;\n    workers = [];\n    gen = 0;\n    nextId = 1;\n    pending = /* @__PURE__ */ new Map();\n    closed = false;\n    /** Calls run, parts run, and parts the calling thread ran itself (the rest ran on workers). */\n    stats = { calls: 0, parts: 0, callerParts: 0 };\n    /** A pool of `size` threads (the caller counts as one). */\n    constructor(size) {\n      this.size = Math.max(1, Math.floor(size));\n      this.ctrl = new Int32Array(new SharedArrayBuffer(CTRL.WORDS * 4));\n      if (this.size === 1) return;\n      const url = URL.createObjectURL(new Blob([\'"use strict";\\n(() => {\\n  // src/threads.ts\\n  var CTRL = {\\n    GEN: 0,\\n    // generation of the current call; workers wait on it\\n    MAIL: 1,\\n    // messages posted to every worker so far\\n    NEXT: 2,\\n    // (generation << 8) | next part to claim\\n    DONE: 3,\\n    // parts of the current call finished\\n    PARTS: 4,\\n    KERNEL: 5,\\n    // pool id of the kernel\\n    NARGS: 6,\\n    ERROR: 7,\\n    // set by a worker whose part threw\\n    ARGS: 8,\\n    // up to 8 arguments\\n    BELL: 16,\\n    // rung (incremented) for every call and every message; workers wait on it\\n    APP_CALLS: 17,\\n    // the app\\\'s kernel calls started so far (see `ThreadPool.activity`)\\n    APP_BUSY: 18,\\n    // 1 while an app kernel runs\\n    WORDS: 19\\n  };\\n  function claim(c, gen, parts) {\\n    for (; ; ) {\\n      const v = Atomics.load(c, CTRL.NEXT);\\n      if (v >>> 8 !== gen) return -1;\\n      const p = v & 255;\\n      if (p >= parts) return -1;\\n      if (Atomics.compareExchange(c, CTRL.NEXT, v, v + 1) === v) return p;\\n    }\\n  }\\n  function runClaimed(c, gen, parts, run) {\\n    let n = 0;\\n    for (let p = claim(c, gen, parts); p >= 0; p = claim(c, gen, parts), n++) {\\n      try {\\n        run(p);\\n      } finally {\\n        Atomics.add(c, CTRL.DONE, 1);\\n      }\\n    }\\n    return n;\\n  }\\n\\n  // src/pool-worker.ts\\n  var SPIN_MS = 0.3;\\n  var ctrl = null;\\n  var kernels = /* @__PURE__ */ new Map();\\n  var mail = 0;\\n  var seen = 0;\\n  var args = [];\\n  var scope = self;\\n  scope.onmessage = (e) => {\\n    const m = e.data;\\n    if (m.kind === "init") {\\n      ctrl = m.ctrl;\\n      seen = Atomics.load(ctrl, CTRL.GEN);\\n    } else {\\n      mail++;\\n      try {\\n        const inst = new WebAssembly.Instance(m.module, { env: { memory: m.memory } });\\n        kernels.set(m.id, inst.exports[m.entry]);\\n        scope.postMessage({ kind: "ready", id: m.id });\\n      } catch (err) {\\n        scope.postMessage({ kind: "error", id: m.id, error: `pool worker cannot instantiate kernel: ${err}` });\\n      }\\n    }\\n    loop();\\n  };\\n  function loop() {\\n    const c = ctrl;\\n    if (!c) return;\\n    let idleSince = performance.now();\\n    for (; ; ) {\\n      const bell = Atomics.load(c, CTRL.BELL);\\n      if (Atomics.load(c, CTRL.MAIL) !== mail) return;\\n      const gen = Atomics.load(c, CTRL.GEN);\\n      if (gen === seen) {\\n        if (performance.now() - idleSince < SPIN_MS) continue;\\n        Atomics.wait(c, CTRL.BELL, bell);\\n        idleSince = performance.now();\\n        continue;\\n      }\\n      seen = gen;\\n      const fn = kernels.get(c[CTRL.KERNEL]);\\n      const parts = c[CTRL.PARTS];\\n      args.length = c[CTRL.NARGS];\\n      for (let i = 0; i < args.length; i++) args[i] = c[CTRL.ARGS + i];\\n      if (fn) {\\n        runClaimed(c, gen, parts, (p) => {\\n          try {\\n            fn(...args, p);\\n          } catch {\\n            Atomics.store(c, CTRL.ERROR, 1);\\n          }\\n        });\\n      }\\n      idleSince = performance.now();\\n    }\\n  }\\n})();\\n\'], { type: "text/javascript" }));\n      try {\n        for (let i = 1; i < this.size; i++) {\n          const w = new Worker(url);\n          w.onmessage = (e) => this.reply(e.data);\n          w.onerror = (e) => {\n            e.preventDefault();\n            for (const [id] of this.pending) this.reply({ kind: "error", id, error: `pool worker: ${e.message}` });\n          };\n          w.postMessage({ kind: "init", ctrl: this.ctrl });\n          this.workers.push(w);\n        }\n      } finally {\n        URL.revokeObjectURL(url);\n      }\n    }\n    reply(r) {\n      const p = this.pending.get(r.id);\n      if (!p) return;\n      if (r.kind === "error") {\n        this.pending.delete(r.id);\n        p.reject(new Error(r.error));\n      } else if (--p.left === 0) {\n        this.pending.delete(r.id);\n        p.resolve();\n      }\n    }\n    /**\n     * Instantiates `module` (a threaded kernel, or any module whose `entry`\n     * takes the part number last) on `memory` in every worker; `instance` is\n     * the calling thread\'s. Calls may start at once: until a worker has\n     * its instance, the caller runs that worker\'s share.\n     */\n    prepare(module, memory, instance, entry = "kernel_part") {\n      const part = instance.exports[entry];\n      if (typeof part !== "function") throw new Error(`a threaded kernel must export ${entry}`);\n      const id = this.nextId++;\n      const ready = this.workers.length === 0 ? Promise.resolve() : new Promise((resolve, reject) => this.pending.set(id, { left: this.workers.length, resolve, reject }));\n      for (const w of this.workers) w.postMessage({ kind: "kernel", id, module, memory, entry });\n      if (this.workers.length) {\n        Atomics.add(this.ctrl, CTRL.MAIL, 1);\n        this.ring();\n      }\n      return { id, part, ready: withTimeout(ready, READY_MS) };\n    }\n    /**\n     * The words a bench worker reads to time candidates only while the app\'s\n     * kernels are not running (`APP_CALLS`, `APP_BUSY`): on a page with\n     * threads, a candidate timed while the app\'s kernels use the cores would\n     * look slower the more threads it uses.\n     */\n    get activity() {\n      return this.ctrl;\n    }\n    /** Runs `f`, an app kernel call, marked in `activity` (every `run` is). */\n    appCall(f) {\n      const c = this.ctrl;\n      Atomics.add(c, CTRL.APP_CALLS, 1);\n      Atomics.store(c, CTRL.APP_BUSY, 1);\n      try {\n        f();\n      } finally {\n        Atomics.store(c, CTRL.APP_BUSY, 0);\n        Atomics.notify(c, CTRL.APP_BUSY);\n      }\n    }\n    /**\n     * Runs parts `0..parts` of `k` with these arguments and returns when all\n     * are done. Synchronous: the caller runs parts itself and then spins for\n     * the parts workers took (at most one part\'s time).\n     */\n    run(k, args, parts) {\n      this.appCall(() => this.runParts(k, args, parts));\n    }\n    runParts(k, args, parts) {\n      const c = this.ctrl;\n      this.stats.calls++;\n      this.stats.parts += parts;\n      if (this.workers.length === 0 || this.closed) {\n        for (let p = 0; p < parts; p++) k.part(...args, p);\n        this.stats.callerParts += parts;\n        return;\n      }\n      if (args.length > 8 || parts > 255) throw new Error(`a pool call takes at most 8 arguments and 255 parts, got ${args.length} and ${parts}`);\n      const gen = this.gen = this.gen + 1 & GEN_MASK;\n      for (let i = 0; i < args.length; i++) c[CTRL.ARGS + i] = args[i];\n      c[CTRL.NARGS] = args.length;\n      c[CTRL.PARTS] = parts;\n      c[CTRL.KERNEL] = k.id;\n      Atomics.store(c, CTRL.DONE, 0);\n      Atomics.store(c, CTRL.ERROR, 0);\n      Atomics.store(c, CTRL.NEXT, gen << 8);\n      Atomics.store(c, CTRL.GEN, gen);\n      this.ring();\n      this.stats.callerParts += runClaimed(c, gen, parts, (p) => k.part(...args, p));\n      while (Atomics.load(c, CTRL.DONE) < parts) {\n      }\n      if (Atomics.load(c, CTRL.ERROR)) throw new Error("a thread-pool worker failed to run its part of the kernel");\n    }\n    /**\n     * Wakes every worker. A worker reads the bell before it looks for work and\n     * waits only while the bell still has that value, so no call or message\n     * can slip in between its look and its wait unnoticed.\n     */\n    ring() {\n      Atomics.add(this.ctrl, CTRL.BELL, 1);\n      Atomics.notify(this.ctrl, CTRL.BELL);\n    }\n    close() {\n      this.closed = true;\n      for (const w of this.workers) w.terminate();\n      this.workers = [];\n      for (const p of this.pending.values()) p.reject(new Error("thread pool closed"));\n      this.pending.clear();\n    }\n  };\n  function claim(c, gen, parts) {\n    for (; ; ) {\n      const v = Atomics.load(c, CTRL.NEXT);\n      if (v >>> 8 !== gen) return -1;\n      const p = v & 255;\n      if (p >= parts) return -1;\n      if (Atomics.compareExchange(c, CTRL.NEXT, v, v + 1) === v) return p;\n    }\n  }\n  function runClaimed(c, gen, parts, run) {\n    let n = 0;\n    for (let p = claim(c, gen, parts); p >= 0; p = claim(c, gen, parts), n++) {\n      try {\n        run(p);\n      } finally {\n        Atomics.add(c, CTRL.DONE, 1);\n      }\n    }\n    return n;\n  }\n  function sharedImport(bytes) {\n    const r = new Reader(bytes);\n    if (bytes.length < 8 || bytes[0] !== 0 || bytes[1] !== 97 || bytes[2] !== 115 || bytes[3] !== 109) throw new Error("not a Wasm module");\n    r.at = 8;\n    while (r.at < bytes.length) {\n      const start = r.at;\n      const id = bytes[r.at++];\n      const size = r.leb();\n      const end = r.at + size;\n      if (id !== 2) {\n        r.at = end;\n        continue;\n      }\n      const count = r.leb();\n      const out = [...leb(count)];\n      for (let i = 0; i < count; i++) {\n        const from = r.at;\n        r.skip(r.leb());\n        r.skip(r.leb());\n        const kind = bytes[r.at++];\n        out.push(...bytes.subarray(from, r.at));\n        if (kind !== 2) throw new Error(`sharedImport: an import of kind ${kind}: webtune kernels import one memory only`);\n        const flags = bytes[r.at++];\n        const min = r.leb();\n        const max = flags & 1 ? r.leb() : 65536;\n        if (flags & 2) return bytes;\n        if (flags & ~1) throw new Error(`sharedImport: memory limits flags ${flags}`);\n        out.push(3, ...leb(min), ...leb(max));\n      }\n      if (r.at !== end) throw new Error("sharedImport: the import section has trailing bytes");\n      const section = [2, ...leb(out.length), ...out];\n      const res = new Uint8Array(bytes.length - (end - start) + section.length);\n      res.set(bytes.subarray(0, start), 0);\n      res.set(section, start);\n      res.set(bytes.subarray(end), start + section.length);\n      return res;\n    }\n    return bytes;\n  }\n  var Reader = class {\n    constructor(b) {\n      this.b = b;\n    }\n    b;\n    at = 0;\n    leb() {\n      let v = 0, shift = 0;\n      for (; ; ) {\n        if (this.at >= this.b.length) throw new Error("sharedImport: truncated module");\n        const x = this.b[this.at++];\n        v += (x & 127) * 2 ** shift;\n        if (!(x & 128)) return v;\n        shift += 7;\n      }\n    }\n    skip(n) {\n      this.at += n;\n    }\n  };\n  function leb(v) {\n    const out = [];\n    do {\n      let x = v % 128;\n      v = Math.floor(v / 128);\n      if (v) x |= 128;\n      out.push(x);\n    } while (v);\n    return out;\n  }\n  function timeQuietly(activity, sample, maxWaitMs = 1e3, tries = 5) {\n    for (let attempt = 1; ; attempt++) {\n      const until = performance.now() + maxWaitMs;\n      while (Atomics.load(activity, CTRL.APP_BUSY) !== 0 && performance.now() < until) Atomics.wait(activity, CTRL.APP_BUSY, 1, 5);\n      const calls = Atomics.load(activity, CTRL.APP_CALLS);\n      const ms = sample();\n      if (attempt >= tries || Atomics.load(activity, CTRL.APP_CALLS) === calls && Atomics.load(activity, CTRL.APP_BUSY) === 0) return ms;\n    }\n  }\n\n  // src/timer.ts\n  var cached = 0;\n  function timerResolutionMs() {\n    if (cached) return cached;\n    let best = Infinity;\n    for (let trial = 0; trial < 5; trial++) {\n      const t0 = performance.now();\n      let t1 = t0;\n      const start = Date.now();\n      while (t1 === t0 && Date.now() - start < 50) t1 = performance.now();\n      if (t1 > t0) best = Math.min(best, t1 - t0);\n    }\n    cached = Number.isFinite(best) ? best : 1;\n    return cached;\n  }\n\n  // src/wasm.ts\n  var PAGE = 65536;\n  function align(n, a) {\n    return Math.ceil(n / a) * a;\n  }\n  function newMemory(pages, shared) {\n    return shared ? new WebAssembly.Memory({ initial: pages, maximum: 65536, shared: true }) : new WebAssembly.Memory({ initial: pages });\n  }\n  function threadsOf(meta) {\n    return meta.threads && meta.threads > 1 ? meta.threads : 0;\n  }\n  async function instantiate(impl, memory, pool) {\n    const inst = await WebAssembly.instantiate(impl.module, { env: { memory } });\n    const parts = threadsOf(impl.meta);\n    if (parts) {\n      if (!pool) throw new Error(`kernel ${impl.sha256} is threaded (${parts} parts) but this runtime has no thread pool`);\n      const k = pool.prepare(impl.module, memory, inst);\n      await k.ready;\n      return (...o) => pool.run(k, o, parts);\n    }\n    const fn = inst.exports[impl.meta.entry || "kernel"];\n    if (typeof fn !== "function") throw new Error(`kernel ${impl.sha256} exports no \\`${impl.meta.entry}\\``);\n    return fn;\n  }\n  function ensureBytes(memory, bytes) {\n    const have = memory.buffer.byteLength;\n    if (have < bytes) memory.grow(Math.ceil((bytes - have) / PAGE));\n  }\n  var WasmBench = class {\n    constructor(specs, meta, pool, shared, activity) {\n      this.pool = pool;\n      this.activity = activity;\n      let end = 0;\n      for (const s of specs) {\n        this.offsets.push(end);\n        end = align(end + s.elems * 4, 64);\n      }\n      this.scratch = end;\n      this.outElems = specs[specs.length - 1].elems;\n      this.memory = newMemory(Math.max(1, meta.memory_pages_min ?? 0, Math.ceil(end / PAGE)), shared);\n    }\n    pool;\n    activity;\n    resolutionMs = timerResolutionMs();\n    // 1 % rounding, and never under 0.5 ms (call overhead and clock reads).\n    minSampleMs = Math.max(0.5, 100 * this.resolutionMs);\n    memory;\n    offsets = [];\n    scratch;\n    outElems;\n    async setInputs(args) {\n      for (let i = 0; i < args.length; i++) new Uint32Array(this.memory.buffer, this.offsets[i], args[i].length).set(args[i]);\n    }\n    async prepare(impl) {\n      if (impl.benchFn && impl.benchMemory === this.memory) return impl.benchFn;\n      ensureBytes(this.memory, Math.max((impl.meta.memory_pages_min ?? 0) * PAGE, this.scratch + (impl.meta.scratch_bytes ?? 0)));\n      const fn = await instantiate(impl, this.memory, this.pool);\n      impl.benchFn = fn;\n      impl.benchMemory = this.memory;\n      return fn;\n    }\n    argsFor(impl) {\n      return impl.meta.scratch_bytes ? [...this.offsets, this.scratch] : this.offsets;\n    }\n    async runOnce(impl) {\n      const fn = await this.prepare(impl);\n      const out = this.offsets[this.offsets.length - 1];\n      new Uint32Array(this.memory.buffer, out, this.outElems).fill(POISON);\n      fn(...this.argsFor(impl));\n      return new Float32Array(this.memory.buffer.slice(out, out + this.outElems * 4));\n    }\n    async time(impl, reps) {\n      const fn = await this.prepare(impl);\n      const o = this.argsFor(impl);\n      return this.activity ? timeQuietly(this.activity, () => this.timeCalls(fn, o, reps)) : this.timeCalls(fn, o, reps);\n    }\n    timeCalls(fn, o, reps) {\n      let t0 = 0, t1 = 0;\n      switch (o.length) {\n        case 3: {\n          const [a, b, c] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c);\n          t1 = performance.now();\n          break;\n        }\n        case 4: {\n          const [a, b, c, d] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d);\n          t1 = performance.now();\n          break;\n        }\n        case 5: {\n          const [a, b, c, d, e] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e);\n          t1 = performance.now();\n          break;\n        }\n        // matmul_i16\'s A, B, SA, SB, then bias, R and C (and a scratch pointer): up to 8.\n        case 6: {\n          const [a, b, c, d, e, f] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e, f);\n          t1 = performance.now();\n          break;\n        }\n        case 7: {\n          const [a, b, c, d, e, f, g] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e, f, g);\n          t1 = performance.now();\n          break;\n        }\n        case 8: {\n          const [a, b, c, d, e, f, g, h] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e, f, g, h);\n          t1 = performance.now();\n          break;\n        }\n        default:\n          throw new Error(`unexpected kernel arity ${o.length}`);\n      }\n      return t1 - t0;\n    }\n    dispose() {\n    }\n  };\n  var WasmBackend = class {\n    /**\n     * `activity`: in a bench worker on a page with threads, the page pool\'s\n     * activity words; samples are then timed while the app\'s kernels pause.\n     */\n    constructor(pool = null, shared = pool !== null, activity = null) {\n      this.pool = pool;\n      this.shared = shared;\n      this.activity = activity;\n    }\n    pool;\n    shared;\n    activity;\n    target = "wasm";\n    async load(bytes, meta) {\n      if (typeof bytes === "string") throw new Error("a Wasm kernel must be bytes");\n      const parts = threadsOf(meta);\n      if (parts && !this.pool) throw new Error(`kernel ${meta.sha256} is threaded (${parts} parts); this page runs Wasm on one thread`);\n      const module = await WebAssembly.compile(this.shared ? sharedImport(new Uint8Array(bytes)) : bytes);\n      return { sha256: meta.sha256, meta, module, bytes };\n    }\n    bench(specs, meta) {\n      return new WasmBench(specs, meta, this.pool, this.shared, this.activity);\n    }\n  };\n\n  // src/eval-worker.ts\n  var BenchSide = class {\n    constructor(backend, implOf) {\n      this.backend = backend;\n      this.implOf = implOf;\n    }\n    backend;\n    implOf;\n    ops = /* @__PURE__ */ new Map();\n    notes = [];\n    context(r) {\n      let o = this.ops.get(r.key);\n      if (o && r.current && r.current.sha256 !== o.ctx.current.sha256) o.ctx.current = this.implOf(r.current);\n      if (o) return o;\n      if (!r.current) throw new Error(`op ${r.key}: its kernel in use was never sent`);\n      const specs = argSpecs(r.op, r.shape);\n      const unitMs = unitTimes();\n      const notes = () => this.notes;\n      const ctx = {\n        specs,\n        op: r.op,\n        shape: r.shape,\n        current: this.implOf(r.current),\n        currentBroken: false,\n        unitMs,\n        noteUnit(u, ms) {\n          noteUnitTime(unitMs, u, ms);\n        },\n        note(s) {\n          notes().push(s);\n        },\n        timedPairs: r.settings.timedPairs,\n        warmPairs: r.settings.warmPairs,\n        earlyReject: r.settings.earlyReject,\n        stopAfterMs: r.settings.stopAfterMs ?? STOP_AFTER_MS,\n        policy: r.settings.policy\n      };\n      o = { ctx, bench: this.backend.bench(specs, ctx.current.meta) };\n      this.ops.set(r.key, o);\n      return o;\n    }\n    async evaluate(r) {\n      const { ctx, bench } = this.context(r);\n      this.notes = [];\n      const cand = r.impl.sha256 === ctx.current.sha256 ? ctx.current : this.implOf(r.impl);\n      const ev = new Evaluation(ctx, this.backend, r.cand, { cand: r.cand, impl: cand });\n      while (ev.phase !== "done") await ev.step(bench, Infinity, false);\n      const result = ev.result;\n      const beats = result.ok && cand.sha256 !== ctx.current.sha256 && (ctx.currentBroken || ev.beatsCurrent());\n      if (beats) {\n        ctx.current = cand;\n        ctx.currentBroken = false;\n      }\n      return { result, beats, notes: this.notes };\n    }\n  };\n  var scope = globalThis;\n  if (typeof scope.WorkerGlobalScope !== "undefined") {\n    let side = null;\n    let chain = Promise.resolve();\n    scope.onmessage = (e) => {\n      const r = e.data;\n      side ??= new BenchSide(\n        new WasmBackend(r.threads && r.threads > 1 ? new ThreadPool(r.threads) : null, r.shared ?? false, r.activity ?? null),\n        (k) => ({ sha256: k.sha256, meta: k.meta, module: k.module, bytes: new ArrayBuffer(0) })\n      );\n      const s = side;\n      chain = chain.then(async () => {\n        let reply;\n        try {\n          reply = { id: r.id, ok: true, answer: await s.evaluate(r) };\n        } catch (err) {\n          reply = { id: r.id, ok: false, error: err instanceof Error ? err.message : String(err) };\n        }\n        scope.postMessage(reply);\n      });\n    };\n  }\n})();\n'], { type: "text/javascript" }));
     this.worker = new Worker(url);
     URL.revokeObjectURL(url);
     this.worker.onmessage = (e) => {
@@ -2335,7 +2714,8 @@ var WorkerEvaluator = class {
   next = 1;
   waiting = /* @__PURE__ */ new Map();
   /** Ops whose kernel in use the worker has. */
-  known = /* @__PURE__ */ new Set();
+  /** The kernel in use the worker was last sent, per op (sent again when the page's differs). */
+  known = /* @__PURE__ */ new Map();
   failAll(e) {
     for (const w of this.waiting.values()) w.reject(e);
     this.waiting.clear();
@@ -2349,16 +2729,19 @@ var WorkerEvaluator = class {
       shape: t.shape,
       cand,
       impl: kernel(impl),
-      settings: { timedPairs: t.timedPairs, warmPairs: t.warmPairs, earlyReject: t.earlyReject, stopAfterMs: t.stopAfterMs }
+      settings: { timedPairs: t.timedPairs, warmPairs: t.warmPairs, earlyReject: t.earlyReject, stopAfterMs: t.stopAfterMs, policy: t.policy }
     };
     if (this.next === 2) Object.assign(req2, { threads: this.threads, shared: this.shared, activity: this.activity ?? void 0 });
-    if (!this.known.has(t.key)) {
+    if (this.known.get(t.key) !== t.current.sha256) {
       req2.current = kernel(t.current);
-      this.known.add(t.key);
+      this.known.set(t.key, t.current.sha256);
     }
     return new Promise((resolve, reject) => {
       this.waiting.set(req2.id, { resolve, reject });
       this.worker.postMessage(req2);
+    }).then((a) => {
+      if (a.beats) this.known.set(t.key, impl.sha256);
+      return a;
     });
   }
   close() {
@@ -2457,6 +2840,12 @@ var GpuLayouts = class {
 function dispatchOf(d) {
   d ??= [1, 1, 1];
   return [d[0] ?? 1, d[1] ?? 1, d[2] ?? 1];
+}
+async function compileErrors(module, what, error) {
+  const info = await module.getCompilationInfo().catch(() => null);
+  const errors = info?.messages.filter((m) => m.type === "error") ?? [];
+  if (errors.length) return `${what}: ${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join("; ")}`;
+  return `${what}: ${error instanceof Error ? error.message : String(error)}`;
 }
 async function scoped(device, f) {
   device.pushErrorScope("out-of-memory");
@@ -2616,15 +3005,16 @@ var GpuBackend = class {
     }
     const pipelines = await scoped(this.device, async () => {
       const module = this.device.createShaderModule({ label: `webtune ${meta.sha256.slice(0, 12)}`, code: text });
-      const info = await module.getCompilationInfo();
-      const errors = info.messages.filter((m) => m.type === "error");
-      if (errors.length) throw new Error(`WGSL ${meta.sha256.slice(0, 12)}: ${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join("; ")}`);
       const layout = this.layouts.pipelineLayout(meta.args.length, scratchBytes > 0);
-      return Promise.all(
-        steps.map(
-          (p) => this.device.createComputePipelineAsync({ label: `webtune ${meta.op} ${meta.sha256.slice(0, 12)} ${p.entry}`, layout, compute: { module, entryPoint: p.entry } })
-        )
-      );
+      try {
+        return await Promise.all(
+          steps.map(
+            (p) => this.device.createComputePipelineAsync({ label: `webtune ${meta.op} ${meta.sha256.slice(0, 12)} ${p.entry}`, layout, compute: { module, entryPoint: p.entry } })
+          )
+        );
+      } catch (e) {
+        throw new Error(await compileErrors(module, `WGSL ${meta.sha256.slice(0, 12)}`, e));
+      }
     });
     const passes = pipelines.map((pipeline, i) => ({ pipeline, dispatch: dispatchOf(steps[i].dispatch) }));
     return { sha256: meta.sha256, meta, pipeline: passes[0].pipeline, dispatch: passes[0].dispatch, passes, scratchBytes, bytes: text };
@@ -6164,7 +6554,8 @@ var SentenceEncoder = class _SentenceEncoder {
         tune: opts.tune ?? true,
         budgetMs: opts.budgetMs,
         cache: opts.cache,
-        maxCandidates: opts.maxCandidates
+        maxCandidates: opts.maxCandidates,
+        policy: opts.policy
       });
       try {
         const gpu = await GpuEncoder.create({ webtune: webtune2, manifest, weights, maxBatch, report });
@@ -6189,7 +6580,8 @@ var SentenceEncoder = class _SentenceEncoder {
       threads: opts.threads,
       budgetMs: opts.budgetMs,
       cache: opts.cache,
-      maxCandidates: opts.maxCandidates
+      maxCandidates: opts.maxCandidates,
+      policy: opts.policy
     });
     const fixed = { ...mod.instance.exports };
     const pool = webtune.threadPool;
@@ -6437,6 +6829,12 @@ var SentenceEncoder = class _SentenceEncoder {
 // src/webtune.ts
 var MAX_OPEN_QUEUES = 4;
 var BACKGROUND_SLICE_MS = 4;
+var AUTO_SLICE_MAX_MS = 500;
+var AUTO_SLICE_MIN_MS = 8;
+var TRIAL_PAIRS = 4;
+var TRIAL_FLOOR = 0.02;
+var TRIAL_REJECT_RATIO = 1.25;
+var TRIAL_TIMEOUT_MS = 2e4;
 var KernelHandle = class {
   constructor(op, shape, impl, source, level) {
     this.op = op;
@@ -6452,6 +6850,9 @@ var KernelHandle = class {
   level;
   /** Calls since the handle was made (for the tuning order). */
   calls = 0;
+  /** Wasm: the app's calls timed, and their ms in all (the kernel's weight in the tuning order). */
+  appCalls = 0;
+  appMs = 0;
   /** How many times the tuner replaced the kernel. */
   swaps = 0;
   /** @internal */
@@ -6465,15 +6866,69 @@ var KernelHandle = class {
 };
 var WasmKernel = class extends KernelHandle {
   /** @internal */
-  constructor(op, shape, impl, source, level, binding) {
+  constructor(op, shape, impl, source, level, binding, newBinding) {
     super(op, shape, impl, source, level);
     this.binding = binding;
+    this.newBinding = newBinding;
   }
   binding;
+  newBinding;
+  trialState = null;
   /** Runs the kernel on arguments at these byte offsets of the app's memory, in ABI order. */
   run(...offsets) {
     this.calls++;
+    const tr = this.trialState;
+    const t0 = performance.now();
+    const turn = tr ? tr.turn++ % 4 : 0;
+    if (tr && (turn === 1 || turn === 2)) {
+      tr.binding.call(offsets);
+      tr.cand.push(performance.now() - t0);
+      this.settleTrial();
+      return;
+    }
     this.binding.call(offsets);
+    const ms = performance.now() - t0;
+    this.appCalls++;
+    this.appMs += ms;
+    if (tr) {
+      tr.cur.push(ms);
+      this.settleTrial();
+    }
+  }
+  /**
+   * @internal Tries `impl` in the app's own calls (every other one) against
+   * the kernel in use, and adopts it only if it is faster there (see
+   * TRIAL_PAIRS). Resolves with whether it was adopted.
+   */
+  async trial(impl) {
+    const binding = this.newBinding();
+    await binding.bind(impl);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.trialState?.end(false), TRIAL_TIMEOUT_MS);
+      const st = {
+        impl,
+        binding,
+        cur: [],
+        cand: [],
+        turn: 0,
+        end: (ok) => {
+          clearTimeout(timer);
+          this.trialState = null;
+          if (ok) {
+            this.binding = binding;
+            this.impl = impl;
+          }
+          resolve({ ok, cur_ms: median(st.cur), cand_ms: median(st.cand) });
+        }
+      };
+      this.trialState = st;
+    });
+  }
+  settleTrial() {
+    const tr = this.trialState;
+    const n = Math.min(tr.cur.length, tr.cand.length);
+    if (n >= 2 && tr.cand.slice(0, 2).every((c, i) => c >= TRIAL_REJECT_RATIO * tr.cur[i])) return tr.end(false);
+    if (n >= TRIAL_PAIRS) tr.end(median(tr.cand) < median(tr.cur) * (1 - TRIAL_FLOOR));
   }
   /** @internal */
   async adopt(impl) {
@@ -6574,6 +7029,11 @@ var Webtune = class _Webtune extends EventTarget {
   remote = null;
   pumping = false;
   closed = false;
+  /** The tuning policy (the `policy` option). */
+  policy;
+  families = /* @__PURE__ */ new Map();
+  /** When the last `idle()` call returned (performance.now()), for the automatic slice. */
+  lastIdleEnd = 0;
   constructor(init) {
     super();
     this.opts = init.opts;
@@ -6592,6 +7052,7 @@ var Webtune = class _Webtune extends EventTarget {
     this.device = init.device;
     this.cache = init.cache;
     this.budgetMs = init.opts.budgetMs ?? 8;
+    this.policy = init.opts.policy ?? "fast";
     this.timerResolutionMs = timerResolutionMs();
     if (init.device) {
       this.layouts = new GpuLayouts(init.device);
@@ -6614,6 +7075,7 @@ var Webtune = class _Webtune extends EventTarget {
    */
   static async open(opts) {
     if (opts.target !== "wasm" && opts.target !== "webgpu") throw new Error(`target must be 'wasm' or 'webgpu', got ${opts.target}`);
+    if (opts.policy !== void 0 && opts.policy !== "fast" && opts.policy !== "legacy") throw new Error(`policy must be 'fast' or 'legacy', got ${String(opts.policy)}`);
     const server = (opts.server ?? globalThis.location?.origin ?? "").replace(/\/+$/, "");
     let adapter = null;
     let device = null;
@@ -6766,14 +7228,21 @@ var Webtune = class _Webtune extends EventTarget {
       const impl = await this.backend.load(bytes, meta);
       const binding = new WasmKernelBinding(this.memory, this.pool);
       await binding.bind(impl);
-      handle = new WasmKernel(op, shape, impl, source, level, binding);
+      handle = new WasmKernel(op, shape, impl, source, level, binding, () => new WasmKernelBinding(this.memory, this.pool));
     }
     const tune = (this.opts.tune ?? true) && !this.offline && !(cached2?.tuned && !this.opts.retune);
     if (tune) {
       const impl = handle.impl;
       const tuner = new KernelTuner(this.host(handle), this.backend, op, shape, impl);
       tuner.maxCandidates = Math.max(1, this.opts.maxCandidates ?? Infinity);
+      tuner.policy = this.policy;
       if (this.remote) tuner.remote = this.remote;
+      if (this.policy === "fast") {
+        const fk = Family.key(op, shape, this.serverTarget);
+        let fam = this.families.get(fk);
+        if (!fam) this.families.set(fk, fam = new Family());
+        tuner.join(fam);
+      }
       handle.tuner = tuner;
     }
     this.handles.push(handle);
@@ -6787,7 +7256,15 @@ var Webtune = class _Webtune extends EventTarget {
       sessionId: this.session.session_id,
       fetchKernel: (url, target) => this.fetchKernel(url, target),
       async adopt(t, impl, m, previous) {
-        await handle.adopt(impl);
+        if (handle instanceof WasmKernel && wt.pool && wt.policy === "fast" && threadsOf(impl.meta)) {
+          const r = await handle.trial(impl);
+          if (!r.ok) {
+            t.note(`${impl.sha256.slice(0, 12)} (${threadsOf(impl.meta)} threads) was faster on the bench but not in the app's calls (${r.cand_ms.toFixed(3)} ms against ${r.cur_ms.toFixed(3)} ms): not adopted`);
+            return false;
+          }
+        } else {
+          await handle.adopt(impl);
+        }
         handle.swaps++;
         const detail = {
           op: t.op,
@@ -6838,28 +7315,72 @@ var Webtune = class _Webtune extends EventTarget {
     };
   }
   /**
+   * A kernel's weight in the app: its calls × the time of one call (Wasm:
+   * the app's own calls, timed; else the tuner's last measurement of the
+   * kernel in use; else its flops at 10 GFLOP/s).
+   */
+  weight(h) {
+    const t = h.tuner;
+    const perCall = h.appCalls > 0 ? h.appMs / h.appCalls : t && t.currentUs > 0 ? t.currentUs / 1e3 : flops(h.op, h.shape) * 1e-7;
+    return (h.calls + 1) * Math.max(perCall, 1e-6);
+  }
+  /** Gives every tuner its share of the app's kernel time (the fast policy's order and stop rule weigh by it). */
+  updateShares() {
+    let sum = 0;
+    const w = this.handles.map((h) => this.weight(h));
+    for (const x of w) sum += x;
+    this.handles.forEach((h, i) => {
+      if (h.tuner) h.tuner.share = sum > 0 ? w[i] / sum : 1;
+    });
+  }
+  /**
    * The tuners with work left, in the order `idle()` offers them its time.
-   * A candidate part-way through its evaluation finishes first. Then round
-   * robin over the ops: the tuner that has taken the fewest candidates goes
-   * next, so the head of every op's queue (the lite space is best first) is
-   * measured before the tail of any, and the app's latency falls early.
-   * Ties go to the op with the biggest share of the app's time.
+   * A candidate part-way through its evaluation finishes first. Fast
+   * policy: then kernels whose family has no heavier member still tuning
+   * (its winner becomes their first candidate), and among those the kernel
+   * whose next candidate is expected to save the most of the app's time
+   * (its share of the app's time × its expected gain), so the heaviest
+   * kernels are tuned first. Legacy: round robin
+   * over the ops (the tuner that has taken the fewest candidates goes next;
+   * ties to the op with the biggest share of the app's time).
    */
   tunerOrder() {
     const live = [];
-    const open = this.handles.filter((h) => h.tuner?.phase === "opening" || h.tuner?.phase === "running").length;
+    const fast = this.policy === "fast";
+    if (fast) this.updateShares();
+    const open = this.handles.filter((h) => h.tuner?.streaming).length;
     for (const h of this.handles) {
       const t = h.tuner;
       if (!t || !(t.phase === "waiting" || t.phase === "opening" || t.phase === "running")) continue;
       if (t.phase === "waiting" && open >= MAX_OPEN_QUEUES) continue;
-      live.push({ t, w: flops(h.op, h.shape) * (h.calls + 1) });
+      live.push({ t, w: fast ? t.share * t.expectedGain : flops(h.op, h.shape) * (h.calls + 1) });
     }
-    live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || a.t.taken - b.t.taken || b.w - a.w);
+    if (fast) live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || Number(a.t.behindSibling) - Number(b.t.behindSibling) || b.w - a.w);
+    else live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || a.t.taken - b.t.taken || b.w - a.w);
     return live.map((x) => x.t);
   }
   /** Whether every kernel is tuned and reported (or not to be tuned). */
   get done() {
     return this.handles.every((h) => !h.tuner || h.tuner.phase === "done");
+  }
+  /**
+   * How far tuning is: kernels tuned out of all, the share of the app's
+   * kernel time still expected to be saved, candidates evaluated and timings
+   * taken. A `tuned` event (detail: `status()`) is dispatched when every
+   * kernel is tuned.
+   */
+  get progress() {
+    this.updateShares();
+    let tuned = 0, expectedGain = 0, evaluated = 0, timings = 0;
+    for (const h of this.handles) {
+      const t = h.tuner;
+      if (!t || t.phase === "done") tuned++;
+      if (!t) continue;
+      expectedGain += t.share * t.expectedGain;
+      evaluated += t.evaluated;
+      timings += t.timings;
+    }
+    return { tuned, total: this.handles.length, expectedGain, evaluated, timings };
   }
   /** Tuning progress of every kernel. */
   status() {
@@ -6874,17 +7395,31 @@ var Webtune = class _Webtune extends EventTarget {
     }));
   }
   /**
-   * One slice of tuning, at most `budgetMs` long (default: the session's
-   * budget). Call it between inferences; it returns at once when nothing is
-   * ready (a candidate still downloading or compiling).
+   * One slice of tuning, at most `budgetMs` long. Call it between
+   * inferences; it returns at once when nothing is ready (a candidate still
+   * downloading or compiling) and when everything is tuned. Without
+   * `budgetMs`: the `budgetMs` option when the app set one; else a slice as
+   * long as the app worked since the previous call returned, at least 8 ms
+   * and at most AUTO_SLICE_MAX_MS (500 ms), so that a loop of
+   * `work(); await idle();` spends about half its time tuning until every
+   * kernel is tuned (`progress`, the `tuned` event), then none. A single
+   * kernel call longer than the slice still runs whole.
    */
-  async idle(budgetMs = this.budgetMs) {
+  async idle(budgetMs) {
     if (this.remote) {
       this.startBackground();
       return { worked: false, done: this.done };
     }
     await nextTask();
-    return this.slice(budgetMs);
+    const r = await this.slice(budgetMs ?? this.autoSlice());
+    this.lastIdleEnd = performance.now();
+    return r;
+  }
+  /** The slice of an `idle()` call without a budget (see `idle`). */
+  autoSlice() {
+    if (this.opts.budgetMs !== void 0) return this.budgetMs;
+    const worked = this.lastIdleEnd > 0 ? performance.now() - this.lastIdleEnd : AUTO_SLICE_MIN_MS;
+    return Math.min(AUTO_SLICE_MAX_MS, Math.max(AUTO_SLICE_MIN_MS, worked));
   }
   /** Whether tuning runs in the background, in the bench worker (the `worker` option). */
   get background() {
@@ -10343,8 +10878,9 @@ function layoutOf(graph, weightBytes, context) {
   const headDim = rope?.head_dim ?? 4;
   const ropeAt = at;
   at = align2(at + context * headDim * 4);
+  const group = Math.max(1, ...graph.steps.map((s) => s.step === "attention" ? Math.floor(s.heads / Math.max(1, s.kv_heads)) : 1));
   const scores = at;
-  at = align2(at + (context + 4) * 4);
+  at = align2(at + group * (context + 4) * 4);
   return { ids, weights, buffers, caches, rope: ropeAt, scores, bytes: at, maxRows, headDim, theta: rope?.theta ?? 1e4 };
 }
 function checkGraph(graph, tensors, weightBytes) {
@@ -10664,6 +11200,526 @@ var GraphDecoder = class _GraphDecoder {
   }
 };
 
+// src/decoder-gpu.ts
+var ALIGN2 = 256;
+var EW2 = 64;
+var MAXG = 8;
+var MAX_HEAD_DIM = 256;
+var MAXQ = 1024;
+var NO_TOKEN = 4294967295;
+var FIXED2 = ["embed_q8", "embed_q4", "embed_f32", "rms_norm", "rope", "kv_store", "attention", "swiglu", "add", "sample", "add_rms_norm", "rope_kv"];
+function fusions(graph) {
+  const out = /* @__PURE__ */ new Map();
+  const st = graph.steps;
+  for (let i = 0; i + 1 < st.length; i++) {
+    const s = st[i], n = st[i + 1];
+    if (s.step === "add" && n.step === "rms_norm" && n.x === s.x && s.cols === graph.hidden && n.out !== s.x && n.out !== s.y) {
+      out.set(i, "add_rms_norm");
+      i++;
+    } else if (s.step === "rope" && n.step === "kv_store" && n.x === s.x && n.stride === s.stride && n.k_col % 2 === 0 && n.width % 2 === 0 && n.k_col + n.width <= s.heads * s.head_dim && n.v_col >= s.heads * s.head_dim) {
+      out.set(i, "rope_kv");
+      i++;
+    }
+  }
+  return out;
+}
+function partsOf2(format2) {
+  return format2 === "q4_1" ? ["w", "d", "m"] : format2 === "f32" ? ["w"] : ["w", "d"];
+}
+async function scoped3(device, what, f) {
+  device.pushErrorScope("out-of-memory");
+  device.pushErrorScope("validation");
+  let value;
+  try {
+    value = await f();
+  } finally {
+    const validation = await device.popErrorScope();
+    const oom = await device.popErrorScope();
+    const e = validation ?? oom;
+    if (e) throw new Error(`${what}: ${e.message}`);
+  }
+  return value;
+}
+function checkGpuGraph(graph) {
+  const bufs = new Map(graph.buffers.map((b) => [b.name, b]));
+  for (const [i, s] of graph.steps.entries()) {
+    const what = `decoder graph step ${i} (${s.step})`;
+    const apart = (a, b) => {
+      if (a === b) throw new Error(`${what} reads and writes buffer \`${a}\`: the WebGPU backend needs separate buffers`);
+    };
+    switch (s.step) {
+      case "rms_norm":
+        apart(s.x, s.out);
+        break;
+      case "matmul":
+        apart(s.a, s.out);
+        if (s.last && bufs.get(s.a)?.rows === "tokens" && s.k * 4 % ALIGN2)
+          throw new Error(`${what} reads the last token row of \`${s.a}\` (rows of ${s.k} floats): the WebGPU backend binds it at an offset, which must be a multiple of ${ALIGN2} bytes`);
+        break;
+      case "attention":
+        apart(s.x, s.out);
+        if (s.heads / s.kv_heads > MAXG || s.head_dim > MAX_HEAD_DIM || s.heads / s.kv_heads * s.head_dim > MAXQ)
+          throw new Error(`${what}: ${s.heads / s.kv_heads} query heads of ${s.head_dim} per key/value head; the WebGPU attention kernel takes up to ${MAXG} heads of up to ${MAX_HEAD_DIM}, ${MAXQ} floats in all`);
+        break;
+      case "swi_glu":
+        apart(s.x, s.out);
+        break;
+      case "add":
+        apart(s.x, s.y);
+        break;
+      default:
+        break;
+    }
+  }
+}
+function ropeTable(context, headDim, theta) {
+  const t = new Float32Array(context * headDim), half = headDim / 2;
+  for (let p = 0; p < context; p++)
+    for (let i = 0; i < half; i++) {
+      const angle = p * Math.pow(theta, -2 * i / headDim);
+      t[p * headDim + 2 * i] = Math.cos(angle);
+      t[p * headDim + 2 * i + 1] = Math.sin(angle);
+    }
+  return t;
+}
+var GpuDecoder = class _GpuDecoder {
+  constructor(init, pipelines, owned, parts, buffers, caches, rope, stepParams, stepSlot, fused, runParams, ids, token, tokenRead, logitsRead) {
+    this.pipelines = pipelines;
+    this.owned = owned;
+    this.parts = parts;
+    this.buffers = buffers;
+    this.caches = caches;
+    this.rope = rope;
+    this.stepParams = stepParams;
+    this.stepSlot = stepSlot;
+    this.fused = fused;
+    this.runParams = runParams;
+    this.ids = ids;
+    this.token = token;
+    this.tokenRead = tokenRead;
+    this.logitsRead = logitsRead;
+    this.graph = init.graph;
+    this.device = init.device;
+    this.context = init.context;
+    this.maxRows = Math.max(1, ...init.graph.buckets);
+    void init.device.lost.then((info) => {
+      this.lost = info.message || info.reason || "lost";
+    });
+  }
+  pipelines;
+  owned;
+  parts;
+  buffers;
+  caches;
+  rope;
+  stepParams;
+  stepSlot;
+  fused;
+  runParams;
+  ids;
+  token;
+  tokenRead;
+  logitsRead;
+  graph;
+  device;
+  /** Positions the caches hold. */
+  context;
+  /** The largest bucket: a run's most tokens. */
+  maxRows;
+  stats = { dispatchesPerToken: 0, submits: 0, tokens: 0, hostSampled: 0 };
+  kernelsOf = null;
+  buckets = /* @__PURE__ */ new Map();
+  ready = /* @__PURE__ */ new Map();
+  made = /* @__PURE__ */ new Map();
+  pos = 0;
+  lost = null;
+  closed = false;
+  runHost = new ArrayBuffer(32);
+  /** Checks the graph, uploads the weights, the rotary table and the steps' parameters, and builds the fixed pipelines. */
+  static async create(init) {
+    const { device, graph, tensors, weights, context } = init;
+    checkGraph(graph, tensors, weights.byteLength);
+    checkGpuGraph(graph);
+    if (!Number.isInteger(context) || context < 1 || context > graph.context)
+      throw new RangeError(`context ${context} must be an integer from 1 to the model's ${graph.context}`);
+    const limits = device.limits;
+    const maxRows = Math.max(1, ...graph.buckets);
+    const used = /* @__PURE__ */ new Set();
+    for (const s of graph.steps) {
+      if (s.step === "embed") used.add(s.table);
+      if (s.step === "rms_norm" || s.step === "matmul") used.add(s.weight);
+    }
+    const places = [];
+    const sizes = [0];
+    for (const t of tensors) {
+      if (!used.has(t.name)) continue;
+      for (const p of partsOf2(t.format)) {
+        const part = t.parts[p];
+        const bytes = Math.ceil(part.bytes / 4) * 4;
+        if (part.offset + bytes > weights.byteLength) throw new Error(`tensor \`${t.name}\` part \`${p}\` is not a whole number of 4-byte words at the blob's end`);
+        if (bytes > limits.maxStorageBufferBindingSize)
+          throw new Error(`tensor \`${t.name}\` part \`${p}\` is ${bytes} bytes, above this device's maxStorageBufferBindingSize (${limits.maxStorageBufferBindingSize})`);
+        let offset = Math.ceil(sizes[sizes.length - 1] / ALIGN2) * ALIGN2;
+        if (offset + bytes > limits.maxBufferSize) {
+          sizes.push(0);
+          offset = 0;
+        }
+        places.push({ tensor: t.name, part: p, src: part.offset, bytes, buffer: sizes.length - 1, offset });
+        sizes[sizes.length - 1] = offset + bytes;
+      }
+    }
+    const tooBig = [
+      ...graph.buffers.map((b) => ({ name: b.name, bytes: (b.rows === "tokens" ? maxRows : 1) * b.cols * 4 })),
+      ...graph.caches.map((c) => ({ name: c.name, bytes: context * c.cols * 4 }))
+    ].find((b) => b.bytes > limits.maxStorageBufferBindingSize);
+    if (tooBig) throw new RangeError(`buffer \`${tooBig.name}\` needs ${tooBig.bytes} bytes, above this device's maxStorageBufferBindingSize (${limits.maxStorageBufferBindingSize}); load with a smaller context`);
+    const rope = graph.steps.find((s) => s.step === "rope");
+    const headDim = rope?.head_dim ?? 4, theta = rope?.theta ?? 1e4;
+    return scoped3(device, "the language model on WebGPU", async () => {
+      const owned = [];
+      const buffer = (label, size, usage) => {
+        const b = device.createBuffer({ label: `decoder ${label}`, size: Math.max(16, Math.ceil(size / 16) * 16), usage });
+        owned.push(b);
+        return b;
+      };
+      const S = GPUBufferUsage.STORAGE;
+      const weightBufs = sizes.map((size, i) => buffer(`weights ${i}`, size, S | GPUBufferUsage.COPY_DST));
+      const parts = /* @__PURE__ */ new Map();
+      for (const p of places) {
+        device.queue.writeBuffer(weightBufs[p.buffer], p.offset, weights, p.src, p.bytes);
+        const rec = parts.get(p.tensor) ?? {};
+        rec[p.part] = { buffer: weightBufs[p.buffer], offset: p.offset, size: p.bytes };
+        parts.set(p.tensor, rec);
+      }
+      const buffers = new Map(graph.buffers.map((b) => [b.name, buffer(b.name, (b.rows === "tokens" ? maxRows : 1) * b.cols * 4, S | GPUBufferUsage.COPY_SRC)]));
+      const caches = new Map(graph.caches.map((c) => [c.name, buffer(c.name, context * c.cols * 4, S)]));
+      const ropeBuf = buffer("rope", context * headDim * 4, S | GPUBufferUsage.COPY_DST);
+      device.queue.writeBuffer(ropeBuf, 0, ropeTable(context, headDim, theta));
+      const slots = /* @__PURE__ */ new Map();
+      const fixedSteps = graph.steps.map((s, i) => [s, i]).filter(([s]) => s.step !== "matmul");
+      const host = new ArrayBuffer((fixedSteps.length + 1) * ALIGN2);
+      const put = (slot, n, f = []) => {
+        const u = new Uint32Array(host, slot * ALIGN2, 8), fl = new Float32Array(host, slot * ALIGN2, 8);
+        u.set(n);
+        f.forEach((v, j) => fl[6 + j] = v);
+      };
+      const fused = init.fuse === false ? /* @__PURE__ */ new Map() : fusions(graph);
+      fixedSteps.forEach(([s, i], slot) => {
+        slots.set(i, slot);
+        const next = graph.steps[i + 1];
+        if (fused.get(i) === "add_rms_norm" && next.step === "rms_norm" && s.step === "add") {
+          put(slot, [s.cols, next.last ? 1 : 0], [next.eps]);
+          return;
+        }
+        if (fused.get(i) === "rope_kv" && next.step === "kv_store" && s.step === "rope") {
+          put(slot, [s.stride, s.heads, s.head_dim, next.width, next.k_col, next.v_col]);
+          return;
+        }
+        switch (s.step) {
+          case "embed":
+            put(slot, [graph.hidden, s.format === "q4_1" ? 1 : s.format === "f32" ? graph.vocab : 0]);
+            break;
+          case "rms_norm":
+            put(slot, [graph.hidden, s.last ? 1 : 0], [s.eps]);
+            break;
+          case "rope":
+            put(slot, [s.stride, s.heads, s.head_dim]);
+            break;
+          case "kv_store":
+            put(slot, [s.stride, s.k_col, s.v_col, s.width]);
+            break;
+          case "attention":
+            put(slot, [s.stride, s.heads, s.kv_heads, s.head_dim], [s.scale]);
+            break;
+          case "swi_glu":
+            put(slot, [s.ffn]);
+            break;
+          case "add":
+            put(slot, [s.cols]);
+            break;
+          default:
+            break;
+        }
+      });
+      slots.set(-1, fixedSteps.length);
+      put(fixedSteps.length, [graph.vocab]);
+      const stepParams = buffer("step params", host.byteLength, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+      device.queue.writeBuffer(stepParams, 0, host);
+      const runParams = buffer("run params", 32, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+      const ids = buffer("ids", maxRows * 4, S | GPUBufferUsage.COPY_DST);
+      const token = buffer("token", 16, S | GPUBufferUsage.COPY_SRC);
+      const tokenRead = buffer("token read", 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
+      const logitsRead = buffer("logits read", graph.vocab * 4, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
+      const module = device.createShaderModule({ label: "decoder-kernels.wgsl", code: init.wgsl ?? "// The text generator's fixed WebGPU kernels: everything of a decoder graph's\n// run that is not a matrix product (those are webtune's tuned WGSL kernels\n// of matmul_q4_1, matmul_q8_0, matmul_q4 and matmul), plus the sampling of\n// the next token. The WebGPU twin of decoder-kernels.wat (the same rules,\n// step by step); decoder-gpu.ts runs them.\n//\n// One entry point per kernel. Binding 0 is the run's parameters (R: the\n// real rows T, the first position, the sampling draw), written once per\n// run; binding 1 the step's own (S, fixed when a bucket's bind groups are\n// made); the others are the kernel's buffers (numbers reused across entry\n// points, each pipeline's layout is its own). A kernel's grid is made for\n// the bucket's M rows (y: one row a workgroup row) and every workgroup of a\n// row past R.t returns at once, so that one recorded command buffer serves\n// every run of the bucket, whatever its T, and no kernel depends on the\n// context's length: attention reads its length from R.\n//\n// Lengths are counts of floats. Every row length is a multiple of 4 and\n// every part's binding holds what the kernel reads (decoder-gpu.ts checks).\n\nstruct Run {\n  // Real rows of this run (T, at most the bucket's M); position of the first.\n  t: u32,\n  pos0: u32,\n  // Sampling: the draw in [0, 1) (SplitMix64's, from the host), the\n  // temperature (0: greedy), top-k (0: all) and top-p (1: all).\n  u: f32,\n  temperature: f32,\n  top_k: u32,\n  top_p: f32,\n}\n\n// A step's parameters: their meaning per kernel is written beside it.\nstruct Step {\n  n0: u32,\n  n1: u32,\n  n2: u32,\n  n3: u32,\n  n4: u32,\n  n5: u32,\n  f0: f32,\n  f1: f32,\n}\n\n@group(0) @binding(0) var<uniform> R: Run;\n@group(0) @binding(1) var<uniform> S: Step;\n\n// Threads of a workgroup: EW for the element-wise kernels, RW for a row\n// reduction (rms_norm), AW for attention, SW for sampling.\nconst EW: u32 = 64u;\nconst RW: u32 = 64u;\n\n// ---------------------------------------------------------------- embed\n// One row of h floats per id of ids[0..T): grid (⌈h/EW⌉, M).\n// embed_q8: S.n0 = h; the q8_0 table, i8 bytes [V][h] as words, scales d\n// [V][h/32]: out[r][k] = d[id][k/32]·q[id][k].\n@group(0) @binding(2) var<storage, read> eq8_ids: array<u32>;\n@group(0) @binding(3) var<storage, read> eq8_w: array<u32>;\n@group(0) @binding(4) var<storage, read> eq8_d: array<f32>;\n@group(0) @binding(5) var<storage, read_write> eq8_out: array<f32>;\n\n@compute @workgroup_size(EW)\nfn embed_q8(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let k = g.x;\n  let h = S.n0;\n  if (r >= R.t || k >= h) {\n    return;\n  }\n  let id = eq8_ids[r];\n  let at = id * h + k;\n  let q = extractBits(bitcast<i32>(eq8_w[at / 4u]), (at % 4u) * 8u, 8u);\n  eq8_out[r * h + k] = f32(q) * eq8_d[id * (h / 32u) + k / 32u];\n}\n\n// embed_q4: S.n0 = h, S.n1 = 1 for q4_1 (a minimum m per block), 0 for q4_0;\n// words [V][h/8] (k = 8i + s in bits 4s..4s+3 of word i), scales d and\n// minimums m [V][h/32] (q4_0 binds d again as m): out = d·q + m, or\n// d·q + d·(−8) for q4_0 (the Wasm kernel's order).\n@group(0) @binding(2) var<storage, read> eq4_ids: array<u32>;\n@group(0) @binding(3) var<storage, read> eq4_w: array<u32>;\n@group(0) @binding(4) var<storage, read> eq4_d: array<f32>;\n@group(0) @binding(5) var<storage, read> eq4_m: array<f32>;\n@group(0) @binding(6) var<storage, read_write> eq4_out: array<f32>;\n\n@compute @workgroup_size(EW)\nfn embed_q4(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let k = g.x;\n  let h = S.n0;\n  if (r >= R.t || k >= h) {\n    return;\n  }\n  let id = eq4_ids[r];\n  let blk = id * (h / 32u) + k / 32u;\n  let sc = eq4_d[blk];\n  var mn = sc * -8.0;\n  if (S.n1 == 1u) {\n    mn = eq4_m[blk];\n  }\n  let q = (eq4_w[id * (h / 8u) + k / 8u] >> ((k % 8u) * 4u)) & 15u;\n  eq4_out[r * h + k] = sc * f32(q) + mn;\n}\n\n// embed_f32: S.n0 = h, S.n1 = V; the table stored transposed, [h][V] (the B\n// of the output head's matmul): out[r][k] = w[k·V + id].\n@group(0) @binding(2) var<storage, read> ef_ids: array<u32>;\n@group(0) @binding(3) var<storage, read> ef_w: array<f32>;\n@group(0) @binding(4) var<storage, read_write> ef_out: array<f32>;\n\n@compute @workgroup_size(EW)\nfn embed_f32(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let k = g.x;\n  let h = S.n0;\n  if (r >= R.t || k >= h) {\n    return;\n  }\n  ef_out[r * h + k] = ef_w[k * S.n1 + ef_ids[r]];\n}\n\n// ---------------------------------------------------------------- rms_norm\n// out[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ w, one workgroup a row: grid\n// (1, M). S.n0 = h, S.n1 = 1 for `last` (grid (1, 1): x's row T − 1 into\n// out's row 0), S.f0 = eps. x and out are separate buffers.\n@group(0) @binding(2) var<storage, read> rn_x: array<f32>;\n@group(0) @binding(3) var<storage, read> rn_w: array<f32>;\n@group(0) @binding(4) var<storage, read_write> rn_out: array<f32>;\n\nvar<workgroup> red: array<f32, 64>;\n\n@compute @workgroup_size(RW)\nfn rms_norm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {\n  var r = wid.y;\n  var o = wid.y;\n  if (S.n1 == 1u) {\n    r = R.t - 1u;\n    o = 0u;\n  }\n  if (r >= R.t) {\n    return;\n  }\n  let h = S.n0;\n  var acc = 0.0;\n  for (var i = lid; i < h; i += RW) {\n    let v = rn_x[r * h + i];\n    acc += v * v;\n  }\n  red[lid] = acc;\n  workgroupBarrier();\n  for (var k = RW / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      red[lid] += red[lid + k];\n    }\n    workgroupBarrier();\n  }\n  let inv = 1.0 / sqrt(red[0] / f32(h) + S.f0);\n  for (var i = lid; i < h; i += RW) {\n    rn_out[o * h + i] = rn_x[r * h + i] * inv * rn_w[i];\n  }\n}\n\n// add_rms_norm: an `add` (x += y) and the `rms_norm` of the same x that\n// follows it, as one dispatch: grid (1, M), one workgroup a row; every real\n// row is added, and normalised into out's row (S.n1 = 1, the norm's `last`:\n// only row T − 1, into out's row 0). S.n0 = h, S.f0 = eps. The same\n// arithmetic as the two steps.\n@group(0) @binding(2) var<storage, read> arn_y: array<f32>;\n@group(0) @binding(3) var<storage, read> arn_w: array<f32>;\n@group(0) @binding(4) var<storage, read_write> arn_x: array<f32>;\n@group(0) @binding(5) var<storage, read_write> arn_out: array<f32>;\n\n@compute @workgroup_size(RW)\nfn add_rms_norm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {\n  let r = wid.y;\n  if (r >= R.t) {\n    return;\n  }\n  let h = S.n0;\n  var acc = 0.0;\n  for (var i = lid; i < h; i += RW) {\n    let v = arn_x[r * h + i] + arn_y[r * h + i];\n    arn_x[r * h + i] = v;\n    acc += v * v;\n  }\n  red[lid] = acc;\n  workgroupBarrier();\n  for (var k = RW / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      red[lid] += red[lid + k];\n    }\n    workgroupBarrier();\n  }\n  if (S.n1 == 1u && r != R.t - 1u) {\n    return;\n  }\n  var o = r;\n  if (S.n1 == 1u) {\n    o = 0u;\n  }\n  let inv = 1.0 / sqrt(red[0] / f32(h) + S.f0);\n  for (var i = lid; i < h; i += RW) {\n    arn_out[o * h + i] = arn_x[r * h + i] * inv * arn_w[i];\n  }\n}\n\n// ---------------------------------------------------------------- rope\n// Rotary position embedding on adjacent pairs, in place: in each of the\n// first S.n1 heads of S.n2 floats of each row (rows S.n0 floats apart),\n// pair i (x[2i], x[2i+1]) of the row at position pos0 + r turns by the\n// angle whose (cos, sin) are table[(pos0 + r)·hd + 2i, +1] (computed in f64\n// by the host, rounded to f32). One thread a pair: grid (⌈heads·hd/2/EW⌉, M).\n@group(0) @binding(2) var<storage, read> rope_table: array<f32>;\n@group(0) @binding(3) var<storage, read_write> rope_x: array<f32>;\n\n@compute @workgroup_size(EW)\nfn rope(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let hd = S.n2;\n  let half = hd / 2u;\n  if (r >= R.t || g.x >= S.n1 * half) {\n    return;\n  }\n  let head = g.x / half;\n  let i = g.x % half;\n  let at = r * S.n0 + head * hd + 2u * i;\n  let tab = (R.pos0 + r) * hd + 2u * i;\n  let c = rope_table[tab];\n  let s = rope_table[tab + 1u];\n  let a = rope_x[at];\n  let b = rope_x[at + 1u];\n  rope_x[at] = a * c + b * -s;\n  rope_x[at + 1u] = b * c + a * s;\n}\n\n// ---------------------------------------------------------------- kv_store\n// Copies S.n3 floats at column S.n1 (keys) and S.n2 (values) of each row\n// (rows S.n0 floats apart) into the caches' rows pos0 + r, each S.n3\n// floats: grid (⌈width/EW⌉, M).\n@group(0) @binding(2) var<storage, read> kv_x: array<f32>;\n@group(0) @binding(3) var<storage, read_write> kv_k: array<f32>;\n@group(0) @binding(4) var<storage, read_write> kv_v: array<f32>;\n\n@compute @workgroup_size(EW)\nfn kv_store(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let i = g.x;\n  let w = S.n3;\n  if (r >= R.t || i >= w) {\n    return;\n  }\n  let src = r * S.n0;\n  let dst = (R.pos0 + r) * w + i;\n  kv_k[dst] = kv_x[src + S.n1 + i];\n  kv_v[dst] = kv_x[src + S.n2 + i];\n}\n\n// rope_kv: a `rope` and the `kv_store` of the same rows that follows it, as\n// one dispatch, where the keys lie inside the turned heads (whole pairs)\n// and the values outside them: thread p < heads·hd/2 turns pair p (rope's\n// rule) and, if it is a key's, stores it in the key cache too; the next\n// width/2 threads copy a pair of values. Grid (⌈(heads·hd + width)/2/EW⌉,\n// M). S.n0 = stride, S.n1 = heads, S.n2 = hd, S.n3 = width, S.n4 = the\n// keys' column, S.n5 = the values'.\n@group(0) @binding(2) var<storage, read> rkv_table: array<f32>;\n@group(0) @binding(3) var<storage, read_write> rkv_x: array<f32>;\n@group(0) @binding(4) var<storage, read_write> rkv_k: array<f32>;\n@group(0) @binding(5) var<storage, read_write> rkv_v: array<f32>;\n\n@compute @workgroup_size(EW)\nfn rope_kv(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let hd = S.n2;\n  let half = hd / 2u;\n  let pairs = S.n1 * half;\n  let w = S.n3;\n  if (r >= R.t || g.x >= pairs + w / 2u) {\n    return;\n  }\n  let row = r * S.n0;\n  let dst = (R.pos0 + r) * w;\n  if (g.x >= pairs) {\n    let j = 2u * (g.x - pairs);\n    rkv_v[dst + j] = rkv_x[row + S.n5 + j];\n    rkv_v[dst + j + 1u] = rkv_x[row + S.n5 + j + 1u];\n    return;\n  }\n  let head = g.x / half;\n  let i = g.x % half;\n  let col = head * hd + 2u * i;\n  let tab = (R.pos0 + r) * hd + 2u * i;\n  let c = rkv_table[tab];\n  let s = rkv_table[tab + 1u];\n  let a = rkv_x[row + col];\n  let b = rkv_x[row + col + 1u];\n  let a2 = a * c + b * -s;\n  let b2 = b * c + a * s;\n  rkv_x[row + col] = a2;\n  rkv_x[row + col + 1u] = b2;\n  if (col >= S.n4 && col < S.n4 + w) {\n    rkv_k[dst + col - S.n4] = a2;\n    rkv_k[dst + col - S.n4 + 1u] = b2;\n  }\n}\n\n// ---------------------------------------------------------------- attention\n// Causal grouped-query attention. Query head h of row r (at column h·hd of\n// the row, rows S.n0 floats apart) attends to cache positions 0..=pos0+r\n// of key/value head h / G, G = heads / kv_heads (cache rows of kv_heads·hd\n// floats): out[r][h·hd..] = Σ_j softmax_j(scale·q·k_j)·v_j. S.n1 = heads,\n// S.n2 = kv_heads, S.n3 = hd, S.f0 = scale.\n//\n// One workgroup per (key/value head, row): grid (kv_heads, M). The G query\n// heads that share the key/value head are done together, so each key and\n// value row is read once. Positions go by tiles of AW: each thread scores\n// one position against the G queries (held in workgroup memory), the\n// tile's maximum per head comes from a tree, and an online softmax keeps a\n// running maximum, each thread's share of the sum, and per thread the\n// weighted values of its dimensions (thread lid: dimensions lid % 64 + 64i,\n// positions of the tile lid / 64, + AW/64, ...). G ≤ MAXG, hd ≤ 64·DPT and\n// G·hd ≤ MAXQ (decoder-gpu.ts checks).\nconst AW: u32 = 128u;\nconst LANES: u32 = 2u;\nconst MAXG: u32 = 8u;\nconst DPT: u32 = 4u;\nconst MAXQ: u32 = 1024u;\nconst NEG: f32 = -1e30;\n\n@group(0) @binding(2) var<storage, read> at_x: array<f32>;\n@group(0) @binding(3) var<storage, read> at_k: array<f32>;\n@group(0) @binding(4) var<storage, read> at_v: array<f32>;\n@group(0) @binding(5) var<storage, read_write> at_out: array<f32>;\n\nvar<workgroup> at_q: array<f32, MAXQ>;\n// Scores, then weights, of the tile: [G][AW]; and the max/sum tree, [G][AW].\n// At the end both hold the lanes' weighted values ([LANES][G·hd] ≤ 2·MAXQ).\nvar<workgroup> at_s: array<f32, 1024>;\nvar<workgroup> at_t: array<f32, 1024>;\n\n@compute @workgroup_size(AW)\nfn attention(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {\n  let r = wid.y;\n  if (r >= R.t) {\n    return;\n  }\n  let kvh = wid.x;\n  let heads = S.n1;\n  let nkv = S.n2;\n  let hd = S.n3;\n  let grp = heads / nkv;\n  let kvw = nkv * hd;\n  let n = R.pos0 + r + 1u;\n  let q0 = r * S.n0 + kvh * grp * hd;\n  for (var i = lid; i < grp * hd; i += AW) {\n    at_q[i] = at_x[q0 + i];\n  }\n  var m: array<f32, MAXG>;\n  var l: array<f32, MAXG>;\n  var acc: array<f32, 32>;\n  for (var g = 0u; g < MAXG; g++) {\n    m[g] = NEG;\n    l[g] = 0.0;\n  }\n  for (var i = 0u; i < 32u; i++) {\n    acc[i] = 0.0;\n  }\n  let lane = lid / 64u;\n  let ds = lid % 64u;\n  workgroupBarrier();\n  for (var t0 = 0u; t0 < n; t0 += AW) {\n    let j = t0 + lid;\n    let valid = j < n;\n    let kr = j * kvw + kvh * hd;\n    for (var g = 0u; g < grp; g++) {\n      var s = NEG;\n      if (valid) {\n        var dot = 0.0;\n        for (var d = 0u; d < hd; d++) {\n          dot += at_q[g * hd + d] * at_k[kr + d];\n        }\n        s = dot * S.f0;\n      }\n      at_s[g * AW + lid] = s;\n      at_t[g * AW + lid] = s;\n    }\n    workgroupBarrier();\n    for (var k = AW / 2u; k > 0u; k >>= 1u) {\n      if (lid < k) {\n        for (var g = 0u; g < grp; g++) {\n          at_t[g * AW + lid] = max(at_t[g * AW + lid], at_t[g * AW + lid + k]);\n        }\n      }\n      workgroupBarrier();\n    }\n    var alpha: array<f32, MAXG>;\n    for (var g = 0u; g < grp; g++) {\n      let mn = max(m[g], at_t[g * AW]);\n      alpha[g] = exp(m[g] - mn);\n      m[g] = mn;\n      var w = 0.0;\n      if (valid) {\n        w = exp(at_s[g * AW + lid] - mn);\n      }\n      l[g] = l[g] * alpha[g] + w;\n      for (var i = 0u; i < DPT; i++) {\n        acc[g * DPT + i] *= alpha[g];\n      }\n    }\n    workgroupBarrier();\n    for (var g = 0u; g < grp; g++) {\n      if (valid) {\n        at_s[g * AW + lid] = exp(at_s[g * AW + lid] - m[g]);\n      } else {\n        at_s[g * AW + lid] = 0.0;\n      }\n    }\n    workgroupBarrier();\n    let end = min(AW, n - t0);\n    for (var jj = lane; jj < end; jj += LANES) {\n      let vr = (t0 + jj) * kvw + kvh * hd;\n      for (var i = 0u; i < DPT; i++) {\n        let d = ds + 64u * i;\n        if (d < hd) {\n          let v = at_v[vr + d];\n          for (var g = 0u; g < grp; g++) {\n            acc[g * DPT + i] += at_s[g * AW + jj] * v;\n          }\n        }\n      }\n    }\n    workgroupBarrier();\n  }\n  // Each head's sum of weights: the threads' shares through the tree.\n  for (var g = 0u; g < grp; g++) {\n    at_t[g * AW + lid] = l[g];\n  }\n  workgroupBarrier();\n  for (var k = AW / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      for (var g = 0u; g < grp; g++) {\n        at_t[g * AW + lid] += at_t[g * AW + lid + k];\n      }\n    }\n    workgroupBarrier();\n  }\n  var inv: array<f32, MAXG>;\n  for (var g = 0u; g < grp; g++) {\n    inv[g] = 1.0 / at_t[g * AW];\n  }\n  workgroupBarrier();\n  // The lanes' weighted values, summed in lane order.\n  for (var g = 0u; g < grp; g++) {\n    for (var i = 0u; i < DPT; i++) {\n      let d = ds + 64u * i;\n      if (d < hd) {\n        if (lane == 0u) {\n          at_s[g * hd + d] = acc[g * DPT + i];\n        } else {\n          at_t[g * hd + d] = acc[g * DPT + i];\n        }\n      }\n    }\n  }\n  workgroupBarrier();\n  let o0 = r * heads * hd + kvh * grp * hd;\n  for (var i = lid; i < grp * hd; i += AW) {\n    at_out[o0 + i] = (at_s[i] + at_t[i]) * inv[i / hd];\n  }\n}\n\n// ---------------------------------------------------------------- swiglu\n// out[r][i] = silu(x[r][i])·x[r][f + i] for i < f = S.n0: rows of 2f floats\n// (gate then up) in, rows of f out; silu(g) = g / (1 + e^−g), e^−g clamped\n// at e^88 as the Wasm kernel's exp. Grid (⌈f/EW⌉, M).\n@group(0) @binding(2) var<storage, read> sw_x: array<f32>;\n@group(0) @binding(3) var<storage, read_write> sw_out: array<f32>;\n\n@compute @workgroup_size(EW)\nfn swiglu(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let i = g.x;\n  let f = S.n0;\n  if (r >= R.t || i >= f) {\n    return;\n  }\n  let gate = sw_x[r * 2u * f + i];\n  sw_out[r * f + i] = gate / (1.0 + exp(min(-gate, 88.0))) * sw_x[r * 2u * f + f + i];\n}\n\n// ---------------------------------------------------------------- add\n// x[r][i] += y[r][i] for i < S.n0: grid (⌈cols/EW⌉, M).\n@group(0) @binding(2) var<storage, read> add_y: array<f32>;\n@group(0) @binding(3) var<storage, read_write> add_x: array<f32>;\n\n@compute @workgroup_size(EW)\nfn add(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let i = g.x;\n  if (r >= R.t || i >= S.n0) {\n    return;\n  }\n  let at = r * S.n0 + i;\n  add_x[at] = add_x[at] + add_y[at];\n}\n\n// ---------------------------------------------------------------- sample\n// The next token from the logits (S.n0 = V of them), by sampler.ts's rule,\n// in one workgroup: grid (1, 1). out[0] is the token, or NO_TOKEN where the\n// host must sample from the logits itself with the same draw (out[1] = 1).\n//\n// - temperature ≤ 0: greedy, the first largest logit (NaN never wins).\n// - otherwise the candidates: the ids whose weight e^((l − top)/T) is at\n//   least e^−CUT, or, when more than MAXC are, the ids at or above a\n//   threshold found by bisection that keeps from max(k, MAXC/2) to MAXC of\n//   them; sorted by logit, largest first, ties by id (a bitonic sort in\n//   workgroup memory); cut to the top k; weights in f32; cut to the\n//   smallest head whose share reaches top-p; then the host's draw u times\n//   the kept total walks the kept ids. The ids below the threshold (the\n//   tail) count in the totals where the rule counts them (no top-k, or one\n//   past the candidates), by their summed weight.\n// The host samples instead when the rule's choice lies in a tail that the\n// bisection cut off: the top-k reaching past the candidates, the top-p cut\n// or the draw falling in it (with no bisection the tail's ids weigh less\n// than e^−CUT each, and a draw falls among them with odds below V·e^−CUT).\n// The GPU's pick differs from sampler.ts's (weights in f64) only where the\n// draw falls within f32 rounding of a boundary between two ids' shares.\nconst SW: u32 = 256u;\nconst MAXC: u32 = 1024u;\nconst CUT: f32 = 30.0;\nconst NO_TOKEN: u32 = 0xffffffffu;\n\n@group(0) @binding(2) var<storage, read> sm_logits: array<f32>;\n@group(0) @binding(3) var<storage, read_write> sm_out: array<u32>;\n\nvar<workgroup> sm_v: array<f32, MAXC>;\nvar<workgroup> sm_i: array<u32, MAXC>;\nvar<workgroup> sm_rv: array<f32, SW>;\nvar<workgroup> sm_ri: array<u32, SW>;\nvar<workgroup> sm_count: atomic<u32>;\nvar<workgroup> sm_n: u32;\n\n// How many logits are at least thr (every thread gets the count).\nfn count_at_least(lid: u32, thr: f32) -> u32 {\n  var c = 0u;\n  for (var i = lid; i < S.n0; i += SW) {\n    if (sm_logits[i] >= thr) {\n      c++;\n    }\n  }\n  sm_ri[lid] = c;\n  workgroupBarrier();\n  for (var k = SW / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      sm_ri[lid] += sm_ri[lid + k];\n    }\n    workgroupBarrier();\n  }\n  return workgroupUniformLoad(&sm_ri[0]);\n}\n\n// Whether candidate a comes before b: larger logit, then smaller id.\nfn before(va: f32, ia: u32, vb: f32, ib: u32) -> bool {\n  return va > vb || (va == vb && ia < ib);\n}\n\nfn no_token(lid: u32) {\n  if (lid == 0u) {\n    sm_out[0] = NO_TOKEN;\n    sm_out[1] = 1u;\n  }\n}\n\n@compute @workgroup_size(SW)\nfn sample(@builtin(local_invocation_index) lid: u32) {\n  let V = S.n0;\n  // The first largest logit.\n  var bv = sm_logits[0];\n  var bi = 0u;\n  for (var i = lid; i < V; i += SW) {\n    let v = sm_logits[i];\n    if (v > bv || (v == bv && i < bi)) {\n      bv = v;\n      bi = i;\n    }\n  }\n  sm_rv[lid] = bv;\n  sm_ri[lid] = bi;\n  workgroupBarrier();\n  for (var k = SW / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      let v = sm_rv[lid + k];\n      let i = sm_ri[lid + k];\n      if (before(v, i, sm_rv[lid], sm_ri[lid])) {\n        sm_rv[lid] = v;\n        sm_ri[lid] = i;\n      }\n    }\n    workgroupBarrier();\n  }\n  let best = sm_ri[0];\n  // Uniform: the bisection's branches depend on it.\n  let top = workgroupUniformLoad(&sm_rv[0]);\n  if (!(R.temperature > 0.0)) {\n    if (lid == 0u) {\n      sm_out[0] = best;\n      sm_out[1] = 0u;\n    }\n    return;\n  }\n  let temp = R.temperature;\n  let k = R.top_k;\n  // The candidates' threshold.\n  var thr = top - CUT * temp;\n  var cnt = count_at_least(lid, thr);\n  let bisected = cnt > MAXC;\n  if (bisected) {\n    // count(lo) > MAXC; narrow [lo, hi] until count(hi) is enough, at most MAXC.\n    let enough = max(min(k, MAXC), MAXC / 2u);\n    var lo = thr;\n    var hi = top;\n    cnt = count_at_least(lid, hi);\n    for (var it = 0u; it < 48u && cnt < enough; it++) {\n      let mid = lo + (hi - lo) * 0.5;\n      if (mid <= lo || mid >= hi) {\n        break;\n      }\n      let c = count_at_least(lid, mid);\n      if (c > MAXC) {\n        lo = mid;\n      } else {\n        hi = mid;\n        cnt = c;\n      }\n    }\n    thr = hi;\n    if (cnt > MAXC) {\n      // More than MAXC ids tie at the largest logit.\n      no_token(lid);\n      return;\n    }\n  }\n  // Gather the candidates (in any order: the sort orders them) and sum the tail's weights.\n  if (lid == 0u) {\n    atomicStore(&sm_count, 0u);\n  }\n  workgroupBarrier();\n  var tail = 0.0;\n  for (var i = lid; i < V; i += SW) {\n    let v = sm_logits[i];\n    if (v >= thr) {\n      let at = atomicAdd(&sm_count, 1u);\n      if (at < MAXC) {\n        sm_v[at] = v;\n        sm_i[at] = i;\n      }\n    } else {\n      tail += exp((v - top) / temp);\n    }\n  }\n  sm_rv[lid] = tail;\n  workgroupBarrier();\n  for (var s = SW / 2u; s > 0u; s >>= 1u) {\n    if (lid < s) {\n      sm_rv[lid] += sm_rv[lid + s];\n    }\n    workgroupBarrier();\n  }\n  if (lid == 0u) {\n    sm_n = min(atomicLoad(&sm_count), MAXC);\n  }\n  let n = workgroupUniformLoad(&sm_n);\n  tail = sm_rv[0];\n  // Padding after the candidates, last in the order; then a bitonic sort.\n  var p = 2u;\n  while (p < n) {\n    p <<= 1u;\n  }\n  for (var i = n + lid; i < p; i += SW) {\n    sm_v[i] = NEG;\n    sm_i[i] = NO_TOKEN;\n  }\n  workgroupBarrier();\n  for (var size = 2u; size <= p; size <<= 1u) {\n    for (var stride = size / 2u; stride > 0u; stride >>= 1u) {\n      for (var i = lid; i < p; i += SW) {\n        let j = i ^ stride;\n        if (j > i) {\n          let up = (i & size) == 0u;\n          let swap = select(before(sm_v[i], sm_i[i], sm_v[j], sm_i[j]), before(sm_v[j], sm_i[j], sm_v[i], sm_i[i]), up);\n          if (swap) {\n            let tv = sm_v[i];\n            let ti = sm_i[i];\n            sm_v[i] = sm_v[j];\n            sm_i[i] = sm_i[j];\n            sm_v[j] = tv;\n            sm_i[j] = ti;\n          }\n        }\n      }\n      workgroupBarrier();\n    }\n  }\n  if (lid != 0u) {\n    return;\n  }\n  // The rule's ids: the top k (all: k 0), of which the candidates hold `len`.\n  var len = n;\n  var withTail = true;\n  if (k > 0u && k <= n) {\n    len = k;\n    withTail = false;\n  } else if (k > 0u && bisected) {\n    no_token(lid);\n    return;\n  }\n  var total = 0.0;\n  for (var j = 0u; j < len; j++) {\n    total += exp((sm_v[j] - top) / temp);\n  }\n  if (withTail) {\n    total += tail;\n  }\n  var keep = len;\n  if (R.top_p < 1.0) {\n    var acc = 0.0;\n    var found = false;\n    for (var j = 0u; j < len; j++) {\n      acc += exp((sm_v[j] - top) / temp) / total;\n      if (acc >= R.top_p) {\n        keep = j + 1u;\n        found = true;\n        break;\n      }\n    }\n    if (found) {\n      withTail = false;\n    } else if (withTail && bisected) {\n      no_token(lid);\n      return;\n    }\n  }\n  var kept = 0.0;\n  for (var j = 0u; j < keep; j++) {\n    kept += exp((sm_v[j] - top) / temp);\n  }\n  if (withTail) {\n    kept += tail;\n  }\n  var u = R.u * kept;\n  for (var j = 0u; j < keep; j++) {\n    let w = exp((sm_v[j] - top) / temp);\n    if (u < w) {\n      sm_out[0] = sm_i[j];\n      sm_out[1] = 0u;\n      return;\n    }\n    u -= w;\n  }\n  if (withTail) {\n    // The draw falls in the tail.\n    no_token(lid);\n    return;\n  }\n  sm_out[0] = sm_i[keep - 1u];\n  sm_out[1] = 0u;\n}\n" });
+      const made = [];
+      for (const entryPoint of FIXED2) {
+        made.push(await device.createComputePipelineAsync({ label: `decoder ${entryPoint}`, layout: "auto", compute: { module, entryPoint } }).catch(async (e) => {
+          throw new Error(await compileErrors(module, "decoder-kernels.wgsl", e));
+        }));
+      }
+      const pipelines = Object.fromEntries(FIXED2.map((n, i) => [n, made[i]]));
+      return new _GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenRead, logitsRead);
+    });
+  }
+  /** Where the tuned products come from (before the first run). */
+  setKernels(source) {
+    this.kernelsOf = source;
+  }
+  /** Positions in the caches so far. */
+  get position() {
+    return this.pos;
+  }
+  /** Forgets the caches' contents: the next run starts at position 0. */
+  reset() {
+    this.pos = 0;
+  }
+  /** Bytes of GPU memory the model holds (weights, activations, caches). */
+  get memoryBytes() {
+    return this.owned.reduce((a, b) => a + b.size, 0);
+  }
+  /** Makes bucket `m`'s kernels (every product a run in it calls) and bind groups, once. */
+  kernels(m) {
+    let p = this.buckets.get(m);
+    if (!p) {
+      p = this.makeBucket(m);
+      this.buckets.set(m, p);
+      p.then((b) => this.ready.set(m, b), () => this.buckets.delete(m));
+    }
+    return p;
+  }
+  /** Checks a run of `tokens` would fit: ids in the vocabulary and positions in the context. Throws one line. */
+  check(tokens) {
+    if (this.closed) throw new Error("this decoder is closed");
+    if (this.lost !== null) throw new Error(`the GPU device was lost (${this.lost}): load the model again (or with target 'wasm')`);
+    if (!tokens.length) throw new RangeError("no tokens to feed");
+    if (this.pos + tokens.length > this.context)
+      throw new RangeError(`${this.pos} positions used and ${tokens.length} more tokens: past the context of ${this.context}`);
+    for (let i = 0; i < tokens.length; i++) {
+      const t = tokens[i];
+      if (!Number.isInteger(t) || t < 0 || t >= this.graph.vocab) throw new RangeError(`token id ${t} is outside the vocabulary of ${this.graph.vocab}`);
+    }
+  }
+  /** Feeds `tokens` and returns a copy of the logits after the last one. */
+  async feed(tokens) {
+    await this.runAll(tokens, null);
+    return this.logits();
+  }
+  /** Feeds `tokens` without reading anything back (a prompt's chunks before its last); resolves when submitted. */
+  async prefill(tokens) {
+    await this.runAll(tokens, null);
+  }
+  /**
+   * Feeds `tokens` and samples the next token on the GPU (the one read-back:
+   * its id); -1 when the GPU could not (more ids carry weight than its
+   * sampler holds, with no top-k to bound them): then `logits()` has what
+   * the host samples from, with the same draw.
+   */
+  async next(tokens, sampling) {
+    await this.runAll(tokens, sampling);
+    const id = await this.readToken();
+    if (id === NO_TOKEN) {
+      this.stats.hostSampled++;
+      return -1;
+    }
+    if (!(id < this.graph.vocab)) throw new Error(`the GPU sampler returned token ${id}, outside the vocabulary of ${this.graph.vocab}`);
+    return id;
+  }
+  /** A copy of the latest run's logits, read back from the GPU. */
+  async logits() {
+    const bytes = this.graph.vocab * 4;
+    const enc = this.device.createCommandEncoder({ label: "decoder logits" });
+    enc.copyBufferToBuffer(this.buffers.get(this.graph.logits), 0, this.logitsRead, 0, bytes);
+    this.device.queue.submit([enc.finish()]);
+    await this.mapped(this.logitsRead, bytes);
+    const out = new Float32Array(this.logitsRead.getMappedRange(0, bytes).slice(0));
+    this.logitsRead.unmap();
+    return out;
+  }
+  /** Frees every buffer; the device stays the app's. */
+  destroy() {
+    this.closed = true;
+    for (const b of this.owned) b.destroy();
+    this.buckets.clear();
+    this.ready.clear();
+  }
+  async readToken() {
+    await this.mapped(this.tokenRead, 8);
+    const id = new Uint32Array(this.tokenRead.getMappedRange(0, 8))[0];
+    this.tokenRead.unmap();
+    return id;
+  }
+  async mapped(buf, bytes) {
+    try {
+      await buf.mapAsync(GPUMapMode.READ, 0, bytes);
+    } catch (e) {
+      throw new Error(this.lost !== null ? `the GPU device was lost (${this.lost}): load the model again (or with target 'wasm')` : `reading back from the GPU: ${e.message}`);
+    }
+  }
+  /** Runs `tokens` in chunks of the largest bucket (one submit each); samples after the last where `sampling`. */
+  async runAll(tokens, sampling) {
+    this.check(tokens);
+    const max = this.maxRows;
+    for (let at = 0; at < tokens.length; at += max) {
+      const chunk = Array.prototype.slice.call(tokens, at, at + max);
+      const m = bucketOf(this.graph, chunk.length);
+      const bk = this.ready.get(m) ?? await this.kernels(m);
+      const last = at + max >= tokens.length;
+      this.run(chunk, bk, last ? sampling : null);
+    }
+  }
+  /** One run: parameters and ids written, every step recorded into one pass, one submit. */
+  run(tokens, bk, sampling) {
+    const t = tokens.length, device = this.device;
+    const u = new Uint32Array(this.runHost), f = new Float32Array(this.runHost);
+    u[0] = t;
+    u[1] = this.pos;
+    f[2] = sampling?.u ?? 0;
+    f[3] = sampling ? Math.fround(sampling.temperature) : 0;
+    u[4] = sampling?.topK ?? 0;
+    f[5] = sampling?.topP ?? 1;
+    device.queue.writeBuffer(this.runParams, 0, this.runHost);
+    device.queue.writeBuffer(this.ids, 0, Uint32Array.from(tokens));
+    const enc = device.createCommandEncoder({ label: `decoder run ${bk.m}` });
+    const pass = enc.beginComputePass();
+    let dispatches = sampling ? 1 : 0;
+    for (const st of bk.steps) {
+      if ("kernel" in st) {
+        st.kernel.dispatch(pass, st.perT ? st.perT(t) : st.group);
+        dispatches += st.kernel.passes;
+      } else {
+        dispatches++;
+        pass.setPipeline(st.pipeline);
+        pass.setBindGroup(0, st.group);
+        pass.dispatchWorkgroups(st.grid[0], st.grid[1]);
+      }
+    }
+    if (sampling) {
+      pass.setPipeline(this.pipelines.sample);
+      pass.setBindGroup(0, this.sampleGroup());
+      pass.dispatchWorkgroups(1);
+    }
+    pass.end();
+    if (sampling) enc.copyBufferToBuffer(this.token, 0, this.tokenRead, 0, 8);
+    device.queue.submit([enc.finish()]);
+    this.pos += t;
+    this.stats.submits++;
+    this.stats.tokens += t;
+    if (bk.m === 1) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
+  }
+  sampleBind = null;
+  sampleGroup() {
+    this.sampleBind ??= this.fixedGroup("sample", -1, [{ buffer: this.buffers.get(this.graph.logits), size: this.graph.vocab * 4 }, { buffer: this.token }]);
+    return this.sampleBind;
+  }
+  fixedGroup(name, step, ranges) {
+    const pipeline = this.pipelines[name];
+    const slot = this.stepSlot.get(step);
+    const entries = [
+      { binding: 0, resource: { buffer: this.runParams } },
+      { binding: 1, resource: { buffer: this.stepParams, offset: slot * ALIGN2, size: 32 } },
+      ...ranges.map((r, i) => ({ binding: i + 2, resource: { buffer: r.buffer, offset: r.offset ?? 0, size: r.size } }))
+    ];
+    return this.device.createBindGroup({ label: `decoder ${name} ${step}`, layout: pipeline.getBindGroupLayout(0), entries });
+  }
+  async makeBucket(m) {
+    const source = this.kernelsOf;
+    if (!source) throw new Error("GpuDecoder: no kernel source (setKernels) before the first run");
+    const list = productsOf(this.graph, m);
+    const kernels = await Promise.all(list.map((x) => {
+      const key = `${x.op}/${x.shape.join(",")}`;
+      let k = this.made.get(key);
+      if (!k) {
+        k = source(x.op, x.shape);
+        this.made.set(key, k);
+        k.catch(() => this.made.delete(key));
+      }
+      return k;
+    }));
+    const byKey = new Map(list.map((x, i) => [`${x.op}/${x.shape.join(",")}`, kernels[i]]));
+    const g = this.graph, device = this.device;
+    return scoped3(device, `the language model's bucket of ${m} rows on WebGPU`, () => {
+      const steps = [];
+      const buf = (name, rows, cols) => ({ buffer: this.buffers.get(name), size: rows * cols * 4 });
+      const rowsOf = new Map(g.buffers.map((b) => [b.name, b.rows]));
+      const whole = (name) => ({ buffer: this.buffers.get(name) });
+      const cache = (name) => ({ buffer: this.caches.get(name) });
+      const part = (tensor, p) => this.parts.get(tensor)[p];
+      const fixed = (name, i, grid2, ...ranges) => {
+        steps.push({ pipeline: this.pipelines[name], grid: grid2, group: this.fixedGroup(name, i, ranges) });
+      };
+      const ew = (n) => Math.max(1, Math.ceil(n / EW2));
+      for (let i = 0; i < g.steps.length; i++) {
+        const s = g.steps[i], next = g.steps[i + 1];
+        const fusedAs = this.fused.get(i);
+        if (fusedAs === "add_rms_norm" && s.step === "add" && next.step === "rms_norm") {
+          fixed("add_rms_norm", i, [1, m], whole(s.y), part(next.weight, "w"), whole(s.x), whole(next.out));
+          i++;
+          continue;
+        }
+        if (fusedAs === "rope_kv" && s.step === "rope" && next.step === "kv_store") {
+          fixed("rope_kv", i, [ew((s.heads * s.head_dim + next.width) / 2), m], { buffer: this.rope }, whole(s.x), cache(next.k_cache), cache(next.v_cache));
+          i++;
+          continue;
+        }
+        switch (s.step) {
+          case "embed": {
+            const ids = { buffer: this.ids }, out = whole(s.out), h = g.hidden;
+            if (s.format === "q8_0") fixed("embed_q8", i, [ew(h), m], ids, part(s.table, "w"), part(s.table, "d"), out);
+            else if (s.format === "f32") fixed("embed_f32", i, [ew(h), m], ids, part(s.table, "w"), out);
+            else fixed("embed_q4", i, [ew(h), m], ids, part(s.table, "w"), part(s.table, "d"), part(s.table, s.format === "q4_1" ? "m" : "d"), out);
+            break;
+          }
+          case "rms_norm":
+            fixed("rms_norm", i, [1, s.last ? 1 : m], whole(s.x), part(s.weight, "w"), whole(s.out));
+            break;
+          case "matmul": {
+            const kernel = byKey.get(`${s.kernel}/${s.last ? 1 : m},${s.k},${s.n}`);
+            const rows = s.last ? 1 : m;
+            const weights = partsOf2(s.format).map((p) => part(s.weight, p));
+            const group = (a) => device.createBindGroup({
+              label: `decoder ${s.kernel} ${i}`,
+              layout: kernel.bindGroupLayout,
+              entries: [a, ...weights, buf(s.out, rows, s.n)].map((r, binding) => ({ binding, resource: { buffer: r.buffer, offset: r.offset ?? 0, size: r.size } }))
+            });
+            const a0 = buf(s.a, rows, s.k);
+            if (s.last && rowsOf.get(s.a) === "tokens" && m > 1) {
+              const byT = /* @__PURE__ */ new Map();
+              const perT = (t) => {
+                let bg = byT.get(t);
+                if (!bg) {
+                  bg = group({ ...a0, offset: (t - 1) * s.k * 4 });
+                  byT.set(t, bg);
+                }
+                return bg;
+              };
+              steps.push({ kernel, group: perT(1), perT });
+            } else {
+              steps.push({ kernel, group: group(a0) });
+            }
+            break;
+          }
+          case "rope":
+            fixed("rope", i, [ew(s.heads * s.head_dim / 2), m], { buffer: this.rope }, whole(s.x));
+            break;
+          case "kv_store":
+            fixed("kv_store", i, [ew(s.width), m], whole(s.x), cache(s.k_cache), cache(s.v_cache));
+            break;
+          case "attention":
+            fixed("attention", i, [s.kv_heads, m], whole(s.x), cache(s.k_cache), cache(s.v_cache), whole(s.out));
+            break;
+          case "swi_glu":
+            fixed("swiglu", i, [ew(s.ffn), m], whole(s.x), whole(s.out));
+            break;
+          case "add":
+            fixed("add", i, [ew(s.cols), m], whole(s.y), whole(s.x));
+            break;
+        }
+      }
+      return { m, steps };
+    });
+  }
+};
+
 // src/sampler.ts
 var MASK = (1n << 64n) - 1n;
 function argmax(logits) {
@@ -10698,11 +11754,24 @@ var Sampler = class {
     z ^= z >> 31n;
     return Number(z >> 11n) / 2 ** 53;
   }
+  /** Whether tokens are drawn (temperature above 0), not greedy. */
+  get draws() {
+    return Math.fround(this.sampling.temperature) > 0;
+  }
   /** The next token. */
   sample(logits) {
+    if (!this.draws) return argmax(logits);
+    return this.pick(logits, this.uniform());
+  }
+  /**
+   * The token that the draw `draw` (in [0, 1), from `uniform`) picks from
+   * `logits` by the sampling rule (temperature above 0): `sample` with the
+   * draw made elsewhere (the WebGPU backend makes it on the host and picks
+   * on the GPU, or here when the GPU cannot).
+   */
+  pick(logits, draw) {
     const s = this.sampling;
     const temperature = Math.fround(s.temperature);
-    if (!(temperature > 0)) return argmax(logits);
     const n = logits.length;
     if (n >= 1 << 17) throw new RangeError(`sampling a vocabulary of ${n} ids: at most 131071`);
     if (this.keys.length !== n) this.keys = new Float64Array(n);
@@ -10739,7 +11808,7 @@ var Sampler = class {
     }
     total = 0;
     for (let j = 0; j < keep; j++) total += p[j];
-    let u = this.uniform() * total;
+    let u = draw * total;
     for (let j = 0; j < keep; j++) {
       if (u < p[j]) return id(j);
       u -= p[j];
@@ -10858,7 +11927,82 @@ var StopFilter = class {
     return out;
   }
 };
+var WasmBackend2 = class {
+  constructor(dec) {
+    this.dec = dec;
+  }
+  dec;
+  get graph() {
+    return this.dec.graph;
+  }
+  get context() {
+    return this.dec.context;
+  }
+  get position() {
+    return this.dec.position;
+  }
+  get chunk() {
+    return this.dec.layout.maxRows;
+  }
+  get memoryBytes() {
+    return this.dec.memoryBytes;
+  }
+  reset() {
+    this.dec.reset();
+  }
+  async forward(ids) {
+    return (await this.dec.feed(ids)).slice();
+  }
+  async prefill(ids) {
+    await this.dec.feed(ids);
+  }
+  async next(ids, sampler) {
+    return sampler.sample(await this.dec.feed(ids));
+  }
+  close() {
+  }
+};
+var WebGpuBackend = class {
+  constructor(dec) {
+    this.dec = dec;
+  }
+  dec;
+  get graph() {
+    return this.dec.graph;
+  }
+  get context() {
+    return this.dec.context;
+  }
+  get position() {
+    return this.dec.position;
+  }
+  get chunk() {
+    return this.dec.maxRows;
+  }
+  get memoryBytes() {
+    return this.dec.memoryBytes;
+  }
+  reset() {
+    this.dec.reset();
+  }
+  forward(ids) {
+    return this.dec.feed(ids);
+  }
+  prefill(ids) {
+    return this.dec.prefill(ids);
+  }
+  async next(ids, sampler) {
+    const s = sampler.sampling, u = sampler.draws ? sampler.uniform() : 0;
+    const id = await this.dec.next(ids, { temperature: s.temperature, topK: Math.min(s.topK, this.dec.graph.vocab), topP: Math.fround(s.topP), u });
+    return id >= 0 ? id : sampler.pick(await this.dec.logits(), u);
+  }
+  close() {
+    this.dec.destroy();
+  }
+};
 var TextGenerator = class _TextGenerator {
+  /** `target: 'auto'`: which target it chose and why; null otherwise. */
+  choice = null;
   /** The webtune session whose kernels run the model (tuning, events, status). */
   webtune;
   manifest;
@@ -10878,7 +12022,7 @@ var TextGenerator = class _TextGenerator {
   constructor(init) {
     this.webtune = init.webtune;
     this.manifest = init.manifest;
-    this.decoder = init.decoder;
+    this.decoder = "memory" in init.decoder ? new WasmBackend2(init.decoder) : new WebGpuBackend(init.decoder);
     this.graph = init.decoder.graph;
     this.context = init.decoder.context;
     this.tokenizer = init.tokenizer;
@@ -10886,16 +12030,28 @@ var TextGenerator = class _TextGenerator {
     this.eog = new Set(init.manifest.special?.eog_ids ?? []);
     this.latency = init.report ? new LatencyLog(init.webtune.server, init.manifest.name, this.context) : null;
   }
+  /** The target running the model. */
+  get target() {
+    return this.decoder instanceof WebGpuBackend ? "webgpu" : "wasm";
+  }
+  /** WebGPU: dispatches of one decode step (the sampling included), as last run; null on Wasm or before the first step. */
+  get dispatchesPerToken() {
+    return this.decoder instanceof WebGpuBackend && this.decoder.dec.stats.dispatchesPerToken > 0 ? this.decoder.dec.stats.dispatchesPerToken : null;
+  }
   /**
    * Fetches the model's manifest, decoder graph, weights and tokenizer from
    * the server (each blob checked against its SHA-256 address), lays the
-   * model out in one Wasm memory, opens a webtune session on it and fetches
-   * the decode step's kernels (a prompt's prefill buckets are fetched on
-   * their first use).
+   * model out (Wasm: in one memory; WebGPU: in GPU buffers, the weights
+   * uploaded once), opens a webtune session of the target and fetches the
+   * decode step's kernels (a prompt's prefill buckets are fetched on their
+   * first use).
    */
   static async load(opts) {
     if (!opts || typeof opts.model !== "string" || !opts.model) throw new TypeError("TextGenerator.load: `model` must be a model name (GET /v1/models lists them)");
-    if (opts.target !== "wasm") throw new TypeError(`TextGenerator.load: target must be 'wasm', got ${String(opts.target)}`);
+    if (opts.target === "auto") return _TextGenerator.loadAuto(opts);
+    if (opts.target !== "wasm" && opts.target !== "webgpu") throw new TypeError(`TextGenerator.load: target must be 'wasm', 'webgpu' or 'auto', got ${String(opts.target)}`);
+    if (opts.target === "webgpu" && !opts.device && !globalThis.navigator?.gpu)
+      throw new Error("TextGenerator.load: WebGPU is not available here (no navigator.gpu): load with target 'wasm', or 'auto' to use WebGPU where it is");
     if (opts.context !== void 0 && !(Number.isInteger(opts.context) && opts.context >= 1))
       throw new RangeError(`TextGenerator.load: context must be a positive integer, got ${String(opts.context)}`);
     const server = (opts.server ?? globalThis.location?.origin ?? "").replace(/\/+$/, "");
@@ -10927,6 +12083,31 @@ var TextGenerator = class _TextGenerator {
     const tokJson = JSON.parse(new TextDecoder().decode(tokBytes));
     adaptTokenizer(tokJson);
     const tokenizer = new Tokenizer_default(tokJson, {});
+    const report = opts.report ?? true;
+    if (opts.target === "webgpu") {
+      const webtune2 = await Webtune.open({
+        server,
+        target: "webgpu",
+        device: opts.device,
+        adapter: opts.adapter,
+        tune: opts.tune ?? true,
+        budgetMs: opts.budgetMs,
+        cache: opts.cache,
+        maxCandidates: opts.maxCandidates
+      });
+      let decoder2 = null;
+      try {
+        decoder2 = await GpuDecoder.create({ device: webtune2.device, graph, tensors: manifest.tensors, weights, context });
+        const dec = decoder2;
+        dec.setKernels((op, shape) => webtune2.gpuKernel(op, shape));
+        await dec.kernels(1);
+      } catch (e) {
+        decoder2?.destroy();
+        webtune2.close();
+        throw e;
+      }
+      return new _TextGenerator({ webtune: webtune2, manifest, decoder: decoder2, tokenizer, report });
+    }
     const shared = threadsWanted(opts.threads).count > 1;
     const decoder = await GraphDecoder.create({
       graph,
@@ -10934,7 +12115,7 @@ var TextGenerator = class _TextGenerator {
       weights,
       context,
       shared,
-      fixed: fromBase642("AGFzbQEAAAABWgpgAXsBfWABewF7YAN/f38AYAZ/f39/f30AYAd/f39/f39/AGAJf39/f39/f39/AGAMf39/f39/f39/fX9/AGAEf39/fwBgBn9/f39/fwBgCH9/f39/f39/AAIPAQNlbnYGbWVtb3J5AgABAw0MAAECAwQFBgcCCAkIB2AKA2V4cAACB3Jtc25vcm0AAwRyb3BlAAQIa3Zfc3RvcmUABQlhdHRlbnRpb24ABgZzd2lnbHUABwNhZGQACAhlbWJlZF9xOAAJCGVtYmVkX3E0AAoJZW1iZWRfZjMyAAsK7BIMGQAgAP0fACAA/R8BkiAA/R8CIAD9HwOSkgugAwEEeyAA/QwAALBCAACwQgAAsEIAALBC/egB/QxPrK7CT6yuwk+srsJPrK7C/ekBIQAgAP0MO6q4PzuquD87qrg/O6q4P/3mAf0MAABASwAAQEsAAEBLAABAS/3kASEBIAH9DAAAQEsAAEBLAABASwAAQEv95QEhAiAAIAL9DACAMT8AgDE/AIAxPwCAMT/95gH95QEhAyADIAL9DIOAXjmDgF45g4BeOYOAXjn95gH95AEhA/0MZ2lQOWdpUDlnaVA5Z2lQOSAD/eYB/QzOQ7c6zkO3Os5DtzrOQ7c6/eQBIQQgBCAD/eYB/QwIiQg8CIkIPAiJCDwIiQg8/eQBIQQgBCAD/eYB/QzBqSo9wakqPcGpKj3BqSo9/eQBIQQgBCAD/eYB/Qyqqio+qqoqPqqqKj6qqio+/eQBIQQgBCAD/eYB/QwAAAA/AAAAPwAAAD8AAAA//eQBIQQgBCADIAP95gH95gEgA/3kAf0MAACAPwAAgD8AAIA/AACAP/3kASAB/Qx/AMC0fwDAtH8AwLR/AMC0/a4BQRf9qwH95gELLgECfyACQQJ0IQQDQCABIANqIAAgA2r9AAQAEAH9CwQAIANBEGoiAyAESQ0ACwvEAQIFfwN7IARBAnQhCAJAIANFDQADQCAAIAYgCGxqIQkgAiAGIAhsaiEK/QwAAAAAAAAAAAAAAAAAAAAAIQtBACEHA0AgCSAHav0ABAAhDCALIAwgDP3mAf3kASELIAdBEGoiByAISQ0AC0MAAIA/IAsQACAEs5UgBZKRlf0TIQ1BACEHA0AgCiAHaiAJIAdq/QAEACAN/eYBIAEgB2r9AAQA/eYB/QsEACAHQRBqIgcgCEkNAAsgBkEBaiIGIANJDQALCwv6AQIHfwR7IARBAnQhCSADIAlsIQoCQCABRQ0AA0AgACAHIAJBAnRsaiELIAUgBiAHaiAJbGohDEEAIQ0DQEEAIQgDQCALIA1qIAhq/QAEACEOIAwgCGr9AAQAIQ8gDyAP/Q0AAQIDAAECAwgJCgsICQoLIRAgDyAP/Q0EBQYHBAUGBwwNDg8MDQ4PIREgCyANaiAIaiAOIBD95gEgDiAO/Q0EBQYHAAECAwwNDg8ICQoLIBH9DAAAgL8AAIA/AACAvwAAgD/95gH95gH95AH9CwQAIAhBEGoiCCAJSQ0ACyANIAlqIg0gCkkNAAsgB0EBaiIHIAFJDQALCwtfAQR/IAVBAnQhDAJAIAFFDQADQCAAIAkgAmxBAnRqIQogCCAJaiAMbCELIAYgC2ogCiADQQJ0aiAM/AoAACAHIAtqIAogBEECdGogDPwKAAAgCUEBaiIJIAFJDQALCwuHBQQNfwF7An0EeyAFQQJ0IRIgBCASbCETIAMgBG4hFwJAIAFFDQADQCAIIAxqQQFqIRAgEEEDakF8cUECdCERQQAhDQNAIAAgDCACbEECdGogDSASbGohFCANIBduIBJsIRVDAACA/yEaQQAhDgNAIAYgDiATbGogFWohGP0MAAAAAAAAAAAAAAAAAAAAACEZQQAhDwNAIBkgFCAPav0ABAAgGCAPav0ABAD95gH95AEhGSAPQRBqIg8gEkkNAAsgGRAAIAmUIRsgCyAOQQJ0aiAbOAIAIBogG5chGiAOQQFqIg4gEEkNAAsgECEOAkADQCAOQQJ0IBFPDQEgCyAOQQJ0akPK8knxOAIAIA5BAWohDgwACwsgGv0TIR/9DAAAAAAAAAAAAAAAAAAAAAAhHEEAIQ8DQCALIA9q/QAEACAf/eUBEAEhHSAdIAsgD2r9AAQA/QwIj6HvCI+h7wiPoe8Ij6Hv/UT9TiEdIAsgD2ogHf0LBAAgHCAd/eQBIRwgD0EQaiIPIBFJDQALQwAAgD8gHBAAlf0TIR4gCiAMIAMgBWxsQQJ0aiANIBJsaiEWQQAhDwNAIBYgD2r9DAAAAAAAAAAAAAAAAAAAAAD9CwQAIA9BEGoiDyASSQ0AC0EAIQ4DQCAHIA4gE2xqIBVqIRggCyAOQQJ0av0JAgAhHUEAIQ8DQCAWIA9qIBYgD2r9AAQAIB0gGCAPav0ABAD95gH95AH9CwQAIA9BEGoiDyASSQ0ACyAOQQFqIg4gEEkNAAtBACEPA0AgFiAPaiAWIA9q/QAEACAe/eYB/QsEACAPQRBqIg8gEkkNAAsgDUEBaiINIANJDQALIAxBAWoiDCABSQ0ACwsLkgECBX8BeyACQQJ0IQYCQCABRQ0AA0AgACAEIAZBAXRsaiEHIAMgBCAGbGohCEEAIQUDQCAHIAVq/QAEACEJIAggBWogCf0MAACAPwAAgD8AAIA/AACAPyAJ/eEBEAH95AH95wEgByAGaiAFav0ABAD95gH9CwQAIAVBEGoiBSAGSQ0ACyAEQQFqIgQgAUkNAAsLC0ABAn8gAkECdCEEAkAgAkUNAANAIAAgA2ogACADav0ABAAgASADav0ABAD95AH9CwQAIANBEGoiAyAESQ0ACwsLuAECBn8CewJAIAFFDQADQCAAIAZBAnRqKAIAIQggAiAIIARsaiEJIAMgCCAEQQV2bEECdGohCiAFIAYgBGxBAnRqIQtBACEHA0AgCiAHQQV2QQJ0av0JAgAhDSAJIAdq/V0DAP2HASEMIAsgB0ECdGogDP2nAf36ASAN/eYB/QsEACALIAdBAnRBEGpqIAz9qAH9+gEgDf3mAf0LBAAgB0EIaiIHIARJDQALIAZBAWoiBiABSQ0ACwsL2AECCH8CfQJAIAFFDQADQCAAIAhBAnRqKAIAIQogAiAKIAZBAXZsaiELIAogBkEFdmxBAnQhDCAHIAggBmxBAnRqIQ1BACEJA0AgAyAMaiAJQQV2QQJ0aioCACEQIAUEfSAEIAxqIAlBBXZBAnRqKgIABSAQQwAAAMGUCyERIAsgCUEBdmooAgAhDkEAIQ8DQCANIAkgD2pBAnRqIBAgDiAPQQJ0dkEPcbOUIBGSOAIAIA9BAWoiD0EISQ0ACyAJQQhqIgkgBkkNAAsgCEEBaiIIIAFJDQALCwtrAQV/IANBAnQhCgJAIAFFDQADQCAAIAZBAnRqKAIAIQggBSAGIARsQQJ0aiEJQQAhBwNAIAkgB0ECdGogAiAIQQJ0aiAHIApsaioCADgCACAHQQFqIgcgBEkNAAsgBkEBaiIGIAFJDQALCws=")
+      fixed: fromBase642("AGFzbQEAAAABWgpgAXsBfWABewF7YAN/f38AYAZ/f39/f30AYAd/f39/f39/AGAJf39/f39/f39/AGAMf39/f39/f39/fX9/AGAEf39/fwBgBn9/f39/fwBgCH9/f39/f39/AAIPAQNlbnYGbWVtb3J5AgABAw0MAAECAwQFBgcCCAkIB2AKA2V4cAACB3Jtc25vcm0AAwRyb3BlAAQIa3Zfc3RvcmUABQlhdHRlbnRpb24ABgZzd2lnbHUABwNhZGQACAhlbWJlZF9xOAAJCGVtYmVkX3E0AAoJZW1iZWRfZjMyAAsK9BMMGQAgAP0fACAA/R8BkiAA/R8CIAD9HwOSkgugAwEEeyAA/QwAALBCAACwQgAAsEIAALBC/egB/QxPrK7CT6yuwk+srsJPrK7C/ekBIQAgAP0MO6q4PzuquD87qrg/O6q4P/3mAf0MAABASwAAQEsAAEBLAABAS/3kASEBIAH9DAAAQEsAAEBLAABASwAAQEv95QEhAiAAIAL9DACAMT8AgDE/AIAxPwCAMT/95gH95QEhAyADIAL9DIOAXjmDgF45g4BeOYOAXjn95gH95AEhA/0MZ2lQOWdpUDlnaVA5Z2lQOSAD/eYB/QzOQ7c6zkO3Os5DtzrOQ7c6/eQBIQQgBCAD/eYB/QwIiQg8CIkIPAiJCDwIiQg8/eQBIQQgBCAD/eYB/QzBqSo9wakqPcGpKj3BqSo9/eQBIQQgBCAD/eYB/Qyqqio+qqoqPqqqKj6qqio+/eQBIQQgBCAD/eYB/QwAAAA/AAAAPwAAAD8AAAA//eQBIQQgBCADIAP95gH95gEgA/3kAf0MAACAPwAAgD8AAIA/AACAP/3kASAB/Qx/AMC0fwDAtH8AwLR/AMC0/a4BQRf9qwH95gELLgECfyACQQJ0IQQDQCABIANqIAAgA2r9AAQAEAH9CwQAIANBEGoiAyAESQ0ACwvEAQIFfwN7IARBAnQhCAJAIANFDQADQCAAIAYgCGxqIQkgAiAGIAhsaiEK/QwAAAAAAAAAAAAAAAAAAAAAIQtBACEHA0AgCSAHav0ABAAhDCALIAwgDP3mAf3kASELIAdBEGoiByAISQ0AC0MAAIA/IAsQACAEs5UgBZKRlf0TIQ1BACEHA0AgCiAHaiAJIAdq/QAEACAN/eYBIAEgB2r9AAQA/eYB/QsEACAHQRBqIgcgCEkNAAsgBkEBaiIGIANJDQALCwv6AQIHfwR7IARBAnQhCSADIAlsIQoCQCABRQ0AA0AgACAHIAJBAnRsaiELIAUgBiAHaiAJbGohDEEAIQ0DQEEAIQgDQCALIA1qIAhq/QAEACEOIAwgCGr9AAQAIQ8gDyAP/Q0AAQIDAAECAwgJCgsICQoLIRAgDyAP/Q0EBQYHBAUGBwwNDg8MDQ4PIREgCyANaiAIaiAOIBD95gEgDiAO/Q0EBQYHAAECAwwNDg8ICQoLIBH9DAAAgL8AAIA/AACAvwAAgD/95gH95gH95AH9CwQAIAhBEGoiCCAJSQ0ACyANIAlqIg0gCkkNAAsgB0EBaiIHIAFJDQALCwtfAQR/IAVBAnQhDAJAIAFFDQADQCAAIAkgAmxBAnRqIQogCCAJaiAMbCELIAYgC2ogCiADQQJ0aiAM/AoAACAHIAtqIAogBEECdGogDPwKAAAgCUEBaiIJIAFJDQALCwuPBgQRfwF7An0EeyAFQQJ0IRMgBCATbCEUIAMgBG4hGAJAIAFFDQADQCAIIAxqQQFqIREgEUEDakF8cUECdCESIAAgDCACbEECdGohGiAKIAwgAyAFbGxBAnRqIRtBACENA0AgDSATbCEWQQAhDwNAIAYgDyAUbGogFmohGUEAIQ4DQCAaIA0gGGwgDmogE2xqIRX9DAAAAAAAAAAAAAAAAAAAAAAhHUEAIRADQCAdIBUgEGr9AAQAIBkgEGr9AAQA/eYB/eQBIR0gEEEQaiIQIBNJDQALIAsgDiASbGogD0ECdGogHRAAIAmUOAIAIA5BAWoiDiAYSQ0ACyAPQQFqIg8gEUkNAAtBACEOA0AgCyAOIBJsaiEcQwAAgP8hHkEAIQ8DQCAeIBwgD0ECdGoqAgCXIR4gD0EBaiIPIBFJDQALIBEhDwJAA0AgD0ECdCASTw0BIBwgD0ECdGpDyvJJ8TgCACAPQQFqIQ8MAAsLIB79EyEj/QwAAAAAAAAAAAAAAAAAAAAAISBBACEQA0AgHCAQav0ABAAgI/3lARABISEgISAcIBBq/QAEAP0MCI+h7wiPoe8Ij6HvCI+h7/1E/U4hISAcIBBqICH9CwQAICAgIf3kASEgIBBBEGoiECASSQ0AC0MAAIA/ICAQAJX9EyEiQQAhEANAIBwgEGogHCAQav0ABAAgIv3mAf0LBAAgEEEQaiIQIBJJDQALIBsgDSAYbCAOaiATbGohF0EAIRADQCAXIBBq/QwAAAAAAAAAAAAAAAAAAAAA/QsEACAQQRBqIhAgE0kNAAsgDkEBaiIOIBhJDQALQQAhDwNAIAcgDyAUbGogFmohGUEAIQ4DQCAbIA0gGGwgDmogE2xqIRcgCyAOIBJsaiAPQQJ0av0JAgAhIUEAIRADQCAXIBBqIBcgEGr9AAQAICEgGSAQav0ABAD95gH95AH9CwQAIBBBEGoiECATSQ0ACyAOQQFqIg4gGEkNAAsgD0EBaiIPIBFJDQALIA1BAWoiDSAESQ0ACyAMQQFqIgwgAUkNAAsLC5IBAgV/AXsgAkECdCEGAkAgAUUNAANAIAAgBCAGQQF0bGohByADIAQgBmxqIQhBACEFA0AgByAFav0ABAAhCSAIIAVqIAn9DAAAgD8AAIA/AACAPwAAgD8gCf3hARAB/eQB/ecBIAcgBmogBWr9AAQA/eYB/QsEACAFQRBqIgUgBkkNAAsgBEEBaiIEIAFJDQALCwtAAQJ/IAJBAnQhBAJAIAJFDQADQCAAIANqIAAgA2r9AAQAIAEgA2r9AAQA/eQB/QsEACADQRBqIgMgBEkNAAsLC7gBAgZ/AnsCQCABRQ0AA0AgACAGQQJ0aigCACEIIAIgCCAEbGohCSADIAggBEEFdmxBAnRqIQogBSAGIARsQQJ0aiELQQAhBwNAIAogB0EFdkECdGr9CQIAIQ0gCSAHav1dAwD9hwEhDCALIAdBAnRqIAz9pwH9+gEgDf3mAf0LBAAgCyAHQQJ0QRBqaiAM/agB/foBIA395gH9CwQAIAdBCGoiByAESQ0ACyAGQQFqIgYgAUkNAAsLC9gBAgh/An0CQCABRQ0AA0AgACAIQQJ0aigCACEKIAIgCiAGQQF2bGohCyAKIAZBBXZsQQJ0IQwgByAIIAZsQQJ0aiENQQAhCQNAIAMgDGogCUEFdkECdGoqAgAhECAFBH0gBCAMaiAJQQV2QQJ0aioCAAUgEEMAAADBlAshESALIAlBAXZqKAIAIQ5BACEPA0AgDSAJIA9qQQJ0aiAQIA4gD0ECdHZBD3GzlCARkjgCACAPQQFqIg9BCEkNAAsgCUEIaiIJIAZJDQALIAhBAWoiCCABSQ0ACwsLawEFfyADQQJ0IQoCQCABRQ0AA0AgACAGQQJ0aigCACEIIAUgBiAEbEECdGohCUEAIQcDQCAJIAdBAnRqIAIgCEECdGogByAKbGoqAgA4AgAgB0EBaiIHIARJDQALIAZBAWoiBiABSQ0ACwsL")
     });
     const webtune = await Webtune.open({
       server,
@@ -10945,7 +12126,8 @@ var TextGenerator = class _TextGenerator {
       threads: opts.threads,
       budgetMs: opts.budgetMs,
       cache: opts.cache,
-      maxCandidates: opts.maxCandidates
+      maxCandidates: opts.maxCandidates,
+      policy: opts.policy
     });
     try {
       decoder.setKernels((op, shape) => webtune.wasmKernel(op, shape));
@@ -10954,7 +12136,80 @@ var TextGenerator = class _TextGenerator {
       webtune.close();
       throw e;
     }
-    return new _TextGenerator({ webtune, manifest, decoder, tokenizer, report: opts.report ?? true });
+    return new _TextGenerator({ webtune, manifest, decoder, tokenizer, report });
+  }
+  /**
+   * `target: 'auto'`. The plan is asked with a WebGPU session's device key
+   * (the GPU is what tells devices apart for this choice) at batch 1 and
+   * `autoLength` positions, before any weights are fetched. With no plan,
+   * both targets are loaded, each feeds the same prompt of about
+   * `autoLength` − 6 tokens and then times 5 decode steps (greedy, after one
+   * untimed), both medians are reported through that session, and the
+   * faster is kept.
+   */
+  static async loadAuto(opts) {
+    const server = (opts.server ?? globalThis.location?.origin ?? "").replace(/\/+$/, "");
+    const want = Math.max(16, Math.floor(opts.autoLength ?? 128));
+    const seq = Math.max(64, 2 ** Math.ceil(Math.log2(want)));
+    let probe;
+    try {
+      if (!opts.device && !globalThis.navigator?.gpu) throw new Error("no navigator.gpu");
+      probe = await Webtune.open({ server, target: "webgpu", device: opts.device, adapter: opts.adapter, tune: false, cache: false });
+    } catch (e) {
+      const wasm = await _TextGenerator.load({ ...opts, target: "wasm" });
+      wasm.choice = { target: "wasm", how: "no-webgpu", reason: `WebGPU did not open: ${e instanceof Error ? e.message : e}`, seq_len: seq };
+      return wasm;
+    }
+    const device = probe.device;
+    const one = (target) => _TextGenerator.load({ ...opts, target, device: target === "webgpu" ? device : void 0 });
+    try {
+      const plan = await fetchPlan(server, opts.model, probe.session.device_key, 1, seq).catch((e) => ({ target: null, reason: String(e) }));
+      if (plan.target) {
+        const gen = await one(plan.target);
+        gen.choice = { target: plan.target, how: "plan", reason: plan.reason ?? "", seq_len: seq };
+        return gen;
+      }
+      const gpu = await one("webgpu");
+      let wasm;
+      try {
+        wasm = await one("wasm");
+      } catch (e) {
+        gpu.close();
+        throw e;
+      }
+      const steps = 6;
+      const prompt = Array.from({ length: Math.max(1, Math.min(want, gpu.context) - steps - 1) }, (_, i) => 1 + i % Math.max(1, gpu.graph.vocab - 1));
+      const time = async (g) => {
+        const dec = g.decoder, sampler = new Sampler({ temperature: 0, topK: 0, topP: 1, seed: 0n });
+        dec.reset();
+        let tok = await dec.next(prompt, sampler);
+        const ms2 = [];
+        for (let i = 0; i < steps; i++) {
+          const t0 = performance.now();
+          tok = await dec.next([tok], sampler);
+          if (i > 0) ms2.push(performance.now() - t0);
+        }
+        dec.reset();
+        return median(ms2);
+      };
+      const ms = { webgpu: await time(gpu), wasm: await time(wasm) };
+      const faster = ms.wasm <= ms.webgpu ? "wasm" : "webgpu";
+      const log = new LatencyLog(server, opts.model, gpu.context);
+      for (const target of ["wasm", "webgpu"])
+        await log.report({ session_id: probe.session.session_id, target, batch: 1, seq_len: seq, median_ms: ms[target], runs: steps - 1 });
+      const [keep, drop] = faster === "wasm" ? [wasm, gpu] : [gpu, wasm];
+      drop.close();
+      keep.choice = {
+        target: faster,
+        how: "measured",
+        ms,
+        seq_len: seq,
+        reason: `no plan for this device class yet (${plan.reason ?? "none"}); measured a decode step: wasm ${ms.wasm.toFixed(2)} ms, webgpu ${ms.webgpu.toFixed(2)} ms`
+      };
+      return keep;
+    } finally {
+      probe.close();
+    }
   }
   /** The prompt's token ids as `generate` feeds them (BOS first when the manifest says `add_bos`). */
   tokenize(text) {
@@ -11003,7 +12258,23 @@ var TextGenerator = class _TextGenerator {
     const release = await this.lock();
     try {
       if (reset) this.decoder.reset();
-      return (await this.decoder.feed(ids)).slice();
+      return await this.decoder.forward(ids);
+    } finally {
+      release();
+    }
+  }
+  /**
+   * Low level: feeds `ids` (with `reset`, from position 0) and returns the
+   * greedy next token, whatever it is (end-of-generation ids included), e.g.
+   * to run a fixed number of decode steps. On WebGPU its id is all that is
+   * read back.
+   */
+  async nextToken(ids, { reset = false } = {}) {
+    if (!Array.isArray(ids)) throw new TypeError("nextToken: ids must be an array of token ids");
+    const release = await this.lock();
+    try {
+      if (reset) this.decoder.reset();
+      return await this.decoder.next(ids, new Sampler({ temperature: 0, topK: 0, topP: 1, seed: 0n }));
     } finally {
       release();
     }
@@ -11012,7 +12283,7 @@ var TextGenerator = class _TextGenerator {
   get position() {
     return this.decoder.position;
   }
-  /** Bytes of Wasm memory the model uses. */
+  /** Bytes of memory the model uses: the Wasm memory, or on WebGPU its GPU buffers. */
   get memoryBytes() {
     return this.decoder.memoryBytes;
   }
@@ -11021,7 +12292,9 @@ var TextGenerator = class _TextGenerator {
     return this.webtune.idle(budgetMs);
   }
   close() {
+    if (this.closed) return;
     this.closed = true;
+    this.decoder.close();
     this.webtune.close();
   }
   /** Waits for the generation in flight, if any; resolves with the release of the next turn. */
@@ -11055,8 +12328,10 @@ var TextGenerator = class _TextGenerator {
         return;
       }
       dec.reset();
-      const chunk = dec.layout.maxRows;
+      const sampler = new Sampler({ temperature: o.temperature, topK: o.topK, topP: o.topP, seed: o.seed });
+      const chunk = dec.chunk;
       const t0 = performance.now();
+      let tok = -1;
       for (let at = 0; at < ids.length; at += chunk) {
         if (at > 0) {
           await nextTask2();
@@ -11065,15 +12340,13 @@ var TextGenerator = class _TextGenerator {
             return;
           }
         }
-        await dec.feed(ids.slice(at, at + chunk));
+        if (at + chunk < ids.length) await dec.prefill(ids.slice(at, at + chunk));
+        else tok = await dec.next(ids.slice(at), sampler);
       }
       stats.prefillMs = performance.now() - t0;
-      let logits = dec.logits();
-      const sampler = new Sampler({ temperature: o.temperature, topK: o.topK, topP: o.topP, seed: o.seed });
       const text = new TextStream((x) => this.decode(x));
       const stops = new StopFilter(o.stop);
       for (; ; ) {
-        const tok = sampler.sample(logits);
         if (this.eog.has(tok)) {
           stats.finish = "eog";
           break;
@@ -11095,13 +12368,13 @@ var TextGenerator = class _TextGenerator {
           break;
         }
         const s0 = performance.now();
-        logits = await dec.feed([tok]);
+        tok = await dec.next([tok], sampler);
         const ms = performance.now() - s0;
         stats.stepMs.push(ms);
         stats.decodeMs += ms;
         if (this.latency) {
           const seq = Math.min(Math.max(64, 2 ** Math.ceil(Math.log2(dec.position))), this.context);
-          void this.latency.add(this.webtune.session.session_id, "wasm", 1, seq, ms);
+          void this.latency.add(this.webtune.session.session_id, this.target, 1, seq, ms);
         }
       }
       const { out, stopped } = stops.push(text.flush());
@@ -11118,6 +12391,7 @@ var TextGenerator = class _TextGenerator {
   }
 };
 export {
+  AUTO_SLICE_MAX_MS,
   DEFAULT_CONTEXT,
   DEFAULT_MAX_TOKENS,
   GpuKernel,

@@ -59,6 +59,7 @@ const DIST: &[(&str, &str)] = &[
     dist!("bundle.d.ts"),
     dist!("index.d.ts"),
     dist!("decoder.d.ts"),
+    dist!("decoder-gpu.d.ts"),
     dist!("sampler.d.ts"),
     dist!("text-generator.d.ts"),
 ];

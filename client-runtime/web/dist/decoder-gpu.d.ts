@@ -1,0 +1,151 @@
+import { type DecoderGraph, type DecoderTensor } from './decoder.js';
+/** A tuned product as the backend records it (a `GpuKernel` of webtune.ts is one). */
+export interface GpuProduct {
+    /** The layout of the op's bind group 0 (arguments in ABI order): bind groups made with it survive swaps. */
+    readonly bindGroupLayout: GPUBindGroupLayout;
+    /** Dispatches `dispatch` records (2 for split-K across workgroups). */
+    readonly passes: number;
+    /** Records the kernel (its current pipeline: swaps apply to the next run). */
+    dispatch(pass: GPUComputePassEncoder, group: GPUBindGroup): void;
+}
+/** Gives the kernel of a product (`op`, `[M, K, N]`); called once per product. */
+export type GpuKernelSource = (op: string, shape: number[]) => Promise<GpuProduct>;
+/** How the next token is picked on the GPU (sampler.ts's rule; `u` the sampler's draw, unused at temperature 0). */
+export interface GpuSampling {
+    temperature: number;
+    topK: number;
+    topP: number;
+    u: number;
+}
+export interface GpuDecoderInit {
+    device: GPUDevice;
+    graph: DecoderGraph;
+    tensors: DecoderTensor[];
+    /** The bundle's weights blob. */
+    weights: ArrayBuffer;
+    /** Positions the caches hold (at most the graph's context). */
+    context: number;
+    /** The fixed kernels' WGSL (default: decoder-kernels.wgsl as built into webtune.js). */
+    wgsl?: string;
+    /** Run adjacent steps as one dispatch where `fusions` finds them. Default true. */
+    fuse?: boolean;
+}
+/** What the backend has done, for benchmarks and the latency chart. */
+export interface GpuDecoderStats {
+    /** Dispatches of one decode step (bucket 1, the sampling included); 0 before the first. */
+    dispatchesPerToken: number;
+    /** Runs (one submit each) and tokens fed so far. */
+    submits: number;
+    tokens: number;
+    /** Tokens the GPU could not sample (the host sampled from the read-back logits). */
+    hostSampled: number;
+}
+/**
+ * Steps that run as one dispatch, by the index of the first of two: an
+ * `add` and the `rms_norm` of the same buffer after it (`add_rms_norm`);
+ * a `rope` and the `kv_store` of the same rows after it, the keys inside
+ * the turned heads and the values outside them (`rope_kv`). The fused
+ * kernels do the two steps' arithmetic.
+ */
+export declare function fusions(graph: DecoderGraph): Map<number, 'add_rms_norm' | 'rope_kv'>;
+/** One recorded dispatch: a tuned product, or a fixed kernel on its grid; `perT` for a product reading the last of T token rows. */
+type Dispatch = {
+    kernel: GpuProduct;
+    group: GPUBindGroup;
+    perT?: (t: number) => GPUBindGroup;
+} | {
+    pipeline: GPUComputePipeline;
+    group: GPUBindGroup;
+    grid: [number, number];
+};
+interface Bucket {
+    m: number;
+    steps: Dispatch[];
+}
+/**
+ * Checks what the WebGPU backend needs beyond `checkGraph`: a dispatch never
+ * writes a buffer it also reads from another binding, attention's group and
+ * head sizes fit its kernel, and a product reading the last of a run's token
+ * rows reads it at a bindable offset. Throws one line.
+ */
+export declare function checkGpuGraph(graph: DecoderGraph): void;
+/** The rotary table of `context` positions (decoder.ts's values: f64, rounded to f32). */
+export declare function ropeTable(context: number, headDim: number, theta: number): Float32Array<ArrayBuffer>;
+/**
+ * A decoder graph on a GPUDevice: `create` uploads the weights and builds
+ * the fixed pipelines; `setKernels` names where the tuned products come
+ * from; `feed` runs tokens and reads the logits back, `next` runs them and
+ * samples the next token on the GPU.
+ */
+export declare class GpuDecoder {
+    private pipelines;
+    private owned;
+    private parts;
+    private buffers;
+    private caches;
+    private rope;
+    private stepParams;
+    private stepSlot;
+    private fused;
+    private runParams;
+    private ids;
+    private token;
+    private tokenRead;
+    private logitsRead;
+    readonly graph: DecoderGraph;
+    readonly device: GPUDevice;
+    /** Positions the caches hold. */
+    readonly context: number;
+    /** The largest bucket: a run's most tokens. */
+    readonly maxRows: number;
+    readonly stats: GpuDecoderStats;
+    private kernelsOf;
+    private buckets;
+    private ready;
+    private made;
+    private pos;
+    private lost;
+    private closed;
+    private runHost;
+    private constructor();
+    /** Checks the graph, uploads the weights, the rotary table and the steps' parameters, and builds the fixed pipelines. */
+    static create(init: GpuDecoderInit): Promise<GpuDecoder>;
+    /** Where the tuned products come from (before the first run). */
+    setKernels(source: GpuKernelSource): void;
+    /** Positions in the caches so far. */
+    get position(): number;
+    /** Forgets the caches' contents: the next run starts at position 0. */
+    reset(): void;
+    /** Bytes of GPU memory the model holds (weights, activations, caches). */
+    get memoryBytes(): number;
+    /** Makes bucket `m`'s kernels (every product a run in it calls) and bind groups, once. */
+    kernels(m: number): Promise<Bucket>;
+    /** Checks a run of `tokens` would fit: ids in the vocabulary and positions in the context. Throws one line. */
+    check(tokens: ArrayLike<number>): void;
+    /** Feeds `tokens` and returns a copy of the logits after the last one. */
+    feed(tokens: ArrayLike<number>): Promise<Float32Array>;
+    /** Feeds `tokens` without reading anything back (a prompt's chunks before its last); resolves when submitted. */
+    prefill(tokens: ArrayLike<number>): Promise<void>;
+    /**
+     * Feeds `tokens` and samples the next token on the GPU (the one read-back:
+     * its id); -1 when the GPU could not (more ids carry weight than its
+     * sampler holds, with no top-k to bound them): then `logits()` has what
+     * the host samples from, with the same draw.
+     */
+    next(tokens: ArrayLike<number>, sampling: GpuSampling): Promise<number>;
+    /** A copy of the latest run's logits, read back from the GPU. */
+    logits(): Promise<Float32Array>;
+    /** Frees every buffer; the device stays the app's. */
+    destroy(): void;
+    private readToken;
+    private mapped;
+    /** Runs `tokens` in chunks of the largest bucket (one submit each); samples after the last where `sampling`. */
+    private runAll;
+    /** One run: parameters and ids written, every step recorded into one pass, one submit. */
+    private run;
+    private sampleBind;
+    private sampleGroup;
+    private fixedGroup;
+    private makeBucket;
+}
+export {};
