@@ -23,7 +23,7 @@
 # binaries (webtune, report_load, bare_axum) come from BINS, by default
 # devbin/ where it holds them, else target/release (bare_axum under
 # examples/); PostgreSQL from PGBIN, else from devbin/pg-portable.tar.xz
-# (../shared/tools/pg-portable/build.sh's bundle, unpacked once into
+# (scripts/bench/pg-portable.sh's bundle, unpacked once into
 # /tmp/webtune-pg-portable; it brings wrk too), else the system's (see
 # scripts/postgres.sh, which runs it as a plain user when this runs as
 # root). To prepare devbin/ here (about 45 MB):
@@ -31,7 +31,7 @@
 #   cargo build --release -p webtune-research --bin report_load
 #   mkdir -p devbin && cp target/release/webtune target/release/report_load \
 #     target/release/examples/bare_axum devbin/ && strip devbin/webtune devbin/report_load devbin/bare_axum
-#   ../shared/tools/pg-portable/build.sh devbin/pg-portable.tar.xz
+#   scripts/bench/pg-portable.sh devbin/pg-portable.tar.xz
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 n="${1:-10000}"
