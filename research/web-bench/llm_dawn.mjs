@@ -194,7 +194,7 @@ async function main() {
   const { usEach, gbs } = await probes(device, o);
   const weightBytes = gen.manifest.weights.bytes;
   const kvCols = gen.graph.caches.reduce((a, c) => a + c.cols, 0);
-  for (const [label, p] of [['128', prompt], ['1024', long]]) {
+  for (const p of [prompt, long]) {
     const rates = [];
     let ms = 0;
     for (let r = 0; r < o.rounds; r++) {
@@ -211,8 +211,8 @@ async function main() {
     // A step at the run's middle position reads the weights and the caches up to it.
     const bytes = weightBytes + (p.length + o.steps / 2) * kvCols * 4;
     const bwMs = (bytes / (gbs * 1e9)) * 1000, dispMs = (dispatches * usEach) / 1000;
-    line('decode', { context: Number(label), prompt: p.length, steps: o.steps, tokens_per_s: rate, ms_per_token: stepMs, last_round_ms: ms, dispatches_per_token: dispatches, rounds: rates });
-    line('floor', { context: Number(label), bytes_per_token: bytes, bandwidth_ms: bwMs, dispatch_ms: dispMs, floor_ms: Math.max(bwMs, dispMs), fraction_of_floor: Math.max(bwMs, dispMs) / stepMs });
+    line('decode', { context: p.length, prompt: p.length, steps: o.steps, tokens_per_s: rate, ms_per_token: stepMs, last_round_ms: ms, dispatches_per_token: dispatches, rounds: rates });
+    line('floor', { context: p.length, bytes_per_token: bytes, bandwidth_ms: bwMs, dispatch_ms: dispMs, floor_ms: Math.max(bwMs, dispMs), fraction_of_floor: Math.max(bwMs, dispMs) / stepMs });
   }
   gen.close();
   device.destroy();
