@@ -340,7 +340,7 @@ fn duel<'a>(c: &'a str, i: &'a str, q: usize, policy: &VotePolicy, ev: &Evidence
 /// answers only until one session disagrees with it (then no kernel has a
 /// majority and the caller falls back to its prediction), and the quorum's
 /// election replaces it either way. `None` with no voter, or no majority.
-pub fn provisional<'a>(standings: &'a [Standing], voters: usize) -> Option<&'a Standing> {
+pub fn provisional(standings: &[Standing], voters: usize) -> Option<&Standing> {
     standings
         .iter()
         .filter(|t| t.flagged_by == 0 && t.sessions > 0 && 2 * t.sessions > voters)
