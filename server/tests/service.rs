@@ -339,3 +339,38 @@ async fn a_new_device_class_gets_the_kernel_its_lite_space_predicts() {
     let portable = best(&http, &old.url, "", "matmul", "128,256,256", "wgsl").await;
     assert_eq!((b["source"].as_str(), &b["meta"]["sha256"]), (Some("portable"), &portable["meta"]["sha256"]), "{b}");
 }
+
+/// The GGUF formats' ops (`matmul_q4_1`, `matmul_q8_0`) have WGSL kernels:
+/// a WebGPU session gets a queue of them and a predicted first kernel whose
+/// text validates and binds the op's arguments in ABI order (A, W, D, Mn,
+/// C; A, W, D, C); matmul_i16 on WGSL stays a 400 that says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gguf_ops_are_served_for_webgpu() {
+    let srv = Server::start(&sqlite_url(), &[]);
+    let http = client();
+    let (s, v) = open_session(&http, &srv.url, &gpu_fingerprint("NVIDIA", "hopper", "H100 80GB HBM3")).await;
+    let key = v["device_key"].as_str().unwrap();
+    for (op, shape, args) in [
+        ("matmul_q4_1", "1,576,960", vec!["A", "W", "D", "Mn", "C"]),
+        ("matmul_q8_0", "1,576,49152", vec!["A", "W", "D", "C"]),
+        ("matmul_q4_1", "64,576,1536", vec!["A", "W", "D", "Mn", "C"]),
+    ] {
+        let q = queue(&http, &srv.url, &s, op, shape, "wgsl").await;
+        assert!(!q.is_empty(), "{op} {shape}: an empty queue");
+        let b = best(&http, &srv.url, key, op, shape, "wgsl").await;
+        let names: Vec<&str> = b["meta"]["args"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
+        assert_eq!(names, args, "{op}: {b}");
+        assert_eq!(b["meta"]["target"], "wgsl");
+        let text = http.get(format!("{}{}", srv.url, b["url"].as_str().unwrap())).send().await.unwrap().text().await.unwrap();
+        webtune_compiler::wgsl::validate(&text).unwrap_or_else(|e| panic!("{op} {shape}: {e}"));
+        assert_eq!(text.matches("@group(0) @binding(").count(), args.len(), "{op}: {text}");
+    }
+    let r = http
+        .get(format!("{}/v1/kernels/best", srv.url))
+        .query(&[("device_key", key), ("op", "matmul_i16"), ("shape", "1,64,64"), ("target", "wgsl")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("runs on wasm only"));
+}

@@ -875,7 +875,9 @@ impl Mm<'_> {
             let half = self.s.f16_acc;
             let nibble = Nibble::for_format(self.f(), fmt, half);
             // Q8_0: each word's bytes made unsigned once (q + 128).
-            let regs: Vec<(Handle<Var>, Handle<Var>, Option<Handle<Var>>)> = if fmt == Format::Q8_0 {
+            // Per column: its word, scale and Q4_1 minimum.
+            type Regs = Vec<(Handle<Var>, Handle<Var>, Option<Handle<Var>>)>;
+            let regs: Regs = if fmt == Format::Q8_0 {
                 regs.into_iter()
                     .map(|(wtv, st, mt)| {
                         let ub = self.g.fresh("ub", Ty::I32);

@@ -1,5 +1,12 @@
 //! `matmul_q4` for the GPU (WGSL): the matrix-vector family used for decode
-//! (M = 1), which also computes any M exactly.
+//! (M = 1), which also computes any M exactly. The same kernel computes the
+//! GGUF formats `matmul_q4_1` and `matmul_q8_0` ([`Format`]): a Q4_1 nibble
+//! is unsigned (2^23 alone is taken away) and each unit adds its block's
+//! minimum times the unit's sum of A (`acc += D·Σ q·a + Mn·Σ a`, the sum of
+//! A once per row and unit); a Q8_0 word holds four signed bytes, made
+//! unsigned (`q + 128`, [`flip_bytes`]) and unpacked two per 16-bit half
+//! like the nibbles (positions `p` of 8 bits, factor 256^p), so a unit of
+//! four words is half a scale block.
 //!
 //! ```text
 //! workgroup (group_id.x, group_id.y) = (y1 outputs, x0 rows)
@@ -616,7 +623,9 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         // the end. Per unit u of a step and output j: the raw load and its
         // scale, current and next.
         let raw_ty = if vec == 4 { Ty::U32x4 } else { Ty::I32 };
-        let mut stage = |pre: &str| -> Vec<Vec<(Var, (Var, Option<Var>))>> {
+        // Per unit and output: the raw load, its scale and Q4_1's minimum.
+        type Staged = Vec<Vec<(Var, (Var, Option<Var>))>>;
+        let mut stage = |pre: &str| -> Staged {
             (0..per_iter)
                 .map(|u| {
                     (0..y0)
