@@ -4,7 +4,7 @@
 //! is unsigned (2^23 alone is taken away) and each unit adds its block's
 //! minimum times the unit's sum of A (`acc += D·Σ q·a + Mn·Σ a`, the sum of
 //! A once per row and unit); a Q8_0 word holds four signed bytes, made
-//! unsigned (`q + 128`, [`flip_bytes`]) and unpacked two per 16-bit half
+//! unsigned (`q + 128`, `flip_bytes`) and unpacked two per 16-bit half
 //! like the nibbles (positions `p` of 8 bits, factor 256^p), so a unit of
 //! four words is half a scale block.
 //!
