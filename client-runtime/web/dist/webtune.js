@@ -7082,7 +7082,7 @@ var Webtune = class _Webtune extends EventTarget {
     if (opts.target === "webgpu") {
       if (!globalThis.navigator?.gpu) throw new Error("WebGPU is not available in this browser");
       adapter = opts.adapter ?? await navigator.gpu.requestAdapter();
-      if (!adapter) throw new Error("no WebGPU adapter");
+      if (!adapter) throw new Error("no WebGPU adapter (navigator.gpu.requestAdapter() answered null): load with target 'wasm', or 'auto' to use WebGPU where it is");
       const wanted = ["timestamp-query", "subgroups", "shader-f16"];
       device = opts.device ?? await adapter.requestDevice({
         requiredFeatures: wanted.filter((f) => adapter.features.has(f))

@@ -540,7 +540,7 @@ export class Webtune extends EventTarget {
     if (opts.target === 'webgpu') {
       if (!globalThis.navigator?.gpu) throw new Error('WebGPU is not available in this browser');
       adapter = opts.adapter ?? (await navigator.gpu.requestAdapter());
-      if (!adapter) throw new Error('no WebGPU adapter');
+      if (!adapter) throw new Error("no WebGPU adapter (navigator.gpu.requestAdapter() answered null): load with target 'wasm', or 'auto' to use WebGPU where it is");
       // Timestamps, subgroup operations and f16, where the adapter has them.
       const wanted = ['timestamp-query', 'subgroups', 'shader-f16'] as GPUFeatureName[];
       device = opts.device ?? (await adapter.requestDevice({

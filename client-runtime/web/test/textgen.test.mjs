@@ -339,6 +339,7 @@ test('bad inputs: empty prompt, a prompt over the context, maxTokens 0 and huge,
       stop: await err(() => drain(gen.generate('Hello', { stop: [''] }))),
       chatBad: await err(() => drain(gen.chat('hi'))),
       noModel: await err(() => window.wt.TextGenerator.load({ model: 'no-such-model', target: 'wasm' })),
+      badTarget: await err(() => window.wt.TextGenerator.load({ model: name, target: 'cuda' })),
       webgpu: await err(() => window.wt.TextGenerator.load({ model: name, target: 'webgpu' })),
       bigContext: await err(() => window.wt.TextGenerator.load({ model: name, target: 'wasm', context: 10 ** 6 })),
     };
@@ -359,7 +360,9 @@ test('bad inputs: empty prompt, a prompt over the context, maxTokens 0 and huge,
   assert.match(r.stop, /^TypeError: stop must be/);
   assert.match(r.chatBad, /^TypeError: chat: messages must be an array/);
   assert.match(r.noModel, /^Error: model "no-such-model" is not on/);
-  assert.match(r.webgpu, /^TypeError: TextGenerator.load: target must be 'wasm'/);
+  assert.match(r.badTarget, /^TypeError: TextGenerator.load: target must be 'wasm', 'webgpu' or 'auto', got cuda/);
+  // This Chromium runs without --enable-unsafe-webgpu: navigator.gpu is there, an adapter is not.
+  assert.match(r.webgpu, /^Error: no WebGPU adapter \(navigator\.gpu\.requestAdapter\(\) answered null\): load with target 'wasm', or 'auto'/);
   assert.match(r.bigContext, /^RangeError: TextGenerator.load: context 1000000 is over the model's 8192/);
   console.log(`# context 40: a ${r.fitsTokens}-token prompt with maxTokens 1e9 gave ${r.hugeStats.generatedTokens} tokens (${r.hugeStats.finish})`);
 });
