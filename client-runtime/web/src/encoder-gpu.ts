@@ -18,6 +18,7 @@ import type { ModelManifest } from './encoder.js';
 import { planBatches } from './batches.js';
 import { LatencyLog } from './latency.js';
 import type { GpuKernel, Webtune } from './webtune.js';
+import { compileErrors } from './webgpu.js';
 
 declare const __WEBTUNE_ENCODER_WGSL__: string;
 
@@ -175,11 +176,13 @@ export class GpuEncoder {
         device.queue.writeBuffer(weights[p.buffer], p.offset, init.weights, t.offset, p.bytes);
       }
       const module = device.createShaderModule({ label: 'encoder-kernels.wgsl', code: __WEBTUNE_ENCODER_WGSL__ });
-      const errors = (await module.getCompilationInfo()).messages.filter((m) => m.type === 'error');
-      if (errors.length) throw new Error(`encoder-kernels.wgsl: ${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ')}`);
       const names: Fixed[] = ['embed', 'add_ln', 'split_heads', 'softmax', 'merge_heads', 'pool'];
+      // The compiler's messages are asked for only on failure: Dawn's Node
+      // binding (npm webgpu 0.6.2) crashes or never answers getCompilationInfo.
       const made = await Promise.all(names.map((entryPoint) =>
-        device.createComputePipelineAsync({ label: `encoder ${entryPoint}`, layout: 'auto', compute: { module, entryPoint } })));
+        device.createComputePipelineAsync({ label: `encoder ${entryPoint}`, layout: 'auto', compute: { module, entryPoint } }))).catch(async (e) => {
+        throw new Error(await compileErrors(module, 'encoder-kernels.wgsl', e));
+      });
       return { weights, pipelines: Object.fromEntries(names.map((n, i) => [n, made[i]])) as Record<Fixed, GPUComputePipeline> };
     });
     const tensors = new Map<string, Range>();
