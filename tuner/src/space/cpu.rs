@@ -13,7 +13,7 @@ use webtune_compiler::{Op, Schedule};
 use super::order::{Cand, ragged};
 use super::{CACHE_TILES_PER_REGISTER_TILE, CPU_R0, Relaxation, np2, pow2s, register_tiles};
 use crate::fingerprint::Device;
-use crate::hardware::RegisterTiles;
+use crate::hardware::{CpuModel, RegisterTiles};
 
 /// Vector registers live in the Wasm micro-kernel (see the module docs).
 fn cpu_live_registers(x0: u32, y0: u32, vectorize: u32) -> u32 {
@@ -114,6 +114,47 @@ pub(super) fn cpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relax
     out
 }
 
+/// Register tiles `(loads per multiply-add ×10⁶, −outputs, x0, y0)`, fewest
+/// loads first, for `y0` up to `max_v` vectors and `x0` up to `max_x0` rows
+/// (`(max_v, max_x0, keep)` = `bounds`): those whose accumulators, a row of
+/// B and a splat of A fit in the registers V8 allocates on `cpu` (and,
+/// under the heuristics, fill at least `relax.fill` of them), the first
+/// `keep` under the heuristics.
+fn cpu_register_tiles(
+    m: u32,
+    n: u32,
+    vectorize: u32,
+    cpu: &CpuModel,
+    relax: Relaxation,
+    bounds: (u32, u32, usize),
+) -> Vec<(i64, i64, u32, u32)> {
+    let (max_v, max_x0, keep) = bounds;
+    let usable = cpu.allocatable.max(3);
+    let mut tiles = Vec::new();
+    for v in 1..=max_v {
+        let y0 = v * vectorize;
+        if y0 > np2(n) {
+            break;
+        }
+        for x0 in 1..=max_x0.min(m) {
+            let live = cpu_live_registers(x0, y0, vectorize);
+            if live > usable || x0 * y0 > MAX_REGISTER_TILE {
+                continue;
+            }
+            if relax.heuristics && (live as f64) < relax.fill * usable as f64 {
+                continue;
+            }
+            let loads = ((x0 + v) as f64 / (x0 * v) as f64 * 1e6) as i64;
+            tiles.push((loads, -((x0 * y0) as i64), x0, y0));
+        }
+    }
+    tiles.sort();
+    if relax.heuristics {
+        tiles.truncate(keep);
+    }
+    tiles
+}
+
 /// `matmul` and `batch_matmul` on Wasm for an engine whose spills are slow
 /// (V8; [`RegisterTiles::InRegisters`]). Measured in Chromium 156 on K0 and
 /// K1 (BENCHMARKS.md, "Lite space in V8"):
@@ -143,31 +184,9 @@ pub(super) fn cpu_matmul(op: &Op, device: &Device, base: &Schedule, relax: Relax
 fn cpu_matmul_in_registers(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
     let (_, m, k, n) = op.bmkn();
     let cpu = &device.cpu;
-    let usable = cpu.allocatable.max(3);
     let vectorize = if base.vectorize == 4 && n >= 4 { 4 } else { 1 };
     // (loads per multiply-add, outputs, x0, y0)
-    let mut tiles = Vec::new();
-    for v in 1..=8u32 {
-        let y0 = v * vectorize;
-        if y0 > np2(n) {
-            break;
-        }
-        for x0 in 1..=16u32.min(m) {
-            let live = cpu_live_registers(x0, y0, vectorize);
-            if live > usable || x0 * y0 > MAX_REGISTER_TILE {
-                continue;
-            }
-            if relax.heuristics && (live as f64) < relax.fill * usable as f64 {
-                continue;
-            }
-            let loads = ((x0 + v) as f64 / (x0 * v) as f64 * 1e6) as i64;
-            tiles.push((loads, -((x0 * y0) as i64), x0, y0));
-        }
-    }
-    tiles.sort();
-    if relax.heuristics {
-        tiles.truncate(IN_REGISTER_TILES);
-    }
+    let mut tiles = cpu_register_tiles(m, n, vectorize, cpu, relax, (8, 16, IN_REGISTER_TILES));
     let words = 2 * cpu.l1_bytes / 4;
     // Short M (a model's one sequence): one block of all of M and all of K,
     // so that C is written once and no rows are left to a ragged block,
@@ -303,30 +322,8 @@ const PANEL_TILES: usize = 4;
 /// kernels, which are decode rules.
 fn cpu_gguf_panel(op: &Op, device: &Device, base: &Schedule, relax: Relaxation) -> Vec<Cand> {
     let (_, m, k, n) = op.bmkn();
-    let usable = device.cpu.allocatable.max(3);
     let vectorize = if base.vectorize == 4 && n >= 4 { 4 } else { 1 };
-    let mut tiles = Vec::new();
-    for v in 1..=4u32 {
-        let y0 = v * vectorize;
-        if y0 > np2(n) {
-            break;
-        }
-        for x0 in 1..=8u32.min(m) {
-            let live = cpu_live_registers(x0, y0, vectorize);
-            if live > usable || x0 * y0 > MAX_REGISTER_TILE {
-                continue;
-            }
-            if relax.heuristics && (live as f64) < relax.fill * usable as f64 {
-                continue;
-            }
-            let loads = ((x0 + v) as f64 / (x0 * v) as f64 * 1e6) as i64;
-            tiles.push((loads, -((x0 * y0) as i64), x0, y0));
-        }
-    }
-    tiles.sort();
-    if relax.heuristics {
-        tiles.truncate(PANEL_TILES);
-    }
+    let tiles = cpu_register_tiles(m, n, vectorize, &device.cpu, relax, (4, 8, PANEL_TILES));
     let mut out = Vec::new();
     for (t, &(loads, outputs, x0, y0)) in tiles.iter().enumerate() {
         let widest = (PANEL_BYTES / (4 * k)).max(y0).min(np2(n).max(y0));
