@@ -8,7 +8,7 @@
 //
 //   node research/web-bench/llm_dawn.mjs --server URL --model NAME
 //        [--context 1280] [--tune-s 120] [--steps 64] [--rounds 3]
-//        [--prefill 128] [--long 1024] [--probe-dispatches 4096] [--probe-mib 256]
+//        [--prefill 128] [--long 1024] [--probe-dispatches 4096] [--probe-mib 256] [--profile-runs 5]
 //        [--runtime PATH/webtune.js] [--webgpu PATH/webgpu/index.js] [--dawn-flags a,b]
 //
 // Lines (`what` names each):
@@ -37,6 +37,12 @@
 //   cache read up to the position (f32), over the copy rate, against
 //   dispatches × the empty dispatch's cost; the larger is the floor, and
 //   the measured step is reported as that fraction of it.
+// - `profile` (where the device has `timestamp-query`): one decode step at
+//   each context through `GpuDecoder.profile`, median of --profile-runs:
+//   host recording ms, wall ms to the token's read-back, the pass's GPU ms,
+//   and each dispatch's GPU ms (a pass each) summed by kind;
+// - `probe_readback`: an 8-byte copy submitted and mapped, ms (the floor of
+//   one step's round trip).
 // Token ids are fixed (a repeating run of ids from 1000), so the text means
 // nothing: the figures do not depend on it.
 
@@ -63,7 +69,7 @@ function args() {
   return {
     server: o.server.replace(/\/+$/, ''), model: o.model, context: num('context', 1280), tuneS: num('tune-s', 120), steps: Math.max(2, num('steps', 64)),
     rounds: Math.max(1, num('rounds', 3)), prefill: Math.max(1, num('prefill', 128)), long: Math.max(1, num('long', 1024)),
-    dispatches: Math.max(2, num('probe-dispatches', 4096)), mib: Math.max(1, num('probe-mib', 256)),
+    dispatches: Math.max(2, num('probe-dispatches', 4096)), mib: Math.max(1, num('probe-mib', 256)), profileRuns: Math.max(1, num('profile-runs', 5)),
     runtime: resolve(o.runtime ?? join(ROOT, 'client-runtime', 'web', 'dist', 'webtune.js')),
     webgpu: resolve(o.webgpu ?? join(ROOT, 'client-runtime', 'web', 'node_modules', 'webgpu', 'index.js')),
     dawnFlags: o['dawn-flags'] ? o['dawn-flags'].split(',') : [],
@@ -213,6 +219,48 @@ async function main() {
     const bwMs = (bytes / (gbs * 1e9)) * 1000, dispMs = (dispatches * usEach) / 1000;
     line('decode', { context: p.length, prompt: p.length, steps: o.steps, tokens_per_s: rate, ms_per_token: stepMs, last_round_ms: ms, dispatches_per_token: dispatches, rounds: rates });
     line('floor', { context: p.length, bytes_per_token: bytes, bandwidth_ms: bwMs, dispatch_ms: dispMs, floor_ms: Math.max(bwMs, dispMs), fraction_of_floor: Math.max(bwMs, dispMs) / stepMs });
+  }
+  if (device.features.has('timestamp-query') && gen.gpu) {
+    // Where a decode step's time goes, at both contexts: host recording, the
+    // read-back's round trip, the GPU's pass, and each dispatch's GPU time
+    // summed by kind (medians over --profile-runs).
+    for (const p of [prompt, long]) {
+      let t = await gen.nextToken(p, { reset: true });
+      const runs = [];
+      for (let r = 0; r < o.profileRuns; r++) {
+        const pr = await gen.gpu.profile([t]);
+        runs.push(pr);
+      }
+      const kinds = new Map();
+      for (const [i, st] of runs[0].steps.entries()) {
+        const kind = st.label.replace(/ .*/, '') + (st.label.includes(' ') ? ` ${st.label.split(' ')[1]}` : '');
+        const k = kinds.get(kind) ?? { n: 0, ms: [] };
+        k.n++;
+        k.ms.push(median(runs.map((r) => r.steps[i].ms)));
+        kinds.set(kind, k);
+      }
+      const byKind = [...kinds].map(([kind, k]) => ({ kind, dispatches: k.n, ms: k.ms.reduce((a, b) => a + b, 0), us_each: (k.ms.reduce((a, b) => a + b, 0) / k.n) * 1000 }))
+        .sort((a, b) => b.ms - a.ms);
+      const stepsMs = byKind.reduce((a, k) => a + k.ms, 0);
+      line('profile', { context: p.length, runs: runs.length, wall_ms: median(runs.map((r) => r.wallMs)), encode_ms: median(runs.map((r) => r.encodeMs)),
+        gpu_pass_ms: median(runs.map((r) => r.gpuMs)), gpu_steps_sum_ms: stepsMs, by_kind: byKind });
+    }
+    // The read-back's round trip alone: an 8-byte copy, submitted and mapped.
+    const src = device.createBuffer({ size: 16, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.STORAGE });
+    const dst = device.createBuffer({ size: 16, usage: GPUBufferUsage.COPY_DST | GPUBufferUsage.MAP_READ });
+    const rt = [];
+    for (let r = 0; r < 50; r++) {
+      const t = performance.now();
+      const enc = device.createCommandEncoder();
+      enc.copyBufferToBuffer(src, 0, dst, 0, 8);
+      device.queue.submit([enc.finish()]);
+      await dst.mapAsync(GPUMapMode.READ, 0, 8);
+      dst.unmap();
+      rt.push(performance.now() - t);
+    }
+    line('probe_readback', { runs: rt.length, ms_median: median(rt), ms_min: Math.min(...rt) });
+    src.destroy();
+    dst.destroy();
   }
   gen.close();
   device.destroy();

@@ -30,6 +30,23 @@ export interface GpuDecoderInit {
     /** Run adjacent steps as one dispatch where `fusions` finds them. Default true. */
     fuse?: boolean;
 }
+/**
+ * Where one run's time goes (`GpuDecoder.profile`, for benchmarks; needs
+ * the device's `timestamp-query`). Times in ms.
+ */
+export interface GpuProfile {
+    /** From the run's start to its submit: recording the pass on the host. */
+    encodeMs: number;
+    /** From the run's start until the sampled token is read back. */
+    wallMs: number;
+    /** The GPU's time for the run's one pass (timestamps at its start and end). */
+    gpuMs: number;
+    /** Each dispatch's GPU time, each in a pass of its own (a second run of the same tokens), in run order. */
+    steps: {
+        label: string;
+        ms: number;
+    }[];
+}
 /** What the backend has done, for benchmarks and the latency chart. */
 export interface GpuDecoderStats {
     /** Dispatches of one decode step (bucket 1, the sampling included); 0 before the first. */
@@ -50,6 +67,8 @@ export interface GpuDecoderStats {
 export declare function fusions(graph: DecoderGraph): Map<number, 'add_rms_norm' | 'rope_kv'>;
 /** One recorded dispatch: a tuned product, or a fixed kernel on its grid; `perT` for a product reading the last of T token rows. */
 type Dispatch = {
+    label: string;
+} & ({
     kernel: GpuProduct;
     group: GPUBindGroup;
     perT?: (t: number) => GPUBindGroup;
@@ -57,7 +76,7 @@ type Dispatch = {
     pipeline: GPUComputePipeline;
     group: GPUBindGroup;
     grid: [number, number];
-};
+});
 interface Bucket {
     m: number;
     steps: Dispatch[];
@@ -141,10 +160,27 @@ export declare class GpuDecoder {
     private mapped;
     /** Runs `tokens` in chunks of the largest bucket (one submit each); samples after the last where `sampling`. */
     private runAll;
-    /** One run: parameters and ids written, every step recorded into one pass, one submit. */
+    /**
+     * One run: parameters and ids written, every step recorded into one pass
+     * (with `timing`: timestamps at the pass's start and end, or with
+     * `perStep` a pass per step), one submit.
+     */
     private run;
+    /**
+     * Profiles one run of `tokens` (at most the largest bucket) from the
+     * current position, greedy: first as `next` runs it, timed on the host
+     * (recording, and until the token is read back) and on the GPU (the
+     * pass's timestamps); then the same tokens at the same position again
+     * with each dispatch in a pass of its own, for each one's GPU time. The
+     * caches end as after one run of `tokens`. Needs the device's
+     * `timestamp-query` feature; for benchmarks (passes of one dispatch each
+     * cost the GPU more than one pass, so the steps' times add up to more
+     * than `gpuMs`).
+     */
+    profile(tokens: number[]): Promise<GpuProfile>;
     private sampleBind;
-    private sampleGroup;
+    /** The sampling's dispatch: one workgroup over the logits. */
+    private sampleStep;
     private fixedGroup;
     private makeBucket;
 }

@@ -1,4 +1,5 @@
 import { type DecoderGraph, type DecoderTensor } from './decoder.js';
+import { GpuDecoder } from './decoder-gpu.js';
 import { type Policy, Webtune } from './webtune.js';
 /** Positions a generator holds by default (at most the model's). */
 export declare const DEFAULT_CONTEXT = 2048;
@@ -167,6 +168,8 @@ export declare class TextGenerator {
     private constructor();
     /** The target running the model. */
     get target(): 'wasm' | 'webgpu';
+    /** WebGPU: the backend (for benchmarks: `profile`, `stats`); null on Wasm. */
+    get gpu(): GpuDecoder | null;
     /** WebGPU: dispatches of one decode step (the sampling included), as last run; null on Wasm or before the first step. */
     get dispatchesPerToken(): number | null;
     /**

@@ -11567,8 +11567,12 @@ var GpuDecoder = class _GpuDecoder {
       this.run(chunk, bk, last ? sampling : null);
     }
   }
-  /** One run: parameters and ids written, every step recorded into one pass, one submit. */
-  run(tokens, bk, sampling) {
+  /**
+   * One run: parameters and ids written, every step recorded into one pass
+   * (with `timing`: timestamps at the pass's start and end, or with
+   * `perStep` a pass per step), one submit.
+   */
+  run(tokens, bk, sampling, timing) {
     const t = tokens.length, device = this.device;
     const u = new Uint32Array(this.runHost), f = new Float32Array(this.runHost);
     u[0] = t;
@@ -11580,9 +11584,16 @@ var GpuDecoder = class _GpuDecoder {
     device.queue.writeBuffer(this.runParams, 0, this.runHost);
     device.queue.writeBuffer(this.ids, 0, Uint32Array.from(tokens));
     const enc = device.createCommandEncoder({ label: `decoder run ${bk.m}` });
-    const pass = enc.beginComputePass();
-    let dispatches = sampling ? 1 : 0;
-    for (const st of bk.steps) {
+    const steps = sampling ? [...bk.steps, this.sampleStep()] : bk.steps;
+    let queries = 0;
+    const begin = () => timing ? enc.beginComputePass({ timestampWrites: { querySet: timing.set, beginningOfPassWriteIndex: queries++, endOfPassWriteIndex: queries++ } }) : enc.beginComputePass();
+    let dispatches = 0;
+    let pass = begin();
+    for (const [i, st] of steps.entries()) {
+      if (timing?.perStep && i > 0) {
+        pass.end();
+        pass = begin();
+      }
       if ("kernel" in st) {
         st.kernel.dispatch(pass, st.perT ? st.perT(t) : st.group);
         dispatches += st.kernel.passes;
@@ -11593,22 +11604,74 @@ var GpuDecoder = class _GpuDecoder {
         pass.dispatchWorkgroups(st.grid[0], st.grid[1]);
       }
     }
-    if (sampling) {
-      pass.setPipeline(this.pipelines.sample);
-      pass.setBindGroup(0, this.sampleGroup());
-      pass.dispatchWorkgroups(1);
-    }
     pass.end();
     if (sampling) enc.copyBufferToBuffer(this.token, 0, this.tokenRead, 0, 8);
+    if (timing) {
+      enc.resolveQuerySet(timing.set, 0, queries, timing.resolve, 0);
+      enc.copyBufferToBuffer(timing.resolve, 0, timing.read, 0, queries * 8);
+    }
     device.queue.submit([enc.finish()]);
     this.pos += t;
     this.stats.submits++;
     this.stats.tokens += t;
     if (bk.m === 1) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
   }
+  /**
+   * Profiles one run of `tokens` (at most the largest bucket) from the
+   * current position, greedy: first as `next` runs it, timed on the host
+   * (recording, and until the token is read back) and on the GPU (the
+   * pass's timestamps); then the same tokens at the same position again
+   * with each dispatch in a pass of its own, for each one's GPU time. The
+   * caches end as after one run of `tokens`. Needs the device's
+   * `timestamp-query` feature; for benchmarks (passes of one dispatch each
+   * cost the GPU more than one pass, so the steps' times add up to more
+   * than `gpuMs`).
+   */
+  async profile(tokens) {
+    if (!this.device.features.has("timestamp-query")) throw new Error("GpuDecoder.profile needs the device's 'timestamp-query' feature");
+    this.check(tokens);
+    if (tokens.length > this.maxRows) throw new RangeError(`profile runs one bucket: at most ${this.maxRows} tokens, got ${tokens.length}`);
+    const bk = await this.kernels(bucketOf(this.graph, tokens.length));
+    const greedy = { temperature: 0, topK: 0, topP: 1, u: 0 };
+    const n = 2 * (bk.steps.length + 1);
+    const set = this.device.createQuerySet({ type: "timestamp", count: n });
+    const resolve = this.device.createBuffer({ size: n * 8, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+    const read = this.device.createBuffer({ size: n * 8, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const times = async (count) => {
+      await this.mapped(read, count * 8);
+      const ns = new BigUint64Array(read.getMappedRange(0, count * 8).slice(0));
+      read.unmap();
+      return Array.from({ length: count / 2 }, (_, i) => Number(ns[2 * i + 1] - ns[2 * i]) / 1e6);
+    };
+    try {
+      const pos0 = this.pos;
+      const t0 = performance.now();
+      this.run(tokens, bk, greedy, { set, resolve, read, perStep: false });
+      const encodeMs = performance.now() - t0;
+      await this.readToken();
+      const wallMs = performance.now() - t0;
+      const [gpuMs] = await times(2);
+      this.pos = pos0;
+      this.run(tokens, bk, greedy, { set, resolve, read, perStep: true });
+      await this.readToken();
+      const each = await times(n);
+      const labels = [...bk.steps.map((s) => s.label), "sample"];
+      return { encodeMs, wallMs, gpuMs, steps: labels.map((label, i) => ({ label, ms: each[i] })) };
+    } finally {
+      set.destroy();
+      resolve.destroy();
+      read.destroy();
+    }
+  }
   sampleBind = null;
-  sampleGroup() {
-    this.sampleBind ??= this.fixedGroup("sample", -1, [{ buffer: this.buffers.get(this.graph.logits), size: this.graph.vocab * 4 }, { buffer: this.token }]);
+  /** The sampling's dispatch: one workgroup over the logits. */
+  sampleStep() {
+    this.sampleBind ??= {
+      label: "sample",
+      pipeline: this.pipelines.sample,
+      grid: [1, 1],
+      group: this.fixedGroup("sample", -1, [{ buffer: this.buffers.get(this.graph.logits), size: this.graph.vocab * 4 }, { buffer: this.token }])
+    };
     return this.sampleBind;
   }
   fixedGroup(name, step, ranges) {
@@ -11645,7 +11708,7 @@ var GpuDecoder = class _GpuDecoder {
       const cache = (name) => ({ buffer: this.caches.get(name) });
       const part = (tensor, p) => this.parts.get(tensor)[p];
       const fixed = (name, i, grid2, ...ranges) => {
-        steps.push({ pipeline: this.pipelines[name], grid: grid2, group: this.fixedGroup(name, i, ranges) });
+        steps.push({ label: name, pipeline: this.pipelines[name], grid: grid2, group: this.fixedGroup(name, i, ranges) });
       };
       const ew = (n) => Math.max(1, Math.ceil(n / EW2));
       for (let i = 0; i < g.steps.length; i++) {
@@ -11675,6 +11738,7 @@ var GpuDecoder = class _GpuDecoder {
           case "matmul": {
             const kernel = byKey.get(`${s.kernel}/${s.last ? 1 : m},${s.k},${s.n}`);
             const rows = s.last ? 1 : m;
+            const label = `${s.kernel} ${rows}x${s.k}x${s.n}`;
             const weights = partsOf2(s.format).map((p) => part(s.weight, p));
             const group = (a) => device.createBindGroup({
               label: `decoder ${s.kernel} ${i}`,
@@ -11692,9 +11756,9 @@ var GpuDecoder = class _GpuDecoder {
                 }
                 return bg;
               };
-              steps.push({ kernel, group: perT(1), perT });
+              steps.push({ label, kernel, group: perT(1), perT });
             } else {
-              steps.push({ kernel, group: group(a0) });
+              steps.push({ label, kernel, group: group(a0) });
             }
             break;
           }
@@ -12033,6 +12097,10 @@ var TextGenerator = class _TextGenerator {
   /** The target running the model. */
   get target() {
     return this.decoder instanceof WebGpuBackend ? "webgpu" : "wasm";
+  }
+  /** WebGPU: the backend (for benchmarks: `profile`, `stats`); null on Wasm. */
+  get gpu() {
+    return this.decoder instanceof WebGpuBackend ? this.decoder.dec : null;
   }
   /** WebGPU: dispatches of one decode step (the sampling included), as last run; null on Wasm or before the first step. */
   get dispatchesPerToken() {

@@ -84,6 +84,29 @@ export interface GpuDecoderInit {
   fuse?: boolean;
 }
 
+/**
+ * Where one run's time goes (`GpuDecoder.profile`, for benchmarks; needs
+ * the device's `timestamp-query`). Times in ms.
+ */
+export interface GpuProfile {
+  /** From the run's start to its submit: recording the pass on the host. */
+  encodeMs: number;
+  /** From the run's start until the sampled token is read back. */
+  wallMs: number;
+  /** The GPU's time for the run's one pass (timestamps at its start and end). */
+  gpuMs: number;
+  /** Each dispatch's GPU time, each in a pass of its own (a second run of the same tokens), in run order. */
+  steps: { label: string; ms: number }[];
+}
+
+/** Timestamps a run writes: at each pass's start and end, into `set`, resolved into `resolve`. */
+interface Timing {
+  set: GPUQuerySet;
+  resolve: GPUBuffer;
+  read: GPUBuffer;
+  perStep: boolean;
+}
+
 /** What the backend has done, for benchmarks and the latency chart. */
 export interface GpuDecoderStats {
   /** Dispatches of one decode step (bucket 1, the sampling included); 0 before the first. */
@@ -130,9 +153,9 @@ interface Range {
 }
 
 /** One recorded dispatch: a tuned product, or a fixed kernel on its grid; `perT` for a product reading the last of T token rows. */
-type Dispatch =
+type Dispatch = { label: string } & (
   | { kernel: GpuProduct; group: GPUBindGroup; perT?: (t: number) => GPUBindGroup }
-  | { pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number] };
+  | { pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number] });
 
 interface Bucket {
   m: number;
@@ -500,8 +523,12 @@ export class GpuDecoder {
     }
   }
 
-  /** One run: parameters and ids written, every step recorded into one pass, one submit. */
-  private run(tokens: number[], bk: Bucket, sampling: GpuSampling | null): void {
+  /**
+   * One run: parameters and ids written, every step recorded into one pass
+   * (with `timing`: timestamps at the pass's start and end, or with
+   * `perStep` a pass per step), one submit.
+   */
+  private run(tokens: number[], bk: Bucket, sampling: GpuSampling | null, timing?: Timing): void {
     const t = tokens.length, device = this.device;
     const u = new Uint32Array(this.runHost), f = new Float32Array(this.runHost);
     u[0] = t;
@@ -513,9 +540,18 @@ export class GpuDecoder {
     device.queue.writeBuffer(this.runParams, 0, this.runHost);
     device.queue.writeBuffer(this.ids, 0, Uint32Array.from(tokens));
     const enc = device.createCommandEncoder({ label: `decoder run ${bk.m}` });
-    const pass = enc.beginComputePass();
-    let dispatches = sampling ? 1 : 0;
-    for (const st of bk.steps) {
+    const steps = sampling ? [...bk.steps, this.sampleStep()] : bk.steps;
+    let queries = 0;
+    const begin = () => timing
+      ? enc.beginComputePass({ timestampWrites: { querySet: timing.set, beginningOfPassWriteIndex: queries++, endOfPassWriteIndex: queries++ } })
+      : enc.beginComputePass();
+    let dispatches = 0;
+    let pass = begin();
+    for (const [i, st] of steps.entries()) {
+      if (timing?.perStep && i > 0) {
+        pass.end();
+        pass = begin();
+      }
       if ('kernel' in st) {
         st.kernel.dispatch(pass, st.perT ? st.perT(t) : st.group);
         dispatches += st.kernel.passes;
@@ -526,13 +562,12 @@ export class GpuDecoder {
         pass.dispatchWorkgroups(st.grid[0], st.grid[1]);
       }
     }
-    if (sampling) {
-      pass.setPipeline(this.pipelines.sample);
-      pass.setBindGroup(0, this.sampleGroup());
-      pass.dispatchWorkgroups(1);
-    }
     pass.end();
     if (sampling) enc.copyBufferToBuffer(this.token, 0, this.tokenRead, 0, 8);
+    if (timing) {
+      enc.resolveQuerySet(timing.set, 0, queries, timing.resolve, 0);
+      enc.copyBufferToBuffer(timing.resolve, 0, timing.read, 0, queries * 8);
+    }
     device.queue.submit([enc.finish()]);
     this.pos += t;
     this.stats.submits++;
@@ -541,9 +576,61 @@ export class GpuDecoder {
     if (bk.m === 1) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
   }
 
-  private sampleBind: GPUBindGroup | null = null;
-  private sampleGroup(): GPUBindGroup {
-    this.sampleBind ??= this.fixedGroup('sample', -1, [{ buffer: this.buffers.get(this.graph.logits)!, size: this.graph.vocab * 4 }, { buffer: this.token }]);
+  /**
+   * Profiles one run of `tokens` (at most the largest bucket) from the
+   * current position, greedy: first as `next` runs it, timed on the host
+   * (recording, and until the token is read back) and on the GPU (the
+   * pass's timestamps); then the same tokens at the same position again
+   * with each dispatch in a pass of its own, for each one's GPU time. The
+   * caches end as after one run of `tokens`. Needs the device's
+   * `timestamp-query` feature; for benchmarks (passes of one dispatch each
+   * cost the GPU more than one pass, so the steps' times add up to more
+   * than `gpuMs`).
+   */
+  async profile(tokens: number[]): Promise<GpuProfile> {
+    if (!this.device.features.has('timestamp-query')) throw new Error("GpuDecoder.profile needs the device's 'timestamp-query' feature");
+    this.check(tokens);
+    if (tokens.length > this.maxRows) throw new RangeError(`profile runs one bucket: at most ${this.maxRows} tokens, got ${tokens.length}`);
+    const bk = await this.kernels(bucketOf(this.graph, tokens.length)!);
+    const greedy: GpuSampling = { temperature: 0, topK: 0, topP: 1, u: 0 };
+    const n = 2 * (bk.steps.length + 1);
+    const set = this.device.createQuerySet({ type: 'timestamp', count: n });
+    const resolve = this.device.createBuffer({ size: n * 8, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+    const read = this.device.createBuffer({ size: n * 8, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const times = async (count: number): Promise<number[]> => {
+      await this.mapped(read, count * 8);
+      const ns = new BigUint64Array(read.getMappedRange(0, count * 8).slice(0));
+      read.unmap();
+      return Array.from({ length: count / 2 }, (_, i) => Number(ns[2 * i + 1] - ns[2 * i]) / 1e6);
+    };
+    try {
+      const pos0 = this.pos;
+      const t0 = performance.now();
+      this.run(tokens, bk, greedy, { set, resolve, read, perStep: false });
+      const encodeMs = performance.now() - t0;
+      await this.readToken();
+      const wallMs = performance.now() - t0;
+      const [gpuMs] = await times(2);
+      this.pos = pos0;
+      this.run(tokens, bk, greedy, { set, resolve, read, perStep: true });
+      await this.readToken();
+      const each = await times(n);
+      const labels = [...bk.steps.map((s) => s.label), 'sample'];
+      return { encodeMs, wallMs, gpuMs, steps: labels.map((label, i) => ({ label, ms: each[i] })) };
+    } finally {
+      set.destroy();
+      resolve.destroy();
+      read.destroy();
+    }
+  }
+
+  private sampleBind: Dispatch | null = null;
+  /** The sampling's dispatch: one workgroup over the logits. */
+  private sampleStep(): Dispatch {
+    this.sampleBind ??= {
+      label: 'sample', pipeline: this.pipelines.sample, grid: [1, 1],
+      group: this.fixedGroup('sample', -1, [{ buffer: this.buffers.get(this.graph.logits)!, size: this.graph.vocab * 4 }, { buffer: this.token }]),
+    };
     return this.sampleBind;
   }
 
@@ -582,7 +669,7 @@ export class GpuDecoder {
       const cache = (name: string): Range => ({ buffer: this.caches.get(name)! });
       const part = (tensor: string, p: string): Range => this.parts.get(tensor)![p];
       const fixed = (name: FixedName, i: number, grid: [number, number], ...ranges: Range[]) => {
-        steps.push({ pipeline: this.pipelines[name], grid, group: this.fixedGroup(name, i, ranges) });
+        steps.push({ label: name, pipeline: this.pipelines[name], grid, group: this.fixedGroup(name, i, ranges) });
       };
       const ew = (n: number) => Math.max(1, Math.ceil(n / EW));
       for (let i = 0; i < g.steps.length; i++) {
@@ -612,6 +699,7 @@ export class GpuDecoder {
           case 'matmul': {
             const kernel = byKey.get(`${s.kernel}/${s.last ? 1 : m},${s.k},${s.n}`)!;
             const rows = s.last ? 1 : m;
+            const label = `${s.kernel} ${rows}x${s.k}x${s.n}`;
             const weights = partsOf(s.format).map((p) => part(s.weight, p));
             const group = (a: Range) => device.createBindGroup({
               label: `decoder ${s.kernel} ${i}`,
@@ -630,9 +718,9 @@ export class GpuDecoder {
                 }
                 return bg;
               };
-              steps.push({ kernel, group: perT(1), perT });
+              steps.push({ label, kernel, group: perT(1), perT });
             } else {
-              steps.push({ kernel, group: group(a0) });
+              steps.push({ label, kernel, group: group(a0) });
             }
             break;
           }

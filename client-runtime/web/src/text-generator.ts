@@ -422,6 +422,11 @@ export class TextGenerator {
     return this.decoder instanceof WebGpuBackend ? 'webgpu' : 'wasm';
   }
 
+  /** WebGPU: the backend (for benchmarks: `profile`, `stats`); null on Wasm. */
+  get gpu(): GpuDecoder | null {
+    return this.decoder instanceof WebGpuBackend ? this.decoder.dec : null;
+  }
+
   /** WebGPU: dispatches of one decode step (the sampling included), as last run; null on Wasm or before the first step. */
   get dispatchesPerToken(): number | null {
     return this.decoder instanceof WebGpuBackend && this.decoder.dec.stats.dispatchesPerToken > 0 ? this.decoder.dec.stats.dispatchesPerToken : null;

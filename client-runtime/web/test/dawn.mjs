@@ -22,7 +22,9 @@ export async function dawnDevice() {
   instance ??= create([]);
   const adapter = await instance.requestAdapter();
   assert.ok(adapter, 'Dawn found no adapter (is a Vulkan driver installed? VK_ICD_FILENAMES)');
-  return { gpu: instance, adapter, device: await adapter.requestDevice() };
+  // Timestamps where the adapter has them (GpuDecoder.profile's test).
+  const requiredFeatures = adapter.features.has('timestamp-query') ? ['timestamp-query'] : [];
+  return { gpu: instance, adapter, device: await adapter.requestDevice({ requiredFeatures }) };
 }
 
 /**

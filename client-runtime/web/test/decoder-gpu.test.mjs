@@ -164,6 +164,24 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
     assert.equal(tok, argmax(got), `token ${t}: the GPU's greedy token is the logits' argmax`);
   }
   assert.ok(dec.stats.dispatchesPerToken > 0);
+  // A profiled step (timestamps): every dispatch labelled and timed, and the
+  // caches as after one run (its second, pass-per-dispatch run rewrote the same rows).
+  if (device.features.has('timestamp-query')) {
+    dec.reset();
+    await dec.prefill(ids.slice(0, 10));
+    const pr = await dec.profile([ids[10]]);
+    assert.equal(dec.position, 11);
+    assert.equal(pr.steps.length, dec.stats.dispatchesPerToken);
+    assert.equal(pr.steps.at(-1).label, 'sample');
+    assert.equal(pr.steps.filter((s) => s.label === 'attention').length, D.layers);
+    assert.ok(pr.steps.some((s) => /^matmul\w* 1x\d+x\d+$/.test(s.label)), pr.steps.map((s) => s.label).join());
+    for (const v of [pr.encodeMs, pr.wallMs, pr.gpuMs, ...pr.steps.map((s) => s.ms)]) assert.ok(Number.isFinite(v) && v >= 0, `profile time ${v}`);
+    assert.ok(pr.wallMs >= pr.encodeMs);
+    const e = rel(await dec.logits(), want[10]);
+    assert.ok(e < 1e-4, `after profile: error ${e}`);
+    await assert.rejects(dec.profile(Array(9).fill(1)), /at most 8 tokens/);
+    console.log(`# profiled step (Dawn${fuse ? ', fused' : ''}): ${pr.steps.length} dispatches, wall ${pr.wallMs.toFixed(2)} ms, pass ${pr.gpuMs.toFixed(3)} ms on the GPU`);
+  }
   // A prefix of 3 (bucket 4, padded), then runs of 2 (bucket 4) and 1.
   dec.reset();
   await dec.prefill(ids.slice(0, 3));
