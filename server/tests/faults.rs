@@ -3,8 +3,10 @@
 //! servers on one PostgreSQL agree (and a winner elected through one is
 //! answered by the other within its cache's lifetime), two on one SQLite
 //! file refuse no report, a client that
-//! disconnects mid-queue leaves nothing behind, and overload is answered
-//! with 4xx, not a crash.
+//! disconnects mid-queue leaves nothing behind, overload is answered
+//! with 4xx, not a crash, and a batch of reports costs a session one
+//! request of its rate (each report answered on its own; every 429 says
+//! when to come back).
 
 mod common;
 
@@ -298,4 +300,74 @@ async fn overload_is_refused_with_4xx_not_a_crash() {
     // Reads are not rate limited and the server is still healthy.
     let r = http.get(format!("{}/healthz", srv.url)).send().await.unwrap();
     assert_eq!(r.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_reports_costs_the_session_one_request_and_answers_each_report() {
+    // 6 a minute: a session's burst of 20, then one request every 10 s.
+    let srv = Server::start(&sqlite_url(), &["--rate-per-session", "6", "--quorum", "1"]);
+    let http = client();
+    let (sid, _) = open_session(&http, &srv.url, &gpu_fingerprint("nvidia", "hopper", "h100")).await;
+    let batch_url = format!("{}/v1/sessions/{sid}/reports/batch", srv.url);
+    // Eight kernels' queues (8 requests), reported in one batch (1 request).
+    let mut reports = Vec::new();
+    for m in 1..=8 {
+        let shape = format!("{},16,8", 8 * m);
+        let op = Op::parse(OP, &shape).unwrap();
+        let q = queue(&http, &srv.url, &sid, OP, &shape, TARGET).await;
+        reports.push(json!({"op": OP, "shape": op.shape(), "target": TARGET, "entries": [entry(&op, &q[0], 50.0)]}));
+    }
+    let r = http.post(&batch_url).json(&json!({ "reports": reports })).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.unwrap();
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 8, "{v}");
+    for (i, x) in results.iter().enumerate() {
+        assert_eq!(x["status"], 200, "report {i}: {x}");
+        assert_eq!(x["report"]["accepted"], 1, "report {i}: {x}");
+        assert!(x["report"]["winners"].as_array().is_some_and(|w| !w.is_empty()), "report {i} elected nothing: {x}");
+    }
+    // Each report of a batch stands alone: spent tickets are refused one by
+    // one (409) while a fresh one in the same batch is stored.
+    let shape = "72,16,8";
+    let op = Op::parse(OP, shape).unwrap();
+    let q = queue(&http, &srv.url, &sid, OP, shape, TARGET).await;
+    let fresh = json!({"op": OP, "shape": op.shape(), "target": TARGET, "entries": [entry(&op, &q[0], 50.0)]});
+    let r = http.post(&batch_url).json(&json!({ "reports": [reports[0].clone(), fresh, reports[1].clone()] })).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.unwrap();
+    let status: Vec<u64> = v["results"].as_array().unwrap().iter().map(|x| x["status"].as_u64().unwrap()).collect();
+    assert_eq!(status, [409, 200, 409], "{v}");
+    assert!(v["results"][0]["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+    // An empty batch, and one over the limit, are refused whole.
+    for n in [0, 17] {
+        let r = http.post(&batch_url).json(&json!({ "reports": vec![fresh_placeholder(); n] })).send().await.unwrap();
+        assert_eq!(r.status(), 422, "a batch of {n}");
+    }
+    // 8 + 1 + 1 + 1 + 2 = 13 requests so far. The session's burst runs out
+    // within the next eight, and the refusal says when to come back.
+    let mut retry = None;
+    for _ in 0..8 {
+        let r = http.post(format!("{}/v1/sessions/{sid}/reports", srv.url)).json(&json!({})).send().await.unwrap();
+        if r.status() == 429 {
+            retry = r.headers().get("retry-after").map(|v| v.to_str().unwrap().parse::<u64>().unwrap());
+            break;
+        }
+        assert_eq!(r.status(), 400);
+    }
+    let retry = retry.expect("a report past the session's burst must be answered 429 with Retry-After");
+    assert!((1..=10).contains(&retry), "Retry-After {retry} s at 6 a minute");
+    let r = http.post(&batch_url).json(&json!({ "reports": reports })).send().await.unwrap();
+    assert_eq!(r.status(), 429);
+    assert!(r.headers().contains_key("retry-after"));
+    // Latency reports count apart: the kernel reports' empty bucket does not
+    // refuse one (this server has no models, so it answers 404).
+    let body = json!({"session_id": sid, "target": "webgpu", "batch": 1, "seq_len": 16, "median_ms": 5.0, "runs": 5});
+    let r = http.post(format!("{}/v1/models/m/latency", srv.url)).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+/// A well-formed report of no real kernel (for batches refused before any is read).
+fn fresh_placeholder() -> serde_json::Value {
+    json!({"op": OP, "shape": [8, 16, 8], "target": TARGET, "entries": [{"sha256": "0".repeat(64), "ticket": "t", "median_us": 1.0, "runs": 3, "output_ok": false}]})
 }

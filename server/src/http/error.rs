@@ -13,11 +13,19 @@ use super::protocol::ErrorBody;
 pub struct ApiError {
     pub status: StatusCode,
     pub message: String,
+    /// Seconds for a `Retry-After` header (a rate limit's 429).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError { status, message: message.into() }
+        ApiError { status, message: message.into(), retry_after: None }
+    }
+    /// A rate limit's 429: `what`, and when to come back, in the message and
+    /// in `Retry-After` (whole seconds, at least 1), which clients wait out.
+    pub fn too_many(what: &str, wait: std::time::Duration) -> ApiError {
+        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+        ApiError { status: StatusCode::TOO_MANY_REQUESTS, message: format!("{what}; retry in {secs} s"), retry_after: Some(secs) }
     }
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, message)
@@ -54,6 +62,9 @@ impl From<crate::service::Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut r = (self.status, Json(ErrorBody { error: self.message })).into_response();
+        if let Some(secs) = self.retry_after {
+            r.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
+        }
         if self.status == StatusCode::PAYLOAD_TOO_LARGE {
             // The body was not read to its end, so this connection cannot
             // carry another request: say so, or a client may reuse it from

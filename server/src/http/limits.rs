@@ -21,7 +21,8 @@ use super::error::ApiError;
 pub struct Limits {
     /// Write requests (sessions, reports, queues) per client address per minute.
     pub per_address_per_min: f64,
-    /// Reports and queues per session per minute.
+    /// Reports and queues per session per minute (a batch of reports counts
+    /// once; latency reports are counted apart, at the same rate).
     pub per_session_per_min: f64,
     /// Requests handled at once; past this the server answers 503.
     pub max_in_flight: usize,
@@ -93,12 +94,9 @@ impl Buckets {
     }
 }
 
-/// A 429 with `Retry-After`.
+/// A 429 with `Retry-After` (see [`ApiError::too_many`]).
 pub fn too_many(what: &str, wait: Duration) -> Response {
-    let secs = wait.as_secs().max(1);
-    let mut r = ApiError::new(StatusCode::TOO_MANY_REQUESTS, format!("{what}; retry in {secs} s")).into_response();
-    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
-    r
+    ApiError::too_many(what, wait).into_response()
 }
 
 /// A 503 with `Retry-After`.

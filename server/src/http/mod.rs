@@ -167,6 +167,7 @@ fn routes() -> Vec<Route> {
         at("/v1/sessions", Method::POST, create_session),
         at("/v1/sessions/{id}/queue", Method::GET, queue::queue),
         at("/v1/sessions/{id}/reports", Method::POST, reports::report),
+        at("/v1/sessions/{id}/reports/batch", Method::POST, reports::report_batch),
         at("/v1/kernels/best", Method::GET, best),
         at("/v1/kernels/{sha256}", Method::GET, kernel_bytes),
         at("/v1/rho", Method::GET, rho::rho),

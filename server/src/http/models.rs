@@ -185,12 +185,12 @@ pub async fn latency(
 ) -> ApiResult<Response> {
     let req: LatencyRequest = super::json_body(body)?;
     let session = app.service.session(&req.session_id).await?;
-    if let Err(wait) = app.per_session.take(&session.id) {
+    // Latency reports (advice for the model's plan, one row each) have a
+    // bucket of their own at the session's rate, so that they never take
+    // the requests the session's tuning (queues and kernel reports) needs.
+    if let Err(wait) = app.per_session.take(&format!("latency/{}", session.id)) {
         app.service.metrics.rate_limited.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!("too many reports from this session; retry in {} s", wait.as_secs().max(1)),
-        ));
+        return Err(ApiError::too_many("too many latency reports from this session", wait));
     }
     let m = read_manifest(&app, &name).await?.1;
     let body = app.service.record_latency(&session, &m, req).await?;

@@ -22,6 +22,7 @@ use super::protocol::{CandidateEvent, ErrorBody, QueueDone};
         super::create_session,
         super::queue::queue,
         super::reports::report,
+        super::reports::report_batch,
         super::best,
         super::kernel_bytes,
         super::rho::rho,

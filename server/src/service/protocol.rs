@@ -175,6 +175,39 @@ pub struct ReportResponse {
     pub winners: Vec<WinnerView>,
 }
 
+/// Reports one batch may carry at most. A batch of reports costs the
+/// session one request of its rate (a report is only as many as the tickets
+/// its queues gave it, each good once), so an app that tunes a whole model
+/// sends its reports a few at a time instead of one request each.
+pub const MAX_BATCH_REPORTS: usize = 16;
+
+/// `POST /v1/sessions/{id}/reports/batch`: several reports at once, each
+/// checked and stored as if sent alone.
+#[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReportBatch {
+    /// 1 to 16 reports, each of its own op, shape and target.
+    #[schema(min_items = 1, max_items = 16)]
+    pub reports: Vec<ReportRequest>,
+}
+
+/// The answer to a batch: one result per report, in the batch's order.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct ReportBatchResponse {
+    pub results: Vec<ReportResult>,
+}
+
+/// One report's fate in a batch: the status it would have had alone (200
+/// stored, else the error's), and the answer or the error.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct ReportResult {
+    pub status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<ReportResponse>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct WinnerView {
     pub level: Level,
