@@ -76,6 +76,7 @@ type Dispatch = {
     pipeline: GPUComputePipeline;
     group: GPUBindGroup;
     grid: [number, number];
+    gridAt?: (pos0: number) => [number, number];
 });
 interface Bucket {
     m: number;
@@ -111,6 +112,7 @@ export declare class GpuDecoder {
     private token;
     private tokenRead;
     private logitsRead;
+    private partials;
     readonly graph: DecoderGraph;
     readonly device: GPUDevice;
     /** Positions the caches hold. */

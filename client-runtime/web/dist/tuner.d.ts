@@ -1,4 +1,5 @@
 import { type ArgSpec, type OpName } from './ops.js';
+import { type ReportOutcome } from './reports.js';
 import type { Backend, Bench, Candidate, Impl, ReportRequest } from './types.js';
 /** What the tuner learnt about one candidate. */
 export interface Measurement {
@@ -59,6 +60,8 @@ export interface TunerHost<I extends Impl> {
     adopt(tuner: KernelTuner<I>, impl: I, m: Measurement, previous: I): Promise<boolean | void>;
     measured(tuner: KernelTuner<I>, m: Measurement): void;
     reported(tuner: KernelTuner<I>, body: unknown, error?: string): void;
+    /** Sends a report (the session's `Reporter` batches them); absent: each is sent alone. */
+    submit?(body: ReportRequest): Promise<ReportOutcome>;
 }
 /** A candidate read from the queue: its bytes fetched, not yet compiled. */
 export type Fetched<I> = {

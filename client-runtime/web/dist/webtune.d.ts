@@ -327,6 +327,8 @@ export declare class Webtune extends EventTarget {
     private families;
     /** When the last `idle()` call returned (performance.now()), for the automatic slice. */
     private lastIdleEnd;
+    /** The session's kernel reports, sent in batches (one request of the server's rate for up to 16). */
+    private reporter;
     private constructor();
     /**
      * Fingerprints this browser and opens a session with the server; with
@@ -410,7 +412,10 @@ export declare class Webtune extends EventTarget {
     private pendingKernels;
     /** Forgets this browser's cached winners (for every server and device). */
     clearCache(): Promise<void>;
-    /** Stops tuning; open queues are closed, nothing more is reported. */
+    /**
+     * Stops tuning; open queues are closed and no kernel is reported that was
+     * not finished (the reports of finished ones waiting to go are sent).
+     */
     close(): void;
 }
 export { ThreadPool, threadSupport, sharedImport } from './threads.js';

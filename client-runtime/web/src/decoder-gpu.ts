@@ -118,8 +118,12 @@ export interface GpuDecoderStats {
   hostSampled: number;
 }
 
-type FixedName = 'embed_q8' | 'embed_q4' | 'embed_f32' | 'rms_norm' | 'rope' | 'kv_store' | 'attention' | 'swiglu' | 'add' | 'sample' | 'add_rms_norm' | 'rope_kv';
-const FIXED: FixedName[] = ['embed_q8', 'embed_q4', 'embed_f32', 'rms_norm', 'rope', 'kv_store', 'attention', 'swiglu', 'add', 'sample', 'add_rms_norm', 'rope_kv'];
+type FixedName = 'embed_q8' | 'embed_q4' | 'embed_f32' | 'rms_norm' | 'rope' | 'kv_store' | 'attention' | 'swiglu' | 'add' | 'sample' | 'add_rms_norm' | 'rope_kv'
+  | 'attention_split' | 'attention_merge';
+const FIXED: FixedName[] = ['embed_q8', 'embed_q4', 'embed_f32', 'rms_norm', 'rope', 'kv_store', 'attention', 'swiglu', 'add', 'sample', 'add_rms_norm', 'rope_kv',
+  'attention_split', 'attention_merge'];
+/** Positions of a chunk of the decode step's split attention (SCH in decoder-kernels.wgsl). */
+const SCH = 64;
 
 /**
  * Steps that run as one dispatch, by the index of the first of two: an
@@ -155,7 +159,7 @@ interface Range {
 /** One recorded dispatch: a tuned product, or a fixed kernel on its grid; `perT` for a product reading the last of T token rows. */
 type Dispatch = { label: string } & (
   | { kernel: GpuProduct; group: GPUBindGroup; perT?: (t: number) => GPUBindGroup }
-  | { pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number] });
+  | { pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number]; gridAt?: (pos0: number) => [number, number] });
 
 interface Bucket {
   m: number;
@@ -215,8 +219,8 @@ export function checkGpuGraph(graph: DecoderGraph): void {
         break;
       case 'attention':
         apart(s.x, s.out);
-        if (s.heads / s.kv_heads > MAXG || s.head_dim > MAX_HEAD_DIM || (s.heads / s.kv_heads) * s.head_dim > MAXQ)
-          throw new Error(`${what}: ${s.heads / s.kv_heads} query heads of ${s.head_dim} per key/value head; the WebGPU attention kernel takes up to ${MAXG} heads of up to ${MAX_HEAD_DIM}, ${MAXQ} floats in all`);
+        if (s.heads / s.kv_heads > MAXG || s.head_dim > MAX_HEAD_DIM || (s.heads / s.kv_heads) * s.head_dim > MAXQ || s.head_dim % 4)
+          throw new Error(`${what}: ${s.heads / s.kv_heads} query heads of ${s.head_dim} per key/value head; the WebGPU attention kernel takes up to ${MAXG} heads of up to ${MAX_HEAD_DIM}, a multiple of 4, ${MAXQ} floats in all`);
         break;
       case 'swi_glu': apart(s.x, s.out); break;
       case 'add': apart(s.x, s.y); break;
@@ -276,6 +280,7 @@ export class GpuDecoder {
     private token: GPUBuffer,
     private tokenRead: GPUBuffer,
     private logitsRead: GPUBuffer,
+    private partials: GPUBuffer,
   ) {
     this.graph = init.graph;
     this.device = init.device;
@@ -399,7 +404,10 @@ export class GpuDecoder {
           }));
       }
       const pipelines = Object.fromEntries(FIXED.map((n, i) => [n, made[i]])) as Record<FixedName, GPUComputePipeline>;
-      return new GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenRead, logitsRead);
+      // The split attention's partials: per query head and chunk of the context, hd + 2 floats (one layer's at a time).
+      const att = graph.steps.filter((x) => x.step === 'attention') as Extract<Step, { step: 'attention' }>[];
+      const partials = buffer('attention partials', Math.max(0, ...att.map((a) => a.heads * Math.ceil(context / SCH) * (a.head_dim + 2) * 4)), S);
+      return new GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenRead, logitsRead, partials);
     });
   }
 
@@ -559,7 +567,8 @@ export class GpuDecoder {
         dispatches++;
         pass.setPipeline(st.pipeline);
         pass.setBindGroup(0, st.group);
-        pass.dispatchWorkgroups(st.grid[0], st.grid[1]);
+        const grid = st.gridAt ? st.gridAt(this.pos) : st.grid;
+        pass.dispatchWorkgroups(grid[0], grid[1]);
       }
     }
     pass.end();
@@ -731,7 +740,14 @@ export class GpuDecoder {
             fixed('kv_store', i, [ew(s.width), m], whole(s.x), cache(s.k_cache), cache(s.v_cache));
             break;
           case 'attention':
-            fixed('attention', i, [s.kv_heads, m], whole(s.x), cache(s.k_cache), cache(s.v_cache), whole(s.out));
+            if (m === 1) {
+              // The decode step: chunks of the cache in parallel, then their merge (decoder-kernels.wgsl, split attention).
+              fixed('attention_split', i, [s.kv_heads, 1], whole(s.x), cache(s.k_cache), cache(s.v_cache), { buffer: this.partials });
+              steps[steps.length - 1] = { ...steps[steps.length - 1], gridAt: (pos0: number) => [s.kv_heads, Math.ceil((pos0 + 1) / SCH)] } as Dispatch;
+              fixed('attention_merge', i, [s.heads, 1], { buffer: this.partials }, whole(s.out));
+            } else {
+              fixed('attention', i, [s.kv_heads, m], whole(s.x), cache(s.k_cache), cache(s.v_cache), whole(s.out));
+            }
             break;
           case 'swi_glu':
             fixed('swiglu', i, [ew(s.ffn), m], whole(s.x), whole(s.out));
