@@ -48,6 +48,8 @@ const MAX_HEAD_DIM = 256;
 const MAXQ = 1024;
 /** What `sample` writes for "sample on the host" (decoder-kernels.wgsl). */
 const NO_TOKEN = 0xffffffff;
+/** Decode steps a caller may submit ahead of reading their tokens (`ahead`). */
+export const MAX_AHEAD = 3;
 
 /** A tuned product as the backend records it (a `GpuKernel` of webtune.ts is one). */
 export interface GpuProduct {
@@ -263,6 +265,9 @@ export class GpuDecoder {
   private lost: string | null = null;
   private closed = false;
   private runHost = new ArrayBuffer(32);
+  /** The token read-back ring's next buffer, and the reads in flight (in order). */
+  private readSlot = 0;
+  private reading: Promise<void> = Promise.resolve();
 
   private constructor(
     init: GpuDecoderInit,
@@ -278,7 +283,8 @@ export class GpuDecoder {
     private runParams: GPUBuffer,
     private ids: GPUBuffer,
     private token: GPUBuffer,
-    private tokenRead: GPUBuffer,
+    /** Where sampled tokens are read back: a ring, so that runs submitted ahead each have their own. */
+    private tokenReads: GPUBuffer[],
     private logitsRead: GPUBuffer,
     private partials: GPUBuffer,
   ) {
@@ -391,7 +397,7 @@ export class GpuDecoder {
       const runParams = buffer('run params', 32, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
       const ids = buffer('ids', maxRows * 4, S | GPUBufferUsage.COPY_DST);
       const token = buffer('token', 16, S | GPUBufferUsage.COPY_SRC);
-      const tokenRead = buffer('token read', 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
+      const tokenReads = Array.from({ length: MAX_AHEAD + 1 }, (_, i) => buffer(`token read ${i}`, 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST));
       const logitsRead = buffer('logits read', graph.vocab * 4, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
 
       const module = device.createShaderModule({ label: 'decoder-kernels.wgsl', code: init.wgsl ?? __WEBTUNE_DECODER_WGSL__ });
@@ -407,7 +413,7 @@ export class GpuDecoder {
       // The split attention's partials: per query head and chunk of the context, hd + 2 floats (one layer's at a time).
       const att = graph.steps.filter((x) => x.step === 'attention') as Extract<Step, { step: 'attention' }>[];
       const partials = buffer('attention partials', Math.max(0, ...att.map((a) => a.heads * Math.ceil(context / SCH) * (a.head_dim + 2) * 4)), S);
-      return new GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenRead, logitsRead, partials);
+      return new GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenReads, logitsRead, partials);
     });
   }
 
@@ -473,8 +479,32 @@ export class GpuDecoder {
    * the host samples from, with the same draw.
    */
   async next(tokens: ArrayLike<number>, sampling: GpuSampling): Promise<number> {
-    await this.runAll(tokens, sampling);
-    const id = await this.readToken();
+    const slot = await this.runAll(tokens, sampling);
+    return this.sampled(await this.readToken(slot));
+  }
+
+  /**
+   * A decode step fed the token the latest run sampled on the GPU, without
+   * the host reading it first, so that a caller can record and submit the
+   * next steps while this one runs (up to MAX_AHEAD unread): resolves with
+   * its own sampled token (as `next`; -1 where the GPU could not sample).
+   * The caller must know that the latest run's token was sampled on the GPU
+   * (not -1), and `rewind`s the steps it does not use.
+   */
+  async ahead(sampling: GpuSampling): Promise<number> {
+    const bk = this.ready.get(1) ?? (await this.kernels(1));
+    this.check([0]);
+    const slot = this.run(null, bk, sampling);
+    return this.sampled(await this.readToken(slot));
+  }
+
+  /** Forgets the last `n` positions (steps run ahead that the caller does not use): the next run writes over them. */
+  rewind(n: number): void {
+    if (!Number.isInteger(n) || n < 0 || n > this.pos) throw new RangeError(`rewind ${n}: ${this.pos} positions are held`);
+    this.pos -= n;
+  }
+
+  private sampled(id: number): number {
     if (id === NO_TOKEN) {
       this.stats.hostSampled++;
       return -1;
@@ -503,11 +533,17 @@ export class GpuDecoder {
     this.ready.clear();
   }
 
-  private async readToken(): Promise<number> {
-    await this.mapped(this.tokenRead, 8);
-    const id = new Uint32Array(this.tokenRead.getMappedRange(0, 8))[0];
-    this.tokenRead.unmap();
-    return id;
+  /** The token a run sampled into read buffer `slot`; reads of the ring in the order of their runs. */
+  private readToken(slot: number): Promise<number> {
+    const buf = this.tokenReads[slot];
+    const read = this.reading.then(async () => {
+      await this.mapped(buf, 8);
+      const id = new Uint32Array(buf.getMappedRange(0, 8))[0];
+      buf.unmap();
+      return id;
+    });
+    this.reading = read.then(() => undefined, () => undefined);
+    return read;
   }
 
   private async mapped(buf: GPUBuffer, bytes: number): Promise<void> {
@@ -519,16 +555,18 @@ export class GpuDecoder {
   }
 
   /** Runs `tokens` in chunks of the largest bucket (one submit each); samples after the last where `sampling`. */
-  private async runAll(tokens: ArrayLike<number>, sampling: GpuSampling | null): Promise<void> {
+  private async runAll(tokens: ArrayLike<number>, sampling: GpuSampling | null): Promise<number> {
     this.check(tokens);
     const max = this.maxRows;
+    let slot = -1;
     for (let at = 0; at < tokens.length; at += max) {
       const chunk = Array.prototype.slice.call(tokens, at, at + max) as number[];
       const m = bucketOf(this.graph, chunk.length)!;
       const bk = this.ready.get(m) ?? (await this.kernels(m));
       const last = at + max >= tokens.length;
-      this.run(chunk, bk, last ? sampling : null);
+      slot = this.run(chunk, bk, last ? sampling : null);
     }
+    return slot;
   }
 
   /**
@@ -536,8 +574,8 @@ export class GpuDecoder {
    * (with `timing`: timestamps at the pass's start and end, or with
    * `perStep` a pass per step), one submit.
    */
-  private run(tokens: number[], bk: Bucket, sampling: GpuSampling | null, timing?: Timing): void {
-    const t = tokens.length, device = this.device;
+  private run(tokens: number[] | null, bk: Bucket, sampling: GpuSampling | null, timing?: Timing): number {
+    const t = tokens ? tokens.length : 1, device = this.device;
     const u = new Uint32Array(this.runHost), f = new Float32Array(this.runHost);
     u[0] = t;
     u[1] = this.pos;
@@ -546,8 +584,10 @@ export class GpuDecoder {
     u[4] = sampling?.topK ?? 0;
     f[5] = sampling?.topP ?? 1;
     device.queue.writeBuffer(this.runParams, 0, this.runHost);
-    device.queue.writeBuffer(this.ids, 0, Uint32Array.from(tokens));
     const enc = device.createCommandEncoder({ label: `decoder run ${bk.m}` });
+    // The token the previous run sampled, where the host feeds none (`ahead`).
+    if (tokens) device.queue.writeBuffer(this.ids, 0, Uint32Array.from(tokens));
+    else enc.copyBufferToBuffer(this.token, 0, this.ids, 0, 4);
     const steps = sampling ? [...bk.steps, this.sampleStep()] : bk.steps;
     let queries = 0;
     const begin = () => timing
@@ -572,7 +612,11 @@ export class GpuDecoder {
       }
     }
     pass.end();
-    if (sampling) enc.copyBufferToBuffer(this.token, 0, this.tokenRead, 0, 8);
+    const slot = this.readSlot;
+    if (sampling) {
+      enc.copyBufferToBuffer(this.token, 0, this.tokenReads[slot], 0, 8);
+      this.readSlot = (slot + 1) % this.tokenReads.length;
+    }
     if (timing) {
       enc.resolveQuerySet(timing.set, 0, queries, timing.resolve, 0);
       enc.copyBufferToBuffer(timing.resolve, 0, timing.read, 0, queries * 8);
@@ -583,6 +627,7 @@ export class GpuDecoder {
     this.stats.tokens += t;
     // A decode step: one token and its sampling (counted also where this run read logits instead).
     if (bk.m === 1) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
+    return slot;
   }
 
   /**
@@ -615,14 +660,13 @@ export class GpuDecoder {
     try {
       const pos0 = this.pos;
       const t0 = performance.now();
-      this.run(tokens, bk, greedy, { set, resolve, read, perStep: false });
+      const slot = this.run(tokens, bk, greedy, { set, resolve, read, perStep: false });
       const encodeMs = performance.now() - t0;
-      await this.readToken();
+      await this.readToken(slot);
       const wallMs = performance.now() - t0;
       const [gpuMs] = await times(2);
       this.pos = pos0;
-      this.run(tokens, bk, greedy, { set, resolve, read, perStep: true });
-      await this.readToken();
+      await this.readToken(this.run(tokens, bk, greedy, { set, resolve, read, perStep: true }));
       const each = await times(n);
       const labels = [...bk.steps.map((s) => s.label), 'sample'];
       return { encodeMs, wallMs, gpuMs, steps: labels.map((label, i) => ({ label, ms: each[i] })) };

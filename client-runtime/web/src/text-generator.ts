@@ -43,7 +43,7 @@ import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { sha256Hex } from './bundle.js';
 import { type DecoderGraph, type DecoderTensor, GraphDecoder } from './decoder.js';
-import { GpuDecoder } from './decoder-gpu.js';
+import { GpuDecoder, MAX_AHEAD } from './decoder-gpu.js';
 import { LatencyLog, fetchPlan } from './latency.js';
 import type { OpName } from './ops.js';
 import { Sampler, seedOf } from './sampler.js';
@@ -348,7 +348,21 @@ interface Backend {
   prefill(ids: number[]): Promise<void>;
   /** Feeds ids; the next token by `sampler`'s rule. */
   next(ids: number[], sampler: Sampler): Promise<number>;
+  /** Decode steps from `first` (the latest token, already sampled): at most `limit`, by `sampler`'s rule. */
+  steps(first: number, sampler: Sampler, limit: number): Stepper;
   close(): void;
+}
+
+/** Decode steps one after another: `next` gives the token after the latest; `close` when done (steps run ahead and unused are forgotten). */
+interface Stepper {
+  next(): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** One step at a time, each fed the token the host read: the Wasm backend's, and WebGPU's without steps ahead. */
+function stepByStep(backend: Backend, first: number, sampler: Sampler): Stepper {
+  let tok = first;
+  return { next: async () => (tok = await backend.next([tok], sampler)), close: async () => {} };
 }
 
 class WasmBackend implements Backend {
@@ -362,6 +376,7 @@ class WasmBackend implements Backend {
   async forward(ids: number[]) { return (await this.dec.feed(ids)).slice(); }
   async prefill(ids: number[]) { await this.dec.feed(ids); }
   async next(ids: number[], sampler: Sampler) { return sampler.sample(await this.dec.feed(ids)); }
+  steps(first: number, sampler: Sampler) { return stepByStep(this, first, sampler); }
   close() {}
 }
 
@@ -375,11 +390,75 @@ class WebGpuBackend implements Backend {
   reset() { this.dec.reset(); }
   forward(ids: number[]) { return this.dec.feed(ids); }
   prefill(ids: number[]) { return this.dec.prefill(ids); }
-  async next(ids: number[], sampler: Sampler) {
+  /** Whether the latest token was sampled on the GPU (so that a step ahead can read it there). */
+  private onGpu = false;
+  async next(ids: number[], sampler: Sampler, draw?: number) {
     // The draw is the host's (the sampler's sequence), the pick the GPU's; the host's where the GPU hands it back.
-    const s = sampler.sampling, u = sampler.draws ? sampler.uniform() : 0;
-    const id = await this.dec.next(ids, { temperature: s.temperature, topK: Math.min(s.topK, this.dec.graph.vocab), topP: Math.fround(s.topP), u });
+    const u = draw ?? (sampler.draws ? sampler.uniform() : 0);
+    const id = await this.dec.next(ids, this.sampling(sampler, u));
+    this.onGpu = id >= 0;
     return id >= 0 ? id : sampler.pick(await this.dec.logits(), u);
+  }
+  private sampling(sampler: Sampler, u: number) {
+    const s = sampler.sampling;
+    return { temperature: s.temperature, topK: Math.min(s.topK, this.dec.graph.vocab), topP: Math.fround(s.topP), u };
+  }
+  /**
+   * Up to MAX_AHEAD steps submitted before their tokens are read, each fed
+   * the token the step before sampled on the GPU, so that the host records
+   * the next steps while the GPU runs one (the decode step's host time,
+   * 3.1 ms on an H200 host in Node, no longer adds to the GPU's). The draws
+   * are the sampler's sequence, as step by step. Where the GPU hands a pick
+   * back (-1), the steps after it were fed nothing real: they are waited
+   * out and forgotten, and that step is run again step by step with its own
+   * draw (the host picks from its logits); their draws are used again.
+   */
+  steps(first: number, sampler: Sampler, limit: number): Stepper {
+    if (!this.onGpu) return stepByStep(this, first, sampler);
+    const dec = this.dec;
+    let prev = first, taken = 0;
+    const queue: { id: Promise<number>; u: number }[] = [];
+    const again: number[] = [];
+    const draw = () => again.shift() ?? (sampler.draws ? sampler.uniform() : 0);
+    const fill = () => {
+      while (this.onGpu && queue.length < MAX_AHEAD && taken + queue.length < limit) {
+        const u = draw();
+        const id = dec.ahead(this.sampling(sampler, u));
+        id.catch(() => {});
+        queue.push({ id, u });
+      }
+    };
+    const drain = async () => {
+      const left = queue.splice(0);
+      await Promise.allSettled(left.map((q) => q.id));
+      dec.rewind(left.length);
+      return left;
+    };
+    return {
+      next: async () => {
+        fill();
+        const head = queue.shift();
+        if (!head) {
+          taken++;
+          return (prev = await this.next([prev], sampler, again.shift()));
+        }
+        const id = await head.id;
+        taken++;
+        if (id >= 0) {
+          fill();
+          return (prev = id);
+        }
+        // The GPU could not pick: forget the steps after it and this one, then run it again by the host's rule.
+        const left = await drain();
+        dec.rewind(1);
+        again.unshift(...left.map((q) => q.u));
+        prev = await this.next([prev], sampler, head.u);
+        return prev;
+      },
+      close: async () => {
+        again.push(...(await drain()).map((q) => q.u));
+      },
+    };
   }
   close() { this.dec.destroy(); }
 }
@@ -401,6 +480,8 @@ export class TextGenerator {
   private template: Template | null;
   private eog: Set<number>;
   private tail: Promise<void> = Promise.resolve();
+  /** Turns taken or waited for (`lock`): a generation or a low-level call in flight when > 0. */
+  private locks = 0;
   private latency: LatencyLog | null;
   private closed = false;
 
@@ -504,7 +585,7 @@ export class TextGenerator {
     });
     const webtune = await Webtune.open({
       server, target: 'wasm', memory: decoder.memory, tune: opts.tune ?? true, worker: opts.worker ?? false, threads: opts.threads,
-      budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates, policy: opts.policy,
+      budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates, policy: opts.policy, trials: 'all',
     });
     try {
       decoder.setKernels((op, shape) => webtune.wasmKernel(op as OpName, shape));
@@ -659,6 +740,35 @@ export class TextGenerator {
     }
   }
 
+  /**
+   * Low level: feeds `ids` (with `reset`, from position 0) and returns the
+   * next `n` greedy tokens, each step fed the token before whatever it is
+   * (end-of-generation ids included), as `generate` runs its steps (on
+   * WebGPU, submitted ahead of their read-backs), e.g. to time decoding.
+   */
+  async nextTokens(ids: number[], n: number, { reset = false }: { reset?: boolean } = {}): Promise<number[]> {
+    if (!Array.isArray(ids)) throw new TypeError('nextTokens: ids must be an array of token ids');
+    if (!Number.isInteger(n) || n < 1) throw new RangeError(`nextTokens: n must be a positive integer, got ${n}`);
+    if (!reset && this.decoder.position + ids.length + n - 1 > this.context || reset && ids.length + n - 1 > this.context)
+      throw new RangeError(`nextTokens: ${ids.length} tokens and ${n - 1} steps from position ${reset ? 0 : this.decoder.position} pass the context of ${this.context}`);
+    const release = await this.lock();
+    let stepper: Stepper | null = null;
+    try {
+      if (reset) this.decoder.reset();
+      const sampler = new Sampler({ temperature: 0, topK: 0, topP: 1, seed: 0n });
+      const out = [await this.decoder.next(ids, sampler)];
+      stepper = this.decoder.steps(out[0], sampler, n - 1);
+      while (out.length < n) out.push(await stepper.next());
+      return out;
+    } finally {
+      try {
+        await stepper?.close();
+      } finally {
+        release();
+      }
+    }
+  }
+
   /** Positions the caches hold now (after `forward`, or the latest generation). */
   get position(): number {
     return this.decoder.position;
@@ -669,9 +779,38 @@ export class TextGenerator {
     return this.decoder.memoryBytes;
   }
 
-  /** Tunes the model's kernels for up to `budgetMs` (see `Webtune.idle`); call it between generations. */
-  idle(budgetMs?: number): ReturnType<Webtune['idle']> {
-    return this.webtune.idle(budgetMs);
+  /**
+   * Tunes the model's kernels for up to `budgetMs` (see `Webtune.idle`);
+   * call it between generations. On Wasm a candidate that wins on the bench
+   * replaces a kernel only once it also wins in the model's own calls (the
+   * session's `trials: 'all'`: on the bench its weights stay in cache, in
+   * the model every layer's stream from memory). A generation feeds those
+   * trials; between generations `idle()` runs model steps that call the
+   * kernels on trial (in their bucket, the position kept), at least one per
+   * call while a trial is open (a prompt bucket's step may outlast a small
+   * budget) and more while the budget lasts.
+   */
+  async idle(budgetMs?: number): ReturnType<Webtune['idle']> {
+    const t0 = performance.now();
+    const r = await this.webtune.idle(budgetMs);
+    // A generation in flight (or waiting) calls the kernels itself.
+    if (!(this.decoder instanceof WasmBackend) || this.locks > 0 || this.closed) return r;
+    const dec = this.decoder.dec;
+    const budget = budgetMs ?? Math.max(performance.now() - t0, this.webtune.budgetMs);
+    const t1 = performance.now();
+    let ran = false;
+    const release = await this.lock();
+    try {
+      for (;;) {
+        const m = this.webtune.pendingTrials().map((k) => k.shape[0]).find((x) => this.graph.buckets.includes(x));
+        if (m === undefined || (ran && performance.now() - t1 >= budget)) break;
+        await dec.trialRun(m);
+        ran = true;
+      }
+    } finally {
+      release();
+    }
+    return ran ? { ...r, worked: true } : r;
   }
 
   close(): void {
@@ -687,7 +826,11 @@ export class TextGenerator {
     const mine = new Promise<void>((r) => (release = r));
     const prev = this.tail;
     this.tail = prev.then(() => mine);
-    return prev.then(() => release);
+    this.locks++;
+    return prev.then(() => () => {
+      this.locks--;
+      release();
+    });
   }
 
   private async *stream(prompt: () => number[], options: GenerateOptions | undefined): AsyncGenerator<string, void, undefined> {
@@ -703,6 +846,7 @@ export class TextGenerator {
     const stats: GenerationStats = { promptTokens: ids.length, generatedTokens: 0, finish: 'abort', prefillMs: 0, decodeMs: 0, stepMs: [] };
     const release = await this.lock();
     this.stats = stats;
+    let stepper: Stepper | null = null;
     try {
       if (max === 0) {
         stats.finish = 'length';
@@ -731,6 +875,8 @@ export class TextGenerator {
         else tok = await dec.next(ids.slice(at), sampler);
       }
       stats.prefillMs = performance.now() - t0;
+      // At most max − 1 decode steps: the prompt's run gave the first token.
+      stepper = dec.steps(tok, sampler, max - 1);
       const text = new TextStream((x) => this.decode(x));
       const stops = new StopFilter(o.stop);
       for (;;) {
@@ -755,7 +901,7 @@ export class TextGenerator {
           break;
         }
         const s0 = performance.now();
-        tok = await dec.next([tok], sampler);
+        tok = await stepper.next();
         const ms = performance.now() - s0;
         stats.stepMs.push(ms);
         stats.decodeMs += ms;
@@ -773,7 +919,11 @@ export class TextGenerator {
       const rest = stops.flush();
       if (rest) yield rest;
     } finally {
-      release();
+      try {
+        await stepper?.close();
+      } finally {
+        release();
+      }
     }
   }
 }

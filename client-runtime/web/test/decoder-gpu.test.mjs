@@ -276,9 +276,34 @@ test('TextGenerator on the small llama with the WebGPU backend: the Wasm backend
     for (const prompt of ['ABCDE', 'x'.repeat(11)]) {
       const [a, b] = [await drain(gpu.generate(prompt, o)), await drain(wasm.generate(prompt, o))];
       assert.equal(a, b, `${prompt} ${JSON.stringify(o, (k, v) => (typeof v === 'bigint' ? Number(v) : v))}: WebGPU ${JSON.stringify(a)}, Wasm ${JSON.stringify(b)}`);
+      // Steps run ahead and unused were forgotten: the caches hold what the Wasm backend's hold.
+      assert.equal(gpu.position, wasm.position, `${prompt}: position after generating`);
       texts.push(a);
     }
   }
+  // Fixed runs of steps (end-of-generation ids included), submitted ahead on WebGPU: the Wasm backend's tokens and position.
+  const prompt = [5, 9, 13, 2];
+  const [ga, wa] = [await gpu.nextTokens(prompt, 16, { reset: true }), await wasm.nextTokens(prompt, 16, { reset: true })];
+  assert.deepEqual(ga, wa);
+  assert.equal(gpu.position, prompt.length + 15);
+  assert.equal(wasm.position, prompt.length + 15);
+  // The GPU handing a pick back in the middle of steps run ahead (simulated on the second): the steps after it
+  // are forgotten and it is run again, with its own draw: still the Wasm backend's text and position.
+  const realAhead = gpuDec.ahead.bind(gpuDec);
+  let aheads = 0;
+  gpuDec.ahead = async (sampling) => {
+    const id = await realAhead(sampling);
+    return ++aheads === 2 ? -1 : id;
+  };
+  // Hot enough (logits of this model are hundreds apart) that each step's draw decides its token.
+  const o = { maxTokens: 14, temperature: 300, topK: 20, seed: 7n };
+  const [ha, hb] = [await drain(gpu.generate('ABCDE', o)), await drain(wasm.generate('ABCDE', o))];
+  assert.ok(aheads >= 3, `steps ahead: ${aheads}`);
+  assert.equal(ha, hb);
+  // Tokens after the one handed back (drawn with the forgotten steps' draws), and tokens that depend on the draws.
+  assert.ok(ha.length >= 3 && new Set(ha).size >= 2, `a text whose tokens depend on the draws: ${JSON.stringify(ha)}`);
+  assert.equal(gpu.position, wasm.position);
+  gpuDec.ahead = realAhead;
   assert.ok(gpu.dispatchesPerToken > graph.steps.length / 2, `dispatches per token ${gpu.dispatchesPerToken}`);
   assert.equal(wasm.dispatchesPerToken, null);
   // Refused where WebGPU is absent.
