@@ -18,7 +18,9 @@
 // - `tuning` (with --tune-s > 0): after one untimed prefill of --prefill
 //   tokens and a few decode steps (so that the prefill bucket's and the
 //   decode step's kernels exist), `gen.idle()` until done or --tune-s
-//   seconds: kernels, candidates evaluated, swaps;
+//   seconds: kernels, candidates evaluated, swaps; `first_answer`: per
+//   kernel, the server's first answer's µs over the tuned one's (from the
+//   swaps' interleaved timings);
 // - `prefill`: a --prefill-token prompt from an empty cache, greedy next
 //   token sampled on the GPU (only its id read back): median of --rounds;
 //   tokens/s and time to first token (the same call: prefill plus the
@@ -26,8 +28,10 @@
 // - `decode`: after a prompt of --prefill (context 128) and --long (1024)
 //   tokens, --steps greedy decode steps (each fed the previous step's
 //   token, whatever it is: end-of-generation ids do not stop it, so a model
-//   of seeded random weights runs as a real one), tokens/s over the steps,
-//   median of --rounds; dispatches per token;
+//   of seeded random weights runs as a real one) through `nextTokens`, as
+//   `generate` runs them (submitted ahead of their read-backs), tokens/s
+//   over the steps, median of --rounds; dispatches per token; and the same
+//   steps one at a time (`nextToken`, each read back before the next);
 // - `probe_dispatch`: --probe-dispatches empty dispatches (a workgroup of
 //   one thread, a bind group of one buffer) in one pass and one submit,
 //   µs each (the time of N less the time of 1, over N − 1);
@@ -186,6 +190,15 @@ async function main() {
     const status = gen.webtune.status();
     evaluated = status.reduce((a, x) => a + x.evaluated, 0);
     line('tuning', { s: (performance.now() - t1) / 1000, kernels: status.length, evaluated, swaps: swaps.length, done: status.every((x) => x.phase === 'done') });
+    // How far each kernel's first answer (the server's, before any tuning
+    // here) was from where tuning left it: the first swap's incumbent
+    // against the last swap's winner (1 where nothing beat the first answer).
+    const perKernel = status.map((x) => {
+      const mine = swaps.filter((w) => w.op === x.op && w.shape.join() === x.shape.join());
+      if (!mine.length) return { op: x.op, shape: x.shape, swaps: 0, first_over_tuned: 1 };
+      return { op: x.op, shape: x.shape, swaps: mine.length, first_us: mine[0].from_us, tuned_us: mine.at(-1).to_us, first_over_tuned: mine[0].from_us / mine.at(-1).to_us };
+    });
+    line('first_answer', { kernels: perKernel });
   }
 
   const pre = [];
@@ -201,15 +214,20 @@ async function main() {
   const weightBytes = gen.manifest.weights.bytes;
   const kvCols = gen.graph.caches.reduce((a, c) => a + c.cols, 0);
   for (const p of [prompt, long]) {
-    const rates = [];
+    // As `generate` runs its steps (submitted ahead of their read-backs), and one step at a time (each read back first).
+    const rates = [], single = [];
     let ms = 0;
     for (let r = 0; r < o.rounds; r++) {
-      let t = await gen.nextToken(p, { reset: true });
+      const t = await gen.nextToken(p, { reset: true });
       const s0 = performance.now();
-      for (let i = 0; i < o.steps; i++) t = await gen.nextToken([t]);
+      await gen.nextTokens([t], o.steps);
       const el = performance.now() - s0;
       rates.push((o.steps * 1000) / el);
       ms = el / o.steps;
+      let u = await gen.nextToken(p, { reset: true });
+      const s1 = performance.now();
+      for (let i = 0; i < o.steps; i++) u = await gen.nextToken([u]);
+      single.push((o.steps * 1000) / (performance.now() - s1));
     }
     const rate = median(rates);
     const stepMs = 1000 / rate;
@@ -217,7 +235,8 @@ async function main() {
     // A step at the run's middle position reads the weights and the caches up to it.
     const bytes = weightBytes + (p.length + o.steps / 2) * kvCols * 4;
     const bwMs = (bytes / (gbs * 1e9)) * 1000, dispMs = (dispatches * usEach) / 1000;
-    line('decode', { context: p.length, prompt: p.length, steps: o.steps, tokens_per_s: rate, ms_per_token: stepMs, last_round_ms: ms, dispatches_per_token: dispatches, rounds: rates });
+    line('decode', { context: p.length, prompt: p.length, steps: o.steps, tokens_per_s: rate, ms_per_token: stepMs, last_round_ms: ms, dispatches_per_token: dispatches, rounds: rates,
+      one_at_a_time_tokens_per_s: median(single) });
     line('floor', { context: p.length, bytes_per_token: bytes, bandwidth_ms: bwMs, dispatch_ms: dispMs, floor_ms: Math.max(bwMs, dispMs), fraction_of_floor: Math.max(bwMs, dispMs) / stepMs });
   }
   if (device.features.has('timestamp-query') && gen.gpu) {
