@@ -243,11 +243,13 @@ async function main() {
     // Where a decode step's time goes, at both contexts: host recording, the
     // read-back's round trip, the GPU's pass, and each dispatch's GPU time
     // summed by kind (medians over --profile-runs).
-    for (const p of [prompt, long]) {
-      let t = await gen.nextToken(p, { reset: true });
+    for (const p of [prompt, long, null]) {
+      // Decode steps after each prompt, and (null) the prefill of the --prefill prompt itself (one bucket).
+      const t = p ? await gen.nextToken(p, { reset: true }) : 0;
       const runs = [];
       for (let r = 0; r < o.profileRuns; r++) {
-        const pr = await gen.gpu.profile([t]);
+        if (!p) gen.gpu.reset();
+        const pr = await gen.gpu.profile(p ? [t] : prompt);
         runs.push(pr);
       }
       const kinds = new Map();
@@ -261,7 +263,7 @@ async function main() {
       const byKind = [...kinds].map(([kind, k]) => ({ kind, dispatches: k.n, ms: k.ms.reduce((a, b) => a + b, 0), us_each: (k.ms.reduce((a, b) => a + b, 0) / k.n) * 1000 }))
         .sort((a, b) => b.ms - a.ms);
       const stepsMs = byKind.reduce((a, k) => a + k.ms, 0);
-      line('profile', { context: p.length, runs: runs.length, wall_ms: median(runs.map((r) => r.wallMs)), encode_ms: median(runs.map((r) => r.encodeMs)),
+      line('profile', { run: p ? 'decode' : 'prefill', context: p ? p.length : prompt.length, runs: runs.length, wall_ms: median(runs.map((r) => r.wallMs)), encode_ms: median(runs.map((r) => r.encodeMs)),
         gpu_pass_ms: median(runs.map((r) => r.gpuMs)), gpu_steps_sum_ms: stepsMs, by_kind: byKind });
     }
     // The read-back's round trip alone: an 8-byte copy, submitted and mapped.
