@@ -465,6 +465,33 @@ export class GraphDecoder {
     return this.logits();
   }
 
+  /**
+   * Runs the model once on a run that uses bucket `m`'s kernels (`m` tokens,
+   * or as many as the context holds), for timing only: the tokens are
+   * arbitrary, the run starts at the current position (or as late as the
+   * context allows, the cache rows it overwrites saved and put back), and
+   * the position is left as it was, so the caches read as before (the
+   * logits buffer does not).
+   */
+  async trialRun(m: number): Promise<void> {
+    const ks = this.ready.get(m) ?? (await this.kernels(m));
+    const t = Math.min(m, this.context);
+    const pos = this.pos, at = Math.min(pos, this.context - t);
+    this.views();
+    const saved = this.graph.caches.map((c) => {
+      const row = this.cache(c.name) / 4;
+      return { at: row + at * c.cols, rows: this.f32.slice(row + at * c.cols, row + pos * c.cols) };
+    });
+    this.pos = at;
+    try {
+      this.run(Array.from({ length: t }, (_, i) => (i * 7919 + 1) % this.graph.vocab), m, ks);
+    } finally {
+      this.pos = pos;
+      this.views();
+      for (const s of saved) this.f32.set(s.rows, s.at);
+    }
+  }
+
   /** The last run's logits (a view of the memory). */
   logits(): Float32Array {
     this.views();

@@ -23,3 +23,23 @@ export function fasterBeyondNoise(cand: readonly number[], cur: readonly number[
   const threshold = Math.max(floor, 2 * Math.hypot(relNoise(cand), relNoise(cur)));
   return median(cand) < median(cur) * (1 - threshold);
 }
+
+/**
+ * A sign test over paired timings: whether the candidate took less than
+ * (1 − floor) × the kernel in use's time in more pairs than chance allows
+ * (one-sided, level `alpha`, binomial at ½), i.e. whether its median ratio
+ * is below 1 − floor. Unlike a test on the mean log ratio, a few pairs
+ * spoiled by another process's burst cannot hide a real gain.
+ */
+export function signFaster(cur: readonly number[], cand: readonly number[], floor = 0.01, alpha = 0.05): boolean {
+  const n = Math.min(cur.length, cand.length);
+  let wins = 0;
+  for (let i = 0; i < n; i++) if (cand[i] < (1 - floor) * cur[i]) wins++;
+  // P(X ≥ wins) for X ~ Binomial(n, ½).
+  let tail = 0, c = 1;
+  for (let k = 0; k <= n; k++) {
+    if (k >= wins) tail += c;
+    c = (c * (n - k)) / (k + 1);
+  }
+  return n > 0 && tail / 2 ** n <= alpha;
+}

@@ -40,8 +40,8 @@ import { fetchRetrying } from './http.js';
 import { type RhoResult, measureRho } from './rho.js';
 import { type OpName, checkShape, flops, parseOp } from './ops.js';
 import { timerResolutionMs } from './timer.js';
-import { Family, KernelTuner, type Measurement, type Policy, type TunerHost } from './tuner.js';
-import { median as medianOf } from './stats.js';
+import { type AppTrial, Family, KernelTuner, type Measurement, type Policy, type TunerHost, pairedFaster, sequentialVerdict } from './tuner.js';
+import { median as medianOf, signFaster } from './stats.js';
 import type { Backend, BestResponse, Impl, KernelMeta } from './types.js';
 import { ThreadPool, threadsWanted } from './threads.js';
 import { WasmBackend, type WasmImpl, WasmKernelBinding, isShared, newMemory, threadsOf } from './wasm.js';
@@ -67,17 +67,30 @@ export const AUTO_SLICE_MAX_MS = 500;
 const AUTO_SLICE_MIN_MS = 8;
 
 /**
- * A threaded candidate is tried in the app's own calls before it is adopted:
- * every other call of the kernel (ABBA) runs it, until TRIAL_PAIRS pairs;
- * it is adopted only when its median there is lower than the kernel in
- * use's by TRIAL_FLOOR. Clearly slower (every one of the first two pairs
- * REJECT_RATIO× or worse) ends the trial at once; so does TRIAL_TIMEOUT_MS
- * without enough calls (the candidate is then not adopted).
+ * A candidate tried in the app's own calls (threaded candidates always; every
+ * candidate under `trials: 'all'`, as a language model asks, because a
+ * kernel timed alone on the bench has its weights in cache while a model
+ * streams each layer's weights from memory: a bench winner can lose there)
+ * runs in every other call of the kernel (ABBA over four calls). A pair is
+ * the mean call of each side over one or more such cycles, closed once both
+ * sides have run for the trial's shortest sample (so a coarse timer still
+ * gives usable pairs). The trial ends on the pairs' log ratios: rejected
+ * when the first two pairs are TRIAL_REJECT_RATIO× or worse, or as soon as
+ * the sequential test says the candidate cannot beat the kernel in use by
+ * TRIAL_FLOOR; adopted from TRIAL_MIN_PAIRS pairs on when the sequential
+ * test says it is faster by the floor; at TRIAL_MAX_PAIRS, adopted only if
+ * the paired t-test or the sign test (one-sided 95 % each; the sign test
+ * because a model's calls on a busy machine have bursts that swamp a
+ * mean) says it is faster by the floor. TRIAL_TIMEOUT_MS without
+ * enough calls ends it too (not adopted).
  */
-const TRIAL_PAIRS = 4;
+const TRIAL_MIN_PAIRS = 6;
+const TRIAL_MAX_PAIRS = 24;
 const TRIAL_FLOOR = 0.02;
 const TRIAL_REJECT_RATIO = 1.25;
 const TRIAL_TIMEOUT_MS = 20_000;
+/** A trial's shortest sample per side, in timer ticks (5 µs isolated, 100 µs not): rounding stays a few %. */
+const TRIAL_SAMPLE_TICKS = 20;
 
 export type { Fingerprint } from './fingerprint.js';
 export type { RhoResult } from './rho.js';
@@ -135,6 +148,15 @@ export interface OpenOptions {
    * Default false.
    */
   worker?: boolean;
+  /**
+   * Wasm: which candidates must also win in the app's own calls before they
+   * replace the kernel in use (see `TrialDetail`): `'threaded'` (default,
+   * fast policy) or `'all'`, for an app whose calls run in other conditions
+   * than the bench's (a language model streams each layer's weights from
+   * memory, the bench times a kernel on inputs that stay in cache).
+   * `TextGenerator` asks for `'all'`.
+   */
+  trials?: 'threaded' | 'all';
   /** Tune again kernels this browser already tuned (the cache says so). Default false. */
   retune?: boolean;
   /**
@@ -197,7 +219,7 @@ export interface SwapDetail {
   target: Target;
   from: string;
   to: string;
-  /** Medians of one call, µs, timed interleaved on the same inputs. */
+  /** Medians of one call, µs, timed interleaved: in the app's own calls when the candidate was tried there (`trial`), else on the bench's inputs. */
   from_us: number;
   to_us: number;
   speedup: number;
@@ -208,6 +230,27 @@ export interface SwapDetail {
   at: number;
   /** Wasm: threads the new kernel runs on (1, or its parts on the pool). */
   threads: number;
+}
+
+/**
+ * `trial` event detail: a candidate that won on the bench, tried in the
+ * app's own calls against the kernel in use (every other call), and whether
+ * it replaced it. `bench_speedup` is what the bench measured, `app_speedup`
+ * what the app's calls did (> 1: the candidate faster).
+ */
+export interface TrialDetail {
+  op: OpName;
+  shape: number[];
+  target: Target;
+  from: string;
+  to: string;
+  adopted: boolean;
+  bench_speedup: number;
+  app_speedup: number;
+  /** Median call in the app, ms: the kernel in use, the candidate; and the pairs timed. */
+  cur_ms: number;
+  cand_ms: number;
+  pairs: number;
 }
 
 /** `measure` event detail: one candidate checked and timed. */
@@ -310,8 +353,14 @@ export class WasmKernel extends KernelHandle<WasmImpl> {
   }
 
   private trialState: {
-    impl: WasmImpl; binding: WasmKernelBinding; cur: number[]; cand: number[]; turn: number; end: (ok: boolean) => void;
+    impl: WasmImpl; binding: WasmKernelBinding; turn: number; minSampleMs: number;
+    /** The open cycle's time and calls per side, and the closed pairs (mean call, ms). */
+    acc: { cur: number; cand: number; curCalls: number; candCalls: number };
+    cur: number[]; cand: number[];
+    end: (ok: boolean) => void;
   } | null = null;
+  /** The binding a trial binds its candidate into: the previous kernel's after a swap (its scratch pages are reused, not grown again). */
+  private spare: WasmKernelBinding | null = null;
 
   /** Runs the kernel on arguments at these byte offsets of the app's memory, in ABI order. */
   run(...offsets: number[]): void {
@@ -322,8 +371,8 @@ export class WasmKernel extends KernelHandle<WasmImpl> {
     const turn = tr ? tr.turn++ % 4 : 0;
     if (tr && (turn === 1 || turn === 2)) {
       tr.binding.call(offsets);
-      tr.cand.push(performance.now() - t0);
-      this.settleTrial();
+      tr.acc.cand += performance.now() - t0;
+      tr.acc.candCalls++;
       return;
     }
     this.binding.call(offsets);
@@ -331,42 +380,62 @@ export class WasmKernel extends KernelHandle<WasmImpl> {
     this.appCalls++;
     this.appMs += ms;
     if (tr) {
-      tr.cur.push(ms);
-      this.settleTrial();
+      tr.acc.cur += ms;
+      tr.acc.curCalls++;
+      if (turn === 3) this.settleTrial(tr);
     }
+  }
+
+  /** @internal Whether a candidate is being tried in the app's calls (they feed it). */
+  get trialPending(): boolean {
+    return this.trialState !== null;
   }
 
   /**
    * @internal Tries `impl` in the app's own calls (every other one) against
    * the kernel in use, and adopts it only if it is faster there (see
-   * TRIAL_PAIRS). Resolves with whether it was adopted.
+   * TRIAL_MIN_PAIRS). `minSampleMs`: the least time of each side in a pair
+   * (a few timer ticks). Resolves with whether it was adopted and the two
+   * sides' median call, ms.
    */
-  async trial(impl: WasmImpl): Promise<{ ok: boolean; cur_ms: number; cand_ms: number }> {
-    const binding = this.newBinding();
+  async trial(impl: WasmImpl, minSampleMs = 0): Promise<{ ok: boolean; cur_ms: number; cand_ms: number; pairs: number }> {
+    const binding = this.spare ?? this.newBinding();
+    this.spare = null;
     await binding.bind(impl);
     return new Promise((resolve) => {
       const timer = setTimeout(() => this.trialState?.end(false), TRIAL_TIMEOUT_MS);
-      const st = {
-        impl, binding, cur: [] as number[], cand: [] as number[], turn: 0,
+      const st: NonNullable<WasmKernel['trialState']> = {
+        impl, binding, turn: 0, minSampleMs, acc: { cur: 0, cand: 0, curCalls: 0, candCalls: 0 }, cur: [], cand: [],
         end: (ok: boolean) => {
           clearTimeout(timer);
           this.trialState = null;
           if (ok) {
+            this.spare = this.binding;
             this.binding = binding;
             this.impl = impl;
+          } else {
+            this.spare = binding;
           }
-          resolve({ ok, cur_ms: medianOf(st.cur), cand_ms: medianOf(st.cand) });
+          resolve({ ok, cur_ms: medianOf(st.cur), cand_ms: medianOf(st.cand), pairs: st.cur.length });
         },
       };
       this.trialState = st;
     });
   }
 
-  private settleTrial(): void {
-    const tr = this.trialState!;
-    const n = Math.min(tr.cur.length, tr.cand.length);
-    if (n >= 2 && tr.cand.slice(0, 2).every((c, i) => c >= TRIAL_REJECT_RATIO * tr.cur[i])) return tr.end(false);
-    if (n >= TRIAL_PAIRS) tr.end(medianOf(tr.cand) < medianOf(tr.cur) * (1 - TRIAL_FLOOR));
+  /** At the end of an ABBA cycle: closes a pair when both sides ran long enough, then decides if the pairs allow it. */
+  private settleTrial(tr: NonNullable<WasmKernel['trialState']>): void {
+    const a = tr.acc;
+    if (a.cur < tr.minSampleMs || a.cand < tr.minSampleMs) return;
+    tr.cur.push(a.cur / a.curCalls);
+    tr.cand.push(a.cand / a.candCalls);
+    tr.acc = { cur: 0, cand: 0, curCalls: 0, candCalls: 0 };
+    const n = tr.cur.length;
+    if (n === 2 && tr.cand.every((c, i) => c >= TRIAL_REJECT_RATIO * tr.cur[i])) return tr.end(false);
+    const verdict = sequentialVerdict(tr.cur, tr.cand, TRIAL_FLOOR);
+    if (verdict === 'slower') return tr.end(false);
+    if (n >= TRIAL_MIN_PAIRS && verdict === 'faster') return tr.end(true);
+    if (n >= TRIAL_MAX_PAIRS) tr.end(pairedFaster(tr.cur, tr.cand, TRIAL_FLOOR) || signFaster(tr.cur, tr.cand, TRIAL_FLOOR));
   }
 
   /** @internal */
@@ -719,13 +788,23 @@ export class Webtune extends EventTarget {
       fetchKernel: (url, target) => this.fetchKernel(url, target),
       async adopt(t, impl, m, previous) {
         // A threaded kernel must prove itself in the app's own calls (the
-        // pool as the model leaves it), never only on the bench.
-        if (handle instanceof WasmKernel && wt.pool && wt.policy === 'fast' && threadsOf(impl.meta)) {
-          const r = await handle.trial(impl as unknown as WasmImpl);
+        // pool as the model leaves it), never only on the bench; so must
+        // every kernel where the app asked for it (`trials: 'all'`).
+        const inApp = handle instanceof WasmKernel && (wt.opts.trials === 'all' || (wt.pool && wt.policy === 'fast' && threadsOf(impl.meta)));
+        let trial: AppTrial | undefined;
+        if (inApp) {
+          const r = await handle.trial(impl as unknown as WasmImpl, TRIAL_SAMPLE_TICKS * wt.timerResolutionMs);
+          trial = { ok: r.ok, cur_ms: r.cur_ms, cand_ms: r.cand_ms };
+          const detail: TrialDetail = {
+            op: t.op, shape: t.shape, target: wt.target, from: previous.sha256, to: impl.sha256, adopted: r.ok,
+            bench_speedup: m.current_us / m.median_us, app_speedup: r.cur_ms / r.cand_ms, cur_ms: r.cur_ms, cand_ms: r.cand_ms, pairs: r.pairs,
+          };
+          wt.dispatchEvent(new CustomEvent('trial', { detail }));
           if (!r.ok) {
-            t.note(`${impl.sha256.slice(0, 12)} (${threadsOf(impl.meta)} threads) was faster on the bench but not in the app's calls ` +
-              `(${r.cand_ms.toFixed(3)} ms against ${r.cur_ms.toFixed(3)} ms): not adopted`);
-            return false;
+            const threads = threadsOf(impl.meta) ? ` (${threadsOf(impl.meta)} threads)` : '';
+            t.note(`${impl.sha256.slice(0, 12)}${threads} was faster on the bench (${detail.bench_speedup.toFixed(3)}x) but not in the app's calls ` +
+              `(${r.cand_ms.toFixed(3)} ms against ${r.cur_ms.toFixed(3)} ms over ${r.pairs} pairs): not adopted`);
+            return trial;
           }
         } else {
           await (handle as KernelHandle<Impl>).adopt(impl);
@@ -733,7 +812,9 @@ export class Webtune extends EventTarget {
         handle.swaps++;
         const detail: SwapDetail = {
           op: t.op, shape: t.shape, target: wt.target, from: previous.sha256, to: impl.sha256,
-          from_us: m.current_us, to_us: m.median_us, speedup: m.current_us / m.median_us,
+          ...(trial
+            ? { from_us: trial.cur_ms * 1000, to_us: trial.cand_ms * 1000, speedup: trial.cur_ms / trial.cand_ms }
+            : { from_us: m.current_us, to_us: m.median_us, speedup: m.current_us / m.median_us }),
           index: m.index, total: m.total, at: performance.now(),
           threads: impl.meta.threads ?? 1,
         };
@@ -742,6 +823,7 @@ export class Webtune extends EventTarget {
           key: wt.cacheKey(t.op, t.shape), sha256: impl.sha256, meta: impl.meta, bytes: impl.bytes,
           tuned: false, median_us: m.median_us, saved_at: Date.now(),
         });
+        return trial ?? true;
       },
       measured(t, m) {
         const detail: MeasureDetail = { ...m, op: t.op, shape: t.shape, target: wt.target };
@@ -809,6 +891,15 @@ export class Webtune extends EventTarget {
     if (fast) live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || Number(a.t.behindSibling) - Number(b.t.behindSibling) || b.w - a.w);
     else live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || a.t.taken - b.t.taken || b.w - a.w);
     return live.map((x) => x.t);
+  }
+
+  /**
+   * @internal The kernels whose candidate is being tried in the app's own
+   * calls (`trials`): a model with no calls of its own to make (between
+   * generations) runs steps that call them, so that the trials end.
+   */
+  pendingTrials(): { op: OpName; shape: number[] }[] {
+    return this.handles.filter((h) => h instanceof WasmKernel && h.trialPending).map((h) => ({ op: h.op, shape: h.shape }));
   }
 
   /** Whether every kernel is tuned and reported (or not to be tuned). */

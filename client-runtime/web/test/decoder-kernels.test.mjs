@@ -363,6 +363,33 @@ test('decoder graph backend: a small llama in every weight format, prefill in on
   assert.throws(() => checkGraph({ ...graph, steps: [...graph.steps, { step: 'softmax' }] }, model.tensors, model.weights.byteLength), /not a step this runtime runs/);
 });
 
+test("decoder graph backend: a trial run (tuning's timing in the model) leaves the position and the caches as they were, with room after the position and without", { timeout: 120_000 }, async () => {
+  const { GraphDecoder } = await load('src/decoder.ts');
+  const model = llamaModel(23);
+  const graph = llamaGraph(model.formats, [1, 4, 8]);
+  const ids = Array.from({ length: 21 }, (_, i) => (i * 41 + 3) % D.vocab);
+  const want = llama64(model.values, ids);
+  const calls = [];
+  const dec = await GraphDecoder.create({ graph, tensors: model.tensors, weights: model.weights, context: 24, fixed: fixedBytes, shared: false });
+  dec.setKernels(jsKernels(dec.memory, calls));
+  const close = (got, w, what) => {
+    let e = 0, m = 0;
+    for (let i = 0; i < w.length; i++) (e = Math.max(e, Math.abs(got[i] - w[i]))), (m = Math.max(m, Math.abs(w[i])));
+    assert.ok(e / m < 1e-4, `${what}: error ${e / m}`);
+  };
+  // Room after the position (5 + 8 <= 24): the run writes rows nobody has read yet.
+  await dec.feed(ids.slice(0, 5));
+  await dec.trialRun(8);
+  await dec.trialRun(1);
+  assert.equal(dec.position, 5);
+  close(await dec.feed([ids[5]]), want[5], 'the token after trial runs with room');
+  // No room (20 + 8 > 24): the run starts at 16, over real rows, which come back.
+  await dec.feed(ids.slice(6, 20));
+  await dec.trialRun(8);
+  assert.equal(dec.position, 20);
+  close(await dec.feed([ids[20]]), want[20], 'the token after a trial run over the last rows');
+});
+
 test('decoder graph backend: the native layout (ids, weights, buffers, caches, rope table, scores)', async () => {
   const { layoutOf } = await load('src/decoder.ts');
   const model = llamaModel(22);
