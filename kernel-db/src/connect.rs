@@ -24,6 +24,7 @@ fn migrator() -> Migrator {
             m(5, "running tallies", include_str!("../../migrations/0005_running_tallies.sql")),
             m(6, "retention", include_str!("../../migrations/0006_retention.sql")),
             m(7, "report path indexes", include_str!("../../migrations/0007_report_path_indexes.sql")),
+            m(8, "uncounted", include_str!("../../migrations/0008_uncounted.sql")),
         ]),
         ..Migrator::DEFAULT
     }
@@ -65,6 +66,8 @@ pub struct Db {
     /// Taken (read) by the flusher around each flush; see
     /// [`Db::hold_acknowledgements`].
     pub(crate) hold: std::sync::Arc<tokio::sync::RwLock<()>>,
+    /// Counts stored reports and elects (see `elector`).
+    pub(crate) elector: std::sync::Arc<crate::elector::Elector>,
 }
 
 impl Db {
@@ -100,14 +103,17 @@ impl Db {
         let write = std::sync::Arc::new(tokio::sync::Mutex::new(()));
         let groups = std::sync::Arc::default();
         let hold = std::sync::Arc::default();
+        let elector: std::sync::Arc<crate::elector::Elector> = std::sync::Arc::default();
         let reports = crate::reports::start_writer(
             pool.clone(),
             backend,
             write.clone(),
             std::sync::Arc::clone(&groups),
             std::sync::Arc::clone(&hold),
+            std::sync::Arc::clone(&elector),
         );
-        Ok(Db { pool, backend, write, reports, groups, hold })
+        crate::elector::start(pool.clone(), backend, write.clone(), std::sync::Arc::downgrade(&elector));
+        Ok(Db { pool, backend, write, reports, groups, hold, elector })
     }
 
     /// For tests of durability: while the returned guard lives, reports on
@@ -117,6 +123,14 @@ impl Db {
     #[doc(hidden)]
     pub async fn hold_acknowledgements(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
         std::sync::Arc::clone(&self.hold).write_owned().await
+    }
+
+    /// For tests: while the returned guard lives, this handle's elector
+    /// task counts nothing (after the pass it may be running), so reports
+    /// stay uncounted until [`Db::flush_elections`] or the guard's drop.
+    #[doc(hidden)]
+    pub async fn hold_elections(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+        self.elector.hold().await
     }
 
     pub fn backend(&self) -> Backend {

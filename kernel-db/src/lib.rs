@@ -14,8 +14,10 @@
 //! - `connect`: URLs, the pool, migrations, settings;
 //! - `sessions`: devices and sessions;
 //! - `kernels`: content-addressed kernel bytes and metadata;
-//! - `reports`: reports, raw measurements, flags, running tallies,
-//!   re-election, and the group-committing writer;
+//! - `reports`: reports, raw measurements, flags, and the
+//!   group-committing writer that stores them;
+//! - `elector`: the task that counts stored reports into the running
+//!   tallies and re-elects the keys they touch, many reports a pass;
 //! - `winners`: lookups along the fallback chain;
 //! - [`fallback`]: the chain itself (device → arch → vendor, the most
 //!   specific level that answers wins), which the kernel lookup
@@ -39,14 +41,19 @@
 //! - `kernels` rows are content-addressed (`sha256` of `bytes`) and never change.
 //! - `measurements`, `reports` and `model_latency` are append only, except that
 //!   [`Db::compact`] folds whole UTC days of reports older than its cutoff
-//!   into per-day sums in the transaction that deletes them. Winners are derived data:
-//!   [`Db::record_report`] updates the running tallies (`ballots`: each
+//!   into per-day sums in the transaction that deletes them (after counting
+//!   what is left uncounted). Winners are derived data: a report's
+//!   transaction stores it with a row of `uncounted`, and the elector's pass
+//!   that deletes that row updates the running tallies (`ballots`: each
 //!   session's latest report per key; `tallies`: their sums per kernel) and
-//!   re-elects the keys it touched from them, inside the same transaction
-//!   that stores the report, so an acknowledged report is durable and
-//!   already counted. The tallies always equal a recount of the history
-//!   (the migration that added them built them so; a property test checks
+//!   re-elects the keys it touched from them, in one transaction, so every
+//!   stored report is counted exactly once. Once nothing is uncounted
+//!   ([`Db::flush_elections`]) the tallies equal a recount of the history
+//!   (the migration that added them built them so; property tests check
 //!   that they elect what [`elect`] elects on the full history).
+//!   [`Db::record_report`] answers once its report is durable and counted;
+//!   [`Db::store_report`] once it is durable, its count following within
+//!   about two passes of the elector.
 //! - Concurrent reports share a transaction (group commit); each is stored
 //!   under its own savepoint, so one that fails a check fails alone.
 //! - A vote counts only toward winners of the candidate space it was cast in
@@ -58,16 +65,17 @@
 //!   with [`DbError::TicketReused`].
 //! - SQLite: writes are serialised by one lock per [`Db`] and `BEGIN
 //!   IMMEDIATE`, so the file never sees two writers (no `SQLITE_BUSY`
-//!   upgrades). PostgreSQL: no global lock; every transaction that elects
-//!   winners first takes the advisory lock of each winner key it touches
-//!   (op, shape, target, level, key), in one sorted order, and holds them
-//!   until it commits, so two elections at one key never interleave, an
-//!   election sees every report committed before it, and reports at other
-//!   keys commit at once, on any number of servers and writer tasks.
-//!   Imports and compaction take the writers' lock exclusively. A group of
-//!   reports commits without waiting for the disk (so its key locks go
-//!   before the flush) and is acknowledged only once a later synchronous
-//!   transaction proved it durable (see `reports`).
+//!   upgrades). PostgreSQL: no global lock; a report's transaction locks no
+//!   key (it only adds rows of its own), and every transaction that elects
+//!   winners (an elector's pass, a flag) first takes the advisory lock of
+//!   each winner key it touches (op, shape, target, level, key), in one
+//!   sorted order, and holds them until it commits, so two elections at one
+//!   key never interleave and an election sees every count committed
+//!   before it; electors of several servers take different reports
+//!   (`FOR UPDATE SKIP LOCKED`). Imports and compaction take the writers'
+//!   lock exclusively. A group of reports commits without waiting for the
+//!   disk and is acknowledged only once a later synchronous transaction
+//!   proved it durable (see `reports`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), webtune_kernel_db::DbError> {
@@ -82,6 +90,7 @@ mod bundles;
 mod connect;
 mod dashboard;
 mod elect;
+mod elector;
 pub mod fallback;
 mod kernels;
 mod models;

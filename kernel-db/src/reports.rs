@@ -1,11 +1,15 @@
-//! Reports, their raw measurements, flags, and the re-election of winners
-//! that each report or flag triggers, in the same transaction.
+//! Reports, their raw measurements and flags; the re-election a flag
+//! triggers, in its own transaction; and the election rule's statements
+//! over the running tallies, which the elector's passes run.
 //!
-//! Elections read running tallies (migration 0005): each report replaces
-//! its session's ballot at each of its three keys and adjusts the per-kernel
-//! sums, so an election costs what the key's candidates cost, not what its
-//! history does. Medians and per-session times are read only when the rule
-//! asks for them ([`elect_step`]).
+//! Elections read running tallies (migration 0005): each counted report
+//! replaces its session's ballot at each of its three keys and adjusts the
+//! per-kernel sums, so an election costs what the key's candidates cost,
+//! not what its history does. Medians and per-session times are read only
+//! when the rule asks for them ([`elect_step`]). Counting and elections
+//! are the elector's (`elector`), off the report's path: a report's
+//! transaction only adds rows of its own (the report, its measurements and
+//! flags, and its row of `uncounted`) and locks no key.
 //!
 //! Reports are committed in groups: a writer task of the [`Db`] takes every
 //! report waiting, checks them all, writes those that pass with one
@@ -14,11 +18,9 @@
 //! load, one disk flush then acknowledges many reports.
 //!
 //! On PostgreSQL a group commits without waiting for its flush
-//! (`synchronous_commit = off` for that transaction only), so the locks of
-//! its election keys go as soon as its commit record is written, not after
-//! the disk has it: the writers of hot keys (every report of an
-//! architecture shares its arch and vendor keys) queue on the elections,
-//! not on fsync. Its reports are answered by the [`Db`]'s flusher, which
+//! (`synchronous_commit = off` for that transaction only), so the writers
+//! queue on nothing but their own statements, not on fsync. Its reports
+//! are answered by the [`Db`]'s flusher, which
 //! proves them durable first: one statement, in its own synchronous
 //! transaction, that writes a WAL record and reads which of the waiting
 //! reports it sees. The reports it sees committed before it, so their
@@ -28,8 +30,9 @@
 //! was never written) and is answered with an error; so is every report
 //! of a flush that failed. An unacknowledged report may be lost; an
 //! acknowledged one never is. Until the flush, other transactions may see
-//! a group's rows (a lookup may answer its winner a millisecond early);
-//! a crash in that window takes them back with the report.
+//! a group's rows (the elector may count them before they are durable);
+//! a crash in that window takes them back with the report, and the
+//! count with them.
 
 use std::sync::Arc;
 
@@ -63,19 +66,19 @@ macro_rules! at_key {
 }
 
 /// One key of one candidate space: where a ballot is cast and a winner elected.
-struct At<'a> {
-    kind: &'a KernelKind,
-    space: &'a str,
-    level: Level,
-    key: &'a str,
+pub(crate) struct At<'a> {
+    pub(crate) kind: &'a KernelKind,
+    pub(crate) space: &'a str,
+    pub(crate) level: Level,
+    pub(crate) key: &'a str,
 }
 
 impl At<'_> {
-    fn same(&self, other: &At) -> bool {
+    pub(crate) fn same(&self, other: &At) -> bool {
         (self.kind, self.space, self.level, self.key) == (other.kind, other.space, other.level, other.key)
     }
 
-    fn new<'a>(kind: &'a KernelKind, space: &'a str, level: Level, keys: &'a DeviceKeys) -> At<'a> {
+    pub(crate) fn new<'a>(kind: &'a KernelKind, space: &'a str, level: Level, keys: &'a DeviceKeys) -> At<'a> {
         At { kind, space, level, key: keys.key(level).unwrap_or_default() }
     }
 
@@ -121,9 +124,13 @@ impl GroupCounters {
 
 /// A report waiting for the writer, and where its outcome goes.
 pub(crate) struct Job {
+    /// The report's id, made by the caller (who may wait for its count).
+    id: String,
     report: NewReport,
     keys: DeviceKeys,
-    policy: VotePolicy,
+    /// Whether the caller waits for the count (then the winners standing
+    /// at commit are not read for it).
+    counted: bool,
     done: tokio::sync::oneshot::Sender<Result<RecordedReport>>,
 }
 
@@ -170,7 +177,7 @@ impl Analyse {
         let (me, pool) = (self.clone(), pool.clone());
         tokio::spawn(async move {
             // Statistics are an optimisation: a failure changes no data.
-            let _ = sqlx::query("ANALYZE ballots, tallies, measurements, reports, flags").execute(&pool).await;
+            let _ = sqlx::query("ANALYZE ballots, tallies, measurements, reports, flags, uncounted").execute(&pool).await;
             me.running.store(false, SeqCst);
         });
     }
@@ -191,6 +198,7 @@ pub(crate) fn start_writer(
     lock: Arc<tokio::sync::Mutex<()>>,
     stats: Arc<GroupCounters>,
     hold: Arc<tokio::sync::RwLock<()>>,
+    elector: Arc<crate::elector::Elector>,
 ) -> tokio::sync::mpsc::Sender<Job> {
     let pg = backend == Backend::Postgres;
     let group_max = if pg { PG_GROUP_MAX } else { GROUP_MAX };
@@ -204,8 +212,8 @@ pub(crate) fn start_writer(
         tokio::spawn(flusher(pool.clone(), flush_rx, hold));
     }
     for _ in 0..writers {
-        let (pool, lock, stats, rx, analyse, flush_tx) =
-            (pool.clone(), lock.clone(), stats.clone(), rx.clone(), analyse.clone(), flush_tx.clone());
+        let (pool, lock, stats, rx, analyse, flush_tx, elector) =
+            (pool.clone(), lock.clone(), stats.clone(), rx.clone(), analyse.clone(), flush_tx.clone(), elector.clone());
         tokio::spawn(async move {
             loop {
                 // One writer at a time takes what is waiting; the others
@@ -226,6 +234,12 @@ pub(crate) fn start_writer(
                 let t0 = std::time::Instant::now();
                 let outcomes = commit_group(&pool, backend, &group).await;
                 stats.record(group.len(), t0.elapsed());
+                drop(_w);
+                if outcomes.iter().any(|o| o.is_ok()) {
+                    // Their counts may start before they are durable: a
+                    // crash that loses them loses the count with them.
+                    elector.kick();
+                }
                 if pg {
                     analyse.committed(outcomes.iter().filter(|o| o.is_ok()).count(), &pool);
                 }
@@ -339,7 +353,7 @@ async fn commit_group(pool: &Pool<Any>, backend: Backend, group: &[Job]) -> Vec<
 /// Whether `e` is PostgreSQL refusing a transaction for what a concurrent
 /// one did (unique violation, deadlock, serialisation failure): trying
 /// again, after the other committed, gives a real answer.
-fn is_conflict(e: &DbError) -> bool {
+pub(crate) fn is_conflict(e: &DbError) -> bool {
     match e {
         DbError::Sqlx(sqlx::Error::Database(d)) => matches!(d.code().as_deref(), Some("23505" | "40P01" | "40001")),
         _ => false,
@@ -351,9 +365,6 @@ struct Accepted<'a> {
     job: &'a Job,
     /// Its position in the group.
     index: usize,
-    id: String,
-    /// Its positive-weight votes: (kernel, weight, median µs).
-    votes: Vec<(&'a str, i64, f64)>,
 }
 
 async fn store_group(conn: &mut AnyConnection, group: &[Job]) -> Result<Vec<Result<RecordedReport>>> {
@@ -394,44 +405,29 @@ async fn store_group(conn: &mut AnyConnection, group: &[Job]) -> Result<Vec<Resu
             continue;
         }
         used.extend(report.entries.iter().map(|e| e.ticket.clone()));
-        let votes = report
-            .entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.kernel_sha256.as_str(), ranked_weight(i + 1, e.output_ok), e.median_us))
-            .filter(|v| v.1 > 0)
-            .collect();
-        accepted.push(Accepted { job, index, id: random_id()?, votes });
+        accepted.push(Accepted { job, index });
     }
-    if !accepted.is_empty() {
-        insert_reports(conn, &accepted, now).await?;
-        for a in &accepted {
-            let r = &a.job.report;
-            for e in r.entries.iter().filter(|e| !e.output_ok) {
-                insert_flag(conn, &e.kernel_sha256, &r.kind, &a.job.keys, &r.session_id, None, "client-check", now).await?;
-            }
+    if accepted.is_empty() {
+        return Ok(outcomes.into_iter().map(|o| o.expect("every report answered")).collect());
+    }
+    insert_reports(conn, &accepted, now).await?;
+    for a in &accepted {
+        let r = &a.job.report;
+        for e in r.entries.iter().filter(|e| !e.output_ok) {
+            insert_flag(conn, &e.kernel_sha256, &r.kind, &a.job.keys, &r.session_id, None, "client-check", now).await?;
         }
     }
-    // Everything from here reads or writes what belongs to the group's
-    // keys: ballots (a session's are at its own keys), tallies, flags
-    // read by elections, winners.
-    let mut locks: Vec<(&KernelKind, Level, &str)> = Vec::new();
+    // Counting is the elector's (see `elector`): the reports wait in
+    // `uncounted`, and nothing of any key is locked, read or written here.
+    let mut q = Sql::new(conn, "INSERT INTO uncounted (report_id, created_at) VALUES ");
     for a in &accepted {
-        for level in Level::STORED {
-            locks.push((&a.job.report.kind, level, a.job.keys.key(level).unwrap_or_default()));
-        }
+        q.row().bind(a.job.id.clone()).push(", ").bind(now).push(")");
     }
-    lock_keys(conn, &locks).await?;
-    // Ballots per (kind, space); elections per kind, once per key.
-    let mut by_space: std::collections::BTreeMap<(&KernelKind, &str), Vec<&Accepted>> = std::collections::BTreeMap::new();
-    for a in &accepted {
-        by_space.entry((&a.job.report.kind, a.job.report.space_checksum.as_str())).or_default().push(a);
-    }
-    for ((kind, space), batch) in &by_space {
-        cast_ballots(conn, kind, space, batch, now).await?;
-    }
+    q.query()?.execute(&mut *conn).await?;
+    // Callers that do not wait for the count are answered with the winners
+    // standing now (in their spaces), one read per kind.
     let mut by_kind: std::collections::BTreeMap<&KernelKind, Vec<At>> = std::collections::BTreeMap::new();
-    for a in &accepted {
+    for a in accepted.iter().filter(|a| !a.job.counted) {
         let r = &a.job.report;
         let ats = by_kind.entry(&r.kind).or_default();
         for level in Level::STORED {
@@ -441,25 +437,21 @@ async fn store_group(conn: &mut AnyConnection, group: &[Job]) -> Result<Vec<Resu
             }
         }
     }
-    let mut elected: Vec<(At, Elected)> = Vec::new();
+    let mut standing: Vec<(At, Option<Winner>)> = Vec::new();
     for (_, ats) in by_kind {
-        // The policy is the server's, the same for every report.
-        let policy = &accepted[0].job.policy;
-        let winners = elect_levels(conn, &ats, policy, now).await?;
-        elected.extend(ats.into_iter().zip(winners));
+        let winners = crate::elector::standing(conn, &ats).await?;
+        standing.extend(ats.into_iter().zip(winners));
     }
     for a in &accepted {
         let r = &a.job.report;
-        let mine: Vec<&Elected> = Level::STORED
+        let winners = Level::STORED
             .iter()
             .filter_map(|&level| {
                 let at = At::new(&r.kind, &r.space_checksum, level, &a.job.keys);
-                elected.iter().find(|(x, _)| x.same(&at)).map(|(_, e)| e)
+                standing.iter().find(|(x, _)| x.same(&at)).and_then(|(_, w)| w.clone())
             })
             .collect();
-        let winners = mine.iter().filter_map(|e| e.winner.clone()).collect();
-        let seats_changed = mine.iter().any(|e| e.seat_changed);
-        outcomes[a.index] = Some(Ok(RecordedReport { report_id: a.id.clone(), winners, seats_changed }));
+        outcomes[a.index] = Some(Ok(RecordedReport { report_id: a.job.id.clone(), winners, seats_changed: false }));
     }
     Ok(outcomes.into_iter().map(|o| o.expect("every report answered")).collect())
 }
@@ -494,7 +486,7 @@ async fn insert_reports(conn: &mut AnyConnection, accepted: &[Accepted<'_>], now
         q.row();
         q.list(
             [
-                &a.id,
+                &a.job.id,
                 &r.session_id,
                 &r.kind.op,
                 &r.kind.shape,
@@ -515,7 +507,7 @@ async fn insert_reports(conn: &mut AnyConnection, accepted: &[Accepted<'_>], now
     for a in accepted {
         for (i, e) in a.job.report.entries.iter().enumerate() {
             q.row()
-                .bind(a.id.clone())
+                .bind(a.job.id.clone())
                 .push(", ")
                 .bind((i + 1) as i64)
                 .push(", ")
@@ -532,101 +524,9 @@ async fn insert_reports(conn: &mut AnyConnection, accepted: &[Accepted<'_>], now
     Ok(())
 }
 
-/// Makes each report of `batch` (one kind, one space, all made at `now`)
-/// its session's ballot at its three keys, except where the session
-/// already has a later one (by time, then report id: the same order the
-/// migration used): the old ballot's weights and session leave the
-/// tallies, the new ones enter, as one net change per tally row.
-async fn cast_ballots(conn: &mut AnyConnection, kind: &KernelKind, space: &str, batch: &[&Accepted<'_>], now: i64) -> Result<()> {
-    // The latest report of each session in the batch (with votes) holds
-    // its ballot at all three keys.
-    let mut fresh: std::collections::BTreeMap<&str, &Accepted> = std::collections::BTreeMap::new();
-    for a in batch.iter().filter(|a| !a.votes.is_empty()) {
-        let e = fresh.entry(a.job.report.session_id.as_str()).or_insert(a);
-        if a.id.as_str() > e.id.as_str() {
-            *e = a;
-        }
-    }
-    if fresh.is_empty() {
-        return Ok(());
-    }
-    let sessions: Vec<&str> = fresh.keys().copied().collect();
-    let old = session_ballots_sql(
-        conn,
-        "SELECT session_id, level, level_key, kernel_sha256, weight, created_at, report_id",
-        kind,
-        space,
-        &sessions,
-    )
-    .query()?
-    .fetch_all(&mut *conn)
-    .await?;
-    // Sessions whose stored ballot is later than the batch's (clocks of
-    // servers sharing a database differ) keep it.
-    let mut keep: std::collections::HashSet<String> = std::collections::HashSet::new();
-    for r in &old {
-        let (t, rid): (i64, String) = (r.try_get("created_at")?, r.try_get("report_id")?);
-        let session: String = r.try_get("session_id")?;
-        if (t, rid.as_str()) > (now, fresh[session.as_str()].id.as_str()) {
-            keep.insert(session);
-        }
-    }
-    // (level, level key, kernel) -> (votes, sessions) to add.
-    let mut delta: std::collections::BTreeMap<(String, String, String), (i64, i64)> = std::collections::BTreeMap::new();
-    for r in &old {
-        if keep.contains(&r.try_get::<String, _>("session_id")?) {
-            continue;
-        }
-        let d = delta.entry((r.try_get("level")?, r.try_get("level_key")?, r.try_get("kernel_sha256")?)).or_default();
-        d.0 -= r.try_get::<i64, _>("weight")?;
-        d.1 -= 1;
-    }
-    let replaced: Vec<&Accepted> = fresh.iter().filter(|(s, _)| !keep.contains(**s)).map(|(_, a)| *a).collect();
-    if replaced.is_empty() {
-        return Ok(());
-    }
-    let gone: Vec<&str> = replaced.iter().map(|a| a.job.report.session_id.as_str()).collect();
-    session_ballots_sql(conn, "DELETE", kind, space, &gone).query()?.execute(&mut *conn).await?;
-    let mut q = Sql::new(
-        conn,
-        "INSERT INTO ballots (session_id, op, shape, target, space_checksum, level, level_key, kernel_sha256, report_id, created_at, \
-         weight, median_us) VALUES ",
-    );
-    for a in &replaced {
-        for level in Level::STORED {
-            let key = a.job.keys.key(level).unwrap_or_default();
-            for &(kernel, weight, median_us) in &a.votes {
-                q.row().list([&a.job.report.session_id, &kind.op, &kind.shape, &kind.target].map(|v| v.clone()));
-                q.push(", ").list([space, level.name(), key, kernel, a.id.as_str()].map(|v| v.to_string()));
-                q.push(", ").bind(now).push(", ").bind(weight).push(", ").bind(median_us).push(")");
-                let d = delta.entry((level.name().to_string(), key.to_string(), kernel.to_string())).or_default();
-                d.0 += weight;
-                d.1 += 1;
-            }
-        }
-    }
-    q.query()?.execute(&mut *conn).await?;
-    let delta: Vec<_> = delta.into_iter().filter(|(_, d)| *d != (0, 0)).collect();
-    if delta.is_empty() {
-        return Ok(());
-    }
-    let mut q =
-        Sql::new(conn, "INSERT INTO tallies (op, shape, target, space_checksum, level, level_key, kernel_sha256, votes, sessions) VALUES ");
-    for ((level, key, kernel), (votes, sessions)) in delta {
-        q.row().list([kind.op.clone(), kind.shape.clone(), kind.target.clone(), space.to_string(), level, key, kernel]);
-        q.push(", ").bind(votes).push(", ").bind(sessions).push(")");
-    }
-    q.push(
-        " ON CONFLICT (op, shape, target, space_checksum, level, level_key, kernel_sha256) \
-         DO UPDATE SET votes = tallies.votes + excluded.votes, sessions = tallies.sessions + excluded.sessions",
-    );
-    q.query()?.execute(&mut *conn).await?;
-    Ok(())
-}
-
 /// `verb` (`SELECT columns` or `DELETE`) over the ballots of `sessions` in
 /// one kind and space: the primary key's first five columns.
-fn session_ballots_sql(conn: &AnyConnection, verb: &str, kind: &KernelKind, space: &str, sessions: &[&str]) -> Sql {
+pub(crate) fn session_ballots_sql(conn: &AnyConnection, verb: &str, kind: &KernelKind, space: &str, sessions: &[&str]) -> Sql {
     let mut q = Sql::new(conn, verb);
     q.push(" FROM ballots WHERE session_id IN (").list(sessions.iter().map(|s| s.to_string()));
     q.push(") AND op = ").bind(kind.op.clone()).push(" AND shape = ").bind(kind.shape.clone());
@@ -700,7 +600,7 @@ pub(crate) async fn begin_report(pool: &Pool<Any>, backend: Backend, durability:
 /// bits in their own lock space (two-number advisory locks, class 7766); a
 /// collision only makes two keys wait for each other. SQLite: nothing (the
 /// transaction is already the only writer).
-async fn lock_keys(conn: &mut AnyConnection, keys: &[(&KernelKind, Level, &str)]) -> Result<()> {
+pub(crate) async fn lock_keys(conn: &mut AnyConnection, keys: &[(&KernelKind, Level, &str)]) -> Result<()> {
     if !conn.backend_name().eq_ignore_ascii_case("postgresql") || keys.is_empty() {
         return Ok(());
     }
@@ -730,36 +630,36 @@ async fn lock_keys(conn: &mut AnyConnection, keys: &[(&KernelKind, Level, &str)]
 /// (SQLite looks `$N` and `?N` up by name, a linear search per parameter
 /// both when parsing and when binding: a statement with ten thousand of
 /// them took 135 ms.) Values are always bound, never spliced in.
-struct Sql {
+pub(crate) struct Sql {
     text: String,
     n: usize,
     /// Rows opened by [`Sql::row`].
     rows: usize,
-    pg: bool,
+    pub(crate) pg: bool,
     args: AnyArguments,
     error: Option<sqlx::error::BoxDynError>,
 }
 
 impl Sql {
-    fn new(conn: &AnyConnection, text: &str) -> Sql {
+    pub(crate) fn new(conn: &AnyConnection, text: &str) -> Sql {
         let pg = conn.backend_name().eq_ignore_ascii_case("postgresql");
         Sql { text: text.to_string(), n: 0, rows: 0, pg, args: AnyArguments::default(), error: None }
     }
 
-    fn push(&mut self, text: &str) -> &mut Sql {
+    pub(crate) fn push(&mut self, text: &str) -> &mut Sql {
         self.text.push_str(text);
         self
     }
 
     /// Opens the next row of a `VALUES` list (`(`, or `, (` after the
     /// first); the caller closes it with `)`.
-    fn row(&mut self) -> &mut Sql {
+    pub(crate) fn row(&mut self) -> &mut Sql {
         self.rows += 1;
         self.push(if self.rows == 1 { "(" } else { ", (" })
     }
 
     /// A placeholder for `value`.
-    fn bind<T>(&mut self, value: T) -> &mut Sql
+    pub(crate) fn bind<T>(&mut self, value: T) -> &mut Sql
     where
         T: for<'q> sqlx::Encode<'q, Any> + sqlx::Type<Any> + Send + 'static,
     {
@@ -777,7 +677,7 @@ impl Sql {
     }
 
     /// Placeholders for `values`, separated by commas.
-    fn list<T>(&mut self, values: impl IntoIterator<Item = T>) -> &mut Sql
+    pub(crate) fn list<T>(&mut self, values: impl IntoIterator<Item = T>) -> &mut Sql
     where
         T: for<'q> sqlx::Encode<'q, Any> + sqlx::Type<Any> + Send + 'static,
     {
@@ -794,7 +694,7 @@ impl Sql {
     /// (exact tuples))` for `ats`. The `IN` lists are what let SQLite seek the
     /// primary key once per combination (it does not split an `OR` of
     /// conjunctions into seeks); the exact tuples then filter.
-    fn keys(&mut self, ats: &[At<'_>], with_space: bool) -> &mut Sql {
+    pub(crate) fn keys(&mut self, ats: &[At<'_>], with_space: bool) -> &mut Sql {
         self.push("level IN (").list(ats.iter().map(|a| a.level.name().to_string())).push(") AND level_key IN (");
         self.list(ats.iter().map(|a| a.key.to_string())).push(")");
         if with_space {
@@ -812,7 +712,7 @@ impl Sql {
         self.push(")")
     }
 
-    fn query(&mut self) -> Result<AnyQuery<'static>> {
+    pub(crate) fn query(&mut self) -> Result<AnyQuery<'static>> {
         if let Some(e) = self.error.take() {
             return Err(DbError::Sqlx(sqlx::Error::Encode(e)));
         }
@@ -822,10 +722,10 @@ impl Sql {
 }
 
 /// One key's election: its winner, and whether the seat changed hands.
-struct Elected {
-    winner: Option<Winner>,
+pub(crate) struct Elected {
+    pub(crate) winner: Option<Winner>,
     /// Another kernel took the seat, or the winner was removed.
-    seat_changed: bool,
+    pub(crate) seat_changed: bool,
 }
 
 /// The standings at `levels` (one kind).
@@ -871,7 +771,7 @@ fn flags_sql(conn: &AnyConnection, levels: &[At<'_>]) -> Sql {
 /// the running tallies and stores them; where no kernel is eligible, the
 /// standing winner of the same space is removed only if flags exclude it
 /// (another space's winner is never touched). The winners, by level.
-async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &VotePolicy, now: i64) -> Result<Vec<Elected>> {
+pub(crate) async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], policy: &VotePolicy, now: i64) -> Result<Vec<Elected>> {
     let kind = levels[0].kind;
     debug_assert!(levels.iter().all(|l| l.kind == kind));
     // Standings, incumbents and flags of every level in one statement
@@ -1096,21 +996,94 @@ fn tickets_sql(conn: &AnyConnection, tickets: &[&str]) -> Sql {
 }
 
 impl Db {
-    /// Stores a top-N report and its raw measurements, casts the session's
-    /// ballots and re-elects the winner at each of the session's three
-    /// levels under `policy`, all in one transaction, which may be shared
-    /// with other reports waiting at the same time (group commit). Answers
-    /// once that transaction committed. Entries whose client-side check
-    /// failed also flag their kernel for this device.
+    /// Stores a top-N report and its raw measurements, and answers once it
+    /// is durable and counted: the elector (`elector`) has cast
+    /// the session's ballots and re-elected the winner at each of the
+    /// session's three levels under `policy`. The report's transaction may
+    /// be shared with other reports waiting at the same time (group
+    /// commit), and its count with every report stored meanwhile (one
+    /// election per key a pass). Entries whose client-side check failed
+    /// also flag their kernel for this device. The answer's winners are
+    /// the ones its count elected, and `seats_changed` says whether a seat
+    /// changed hands in that count (always true where another server's
+    /// elector counted it: this one cannot tell).
     ///
     /// The caller has checked the tickets' signatures and that each kernel
     /// belongs to `report.kind`; this checks that every kernel is stored and
     /// that no ticket was used before.
     pub async fn record_report(&self, report: &NewReport, keys: &DeviceKeys, policy: &VotePolicy) -> Result<RecordedReport> {
+        self.elector.set_policy(*policy);
+        let id = random_id()?;
+        let counted = self.elector.expect(&id);
+        if let Err(e) = self.submit(&id, report, keys, true).await {
+            self.elector.forget(&id);
+            return Err(e);
+        }
+        self.elector.stored(&id, &report.kind, &report.space_checksum, keys);
+        self.elector.kick();
+        let c = counted.await.map_err(|_| DbError::Group("the database's elector has stopped".into()))??;
+        Ok(RecordedReport { report_id: id, winners: c.winners, seats_changed: c.seats_changed })
+    }
+
+    /// Stores a top-N report as [`Db::record_report`] does, but answers
+    /// once it is durable, before it is counted: the elector counts it
+    /// within about two of its passes (lookups and the winners may lag by
+    /// that; [`Db::election_stats`] measures it). The answer's winners are
+    /// those standing when the report was stored, and `seats_changed` is
+    /// false: seats change in the elector's passes, which bump
+    /// [`Db::election_epoch`].
+    pub async fn store_report(&self, report: &NewReport, keys: &DeviceKeys, policy: &VotePolicy) -> Result<RecordedReport> {
+        self.elector.set_policy(*policy);
+        let id = random_id()?;
+        self.submit(&id, report, keys, false).await
+    }
+
+    async fn submit(&self, id: &str, report: &NewReport, keys: &DeviceKeys, counted: bool) -> Result<RecordedReport> {
         let (done, outcome) = tokio::sync::oneshot::channel();
-        let job = Job { report: report.clone(), keys: keys.clone(), policy: *policy, done };
+        let job = Job { id: id.to_string(), report: report.clone(), keys: keys.clone(), counted, done };
         self.reports.send(job).await.map_err(|_| DbError::Group("the database's writer has stopped".into()))?;
         outcome.await.map_err(|_| DbError::Group("the database's writer has stopped".into()))?
+    }
+
+    /// The policy this handle's elector elects by, until a report brings
+    /// another (a server sets its own at start; every server of one
+    /// database must use the same).
+    pub fn set_vote_policy(&self, policy: &VotePolicy) {
+        self.elector.set_policy(*policy);
+    }
+
+    /// Counts every report stored so far (before this call) that is still
+    /// uncounted, waiting for those another server's elector is counting:
+    /// afterwards the tallies and winners include them. For tests, tools
+    /// and compaction; under a steady crowd it returns once it found
+    /// nothing left at one moment.
+    pub async fn flush_elections(&self) -> Result<()> {
+        loop {
+            match crate::elector::pass(&self.pool, self.backend, &self.write, &self.elector).await {
+                Ok(0) => {}
+                Ok(_) => continue,
+                Err(e) if is_conflict(&e) => continue,
+                Err(e) => return Err(e),
+            }
+            let left = sqlx::query("SELECT report_id FROM uncounted LIMIT 1").fetch_optional(&self.pool).await?;
+            if left.is_none() {
+                return Ok(());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    /// A number that this handle's elector bumps whenever a pass changed a
+    /// seat, or elected at a key with no winner (whose provisional answer
+    /// may have moved): a cache of lookups is stale once it changed.
+    pub fn election_epoch(&self) -> u64 {
+        self.elector.epoch()
+    }
+
+    /// What this handle's elector has done: passes, reports counted, time,
+    /// and how long reports waited to be counted.
+    pub fn election_stats(&self) -> crate::ElectionStats {
+        self.elector.stats()
     }
 
     /// Whether `ticket` was already quoted by a measurement or a flag.
@@ -1238,6 +1211,11 @@ pub struct PlanSample {
     pub tickets: Vec<String>,
     /// Kernels a group names; the first is the one elections read.
     pub kernels: Vec<String>,
+    /// Reports a pass of the elector counts, and the first and last of
+    /// their times (ms).
+    pub reports: Vec<String>,
+    pub first: i64,
+    pub last: i64,
 }
 
 /// One statement of the report path and the engine's plan for it:
@@ -1251,9 +1229,10 @@ pub struct StatementPlan {
 
 impl Db {
     /// The plans the engine would use now for every statement of the
-    /// report path that reads or deletes rows by a key (the inserts go by
-    /// the primary key), built by the same code that runs them, over the
-    /// values of `sample`. For tests that pin the plans; it changes nothing.
+    /// report path and the elector's passes that reads or deletes rows by a
+    /// key (the inserts go by the primary key), built by the same code that
+    /// runs them, over the values of `sample`. For tests that pin the
+    /// plans; it changes nothing.
     pub async fn report_path_plans(&self, sample: &PlanSample) -> Result<Vec<StatementPlan>> {
         let mut conn = self.pool.acquire().await?;
         let conn: &mut AnyConnection = &mut conn;
@@ -1276,6 +1255,11 @@ impl Db {
             ("incumbents", incumbents_sql(conn, &ats)),
             ("flags", flags_sql(conn, &ats)),
             ("weights in sessions", weights_sql(conn, &ats[0], kernels[0], &window)),
+            ("standing winners", crate::elector::standing_sql(conn, &ats)),
+            ("uncounted claimed", crate::elector::claim_sql(conn, 320)),
+            ("uncounted reports", crate::elector::uncounted_sql(conn, &s.reports, s.first, s.last)),
+            ("uncounted left", crate::elector::left_sql(conn, &s.reports[..s.reports.len().min(crate::elector::LEFT_CHUNK)])),
+            ("counted deleted", crate::elector::counted_sql(conn, &s.reports, s.first, s.last)),
         ];
         let mut out = Vec::new();
         for (statement, mut q) in statements.drain(..) {

@@ -34,8 +34,12 @@ impl Db {
     /// day) and its measurements into the per-day sums and deletes them,
     /// one transaction per day, oldest first; `progress(day, reports)` is
     /// called after each day commits. A day that fails leaves that day
-    /// whole (sums and rows together) and stops.
+    /// whole (sums and rows together) and stops. Reports still uncounted
+    /// are counted first ([`Db::flush_elections`]): a report leaves only
+    /// once its votes are in the tallies (and `uncounted`'s reference to
+    /// it would refuse the delete otherwise).
     pub async fn compact(&self, before_ms: i64, mut progress: impl FnMut(i64, i64)) -> Result<Compacted> {
+        self.flush_elections().await?;
         let cutoff = before_ms.div_euclid(DAY_MS);
         let days: Vec<i64> = sqlx::query("SELECT DISTINCT created_at / 86400000 AS day FROM reports WHERE created_at < $1 ORDER BY day")
             .bind(cutoff * DAY_MS)

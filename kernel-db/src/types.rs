@@ -229,3 +229,21 @@ pub struct GroupStats {
     /// Microseconds spent inside those transactions.
     pub busy_us: u64,
 }
+
+/// What this database handle's elector has done since it was opened
+/// ([`crate::Db::election_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct ElectionStats {
+    /// Passes that counted at least one report.
+    pub passes: u64,
+    /// Reports they counted.
+    pub reports: u64,
+    /// Microseconds spent inside those passes.
+    pub busy_us: u64,
+    /// The longest time from a report's commit (its `created_at`) to the
+    /// commit of the pass that counted it, in milliseconds: how stale the
+    /// winners were at worst.
+    pub lag_max_ms: u64,
+    /// The mean of that time over the counted reports.
+    pub lag_mean_ms: f64,
+}

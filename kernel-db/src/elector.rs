@@ -1,0 +1,579 @@
+//! The elector: counts stored reports into the running tallies and
+//! re-elects the keys they touch, off the report's path.
+//!
+//! A report's transaction stores the report, its measurements and flags
+//! and a row of `uncounted` (migration 0008), and takes no key lock: it
+//! writes only rows of its own. Each [`Db`](crate::Db) runs one elector
+//! task. A pass takes the oldest uncounted reports (on PostgreSQL `FOR
+//! UPDATE SKIP LOCKED`: electors of other servers take other reports),
+//! locks the winner keys they touch (the advisory locks every election
+//! takes, see `reports::lock_keys`), replaces each session's ballots,
+//! adjusts the tallies, elects every touched key once, and deletes its
+//! `uncounted` rows, all in one transaction. So a report is counted exactly
+//! once; a pass lost to a crash leaves its rows to the next; and however
+//! many reports arrive, a hot key (every report of an architecture shares
+//! its arch and vendor keys) is elected once a pass, not once a report.
+//!
+//! The task runs a pass as soon as a report of its own [`Db`] committed,
+//! and again while the last pass was full, and every [`POLL`] otherwise
+//! (for reports that servers without a running elector stored). So under
+//! load a pass counts what arrived during the one before, and a report is
+//! counted within about two passes of its commit. [`Db::flush_elections`]
+//! waits until nothing is left uncounted, for tests and tools.
+//!
+//! A caller of [`Db::record_report`] waits until its report is counted
+//! (read-your-writes: the answer names the winners its votes helped
+//! elect); one of [`Db::store_report`] is answered once the report is
+//! durable.
+//!
+//! A pass commits without waiting for the disk (`synchronous_commit =
+//! off` on PostgreSQL): its rows are derived from reports already durable
+//! or about to be, and a crash that loses it loses its deletes from
+//! `uncounted` too, so the next pass counts the same reports again.
+//!
+//! [`Db`]: crate::Db
+//! [`Db::flush_elections`]: crate::Db::flush_elections
+//! [`Db::record_report`]: crate::Db::record_report
+//! [`Db::store_report`]: crate::Db::store_report
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use sqlx::any::Any;
+use sqlx::pool::Pool;
+use sqlx::{AnyConnection, Row};
+
+use crate::reports::{At, Durability, Elected, Sql, begin_report, elect_levels, is_conflict, lock_keys, session_ballots_sql};
+use crate::{Backend, DbError, DeviceKeys, ElectionStats, KernelKind, Level, Result, VotePolicy, Winner, now_ms};
+
+/// Most reports one pass counts on PostgreSQL (the ballots' insert binds
+/// 180 values a report, under its limit of 65,535 a statement).
+const PG_PASS_MAX: usize = 320;
+
+/// Most reports one pass counts on SQLite (its limit: 32,766 variables).
+const SQLITE_PASS_MAX: usize = 160;
+
+/// How often an idle elector looks for uncounted reports that it was not
+/// told of (stored by another server whose elector is busy or gone).
+pub(crate) const POLL: Duration = Duration::from_millis(100);
+
+/// Ids a statement asks `uncounted` about at once (waiters).
+pub(crate) const LEFT_CHUNK: usize = 32;
+
+/// What counting a report gave: the winners at its keys in its space after
+/// the pass, and whether any of their seats changed hands in it.
+#[derive(Debug)]
+pub(crate) struct Counted {
+    pub winners: Vec<Winner>,
+    pub seats_changed: bool,
+}
+
+/// A caller of [`crate::Db::record_report`] waiting for its report's count.
+struct Waiter {
+    tx: tokio::sync::oneshot::Sender<Result<Counted>>,
+    /// Set once the report is stored: its kind, space and keys. Only then
+    /// does a report missing from `uncounted` mean it was counted (by
+    /// another server's elector).
+    stored: Option<(KernelKind, String, DeviceKeys)>,
+}
+
+/// The elector of one [`crate::Db`]: its wake-up, its waiters, the policy
+/// it elects by and what it did.
+#[derive(Debug, Default)]
+pub(crate) struct Elector {
+    kick: tokio::sync::Notify,
+    /// Taken (read) by the task around its passes; see [`Elector::hold`].
+    held: Arc<tokio::sync::RwLock<()>>,
+    waiters: std::sync::Mutex<HashMap<String, Waiter>>,
+    policy: std::sync::Mutex<Option<VotePolicy>>,
+    /// Bumped by every pass that changed a seat or elected at a key
+    /// without a winner (whose provisional answer may have moved).
+    epoch: AtomicU64,
+    passes: AtomicU64,
+    reports: AtomicU64,
+    busy_us: AtomicU64,
+    lag_max_ms: AtomicU64,
+    lag_sum_ms: AtomicU64,
+}
+
+impl std::fmt::Debug for Waiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiter").field("stored", &self.stored.is_some()).finish()
+    }
+}
+
+impl Elector {
+    /// Wakes the task: a report committed, or a caller waits.
+    pub(crate) fn kick(&self) {
+        self.kick.notify_one();
+    }
+
+    /// Keeps the task from counting while the guard lives (for tests).
+    pub(crate) async fn hold(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+        Arc::clone(&self.held).write_owned().await
+    }
+
+    pub(crate) fn set_policy(&self, policy: VotePolicy) {
+        *self.policy.lock().unwrap_or_else(|p| p.into_inner()) = Some(policy);
+    }
+
+    /// The policy of the server (the last one given), else the default.
+    fn policy(&self) -> VotePolicy {
+        self.policy.lock().unwrap_or_else(|p| p.into_inner()).unwrap_or_default()
+    }
+
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub(crate) fn stats(&self) -> ElectionStats {
+        let passes = self.passes.load(Relaxed);
+        let reports = self.reports.load(Relaxed);
+        ElectionStats {
+            passes,
+            reports,
+            busy_us: self.busy_us.load(Relaxed),
+            lag_max_ms: self.lag_max_ms.load(Relaxed),
+            lag_mean_ms: if reports == 0 { 0.0 } else { self.lag_sum_ms.load(Relaxed) as f64 / reports as f64 },
+        }
+    }
+
+    fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiter>> {
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a caller that will wait for report `id` to be counted.
+    pub(crate) fn expect(&self, id: &str) -> tokio::sync::oneshot::Receiver<Result<Counted>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.waiters().insert(id.to_string(), Waiter { tx, stored: None });
+        rx
+    }
+
+    /// The report was not stored: nobody waits for it.
+    pub(crate) fn forget(&self, id: &str) {
+        self.waiters().remove(id);
+    }
+
+    /// The report is stored (and durable).
+    pub(crate) fn stored(&self, id: &str, kind: &KernelKind, space: &str, keys: &DeviceKeys) {
+        if let Some(w) = self.waiters().get_mut(id) {
+            w.stored = Some((kind.clone(), space.to_string(), keys.clone()));
+        }
+    }
+
+    fn answer(&self, id: &str, outcome: Result<Counted>) {
+        if let Some(w) = self.waiters().remove(id) {
+            let _ = w.tx.send(outcome);
+        }
+    }
+}
+
+/// Starts the elector task of a [`crate::Db`]; it ends once the elector
+/// (the `Db`) is dropped or the pool closed.
+pub(crate) fn start(pool: Pool<Any>, backend: Backend, lock: Arc<tokio::sync::Mutex<()>>, elector: Weak<Elector>) {
+    tokio::spawn(async move {
+        loop {
+            let Some(el) = elector.upgrade() else { break };
+            let _ = tokio::time::timeout(POLL, el.kick.notified()).await;
+            if pool.is_closed() {
+                break;
+            }
+            let _held = el.held.read().await;
+            loop {
+                match pass(&pool, backend, &lock, &el).await {
+                    Ok(n) if n == pass_max(backend) => continue,
+                    Ok(_) => break,
+                    // The reports stay uncounted; the next pass tries again
+                    // (waiters of a pass that failed otherwise were told).
+                    Err(_) => {
+                        tokio::time::sleep(POLL).await;
+                        break;
+                    }
+                }
+            }
+            let _ = settle_elsewhere(&pool, &el).await;
+        }
+    });
+}
+
+fn pass_max(backend: Backend) -> usize {
+    if backend == Backend::Postgres { PG_PASS_MAX } else { SQLITE_PASS_MAX }
+}
+
+/// Counts the oldest uncounted reports (at most a pass's worth) in one
+/// transaction; how many it counted. `lock` is the process's writers' lock
+/// (held on SQLite, whose file has one writer).
+pub(crate) async fn pass(pool: &Pool<Any>, backend: Backend, lock: &tokio::sync::Mutex<()>, el: &Elector) -> Result<usize> {
+    let _w = if backend == Backend::Sqlite { Some(lock.lock().await) } else { None };
+    let t0 = std::time::Instant::now();
+    let policy = el.policy();
+    let mut tx = begin_report(pool, backend, Durability::Flusher).await?;
+    let (ids, first, last) = claim(&mut tx, pass_max(backend)).await?;
+    if ids.is_empty() {
+        tx.rollback().await?;
+        return Ok(0);
+    }
+    let outcome = async {
+        let c = count(&mut tx, &ids, first, last, &policy).await?;
+        counted_sql(&tx, &ids, first, last).query()?.execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok::<_, DbError>(c)
+    }
+    .await;
+    let pass = match outcome {
+        Ok(pass) => pass,
+        Err(e) => {
+            // A conflict is tried again by the next pass; anything else
+            // fails those who wait for these reports (they are stored).
+            if !is_conflict(&e) {
+                for id in &ids {
+                    el.answer(id, Err(DbError::Group(format!("report {id} is stored, but counting it failed: {e}"))));
+                }
+            }
+            return Err(e);
+        }
+    };
+    let now = now_ms();
+    el.passes.fetch_add(1, Relaxed);
+    el.reports.fetch_add(ids.len() as u64, Relaxed);
+    el.busy_us.fetch_add(t0.elapsed().as_micros() as u64, Relaxed);
+    for &t in &pass.created {
+        let lag = (now - t).max(0) as u64;
+        el.lag_max_ms.fetch_max(lag, Relaxed);
+        el.lag_sum_ms.fetch_add(lag, Relaxed);
+    }
+    if pass.moved {
+        el.epoch.fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+    for (id, counted) in pass.counted {
+        el.answer(&id, Ok(counted));
+    }
+    Ok(ids.len())
+}
+
+/// Answers the waiters whose stored reports another server's elector
+/// counted: the winners standing now, and "changed" (this server cannot
+/// tell, and forgetting its cache costs only lookups).
+async fn settle_elsewhere(pool: &Pool<Any>, el: &Elector) -> Result<()> {
+    let stored: Vec<(String, KernelKind, String, DeviceKeys)> = el
+        .waiters()
+        .iter()
+        .filter_map(|(id, w)| w.stored.as_ref().map(|(k, s, keys)| (id.clone(), k.clone(), s.clone(), keys.clone())))
+        .collect();
+    if stored.is_empty() {
+        return Ok(());
+    }
+    let mut conn = pool.acquire().await?;
+    let ids: Vec<String> = stored.iter().map(|s| s.0.clone()).collect();
+    let mut left: HashSet<String> = HashSet::new();
+    // In lists of the size the plan test pins (a long list of ids made
+    // PostgreSQL read the table whole before it had statistics).
+    for chunk in ids.chunks(LEFT_CHUNK) {
+        for r in left_sql(&conn, chunk).query()?.fetch_all(&mut *conn).await? {
+            left.insert(r.try_get("report_id")?);
+        }
+    }
+    for (id, kind, space, keys) in stored.iter().filter(|s| !left.contains(&s.0)) {
+        let ats: Vec<At> = Level::STORED.iter().map(|&l| At::new(kind, space, l, keys)).collect();
+        let winners = standing(&mut conn, &ats).await?.into_iter().flatten().collect();
+        el.answer(id, Ok(Counted { winners, seats_changed: true }));
+    }
+    Ok(())
+}
+
+/// The claim of a pass: the oldest uncounted reports, `limit` at most,
+/// with their times; PostgreSQL locks them and skips those another
+/// elector holds.
+pub(crate) fn claim_sql(conn: &AnyConnection, limit: usize) -> Sql {
+    let mut q = Sql::new(conn, "SELECT report_id, created_at FROM uncounted ORDER BY created_at, report_id LIMIT ");
+    q.bind(limit as i64);
+    if q.pg {
+        q.push(" FOR UPDATE SKIP LOCKED");
+    }
+    q
+}
+
+/// The claimed reports (`ids`, made from `first` to `last` ms) leave
+/// `uncounted`. The time bounds let the engine seek the claim's stretch
+/// of the time index even before it has statistics (with a list of ids
+/// alone, PostgreSQL read a backlog of 66,667 rows whole).
+pub(crate) fn counted_sql(conn: &AnyConnection, ids: &[String], first: i64, last: i64) -> Sql {
+    let mut q = Sql::new(conn, "DELETE FROM uncounted WHERE created_at >= ");
+    q.bind(first).push(" AND created_at <= ").bind(last).push(" AND report_id IN (");
+    q.list(ids.iter().cloned()).push(")");
+    q
+}
+
+async fn claim(conn: &mut AnyConnection, limit: usize) -> Result<(Vec<String>, i64, i64)> {
+    let rows = claim_sql(conn, limit).query()?.fetch_all(&mut *conn).await?;
+    let (mut first, mut last) = (i64::MAX, i64::MIN);
+    let mut ids = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let t: i64 = r.try_get("created_at")?;
+        (first, last) = (first.min(t), last.max(t));
+        ids.push(r.try_get("report_id")?);
+    }
+    Ok((ids, first, last))
+}
+
+/// The claimed reports (`ids`, made from `first` to `last` ms) and their
+/// measurements, a row per measurement: reached from their `uncounted`
+/// rows, whose time bounds make the engine start from the claim's few
+/// rows and seek the reports and measurements by key (with a list of ids
+/// alone, PostgreSQL read a million measurements whole before it had
+/// statistics).
+pub(crate) fn uncounted_sql(conn: &AnyConnection, ids: &[String], first: i64, last: i64) -> Sql {
+    let mut q = Sql::new(
+        conn,
+        "SELECT r.id, r.session_id, r.op, r.shape, r.target, r.space_checksum, r.device_key, r.arch_key, r.vendor_key, r.rho, \
+         r.created_at, m.kernel_sha256, m.weight, m.median_us \
+         FROM uncounted u JOIN reports r ON r.id = u.report_id JOIN measurements m ON m.report_id = u.report_id \
+         WHERE u.created_at >= ",
+    );
+    q.bind(first).push(" AND u.created_at <= ").bind(last).push(" AND u.report_id IN (");
+    q.list(ids.iter().cloned()).push(")");
+    q
+}
+
+/// Which of `ids` are still uncounted (a few at a time: see
+/// [`settle_elsewhere`]).
+pub(crate) fn left_sql(conn: &AnyConnection, ids: &[String]) -> Sql {
+    let mut q = Sql::new(conn, "SELECT report_id FROM uncounted WHERE report_id IN (");
+    q.list(ids.iter().cloned()).push(")");
+    q
+}
+
+/// A stored report being counted.
+pub(crate) struct Uncounted {
+    pub id: String,
+    pub session: String,
+    pub kind: KernelKind,
+    pub space: String,
+    pub keys: DeviceKeys,
+    pub created_at: i64,
+    /// Its positive-weight votes: (kernel, weight, median µs).
+    pub votes: Vec<(String, i64, f64)>,
+}
+
+/// What one pass did.
+struct Pass {
+    /// Each report's count, by id.
+    counted: Vec<(String, Counted)>,
+    /// When the counted reports were made.
+    created: Vec<i64>,
+    /// A seat changed, or a key has none.
+    moved: bool,
+}
+
+async fn count(conn: &mut AnyConnection, ids: &[String], first: i64, last: i64, policy: &VotePolicy) -> Result<Pass> {
+    let mut reports: Vec<Uncounted> = Vec::with_capacity(ids.len());
+    let mut at: HashMap<String, usize> = HashMap::new();
+    for r in uncounted_sql(conn, ids, first, last).query()?.fetch_all(&mut *conn).await? {
+        let id: String = r.try_get("id")?;
+        let i = match at.get(&id) {
+            Some(&i) => i,
+            None => {
+                at.insert(id.clone(), reports.len());
+                reports.push(uncounted(&r, id)?);
+                reports.len() - 1
+            }
+        };
+        let weight: i64 = r.try_get("weight")?;
+        if weight > 0 {
+            reports[i].votes.push((r.try_get("kernel_sha256")?, weight, r.try_get("median_us")?));
+        }
+    }
+    count_reports(conn, reports, policy).await
+}
+
+fn uncounted(r: &sqlx::any::AnyRow, id: String) -> Result<Uncounted> {
+    Ok(Uncounted {
+        id,
+        session: r.try_get("session_id")?,
+        kind: KernelKind { op: r.try_get("op")?, shape: r.try_get("shape")?, target: r.try_get("target")? },
+        space: r.try_get("space_checksum")?,
+        keys: DeviceKeys {
+            device_key: r.try_get("device_key")?,
+            arch_key: r.try_get("arch_key")?,
+            vendor_key: r.try_get("vendor_key")?,
+            rho: r.try_get("rho")?,
+        },
+        created_at: r.try_get("created_at")?,
+        votes: Vec::new(),
+    })
+}
+
+async fn count_reports(conn: &mut AnyConnection, reports: Vec<Uncounted>, policy: &VotePolicy) -> Result<Pass> {
+    // Everything from here reads or writes what belongs to the reports'
+    // keys: ballots, tallies, flags read by elections, winners.
+    let mut locks: Vec<(&KernelKind, Level, &str)> = Vec::new();
+    for u in &reports {
+        for level in Level::STORED {
+            locks.push((&u.kind, level, u.keys.key(level).unwrap_or_default()));
+        }
+    }
+    lock_keys(conn, &locks).await?;
+    let mut by_space: BTreeMap<(&KernelKind, &str), Vec<&Uncounted>> = BTreeMap::new();
+    for u in &reports {
+        by_space.entry((&u.kind, u.space.as_str())).or_default().push(u);
+    }
+    for ((kind, space), batch) in &by_space {
+        cast_ballots(conn, kind, space, batch).await?;
+    }
+    let mut by_kind: BTreeMap<&KernelKind, Vec<At>> = BTreeMap::new();
+    for u in &reports {
+        let ats = by_kind.entry(&u.kind).or_default();
+        for level in Level::STORED {
+            let at = At::new(&u.kind, &u.space, level, &u.keys);
+            if !ats.iter().any(|x| x.same(&at)) {
+                ats.push(at);
+            }
+        }
+    }
+    let now = now_ms();
+    let mut elected: Vec<(At, Elected)> = Vec::new();
+    for (_, ats) in by_kind {
+        let winners = elect_levels(conn, &ats, policy, now).await?;
+        elected.extend(ats.into_iter().zip(winners));
+    }
+    let moved = elected.iter().any(|(_, e)| e.seat_changed || e.winner.is_none());
+    let mut counted = Vec::with_capacity(reports.len());
+    for u in &reports {
+        let mine: Vec<&Elected> = Level::STORED
+            .iter()
+            .filter_map(|&level| {
+                let at = At::new(&u.kind, &u.space, level, &u.keys);
+                elected.iter().find(|(x, _)| x.same(&at)).map(|(_, e)| e)
+            })
+            .collect();
+        let winners = mine.iter().filter_map(|e| e.winner.clone()).collect();
+        counted.push((u.id.clone(), Counted { winners, seats_changed: mine.iter().any(|e| e.seat_changed) }));
+    }
+    Ok(Pass { counted, created: reports.iter().map(|u| u.created_at).collect(), moved })
+}
+
+/// Makes each report of `batch` (one kind, one space) its session's
+/// ballot at its three keys, except where the session already has a
+/// later one (by time, then report id: the order the migration used),
+/// or the batch holds a later report of the session: the old ballot's
+/// weights and session leave the tallies, the new ones enter, as one net
+/// change per tally row.
+async fn cast_ballots(conn: &mut AnyConnection, kind: &KernelKind, space: &str, batch: &[&Uncounted]) -> Result<()> {
+    // The latest report of each session in the batch (with votes) holds
+    // its ballot at all three keys.
+    let mut fresh: BTreeMap<&str, &Uncounted> = BTreeMap::new();
+    for u in batch.iter().filter(|u| !u.votes.is_empty()) {
+        let e = fresh.entry(u.session.as_str()).or_insert(u);
+        if (u.created_at, u.id.as_str()) > (e.created_at, e.id.as_str()) {
+            *e = u;
+        }
+    }
+    if fresh.is_empty() {
+        return Ok(());
+    }
+    let sessions: Vec<&str> = fresh.keys().copied().collect();
+    let old = session_ballots_sql(
+        conn,
+        "SELECT session_id, level, level_key, kernel_sha256, weight, created_at, report_id",
+        kind,
+        space,
+        &sessions,
+    )
+    .query()?
+    .fetch_all(&mut *conn)
+    .await?;
+    // Sessions whose stored ballot is later than the batch's (a report
+    // made earlier but counted later, or clocks of servers that differ)
+    // keep it.
+    let mut keep: HashSet<String> = HashSet::new();
+    for r in &old {
+        let (t, rid): (i64, String) = (r.try_get("created_at")?, r.try_get("report_id")?);
+        let session: String = r.try_get("session_id")?;
+        let u = fresh[session.as_str()];
+        if (t, rid.as_str()) > (u.created_at, u.id.as_str()) {
+            keep.insert(session);
+        }
+    }
+    // (level, level key, kernel) -> (votes, sessions) to add.
+    let mut delta: BTreeMap<(String, String, String), (i64, i64)> = BTreeMap::new();
+    for r in &old {
+        if keep.contains(&r.try_get::<String, _>("session_id")?) {
+            continue;
+        }
+        let d = delta.entry((r.try_get("level")?, r.try_get("level_key")?, r.try_get("kernel_sha256")?)).or_default();
+        d.0 -= r.try_get::<i64, _>("weight")?;
+        d.1 -= 1;
+    }
+    let replaced: Vec<&Uncounted> = fresh.iter().filter(|(s, _)| !keep.contains(**s)).map(|(_, u)| *u).collect();
+    if replaced.is_empty() {
+        return Ok(());
+    }
+    let gone: Vec<&str> = replaced.iter().map(|u| u.session.as_str()).collect();
+    session_ballots_sql(conn, "DELETE", kind, space, &gone).query()?.execute(&mut *conn).await?;
+    let mut q = Sql::new(
+        conn,
+        "INSERT INTO ballots (session_id, op, shape, target, space_checksum, level, level_key, kernel_sha256, report_id, created_at, \
+         weight, median_us) VALUES ",
+    );
+    for u in &replaced {
+        for level in Level::STORED {
+            let key = u.keys.key(level).unwrap_or_default();
+            for (kernel, weight, median_us) in &u.votes {
+                q.row().list([&u.session, &kind.op, &kind.shape, &kind.target].map(|v| v.clone()));
+                q.push(", ").list([space, level.name(), key, kernel, u.id.as_str()].map(|v| v.to_string()));
+                q.push(", ").bind(u.created_at).push(", ").bind(*weight).push(", ").bind(*median_us).push(")");
+                let d = delta.entry((level.name().to_string(), key.to_string(), kernel.clone())).or_default();
+                d.0 += weight;
+                d.1 += 1;
+            }
+        }
+    }
+    q.query()?.execute(&mut *conn).await?;
+    let delta: Vec<_> = delta.into_iter().filter(|(_, d)| *d != (0, 0)).collect();
+    if delta.is_empty() {
+        return Ok(());
+    }
+    let mut q =
+        Sql::new(conn, "INSERT INTO tallies (op, shape, target, space_checksum, level, level_key, kernel_sha256, votes, sessions) VALUES ");
+    for ((level, key, kernel), (votes, sessions)) in delta {
+        q.row().list([kind.op.clone(), kind.shape.clone(), kind.target.clone(), space.to_string(), level, key, kernel]);
+        q.push(", ").bind(votes).push(", ").bind(sessions).push(")");
+    }
+    q.push(
+        " ON CONFLICT (op, shape, target, space_checksum, level, level_key, kernel_sha256) \
+         DO UPDATE SET votes = tallies.votes + excluded.votes, sessions = tallies.sessions + excluded.sessions",
+    );
+    q.query()?.execute(&mut *conn).await?;
+    Ok(())
+}
+
+/// The winners standing at `ats` (one kind) in each one's own space, by
+/// at: what a report stored but not yet counted is answered with.
+pub(crate) fn standing_sql(conn: &AnyConnection, ats: &[At<'_>]) -> Sql {
+    let kind = ats[0].kind;
+    let mut q = Sql::new(
+        conn,
+        "SELECT op, shape, target, level, level_key, space_checksum, kernel_sha256, votes, total_votes, reports, best_median_us, \
+         updated_at FROM winners WHERE op = ",
+    );
+    q.bind(kind.op.clone()).push(" AND shape = ").bind(kind.shape.clone()).push(" AND target = ").bind(kind.target.clone());
+    q.push(" AND ").keys(ats, true);
+    q
+}
+
+pub(crate) async fn standing(conn: &mut AnyConnection, ats: &[At<'_>]) -> Result<Vec<Option<Winner>>> {
+    if ats.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = standing_sql(conn, ats).query()?.fetch_all(&mut *conn).await?;
+    let mut out = vec![None; ats.len()];
+    for r in &rows {
+        let w = crate::winners::winner_row(r, ats[0].kind.clone())?;
+        if let Some(i) = ats.iter().position(|a| a.level == w.level && a.key == w.level_key && a.space == w.space_checksum) {
+            out[i] = Some(w);
+        }
+    }
+    Ok(out)
+}
