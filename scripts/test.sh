@@ -115,4 +115,4 @@ target/debug/webtune model import "$WEBTUNE_LLM_GGUF" --name "$WEBTUNE_LLM_NAME"
 # database that kernel-db's dashboard_fill example writes directly.
 cargo build -p webtune-kernel-db --example dashboard_fill 2>&1
 export WEBTUNE_FILL_BIN="$PWD/target/debug/examples/dashboard_fill"
-(cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/dashboard.test.mjs test/e2e.test.mjs test/subgroups.test.mjs test/threads.test.mjs test/encoder.test.mjs test/encoder-gpu.test.mjs test/bundle-e2e.test.mjs test/textgen.test.mjs test/decoder-gpu-e2e.test.mjs)
+(cd client-runtime/web && WEBTUNE_BIN="$PWD/../../target/debug/webtune" node --test test/dashboard.test.mjs test/e2e.test.mjs test/subgroups.test.mjs test/threads.test.mjs test/encoder.test.mjs test/encoder-gpu.test.mjs test/bundle-e2e.test.mjs test/ratelimit-e2e.test.mjs test/textgen.test.mjs test/decoder-gpu-e2e.test.mjs)

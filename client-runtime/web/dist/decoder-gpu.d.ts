@@ -1,4 +1,6 @@
 import { type DecoderGraph, type DecoderTensor } from './decoder.js';
+/** Decode steps a caller may submit ahead of reading their tokens (`ahead`). */
+export declare const MAX_AHEAD = 3;
 /** A tuned product as the backend records it (a `GpuKernel` of webtune.ts is one). */
 export interface GpuProduct {
     /** The layout of the op's bind group 0 (arguments in ABI order): bind groups made with it survive swaps. */
@@ -110,7 +112,8 @@ export declare class GpuDecoder {
     private runParams;
     private ids;
     private token;
-    private tokenRead;
+    /** Where sampled tokens are read back: a ring, so that runs submitted ahead each have their own. */
+    private tokenReads;
     private logitsRead;
     private partials;
     readonly graph: DecoderGraph;
@@ -128,6 +131,9 @@ export declare class GpuDecoder {
     private lost;
     private closed;
     private runHost;
+    /** The token read-back ring's next buffer, and the reads in flight (in order). */
+    private readSlot;
+    private reading;
     private constructor();
     /** Checks the graph, uploads the weights, the rotary table and the steps' parameters, and builds the fixed pipelines. */
     static create(init: GpuDecoderInit): Promise<GpuDecoder>;
@@ -154,10 +160,23 @@ export declare class GpuDecoder {
      * the host samples from, with the same draw.
      */
     next(tokens: ArrayLike<number>, sampling: GpuSampling): Promise<number>;
+    /**
+     * A decode step fed the token the latest run sampled on the GPU, without
+     * the host reading it first, so that a caller can record and submit the
+     * next steps while this one runs (up to MAX_AHEAD unread): resolves with
+     * its own sampled token (as `next`; -1 where the GPU could not sample).
+     * The caller must know that the latest run's token was sampled on the GPU
+     * (not -1), and `rewind`s the steps it does not use.
+     */
+    ahead(sampling: GpuSampling): Promise<number>;
+    /** Forgets the last `n` positions (steps run ahead that the caller does not use): the next run writes over them. */
+    rewind(n: number): void;
+    private sampled;
     /** A copy of the latest run's logits, read back from the GPU. */
     logits(): Promise<Float32Array>;
     /** Frees every buffer; the device stays the app's. */
     destroy(): void;
+    /** The token a run sampled into read buffer `slot`; reads of the ring in the order of their runs. */
     private readToken;
     private mapped;
     /** Runs `tokens` in chunks of the largest bucket (one submit each); samples after the last where `sampling`. */

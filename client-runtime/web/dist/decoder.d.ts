@@ -199,6 +199,15 @@ export declare class GraphDecoder {
      * memory growth: copy it to keep it).
      */
     feed(tokens: ArrayLike<number>): Promise<Float32Array>;
+    /**
+     * Runs the model once on a run that uses bucket `m`'s kernels (`m` tokens,
+     * or as many as the context holds), for timing only: the tokens are
+     * arbitrary, the run starts at the current position (or as late as the
+     * context allows, the cache rows it overwrites saved and put back), and
+     * the position is left as it was, so the caches read as before (the
+     * logits buffer does not).
+     */
+    trialRun(m: number): Promise<void>;
     /** The last run's logits (a view of the memory). */
     logits(): Float32Array;
     /** Bytes of Wasm memory in use. */

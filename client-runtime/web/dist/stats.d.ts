@@ -7,3 +7,11 @@ export declare function relNoise(xs: readonly number[]): number;
  * sets, and by at least `floor` (1 %), so that a swap is never made on noise.
  */
 export declare function fasterBeyondNoise(cand: readonly number[], cur: readonly number[], floor?: number): boolean;
+/**
+ * A sign test over paired timings: whether the candidate took less than
+ * (1 − floor) × the kernel in use's time in more pairs than chance allows
+ * (one-sided, level `alpha`, binomial at ½), i.e. whether its median ratio
+ * is below 1 − floor. Unlike a test on the mean log ratio, a few pairs
+ * spoiled by another process's burst cannot hide a real gain.
+ */
+export declare function signFaster(cur: readonly number[], cand: readonly number[], floor?: number, alpha?: number): boolean;

@@ -163,6 +163,8 @@ export declare class TextGenerator {
     private template;
     private eog;
     private tail;
+    /** Turns taken or waited for (`lock`): a generation or a low-level call in flight when > 0. */
+    private locks;
     private latency;
     private closed;
     private constructor();
@@ -221,11 +223,30 @@ export declare class TextGenerator {
     nextToken(ids: number[], { reset }?: {
         reset?: boolean;
     }): Promise<number>;
+    /**
+     * Low level: feeds `ids` (with `reset`, from position 0) and returns the
+     * next `n` greedy tokens, each step fed the token before whatever it is
+     * (end-of-generation ids included), as `generate` runs its steps (on
+     * WebGPU, submitted ahead of their read-backs), e.g. to time decoding.
+     */
+    nextTokens(ids: number[], n: number, { reset }?: {
+        reset?: boolean;
+    }): Promise<number[]>;
     /** Positions the caches hold now (after `forward`, or the latest generation). */
     get position(): number;
     /** Bytes of memory the model uses: the Wasm memory, or on WebGPU its GPU buffers. */
     get memoryBytes(): number;
-    /** Tunes the model's kernels for up to `budgetMs` (see `Webtune.idle`); call it between generations. */
+    /**
+     * Tunes the model's kernels for up to `budgetMs` (see `Webtune.idle`);
+     * call it between generations. On Wasm a candidate that wins on the bench
+     * replaces a kernel only once it also wins in the model's own calls (the
+     * session's `trials: 'all'`: on the bench its weights stay in cache, in
+     * the model every layer's stream from memory). A generation feeds those
+     * trials; between generations `idle()` runs model steps that call the
+     * kernels on trial (in their bucket, the position kept), at least one per
+     * call while a trial is open (a prompt bucket's step may outlast a small
+     * budget) and more while the budget lasts.
+     */
     idle(budgetMs?: number): ReturnType<Webtune['idle']>;
     close(): void;
     /** Waits for the generation in flight, if any; resolves with the release of the next turn. */

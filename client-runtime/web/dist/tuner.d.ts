@@ -22,6 +22,13 @@ export interface Measurement {
     samples?: number[];
     /** Stopped before its full timed pairs as clearly slower than the kernel in use, or no faster (its medians are from the pairs taken). */
     rejected_early?: boolean;
+    /**
+     * Its time over the kernel in use's in the app's own calls, when a trial
+     * there followed the bench (`AppTrial`): `median_us` is then
+     * `current_us` times this, and `bench_us` what the bench measured.
+     */
+    app_ratio?: number;
+    bench_us?: number;
     /** Where the evaluation's time went (not reported to the server). */
     trace?: EvalTrace;
 }
@@ -54,14 +61,25 @@ export interface TunerHost<I extends Impl> {
     readonly sessionId: string;
     fetchKernel(url: string, target: 'wasm' | 'wgsl'): Promise<ArrayBuffer | string>;
     /**
-     * Makes `impl` the app's kernel; false when the host refused it (a
-     * threaded candidate slower in the app's own calls than the kernel in use).
+     * Makes `impl` the app's kernel; false when the host refused it. A host
+     * that first tries the candidate in the app's own calls (`AppTrial`)
+     * answers with what the trial found, adopted or not.
      */
-    adopt(tuner: KernelTuner<I>, impl: I, m: Measurement, previous: I): Promise<boolean | void>;
+    adopt(tuner: KernelTuner<I>, impl: I, m: Measurement, previous: I): Promise<boolean | void | AppTrial>;
     measured(tuner: KernelTuner<I>, m: Measurement): void;
     reported(tuner: KernelTuner<I>, body: unknown, error?: string): void;
     /** Sends a report (the session's `Reporter` batches them); absent: each is sent alone. */
     submit?(body: ReportRequest): Promise<ReportOutcome>;
+}
+/**
+ * A bench winner tried in the app's own calls against the kernel in use
+ * (every other call): whether it was adopted, and each side's median call
+ * there, ms (NaN when no pair was timed).
+ */
+export interface AppTrial {
+    ok: boolean;
+    cur_ms: number;
+    cand_ms: number;
 }
 /** A candidate read from the queue: its bytes fetched, not yet compiled. */
 export type Fetched<I> = {
@@ -431,6 +449,14 @@ export declare class KernelTuner<I extends Impl> {
     private shouldStop;
     /** Records what a finished evaluation taught (times over the default kernel, wins). */
     private learn;
+    /**
+     * What a trial in the app's own calls taught: the app's ratio replaces the
+     * bench's, in the setting model (so that the queue is ranked by what wins
+     * in the app) and in the report (the candidate's time is the kernel in
+     * use's bench time times that ratio, so that the crowd elects what won in
+     * the app, not on the bench).
+     */
+    private learnInApp;
     /** Starts adopting `impl` (the host may first try it in the app's own calls); the tuner waits for it. */
     private adopt;
     /**

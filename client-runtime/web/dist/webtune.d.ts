@@ -99,6 +99,15 @@ export interface OpenOptions {
      * Default false.
      */
     worker?: boolean;
+    /**
+     * Wasm: which candidates must also win in the app's own calls before they
+     * replace the kernel in use (see `TrialDetail`): `'threaded'` (default,
+     * fast policy) or `'all'`, for an app whose calls run in other conditions
+     * than the bench's (a language model streams each layer's weights from
+     * memory, the bench times a kernel on inputs that stay in cache).
+     * `TextGenerator` asks for `'all'`.
+     */
+    trials?: 'threaded' | 'all';
     /** Tune again kernels this browser already tuned (the cache says so). Default false. */
     retune?: boolean;
     /**
@@ -158,7 +167,7 @@ export interface SwapDetail {
     target: Target;
     from: string;
     to: string;
-    /** Medians of one call, µs, timed interleaved on the same inputs. */
+    /** Medians of one call, µs, timed interleaved: in the app's own calls when the candidate was tried there (`trial`), else on the bench's inputs. */
     from_us: number;
     to_us: number;
     speedup: number;
@@ -169,6 +178,26 @@ export interface SwapDetail {
     at: number;
     /** Wasm: threads the new kernel runs on (1, or its parts on the pool). */
     threads: number;
+}
+/**
+ * `trial` event detail: a candidate that won on the bench, tried in the
+ * app's own calls against the kernel in use (every other call), and whether
+ * it replaced it. `bench_speedup` is what the bench measured, `app_speedup`
+ * what the app's calls did (> 1: the candidate faster).
+ */
+export interface TrialDetail {
+    op: OpName;
+    shape: number[];
+    target: Target;
+    from: string;
+    to: string;
+    adopted: boolean;
+    bench_speedup: number;
+    app_speedup: number;
+    /** Median call in the app, ms: the kernel in use, the candidate; and the pairs timed. */
+    cur_ms: number;
+    cand_ms: number;
+    pairs: number;
 }
 /** `measure` event detail: one candidate checked and timed. */
 export interface MeasureDetail extends Measurement {
@@ -252,8 +281,11 @@ export declare class WasmKernel extends KernelHandle<WasmImpl> {
     private binding;
     private newBinding;
     private trialState;
+    /** The binding a trial binds its candidate into: the previous kernel's after a swap (its scratch pages are reused, not grown again). */
+    private spare;
     /** Runs the kernel on arguments at these byte offsets of the app's memory, in ABI order. */
     run(...offsets: number[]): void;
+    /** At the end of an ABBA cycle: closes a pair when both sides ran long enough, then decides if the pairs allow it. */
     private settleTrial;
 }
 /** A WGSL kernel as a compute pipeline on the app's GPUDevice. */

@@ -362,14 +362,40 @@ function sleep(ms, signal) {
     signal?.addEventListener("abort", stop, { once: true });
   });
 }
+var SESSION_RATED = /\/v1\/sessions\/([0-9a-f]{32})\/(?:queue|reports)/;
+var gates = /* @__PURE__ */ new Map();
+function gateOf(url) {
+  const m = SESSION_RATED.exec(url);
+  if (!m) return null;
+  let g = gates.get(m[1]);
+  if (!g) gates.set(m[1], g = { next: 0, interval: 0 });
+  return g;
+}
+async function passGate(g, signal) {
+  const now = Date.now();
+  const slot = Math.max(now, g.next);
+  if (g.interval > 0) g.next = slot + g.interval;
+  if (slot > now) await sleep(slot - now, signal);
+}
+function noteAnswer(g, status, waitS) {
+  if (retryable(status)) {
+    g.interval = Math.max(g.interval, 1e3 * waitS);
+    g.next = Math.max(g.next, Date.now() + 1e3 * waitS);
+  } else {
+    g.interval = g.interval / 2 < 250 ? 0 : g.interval / 2;
+  }
+}
 async function fetchRetrying(input, init = {}, fetcher = fetch) {
+  const gate = gateOf(input);
   for (let attempt = 1; ; attempt++) {
+    if (gate) await passGate(gate, init.signal);
     const res = await fetcher(input, init);
-    if (!retryable(res.status) || attempt >= MAX_ATTEMPTS) return res;
     const wait = retryAfterSeconds(res.headers.get("retry-after"));
+    if (gate) noteAnswer(gate, res.status, wait);
+    if (!retryable(res.status) || attempt >= MAX_ATTEMPTS) return res;
     await res.body?.cancel().catch(() => {
     });
-    await sleep(wait * 1e3, init.signal);
+    if (!gate) await sleep(wait * 1e3, init.signal);
   }
 }
 
@@ -470,7 +496,9 @@ var Reporter = class _Reporter {
    */
   async post(url, body) {
     let limited = 0, failures = 0;
+    const gate = gateOf(url);
     for (; ; ) {
+      if (gate) await passGate(gate);
       this.requests++;
       let res;
       try {
@@ -480,13 +508,14 @@ var Reporter = class _Reporter {
         await sleep2(1e3 * 2 ** (failures - 1));
         continue;
       }
+      const wait = retryAfterSeconds(res.headers.get("retry-after"));
+      if (gate) noteAnswer(gate, res.status, wait);
       if (retryable(res.status) && limited < MAX_LIMITED) {
         limited++;
         this.limited++;
-        const wait = retryAfterSeconds(res.headers.get("retry-after"));
         await res.body?.cancel().catch(() => {
         });
-        await sleep2(1e3 * wait);
+        if (!gate) await sleep2(1e3 * wait);
         continue;
       }
       return { status: res.status, text: await res.text().catch(() => "") };
@@ -992,6 +1021,17 @@ function relNoise(xs) {
 function fasterBeyondNoise(cand, cur, floor = 0.01) {
   const threshold = Math.max(floor, 2 * Math.hypot(relNoise(cand), relNoise(cur)));
   return median(cand) < median(cur) * (1 - threshold);
+}
+function signFaster(cur, cand, floor = 0.01, alpha = 0.05) {
+  const n = Math.min(cur.length, cand.length);
+  let wins = 0;
+  for (let i = 0; i < n; i++) if (cand[i] < (1 - floor) * cur[i]) wins++;
+  let tail = 0, c = 1;
+  for (let k = 0; k <= n; k++) {
+    if (k >= wins) tail += c;
+    c = c * (n - k) / (k + 1);
+  }
+  return n > 0 && tail / 2 ** n <= alpha;
 }
 
 // src/timer.ts
@@ -2162,17 +2202,34 @@ var KernelTuner = class {
     this.logRel.set(m.sha256, base + Math.log(m.median_us / m.current_us));
     this.currentUs = m.current_us;
   }
+  /**
+   * What a trial in the app's own calls taught: the app's ratio replaces the
+   * bench's, in the setting model (so that the queue is ranked by what wins
+   * in the app) and in the report (the candidate's time is the kernel in
+   * use's bench time times that ratio, so that the crowd elects what won in
+   * the app, not on the bench).
+   */
+  learnInApp(m, previous, r) {
+    const ratio = r.cand_ms / r.cur_ms;
+    if (!(ratio > 0) || !Number.isFinite(ratio)) return;
+    m.bench_us = m.median_us;
+    m.app_ratio = ratio;
+    m.median_us = m.current_us * ratio;
+    this.logRel.set(m.sha256, (this.logRel.get(previous.sha256) ?? 0) + Math.log(ratio));
+  }
   /** Starts adopting `impl` (the host may first try it in the app's own calls); the tuner waits for it. */
   adopt(impl, m) {
     const previous = this.current;
     this.adopting = (async () => {
       let ok = false;
       try {
-        ok = await this.host.adopt(this, impl, m, previous);
+        const r = await this.host.adopt(this, impl, m, previous);
+        if (typeof r === "object") this.learnInApp(m, previous, r);
+        ok = typeof r === "object" ? r.ok : r !== false;
       } catch (e) {
         this.note(`adopting ${impl.sha256}: ${e instanceof Error ? e.message : e}`);
       }
-      if (ok === false) {
+      if (!ok) {
         this.sinceWin++;
         return;
       }
@@ -6969,10 +7026,12 @@ var MAX_OPEN_QUEUES = 4;
 var BACKGROUND_SLICE_MS = 4;
 var AUTO_SLICE_MAX_MS = 500;
 var AUTO_SLICE_MIN_MS = 8;
-var TRIAL_PAIRS = 4;
+var TRIAL_MIN_PAIRS = 6;
+var TRIAL_MAX_PAIRS = 24;
 var TRIAL_FLOOR = 0.02;
 var TRIAL_REJECT_RATIO = 1.25;
 var TRIAL_TIMEOUT_MS = 2e4;
+var TRIAL_SAMPLE_TICKS = 20;
 var KernelHandle = class {
   constructor(op, shape, impl, source, level) {
     this.op = op;
@@ -7012,6 +7071,8 @@ var WasmKernel = class extends KernelHandle {
   binding;
   newBinding;
   trialState = null;
+  /** The binding a trial binds its candidate into: the previous kernel's after a swap (its scratch pages are reused, not grown again). */
+  spare = null;
   /** Runs the kernel on arguments at these byte offsets of the app's memory, in ABI order. */
   run(...offsets) {
     this.calls++;
@@ -7020,8 +7081,8 @@ var WasmKernel = class extends KernelHandle {
     const turn = tr ? tr.turn++ % 4 : 0;
     if (tr && (turn === 1 || turn === 2)) {
       tr.binding.call(offsets);
-      tr.cand.push(performance.now() - t0);
-      this.settleTrial();
+      tr.acc.cand += performance.now() - t0;
+      tr.acc.candCalls++;
       return;
     }
     this.binding.call(offsets);
@@ -7029,44 +7090,65 @@ var WasmKernel = class extends KernelHandle {
     this.appCalls++;
     this.appMs += ms;
     if (tr) {
-      tr.cur.push(ms);
-      this.settleTrial();
+      tr.acc.cur += ms;
+      tr.acc.curCalls++;
+      if (turn === 3) this.settleTrial(tr);
     }
+  }
+  /** @internal Whether a candidate is being tried in the app's calls (they feed it). */
+  get trialPending() {
+    return this.trialState !== null;
   }
   /**
    * @internal Tries `impl` in the app's own calls (every other one) against
    * the kernel in use, and adopts it only if it is faster there (see
-   * TRIAL_PAIRS). Resolves with whether it was adopted.
+   * TRIAL_MIN_PAIRS). `minSampleMs`: the least time of each side in a pair
+   * (a few timer ticks). Resolves with whether it was adopted and the two
+   * sides' median call, ms.
    */
-  async trial(impl) {
-    const binding = this.newBinding();
+  async trial(impl, minSampleMs = 0) {
+    const binding = this.spare ?? this.newBinding();
+    this.spare = null;
     await binding.bind(impl);
     return new Promise((resolve) => {
       const timer = setTimeout(() => this.trialState?.end(false), TRIAL_TIMEOUT_MS);
       const st = {
         impl,
         binding,
+        turn: 0,
+        minSampleMs,
+        acc: { cur: 0, cand: 0, curCalls: 0, candCalls: 0 },
         cur: [],
         cand: [],
-        turn: 0,
         end: (ok) => {
           clearTimeout(timer);
           this.trialState = null;
           if (ok) {
+            this.spare = this.binding;
             this.binding = binding;
             this.impl = impl;
+          } else {
+            this.spare = binding;
           }
-          resolve({ ok, cur_ms: median(st.cur), cand_ms: median(st.cand) });
+          resolve({ ok, cur_ms: median(st.cur), cand_ms: median(st.cand), pairs: st.cur.length });
         }
       };
       this.trialState = st;
     });
   }
-  settleTrial() {
-    const tr = this.trialState;
-    const n = Math.min(tr.cur.length, tr.cand.length);
-    if (n >= 2 && tr.cand.slice(0, 2).every((c, i) => c >= TRIAL_REJECT_RATIO * tr.cur[i])) return tr.end(false);
-    if (n >= TRIAL_PAIRS) tr.end(median(tr.cand) < median(tr.cur) * (1 - TRIAL_FLOOR));
+  /** At the end of an ABBA cycle: closes a pair when both sides ran long enough, then decides if the pairs allow it. */
+  settleTrial(tr) {
+    const a = tr.acc;
+    if (a.cur < tr.minSampleMs || a.cand < tr.minSampleMs) return;
+    tr.cur.push(a.cur / a.curCalls);
+    tr.cand.push(a.cand / a.candCalls);
+    tr.acc = { cur: 0, cand: 0, curCalls: 0, candCalls: 0 };
+    const n = tr.cur.length;
+    if (n === 2 && tr.cand.every((c, i) => c >= TRIAL_REJECT_RATIO * tr.cur[i])) return tr.end(false);
+    const verdict = sequentialVerdict(tr.cur, tr.cand, TRIAL_FLOOR);
+    if (verdict === "slower") return tr.end(false);
+    if (n >= TRIAL_MIN_PAIRS && verdict === "faster") return tr.end(true);
+    if (n >= TRIAL_MAX_PAIRS) tr.end(pairedFaster(tr.cur, tr.cand, TRIAL_FLOOR) || signFaster(tr.cur, tr.cand, TRIAL_FLOOR));
   }
   /** @internal */
   async adopt(impl) {
@@ -7397,11 +7479,29 @@ var Webtune = class _Webtune extends EventTarget {
       sessionId: this.session.session_id,
       fetchKernel: (url, target) => this.fetchKernel(url, target),
       async adopt(t, impl, m, previous) {
-        if (handle instanceof WasmKernel && wt.pool && wt.policy === "fast" && threadsOf(impl.meta)) {
-          const r = await handle.trial(impl);
+        const inApp = handle instanceof WasmKernel && (wt.opts.trials === "all" || wt.pool && wt.policy === "fast" && threadsOf(impl.meta));
+        let trial;
+        if (inApp) {
+          const r = await handle.trial(impl, TRIAL_SAMPLE_TICKS * wt.timerResolutionMs);
+          trial = { ok: r.ok, cur_ms: r.cur_ms, cand_ms: r.cand_ms };
+          const detail2 = {
+            op: t.op,
+            shape: t.shape,
+            target: wt.target,
+            from: previous.sha256,
+            to: impl.sha256,
+            adopted: r.ok,
+            bench_speedup: m.current_us / m.median_us,
+            app_speedup: r.cur_ms / r.cand_ms,
+            cur_ms: r.cur_ms,
+            cand_ms: r.cand_ms,
+            pairs: r.pairs
+          };
+          wt.dispatchEvent(new CustomEvent("trial", { detail: detail2 }));
           if (!r.ok) {
-            t.note(`${impl.sha256.slice(0, 12)} (${threadsOf(impl.meta)} threads) was faster on the bench but not in the app's calls (${r.cand_ms.toFixed(3)} ms against ${r.cur_ms.toFixed(3)} ms): not adopted`);
-            return false;
+            const threads = threadsOf(impl.meta) ? ` (${threadsOf(impl.meta)} threads)` : "";
+            t.note(`${impl.sha256.slice(0, 12)}${threads} was faster on the bench (${detail2.bench_speedup.toFixed(3)}x) but not in the app's calls (${r.cand_ms.toFixed(3)} ms against ${r.cur_ms.toFixed(3)} ms over ${r.pairs} pairs): not adopted`);
+            return trial;
           }
         } else {
           await handle.adopt(impl);
@@ -7413,9 +7513,7 @@ var Webtune = class _Webtune extends EventTarget {
           target: wt.target,
           from: previous.sha256,
           to: impl.sha256,
-          from_us: m.current_us,
-          to_us: m.median_us,
-          speedup: m.current_us / m.median_us,
+          ...trial ? { from_us: trial.cur_ms * 1e3, to_us: trial.cand_ms * 1e3, speedup: trial.cur_ms / trial.cand_ms } : { from_us: m.current_us, to_us: m.median_us, speedup: m.current_us / m.median_us },
           index: m.index,
           total: m.total,
           at: performance.now(),
@@ -7431,6 +7529,7 @@ var Webtune = class _Webtune extends EventTarget {
           median_us: m.median_us,
           saved_at: Date.now()
         });
+        return trial ?? true;
       },
       measured(t, m) {
         const detail = { ...m, op: t.op, shape: t.shape, target: wt.target };
@@ -7500,6 +7599,14 @@ var Webtune = class _Webtune extends EventTarget {
     if (fast) live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || Number(a.t.behindSibling) - Number(b.t.behindSibling) || b.w - a.w);
     else live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || a.t.taken - b.t.taken || b.w - a.w);
     return live.map((x) => x.t);
+  }
+  /**
+   * @internal The kernels whose candidate is being tried in the app's own
+   * calls (`trials`): a model with no calls of its own to make (between
+   * generations) runs steps that call them, so that the trials end.
+   */
+  pendingTrials() {
+    return this.handles.filter((h) => h instanceof WasmKernel && h.trialPending).map((h) => ({ op: h.op, shape: h.shape }));
   }
   /** Whether every kernel is tuned and reported (or not to be tuned). */
   get done() {
@@ -11252,6 +11359,32 @@ var GraphDecoder = class _GraphDecoder {
     }
     return this.logits();
   }
+  /**
+   * Runs the model once on a run that uses bucket `m`'s kernels (`m` tokens,
+   * or as many as the context holds), for timing only: the tokens are
+   * arbitrary, the run starts at the current position (or as late as the
+   * context allows, the cache rows it overwrites saved and put back), and
+   * the position is left as it was, so the caches read as before (the
+   * logits buffer does not).
+   */
+  async trialRun(m) {
+    const ks = this.ready.get(m) ?? await this.kernels(m);
+    const t = Math.min(m, this.context);
+    const pos = this.pos, at = Math.min(pos, this.context - t);
+    this.views();
+    const saved = this.graph.caches.map((c) => {
+      const row = this.cache(c.name) / 4;
+      return { at: row + at * c.cols, rows: this.f32.slice(row + at * c.cols, row + pos * c.cols) };
+    });
+    this.pos = at;
+    try {
+      this.run(Array.from({ length: t }, (_, i) => (i * 7919 + 1) % this.graph.vocab), m, ks);
+    } finally {
+      this.pos = pos;
+      this.views();
+      for (const s of saved) this.f32.set(s.rows, s.at);
+    }
+  }
   /** The last run's logits (a view of the memory). */
   logits() {
     this.views();
@@ -11354,6 +11487,7 @@ var MAXG = 8;
 var MAX_HEAD_DIM = 256;
 var MAXQ = 1024;
 var NO_TOKEN = 4294967295;
+var MAX_AHEAD = 3;
 var FIXED2 = [
   "embed_q8",
   "embed_q4",
@@ -11446,7 +11580,7 @@ function ropeTable(context, headDim, theta) {
   return t;
 }
 var GpuDecoder = class _GpuDecoder {
-  constructor(init, pipelines, owned, parts, buffers, caches, rope, stepParams, stepSlot, fused, runParams, ids, token, tokenRead, logitsRead, partials) {
+  constructor(init, pipelines, owned, parts, buffers, caches, rope, stepParams, stepSlot, fused, runParams, ids, token, tokenReads, logitsRead, partials) {
     this.pipelines = pipelines;
     this.owned = owned;
     this.parts = parts;
@@ -11459,7 +11593,7 @@ var GpuDecoder = class _GpuDecoder {
     this.runParams = runParams;
     this.ids = ids;
     this.token = token;
-    this.tokenRead = tokenRead;
+    this.tokenReads = tokenReads;
     this.logitsRead = logitsRead;
     this.partials = partials;
     this.graph = init.graph;
@@ -11482,7 +11616,7 @@ var GpuDecoder = class _GpuDecoder {
   runParams;
   ids;
   token;
-  tokenRead;
+  tokenReads;
   logitsRead;
   partials;
   graph;
@@ -11500,6 +11634,9 @@ var GpuDecoder = class _GpuDecoder {
   lost = null;
   closed = false;
   runHost = new ArrayBuffer(32);
+  /** The token read-back ring's next buffer, and the reads in flight (in order). */
+  readSlot = 0;
+  reading = Promise.resolve();
   /** Checks the graph, uploads the weights, the rotary table and the steps' parameters, and builds the fixed pipelines. */
   static async create(init) {
     const { device, graph, tensors, weights, context } = init;
@@ -11613,7 +11750,7 @@ var GpuDecoder = class _GpuDecoder {
       const runParams = buffer("run params", 32, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
       const ids = buffer("ids", maxRows * 4, S | GPUBufferUsage.COPY_DST);
       const token = buffer("token", 16, S | GPUBufferUsage.COPY_SRC);
-      const tokenRead = buffer("token read", 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
+      const tokenReads = Array.from({ length: MAX_AHEAD + 1 }, (_, i) => buffer(`token read ${i}`, 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST));
       const logitsRead = buffer("logits read", graph.vocab * 4, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
       const module = device.createShaderModule({ label: "decoder-kernels.wgsl", code: init.wgsl ?? "// The text generator's fixed WebGPU kernels: everything of a decoder graph's\n// run that is not a matrix product (those are webtune's tuned WGSL kernels\n// of matmul_q4_1, matmul_q8_0, matmul_q4 and matmul), plus the sampling of\n// the next token. The WebGPU twin of decoder-kernels.wat (the same rules,\n// step by step); decoder-gpu.ts runs them.\n//\n// One entry point per kernel. Binding 0 is the run's parameters (R: the\n// real rows T, the first position, the sampling draw), written once per\n// run; binding 1 the step's own (S, fixed when a bucket's bind groups are\n// made); the others are the kernel's buffers (numbers reused across entry\n// points, each pipeline's layout is its own). A kernel's grid is made for\n// the bucket's M rows (y: one row a workgroup row) and every workgroup of a\n// row past R.t returns at once, so that one recorded command buffer serves\n// every run of the bucket, whatever its T, and no kernel depends on the\n// context's length: attention reads its length from R.\n//\n// Lengths are counts of floats. Every row length is a multiple of 4 and\n// every part's binding holds what the kernel reads (decoder-gpu.ts checks).\n\nstruct Run {\n  // Real rows of this run (T, at most the bucket's M); position of the first.\n  t: u32,\n  pos0: u32,\n  // Sampling: the draw in [0, 1) (SplitMix64's, from the host), the\n  // temperature (0: greedy), top-k (0: all) and top-p (1: all).\n  u: f32,\n  temperature: f32,\n  top_k: u32,\n  top_p: f32,\n}\n\n// A step's parameters: their meaning per kernel is written beside it.\nstruct Step {\n  n0: u32,\n  n1: u32,\n  n2: u32,\n  n3: u32,\n  n4: u32,\n  n5: u32,\n  f0: f32,\n  f1: f32,\n}\n\n@group(0) @binding(0) var<uniform> R: Run;\n@group(0) @binding(1) var<uniform> S: Step;\n\n// Threads of a workgroup: EW for the element-wise kernels, RW for a row\n// reduction (rms_norm), AW for attention, SW for sampling.\nconst EW: u32 = 64u;\nconst RW: u32 = 64u;\n\n// ---------------------------------------------------------------- embed\n// One row of h floats per id of ids[0..T): grid (⌈h/EW⌉, M).\n// embed_q8: S.n0 = h; the q8_0 table, i8 bytes [V][h] as words, scales d\n// [V][h/32]: out[r][k] = d[id][k/32]·q[id][k].\n@group(0) @binding(2) var<storage, read> eq8_ids: array<u32>;\n@group(0) @binding(3) var<storage, read> eq8_w: array<u32>;\n@group(0) @binding(4) var<storage, read> eq8_d: array<f32>;\n@group(0) @binding(5) var<storage, read_write> eq8_out: array<f32>;\n\n@compute @workgroup_size(EW)\nfn embed_q8(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let k = g.x;\n  let h = S.n0;\n  if (r >= R.t || k >= h) {\n    return;\n  }\n  let id = eq8_ids[r];\n  let at = id * h + k;\n  let q = extractBits(bitcast<i32>(eq8_w[at / 4u]), (at % 4u) * 8u, 8u);\n  eq8_out[r * h + k] = f32(q) * eq8_d[id * (h / 32u) + k / 32u];\n}\n\n// embed_q4: S.n0 = h, S.n1 = 1 for q4_1 (a minimum m per block), 0 for q4_0;\n// words [V][h/8] (k = 8i + s in bits 4s..4s+3 of word i), scales d and\n// minimums m [V][h/32] (q4_0 binds d again as m): out = d·q + m, or\n// d·q + d·(−8) for q4_0 (the Wasm kernel's order).\n@group(0) @binding(2) var<storage, read> eq4_ids: array<u32>;\n@group(0) @binding(3) var<storage, read> eq4_w: array<u32>;\n@group(0) @binding(4) var<storage, read> eq4_d: array<f32>;\n@group(0) @binding(5) var<storage, read> eq4_m: array<f32>;\n@group(0) @binding(6) var<storage, read_write> eq4_out: array<f32>;\n\n@compute @workgroup_size(EW)\nfn embed_q4(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let k = g.x;\n  let h = S.n0;\n  if (r >= R.t || k >= h) {\n    return;\n  }\n  let id = eq4_ids[r];\n  let blk = id * (h / 32u) + k / 32u;\n  let sc = eq4_d[blk];\n  var mn = sc * -8.0;\n  if (S.n1 == 1u) {\n    mn = eq4_m[blk];\n  }\n  let q = (eq4_w[id * (h / 8u) + k / 8u] >> ((k % 8u) * 4u)) & 15u;\n  eq4_out[r * h + k] = sc * f32(q) + mn;\n}\n\n// embed_f32: S.n0 = h, S.n1 = V; the table stored transposed, [h][V] (the B\n// of the output head's matmul): out[r][k] = w[k·V + id].\n@group(0) @binding(2) var<storage, read> ef_ids: array<u32>;\n@group(0) @binding(3) var<storage, read> ef_w: array<f32>;\n@group(0) @binding(4) var<storage, read_write> ef_out: array<f32>;\n\n@compute @workgroup_size(EW)\nfn embed_f32(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let k = g.x;\n  let h = S.n0;\n  if (r >= R.t || k >= h) {\n    return;\n  }\n  ef_out[r * h + k] = ef_w[k * S.n1 + ef_ids[r]];\n}\n\n// ---------------------------------------------------------------- rms_norm\n// out[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ w, one workgroup a row: grid\n// (1, M). S.n0 = h, S.n1 = 1 for `last` (grid (1, 1): x's row T − 1 into\n// out's row 0), S.f0 = eps. x and out are separate buffers.\n@group(0) @binding(2) var<storage, read> rn_x: array<f32>;\n@group(0) @binding(3) var<storage, read> rn_w: array<f32>;\n@group(0) @binding(4) var<storage, read_write> rn_out: array<f32>;\n\nvar<workgroup> red: array<f32, 64>;\n\n@compute @workgroup_size(RW)\nfn rms_norm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {\n  var r = wid.y;\n  var o = wid.y;\n  if (S.n1 == 1u) {\n    r = R.t - 1u;\n    o = 0u;\n  }\n  if (r >= R.t) {\n    return;\n  }\n  let h = S.n0;\n  var acc = 0.0;\n  for (var i = lid; i < h; i += RW) {\n    let v = rn_x[r * h + i];\n    acc += v * v;\n  }\n  red[lid] = acc;\n  workgroupBarrier();\n  for (var k = RW / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      red[lid] += red[lid + k];\n    }\n    workgroupBarrier();\n  }\n  let inv = 1.0 / sqrt(red[0] / f32(h) + S.f0);\n  for (var i = lid; i < h; i += RW) {\n    rn_out[o * h + i] = rn_x[r * h + i] * inv * rn_w[i];\n  }\n}\n\n// add_rms_norm: an `add` (x += y) and the `rms_norm` of the same x that\n// follows it, as one dispatch: grid (1, M), one workgroup a row; every real\n// row is added, and normalised into out's row (S.n1 = 1, the norm's `last`:\n// only row T − 1, into out's row 0). S.n0 = h, S.f0 = eps. The same\n// arithmetic as the two steps.\n@group(0) @binding(2) var<storage, read> arn_y: array<f32>;\n@group(0) @binding(3) var<storage, read> arn_w: array<f32>;\n@group(0) @binding(4) var<storage, read_write> arn_x: array<f32>;\n@group(0) @binding(5) var<storage, read_write> arn_out: array<f32>;\n\n@compute @workgroup_size(RW)\nfn add_rms_norm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {\n  let r = wid.y;\n  if (r >= R.t) {\n    return;\n  }\n  let h = S.n0;\n  var acc = 0.0;\n  for (var i = lid; i < h; i += RW) {\n    let v = arn_x[r * h + i] + arn_y[r * h + i];\n    arn_x[r * h + i] = v;\n    acc += v * v;\n  }\n  red[lid] = acc;\n  workgroupBarrier();\n  for (var k = RW / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      red[lid] += red[lid + k];\n    }\n    workgroupBarrier();\n  }\n  if (S.n1 == 1u && r != R.t - 1u) {\n    return;\n  }\n  var o = r;\n  if (S.n1 == 1u) {\n    o = 0u;\n  }\n  let inv = 1.0 / sqrt(red[0] / f32(h) + S.f0);\n  for (var i = lid; i < h; i += RW) {\n    arn_out[o * h + i] = arn_x[r * h + i] * inv * arn_w[i];\n  }\n}\n\n// ---------------------------------------------------------------- rope\n// Rotary position embedding on adjacent pairs, in place: in each of the\n// first S.n1 heads of S.n2 floats of each row (rows S.n0 floats apart),\n// pair i (x[2i], x[2i+1]) of the row at position pos0 + r turns by the\n// angle whose (cos, sin) are table[(pos0 + r)·hd + 2i, +1] (computed in f64\n// by the host, rounded to f32). One thread a pair: grid (⌈heads·hd/2/EW⌉, M).\n@group(0) @binding(2) var<storage, read> rope_table: array<f32>;\n@group(0) @binding(3) var<storage, read_write> rope_x: array<f32>;\n\n@compute @workgroup_size(EW)\nfn rope(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let hd = S.n2;\n  let half = hd / 2u;\n  if (r >= R.t || g.x >= S.n1 * half) {\n    return;\n  }\n  let head = g.x / half;\n  let i = g.x % half;\n  let at = r * S.n0 + head * hd + 2u * i;\n  let tab = (R.pos0 + r) * hd + 2u * i;\n  let c = rope_table[tab];\n  let s = rope_table[tab + 1u];\n  let a = rope_x[at];\n  let b = rope_x[at + 1u];\n  rope_x[at] = a * c + b * -s;\n  rope_x[at + 1u] = b * c + a * s;\n}\n\n// ---------------------------------------------------------------- kv_store\n// Copies S.n3 floats at column S.n1 (keys) and S.n2 (values) of each row\n// (rows S.n0 floats apart) into the caches' rows pos0 + r, each S.n3\n// floats: grid (⌈width/EW⌉, M).\n@group(0) @binding(2) var<storage, read> kv_x: array<f32>;\n@group(0) @binding(3) var<storage, read_write> kv_k: array<f32>;\n@group(0) @binding(4) var<storage, read_write> kv_v: array<f32>;\n\n@compute @workgroup_size(EW)\nfn kv_store(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let i = g.x;\n  let w = S.n3;\n  if (r >= R.t || i >= w) {\n    return;\n  }\n  let src = r * S.n0;\n  let dst = (R.pos0 + r) * w + i;\n  kv_k[dst] = kv_x[src + S.n1 + i];\n  kv_v[dst] = kv_x[src + S.n2 + i];\n}\n\n// rope_kv: a `rope` and the `kv_store` of the same rows that follows it, as\n// one dispatch, where the keys lie inside the turned heads (whole pairs)\n// and the values outside them: thread p < heads·hd/2 turns pair p (rope's\n// rule) and, if it is a key's, stores it in the key cache too; the next\n// width/2 threads copy a pair of values. Grid (⌈(heads·hd + width)/2/EW⌉,\n// M). S.n0 = stride, S.n1 = heads, S.n2 = hd, S.n3 = width, S.n4 = the\n// keys' column, S.n5 = the values'.\n@group(0) @binding(2) var<storage, read> rkv_table: array<f32>;\n@group(0) @binding(3) var<storage, read_write> rkv_x: array<f32>;\n@group(0) @binding(4) var<storage, read_write> rkv_k: array<f32>;\n@group(0) @binding(5) var<storage, read_write> rkv_v: array<f32>;\n\n@compute @workgroup_size(EW)\nfn rope_kv(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let hd = S.n2;\n  let half = hd / 2u;\n  let pairs = S.n1 * half;\n  let w = S.n3;\n  if (r >= R.t || g.x >= pairs + w / 2u) {\n    return;\n  }\n  let row = r * S.n0;\n  let dst = (R.pos0 + r) * w;\n  if (g.x >= pairs) {\n    let j = 2u * (g.x - pairs);\n    rkv_v[dst + j] = rkv_x[row + S.n5 + j];\n    rkv_v[dst + j + 1u] = rkv_x[row + S.n5 + j + 1u];\n    return;\n  }\n  let head = g.x / half;\n  let i = g.x % half;\n  let col = head * hd + 2u * i;\n  let tab = (R.pos0 + r) * hd + 2u * i;\n  let c = rkv_table[tab];\n  let s = rkv_table[tab + 1u];\n  let a = rkv_x[row + col];\n  let b = rkv_x[row + col + 1u];\n  let a2 = a * c + b * -s;\n  let b2 = b * c + a * s;\n  rkv_x[row + col] = a2;\n  rkv_x[row + col + 1u] = b2;\n  if (col >= S.n4 && col < S.n4 + w) {\n    rkv_k[dst + col - S.n4] = a2;\n    rkv_k[dst + col - S.n4 + 1u] = b2;\n  }\n}\n\n// ---------------------------------------------------------------- attention\n// Causal grouped-query attention. Query head h of row r (at column h·hd of\n// the row, rows S.n0 floats apart) attends to cache positions 0..=pos0+r\n// of key/value head h / G, G = heads / kv_heads (cache rows of kv_heads·hd\n// floats): out[r][h·hd..] = Σ_j softmax_j(scale·q·k_j)·v_j. S.n1 = heads,\n// S.n2 = kv_heads, S.n3 = hd, S.f0 = scale.\n//\n// One workgroup per (key/value head, row): grid (kv_heads, M). The G query\n// heads that share the key/value head are done together, so each key and\n// value row is read once. Positions go by tiles of AW: each thread scores\n// one position against the G queries (held in workgroup memory), the\n// tile's maximum per head comes from a tree, and an online softmax keeps a\n// running maximum, each thread's share of the sum, and per thread the\n// weighted values of its dimensions (thread lid: dimensions lid % 64 + 64i,\n// positions of the tile lid / 64, + AW/64, ...). G ≤ MAXG, hd ≤ 64·DPT and\n// G·hd ≤ MAXQ (decoder-gpu.ts checks).\nconst AW: u32 = 128u;\nconst LANES: u32 = 2u;\nconst MAXG: u32 = 8u;\nconst DPT: u32 = 4u;\nconst MAXQ: u32 = 1024u;\nconst NEG: f32 = -1e30;\n\n@group(0) @binding(2) var<storage, read> at_x: array<f32>;\n@group(0) @binding(3) var<storage, read> at_k: array<f32>;\n@group(0) @binding(4) var<storage, read> at_v: array<f32>;\n@group(0) @binding(5) var<storage, read_write> at_out: array<f32>;\n\nvar<workgroup> at_q: array<f32, MAXQ>;\n// Scores, then weights, of the tile: [G][AW]; and the max/sum tree, [G][AW].\n// At the end both hold the lanes' weighted values ([LANES][G·hd] ≤ 2·MAXQ).\nvar<workgroup> at_s: array<f32, 1024>;\nvar<workgroup> at_t: array<f32, 1024>;\n\n@compute @workgroup_size(AW)\nfn attention(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {\n  let r = wid.y;\n  if (r >= R.t) {\n    return;\n  }\n  let kvh = wid.x;\n  let heads = S.n1;\n  let nkv = S.n2;\n  let hd = S.n3;\n  let grp = heads / nkv;\n  let kvw = nkv * hd;\n  let n = R.pos0 + r + 1u;\n  let q0 = r * S.n0 + kvh * grp * hd;\n  for (var i = lid; i < grp * hd; i += AW) {\n    at_q[i] = at_x[q0 + i];\n  }\n  var m: array<f32, MAXG>;\n  var l: array<f32, MAXG>;\n  var acc: array<f32, 32>;\n  for (var g = 0u; g < MAXG; g++) {\n    m[g] = NEG;\n    l[g] = 0.0;\n  }\n  for (var i = 0u; i < 32u; i++) {\n    acc[i] = 0.0;\n  }\n  let lane = lid / 64u;\n  let ds = lid % 64u;\n  workgroupBarrier();\n  for (var t0 = 0u; t0 < n; t0 += AW) {\n    let j = t0 + lid;\n    let valid = j < n;\n    let kr = j * kvw + kvh * hd;\n    for (var g = 0u; g < grp; g++) {\n      var s = NEG;\n      if (valid) {\n        var dot = 0.0;\n        for (var d = 0u; d < hd; d++) {\n          dot += at_q[g * hd + d] * at_k[kr + d];\n        }\n        s = dot * S.f0;\n      }\n      at_s[g * AW + lid] = s;\n      at_t[g * AW + lid] = s;\n    }\n    workgroupBarrier();\n    for (var k = AW / 2u; k > 0u; k >>= 1u) {\n      if (lid < k) {\n        for (var g = 0u; g < grp; g++) {\n          at_t[g * AW + lid] = max(at_t[g * AW + lid], at_t[g * AW + lid + k]);\n        }\n      }\n      workgroupBarrier();\n    }\n    var alpha: array<f32, MAXG>;\n    for (var g = 0u; g < grp; g++) {\n      let mn = max(m[g], at_t[g * AW]);\n      alpha[g] = exp(m[g] - mn);\n      m[g] = mn;\n      var w = 0.0;\n      if (valid) {\n        w = exp(at_s[g * AW + lid] - mn);\n      }\n      l[g] = l[g] * alpha[g] + w;\n      for (var i = 0u; i < DPT; i++) {\n        acc[g * DPT + i] *= alpha[g];\n      }\n    }\n    workgroupBarrier();\n    for (var g = 0u; g < grp; g++) {\n      if (valid) {\n        at_s[g * AW + lid] = exp(at_s[g * AW + lid] - m[g]);\n      } else {\n        at_s[g * AW + lid] = 0.0;\n      }\n    }\n    workgroupBarrier();\n    let end = min(AW, n - t0);\n    for (var jj = lane; jj < end; jj += LANES) {\n      let vr = (t0 + jj) * kvw + kvh * hd;\n      for (var i = 0u; i < DPT; i++) {\n        let d = ds + 64u * i;\n        if (d < hd) {\n          let v = at_v[vr + d];\n          for (var g = 0u; g < grp; g++) {\n            acc[g * DPT + i] += at_s[g * AW + jj] * v;\n          }\n        }\n      }\n    }\n    workgroupBarrier();\n  }\n  // Each head's sum of weights: the threads' shares through the tree.\n  for (var g = 0u; g < grp; g++) {\n    at_t[g * AW + lid] = l[g];\n  }\n  workgroupBarrier();\n  for (var k = AW / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      for (var g = 0u; g < grp; g++) {\n        at_t[g * AW + lid] += at_t[g * AW + lid + k];\n      }\n    }\n    workgroupBarrier();\n  }\n  var inv: array<f32, MAXG>;\n  for (var g = 0u; g < grp; g++) {\n    inv[g] = 1.0 / at_t[g * AW];\n  }\n  workgroupBarrier();\n  // The lanes' weighted values, summed in lane order.\n  for (var g = 0u; g < grp; g++) {\n    for (var i = 0u; i < DPT; i++) {\n      let d = ds + 64u * i;\n      if (d < hd) {\n        if (lane == 0u) {\n          at_s[g * hd + d] = acc[g * DPT + i];\n        } else {\n          at_t[g * hd + d] = acc[g * DPT + i];\n        }\n      }\n    }\n  }\n  workgroupBarrier();\n  let o0 = r * heads * hd + kvh * grp * hd;\n  for (var i = lid; i < grp * hd; i += AW) {\n    at_out[o0 + i] = (at_s[i] + at_t[i]) * inv[i / hd];\n  }\n}\n\n// ---------------------------------------------------------------- split attention\n// The decode step's attention (one row, T = 1), split over the cache\n// (\"flash decoding\"): `attention` above gives each key/value head one\n// workgroup that walks every position, so at 1,024 positions 3 workgroups\n// ran for 0.5 ms a layer on an H200. Here a workgroup takes one chunk of\n// SCH positions of one key/value head: grid (kv_heads, ⌈n/SCH⌉), with n =\n// pos0 + 1 read at run time, so that the parallelism grows with the context\n// and no kernel depends on its length. Each writes, per query head of its\n// group, the chunk's running maximum, its sum of e^(s − max) and its\n// unnormalised weighted values: rows of hd + 2 floats of `as_part`, at\n// [head][chunk] (hd floats, then max and sum). `attention_merge` (grid\n// (heads, 1)) rescales the chunks to one maximum and divides by the sum.\n// The same parameters as `attention` (S.n0..n3, f0); the partials' buffer\n// holds heads · ⌈context/SCH⌉ rows (decoder-gpu.ts sizes it).\nconst SCH: u32 = 64u;\n\n@group(0) @binding(2) var<storage, read> as_x: array<f32>;\n@group(0) @binding(3) var<storage, read> as_k: array<vec4<f32>>;\n@group(0) @binding(4) var<storage, read> as_v: array<f32>;\n@group(0) @binding(5) var<storage, read_write> as_part: array<f32>;\n\nvar<workgroup> as_q: array<vec4<f32>, 256>;\n// Scores, then weights, [G][SCH]; and the max/sum tree, [G][SCH].\nvar<workgroup> as_s: array<f32, 512>;\nvar<workgroup> as_t: array<f32, 512>;\n\n@compute @workgroup_size(SCH)\nfn attention_split(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {\n  let kvh = wid.x;\n  let chunk = wid.y;\n  let heads = S.n1;\n  let hd = S.n3;\n  let grp = heads / S.n2;\n  let kvw = S.n2 * hd;\n  let n = R.pos0 + 1u;\n  let j0 = chunk * SCH;\n  if (j0 >= n) {\n    return;\n  }\n  let hd4 = hd / 4u;\n  let q0 = (kvh * grp * hd) / 4u;\n  for (var i = lid; i < grp * hd4; i += SCH) {\n    as_q[i] = vec4<f32>(as_x[4u * (q0 + i)], as_x[4u * (q0 + i) + 1u], as_x[4u * (q0 + i) + 2u], as_x[4u * (q0 + i) + 3u]);\n  }\n  workgroupBarrier();\n  // A position a thread: its scores against the group's queries.\n  let j = j0 + lid;\n  let valid = j < n;\n  let kr = (j * kvw + kvh * hd) / 4u;\n  for (var g = 0u; g < grp; g++) {\n    var sc = NEG;\n    if (valid) {\n      var dot = vec4<f32>(0.0);\n      for (var d = 0u; d < hd4; d++) {\n        dot += as_q[g * hd4 + d] * as_k[kr + d];\n      }\n      sc = (dot.x + dot.y + dot.z + dot.w) * S.f0;\n    }\n    as_s[g * SCH + lid] = sc;\n    as_t[g * SCH + lid] = sc;\n  }\n  workgroupBarrier();\n  for (var k = SCH / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      for (var g = 0u; g < grp; g++) {\n        as_t[g * SCH + lid] = max(as_t[g * SCH + lid], as_t[g * SCH + lid + k]);\n      }\n    }\n    workgroupBarrier();\n  }\n  var mx: array<f32, MAXG>;\n  for (var g = 0u; g < grp; g++) {\n    mx[g] = as_t[g * SCH];\n  }\n  workgroupBarrier();\n  for (var g = 0u; g < grp; g++) {\n    var w = 0.0;\n    if (valid) {\n      w = exp(as_s[g * SCH + lid] - mx[g]);\n    }\n    as_s[g * SCH + lid] = w;\n    as_t[g * SCH + lid] = w;\n  }\n  workgroupBarrier();\n  for (var k = SCH / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      for (var g = 0u; g < grp; g++) {\n        as_t[g * SCH + lid] += as_t[g * SCH + lid + k];\n      }\n    }\n    workgroupBarrier();\n  }\n  // A dimension a thread (and + SCH, ...): the weighted values, the chunk's\n  // positions in order.\n  let end = min(SCH, n - j0);\n  let chunks = (n + SCH - 1u) / SCH;\n  for (var d = lid; d < hd; d += SCH) {\n    var acc: array<f32, MAXG>;\n    for (var g = 0u; g < grp; g++) {\n      acc[g] = 0.0;\n    }\n    for (var jj = 0u; jj < end; jj++) {\n      let v = as_v[(j0 + jj) * kvw + kvh * hd + d];\n      for (var g = 0u; g < grp; g++) {\n        acc[g] += as_s[g * SCH + jj] * v;\n      }\n    }\n    for (var g = 0u; g < grp; g++) {\n      as_part[((kvh * grp + g) * chunks + chunk) * (hd + 2u) + d] = acc[g];\n    }\n  }\n  if (lid < grp) {\n    let row = ((kvh * grp + lid) * chunks + chunk) * (hd + 2u);\n    as_part[row + hd] = mx[lid];\n    as_part[row + hd + 1u] = as_t[lid * SCH];\n  }\n}\n\n@group(0) @binding(2) var<storage, read> am_part: array<f32>;\n@group(0) @binding(3) var<storage, read_write> am_out: array<f32>;\n\n@compute @workgroup_size(SCH)\nfn attention_merge(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {\n  let h = wid.x;\n  let hd = S.n3;\n  let n = R.pos0 + 1u;\n  let chunks = (n + SCH - 1u) / SCH;\n  let base = h * chunks * (hd + 2u);\n  var mx = NEG;\n  for (var c = 0u; c < chunks; c++) {\n    mx = max(mx, am_part[base + c * (hd + 2u) + hd]);\n  }\n  var l = 0.0;\n  for (var c = 0u; c < chunks; c++) {\n    let row = base + c * (hd + 2u);\n    l += am_part[row + hd + 1u] * exp(am_part[row + hd] - mx);\n  }\n  for (var d = lid; d < hd; d += SCH) {\n    var o = 0.0;\n    for (var c = 0u; c < chunks; c++) {\n      let row = base + c * (hd + 2u);\n      o += am_part[row + d] * exp(am_part[row + hd] - mx);\n    }\n    am_out[h * hd + d] = o / l;\n  }\n}\n\n// ---------------------------------------------------------------- swiglu\n// out[r][i] = silu(x[r][i])·x[r][f + i] for i < f = S.n0: rows of 2f floats\n// (gate then up) in, rows of f out; silu(g) = g / (1 + e^−g), e^−g clamped\n// at e^88 as the Wasm kernel's exp. Grid (⌈f/EW⌉, M).\n@group(0) @binding(2) var<storage, read> sw_x: array<f32>;\n@group(0) @binding(3) var<storage, read_write> sw_out: array<f32>;\n\n@compute @workgroup_size(EW)\nfn swiglu(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let i = g.x;\n  let f = S.n0;\n  if (r >= R.t || i >= f) {\n    return;\n  }\n  let gate = sw_x[r * 2u * f + i];\n  sw_out[r * f + i] = gate / (1.0 + exp(min(-gate, 88.0))) * sw_x[r * 2u * f + f + i];\n}\n\n// ---------------------------------------------------------------- add\n// x[r][i] += y[r][i] for i < S.n0: grid (⌈cols/EW⌉, M).\n@group(0) @binding(2) var<storage, read> add_y: array<f32>;\n@group(0) @binding(3) var<storage, read_write> add_x: array<f32>;\n\n@compute @workgroup_size(EW)\nfn add(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let i = g.x;\n  if (r >= R.t || i >= S.n0) {\n    return;\n  }\n  let at = r * S.n0 + i;\n  add_x[at] = add_x[at] + add_y[at];\n}\n\n// ---------------------------------------------------------------- sample\n// The next token from the logits (S.n0 = V of them), by sampler.ts's rule,\n// in one workgroup: grid (1, 1). out[0] is the token, or NO_TOKEN where the\n// host must sample from the logits itself with the same draw (out[1] = 1).\n//\n// - temperature ≤ 0: greedy, the first largest logit (NaN never wins).\n// - otherwise the candidates: the ids whose weight e^((l − top)/T) is at\n//   least e^−CUT, or, when more than MAXC are, the ids at or above a\n//   threshold found by bisection that keeps from max(k, MAXC/2) to MAXC of\n//   them; sorted by logit, largest first, ties by id (a bitonic sort in\n//   workgroup memory); cut to the top k; weights in f32; cut to the\n//   smallest head whose share reaches top-p; then the host's draw u times\n//   the kept total walks the kept ids. The ids below the threshold (the\n//   tail) count in the totals where the rule counts them (no top-k, or one\n//   past the candidates), by their summed weight.\n// The host samples instead when the rule's choice lies in a tail that the\n// bisection cut off: the top-k reaching past the candidates, the top-p cut\n// or the draw falling in it (with no bisection the tail's ids weigh less\n// than e^−CUT each, and a draw falls among them with odds below V·e^−CUT).\n// The GPU's pick differs from sampler.ts's (weights in f64) only where the\n// draw falls within f32 rounding of a boundary between two ids' shares.\nconst SW: u32 = 256u;\nconst MAXC: u32 = 1024u;\nconst CUT: f32 = 30.0;\nconst NO_TOKEN: u32 = 0xffffffffu;\n\n@group(0) @binding(2) var<storage, read> sm_logits: array<f32>;\n@group(0) @binding(3) var<storage, read_write> sm_out: array<u32>;\n\nvar<workgroup> sm_v: array<f32, MAXC>;\nvar<workgroup> sm_i: array<u32, MAXC>;\nvar<workgroup> sm_rv: array<f32, SW>;\nvar<workgroup> sm_ri: array<u32, SW>;\nvar<workgroup> sm_count: atomic<u32>;\nvar<workgroup> sm_n: u32;\n\n// How many logits are at least thr (every thread gets the count).\nfn count_at_least(lid: u32, thr: f32) -> u32 {\n  var c = 0u;\n  for (var i = lid; i < S.n0; i += SW) {\n    if (sm_logits[i] >= thr) {\n      c++;\n    }\n  }\n  sm_ri[lid] = c;\n  workgroupBarrier();\n  for (var k = SW / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      sm_ri[lid] += sm_ri[lid + k];\n    }\n    workgroupBarrier();\n  }\n  return workgroupUniformLoad(&sm_ri[0]);\n}\n\n// Whether candidate a comes before b: larger logit, then smaller id.\nfn before(va: f32, ia: u32, vb: f32, ib: u32) -> bool {\n  return va > vb || (va == vb && ia < ib);\n}\n\nfn no_token(lid: u32) {\n  if (lid == 0u) {\n    sm_out[0] = NO_TOKEN;\n    sm_out[1] = 1u;\n  }\n}\n\n@compute @workgroup_size(SW)\nfn sample(@builtin(local_invocation_index) lid: u32) {\n  let V = S.n0;\n  // The first largest logit.\n  var bv = sm_logits[0];\n  var bi = 0u;\n  for (var i = lid; i < V; i += SW) {\n    let v = sm_logits[i];\n    if (v > bv || (v == bv && i < bi)) {\n      bv = v;\n      bi = i;\n    }\n  }\n  sm_rv[lid] = bv;\n  sm_ri[lid] = bi;\n  workgroupBarrier();\n  for (var k = SW / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      let v = sm_rv[lid + k];\n      let i = sm_ri[lid + k];\n      if (before(v, i, sm_rv[lid], sm_ri[lid])) {\n        sm_rv[lid] = v;\n        sm_ri[lid] = i;\n      }\n    }\n    workgroupBarrier();\n  }\n  let best = sm_ri[0];\n  // Uniform: the bisection's branches depend on it.\n  let top = workgroupUniformLoad(&sm_rv[0]);\n  if (!(R.temperature > 0.0)) {\n    if (lid == 0u) {\n      sm_out[0] = best;\n      sm_out[1] = 0u;\n    }\n    return;\n  }\n  let temp = R.temperature;\n  let k = R.top_k;\n  // The candidates' threshold.\n  var thr = top - CUT * temp;\n  var cnt = count_at_least(lid, thr);\n  let bisected = cnt > MAXC;\n  if (bisected) {\n    // count(lo) > MAXC; narrow [lo, hi] until count(hi) is enough, at most MAXC.\n    let enough = max(min(k, MAXC), MAXC / 2u);\n    var lo = thr;\n    var hi = top;\n    cnt = count_at_least(lid, hi);\n    for (var it = 0u; it < 48u && cnt < enough; it++) {\n      let mid = lo + (hi - lo) * 0.5;\n      if (mid <= lo || mid >= hi) {\n        break;\n      }\n      let c = count_at_least(lid, mid);\n      if (c > MAXC) {\n        lo = mid;\n      } else {\n        hi = mid;\n        cnt = c;\n      }\n    }\n    thr = hi;\n    if (cnt > MAXC) {\n      // More than MAXC ids tie at the largest logit.\n      no_token(lid);\n      return;\n    }\n  }\n  // Gather the candidates (in any order: the sort orders them) and sum the tail's weights.\n  if (lid == 0u) {\n    atomicStore(&sm_count, 0u);\n  }\n  workgroupBarrier();\n  var tail = 0.0;\n  for (var i = lid; i < V; i += SW) {\n    let v = sm_logits[i];\n    if (v >= thr) {\n      let at = atomicAdd(&sm_count, 1u);\n      if (at < MAXC) {\n        sm_v[at] = v;\n        sm_i[at] = i;\n      }\n    } else {\n      tail += exp((v - top) / temp);\n    }\n  }\n  sm_rv[lid] = tail;\n  workgroupBarrier();\n  for (var s = SW / 2u; s > 0u; s >>= 1u) {\n    if (lid < s) {\n      sm_rv[lid] += sm_rv[lid + s];\n    }\n    workgroupBarrier();\n  }\n  if (lid == 0u) {\n    sm_n = min(atomicLoad(&sm_count), MAXC);\n  }\n  let n = workgroupUniformLoad(&sm_n);\n  tail = sm_rv[0];\n  // Padding after the candidates, last in the order; then a bitonic sort.\n  var p = 2u;\n  while (p < n) {\n    p <<= 1u;\n  }\n  for (var i = n + lid; i < p; i += SW) {\n    sm_v[i] = NEG;\n    sm_i[i] = NO_TOKEN;\n  }\n  workgroupBarrier();\n  for (var size = 2u; size <= p; size <<= 1u) {\n    for (var stride = size / 2u; stride > 0u; stride >>= 1u) {\n      for (var i = lid; i < p; i += SW) {\n        let j = i ^ stride;\n        if (j > i) {\n          let up = (i & size) == 0u;\n          let swap = select(before(sm_v[i], sm_i[i], sm_v[j], sm_i[j]), before(sm_v[j], sm_i[j], sm_v[i], sm_i[i]), up);\n          if (swap) {\n            let tv = sm_v[i];\n            let ti = sm_i[i];\n            sm_v[i] = sm_v[j];\n            sm_i[i] = sm_i[j];\n            sm_v[j] = tv;\n            sm_i[j] = ti;\n          }\n        }\n      }\n      workgroupBarrier();\n    }\n  }\n  if (lid != 0u) {\n    return;\n  }\n  // The rule's ids: the top k (all: k 0), of which the candidates hold `len`.\n  var len = n;\n  var withTail = true;\n  if (k > 0u && k <= n) {\n    len = k;\n    withTail = false;\n  } else if (k > 0u && bisected) {\n    no_token(lid);\n    return;\n  }\n  var total = 0.0;\n  for (var j = 0u; j < len; j++) {\n    total += exp((sm_v[j] - top) / temp);\n  }\n  if (withTail) {\n    total += tail;\n  }\n  var keep = len;\n  if (R.top_p < 1.0) {\n    var acc = 0.0;\n    var found = false;\n    for (var j = 0u; j < len; j++) {\n      acc += exp((sm_v[j] - top) / temp) / total;\n      if (acc >= R.top_p) {\n        keep = j + 1u;\n        found = true;\n        break;\n      }\n    }\n    if (found) {\n      withTail = false;\n    } else if (withTail && bisected) {\n      no_token(lid);\n      return;\n    }\n  }\n  var kept = 0.0;\n  for (var j = 0u; j < keep; j++) {\n    kept += exp((sm_v[j] - top) / temp);\n  }\n  if (withTail) {\n    kept += tail;\n  }\n  var u = R.u * kept;\n  for (var j = 0u; j < keep; j++) {\n    let w = exp((sm_v[j] - top) / temp);\n    if (u < w) {\n      sm_out[0] = sm_i[j];\n      sm_out[1] = 0u;\n      return;\n    }\n    u -= w;\n  }\n  if (withTail) {\n    // The draw falls in the tail.\n    no_token(lid);\n    return;\n  }\n  sm_out[0] = sm_i[keep - 1u];\n  sm_out[1] = 0u;\n}\n" });
       const made = [];
@@ -11625,7 +11762,7 @@ var GpuDecoder = class _GpuDecoder {
       const pipelines = Object.fromEntries(FIXED2.map((n, i) => [n, made[i]]));
       const att = graph.steps.filter((x) => x.step === "attention");
       const partials = buffer("attention partials", Math.max(0, ...att.map((a) => a.heads * Math.ceil(context / SCH) * (a.head_dim + 2) * 4)), S);
-      return new _GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenRead, logitsRead, partials);
+      return new _GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenReads, logitsRead, partials);
     });
   }
   /** Where the tuned products come from (before the first run). */
@@ -11682,8 +11819,29 @@ var GpuDecoder = class _GpuDecoder {
    * the host samples from, with the same draw.
    */
   async next(tokens, sampling) {
-    await this.runAll(tokens, sampling);
-    const id = await this.readToken();
+    const slot = await this.runAll(tokens, sampling);
+    return this.sampled(await this.readToken(slot));
+  }
+  /**
+   * A decode step fed the token the latest run sampled on the GPU, without
+   * the host reading it first, so that a caller can record and submit the
+   * next steps while this one runs (up to MAX_AHEAD unread): resolves with
+   * its own sampled token (as `next`; -1 where the GPU could not sample).
+   * The caller must know that the latest run's token was sampled on the GPU
+   * (not -1), and `rewind`s the steps it does not use.
+   */
+  async ahead(sampling) {
+    const bk = this.ready.get(1) ?? await this.kernels(1);
+    this.check([0]);
+    const slot = this.run(null, bk, sampling);
+    return this.sampled(await this.readToken(slot));
+  }
+  /** Forgets the last `n` positions (steps run ahead that the caller does not use): the next run writes over them. */
+  rewind(n) {
+    if (!Number.isInteger(n) || n < 0 || n > this.pos) throw new RangeError(`rewind ${n}: ${this.pos} positions are held`);
+    this.pos -= n;
+  }
+  sampled(id) {
     if (id === NO_TOKEN) {
       this.stats.hostSampled++;
       return -1;
@@ -11709,11 +11867,17 @@ var GpuDecoder = class _GpuDecoder {
     this.buckets.clear();
     this.ready.clear();
   }
-  async readToken() {
-    await this.mapped(this.tokenRead, 8);
-    const id = new Uint32Array(this.tokenRead.getMappedRange(0, 8))[0];
-    this.tokenRead.unmap();
-    return id;
+  /** The token a run sampled into read buffer `slot`; reads of the ring in the order of their runs. */
+  readToken(slot) {
+    const buf = this.tokenReads[slot];
+    const read = this.reading.then(async () => {
+      await this.mapped(buf, 8);
+      const id = new Uint32Array(buf.getMappedRange(0, 8))[0];
+      buf.unmap();
+      return id;
+    });
+    this.reading = read.then(() => void 0, () => void 0);
+    return read;
   }
   async mapped(buf, bytes) {
     try {
@@ -11726,13 +11890,15 @@ var GpuDecoder = class _GpuDecoder {
   async runAll(tokens, sampling) {
     this.check(tokens);
     const max = this.maxRows;
+    let slot = -1;
     for (let at = 0; at < tokens.length; at += max) {
       const chunk = Array.prototype.slice.call(tokens, at, at + max);
       const m = bucketOf(this.graph, chunk.length);
       const bk = this.ready.get(m) ?? await this.kernels(m);
       const last = at + max >= tokens.length;
-      this.run(chunk, bk, last ? sampling : null);
+      slot = this.run(chunk, bk, last ? sampling : null);
     }
+    return slot;
   }
   /**
    * One run: parameters and ids written, every step recorded into one pass
@@ -11740,7 +11906,7 @@ var GpuDecoder = class _GpuDecoder {
    * `perStep` a pass per step), one submit.
    */
   run(tokens, bk, sampling, timing) {
-    const t = tokens.length, device = this.device;
+    const t = tokens ? tokens.length : 1, device = this.device;
     const u = new Uint32Array(this.runHost), f = new Float32Array(this.runHost);
     u[0] = t;
     u[1] = this.pos;
@@ -11749,8 +11915,9 @@ var GpuDecoder = class _GpuDecoder {
     u[4] = sampling?.topK ?? 0;
     f[5] = sampling?.topP ?? 1;
     device.queue.writeBuffer(this.runParams, 0, this.runHost);
-    device.queue.writeBuffer(this.ids, 0, Uint32Array.from(tokens));
     const enc = device.createCommandEncoder({ label: `decoder run ${bk.m}` });
+    if (tokens) device.queue.writeBuffer(this.ids, 0, Uint32Array.from(tokens));
+    else enc.copyBufferToBuffer(this.token, 0, this.ids, 0, 4);
     const steps = sampling ? [...bk.steps, this.sampleStep()] : bk.steps;
     let queries = 0;
     const begin = () => timing ? enc.beginComputePass({ timestampWrites: { querySet: timing.set, beginningOfPassWriteIndex: queries++, endOfPassWriteIndex: queries++ } }) : enc.beginComputePass();
@@ -11773,7 +11940,11 @@ var GpuDecoder = class _GpuDecoder {
       }
     }
     pass.end();
-    if (sampling) enc.copyBufferToBuffer(this.token, 0, this.tokenRead, 0, 8);
+    const slot = this.readSlot;
+    if (sampling) {
+      enc.copyBufferToBuffer(this.token, 0, this.tokenReads[slot], 0, 8);
+      this.readSlot = (slot + 1) % this.tokenReads.length;
+    }
     if (timing) {
       enc.resolveQuerySet(timing.set, 0, queries, timing.resolve, 0);
       enc.copyBufferToBuffer(timing.resolve, 0, timing.read, 0, queries * 8);
@@ -11783,6 +11954,7 @@ var GpuDecoder = class _GpuDecoder {
     this.stats.submits++;
     this.stats.tokens += t;
     if (bk.m === 1) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
+    return slot;
   }
   /**
    * Profiles one run of `tokens` (at most the largest bucket) from the
@@ -11814,14 +11986,13 @@ var GpuDecoder = class _GpuDecoder {
     try {
       const pos0 = this.pos;
       const t0 = performance.now();
-      this.run(tokens, bk, greedy, { set, resolve, read, perStep: false });
+      const slot = this.run(tokens, bk, greedy, { set, resolve, read, perStep: false });
       const encodeMs = performance.now() - t0;
-      await this.readToken();
+      await this.readToken(slot);
       const wallMs = performance.now() - t0;
       const [gpuMs] = await times(2);
       this.pos = pos0;
-      this.run(tokens, bk, greedy, { set, resolve, read, perStep: true });
-      await this.readToken();
+      await this.readToken(this.run(tokens, bk, greedy, { set, resolve, read, perStep: true }));
       const each = await times(n);
       const labels = [...bk.steps.map((s) => s.label), "sample"];
       return { encodeMs, wallMs, gpuMs, steps: labels.map((label, i) => ({ label, ms: each[i] })) };
@@ -12165,6 +12336,11 @@ var StopFilter = class {
     return out;
   }
 };
+function stepByStep(backend, first, sampler) {
+  let tok = first;
+  return { next: async () => tok = await backend.next([tok], sampler), close: async () => {
+  } };
+}
 var WasmBackend2 = class {
   constructor(dec) {
     this.dec = dec;
@@ -12196,6 +12372,9 @@ var WasmBackend2 = class {
   }
   async next(ids, sampler) {
     return sampler.sample(await this.dec.feed(ids));
+  }
+  steps(first, sampler) {
+    return stepByStep(this, first, sampler);
   }
   close() {
   }
@@ -12229,10 +12408,74 @@ var WebGpuBackend = class {
   prefill(ids) {
     return this.dec.prefill(ids);
   }
-  async next(ids, sampler) {
-    const s = sampler.sampling, u = sampler.draws ? sampler.uniform() : 0;
-    const id = await this.dec.next(ids, { temperature: s.temperature, topK: Math.min(s.topK, this.dec.graph.vocab), topP: Math.fround(s.topP), u });
+  /** Whether the latest token was sampled on the GPU (so that a step ahead can read it there). */
+  onGpu = false;
+  async next(ids, sampler, draw) {
+    const u = draw ?? (sampler.draws ? sampler.uniform() : 0);
+    const id = await this.dec.next(ids, this.sampling(sampler, u));
+    this.onGpu = id >= 0;
     return id >= 0 ? id : sampler.pick(await this.dec.logits(), u);
+  }
+  sampling(sampler, u) {
+    const s = sampler.sampling;
+    return { temperature: s.temperature, topK: Math.min(s.topK, this.dec.graph.vocab), topP: Math.fround(s.topP), u };
+  }
+  /**
+   * Up to MAX_AHEAD steps submitted before their tokens are read, each fed
+   * the token the step before sampled on the GPU, so that the host records
+   * the next steps while the GPU runs one (the decode step's host time,
+   * 3.1 ms on an H200 host in Node, no longer adds to the GPU's). The draws
+   * are the sampler's sequence, as step by step. Where the GPU hands a pick
+   * back (-1), the steps after it were fed nothing real: they are waited
+   * out and forgotten, and that step is run again step by step with its own
+   * draw (the host picks from its logits); their draws are used again.
+   */
+  steps(first, sampler, limit) {
+    if (!this.onGpu) return stepByStep(this, first, sampler);
+    const dec = this.dec;
+    let prev = first, taken = 0;
+    const queue = [];
+    const again = [];
+    const draw = () => again.shift() ?? (sampler.draws ? sampler.uniform() : 0);
+    const fill = () => {
+      while (this.onGpu && queue.length < MAX_AHEAD && taken + queue.length < limit) {
+        const u = draw();
+        const id = dec.ahead(this.sampling(sampler, u));
+        id.catch(() => {
+        });
+        queue.push({ id, u });
+      }
+    };
+    const drain = async () => {
+      const left = queue.splice(0);
+      await Promise.allSettled(left.map((q) => q.id));
+      dec.rewind(left.length);
+      return left;
+    };
+    return {
+      next: async () => {
+        fill();
+        const head = queue.shift();
+        if (!head) {
+          taken++;
+          return prev = await this.next([prev], sampler, again.shift());
+        }
+        const id = await head.id;
+        taken++;
+        if (id >= 0) {
+          fill();
+          return prev = id;
+        }
+        const left = await drain();
+        dec.rewind(1);
+        again.unshift(...left.map((q) => q.u));
+        prev = await this.next([prev], sampler, head.u);
+        return prev;
+      },
+      close: async () => {
+        again.push(...(await drain()).map((q) => q.u));
+      }
+    };
   }
   close() {
     this.dec.destroy();
@@ -12255,6 +12498,8 @@ var TextGenerator = class _TextGenerator {
   template;
   eog;
   tail = Promise.resolve();
+  /** Turns taken or waited for (`lock`): a generation or a low-level call in flight when > 0. */
+  locks = 0;
   latency;
   closed = false;
   constructor(init) {
@@ -12369,7 +12614,8 @@ var TextGenerator = class _TextGenerator {
       budgetMs: opts.budgetMs,
       cache: opts.cache,
       maxCandidates: opts.maxCandidates,
-      policy: opts.policy
+      policy: opts.policy,
+      trials: "all"
     });
     try {
       decoder.setKernels((op, shape) => webtune.wasmKernel(op, shape));
@@ -12521,6 +12767,34 @@ var TextGenerator = class _TextGenerator {
       release();
     }
   }
+  /**
+   * Low level: feeds `ids` (with `reset`, from position 0) and returns the
+   * next `n` greedy tokens, each step fed the token before whatever it is
+   * (end-of-generation ids included), as `generate` runs its steps (on
+   * WebGPU, submitted ahead of their read-backs), e.g. to time decoding.
+   */
+  async nextTokens(ids, n, { reset = false } = {}) {
+    if (!Array.isArray(ids)) throw new TypeError("nextTokens: ids must be an array of token ids");
+    if (!Number.isInteger(n) || n < 1) throw new RangeError(`nextTokens: n must be a positive integer, got ${n}`);
+    if (!reset && this.decoder.position + ids.length + n - 1 > this.context || reset && ids.length + n - 1 > this.context)
+      throw new RangeError(`nextTokens: ${ids.length} tokens and ${n - 1} steps from position ${reset ? 0 : this.decoder.position} pass the context of ${this.context}`);
+    const release = await this.lock();
+    let stepper = null;
+    try {
+      if (reset) this.decoder.reset();
+      const sampler = new Sampler({ temperature: 0, topK: 0, topP: 1, seed: 0n });
+      const out = [await this.decoder.next(ids, sampler)];
+      stepper = this.decoder.steps(out[0], sampler, n - 1);
+      while (out.length < n) out.push(await stepper.next());
+      return out;
+    } finally {
+      try {
+        await stepper?.close();
+      } finally {
+        release();
+      }
+    }
+  }
   /** Positions the caches hold now (after `forward`, or the latest generation). */
   get position() {
     return this.decoder.position;
@@ -12529,9 +12803,37 @@ var TextGenerator = class _TextGenerator {
   get memoryBytes() {
     return this.decoder.memoryBytes;
   }
-  /** Tunes the model's kernels for up to `budgetMs` (see `Webtune.idle`); call it between generations. */
-  idle(budgetMs) {
-    return this.webtune.idle(budgetMs);
+  /**
+   * Tunes the model's kernels for up to `budgetMs` (see `Webtune.idle`);
+   * call it between generations. On Wasm a candidate that wins on the bench
+   * replaces a kernel only once it also wins in the model's own calls (the
+   * session's `trials: 'all'`: on the bench its weights stay in cache, in
+   * the model every layer's stream from memory). A generation feeds those
+   * trials; between generations `idle()` runs model steps that call the
+   * kernels on trial (in their bucket, the position kept), at least one per
+   * call while a trial is open (a prompt bucket's step may outlast a small
+   * budget) and more while the budget lasts.
+   */
+  async idle(budgetMs) {
+    const t0 = performance.now();
+    const r = await this.webtune.idle(budgetMs);
+    if (!(this.decoder instanceof WasmBackend2) || this.locks > 0 || this.closed) return r;
+    const dec = this.decoder.dec;
+    const budget = budgetMs ?? Math.max(performance.now() - t0, this.webtune.budgetMs);
+    const t1 = performance.now();
+    let ran = false;
+    const release = await this.lock();
+    try {
+      for (; ; ) {
+        const m = this.webtune.pendingTrials().map((k) => k.shape[0]).find((x) => this.graph.buckets.includes(x));
+        if (m === void 0 || ran && performance.now() - t1 >= budget) break;
+        await dec.trialRun(m);
+        ran = true;
+      }
+    } finally {
+      release();
+    }
+    return ran ? { ...r, worked: true } : r;
   }
   close() {
     if (this.closed) return;
@@ -12545,7 +12847,11 @@ var TextGenerator = class _TextGenerator {
     const mine = new Promise((r) => release = r);
     const prev = this.tail;
     this.tail = prev.then(() => mine);
-    return prev.then(() => release);
+    this.locks++;
+    return prev.then(() => () => {
+      this.locks--;
+      release();
+    });
   }
   async *stream(prompt, options) {
     if (this.closed) throw new Error("this TextGenerator is closed");
@@ -12559,6 +12865,7 @@ var TextGenerator = class _TextGenerator {
     const stats = { promptTokens: ids.length, generatedTokens: 0, finish: "abort", prefillMs: 0, decodeMs: 0, stepMs: [] };
     const release = await this.lock();
     this.stats = stats;
+    let stepper = null;
     try {
       if (max === 0) {
         stats.finish = "length";
@@ -12586,6 +12893,7 @@ var TextGenerator = class _TextGenerator {
         else tok = await dec.next(ids.slice(at), sampler);
       }
       stats.prefillMs = performance.now() - t0;
+      stepper = dec.steps(tok, sampler, max - 1);
       const text = new TextStream((x) => this.decode(x));
       const stops = new StopFilter(o.stop);
       for (; ; ) {
@@ -12610,7 +12918,7 @@ var TextGenerator = class _TextGenerator {
           break;
         }
         const s0 = performance.now();
-        tok = await dec.next([tok], sampler);
+        tok = await stepper.next();
         const ms = performance.now() - s0;
         stats.stepMs.push(ms);
         stats.decodeMs += ms;
@@ -12628,7 +12936,11 @@ var TextGenerator = class _TextGenerator {
       const rest = stops.flush();
       if (rest) yield rest;
     } finally {
-      release();
+      try {
+        await stepper?.close();
+      } finally {
+        release();
+      }
     }
   }
 };

@@ -3,7 +3,7 @@
 // stream after `done`, and it reads ahead without limit; here the next event
 // is read only when the tuner wants the next candidate.
 
-import { fetchRetrying } from './http.js';
+import { fetchRetrying, retryAfterSeconds } from './http.js';
 
 export interface SseEvent {
   event: string;
@@ -21,7 +21,7 @@ export class SseReader {
     const res = await fetchRetrying(url, { headers: { accept: 'text/event-stream' }, cache: 'no-store', signal });
     if (!res.ok || !res.body) {
       const e = new Error(`queue ${url}: HTTP ${res.status}: ${await res.text().catch(() => '')}`);
-      throw Object.assign(e, { status: res.status });
+      throw Object.assign(e, { status: res.status, retryAfter: retryAfterSeconds(res.headers.get('retry-after')) });
     }
     return new SseReader(res.body.getReader());
   }

@@ -17,7 +17,8 @@
 import { Scales, checkPositions, compareOutputs, defaultPositions, toleranceOf } from './check.js';
 import { type ArgSpec, type OpName, argSpecs, bmkn } from './ops.js';
 import { InputGen } from './rng.js';
-import { fetchRetrying, retryable } from './http.js';
+import { retryable } from './http.js';
+import { type ReportOutcome, Reporter } from './reports.js';
 import { SseReader } from './sse.js';
 import { fasterBeyondNoise, median, relNoise } from './stats.js';
 import type { Backend, Bench, Candidate, Impl, ReportEntry, ReportRequest } from './types.js';
@@ -91,6 +92,8 @@ export interface TunerHost<I extends Impl> {
   adopt(tuner: KernelTuner<I>, impl: I, m: Measurement, previous: I): Promise<boolean | void | AppTrial>;
   measured(tuner: KernelTuner<I>, m: Measurement): void;
   reported(tuner: KernelTuner<I>, body: unknown, error?: string): void;
+  /** Sends a report (the session's `Reporter` batches them); absent: each is sent alone. */
+  submit?(body: ReportRequest): Promise<ReportOutcome>;
 }
 
 /**
@@ -600,8 +603,8 @@ export class Evaluation<I extends Impl> {
 
 export type TunerPhase = 'waiting' | 'opening' | 'running' | 'reporting' | 'done';
 
-/** Times a queue is opened again after a rate limit (15 s, 30 s, ... apart). */
-const MAX_OPEN_RETRIES = 5;
+/** Times a queue is opened again after a rate limit (after the server's Retry-After; at least 1, 2, 4, 8, then 15 s apart). */
+const MAX_OPEN_RETRIES = 20;
 
 /** Fast policy: a kernel is evaluated against this many candidates at least before it may stop. */
 export const MIN_EVALUATED = 4;
@@ -837,10 +840,11 @@ export class KernelTuner<I extends Impl> {
         this.note(`queue: ${e}`);
         // A rate limit outlasting fetchRetrying's attempts (a model with many
         // kernels asks for many queues in its first minute): wait and open
-        // again later, rather than leave the kernel untuned.
-        const status = (e as { status?: number }).status;
+        // again when the server's Retry-After says (the other kernels tune
+        // meanwhile), rather than leave the kernel untuned.
+        const { status, retryAfter } = e as { status?: number; retryAfter?: number };
         if (status !== undefined && retryable(status) && this.openRetries < MAX_OPEN_RETRIES) {
-          this.openAfter = performance.now() + 15_000 * 2 ** this.openRetries++;
+          this.openAfter = performance.now() + 1000 * Math.max(retryAfter ?? 0, Math.min(15, 2 ** this.openRetries++));
           this.phase = 'waiting';
         } else {
           this.phase = 'done';
@@ -1254,25 +1258,11 @@ export class KernelTuner<I extends Impl> {
       this.host.reported(this, null, 'no candidate passed its check; nothing to report');
       return;
     }
-    fetchRetrying(`${this.host.server}/v1/sessions/${this.host.sessionId}/reports`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    })
-      .then(async (r) => {
-        const text = await r.text();
-        let json: unknown = text;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          // Keep the text.
-        }
+    // Waited out on rate limits, never dropped on one (`Reporter`).
+    (this.host.submit?.(body) ?? Reporter.one(this.host.server, this.host.sessionId, body))
+      .then(({ response, error }) => {
         this.phase = 'done';
-        this.host.reported(this, json, r.ok ? undefined : `report: HTTP ${r.status}: ${text}`);
-      })
-      .catch((e) => {
-        this.phase = 'done';
-        this.host.reported(this, null, `report: ${e}`);
+        this.host.reported(this, response, error);
       });
   }
 

@@ -37,6 +37,7 @@ import { KernelBundle, keysOf, maxThreadsOf, sha256Hex } from './bundle.js';
 import { KernelCache } from './cache.js';
 import { type Fingerprint, fingerprint, wasmFeatures } from './fingerprint.js';
 import { fetchRetrying } from './http.js';
+import { Reporter } from './reports.js';
 import { type RhoResult, measureRho } from './rho.js';
 import { type OpName, checkShape, flops, parseOp } from './ops.js';
 import { timerResolutionMs } from './timer.js';
@@ -553,6 +554,8 @@ export class Webtune extends EventTarget {
   private families = new Map<string, Family<Impl>>();
   /** When the last `idle()` call returned (performance.now()), for the automatic slice. */
   private lastIdleEnd = 0;
+  /** The session's kernel reports, sent in batches (one request of the server's rate for up to 16). */
+  private reporter: Reporter;
 
   private constructor(init: {
     opts: OpenOptions; server: string; fingerprint: Fingerprint; session: SessionInfo;
@@ -579,6 +582,7 @@ export class Webtune extends EventTarget {
     this.budgetMs = init.opts.budgetMs ?? 8;
     this.policy = init.opts.policy ?? 'fast';
     this.timerResolutionMs = timerResolutionMs();
+    this.reporter = new Reporter(init.server, init.session.session_id);
     if (init.device) {
       this.layouts = new GpuLayouts(init.device);
       this.backend = new GpuBackend(init.device, this.layouts, this.timerResolutionMs);
@@ -829,6 +833,7 @@ export class Webtune extends EventTarget {
         const detail: MeasureDetail = { ...m, op: t.op, shape: t.shape, target: wt.target };
         wt.dispatchEvent(new CustomEvent('measure', { detail }));
       },
+      submit: (body) => this.reporter.submit(body),
       reported(t, response, error) {
         const body = t.reportBody();
         const detail: ReportDetail = { op: t.op, shape: t.shape, target: wt.target, response, error, entries: body?.entries.length ?? 0 };
@@ -1034,6 +1039,8 @@ export class Webtune extends EventTarget {
     } finally {
       this.busy = false;
     }
+    // Nothing left to tune: the reports waiting to go together go now.
+    if (this.handles.every((h) => !h.tuner || h.tuner.phase === 'reporting' || h.tuner.phase === 'done')) this.reporter.flush();
     const done = this.done;
     if (done && !this.announcedDone && this.handles.length) {
       this.announcedDone = true;
@@ -1080,9 +1087,13 @@ export class Webtune extends EventTarget {
     await this.cache.clear();
   }
 
-  /** Stops tuning; open queues are closed, nothing more is reported. */
+  /**
+   * Stops tuning; open queues are closed and no kernel is reported that was
+   * not finished (the reports of finished ones waiting to go are sent).
+   */
   close(): void {
     this.closed = true;
+    this.reporter.flush();
     this.remote?.close();
     this.pool?.close();
     this.stopIdleLoop();

@@ -13,6 +13,7 @@ const stats = await load('src/stats.ts');
 const check = await load('src/check.ts');
 const tuner = await load('src/tuner.ts');
 const http = await load('src/http.ts');
+const reports = await load('src/reports.ts');
 
 // An independent SplitMix64 in BigInt, written from the Rust source.
 function* reference(seed) {
@@ -571,4 +572,110 @@ test('f16 conversion: every f16 round-trips, and any f32 rounds to the nearer ne
     const up = ops.f16Value(x >= 0 ? h + 1 : h + 1), down = ops.f16Value(h > 0 && h !== 0x8000 ? h - 1 : h);
     assert.ok(Math.abs(r - x) <= Math.abs(up - x) && Math.abs(r - x) <= Math.abs(down - x), `${x} -> ${r}`);
   }
+});
+
+// A fake server for the Reporter: a token bucket per session like the
+// server's (burst, then one request every `every` ms), 429 with Retry-After
+// past it; batches answered per report.
+function fakeServer({ burst = 2, every = 50, batch = true, retryAfter = '0' } = {}) {
+  const log = [];
+  let tokens = burst, at = Date.now();
+  const fetcher = async (url, init) => {
+    const now = Date.now();
+    tokens = Math.min(burst, tokens + (now - at) / every);
+    at = now;
+    const body = init.body ? JSON.parse(init.body) : {};
+    if (tokens < 1) {
+      log.push({ url, status: 429 });
+      return new Response('{"error":"too many reports from this session"}', { status: 429, headers: { 'retry-after': retryAfter } });
+    }
+    tokens -= 1;
+    if (url.endsWith('/batch')) {
+      if (!batch) return log.push({ url, status: 404 }), new Response('{"error":"no such endpoint"}', { status: 404 });
+      log.push({ url, status: 200, n: body.reports.length });
+      const results = body.reports.map((r) => (r.op === 'bad' ? { status: 422, error: 'bad op' } : { status: 200, report: { accepted: 1, shape: r.shape } }));
+      return new Response(JSON.stringify({ results }), { status: 200 });
+    }
+    log.push({ url, status: 200, n: 1 });
+    if (body.op === 'bad') return new Response('{"error":"bad op"}', { status: 422 });
+    return new Response(JSON.stringify({ accepted: 1, shape: body.shape }), { status: 200 });
+  };
+  return { log, fetcher };
+}
+
+const reportOf = (i, op = 'matmul') => ({ op, shape: [i, 8, 8], target: 'wasm', entries: [{ sha256: 'a'.repeat(64), ticket: `t${i}`, median_us: 1, runs: 3, output_ok: true }] });
+
+test('Reporter: reports that finish close together go in one batch; a full batch goes at once', async () => {
+  const s = fakeServer({ burst: 100 });
+  const r = new reports.Reporter('http://x', 's', s.fetcher, 200);
+  const outs = await Promise.all([1, 2, 3].map((i) => r.submit(reportOf(i))));
+  assert.deepEqual(outs.map((o) => o.response.shape[0]), [1, 2, 3], 'each report gets its own answer, in order');
+  assert.ok(outs.every((o) => !o.error));
+  assert.deepEqual(s.log.map((x) => x.n), [3], 'one request for the three');
+  // More than a batch holds: the first MAX_BATCH go without lingering.
+  const t0 = Date.now();
+  const many = Array.from({ length: reports.MAX_BATCH + 2 }, (_, i) => r.submit(reportOf(10 + i)));
+  await Promise.all(many.slice(0, reports.MAX_BATCH));
+  assert.ok(Date.now() - t0 < 150, 'a full batch does not wait for the linger');
+  await Promise.all(many);
+  assert.deepEqual(s.log.map((x) => x.n), [3, reports.MAX_BATCH, 2]);
+});
+
+test('Reporter: a rate limit is waited out (Retry-After) and no report is lost; flush sends without lingering', async () => {
+  // Burst 1, then a token every 0.9 s, Retry-After 1 s: each batch is refused at first.
+  const s = fakeServer({ burst: 1, every: 900, retryAfter: '1' });
+  const r = new reports.Reporter('http://x', 's', s.fetcher, 10_000);
+  // Sent alone (no linger): the first takes the token.
+  const first = await reports.Reporter.one('http://x', 's', reportOf(0), s.fetcher);
+  assert.ok(!first.error);
+  const t0 = Date.now();
+  const ps = Array.from({ length: 40 }, (_, i) => r.submit(reportOf(i + 1)));
+  r.flush();
+  const outs = await Promise.all(ps);
+  assert.ok(Date.now() - t0 < 8000, 'flush did not wait for the 10 s linger');
+  assert.deepEqual(outs.map((o) => o.error ?? null), new Array(40).fill(null), 'every report stored');
+  assert.deepEqual(outs.map((o) => o.response.shape[0]), Array.from({ length: 40 }, (_, i) => i + 1));
+  assert.ok(s.log.some((x) => x.status === 429), 'the limit was met');
+  assert.ok(r.limited >= 1);
+  // 40 reports in batches of MAX_BATCH: 3 requests that got through.
+  assert.equal(s.log.filter((x) => x.status === 200).length, 1 + Math.ceil(40 / reports.MAX_BATCH));
+});
+
+test('Reporter: a report the server refuses is answered with its error; a server without batches gets each alone', async () => {
+  const s = fakeServer({ burst: 100 });
+  const r = new reports.Reporter('http://x', 's', s.fetcher, 0);
+  const [good, bad] = await Promise.all([r.submit(reportOf(1)), r.submit(reportOf(2, 'bad'))]);
+  assert.ok(!good.error);
+  assert.match(bad.error, /HTTP 422: bad op/);
+  const old = fakeServer({ burst: 100, batch: false });
+  const o = new reports.Reporter('http://x', 's', old.fetcher, 0);
+  const outs = await Promise.all([o.submit(reportOf(1)), o.submit(reportOf(2))]);
+  assert.deepEqual(outs.map((x) => x.response.shape[0]), [1, 2]);
+  assert.ok(old.log.filter((x) => x.url.endsWith('/reports')).length === 2, JSON.stringify(old.log));
+  // Network errors are tried again (the waits double from 1 s): one failure, then the answer.
+  let fail = 1;
+  const flaky = async (url, init) => {
+    if (fail-- > 0) throw new TypeError('network down');
+    return fakeServer({ burst: 100 }).fetcher(url, init);
+  };
+  const out = await reports.Reporter.one('http://x', 's', reportOf(7), flaky);
+  assert.ok(!out.error, out.error);
+});
+
+test("a session's gate: after a 429 its requests go one at a time, Retry-After apart, not all at once", async () => {
+  // Burst 1, a token every 0.9 s, Retry-After 1 s; four queues asked at once.
+  const s = fakeServer({ burst: 1, every: 900, retryAfter: '1' });
+  const url = `http://x/v1/sessions/${'ab'.repeat(16)}/queue?op=matmul`;
+  const t0 = Date.now();
+  const answers = await Promise.all([0, 1, 2, 3].map(() => http.fetchRetrying(url, {}, s.fetcher)));
+  assert.deepEqual(answers.map((r) => r.status), [200, 200, 200, 200]);
+  const refused = s.log.filter((x) => x.status === 429).length;
+  // The first wave meets the limit (three refused); then one request a
+  // turn, each taken. Without the gate every waiting request retries each
+  // second: 3 + 2 + 1 refusals.
+  assert.ok(refused <= 3, `${refused} requests refused: ${JSON.stringify(s.log)}`);
+  assert.ok(Date.now() - t0 < 6000);
+  // Other URLs (a kernel, another session's requests) never wait at this gate.
+  assert.equal(http.gateOf('http://x/v1/kernels/best?op=matmul'), null);
+  assert.notEqual(http.gateOf(`http://x/v1/sessions/${'cd'.repeat(16)}/reports/batch`), http.gateOf(url));
 });
