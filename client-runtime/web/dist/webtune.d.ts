@@ -400,6 +400,8 @@ export declare class Webtune extends EventTarget {
      * ties to the op with the biggest share of the app's time).
      */
     private tunerOrder;
+    /** Candidate queues streaming now (opening, or being read). */
+    private streamingQueues;
     /** Whether every kernel is tuned and reported (or not to be tuned). */
     get done(): boolean;
     /**

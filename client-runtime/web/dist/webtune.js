@@ -7589,7 +7589,7 @@ var Webtune = class _Webtune extends EventTarget {
     const live = [];
     const fast = this.policy === "fast";
     if (fast) this.updateShares();
-    const open = this.handles.filter((h) => h.tuner?.streaming).length;
+    const open = this.streamingQueues();
     for (const h of this.handles) {
       const t = h.tuner;
       if (!t || !(t.phase === "waiting" || t.phase === "opening" || t.phase === "running")) continue;
@@ -7607,6 +7607,12 @@ var Webtune = class _Webtune extends EventTarget {
    */
   pendingTrials() {
     return this.handles.filter((h) => h instanceof WasmKernel && h.trialPending).map((h) => ({ op: h.op, shape: h.shape }));
+  }
+  /** Candidate queues streaming now (opening, or being read). */
+  streamingQueues() {
+    let n = 0;
+    for (const h of this.handles) if (h.tuner?.streaming) n++;
+    return n;
   }
   /** Whether every kernel is tuned and reported (or not to be tuned). */
   get done() {
@@ -7707,6 +7713,7 @@ var Webtune = class _Webtune extends EventTarget {
         let again = false;
         for (const t of this.tunerOrder()) {
           if (strict && performance.now() >= deadline) break;
+          if (t.phase === "waiting" && this.streamingQueues() >= MAX_OPEN_QUEUES) continue;
           const before = t.evaluated;
           const did = await t.step(deadline, strict);
           if (did) worked = strict = true;

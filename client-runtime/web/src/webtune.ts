@@ -885,7 +885,7 @@ export class Webtune extends EventTarget {
     const live: { t: KernelTuner<Impl>; w: number }[] = [];
     const fast = this.policy === 'fast';
     if (fast) this.updateShares();
-    const open = this.handles.filter((h) => h.tuner?.streaming).length;
+    const open = this.streamingQueues();
     for (const h of this.handles) {
       const t = h.tuner as KernelTuner<Impl> | null;
       if (!t || !(t.phase === 'waiting' || t.phase === 'opening' || t.phase === 'running')) continue;
@@ -905,6 +905,13 @@ export class Webtune extends EventTarget {
    */
   pendingTrials(): { op: OpName; shape: number[] }[] {
     return this.handles.filter((h) => h instanceof WasmKernel && h.trialPending).map((h) => ({ op: h.op, shape: h.shape }));
+  }
+
+  /** Candidate queues streaming now (opening, or being read). */
+  private streamingQueues(): number {
+    let n = 0;
+    for (const h of this.handles) if (h.tuner?.streaming) n++;
+    return n;
   }
 
   /** Whether every kernel is tuned and reported (or not to be tuned). */
@@ -1026,6 +1033,11 @@ export class Webtune extends EventTarget {
         let again = false;
         for (const t of this.tunerOrder()) {
           if (strict && performance.now() >= deadline) break;
+          // Counted again before each opening: a tuner that opens its queue
+          // does no work yet and passes the slice on, and the next one must
+          // not open another past the limit (a model's 30 kernels opened
+          // their queues in one slice, and met the server's limits).
+          if (t.phase === 'waiting' && this.streamingQueues() >= MAX_OPEN_QUEUES) continue;
           const before = t.evaluated;
           const did = await t.step(deadline, strict);
           if (did) worked = strict = true;
