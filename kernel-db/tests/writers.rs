@@ -99,7 +99,10 @@ async fn recount(pool: &sqlx::AnyPool) -> BTreeMap<(String, String), Vec<Tally>>
     out.into_iter().map(|(k, v)| (k, v.into_values().collect())).collect()
 }
 
-async fn three_writers(url: String, burst: Vec<Sent>) -> Result<(), TestCaseError> {
+/// `durable`: writers 0 and 1 answer once a report is durable
+/// ([`Db::store_report`]) and writer 2 once it is counted; the test then
+/// waits for the electors to catch up ([`Db::flush_elections`]).
+async fn three_writers(url: String, burst: Vec<Sent>, durable: bool) -> Result<(), TestCaseError> {
     let dbs = [Db::connect(&url).await.unwrap(), Db::connect(&url).await.unwrap(), Db::connect(&url).await.unwrap()];
     let mut shas = Vec::new();
     for n in 0..KERNELS {
@@ -129,10 +132,16 @@ async fn three_writers(url: String, burst: Vec<Sent>) -> Result<(), TestCaseErro
         };
         let db = &dbs[*w];
         let k = keys_of(*s);
-        pending.push(async move { db.record_report(&report, &k, &POLICY).await });
+        let stored = durable && *w < 2;
+        pending.push(async move {
+            if stored { db.store_report(&report, &k, &POLICY).await } else { db.record_report(&report, &k, &POLICY).await }
+        });
     }
     for outcome in futures_join(pending).await {
         prop_assert!(outcome.is_ok(), "{:?}", outcome);
+    }
+    if durable {
+        dbs[2].flush_elections().await.unwrap();
     }
     sqlx::any::install_default_drivers();
     let pool = sqlx::AnyPool::connect(&url).await.unwrap();
@@ -351,12 +360,23 @@ proptest! {
 
     #[test]
     fn sqlite_three_writers_leave_tallies_and_winners_of_a_recount(burst in prop::collection::vec(sent(), 20..80)) {
-        runtime().block_on(three_writers(sqlite_url(), burst))?;
+        runtime().block_on(three_writers(sqlite_url(), burst, false))?;
     }
 
     #[test]
     #[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
     fn postgres_three_writers_leave_tallies_and_winners_of_a_recount(burst in prop::collection::vec(sent(), 20..80)) {
-        runtime().block_on(async { three_writers(postgres_url().await, burst).await })?;
+        runtime().block_on(async { three_writers(postgres_url().await, burst, false).await })?;
+    }
+
+    #[test]
+    fn sqlite_three_writers_answering_once_durable_leave_a_recount_once_counted(burst in prop::collection::vec(sent(), 20..80)) {
+        runtime().block_on(three_writers(sqlite_url(), burst, true))?;
+    }
+
+    #[test]
+    #[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
+    fn postgres_three_writers_answering_once_durable_leave_a_recount_once_counted(burst in prop::collection::vec(sent(), 20..80)) {
+        runtime().block_on(async { three_writers(postgres_url().await, burst, true).await })?;
     }
 }

@@ -83,13 +83,19 @@ async fn kill_9_loses_no_acknowledged_report() {
 }
 
 /// Three servers on one PostgreSQL take reports at once, writing without a
-/// global lock (per-key locks); one is killed with SIGKILL in the middle of
-/// the burst. Every report any of them acknowledged is stored.
+/// global lock (a report locks no key; the electors lock the keys they
+/// count at); one is killed with SIGKILL in the middle of the burst. Two
+/// answer reports once durable (the killed one among them, so its
+/// elector may die mid-pass), one once counted. Every report any of them
+/// acknowledged is stored, and once the electors caught up every stored
+/// report is counted and the tallies are a recount of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
 async fn kill_9_of_one_of_three_servers_on_postgres_loses_no_acknowledged_report() {
     let pg = postgres_url().await;
-    let mut servers: Vec<Server> = (0..3).map(|_| Server::start(&pg, &["--rate-per-address", "1000000"])).collect();
+    let answer = ["durable", "durable", "counted"];
+    let mut servers: Vec<Server> =
+        answer.iter().map(|a| Server::start(&pg, &["--rate-per-address", "1000000", "--report-answer", a])).collect();
     let http = client();
     let acked = std::sync::Arc::new(tokio::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -125,6 +131,71 @@ async fn kill_9_of_one_of_three_servers_on_postgres_loses_no_acknowledged_report
     let stored: HashSet<String> = db.recent_reports(1_000_000).await.unwrap().into_iter().map(|r| r.id).collect();
     let missing: Vec<_> = acked.difference(&stored).collect();
     assert!(missing.is_empty(), "{} acknowledged reports were lost: {missing:?}", missing.len());
+    db.flush_elections().await.unwrap();
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&pg).await.unwrap();
+    let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM uncounted").fetch_one(&pool).await.unwrap();
+    assert_eq!(left, 0, "every stored report counted");
+    let running = tally_rows(&pool).await;
+    assert!(running.len() > 10, "{running:?}");
+    sqlx::raw_sql("DELETE FROM ballots; DELETE FROM tallies").execute(&pool).await.unwrap();
+    let migration = include_str!("../../migrations/0005_running_tallies.sql");
+    let backfill = &migration[migration.find("-- The ballots of the history so far").expect("the backfill's heading")..];
+    sqlx::raw_sql(sqlx::AssertSqlSafe(backfill)).execute(&pool).await.unwrap();
+    assert_eq!(tally_rows(&pool).await, running, "the running tallies are a recount of the stored reports");
+}
+
+/// `ballots` and `tallies`, row by row.
+async fn tally_rows(pool: &sqlx::AnyPool) -> Vec<String> {
+    use sqlx::Row;
+    let mut out = Vec::new();
+    let ballots = "SELECT level, level_key, session_id, kernel_sha256, report_id, weight FROM ballots \
+                   ORDER BY level, level_key, session_id, kernel_sha256";
+    for r in sqlx::query(ballots).fetch_all(pool).await.unwrap() {
+        let text: Vec<String> = (0..5).map(|i| r.get::<String, _>(i)).collect();
+        out.push(format!("ballot {} {}", text.join(" "), r.get::<i64, _>(5)));
+    }
+    let tallies = "SELECT level, level_key, kernel_sha256, votes, sessions FROM tallies WHERE sessions > 0 \
+                   ORDER BY level, level_key, kernel_sha256";
+    for r in sqlx::query(tallies).fetch_all(pool).await.unwrap() {
+        let text: Vec<String> = (0..3).map(|i| r.get::<String, _>(i)).collect();
+        out.push(format!("tally {} {} {}", text.join(" "), r.get::<i64, _>(3), r.get::<i64, _>(4)));
+    }
+    out
+}
+
+/// `--report-answer durable`: a report is answered once durable, before it
+/// is counted. The server's elector counts it in its next pass, and the
+/// pass that seats a winner forgets the server's cached lookups at once
+/// (here the cache would otherwise keep its answer for a minute).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_answered_once_durable_reaches_the_lookups_with_the_next_pass() {
+    let srv = Server::start(&sqlite_url(), &["--quorum", "1", "--report-answer", "durable", "--cache-ttl-ms", "60000"]);
+    let http = client();
+    let op = Op::parse(OP, SHAPE).unwrap();
+    let (sid, v) = open_session(&http, &srv.url, &gpu_fingerprint("nvidia", "hopper", "durable")).await;
+    let key = v["device_key"].as_str().unwrap().to_string();
+    let q = queue(&http, &srv.url, &sid, OP, SHAPE, TARGET).await;
+    let before = best(&http, &srv.url, &key, OP, SHAPE, TARGET).await;
+    assert_eq!(before["level"], "default", "{before}");
+    let pick = q[q.len() - 1]["sha256"].as_str().unwrap().to_string();
+    assert_ne!(before["meta"]["sha256"], pick.as_str());
+    let (st, body) = report(&http, &srv.url, &sid, &op, TARGET, vec![entry(&op, &q[q.len() - 1], 50.0)]).await;
+    assert_eq!(st, 200, "{body}");
+    let t = Instant::now();
+    loop {
+        let b = best(&http, &srv.url, &key, OP, SHAPE, TARGET).await;
+        if b["level"] == "device" && b["source"] == "elected" {
+            assert_eq!(b["meta"]["sha256"], pick.as_str(), "{b}");
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "the report never reached the lookups: {b}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    eprintln!("counted and seen {} ms after the answer", t.elapsed().as_millis());
+    let metrics = http.get(format!("{}/metrics", srv.url)).send().await.unwrap().text().await.unwrap();
+    let counted = metrics.lines().find(|l| l.starts_with("webtune_db_election_reports_total ")).unwrap();
+    assert_eq!(counted, "webtune_db_election_reports_total 1", "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -62,6 +62,9 @@ pub struct ServeArgs {
     /// What a best-kernel lookup answers before a quorum elected a winner: `provisional` (what a majority of the key's first sessions ranked, else the prediction), `predicted` (the first candidate of the device's lite space) or `portable` (the portable default, as before).
     #[arg(long, default_value = "provisional")]
     pub first_answer: crate::service::FirstAnswer,
+    /// When a report is answered: `counted` (once durable and counted by an election, so the answer's winners include its votes and a lookup after it sees them) or `durable` (once durable; its votes reach the winners with the elector's next pass, usually within a few hundred milliseconds: the fastest).
+    #[arg(long, default_value = "counted")]
+    pub report_answer: crate::service::ReportAnswer,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
@@ -100,6 +103,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         },
         cors,
         first_answer: a.first_answer,
+        report_answer: a.report_answer,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(crate::http::serve(a.addr, &a.store.database_url, config))

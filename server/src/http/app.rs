@@ -26,6 +26,8 @@ pub struct Config {
     pub cors: cors::Origins,
     /// What a lookup answers before a quorum elected a winner.
     pub first_answer: crate::service::FirstAnswer,
+    /// When a report is answered: once counted, or once durable.
+    pub report_answer: crate::service::ReportAnswer,
 }
 
 impl Default for Config {
@@ -38,6 +40,7 @@ impl Default for Config {
             connections: conn::ConnLimits::default(),
             cors: cors::Origins::default(),
             first_answer: crate::service::FirstAnswer::default(),
+            report_answer: crate::service::ReportAnswer::default(),
         }
     }
 }
@@ -71,6 +74,7 @@ impl App {
             cache_ttl: config.cache_ttl,
             models_dir: config.models_dir.clone(),
             first_answer: config.first_answer,
+            report_answer: config.report_answer,
         };
         let service = Service::new(database_url, settings).await?;
         Ok(Arc::new(App {

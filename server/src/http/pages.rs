@@ -406,6 +406,19 @@ pub async fn metrics(State(app): State<Arc<App>>) -> ApiResult<Response> {
     ] {
         let _ = writeln!(t, "webtune_db_rows{{table=\"{table}\"}} {n}");
     }
+    let e = app.service.election_stats();
+    for (name, kind, help, value) in [
+        ("passes_total", "counter", "Passes of this server's elector that counted reports.", e.passes as f64),
+        ("reports_total", "counter", "Reports this server's elector counted.", e.reports as f64),
+        ("busy_seconds_total", "counter", "Time inside those passes.", e.busy_us as f64 / 1e6),
+        ("lag_max_seconds", "gauge", "The longest time from a report's commit to its count.", e.lag_max_ms as f64 / 1e3),
+        ("lag_mean_seconds", "gauge", "The mean time from a report's commit to its count.", e.lag_mean_ms / 1e3),
+    ] {
+        let _ = writeln!(
+            t,
+            "# HELP webtune_db_election_{name} {help}\n# TYPE webtune_db_election_{name} {kind}\nwebtune_db_election_{name} {value}"
+        );
+    }
     let _ = writeln!(
         t,
         "# HELP webtune_uptime_seconds Seconds since start.\n# TYPE webtune_uptime_seconds gauge\nwebtune_uptime_seconds {}",

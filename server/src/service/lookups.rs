@@ -47,7 +47,7 @@ impl Service {
             return Err(Error::bad_request(format!("device_key is longer than {MAX_KEY_LEN} bytes")));
         }
         let cache_key = format!("{}\n{}\n{}\n{}", q.device_key, q.op, q.shape, q.target);
-        let generation = self.generation.load(Ordering::Acquire);
+        let generation = self.cache_generation();
         let cached = self.best_cache.read().unwrap_or_else(|p| p.into_inner()).get(&cache_key).cloned();
         if let Some((g, at, body)) = cached
             && g == generation

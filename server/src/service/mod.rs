@@ -112,6 +112,36 @@ pub struct Settings {
     pub models_dir: Option<std::path::PathBuf>,
     /// What a lookup answers where no elected winner fits.
     pub first_answer: FirstAnswer,
+    /// When a report is answered: once counted, or once durable.
+    pub report_answer: ReportAnswer,
+}
+
+/// When a report is answered (issue 39). Either way it is answered only
+/// once it is durable, and counted by an elector's pass (the tallies and
+/// winners, `webtune_kernel_db`'s `elector`), which coalesces every report
+/// stored meanwhile into one election per key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReportAnswer {
+    /// Once its pass has counted it too: the answer names the winners its
+    /// votes helped elect, and a lookup after the answer sees them. The
+    /// answer waits for the next pass (about one pass's time more).
+    #[default]
+    Counted,
+    /// Once it is durable: the answer names the winners standing when it
+    /// was stored, and lookups see its votes once the next pass counted it
+    /// (the elector's lag, `webtune_db_election_lag_*` in `/metrics`).
+    Durable,
+}
+
+impl std::str::FromStr for ReportAnswer {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<ReportAnswer, String> {
+        match s {
+            "counted" => Ok(ReportAnswer::Counted),
+            "durable" => Ok(ReportAnswer::Durable),
+            _ => Err(format!("unknown report answer `{s}`: give counted or durable")),
+        }
+    }
 }
 
 /// What a best-kernel lookup with a device key answers before a quorum has
@@ -165,7 +195,9 @@ pub struct Service {
     sessions: Mutex<HashMap<String, webtune_kernel_db::Session>>,
     /// Lookup answers, valid while `generation` is unchanged and younger than the TTL.
     best_cache: RwLock<HashMap<String, (u64, Instant, bytes::Bytes)>>,
-    /// Bumped by every accepted report that changed a seat: cached lookups are then stale.
+    /// Bumped by every accepted report that changed a seat: cached lookups
+    /// are then stale (so are they once the database's elector bumped its
+    /// epoch, [`Service::cache_generation`]).
     generation: AtomicU64,
     pub started: Instant,
 }
@@ -174,6 +206,9 @@ impl Service {
     /// Connects to (and migrates) the database and loads the ticket secret.
     pub async fn new(database_url: &str, settings: Settings) -> anyhow::Result<Service> {
         let db = Db::connect(database_url).await?;
+        // This server's elector counts reports of every server of the
+        // database by this policy (they must share it).
+        db.set_vote_policy(&settings.policy);
         let secret = db.setting_or_init("ticket_secret", &(random_id()? + &random_id()?)).await?;
         Ok(Service {
             db,
@@ -186,6 +221,19 @@ impl Service {
             generation: AtomicU64::new(0),
             started: Instant::now(),
         })
+    }
+
+    /// What a cached lookup answer must still carry to be served: changes
+    /// when a report here changed a seat, and when this server's elector
+    /// changed one (or voted at a key without a winner) in a pass.
+    pub(crate) fn cache_generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire).wrapping_add(self.db.election_epoch())
+    }
+
+    /// What this server's elector has done (passes, reports counted, how
+    /// long reports waited to be counted).
+    pub fn election_stats(&self) -> webtune_kernel_db::ElectionStats {
+        self.db.election_stats()
     }
 
     /// The database, for tools and tests that set up rows directly. The

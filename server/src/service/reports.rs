@@ -129,14 +129,21 @@ impl Service {
             })
             .collect();
         let report = NewReport { session_id: session.id.clone(), kind, space_checksum: space, entries };
-        let rec = self.db.record_report(&report, &session.keys, &self.settings.policy).await?;
+        let counted = self.settings.report_answer == super::ReportAnswer::Counted;
+        let rec = if counted {
+            self.db.record_report(&report, &session.keys, &self.settings.policy).await?
+        } else {
+            self.db.store_report(&report, &session.keys, &self.settings.policy).await?
+        };
         // Cached lookups are forgotten at once only when a seat changed hands;
         // their vote and report counts may lag by the cache's TTL. (Forgetting
         // them on every report sent every lookup to the database while reports
         // flowed.) A report at a key with an empty seat (fewer than three
         // winners: device, arch, vendor) may move its provisional answer, so
-        // it empties the cache too, until the quorum fills the seats.
-        if rec.seats_changed || (self.settings.first_answer == super::FirstAnswer::Provisional && rec.winners.len() < 3) {
+        // it empties the cache too, until the quorum fills the seats. A
+        // report answered before it was counted leaves this to the pass
+        // that counts it (the elector's epoch, `cache_generation`).
+        if counted && (rec.seats_changed || (self.settings.first_answer == super::FirstAnswer::Provisional && rec.winners.len() < 3)) {
             self.generation.fetch_add(1, Ordering::Release);
         }
         self.metrics.measurements_accepted.fetch_add(n as u64, Ordering::Relaxed);
