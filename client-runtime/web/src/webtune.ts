@@ -79,10 +79,11 @@ const AUTO_SLICE_MIN_MS = 8;
  * when the first two pairs are TRIAL_REJECT_RATIO× or worse, or as soon as
  * the sequential test says the candidate cannot beat the kernel in use by
  * TRIAL_FLOOR; adopted from TRIAL_MIN_PAIRS pairs on when the sequential
- * test says it is faster by the floor; at TRIAL_MAX_PAIRS, adopted only if
- * the paired t-test or the sign test (one-sided 95 % each; the sign test
- * because a model's calls on a busy machine have bursts that swamp a
- * mean) says it is faster by the floor. TRIAL_TIMEOUT_MS without
+ * test says it is faster by the floor; at TRIAL_MAX_PAIRS (twice that
+ * while its median pair is faster by the floor but the tests are not yet
+ * sure), adopted only if the paired t-test or the sign test (one-sided
+ * 95 % each; the sign test because a model's calls on a busy machine have
+ * bursts that swamp a mean) says it is faster by the floor. TRIAL_TIMEOUT_MS without
  * enough calls ends it too (not adopted).
  */
 const TRIAL_MIN_PAIRS = 6;
@@ -436,7 +437,11 @@ export class WasmKernel extends KernelHandle<WasmImpl> {
     const verdict = sequentialVerdict(tr.cur, tr.cand, TRIAL_FLOOR);
     if (verdict === 'slower') return tr.end(false);
     if (n >= TRIAL_MIN_PAIRS && verdict === 'faster') return tr.end(true);
-    if (n >= TRIAL_MAX_PAIRS) tr.end(pairedFaster(tr.cur, tr.cand, TRIAL_FLOOR) || signFaster(tr.cur, tr.cand, TRIAL_FLOOR));
+    if (n < TRIAL_MAX_PAIRS) return;
+    const faster = pairedFaster(tr.cur, tr.cand, TRIAL_FLOOR) || signFaster(tr.cur, tr.cand, TRIAL_FLOOR);
+    // Undecided but faster in the median pair (a busy machine's bursts): twice the pairs before it is turned down.
+    const promising = medianOf(tr.cand.map((c, i) => c / tr.cur[i])) < 1 - TRIAL_FLOOR;
+    if (faster || !promising || n >= 2 * TRIAL_MAX_PAIRS) tr.end(faster);
   }
 
   /** @internal */

@@ -94,7 +94,9 @@ const loadGen = (key, opts) => page.evaluate(async ({ key, opts }) => {
   window[key]?.close();
   window[key] = await window.wt.TextGenerator.load({ model: opts.model, target: 'wasm', ...opts });
   window.swaps = [];
+  window.trials = [];
   window[key].webtune.addEventListener('swap', (e) => window.swaps.push(e.detail));
+  window[key].webtune.addEventListener('trial', (e) => window.trials.push(e.detail));
   return { threads: window[key].webtune.threads, memory: window[key].memoryBytes, context: window[key].context };
 }, { key, opts: { model: NAME, ...opts } });
 
@@ -237,15 +239,26 @@ for (const threads of [1, 2]) {
 
     // Tune for a while, then the same checks on the kernels swapped in.
     const tuning = await page.evaluate(async (tuneMs) => {
-      const t0 = performance.now();
+      const t0 = performance.now(), position0 = window.gen.position;
       while (performance.now() - t0 < tuneMs) {
         const r = await window.gen.idle(50);
         if (r.done) break;
         await new Promise((res) => setTimeout(res, r.worked ? 0 : 5));
       }
       const status = window.gen.webtune.status();
-      return { s: (performance.now() - t0) / 1000, swaps: window.swaps.length, evaluated: status.reduce((a, x) => a + x.evaluated, 0), kernels: status.length };
+      return {
+        s: (performance.now() - t0) / 1000, swaps: window.swaps.length, evaluated: status.reduce((a, x) => a + x.evaluated, 0), kernels: status.length,
+        swapped: window.swaps.map((d) => d.to), trials: window.trials, moved: window.gen.position - position0,
+      };
     }, TUNE_MS);
+    // On Wasm a bench winner is tried in the model's own calls first (trial runs
+    // between generations): every swap is a trial it won, and the runs kept the position.
+    const won = new Set(tuning.trials.filter((d) => d.adopted).map((d) => d.to));
+    assert.ok(tuning.swapped.every((sha) => won.has(sha)), `a kernel was swapped in without winning its trial: ${JSON.stringify(tuning)}`);
+    assert.equal(tuning.moved, 0, 'the trial runs moved the position');
+    const lost = tuning.trials.filter((d) => !d.adopted);
+    console.log(`# ${threads}t: ${tuning.trials.length} trials in the model, ${lost.length} lost there; bench/model speedups: ` +
+      tuning.trials.map((d) => `${d.shape.join('x')} ${d.bench_speedup.toFixed(2)}/${d.app_speedup.toFixed(2)}${d.adopted ? '*' : ''}`).join(', '));
     const tuned = await teacherForce(prompts(FORCED));
     const worst1 = checkForced(tuned, `${threads}t after ${tuning.swaps} swaps`);
     console.log(`# ${threads}t: worst logit difference ${worst0.toFixed(5)} default, ${worst1.toFixed(5)} after ${tuning.swaps} swaps ` +
