@@ -417,6 +417,11 @@ export class GpuDecoder {
     });
   }
 
+  /** Why the GPU device was lost; null while it is not. */
+  get lostReason(): string | null {
+    return this.lost;
+  }
+
   /** Where the tuned products come from (before the first run). */
   setKernels(source: GpuKernelSource): void {
     this.kernelsOf = source;

@@ -325,8 +325,13 @@ export class StopFilter {
 /** How `target: 'auto'` chose. */
 export interface GeneratorChoice {
   target: 'wasm' | 'webgpu';
-  /** `plan`: the server's plan for this device class; `measured`: both timed here (and reported); `no-webgpu`: WebGPU did not open. */
-  how: 'plan' | 'measured' | 'no-webgpu';
+  /**
+   * `plan`: the server's plan for this device class; `measured`: both timed
+   * here (and reported); `no-webgpu`: WebGPU did not open or could not hold
+   * the model; `device-lost`: the GPU device was lost after loading, and
+   * the model runs on Wasm since the call after.
+   */
+  how: 'plan' | 'measured' | 'no-webgpu' | 'device-lost';
   reason: string;
   /** `measured`: median ms of a decode step of each target at positions up to `seq_len`. */
   ms?: { wasm: number; webgpu: number };
@@ -466,8 +471,8 @@ class WebGpuBackend implements Backend {
 export class TextGenerator {
   /** `target: 'auto'`: which target it chose and why; null otherwise. */
   choice: GeneratorChoice | null = null;
-  /** The webtune session whose kernels run the model (tuning, events, status). */
-  readonly webtune: Webtune;
+  /** The webtune session whose kernels run the model (tuning, events, status); a new one after a fallback to Wasm. */
+  webtune: Webtune;
   readonly manifest: LlmManifest;
   /** The decoder graph the backend runs (served by `GET /v1/models/{name}/graph`). */
   readonly graph: DecoderGraph;
@@ -484,6 +489,8 @@ export class TextGenerator {
   private locks = 0;
   private latency: LatencyLog | null;
   private closed = false;
+  /** `target: 'auto'` on WebGPU: loads the model on Wasm, for when the GPU device is lost. */
+  private fallback: (() => Promise<TextGenerator>) | null = null;
 
   private constructor(init: { webtune: Webtune; manifest: LlmManifest; decoder: GraphDecoder | GpuDecoder; tokenizer: Tokenizer; report: boolean }) {
     this.webtune = init.webtune;
@@ -621,14 +628,27 @@ export class TextGenerator {
     }
     const device = probe.device!;
     const one = (target: 'wasm' | 'webgpu') => TextGenerator.load({ ...opts, target, device: target === 'webgpu' ? device : undefined });
+    // WebGPU, able to go on with Wasm if its device is lost; Wasm where WebGPU cannot hold the model (limits, a refused feature).
+    const gpuOrWasm = async (): Promise<TextGenerator> => {
+      try {
+        const gen = await one('webgpu');
+        gen.fallback = () => one('wasm');
+        return gen;
+      } catch (e) {
+        const gen = await one('wasm');
+        gen.choice = { target: 'wasm', how: 'no-webgpu', reason: `WebGPU could not load the model: ${e instanceof Error ? e.message : e}`, seq_len: seq };
+        return gen;
+      }
+    };
     try {
       const plan = await fetchPlan(server, opts.model, probe.session.device_key, 1, seq).catch((e) => ({ target: null, reason: String(e) }));
       if (plan.target) {
-        const gen = await one(plan.target);
-        gen.choice = { target: plan.target, how: 'plan', reason: plan.reason ?? '', seq_len: seq };
+        const gen = await (plan.target === 'webgpu' ? gpuOrWasm() : one('wasm'));
+        gen.choice ??= { target: plan.target, how: 'plan', reason: plan.reason ?? '', seq_len: seq };
         return gen;
       }
-      const gpu = await one('webgpu');
+      const gpu = await gpuOrWasm();
+      if (gpu.target === 'wasm') return gpu;
       let wasm: TextGenerator;
       try {
         wasm = await one('wasm');
@@ -666,6 +686,27 @@ export class TextGenerator {
     } finally {
       probe.close();
     }
+  }
+
+  /**
+   * At the start of each call: where the GPU device was lost, the model
+   * goes on on Wasm (`target: 'auto'`: loaded again there, its caches empty,
+   * `choice` saying why), or the call fails in one line (`target:
+   * 'webgpu'`). A call in flight when the device goes fails in one line.
+   */
+  private async recover(): Promise<void> {
+    const d = this.decoder;
+    if (!(d instanceof WebGpuBackend) || d.dec.lostReason === null) return;
+    const reason = d.dec.lostReason;
+    if (!this.fallback) throw new Error(`the GPU device was lost (${reason}): load the model again (target 'auto' goes on with Wasm by itself)`);
+    const wasm = await this.fallback();
+    d.close();
+    this.webtune.close();
+    this.decoder = wasm.decoder;
+    this.webtune = wasm.webtune;
+    this.latency = wasm.latency;
+    this.fallback = null;
+    this.choice = { target: 'wasm', how: 'device-lost', reason: `the GPU device was lost (${reason}); the model runs on Wasm now`, seq_len: this.choice?.seq_len ?? 0 };
   }
 
   /** The prompt's token ids as `generate` feeds them (BOS first when the manifest says `add_bos`). */
@@ -716,6 +757,7 @@ export class TextGenerator {
     if (!Array.isArray(ids)) throw new TypeError('forward: ids must be an array of token ids');
     const release = await this.lock();
     try {
+      await this.recover();
       if (reset) this.decoder.reset();
       return await this.decoder.forward(ids);
     } finally {
@@ -733,6 +775,7 @@ export class TextGenerator {
     if (!Array.isArray(ids)) throw new TypeError('nextToken: ids must be an array of token ids');
     const release = await this.lock();
     try {
+      await this.recover();
       if (reset) this.decoder.reset();
       return await this.decoder.next(ids, new Sampler({ temperature: 0, topK: 0, topP: 1, seed: 0n }));
     } finally {
@@ -754,6 +797,7 @@ export class TextGenerator {
     const release = await this.lock();
     let stepper: Stepper | null = null;
     try {
+      await this.recover();
       if (reset) this.decoder.reset();
       const sampler = new Sampler({ temperature: 0, topK: 0, topP: 1, seed: 0n });
       const out = [await this.decoder.next(ids, sampler)];
@@ -848,6 +892,7 @@ export class TextGenerator {
     this.stats = stats;
     let stepper: Stepper | null = null;
     try {
+      await this.recover();
       if (max === 0) {
         stats.finish = 'length';
         return;

@@ -311,3 +311,75 @@ test('TextGenerator on the small llama with the WebGPU backend: the Wasm backend
   console.log(`# small llama: ${texts.length} texts equal on WebGPU and Wasm (${JSON.stringify(texts)}); ${gpu.dispatchesPerToken} dispatches a token`);
   gpu.close();
 });
+
+test('a lost GPU device: the call in flight fails in one line, never hangs; with a fallback the next call runs on Wasm, without one it says so', { timeout: 300_000 }, async () => {
+  const { GpuDecoder } = await load('src/decoder-gpu.ts');
+  const { GraphDecoder } = await load('src/decoder.ts');
+  const { TextGenerator } = await load('src/text-generator.ts');
+  const { assembleKernels } = await import('../assemble.mjs');
+  const { jsKernels } = await import('./small-llama.mjs');
+  const model = llamaModel(23);
+  const graph = llamaGraph(model.formats, [1, 4, 8]);
+  const tokenizer = {
+    encode: (t) => ({ ids: [...t].map((c) => (c.charCodeAt(0) - 48 + 72 * 8) % 72) }),
+    decode: (ids) => ids.map((i) => String.fromCharCode(48 + i)).join(''),
+    id_to_token: (i) => String.fromCharCode(48 + i),
+  };
+  const manifest = { name: 'tiny', config: { context_length: 300 }, chat_template: null, special: { bos_id: null, eos_id: 0, eog_ids: [0], add_bos: false } };
+  const webtune = () => ({ server: '', session: { session_id: '' }, idle: async () => ({ worked: false, done: true }), close() {} });
+  const wasmGen = async () => {
+    const dec = await GraphDecoder.create({ graph, tensors: model.tensors, weights: model.weights, context: 48, fixed: await assembleKernels('decoder-kernels.wat'), shared: false });
+    dec.setKernels(jsKernels(dec.memory, []));
+    return new TextGenerator({ webtune: webtune(), manifest, decoder: dec, tokenizer, report: false });
+  };
+  const gpuGen = async (fallback) => {
+    const { device: own } = await dawnDevice();
+    const dec = await GpuDecoder.create({ device: own, graph, tensors: model.tensors, weights: model.weights, context: 48, wgsl: WGSL });
+    dec.setKernels(plainKernels(own));
+    const gen = new TextGenerator({ webtune: webtune(), manifest, decoder: dec, tokenizer, report: false });
+    gen.fallback = fallback;
+    return { gen, device: own };
+  };
+  const drain = async (it) => {
+    const out = [];
+    for await (const x of it) out.push(x);
+    return out.join('');
+  };
+  // Settles within 30 s or fails: a lost device must never leave a call hanging.
+  const settled = (p) => Promise.race([p.then((v) => ({ v }), (e) => ({ e })), new Promise((_, no) => setTimeout(() => no(new Error('hung after the device was lost')), 30_000))]);
+  const o = { maxTokens: 12, temperature: 300, topK: 20, seed: 5n };
+  const want = await drain((await wasmGen()).generate('ABCDE', o));
+
+  // Lost between calls, with a fallback (as target 'auto' sets): the next call is the Wasm backend's, from empty caches.
+  const a = await gpuGen(wasmGen);
+  assert.equal(await drain(a.gen.generate('ABCDE', o)), want);
+  a.device.destroy();
+  await a.device.lost;
+  const r1 = await settled(drain(a.gen.generate('ABCDE', o)));
+  assert.equal(r1.e, undefined, `after the loss: ${r1.e}`);
+  assert.equal(r1.v, want);
+  assert.equal(a.gen.target, 'wasm');
+  assert.equal(a.gen.choice.how, 'device-lost');
+  assert.match(a.gen.choice.reason, /^the GPU device was lost \(.+\); the model runs on Wasm now$/);
+
+  // Lost in the middle of a generation (steps submitted ahead): that call fails in one line, the next runs on Wasm.
+  const b = await gpuGen(wasmGen);
+  let pieces = 0;
+  const mid = settled((async () => {
+    for await (const _ of b.gen.generate('ABCDE', { ...o, maxTokens: 40 })) if (++pieces === 2) b.device.destroy();
+  })());
+  const r2 = await mid;
+  if (r2.e) assert.match(String(r2.e.message), /GPU|device|lost/i, `one line naming the loss: ${r2.e.message}`);
+  await b.device.lost;
+  const r3 = await settled(drain(b.gen.generate('ABCDE', o)));
+  assert.equal(r3.v, want, `after a loss mid-generation: ${r3.e}`);
+
+  // Without a fallback (target 'webgpu'): one line, at once.
+  const c = await gpuGen(null);
+  c.device.destroy();
+  await c.device.lost;
+  const r4 = await settled(drain(c.gen.generate('ABCDE', o)));
+  assert.match(String(r4.e?.message), /^the GPU device was lost \(.+\): load the model again \(target 'auto' goes on with Wasm by itself\)$/);
+  console.log(`# device lost: the next call on Wasm ("${r1.v}"); mid-generation: ${r2.e ? `"${r2.e.message}"` : 'ended'} after ${pieces} pieces`);
+});
+
