@@ -209,19 +209,31 @@ pub(crate) async fn pass(pool: &Pool<Any>, backend: Backend, lock: &tokio::sync:
     let _w = if backend == Backend::Sqlite { Some(lock.lock().await) } else { None };
     let t0 = std::time::Instant::now();
     let policy = el.policy();
-    let mut tx = begin_report(pool, backend, Durability::Flusher).await?;
-    let (ids, first, last) = claim(&mut tx, pass_max(backend)).await?;
+    let (ids, outcome) = match backend {
+        Backend::Postgres => claim_and_count(begin_report(pool, backend, Durability::Flusher).await?, backend, &policy).await?,
+        Backend::Sqlite => {
+            // The pass commits without waiting for the disk, as on
+            // PostgreSQL: `synchronous = NORMAL` on this connection for the
+            // pass (under WAL a commit then writes the log but does not
+            // sync it; the next synchronous commit, a report's, syncs it
+            // with everything before). The connection goes back to the pool
+            // only once it is synchronous again, else it is closed.
+            let mut conn = NotSynced(pool.acquire().await?, false);
+            sqlx::query("PRAGMA synchronous = NORMAL").execute(&mut *conn.0).await?;
+            let outcome = async {
+                let tx = sqlx::Connection::begin_with(&mut *conn.0, "BEGIN IMMEDIATE").await?;
+                claim_and_count(tx, backend, &policy).await
+            }
+            .await;
+            if sqlx::query("PRAGMA synchronous = FULL").execute(&mut *conn.0).await.is_ok() {
+                conn.1 = true;
+            }
+            outcome?
+        }
+    };
     if ids.is_empty() {
-        tx.rollback().await?;
         return Ok(0);
     }
-    let outcome = async {
-        let c = count(&mut tx, &ids, first, last, &policy).await?;
-        counted_sql(&tx, &ids, first, last).query()?.execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok::<_, DbError>(c)
-    }
-    .await;
     let pass = match outcome {
         Ok(pass) => pass,
         Err(e) => {
@@ -251,6 +263,38 @@ pub(crate) async fn pass(pool: &Pool<Any>, backend: Backend, lock: &tokio::sync:
         el.answer(&id, Ok(counted));
     }
     Ok(ids.len())
+}
+
+/// A pooled SQLite connection whose commits do not sync; closed when
+/// dropped unless `.1` says it was made synchronous again.
+struct NotSynced(sqlx::pool::PoolConnection<Any>, bool);
+
+impl Drop for NotSynced {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.close_on_drop();
+        }
+    }
+}
+
+/// Claims the oldest uncounted reports in `tx`, counts them and commits
+/// (or rolls back where none was claimed). The claimed ids, and the pass
+/// or why it failed after the claim (their waiters are told).
+async fn claim_and_count(mut tx: sqlx::Transaction<'_, Any>, backend: Backend, policy: &VotePolicy) -> Result<(Vec<String>, Result<Pass>)> {
+    let (ids, first, last) = claim(&mut tx, pass_max(backend)).await?;
+    if ids.is_empty() {
+        tx.rollback().await?;
+        return Ok((ids, Ok(Pass::default())));
+    }
+    let claimed = &ids;
+    let outcome = async move {
+        let c = count(&mut tx, claimed, first, last, policy).await?;
+        counted_sql(&tx, claimed, first, last).query()?.execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok::<_, DbError>(c)
+    }
+    .await;
+    Ok((ids, outcome))
 }
 
 /// Answers the waiters whose stored reports another server's elector
@@ -358,6 +402,7 @@ pub(crate) struct Uncounted {
 }
 
 /// What one pass did.
+#[derive(Default)]
 struct Pass {
     /// Each report's count, by id.
     counted: Vec<(String, Counted)>,
