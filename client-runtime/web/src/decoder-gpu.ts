@@ -121,9 +121,9 @@ export interface GpuDecoderStats {
 }
 
 type FixedName = 'embed_q8' | 'embed_q4' | 'embed_f32' | 'rms_norm' | 'rope' | 'kv_store' | 'attention' | 'swiglu' | 'add' | 'sample' | 'add_rms_norm' | 'rope_kv'
-  | 'attention_split' | 'attention_merge';
+  | 'attention_split' | 'attention_merge' | 'attention_rope';
 const FIXED: FixedName[] = ['embed_q8', 'embed_q4', 'embed_f32', 'rms_norm', 'rope', 'kv_store', 'attention', 'swiglu', 'add', 'sample', 'add_rms_norm', 'rope_kv',
-  'attention_split', 'attention_merge'];
+  'attention_split', 'attention_merge', 'attention_rope'];
 /** Positions of a chunk of the decode step's split attention (SCH in decoder-kernels.wgsl). */
 const SCH = 64;
 
@@ -736,6 +736,17 @@ export class GpuDecoder {
         if (fusedAs === 'add_rms_norm' && s.step === 'add' && next.step === 'rms_norm') {
           fixed('add_rms_norm', i, [1, m], whole(s.y), part(next.weight, 'w'), whole(s.x), whole(next.out));
           i++;
+          continue;
+        }
+        const att = g.steps[i + 2];
+        if (m === 1 && fusedAs === 'rope_kv' && s.step === 'rope' && next.step === 'kv_store' && att?.step === 'attention' && att.x === s.x && att.stride === s.stride &&
+          att.k_cache === next.k_cache && att.v_cache === next.v_cache && att.kv_heads * att.head_dim === next.width && att.head_dim === s.head_dim && att.heads * att.head_dim <= next.k_col) {
+          // The decode step: rope and kv_store folded into the split attention (decoder-kernels.wgsl, attention_rope), then the merge.
+          const ropeParams: Range = { buffer: this.stepParams, offset: this.stepSlot.get(i)! * ALIGN, size: 32 };
+          fixed('attention_rope', i + 2, [att.kv_heads, 1], ropeParams, { buffer: this.rope }, whole(s.x), cache(next.k_cache), cache(next.v_cache), { buffer: this.partials });
+          steps[steps.length - 1] = { ...steps[steps.length - 1], gridAt: (pos0: number) => [att.kv_heads, Math.ceil((pos0 + 1) / SCH)] } as Dispatch;
+          fixed('attention_merge', i + 2, [att.heads, 1], { buffer: this.partials }, whole(att.out));
+          i += 2;
           continue;
         }
         if (fusedAs === 'rope_kv' && s.step === 'rope' && next.step === 'kv_store') {

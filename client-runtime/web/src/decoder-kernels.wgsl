@@ -492,6 +492,46 @@ var<workgroup> as_q: array<vec4<f32>, 256>;
 // Scores, then weights, [G][SCH]; and the max/sum tree, [G][SCH].
 var<workgroup> as_s: array<f32, 512>;
 var<workgroup> as_t: array<f32, 512>;
+var<workgroup> as_mx: array<f32, MAXG>;
+
+// A chunk's softmax, from the scores in as_s ([G][SCH], NEG where not
+// valid): each head's maximum in as_mx, the weights e^(s − max) in as_s (0
+// where not valid) and each head's sum of them in as_t[g·SCH].
+fn chunk_softmax(lid: u32, grp: u32, valid: bool) {
+  for (var g = 0u; g < grp; g++) {
+    as_t[g * SCH + lid] = as_s[g * SCH + lid];
+  }
+  workgroupBarrier();
+  for (var k = SCH / 2u; k > 0u; k >>= 1u) {
+    if (lid < k) {
+      for (var g = 0u; g < grp; g++) {
+        as_t[g * SCH + lid] = max(as_t[g * SCH + lid], as_t[g * SCH + lid + k]);
+      }
+    }
+    workgroupBarrier();
+  }
+  if (lid < grp) {
+    as_mx[lid] = as_t[lid * SCH];
+  }
+  workgroupBarrier();
+  for (var g = 0u; g < grp; g++) {
+    var w = 0.0;
+    if (valid) {
+      w = exp(as_s[g * SCH + lid] - as_mx[g]);
+    }
+    as_s[g * SCH + lid] = w;
+    as_t[g * SCH + lid] = w;
+  }
+  workgroupBarrier();
+  for (var k = SCH / 2u; k > 0u; k >>= 1u) {
+    if (lid < k) {
+      for (var g = 0u; g < grp; g++) {
+        as_t[g * SCH + lid] += as_t[g * SCH + lid + k];
+      }
+    }
+    workgroupBarrier();
+  }
+}
 
 @compute @workgroup_size(SCH)
 fn attention_split(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -526,39 +566,8 @@ fn attention_split(@builtin(local_invocation_index) lid: u32, @builtin(workgroup
       sc = (dot.x + dot.y + dot.z + dot.w) * S.f0;
     }
     as_s[g * SCH + lid] = sc;
-    as_t[g * SCH + lid] = sc;
   }
-  workgroupBarrier();
-  for (var k = SCH / 2u; k > 0u; k >>= 1u) {
-    if (lid < k) {
-      for (var g = 0u; g < grp; g++) {
-        as_t[g * SCH + lid] = max(as_t[g * SCH + lid], as_t[g * SCH + lid + k]);
-      }
-    }
-    workgroupBarrier();
-  }
-  var mx: array<f32, MAXG>;
-  for (var g = 0u; g < grp; g++) {
-    mx[g] = as_t[g * SCH];
-  }
-  workgroupBarrier();
-  for (var g = 0u; g < grp; g++) {
-    var w = 0.0;
-    if (valid) {
-      w = exp(as_s[g * SCH + lid] - mx[g]);
-    }
-    as_s[g * SCH + lid] = w;
-    as_t[g * SCH + lid] = w;
-  }
-  workgroupBarrier();
-  for (var k = SCH / 2u; k > 0u; k >>= 1u) {
-    if (lid < k) {
-      for (var g = 0u; g < grp; g++) {
-        as_t[g * SCH + lid] += as_t[g * SCH + lid + k];
-      }
-    }
-    workgroupBarrier();
-  }
+  chunk_softmax(lid, grp, valid);
   // A dimension a thread (and + SCH, ...): the weighted values, the chunk's
   // positions in order.
   let end = min(SCH, n - j0);
@@ -580,8 +589,122 @@ fn attention_split(@builtin(local_invocation_index) lid: u32, @builtin(workgroup
   }
   if (lid < grp) {
     let row = ((kvh * grp + lid) * chunks + chunk) * (hd + 2u);
-    as_part[row + hd] = mx[lid];
+    as_part[row + hd] = as_mx[lid];
     as_part[row + hd + 1u] = as_t[lid * SCH];
+  }
+}
+
+// attention_rope: `attention_split` with the decode step's `rope` and
+// `kv_store` folded in, one dispatch a layer fewer: the queries are turned
+// as they are loaded, the new position's key is turned from the row (not
+// read from the cache) and its value read from the row, and the workgroup
+// of the last chunk stores both in the caches (no other workgroup reads
+// that position). The row is left as the projection wrote it. S is the
+// attention step's (as `attention_split`), ar_rope the rope_kv step's
+// (S.n0..n5 of `rope_kv`); the keys' and values' columns are ar_rope.n4
+// and .n5, the queries' from 0.
+@group(0) @binding(2) var<uniform> ar_rope: Step;
+@group(0) @binding(3) var<storage, read> ar_table: array<f32>;
+@group(0) @binding(4) var<storage, read> ar_x: array<f32>;
+@group(0) @binding(5) var<storage, read_write> ar_k: array<f32>;
+@group(0) @binding(6) var<storage, read_write> ar_v: array<f32>;
+@group(0) @binding(7) var<storage, read_write> ar_part: array<f32>;
+
+var<workgroup> ar_q: array<f32, MAXQ>;
+// The new position's turned key, [hd].
+var<workgroup> ar_knew: array<f32, 256>;
+
+@compute @workgroup_size(SCH)
+fn attention_rope(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let kvh = wid.x;
+  let chunk = wid.y;
+  let heads = S.n1;
+  let hd = S.n3;
+  let half = hd / 2u;
+  let grp = heads / S.n2;
+  let kvw = S.n2 * hd;
+  let p = R.pos0;
+  let n = p + 1u;
+  let j0 = chunk * SCH;
+  if (j0 >= n) {
+    return;
+  }
+  let last = j0 + SCH >= n;
+  let tab = p * hd;
+  // The group's queries and (last chunk) the new key, turned pair by pair.
+  for (var i = lid; i < grp * half; i += SCH) {
+    let col = (kvh * grp + i / half) * hd + 2u * (i % half);
+    let t = tab + 2u * (i % half);
+    let a = ar_x[col];
+    let b = ar_x[col + 1u];
+    ar_q[2u * i] = a * ar_table[t] + b * -ar_table[t + 1u];
+    ar_q[2u * i + 1u] = b * ar_table[t] + a * ar_table[t + 1u];
+  }
+  let kc = ar_rope.n4 + kvh * hd;
+  let vc = ar_rope.n5 + kvh * hd;
+  if (last) {
+    for (var i = lid; i < half; i += SCH) {
+      let t = tab + 2u * i;
+      let a = ar_x[kc + 2u * i];
+      let b = ar_x[kc + 2u * i + 1u];
+      let a2 = a * ar_table[t] + b * -ar_table[t + 1u];
+      let b2 = b * ar_table[t] + a * ar_table[t + 1u];
+      ar_knew[2u * i] = a2;
+      ar_knew[2u * i + 1u] = b2;
+      ar_k[p * kvw + kvh * hd + 2u * i] = a2;
+      ar_k[p * kvw + kvh * hd + 2u * i + 1u] = b2;
+      ar_v[p * kvw + kvh * hd + 2u * i] = ar_x[vc + 2u * i];
+      ar_v[p * kvw + kvh * hd + 2u * i + 1u] = ar_x[vc + 2u * i + 1u];
+    }
+  }
+  workgroupBarrier();
+  let j = j0 + lid;
+  let valid = j < n;
+  for (var g = 0u; g < grp; g++) {
+    var sc = NEG;
+    if (valid) {
+      var dot = 0.0;
+      if (j == p) {
+        for (var d = 0u; d < hd; d++) {
+          dot += ar_q[g * hd + d] * ar_knew[d];
+        }
+      } else {
+        let kr = j * kvw + kvh * hd;
+        for (var d = 0u; d < hd; d++) {
+          dot += ar_q[g * hd + d] * ar_k[kr + d];
+        }
+      }
+      sc = dot * S.f0;
+    }
+    as_s[g * SCH + lid] = sc;
+  }
+  chunk_softmax(lid, grp, valid);
+  let end = min(SCH, n - j0);
+  let chunks = (n + SCH - 1u) / SCH;
+  for (var d = lid; d < hd; d += SCH) {
+    var acc: array<f32, MAXG>;
+    for (var g = 0u; g < grp; g++) {
+      acc[g] = 0.0;
+    }
+    for (var jj = 0u; jj < end; jj++) {
+      var v = 0.0;
+      if (j0 + jj == p) {
+        v = ar_x[vc + d];
+      } else {
+        v = ar_v[(j0 + jj) * kvw + kvh * hd + d];
+      }
+      for (var g = 0u; g < grp; g++) {
+        acc[g] += as_s[g * SCH + jj] * v;
+      }
+    }
+    for (var g = 0u; g < grp; g++) {
+      ar_part[((kvh * grp + g) * chunks + chunk) * (hd + 2u) + d] = acc[g];
+    }
+  }
+  if (lid < grp) {
+    let row = ((kvh * grp + lid) * chunks + chunk) * (hd + 2u);
+    ar_part[row + hd] = as_mx[lid];
+    ar_part[row + hd + 1u] = as_t[lid * SCH];
   }
 }
 

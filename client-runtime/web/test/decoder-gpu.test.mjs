@@ -173,7 +173,7 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
     assert.equal(dec.position, 11);
     assert.equal(pr.steps.length, dec.stats.dispatchesPerToken);
     assert.equal(pr.steps.at(-1).label, 'sample');
-    assert.equal(pr.steps.filter((s) => s.label === 'attention_split').length, D.layers);
+    assert.equal(pr.steps.filter((s) => s.label === (fuse ? 'attention_rope' : 'attention_split')).length, D.layers);
     assert.equal(pr.steps.filter((s) => s.label === 'attention_merge').length, D.layers);
     assert.ok(pr.steps.some((s) => /^matmul\w* 1x\d+x\d+$/.test(s.label)), pr.steps.map((s) => s.label).join());
     for (const v of [pr.encodeMs, pr.wallMs, pr.gpuMs, ...pr.steps.map((s) => s.ms)]) assert.ok(Number.isFinite(v) && v >= 0, `profile time ${v}`);
@@ -192,8 +192,9 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
   worst = Math.max(worst, rel(got, want[5]));
   console.log(`# small llama on WebGPU (Dawn${fuse ? ', steps fused' : ''}): worst logit error ${worst.toExponential(2)} relative to the largest logit; ${dec.stats.dispatchesPerToken} dispatches a token`);
   assert.ok(worst < 1e-4, `worst error ${worst}`);
-  // Every step one dispatch (plain kernels: one pass), a fused pair one, attention two (split, merge), plus the sampling.
-  assert.equal(dec.stats.dispatchesPerToken, graph.steps.length - (fuse ? fused.size : 0) + D.layers + 1);
+  // Every step one dispatch (plain kernels: one pass), a fused pair one, attention two (split, merge; fused, the rope and
+  // kv_store before it are folded into the split), plus the sampling.
+  assert.equal(dec.stats.dispatchesPerToken, graph.steps.length - (fuse ? fused.size : 0) + (fuse ? 0 : D.layers) + 1);
   const wantCalls = [8, 1, 4].flatMap((m) => productsOf(graph, m).map((p) => `${p.op} ${p.shape.join(',')}`));
   assert.deepEqual([...new Set(calls)].sort(), [...new Set(wantCalls)].sort());
   assert.equal(calls.length, new Set(calls).size, 'a product\'s kernel was asked for twice');
@@ -211,14 +212,15 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
   }
 });
 
-test('decode steps past several chunks of the split attention (64 positions each): logits within 1e-4 of f64 at every length, the prompt through the unsplit kernel', { timeout: 300_000 }, async () => {
+test('decode steps past several chunks of the split attention (64 positions each), with and without rope and kv_store folded in: logits within 1e-4 of f64 at every length, the prompt through the unsplit kernel', { timeout: 300_000 }, async () => {
   const { GpuDecoder } = await load('src/decoder-gpu.ts');
   const model = llamaModel(23);
   const graph = llamaGraph(model.formats, [1, 4, 8]);
   const n = 200;
   const ids = Array.from({ length: n }, (_, i) => (i * 29 + 11) % D.vocab);
   const want = llama64(model.values, ids);
-  const dec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: graph.context, wgsl: WGSL });
+  for (const fuse of [true, false]) {
+  const dec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: graph.context, wgsl: WGSL, fuse });
   dec.setKernels(plainKernels(device, []));
   const rel = (got, w) => {
     let e = 0, m = 0;
@@ -238,8 +240,9 @@ test('decode steps past several chunks of the split attention (64 positions each
     worst = Math.max(worst, e);
     assert.ok(e < 1e-4, `position ${t} (${Math.ceil((t + 1) / 64)} chunks): error ${e}`);
   }
-  console.log(`# split attention (Dawn): positions 60..${n - 1}, worst logit error ${worst.toExponential(2)} relative to the largest logit`);
+  console.log(`# split attention (Dawn${fuse ? ', rope and kv_store folded in' : ''}): positions 60..${n - 1}, worst logit error ${worst.toExponential(2)} relative to the largest logit`);
   dec.destroy();
+  }
 });
 
 test('TextGenerator on the small llama with the WebGPU backend: the Wasm backend\'s texts, greedy and seeded, from tokens sampled on the GPU', { timeout: 300_000 }, async () => {
