@@ -137,6 +137,8 @@ export declare class GpuDecoder {
     private constructor();
     /** Checks the graph, uploads the weights, the rotary table and the steps' parameters, and builds the fixed pipelines. */
     static create(init: GpuDecoderInit): Promise<GpuDecoder>;
+    /** Why the GPU device was lost; null while it is not. */
+    get lostReason(): string | null;
     /** Where the tuned products come from (before the first run). */
     setKernels(source: GpuKernelSource): void;
     /** Positions in the caches so far. */

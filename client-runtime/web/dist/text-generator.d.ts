@@ -136,8 +136,13 @@ export interface LlmManifest {
 /** How `target: 'auto'` chose. */
 export interface GeneratorChoice {
     target: 'wasm' | 'webgpu';
-    /** `plan`: the server's plan for this device class; `measured`: both timed here (and reported); `no-webgpu`: WebGPU did not open. */
-    how: 'plan' | 'measured' | 'no-webgpu';
+    /**
+     * `plan`: the server's plan for this device class; `measured`: both timed
+     * here (and reported); `no-webgpu`: WebGPU did not open or could not hold
+     * the model; `device-lost`: the GPU device was lost after loading, and
+     * the model runs on Wasm since the call after.
+     */
+    how: 'plan' | 'measured' | 'no-webgpu' | 'device-lost';
     reason: string;
     /** `measured`: median ms of a decode step of each target at positions up to `seq_len`. */
     ms?: {
@@ -149,8 +154,8 @@ export interface GeneratorChoice {
 export declare class TextGenerator {
     /** `target: 'auto'`: which target it chose and why; null otherwise. */
     choice: GeneratorChoice | null;
-    /** The webtune session whose kernels run the model (tuning, events, status). */
-    readonly webtune: Webtune;
+    /** The webtune session whose kernels run the model (tuning, events, status); a new one after a fallback to Wasm. */
+    webtune: Webtune;
     readonly manifest: LlmManifest;
     /** The decoder graph the backend runs (served by `GET /v1/models/{name}/graph`). */
     readonly graph: DecoderGraph;
@@ -167,6 +172,8 @@ export declare class TextGenerator {
     private locks;
     private latency;
     private closed;
+    /** `target: 'auto'` on WebGPU: loads the model on Wasm, for when the GPU device is lost. */
+    private fallback;
     private constructor();
     /** The target running the model. */
     get target(): 'wasm' | 'webgpu';
@@ -193,6 +200,13 @@ export declare class TextGenerator {
      * faster is kept.
      */
     private static loadAuto;
+    /**
+     * At the start of each call: where the GPU device was lost, the model
+     * goes on on Wasm (`target: 'auto'`: loaded again there, its caches empty,
+     * `choice` saying why), or the call fails in one line (`target:
+     * 'webgpu'`). A call in flight when the device goes fails in one line.
+     */
+    private recover;
     /** The prompt's token ids as `generate` feeds them (BOS first when the manifest says `add_bos`). */
     tokenize(text: string): number[];
     /** The text of token ids (special tokens left out). */
