@@ -18,7 +18,9 @@
 //   (429 or 503; issue 40's rate limits).
 // Then, for the first policy, the second, third, ... --devices-th device of
 // the same class: each a fresh browser context (a new session, no cache)
-// against the same server after the first device finished, running the same
+// against the same server after the first device finished (its loop goes
+// on past --seconds until its tuning is done, --finish-seconds at most, so
+// that every kernel of it was reported), running the same
 // loop for --device-seconds at most (or until its own tuning is done): when
 // every bucket came within 5 % of the first device's tuned latency, and the
 // ratio of its first calls (after each bucket's compiling call) to it. The
@@ -28,7 +30,7 @@
 //
 //   node research/web-bench/readme_loop.mjs [--seconds 180] [--policy fast,legacy]
 //        [--precision int16,fp32] [--threads 1,2] [--runs 7] [--devices 10]
-//        [--device-seconds 60] [--runtime FILE] [--trace]
+//        [--device-seconds 60] [--finish-seconds 600] [--runtime FILE] [--trace]
 //
 // --runtime serves FILE (a `node build.mjs` output's webtune.js) at
 // /web/webtune.js instead of the one the server embeds, so that a runtime
@@ -56,6 +58,7 @@ const PRECISIONS = String(arg('--precision', 'int16,fp32')).split(',');
 const THREADS = String(arg('--threads', '1,2')).split(',').map(Number);
 const DEVICES = Number(arg('--devices', 10));
 const DEVICE_SECONDS = Number(arg('--device-seconds', 60));
+const FINISH_SECONDS = Number(arg('--finish-seconds', 600));
 const NAME = process.env.WEBTUNE_MODEL_NAME ?? 'all-minilm-l6-v2';
 const RUNTIME = arg('--runtime', null);
 const TRACE = process.argv.includes('--trace');
@@ -75,7 +78,7 @@ const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
 console.log(`README loop: ${NAME}, cases ${LABELS.join(' ')}, up to ${SECONDS} s a run; load average at start ${load()}`);
 
 /** The README loop in the page: encode each case in turn, `idle()` after each call. */
-async function pageLoop({ cases, ms, runs, untilDone }) {
+async function pageLoop({ cases, ms, extraMs = 0, runs, untilDone }) {
   const enc = window.enc;
   const wt = enc.webtune;
   // Texts of exactly n tokens: common words, one token each.
@@ -105,12 +108,16 @@ async function pageLoop({ cases, ms, runs, untilDone }) {
   // [case, start s, ms, candidate timings so far]
   const log = [];
   let i = 0;
-  while (performance.now() - t0 < ms) {
+  // Past `ms`, on for `extraMs` more while tuning is not done (a first
+  // device whose reports the later ones are to be served).
+  let done = false;
+  while (performance.now() - t0 < ms || (!done && performance.now() - t0 < ms + extraMs)) {
     const c = i++ % batches.length;
     const a = performance.now();
     await enc.encode(batches[c]);
     log.push([c, (a - t0) / 1000, performance.now() - a, wt.progress.timings]);
     const r = await enc.idle();
+    done = r.done;
     // Whole rounds only, so that every bucket has its calls up to the end.
     if (untilDone && r.done && c === batches.length - 1) break;
   }
@@ -230,7 +237,10 @@ async function run(policy, precision, threads, nDevices) {
   try {
     const first = await newPage(browser, base, threads, precision, policy);
     console.log(`threads: ${JSON.stringify(first.threads)}; model loaded in ${first.loadS.toFixed(1)} s`);
-    const r = await first.page.evaluate(pageLoop, { cases: CASES, ms: SECONDS * 1000, runs: RUNS, untilDone: true });
+    const extraMs = nDevices > 1 ? FINISH_SECONDS * 1000 : 0;
+    const r = await first.page.evaluate(pageLoop, { cases: CASES, ms: SECONDS * 1000, extraMs, runs: RUNS, untilDone: true });
+    if (r.s > SECONDS + 1) console.log(`(the loop went on past ${SECONDS} s until tuning was done, for the later devices: --finish-seconds ${FINISH_SECONDS})`);
+    if (nDevices > 1 && r.tunedAt === null) console.log('the first device did not finish tuning: later devices are served only the reports it sent');
     await first.context.close();
     if (TRACE) for (const m of r.measured) console.log(`  measured ${m}`);
     console.log(`README loop: ${r.calls} encode calls in ${r.s.toFixed(1)} s; ${r.prog.evaluated} candidates evaluated, ${r.prog.timings} candidate timings, ` +
