@@ -211,6 +211,20 @@ async function main() {
   }
   const preMs = median(pre);
   line('prefill', { tokens: o.prefill, ms: preMs, tokens_per_s: (o.prefill * 1000) / preMs, ttft_ms: preMs, runs: pre });
+  if (gen.gpu) {
+    // The same run through the backend alone (GpuDecoder.next), and its parts: the generator's share against the GPU's.
+    const direct = [], parts = [];
+    for (let r = 0; r < Math.max(o.rounds, 5); r++) {
+      gen.gpu.reset();
+      const t = performance.now();
+      await gen.gpu.next(prompt, { temperature: 0, topK: 0, topP: 1, u: 0 });
+      direct.push(performance.now() - t);
+      gen.gpu.reset();
+      const p = await gen.gpu.profile(prompt);
+      parts.push(p);
+    }
+    line('prefill_backend', { ms: median(direct), runs: direct, profile_wall_ms: median(parts.map((x) => x.wallMs)), profile_encode_ms: median(parts.map((x) => x.encodeMs)), profile_gpu_ms: median(parts.map((x) => x.gpuMs)) });
+  }
 
   const { usEach, gbs } = await probes(device, o);
   const weightBytes = gen.manifest.weights.bytes;

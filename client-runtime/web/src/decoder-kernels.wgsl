@@ -606,13 +606,24 @@ fn attention_split(@builtin(local_invocation_index) lid: u32, @builtin(workgroup
 @group(0) @binding(2) var<uniform> ar_rope: Step;
 @group(0) @binding(3) var<storage, read> ar_table: array<f32>;
 @group(0) @binding(4) var<storage, read> ar_x: array<f32>;
-@group(0) @binding(5) var<storage, read_write> ar_k: array<f32>;
+@group(0) @binding(5) var<storage, read_write> ar_k: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read_write> ar_v: array<f32>;
 @group(0) @binding(7) var<storage, read_write> ar_part: array<f32>;
 
-var<workgroup> ar_q: array<f32, MAXQ>;
-// The new position's turned key, [hd].
-var<workgroup> ar_knew: array<f32, 256>;
+var<workgroup> ar_q: array<vec4<f32>, 256>;
+// The new position's turned key, [hd/4].
+var<workgroup> ar_knew: array<vec4<f32>, 64>;
+
+// Four floats of a row from column col (a multiple of 4), their two pairs
+// turned by the rotary table at `tab` + col % hd.
+fn turned4(col: u32, tab: u32) -> vec4<f32> {
+  let x = vec4<f32>(ar_x[col], ar_x[col + 1u], ar_x[col + 2u], ar_x[col + 3u]);
+  let c0 = ar_table[tab];
+  let s0 = ar_table[tab + 1u];
+  let c1 = ar_table[tab + 2u];
+  let s1 = ar_table[tab + 3u];
+  return vec4<f32>(x.x * c0 + x.y * -s0, x.y * c0 + x.x * s0, x.z * c1 + x.w * -s1, x.w * c1 + x.z * s1);
+}
 
 @compute @workgroup_size(SCH)
 fn attention_rope(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -620,7 +631,7 @@ fn attention_rope(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_
   let chunk = wid.y;
   let heads = S.n1;
   let hd = S.n3;
-  let half = hd / 2u;
+  let hd4 = hd / 4u;
   let grp = heads / S.n2;
   let kvw = S.n2 * hd;
   let p = R.pos0;
@@ -631,30 +642,20 @@ fn attention_rope(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_
   }
   let last = j0 + SCH >= n;
   let tab = p * hd;
-  // The group's queries and (last chunk) the new key, turned pair by pair.
-  for (var i = lid; i < grp * half; i += SCH) {
-    let col = (kvh * grp + i / half) * hd + 2u * (i % half);
-    let t = tab + 2u * (i % half);
-    let a = ar_x[col];
-    let b = ar_x[col + 1u];
-    ar_q[2u * i] = a * ar_table[t] + b * -ar_table[t + 1u];
-    ar_q[2u * i + 1u] = b * ar_table[t] + a * ar_table[t + 1u];
+  // The group's queries and (last chunk) the new key, four floats a thread at a time.
+  for (var i = lid; i < grp * hd4; i += SCH) {
+    ar_q[i] = turned4(kvh * grp * hd + 4u * i, tab + (4u * i) % hd);
   }
   let kc = ar_rope.n4 + kvh * hd;
   let vc = ar_rope.n5 + kvh * hd;
   if (last) {
-    for (var i = lid; i < half; i += SCH) {
-      let t = tab + 2u * i;
-      let a = ar_x[kc + 2u * i];
-      let b = ar_x[kc + 2u * i + 1u];
-      let a2 = a * ar_table[t] + b * -ar_table[t + 1u];
-      let b2 = b * ar_table[t] + a * ar_table[t + 1u];
-      ar_knew[2u * i] = a2;
-      ar_knew[2u * i + 1u] = b2;
-      ar_k[p * kvw + kvh * hd + 2u * i] = a2;
-      ar_k[p * kvw + kvh * hd + 2u * i + 1u] = b2;
-      ar_v[p * kvw + kvh * hd + 2u * i] = ar_x[vc + 2u * i];
-      ar_v[p * kvw + kvh * hd + 2u * i + 1u] = ar_x[vc + 2u * i + 1u];
+    for (var i = lid; i < hd4; i += SCH) {
+      let k4 = turned4(kc + 4u * i, tab + 4u * i);
+      ar_knew[i] = k4;
+      ar_k[(p * kvw + kvh * hd) / 4u + i] = k4;
+      for (var e = 0u; e < 4u; e++) {
+        ar_v[p * kvw + kvh * hd + 4u * i + e] = ar_x[vc + 4u * i + e];
+      }
     }
   }
   workgroupBarrier();
@@ -663,18 +664,18 @@ fn attention_rope(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_
   for (var g = 0u; g < grp; g++) {
     var sc = NEG;
     if (valid) {
-      var dot = 0.0;
+      var dot = vec4<f32>(0.0);
       if (j == p) {
-        for (var d = 0u; d < hd; d++) {
-          dot += ar_q[g * hd + d] * ar_knew[d];
+        for (var d = 0u; d < hd4; d++) {
+          dot += ar_q[g * hd4 + d] * ar_knew[d];
         }
       } else {
-        let kr = j * kvw + kvh * hd;
-        for (var d = 0u; d < hd; d++) {
-          dot += ar_q[g * hd + d] * ar_k[kr + d];
+        let kr = (j * kvw + kvh * hd) / 4u;
+        for (var d = 0u; d < hd4; d++) {
+          dot += ar_q[g * hd4 + d] * ar_k[kr + d];
         }
       }
-      sc = dot * S.f0;
+      sc = (dot.x + dot.y + dot.z + dot.w) * S.f0;
     }
     as_s[g * SCH + lid] = sc;
   }
