@@ -201,30 +201,28 @@ async function main() {
     line('first_answer', { kernels: perKernel });
   }
 
-  const pre = [];
   // Two untimed runs first: a prefill right after tuning took 30 ms where the profiled run took 10.6 ms on the H200.
   for (let r = 0; r < 2; r++) await gen.nextToken(prompt, { reset: true });
+  // Interleaved, round by round: through the generator (nextToken), through the backend alone (GpuDecoder.next),
+  // and profiled (the backend's run with its host and GPU parts).
+  const pre = [], direct = [], parts = [];
   for (let r = 0; r < Math.max(o.rounds, 5); r++) {
     const t = performance.now();
     await gen.nextToken(prompt, { reset: true });
     pre.push(performance.now() - t);
+    if (!gen.gpu) continue;
+    gen.gpu.reset();
+    const t2 = performance.now();
+    await gen.gpu.next(prompt, { temperature: 0, topK: 0, topP: 1, u: 0 });
+    direct.push(performance.now() - t2);
+    gen.gpu.reset();
+    parts.push(await gen.gpu.profile(prompt));
   }
   const preMs = median(pre);
   line('prefill', { tokens: o.prefill, ms: preMs, tokens_per_s: (o.prefill * 1000) / preMs, ttft_ms: preMs, runs: pre });
-  if (gen.gpu) {
-    // The same run through the backend alone (GpuDecoder.next), and its parts: the generator's share against the GPU's.
-    const direct = [], parts = [];
-    for (let r = 0; r < Math.max(o.rounds, 5); r++) {
-      gen.gpu.reset();
-      const t = performance.now();
-      await gen.gpu.next(prompt, { temperature: 0, topK: 0, topP: 1, u: 0 });
-      direct.push(performance.now() - t);
-      gen.gpu.reset();
-      const p = await gen.gpu.profile(prompt);
-      parts.push(p);
-    }
-    line('prefill_backend', { ms: median(direct), runs: direct, profile_wall_ms: median(parts.map((x) => x.wallMs)), profile_encode_ms: median(parts.map((x) => x.encodeMs)), profile_gpu_ms: median(parts.map((x) => x.gpuMs)) });
-  }
+  if (gen.gpu)
+    line('prefill_backend', { ms: median(direct), tokens_per_s: (o.prefill * 1000) / median(direct), runs: direct, profile_wall_ms: median(parts.map((x) => x.wallMs)),
+      profile_encode_ms: median(parts.map((x) => x.encodeMs)), profile_gpu_ms: median(parts.map((x) => x.gpuMs)) });
 
   const { usEach, gbs } = await probes(device, o);
   const weightBytes = gen.manifest.weights.bytes;
