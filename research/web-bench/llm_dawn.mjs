@@ -42,9 +42,10 @@
 //   dispatches × the empty dispatch's cost; the larger is the floor, and
 //   the measured step is reported as that fraction of it.
 // - `profile` (where the device has `timestamp-query`): one decode step at
-//   each context through `GpuDecoder.profile`, median of --profile-runs:
+//   each context and the prefill through `GpuDecoder.profile`, over --profile-runs:
 //   host recording ms, wall ms to the token's read-back, the pass's GPU ms,
-//   and each dispatch's GPU ms (a pass each) summed by kind;
+//   and each dispatch's GPU ms (a pass each, the mean over the runs: Dawn
+//   quantises timestamps) summed by kind;
 // - `probe_readback`: an 8-byte copy submitted and mapped, ms (the floor of
 //   one step's round trip).
 // Token ids are fixed (a repeating run of ids from 1000), so the text means
@@ -266,12 +267,15 @@ async function main() {
         const pr = await gen.gpu.profile(p ? [t] : prompt);
         runs.push(pr);
       }
+      // Dawn quantises timestamps (65.536 µs steps on the H200), so one pass's time is 0 or a step for short
+      // kernels: the mean over runs and over a kind's dispatches is the estimate (each pass starts at a
+      // random phase of the step), not the median.
       const kinds = new Map();
       for (const [i, st] of runs[0].steps.entries()) {
         const kind = st.label.replace(/ .*/, '') + (st.label.includes(' ') ? ` ${st.label.split(' ')[1]}` : '');
         const k = kinds.get(kind) ?? { n: 0, ms: [] };
         k.n++;
-        k.ms.push(median(runs.map((r) => r.steps[i].ms)));
+        k.ms.push(runs.reduce((a, r) => a + r.steps[i].ms, 0) / runs.length);
         kinds.set(kind, k);
       }
       const byKind = [...kinds].map(([kind, k]) => ({ kind, dispatches: k.n, ms: k.ms.reduce((a, b) => a + b, 0), us_each: (k.ms.reduce((a, b) => a + b, 0) / k.n) * 1000 }))
