@@ -37,9 +37,10 @@ pub struct Limits {
 impl Limits {
     /// A session's burst of queue and report requests: an app opens a queue
     /// for each kernel it tunes and reports each one when it is drained, so a
-    /// page that tunes as many kernels as it may stream at once makes two
-    /// requests per queue in quick succession (a small model drains its
-    /// queues in seconds). The steady rate stays `per_session_per_min`.
+    /// page that tunes as many kernels as it may stream at once makes up to
+    /// two requests per queue in quick succession (a small model drains its
+    /// queues in seconds; the browser runtime sends its reports in batches,
+    /// one request for up to 16). The steady rate stays `per_session_per_min`.
     pub fn per_session_burst(&self) -> f64 {
         (self.per_session_per_min / 6.0).max((2 * self.max_queues_per_session + 4) as f64)
     }
