@@ -743,7 +743,7 @@ export class GpuDecoder {
           att.k_cache === next.k_cache && att.v_cache === next.v_cache && att.kv_heads * att.head_dim === next.width && att.head_dim === s.head_dim && att.heads * att.head_dim <= next.k_col) {
           // The decode step: rope and kv_store folded into the split attention (decoder-kernels.wgsl, attention_rope), then the merge.
           const ropeParams: Range = { buffer: this.stepParams, offset: this.stepSlot.get(i)! * ALIGN, size: 32 };
-          fixed('attention_rope', i + 2, [att.kv_heads, 1], ropeParams, { buffer: this.rope }, whole(s.x), cache(next.k_cache), cache(next.v_cache), { buffer: this.partials });
+          fixed('attention_rope', i + 2, [att.kv_heads, 1], whole(s.x), cache(next.k_cache), cache(next.v_cache), { buffer: this.partials }, ropeParams, { buffer: this.rope });
           steps[steps.length - 1] = { ...steps[steps.length - 1], gridAt: (pos0: number) => [att.kv_heads, Math.ceil((pos0 + 1) / SCH)] } as Dispatch;
           fixed('attention_merge', i + 2, [att.heads, 1], { buffer: this.partials }, whole(att.out));
           i += 2;

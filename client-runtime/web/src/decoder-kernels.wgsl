@@ -47,7 +47,7 @@ struct Step {
 // Threads of a workgroup: EW for the element-wise kernels, RW for a row
 // reduction (rms_norm), AW for attention, SW for sampling.
 const EW: u32 = 64u;
-const RW: u32 = 64u;
+const RW: u32 = 128u;
 
 // ---------------------------------------------------------------- embed
 // One row of h floats per id of ids[0..T): grid (⌈h/EW⌉, M).
@@ -122,11 +122,25 @@ fn embed_f32(@builtin(global_invocation_id) g: vec3<u32>) {
 // out[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ w, one workgroup a row: grid
 // (1, M). S.n0 = h, S.n1 = 1 for `last` (grid (1, 1): x's row T − 1 into
 // out's row 0), S.f0 = eps. x and out are separate buffers.
-@group(0) @binding(2) var<storage, read> rn_x: array<f32>;
-@group(0) @binding(3) var<storage, read> rn_w: array<f32>;
-@group(0) @binding(4) var<storage, read_write> rn_out: array<f32>;
+@group(0) @binding(2) var<storage, read> rn_x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> rn_w: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> rn_out: array<vec4<f32>>;
 
-var<workgroup> red: array<f32, 64>;
+// The row sums of squares: four floats a thread (a row is a multiple of 4
+// floats), RW threads, so that a 576-float row is two loads a thread.
+var<workgroup> red: array<f32, RW>;
+
+// Σ red[0..RW) into red[0], every thread's share in red[lid] first.
+fn row_sum(lid: u32) -> f32 {
+  workgroupBarrier();
+  for (var k = RW / 2u; k > 0u; k >>= 1u) {
+    if (lid < k) {
+      red[lid] += red[lid + k];
+    }
+    workgroupBarrier();
+  }
+  return red[0];
+}
 
 @compute @workgroup_size(RW)
 fn rms_norm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -139,23 +153,16 @@ fn rms_norm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
   if (r >= R.t) {
     return;
   }
-  let h = S.n0;
+  let h4 = S.n0 / 4u;
   var acc = 0.0;
-  for (var i = lid; i < h; i += RW) {
-    let v = rn_x[r * h + i];
-    acc += v * v;
+  for (var i = lid; i < h4; i += RW) {
+    let v = rn_x[r * h4 + i];
+    acc += dot(v, v);
   }
   red[lid] = acc;
-  workgroupBarrier();
-  for (var k = RW / 2u; k > 0u; k >>= 1u) {
-    if (lid < k) {
-      red[lid] += red[lid + k];
-    }
-    workgroupBarrier();
-  }
-  let inv = 1.0 / sqrt(red[0] / f32(h) + S.f0);
-  for (var i = lid; i < h; i += RW) {
-    rn_out[o * h + i] = rn_x[r * h + i] * inv * rn_w[i];
+  let inv = 1.0 / sqrt(row_sum(lid) / f32(S.n0) + S.f0);
+  for (var i = lid; i < h4; i += RW) {
+    rn_out[o * h4 + i] = rn_x[r * h4 + i] * inv * rn_w[i];
   }
 }
 
@@ -164,10 +171,10 @@ fn rms_norm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
 // row is added, and normalised into out's row (S.n1 = 1, the norm's `last`:
 // only row T − 1, into out's row 0). S.n0 = h, S.f0 = eps. The same
 // arithmetic as the two steps.
-@group(0) @binding(2) var<storage, read> arn_y: array<f32>;
-@group(0) @binding(3) var<storage, read> arn_w: array<f32>;
-@group(0) @binding(4) var<storage, read_write> arn_x: array<f32>;
-@group(0) @binding(5) var<storage, read_write> arn_out: array<f32>;
+@group(0) @binding(2) var<storage, read> arn_y: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> arn_w: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> arn_x: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> arn_out: array<vec4<f32>>;
 
 @compute @workgroup_size(RW)
 fn add_rms_norm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -175,21 +182,15 @@ fn add_rms_norm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id
   if (r >= R.t) {
     return;
   }
-  let h = S.n0;
+  let h4 = S.n0 / 4u;
   var acc = 0.0;
-  for (var i = lid; i < h; i += RW) {
-    let v = arn_x[r * h + i] + arn_y[r * h + i];
-    arn_x[r * h + i] = v;
-    acc += v * v;
+  for (var i = lid; i < h4; i += RW) {
+    let v = arn_x[r * h4 + i] + arn_y[r * h4 + i];
+    arn_x[r * h4 + i] = v;
+    acc += dot(v, v);
   }
   red[lid] = acc;
-  workgroupBarrier();
-  for (var k = RW / 2u; k > 0u; k >>= 1u) {
-    if (lid < k) {
-      red[lid] += red[lid + k];
-    }
-    workgroupBarrier();
-  }
+  let inv = 1.0 / sqrt(row_sum(lid) / f32(S.n0) + S.f0);
   if (S.n1 == 1u && r != R.t - 1u) {
     return;
   }
@@ -197,9 +198,8 @@ fn add_rms_norm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id
   if (S.n1 == 1u) {
     o = 0u;
   }
-  let inv = 1.0 / sqrt(red[0] / f32(h) + S.f0);
-  for (var i = lid; i < h; i += RW) {
-    arn_out[o * h + i] = arn_x[r * h + i] * inv * arn_w[i];
+  for (var i = lid; i < h4; i += RW) {
+    arn_out[o * h4 + i] = arn_x[r * h4 + i] * inv * arn_w[i];
   }
 }
 
@@ -475,24 +475,43 @@ fn attention(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) w
 // SCH positions of one key/value head: grid (kv_heads, ⌈n/SCH⌉), with n =
 // pos0 + 1 read at run time, so that the parallelism grows with the context
 // and no kernel depends on its length. Each writes, per query head of its
-// group, the chunk's running maximum, its sum of e^(s − max) and its
-// unnormalised weighted values: rows of hd + 2 floats of `as_part`, at
-// [head][chunk] (hd floats, then max and sum). `attention_merge` (grid
-// (heads, 1)) rescales the chunks to one maximum and divides by the sum.
-// The same parameters as `attention` (S.n0..n3, f0); the partials' buffer
-// holds heads · ⌈context/SCH⌉ rows (decoder-gpu.ts sizes it).
+// group, its unnormalised weighted values (hd floats), the chunk's maximum
+// score and its sum of e^(score − max): rows of hd + 2 floats of `sa_part`
+// at [head][chunk]. `attention_merge` (grid (heads, 1)) rescales the
+// chunks to one maximum and divides by the sum. The same parameters as
+// `attention` (S.n0..n3, f0); the partials' buffer holds heads ·
+// ⌈context/SCH⌉ rows (decoder-gpu.ts sizes it).
+//
+// `attention_rope` is `attention_split` with the step's `rope` and
+// `kv_store` folded in, one dispatch a layer fewer: it turns the queries
+// as it loads them, and the workgroup of the last chunk turns the new key
+// and stores it and the value in the caches before reading them (no other
+// workgroup reads that position); the row is left as the projection wrote
+// it. Its sa_rope is the rope_kv step's parameters (S.n0..n5 of
+// `rope_kv`): the keys' and values' columns are .n4 and .n5, the queries'
+// from 0.
+//
+// Every loop over positions or chunks is spread over lanes of threads
+// (four floats a thread, lanes taking every lanes-th position), so that no
+// thread waits on a long chain of loads: the first form, a dimension a
+// thread walking its chunk's 64 values one load after another, took about
+// 55 µs a dispatch on the H200 at any context.
 const SCH: u32 = 64u;
 
-@group(0) @binding(2) var<storage, read> as_x: array<f32>;
-@group(0) @binding(3) var<storage, read> as_k: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> as_v: array<f32>;
-@group(0) @binding(5) var<storage, read_write> as_part: array<f32>;
+@group(0) @binding(2) var<storage, read> sa_x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> sa_k: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> sa_v: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> sa_part: array<f32>;
+@group(0) @binding(6) var<uniform> sa_rope: Step;
+@group(0) @binding(7) var<storage, read> sa_table: array<f32>;
 
+// The group's queries, [G][hd/4]; the chunk's scores then weights and the
+// max/sum tree, [G][SCH]; each head's maximum; the lanes' sums, [G][lanes][hd/4].
 var<workgroup> as_q: array<vec4<f32>, 256>;
-// Scores, then weights, [G][SCH]; and the max/sum tree, [G][SCH].
 var<workgroup> as_s: array<f32, 512>;
 var<workgroup> as_t: array<f32, 512>;
 var<workgroup> as_mx: array<f32, MAXG>;
+var<workgroup> as_pv: array<vec4<f32>, 256>;
 
 // A chunk's softmax, from the scores in as_s ([G][SCH], NEG where not
 // valid): each head's maximum in as_mx, the weights e^(s − max) in as_s (0
@@ -533,210 +552,205 @@ fn chunk_softmax(lid: u32, grp: u32, valid: bool) {
   }
 }
 
-@compute @workgroup_size(SCH)
-fn attention_split(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-  let kvh = wid.x;
-  let chunk = wid.y;
-  let heads = S.n1;
-  let hd = S.n3;
-  let grp = heads / S.n2;
-  let kvw = S.n2 * hd;
-  let n = R.pos0 + 1u;
-  let j0 = chunk * SCH;
-  if (j0 >= n) {
-    return;
-  }
+// Lanes of hd/4 threads that fit the workgroup and as_pv for G heads.
+fn lanes_of(hd4: u32, grp: u32) -> u32 {
+  return max(1u, min(SCH / hd4, 256u / (grp * hd4)));
+}
+
+// One chunk of one key/value head against the group's queries in as_q
+// (loaded, after a barrier): scores, softmax, weighted values, partials.
+fn attend_chunk(lid: u32, kvh: u32, chunk: u32, grp: u32, hd: u32, kvw: u32, n: u32) {
   let hd4 = hd / 4u;
-  let q0 = (kvh * grp * hd) / 4u;
-  for (var i = lid; i < grp * hd4; i += SCH) {
-    as_q[i] = vec4<f32>(as_x[4u * (q0 + i)], as_x[4u * (q0 + i) + 1u], as_x[4u * (q0 + i) + 2u], as_x[4u * (q0 + i) + 3u]);
-  }
-  workgroupBarrier();
-  // A position a thread: its scores against the group's queries.
+  let j0 = chunk * SCH;
+  // A position a thread: one pass over its key for all the group's queries.
   let j = j0 + lid;
   let valid = j < n;
-  let kr = (j * kvw + kvh * hd) / 4u;
+  var dots: array<vec4<f32>, MAXG>;
+  for (var g = 0u; g < grp; g++) {
+    dots[g] = vec4<f32>(0.0);
+  }
+  if (valid) {
+    let kr = (j * kvw + kvh * hd) / 4u;
+    for (var d = 0u; d < hd4; d++) {
+      let k = sa_k[kr + d];
+      for (var g = 0u; g < grp; g++) {
+        dots[g] += as_q[g * hd4 + d] * k;
+      }
+    }
+  }
   for (var g = 0u; g < grp; g++) {
     var sc = NEG;
     if (valid) {
-      var dot = vec4<f32>(0.0);
-      for (var d = 0u; d < hd4; d++) {
-        dot += as_q[g * hd4 + d] * as_k[kr + d];
-      }
-      sc = (dot.x + dot.y + dot.z + dot.w) * S.f0;
+      sc = (dots[g].x + dots[g].y + dots[g].z + dots[g].w) * S.f0;
     }
     as_s[g * SCH + lid] = sc;
   }
   chunk_softmax(lid, grp, valid);
-  // A dimension a thread (and + SCH, ...): the weighted values, the chunk's
-  // positions in order.
+  // The weighted values: four dimensions a thread, lanes taking every lanes-th position.
+  let lanes = lanes_of(hd4, grp);
+  let c = lid % hd4;
+  let lane = lid / hd4;
   let end = min(SCH, n - j0);
-  let chunks = (n + SCH - 1u) / SCH;
-  for (var d = lid; d < hd; d += SCH) {
-    var acc: array<f32, MAXG>;
+  if (lane < lanes) {
+    var acc: array<vec4<f32>, MAXG>;
     for (var g = 0u; g < grp; g++) {
-      acc[g] = 0.0;
+      acc[g] = vec4<f32>(0.0);
     }
-    for (var jj = 0u; jj < end; jj++) {
-      let v = as_v[(j0 + jj) * kvw + kvh * hd + d];
+    for (var jj = lane; jj < end; jj += lanes) {
+      let v = sa_v[((j0 + jj) * kvw + kvh * hd) / 4u + c];
       for (var g = 0u; g < grp; g++) {
         acc[g] += as_s[g * SCH + jj] * v;
       }
     }
     for (var g = 0u; g < grp; g++) {
-      as_part[((kvh * grp + g) * chunks + chunk) * (hd + 2u) + d] = acc[g];
+      as_pv[(g * lanes + lane) * hd4 + c] = acc[g];
     }
+  }
+  workgroupBarrier();
+  let chunks = (n + SCH - 1u) / SCH;
+  for (var i = lid; i < grp * hd4; i += SCH) {
+    let g = i / hd4;
+    var o = vec4<f32>(0.0);
+    for (var l = 0u; l < lanes; l++) {
+      o += as_pv[(g * lanes + l) * hd4 + i % hd4];
+    }
+    let row = ((kvh * grp + g) * chunks + chunk) * (hd + 2u) + 4u * (i % hd4);
+    sa_part[row] = o.x;
+    sa_part[row + 1u] = o.y;
+    sa_part[row + 2u] = o.z;
+    sa_part[row + 3u] = o.w;
   }
   if (lid < grp) {
     let row = ((kvh * grp + lid) * chunks + chunk) * (hd + 2u);
-    as_part[row + hd] = as_mx[lid];
-    as_part[row + hd + 1u] = as_t[lid * SCH];
+    sa_part[row + hd] = as_mx[lid];
+    sa_part[row + hd + 1u] = as_t[lid * SCH];
   }
 }
 
-// attention_rope: `attention_split` with the decode step's `rope` and
-// `kv_store` folded in, one dispatch a layer fewer: the queries are turned
-// as they are loaded, the new position's key is turned from the row (not
-// read from the cache) and its value read from the row, and the workgroup
-// of the last chunk stores both in the caches (no other workgroup reads
-// that position). The row is left as the projection wrote it. S is the
-// attention step's (as `attention_split`), ar_rope the rope_kv step's
-// (S.n0..n5 of `rope_kv`); the keys' and values' columns are ar_rope.n4
-// and .n5, the queries' from 0.
-@group(0) @binding(2) var<uniform> ar_rope: Step;
-@group(0) @binding(3) var<storage, read> ar_table: array<f32>;
-@group(0) @binding(4) var<storage, read> ar_x: array<f32>;
-@group(0) @binding(5) var<storage, read_write> ar_k: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read_write> ar_v: array<f32>;
-@group(0) @binding(7) var<storage, read_write> ar_part: array<f32>;
+@compute @workgroup_size(SCH)
+fn attention_split(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let kvh = wid.x;
+  let hd = S.n3;
+  let grp = S.n1 / S.n2;
+  let n = R.pos0 + 1u;
+  if (wid.y * SCH >= n) {
+    return;
+  }
+  let hd4 = hd / 4u;
+  let q0 = kvh * grp * hd;
+  for (var i = lid; i < grp * hd4; i += SCH) {
+    let a = q0 + 4u * i;
+    as_q[i] = vec4<f32>(sa_x[a], sa_x[a + 1u], sa_x[a + 2u], sa_x[a + 3u]);
+  }
+  workgroupBarrier();
+  attend_chunk(lid, kvh, wid.y, grp, hd, S.n2 * hd, n);
+}
 
-var<workgroup> ar_q: array<vec4<f32>, 256>;
-// The new position's turned key, [hd/4].
-var<workgroup> ar_knew: array<vec4<f32>, 64>;
-
-// Four floats of a row from column col (a multiple of 4), their two pairs
-// turned by the rotary table at `tab` + col % hd.
+// Four floats of the row from column col (a multiple of 4), their two
+// pairs turned by the rotary table at `tab` + col % hd (rope's rule).
 fn turned4(col: u32, tab: u32) -> vec4<f32> {
-  let x = vec4<f32>(ar_x[col], ar_x[col + 1u], ar_x[col + 2u], ar_x[col + 3u]);
-  let c0 = ar_table[tab];
-  let s0 = ar_table[tab + 1u];
-  let c1 = ar_table[tab + 2u];
-  let s1 = ar_table[tab + 3u];
+  let x = vec4<f32>(sa_x[col], sa_x[col + 1u], sa_x[col + 2u], sa_x[col + 3u]);
+  let c0 = sa_table[tab];
+  let s0 = sa_table[tab + 1u];
+  let c1 = sa_table[tab + 2u];
+  let s1 = sa_table[tab + 3u];
   return vec4<f32>(x.x * c0 + x.y * -s0, x.y * c0 + x.x * s0, x.z * c1 + x.w * -s1, x.w * c1 + x.z * s1);
 }
 
 @compute @workgroup_size(SCH)
 fn attention_rope(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let kvh = wid.x;
-  let chunk = wid.y;
-  let heads = S.n1;
   let hd = S.n3;
   let hd4 = hd / 4u;
-  let grp = heads / S.n2;
+  let grp = S.n1 / S.n2;
   let kvw = S.n2 * hd;
   let p = R.pos0;
   let n = p + 1u;
-  let j0 = chunk * SCH;
+  let j0 = wid.y * SCH;
   if (j0 >= n) {
     return;
   }
-  let last = j0 + SCH >= n;
   let tab = p * hd;
-  // The group's queries and (last chunk) the new key, four floats a thread at a time.
   for (var i = lid; i < grp * hd4; i += SCH) {
-    ar_q[i] = turned4(kvh * grp * hd + 4u * i, tab + (4u * i) % hd);
+    as_q[i] = turned4(kvh * grp * hd + 4u * i, tab + (4u * i) % hd);
   }
-  let kc = ar_rope.n4 + kvh * hd;
-  let vc = ar_rope.n5 + kvh * hd;
-  if (last) {
+  if (j0 + SCH >= n) {
+    let dst = (p * kvw + kvh * hd) / 4u;
     for (var i = lid; i < hd4; i += SCH) {
-      let k4 = turned4(kc + 4u * i, tab + 4u * i);
-      ar_knew[i] = k4;
-      ar_k[(p * kvw + kvh * hd) / 4u + i] = k4;
-      for (var e = 0u; e < 4u; e++) {
-        ar_v[p * kvw + kvh * hd + 4u * i + e] = ar_x[vc + 4u * i + e];
-      }
+      sa_k[dst + i] = turned4(sa_rope.n4 + kvh * hd + 4u * i, tab + 4u * i);
+      let vc = sa_rope.n5 + kvh * hd + 4u * i;
+      sa_v[dst + i] = vec4<f32>(sa_x[vc], sa_x[vc + 1u], sa_x[vc + 2u], sa_x[vc + 3u]);
     }
   }
+  // The new key and value, stored by this workgroup, are read by it next.
+  storageBarrier();
   workgroupBarrier();
-  let j = j0 + lid;
-  let valid = j < n;
-  for (var g = 0u; g < grp; g++) {
-    var sc = NEG;
-    if (valid) {
-      var dot = vec4<f32>(0.0);
-      if (j == p) {
-        for (var d = 0u; d < hd4; d++) {
-          dot += ar_q[g * hd4 + d] * ar_knew[d];
-        }
-      } else {
-        let kr = (j * kvw + kvh * hd) / 4u;
-        for (var d = 0u; d < hd4; d++) {
-          dot += ar_q[g * hd4 + d] * ar_k[kr + d];
-        }
-      }
-      sc = (dot.x + dot.y + dot.z + dot.w) * S.f0;
-    }
-    as_s[g * SCH + lid] = sc;
-  }
-  chunk_softmax(lid, grp, valid);
-  let end = min(SCH, n - j0);
-  let chunks = (n + SCH - 1u) / SCH;
-  for (var d = lid; d < hd; d += SCH) {
-    var acc: array<f32, MAXG>;
-    for (var g = 0u; g < grp; g++) {
-      acc[g] = 0.0;
-    }
-    for (var jj = 0u; jj < end; jj++) {
-      var v = 0.0;
-      if (j0 + jj == p) {
-        v = ar_x[vc + d];
-      } else {
-        v = ar_v[(j0 + jj) * kvw + kvh * hd + d];
-      }
-      for (var g = 0u; g < grp; g++) {
-        acc[g] += as_s[g * SCH + jj] * v;
-      }
-    }
-    for (var g = 0u; g < grp; g++) {
-      ar_part[((kvh * grp + g) * chunks + chunk) * (hd + 2u) + d] = acc[g];
-    }
-  }
-  if (lid < grp) {
-    let row = ((kvh * grp + lid) * chunks + chunk) * (hd + 2u);
-    ar_part[row + hd] = as_mx[lid];
-    ar_part[row + hd + 1u] = as_t[lid * SCH];
-  }
+  attend_chunk(lid, kvh, wid.y, grp, hd, kvw, n);
 }
 
 @group(0) @binding(2) var<storage, read> am_part: array<f32>;
-@group(0) @binding(3) var<storage, read_write> am_out: array<f32>;
+@group(0) @binding(3) var<storage, read_write> am_out: array<vec4<f32>>;
 
 @compute @workgroup_size(SCH)
 fn attention_merge(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let h = wid.x;
   let hd = S.n3;
+  let hd4 = hd / 4u;
   let n = R.pos0 + 1u;
   let chunks = (n + SCH - 1u) / SCH;
-  let base = h * chunks * (hd + 2u);
+  let w = hd + 2u;
+  let base = h * chunks * w;
+  // The largest of the chunks' maxima, and the sum of their sums rescaled to it.
   var mx = NEG;
-  for (var c = 0u; c < chunks; c++) {
-    mx = max(mx, am_part[base + c * (hd + 2u) + hd]);
+  for (var c = lid; c < chunks; c += SCH) {
+    mx = max(mx, am_part[base + c * w + hd]);
   }
-  var l = 0.0;
-  for (var c = 0u; c < chunks; c++) {
-    let row = base + c * (hd + 2u);
-    l += am_part[row + hd + 1u] * exp(am_part[row + hd] - mx);
-  }
-  for (var d = lid; d < hd; d += SCH) {
-    var o = 0.0;
-    for (var c = 0u; c < chunks; c++) {
-      let row = base + c * (hd + 2u);
-      o += am_part[row + d] * exp(am_part[row + hd] - mx);
+  as_t[lid] = mx;
+  workgroupBarrier();
+  for (var k = SCH / 2u; k > 0u; k >>= 1u) {
+    if (lid < k) {
+      as_t[lid] = max(as_t[lid], as_t[lid + k]);
     }
-    am_out[h * hd + d] = o / l;
+    workgroupBarrier();
+  }
+  let top = as_t[0];
+  workgroupBarrier();
+  var l = 0.0;
+  for (var c = lid; c < chunks; c += SCH) {
+    l += am_part[base + c * w + hd + 1u] * exp(am_part[base + c * w + hd] - top);
+  }
+  as_t[lid] = l;
+  workgroupBarrier();
+  for (var k = SCH / 2u; k > 0u; k >>= 1u) {
+    if (lid < k) {
+      as_t[lid] += as_t[lid + k];
+    }
+    workgroupBarrier();
+  }
+  // The chunks' weighted values: four dimensions a thread, lanes taking every lanes-th chunk.
+  let lanes = lanes_of(hd4, 1u);
+  let c4 = lid % hd4;
+  let lane = lid / hd4;
+  if (lane < lanes) {
+    var o = vec4<f32>(0.0);
+    for (var c = lane; c < chunks; c += lanes) {
+      let row = base + c * w;
+      let a = row + 4u * c4;
+      o += exp(am_part[row + hd] - top) * vec4<f32>(am_part[a], am_part[a + 1u], am_part[a + 2u], am_part[a + 3u]);
+    }
+    as_pv[lane * hd4 + c4] = o;
+  }
+  workgroupBarrier();
+  if (lid < hd4) {
+    var o = vec4<f32>(0.0);
+    for (var l2 = 0u; l2 < lanes; l2++) {
+      o += as_pv[l2 * hd4 + lid];
+    }
+    o /= as_t[0];
+    am_out[h * hd4 + lid] = o;
   }
 }
+
 
 // ---------------------------------------------------------------- swiglu
 // out[r][i] = silu(x[r][i])·x[r][f + i] for i < f = S.n0: rows of 2f floats
