@@ -557,24 +557,23 @@ async fn cast_ballots(conn: &mut AnyConnection, kind: &KernelKind, space: &str, 
     }
     let gone: Vec<&str> = replaced.iter().map(|u| u.session.as_str()).collect();
     session_ballots_sql(conn, "DELETE", kind, space, &gone).query()?.execute(&mut *conn).await?;
-    let mut q = Sql::new(
-        conn,
-        "INSERT INTO ballots (session_id, op, shape, target, space_checksum, level, level_key, kernel_sha256, report_id, created_at, \
-         weight, median_us) VALUES ",
-    );
+    // The new ballots are built by the database from the rows the reports
+    // stored (a row per level and positive vote), not sent back to it: a
+    // statement binding every value took 30 µs a ballot.
     for u in &replaced {
         for level in Level::STORED {
             let key = u.keys.key(level).unwrap_or_default();
-            for (kernel, weight, median_us) in &u.votes {
-                q.row().list([&u.session, &kind.op, &kind.shape, &kind.target].map(|v| v.clone()));
-                q.push(", ").list([space, level.name(), key, kernel, u.id.as_str()].map(|v| v.to_string()));
-                q.push(", ").bind(u.created_at).push(", ").bind(*weight).push(", ").bind(*median_us).push(")");
+            for (kernel, weight, _) in &u.votes {
                 let d = delta.entry((level.name().to_string(), key.to_string(), kernel.clone())).or_default();
                 d.0 += weight;
                 d.1 += 1;
             }
         }
     }
+    let ids: Vec<String> = replaced.iter().map(|u| u.id.clone()).collect();
+    let first = replaced.iter().map(|u| u.created_at).min().unwrap_or_default();
+    let last = replaced.iter().map(|u| u.created_at).max().unwrap_or_default();
+    let mut q = cast_sql(conn, &ids, first, last);
     q.query()?.execute(&mut *conn).await?;
     let delta: Vec<_> = delta.into_iter().filter(|(_, d)| *d != (0, 0)).collect();
     if delta.is_empty() {
@@ -592,6 +591,26 @@ async fn cast_ballots(conn: &mut AnyConnection, kind: &KernelKind, space: &str, 
     );
     q.query()?.execute(&mut *conn).await?;
     Ok(())
+}
+
+/// The ballots of the claimed reports `ids` (made from `first` to `last`
+/// ms), built from their rows: one per level and positive vote, reached
+/// from `uncounted` as [`uncounted_sql`] reaches them.
+pub(crate) fn cast_sql(conn: &AnyConnection, ids: &[String], first: i64, last: i64) -> Sql {
+    let mut q = Sql::new(
+        conn,
+        "INSERT INTO ballots (session_id, op, shape, target, space_checksum, level, level_key, kernel_sha256, report_id, created_at, \
+         weight, median_us) \
+         SELECT r.session_id, r.op, r.shape, r.target, r.space_checksum, l.level, \
+         CASE l.level WHEN 'device' THEN r.device_key WHEN 'arch' THEN r.arch_key ELSE r.vendor_key END, \
+         m.kernel_sha256, r.id, r.created_at, m.weight, m.median_us \
+         FROM uncounted u JOIN reports r ON r.id = u.report_id JOIN measurements m ON m.report_id = u.report_id \
+         CROSS JOIN (SELECT 'device' AS level UNION ALL SELECT 'arch' UNION ALL SELECT 'vendor') AS l \
+         WHERE m.weight > 0 AND u.created_at >= ",
+    );
+    q.bind(first).push(" AND u.created_at <= ").bind(last).push(" AND u.report_id IN (");
+    q.list(ids.iter().cloned()).push(")");
+    q
 }
 
 /// The winners standing at `ats` (one kind) in each one's own space, by

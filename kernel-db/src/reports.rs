@@ -1260,6 +1260,7 @@ impl Db {
             ("uncounted reports", crate::elector::uncounted_sql(conn, &s.reports, s.first, s.last)),
             ("uncounted left", crate::elector::left_sql(conn, &s.reports[..s.reports.len().min(crate::elector::LEFT_CHUNK)])),
             ("counted deleted", crate::elector::counted_sql(conn, &s.reports, s.first, s.last)),
+            ("ballots cast", crate::elector::cast_sql(conn, &s.reports, s.first, s.last)),
         ];
         let mut out = Vec::new();
         for (statement, mut q) in statements.drain(..) {
