@@ -11,13 +11,19 @@
 #     pidstat would): each core's busy share, and the cores that
 #     PostgreSQL, the servers and the load generator used;
 #   - best-kernel lookups (wrk) on one of three servers while 64 clients
-#     report, against bare axum idle with the same wrk (skipped without wrk).
+#     report, against bare axum idle with the same wrk (skipped without wrk);
+#   - how far the elections lagged the reports: each server's elector
+#     counts stored reports in passes (the longest wait from a report's
+#     commit to its count, and reports per pass, from /metrics).
 #
 #   scripts/bench/write_path.sh [REPORTS] [CLIENTS] [HISTORY]
 #
 # REPORTS per run (default 10000), CLIENTS a list (default "64 256"),
 # HISTORY ballots (default 10000000; 0 skips the history runs). About 9
 # minutes on 16 cores with the defaults, 3-4 of them filling the history.
+# ANSWER is when the servers answer a report (`webtune serve
+# --report-answer`): durable (default: once on disk, counted by the next
+# pass) or counted (once on disk and counted).
 #
 # Self-contained for a machine without cargo, network or PostgreSQL:
 # binaries (webtune, report_load, bare_axum) come from BINS, by default
@@ -37,6 +43,7 @@ cd "$(dirname "$0")/../.."
 n="${1:-10000}"
 clients="${2:-64 256}"
 history="${3:-10000000}"
+answer="${ANSWER:-durable}"
 if [ -z "${BINS:-}" ]; then
   if [ -x devbin/webtune ]; then bins=devbin; else bins=target/release; fi
 else
@@ -81,7 +88,7 @@ pg_base="${WEBTUNE_TEST_PG_URL%/*}"
 echo "== $(date -u +%F), $cores cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(($(awk '/MemTotal/{print $2}' /proc/meminfo) / 1048576)) GiB"
 "$psql" -qAt "$WEBTUNE_TEST_PG_URL" -c "SELECT version()" -c "SHOW fsync" -c "SHOW synchronous_commit" \
   | tr '\n' ' ' | sed 's/^/== /; s/$/(fsync, synchronous_commit)\n/'
-echo "== $n reports a run; binaries from $bins"
+echo "== $n reports a run, answered once $answer (--report-answer); binaries from $bins"
 ulimit -n 65536 2>/dev/null || true
 limits=(--rate-per-address 1000000000 --rate-per-session 1000000000 --max-connections-per-address 4000 --max-connections 8000
   --max-in-flight 4096 --max-queues 1024)
@@ -104,7 +111,7 @@ wait_up() {
 
 serve() { # DB_URL: a new server; its URL in $url
   port=$((port + 1))
-  "$webtune" serve --addr "127.0.0.1:$port" --database-url "$1" "${limits[@]}" >"$dir/serve-$port.log" 2>&1 &
+  "$webtune" serve --addr "127.0.0.1:$port" --database-url "$1" "${limits[@]}" --report-answer "$answer" >"$dir/serve-$port.log" 2>&1 &
   pids+=($!)
   url="http://127.0.0.1:$port"
   wait_up "$url"
@@ -118,6 +125,29 @@ fresh_db() { # ENGINE -> URL of an empty database
     "$psql" -q "$WEBTUNE_TEST_PG_URL" -c "CREATE DATABASE $name" >/dev/null
     echo "$pg_base/$name"
   fi
+}
+
+metrics() { # URL: its /metrics text (curl, or bash's /dev/tcp where curl is missing)
+  if command -v curl >/dev/null; then curl -fsS "$1/metrics"; return; fi
+  local hp="${1#http://}"
+  exec 3<>"/dev/tcp/${hp%:*}/${hp#*:}"
+  printf 'GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n' "$hp" >&3
+  cat <&3
+  exec 3<&-
+}
+
+# elections: over the servers in $urls, the longest wait from a report's
+# commit to its count (ms) and the reports one elector pass counted on
+# average: "LAG_MS PER_PASS".
+elections() {
+  local u lag=0 passes=0 counted=0 m
+  for u in ${urls//,/ }; do
+    m="$(metrics "$u" 2>/dev/null || true)"
+    lag="$(awk -v l="$lag" '$1 == "webtune_db_election_lag_max_seconds" { v = $2 * 1000; if (v > l) l = v } END { printf "%.0f", l }' <<<"$m")"
+    passes=$((passes + $(awk '$1 == "webtune_db_election_passes_total" { print $2 + 0; f = 1 } END { if (!f) print 0 }' <<<"$m")))
+    counted=$((counted + $(awk '$1 == "webtune_db_election_reports_total" { print $2 + 0; f = 1 } END { if (!f) print 0 }' <<<"$m")))
+  done
+  echo "$lag $(awk -v c="$counted" -v p="$passes" 'BEGIN { printf "%.0f", (p > 0 ? c / p : 0) }')"
 }
 
 stop_servers() {
@@ -185,8 +215,8 @@ busy() {
 
 # --- One run ---------------------------------------------------------------------
 table="$dir/table"
-printf '| %-10s | %-7s | %-7s | %-7s | %-9s | %-7s | %-7s | %-8s | %-7s | %-11s | %-5s | %-5s |\n' \
-  engine servers clients history reports/s p50_ms p99_ms postgres webtune report_load other busy% >"$table"
+printf '| %-10s | %-7s | %-7s | %-7s | %-9s | %-7s | %-7s | %-6s | %-8s | %-8s | %-7s | %-11s | %-5s | %-5s |\n' \
+  engine servers clients history reports/s p50_ms p99_ms lag_ms per_pass postgres webtune report_load other busy% >"$table"
 # run ENGINE SERVERS CLIENTS HISTORY_LABEL DB_URL: one load, its row.
 run() {
   local engine="$1" count="$2" c="$3" hist="$4" db="$5"
@@ -198,6 +228,8 @@ run() {
   wait "$lp" || { echo "report_load failed: $(tail -3 "$dir/load.err")" >&2; exit 1; }
   snap "$dir/snap1"
   local use; use="$(busy "$dir/snap0" "$dir/snap1")"
+  local lag per_pass
+  read -r lag per_pass <<<"$(elections)"
   stop_servers
   local j; j="$(cat "$dir/load.json")"
   field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" <<<"$j"; }
@@ -207,12 +239,12 @@ run() {
   p99="$(printf '%.0f' "$(field p99_ms)")"
   refused="$(sed -n 's/.*"refused":\({[^}]*}\).*/\1/p' <<<"$j")"
   read -r pg web lg other all _ <<<"${use%%|*}"
-  printf '== %s, %s server(s), %s clients, %s: %s reports/s, p50 %s ms, p99 %s ms%s\n' "$engine" "$count" "$c" "$hist" \
-    "$rate" "$p50" "$p99" "$([ "$refused" = "{}" ] || echo ", refused $refused")"
+  printf '== %s, %s server(s), %s clients, %s: %s reports/s, p50 %s ms, p99 %s ms%s; elections lagged %s ms at most, %s reports a pass\n' \
+    "$engine" "$count" "$c" "$hist" "$rate" "$p50" "$p99" "$([ "$refused" = "{}" ] || echo ", refused $refused")" "$lag" "$per_pass"
   printf '   cores used: postgres %s, webtune %s, report_load %s, other %s; machine %s%% busy; per core (%%):%s\n' \
     "$pg" "$web" "$lg" "$other" "$all" "${use#*|}"
-  printf '| %-10s | %-7s | %-7s | %-7s | %-9s | %-7s | %-7s | %-8s | %-7s | %-11s | %-5s | %-5s |\n' \
-    "$engine" "$count" "$c" "$hist" "$rate" "$p50" "$p99" "$pg" "$web" "$lg" "$other" "$all" >>"$table"
+  printf '| %-10s | %-7s | %-7s | %-7s | %-9s | %-7s | %-7s | %-6s | %-8s | %-8s | %-7s | %-11s | %-5s | %-5s |\n' \
+    "$engine" "$count" "$c" "$hist" "$rate" "$p50" "$p99" "$lag" "$per_pass" "$pg" "$web" "$lg" "$other" "$all" >>"$table"
 }
 
 # --- 1. SQLite, and PostgreSQL on an empty database ------------------------------
