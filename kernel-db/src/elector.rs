@@ -4,9 +4,12 @@
 //! A report's transaction stores the report, its measurements and flags
 //! and a row of `uncounted` (migration 0008), and takes no key lock: it
 //! writes only rows of its own. Each [`Db`](crate::Db) runs one elector
-//! task. A pass takes the oldest uncounted reports (on PostgreSQL `FOR
-//! UPDATE SKIP LOCKED`: electors of other servers take other reports),
-//! locks the winner keys they touch (the advisory locks every election
+//! task. On PostgreSQL one pass runs at a time on the database (a
+//! transaction-scoped try-lock, class 7767: a server that finds another
+//! server's elector counting leaves the reports to it, since every pass
+//! elects at the hot keys and two passes would only queue on their locks).
+//! A pass takes the oldest uncounted reports (`FOR UPDATE SKIP LOCKED` as
+//! well), locks the winner keys they touch (the advisory locks every election
 //! takes, see `reports::lock_keys`), replaces each session's ballots,
 //! adjusts the tallies, elects every touched key once, and deletes its
 //! `uncounted` rows, all in one transaction. So a report is counted exactly
@@ -58,6 +61,10 @@ const SQLITE_PASS_MAX: usize = 160;
 /// How often an idle elector looks for uncounted reports that it was not
 /// told of (stored by another server whose elector is busy or gone).
 pub(crate) const POLL: Duration = Duration::from_millis(100);
+
+/// How often the task looks again while callers wait for reports that
+/// another server's elector may be counting.
+const SETTLE_POLL: Duration = Duration::from_millis(10);
 
 /// Ids a statement asks `uncounted` about at once (waiters).
 pub(crate) const LEFT_CHUNK: usize = 32;
@@ -176,7 +183,10 @@ pub(crate) fn start(pool: Pool<Any>, backend: Backend, lock: Arc<tokio::sync::Mu
     tokio::spawn(async move {
         loop {
             let Some(el) = elector.upgrade() else { break };
-            let _ = tokio::time::timeout(POLL, el.kick.notified()).await;
+            // Sooner while callers wait for reports another server may be
+            // counting (see `settle_elsewhere`).
+            let wait = if el.waiters().values().any(|w| w.stored.is_some()) { SETTLE_POLL } else { POLL };
+            let _ = tokio::time::timeout(wait, el.kick.notified()).await;
             if pool.is_closed() {
                 break;
             }
@@ -210,7 +220,21 @@ pub(crate) async fn pass(pool: &Pool<Any>, backend: Backend, lock: &tokio::sync:
     let t0 = std::time::Instant::now();
     let policy = el.policy();
     let (ids, outcome) = match backend {
-        Backend::Postgres => claim_and_count(begin_report(pool, backend, Durability::Flusher).await?, backend, &policy).await?,
+        Backend::Postgres => {
+            let mut tx = begin_report(pool, backend, Durability::Flusher).await?;
+            // One pass at a time on the database: every pass elects at the
+            // hot keys (an architecture's, a vendor's), so electors of
+            // several servers would only queue on those keys' locks with
+            // small passes; a server that finds another counting leaves
+            // the reports to it (its pass takes them all).
+            let counting: bool =
+                sqlx::query("SELECT pg_try_advisory_xact_lock(7767) AS counting").fetch_one(&mut *tx).await?.try_get("counting")?;
+            if !counting {
+                tx.rollback().await?;
+                return Ok(0);
+            }
+            claim_and_count(tx, backend, &policy).await?
+        }
         Backend::Sqlite => {
             // The pass commits without waiting for the disk, as on
             // PostgreSQL: `synchronous = NORMAL` on this connection for the

@@ -71,8 +71,9 @@
 //!   each winner key it touches (op, shape, target, level, key), in one
 //!   sorted order, and holds them until it commits, so two elections at one
 //!   key never interleave and an election sees every count committed
-//!   before it; electors of several servers take different reports
-//!   (`FOR UPDATE SKIP LOCKED`). Imports and compaction take the writers'
+//!   before it; one elector's pass runs at a time on the database (the
+//!   others leave it the reports: every pass elects at the shared arch and
+//!   vendor keys). Imports and compaction take the writers'
 //!   lock exclusively. A group of reports commits without waiting for the
 //!   disk and is acknowledged only once a later synchronous transaction
 //!   proved it durable (see `reports`).
