@@ -266,5 +266,7 @@ export declare class TextGenerator {
     /** Waits for the generation in flight, if any; resolves with the release of the next turn. */
     private lock;
     private stream;
+    /** A call's error where the GPU device was lost during it: one line saying what happens next. */
+    private lostLine;
 }
 export {};

@@ -12997,6 +12997,8 @@ var TextGenerator = class _TextGenerator {
       }
       const rest = stops.flush();
       if (rest) yield rest;
+    } catch (e) {
+      throw this.lostLine(e);
     } finally {
       try {
         await stepper?.close();
@@ -13004,6 +13006,13 @@ var TextGenerator = class _TextGenerator {
         release();
       }
     }
+  }
+  /** A call's error where the GPU device was lost during it: one line saying what happens next. */
+  lostLine(e) {
+    const d = this.decoder;
+    if (!(d instanceof WebGpuBackend) || d.dec.lostReason === null) return e;
+    const next = this.fallback ? "this call stopped, the next goes on with Wasm" : "load the model again (target 'auto' goes on with Wasm by itself)";
+    return new Error(`the GPU device was lost (${d.dec.lostReason}): ${next}`);
   }
 };
 export {

@@ -963,6 +963,8 @@ export class TextGenerator {
       }
       const rest = stops.flush();
       if (rest) yield rest;
+    } catch (e) {
+      throw this.lostLine(e);
     } finally {
       try {
         await stepper?.close();
@@ -970,6 +972,14 @@ export class TextGenerator {
         release();
       }
     }
+  }
+
+  /** A call's error where the GPU device was lost during it: one line saying what happens next. */
+  private lostLine(e: unknown): unknown {
+    const d = this.decoder;
+    if (!(d instanceof WebGpuBackend) || d.dec.lostReason === null) return e;
+    const next = this.fallback ? 'this call stopped, the next goes on with Wasm' : "load the model again (target 'auto' goes on with Wasm by itself)";
+    return new Error(`the GPU device was lost (${d.dec.lostReason}): ${next}`);
   }
 }
 
