@@ -16,7 +16,10 @@ use webtune_research::population;
 /// time polling every 300 ms, no progress lines. The server stops when the
 /// returned handle drops.
 fn one_server_crowd() -> (Server, population::Config) {
-    let srv = Server::start(&sqlite_url(), &["--quorum", "3", "--rate-per-address", "1000000"]);
+    crowd_on(Server::start(&sqlite_url(), &["--quorum", "3", "--rate-per-address", "1000000"]))
+}
+
+fn crowd_on(srv: Server) -> (Server, population::Config) {
     let cfg = population::Config {
         servers: vec![srv.url.clone()],
         classes: 4,
@@ -64,6 +67,23 @@ async fn a_small_population_converges_despite_liars() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forty_five_percent_liars_arriving_first_win_no_class() {
     let (_srv, base) = one_server_crowd();
+    let cfg =
+        population::Config { clients: 400, liars: 0.45, liar_order: population::LiarOrder::First, arrival_seconds: 5.0, seed: 2, ..base };
+    let out = population::run(cfg).await.expect("the simulation runs");
+    eprintln!("{}", out.table());
+    assert_eq!(out.liar_sessions, 180);
+    assert!(out.liar_wins().is_empty(), "a liar-promoted kernel won:\n{}", out.table());
+    assert!(out.not_within().is_empty(), "classes not within 5% of their true best:\n{}", out.table());
+}
+
+/// The same crowd on a server that answers reports once durable and counts
+/// them in its elector's passes, many reports an election (issue 39): the
+/// liars' reports, all first, are counted together, and the honest ones
+/// after them still unseat every kernel the liars installed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forty_five_percent_liars_win_no_class_when_reports_are_counted_in_passes() {
+    let (_srv, base) =
+        crowd_on(Server::start(&sqlite_url(), &["--quorum", "3", "--rate-per-address", "1000000", "--report-answer", "durable"]));
     let cfg =
         population::Config { clients: 400, liars: 0.45, liar_order: population::LiarOrder::First, arrival_seconds: 5.0, seed: 2, ..base };
     let out = population::run(cfg).await.expect("the simulation runs");
