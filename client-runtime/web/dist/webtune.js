@@ -7120,9 +7120,10 @@ var WasmKernel = class extends KernelHandle {
         acc: { cur: 0, cand: 0, curCalls: 0, candCalls: 0 },
         cur: [],
         cand: [],
-        end: (ok) => {
+        end: (faster) => {
           clearTimeout(timer);
           this.trialState = null;
+          const ok = faster && median(st.cand) < median(st.cur);
           if (ok) {
             this.spare = this.binding;
             this.binding = binding;

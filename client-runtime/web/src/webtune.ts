@@ -408,9 +408,12 @@ export class WasmKernel extends KernelHandle<WasmImpl> {
       const timer = setTimeout(() => this.trialState?.end(false), TRIAL_TIMEOUT_MS);
       const st: NonNullable<WasmKernel['trialState']> = {
         impl, binding, turn: 0, minSampleMs, acc: { cur: 0, cand: 0, curCalls: 0, candCalls: 0 }, cur: [], cand: [],
-        end: (ok: boolean) => {
+        end: (faster: boolean) => {
           clearTimeout(timer);
           this.trialState = null;
+          // Adopted only where the two sides' median calls agree with the paired test: a sign test can say
+          // faster while the candidate's median call is not, and a swap is always to a kernel measured faster.
+          const ok = faster && medianOf(st.cand) < medianOf(st.cur);
           if (ok) {
             this.spare = this.binding;
             this.binding = binding;
