@@ -48,6 +48,7 @@ const DIST: &[(&str, &str)] = &[
     dist!("webgpu.d.ts"),
     dist!("eval-worker.d.ts"),
     dist!("remote.d.ts"),
+    dist!("reports.d.ts"),
     dist!("rho.d.ts"),
     dist!("http.d.ts"),
     dist!("encoder.d.ts"),
