@@ -266,6 +266,8 @@ export declare class TextGenerator {
     /** Waits for the generation in flight, if any; resolves with the release of the next turn. */
     private lock;
     private stream;
+    /** The end of a call that ran decode steps: the steps run ahead and unused forgotten, then the next turn released. */
+    private endTurn;
     /** A call's error where the GPU device was lost during it: one line saying what happens next. */
     private lostLine;
 }

@@ -12065,6 +12065,16 @@ var GpuDecoder = class _GpuDecoder {
       const fixed = (name, i, grid2, ...ranges) => {
         steps.push({ label: name, pipeline: this.pipelines[name], grid: grid2, group: this.fixedGroup(name, i, ranges) });
       };
+      const split = (name, at, a, ...ranges) => {
+        steps.push({
+          label: name,
+          pipeline: this.pipelines[name],
+          grid: [a.kv_heads, 1],
+          group: this.fixedGroup(name, at, ranges),
+          gridAt: (pos0) => [a.kv_heads, Math.ceil((pos0 + 1) / SCH)]
+        });
+        fixed("attention_merge", at, [a.heads, 1], { buffer: this.partials }, whole(a.out));
+      };
       const ew = (n) => Math.max(1, Math.ceil(n / EW2));
       for (let i = 0; i < g.steps.length; i++) {
         const s = g.steps[i], next = g.steps[i + 1];
@@ -12077,9 +12087,7 @@ var GpuDecoder = class _GpuDecoder {
         const att = g.steps[i + 2];
         if (m === 1 && fusedAs === "rope_kv" && s.step === "rope" && next.step === "kv_store" && att?.step === "attention" && att.x === s.x && att.stride === s.stride && att.k_cache === next.k_cache && att.v_cache === next.v_cache && att.kv_heads * att.head_dim === next.width && att.head_dim === s.head_dim && att.heads * att.head_dim <= next.k_col) {
           const ropeParams = { buffer: this.stepParams, offset: this.stepSlot.get(i) * ALIGN2, size: 32 };
-          fixed("attention_rope", i + 2, [att.kv_heads, 1], whole(s.x), cache(next.k_cache), cache(next.v_cache), { buffer: this.partials }, ropeParams, { buffer: this.rope });
-          steps[steps.length - 1] = { ...steps[steps.length - 1], gridAt: (pos0) => [att.kv_heads, Math.ceil((pos0 + 1) / SCH)] };
-          fixed("attention_merge", i + 2, [att.heads, 1], { buffer: this.partials }, whole(att.out));
+          split("attention_rope", i + 2, att, whole(s.x), cache(next.k_cache), cache(next.v_cache), { buffer: this.partials }, ropeParams, { buffer: this.rope });
           i += 2;
           continue;
         }
@@ -12134,9 +12142,7 @@ var GpuDecoder = class _GpuDecoder {
             break;
           case "attention":
             if (m === 1) {
-              fixed("attention_split", i, [s.kv_heads, 1], whole(s.x), cache(s.k_cache), cache(s.v_cache), { buffer: this.partials });
-              steps[steps.length - 1] = { ...steps[steps.length - 1], gridAt: (pos0) => [s.kv_heads, Math.ceil((pos0 + 1) / SCH)] };
-              fixed("attention_merge", i, [s.heads, 1], { buffer: this.partials }, whole(s.out));
+              split("attention_split", i, s, whole(s.x), cache(s.k_cache), cache(s.v_cache), { buffer: this.partials });
             } else {
               fixed("attention", i, [s.kv_heads, m], whole(s.x), cache(s.k_cache), cache(s.v_cache), whole(s.out));
             }
@@ -12748,7 +12754,7 @@ var TextGenerator = class _TextGenerator {
     const d = this.decoder;
     if (!(d instanceof WebGpuBackend) || d.dec.lostReason === null) return;
     const reason = d.dec.lostReason;
-    if (!this.fallback) throw new Error(`the GPU device was lost (${reason}): load the model again (target 'auto' goes on with Wasm by itself)`);
+    if (!this.fallback) throw this.lostLine(null);
     const wasm = await this.fallback();
     d.close();
     this.webtune.close();
@@ -12837,8 +12843,9 @@ var TextGenerator = class _TextGenerator {
   async nextTokens(ids, n, { reset = false } = {}) {
     if (!Array.isArray(ids)) throw new TypeError("nextTokens: ids must be an array of token ids");
     if (!Number.isInteger(n) || n < 1) throw new RangeError(`nextTokens: n must be a positive integer, got ${n}`);
-    if (!reset && this.decoder.position + ids.length + n - 1 > this.context || reset && ids.length + n - 1 > this.context)
-      throw new RangeError(`nextTokens: ${ids.length} tokens and ${n - 1} steps from position ${reset ? 0 : this.decoder.position} pass the context of ${this.context}`);
+    const from = reset ? 0 : this.decoder.position;
+    if (from + ids.length + n - 1 > this.context)
+      throw new RangeError(`nextTokens: ${ids.length} tokens and ${n - 1} steps from position ${from} pass the context of ${this.context}`);
     const release = await this.lock();
     let stepper = null;
     try {
@@ -12850,11 +12857,7 @@ var TextGenerator = class _TextGenerator {
       while (out.length < n) out.push(await stepper.next());
       return out;
     } finally {
-      try {
-        await stepper?.close();
-      } finally {
-        release();
-      }
+      await this.endTurn(stepper, release);
     }
   }
   /** Positions the caches hold now (after `forward`, or the latest generation). */
@@ -13001,11 +13004,15 @@ var TextGenerator = class _TextGenerator {
     } catch (e) {
       throw this.lostLine(e);
     } finally {
-      try {
-        await stepper?.close();
-      } finally {
-        release();
-      }
+      await this.endTurn(stepper, release);
+    }
+  }
+  /** The end of a call that ran decode steps: the steps run ahead and unused forgotten, then the next turn released. */
+  async endTurn(stepper, release) {
+    try {
+      await stepper?.close();
+    } finally {
+      release();
     }
   }
   /** A call's error where the GPU device was lost during it: one line saying what happens next. */

@@ -729,6 +729,15 @@ export class GpuDecoder {
       const fixed = (name: FixedName, i: number, grid: [number, number], ...ranges: Range[]) => {
         steps.push({ label: name, pipeline: this.pipelines[name], grid, group: this.fixedGroup(name, i, ranges) });
       };
+      // The decode step's attention: `name` over chunks of the cache, its grid read from the run's position
+      // (decoder-kernels.wgsl, split attention), then the merge per query head. `ranges` end with the partials.
+      const split = (name: 'attention_split' | 'attention_rope', at: number, a: Extract<Step, { step: 'attention' }>, ...ranges: Range[]) => {
+        steps.push({
+          label: name, pipeline: this.pipelines[name], grid: [a.kv_heads, 1], group: this.fixedGroup(name, at, ranges),
+          gridAt: (pos0: number) => [a.kv_heads, Math.ceil((pos0 + 1) / SCH)],
+        });
+        fixed('attention_merge', at, [a.heads, 1], { buffer: this.partials }, whole(a.out));
+      };
       const ew = (n: number) => Math.max(1, Math.ceil(n / EW));
       for (let i = 0; i < g.steps.length; i++) {
         const s = g.steps[i], next = g.steps[i + 1];
@@ -741,11 +750,9 @@ export class GpuDecoder {
         const att = g.steps[i + 2];
         if (m === 1 && fusedAs === 'rope_kv' && s.step === 'rope' && next.step === 'kv_store' && att?.step === 'attention' && att.x === s.x && att.stride === s.stride &&
           att.k_cache === next.k_cache && att.v_cache === next.v_cache && att.kv_heads * att.head_dim === next.width && att.head_dim === s.head_dim && att.heads * att.head_dim <= next.k_col) {
-          // The decode step: rope and kv_store folded into the split attention (decoder-kernels.wgsl, attention_rope), then the merge.
+          // The decode step: rope and kv_store folded into the split attention (attention_rope reads the rope step's parameters).
           const ropeParams: Range = { buffer: this.stepParams, offset: this.stepSlot.get(i)! * ALIGN, size: 32 };
-          fixed('attention_rope', i + 2, [att.kv_heads, 1], whole(s.x), cache(next.k_cache), cache(next.v_cache), { buffer: this.partials }, ropeParams, { buffer: this.rope });
-          steps[steps.length - 1] = { ...steps[steps.length - 1], gridAt: (pos0: number) => [att.kv_heads, Math.ceil((pos0 + 1) / SCH)] } as Dispatch;
-          fixed('attention_merge', i + 2, [att.heads, 1], { buffer: this.partials }, whole(att.out));
+          split('attention_rope', i + 2, att, whole(s.x), cache(next.k_cache), cache(next.v_cache), { buffer: this.partials }, ropeParams, { buffer: this.rope });
           i += 2;
           continue;
         }
@@ -801,10 +808,7 @@ export class GpuDecoder {
             break;
           case 'attention':
             if (m === 1) {
-              // The decode step: chunks of the cache in parallel, then their merge (decoder-kernels.wgsl, split attention).
-              fixed('attention_split', i, [s.kv_heads, 1], whole(s.x), cache(s.k_cache), cache(s.v_cache), { buffer: this.partials });
-              steps[steps.length - 1] = { ...steps[steps.length - 1], gridAt: (pos0: number) => [s.kv_heads, Math.ceil((pos0 + 1) / SCH)] } as Dispatch;
-              fixed('attention_merge', i, [s.heads, 1], { buffer: this.partials }, whole(s.out));
+              split('attention_split', i, s, whole(s.x), cache(s.k_cache), cache(s.v_cache), { buffer: this.partials });
             } else {
               fixed('attention', i, [s.kv_heads, m], whole(s.x), cache(s.k_cache), cache(s.v_cache), whole(s.out));
             }

@@ -698,7 +698,7 @@ export class TextGenerator {
     const d = this.decoder;
     if (!(d instanceof WebGpuBackend) || d.dec.lostReason === null) return;
     const reason = d.dec.lostReason;
-    if (!this.fallback) throw new Error(`the GPU device was lost (${reason}): load the model again (target 'auto' goes on with Wasm by itself)`);
+    if (!this.fallback) throw this.lostLine(null);
     const wasm = await this.fallback();
     d.close();
     this.webtune.close();
@@ -792,8 +792,9 @@ export class TextGenerator {
   async nextTokens(ids: number[], n: number, { reset = false }: { reset?: boolean } = {}): Promise<number[]> {
     if (!Array.isArray(ids)) throw new TypeError('nextTokens: ids must be an array of token ids');
     if (!Number.isInteger(n) || n < 1) throw new RangeError(`nextTokens: n must be a positive integer, got ${n}`);
-    if (!reset && this.decoder.position + ids.length + n - 1 > this.context || reset && ids.length + n - 1 > this.context)
-      throw new RangeError(`nextTokens: ${ids.length} tokens and ${n - 1} steps from position ${reset ? 0 : this.decoder.position} pass the context of ${this.context}`);
+    const from = reset ? 0 : this.decoder.position;
+    if (from + ids.length + n - 1 > this.context)
+      throw new RangeError(`nextTokens: ${ids.length} tokens and ${n - 1} steps from position ${from} pass the context of ${this.context}`);
     const release = await this.lock();
     let stepper: Stepper | null = null;
     try {
@@ -805,11 +806,7 @@ export class TextGenerator {
       while (out.length < n) out.push(await stepper.next());
       return out;
     } finally {
-      try {
-        await stepper?.close();
-      } finally {
-        release();
-      }
+      await this.endTurn(stepper, release);
     }
   }
 
@@ -966,11 +963,16 @@ export class TextGenerator {
     } catch (e) {
       throw this.lostLine(e);
     } finally {
-      try {
-        await stepper?.close();
-      } finally {
-        release();
-      }
+      await this.endTurn(stepper, release);
+    }
+  }
+
+  /** The end of a call that ran decode steps: the steps run ahead and unused forgotten, then the next turn released. */
+  private async endTurn(stepper: Stepper | null, release: () => void): Promise<void> {
+    try {
+      await stepper?.close();
+    } finally {
+      release();
     }
   }
 
