@@ -272,7 +272,8 @@ async function main() {
       // random phase of the step), not the median.
       const kinds = new Map();
       for (const [i, st] of runs[0].steps.entries()) {
-        const kind = st.label.replace(/ .*/, '') + (st.label.includes(' ') ? ` ${st.label.split(' ')[1]}` : '');
+        // A label is the kind: a fixed kernel's name, or a product's op and shape.
+        const kind = st.label;
         const k = kinds.get(kind) ?? { n: 0, ms: [] };
         k.n++;
         k.ms.push(runs.reduce((a, r) => a + r.steps[i].ms, 0) / runs.length);

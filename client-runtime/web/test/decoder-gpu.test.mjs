@@ -28,6 +28,33 @@ const { device } = await dawnDevice();
 after(() => releaseDawn(device));
 const WGSL = readFileSync(new URL('../src/decoder-kernels.wgsl', import.meta.url), 'utf8');
 
+/** The largest difference of `got` from `w`, relative to w's largest magnitude (Infinity where got has a NaN). */
+function relError(got, w) {
+  let e = 0, m = 0;
+  for (let i = 0; i < w.length; i++) {
+    if (Number.isNaN(got[i])) return Infinity;
+    e = Math.max(e, Math.abs(got[i] - w[i]));
+    m = Math.max(m, Math.abs(w[i]));
+  }
+  return e / m;
+}
+
+// A TextGenerator over the small llama without a server: one id per character '0'... (72 of them); id 0 ('0') ends generation.
+const tokenizer = {
+  encode: (t) => ({ ids: [...t].map((c) => (c.charCodeAt(0) - 48 + 72 * 8) % 72) }),
+  decode: (ids) => ids.map((i) => String.fromCharCode(48 + i)).join(''),
+  id_to_token: (i) => String.fromCharCode(48 + i),
+};
+const manifest = { name: 'tiny', config: { context_length: 300 }, chat_template: null, special: { bos_id: null, eos_id: 0, eog_ids: [0], add_bos: false } };
+const fakeWebtune = () => ({ server: '', session: { session_id: '' }, idle: async () => ({ worked: false, done: true }), close() {} });
+
+/** A text stream's pieces, joined. */
+async function drain(it) {
+  const out = [];
+  for await (const x of it) out.push(x);
+  return out.join('');
+}
+
 /** Runs decoder-kernels.wgsl's `sample` on `logits` with the sampling; resolves with the id (or 0xffffffff) and the flag. */
 let samplePipeline = null;
 async function gpuSample(logits, { temperature, topK, topP, u }) {
@@ -138,27 +165,18 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
   const calls = [];
   const dec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: 64, wgsl: WGSL, fuse });
   dec.setKernels(plainKernels(device, calls));
-  const rel = (got, w) => {
-    let e = 0, m = 0;
-    for (let i = 0; i < w.length; i++) {
-      if (Number.isNaN(got[i])) return Infinity;
-      e = Math.max(e, Math.abs(got[i] - w[i]));
-      m = Math.max(m, Math.abs(w[i]));
-    }
-    return e / m;
-  };
   const argmax = (x) => x.reduce((b, v, i) => (v > x[b] ? i : b), 0);
   let worst = 0;
   // The whole prompt: chunks of 8, 8 and 5 (bucket 8).
   let got = await dec.feed(ids);
-  worst = Math.max(worst, rel(got, want[20]));
+  worst = Math.max(worst, relError(got, want[20]));
   assert.equal(dec.position, 21);
   // Token by token, each step's token sampled greedily on the GPU too.
   dec.reset();
   for (let t = 0; t < ids.length; t++) {
     const tok = await dec.next([ids[t]], { temperature: 0, topK: 0, topP: 1, u: 0 });
     got = await dec.logits();
-    const e = rel(got, want[t]);
+    const e = relError(got, want[t]);
     worst = Math.max(worst, e);
     assert.ok(e < 1e-4, `token ${t} fed alone: error ${e}`);
     assert.equal(tok, argmax(got), `token ${t}: the GPU's greedy token is the logits' argmax`);
@@ -178,7 +196,7 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
     assert.ok(pr.steps.some((s) => /^matmul\w* 1x\d+x\d+$/.test(s.label)), pr.steps.map((s) => s.label).join());
     for (const v of [pr.encodeMs, pr.wallMs, pr.gpuMs, ...pr.steps.map((s) => s.ms)]) assert.ok(Number.isFinite(v) && v >= 0, `profile time ${v}`);
     assert.ok(pr.wallMs >= pr.encodeMs);
-    const e = rel(await dec.logits(), want[10]);
+    const e = relError(await dec.logits(), want[10]);
     assert.ok(e < 1e-4, `after profile: error ${e}`);
     await assert.rejects(dec.profile(Array(9).fill(1)), /at most 8 tokens/);
     console.log(`# profiled step (Dawn${fuse ? ', fused' : ''}): ${pr.steps.length} dispatches, wall ${pr.wallMs.toFixed(2)} ms, pass ${pr.gpuMs.toFixed(3)} ms on the GPU`);
@@ -187,9 +205,9 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
   dec.reset();
   await dec.prefill(ids.slice(0, 3));
   got = await dec.feed(ids.slice(3, 5));
-  worst = Math.max(worst, rel(got, want[4]));
+  worst = Math.max(worst, relError(got, want[4]));
   got = await dec.feed([ids[5]]);
-  worst = Math.max(worst, rel(got, want[5]));
+  worst = Math.max(worst, relError(got, want[5]));
   console.log(`# small llama on WebGPU (Dawn${fuse ? ', steps fused' : ''}): worst logit error ${worst.toExponential(2)} relative to the largest logit; ${dec.stats.dispatchesPerToken} dispatches a token`);
   assert.ok(worst < 1e-4, `worst error ${worst}`);
   // Every step one dispatch (plain kernels: one pass), a fused pair one, attention two (split, merge; fused, the rope and
@@ -222,21 +240,12 @@ test('decode steps past several chunks of the split attention (64 positions each
   for (const fuse of [true, false]) {
   const dec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: graph.context, wgsl: WGSL, fuse });
   dec.setKernels(plainKernels(device, []));
-  const rel = (got, w) => {
-    let e = 0, m = 0;
-    for (let i = 0; i < w.length; i++) {
-      if (Number.isNaN(got[i])) return Infinity;
-      e = Math.max(e, Math.abs(got[i] - w[i]));
-      m = Math.max(m, Math.abs(w[i]));
-    }
-    return e / m;
-  };
   // 60 positions in buckets of 8 (the unsplit kernel), then one at a time: 1, 2, 3 and 4 chunks, and their edges (64, 65, 128, 129, ...).
   await dec.prefill(ids.slice(0, 60));
   let worst = 0;
   for (let t = 60; t < n; t++) {
     const got = await dec.feed([ids[t]]);
-    const e = rel(got, want[t]);
+    const e = relError(got, want[t]);
     worst = Math.max(worst, e);
     assert.ok(e < 1e-4, `position ${t} (${Math.ceil((t + 1) / 64)} chunks): error ${e}`);
   }
@@ -257,23 +266,11 @@ test('TextGenerator on the small llama with the WebGPU backend: the Wasm backend
   gpuDec.setKernels(plainKernels(device));
   const wasmDec = await GraphDecoder.create({ graph, tensors: model.tensors, weights: model.weights, context: 24, fixed: await assembleKernels('decoder-kernels.wat'), shared: false });
   wasmDec.setKernels(jsKernels(wasmDec.memory, []));
-  // One id per character '0'... (72 of them); id 0 ('0') ends generation.
-  const tokenizer = {
-    encode: (t) => ({ ids: [...t].map((c) => (c.charCodeAt(0) - 48 + 72 * 8) % 72) }),
-    decode: (ids) => ids.map((i) => String.fromCharCode(48 + i)).join(''),
-    id_to_token: (i) => String.fromCharCode(48 + i),
-  };
-  const manifest = { name: 'tiny', config: { context_length: 300 }, chat_template: null, special: { bos_id: null, eos_id: 0, eog_ids: [0], add_bos: false } };
-  const webtune = { server: '', session: { session_id: '' }, idle: async () => ({ worked: false, done: true }), close() {} };
+  const webtune = fakeWebtune();
   const gpu = new TextGenerator({ webtune, manifest, decoder: gpuDec, tokenizer, report: false });
   const wasm = new TextGenerator({ webtune, manifest, decoder: wasmDec, tokenizer, report: false });
   assert.equal(gpu.target, 'webgpu');
   assert.equal(wasm.target, 'wasm');
-  const drain = async (it) => {
-    const out = [];
-    for await (const s of it) out.push(s);
-    return out.join('');
-  };
   const texts = [];
   for (const o of [{ maxTokens: 10 }, { maxTokens: 12, temperature: 1.5, topK: 10, seed: 7n }, { maxTokens: 12, temperature: 0.9, topP: 0.9, seed: 3n }, { maxTokens: 12, temperature: 6, seed: 11n }, { maxTokens: 12, temperature: 6, topK: 20, topP: 0.95, seed: 12n }]) {
     for (const prompt of ['ABCDE', 'x'.repeat(11)]) {
@@ -323,30 +320,18 @@ test('a lost GPU device: the call in flight fails in one line, never hangs; with
   const { jsKernels } = await import('./small-llama.mjs');
   const model = llamaModel(23);
   const graph = llamaGraph(model.formats, [1, 4, 8]);
-  const tokenizer = {
-    encode: (t) => ({ ids: [...t].map((c) => (c.charCodeAt(0) - 48 + 72 * 8) % 72) }),
-    decode: (ids) => ids.map((i) => String.fromCharCode(48 + i)).join(''),
-    id_to_token: (i) => String.fromCharCode(48 + i),
-  };
-  const manifest = { name: 'tiny', config: { context_length: 300 }, chat_template: null, special: { bos_id: null, eos_id: 0, eog_ids: [0], add_bos: false } };
-  const webtune = () => ({ server: '', session: { session_id: '' }, idle: async () => ({ worked: false, done: true }), close() {} });
   const wasmGen = async () => {
     const dec = await GraphDecoder.create({ graph, tensors: model.tensors, weights: model.weights, context: 48, fixed: await assembleKernels('decoder-kernels.wat'), shared: false });
     dec.setKernels(jsKernels(dec.memory, []));
-    return new TextGenerator({ webtune: webtune(), manifest, decoder: dec, tokenizer, report: false });
+    return new TextGenerator({ webtune: fakeWebtune(), manifest, decoder: dec, tokenizer, report: false });
   };
   const gpuGen = async (fallback) => {
     const { device: own } = await dawnDevice();
     const dec = await GpuDecoder.create({ device: own, graph, tensors: model.tensors, weights: model.weights, context: 48, wgsl: WGSL });
     dec.setKernels(plainKernels(own));
-    const gen = new TextGenerator({ webtune: webtune(), manifest, decoder: dec, tokenizer, report: false });
+    const gen = new TextGenerator({ webtune: fakeWebtune(), manifest, decoder: dec, tokenizer, report: false });
     gen.fallback = fallback;
     return { gen, device: own };
-  };
-  const drain = async (it) => {
-    const out = [];
-    for await (const x of it) out.push(x);
-    return out.join('');
   };
   // Settles within 30 s or fails: a lost device must never leave a call hanging.
   const settled = (p) => Promise.race([p.then((v) => ({ v }), (e) => ({ e })), new Promise((_, no) => setTimeout(() => no(new Error('hung after the device was lost')), 30_000))]);
