@@ -94,6 +94,11 @@ export interface ProductKernel {
   run(...offsets: number[]): void;
 }
 
+/** What a run goes through when the backend has one (`Webtune`'s plan guard): it runs `run` and may change which kernels `kernels` run meanwhile. */
+export interface RunGuard {
+  call(kind: string, kernels: readonly ProductKernel[], run: () => void): void;
+}
+
 /** Gives the kernel of a product (`op`, `[M, K, N]`); called once per product and bucket. */
 export type KernelSource = (op: string, shape: number[]) => Promise<ProductKernel>;
 
@@ -350,6 +355,9 @@ export class GraphDecoder {
   /** Each distinct product's kernel (the head's is in every bucket). */
   private made = new Map<string, Promise<ProductKernel>>();
   private ropeFilled = 0;
+  private guard: RunGuard | null = null;
+  /** Per bucket, its distinct kernels (what a guarded run names). */
+  private distinct = new Map<number, ProductKernel[]>();
   private i32: Int32Array<ArrayBuffer | SharedArrayBuffer>;
   private f32: Float32Array<ArrayBuffer | SharedArrayBuffer>;
   private pos = 0;
@@ -392,9 +400,14 @@ export class GraphDecoder {
     return new GraphDecoder(graph, memory, layout, context, ex as unknown as Fixed, tensors);
   }
 
-  /** Where the tuned products come from (before the first `feed`). */
-  setKernels(source: KernelSource): void {
+  /**
+   * Where the tuned products come from (before the first `feed`), and
+   * optionally what every run goes through (`Webtune`'s plan guard: a run
+   * of bucket `m` is one call of kind `m` over that bucket's kernels).
+   */
+  setKernels(source: KernelSource, guard?: RunGuard): void {
     this.kernelsOf = source;
+    this.guard = guard ?? null;
   }
 
   /** Positions in the caches so far. */
@@ -460,7 +473,7 @@ export class GraphDecoder {
       const chunk = Array.prototype.slice.call(tokens, at, at + max) as number[];
       const m = bucketOf(this.graph, chunk.length)!;
       const ks = this.ready.get(m) ?? (await this.kernels(m));
-      this.run(chunk, m, ks);
+      this.guarded(m, ks, () => this.run(chunk, m, ks));
     }
     return this.logits();
   }
@@ -484,12 +497,21 @@ export class GraphDecoder {
     });
     this.pos = at;
     try {
-      this.run(Array.from({ length: t }, (_, i) => (i * 7919 + 1) % this.graph.vocab), m, ks);
+      const ids = Array.from({ length: t }, (_, i) => (i * 7919 + 1) % this.graph.vocab);
+      this.guarded(m, ks, () => this.run(ids, m, ks));
     } finally {
       this.pos = pos;
       this.views();
       for (const s of saved) this.f32.set(s.rows, s.at);
     }
+  }
+
+  /** A run of bucket `m` through the guard, if any. */
+  private guarded(m: number, ks: ProductKernel[], run: () => void): void {
+    if (!this.guard) return run();
+    let d = this.distinct.get(m);
+    if (!d) this.distinct.set(m, (d = [...new Set(ks.filter((k) => k !== undefined))]));
+    this.guard.call(String(m), d, run);
   }
 
   /** The last run's logits (a view of the memory). */

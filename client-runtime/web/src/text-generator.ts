@@ -49,7 +49,7 @@ import type { OpName } from './ops.js';
 import { Sampler, seedOf } from './sampler.js';
 import { median } from './stats.js';
 import { threadsWanted } from './threads.js';
-import { type Policy, Webtune } from './webtune.js';
+import { type Policy, type WasmKernel, Webtune } from './webtune.js';
 
 declare const __WEBTUNE_DECODER_KERNELS__: string;
 
@@ -595,7 +595,10 @@ export class TextGenerator {
       budgetMs: opts.budgetMs, cache: opts.cache, maxCandidates: opts.maxCandidates, policy: opts.policy, trials: 'all',
     });
     try {
-      decoder.setKernels((op, shape) => webtune.wasmKernel(op as OpName, shape));
+      // Every run is one call of the plan guard's (kind: its bucket): tuning never leaves the model slower.
+      decoder.setKernels((op, shape) => webtune.wasmKernel(op as OpName, shape), {
+        call: (kind, kernels, run) => webtune.guard.call(kind, kernels as WasmKernel[], run),
+      });
       await decoder.kernels(1);
     } catch (e) {
       webtune.close();
@@ -843,7 +846,8 @@ export class TextGenerator {
     const release = await this.lock();
     try {
       for (;;) {
-        const m = this.webtune.pendingTrials().map((k) => k.shape[0]).find((x) => this.graph.buckets.includes(x));
+        // A bucket with a kernel on trial, or one the plan guard is judging.
+        const m = [...this.webtune.pendingTrials().map((k) => k.shape[0]), ...this.webtune.guard.pending().map(Number)].find((x) => this.graph.buckets.includes(x));
         if (m === undefined || (ran && performance.now() - t1 >= budget)) break;
         await dec.trialRun(m);
         ran = true;

@@ -94,7 +94,17 @@ export interface TunerHost<I extends Impl> {
   reported(tuner: KernelTuner<I>, body: unknown, error?: string): void;
   /** Sends a report (the session's `Reporter` batches them); absent: each is sent alone. */
   submit?(body: ReportRequest): Promise<ReportOutcome>;
+  /**
+   * Whether the kernel in use still waits for the plan guard's verdict (a
+   * model's calls judge it); the tuner reports only after it, so that a
+   * kernel the guard put back is not reported as the fastest (or after
+   * GUARD_REPORT_WAIT_MS).
+   */
+  unjudged?(tuner: KernelTuner<I>): boolean;
 }
+
+/** The longest a drained queue's report waits for the plan guard's verdict on the kernel in use. */
+export const GUARD_REPORT_WAIT_MS = 30_000;
 
 /**
  * A bench winner tried in the app's own calls against the kernel in use
@@ -745,6 +755,8 @@ export class KernelTuner<I extends Impl> {
   wins = 0;
   /** The last time of the kernel in use measured here, µs (0 before any). */
   currentUs = 0;
+  /** When the queue was found drained while the plan guard had not judged the kernel in use (0: not yet). */
+  private drainedAt = 0;
 
   constructor(
     private host: TunerHost<I>,
@@ -1091,6 +1103,26 @@ export class KernelTuner<I extends Impl> {
     this.logRel.set(m.sha256, (this.logRel.get(previous.sha256) ?? 0) + Math.log(ratio));
   }
 
+  /**
+   * The plan guard put `impl` back in place of `lost`: the model's calls
+   * ran `ratio` × slower on the plan with `lost` (and whatever else it
+   * judged with it). `lost` is ranked that much behind `impl` from now on,
+   * here and in the report.
+   */
+  reverted(impl: I, lost: I, ratio: number): void {
+    if (this.current.sha256 === lost.sha256) {
+      this.current = impl;
+      this.currentBroken = false;
+    }
+    const was = this.logRel.get(lost.sha256);
+    const now = (this.logRel.get(impl.sha256) ?? 0) + Math.log(Math.max(1, ratio));
+    if (was === undefined || now > was) {
+      this.logRel.set(lost.sha256, now);
+      for (const m of this.results) if (m.sha256 === lost.sha256 && m.ok && m.median_us > 0) m.median_us *= Math.exp(now - (was ?? now));
+    }
+    this.note(`${lost.sha256.slice(0, 12)} put back to ${impl.sha256.slice(0, 12)} by the plan guard: the model's calls were ${ratio.toFixed(3)}x the time`);
+  }
+
   /** Starts adopting `impl` (the host may first try it in the app's own calls); the tuner waits for it. */
   private adopt(impl: I, m: Measurement): void {
     const previous = this.current;
@@ -1131,7 +1163,7 @@ export class KernelTuner<I extends Impl> {
       const next = this.choose();
       if (next === 'wait') return false;
       if (next === null) {
-        this.finish();
+        if (!this.waitForGuard()) this.finish();
         return false;
       }
       const f = this.fetchOf(next);
@@ -1189,7 +1221,7 @@ export class KernelTuner<I extends Impl> {
     const next = this.choose();
     if (next === 'wait') return did;
     if (next === null) {
-      if (!this.jobs.length) this.finish();
+      if (!this.jobs.length && !this.waitForGuard()) this.finish();
       return did;
     }
     const fetching = this.fetchOf(next);
@@ -1243,6 +1275,14 @@ export class KernelTuner<I extends Impl> {
         return e;
       }),
     };
+  }
+
+  /** Whether the drained queue's report waits for the plan guard's verdict on the kernel in use (GUARD_REPORT_WAIT_MS at most). */
+  private waitForGuard(): boolean {
+    if (!this.host.unjudged?.(this)) return false;
+    const now = performance.now();
+    this.drainedAt ||= now;
+    return now - this.drainedAt < GUARD_REPORT_WAIT_MS;
   }
 
   private finish(): void {

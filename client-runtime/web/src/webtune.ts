@@ -43,6 +43,7 @@ import { type OpName, checkShape, flops, parseOp } from './ops.js';
 import { timerResolutionMs } from './timer.js';
 import { type AppTrial, Family, KernelTuner, type Measurement, type Policy, type TunerHost, pairedFaster, sequentialVerdict } from './tuner.js';
 import { median as medianOf, signFaster } from './stats.js';
+import { type Guarded, PlanGuard } from './plan-guard.js';
 import type { Backend, BestResponse, Impl, KernelMeta } from './types.js';
 import { ThreadPool, threadsWanted } from './threads.js';
 import { WasmBackend, type WasmImpl, WasmKernelBinding, isShared, newMemory, threadsOf } from './wasm.js';
@@ -347,12 +348,21 @@ abstract class KernelHandle<I extends Impl> {
  * buffer: make views from `memory.buffer` after `kernel()` and after a `swap`
  * event, or size the memory generously up front.
  */
-export class WasmKernel extends KernelHandle<WasmImpl> {
+export class WasmKernel extends KernelHandle<WasmImpl> implements Guarded {
   /** @internal */
   constructor(op: OpName, shape: number[], impl: WasmImpl, source: KernelSource, level: BestResponse['level'] | null, private binding: WasmKernelBinding,
     private newBinding: () => WasmKernelBinding) {
     super(op, shape, impl, source, level);
   }
+
+  /**
+   * The kernel the plan guard last accepted (at first the one loaded), kept
+   * bound while the kernel in use is one the guard has not judged yet.
+   */
+  private base: { impl: WasmImpl; binding: WasmKernelBinding } | null = null;
+  private onBase = false;
+  /** @internal Called when the guard puts the base back (the tuner's kernel in use follows). */
+  onRevert: ((impl: WasmImpl, lost: WasmImpl, ratio: number) => void) | null = null;
 
   private trialState: {
     impl: WasmImpl; binding: WasmKernelBinding; turn: number; minSampleMs: number;
@@ -367,6 +377,11 @@ export class WasmKernel extends KernelHandle<WasmImpl> {
   /** Runs the kernel on arguments at these byte offsets of the app's memory, in ABI order. */
   run(...offsets: number[]): void {
     this.calls++;
+    if (this.onBase) {
+      // The plan guard's base side: the model's call times both plans, not this kernel.
+      this.base!.binding.call(offsets);
+      return;
+    }
     const tr = this.trialState;
     const t0 = performance.now();
     // A trial: the candidate runs every other call (ABBA), timed beside the kernel in use.
@@ -415,9 +430,7 @@ export class WasmKernel extends KernelHandle<WasmImpl> {
           // faster while the candidate's median call is not, and a swap is always to a kernel measured faster.
           const ok = faster && medianOf(st.cand) < medianOf(st.cur);
           if (ok) {
-            this.spare = this.binding;
-            this.binding = binding;
-            this.impl = impl;
+            this.replace(binding, impl);
           } else {
             this.spare = binding;
           }
@@ -449,8 +462,46 @@ export class WasmKernel extends KernelHandle<WasmImpl> {
 
   /** @internal */
   async adopt(impl: WasmImpl): Promise<void> {
-    await this.binding.bind(impl);
+    // Bound beside the kernel in use, which stays the guard's base until it judged the new one.
+    const binding = this.spare ?? this.newBinding();
+    this.spare = null;
+    await binding.bind(impl);
+    this.replace(binding, impl);
+  }
+
+  /** Puts `binding` (holding `impl`) in use; the kernel it replaces stays as the base if the guard has not judged one yet. */
+  private replace(binding: WasmKernelBinding, impl: WasmImpl): void {
+    if (this.base) this.spare = this.binding;
+    else this.base = { impl: this.impl, binding: this.binding };
+    this.binding = binding;
     this.impl = impl;
+  }
+
+  /** @internal */
+  get unguarded(): boolean {
+    return this.base !== null;
+  }
+
+  /** @internal */
+  useBase(on: boolean): void {
+    this.onBase = on && this.base !== null;
+  }
+
+  /** @internal The guard's verdict on the kernel in use (see plan-guard.ts). */
+  settle(keep: boolean, ratio: number): void {
+    const base = this.base;
+    if (!base) return;
+    this.base = null;
+    this.onBase = false;
+    if (keep) {
+      this.spare = base.binding;
+      return;
+    }
+    const lost = this.impl;
+    this.spare = this.binding;
+    this.binding = base.binding;
+    this.impl = base.impl;
+    this.onRevert?.(base.impl, lost, ratio);
   }
 }
 
@@ -555,6 +606,13 @@ export class Webtune extends EventTarget {
   private loop: { stop: boolean } | null = null;
   /** The bench worker, when the `worker` option took effect. */
   private remote: WorkerEvaluator | null = null;
+  /**
+   * The plan guard (plan-guard.ts): a model's Wasm calls that go through it
+   * (`TextGenerator`'s runs) judge the kernels tuning put in, all of a call's
+   * at once, and put the ones before back where the new plan is slower.
+   * Each verdict is a `guard` event (`GuardDetail`).
+   */
+  readonly guard: PlanGuard = new PlanGuard((d) => this.dispatchEvent(new CustomEvent('guard', { detail: d })));
   private pumping = false;
   private closed = false;
   /** The tuning policy (the `policy` option). */
@@ -786,6 +844,12 @@ export class Webtune extends EventTarget {
         tuner.join(fam);
       }
       handle.tuner = tuner as never;
+      if (handle instanceof WasmKernel) {
+        handle.onRevert = (impl, lost, ratio) => {
+          (tuner as KernelTuner<WasmImpl>).reverted(impl, lost, ratio);
+          void this.cache.put({ key: this.cacheKey(op, shape), sha256: impl.sha256, meta: impl.meta, bytes: impl.bytes, tuned: false, median_us: 0, saved_at: Date.now() });
+        };
+      }
     }
     this.handles.push(handle);
     this.announcedDone = false;
@@ -799,6 +863,8 @@ export class Webtune extends EventTarget {
       sessionId: this.session.session_id,
       fetchKernel: (url, target) => this.fetchKernel(url, target),
       async adopt(t, impl, m, previous) {
+        // Not while the plan guard judges a model call this kernel is part of: both plans must stay as they are.
+        if (handle instanceof WasmKernel) await wt.guard.released(handle);
         // A threaded kernel must prove itself in the app's own calls (the
         // pool as the model leaves it), never only on the bench; so must
         // every kernel where the app asked for it (`trials: 'all'`).
@@ -842,6 +908,7 @@ export class Webtune extends EventTarget {
         wt.dispatchEvent(new CustomEvent('measure', { detail }));
       },
       submit: (body) => this.reporter.submit(body),
+      unjudged: () => handle instanceof WasmKernel && this.guard.judges(handle),
       reported(t, response, error) {
         const body = t.reportBody();
         const detail: ReportDetail = { op: t.op, shape: t.shape, target: wt.target, response, error, entries: body?.entries.length ?? 0 };

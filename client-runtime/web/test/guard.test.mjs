@@ -1,0 +1,183 @@
+// The plan guard (src/plan-guard.ts) on simulated model calls: a clock of
+// its own, kernels with known costs per version, seeded noise and a slow
+// drift of the whole machine's speed (which ABBA pairs must cancel).
+// Checks that a slower plan is put back, a faster one kept, a plan is judged
+// as a whole (one kernel's gain cannot hide another's loss), kernels on
+// trial and unchanged plans are left alone, and waiters are released.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { load } from './load.mjs';
+
+const { PlanGuard, GUARD_MAX_PAIRS, GUARD_TIMEOUT_MS } = await load('src/plan-guard.ts');
+
+/** A kernel as the guard sees it: a version in use, maybe a base, and a cost (ms) per version. */
+class Kernel {
+  constructor(name, costs) {
+    this.name = name;
+    this.op = 'matmul';
+    this.shape = [1, 2, 3];
+    this.costs = costs;
+    this.cur = 'a';
+    this.base = null;
+    this.onBase = false;
+    this.trialPending = false;
+    this.verdicts = [];
+  }
+  get unguarded() {
+    return this.base !== null;
+  }
+  swap(to) {
+    if (this.base === null) this.base = this.cur;
+    this.cur = to;
+  }
+  useBase(on) {
+    this.onBase = on && this.base !== null;
+  }
+  settle(keep, ratio) {
+    this.verdicts.push({ keep, ratio });
+    if (!keep) this.cur = this.base;
+    this.base = null;
+    this.onBase = false;
+  }
+  get running() {
+    return this.onBase ? this.base : this.cur;
+  }
+}
+
+/** A model: its kernels, a clock and seeded noise (about 2 % per call) on a drifting machine. */
+function model(kernels, seed = 1) {
+  let t = 0, s = seed >>> 0, calls = 0;
+  const rand = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  const verdicts = [];
+  const guard = new PlanGuard((d) => verdicts.push(d), undefined, () => t);
+  const call = (kind = '1', ks = kernels) =>
+    guard.call(kind, ks, () => {
+      calls++;
+      const drift = 1 + 0.3 * Math.sin(calls / 40);
+      const noise = Math.exp(0.02 * (rand() + rand() + rand() - 1.5) * 2);
+      t += ks.reduce((a, k) => a + k.costs[k.running], 0) * drift * noise;
+    });
+  return { guard, call, verdicts, tick: (ms) => (t += ms), get calls() { return calls; } };
+}
+
+test('a plan slower in the model calls is put back', () => {
+  const k = [new Kernel('qkv', { a: 10, b: 12 }), new Kernel('head', { a: 20 })];
+  const m = model(k);
+  k[0].swap('b');
+  for (let i = 0; i < 200 && !m.verdicts.length; i++) m.call();
+  assert.equal(m.verdicts.length, 1);
+  assert.equal(m.verdicts[0].kept, false);
+  assert.ok(m.verdicts[0].ratio > 1.02 && m.verdicts[0].ratio < 1.12, `ratio ${m.verdicts[0].ratio}`);
+  assert.equal(k[0].cur, 'a');
+  assert.equal(k[0].unguarded, false);
+  assert.deepEqual(m.verdicts[0].kernels, [{ op: 'matmul', shape: [1, 2, 3] }]);
+  // Judged once: the next calls run the base again, and nothing is judged.
+  for (let i = 0; i < 20; i++) m.call();
+  assert.equal(m.verdicts.length, 1);
+  assert.deepEqual(m.guard.pending(), []);
+});
+
+test('a faster plan is kept within a few pairs', () => {
+  const k = [new Kernel('qkv', { a: 10, b: 7 }), new Kernel('head', { a: 20 })];
+  const m = model(k, 7);
+  k[0].swap('b');
+  for (let i = 0; i < 200 && !m.verdicts.length; i++) m.call();
+  assert.equal(m.verdicts[0].kept, true);
+  assert.ok(m.verdicts[0].pairs <= 8, `${m.verdicts[0].pairs} pairs`);
+  assert.equal(k[0].cur, 'b');
+  assert.equal(k[0].unguarded, false);
+});
+
+test('the plan is judged whole: a gain in one kernel does not hide a larger loss in another', () => {
+  const k = [new Kernel('qkv', { a: 10, b: 8 }), new Kernel('ffn', { a: 10, c: 14 })];
+  const m = model(k, 3);
+  k[0].swap('b');
+  k[1].swap('c');
+  for (let i = 0; i < 200 && !m.verdicts.length; i++) m.call();
+  assert.equal(m.verdicts[0].kept, false);
+  assert.equal(m.verdicts[0].kernels.length, 2);
+  assert.deepEqual(k.map((x) => x.cur), ['a', 'a']);
+});
+
+test('a plan no faster and no slower is decided by its median pair within the cap', () => {
+  for (const seed of [1, 2, 3, 4, 5, 6]) {
+    const k = [new Kernel('qkv', { a: 10, b: 10 })];
+    const m = model(k, seed);
+    k[0].swap('b');
+    for (let i = 0; i < 4 * GUARD_MAX_PAIRS + 8 && !m.verdicts.length; i++) m.call();
+    assert.equal(m.verdicts.length, 1, `seed ${seed}`);
+    assert.ok(m.verdicts[0].pairs <= GUARD_MAX_PAIRS);
+    assert.equal(m.verdicts[0].kept, m.verdicts[0].ratio <= 1);
+  }
+});
+
+test('the base side runs the base: a kernel sees its base only inside a base-side call', () => {
+  // 5 % slower: not put back before the fourth pair.
+  const k = [new Kernel('qkv', { a: 10, b: 10.5 })];
+  const seen = [];
+  let t = 0;
+  const guard = new PlanGuard(() => {}, undefined, () => t);
+  k[0].swap('b');
+  for (let i = 0; i < 8; i++) guard.call('1', k, () => { seen.push(k[0].running); t += k[0].costs[k[0].running]; });
+  // ABBA: base, plan, plan, base.
+  assert.deepEqual(seen, ['a', 'b', 'b', 'a', 'a', 'b', 'b', 'a']);
+  assert.equal(k[0].running, 'b');
+});
+
+test('no judgement while a kernel of the call is on a trial of its own, nor for an unchanged plan', () => {
+  const k = [new Kernel('qkv', { a: 10, b: 12 }), new Kernel('head', { a: 20, b: 21 })];
+  const m = model(k);
+  for (let i = 0; i < 20; i++) m.call();
+  assert.deepEqual(m.guard.pending(), []);
+  k[0].swap('b');
+  k[1].trialPending = true;
+  for (let i = 0; i < 40; i++) m.call();
+  assert.deepEqual(m.guard.pending(), []);
+  assert.equal(m.verdicts.length, 0);
+  assert.equal(k[0].cur, 'b');
+  k[1].trialPending = false;
+  m.call();
+  assert.deepEqual(m.guard.pending(), ['1']);
+  // A trial that starts anyway drops the judgement (it is started again later).
+  k[1].trialPending = true;
+  m.call();
+  assert.deepEqual(m.guard.pending(), []);
+  assert.equal(k[0].unguarded, true);
+});
+
+test('a kernel judged in one kind waits for the verdict; released() resolves then', async () => {
+  const k = [new Kernel('qkv', { a: 10, b: 14 })];
+  const m = model(k);
+  k[0].swap('b');
+  m.call();
+  assert.ok(m.guard.holds(k[0]));
+  assert.ok(m.guard.judges(k[0]));
+  // Another kind with the same kernel does not open a second judgement of it.
+  m.call('128');
+  assert.deepEqual(m.guard.pending(), ['1']);
+  let released = false;
+  const p = m.guard.released(k[0]).then(() => (released = true));
+  await Promise.resolve();
+  assert.equal(released, false);
+  for (let i = 0; i < 200 && !m.verdicts.length; i++) m.call();
+  await p;
+  assert.equal(released, true);
+  assert.equal(m.guard.holds(k[0]), false);
+  assert.equal(m.guard.judges(k[0]), false);
+});
+
+test('a judgement whose kind gets no more calls is settled after the timeout', () => {
+  const k = [new Kernel('qkv', { a: 10, b: 9 })];
+  const m = model(k);
+  k[0].swap('b');
+  m.call('128', k);
+  assert.deepEqual(m.guard.pending(), ['128']);
+  m.tick(GUARD_TIMEOUT_MS + 1);
+  // Any call of any kind settles it: with fewer than two pairs the kernel in use is kept.
+  m.call('1', []);
+  assert.deepEqual(m.guard.pending(), []);
+  assert.equal(m.verdicts.length, 1);
+  assert.equal(m.verdicts[0].kept, true);
+  assert.equal(k[0].cur, 'b');
+});
