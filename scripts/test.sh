@@ -92,7 +92,7 @@ fi
 # The client runtime and demo are TypeScript built with esbuild; dist/ is
 # committed (webtune serve embeds it), so the build must reproduce it exactly.
 log "client runtime: npm ci, dist check, unit tests"
-(cd client-runtime/web && npm ci --no-audit --no-fund --loglevel=error && node build.mjs --check && node --test test/unit.test.mjs test/wire.test.mjs test/tuner.test.mjs test/tuner-sim.test.mjs test/encoder-kernels.test.mjs test/decoder-kernels.test.mjs test/decoder-gpu.test.mjs test/bundle.test.mjs)
+(cd client-runtime/web && npm ci --no-audit --no-fund --loglevel=error && node build.mjs --check && node --test test/unit.test.mjs test/wire.test.mjs test/tuner.test.mjs test/tuner-sim.test.mjs test/guard.test.mjs test/encoder-kernels.test.mjs test/decoder-kernels.test.mjs test/decoder-gpu.test.mjs test/bundle.test.mjs)
 
 # The demo in headless Chromium (Debian's; never a downloaded one) against a
 # real `webtune serve` on loopback with a fresh SQLite file: Wasm, then
