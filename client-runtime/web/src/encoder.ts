@@ -189,6 +189,8 @@ interface Bucket {
   /** int16: a product's input quantised by rows (u32 [M, max(H, I)/2]) and its row scales (f32 [M]); 0 with fp32. */
   qa: number; sa: number;
   qkvK: WasmKernel; scoresK: WasmKernel; contextK: WasmKernel; outK: WasmKernel; upK: WasmKernel; downK: WasmKernel;
+  /** The six, distinct (what a guarded call names). */
+  kernels: WasmKernel[];
 }
 
 function fromBase64(s: string): Uint8Array<ArrayBuffer> {
@@ -469,7 +471,9 @@ export class SentenceEncoder {
       const s = LENGTHS.find((l) => l >= longest && l <= top) ?? top;
       const bucket = await this.bucket(pow2(idx.length), s);
       const t0 = performance.now();
-      this.run(bucket, idx.map((i) => toks[i]));
+      // One call of the plan guard's (kind: the bucket): tuning never leaves a bucket slower than its first kernels.
+      const batch = idx.map((i) => toks[i]);
+      this.webtune.guard.call(`${bucket.b}x${bucket.s}`, bucket.kernels, () => this.run(bucket, batch));
       if (bucket.calls++ > 0) void this.latency?.add(this.webtune.session.session_id, 'wasm', bucket.b, bucket.s, performance.now() - t0);
       const H = this.dim;
       for (let j = 0; j < idx.length; j++) out[idx[j]] = this.f32.slice(bucket.pooled / 4 + j * H, bucket.pooled / 4 + (j + 1) * H);
@@ -519,7 +523,8 @@ export class SentenceEncoder {
     this.i32 = new Int32Array(this.memory.buffer);
     this.f32 = new Float32Array(this.memory.buffer);
     this.i32.fill(1, offsets.ones / 4, offsets.ones / 4 + b);
-    return { b, s, calls: 0, ...(offsets as Omit<Bucket, 'b' | 's' | 'calls' | 'qkvK' | 'scoresK' | 'contextK' | 'outK' | 'upK' | 'downK'>), qkvK, scoresK, contextK, outK, upK, downK };
+    const kernels = [...new Set([qkvK, scoresK, contextK, outK, upK, downK])];
+    return { b, s, calls: 0, ...(offsets as Omit<Bucket, 'b' | 's' | 'calls' | 'qkvK' | 'scoresK' | 'contextK' | 'outK' | 'upK' | 'downK' | 'kernels'>), qkvK, scoresK, contextK, outK, upK, downK, kernels };
   }
 
   /** Runs one padded batch through the model into `bk.pooled`; synchronous, so no kernel swaps mid-batch. */

@@ -15,10 +15,11 @@
 // use, ABBA over four calls, each pair the mean call of each side. The
 // plan in use is kept once the pairs say it is faster; it is put back to
 // the base as soon as they say it is slower; after GUARD_MAX_PAIRS, kept
-// only if its median pair is not slower. While a kind is under judgement,
-// no kernel of it starts a trial of its own or takes a new kernel (they
-// wait for the verdict), so that both sides of every pair run the same two
-// plans.
+// only if its median pair is not slower. A kind is judged once every
+// kernel of it is quiet (its tuner has nothing left to try and waits for
+// the verdict to report), so tuning is never held up and both sides of
+// every pair run the same two plans; should a kernel of it change anyway,
+// the judgement starts over.
 
 import { sequentialVerdict } from './tuner.js';
 import { median } from './stats.js';
@@ -29,6 +30,8 @@ export interface Guarded {
   readonly unguarded: boolean;
   /** Whether a candidate is being tried in the kernel's own calls (the guard waits for it). */
   readonly trialPending: boolean;
+  /** Whether its tuning has nothing left to try (or it has no tuner): only then is its kind judged. */
+  readonly quiet: boolean;
   /** Calls run the base kernel while on. */
   useBase(on: boolean): void;
   /** The verdict: keep the kernel in use (it becomes the base) or put the base back; `ratio` is the plan's time over the base plan's. */
@@ -128,16 +131,16 @@ export class PlanGuard {
     this.expire();
     for (const k of kernels) this.seen.add(k);
     let j = this.open.get(kind);
-    if (j && j.all.some((k) => k.trialPending)) {
-      // A kernel's own trial began after all (it was being set up when this judgement opened): start over later.
+    if (j && (j.all.some((k) => k.trialPending || !k.quiet) || j.members.some((k) => !k.unguarded))) {
+      // A kernel of it is being tuned again, or was settled elsewhere: start over later.
       this.open.delete(kind);
       j = undefined;
       this.wake();
     }
     if (!j) {
       const members = kernels.filter((k) => k.unguarded);
-      // Nothing to judge; or a kernel's own trial owns its calls; or a member is judged in another kind.
-      if (!members.length || kernels.some((k) => k.trialPending) || members.some((k) => this.holds(k))) return run();
+      // Nothing to judge; or a kernel is still being tuned (its own trial owns its calls); or a member is judged in another kind.
+      if (!members.length || kernels.some((k) => k.trialPending || !k.quiet) || members.some((k) => this.holds(k))) return run();
       j = { all: kernels, members, turn: 0, acc: { base: 0, plan: 0, baseCalls: 0, planCalls: 0 }, base: [], plan: [], last: this.now() };
       this.open.set(kind, j);
     }

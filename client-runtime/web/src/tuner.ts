@@ -513,16 +513,18 @@ export class Evaluation<I extends Impl> {
         const t2 = performance.now();
         const curOut = this.curOut;
         const positions = this.cand.check?.length ? this.cand.check : defaultPositions(candOut.length);
-        const ref = checkPositions(this.scales!, candOut, positions);
+        // Each kernel to its own tolerance (wider where its schedule quantises A).
+        const [candTol, curTol] = [toleranceOf(this.scales!.op, this.impl!.meta.config), toleranceOf(this.scales!.op, cur.meta.config)];
+        const ref = checkPositions(this.scales!, candOut, positions, candTol);
         if (!ref.ok) return this.fail(`output ${ref.worst} is off the reference by ${ref.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1000);
         if (!this.t.currentBroken) {
-          const curRef = checkPositions(this.scales!, curOut, positions);
+          const curRef = checkPositions(this.scales!, curOut, positions, curTol);
           if (!curRef.ok) {
             this.t.currentBroken = true;
             this.t.note(`the kernel in use is off the reference at output ${curRef.worst} (${curRef.maxErr.toExponential(2)})`);
           } else {
-            // Both may carry rounding of up to the op's tolerance each.
-            const cmp = compareOutputs(this.scales!, candOut, curOut, 2 * toleranceOf(this.scales!.op));
+            // Both may carry rounding of up to their tolerance each.
+            const cmp = compareOutputs(this.scales!, candOut, curOut, candTol + curTol);
             if (!cmp.ok) return this.fail(`output ${cmp.worst} differs from the kernel in use by ${cmp.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1000);
           }
         }
@@ -1275,6 +1277,11 @@ export class KernelTuner<I extends Impl> {
         return e;
       }),
     };
+  }
+
+  /** Whether the queue has nothing left to try: reporting, done, or waiting for the plan guard's verdict to report. */
+  get drained(): boolean {
+    return this.phase === 'done' || this.phase === 'reporting' || this.drainedAt > 0;
   }
 
   /** Whether the drained queue's report waits for the plan guard's verdict on the kernel in use (GUARD_REPORT_WAIT_MS at most). */

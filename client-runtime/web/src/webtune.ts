@@ -482,6 +482,11 @@ export class WasmKernel extends KernelHandle<WasmImpl> implements Guarded {
     return this.base !== null;
   }
 
+  /** @internal Whether its tuning has nothing left to try (the plan guard judges only then). */
+  get quiet(): boolean {
+    return !this.tuner || this.tuner.drained;
+  }
+
   /** @internal */
   useBase(on: boolean): void {
     this.onBase = on && this.base !== null;

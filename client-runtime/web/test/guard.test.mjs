@@ -22,6 +22,7 @@ class Kernel {
     this.base = null;
     this.onBase = false;
     this.trialPending = false;
+    this.quiet = true;
     this.verdicts = [];
   }
   get unguarded() {
@@ -123,6 +124,24 @@ test('the base side runs the base: a kernel sees its base only inside a base-sid
   // ABBA: base, plan, plan, base.
   assert.deepEqual(seen, ['a', 'b', 'b', 'a', 'a', 'b', 'b', 'a']);
   assert.equal(k[0].running, 'b');
+});
+
+test('no judgement while a kernel of the call is still being tuned; one that starts again drops it', () => {
+  const k = [new Kernel('qkv', { a: 10, b: 12 }), new Kernel('head', { a: 20, b: 21 })];
+  const m = model(k);
+  k[0].swap('b');
+  k[1].quiet = false;
+  for (let i = 0; i < 40; i++) m.call();
+  assert.deepEqual(m.guard.pending(), []);
+  assert.equal(m.verdicts.length, 0);
+  k[1].quiet = true;
+  m.call();
+  assert.deepEqual(m.guard.pending(), ['1']);
+  k[1].quiet = false;
+  m.call();
+  assert.deepEqual(m.guard.pending(), []);
+  assert.equal(k[0].unguarded, true);
+  assert.equal(k[0].cur, 'b');
 });
 
 test('no judgement while a kernel of the call is on a trial of its own, nor for an unchanged plan', () => {

@@ -446,12 +446,22 @@ test("a candidate is adopted only when faster in the app's own calls (every othe
       assert.ok(r.pairs <= maxPairs, `${r.pairs} pairs`);
       assert.equal(k.sha256, want ? sha('b') : sha('a'));
       assert.equal(made.length, 1);
-      // The next trial binds into the spare binding: no new one (its scratch pages are reused).
+      assert.equal(k.unguarded, want);
+      // The next trial binds into the spare binding (its scratch pages are reused); after an adoption the
+      // kernel replaced stays bound as the plan guard's base until its verdict, so that trial binds one more.
       const again = k.trial(impl(sha('d')));
       await new Promise((r) => setTimeout(r, 0));
       while (k.trialPending) k.run(0, 0, 0);
       await again;
-      assert.equal(made.length, 1);
+      assert.equal(made.length, want ? 2 : 1);
+      // Once the verdict is in, the base's binding is the spare: no new binding for a third trial.
+      k.settle(true, 1);
+      assert.equal(k.unguarded, false);
+      const third = k.trial(impl(sha('e')));
+      await new Promise((r) => setTimeout(r, 0));
+      while (k.trialPending) k.run(0, 0, 0);
+      await third;
+      assert.equal(made.length, want ? 2 : 1);
     }
   } finally {
     clock.restore();
@@ -514,4 +524,34 @@ test("a candidate faster on the bench but slower in the model's own calls never 
     clock.restore();
     wt.close();
   }
+});
+
+test("the plan guard's verdict on a WasmKernel: a put-back restores the kernel it replaced, whose binding ran the guard's base side", async () => {
+  const { WasmKernel } = await load('src/webtune.ts');
+  const ran = [];
+  const binding = (name) => ({ async bind() {}, call() { ran.push(name); } });
+  let n = 0;
+  const k = new WasmKernel('matmul', [4, 32, 5], impl(sha('a')), 'server', 'default', binding('a'), () => binding(`new${++n}`));
+  const reverts = [];
+  k.onRevert = (to, lost, ratio) => reverts.push([to.sha256, lost.sha256, ratio]);
+  await k.adopt(impl(sha('b')));
+  assert.equal(k.sha256, sha('b'));
+  assert.equal(k.unguarded, true);
+  k.run(0);
+  k.useBase(true);
+  k.run(0);
+  k.useBase(false);
+  k.run(0);
+  assert.deepEqual(ran, ['new1', 'a', 'new1']);
+  k.settle(false, 1.2);
+  assert.equal(k.sha256, sha('a'));
+  assert.equal(k.unguarded, false);
+  assert.deepEqual(reverts, [[sha('a'), sha('b'), 1.2]]);
+  k.run(0);
+  assert.equal(ran.at(-1), 'a');
+  // The put-back kernel's binding is the spare: the next adoption binds into it.
+  await k.adopt(impl(sha('c')));
+  assert.equal(n, 1);
+  k.run(0);
+  assert.equal(ran.at(-1), 'new1');
 });
