@@ -67,9 +67,11 @@ async function run({ model, threads, tuneS, rounds }) {
   };
   const gen = await TextGenerator.load({ server: location.origin, model, target: 'wasm', threads, context: 1024, cache: false, report: false });
   const wt = gen.webtune;
-  const swaps = [], trials = [];
+  const swaps = [], trials = [], verdicts = [];
   wt.addEventListener('swap', (e) => swaps.push(e.detail));
   wt.addEventListener('trial', (e) => trials.push(e.detail));
+  // The plan guard's verdicts (runtimes from e9ef6e7 on): a bucket's tuned plan against the one it replaced, in the model's own runs.
+  wt.addEventListener('guard', (e) => verdicts.push(e.detail));
   const prompt = Array.from({ length: 128 }, (_, i) => 1000 + (i % 977));
   const prefillMs = async () => {
     const t = performance.now();
@@ -100,6 +102,19 @@ async function run({ model, threads, tuneS, rounds }) {
   const k = (d) => `${d.op} ${d.shape.join('x')} ${d.to.slice(0, 8)}`;
   for (const d of swaps) console.log(`  swap ${k(d)}: ${d.speedup.toFixed(3)}x`);
   for (const d of trials) console.log(`  trial ${k(d)}: bench ${d.bench_speedup.toFixed(3)}x, model ${d.app_speedup.toFixed(3)}x over ${d.pairs} pairs: ${d.adopted ? 'adopted' : 'not adopted'}`);
+  // Judgements still open (a bucket whose kernels finished late): decode steps until they are settled, 60 s at most.
+  if (wt.guard) {
+    const g0 = performance.now();
+    await gen.forward(prompt, { reset: true });
+    for (let i = 0; wt.guard.pending().length && performance.now() - g0 < 60_000; i++) {
+      if (i % 512 === 511) await gen.forward(prompt, { reset: true });
+      await gen.idle(50);
+      await gen.forward([1000 + (i % 977)]);
+    }
+    if (wt.guard.pending().length) console.log(`  the plan guard still judges bucket(s) ${wt.guard.pending().join(', ')} after 60 s`);
+  }
+  for (const d of verdicts)
+    console.log(`  guard, bucket ${d.kind}: ${d.kernels.length} kernels ${d.kept ? 'kept' : 'put back'}, plan / base ${d.ratio.toFixed(3)} over ${d.pairs} pairs (${d.plan_ms.toFixed(2)} against ${d.base_ms.toFixed(2)} ms a run)`);
 
   const swapped = [];
   for (const h of handles) {
