@@ -22,7 +22,7 @@
 // the judgement starts over.
 
 import { sequentialVerdict } from './tuner.js';
-import { median } from './stats.js';
+import { median, signFaster } from './stats.js';
 
 /** What the guard needs of a kernel (a `WasmKernel`). */
 export interface Guarded {
@@ -41,8 +41,10 @@ export interface Guarded {
 /** Pairs before the guard may keep a plan, and at most. */
 export const GUARD_MIN_PAIRS = 4;
 export const GUARD_MAX_PAIRS = 12;
-/** The plan in use is put back at once when its first two pairs are both this much slower. */
+/** The plan in use is put back at once when its median pair over the first two or three is this much slower (and at most one pair faster). */
 export const GUARD_REJECT_RATIO = 1.15;
+/** Cycles of four calls that warm both plans up before pairs are kept (the base's kernels have not run for a while). */
+export const GUARD_WARM_CYCLES = 1;
 /** A judgement that gets no call for this long is settled on what it has (kept with fewer than two pairs). */
 export const GUARD_TIMEOUT_MS = 30_000;
 
@@ -67,6 +69,8 @@ interface Judgement {
   /** Those judged. */
   members: Guarded[];
   turn: number;
+  /** Cycles left to warm up. */
+  warm: number;
   acc: { base: number; plan: number; baseCalls: number; planCalls: number };
   base: number[];
   plan: number[];
@@ -141,7 +145,7 @@ export class PlanGuard {
       const members = kernels.filter((k) => k.unguarded);
       // Nothing to judge; or a kernel is still being tuned (its own trial owns its calls); or a member is judged in another kind.
       if (!members.length || kernels.some((k) => k.trialPending || !k.quiet) || members.some((k) => this.holds(k))) return run();
-      j = { all: kernels, members, turn: 0, acc: { base: 0, plan: 0, baseCalls: 0, planCalls: 0 }, base: [], plan: [], last: this.now() };
+      j = { all: kernels, members, turn: 0, warm: GUARD_WARM_CYCLES, acc: { base: 0, plan: 0, baseCalls: 0, planCalls: 0 }, base: [], plan: [], last: this.now() };
       this.open.set(kind, j);
     }
     const turn = j.turn++ % 4;
@@ -168,16 +172,23 @@ export class PlanGuard {
   /** Closes the cycle's pair and decides if the pairs allow it. */
   private pair(kind: string, j: Judgement): void {
     const a = j.acc;
+    j.acc = { base: 0, plan: 0, baseCalls: 0, planCalls: 0 };
+    if (j.warm > 0) {
+      j.warm--;
+      return;
+    }
     j.base.push(a.base / a.baseCalls);
     j.plan.push(a.plan / a.planCalls);
-    j.acc = { base: 0, plan: 0, baseCalls: 0, planCalls: 0 };
     const n = j.base.length;
-    if (n === 2 && j.plan.every((p, i) => p >= GUARD_REJECT_RATIO * j.base[i])) return this.verdict(kind, j, false);
+    const ratio = this.ratio(j);
+    const faster = j.plan.filter((p, i) => p < j.base[i]).length;
+    if (n <= 3 && n >= 2 && ratio >= GUARD_REJECT_RATIO && faster <= 1) return this.verdict(kind, j, false);
     if (n < GUARD_MIN_PAIRS) return;
+    // The t-test on the pairs' log ratios, and the sign test (a burst spoils a pair's ratio, not its sign).
     const v = sequentialVerdict(j.base, j.plan, 0);
-    if (v === 'slower') return this.verdict(kind, j, false);
-    if (v === 'faster') return this.verdict(kind, j, true);
-    if (n >= GUARD_MAX_PAIRS) this.verdict(kind, j, this.ratio(j) <= 1);
+    if (v === 'slower' || (ratio > 1 && signFaster(j.plan, j.base, 0))) return this.verdict(kind, j, false);
+    if (v === 'faster' || (ratio < 1 && signFaster(j.base, j.plan, 0))) return this.verdict(kind, j, true);
+    if (n >= GUARD_MAX_PAIRS) this.verdict(kind, j, ratio <= 1);
   }
 
   private ratio(j: Judgement): number {

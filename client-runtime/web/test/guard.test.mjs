@@ -200,3 +200,79 @@ test('a judgement whose kind gets no more calls is settled after the timeout', (
   assert.equal(m.verdicts[0].kept, true);
   assert.equal(k[0].cur, 'b');
 });
+
+// ---------------------------------------------------------------------------
+// Through a real decoder graph: a small llama on GraphDecoder, every product
+// swapped to a kernel that computes the same values but takes longer. The
+// guard alternates the two plans run by run and puts the first kernels back;
+// meanwhile every run's logits stay those of the f64 reference (both plans
+// compute the same), and trial runs feed it without moving the position.
+
+const { GraphDecoder } = await load('src/decoder.ts');
+const { assembleKernels } = await import('../assemble.mjs');
+const { D, llamaGraph, llamaModel, llama64, jsKernels } = await import('./small-llama.mjs');
+
+/** A product kernel the guard can judge: `fast` (the first) or, once swapped, `slow` (the same values, `extraMs` later). */
+function guardedKernel(fast, extraMs) {
+  const spin = (ms) => {
+    const t = performance.now();
+    while (performance.now() - t < ms);
+  };
+  const slow = { run: (...a) => (fast.run(...a), spin(extraMs)) };
+  return {
+    cur: fast, base: null, onBase: false, trialPending: false, quiet: true, settled: [],
+    get unguarded() { return this.base !== null; },
+    swap() { this.base = this.cur; this.cur = slow; },
+    useBase(on) { this.onBase = on && this.base !== null; },
+    settle(keep) { this.settled.push(keep); if (!keep) this.cur = this.base; this.base = null; this.onBase = false; },
+    run(...a) { (this.onBase ? this.base : this.cur).run(...a); },
+    get slow() { return this.cur === slow; },
+  };
+}
+
+test('GraphDecoder runs go through the guard by bucket: a slower plan is put back, and the logits stay exact while the plans alternate', { timeout: 120_000 }, async () => {
+  const model = llamaModel(21);
+  const graph = llamaGraph(model.formats, [1, 4, 8]);
+  const ids = Array.from({ length: 40 }, (_, i) => (i * 37 + 5) % D.vocab);
+  const want = llama64(model.values, ids);
+  const dec = await GraphDecoder.create({ graph, tensors: model.tensors, weights: model.weights, context: 64, fixed: await assembleKernels('decoder-kernels.wat'), shared: false });
+  const made = [];
+  const js = jsKernels(dec.memory, []);
+  const verdicts = [];
+  const guard = new PlanGuard((d) => verdicts.push(d));
+  const kinds = [];
+  dec.setKernels(async (op, shape) => {
+    const k = guardedKernel(await js(op, shape), 0.3);
+    made.push(k);
+    return k;
+  }, { call: (kind, kernels, run) => (kinds.push([kind, kernels.length]), guard.call(kind, kernels, run)) });
+  await dec.kernels(1);
+  const decodeKernels = made.length;
+  for (const k of made) k.swap();
+  let worst = 0;
+  for (let t = 0; t < ids.length; t++) {
+    const got = await dec.feed([ids[t]]);
+    let e = 0, m = 0;
+    for (let i = 0; i < D.vocab; i++) {
+      e = Math.max(e, Math.abs(got[i] - want[t][i]));
+      m = Math.max(m, Math.abs(want[t][i]));
+    }
+    worst = Math.max(worst, e / m);
+    if (t === 20) {
+      // Trial runs (what TextGenerator.idle() does for a bucket under judgement) leave the position and caches as they were.
+      await dec.trialRun(1);
+      assert.equal(dec.position, 21);
+    }
+  }
+  assert.ok(worst < 1e-4, `worst logit error ${worst} while the guard alternated the plans`);
+  assert.ok(kinds.every(([kind, n]) => kind === '1' && n === decodeKernels), JSON.stringify(kinds.slice(0, 3)));
+  assert.equal(verdicts.length, 1, `${JSON.stringify(verdicts)} pending ${guard.pending()} ${made.map((k) => [k.unguarded, k.slow])}`);
+  assert.equal(verdicts[0].kind, '1');
+  assert.equal(verdicts[0].kept, false);
+  assert.equal(verdicts[0].kernels.length, decodeKernels);
+  assert.ok(verdicts[0].ratio > 1, `plan / base ${verdicts[0].ratio}`);
+  assert.ok(made.every((k) => !k.slow && !k.unguarded && k.settled.length === 1), 'every kernel back on its first');
+  // A prompt run is another kind (bucket 8): its own kernels, judged there.
+  await dec.feed(ids.slice(0, 8));
+  assert.equal(kinds.at(-1)[0], '8');
+});
