@@ -87,6 +87,14 @@ const AUTO_SLICE_MIN_MS = 8;
  * bursts that swamp a mean) says it is faster by the floor. TRIAL_TIMEOUT_MS without
  * enough calls ends it too (not adopted).
  */
+/**
+ * Fast policy: candidates a kernel gets when the server answered a winner
+ * the crowd chose for this device's own key (`source` elected, or
+ * provisional before the quorum, at the device level): the queue's first,
+ * its closest rivals, so that the device's report still votes.
+ */
+export const CROWD_CANDIDATES = 3;
+
 const TRIAL_MIN_PAIRS = 6;
 const TRIAL_MAX_PAIRS = 24;
 const TRIAL_FLOOR = 0.02;
@@ -797,6 +805,8 @@ export class Webtune extends EventTarget {
     const cacheKey = this.cacheKey(op, shape);
     const cached = await this.cache.get(cacheKey);
     let meta: KernelMeta, bytes: ArrayBuffer | string, source: KernelSource, level: BestResponse['level'] | null;
+    /** Whether the server answered a winner the crowd chose for this device's own key (elected, or provisional before the quorum). */
+    let crowd = false;
     if (cached) {
       ({ meta, bytes } = cached);
       source = 'cache';
@@ -820,6 +830,7 @@ export class Webtune extends EventTarget {
         bytes = await this.fetchKernel(best.url, this.serverTarget);
         source = 'server';
         level = best.level;
+        crowd = best.level === 'device' && (best.source === 'elected' || best.source === 'provisional');
       }
       await this.cache.put({ key: cacheKey, sha256: meta.sha256, meta, bytes, tuned: false, median_us: 0, saved_at: Date.now() });
     }
@@ -840,6 +851,9 @@ export class Webtune extends EventTarget {
       const impl = (handle as unknown as { impl: Impl }).impl;
       const tuner = new KernelTuner(this.host(handle), this.backend as Backend<Impl>, op, shape, impl);
       tuner.maxCandidates = Math.max(1, this.opts.maxCandidates ?? Infinity);
+      // A kernel the crowd already chose for this device class is checked against its closest rivals only (the
+      // queue's first), so that the device still votes but does not tune from scratch, nor try many candidates in the app's calls.
+      if (crowd && this.policy === 'fast') tuner.maxCandidates = Math.min(tuner.maxCandidates, CROWD_CANDIDATES);
       tuner.policy = this.policy;
       if (this.remote) (tuner as KernelTuner<WasmImpl>).remote = this.remote;
       if (this.policy === 'fast') {
