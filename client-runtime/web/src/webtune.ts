@@ -79,7 +79,9 @@ const AUTO_SLICE_MIN_MS = 8;
  * gives usable pairs). The trial ends on the pairs' log ratios: rejected
  * when the first two pairs are TRIAL_REJECT_RATIO× or worse, or as soon as
  * the sequential test says the candidate cannot beat the kernel in use by
- * TRIAL_FLOOR; adopted from TRIAL_MIN_PAIRS pairs on when the sequential
+ * TRIAL_FLOOR, or at once when both of its calls in a cycle take
+ * TRIAL_ABORT_RATIO× the kernel in use's mean call (where that is well
+ * above the timer's resolution); adopted from TRIAL_MIN_PAIRS pairs on when the sequential
  * test says it is faster by the floor; at TRIAL_MAX_PAIRS (twice that
  * while its median pair is faster by the floor but the tests are not yet
  * sure), adopted only if the paired t-test or the sign test (one-sided
@@ -99,6 +101,8 @@ const TRIAL_MIN_PAIRS = 6;
 const TRIAL_MAX_PAIRS = 24;
 const TRIAL_FLOOR = 0.02;
 const TRIAL_REJECT_RATIO = 1.25;
+/** A candidate's two calls of one cycle each this many times the kernel in use's mean call end its trial at once (not adopted). */
+const TRIAL_ABORT_RATIO = 1.6;
 const TRIAL_TIMEOUT_MS = 20_000;
 /** A trial's shortest sample per side, in timer ticks (5 µs isolated, 100 µs not): rounding stays a few %. */
 const TRIAL_SAMPLE_TICKS = 20;
@@ -374,6 +378,8 @@ export class WasmKernel extends KernelHandle<WasmImpl> implements Guarded {
 
   private trialState: {
     impl: WasmImpl; binding: WasmKernelBinding; turn: number; minSampleMs: number;
+    /** Whether the cycle's first candidate call was TRIAL_ABORT_RATIO× slower. */
+    slowFirst: boolean;
     /** The open cycle's time and calls per side, and the closed pairs (mean call, ms). */
     acc: { cur: number; cand: number; curCalls: number; candCalls: number };
     cur: number[]; cand: number[];
@@ -396,8 +402,20 @@ export class WasmKernel extends KernelHandle<WasmImpl> implements Guarded {
     const turn = tr ? tr.turn++ % 4 : 0;
     if (tr && (turn === 1 || turn === 2)) {
       tr.binding.call(offsets);
-      tr.acc.cand += performance.now() - t0;
+      const ms = performance.now() - t0;
+      tr.acc.cand += ms;
       tr.acc.candCalls++;
+      // Both calls of a cycle far slower than the kernel in use's calls so far (timed well above the timer's
+      // resolution; two in a row, so that one burst of another process is not enough) end the trial at once:
+      // the app pays for two slow calls, not for the pairs a test needs.
+      const ref = this.appCalls > 0 ? this.appMs / this.appCalls : 0;
+      const slow = ref >= tr.minSampleMs && ms > TRIAL_ABORT_RATIO * ref;
+      if (turn === 2 && slow && tr.slowFirst) {
+        tr.cur.push(ref);
+        tr.cand.push(tr.acc.cand / tr.acc.candCalls);
+        tr.end(false);
+      }
+      tr.slowFirst = turn === 1 && slow;
       return;
     }
     this.binding.call(offsets);
@@ -430,7 +448,7 @@ export class WasmKernel extends KernelHandle<WasmImpl> implements Guarded {
     return new Promise((resolve) => {
       const timer = setTimeout(() => this.trialState?.end(false), TRIAL_TIMEOUT_MS);
       const st: NonNullable<WasmKernel['trialState']> = {
-        impl, binding, turn: 0, minSampleMs, acc: { cur: 0, cand: 0, curCalls: 0, candCalls: 0 }, cur: [], cand: [],
+        impl, binding, turn: 0, minSampleMs, slowFirst: false, acc: { cur: 0, cand: 0, curCalls: 0, candCalls: 0 }, cur: [], cand: [],
         end: (faster: boolean) => {
           clearTimeout(timer);
           this.trialState = null;

@@ -425,6 +425,8 @@ test("a candidate is adopted only when faster in the app's own calls (every othe
     const cases = [
       [() => 0.5, true, 8, false],
       [() => 1.5, false, 2, false],
+      // Both calls of the first cycle at 3x: ended at once, on the one pair.
+      [() => 3, false, 1, false],
       [() => 0.99, false, 24, false],
       // The bursts swamp the pairs' mean log ratio; the candidate is still faster in most pairs.
       [() => 0.9, true, 24, true],
