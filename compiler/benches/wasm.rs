@@ -46,6 +46,7 @@ fn sample(op: &Op, n: usize, seed: u64) -> Vec<Schedule> {
             f16_acc: false,
             k_slices: 1,
             dequant_pass: false,
+            quantize_a: false,
             threads: 1,
             split: None,
         };

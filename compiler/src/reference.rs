@@ -4,9 +4,11 @@
 //! skips work must not pass by luck); outputs are compared element-wise in a
 //! norm-scaled relative error, so that only f32 rounding is tolerated (and,
 //! for `+f16` ops, the one rounding of each output to f16: see
-//! [`tolerance`]).
+//! [`tolerance`]; for a kernel whose schedule quantises its activations to
+//! 16 bits, the bound of that rounding: see [`kernel_tolerance`]).
 
 use crate::op::{Activation, ArgSpec, Dtype, Epilogue, Op, OpKind};
+use crate::schedule::Schedule;
 
 /// The argument buffers of one call, as raw 32-bit words in ABI order
 /// (f32 arguments hold `f32::to_bits`; f16 arguments hold the `f32::to_bits`
@@ -311,6 +313,38 @@ pub fn tolerance(op: &Op) -> f64 {
     if op.dtype() == Dtype::F16 { TOLERANCE_F16 } else { TOLERANCE }
 }
 
+/// The norm-scaled error that rounding A to 16 bits per block of 32 values
+/// can add (a schedule's `quantize_a`): `0.51·√32 / 32767 ≈ 8.8e-5`.
+///
+/// Per block, the kernel takes `m = max|x|`, `s = m/32767` and
+/// `q = round(x·(32767/m))`, in f32. Then `|x − s·q| ≤ 0.51·s` (half a step,
+/// plus f32's rounding of the scale and its inverse, below 0.006 of a step
+/// since `|x·32767/m| ≤ 32767`), and `s ≤ m/32767·(1 + 2⁻²³)`. The integer
+/// sums are exact, so the error that quantisation adds to an output is
+/// `|Σₖ wₖ·(xₖ − s·qₖ)| ≤ Σ_blocks 0.51·(m_b/32767)·‖w_b‖₁`; with
+/// `m_b ≤ ‖x_b‖₂`, `‖w_b‖₁ ≤ √32·‖w_b‖₂` and Cauchy–Schwarz over the blocks,
+/// that is at most `0.51·√32/32767 · ‖x‖₂·‖w‖₂`: this constant, in the
+/// norm-scaled error. (A block whose largest value is below 1e-30 is
+/// scaled as if it were 1e-30, which adds at most 1e-35·Σ|w|.) The f32
+/// arithmetic after the sums is covered by [`TOLERANCE`].
+pub const A16_ROUNDING: f64 = 0.51 * 5.656_854_249_492_381 / 32767.0;
+
+/// [`TOLERANCE`] plus [`A16_ROUNDING`]: what a `quantize_a` kernel of an
+/// f32 op is held to.
+pub const TOLERANCE_A16: f64 = A16_ROUNDING + TOLERANCE;
+
+/// The tolerance a kernel of `op` compiled with `schedule` is held to: the
+/// op's [`tolerance`], plus [`A16_ROUNDING`] when the schedule quantises
+/// its activations (and only then).
+pub fn kernel_tolerance(op: &Op, schedule: &Schedule) -> f64 {
+    tolerance(op) + if schedule.quantize_a { A16_ROUNDING } else { 0.0 }
+}
+
+/// [`check_op`] to a kernel's own tolerance ([`kernel_tolerance`]).
+pub fn check_kernel(op: &Op, schedule: &Schedule, reference: &(Vec<f64>, Vec<f64>), out: &[u32]) -> Check {
+    check_within(reference, out, kernel_tolerance(op, schedule))
+}
+
 impl Check {
     pub fn ok(&self) -> bool {
         self.max_rel_err <= self.tolerance
@@ -447,6 +481,12 @@ pub fn check_positions(op: &Op, seed: u64) -> Vec<u64> {
 /// one is finite and within the op's [`tolerance`] of the reference
 /// (norm-scaled), else the position and its error.
 pub fn check_samples(op: &Op, seed: u64, samples: &[f32]) -> Result<(), (u64, f64)> {
+    check_samples_within(op, seed, samples, tolerance(op))
+}
+
+/// [`check_samples`] to a given tolerance (a kernel's own:
+/// [`kernel_tolerance`]).
+pub fn check_samples_within(op: &Op, seed: u64, samples: &[f32], tolerance: f64) -> Result<(), (u64, f64)> {
     let pos = check_positions(op, seed);
     if samples.len() != pos.len() {
         return Err((u64::MAX, f64::INFINITY));
@@ -454,7 +494,7 @@ pub fn check_samples(op: &Op, seed: u64, samples: &[f32]) -> Result<(), (u64, f6
     for (&p, &got) in pos.iter().zip(samples) {
         let (want, scale) = output_at(op, seed, p);
         let err = if got.is_finite() { (got as f64 - want).abs() / scale.max(f64::MIN_POSITIVE) } else { f64::INFINITY };
-        if err > tolerance(op) {
+        if err > tolerance {
             return Err((p, err));
         }
     }

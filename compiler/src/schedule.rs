@@ -242,6 +242,17 @@ pub struct Schedule {
     /// no other schedule's JSON changes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dequant_pass: bool,
+    /// Wasm, `matmul_q4_1` and `matmul_q8_0` with `vectorize` 4 in
+    /// registers (not `cache_read`): the kernel first quantises its rows of
+    /// A into scratch, per block of 32 values, to 16-bit integers (scale
+    /// `s = max|x|/32767`, `q = round(x/s)`), then sums the products of a
+    /// block's weights and quantised values exactly in `i32`
+    /// (`i32x4.dot_i16x8_s`) and scales once per block in f32. Its output
+    /// is checked to the wider tolerance that the rounding of A implies
+    /// (docs/ops.md, "Tolerance"). Absent when false, so no other
+    /// schedule's JSON changes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quantize_a: bool,
     /// Wasm: the number of parts the output is split into, one per thread
     /// (1: a single-threaded kernel, byte-identical to one from before
     /// threads existed). See [`crate::parts`].
@@ -352,6 +363,7 @@ impl Schedule {
             f16_acc: false,
             k_slices: 1,
             dequant_pass: false,
+            quantize_a: false,
             threads: 1,
             split: None,
         };
@@ -522,6 +534,14 @@ impl Schedule {
                 return Err(err("unroll", "matmul_i16 keeps its integer register tile in locals: list x0 and y0"));
             }
         }
+        if self.quantize_a {
+            if !matches!(op.kind(), OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0) {
+                return Err(err("quantize_a", format!("quantises the activations of matmul_q4_1 and matmul_q8_0; {} has no such kernel (use false)", op.name())));
+            }
+            if self.vectorize != 4 || self.cache_read {
+                return Err(err("quantize_a", "is a kernel of 16-bit integer dot products in registers: it needs vectorize 4 and no cache_read"));
+            }
+        }
         if op.kind().block_quantized() {
             let name = op.kind().name();
             if !self.r0.is_multiple_of(32) {
@@ -557,6 +577,9 @@ impl Schedule {
         }
         if self.relaxed_simd {
             return Err(err("relaxed_simd", "is a Wasm setting"));
+        }
+        if self.quantize_a {
+            return Err(err("quantize_a", "is a Wasm setting (WGSL has no 16-bit integer dot product); use false"));
         }
         if !self.tile_in_registers() {
             return Err(err(

@@ -38,7 +38,7 @@ prop_compose! {
             x0, y0, r0, x1: x0 << x1m, y1: y0 << y1m, r1: r0 << r1m,
             order, inner_n_first, unroll, vectorize, cache_read, relaxed_simd,
             passes: WasmPasses::default(),
-            double_buffer: false, split_k: 1, subgroup_reduce: false, f16_acc: false, k_slices: 1, dequant_pass: false,
+            double_buffer: false, split_k: 1, subgroup_reduce: false, f16_acc: false, k_slices: 1, dequant_pass: false, quantize_a: false,
             threads, split: Some(split),
         }
     }
@@ -60,7 +60,7 @@ fn check(op: &Op, s: &Schedule) -> Result<(), TestCaseError> {
     // The whole kernel on one thread.
     mem.call(&module, "kernel", &params);
     let whole = mem.output();
-    let c = reference::check(&reference::reference(op, &inputs), &whole);
+    let c = reference::check_kernel(op, s, &reference::reference(op, &inputs), &whole);
     prop_assert!(c.ok(), "{label}: kernel max_rel_err {} at {}", c.max_rel_err, c.worst);
 
     // Each part alone writes its own range, all of it, and nothing else of C.
@@ -144,7 +144,7 @@ proptest! {
         if s.split == Some(Split::Batch) {
             s.split = Some(Split::M);
         }
-        let e = Epilogue { bias, act: if gelu { webtune_compiler::op::Activation::Gelu } else { Default::default() }, residual: bias };
+        let e = Epilogue { bias, act: if gelu { webtune_compiler::op::Activation::Gelu } else { Default::default() }, residual: bias, ..Epilogue::NONE };
         check(&Op::with_epilogue(OpKind::MatmulI16, e, &[m, 2 * kw, 4 * nq]).unwrap(), &s)?;
     }
 }

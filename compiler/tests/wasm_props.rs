@@ -44,7 +44,7 @@ prop_compose! {
             x0, y0, r0, x1: x0 * x1m, y1: y0 * y1m, r1: r0 * r1m,
             order, inner_n_first, unroll, vectorize, cache_read, relaxed_simd,
             passes: WasmPasses { offset, load_splat, tee },
-            double_buffer: false, split_k: 1, subgroup_reduce: false, f16_acc: false, k_slices: 1, dequant_pass: false, threads: 1, split: None,
+            double_buffer: false, split_k: 1, subgroup_reduce: false, f16_acc: false, k_slices: 1, dequant_pass: false, quantize_a: false, threads: 1, split: None,
         }
     }
 }
@@ -107,7 +107,8 @@ proptest! {
 
     /// `matmul_q4_1` and `matmul_q8_0` (GGUF blocks): M = 1 (decode) and
     /// small prompts, any whole number of blocks, any N, register and cache
-    /// tiles that do and do not divide, every pass; in registers and
+    /// tiles that do and do not divide, every pass; in registers (f32, or
+    /// with 16-bit activations: `quantize_a`, to its own tolerance) and
     /// through the unpacked panel (`cache_read`).
     #[test]
     fn gguf_matches_reference(
@@ -116,7 +117,7 @@ proptest! {
         kb in 1u32..=12, n in dim(),
         x0 in 1u32..=3, y0q in 1u32..=3, x1m in 1u32..=3, y1m in 1u32..=5, rblocks in 1u32..=4,
         vec4: bool, unroll_r0: bool, relaxed_simd: bool,
-        offset: bool, load_splat: bool, tee: bool, panel: bool,
+        offset: bool, load_splat: bool, tee: bool, panel: bool, quant: bool,
     ) {
         let kind = if q8 { OpKind::MatmulQ8_0 } else { OpKind::MatmulQ4_1 };
         let op = Op::new(kind, &[m, 32 * kb, n]).unwrap();
@@ -130,6 +131,7 @@ proptest! {
         s.relaxed_simd = relaxed_simd;
         s.passes = WasmPasses { offset, load_splat, tee };
         s.cache_read = panel;
+        s.quantize_a = quant && vec4 && !panel;
         check(&op, &s)?;
     }
 

@@ -549,6 +549,20 @@ test('f16 ops: +f16 types every float argument, comes last, and never with matmu
   assert.equal(check.toleranceOf('matmul_q4'), check.TOLERANCE);
 });
 
+test('a kernel that quantises its activations is held to the bound of that rounding, and only such a kernel', () => {
+  // 0.51·√32/32767: half a 16-bit step per value (plus f32's rounding of the
+  // scale), over a block of 32 weights, norm-scaled (reference::A16_ROUNDING).
+  assert.ok(Math.abs(check.A16_ROUNDING - 8.8037e-5) < 1e-8, `${check.A16_ROUNDING}`);
+  assert.equal(check.toleranceOf('matmul_q8_0', { quantize_a: true, x0: 1 }), check.TOLERANCE + check.A16_ROUNDING);
+  for (const config of [undefined, {}, { quantize_a: false }, { quantize_a: 'yes' }]) assert.equal(check.toleranceOf('matmul_q4_1', config), check.TOLERANCE);
+  // An output off by 5e-5 of its scale fails the f32 tolerance and passes the quantising kernel's.
+  const scales = { op: 'matmul_q4_1', at: () => 1, reference: () => 0.25 };
+  const got = new Float32Array([0.25 + 5e-5]);
+  assert.ok(!check.checkPositions(scales, got, [0]).ok);
+  assert.ok(check.checkPositions(scales, got, [0], check.toleranceOf('matmul_q4_1', { quantize_a: true })).ok);
+  assert.ok(!check.checkPositions(scales, new Float32Array([0.25 + 2e-4]), [0], check.toleranceOf('matmul_q4_1', { quantize_a: true })).ok);
+});
+
 test('f16 conversion: every f16 round-trips, and any f32 rounds to the nearer neighbour, ties to even', () => {
   for (let h = 0; h < 0x10000; h++) {
     const v = ops.f16Value(h);

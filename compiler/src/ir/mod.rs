@@ -20,10 +20,14 @@
 //! - Binary operators are typed by their operands: `+ - *` on `i32`, `f32`,
 //!   `f32x4`, and `+` on `u32x4` (lane-wise `i32`); `/ % min <` on `i32`;
 //!   `>> &` on `i32` and `u32x4`. Integer arithmetic wraps like Wasm's `i32`
-//!   and WGSL's `i32`.
+//!   and WGSL's `i32`. CPU only: `/` and `max` also on `f32` and `f32x4`
+//!   (IEEE division; `max` as Wasm's, NaN if either is).
 //! - `dot16(a, b)` (pairwise products of signed 16-bit halves) and
 //!   `stof32(x)` (signed lanes to `f32x4`) serve `matmul_i16`; like the GPU
-//!   builtins below, `dot16` is for one backend only (Wasm).
+//!   builtins below, `dot16` is for one backend only (Wasm), as are
+//!   `toi32(x)` (an `f32` to the `i32` it truncates to, saturating) and the
+//!   float functions `abs` and `round` (to the nearest integer, ties to
+//!   even), with which the GGUF kernels quantise their activations.
 //! - `erf(x)` and `relu(x)` take and give `f32` or `f32x4` (see [`UnOp`]).
 //! - GPU builtins (`local_id.x`, `group_id.y`, ...), `barrier` and the
 //!   subgroup shuffle `shufflexor(x, mask)` are valid only for the WGSL backend.
@@ -258,6 +262,9 @@ pub enum BinOp {
     /// Bitwise or, on `i32` only.
     Or,
     Lt,
+    /// CPU only: the larger of two `f32`s or `f32x4`s, lane-wise (NaN if
+    /// either is, as Wasm's `f32.max`).
+    Max,
 }
 
 impl BinOp {
@@ -270,6 +277,7 @@ impl BinOp {
             BinOp::Div => "/",
             BinOp::Rem => "%",
             BinOp::Min => "min",
+            BinOp::Max => "max",
             BinOp::Shr => ">>",
             BinOp::And => "&",
             BinOp::Or => "|",
@@ -285,7 +293,7 @@ impl BinOp {
             BinOp::Shr => 4,
             BinOp::Add | BinOp::Sub => 5,
             BinOp::Mul | BinOp::Div | BinOp::Rem => 6,
-            BinOp::Min => 9,
+            BinOp::Min | BinOp::Max => 9,
         }
     }
     /// `a op b` on `i32` values with the IR's semantics (wrapping, `>>`
@@ -302,7 +310,7 @@ impl BinOp {
             BinOp::And => Some(a & b),
             BinOp::Or => Some(a | b),
             BinOp::Lt => Some((a < b) as i32),
-            BinOp::Div | BinOp::Rem => None,
+            BinOp::Div | BinOp::Rem | BinOp::Max => None,
         }
     }
     pub const INFIX: [BinOp; 9] =
@@ -310,13 +318,17 @@ impl BinOp {
 }
 
 /// Unary float functions, on `f32` or `f32x4`, lane-wise. Backends expand
-/// them into plain arithmetic: neither Wasm nor WGSL has an erf.
+/// `erf` and `relu` into plain arithmetic: neither Wasm nor WGSL has an erf.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnOp {
     /// The error function to about f32 rounding: [`erf_f32`]'s sequence.
     Erf,
     /// `max(x, 0)`.
     Relu,
+    /// CPU only: `|x|` (the sign bit cleared).
+    Abs,
+    /// CPU only: the nearest integer, ties to even (Wasm's `f32.nearest`).
+    Round,
 }
 
 impl UnOp {
@@ -324,9 +336,15 @@ impl UnOp {
         match self {
             UnOp::Erf => "erf",
             UnOp::Relu => "relu",
+            UnOp::Abs => "abs",
+            UnOp::Round => "round",
         }
     }
-    pub const ALL: [UnOp; 2] = [UnOp::Erf, UnOp::Relu];
+    pub const ALL: [UnOp; 4] = [UnOp::Erf, UnOp::Relu, UnOp::Abs, UnOp::Round];
+    /// Whether only the CPU backend has it.
+    pub fn cpu_only(self) -> bool {
+        matches!(self, UnOp::Abs | UnOp::Round)
+    }
 }
 
 /// Which lanes [`Expr::ExtendS`] widens: the low or high eight of sixteen
@@ -430,6 +448,9 @@ pub enum Expr {
     /// Signed integer to float, lane-wise: `u32x4 → f32x4`, each lane read
     /// as a two's-complement `i32`.
     SToF32(Handle<Expr>),
+    /// CPU only: `f32 → i32`, truncated toward zero and saturated to the
+    /// `i32` range, NaN to 0 (Wasm's `i32.trunc_sat_f32_s`).
+    ToI32(Handle<Expr>),
     /// CPU only: the pairwise dot product of two `u32x4`s read as eight
     /// signed 16-bit lanes each: lane `i` of the result is
     /// `a[2i]·b[2i] + a[2i+1]·b[2i+1]` (an `i32`, wrapping).
@@ -463,6 +484,7 @@ impl Expr {
             Expr::Splat(a)
             | Expr::ToF32(a)
             | Expr::SToF32(a)
+            | Expr::ToI32(a)
             | Expr::FromBits(a)
             | Expr::HSum(a)
             | Expr::Lane(a, _)

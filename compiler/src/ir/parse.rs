@@ -463,10 +463,15 @@ impl Parser {
                         let a = self.args(2)?;
                         Expr::Bin(BinOp::Min, a[0], a[1])
                     }
+                    "max" if self.at_punct("(") => {
+                        let a = self.args(2)?;
+                        Expr::Bin(BinOp::Max, a[0], a[1])
+                    }
                     "splat" => Expr::Splat(self.args(1)?[0]),
                     "tof32" => Expr::ToF32(self.args(1)?[0]),
                     "bitsf32" => Expr::FromBits(self.args(1)?[0]),
                     "stof32" => Expr::SToF32(self.args(1)?[0]),
+                    "toi32" if self.at_punct("(") => Expr::ToI32(self.args(1)?[0]),
                     "dot16" => {
                         let a = self.args(2)?;
                         Expr::DotI16(a[0], a[1])

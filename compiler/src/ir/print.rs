@@ -93,7 +93,7 @@ fn write_expr(f: &Func, e: Handle<Expr>, parent: u8, right: bool, out: &mut Stri
             let _ = write!(out, "{v:?}");
         }
         Expr::Var(v) => out.push_str(&f.vars[*v].name),
-        Expr::Bin(BinOp::Min, a, b) => call(f, "min", &[*a, *b], out),
+        Expr::Bin(op @ (BinOp::Min | BinOp::Max), a, b) => call(f, op.symbol(), &[*a, *b], out),
         Expr::Bin(op, a, b) => {
             let p = op.precedence();
             let paren = p < parent || (p == parent && right);
@@ -112,6 +112,7 @@ fn write_expr(f: &Func, e: Handle<Expr>, parent: u8, right: bool, out: &mut Stri
         Expr::ToF32(a) => call(f, "tof32", &[*a], out),
         Expr::FromBits(a) => call(f, "bitsf32", &[*a], out),
         Expr::SToF32(a) => call(f, "stof32", &[*a], out),
+        Expr::ToI32(a) => call(f, "toi32", &[*a], out),
         Expr::DotI16(a, b) => call(f, "dot16", &[*a, *b], out),
         Expr::ExtendS(a, e) => call(f, e.name(), &[*a], out),
         Expr::HSum(a) => call(f, "hsum", &[*a], out),

@@ -274,9 +274,15 @@ impl Verifier<'_> {
             }
             Expr::Bin(op, a, b) => {
                 let (ta, tb) = (self.expr(a)?, self.expr(b)?);
+                let float = ta == tb && (ta == Ty::F32 || ta == Ty::F32x4);
+                if (op == BinOp::Max || (op == BinOp::Div && float)) && self.flavor != Flavor::Cpu {
+                    return self.err(format!("float `{}` outside a CPU kernel in {}", op.symbol(), self.show(e)));
+                }
                 let ok = match op {
                     BinOp::Add => ta == tb,
                     BinOp::Sub | BinOp::Mul => ta == tb && ta != Ty::U32x4,
+                    BinOp::Max => float,
+                    BinOp::Div if float => true,
                     BinOp::Div | BinOp::Rem | BinOp::Min | BinOp::Lt => ta == Ty::I32 && tb == Ty::I32,
                     BinOp::Shr => (ta == Ty::I32 || ta == Ty::U32x4) && tb == Ty::I32,
                     BinOp::And => ta == tb && (ta == Ty::I32 || ta == Ty::U32x4),
@@ -285,7 +291,7 @@ impl Verifier<'_> {
                 if !ok {
                     return self.err(format!("`{}` on {} and {} in {}", op.symbol(), ta.name(), tb.name(), self.show(e)));
                 }
-                if matches!(op, BinOp::Div | BinOp::Rem) && const_i32(self.f, b).is_none_or(|c| c <= 0) {
+                if matches!(op, BinOp::Div | BinOp::Rem) && ta == Ty::I32 && const_i32(self.f, b).is_none_or(|c| c <= 0) {
                     return self.err(format!("`{}` needs a positive constant divisor in {}", op.symbol(), self.show(e)));
                 }
                 ta
@@ -311,6 +317,15 @@ impl Verifier<'_> {
                 Ty::U32x4 => Ty::F32x4,
                 t => return self.err(format!("stof32 of a {}", t.name())),
             },
+            Expr::ToI32(a) => {
+                if self.flavor != Flavor::Cpu {
+                    return self.err(format!("toi32 outside a CPU kernel in {}", self.show(e)));
+                }
+                match self.expr(a)? {
+                    Ty::F32 => Ty::I32,
+                    t => return self.err(format!("toi32 of a {} (must be f32)", t.name())),
+                }
+            }
             Expr::ExtendS(a, x) => {
                 if self.flavor != Flavor::Cpu {
                     return self.err(format!("{} outside a CPU kernel in {}", x.name(), self.show(e)));
@@ -343,10 +358,15 @@ impl Verifier<'_> {
                 t @ (Ty::F32x4 | Ty::U32x4) => return self.err(format!("lane {n} of an {} (lanes are 0 to 3)", t.name())),
                 t => return self.err(format!("lane of a {}", t.name())),
             },
-            Expr::Un(op, a) => match self.expr(a)? {
-                t @ (Ty::F32 | Ty::F32x4) => t,
-                t => return self.err(format!("{} of a {}", op.name(), t.name())),
-            },
+            Expr::Un(op, a) => {
+                if op.cpu_only() && self.flavor != Flavor::Cpu {
+                    return self.err(format!("{} outside a CPU kernel in {}", op.name(), self.show(e)));
+                }
+                match self.expr(a)? {
+                    t @ (Ty::F32 | Ty::F32x4) => t,
+                    t => return self.err(format!("{} of a {}", op.name(), t.name())),
+                }
+            }
             Expr::Load { ty, buf, index } => {
                 self.access(buf, ty, index)?;
                 ty.value_ty()
@@ -478,12 +498,44 @@ mod tests {
             ("var x: f32 x = erf(1)", "erf of a i32"),
             ("var x: f32 x = relu(load.u32x4 W[0])", "relu of a u32x4"),
             ("var x: f32 x = erf(splat(1.0))", "assigned a f32x4"),
+            ("var x: f32 x = max(1.0, splat(1.0))", "`max` on f32 and f32x4"),
+            ("var x: i32 x = max(1, 2)", "`max` on i32 and i32"),
+            ("var x: i32 x = 4 / x", "positive constant divisor"),
+            ("var x: i32 x = toi32(splat(1.0))", "toi32 of a f32x4"),
+            ("var x: f32 x = round(1)", "round of a i32"),
         ];
         for (body, want) in cases {
             let src = format!("kernel k {{ buf A: f32[16] param 0 buf W: u32[16] param 2 buf C: f32[16] param 1 rw {body} }}");
             let e = parse(&src).map_err(|e| VerifyError(e.to_string())).and_then(|f| verify(&f, Flavor::Cpu)).unwrap_err();
             assert!(e.0.contains(want), "{body}: {e}");
         }
+    }
+
+    /// The activation-quantising operations (`max`, float `/`, `abs`,
+    /// `round`, `toi32`) type-check on the CPU and are refused on the GPU.
+    #[test]
+    fn quantising_operations_are_cpu_only() {
+        let body = "var x: f32 var v: f32x4 var q: i32
+            v = max(abs(load.f32x4 A[0]), splat(1.0))
+            x = 32767.0 / max(lane0(v), 0.5)
+            v = v / splat(x)
+            q = toi32(round(load.f32 A[1] * x))
+            store C[0] = x";
+        let src = format!("kernel k {{ buf A: f32[16] param 0 buf C: f32[16] param 1 rw {body} }}");
+        let f = parse(&src).unwrap();
+        verify(&f, Flavor::Cpu).unwrap();
+        let e = verify(&f, Flavor::Gpu).unwrap_err();
+        assert!(e.0.contains("outside a CPU kernel"), "{e}");
+        assert_eq!(print_parse(&f), crate::ir::print::print(&f));
+        for one in ["q = toi32(1.0)", "x = abs(1.0)", "x = round(1.0)", "x = 1.0 / 2.0", "x = max(1.0, 2.0)"] {
+            let src = format!("kernel k {{ buf C: f32[16] param 0 rw var x: f32 var q: i32 {one} }}");
+            let e = verify(&parse(&src).unwrap(), Flavor::Gpu).unwrap_err();
+            assert!(e.0.contains("outside a CPU kernel"), "{one}: {e}");
+        }
+    }
+
+    fn print_parse(f: &Func) -> String {
+        crate::ir::print::print(&parse(&crate::ir::print::print(f)).unwrap())
     }
 
     #[test]

@@ -12,7 +12,7 @@
 
 use wasm_encoder::ValType;
 
-use super::wir::{FOp, IOp, LoadOp, N, Node, StoreOp, WFunc};
+use super::wir::{FOp, FUnOp, IOp, LoadOp, N, Node, StoreOp, WFunc};
 use crate::ir::verify::Types;
 use crate::ir::{BinOp, Buffer, ERF_CLAMP, ERF_P, ERF_Q, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, UnOp, Var, const_i32};
 
@@ -214,7 +214,7 @@ impl Lower<'_> {
                             BinOp::And => IOp::And,
                             BinOp::Or => IOp::Or,
                             BinOp::Lt => IOp::LtS,
-                            BinOp::Min => unreachable!(),
+                            BinOp::Min | BinOp::Max => unreachable!("verified: min is handled above, max is float only"),
                         },
                         x,
                         y,
@@ -262,6 +262,10 @@ impl Lower<'_> {
                 let x = self.expr(a);
                 self.push(Node::F32x4ConvertI32x4S(x))
             }
+            Expr::ToI32(a) => {
+                let x = self.expr(a);
+                self.push(Node::I32TruncSatF32S(x))
+            }
             Expr::ExtendS(a, e) => {
                 let x = self.expr(a);
                 self.push(Node::ExtendS(e, x))
@@ -307,6 +311,11 @@ impl Lower<'_> {
                         self.fbin(FOp::Max, x, zero, vector)
                     }
                     UnOp::Erf => self.erf(x, vector),
+                    UnOp::Abs | UnOp::Round => {
+                        let u = if op == UnOp::Abs { FUnOp::Abs } else { FUnOp::Nearest };
+                        self.push(if vector { Node::F32x4Un(u, x) } else { Node::F32Un(u, x) })
+                    }
+                    UnOp::Rsqrt | UnOp::Silu => unreachable!("GPU-only function in a verified CPU kernel"),
                 }
             }
             Expr::Builtin(_) | Expr::ShuffleXor(..) | Expr::Compose(_) => unreachable!("GPU-only expression in a verified CPU kernel"),
@@ -470,6 +479,8 @@ fn fop(op: BinOp) -> FOp {
         BinOp::Add => FOp::Add,
         BinOp::Sub => FOp::Sub,
         BinOp::Mul => FOp::Mul,
+        BinOp::Div => FOp::Div,
+        BinOp::Max => FOp::Max,
         _ => unreachable!("verified float operator"),
     }
 }

@@ -46,6 +46,14 @@ pub enum FOp {
     Max,
 }
 
+/// Unary float instructions (`f32.*` and `f32x4.*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FUnOp {
+    Abs,
+    /// To the nearest integer, ties to even.
+    Nearest,
+}
+
 /// One node of the tree. Operands are node indices.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Node {
@@ -72,6 +80,10 @@ pub enum Node {
     },
     F32Bin(FOp, N, N),
     F32x4Bin(FOp, N, N),
+    F32Un(FUnOp, N),
+    F32x4Un(FUnOp, N),
+    /// `i32.trunc_sat_f32_s`.
+    I32TruncSatF32S(N),
     F32x4Splat(N),
     I32x4Splat(N),
     F32x4RelaxedMadd(N, N, N),
@@ -130,6 +142,9 @@ impl WFunc {
             | Node::F32ReinterpretI32(a)
             | Node::F32x4ConvertI32x4U(a)
             | Node::F32x4ConvertI32x4S(a)
+            | Node::F32Un(_, a)
+            | Node::F32x4Un(_, a)
+            | Node::I32TruncSatF32S(a)
             | Node::ExtendS(_, a)
             | Node::F32x4ExtractLane(a, _)
             | Node::I32x4ExtractLane(a, _)
@@ -264,6 +279,15 @@ fn encode_node(f: &WFunc, n: N, out: &mut wasm_encoder::Function) {
             FOp::Min => I::F32x4Min,
             FOp::Max => I::F32x4Max,
         },
+        Node::F32Un(op, _) => match op {
+            FUnOp::Abs => I::F32Abs,
+            FUnOp::Nearest => I::F32Nearest,
+        },
+        Node::F32x4Un(op, _) => match op {
+            FUnOp::Abs => I::F32x4Abs,
+            FUnOp::Nearest => I::F32x4Nearest,
+        },
+        Node::I32TruncSatF32S(_) => I::I32TruncSatF32S,
         Node::F32x4Splat(_) => I::F32x4Splat,
         Node::I32x4Splat(_) => I::I32x4Splat,
         Node::F32x4RelaxedMadd(..) => I::F32x4RelaxedMadd,

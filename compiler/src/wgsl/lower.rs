@@ -970,6 +970,7 @@ impl Builder<'_> {
                             BinOp::And => NOp::And,
                             BinOp::Or => NOp::InclusiveOr,
                             BinOp::Min | BinOp::Lt | BinOp::Shr => unreachable!("handled above"),
+                            BinOp::Max => unreachable!("CPU-only operator in a verified GPU kernel"),
                         };
                         self.bin(nop, x, y)
                     }
@@ -1002,7 +1003,7 @@ impl Builder<'_> {
                 let x = self.bitcast(x, ScalarKind::Sint);
                 self.add(N::As { expr: x, kind: ScalarKind::Float, convert: Some(self.float_width()) })
             }
-            Expr::DotI16(..) | Expr::ExtendS(..) => unreachable!("CPU-only expression in a verified GPU kernel"),
+            Expr::DotI16(..) | Expr::ExtendS(..) | Expr::ToI32(_) => unreachable!("CPU-only expression in a verified GPU kernel"),
             Expr::HSum(a) => {
                 let x = self.expr(a)?;
                 let one = self.flit(1.0);
@@ -1054,6 +1055,7 @@ impl Builder<'_> {
                         self.math(MathFunction::Max, x, zero, None)
                     }
                     UnOp::Erf => self.erf(x, vector),
+                    UnOp::Abs | UnOp::Round => unreachable!("CPU-only function in a verified GPU kernel"),
                 }
             }
             Expr::Compose(lanes) => {

@@ -19,6 +19,13 @@ pub fn engine() -> &'static Engine {
 /// Runs `kernel` on seeded inputs and returns its output words.
 pub fn run(op: &Op, kernel: &Kernel, seed: u64) -> (reference::Inputs, Vec<u32>) {
     let inputs = reference::inputs(op, seed);
+    let out = run_on(kernel, &inputs);
+    (inputs, out)
+}
+
+/// Runs `kernel` on `inputs` (the output argument as given: poisoned) and
+/// returns its output words.
+pub fn run_on(kernel: &Kernel, inputs: &reference::Inputs) -> Vec<u32> {
     let module = Module::new(engine(), &kernel.bytes).expect("wasmtime accepts the module");
     let mut store = Store::new(engine(), ());
     let mut offsets = Vec::new();
@@ -47,15 +54,16 @@ pub fn run(op: &Op, kernel: &Kernel, seed: u64) -> (reference::Inputs, Vec<u32>)
     let n = inputs.args.last().unwrap().len();
     let mut bytes = vec![0u8; n * 4];
     memory.read(&store, out_off, &mut bytes).expect("read");
-    let out = bytes.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-    (inputs, out)
+    bytes.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
-/// Runs and checks against the f64 reference.
+/// Runs and checks against the f64 reference, to the kernel's own
+/// tolerance (f32 rounding, plus the rounding of A for a schedule that
+/// quantises it: `reference::kernel_tolerance`).
 pub fn run_and_check(op: &Op, kernel: &Kernel, seed: u64) -> Check {
     let (inputs, out) = run(op, kernel, seed);
     let r = reference::reference(op, &inputs);
-    reference::check(&r, &out)
+    reference::check_kernel(op, &kernel.meta.config, &r, &out)
 }
 
 /// A wasmtime engine with the threads proposal (shared memories), for threaded kernels.

@@ -15,6 +15,16 @@ use super::protocol::{ReportRequest, ReportResponse, WinnerView};
 use super::{Error, MIN_RUNS, Result, Service, device, is_hex, kind_of, parse_kind, plausible, ticket, unix_now, wrong_target};
 
 impl Service {
+    /// The tolerance of the stored kernel `sha256` of `op`, where its
+    /// schedule widens the op's (`reference::kernel_tolerance`); `None` for
+    /// any other kernel, or one the database does not hold.
+    async fn kernel_tolerance(&self, op: &webtune_compiler::Op, sha256: &str) -> Result<Option<f64>> {
+        let Some((_, meta)) = self.db.kernel_meta(sha256).await? else { return Ok(None) };
+        let Ok(meta) = serde_json::from_str::<webtune_compiler::KernelMeta>(&meta) else { return Ok(None) };
+        let t = webtune_compiler::reference::kernel_tolerance(op, &meta.config);
+        Ok((t > webtune_compiler::reference::tolerance(op)).then_some(t))
+    }
+
     /// Checks and stores `req`, a report of `session`; the winners after it.
     pub async fn record_report(&self, session: &Session, req: &ReportRequest) -> Result<ReportResponse> {
         let (op, target) = parse_kind(&req.op, &req.shape, &req.target)?;
@@ -97,6 +107,14 @@ impl Service {
                 continue;
             }
             let Err((pos, err)) = webtune_compiler::reference::check_samples(&op, c.seed, &e.samples) else { continue };
+            // A kernel whose schedule quantises its activations is held to
+            // its own, wider tolerance (docs/ops.md, "Tolerance"), read from
+            // its stored metadata: only here, where the op's own failed.
+            if let Some(tolerance) = self.kernel_tolerance(&op, &e.sha256).await?
+                && webtune_compiler::reference::check_samples_within(&op, c.seed, &e.samples, tolerance).is_ok()
+            {
+                continue;
+            }
             self.metrics.samples_rejected.fetch_add(1, Ordering::Relaxed);
             let want = webtune_compiler::reference::check_positions(&op, c.seed).len();
             if e.samples.len() != want {
