@@ -154,17 +154,19 @@ proptest! {
 
     /// `matmul_q4_1` and `matmul_q8_0` split over N (decode: M = 1, each
     /// part its own rows of W, D and Mn) or M (prefill), each part with its
-    /// own scratch for Q4_1's rearranged A.
+    /// own scratch for Q4_1's rearranged A (or, with `quantize_a`, for the
+    /// quantised rows each part makes itself).
     #[test]
     fn threaded_gguf_matches(q8: bool, m in prop::sample::select(vec![1u32, 1, 2, 3, 7, 16]), kb in 1u32..=8, n in dim(),
                              y0q in 1u32..=2, y1m in 0u32..=2, x1m in 0u32..=2, vec4: bool, split_n: bool, threads in 2u32..=5,
-                             panel: bool) {
+                             panel: bool, quant: bool) {
         let kind = if q8 { OpKind::MatmulQ8_0 } else { OpKind::MatmulQ4_1 };
         let op = Op::new(kind, &[m, 32 * kb, n]).unwrap();
         let y0 = if vec4 { 4 * y0q } else { y0q };
         let s = Schedule {
             x0: 1, y0, x1: 1 << x1m, y1: y0 << y1m, vectorize: if vec4 { 4 } else { 1 },
             threads, split: Some(if split_n { Split::N } else { Split::M }), cache_read: panel,
+            quantize_a: quant && vec4 && !panel,
             ..Schedule::default_for(&op, Target::Wasm)
         };
         check(&op, &s)?;
@@ -192,6 +194,9 @@ fn named_shapes_run_threaded() {
         ("matmul_q8_0", "9,64,20", Schedule { split: Some(Split::M), x1: 4, y1: 4, ..q("matmul_q8_0") }),
         ("matmul_q4_1", "33,96,40", Schedule { split: Some(Split::N), x0: 3, y0: 8, x1: 33, y1: 16, cache_read: true, ..q("matmul_q4_1") }),
         ("matmul_q8_0", "33,96,40", Schedule { split: Some(Split::M), x0: 2, y0: 8, x1: 8, y1: 24, cache_read: true, ..q("matmul_q8_0") }),
+        ("matmul_q4_1", "1,576,97", Schedule { split: Some(Split::N), y1: 16, threads: 4, quantize_a: true, ..q("matmul_q4_1") }),
+        ("matmul_q8_0", "1,576,97", Schedule { split: Some(Split::N), y1: 8, threads: 3, quantize_a: true, ..q("matmul_q8_0") }),
+        ("matmul_q4_1", "9,64,20", Schedule { split: Some(Split::M), x0: 2, x1: 4, y1: 8, quantize_a: true, ..q("matmul_q4_1") }),
     ]);
     for (op, shape, s) in cases {
         let op = Op::parse(op, shape).unwrap();
