@@ -1,5 +1,6 @@
 //! Connecting: database URLs, the pool, embedded migrations, and the few
-//! statements about the database itself (settings, health).
+//! statements about the database itself (settings, health); on SQLite the
+//! checkpointer task ([`start_checkpointer`]).
 
 use std::borrow::Cow;
 
@@ -25,9 +26,25 @@ fn migrator() -> Migrator {
             m(6, "retention", include_str!("../../migrations/0006_retention.sql")),
             m(7, "report path indexes", include_str!("../../migrations/0007_report_path_indexes.sql")),
             m(8, "uncounted", include_str!("../../migrations/0008_uncounted.sql")),
+            m(9, "ballots once", include_str!("../../migrations/0009_ballots_once.sql")),
         ]),
         ..Migrator::DEFAULT
     }
+}
+
+/// For tests of upgrades: opens the database at `url` (for SQLite creates
+/// it) and applies the migrations up to `version` only, as an older
+/// webtune would have left it; a pool on it, with no writer or elector.
+/// A later [`Db::connect`] applies the rest.
+#[doc(hidden)]
+pub async fn migrate_to(url: &str, version: i64) -> Result<Pool<Any>> {
+    sqlx::any::install_default_drivers();
+    let (_, url) = normalise_url(url)?;
+    let pool = PoolOptions::<Any>::new().max_connections(1).connect(&url).await?;
+    let all = migrator();
+    let migrator = Migrator { migrations: Cow::Owned(all.migrations.iter().filter(|m| m.version <= version).cloned().collect()), ..all };
+    migrator.run(&pool).await?;
+    Ok(pool)
 }
 
 /// Normalises a database URL: a bare path means a SQLite file, created if
@@ -51,6 +68,37 @@ fn normalise_url(url: &str) -> Result<(Backend, String)> {
     let sep = if path.contains('?') { '&' } else { '?' };
     let url = if path.contains("mode=") { format!("sqlite://{path}") } else { format!("sqlite://{path}{sep}mode=rwc") };
     Ok((Backend::Sqlite, url))
+}
+
+/// SQLite: the log's size, in pages (80 MB), past which a commit copies it
+/// into the database file itself; see [`start_checkpointer`].
+const WAL_BACKSTOP: &str = "PRAGMA wal_autocheckpoint = 20000";
+
+/// SQLite: how often the checkpointer copies the log into the file.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// SQLite: copies the write-ahead log into the database file every
+/// [`CHECKPOINT_EVERY`] on a pooled connection of its own (a passive
+/// checkpoint: it waits for no reader or writer, and the writer goes on
+/// meanwhile), so that the one writer's commits no longer stop for it
+/// (at SQLite's default of 1,000 pages, the commit that crosses it does
+/// that work, copying the pages and syncing the file, while every report
+/// waits behind it). The
+/// commits stay durable as before: each syncs the log (`synchronous =
+/// FULL`), and a checkpoint syncs the file before the log may be reused.
+/// Ends once the [`Db`] (its elector) is dropped or the pool closed.
+fn start_checkpointer(pool: Pool<Any>, alive: std::sync::Weak<crate::elector::Elector>) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(CHECKPOINT_EVERY).await;
+            if alive.upgrade().is_none() || pool.is_closed() {
+                break;
+            }
+            // A failure (the file busy, a closed pool) leaves the log to
+            // the next try, or to the backstop.
+            let _ = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").fetch_all(&pool).await;
+        }
+    });
 }
 
 /// The kernel database. Cheap to share behind an `Arc`.
@@ -90,6 +138,11 @@ impl Db {
                     conn.execute("PRAGMA busy_timeout = 10000").await?;
                     conn.execute("PRAGMA foreign_keys = ON").await?;
                     conn.execute("PRAGMA synchronous = FULL").await?;
+                    // The log is copied into the file by the checkpointer
+                    // task, beside the writer; a commit checkpoints itself
+                    // only past this many pages (80 MB), should that task
+                    // fall behind.
+                    conn.execute(WAL_BACKSTOP).await?;
                 }
                 Ok(())
             })
@@ -113,6 +166,9 @@ impl Db {
             std::sync::Arc::clone(&elector),
         );
         crate::elector::start(pool.clone(), backend, write.clone(), std::sync::Arc::downgrade(&elector));
+        if backend == Backend::Sqlite {
+            start_checkpointer(pool.clone(), std::sync::Arc::downgrade(&elector));
+        }
         Ok(Db { pool, backend, write, reports, groups, hold, elector })
     }
 

@@ -543,16 +543,7 @@ async fn cast_ballots(conn: &mut AnyConnection, kind: &KernelKind, space: &str, 
         return Ok(());
     }
     let sessions: Vec<&str> = fresh.keys().copied().collect();
-    let old = session_ballots_sql(
-        conn,
-        "SELECT session_id, level, level_key, kernel_sha256, weight, created_at, report_id",
-        kind,
-        space,
-        &sessions,
-    )
-    .query()?
-    .fetch_all(&mut *conn)
-    .await?;
+    let old = session_ballots_sql(conn, SESSION_BALLOTS, kind, space, &sessions).query()?.fetch_all(&mut *conn).await?;
     // Sessions whose stored ballot is later than the batch's (a report
     // made earlier but counted later, or clocks of servers that differ)
     // keep it.
@@ -571,9 +562,13 @@ async fn cast_ballots(conn: &mut AnyConnection, kind: &KernelKind, space: &str, 
         if keep.contains(&r.try_get::<String, _>("session_id")?) {
             continue;
         }
-        let d = delta.entry((r.try_get("level")?, r.try_get("level_key")?, r.try_get("kernel_sha256")?)).or_default();
-        d.0 -= r.try_get::<i64, _>("weight")?;
-        d.1 -= 1;
+        // A ballot counts at each of the keys it carries.
+        let (kernel, weight): (String, i64) = (r.try_get("kernel_sha256")?, r.try_get("weight")?);
+        for (level, column) in [(Level::Device, "device_key"), (Level::Arch, "arch_key"), (Level::Vendor, "vendor_key")] {
+            let d = delta.entry((level.name().to_string(), r.try_get(column)?, kernel.clone())).or_default();
+            d.0 -= weight;
+            d.1 -= 1;
+        }
     }
     let replaced: Vec<&Uncounted> = fresh.iter().filter(|(s, _)| !keep.contains(**s)).map(|(_, u)| *u).collect();
     if replaced.is_empty() {
@@ -582,8 +577,9 @@ async fn cast_ballots(conn: &mut AnyConnection, kind: &KernelKind, space: &str, 
     let gone: Vec<&str> = replaced.iter().map(|u| u.session.as_str()).collect();
     session_ballots_sql(conn, "DELETE", kind, space, &gone).query()?.execute(&mut *conn).await?;
     // The new ballots are built by the database from the rows the reports
-    // stored (a row per level and positive vote), not sent back to it: a
-    // statement binding every value took 30 µs a ballot.
+    // stored (a row per positive vote, carrying the three keys it counts
+    // at), not sent back to it: a statement binding every value took 30 µs
+    // a ballot.
     for u in &replaced {
         for level in Level::STORED {
             let key = u.keys.key(level).unwrap_or_default();
@@ -617,19 +613,22 @@ async fn cast_ballots(conn: &mut AnyConnection, kind: &KernelKind, space: &str, 
     Ok(())
 }
 
+/// The columns of a session's stored ballot that replacing it reads.
+pub(crate) const SESSION_BALLOTS: &str =
+    "SELECT session_id, kernel_sha256, weight, created_at, report_id, device_key, arch_key, vendor_key";
+
 /// The ballots of the claimed reports `ids` (made from `first` to `last`
-/// ms), built from their rows: one per level and positive vote, reached
-/// from `uncounted` as [`uncounted_sql`] reaches them.
+/// ms), built from their rows: one per positive vote with the report's
+/// three keys (migration 0009), reached from `uncounted` as
+/// [`uncounted_sql`] reaches them.
 pub(crate) fn cast_sql(conn: &AnyConnection, ids: &[String], first: i64, last: i64) -> Sql {
     let mut q = Sql::new(
         conn,
-        "INSERT INTO ballots (session_id, op, shape, target, space_checksum, level, level_key, kernel_sha256, report_id, created_at, \
-         weight, median_us) \
-         SELECT r.session_id, r.op, r.shape, r.target, r.space_checksum, l.level, \
-         CASE l.level WHEN 'device' THEN r.device_key WHEN 'arch' THEN r.arch_key ELSE r.vendor_key END, \
-         m.kernel_sha256, r.id, r.created_at, m.weight, m.median_us \
+        "INSERT INTO ballots (session_id, op, shape, target, space_checksum, kernel_sha256, device_key, arch_key, vendor_key, \
+         report_id, created_at, weight, median_us) \
+         SELECT r.session_id, r.op, r.shape, r.target, r.space_checksum, m.kernel_sha256, r.device_key, r.arch_key, r.vendor_key, \
+         r.id, r.created_at, m.weight, m.median_us \
          FROM uncounted u JOIN reports r ON r.id = u.report_id JOIN measurements m ON m.report_id = u.report_id \
-         CROSS JOIN (SELECT 'device' AS level UNION ALL SELECT 'arch' UNION ALL SELECT 'vendor') AS l \
          WHERE m.weight > 0 AND u.created_at >= ",
     );
     q.bind(first).push(" AND u.created_at <= ").bind(last).push(" AND u.report_id IN (");

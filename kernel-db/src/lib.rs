@@ -45,7 +45,9 @@
 //!   what is left uncounted). Winners are derived data: a report's
 //!   transaction stores it with a row of `uncounted`, and the elector's pass
 //!   that deletes that row updates the running tallies (`ballots`: each
-//!   session's latest report per key; `tallies`: their sums per kernel) and
+//!   session's latest report per kind and space, one row per kernel
+//!   carrying the session's three keys; `tallies`: their sums per level,
+//!   key and kernel) and
 //!   re-elects the keys it touched from them, in one transaction, so every
 //!   stored report is counted exactly once. Once nothing is uncounted
 //!   ([`Db::flush_elections`]) the tallies equal a recount of the history
@@ -107,7 +109,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 pub use bundles::Imported;
-pub use connect::Db;
+pub use connect::{Db, migrate_to};
 pub use dashboard::{DashboardCounts, DeviceGroup, FlagHour, HourCount, SeriesBucket, hour_of};
 pub use elect::{
     Ballot, Evidence, Standing, Step, TIME_WINDOW, Tally, VotePolicy, elect, elect_step, flag_excluded, provisional, provisional_confidence,
@@ -152,6 +154,13 @@ pub enum DbError {
 }
 
 pub type Result<T, E = DbError> = std::result::Result<T, E>;
+
+/// The running tallies recounted from the raw reports and measurements:
+/// `ballots` and `tallies` replaced by what counting every stored report at
+/// once gives. For tests (and audits of a copy) that compare it with what
+/// the elector's passes built; run it with no report uncounted.
+#[doc(hidden)]
+pub const RECOUNT_SQL: &str = include_str!("recount.sql");
 
 /// The SQL engine behind a [`Db`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

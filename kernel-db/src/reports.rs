@@ -46,9 +46,11 @@ use crate::{
     random_id, ranked_weight,
 };
 
-/// Most reports committed in one transaction on SQLite (its statements'
-/// variables stay under SQLite's limit of 32,766).
-const GROUP_MAX: usize = 64;
+/// Most reports committed in one transaction on SQLite: its one writer
+/// commits (and syncs) a group at a time, so more clients wait in larger
+/// groups; its statements' variables stay under SQLite's limit of 32,766
+/// (the measurements' insert binds 40 a report).
+const GROUP_MAX: usize = 256;
 
 /// Most reports committed in one transaction on PostgreSQL: under load the
 /// hot keys' elections, which cost the same for one report as for many,
@@ -58,10 +60,12 @@ const PG_GROUP_MAX: usize = 256;
 
 type AnyQuery<'q> = sqlx::query::Query<'q, Any, AnyArguments>;
 
-/// The key columns of `ballots` and `tallies`, bound as `$1`..`$6` by [`At::bind`].
-macro_rules! at_key {
-    () => {
-        "op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND level = $5 AND level_key = $6"
+/// A kernel's ballots at a key of one level, whose column `$col` holds
+/// that level's key (migration 0009): the key bound as `$1`..`$5` by
+/// [`At::bind_ballots`], the kernel as `$6`.
+macro_rules! at_level {
+    ($col:literal) => {
+        concat!("op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND ", $col, " = $5 AND kernel_sha256 = $6")
     };
 }
 
@@ -82,7 +86,8 @@ impl At<'_> {
         At { kind, space, level, key: keys.key(level).unwrap_or_default() }
     }
 
-    /// Binds the key as `$1`..`$6` (see [`at_key`]).
+    /// Binds the key as `$1`..`$6`: op, shape, target, space, level, key
+    /// (the key columns of `winners` and `tallies`).
     fn bind<'q>(&self, q: AnyQuery<'q>) -> AnyQuery<'q> {
         q.bind(self.kind.op.clone())
             .bind(self.kind.shape.clone())
@@ -90,6 +95,34 @@ impl At<'_> {
             .bind(self.space.to_string())
             .bind(self.level.name())
             .bind(self.key.to_string())
+    }
+
+    /// Binds the key as `$1`..`$5`: op, shape, target, space, and the key
+    /// in its level's column of `ballots` (see [`at_level`]).
+    fn bind_ballots<'q>(&self, q: AnyQuery<'q>) -> AnyQuery<'q> {
+        q.bind(self.kind.op.clone())
+            .bind(self.kind.shape.clone())
+            .bind(self.kind.target.clone())
+            .bind(self.space.to_string())
+            .bind(self.key.to_string())
+    }
+
+    /// The column of `ballots` that holds this level's key.
+    pub(crate) fn ballot_column(&self) -> &'static str {
+        match self.level {
+            Level::Device => "device_key",
+            Level::Arch => "arch_key",
+            _ => "vendor_key",
+        }
+    }
+
+    /// Which of the per-level statements (device, arch, vendor) serves it.
+    fn level_index(&self) -> usize {
+        match self.level {
+            Level::Device => 0,
+            Level::Arch => 1,
+            _ => 2,
+        }
     }
 }
 
@@ -901,19 +934,30 @@ pub(crate) async fn elect_levels(conn: &mut AnyConnection, levels: &[At<'_>], po
     Ok(out)
 }
 
-/// A kernel's median over its latest ballots at a key (see [`median_of`]).
-const MEDIAN_SQL: &str = concat!(
-    "SELECT median_us FROM (SELECT median_us FROM ballots WHERE ",
-    at_key!(),
-    " AND kernel_sha256 = $7 ORDER BY created_at DESC, report_id DESC LIMIT $8) AS recent ORDER BY median_us LIMIT $9 OFFSET $10"
-);
+/// A kernel's median over its latest ballots at a key (see [`median_of`]),
+/// at the device, arch and vendor level.
+macro_rules! median_sql {
+    ($col:literal) => {
+        concat!(
+            "SELECT median_us FROM (SELECT median_us FROM ballots WHERE ",
+            at_level!($col),
+            " ORDER BY created_at DESC, report_id DESC LIMIT $7) AS recent ORDER BY median_us LIMIT $8 OFFSET $9"
+        )
+    };
+}
+const MEDIAN_SQL: [&str; 3] = [median_sql!("device_key"), median_sql!("arch_key"), median_sql!("vendor_key")];
 
-/// A kernel's latest ballots at a key (see [`ballots_of`]).
-const BALLOTS_SQL: &str = concat!(
-    "SELECT session_id, weight, median_us FROM ballots WHERE ",
-    at_key!(),
-    " AND kernel_sha256 = $7 ORDER BY created_at DESC, report_id DESC LIMIT $8"
-);
+/// A kernel's latest ballots at a key (see [`ballots_of`]), by level.
+macro_rules! ballots_sql {
+    ($col:literal) => {
+        concat!(
+            "SELECT session_id, weight, median_us FROM ballots WHERE ",
+            at_level!($col),
+            " ORDER BY created_at DESC, report_id DESC LIMIT $7"
+        )
+    };
+}
+const BALLOTS_SQL: [&str; 3] = [ballots_sql!("device_key"), ballots_sql!("arch_key"), ballots_sql!("vendor_key")];
 
 /// The median of `kernel`'s times at `at` over its latest `n` ballots
 /// (`n` at most [`TIME_WINDOW`]), computed in the database: the middle
@@ -924,7 +968,7 @@ async fn median_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str, sessions
         return Ok(f64::NAN);
     }
     let rows = at
-        .bind(sqlx::query(MEDIAN_SQL))
+        .bind_ballots(sqlx::query(MEDIAN_SQL[at.level_index()]))
         .bind(kernel.to_string())
         .bind(n as i64)
         .bind(if n.is_multiple_of(2) { 2i64 } else { 1 })
@@ -941,7 +985,12 @@ async fn median_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str, sessions
 
 /// `kernel`'s latest [`TIME_WINDOW`] ballots at `at`, most recent first.
 async fn ballots_of(conn: &mut AnyConnection, at: &At<'_>, kernel: &str) -> Result<Vec<Ballot>> {
-    let rows = at.bind(sqlx::query(BALLOTS_SQL)).bind(kernel.to_string()).bind(TIME_WINDOW as i64).fetch_all(&mut *conn).await?;
+    let rows = at
+        .bind_ballots(sqlx::query(BALLOTS_SQL[at.level_index()]))
+        .bind(kernel.to_string())
+        .bind(TIME_WINDOW as i64)
+        .fetch_all(&mut *conn)
+        .await?;
     rows.iter()
         .map(|r| Ok(Ballot { session: r.try_get("session_id")?, weight: r.try_get("weight")?, median_us: r.try_get("median_us")? }))
         .collect()
@@ -962,7 +1011,9 @@ async fn weights_of(
 fn weights_sql(conn: &AnyConnection, at: &At<'_>, kernel: &str, sessions: &[String]) -> Sql {
     let mut q = Sql::new(conn, "SELECT session_id, weight FROM ballots WHERE op = ");
     q.bind(at.kind.op.clone()).push(" AND shape = ").bind(at.kind.shape.clone()).push(" AND target = ").bind(at.kind.target.clone());
-    q.push(" AND ").keys(std::slice::from_ref(at), true).push(" AND kernel_sha256 = ").bind(kernel.to_string());
+    q.push(" AND space_checksum = ").bind(at.space.to_string());
+    q.push(&format!(" AND {} = ", at.ballot_column())).bind(at.key.to_string());
+    q.push(" AND kernel_sha256 = ").bind(kernel.to_string());
     q.push(" AND session_id IN (").list(sessions.iter().cloned()).push(")");
     q
 }
@@ -1246,10 +1297,7 @@ impl Db {
         let mut statements: Vec<(&'static str, Sql)> = vec![
             ("kernels of a group", kernels_sql(conn, &kernels)),
             ("tickets in use", tickets_sql(conn, &tickets)),
-            (
-                "sessions' ballots",
-                session_ballots_sql(conn, "SELECT session_id, level, level_key, kernel_sha256, weight", &s.kind, &s.space, &sessions),
-            ),
+            ("sessions' ballots", session_ballots_sql(conn, crate::elector::SESSION_BALLOTS, &s.kind, &s.space, &sessions)),
             ("sessions' ballots deleted", session_ballots_sql(conn, "DELETE", &s.kind, &s.space, &sessions)),
             ("standings", standings_sql(conn, &ats)),
             ("incumbents", incumbents_sql(conn, &ats)),
@@ -1268,14 +1316,19 @@ impl Db {
             let rows = q.query()?.fetch_all(&mut *conn).await?;
             out.push(StatementPlan { statement, plan: plan_text(&rows, pg)? });
         }
-        for (statement, text) in [("median", MEDIAN_SQL), ("latest ballots", BALLOTS_SQL)] {
-            let text = format!("{}{text}", if pg { "EXPLAIN " } else { "EXPLAIN QUERY PLAN " });
-            let mut q = ats[0].bind(sqlx::query(sqlx::AssertSqlSafe(text))).bind(s.kernels[0].clone()).bind(TIME_WINDOW as i64);
-            if statement == "median" {
-                q = q.bind(2i64).bind(10i64);
+        // At every level: each has its own index.
+        let levels =
+            [("median", "latest ballots"), ("median at arch", "latest ballots at arch"), ("median at vendor", "latest ballots at vendor")];
+        for (at, (median, latest)) in ats.iter().zip(levels) {
+            for (statement, text) in [(median, MEDIAN_SQL[at.level_index()]), (latest, BALLOTS_SQL[at.level_index()])] {
+                let text = format!("{}{text}", if pg { "EXPLAIN " } else { "EXPLAIN QUERY PLAN " });
+                let mut q = at.bind_ballots(sqlx::query(sqlx::AssertSqlSafe(text))).bind(s.kernels[0].clone()).bind(TIME_WINDOW as i64);
+                if statement == median {
+                    q = q.bind(2i64).bind(10i64);
+                }
+                let rows = q.fetch_all(&mut *conn).await?;
+                out.push(StatementPlan { statement, plan: plan_text(&rows, pg)? });
             }
-            let rows = q.fetch_all(&mut *conn).await?;
-            out.push(StatementPlan { statement, plan: plan_text(&rows, pg)? });
         }
         Ok(out)
     }

@@ -25,13 +25,14 @@ const TALLIES_SQL: &str = "SELECT t.level, t.level_key, t.kernel_sha256, t.votes
        (t.level = 'arch' AND t.level_key = $6) OR \
        (t.level = 'vendor' AND t.level_key = $7))";
 
-/// Distinct sessions with a ballot at each of the three levels, in one space.
-const VOTERS_SQL: &str = "SELECT level, COUNT(DISTINCT session_id) AS n FROM ballots \
-     WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND ( \
-       (level = 'device' AND level_key = $5) OR \
-       (level = 'arch' AND level_key = $6) OR \
-       (level = 'vendor' AND level_key = $7)) \
-     GROUP BY level";
+/// Distinct sessions with a ballot at each of the three levels, in one
+/// space (a ballot carries its three keys, migration 0009).
+const VOTERS_SQL: &str = "SELECT 'device' AS level, COUNT(DISTINCT session_id) AS n FROM ballots \
+       WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND device_key = $5 \
+     UNION ALL SELECT 'arch' AS level, COUNT(DISTINCT session_id) AS n FROM ballots \
+       WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND arch_key = $6 \
+     UNION ALL SELECT 'vendor' AS level, COUNT(DISTINCT session_id) AS n FROM ballots \
+       WHERE op = $1 AND shape = $2 AND target = $3 AND space_checksum = $4 AND vendor_key = $7";
 
 /// Kernels flagged at each of the three levels (flags are per key, whatever the space).
 const FLAGGED_SQL: &str = "SELECT DISTINCT 'device' AS level, kernel_sha256 FROM flags \

@@ -245,6 +245,32 @@ async fn sqlite_file_is_created_in_wal_mode_and_reopens() {
     assert_eq!(db.stats().await.unwrap().kernels, 1);
 }
 
+/// SQLite's log is copied into the database file beside the writer (the
+/// checkpointer task), not only once it reaches the commits' backstop of
+/// 20,000 pages: while the handle stays open, the file itself grows with
+/// the reports.
+#[tokio::test]
+async fn sqlite_log_is_checkpointed_while_open() {
+    let dir = std::env::temp_dir().join(format!("webtune-kdb-{}", random_id().unwrap()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("c.sqlite");
+    let db = Db::connect(&format!("sqlite://{}", path.display())).await.unwrap();
+    let shas = [kernel(&db, 1).await, kernel(&db, 2).await];
+    let s = session(&db, &keys("v/a/d", "v/a", "v")).await;
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let before = std::fs::metadata(&path).unwrap().len();
+    for _ in 0..40 {
+        db.store_report(&report(&s, "sp", &[&shas[0], &shas[1]]), &keys("v/a/d", "v/a", "v"), &POLICY).await.unwrap();
+    }
+    db.flush_elections().await.unwrap();
+    let t = std::time::Instant::now();
+    while std::fs::metadata(&path).unwrap().len() <= before && t.elapsed() < std::time::Duration::from_secs(5) {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let wal = std::fs::metadata(dir.join("c.sqlite-wal")).map(|m| m.len()).unwrap_or(0);
+    assert!(std::fs::metadata(&path).unwrap().len() > before, "the file stayed at {before} bytes, the log at {wal}");
+}
+
 /// Model-level latency reports: stored under the session's keys, read back
 /// per level and per (model, batch, seq_len), never mixed across them.
 async fn model_latency(db: Db) {

@@ -2,7 +2,7 @@
 //! own pool and writer tasks as a server has, take random reports at once,
 //! a session's reports crossing between them and racing each other. After
 //! the burst the running tallies must equal a recount from the raw reports
-//! and measurements (the backfill of migration 0005, run again), and every
+//! and measurements (`RECOUNT_SQL`), and every
 //! stored winner must be what the pure [`elect`] gives over that recount
 //! with it standing, at every key with ballots: no report was lost,
 //! counted twice, or missed by the last election at its key.
@@ -45,7 +45,7 @@ fn sent() -> impl Strategy<Value = Sent> {
 /// `ballots` and `tallies`, row by row.
 async fn tally_rows(pool: &sqlx::AnyPool) -> Vec<String> {
     let mut out = Vec::new();
-    let ballots = "SELECT level, level_key, session_id, kernel_sha256, report_id, weight, median_us FROM ballots \
+    let ballots = "SELECT level, level_key, session_id, kernel_sha256, report_id, weight, median_us FROM ballot_levels \
                    ORDER BY level, level_key, session_id, kernel_sha256";
     for r in sqlx::query(ballots).fetch_all(pool).await.unwrap() {
         let text: Vec<String> = (0..5).map(|i| r.get::<String, _>(i)).collect();
@@ -65,7 +65,7 @@ async fn tally_rows(pool: &sqlx::AnyPool) -> Vec<String> {
 async fn recount(pool: &sqlx::AnyPool) -> BTreeMap<(String, String), Vec<Tally>> {
     let mut out: BTreeMap<(String, String), BTreeMap<String, Tally>> = BTreeMap::new();
     let rows = sqlx::query(
-        "SELECT level, level_key, kernel_sha256, session_id, weight, median_us FROM ballots \
+        "SELECT level, level_key, kernel_sha256, session_id, weight, median_us FROM ballot_levels \
          ORDER BY created_at DESC, report_id DESC",
     )
     .fetch_all(pool)
@@ -149,10 +149,7 @@ async fn three_writers(url: String, burst: Vec<Sent>, durable: bool) -> Result<(
     prop_assert_eq!(reports as usize, burst.len());
     // The tallies equal a recount from the raw history.
     let running = tally_rows(&pool).await;
-    sqlx::raw_sql("DELETE FROM ballots; DELETE FROM tallies").execute(&pool).await.unwrap();
-    let migration = include_str!("../../migrations/0005_running_tallies.sql");
-    let backfill = &migration[migration.find("-- The ballots of the history so far").expect("the backfill's heading")..];
-    sqlx::raw_sql(sqlx::AssertSqlSafe(backfill)).execute(&pool).await.unwrap();
+    sqlx::raw_sql(webtune_kernel_db::RECOUNT_SQL).execute(&pool).await.unwrap();
     prop_assert_eq!(tally_rows(&pool).await, running);
     // Each key's last election saw every report: the winner's counts are
     // the recount's, and the rule elects it from the recount with some
@@ -320,10 +317,7 @@ fn postgres_crash_between_commit_and_flush_loses_only_unacknowledged_reports() {
         let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM uncounted").fetch_one(&after).await.unwrap();
         assert_eq!(left, 0, "every stored report counted");
         let running = tally_rows(&after).await;
-        sqlx::raw_sql("DELETE FROM ballots; DELETE FROM tallies").execute(&after).await.unwrap();
-        let migration = include_str!("../../migrations/0005_running_tallies.sql");
-        let backfill = &migration[migration.find("-- The ballots of the history so far").expect("the backfill's heading")..];
-        sqlx::raw_sql(sqlx::AssertSqlSafe(backfill)).execute(&after).await.unwrap();
+        sqlx::raw_sql(webtune_kernel_db::RECOUNT_SQL).execute(&after).await.unwrap();
         assert_eq!(tally_rows(&after).await, running);
         // And the service goes on: a new report is acknowledged and stored.
         drop(quiet_too);

@@ -221,6 +221,7 @@ printf '| %-10s | %-7s | %-7s | %-7s | %-9s | %-7s | %-7s | %-6s | %-8s | %-8s |
 run() {
   local engine="$1" count="$2" c="$3" hist="$4" db="$5"
   servers "$db" "$count"
+  rm -f "$dir/load.err" # the last run's "sending" would start the clock during this one's preparation
   "$load" "$urls" "$n" "$c" >"$dir/load.json" 2>"$dir/load.err" &
   local lp=$!
   until grep -q sending "$dir/load.err" 2>/dev/null || ! kill -0 "$lp" 2>/dev/null; do sleep 0.05; done

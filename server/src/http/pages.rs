@@ -419,6 +419,16 @@ pub async fn metrics(State(app): State<Arc<App>>) -> ApiResult<Response> {
             "# HELP webtune_db_election_{name} {help}\n# TYPE webtune_db_election_{name} {kind}\nwebtune_db_election_{name} {value}"
         );
     }
+    let w = app.service.writer_stats();
+    for (name, kind, help, value) in [
+        ("groups_total", "counter", "Transactions of this server's report writers (group commit).", w.groups as f64),
+        ("reports_total", "counter", "Reports those transactions carried.", w.reports as f64),
+        ("largest_group", "gauge", "The most reports in one of them.", w.largest as f64),
+        ("busy_seconds_total", "counter", "Time inside those transactions.", w.busy_us as f64 / 1e6),
+    ] {
+        let _ =
+            writeln!(t, "# HELP webtune_db_writer_{name} {help}\n# TYPE webtune_db_writer_{name} {kind}\nwebtune_db_writer_{name} {value}");
+    }
     let _ = writeln!(
         t,
         "# HELP webtune_uptime_seconds Seconds since start.\n# TYPE webtune_uptime_seconds gauge\nwebtune_uptime_seconds {}",

@@ -236,6 +236,12 @@ impl Service {
         self.db.election_stats()
     }
 
+    /// What this server's report writers have done (transactions, the
+    /// reports they carried, the time inside them).
+    pub fn writer_stats(&self) -> webtune_kernel_db::GroupStats {
+        self.db.group_stats()
+    }
+
     /// The database, for tools and tests that set up rows directly. The
     /// HTTP edge never calls it (`tests/layers.rs` checks the source).
     pub fn db(&self) -> &Db {
