@@ -6,7 +6,9 @@
 //! candidates at SmolLM2-135M's decode shapes (its products, M = 1, the
 //! 49152 × 576 output head included), each naga-validated by `compile` and
 //! checked by the runner against the f64 reference on seeded non-zero
-//! inputs with the output poisoned with NaN first. Compile times are
+//! inputs with the output poisoned with NaN first; and the epilogues of the
+//! block formats (`+rms_norm`, `+swiglu`, `+residual`), SmolLM2's fused
+//! decode products among them. Compile times are
 //! printed (`--nocapture`), never asserted.
 
 use std::sync::OnceLock;
@@ -236,6 +238,52 @@ fn gguf_smollm2_prefill_shapes() {
         }
     }
     report("SmolLM2 prefill shapes", &times);
+}
+
+/// The block-quantised ops' epilogues (`+rms_norm`, `+swiglu`,
+/// `+residual` and their combinations, docs/ops.md) in all three formats
+/// under random matrix-vector schedules on small shapes (rows past one,
+/// outputs per thread, split-K reduced every way, double buffering), each
+/// checked against the f64 reference of `glu(norm(A)·Wᵀ) + R`.
+#[test]
+fn block_epilogues_random_shapes_and_schedules() {
+    let mut rng = Rng::new(47);
+    for kind in [OpKind::MatmulQ4_1, OpKind::MatmulQ8_0, OpKind::MatmulQ4] {
+        for e in webtune_compiler::op::Epilogue::all_block().into_iter().filter(|e| !e.is_none()) {
+            let shape = [pick(&mut rng, &[1, 1, 2, 3]), 32 * pick(&mut rng, &[1, 2, 3, 5]), pick(&mut rng, &[1, 3, 4, 7, 13, 24])];
+            let op = Op::with_epilogue(kind, e, &shape).unwrap();
+            let s = random_matvec(&mut rng, &op);
+            assert_correct(&op, &s);
+        }
+    }
+}
+
+/// The fused products of SmolLM2's decode step (`DecoderGraph::fused`):
+/// norm and QKV, norm, gate/up and SwiGLU, O and down with the residual
+/// add, norm and the output head; the first lite candidates of this
+/// adapter and of the H100.
+#[test]
+fn smollm2_fused_decode_shapes() {
+    let mut times = Vec::new();
+    let devices = devices();
+    for (name, k, n) in [
+        ("matmul_q4_1+rms_norm", 576, 960),
+        ("matmul_q4_1+rms_norm+swiglu", 576, 1536),
+        ("matmul_q4_1+residual", 576, 576),
+        ("matmul_q4_1+residual", 1536, 576),
+        ("matmul_q8_0+rms_norm", 576, 49152),
+    ] {
+        let op = Op::from_name(name, &[1, k, n]).unwrap();
+        for (i, (_, device)) in devices.iter().take(2).enumerate() {
+            let space = lite_space(&op, Target::Wgsl, device, &Settings::builtin(Target::Wgsl));
+            assert!(space.schedules.iter().all(|s| !s.cache_read), "{op}: the epilogues have the matrix-vector kernel only");
+            let take = if n == 49152 || i > 0 { 1 } else { 2 };
+            for s in space.schedules.iter().filter(|s| runnable(s)).take(take) {
+                times.push(assert_correct(&op, s));
+            }
+        }
+    }
+    report("SmolLM2 fused decode shapes", &times);
 }
 
 /// Prints the compile times (debug builds validate the text twice).

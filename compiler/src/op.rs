@@ -19,6 +19,15 @@
 //! (`bias`, then `gelu` or `relu`, then `residual`), each at most once; the
 //! new arguments come after A and B in the same order (A, B, bias, R, C).
 //!
+//! The block-quantised ops (`matmul_q4`, `matmul_q4_1`, `matmul_q8_0`) take
+//! their own epilogues, for a decoder's step (WGSL only, f32 only, the
+//! matrix-vector family): `+rms_norm` normalises each row of A first
+//! (`A[m]·r_m ⊙ G`, `r_m = 1/√(mean(A[m]²) + E)`), `+swiglu` multiplies by
+//! twice N rows of weights and keeps `silu(gate)·up` (rows `n` and `N + n`),
+//! and `+residual` adds R: `C = glu(norm(A)·Wᵀ) + R`, in that order
+//! (`matmul_q4_1+rms_norm+swiglu`, `matmul_q8_0+residual`). Their arguments
+//! come after the weights: G (`f32[K]`) and E (`f32[1]`), then R.
+//!
 //! # Half precision
 //! A last suffix `+f16` stores the op's float arguments as IEEE binary16
 //! (`matmul+f16`, `matmul+bias+gelu+f16`, `matmul_q4+f16`): A, B, bias, R
@@ -134,25 +143,37 @@ pub enum Activation {
 }
 
 /// What a matmul does to each output element after the reduction, in
-/// registers, before the store: `act(acc + bias[n]) + R[m, n]`.
+/// registers, before the store: `act(acc + bias[n]) + R[m, n]`; and, for
+/// the block-quantised ops, to A before it (`norm`) and to pairs of
+/// outputs (`glu`): `glu(norm(A)·Wᵀ) + R`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Epilogue {
     pub bias: bool,
     pub act: Activation,
     pub residual: bool,
+    /// `+rms_norm` (block-quantised ops): each row of A is used as
+    /// `A[m]·r_m ⊙ G`, `r_m = 1/√(mean(A[m]²) + E)`.
+    pub norm: bool,
+    /// `+swiglu` (block-quantised ops): W holds 2N rows and
+    /// `C[m, n] = silu(g)·u` of the products with rows `n` (g) and `N + n` (u).
+    pub glu: bool,
 }
 
 impl Epilogue {
     /// No epilogue: the plain op.
-    pub const NONE: Epilogue = Epilogue { bias: false, act: Activation::None, residual: false };
+    pub const NONE: Epilogue = Epilogue { bias: false, act: Activation::None, residual: false, norm: false, glu: false };
 
     pub fn is_none(self) -> bool {
         self == Epilogue::NONE
     }
 
-    /// The canonical suffix, e.g. `+bias+gelu+residual` (empty for none).
+    /// The canonical suffix, e.g. `+bias+gelu+residual` or
+    /// `+rms_norm+swiglu` (empty for none).
     pub fn suffix(self) -> String {
         let mut s = String::new();
+        if self.norm {
+            s.push_str("+rms_norm");
+        }
         if self.bias {
             s.push_str("+bias");
         }
@@ -161,35 +182,61 @@ impl Epilogue {
             Activation::Gelu => s.push_str("+gelu"),
             Activation::Relu => s.push_str("+relu"),
         }
+        if self.glu {
+            s.push_str("+swiglu");
+        }
         if self.residual {
             s.push_str("+residual");
         }
         s
     }
 
-    /// Every epilogue, the plain op first, in the order [`Epilogue::suffix`] sorts.
+    /// Every epilogue of matmul, batch_matmul and matmul_i16, the plain op
+    /// first, in the order [`Epilogue::suffix`] sorts.
     pub fn all() -> Vec<Epilogue> {
         let mut out = Vec::new();
         for bias in [false, true] {
             for act in [Activation::None, Activation::Gelu, Activation::Relu] {
                 for residual in [false, true] {
-                    out.push(Epilogue { bias, act, residual });
+                    out.push(Epilogue { bias, act, residual, ..Epilogue::NONE });
                 }
             }
         }
         out
     }
 
+    /// Every epilogue of the block-quantised ops (`+rms_norm`, `+swiglu`,
+    /// `+residual`), the plain op first.
+    pub fn all_block() -> Vec<Epilogue> {
+        let mut out = Vec::new();
+        for norm in [false, true] {
+            for glu in [false, true] {
+                for residual in [false, true] {
+                    out.push(Epilogue { norm, glu, residual, ..Epilogue::NONE });
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether this is an epilogue of the block-quantised ops: no bias and
+    /// no activation but SwiGLU's.
+    pub fn is_block(self) -> bool {
+        !self.bias && self.act == Activation::None
+    }
+
     /// Parses the suffix list after an op's base name (`["bias", "gelu"]`).
     fn parse(name: &str, parts: &[&str]) -> Result<Epilogue, OpError> {
         let mut e = Epilogue::NONE;
-        // Position of the last suffix seen: 1 bias, 2 activation, 3 residual.
+        // Position of the last suffix seen: 1 rms_norm, 2 bias, 3
+        // activation, 4 residual.
         let mut last = 0;
         for &p in parts {
             let rank = match p {
-                "bias" => 1,
-                "gelu" | "relu" => 2,
-                "residual" => 3,
+                "rms_norm" => 1,
+                "bias" => 2,
+                "gelu" | "relu" | "swiglu" => 3,
+                "residual" => 4,
                 _ => return Err(OpError::BadEpilogue(name.to_string())),
             };
             if rank <= last {
@@ -197,13 +244,32 @@ impl Epilogue {
             }
             last = rank;
             match p {
+                "rms_norm" => e.norm = true,
                 "bias" => e.bias = true,
                 "gelu" => e.act = Activation::Gelu,
                 "relu" => e.act = Activation::Relu,
+                "swiglu" => e.glu = true,
                 _ => e.residual = true,
             }
         }
         Ok(e)
+    }
+
+    /// Whether `kind` takes this epilogue (and float type `dtype`): the
+    /// block-quantised ops take [`Epilogue::all_block`]'s, in f32 only;
+    /// the others [`Epilogue::all`]'s.
+    fn fits(self, kind: OpKind, dtype: Dtype) -> Result<(), OpError> {
+        if kind.block_quantized() {
+            if !self.is_block() {
+                return Err(OpError::NoEpilogue(kind));
+            }
+            if !self.is_none() && dtype == Dtype::F16 {
+                return Err(OpError::BlockEpilogueF16(kind));
+            }
+        } else if self.norm || self.glu {
+            return Err(OpError::NotBlock(kind));
+        }
+        Ok(())
     }
 }
 
@@ -221,12 +287,11 @@ pub fn parse_name(name: &str) -> Result<(OpKind, Epilogue, Dtype), OpError> {
         Dtype::F32
     };
     let e = Epilogue::parse(name, &rest)?;
-    if !e.is_none() && base.block_quantized() {
-        return Err(OpError::NoEpilogue(base));
-    }
+    e.fits(base, Dtype::F32)?;
     if dtype == Dtype::F16 && !base.has_f16() {
         return Err(OpError::NoF16(base));
     }
+    e.fits(base, dtype)?;
     Ok((base, e, dtype))
 }
 
@@ -285,11 +350,15 @@ pub enum OpError {
     #[error("unknown op `{0}`: expected one of matmul, batch_matmul, matmul_q4, matmul_i16, matmul_q4_1, matmul_q8_0")]
     UnknownOp(String),
     #[error(
-        "op `{0}`: an epilogue is `+bias`, then `+gelu` or `+relu`, then `+residual`, each at most once and in that order, e.g. matmul+bias+gelu; `+f16` comes last"
+        "op `{0}`: an epilogue is `+bias`, then `+gelu` or `+relu`, then `+residual`, each at most once and in that order, e.g. matmul+bias+gelu (block-quantised ops: `+rms_norm`, then `+swiglu`, then `+residual`); `+f16` comes last"
     )]
     BadEpilogue(String),
-    #[error("{0} takes no epilogue: only matmul, batch_matmul and matmul_i16 do")]
+    #[error("{0} takes no epilogue but `+rms_norm`, `+swiglu` and `+residual` (no `+bias`, `+gelu` or `+relu`)")]
     NoEpilogue(OpKind),
+    #[error("{0} takes no `+rms_norm` or `+swiglu`: only matmul_q4, matmul_q4_1 and matmul_q8_0 do")]
+    NotBlock(OpKind),
+    #[error("{0} has no f16 form with an epilogue")]
+    BlockEpilogueF16(OpKind),
     #[error("{0} has no f16 form: only matmul, batch_matmul and matmul_q4 do")]
     NoF16(OpKind),
     #[error("dtype `{0}`: expected f32 or f16")]
@@ -339,14 +408,15 @@ impl Op {
         match dtype {
             Dtype::U32 => Err(OpError::BadDtype("u32".into())),
             Dtype::F16 if !self.kind.has_f16() => Err(OpError::NoF16(self.kind)),
-            Dtype::F32 | Dtype::F16 => Ok(Op { dtype, ..self }),
+            Dtype::F32 | Dtype::F16 => {
+                self.epilogue.fits(self.kind, dtype)?;
+                Ok(Op { dtype, ..self })
+            }
         }
     }
 
     pub fn with_epilogue(kind: OpKind, epilogue: Epilogue, shape: &[u32]) -> Result<Op, OpError> {
-        if !epilogue.is_none() && kind.block_quantized() {
-            return Err(OpError::NoEpilogue(kind));
-        }
+        epilogue.fits(kind, Dtype::F32)?;
         let names = kind.dim_names();
         if shape.len() != names.len() {
             return Err(OpError::WrongRank { op: kind, expected: names.len(), names: names.join(","), got: shape.len() });
@@ -402,9 +472,31 @@ impl Op {
         Op { epilogue: Epilogue::NONE, ..self.clone() }
     }
     /// Whether the compiler has kernels of this op for `target`: f16 ops
-    /// are WGSL only (Wasm has no f16 arithmetic), matmul_i16 Wasm only.
+    /// are WGSL only (Wasm has no f16 arithmetic), matmul_i16 Wasm only,
+    /// and the block-quantised ops' epilogues WGSL only (a decoder's
+    /// WebGPU step; its Wasm backend runs the steps they join).
     pub fn runs_on(&self, target: crate::Target) -> bool {
-        self.kind.runs_on(target) && (self.dtype == Dtype::F32 || target == crate::Target::Wgsl)
+        let wgsl_only = self.dtype == Dtype::F16 || (self.kind.block_quantized() && !self.epilogue.is_none());
+        self.kind.runs_on(target) && (!wgsl_only || target == crate::Target::Wgsl)
+    }
+
+    /// Why the compiler has no kernels of this op for `target` (`None`
+    /// where it has: [`Op::runs_on`]), in a few words for an error line.
+    pub fn why_not(&self, target: crate::Target) -> Option<&'static str> {
+        if self.runs_on(target) {
+            None
+        } else if !self.kind.runs_on(target) {
+            Some("it runs on wasm only")
+        } else if self.dtype == Dtype::F16 {
+            Some("f16 ops run on wgsl only")
+        } else {
+            Some("the block-quantised ops' epilogues run on wgsl only")
+        }
+    }
+
+    /// Rows of W per output column: 2 under `+swiglu` (gate and up), else 1.
+    pub fn weight_rows_per_output(&self) -> u32 {
+        if self.epilogue.glu { 2 } else { 1 }
     }
     pub fn shape(&self) -> &[u32] {
         &self.shape
@@ -465,31 +557,34 @@ impl Op {
                 let words = |name, shape| ArgSpec { name, dtype: Dtype::U32, shape };
                 with_epilogue(words("A", vec![m, k / 2]), words("B", vec![k / 2, n]), f("C", vec![m, n]))
             }
-            OpKind::MatmulQ4 => vec![
-                f("A", vec![m, k]),
-                ArgSpec { name: "W", dtype: Dtype::U32, shape: vec![n, k / 8] },
-                f("S", vec![n, k / 32]),
-                f("C", vec![m, n]),
-            ],
-            OpKind::MatmulQ4_1 => vec![
-                f("A", vec![m, k]),
-                ArgSpec { name: "W", dtype: Dtype::U32, shape: vec![n, k / 8] },
-                f("D", vec![n, k / 32]),
-                f("Mn", vec![n, k / 32]),
-                f("C", vec![m, n]),
-            ],
-            OpKind::MatmulQ8_0 => vec![
-                f("A", vec![m, k]),
-                ArgSpec { name: "W", dtype: Dtype::U32, shape: vec![n, k / 4] },
-                f("D", vec![n, k / 32]),
-                f("C", vec![m, n]),
-            ],
+            OpKind::MatmulQ4 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0 => {
+                // W's rows: N, or 2N under +swiglu (gate rows, then up rows).
+                let rows = n * self.weight_rows_per_output();
+                let mut out = vec![
+                    f("A", vec![m, k]),
+                    ArgSpec { name: "W", dtype: Dtype::U32, shape: vec![rows, k / self.kind.values_per_word()] },
+                    f(if self.kind == OpKind::MatmulQ4 { "S" } else { "D" }, vec![rows, k / 32]),
+                ];
+                if self.kind == OpKind::MatmulQ4_1 {
+                    out.push(f("Mn", vec![rows, k / 32]));
+                }
+                if self.epilogue.norm {
+                    out.push(f("G", vec![k]));
+                    out.push(f("E", vec![1]));
+                }
+                if self.epilogue.residual {
+                    out.push(f("R", vec![m, n]));
+                }
+                out.push(f("C", vec![m, n]));
+                out
+            }
         }
     }
 
-    /// ABI number of the epilogue's first argument (`bias`, else `R`): after
-    /// A and B, and `matmul_i16`'s SA and SB (`matmul_q4`: after A, W and
-    /// S, though it takes no epilogue today).
+    /// ABI number of the epilogue's first argument (`bias`, else `R`; the
+    /// block-quantised ops' `G`, else `R`): after A and B, and
+    /// `matmul_i16`'s SA and SB (the block-quantised ops: after their
+    /// weights' parts).
     pub fn epilogue_first_arg(&self) -> u32 {
         match self.kind {
             OpKind::MatmulI16 => 4,
@@ -500,10 +595,11 @@ impl Op {
     }
 
     /// Floating-point operations of one call, counting a multiply-add as
-    /// two. An epilogue adds none: rates stay comparable with the plain op's.
+    /// two. An epilogue adds none (`+swiglu`'s product is over 2N rows of
+    /// W, and counts them): rates stay comparable with the plain op's.
     pub fn flops(&self) -> u64 {
         let (b, m, k, n) = self.bmkn();
-        2 * b as u64 * m as u64 * k as u64 * n as u64
+        2 * b as u64 * m as u64 * k as u64 * n as u64 * self.weight_rows_per_output() as u64
     }
 
     /// Short stable name such as `matmul_384x768x768` (or
@@ -614,6 +710,48 @@ mod tests {
         }
         assert!(matches!(Op::parse("matmul_q4+bias", "1,32,2"), Err(OpError::NoEpilogue(OpKind::MatmulQ4))));
         assert!(matches!(Op::parse("conv+bias", "1,2,3"), Err(OpError::UnknownOp(_))));
+    }
+
+    #[test]
+    fn block_epilogues_name_their_arguments_and_run_on_wgsl_only() {
+        for kind in [OpKind::MatmulQ4, OpKind::MatmulQ4_1, OpKind::MatmulQ8_0] {
+            for e in Epilogue::all_block() {
+                let name = format!("{kind}{}", e.suffix());
+                let op = Op::parse(&name, "2,64,3").unwrap();
+                assert_eq!((op.name(), op.epilogue()), (name.clone(), e));
+                assert_eq!(Op::from_name(&op.name(), op.shape()).unwrap(), op);
+                assert_eq!(op.runs_on(crate::Target::Wasm), e.is_none(), "{name}");
+                assert!(op.runs_on(crate::Target::Wgsl));
+                assert_eq!(op.why_not(crate::Target::Wasm).is_some(), !e.is_none());
+            }
+        }
+        let op = Op::parse("matmul_q4_1+rms_norm+swiglu+residual", "2,64,3").unwrap();
+        let args: Vec<_> = op.args().iter().map(|a| (a.name, a.shape.clone())).collect();
+        assert_eq!(
+            args,
+            [
+                ("A", vec![2, 64]),
+                ("W", vec![6, 8]),
+                ("D", vec![6, 2]),
+                ("Mn", vec![6, 2]),
+                ("G", vec![64]),
+                ("E", vec![1]),
+                ("R", vec![2, 3]),
+                ("C", vec![2, 3])
+            ]
+        );
+        assert_eq!(op.flops(), 2 * 2 * 64 * 6);
+        assert_eq!(op.args()[op.epilogue_first_arg() as usize].name, "G");
+        let q8 = Op::parse("matmul_q8_0+residual", "1,64,3").unwrap();
+        assert_eq!(q8.args()[q8.epilogue_first_arg() as usize].name, "R");
+        for bad in ["matmul_q4_1+swiglu+rms_norm", "matmul_q4_1+residual+swiglu", "matmul_q4_1+rms_norm+rms_norm"] {
+            assert!(matches!(Op::parse(bad, "1,32,2"), Err(OpError::BadEpilogue(_))), "{bad}");
+        }
+        assert_eq!(Op::parse("matmul_q4_1+rms_norm+bias", "1,32,2"), Err(OpError::NoEpilogue(OpKind::MatmulQ4_1)));
+        assert_eq!(Op::parse("matmul+rms_norm", "1,32,2"), Err(OpError::NotBlock(OpKind::Matmul)));
+        assert_eq!(Op::parse("matmul_i16+swiglu", "1,32,4"), Err(OpError::NotBlock(OpKind::MatmulI16)));
+        assert_eq!(Op::parse("matmul_q4+residual+f16", "1,32,2"), Err(OpError::BlockEpilogueF16(OpKind::MatmulQ4)));
+        assert!(Op::parse("matmul_q4+f16", "1,32,2").is_ok());
     }
 
     #[test]

@@ -46,7 +46,9 @@ impl Rng {
 pub const POISON: u32 = 0x7FC0_DEAD;
 
 /// Seeded inputs for `op`. The block scales (`S` of matmul_q4, `D` of
-/// matmul_q4_1 and matmul_q8_0) are positive and small, as real scales are;
+/// matmul_q4_1 and matmul_q8_0) and `+rms_norm`'s `E` are positive and
+/// small, as real scales and epsilons are (a test's E, 0.01 to 0.11, moves
+/// the norm's factor by a few per cent, so a kernel that drops it fails);
 /// matmul_q4_1's minimums `Mn` are about −7.5 times their block's scale
 /// (`−D·(7.5 ± 0.5)`), as a Q4_1 block's minimum is for weights spread
 /// evenly around zero; packed words are any 32 bits (nibbles 0..15, bytes
@@ -76,7 +78,7 @@ fn element(op: &Op, spec: &ArgSpec, u: u64) -> u32 {
     match (spec.dtype, spec.name) {
         (Dtype::U32, _) if op.kind() == OpKind::MatmulI16 => i16_word(u as u32, op.bmkn().2),
         (Dtype::U32, _) => u as u32,
-        (d @ (Dtype::F32 | Dtype::F16), "S" | "D") => as_dtype(d, (nonzero_from(u).abs() * 0.1) + 0.01),
+        (d @ (Dtype::F32 | Dtype::F16), "S" | "D" | "E") => as_dtype(d, (nonzero_from(u).abs() * 0.1) + 0.01),
         (d @ (Dtype::F32 | Dtype::F16), _) => as_dtype(d, nonzero_from(u)),
     }
 }
@@ -155,13 +157,97 @@ pub fn epilogue(e: Epilogue, x: f64, bias: f64, r: f64) -> f64 {
 }
 
 /// Argument numbers of the epilogue's bias and residual inputs (ABI order:
-/// A, B, bias, R, C; `matmul_i16`: A, B, SA, SB, bias, R, C).
+/// A, B, bias, R, C; `matmul_i16`: A, B, SA, SB, bias, R, C; the
+/// block-quantised ops: A, the weights' parts, G, E, R, C).
 pub fn epilogue_args(op: &Op) -> (Option<usize>, Option<usize>) {
     let e = op.epilogue();
     let first = op.epilogue_first_arg() as usize;
     let bias = e.bias.then_some(first);
-    let residual = e.residual.then_some(first + usize::from(e.bias));
+    let residual = e.residual.then_some(first + usize::from(e.bias) + 2 * usize::from(e.norm));
     (bias, residual)
+}
+
+/// Argument number of `+rms_norm`'s G (E is the next).
+pub fn norm_arg(op: &Op) -> Option<usize> {
+    op.epilogue().norm.then_some(op.epilogue_first_arg() as usize)
+}
+
+/// `silu(x) = x / (1 + e^−x)` in f64.
+pub fn silu(x: f64) -> f64 {
+    x / (1.0 + (-x).exp())
+}
+
+/// One output of a block-quantised op with an epilogue
+/// (`glu(norm(A)·Wᵀ) + R`, docs/ops.md) and its rounding scale, in O(K):
+/// `a(k)` is the row of A, `w(row, k)` W's dequantised values (rows `j`
+/// and, under `+swiglu`, `n + j`), `gamma(k)` and `eps` `+rms_norm`'s G and
+/// E, `r` the residual's value (0 without one).
+///
+/// The scale is `‖a'‖·‖w_j‖` as for the plain op, `a'` the row as the
+/// product reads it (normalised under `+rms_norm`: the rounding of the
+/// norm's factor moves every output in proportion, within the same
+/// scale); under `+swiglu` each product's error `‖a'‖·‖w‖` enters through
+/// the slope of its factor (`|silu'| ≤ 1.1`, and `|silu(g)| ≤ |g|`), plus
+/// `|silu(g)·u|` for the rounding of the exponential; plus `|R|`.
+#[allow(clippy::too_many_arguments)]
+pub fn block_output(
+    e: Epilogue,
+    k: usize,
+    n: usize,
+    j: usize,
+    a: &dyn Fn(usize) -> f64,
+    w: &dyn Fn(usize, usize) -> f64,
+    gamma: &dyn Fn(usize) -> f64,
+    eps: f64,
+    r: f64,
+) -> (f64, f64) {
+    let inv = if e.norm { 1.0 / ((0..k).map(|kk| a(kk) * a(kk)).sum::<f64>() / k as f64 + eps).sqrt() } else { 1.0 };
+    let ap = |kk: usize| if e.norm { a(kk) * inv * gamma(kk) } else { a(kk) };
+    let row = (0..k).map(|kk| ap(kk).powi(2)).sum::<f64>().sqrt();
+    let dot = |wr: usize| {
+        let (mut acc, mut norm) = (0.0, 0.0);
+        for kk in 0..k {
+            let y = w(wr, kk);
+            acc += ap(kk) * y;
+            norm += y * y;
+        }
+        (acc, norm.sqrt())
+    };
+    let (g, gn) = dot(j);
+    if !e.glu {
+        return (g + r, row * gn + r.abs());
+    }
+    let (u, un) = dot(n + j);
+    let out = silu(g) * u;
+    (out + r, row * (1.1 * u.abs() * gn + (g.abs() + 0.28) * un) + out.abs() + r.abs())
+}
+
+/// [`reference`] of a block-quantised op with an epilogue, through [`block_output`].
+fn reference_block(op: &Op, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
+    let (_, m, k, n) = op.bmkn();
+    let (m, k, n) = (m as usize, k as usize, n as usize);
+    let args = &inputs.args;
+    let a = &args[0];
+    let w: Box<dyn Fn(usize, usize) -> f64> = match op.kind() {
+        OpKind::MatmulQ4 => Box::new(|j, kk| dequant(&args[1], &args[2], k, j, kk)),
+        OpKind::MatmulQ4_1 => Box::new(|j, kk| dequant_q4_1(&args[1], &args[2], &args[3], k, j, kk)),
+        _ => Box::new(|j, kk| dequant_q8_0(&args[1], &args[2], k, j, kk)),
+    };
+    let (_, residual) = epilogue_args(op);
+    let norm = norm_arg(op);
+    let gamma = |kk: usize| norm.map_or(1.0, |g| f(&args[g], kk));
+    let eps = norm.map_or(0.0, |g| f(&args[g + 1], 0));
+    let mut out = vec![0.0; m * n];
+    let mut scale = vec![0.0; m * n];
+    for i in 0..m {
+        let row = |kk: usize| f(a, i * k + kk);
+        for j in 0..n {
+            let o = i * n + j;
+            let r = residual.map_or(0.0, |x| f(&args[x], o));
+            (out[o], scale[o]) = block_output(op.epilogue(), k, n, j, &row, &*w, &gamma, eps, r);
+        }
+    }
+    (out, scale)
 }
 
 /// The largest magnitude of `matmul_i16` test values for a reduction of `k`:
@@ -209,6 +295,9 @@ fn i16_dot(a: impl Iterator<Item = u32>, b: impl Iterator<Item = u32>) -> (i64, 
 pub fn reference(op: &Op, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
     if op.kind() == OpKind::MatmulI16 {
         return reference_i16(op, inputs);
+    }
+    if op.kind().block_quantized() && !op.epilogue().is_none() {
+        return reference_block(op, inputs);
     }
     let (batch, m, k, n) = op.bmkn();
     let (batch, m, k, n) = (batch as usize, m as usize, k as usize, n as usize);
@@ -419,6 +508,25 @@ pub fn output_at(op: &Op, seed: u64, index: u64) -> (f64, f64) {
         return (epilogue(op.epilogue(), sum as f64 * s, bv, rv), s.abs() * bound + bv.abs() + rv.abs());
     }
     let a = |kk: u64| f32::from_bits(input_at(op, seed, 0, (bi * m + i) * k + kk)) as f64;
+    if op.kind().block_quantized() && !op.epilogue().is_none() {
+        let arg = |x: usize, i: u64| f32::from_bits(input_at(op, seed, x, i)) as f64;
+        let vpw = op.kind().values_per_word() as u64;
+        let w = |row: usize, kk: usize| {
+            let (row, kk) = (row as u64, kk as u64);
+            let word = input_at(op, seed, 1, row * (k / vpw) + kk / vpw);
+            let b = row * (k / 32) + kk / 32;
+            match op.kind() {
+                OpKind::MatmulQ4 => (((word >> (4 * (kk % 8))) & 0xF) as f64 - 8.0) * arg(2, b),
+                OpKind::MatmulQ4_1 => ((word >> (4 * (kk % 8))) & 0xF) as f64 * arg(2, b) + arg(3, b),
+                _ => (word >> (8 * (kk % 4))) as u8 as i8 as f64 * arg(2, b),
+            }
+        };
+        let norm = norm_arg(op);
+        let gamma = |kk: usize| norm.map_or(1.0, |g| arg(g, kk as u64));
+        let eps = norm.map_or(0.0, |g| arg(g + 1, 0));
+        let row = |kk: usize| a(kk as u64);
+        return block_output(op.epilogue(), k as usize, n as usize, j as usize, &row, &w, &gamma, eps, rv);
+    }
     let (mut acc, mut ra, mut cb) = (0.0, 0.0, 0.0);
     for kk in 0..k {
         let x = a(kk);
@@ -580,6 +688,40 @@ mod tests {
         assert!(check_samples(&op, 5, &nan).is_err());
         // Another seed means other inputs: the same values no longer pass.
         assert!(check_samples(&op, 6, &bad).is_err());
+    }
+
+    /// The block ops' epilogues against the formula written out on the
+    /// dequantised weights, and the server's one-output path against the
+    /// whole reference.
+    #[test]
+    fn block_epilogues_follow_their_formula() {
+        let op = Op::parse("matmul_q4_1+rms_norm+swiglu+residual", "2,64,3").unwrap();
+        let inp = inputs(&op, 21);
+        let (out, scale) = reference(&op, &inp);
+        let a = &inp.args;
+        let eps = f(&a[5], 0);
+        assert!(eps > 0.0099 && eps < 0.111, "E is drawn small and positive: {eps}");
+        for i in 0..2 {
+            let row: Vec<f64> = (0..64).map(|kk| f(&a[0], i * 64 + kk)).collect();
+            let r = 1.0 / (row.iter().map(|x| x * x).sum::<f64>() / 64.0 + eps).sqrt();
+            let ap: Vec<f64> = (0..64).map(|kk| row[kk] * r * f(&a[4], kk)).collect();
+            for j in 0..3 {
+                let dot = |wr: usize| (0..64).map(|kk| ap[kk] * dequant_q4_1(&a[1], &a[2], &a[3], 64, wr, kk)).sum::<f64>();
+                let (g, u) = (dot(j), dot(3 + j));
+                let want = g / (1.0 + (-g).exp()) * u + f(&a[6], i * 3 + j);
+                assert!((out[i * 3 + j] - want).abs() < 1e-12, "{i},{j}: {} vs {want}", out[i * 3 + j]);
+                assert!(scale[i * 3 + j] > (g / (1.0 + (-g).exp()) * u).abs());
+            }
+        }
+        for op in ["matmul_q4_1+rms_norm+swiglu+residual", "matmul_q8_0+rms_norm", "matmul_q4+swiglu", "matmul_q4_1+residual"] {
+            let op = Op::parse(op, "2,64,3").unwrap();
+            let inp = inputs(&op, 33);
+            let (out, scale) = reference(&op, &inp);
+            for p in 0..6 {
+                let (v, s) = output_at(&op, 33, p);
+                assert!((v - out[p as usize]).abs() < 1e-12 && (s - scale[p as usize]).abs() < 1e-12, "{op} at {p}");
+            }
+        }
     }
 
     #[test]

@@ -403,6 +403,16 @@ impl Schedule {
         self.block_gpu_steps(op.bmkn().2, op.kind().values_per_word())
     }
 
+    /// Workgroup memory of the WGSL matrix-vector kernel of a block-quantised
+    /// op, bytes: the split-K partial sums (twice under `+swiglu`) where
+    /// they reduce in workgroup memory, and `+rms_norm`'s sums of squares,
+    /// one float a thread.
+    pub fn matvec_workgroup_bytes(&self, op: &Op) -> u32 {
+        let red = if self.split_k > 1 && !self.subgroup_reduce { self.x0 * self.y1 * self.split_k * 4 } else { 0 };
+        let norm = if op.epilogue().norm { self.y1 / self.y0 * self.split_k * 4 } else { 0 };
+        red * op.weight_rows_per_output() + norm
+    }
+
     fn block_gpu_steps(&self, k: u32, per_word: u32) -> (u32, u32) {
         let units = k / per_word / self.vectorize;
         let per_step = self.split_k * (self.r0 / (per_word * self.vectorize)).max(1);
@@ -526,6 +536,12 @@ impl Schedule {
                 format!("{} has WGSL kernels only: Wasm has no f16 arithmetic (use wgsl, or the f32 op)", op.name()),
             ));
         }
+        if op.kind().block_quantized() && !op.epilogue().is_none() {
+            return Err(err(
+                "target",
+                format!("{} has WGSL kernels only (a decoder's WebGPU step; on Wasm run the steps it joins)", op.name()),
+            ));
+        }
         if op.kind() == OpKind::MatmulI16 {
             if self.vectorize != 4 {
                 return Err(err("vectorize", "matmul_i16 kernels are vector kernels: use 4"));
@@ -638,9 +654,11 @@ impl Schedule {
                     ));
                 }
             }
-            let red = if self.split_k > 1 && !self.subgroup_reduce { self.x0 * self.y1 * self.split_k * 4 } else { 0 };
-            (self.y1 / self.y0 * self.split_k, red)
+            (self.y1 / self.y0 * self.split_k, self.matvec_workgroup_bytes(op))
         } else {
+            if op.kind().block_quantized() && !op.epilogue().is_none() {
+                return Err(err("cache_read", format!("{} has the matrix-vector kernel only on WGSL: use cache_read false", op.name())));
+            }
             if op.kind().block_quantized() {
                 // The tiled family: the matmul kernel, B staged from the
                 // packed weights one word (8 or 4 values of K) at a time.

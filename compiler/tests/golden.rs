@@ -16,7 +16,7 @@ const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/reference.
 
 /// Small ops covering f32 data, packed u32 words and q4 scales, with seeds
 /// beyond 2^53 (which must never go through a double) and at the edges.
-const CASES: [(&str, &str, u64); 10] = [
+const CASES: [(&str, &str, u64); 13] = [
     ("matmul", "3,5,4", 7),
     // Fused epilogues: bias and R are drawn after A and B, in ABI order.
     ("matmul+bias+gelu+residual", "3,5,4", 8),
@@ -30,6 +30,10 @@ const CASES: [(&str, &str, u64); 10] = [
     // GGUF blocks: Q4_1's minimums follow their block's scale; Q8_0's signed bytes.
     ("matmul_q4_1", "2,64,3", 12),
     ("matmul_q8_0", "2,64,3", 13),
+    // The block ops' epilogues: G and E (small and positive) after the weights, then R; +swiglu's 2N rows of W.
+    ("matmul_q4_1+rms_norm+swiglu+residual", "2,64,3", 14),
+    ("matmul_q8_0+rms_norm", "2,64,3", 15),
+    ("matmul_q4+swiglu", "1,32,2", 16),
 ];
 
 fn golden() -> Value {

@@ -30,6 +30,17 @@
 //!
 //! The logits of the run's last token end in [`DecoderGraph::logits`]
 //! (one row of `vocab` floats); sampling is the executor's.
+//!
+//! # Fused products
+//! [`DecoderGraph::fused`] names runs of consecutive steps that one tuned
+//! product computes in the decode step (bucket 1) on WebGPU: an RMSNorm and
+//! the product that reads it (`+rms_norm`), a product and the SwiGLU of its
+//! output (`+swiglu`), a product and the add of its output into the
+//! residual stream (`+residual`), as the block-quantised ops' epilogues
+//! (docs/ops.md; [`fuse`] finds them). The steps stay in the list and
+//! mean what they always meant: an executor without the fused op (the
+//! Wasm backend, the native runner, every prefill bucket) runs them one
+//! after another, and the fused op is defined as their arithmetic.
 
 use serde::{Deserialize, Serialize};
 
@@ -122,6 +133,23 @@ pub enum Step {
     Add { x: String, y: String, cols: u32 },
 }
 
+/// Consecutive steps that one tuned product computes in the decode step
+/// (bucket 1): steps `first..first + steps`, the op `kernel` of shape
+/// `1, k, n` (a block-quantised op with `+rms_norm`, `+swiglu` and
+/// `+residual` epilogues, docs/ops.md). Its arguments come from the
+/// steps: A is the norm's `x` (else the product's `a`), G and E the norm's
+/// weight and eps, W the product's weight, R and C the add's `x` (else C
+/// the SwiGLU's or the product's `out`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Fused {
+    pub first: u32,
+    pub steps: u32,
+    pub kernel: String,
+    pub k: u32,
+    pub n: u32,
+}
+
 /// A decoder's computation for one run of tokens.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -137,6 +165,10 @@ pub struct DecoderGraph {
     pub steps: Vec<Step>,
     /// The buffer holding the last token's logits (one row of `vocab`).
     pub logits: String,
+    /// Runs of steps the decode step may run as one product ([`fuse`]);
+    /// absent in graphs from before them, which run every step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fused: Vec<Fused>,
 }
 
 /// A llama decoder's dimensions: what [`decoder_graph`] needs of a manifest.
@@ -250,6 +282,7 @@ pub fn decoder_graph(d: &LlamaDims, format: &dyn Fn(&str) -> Option<Format>) -> 
     steps.push(Step::RmsNorm { x: "x".into(), weight: "output_norm".into(), out: "last".into(), eps, last: true });
     let head = if d.tied { "token_embd" } else { "output" };
     steps.push(matmul("last", head.into(), need(head)?, "logits", h, d.vocab, true));
+    let fused = fuse(&steps, "logits");
     Ok(DecoderGraph {
         version: GRAPH_VERSION,
         hidden: h,
@@ -260,7 +293,113 @@ pub fn decoder_graph(d: &LlamaDims, format: &dyn Fn(&str) -> Option<Format>) -> 
         caches,
         steps,
         logits: "logits".into(),
+        fused,
     })
+}
+
+/// The buffers a step reads and the one it writes (a cache store writes
+/// caches, which no fusion joins).
+fn io(s: &Step) -> (Vec<&str>, Option<&str>) {
+    match s {
+        Step::Embed { out, .. } => (vec![], Some(out)),
+        Step::RmsNorm { x, out, .. } => (vec![x], Some(out)),
+        Step::Matmul { a, out, .. } => (vec![a], Some(out)),
+        Step::Rope { x, .. } => (vec![x], Some(x)),
+        Step::KvStore { x, .. } => (vec![x], None),
+        Step::Attention { x, out, .. } => (vec![x], Some(out)),
+        Step::SwiGlu { x, out, .. } => (vec![x], Some(out)),
+        Step::Add { x, y, .. } => (vec![x, y], Some(x)),
+    }
+}
+
+/// Whether buffer `b` is not read after step `at` before something writes
+/// it again (so a fusion may skip writing it), and is not `keep`.
+fn dead_after(steps: &[Step], at: usize, b: &str, keep: &str) -> bool {
+    if b == keep {
+        return false;
+    }
+    for s in &steps[at + 1..] {
+        let (reads, writes) = io(s);
+        if reads.contains(&b) {
+            return false;
+        }
+        if writes == Some(b) {
+            return true;
+        }
+    }
+    true
+}
+
+/// The runs of `steps` one product with epilogues computes (docs/ops.md):
+/// an RMSNorm into the buffer the next product reads alone (`+rms_norm`;
+/// both on every row, or both on the last); the product's SwiGLU over its
+/// output of twice the FFN's columns (`+swiglu`); the product's add into
+/// the residual stream, of its own columns (`+residual`). The first two
+/// for block-quantised products only; f32 ones (`matmul`) take
+/// `+residual`. A buffer a fusion no longer writes must be dead after it
+/// (`keep`, the logits, never is). Left to right, each step in one run at
+/// most, the longest run first.
+pub fn fuse(steps: &[Step], keep: &str) -> Vec<Fused> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < steps.len() {
+        let mut at = i;
+        let mut suffix = String::new();
+        let mut norm_last = None;
+        if let (Step::RmsNorm { out: h, last, .. }, Some(Step::Matmul { a, last: ml, .. })) = (&steps[i], steps.get(i + 1))
+            && a == h
+            && last == ml
+            && dead_after(steps, i + 1, h, keep)
+        {
+            suffix.push_str("+rms_norm");
+            norm_last = Some(*last);
+            at = i + 1;
+        }
+        let Step::Matmul { kernel, format, out: mo, k, n, last, .. } = &steps[at] else {
+            i += 1;
+            continue;
+        };
+        // f32 products (`matmul`) take `+residual` only.
+        let block = matches!(format, Format::Q4_0 | Format::Q4_1 | Format::Q8_0);
+        if (!block && norm_last.is_some()) || norm_last.is_some_and(|l| l != *last) {
+            i += 1;
+            continue;
+        }
+        let mut end = at;
+        let mut cols = *n;
+        if let Some(Step::SwiGlu { x, ffn, .. }) = steps.get(end + 1)
+            && block
+            && x == mo
+            && 2 * ffn == *n
+            && !last
+            && dead_after(steps, end + 1, mo, keep)
+        {
+            suffix.push_str("+swiglu");
+            cols = *ffn;
+            end += 1;
+        }
+        let written = match &steps[end] {
+            Step::SwiGlu { out, .. } => out,
+            _ => mo,
+        };
+        if let Some(Step::Add { x, y, cols: c }) = steps.get(end + 1)
+            && y == written
+            && *c == cols
+            && x != written
+            && !last
+            && dead_after(steps, end + 1, written, keep)
+        {
+            suffix.push_str("+residual");
+            end += 1;
+        }
+        if suffix.is_empty() {
+            i += 1;
+            continue;
+        }
+        out.push(Fused { first: i as u32, steps: (end + 1 - i) as u32, kernel: format!("{kernel}{suffix}"), k: *k, n: cols });
+        i = end + 1;
+    }
+    out
 }
 
 impl LlamaDims {
@@ -296,20 +435,44 @@ impl DecoderGraph {
         self.buckets.iter().copied().find(|&b| b >= tokens.max(1))
     }
 
-    /// The distinct matrix products of a run in bucket `m`, with how often
-    /// one run calls each, heaviest first (by calls × M·K·N).
+    /// The distinct matrix products of a run in bucket `m` when every step
+    /// runs on its own (Wasm, the native runner, WebGPU's prefill), with how
+    /// often one run calls each, heaviest first (by calls × M·K·N, twice
+    /// that for a `+swiglu` product's 2N rows of weights).
     pub fn products(&self, m: u32) -> Vec<Product> {
+        self.products_of(m, false)
+    }
+
+    /// The same for WebGPU, whose decode step (bucket 1) runs the
+    /// [`DecoderGraph::fused`] runs as one product each (the fused op, in
+    /// place of the run's own product); other buckets as [`DecoderGraph::products`].
+    pub fn fused_products(&self, m: u32) -> Vec<Product> {
+        self.products_of(m, m == 1)
+    }
+
+    fn products_of(&self, m: u32, fused: bool) -> Vec<Product> {
         let mut out: Vec<Product> = Vec::new();
-        for s in &self.steps {
-            if let Step::Matmul { kernel, k, n, last, .. } = s {
-                let shape = [if *last { 1 } else { m }, *k, *n];
-                match out.iter_mut().find(|p| p.op == *kernel && p.shape == shape) {
-                    Some(p) => p.calls += 1,
-                    None => out.push(Product { op: kernel.clone(), shape, calls: 1 }),
-                }
+        let mut add = |op: &str, shape: [u32; 3]| match out.iter_mut().find(|p| p.op == op && p.shape == shape) {
+            Some(p) => p.calls += 1,
+            None => out.push(Product { op: op.to_string(), shape, calls: 1 }),
+        };
+        let mut i = 0;
+        while i < self.steps.len() {
+            if let Some(f) = self.fused.iter().find(|f| fused && f.first as usize == i) {
+                add(&f.kernel, [1, f.k, f.n]);
+                i += f.steps as usize;
+                continue;
             }
+            if let Step::Matmul { kernel, k, n, last, .. } = &self.steps[i] {
+                add(kernel, [if *last { 1 } else { m }, *k, *n]);
+            }
+            i += 1;
         }
-        let work = |p: &Product| p.calls as u64 * p.shape.iter().map(|&x| x as u64).product::<u64>();
+        // A +swiglu product multiplies by twice its N rows of weights.
+        let work = |p: &Product| {
+            let rows = if p.op.contains("+swiglu") { 2 } else { 1 };
+            rows * p.calls as u64 * p.shape.iter().map(|&x| x as u64).product::<u64>()
+        };
         out.sort_by(|a, b| work(b).cmp(&work(a)).then_with(|| a.cmp(b)));
         out
     }
@@ -369,6 +532,104 @@ mod tests {
         assert_eq!(g.bucket(17), Some(32));
         assert_eq!(g.bucket(256), Some(256));
         assert_eq!(g.bucket(257), None);
+    }
+
+    #[test]
+    fn the_decode_step_fuses_norms_swiglu_and_residual_adds_into_its_products() {
+        let g = decoder_graph(&smollm2(), &all_q4_1).unwrap();
+        // Per block: norm+QKV, O+add, norm+gate/up+SwiGLU, down+add; then norm+head.
+        assert_eq!(g.fused.len(), 30 * 4 + 1);
+        let names: Vec<(u32, u32, &str, u32, u32)> = g.fused[..4].iter().map(|f| (f.first, f.steps, f.kernel.as_str(), f.k, f.n)).collect();
+        assert_eq!(
+            names,
+            vec![
+                (1, 2, "matmul_q4_1+rms_norm", 576, 960),
+                (6, 2, "matmul_q4_1+residual", 576, 576),
+                (8, 3, "matmul_q4_1+rms_norm+swiglu", 576, 1536),
+                (11, 2, "matmul_q4_1+residual", 1536, 576),
+            ]
+        );
+        let head = g.fused.last().unwrap();
+        assert_eq!((head.steps, head.kernel.as_str(), head.n), (2, "matmul_q8_0+rms_norm", 49152));
+        assert_eq!(head.first as usize, g.steps.len() - 2);
+        let p: Vec<(String, [u32; 3], u32)> = g.fused_products(1).into_iter().map(|p| (p.op, p.shape, p.calls)).collect();
+        assert_eq!(
+            p,
+            vec![
+                ("matmul_q4_1+rms_norm+swiglu".to_string(), [1, 576, 1536], 30),
+                ("matmul_q8_0+rms_norm".to_string(), [1, 576, 49152], 1),
+                ("matmul_q4_1+residual".to_string(), [1, 1536, 576], 30),
+                ("matmul_q4_1+rms_norm".to_string(), [1, 576, 960], 30),
+                ("matmul_q4_1+residual".to_string(), [1, 576, 576], 30),
+            ]
+        );
+        // Every fused op is a valid name of the compiler's (docs/ops.md); prefill buckets run the steps.
+        assert_eq!(g.fused_products(16), g.products(16));
+        // f32 products take +residual only (matmul+residual): their norms and SwiGLU stay steps of their own.
+        let f32s = decoder_graph(&smollm2(), &|n: &str| Some(if n == "token_embd" { Format::Q8_0 } else { Format::F32 })).unwrap();
+        let kinds: Vec<&str> = f32s.fused.iter().map(|f| f.kernel.as_str()).collect();
+        assert_eq!(kinds.len(), 2 * 30 + 1);
+        assert!(kinds[..60].iter().all(|k| *k == "matmul+residual") && kinds[60] == "matmul_q8_0+rms_norm", "{kinds:?}");
+        let ops: Vec<String> = f32s.fused_products(1).into_iter().map(|p| p.op).collect();
+        assert_eq!(ops, ["matmul", "matmul_q8_0+rms_norm", "matmul+residual", "matmul", "matmul+residual"]);
+    }
+
+    /// The Node tests' small llama (client-runtime/web/test/small-llama.mjs,
+    /// whose graph writes this list out): every weight format at once.
+    #[test]
+    fn the_small_llama_fuses_as_the_node_tests_expect() {
+        let d = LlamaDims {
+            vocab: 72,
+            hidden: 64,
+            layers: 2,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 16,
+            ffn: 96,
+            rope_theta: 10000.0,
+            rms_eps: 1e-5,
+            context: 300,
+            tied: true,
+        };
+        let formats = |n: &str| {
+            Some(match n.rsplit('.').next().unwrap() {
+                "token_embd" => Format::Q8_0,
+                "attn_qkv" | "ffn_gate_up" => Format::Q4_1,
+                "ffn_down" => Format::Q4_0,
+                _ => Format::F32,
+            })
+        };
+        let g = decoder_graph(&d, &formats).unwrap();
+        let got: Vec<(u32, u32, &str, u32, u32)> = g.fused.iter().map(|f| (f.first, f.steps, f.kernel.as_str(), f.k, f.n)).collect();
+        let mut want = Vec::new();
+        for l in 0..2 {
+            let b = 1 + 12 * l;
+            want.extend([
+                (b, 2, "matmul_q4_1+rms_norm", 64, 128),
+                (b + 5, 2, "matmul+residual", 64, 64),
+                (b + 7, 3, "matmul_q4_1+rms_norm+swiglu", 64, 96),
+                (b + 10, 2, "matmul_q4+residual", 96, 64),
+            ]);
+        }
+        want.push((25, 2, "matmul_q8_0+rms_norm", 64, 72));
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_fusion_never_skips_a_buffer_read_later() {
+        let g = decoder_graph(&smollm2(), &all_q4_1).unwrap();
+        // The norm's output read again after the product: no +rms_norm there.
+        let mut steps = g.steps.clone();
+        steps.insert(3, Step::Add { x: "t".into(), y: "h".into(), cols: 576 });
+        let f = fuse(&steps, "logits");
+        assert_eq!((f[0].first, f[0].kernel.as_str()), (7, "matmul_q4_1+residual"), "{f:?}");
+        // Without that read, the same run fuses.
+        assert_eq!(fuse(&g.steps, "logits")[0].kernel, "matmul_q4_1+rms_norm");
+        // A SwiGLU over other columns, or an add of another width, stays a step of its own.
+        let mut steps = g.steps.clone();
+        let Step::SwiGlu { ffn, .. } = &mut steps[10] else { panic!("step 10 is the first block's SwiGLU") };
+        *ffn = 512;
+        assert_eq!(fuse(&steps, "logits")[2].kernel, "matmul_q4_1+rms_norm");
     }
 
     #[test]

@@ -45,9 +45,22 @@
 //! nothing; with `y0 > 1` they read W's last row instead, so that a thread's
 //! other outputs are computed); every barrier and every shuffle is at the
 //! top level of the kernel.
+//!
+//! The epilogues (docs/ops.md: `glu(norm(A)·Wᵀ) + R`), none of which
+//! changes a kernel without them:
+//!
+//! ```text
+//! rms_norm  a prologue per row of the workgroup: the threads sum A's
+//!           squares four floats at a time into workgroup memory, a tree
+//!           adds them, and every thread takes r = 1/√(Σ/K + E[0]); each
+//!           vec4 of A is then loaded as (A·r)·G (the fixed rms_norm's order)
+//! swiglu    a thread's outputs are twice y0 rows of W: n.. (gate) and
+//!           N + n.. (up), reduced alike; the store keeps silu(g)·u
+//! residual  the store adds R[m, n]
+//! ```
 
 use super::Gen;
-use crate::ir::{BinOp, Buffer, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty};
+use crate::ir::{BinOp, Buffer, Builtin, Elem, Expr, For, Func, Handle, LoadTy, Space, Stmt, Ty, UnOp};
 use crate::op::{Op, OpKind};
 pub use crate::schedule::sizes::unpack_launch;
 use crate::schedule::sizes::{UNPACK_BLOCK_THREADS, UNPACK_COLUMN_THREADS, dequant_elem, unpack_width};
@@ -107,6 +120,8 @@ pub(super) struct Weights {
 impl Weights {
     pub(super) fn declare(f: &mut Func, op: &Op) -> Weights {
         let (_, _, k, n) = op.bmkn();
+        // Twice N rows under +swiglu (gate, then up).
+        let n = n * op.weight_rows_per_output();
         let fmt = Format::of(op);
         let fe = super::float_elem(op);
         let w = f.buffer("W", Elem::U32, n * (k / fmt.per_word()), Space::Param(1), false);
@@ -313,10 +328,20 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let fe = super::float_elem(op);
     let a = f.buffer("A", fe, m * k, Space::Param(0), false);
     let Weights { w, scale: sc, min: mn } = Weights::declare(&mut f, op);
+    let ep = op.epilogue();
+    let first_ep = op.epilogue_first_arg();
+    // +rms_norm's G and E, +residual's R (docs/ops.md's order).
+    let norm =
+        ep.norm.then(|| (f.buffer("G", fe, k, Space::Param(first_ep), false), f.buffer("E", fe, 1, Space::Param(first_ep + 1), false)));
+    let resid = ep.residual.then(|| f.buffer("R", fe, m * n, Space::Param(first_ep + 2 * u32::from(ep.norm)), false));
     let c = f.buffer("C", fe, m * n, Space::Param(op.args().len() as u32 - 1), true);
     let sk = s.split_k;
     let rows = s.x0;
-    let red = (sk > 1 && !s.subgroup_reduce).then(|| f.buffer("red", Elem::F32, rows * s.y1 * sk, Space::Workgroup, true));
+    // Rows of W per output: 2 under +swiglu (gate and up), summed alike.
+    let ny = op.weight_rows_per_output();
+    let red = (sk > 1 && !s.subgroup_reduce).then(|| f.buffer("red", Elem::F32, rows * ny * s.y1 * sk, Space::Workgroup, true));
+    let threads = s.y1 / s.y0 * sk;
+    let nrm = ep.norm.then(|| f.buffer("nrm", Elem::F32, threads, Space::Workgroup, true));
     let lid = f.exprs.push(Expr::Builtin(Builtin::LocalId(0)));
     let gx = f.exprs.push(Expr::Builtin(Builtin::GroupId(0)));
     let gy = f.exprs.push(Expr::Builtin(Builtin::GroupId(1)));
@@ -346,7 +371,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
 
     // Output j of the thread is row n + j of W; with y0 > 1 and N not a
     // multiple of y1 its loads are clamped to W's last row.
-    let outs: Vec<E> = (0..y0)
+    let mut outs: Vec<E> = (0..y0)
         .map(|j| {
             if y0 == 1 {
                 return nn;
@@ -363,13 +388,22 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             g.f.get(v)
         })
         .collect();
+    // +swiglu: then the up rows, N further on (q = y0 + j: output j's up).
+    if ny == 2 {
+        let gates = outs.clone();
+        outs.extend(gates.into_iter().map(|r| g.plus_c(r, n)));
+    }
     let zf = g.f.f32(0.0);
-    // acc[i][j]: row i of A, output j.
+    // acc[i][q]: row i of A, output q (q ≥ y0: output q − y0's up row).
     let acc: Vec<Vec<_>> = (0..rows)
         .map(|i| {
-            (0..y0)
-                .map(|j| {
-                    let name = if y0 == 1 { format!("acc_{i}") } else { format!("acc_{i}_{j}") };
+            (0..y0 * ny)
+                .map(|q| {
+                    let name = match (q >= y0, y0) {
+                        (false, 1) => format!("acc_{i}"),
+                        (false, _) => format!("acc_{i}_{q}"),
+                        (true, _) => format!("acc_{i}_u{}", q - y0),
+                    };
                     let v = g.fresh(&name, Ty::F32);
                     body.push(Stmt::Set { var: v, value: zf });
                     v
@@ -386,6 +420,80 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             g.f.mul_c(r, k as i64)
         })
         .collect();
+    // +rms_norm: each row's factor r = 1/√(Σ A²/K + E), for every thread.
+    let rnorm: Vec<Var> = match (norm, nrm) {
+        (Some((_, eps)), Some(nrm)) => {
+            let k4 = k / 4;
+            let per = k4.div_ceil(threads);
+            (0..rows as usize)
+                .map(|i| {
+                    let ss = g.fresh(&format!("ss{i}"), Ty::F32);
+                    body.push(Stmt::Set { var: ss, value: zf });
+                    let cv = g.fresh(&format!("sq{i}"), Ty::I32);
+                    let ce = g.f.get(cv);
+                    let step = g.f.mul_c(ce, threads as i64);
+                    let idx = g.plus(step, lid);
+                    let iv = g.fresh(&format!("sqi{i}"), Ty::I32);
+                    let mut inner = vec![Stmt::Set { var: iv, value: idx }];
+                    let ie = g.f.get(iv);
+                    let at = g.f.mul_c(ie, 4);
+                    let at = g.plus(row_base[i], at);
+                    let v = g.f.load(LoadTy::F32x4, a, at);
+                    let sq = g.f.mul(v, v);
+                    let h = g.f.exprs.push(Expr::HSum(sq));
+                    let prev = g.f.get(ss);
+                    let value = g.f.add(prev, h);
+                    let mut add = vec![Stmt::Set { var: ss, value }];
+                    if k4 % threads != 0 {
+                        let ie = g.f.get(iv);
+                        let kc = g.f.i32(k4 as i32);
+                        let cond = g.f.bin(BinOp::Lt, ie, kc);
+                        add = vec![Stmt::If { cond, body: add }];
+                    }
+                    inner.extend(add);
+                    let (lo, hi) = (g.f.i32(0), g.f.i32(per as i32));
+                    body.push(Stmt::For(For { var: cv, lo, hi, step: 1, unroll: false, body: inner }));
+                    let value = g.f.get(ss);
+                    body.push(Stmt::Store { buf: nrm, index: lid, value });
+                    body.push(Stmt::Barrier);
+                    let mut stride = threads.next_power_of_two() / 2;
+                    while stride >= 1 {
+                        let stc = g.f.i32(stride as i32);
+                        let mut cond = g.f.bin(BinOp::Lt, lid, stc);
+                        if !threads.is_power_of_two() {
+                            let there = g.f.add_c(lid, stride as i64);
+                            let tc = g.f.i32(threads as i32);
+                            let inside = g.f.bin(BinOp::Lt, there, tc);
+                            cond = g.f.bin(BinOp::And, cond, inside);
+                        }
+                        let there = g.f.add_c(lid, stride as i64);
+                        let x = g.f.load(LoadTy::F32, nrm, lid);
+                        let y = g.f.load(LoadTy::F32, nrm, there);
+                        let value = g.f.add(x, y);
+                        body.push(Stmt::If { cond, body: vec![Stmt::Store { buf: nrm, index: lid, value }] });
+                        body.push(Stmt::Barrier);
+                        stride /= 2;
+                    }
+                    let zero = g.f.i32(0);
+                    let total = g.f.load(LoadTy::F32, nrm, zero);
+                    let inv_k = g.f.f32(1.0 / k as f32);
+                    let mean = g.f.mul(total, inv_k);
+                    let zero = g.f.i32(0);
+                    let e = g.f.load(LoadTy::F32, eps, zero);
+                    let x = g.f.add(mean, e);
+                    let value = g.f.un(UnOp::Rsqrt, x);
+                    let r = g.fresh(&format!("rn{i}"), Ty::F32);
+                    body.push(Stmt::Set { var: r, value });
+                    if i + 1 < rows as usize {
+                        // Every thread has read this row's sum before the next overwrites it.
+                        body.push(Stmt::Barrier);
+                    }
+                    r
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    };
     // Loads of W: one packed word (`vectorize` 1) or four (`vectorize` 4:
     // one scale block of nibbles, half a block of bytes), per unit.
     let vec = s.vectorize;
@@ -398,9 +506,9 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let minv = mn.map(|_| g.fresh("minv", Ty::F32));
     let asum: Vec<Var> = if mn.is_some() { (0..rows).map(|i| g.fresh(&format!("asum{i}"), Ty::F32)).collect() } else { Vec::new() };
     let positions = fmt.positions();
-    // part[i][j][p]: row i of A, output j, value position p (see `unpack`).
+    // part[i][q][p]: row i of A, output q, value position p (see `unpack`).
     let part: Vec<Vec<Vec<_>>> = (0..rows)
-        .map(|i| (0..y0).map(|j| (0..positions).map(|p| g.fresh(&format!("p{i}_{j}_{p}"), Ty::F32)).collect()).collect())
+        .map(|i| (0..y0 * ny).map(|j| (0..positions).map(|p| g.fresh(&format!("p{i}_{j}_{p}"), Ty::F32)).collect()).collect())
         .collect();
     // A's vpw·vec values of a unit for each row, kept for all y0 outputs.
     let a4_rows: Vec<Vec<_>> =
@@ -548,7 +656,16 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         let base = g.plus(row_base[i], col);
         for (h, &v) in into.iter().enumerate() {
             let at = g.plus_c(base, 4 * h as u32);
-            let value = g.f.load(LoadTy::F32x4, a, at);
+            let mut value = g.f.load(LoadTy::F32x4, a, at);
+            if let (Some((gamma, _)), Some(&r)) = (norm, rnorm.get(i)) {
+                // (A·r)·G, as the fixed rms_norm kernel computes it.
+                let re = g.f.get(r);
+                let rs = g.f.splat(re);
+                let scaled = g.f.mul(value, rs);
+                let gi = g.plus_c(col, 4 * h as u32);
+                let gv = g.f.load(LoadTy::F32x4, gamma, gi);
+                value = g.f.mul(scaled, gv);
+            }
             out.push(Stmt::Set { var: v, value });
         }
         if let Some(&sv) = asum.get(i) {
@@ -628,7 +745,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         let mut stage = |pre: &str| -> Staged {
             (0..per_iter)
                 .map(|u| {
-                    (0..y0)
+                    (0..y0 * ny)
                         .map(|j| {
                             let raw = g.fresh(&format!("{pre}w{u}_{j}"), raw_ty);
                             let sv = g.fresh(&format!("{pre}s{u}_{j}"), Ty::F32);
@@ -711,13 +828,22 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         body.push(Stmt::If { cond: in_n, body: work });
     }
 
-    // Reduction and store, for each (row i of A, output j) in order.
+    // Reduction and store, for each (row i of A, output j) in order; the
+    // sums reduced are every (row, output q), q < ny·y0 (+swiglu's up rows too).
     let pairs: Vec<(u32, u32)> = (0..rows).flat_map(|i| (0..y0).map(move |j| (i, j))).collect();
+    let sums: Vec<(u32, u32)> = (0..rows).flat_map(|i| (0..y0 * ny).map(move |q| (i, q))).collect();
     let store_out = |g: &mut Gen, i: u32, j: u32, value: E| -> Stmt {
         let r = g.f.add_c(m0, i as i64);
         let rowoff = g.f.mul_c(r, n as i64);
         let col = if j == 0 { nn } else { g.plus_c(nn, j) };
         let idx = g.plus(rowoff, col);
+        let value = match resid {
+            Some(rb) => {
+                let x = g.f.load(LoadTy::F32, rb, idx);
+                g.f.add(value, x)
+            }
+            None => value,
+        };
         let st = Stmt::Store { buf: c, index: idx, value };
         let mut conds = Vec::new();
         if m % rows != 0 {
@@ -734,15 +860,26 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             _ => unreachable!("at most two conditions"),
         }
     };
-    // Lane 0 of each output stores its sums: `value(g, i, j)` for row i of
-    // A and output j.
+    // Output j's value from its sums (`sum(g, q)`: output q's): the sum
+    // itself, or under +swiglu silu(gate)·up.
+    let value_of = |g: &mut Gen, j: u32, sum: &mut dyn FnMut(&mut Gen, u32) -> E| -> E {
+        let gate = sum(g, j);
+        if ny == 1 {
+            return gate;
+        }
+        let up = sum(g, y0 + j);
+        let act = g.f.un(UnOp::Silu, gate);
+        g.f.mul(act, up)
+    };
+    // Lane 0 of each output stores its sums: `value(g, i, q)` for row i of
+    // A and output q.
     let lane0_stores = |g: &mut Gen, value: &mut dyn FnMut(&mut Gen, u32, u32) -> E| -> Stmt {
         let one = g.f.i32(1);
         let cond = g.f.bin(BinOp::Lt, lane, one);
         let stores = pairs
             .iter()
             .map(|&(i, j)| {
-                let v = value(g, i, j);
+                let v = value_of(g, j, &mut |g, q| value(g, i, q));
                 store_out(g, i, j, v)
             })
             .collect();
@@ -751,7 +888,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let Some(red) = red else {
         if sk == 1 {
             for &(i, j) in &pairs {
-                let v = g.f.get(acc[i as usize][j as usize]);
+                let v = value_of(&mut g, j, &mut |g, q| g.f.get(acc[i as usize][q as usize]));
                 body.push(store_out(&mut g, i, j, v));
             }
             g.f.body = body;
@@ -761,7 +898,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         // in one subgroup (split_k is a power of two no larger than the
         // subgroup), so after log2(split_k) xor-shuffles every lane holds
         // the sum; lane 0 stores it. No workgroup memory, no barrier.
-        for &(i, j) in &pairs {
+        for &(i, j) in &sums {
             let v = acc[i as usize][j as usize];
             let mut mask = sk / 2;
             while mask >= 1 {
@@ -777,13 +914,13 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         g.f.body = body;
         return g.f;
     };
-    // red[(i·y1 + o·y0 + j)·sk + lane]
-    let slot = |g: &mut Gen, i: u32, j: u32, l: E| -> E {
-        let oi = g.f.add_c(first, (i * s.y1 + j) as i64);
+    // red[(i·ny·y1 + h·y1 + o·y0 + j)·sk + lane] for output q = h·y0 + j.
+    let slot = |g: &mut Gen, i: u32, q: u32, l: E| -> E {
+        let oi = g.f.add_c(first, ((i * ny + q / y0) * s.y1 + q % y0) as i64);
         let base = g.f.mul_c(oi, sk as i64);
         g.plus(base, l)
     };
-    for &(i, j) in &pairs {
+    for &(i, j) in &sums {
         let idx = slot(&mut g, i, j, lane);
         let value = g.f.get(acc[i as usize][j as usize]);
         body.push(Stmt::Store { buf: red, index: idx, value });
@@ -796,7 +933,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             let stc = g.f.i32(stride as i32);
             let cond = g.f.bin(BinOp::Lt, lane, stc);
             let mut adds = Vec::new();
-            for &(i, j) in &pairs {
+            for &(i, j) in &sums {
                 let here = slot(&mut g, i, j, lane);
                 let there = g.f.add_c(here, stride as i64);
                 let x = g.f.load(LoadTy::F32, red, here);
@@ -816,21 +953,25 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         let one = g.f.i32(1);
         let first_lane = g.f.bin(BinOp::Lt, lane, one);
         let mut stores = Vec::new();
-        let t = g.fresh("total", Ty::F32);
+        // The lanes' sums in order, output q into totals[q / y0].
+        let totals: Vec<Var> = (0..ny).map(|h| g.fresh(if h == 0 { "total" } else { "total_u" }, Ty::F32)).collect();
         for &(i, j) in &pairs {
-            let idx = slot(&mut g, i, j, zero);
-            let v = g.f.load(LoadTy::F32, red, idx);
-            stores.push(Stmt::Set { var: t, value: v });
-            for l in 1..sk {
-                let li = g.f.i32(l as i32);
-                let idx = slot(&mut g, i, j, li);
+            for (h, &t) in totals.iter().enumerate() {
+                let q = j + h as u32 * y0;
+                let idx = slot(&mut g, i, q, zero);
                 let v = g.f.load(LoadTy::F32, red, idx);
-                let te = g.f.get(t);
-                let value = g.f.add(te, v);
-                stores.push(Stmt::Set { var: t, value });
+                stores.push(Stmt::Set { var: t, value: v });
+                for l in 1..sk {
+                    let li = g.f.i32(l as i32);
+                    let idx = slot(&mut g, i, q, li);
+                    let v = g.f.load(LoadTy::F32, red, idx);
+                    let te = g.f.get(t);
+                    let value = g.f.add(te, v);
+                    stores.push(Stmt::Set { var: t, value });
+                }
             }
-            let te = g.f.get(t);
-            stores.push(store_out(&mut g, i, j, te));
+            let v = value_of(&mut g, j, &mut |g, q| g.f.get(totals[(q / y0) as usize]));
+            stores.push(store_out(&mut g, i, j, v));
         }
         body.push(Stmt::If { cond: first_lane, body: stores });
     }

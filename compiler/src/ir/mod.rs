@@ -28,7 +28,8 @@
 //!   `toi32(x)` (an `f32` to the `i32` it truncates to, saturating) and the
 //!   float functions `abs` and `round` (to the nearest integer, ties to
 //!   even), with which the GGUF kernels quantise their activations.
-//! - `erf(x)` and `relu(x)` take and give `f32` or `f32x4` (see [`UnOp`]).
+//! - `erf(x)` and `relu(x)` take and give `f32` or `f32x4` (see [`UnOp`]);
+//!   so do `rsqrt(x)` and `silu(x)`, which are for the GPU backend only.
 //! - GPU builtins (`local_id.x`, `group_id.y`, ...), `barrier` and the
 //!   subgroup shuffle `shufflexor(x, mask)` are valid only for the WGSL backend.
 //!
@@ -329,6 +330,12 @@ pub enum UnOp {
     Abs,
     /// CPU only: the nearest integer, ties to even (Wasm's `f32.nearest`).
     Round,
+    /// GPU only: `1 / √x` (a division by WGSL's `sqrt`, as the decoder's
+    /// fixed RMSNorm computes it).
+    Rsqrt,
+    /// GPU only: `silu(x) = x / (1 + e^min(−x, 88))` (WGSL's `exp`, clamped
+    /// as the decoder's fixed SwiGLU clamps it).
+    Silu,
 }
 
 impl UnOp {
@@ -338,9 +345,15 @@ impl UnOp {
             UnOp::Relu => "relu",
             UnOp::Abs => "abs",
             UnOp::Round => "round",
+            UnOp::Rsqrt => "rsqrt",
+            UnOp::Silu => "silu",
         }
     }
-    pub const ALL: [UnOp; 4] = [UnOp::Erf, UnOp::Relu, UnOp::Abs, UnOp::Round];
+    pub const ALL: [UnOp; 6] = [UnOp::Erf, UnOp::Relu, UnOp::Abs, UnOp::Round, UnOp::Rsqrt, UnOp::Silu];
+    /// Whether only the GPU backend has it (the decoder step's epilogues).
+    pub fn gpu_only(self) -> bool {
+        matches!(self, UnOp::Rsqrt | UnOp::Silu)
+    }
     /// Whether only the CPU backend has it.
     pub fn cpu_only(self) -> bool {
         matches!(self, UnOp::Abs | UnOp::Round)

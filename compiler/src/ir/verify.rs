@@ -362,6 +362,9 @@ impl Verifier<'_> {
                 if op.cpu_only() && self.flavor != Flavor::Cpu {
                     return self.err(format!("{} outside a CPU kernel in {}", op.name(), self.show(e)));
                 }
+                if op.gpu_only() && self.flavor != Flavor::Gpu {
+                    return self.err(format!("{} outside a GPU kernel in {}", op.name(), self.show(e)));
+                }
                 match self.expr(a)? {
                     t @ (Ty::F32 | Ty::F32x4) => t,
                     t => return self.err(format!("{} of a {}", op.name(), t.name())),

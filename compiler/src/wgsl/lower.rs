@@ -1056,6 +1056,21 @@ impl Builder<'_> {
                     }
                     UnOp::Erf => self.erf(x, vector),
                     UnOp::Abs | UnOp::Round => unreachable!("CPU-only function in a verified GPU kernel"),
+                    UnOp::Rsqrt => {
+                        let one = self.fconst(1.0, vector);
+                        let root = self.add(N::Math { fun: MathFunction::Sqrt, arg: x, arg1: None, arg2: None, arg3: None });
+                        self.bin(NOp::Divide, one, root)
+                    }
+                    UnOp::Silu => {
+                        // x / (1 + exp(min(−x, 88))), the fixed swiglu kernel's expression.
+                        let neg = self.add(N::Unary { op: naga::UnaryOperator::Negate, expr: x });
+                        let cap = self.fconst(88.0, vector);
+                        let lim = self.math(MathFunction::Min, neg, cap, None);
+                        let e = self.add(N::Math { fun: MathFunction::Exp, arg: lim, arg1: None, arg2: None, arg3: None });
+                        let one = self.fconst(1.0, vector);
+                        let den = self.bin(NOp::Add, one, e);
+                        self.bin(NOp::Divide, x, den)
+                    }
                 }
             }
             Expr::Compose(lanes) => {

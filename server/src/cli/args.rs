@@ -38,8 +38,7 @@ impl KernelArgs {
             op = op.with_dtype(dtype)?;
         }
         let target: Target = self.target.parse().map_err(anyhow::Error::msg)?;
-        if !op.runs_on(target) {
-            let only = if op.kind().runs_on(target) { "f16 ops run on wgsl only" } else { "it runs on wasm only" };
+        if let Some(only) = op.why_not(target) {
             anyhow::bail!("{} has no {} kernels: {only}", op.name(), target.name());
         }
         Ok((op, target))

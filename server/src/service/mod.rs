@@ -327,8 +327,7 @@ pub fn parse_kind(op: &str, shape: &[u32], target: &str) -> Result<(Op, Target)>
         .and_then(|o| o.with_dtype(dtype))
         .map_err(|e| Error::bad_request(format!("shape: {e}")))?;
     let target: Target = target.parse().map_err(|e: String| Error::bad_request(e))?;
-    if !op.runs_on(target) {
-        let only = if kind.runs_on(target) { "f16 ops run on wgsl only" } else { "it runs on wasm only" };
+    if let Some(only) = op.why_not(target) {
         return Err(Error::bad_request(format!("{} has no {} kernels: {only}", op.name(), target.name())));
     }
     Ok((op, target))

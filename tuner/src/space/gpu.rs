@@ -210,9 +210,11 @@ pub(super) fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
         // its 4 position sums and its accumulator.
         let vpw = op.kind().values_per_word();
         let q4_1 = op.kind() == webtune_compiler::OpKind::MatmulQ4_1;
+        // +swiglu: each output is two rows of W (gate and up), both live.
+        let ny = op.weight_rows_per_output();
         for y0 in GPU_Q4_OUTPUTS {
-            let extra = if q4_1 { y0 * (GPU_Q4_R0 / 32) + x0 } else { 0 };
-            let reg = |r0: u32| y0 * (r0 / vpw + r0 / 32) + vpw + x0 * (8 + 5 * y0) + 2 + extra;
+            let extra = if q4_1 { ny * y0 * (GPU_Q4_R0 / 32) + x0 } else { 0 };
+            let reg = |r0: u32| ny * y0 * (r0 / vpw + r0 / 32) + vpw + x0 * (8 + 5 * ny * y0) + 2 + extra;
             let fits = |r0: u32| !relax.heuristics || (reg(r0) <= reg_cap && x0 * y0 * r0 <= MAX_UNROLLED);
             // At least one scale block (32 weights) per thread and step.
             let max_split = floor_pow2(k / 32).clamp(1, 256);
@@ -234,7 +236,9 @@ pub(super) fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
                     if relax.heuristics && can_fill && threads % hw.warp_width != 0 {
                         continue;
                     }
-                    let bytes = if split_k > 1 { x0 * y1 * split_k * 4 } else { 0 };
+                    let s = Schedule { x0, y0, r0, x1: x0, y1, r1: r0, split_k, ..base.clone() };
+                    // The workgroup-memory reduction's bytes (the subgroup twin below needs none).
+                    let bytes = Schedule { subgroup_reduce: false, ..s.clone() }.matvec_workgroup_bytes(op);
                     if bytes > lim.workgroup_bytes {
                         continue;
                     }
@@ -250,7 +254,6 @@ pub(super) fn gpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
                             continue;
                         }
                     }
-                    let s = Schedule { x0, y0, r0, x1: x0, y1, r1: r0, split_k, ..base.clone() };
                     // Outputs per thread in GPU_Q4_OUTPUTS' order (measured),
                     // then fuller cores, then more threads per output:
                     // neighbouring threads read neighbouring packed words

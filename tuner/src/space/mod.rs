@@ -437,7 +437,8 @@ fn cut(mut out: Vec<Cand>, budget: usize) -> Vec<Cand> {
 /// Whether the WGSL `matmul_q4` space holds the tiled family: where A has
 /// more than one row for a dequantised weight to serve.
 fn q4_tiled_wanted(op: &Op) -> bool {
-    op.bmkn().1 > 1
+    // The epilogues (+rms_norm, +swiglu, +residual) have the matrix-vector kernel only.
+    op.bmkn().1 > 1 && op.epilogue().is_none()
 }
 
 /// The WGSL `matmul_q4` space: the matrix-vector and the tiled families,
