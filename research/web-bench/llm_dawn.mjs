@@ -10,6 +10,7 @@
 //        [--context 1280] [--tune-s 120] [--steps 64] [--rounds 3]
 //        [--prefill 128] [--long 1024] [--probe-dispatches 4096] [--probe-mib 256] [--profile-runs 5]
 //        [--runtime PATH/webtune.js] [--webgpu PATH/webgpu/index.js] [--dawn-flags a,b]
+//        [--fusions-ab ROUNDS] [--ab-only 1]
 //
 // Lines (`what` names each):
 // - `adapter`: Dawn's adapter (vendor, architecture, device) and features;
@@ -47,7 +48,15 @@
 //   and each dispatch's GPU ms (a pass each, the mean over the runs: Dawn
 //   quantises timestamps) summed by kind;
 // - `probe_readback`: an 8-byte copy submitted and mapped, ms (the floor of
-//   one step's round trip).
+//   one step's round trip);
+// - `fusions_ab` (with --fusions-ab > 0, right after loading, before any
+//   tuning): the decode step with the graph's fused runs (`graph.fused`: one
+//   product each) against the same graph without them (each step its own
+//   dispatch, as before them), on the same device and kernel source, in
+//   ABBA rounds of one profiled step each (`GpuDecoder.profile` without its
+//   pass-per-dispatch run; the GPU idle before each): dispatches a token,
+//   host recording ms (run start to submit), the pass's GPU ms and the wall
+//   ms, medians over the rounds; with --ab-only 1 nothing else runs.
 // Token ids are fixed (a repeating run of ids from 1000), so the text means
 // nothing: the figures do not depend on it.
 
@@ -75,6 +84,7 @@ function args() {
     server: o.server.replace(/\/+$/, ''), model: o.model, context: num('context', 1280), tuneS: num('tune-s', 120), steps: Math.max(2, num('steps', 64)),
     rounds: Math.max(1, num('rounds', 3)), prefill: Math.max(1, num('prefill', 128)), long: Math.max(1, num('long', 1024)),
     dispatches: Math.max(2, num('probe-dispatches', 4096)), mib: Math.max(1, num('probe-mib', 256)), profileRuns: Math.max(1, num('profile-runs', 5)),
+    fusionsAb: num('fusions-ab', 0), abOnly: num('ab-only', 0) > 0,
     runtime: resolve(o.runtime ?? join(ROOT, 'client-runtime', 'web', 'dist', 'webtune.js')),
     webgpu: resolve(o.webgpu ?? join(ROOT, 'client-runtime', 'web', 'node_modules', 'webgpu', 'index.js')),
     dawnFlags: o['dawn-flags'] ? o['dawn-flags'].split(',') : [],
@@ -146,6 +156,40 @@ async function probes(device, o) {
   return { usEach: us, gbs };
 }
 
+/**
+ * The decode step with the graph's fused runs (the generator's own backend)
+ * against a backend of the same graph without them, ABBA over --fusions-ab
+ * rounds of one profiled step each, from a fed token at successive positions.
+ */
+async function fusionsAb(gen, device, o) {
+  const url = `${o.server}/v1/models/${encodeURIComponent(o.model)}`;
+  const graph = await (await fetch(`${url}/graph`)).json();
+  const wurl = gen.manifest.weights.url;
+  const weights = await (await fetch(wurl.startsWith('http') ? wurl : `${o.server}${wurl}`)).arrayBuffer();
+  const fused = gen.gpu;
+  const plain = await fused.constructor.create({ device, graph: { ...graph, fused: [] }, tensors: gen.manifest.tensors, weights, context: gen.context });
+  plain.setKernels((op, shape) => gen.webtune.gpuKernel(op, shape));
+  const sides = { fused: { dec: fused, runs: [] }, unfused: { dec: plain, runs: [] } };
+  for (const side of Object.values(sides)) {
+    side.dec.reset();
+    await side.dec.next([1000], { temperature: 0, topK: 0, topP: 1, u: 0 });
+  }
+  for (let r = 0; r < o.fusionsAb; r++) {
+    for (const name of r % 2 ? ['unfused', 'fused', 'fused', 'unfused'] : ['fused', 'unfused', 'unfused', 'fused']) {
+      const side = sides[name];
+      const pr = await side.dec.profile([1001 + (side.runs.length % 500)], { perStep: false });
+      side.runs.push({ ...pr, dispatches: side.dec.stats.dispatchesPerToken });
+    }
+  }
+  const sum = (runs) => ({ dispatches_per_token: runs[0].dispatches, encode_ms: median(runs.map((x) => x.encodeMs)), encode_runs: runs.map((x) => +x.encodeMs.toFixed(3)),
+    gpu_pass_ms: median(runs.map((x) => x.gpuMs)), wall_ms: median(runs.map((x) => x.wallMs)) });
+  const f = sum(sides.fused.runs), u = sum(sides.unfused.runs);
+  line('fusions_ab', { rounds: o.fusionsAb, steps_each: sides.fused.runs.length, fused: f, unfused: u, encode_ratio: f.encode_ms / u.encode_ms, gpu_ratio: f.gpu_pass_ms / u.gpu_pass_ms,
+    load: (await import('node:os')).loadavg() });
+  plain.destroy();
+  fused.reset();
+}
+
 async function main() {
   const o = args();
   if (!existsSync(o.runtime)) throw new Error(`no runtime module at ${o.runtime} (build it: cd client-runtime/web && node build.mjs)`);
@@ -171,6 +215,16 @@ async function main() {
   const t0 = performance.now();
   const gen = await TextGenerator.load({ server: o.server, model: o.model, target: 'webgpu', device, adapter, context: o.context, cache: false, budgetMs: 200, report: true });
   line('load', { s: (performance.now() - t0) / 1000, gpu_bytes: gen.memoryBytes, context: gen.context, key: gen.webtune.session.device_key });
+  if (o.fusionsAb > 0 && gen.gpu) {
+    await fusionsAb(gen, device, o);
+    if (o.abOnly) {
+      gen.close();
+      device.destroy();
+      delete globalThis.navigator.gpu;
+      gpu = null;
+      return;
+    }
+  }
   const swaps = [];
   gen.webtune.addEventListener('swap', (e) => swaps.push(e.detail));
   const prompt = ids(o.prefill), long = ids(o.long);

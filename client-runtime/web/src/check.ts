@@ -163,6 +163,39 @@ export function blockColumnNorms(base: string, k: number, n: number, args: Uint3
   }
 }
 
+/** Row `row` of a block-format W (matmul_q4, matmul_q4_1, matmul_q8_0) dequantised into `out` (K values), as `bAt` does. */
+export function blockRow(base: string, k: number, args: Uint32Array[], row: number, out: Float64Array): void {
+  const w = args[1];
+  const d = new Float32Array(args[2].buffer, args[2].byteOffset, args[2].length);
+  const mn = base === 'matmul_q4_1' ? new Float32Array(args[3].buffer, args[3].byteOffset, args[3].length) : null;
+  const per = base === 'matmul_q8_0' ? 4 : 8;
+  for (let kk = 0; kk < k; kk++) {
+    const word = w[row * (k / per) + Math.floor(kk / per)];
+    const blk = row * (k / 32) + (kk >>> 5);
+    if (per === 4) out[kk] = ((word << (24 - 8 * (kk & 3))) >> 24) * d[blk];
+    else if (mn) out[kk] = ((word >>> (4 * (kk & 7))) & 0xf) * d[blk] + mn[blk];
+    else out[kk] = (((word >>> (4 * (kk & 7))) & 0xf) - 8) * d[blk];
+  }
+}
+
+/** silu(x) = x / (1 + e^−x), in f64. */
+function silu(x: number): number {
+  return x / (1 + Math.exp(-x));
+}
+
+/**
+ * The block ops' epilogues (`glu(norm(A)·Wᵀ) + R`, docs/ops.md) as the
+ * checks need them, as `reference::block_output` computes them: A's rows
+ * as the product reads them (normalised by G and E under `+rms_norm`), and
+ * under `+swiglu` each output's gate and up products.
+ */
+interface BlockEpilogue {
+  /** A's rows as the product reads them, [M][K]. */
+  rows: Float64Array;
+  gate: Float64Array | null;
+  up: Float64Array | null;
+}
+
 /** Row norms of A and column norms of B: the error scale of every output. */
 export class Scales {
   readonly rows: Float64Array;
@@ -173,16 +206,30 @@ export class Scales {
   /** Argument numbers of the epilogue's bias and R (ABI order A, B, [SA, SB,] bias, R, C). */
   private biasArg: number;
   private residualArg: number;
+  private block: BlockEpilogue | null = null;
   constructor(readonly op: OpName, readonly shape: readonly number[], readonly args: Uint32Array[]) {
     const [b, m, k, n] = bmkn(op, shape);
     this.m = m;
     this.n = n;
     this.parsed = parseOp(op);
-    const first = this.parsed.base === 'matmul_i16' ? 4 : 2;
-    this.biasArg = this.parsed.bias ? first : -1;
-    this.residualArg = this.parsed.residual ? first + (this.parsed.bias ? 1 : 0) : -1;
+    const p = this.parsed;
+    const blockOp = ['matmul_q4', 'matmul_q4_1', 'matmul_q8_0'].includes(p.base);
+    // After A, B (matmul_i16: and SA, SB; a block op: its weights' parts, then +rms_norm's G and E).
+    const first = p.base === 'matmul_i16' ? 4 : blockOp ? (p.base === 'matmul_q4_1' ? 4 : 3) + (p.norm ? 2 : 0) : 2;
+    this.biasArg = p.bias ? first : -1;
+    this.residualArg = p.residual ? first + (p.bias ? 1 : 0) : -1;
     this.rows = new Float64Array(b * m);
-    this.cols = new Float64Array(b * n);
+    this.cols = new Float64Array(b * n * (p.glu ? 2 : 1));
+    if (blockOp && (p.norm || p.glu || p.residual)) {
+      this.block = this.blockEpilogue(m, k, n);
+      for (let i = 0; i < m; i++) {
+        let s = 0;
+        for (let kk = 0; kk < k; kk++) s += this.block.rows[i * k + kk] ** 2;
+        this.rows[i] = Math.sqrt(s);
+      }
+      blockColumnNorms(p.base, k, n * (p.glu ? 2 : 1), args, this.cols);
+      return;
+    }
     if (this.parsed.base === 'matmul_i16') {
       // ‖SA[i]·qa[i, :]‖ and ‖SB[j]·qb[:, j]‖, B summed row by row.
       const half = k >> 1;
@@ -225,6 +272,36 @@ export class Scales {
     }
   }
 
+  /** A's rows as a block op's product reads them, and under +swiglu every output's gate and up. */
+  private blockEpilogue(m: number, k: number, n: number): BlockEpilogue {
+    const p = this.parsed, args = this.args;
+    const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);
+    const rows = Float64Array.from(a);
+    if (p.norm) {
+      const g0 = p.base === 'matmul_q4_1' ? 4 : 3;
+      const gamma = new Float32Array(args[g0].buffer, args[g0].byteOffset, args[g0].length);
+      const eps = f32(args[g0 + 1][0]);
+      for (let i = 0; i < m; i++) {
+        let ss = 0;
+        for (let kk = 0; kk < k; kk++) ss += rows[i * k + kk] ** 2;
+        const inv = 1 / Math.sqrt(ss / k + eps);
+        for (let kk = 0; kk < k; kk++) rows[i * k + kk] = rows[i * k + kk] * inv * gamma[kk];
+      }
+    }
+    if (!p.glu) return { rows, gate: null, up: null };
+    const gate = new Float64Array(m * n), up = new Float64Array(m * n), w = new Float64Array(k);
+    for (let j = 0; j < 2 * n; j++) {
+      blockRow(p.base, k, args, j, w);
+      const into = j < n ? gate : up;
+      for (let i = 0; i < m; i++) {
+        let acc = 0;
+        for (let kk = 0; kk < k; kk++) acc += rows[i * k + kk] * w[kk];
+        into[i * n + (j % n)] = acc;
+      }
+    }
+    return { rows, gate, up };
+  }
+
   /** The scale of flat output index `p`. */
   at(p: number): number {
     const m = this.m, n = this.n;
@@ -232,6 +309,12 @@ export class Scales {
     const i = Math.floor(p / n) % m;
     const j = p % n;
     const [bv, rv] = this.epilogueTerms(p);
+    if (this.block?.gate && this.block.up) {
+      // reference::block_output's: each product's error through its factor's slope, and the exponential's rounding.
+      const g = this.block.gate[p], u = this.block.up[p];
+      const s = this.rows[i] * (1.1 * Math.abs(u) * this.cols[j] + (Math.abs(g) + 0.28) * this.cols[n + j]) + Math.abs(silu(g) * u) + Math.abs(rv);
+      return Math.max(s, Number.MIN_VALUE);
+    }
     return Math.max(this.rows[bi * m + i] * this.cols[bi * n + j] + Math.abs(bv) + Math.abs(rv), Number.MIN_VALUE);
   }
 
@@ -250,6 +333,14 @@ export class Scales {
     const j = p % n;
     const a = this.args[0];
     let acc = 0;
+    if (this.block) {
+      const [, rv] = this.epilogueTerms(p);
+      if (this.block.gate && this.block.up) return silu(this.block.gate[p]) * this.block.up[p] + rv;
+      const w = new Float64Array(k);
+      blockRow(this.parsed.base, k, this.args, j, w);
+      for (let kk = 0; kk < k; kk++) acc += this.block.rows[i * k + kk] * w[kk];
+      return acc + rv;
+    }
     if (this.parsed.base === 'matmul_i16') {
       // Σ qa·qb, exact: every product is at most 2³⁰ and K < 2²³, so each
       // partial sum is an integer below 2⁵³.

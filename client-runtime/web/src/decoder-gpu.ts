@@ -32,8 +32,18 @@
 // the caches hold real positions only and no kernel depends on the
 // context's length. A prompt longer than the largest bucket is fed in
 // chunks of it, one submit each.
+//
+// The decode step (bucket 1) runs the graph's fused runs (`graph.fused`:
+// an RMSNorm and the product after it, a product and its SwiGLU, a product
+// and the add of its output) as one tuned product each, of the fused op
+// (`+rms_norm`, `+swiglu`, `+residual`, docs/ops.md). A `+residual`
+// product reads the residual stream and writes it whole, to another
+// buffer (WebGPU binds no buffer for reading and writing at once): the
+// stream's buffer alternates with a twin of one row (`twins`), and every
+// later dispatch of the step binds the one that holds it. The norms' eps
+// values sit in a small buffer of their own.
 
-import { type DecoderGraph, type DecoderTensor, type Format, type Step, bucketOf, checkGraph, productsOf } from './decoder.js';
+import { type DecoderGraph, type DecoderTensor, type Format, type Fused, type Step, bucketOf, checkGraph, productsOf } from './decoder.js';
 import { compileErrors } from './webgpu.js';
 
 declare const __WEBTUNE_DECODER_WGSL__: string;
@@ -82,7 +92,7 @@ export interface GpuDecoderInit {
   context: number;
   /** The fixed kernels' WGSL (default: decoder-kernels.wgsl as built into webtune.js). */
   wgsl?: string;
-  /** Run adjacent steps as one dispatch where `fusions` finds them. Default true. */
+  /** Run adjacent steps as one dispatch where `fusions` finds them, and the decode step's fused runs (`graph.fused`) as one product each. Default true. */
   fuse?: boolean;
 }
 
@@ -149,6 +159,47 @@ export function fusions(graph: DecoderGraph): Map<number, 'add_rms_norm' | 'rope
     }
   }
   return out;
+}
+
+/** The steps of a fused run (`graph.fused`), by the part each plays. */
+export interface FusedRun {
+  norm?: Extract<Step, { step: 'rms_norm' }>;
+  product: Extract<Step, { step: 'matmul' }>;
+  glu?: Extract<Step, { step: 'swi_glu' }>;
+  add?: Extract<Step, { step: 'add' }>;
+}
+
+/**
+ * The steps of fused run `f` of `graph`, checked against its op's
+ * suffixes (docs/ops.md's order: `+rms_norm`, `+swiglu`, `+residual`):
+ * the norm writes what the product reads, on the same rows; the SwiGLU
+ * reads the product's output of twice its columns; the add adds the last
+ * output into another buffer; `k` and `n` are the product's. Throws one line.
+ */
+export function fusedRun(graph: DecoderGraph, f: Fused): FusedRun {
+  const what = `decoder graph fused run at step ${f.first} (${f.kernel})`;
+  const [base, ...suffixes] = f.kernel.split('+');
+  const known = ['rms_norm', 'swiglu', 'residual'];
+  if (suffixes.some((x, i) => !known.includes(x) || (i > 0 && known.indexOf(x) <= known.indexOf(suffixes[i - 1]))) || !suffixes.length)
+    throw new Error(`${what}: a fused op is a product with +rms_norm, +swiglu and +residual, in that order`);
+  const steps = graph.steps.slice(f.first, f.first + f.steps);
+  let at = 0;
+  const take = <K extends Step['step']>(kind: K): Extract<Step, { step: K }> => {
+    const s = steps[at++];
+    if (s?.step !== kind) throw new Error(`${what}: step ${f.first + at - 1} is ${s?.step ?? 'missing'}, the op needs ${kind}`);
+    return s as Extract<Step, { step: K }>;
+  };
+  const norm = suffixes.includes('rms_norm') ? take('rms_norm') : undefined;
+  const product = take('matmul');
+  const glu = suffixes.includes('swiglu') ? take('swi_glu') : undefined;
+  const add = suffixes.includes('residual') ? take('add') : undefined;
+  const out = glu?.out ?? product.out;
+  const cols = glu ? glu.ffn : product.n;
+  const bad = at !== f.steps || product.kernel !== base || f.k !== product.k || f.n !== cols || (product.format === 'f32' && (norm || glu)) ||
+    (norm && (norm.out !== product.a || norm.last !== product.last)) || (glu && (glu.x !== product.out || 2 * glu.ffn !== product.n || product.last)) ||
+    (add && (add.y !== out || add.cols !== cols || add.x === out || product.last));
+  if (bad) throw new Error(`${what}: its ${f.steps} steps do not compute that op (docs/ops.md)`);
+  return { norm, product, glu, add };
 }
 
 /** A binding range. */
@@ -229,6 +280,16 @@ export function checkGpuGraph(graph: DecoderGraph): void {
       default: break;
     }
   }
+  let end = 0;
+  for (const f of graph.fused ?? []) {
+    if (!(Number.isInteger(f.first) && Number.isInteger(f.steps) && f.first >= end && f.steps > 0 && f.first + f.steps <= graph.steps.length))
+      throw new Error(`decoder graph fused run at step ${f.first}: runs must be in order, apart, and inside the ${graph.steps.length} steps`);
+    end = f.first + f.steps;
+    const r = fusedRun(graph, f);
+    const a = r.norm?.x ?? r.product.a;
+    if (r.product.last && bufs.get(a)?.rows === 'tokens' && (r.product.k * 4) % ALIGN)
+      throw new Error(`decoder graph fused run at step ${f.first} reads the last token row of \`${a}\` (rows of ${r.product.k} floats): the WebGPU backend binds it at an offset, which must be a multiple of ${ALIGN} bytes`);
+  }
 }
 
 /** The rotary table of `context` positions (decoder.ts's values: f64, rounded to f32). */
@@ -287,6 +348,8 @@ export class GpuDecoder {
     private tokenReads: GPUBuffer[],
     private logitsRead: GPUBuffer,
     private partials: GPUBuffer,
+    /** The decode step's fused runs by their first step, the residual stream's twins, the norms' eps bindings. */
+    private runs: { at: Map<number, { f: Fused; r: FusedRun }>; twins: Map<string, GPUBuffer>; eps: Map<number, Range> },
   ) {
     this.graph = init.graph;
     this.device = init.device;
@@ -399,6 +462,21 @@ export class GpuDecoder {
       const token = buffer('token', 16, S | GPUBufferUsage.COPY_SRC);
       const tokenReads = Array.from({ length: MAX_AHEAD + 1 }, (_, i) => buffer(`token read ${i}`, 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST));
       const logitsRead = buffer('logits read', graph.vocab * 4, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
+      // The decode step's fused runs: a one-row twin of each buffer a +residual product writes, and the norms' eps values (one ALIGN slot each).
+      const runs = init.fuse === false ? [] : (graph.fused ?? []).map((f) => ({ f, r: fusedRun(graph, f) }));
+      const twins = new Map<string, GPUBuffer>();
+      for (const { r } of runs) {
+        if (r.add && !twins.has(r.add.x)) twins.set(r.add.x, buffer(`${r.add.x} twin`, graph.buffers.find((b) => b.name === r.add!.x)!.cols * 4, S));
+      }
+      const epsValues = [...new Set(runs.flatMap(({ r }) => (r.norm ? [Math.fround(r.norm.eps)] : [])))];
+      const epsBuf = buffer('eps', Math.max(1, epsValues.length) * ALIGN, S | GPUBufferUsage.COPY_DST);
+      if (epsValues.length) {
+        const host = new Float32Array((epsValues.length * ALIGN) / 4);
+        epsValues.forEach((e, i) => (host[(i * ALIGN) / 4] = e));
+        device.queue.writeBuffer(epsBuf, 0, host);
+      }
+      const eps = new Map(epsValues.map((e, i) => [e, { buffer: epsBuf, offset: i * ALIGN, size: 4 } as Range]));
+      const fusedAt = new Map(runs.map(({ f, r }) => [f.first, { f, r }]));
 
       const module = device.createShaderModule({ label: 'decoder-kernels.wgsl', code: init.wgsl ?? __WEBTUNE_DECODER_WGSL__ });
       // Compiler messages only on failure (see compileErrors).
@@ -413,7 +491,8 @@ export class GpuDecoder {
       // The split attention's partials: per query head and chunk of the context, hd + 2 floats (one layer's at a time).
       const att = graph.steps.filter((x) => x.step === 'attention') as Extract<Step, { step: 'attention' }>[];
       const partials = buffer('attention partials', Math.max(0, ...att.map((a) => a.heads * Math.ceil(context / SCH) * (a.head_dim + 2) * 4)), S);
-      return new GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenReads, logitsRead, partials);
+      return new GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenReads, logitsRead, partials,
+        { at: fusedAt, twins, eps });
     });
   }
 
@@ -644,9 +723,10 @@ export class GpuDecoder {
    * caches end as after one run of `tokens`. Needs the device's
    * `timestamp-query` feature; for benchmarks (passes of one dispatch each
    * cost the GPU more than one pass, so the steps' times add up to more
-   * than `gpuMs`).
+   * than `gpuMs`). With `perStep: false` only the first run (`steps`
+   * then holds the labels, each at 0 ms).
    */
-  async profile(tokens: number[]): Promise<GpuProfile> {
+  async profile(tokens: number[], opts: { perStep?: boolean } = {}): Promise<GpuProfile> {
     if (!this.device.features.has('timestamp-query')) throw new Error("GpuDecoder.profile needs the device's 'timestamp-query' feature");
     this.check(tokens);
     if (tokens.length > this.maxRows) throw new RangeError(`profile runs one bucket: at most ${this.maxRows} tokens, got ${tokens.length}`);
@@ -670,10 +750,11 @@ export class GpuDecoder {
       await this.readToken(slot);
       const wallMs = performance.now() - t0;
       const [gpuMs] = await times(2);
+      const labels = [...bk.steps.map((s) => s.label), 'sample'];
+      if (opts.perStep === false) return { encodeMs, wallMs, gpuMs, steps: labels.map((label) => ({ label, ms: 0 })) };
       this.pos = pos0;
       await this.readToken(this.run(tokens, bk, greedy, { set, resolve, read, perStep: true }));
       const each = await times(n);
-      const labels = [...bk.steps.map((s) => s.label), 'sample'];
       return { encodeMs, wallMs, gpuMs, steps: labels.map((label, i) => ({ label, ms: each[i] })) };
     } finally {
       set.destroy();
@@ -706,7 +787,7 @@ export class GpuDecoder {
   private async makeBucket(m: number): Promise<Bucket> {
     const source = this.kernelsOf;
     if (!source) throw new Error('GpuDecoder: no kernel source (setKernels) before the first run');
-    const list = productsOf(this.graph, m);
+    const list = productsOf(this.graph, m, this.runs.at.size > 0);
     const kernels = await Promise.all(list.map((x) => {
       const key = `${x.op}/${x.shape.join(',')}`;
       let k = this.made.get(key);
@@ -721,9 +802,12 @@ export class GpuDecoder {
     const g = this.graph, device = this.device;
     return scoped(device, `the language model's bucket of ${m} rows on WebGPU`, () => {
       const steps: Dispatch[] = [];
-      const buf = (name: string, rows: number, cols: number): Range => ({ buffer: this.buffers.get(name)!, size: rows * cols * 4 });
+      // Which buffer holds each graph buffer now: a +residual product moves the stream to its twin and back.
+      const holds = new Map<string, GPUBuffer>();
+      const now = (name: string) => holds.get(name) ?? this.buffers.get(name)!;
+      const buf = (name: string, rows: number, cols: number): Range => ({ buffer: now(name), size: rows * cols * 4 });
       const rowsOf = new Map(g.buffers.map((b) => [b.name, b.rows]));
-      const whole = (name: string): Range => ({ buffer: this.buffers.get(name)! });
+      const whole = (name: string): Range => ({ buffer: now(name) });
       const cache = (name: string): Range => ({ buffer: this.caches.get(name)! });
       const part = (tensor: string, p: string): Range => this.parts.get(tensor)![p];
       const fixed = (name: FixedName, i: number, grid: [number, number], ...ranges: Range[]) => {
@@ -739,9 +823,34 @@ export class GpuDecoder {
         fixed('attention_merge', at, [a.heads, 1], { buffer: this.partials }, whole(a.out));
       };
       const ew = (n: number) => Math.max(1, Math.ceil(n / EW));
+      // Bind group 0 of a tuned product: its arguments in ABI order.
+      const productGroup = (kernel: GpuProduct, label: string, ranges: Range[]) => device.createBindGroup({
+        label, layout: kernel.bindGroupLayout,
+        entries: ranges.map((r, binding) => ({ binding, resource: { buffer: r.buffer, offset: r.offset ?? 0, size: r.size } })),
+      });
+      const runs = m === 1 ? this.runs.at : new Map<number, { f: Fused; r: FusedRun }>();
       for (let i = 0; i < g.steps.length; i++) {
         const s = g.steps[i], next = g.steps[i + 1];
-        const fusedAs = this.fused.get(i);
+        const run = runs.get(i);
+        if (run) {
+          // A fused run: one product, A (the norm's input), W's parts, G and E, R, C (docs/ops.md's order).
+          const { f, r } = run;
+          const kernel = byKey.get(`${f.kernel}/1,${f.k},${f.n}`)!;
+          const ranges = [buf(r.norm?.x ?? r.product.a, 1, f.k), ...partsOf(r.product.format).map((p) => part(r.product.weight, p))];
+          if (r.norm) ranges.push(part(r.norm.weight, 'w'), this.runs.eps.get(Math.fround(r.norm.eps))!);
+          if (r.add) {
+            const from = now(r.add.x), to = from === this.buffers.get(r.add.x) ? this.runs.twins.get(r.add.x)! : this.buffers.get(r.add.x)!;
+            ranges.push({ buffer: from, size: f.n * 4 }, { buffer: to, size: f.n * 4 });
+            holds.set(r.add.x, to);
+          } else {
+            ranges.push(buf(r.glu?.out ?? r.product.out, 1, f.n));
+          }
+          const label = `${f.kernel} 1x${f.k}x${f.n}`;
+          steps.push({ label, kernel, group: productGroup(kernel, `decoder ${f.kernel} ${i}`, ranges) });
+          i += f.steps - 1;
+          continue;
+        }
+        const fusedAs = runs.has(i + 1) ? undefined : this.fused.get(i);
         if (fusedAs === 'add_rms_norm' && s.step === 'add' && next.step === 'rms_norm') {
           fixed('add_rms_norm', i, [1, m], whole(s.y), part(next.weight, 'w'), whole(s.x), whole(next.out));
           i++;
@@ -777,11 +886,7 @@ export class GpuDecoder {
             const rows = s.last ? 1 : m;
             const label = `${s.kernel} ${rows}x${s.k}x${s.n}`;
             const weights = partsOf(s.format).map((p) => part(s.weight, p));
-            const group = (a: Range) => device.createBindGroup({
-              label: `decoder ${s.kernel} ${i}`,
-              layout: kernel.bindGroupLayout,
-              entries: [a, ...weights, buf(s.out, rows, s.n)].map((r, binding) => ({ binding, resource: { buffer: r.buffer, offset: r.offset ?? 0, size: r.size } })),
-            });
+            const group = (a: Range) => productGroup(kernel, `decoder ${s.kernel} ${i}`, [a, ...weights, buf(s.out, rows, s.n)]);
             const a0 = buf(s.a, rows, s.k);
             if (s.last && rowsOf.get(s.a) === 'tokens' && m > 1) {
               // The last real row: bound at its offset, one bind group per T, made on first use.

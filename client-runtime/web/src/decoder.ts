@@ -59,6 +59,20 @@ export type Step =
   | { step: 'swi_glu'; x: string; ffn: number; out: string }
   | { step: 'add'; x: string; y: string; cols: number };
 
+/**
+ * Consecutive steps `first..first + steps` that one tuned product (op
+ * `kernel`, shape `[1, k, n]`: a block-quantised op with `+rms_norm`,
+ * `+swiglu` and `+residual` epilogues) computes in WebGPU's decode step
+ * (`webtune_models::graph::Fused`). Every other executor runs the steps.
+ */
+export interface Fused {
+  first: number;
+  steps: number;
+  kernel: string;
+  k: number;
+  n: number;
+}
+
 /** A decoder's computation for one run of tokens (`webtune_models::graph::DecoderGraph`, version 1). */
 export interface DecoderGraph {
   version: number;
@@ -73,6 +87,8 @@ export interface DecoderGraph {
   steps: Step[];
   /** The buffer holding the last token's logits (one row of `vocab`). */
   logits: string;
+  /** Runs of steps WebGPU's decode step runs as one product each (absent: none). */
+  fused?: Fused[];
 }
 
 /** Where one part of a tensor lies in the weights blob. */
@@ -137,17 +153,31 @@ export function bucketOf(graph: DecoderGraph, tokens: number): number | null {
   return graph.buckets.find((b) => b >= Math.max(1, tokens)) ?? null;
 }
 
-/** The distinct products of a run in bucket `m`, heaviest first (as `DecoderGraph::products`). */
-export function productsOf(graph: DecoderGraph, m: number): Product[] {
+/**
+ * The distinct products of a run in bucket `m`, heaviest first (as
+ * `DecoderGraph::products`); with `fused`, WebGPU's (`DecoderGraph::fused_products`:
+ * in bucket 1 each of the graph's fused runs is one product, its fused op).
+ */
+export function productsOf(graph: DecoderGraph, m: number, fused = false): Product[] {
   const out: Product[] = [];
-  for (const s of graph.steps) {
-    if (s.step !== 'matmul') continue;
-    const shape = [s.last ? 1 : m, s.k, s.n];
-    const p = out.find((x) => x.op === s.kernel && x.shape.join() === shape.join());
+  const add = (op: string, shape: number[]) => {
+    const p = out.find((x) => x.op === op && x.shape.join() === shape.join());
     if (p) p.calls++;
-    else out.push({ op: s.kernel, shape, calls: 1 });
+    else out.push({ op, shape, calls: 1 });
+  };
+  const runs = new Map((fused && m === 1 ? graph.fused ?? [] : []).map((f) => [f.first, f]));
+  for (let i = 0; i < graph.steps.length; i++) {
+    const f = runs.get(i);
+    if (f) {
+      add(f.kernel, [1, f.k, f.n]);
+      i += f.steps - 1;
+      continue;
+    }
+    const s = graph.steps[i];
+    if (s.step === 'matmul') add(s.kernel, [s.last ? 1 : m, s.k, s.n]);
   }
-  const work = (p: Product) => p.calls * p.shape[0] * p.shape[1] * p.shape[2];
+  // A +swiglu product multiplies by twice its N rows of weights.
+  const work = (p: Product) => (p.op.includes('+swiglu') ? 2 : 1) * p.calls * p.shape[0] * p.shape[1] * p.shape[2];
   return out.sort((a, b) => work(b) - work(a) || (a.op < b.op ? -1 : a.op > b.op ? 1 : 0) || a.shape[0] - b.shape[0] || a.shape[1] - b.shape[1] || a.shape[2] - b.shape[2]);
 }
 

@@ -4,7 +4,7 @@
 /** The base ops. */
 export type BaseOp = 'matmul' | 'batch_matmul' | 'matmul_q4' | 'matmul_i16' | 'matmul_q4_1' | 'matmul_q8_0';
 
-/** Ops over GGUF-style blocks of 32 weights (K % 32 == 0, no epilogue). */
+/** Ops over GGUF-style blocks of 32 weights (K % 32 == 0; epilogues `+rms_norm`, `+swiglu`, `+residual`, WebGPU only). */
 const BLOCK_OPS: readonly string[] = ['matmul_q4', 'matmul_q4_1', 'matmul_q8_0'];
 /** Ops without an f16 form (matmul_i16 has Wasm kernels only; the GGUF formats run on both targets in f32). */
 const NO_F16: readonly string[] = ['matmul_i16', 'matmul_q4_1', 'matmul_q8_0'];
@@ -17,9 +17,13 @@ export const WASM_ONLY: readonly string[] = ['matmul_i16'];
  * `+relu`, then `+residual`, e.g. `matmul+bias+gelu`. The kernel computes
  * `C = act(A·B + bias) + R` (for matmul_i16, A·B is `SA[m]·SB[n]·Σₖ qa·qb`).
  * A last `+f16` (matmul, batch_matmul, matmul_q4) stores every float
- * argument as f16: WebGPU only, on devices with `shader-f16`.
+ * argument as f16: WebGPU only, on devices with `shader-f16`. The block
+ * ops (matmul_q4, matmul_q4_1, matmul_q8_0) take `+rms_norm`, then
+ * `+swiglu`, then `+residual` instead (a decoder's WebGPU step, f32 only):
+ * `C = glu(norm(A)·Wᵀ) + R`, norm(A) = A[m]·r_m ⊙ G with
+ * r_m = 1/√(mean(A[m]²) + E), glu keeping silu(gate)·up of W's rows n and N + n.
  */
-export type OpName = BaseOp | `${'matmul' | 'batch_matmul' | 'matmul_i16' | 'matmul_q4'}+${string}`;
+export type OpName = BaseOp | `${'matmul' | 'batch_matmul' | 'matmul_i16' | 'matmul_q4' | 'matmul_q4_1' | 'matmul_q8_0'}+${string}`;
 
 /** A parsed op name. Mirrors `webtune_compiler::op::parse_name`. */
 export interface ParsedOp {
@@ -27,6 +31,9 @@ export interface ParsedOp {
   bias: boolean;
   act: 'none' | 'gelu' | 'relu';
   residual: boolean;
+  /** The block ops' `+rms_norm` (A's rows normalised by G and E first) and `+swiglu` (silu(gate)·up of 2N rows of W). */
+  norm: boolean;
+  glu: boolean;
   /** The type of the float arguments. */
   dtype: 'f32' | 'f16';
 }
@@ -39,27 +46,34 @@ export function parseOp(op: string): ParsedOp {
   }
   const f16 = rest.length > 0 && rest[rest.length - 1] === 'f16';
   if (f16) rest.pop();
-  const out: ParsedOp = { base: base as BaseOp, bias: false, act: 'none', residual: false, dtype: f16 ? 'f16' : 'f32' };
-  const rank: Record<string, number> = { bias: 1, gelu: 2, relu: 2, residual: 3 };
+  const out: ParsedOp = { base: base as BaseOp, bias: false, act: 'none', residual: false, norm: false, glu: false, dtype: f16 ? 'f16' : 'f32' };
+  const rank: Record<string, number> = { rms_norm: 1, bias: 2, gelu: 3, relu: 3, swiglu: 3, residual: 4 };
   let last = 0;
   for (const p of rest) {
     const r = rank[p];
     if (r === undefined || r <= last) {
       throw new Error(
-        `op \`${op}\`: an epilogue is \`+bias\`, then \`+gelu\` or \`+relu\`, then \`+residual\`, each at most once and in that order, e.g. matmul+bias+gelu; \`+f16\` comes last`,
+        `op \`${op}\`: an epilogue is \`+bias\`, then \`+gelu\` or \`+relu\`, then \`+residual\`, each at most once and in that order, e.g. matmul+bias+gelu (block-quantised ops: \`+rms_norm\`, then \`+swiglu\`, then \`+residual\`); \`+f16\` comes last`,
       );
     }
     last = r;
     if (p === 'bias') out.bias = true;
     else if (p === 'residual') out.residual = true;
+    else if (p === 'rms_norm') out.norm = true;
+    else if (p === 'swiglu') out.glu = true;
     else out.act = p as 'gelu' | 'relu';
   }
-  if (rest.length > 0 && BLOCK_OPS.includes(base)) {
-    throw new Error(`${base} takes no epilogue: only matmul, batch_matmul and matmul_i16 do`);
+  const block = BLOCK_OPS.includes(base);
+  if (block && (out.bias || out.act !== 'none')) {
+    throw new Error(`${base} takes no epilogue but \`+rms_norm\`, \`+swiglu\` and \`+residual\`: \`+bias\`, \`+gelu\` and \`+relu\` are for only matmul, batch_matmul and matmul_i16`);
+  }
+  if (!block && (out.norm || out.glu)) {
+    throw new Error(`${base} takes no \`+rms_norm\` or \`+swiglu\`: only matmul_q4, matmul_q4_1 and matmul_q8_0 do`);
   }
   if (f16 && NO_F16.includes(base)) {
     throw new Error(`${base} has no f16 form: only matmul, batch_matmul and matmul_q4 do`);
   }
+  if (f16 && block && rest.length > 0) throw new Error(`${base} has no f16 form with an epilogue`);
   return out;
 }
 
@@ -157,16 +171,20 @@ export function argSpecs(op: OpName, shape: readonly number[]): ArgSpec[] {
       return fused({ ...spec('A', 'u32', [m, k / 2]), i16Bound: bound }, { ...spec('B', 'u32', [k / 2, n]), i16Bound: bound }, spec('C', 'f32', [m, n]));
     }
     case 'matmul_q4':
+    case 'matmul_q4_1':
+    case 'matmul_q8_0': {
+      // W's rows: N, or 2N under +swiglu (gate rows, then up rows); then G [K] and E [1], R, C.
+      const rows = p.glu ? 2 * n : n;
       return [
         spec('A', fl, [m, k]),
-        spec('W', 'u32', [n, k / 8]),
-        spec('S', fl, [n, k / 32]),
+        spec('W', 'u32', [rows, k / (p.base === 'matmul_q8_0' ? 4 : 8)]),
+        spec(p.base === 'matmul_q4' ? 'S' : 'D', fl, [rows, k / 32]),
+        ...(p.base === 'matmul_q4_1' ? [spec('Mn', 'f32', [rows, k / 32])] : []),
+        ...(p.norm ? [spec('G', fl, [k]), spec('E', fl, [1])] : []),
+        ...(p.residual ? [spec('R', fl, [m, n])] : []),
         spec('C', fl, [m, n]),
       ];
-    case 'matmul_q4_1':
-      return [spec('A', 'f32', [m, k]), spec('W', 'u32', [n, k / 8]), spec('D', 'f32', [n, k / 32]), spec('Mn', 'f32', [n, k / 32]), spec('C', 'f32', [m, n])];
-    case 'matmul_q8_0':
-      return [spec('A', 'f32', [m, k]), spec('W', 'u32', [n, k / 4]), spec('D', 'f32', [n, k / 32]), spec('C', 'f32', [m, n])];
+    }
   }
 }
 
@@ -217,8 +235,8 @@ export function f16Round(x: number): number {
   return f16Value(f16Bits(x));
 }
 
-/** Operations of one call (a multiply-add counts two, integer ones of matmul_i16 too; an epilogue adds none, as in Rust). */
+/** Operations of one call (a multiply-add counts two, integer ones of matmul_i16 too; an epilogue adds none, +swiglu's 2N rows count, as in Rust). */
 export function flops(op: OpName, shape: readonly number[]): number {
   const [b, m, k, n] = bmkn(op, shape);
-  return 2 * b * m * k * n;
+  return 2 * b * m * k * n * (parseOp(op).glu ? 2 : 1);
 }

@@ -1,6 +1,6 @@
 // Seeded kernel inputs, bit for bit the same as the server's
 // `webtune_compiler::reference::inputs(op, seed)`: SplitMix64 draws, floats
-// uniform in [-1, 1) and never near zero, q4 scales small and positive,
+// uniform in [-1, 1) and never near zero, q4 scales (and +rms_norm's E) small and positive,
 // matmul_i16's words two non-zero 16-bit values within ±i16_bound(K), f16
 // arguments' values rounded to f16 (still held as f32 bits here). The
 // server recomputes a few outputs from the seed, so these must match exactly.
@@ -229,7 +229,7 @@ export class InputGen {
       const end = Math.min(out.length, this.pos + Math.min(n, w ? CHUNK_WORDS : n));
       n -= end - this.pos;
       if (w) {
-        const mode = s.dtype === 'u32' ? 0 : s.name === 'S' || s.name === 'D' ? 2 : 1;
+        const mode = s.dtype === 'u32' ? 0 : s.name === 'S' || s.name === 'D' || s.name === 'E' ? 2 : 1;
         rng.state = w.fill(rng.state, 0, (end - this.pos) * 4, mode);
         out.set(new Uint32Array(w.mem.buffer, 0, end - this.pos), this.pos);
       } else if (s.dtype === 'u32') {
@@ -240,7 +240,7 @@ export class InputGen {
       } else {
         // Stored through a float view: the f32 rounding is the store's.
         const f = new Float32Array(out.buffer, out.byteOffset, out.length);
-        if (s.name === 'S' || s.name === 'D') {
+        if (s.name === 'S' || s.name === 'D' || s.name === 'E') {
           for (let i = this.pos; i < end; i++) {
             rng.next();
             f[i] = Math.fround(Math.abs(nonzero(rng.outHi)) * TENTH) + HUNDREDTH;

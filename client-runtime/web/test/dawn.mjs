@@ -46,7 +46,10 @@ export function releaseDawn(device) {
 
 /**
  * Plain WGSL products by each op's ABI (one thread per output element, f32
- * sums): what the backend binds a tuned kernel as, for the small model.
+ * sums): what the backend binds a tuned kernel as, for the small model;
+ * with the block formats' epilogues (docs/ops.md: `+rms_norm` normalises
+ * the row of A by G and E first, `+swiglu` keeps silu(gate)·up of rows n
+ * and N + n, `+residual` adds R), as the decode step's fused runs ask.
  */
 export function plainKernels(device, calls = []) {
   const layouts = new Map();
@@ -58,30 +61,48 @@ export function plainKernels(device, calls = []) {
     }
     return layouts.get(n);
   };
+  // Per base op: the declarations after A, and the weight of row `row`, column k.
   const body = {
-    matmul: ['b: array<f32>', 'b[k * N + n]'],
-    matmul_q4: ['w: array<u32>; @group(0) @binding(2) var<storage, read> d: array<f32>', 'd[(n * K + k) / 32u] * (f32((w[(n * K + k) / 8u] >> (4u * (k % 8u))) & 15u) - 8.0)'],
+    matmul: ['b: array<f32>', 'b[k * N + row]'],
+    matmul_q4: ['w: array<u32>; @group(0) @binding(2) var<storage, read> d: array<f32>', 'd[(row * K + k) / 32u] * (f32((w[(row * K + k) / 8u] >> (4u * (k % 8u))) & 15u) - 8.0)'],
     matmul_q4_1: ['w: array<u32>; @group(0) @binding(2) var<storage, read> d: array<f32>; @group(0) @binding(3) var<storage, read> mn: array<f32>',
-      'd[(n * K + k) / 32u] * f32((w[(n * K + k) / 8u] >> (4u * (k % 8u))) & 15u) + mn[(n * K + k) / 32u]'],
-    matmul_q8_0: ['w: array<u32>; @group(0) @binding(2) var<storage, read> d: array<f32>', 'd[(n * K + k) / 32u] * f32(extractBits(bitcast<i32>(w[(n * K + k) / 4u]), ((n * K + k) % 4u) * 8u, 8u))'],
+      'd[(row * K + k) / 32u] * f32((w[(row * K + k) / 8u] >> (4u * (k % 8u))) & 15u) + mn[(row * K + k) / 32u]'],
+    matmul_q8_0: ['w: array<u32>; @group(0) @binding(2) var<storage, read> d: array<f32>', 'd[(row * K + k) / 32u] * f32(extractBits(bitcast<i32>(w[(row * K + k) / 4u]), ((row * K + k) % 4u) * 8u, 8u))'],
   };
   const nargs = { matmul: 3, matmul_q4: 4, matmul_q4_1: 5, matmul_q8_0: 4 };
   return async (op, [M, K, N]) => {
     calls.push(`${op} ${M},${K},${N}`);
-    const [decl, value] = body[op];
-    const n = nargs[op];
+    const [base, ...suffixes] = op.split('+');
+    const norm = suffixes.includes('rms_norm'), glu = suffixes.includes('swiglu'), residual = suffixes.includes('residual');
+    const [decl, value] = body[base];
+    const first = nargs[base] - 1;
+    const n = first + 2 * norm + residual + 1;
+    const extra = [
+      ...(norm ? [`@group(0) @binding(${first}) var<storage, read> gam: array<f32>;`, `@group(0) @binding(${first + 1}) var<storage, read> eps: array<f32>;`] : []),
+      ...(residual ? [`@group(0) @binding(${first + 2 * norm}) var<storage, read> res: array<f32>;`] : []),
+    ].join('\n');
     const code = `@group(0) @binding(0) var<storage, read> a: array<f32>;
 @group(0) @binding(1) var<storage, read> ${decl};
+${extra}
 @group(0) @binding(${n - 1}) var<storage, read_write> c: array<f32>;
 const M = ${M}u; const K = ${K}u; const N = ${N}u;
+fn wv(row: u32, k: u32) -> f32 { return ${value}; }
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let i = g.x + g.y * 65535u * 64u;
   if (i >= M * N) { return; }
   let m = i / N; let n = i % N;
+  var r = 1.0;
+  ${norm ? 'var ss = 0.0; for (var k = 0u; k < K; k++) { ss += a[m * K + k] * a[m * K + k]; } r = 1.0 / sqrt(ss / f32(K) + eps[0]);' : ''}
   var s = 0.0;
-  for (var k = 0u; k < K; k++) { s += a[m * K + k] * (${value}); }
-  c[i] = s;
+  var u = 0.0;
+  for (var k = 0u; k < K; k++) {
+    let x = a[m * K + k] * r${norm ? ' * gam[k]' : ''};
+    s += x * wv(n, k);
+    ${glu ? 'u += x * wv(N + n, k);' : ''}
+  }
+  ${glu ? 's = s / (1.0 + exp(-s)) * u;' : ''}
+  c[i] = s${residual ? ' + res[i]' : ''};
 }`;
     const bgl = layout(n);
     const pipeline = await device.createComputePipelineAsync({ layout: device.createPipelineLayout({ bindGroupLayouts: [bgl] }), compute: { module: device.createShaderModule({ code }), entryPoint: 'main' } });

@@ -193,7 +193,9 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
     assert.equal(pr.steps.at(-1).label, 'sample');
     assert.equal(pr.steps.filter((s) => s.label === (fuse ? 'attention_rope' : 'attention_split')).length, D.layers);
     assert.equal(pr.steps.filter((s) => s.label === 'attention_merge').length, D.layers);
-    assert.ok(pr.steps.some((s) => /^matmul\w* 1x\d+x\d+$/.test(s.label)), pr.steps.map((s) => s.label).join());
+    assert.ok(pr.steps.some((s) => /^matmul[\w+]* 1x\d+x\d+$/.test(s.label)), pr.steps.map((s) => s.label).join());
+    // Fused, every product of the step is its fused run's op (graph.fused).
+    if (fuse) assert.equal(pr.steps.filter((s) => s.label.includes('+')).length, graph.fused.length);
     for (const v of [pr.encodeMs, pr.wallMs, pr.gpuMs, ...pr.steps.map((s) => s.ms)]) assert.ok(Number.isFinite(v) && v >= 0, `profile time ${v}`);
     assert.ok(pr.wallMs >= pr.encodeMs);
     const e = relError(await dec.logits(), want[10]);
@@ -210,10 +212,11 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
   worst = Math.max(worst, relError(got, want[5]));
   console.log(`# small llama on WebGPU (Dawn${fuse ? ', steps fused' : ''}): worst logit error ${worst.toExponential(2)} relative to the largest logit; ${dec.stats.dispatchesPerToken} dispatches a token`);
   assert.ok(worst < 1e-4, `worst error ${worst}`);
-  // Every step one dispatch (plain kernels: one pass), a fused pair one, attention two (split, merge; fused, the rope and
-  // kv_store before it are folded into the split), plus the sampling.
-  assert.equal(dec.stats.dispatchesPerToken, graph.steps.length - (fuse ? fused.size : 0) + (fuse ? 0 : D.layers) + 1);
-  const wantCalls = [8, 1, 4].flatMap((m) => productsOf(graph, m).map((p) => `${p.op} ${p.shape.join(',')}`));
+  // Every step one dispatch (plain kernels: one pass), attention two (split, merge), plus the sampling; fused, each of
+  // the graph's fused runs one product, and the rope and kv_store before attention folded into its split.
+  const runSteps = graph.fused.reduce((a, f) => a + f.steps - 1, 0);
+  assert.equal(dec.stats.dispatchesPerToken, fuse ? graph.steps.length - runSteps - D.layers + 1 : graph.steps.length + D.layers + 1);
+  const wantCalls = [8, 1, 4].flatMap((m) => productsOf(graph, m, fuse).map((p) => `${p.op} ${p.shape.join(',')}`));
   assert.deepEqual([...new Set(calls)].sort(), [...new Set(wantCalls)].sort());
   assert.equal(calls.length, new Set(calls).size, 'a product\'s kernel was asked for twice');
 

@@ -64,10 +64,23 @@ export function llamaGraph(formats, buckets) {
     );
   }
   steps.push({ step: 'rms_norm', x: 'x', weight: 'output_norm', out: 'last', eps, last: true }, mm('last', 'token_embd', 'logits', h, D.vocab, true));
+  // graph.rs's `fuse` on these steps (its test `the_small_llama_fuses_as_the_node_tests_expect` pins the same list):
+  // a norm into a block-format product, that product's SwiGLU, a product's add (f32 products: the add only).
+  const op = (w) => mm('', w, '', 0, 0).kernel;
+  const block = (w) => formats[w] !== 'f32';
+  const fused = [];
+  for (let l = 0; l < D.layers; l++) {
+    const t = (s) => `blk.${l}.${s}`, b = 1 + 12 * l;
+    if (block(t('attn_qkv'))) fused.push({ first: b, steps: 2, kernel: `${op(t('attn_qkv'))}+rms_norm`, k: h, n: qkv });
+    fused.push({ first: b + 5, steps: 2, kernel: `${op(t('attn_output'))}+residual`, k: q, n: h });
+    if (block(t('ffn_gate_up'))) fused.push({ first: b + 7, steps: 3, kernel: `${op(t('ffn_gate_up'))}+rms_norm+swiglu`, k: h, n: D.ffn });
+    fused.push({ first: b + 10, steps: 2, kernel: `${op(t('ffn_down'))}+residual`, k: D.ffn, n: h });
+  }
+  if (block('token_embd')) fused.push({ first: 1 + 12 * D.layers, steps: 2, kernel: `${op('token_embd')}+rms_norm`, k: h, n: D.vocab });
   return {
     version: 1, hidden: h, vocab: D.vocab, context: D.context, buckets,
     buffers: [buf('x', h), buf('h', h), buf('qkv', qkv), buf('att', q), buf('t', h), buf('gu', 2 * D.ffn), buf('act', D.ffn), buf('last', h, 'one'), buf('logits', D.vocab, 'one')],
-    caches, steps, logits: 'logits',
+    caches, steps, logits: 'logits', fused,
   };
 }
 

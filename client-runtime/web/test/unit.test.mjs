@@ -92,6 +92,20 @@ test('epilogue op names: args in ABI order, the same refusals as Rust, an f64 er
   }
 });
 
+test('the block ops\' epilogues: args in ABI order (2N rows of W under +swiglu, G and E, R), the same refusals as Rust', () => {
+  assert.deepEqual(ops.argSpecs('matmul_q4_1+rms_norm+swiglu+residual', [2, 64, 3]).map((s) => [s.name, s.shape]),
+    [['A', [2, 64]], ['W', [6, 8]], ['D', [6, 2]], ['Mn', [6, 2]], ['G', [64]], ['E', [1]], ['R', [2, 3]], ['C', [2, 3]]]);
+  assert.deepEqual(ops.argSpecs('matmul_q8_0+rms_norm', [1, 64, 5]).map((s) => [s.name, s.shape]), [['A', [1, 64]], ['W', [5, 16]], ['D', [5, 2]], ['G', [64]], ['E', [1]], ['C', [1, 5]]]);
+  assert.equal(ops.flops('matmul_q4+swiglu', [1, 32, 2]), 2 * 32 * 4);
+  for (const bad of ['matmul_q4_1+swiglu+rms_norm', 'matmul_q4_1+rms_norm+bias', 'matmul+rms_norm', 'matmul_i16+swiglu', 'matmul_q4+residual+f16']) {
+    assert.throws(() => ops.parseOp(bad), /epilogue|takes no|f16/, bad);
+  }
+  // E is drawn as a scale: small and positive (reference::inputs).
+  const e = rng.seededInputs(ops.argSpecs('matmul_q8_0+rms_norm', [1, 64, 5]), 9n)[4];
+  const v = new Float32Array(e.buffer)[0];
+  assert.ok(v >= 0.01 && v <= 0.11, `E ${v}`);
+});
+
 test('matmul_q4_1 and matmul_q8_0: args, refusals, minimums from their scales in slices and on both paths', () => {
   assert.deepEqual(ops.argSpecs('matmul_q4_1', [2, 64, 3]).map((s) => [s.name, s.dtype, s.shape]), [['A', 'f32', [2, 64]], ['W', 'u32', [3, 8]], ['D', 'f32', [3, 2]], ['Mn', 'f32', [3, 2]], ['C', 'f32', [2, 3]]]);
   assert.deepEqual(ops.argSpecs('matmul_q8_0', [2, 64, 3]).map((s) => [s.name, s.dtype, s.shape]), [['A', 'f32', [2, 64]], ['W', 'u32', [3, 16]], ['D', 'f32', [3, 2]], ['C', 'f32', [2, 3]]]);
@@ -539,7 +553,7 @@ test('timeQuietly samples only while the app kernels pause, and again when one s
 });
 
 test('f16 ops: +f16 types every float argument, comes last, and never with matmul_i16', () => {
-  assert.deepEqual(ops.parseOp('matmul+bias+gelu+f16'), { base: 'matmul', bias: true, act: 'gelu', residual: false, dtype: 'f16' });
+  assert.deepEqual(ops.parseOp('matmul+bias+gelu+f16'), { base: 'matmul', bias: true, act: 'gelu', residual: false, norm: false, glu: false, dtype: 'f16' });
   assert.equal(ops.parseOp('matmul').dtype, 'f32');
   assert.deepEqual(ops.argSpecs('matmul_q4+f16', [2, 64, 3]).map((s) => [s.name, s.dtype]), [['A', 'f16'], ['W', 'u32'], ['S', 'f16'], ['C', 'f16']]);
   assert.deepEqual(ops.argSpecs('batch_matmul+residual+f16', [2, 3, 4, 5]).map((s) => s.dtype), ['f16', 'f16', 'f16', 'f16']);
