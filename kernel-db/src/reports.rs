@@ -107,15 +107,6 @@ impl At<'_> {
             .bind(self.key.to_string())
     }
 
-    /// The column of `ballots` that holds this level's key.
-    pub(crate) fn ballot_column(&self) -> &'static str {
-        match self.level {
-            Level::Device => "device_key",
-            Level::Arch => "arch_key",
-            _ => "vendor_key",
-        }
-    }
-
     /// Which of the per-level statements (device, arch, vendor) serves it.
     fn level_index(&self) -> usize {
         match self.level {
@@ -1008,11 +999,15 @@ async fn weights_of(
     rows.iter().map(|r| Ok((r.try_get("session_id")?, r.try_get("weight")?))).collect()
 }
 
+/// The sessions come from ballots at `at`'s key, and all of a session's
+/// ballot rows of one kind and space carry the same keys (one report's):
+/// so the key is not named, and the primary key is the only index that
+/// the statement can seek (naming it let SQLite, before statistics, read
+/// every ballot of the kernel at the key instead).
 fn weights_sql(conn: &AnyConnection, at: &At<'_>, kernel: &str, sessions: &[String]) -> Sql {
     let mut q = Sql::new(conn, "SELECT session_id, weight FROM ballots WHERE op = ");
     q.bind(at.kind.op.clone()).push(" AND shape = ").bind(at.kind.shape.clone()).push(" AND target = ").bind(at.kind.target.clone());
     q.push(" AND space_checksum = ").bind(at.space.to_string());
-    q.push(&format!(" AND {} = ", at.ballot_column())).bind(at.key.to_string());
     q.push(" AND kernel_sha256 = ").bind(kernel.to_string());
     q.push(" AND session_id IN (").list(sessions.iter().cloned()).push(")");
     q

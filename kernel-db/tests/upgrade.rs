@@ -160,9 +160,11 @@ async fn upgrade(url: String) {
     assert_eq!(s2.len(), 6, "{s2:?}");
     assert!(s2.iter().all(|r| r.contains(&rec.report_id)), "{s2:?}");
     // Every tally is its ballots' sum.
-    let sums = "SELECT b.level, b.level_key, b.kernel_sha256, CAST(SUM(b.weight) AS BIGINT), COUNT(*) FROM ballot_levels b \
-                GROUP BY b.level, b.level_key, b.kernel_sha256 ORDER BY 1, 2, 3";
-    let tallies = "SELECT level, level_key, kernel_sha256, votes, sessions FROM tallies WHERE sessions > 0 ORDER BY 1, 2, 3";
+    // (Tallies are per space: the key's space goes with it.)
+    let sums = "SELECT b.space_checksum || ' ' || b.level, b.level_key, b.kernel_sha256, CAST(SUM(b.weight) AS BIGINT), COUNT(*) \
+                FROM ballot_levels b GROUP BY b.space_checksum, b.level, b.level_key, b.kernel_sha256 ORDER BY 1, 2, 3";
+    let tallies = "SELECT space_checksum || ' ' || level, level_key, kernel_sha256, votes, sessions FROM tallies WHERE sessions > 0 \
+                   ORDER BY 1, 2, 3";
     let text = |rs: Vec<sqlx::any::AnyRow>| -> Vec<String> {
         rs.iter()
             .map(|r| {
