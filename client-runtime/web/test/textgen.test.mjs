@@ -454,7 +454,10 @@ test('/demo: the chat panel streams answers, shows tokens/s and the decode laten
     assert.deepEqual(errors, []);
     mkdirSync(join(ROOT, 'artifacts'), { recursive: true });
     const shot = join(ROOT, 'artifacts', 'demo-chat.png');
-    await demo.locator('#chat').screenshot({ path: shot });
+    // The panel's box, shot from the page: tuning goes on between turns and keeps rewriting the status line,
+    // so the element never holds still for an element screenshot's stability wait.
+    const box = await demo.locator('#chat').boundingBox();
+    await demo.screenshot({ path: shot, clip: box, fullPage: true });
     assert.ok(statSync(shot).size > 5000, 'the chat screenshot is not empty');
     const rate = (t) => `prefill ${t.promptTokens} tokens in ${t.prefillMs.toFixed(0)} ms, ${t.steps} decode steps at ${(t.decodeMs / Math.max(1, t.steps)).toFixed(1)} ms`;
     console.log(`# demo chat (${two.s.threads} threads): turn 1: ${rate(t1)}; ${two.s.swaps.length} swaps, ${two.s.evaluated} candidates of ${two.s.kernels} kernels measured between the turns; ` +
