@@ -586,9 +586,42 @@ fn gguf_ops_get_spaces_on_both_targets() {
         }
     }
     // The same tiles as matmul_q4 where the registers allow: Q8_0's first
-    // candidate is Q4's first on a decode shape.
+    // f32 candidate is Q4's first on a decode shape.
     let d = &devices()[0];
     let q4 = space(&Op::parse("matmul_q4", "1,576,960").unwrap(), Target::Wasm, d);
     let q8 = space(&Op::parse("matmul_q8_0", "1,576,960").unwrap(), Target::Wasm, d);
-    assert_eq!((q8.schedules[0].x0, q8.schedules[0].y0), (q4.schedules[0].x0, q4.schedules[0].y0));
+    let f32_first = q8.schedules.iter().find(|s| !s.quantize_a).unwrap();
+    assert_eq!((f32_first.x0, f32_first.y0), (q4.schedules[0].x0, q4.schedules[0].y0));
+}
+
+/// The GGUF kernels with 16-bit activations (`quantize_a`) on Wasm: for
+/// decode (M = 1) on every device with SIMD they come first, the smallest
+/// register tile first, and every one's accumulators and the kernel's other
+/// registers fit what the engine allocates; f32 candidates follow in their
+/// own order. For a prompt the panel family stays first; without SIMD
+/// there are none; matmul_q4 has none.
+#[test]
+fn gguf_int_candidates_lead_decode_where_simd_is() {
+    for d in devices() {
+        for (kind, shape) in [("matmul_q4_1", "1,576,3072"), ("matmul_q4_1", "1,1536,576"), ("matmul_q8_0", "1,576,49152")] {
+            let op = Op::parse(kind, shape).unwrap();
+            let s = space(&op, Target::Wasm, &d).schedules;
+            let singles: Vec<_> = s.iter().filter(|c| c.threads == 1).collect();
+            if !d.simd.simd() {
+                assert!(s.iter().all(|c| !c.quantize_a), "{op} {}: no SIMD, no integer dot products", d.keys);
+                continue;
+            }
+            assert!(singles[0].quantize_a && singles[0].x0 * singles[0].y0 == 4, "{op} {}: {:?}", d.keys, singles[0]);
+            let ints = singles.iter().take_while(|c| c.quantize_a).count();
+            assert!(ints < singles.len() && singles[ints..].iter().all(|c| !c.quantize_a), "{op} {}: the f32 candidates follow", d.keys);
+            for c in singles.iter().filter(|c| c.quantize_a) {
+                assert!(c.vectorize == 4 && !c.cache_read && c.x0 * c.y0 + c.x0 + 8 <= d.cpu.allocatable, "{op} {}: {c:?}", d.keys);
+            }
+            assert!(singles.windows(2).take(ints - 1).all(|w| w[0].x0 * w[0].y0 <= w[1].x0 * w[1].y0), "{op} {}", d.keys);
+        }
+        let prompt = Op::parse("matmul_q4_1", "128,576,1536").unwrap();
+        assert!(space(&prompt, Target::Wasm, &d).schedules[0].cache_read, "{}", d.keys);
+        let q4 = Op::parse("matmul_q4", "1,576,960").unwrap();
+        assert!(space(&q4, Target::Wasm, &d).schedules.iter().all(|c| !c.quantize_a));
+    }
 }

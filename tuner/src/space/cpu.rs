@@ -3,8 +3,9 @@
 //! over L1-sized cache blocks (`cpu_matmul`, wasmtime), and tiles kept in
 //! registers over packed B blocks (`cpu_matmul_in_registers`, V8 and
 //! unmeasured engines); and `matmul_q4` (with the GGUF kernels,
-//! `matmul_q4_1` and `matmul_q8_0`) on the CPU: decode tiles for one row,
-//! and for prompts the GGUF kernels' panel family first.
+//! `matmul_q4_1` and `matmul_q8_0`) on the CPU: decode tiles for one row
+//! (the GGUF kernels' 16-bit-activation twins first), and for prompts the
+//! GGUF kernels' panel family first.
 
 use webtune_compiler::op::OpKind;
 use webtune_compiler::schedule::{LoopOrder, MAX_R0, MAX_REGISTER_TILE};
@@ -251,6 +252,27 @@ pub(super) fn cpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
     let (xm, ym) = (np2(m), np2(n));
     let cpu = &device.cpu;
     let l1_words = relax.usable * cpu.l1_bytes as f64 / 4.0;
+    // The cache blocks of a register tile, least traffic first.
+    let blocks_of = |x0: u32, y0: u32| {
+        let mut blocks = Vec::new();
+        for x1 in pow2s(xm).filter(|&x| x >= x0) {
+            for y1 in pow2s(ym).filter(|&y| y >= y0) {
+                // A's rows stay cached while the block's columns of W stream by.
+                let words = (x1 * k) as f64 + (y1 * col_words) as f64;
+                if relax.heuristics && relax.fill > 0.0 && words > l1_words && !(x1 == x0 && y1 == y0) {
+                    continue;
+                }
+                let traffic = 1.0 / x1.min(m) as f64 + 1.0 / y1.min(n) as f64;
+                blocks.push(((traffic * 1e9) as i64, x1, y1));
+            }
+        }
+        blocks.sort();
+        if relax.heuristics {
+            blocks.truncate(2);
+        }
+        blocks
+    };
+    let r0s: Vec<u32> = [32u32, 64].into_iter().filter(|&r| r <= k).collect();
     let mut out = Vec::new();
     for (x0, y0) in register_tiles(xm, ym, 8, 16, base.vectorize == 4, 1, relax) {
         let vectorize = if base.vectorize == 4 && y0 % 4 == 0 { 4 } else { 1 };
@@ -259,24 +281,8 @@ pub(super) fn cpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
         if !cpu_registers_ok(live, cpu.vector_registers, relax) {
             continue;
         }
-        for r0 in [32u32, 64].into_iter().filter(|&r| r <= k) {
-            let mut blocks = Vec::new();
-            for x1 in pow2s(xm).filter(|&x| x >= x0) {
-                for y1 in pow2s(ym).filter(|&y| y >= y0) {
-                    // A's rows stay cached while the block's columns of W stream by.
-                    let words = (x1 * k) as f64 + (y1 * col_words) as f64;
-                    if relax.heuristics && relax.fill > 0.0 && words > l1_words && !(x1 == x0 && y1 == y0) {
-                        continue;
-                    }
-                    let traffic = 1.0 / x1.min(m) as f64 + 1.0 / y1.min(n) as f64;
-                    blocks.push(((traffic * 1e9) as i64, x1, y1));
-                }
-            }
-            blocks.sort();
-            if relax.heuristics {
-                blocks.truncate(2);
-            }
-            for (traffic, x1, y1) in blocks {
+        for &r0 in &r0s {
+            for (traffic, x1, y1) in blocks_of(x0, y0) {
                 let s = Schedule { x0, y0, r0, x1, y1, r1: r0, vectorize, ..base.clone() };
                 let fill_gap = (relax.cpu_spill * cpu.vector_registers as f64 - live as f64).abs();
                 let rank = if m == 1 {
@@ -294,11 +300,68 @@ pub(super) fn cpu_q4(op: &Op, device: &Device, base: &Schedule, relax: Relaxatio
             }
         }
     }
+    if matches!(op.kind(), OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0) && base.vectorize == 4 {
+        out.extend(cpu_gguf_int(op, device, base, relax, &r0s, &blocks_of));
+    }
     if m >= PANEL_MIN_M && op.kind() != OpKind::MatmulQ4 {
         out.extend(cpu_gguf_panel(op, device, base, relax));
     }
     out
 }
+
+/// Vector registers the 16-bit-activation kernel (`quantize_a`) holds live
+/// beside its `x0·y0` accumulators: a block's four `i16x8` of weights, the
+/// loaded words (Q8_0's two; Q4_1's one and its nibble mask), the sum of
+/// products, the column's scale and each row's block scale (`x0`).
+const INT_DOT_EXTRA: u32 = 8;
+
+/// `matmul_q4_1` and `matmul_q8_0` with 16-bit activations (`quantize_a`,
+/// `gguf_cpu.rs`): integer dot products take about 0.7 vector instructions
+/// a weight against the f32 kernels' 1.25 (Q4_1) and 1.4 (Q8_0). Register
+/// tiles as [`cpu_q4`] makes them, kept where the accumulators and
+/// [`INT_DOT_EXTRA`] fit the registers the engine allocates
+/// ([`CpuModel::allocatable`]), with no lower bound: in wasmtime on dev-epyc
+/// (SmolLM2's decode products, the weights streaming from memory,
+/// BENCHMARKS.md) 1×4 ran the per-layer products 2.4–3.9× faster than the
+/// f32 kernels' first candidate (1×16), 1×8 1.9–3×, and 1×16, which spills,
+/// only 1.1–1.4×. For decode (M = 1) they rank ahead of every f32
+/// candidate, the fewest outputs first; for more rows, behind every f32
+/// candidate (the panel family first).
+fn cpu_gguf_int(
+    op: &Op,
+    device: &Device,
+    base: &Schedule,
+    relax: Relaxation,
+    r0s: &[u32],
+    blocks_of: &dyn Fn(u32, u32) -> Vec<(i64, u32, u32)>,
+) -> Vec<Cand> {
+    let (_, m, _, n) = op.bmkn();
+    let mut out = Vec::new();
+    for (x0, y0) in register_tiles(np2(m), np2(n), 8, 16, true, 1, relax) {
+        if y0 % 4 != 0 || x0 * y0 + x0 + INT_DOT_EXTRA > device.cpu.allocatable {
+            continue;
+        }
+        for &r0 in r0s {
+            for (traffic, x1, y1) in blocks_of(x0, y0) {
+                let s = Schedule { x0, y0, r0, x1, y1, r1: r0, vectorize: 4, quantize_a: true, ..base.clone() };
+                let rank = if m == 1 {
+                    vec![0, (x0 * y0) as i64, r0 as i64, traffic, ragged(&s, op)]
+                } else {
+                    vec![1, i64::MAX, (x0 * y0) as i64, traffic, r0 as i64, ragged(&s, op)]
+                };
+                out.push(Cand { s, rank, gpu: None });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.rank.cmp(&b.rank));
+    out.truncate(INT_CANDIDATES);
+    out
+}
+
+/// Most 16-bit-activation candidates of a GGUF product: the lite space keeps
+/// room for the f32 kernels, whose set and order they leave as they were
+/// (the relaxation counts f32 candidates only).
+pub const INT_CANDIDATES: usize = 8;
 
 /// Fewest rows of A for which the GGUF kernels' panel family is tried.
 pub const PANEL_MIN_M: u32 = 8;

@@ -363,7 +363,9 @@ fn candidates(op: &Op, target: Target, device: &Device, settings: &Settings, rel
         out.extend(tiles);
     }
     let out = ordered(op, target, out);
-    let single = out.len();
+    // The GGUF kernels' 16-bit-activation twins do not count: they leave the
+    // f32 candidates as they were (space/cpu.rs).
+    let single = out.iter().filter(|c| !c.s.quantize_a).count();
     let out = threads::with_threads(op, target, device, out);
     if !tiled.is_empty() {
         let tiled = with_f16_arithmetic(op, target, device, ordered(op, target, tiled));
