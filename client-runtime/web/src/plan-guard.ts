@@ -14,8 +14,8 @@
 // accepted it, at first the one it was loaded with) and on the plan in
 // use, ABBA over four calls, each pair the mean call of each side. The
 // plan in use is kept once the pairs say it is faster; it is put back to
-// the base as soon as they say it is slower; after GUARD_MAX_PAIRS, kept
-// only if its median pair is not slower. A kind is judged once every
+// the base as soon as they say it is slower; after GUARD_MAX_PAIRS (or
+// GUARD_MAX_MS of calls), kept only if its median pair is not slower. A kind is judged once every
 // kernel of it is quiet (its tuner has nothing left to try and waits for
 // the verdict to report), so tuning is never held up and both sides of
 // every pair run the same two plans; should a kernel of it change anyway,
@@ -43,8 +43,16 @@ export const GUARD_MIN_PAIRS = 4;
 export const GUARD_MAX_PAIRS = 12;
 /** The plan in use is put back at once when its median pair over the first two or three is this much slower (and at most one pair faster). */
 export const GUARD_REJECT_RATIO = 1.15;
-/** Cycles of four calls that warm both plans up before pairs are kept (the base's kernels have not run for a while). */
+/** Cycles of four calls that warm both plans up before pairs are kept (the base's kernels have not run for a while)... */
 export const GUARD_WARM_CYCLES = 1;
+/** ...unless its calls take this long (ms), which warms them well enough. */
+export const GUARD_WARM_CALL_MS = 20;
+/**
+ * Calls' time a judgement spends at most (ms): past it, with GUARD_MIN_PAIRS
+ * pairs (2 past twice as long: a kind whose every call takes seconds, such
+ * as a long prompt's bucket on one thread), the median pair decides.
+ */
+export const GUARD_MAX_MS = 8_000;
 /** A judgement that gets no call for this long is settled on what it has (kept with fewer than two pairs). */
 export const GUARD_TIMEOUT_MS = 30_000;
 
@@ -71,6 +79,8 @@ interface Judgement {
   turn: number;
   /** Cycles left to warm up. */
   warm: number;
+  /** Time of the calls judged so far, ms. */
+  spent: number;
   acc: { base: number; plan: number; baseCalls: number; planCalls: number };
   base: number[];
   plan: number[];
@@ -145,7 +155,7 @@ export class PlanGuard {
       const members = kernels.filter((k) => k.unguarded);
       // Nothing to judge; or a kernel is still being tuned (its own trial owns its calls); or a member is judged in another kind.
       if (!members.length || kernels.some((k) => k.trialPending || !k.quiet) || members.some((k) => this.holds(k))) return run();
-      j = { all: kernels, members, turn: 0, warm: GUARD_WARM_CYCLES, acc: { base: 0, plan: 0, baseCalls: 0, planCalls: 0 }, base: [], plan: [], last: this.now() };
+      j = { all: kernels, members, turn: 0, warm: GUARD_WARM_CYCLES, spent: 0, acc: { base: 0, plan: 0, baseCalls: 0, planCalls: 0 }, base: [], plan: [], last: this.now() };
       this.open.set(kind, j);
     }
     const turn = j.turn++ % 4;
@@ -158,6 +168,7 @@ export class PlanGuard {
       const ms = this.now() - t0;
       if (onBase) for (const m of j.members) m.useBase(false);
       j.last = this.now();
+      j.spent += ms;
       if (onBase) {
         j.acc.base += ms;
         j.acc.baseCalls++;
@@ -173,22 +184,26 @@ export class PlanGuard {
   private pair(kind: string, j: Judgement): void {
     const a = j.acc;
     j.acc = { base: 0, plan: 0, baseCalls: 0, planCalls: 0 };
-    if (j.warm > 0) {
+    if (j.warm > 0 && (a.base + a.plan) / (a.baseCalls + a.planCalls) < GUARD_WARM_CALL_MS) {
       j.warm--;
       return;
     }
+    j.warm = 0;
     j.base.push(a.base / a.baseCalls);
     j.plan.push(a.plan / a.planCalls);
     const n = j.base.length;
     const ratio = this.ratio(j);
     const faster = j.plan.filter((p, i) => p < j.base[i]).length;
     if (n <= 3 && n >= 2 && ratio >= GUARD_REJECT_RATIO && faster <= 1) return this.verdict(kind, j, false);
-    if (n < GUARD_MIN_PAIRS) return;
+    if (n < GUARD_MIN_PAIRS) {
+      if (n >= 2 && j.spent > 2 * GUARD_MAX_MS) this.verdict(kind, j, ratio <= 1);
+      return;
+    }
     // The t-test on the pairs' log ratios, and the sign test (a burst spoils a pair's ratio, not its sign).
     const v = sequentialVerdict(j.base, j.plan, 0);
     if (v === 'slower' || (ratio > 1 && signFaster(j.plan, j.base, 0))) return this.verdict(kind, j, false);
     if (v === 'faster' || (ratio < 1 && signFaster(j.base, j.plan, 0))) return this.verdict(kind, j, true);
-    if (n >= GUARD_MAX_PAIRS) this.verdict(kind, j, ratio <= 1);
+    if (n >= GUARD_MAX_PAIRS || j.spent > GUARD_MAX_MS) this.verdict(kind, j, ratio <= 1);
   }
 
   private ratio(j: Judgement): number {

@@ -846,8 +846,9 @@ export class TextGenerator {
     const release = await this.lock();
     try {
       for (;;) {
-        // A bucket with a kernel on trial, or one the plan guard is judging.
-        const m = [...this.webtune.pendingTrials().map((k) => k.shape[0]), ...this.webtune.guard.pending().map(Number)].find((x) => this.graph.buckets.includes(x));
+        // A bucket with a kernel on trial, or one the plan guard is judging: the smallest first (its runs are the cheapest).
+        const m = [...this.webtune.pendingTrials().map((k) => k.shape[0]), ...this.webtune.guard.pending().map(Number)]
+          .filter((x) => this.graph.buckets.includes(x)).sort((a, b) => a - b)[0];
         if (m === undefined || (ran && performance.now() - t1 >= budget)) break;
         await dec.trialRun(m);
         ran = true;

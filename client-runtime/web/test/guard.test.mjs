@@ -276,3 +276,19 @@ test('GraphDecoder runs go through the guard by bucket: a slower plan is put bac
   await dec.feed(ids.slice(0, 8));
   assert.equal(kinds.at(-1)[0], '8');
 });
+
+test('a kind whose calls take seconds is judged on fewer pairs: no warm-up cycle, and a cap on the time spent', () => {
+  const k = [new Kernel('prefill', { a: 2000, b: 2000 })];
+  const m = model(k, 11);
+  k[0].swap('b');
+  let calls = 0;
+  while (!m.verdicts.length && calls < 100) {
+    m.call('128');
+    calls++;
+  }
+  assert.equal(m.verdicts.length, 1);
+  // Every call counted (no warm-up cycle dropped) and the verdict once the calls passed twice GUARD_MAX_MS.
+  assert.equal(calls, 4 * m.verdicts[0].pairs);
+  assert.ok(m.verdicts[0].pairs >= 2 && m.verdicts[0].pairs <= 3, `${m.verdicts[0].pairs} pairs`);
+  assert.equal(m.verdicts[0].kept, m.verdicts[0].ratio <= 1);
+});
