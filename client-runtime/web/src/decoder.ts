@@ -113,6 +113,8 @@ export interface ProductKernel {
 /** What a run goes through when the backend has one (`Webtune`'s plan guard): it runs `run` and may change which kernels `kernels` run meanwhile. */
 export interface RunGuard {
   call(kind: string, kernels: readonly ProductKernel[], run: () => void): void;
+  /** Whether a run of `kind` over `kernels` would be judged now. */
+  due?(kind: string, kernels: readonly ProductKernel[]): boolean;
 }
 
 /** Gives the kernel of a product (`op`, `[M, K, N]`); called once per product and bucket. */
@@ -534,6 +536,13 @@ export class GraphDecoder {
       this.views();
       for (const s of saved) this.f32.set(s.rows, s.at);
     }
+  }
+
+  /** Buckets run before whose next run the guard would judge (their kernels changed since it last did). */
+  dueBuckets(): number[] {
+    const g = this.guard;
+    if (!g?.due) return [];
+    return [...this.distinct].filter(([m, ks]) => g.due!(String(m), ks)).map(([m]) => m);
   }
 
   /** A run of bucket `m` through the guard, if any. */

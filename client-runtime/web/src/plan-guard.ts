@@ -109,6 +109,13 @@ export class PlanGuard {
     return [...this.open.keys()];
   }
 
+  /** Whether a call of `kind` over `kernels` would be judged now (a judgement open, or one it would open). */
+  due(kind: string, kernels: readonly Guarded[]): boolean {
+    if (this.open.has(kind)) return true;
+    const members = kernels.filter((k) => k.unguarded);
+    return members.length > 0 && !kernels.some((k) => k.trialPending || !k.quiet) && !members.some((k) => this.holds(k));
+  }
+
   /** Whether `k` runs in guarded calls and its kernel in use still waits for a verdict. */
   judges(k: Guarded): boolean {
     return k.unguarded && this.seen.has(k);

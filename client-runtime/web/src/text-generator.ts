@@ -598,6 +598,7 @@ export class TextGenerator {
       // Every run is one call of the plan guard's (kind: its bucket): tuning never leaves the model slower.
       decoder.setKernels((op, shape) => webtune.wasmKernel(op as OpName, shape), {
         call: (kind, kernels, run) => webtune.guard.call(kind, kernels as WasmKernel[], run),
+        due: (kind, kernels) => webtune.guard.due(kind, kernels as WasmKernel[]),
       });
       await decoder.kernels(1);
     } catch (e) {
@@ -846,8 +847,8 @@ export class TextGenerator {
     const release = await this.lock();
     try {
       for (;;) {
-        // A bucket with a kernel on trial, or one the plan guard is judging: the smallest first (its runs are the cheapest).
-        const m = [...this.webtune.pendingTrials().map((k) => k.shape[0]), ...this.webtune.guard.pending().map(Number)]
+        // A bucket with a kernel on trial, or one the plan guard judges or is due to: the smallest first (its runs are the cheapest).
+        const m = [...this.webtune.pendingTrials().map((k) => k.shape[0]), ...dec.dueBuckets()]
           .filter((x) => this.graph.buckets.includes(x)).sort((a, b) => a - b)[0];
         if (m === undefined || (ran && performance.now() - t1 >= budget)) break;
         await dec.trialRun(m);

@@ -245,10 +245,15 @@ test('GraphDecoder runs go through the guard by bucket: a slower plan is put bac
     const k = guardedKernel(await js(op, shape), 0.3);
     made.push(k);
     return k;
-  }, { call: (kind, kernels, run) => (kinds.push([kind, kernels.length]), guard.call(kind, kernels, run)) });
+  }, { call: (kind, kernels, run) => (kinds.push([kind, kernels.length]), guard.call(kind, kernels, run)), due: (kind, kernels) => guard.due(kind, kernels) });
   await dec.kernels(1);
   const decodeKernels = made.length;
+  await dec.feed([ids[0]]);
+  assert.deepEqual(dec.dueBuckets(), [], 'nothing changed: nothing to judge');
+  dec.reset();
   for (const k of made) k.swap();
+  // Due before any run of it (what TextGenerator.idle() runs trial steps for).
+  assert.deepEqual(dec.dueBuckets(), [1]);
   let worst = 0;
   for (let t = 0; t < ids.length; t++) {
     const got = await dec.feed([ids[t]]);
@@ -272,6 +277,7 @@ test('GraphDecoder runs go through the guard by bucket: a slower plan is put bac
   assert.equal(verdicts[0].kernels.length, decodeKernels);
   assert.ok(verdicts[0].ratio > 1, `plan / base ${verdicts[0].ratio}`);
   assert.ok(made.every((k) => !k.slow && !k.unguarded && k.settled.length === 1), 'every kernel back on its first');
+  assert.deepEqual(dec.dueBuckets(), []);
   // A prompt run is another kind (bucket 8): its own kernels, judged there.
   await dec.feed(ids.slice(0, 8));
   assert.equal(kinds.at(-1)[0], '8');
