@@ -353,7 +353,9 @@ pub enum OpError {
         "op `{0}`: an epilogue is `+bias`, then `+gelu` or `+relu`, then `+residual`, each at most once and in that order, e.g. matmul+bias+gelu (block-quantised ops: `+rms_norm`, then `+swiglu`, then `+residual`); `+f16` comes last"
     )]
     BadEpilogue(String),
-    #[error("{0} takes no epilogue but `+rms_norm`, `+swiglu` and `+residual`: `+bias`, `+gelu` and `+relu` are for only matmul, batch_matmul and matmul_i16")]
+    #[error(
+        "{0} takes no epilogue but `+rms_norm`, `+swiglu` and `+residual`: `+bias`, `+gelu` and `+relu` are for only matmul, batch_matmul and matmul_i16"
+    )]
     NoEpilogue(OpKind),
     #[error("{0} takes no `+rms_norm` or `+swiglu`: only matmul_q4, matmul_q4_1 and matmul_q8_0 do")]
     NotBlock(OpKind),

@@ -249,8 +249,9 @@ pub struct Schedule {
     /// block's weights and quantised values exactly in `i32`
     /// (`i32x4.dot_i16x8_s`) and scales once per block in f32. Its output
     /// is checked to the wider tolerance that the rounding of A implies
-    /// (docs/ops.md, "Tolerance"). Absent when false, so no other
-    /// schedule's JSON changes.
+    /// (docs/ops.md, "Tolerance"). Its `y0` columns of W each have a vector
+    /// accumulator of their own, so `y0` need not be a multiple of 4.
+    /// Absent when false, so no other schedule's JSON changes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub quantize_a: bool,
     /// Wasm: the number of parts the output is split into, one per thread
@@ -512,7 +513,8 @@ impl Schedule {
     }
 
     fn check_wasm(&self, op: &Op) -> Result<(), ScheduleError> {
-        if self.vectorize == 4 && !self.y0.is_multiple_of(4) {
+        // A quantize_a kernel's y0 counts columns of W, each with a vector accumulator of its own.
+        if self.vectorize == 4 && !self.y0.is_multiple_of(4) && !self.quantize_a {
             return Err(err("y0", format!("{} must be a multiple of vectorize = 4", self.y0)));
         }
         if self.double_buffer {
@@ -552,10 +554,16 @@ impl Schedule {
         }
         if self.quantize_a {
             if !matches!(op.kind(), OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0) {
-                return Err(err("quantize_a", format!("quantises the activations of matmul_q4_1 and matmul_q8_0; {} has no such kernel (use false)", op.name())));
+                return Err(err(
+                    "quantize_a",
+                    format!("quantises the activations of matmul_q4_1 and matmul_q8_0; {} has no such kernel (use false)", op.name()),
+                ));
             }
             if self.vectorize != 4 || self.cache_read {
-                return Err(err("quantize_a", "is a kernel of 16-bit integer dot products in registers: it needs vectorize 4 and no cache_read"));
+                return Err(err(
+                    "quantize_a",
+                    "is a kernel of 16-bit integer dot products in registers: it needs vectorize 4 and no cache_read",
+                ));
             }
         }
         if op.kind().block_quantized() {

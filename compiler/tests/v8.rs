@@ -56,7 +56,12 @@ fn cases() -> Vec<(Op, Schedule)> {
     }
     // The GGUF kernels with 16-bit activations (`quantize_a`): V8's
     // f32x4.abs/max, f32.nearest, i32.trunc_sat_f32_s and i32x4.dot_i16x8_s.
-    for (name, shape, x0, y0) in [("matmul_q8_0", "1,576,67", 1, 4), ("matmul_q4_1", "1,576,67", 1, 8), ("matmul_q4_1", "3,160,21", 3, 4), ("matmul_q8_0", "2,64,13", 2, 4)] {
+    for (name, shape, x0, y0) in [
+        ("matmul_q8_0", "1,576,67", 1, 4),
+        ("matmul_q4_1", "1,576,67", 1, 8),
+        ("matmul_q4_1", "3,160,21", 3, 4),
+        ("matmul_q8_0", "2,64,13", 2, 4),
+    ] {
         let op = Op::parse(name, shape).unwrap();
         let s = Schedule { x0, x1: x0, y0, y1: 4 * y0, quantize_a: true, ..Schedule::default_for(&op, Target::Wasm) };
         out.push((op, s));

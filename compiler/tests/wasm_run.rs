@@ -93,7 +93,17 @@ fn quantize_a_kernels_match_the_reference() {
     ] {
         for relaxed_simd in [false, true] {
             let op = Op::parse(name, shape).unwrap();
-            let s = Schedule { x0, x1: x0, y0, y1: 4 * y0, r0, r1: r0, relaxed_simd, quantize_a: true, ..Schedule::default_for(&op, Target::Wasm) };
+            let s = Schedule {
+                x0,
+                x1: x0,
+                y0,
+                y1: 4 * y0,
+                r0,
+                r1: r0,
+                relaxed_simd,
+                quantize_a: true,
+                ..Schedule::default_for(&op, Target::Wasm)
+            };
             let k = compile(&op, Target::Wasm, &s).unwrap();
             let c = common::run_and_check(&op, &k, 3);
             assert!(c.ok(), "{op} {}: max_rel_err {} at {}", serde_json::to_string(&s).unwrap(), c.max_rel_err, c.worst);

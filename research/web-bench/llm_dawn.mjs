@@ -52,11 +52,13 @@
 // - `fusions_ab` (with --fusions-ab > 0, right after loading, before any
 //   tuning): the decode step with the graph's fused runs (`graph.fused`: one
 //   product each) against the same graph without them (each step its own
-//   dispatch, as before them), on the same device and kernel source, in
-//   ABBA rounds of one profiled step each (`GpuDecoder.profile` without its
-//   pass-per-dispatch run; the GPU idle before each): dispatches a token,
-//   host recording ms (run start to submit), the pass's GPU ms and the wall
-//   ms, medians over the rounds; with --ab-only 1 nothing else runs.
+//   dispatch, as before them), on the same device and kernel source:
+//   dispatches a token; host recording ms (`GpuDecoder.recordTimes`: the
+//   step's command buffer built and finished, never submitted; 4×ROUNDS
+//   ABBA rounds of the median of 20); then ROUNDS profiled steps each,
+//   alternating (`GpuDecoder.profile` without its pass-per-dispatch run):
+//   the run's start to its submit, the pass's GPU ms, the wall ms; medians;
+//   with --ab-only 1 nothing else runs.
 // Token ids are fixed (a repeating run of ids from 1000), so the text means
 // nothing: the figures do not depend on it.
 
@@ -158,8 +160,11 @@ async function probes(device, o) {
 
 /**
  * The decode step with the graph's fused runs (the generator's own backend)
- * against a backend of the same graph without them, ABBA over --fusions-ab
- * rounds of one profiled step each, from a fed token at successive positions.
+ * against a backend of the same graph without them: host recording in ABBA
+ * rounds (`GpuDecoder.recordTimes`: 20 recordings of the step, never
+ * submitted, median each), then --fusions-ab profiled steps each (the GPU's
+ * pass and the run from its start to its submit), alternating, from a fed
+ * token at successive positions.
  */
 async function fusionsAb(gen, device, o) {
   const url = `${o.server}/v1/models/${encodeURIComponent(o.model)}`;
@@ -169,23 +174,29 @@ async function fusionsAb(gen, device, o) {
   const fused = gen.gpu;
   const plain = await fused.constructor.create({ device, graph: { ...graph, fused: [] }, tensors: gen.manifest.tensors, weights, context: gen.context });
   plain.setKernels((op, shape) => gen.webtune.gpuKernel(op, shape));
-  const sides = { fused: { dec: fused, runs: [] }, unfused: { dec: plain, runs: [] } };
+  const sides = { fused: { dec: fused, rec: [], runs: [] }, unfused: { dec: plain, rec: [], runs: [] } };
   for (const side of Object.values(sides)) {
     side.dec.reset();
     await side.dec.next([1000], { temperature: 0, topK: 0, topP: 1, u: 0 });
+    await side.dec.recordTimes(5);
   }
+  const order = (r) => (r % 2 ? ['unfused', 'fused', 'fused', 'unfused'] : ['fused', 'unfused', 'unfused', 'fused']);
+  for (let r = 0; r < 4 * o.fusionsAb; r++) for (const name of order(r)) sides[name].rec.push(median(await sides[name].dec.recordTimes(20)));
   for (let r = 0; r < o.fusionsAb; r++) {
-    for (const name of r % 2 ? ['unfused', 'fused', 'fused', 'unfused'] : ['fused', 'unfused', 'unfused', 'fused']) {
+    for (const name of order(r).slice(0, 2)) {
       const side = sides[name];
-      const pr = await side.dec.profile([1001 + (side.runs.length % 500)], { perStep: false });
-      side.runs.push({ ...pr, dispatches: side.dec.stats.dispatchesPerToken });
+      const pr = await side.dec.profile([1001 + side.runs.length], { perStep: false });
+      side.runs.push(pr);
     }
   }
-  const sum = (runs) => ({ dispatches_per_token: runs[0].dispatches, encode_ms: median(runs.map((x) => x.encodeMs)), encode_runs: runs.map((x) => +x.encodeMs.toFixed(3)),
-    gpu_pass_ms: median(runs.map((x) => x.gpuMs)), wall_ms: median(runs.map((x) => x.wallMs)) });
-  const f = sum(sides.fused.runs), u = sum(sides.unfused.runs);
-  line('fusions_ab', { rounds: o.fusionsAb, steps_each: sides.fused.runs.length, fused: f, unfused: u, encode_ratio: f.encode_ms / u.encode_ms, gpu_ratio: f.gpu_pass_ms / u.gpu_pass_ms,
-    load: (await import('node:os')).loadavg() });
+  const sum = (side) => ({ dispatches_per_token: side.dec.stats.dispatchesPerToken, record_ms: median(side.rec), record_runs: side.rec.map((x) => +x.toFixed(3)),
+    encode_ms: median(side.runs.map((x) => x.encodeMs)), gpu_pass_ms: median(side.runs.map((x) => x.gpuMs)), gpu_runs: side.runs.map((x) => +x.gpuMs.toFixed(1)), wall_ms: median(side.runs.map((x) => x.wallMs)) });
+  const f = sum(sides.fused), u = sum(sides.unfused);
+  // The rounds' ratios, each from one ABBA round's pairs.
+  const pairs = [];
+  for (let i = 0; i + 1 < f.record_runs.length; i += 2) pairs.push((sides.fused.rec[i] + sides.fused.rec[i + 1]) / (sides.unfused.rec[i] + sides.unfused.rec[i + 1]));
+  line('fusions_ab', { rounds: o.fusionsAb, fused: f, unfused: u, record_ratio: f.record_ms / u.record_ms, record_round_ratios: pairs.map((x) => +x.toFixed(3)),
+    gpu_ratio: f.gpu_pass_ms / u.gpu_pass_ms, load: (await import('node:os')).loadavg() });
   plain.destroy();
   fused.reset();
 }

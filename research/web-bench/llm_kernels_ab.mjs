@@ -18,8 +18,12 @@
 //
 //   node research/web-bench/llm_kernels_ab.mjs --server URL [--model smollm2]
 //        [--threads 1] [--rounds 6] [--steps 16] [--profile] [--profile-steps 32]
-//        [--bin target/release/webtune]
+//        [--bin target/release/webtune] [--f32 PLAN.json]
 //
+// --f32 names a JSON object of "op MxKxN" to a schedule: the f32 plan runs
+// those kernels instead of the server's with `quantize_a` off (for
+// example the first candidates of a server from before the 16-bit
+// kernels led the lite space, the kernels a page got then).
 // `webtune serve` at URL serves the model (with --quorum 1 and a fresh
 // database its answers are the lite space's first candidates); the twins
 // are compiled here by `webtune compile` (--bin) from each kernel's own
@@ -54,6 +58,7 @@ const opts = {
   steps: Number(arg('steps', 16)),
   profile: process.argv.includes('--profile'),
   profileSteps: Number(arg('profile-steps', 32)),
+  f32Plan: arg('f32', null) ? JSON.parse(readFileSync(arg('f32', null), 'utf8')) : {},
 };
 
 // The probe (as llm_peers.mjs's): sum(off, len) over [off, off + len) with
@@ -109,7 +114,7 @@ try {
 }
 
 /** In the page. */
-async function run({ model, threads, rounds, steps, profile, profileSteps, probe }) {
+async function run({ model, threads, rounds, steps, profile, profileSteps, probe, f32Plan }) {
   const { TextGenerator, sharedImport } = await import('/web/webtune.js');
   const median = (xs) => {
     const s = [...xs].sort((a, b) => a - b);
@@ -161,15 +166,21 @@ async function run({ model, threads, rounds, steps, profile, profileSteps, probe
     const cfg = { ...h.meta.config };
     delete cfg.quantize_a;
     const can = cfg.vectorize === 4 && !cfg.cache_read;
+    const f32 = f32Plan[`${h.op} ${h.shape.join('x')}`] ?? cfg;
     const sides = {};
-    for (const [side, c] of [['f32', cfg], ['a16', can ? { ...cfg, quantize_a: true } : cfg]]) {
+    for (const [side, c] of [['f32', f32], ['a16', can ? { ...cfg, quantize_a: true } : cfg]]) {
+      // A product whose kernel is the same in both plans keeps one binding (and so one scratch area).
+      if (side === 'a16' && c === f32) {
+        sides.a16 = sides.f32;
+        continue;
+      }
       const impl = await load(await window.compileKernel(h.op, h.shape, c));
       const binding = h.newBinding();
       await binding.bind(impl);
       sides[side] = binding;
     }
     swapped.push({ h, sides, can, cfg });
-    console.log(`  ${h.op} ${h.shape.join('x')}: ${JSON.stringify(cfg)}${can ? '' : ' (no twin: the same kernel in both plans)'}`);
+    console.log(`  ${h.op} ${h.shape.join('x')}: ${JSON.stringify(cfg)}${can ? '' : ' (no twin: the same kernel in both plans)'}${f32 !== cfg ? `; f32 plan ${JSON.stringify(f32)}` : ''}`);
   }
   const plan = (side) => swapped.forEach((x) => (x.h.binding = x.sides[side]));
 

@@ -596,7 +596,8 @@ fn gguf_ops_get_spaces_on_both_targets() {
 
 /// The GGUF kernels with 16-bit activations (`quantize_a`) on Wasm: for
 /// decode (M = 1) on every device with SIMD they come first, the smallest
-/// register tile first, and every one's accumulators and the kernel's other
+/// register tile first (one column: its weights one sequential stream),
+/// and every one's accumulators and the kernel's other
 /// registers fit what the engine allocates; f32 candidates follow in their
 /// own order. For a prompt the panel family stays first; without SIMD
 /// there are none; matmul_q4 has none.
@@ -611,7 +612,7 @@ fn gguf_int_candidates_lead_decode_where_simd_is() {
                 assert!(s.iter().all(|c| !c.quantize_a), "{op} {}: no SIMD, no integer dot products", d.keys);
                 continue;
             }
-            assert!(singles[0].quantize_a && singles[0].x0 * singles[0].y0 == 4, "{op} {}: {:?}", d.keys, singles[0]);
+            assert!(singles[0].quantize_a && singles[0].x0 * singles[0].y0 == 1, "{op} {}: {:?}", d.keys, singles[0]);
             let ints = singles.iter().take_while(|c| c.quantize_a).count();
             assert!(ints < singles.len() && singles[ints..].iter().all(|c| !c.quantize_a), "{op} {}: the f32 candidates follow", d.keys);
             for c in singles.iter().filter(|c| c.quantize_a) {

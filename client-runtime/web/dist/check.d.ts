@@ -6,8 +6,15 @@ export declare const TOLERANCE = 0.00001;
  * room for f16 accumulation on seeded inputs, as `reference::TOLERANCE_F16`.
  */
 export declare const TOLERANCE_F16: number;
-/** The tolerance `op`'s outputs are held to. */
-export declare function toleranceOf(op: OpName): number;
+/**
+ * What rounding A to 16 bits per block of 32 values can add to the
+ * norm-scaled error, 0.51·√32/32767 ≈ 8.8e-5: a kernel whose schedule
+ * quantises its activations (`quantize_a`: GGUF products on Wasm) is held
+ * to this much more, as `reference::A16_ROUNDING` (docs/ops.md, "Tolerance").
+ */
+export declare const A16_ROUNDING: number;
+/** The tolerance `op`'s outputs are held to; with a kernel's `config`, that kernel's (wider where it quantises A). */
+export declare function toleranceOf(op: OpName, config?: Record<string, unknown>): number;
 /**
  * The f64 error function (JavaScript has none): the Maclaurin series below
  * |x| = 2.5, the continued fraction of erfc above; |error| < 1e-13, far
@@ -33,6 +40,8 @@ export declare function bAt(op: OpName, shape: readonly number[], args: Uint32Ar
  * is tens of millions of values, and every candidate's check computes these).
  */
 export declare function blockColumnNorms(base: string, k: number, n: number, args: Uint32Array[], out: Float64Array): void;
+/** Row `row` of a block-format W (matmul_q4, matmul_q4_1, matmul_q8_0) dequantised into `out` (K values), as `bAt` does. */
+export declare function blockRow(base: string, k: number, args: Uint32Array[], row: number, out: Float64Array): void;
 /** Row norms of A and column norms of B: the error scale of every output. */
 export declare class Scales {
     readonly op: OpName;
@@ -46,7 +55,10 @@ export declare class Scales {
     /** Argument numbers of the epilogue's bias and R (ABI order A, B, [SA, SB,] bias, R, C). */
     private biasArg;
     private residualArg;
+    private block;
     constructor(op: OpName, shape: readonly number[], args: Uint32Array[]);
+    /** A's rows as a block op's product reads them, and under +swiglu every output's gate and up. */
+    private blockEpilogue;
     /** The scale of flat output index `p`. */
     at(p: number): number;
     /** The bias and residual values that output `p` adds (0 where the op has none). */
@@ -62,8 +74,8 @@ export interface CheckResult {
 }
 /** Compares two outputs element-wise; NaN or infinity anywhere fails. */
 export declare function compareOutputs(scales: Scales, got: Float32Array, want: Float32Array, tolerance: number): CheckResult;
-/** Compares `got` with the f64 reference at `positions`. */
-export declare function checkPositions(scales: Scales, got: Float32Array, positions: readonly number[]): CheckResult;
+/** Compares `got` with the f64 reference at `positions`, to `tolerance` (the op's unless given: see toleranceOf). */
+export declare function checkPositions(scales: Scales, got: Float32Array, positions: readonly number[], tolerance?: number): CheckResult;
 /**
  * Positions to check against the reference when the server named none: the
  * first and last outputs (where tiles and remainders meet the edges) and a

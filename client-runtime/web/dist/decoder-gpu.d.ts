@@ -1,4 +1,4 @@
-import { type DecoderGraph, type DecoderTensor } from './decoder.js';
+import { type DecoderGraph, type DecoderTensor, type Fused, type Step } from './decoder.js';
 /** Decode steps a caller may submit ahead of reading their tokens (`ahead`). */
 export declare const MAX_AHEAD = 3;
 /** A tuned product as the backend records it (a `GpuKernel` of webtune.ts is one). */
@@ -29,7 +29,7 @@ export interface GpuDecoderInit {
     context: number;
     /** The fixed kernels' WGSL (default: decoder-kernels.wgsl as built into webtune.js). */
     wgsl?: string;
-    /** Run adjacent steps as one dispatch where `fusions` finds them. Default true. */
+    /** Run adjacent steps as one dispatch where `fusions` finds them, and the decode step's fused runs (`graph.fused`) as one product each. Default true. */
     fuse?: boolean;
 }
 /**
@@ -67,6 +67,29 @@ export interface GpuDecoderStats {
  * kernels do the two steps' arithmetic.
  */
 export declare function fusions(graph: DecoderGraph): Map<number, 'add_rms_norm' | 'rope_kv'>;
+/** The steps of a fused run (`graph.fused`), by the part each plays. */
+export interface FusedRun {
+    norm?: Extract<Step, {
+        step: 'rms_norm';
+    }>;
+    product: Extract<Step, {
+        step: 'matmul';
+    }>;
+    glu?: Extract<Step, {
+        step: 'swi_glu';
+    }>;
+    add?: Extract<Step, {
+        step: 'add';
+    }>;
+}
+/**
+ * The steps of fused run `f` of `graph`, checked against its op's
+ * suffixes (docs/ops.md's order: `+rms_norm`, `+swiglu`, `+residual`):
+ * the norm writes what the product reads, on the same rows; the SwiGLU
+ * reads the product's output of twice its columns; the add adds the last
+ * output into another buffer; `k` and `n` are the product's. Throws one line.
+ */
+export declare function fusedRun(graph: DecoderGraph, f: Fused): FusedRun;
 /** One recorded dispatch: a tuned product, or a fixed kernel on its grid; `perT` for a product reading the last of T token rows. */
 type Dispatch = {
     label: string;
@@ -116,6 +139,8 @@ export declare class GpuDecoder {
     private tokenReads;
     private logitsRead;
     private partials;
+    /** The decode step's fused runs by their first step, the residual stream's twins, the norms' eps bindings. */
+    private runs;
     readonly graph: DecoderGraph;
     readonly device: GPUDevice;
     /** Positions the caches hold. */
@@ -190,6 +215,21 @@ export declare class GpuDecoder {
      */
     private run;
     /**
+     * Records a run of `t` tokens of bucket `bk` from the current position into
+     * a new command encoder: (`ahead`) the token the previous run sampled
+     * copied into the ids, then every step's dispatch in one pass (with
+     * `timing`, timestamps at its start and end, or with `perStep` a pass per
+     * step), and the sampling where `sample`.
+     */
+    private encode;
+    /**
+     * The host's share of a decode step, for benchmarks: one step's command
+     * buffer (every dispatch and the sampling, as `next` records it) built
+     * and finished `reps` times and never submitted, so nothing runs and
+     * nothing changes; ms each.
+     */
+    recordTimes(reps: number): Promise<number[]>;
+    /**
      * Profiles one run of `tokens` (at most the largest bucket) from the
      * current position, greedy: first as `next` runs it, timed on the host
      * (recording, and until the token is read back) and on the GPU (the
@@ -198,9 +238,12 @@ export declare class GpuDecoder {
      * caches end as after one run of `tokens`. Needs the device's
      * `timestamp-query` feature; for benchmarks (passes of one dispatch each
      * cost the GPU more than one pass, so the steps' times add up to more
-     * than `gpuMs`).
+     * than `gpuMs`). With `perStep: false` only the first run (`steps`
+     * then holds the labels, each at 0 ms).
      */
-    profile(tokens: number[]): Promise<GpuProfile>;
+    profile(tokens: number[], opts?: {
+        perStep?: boolean;
+    }): Promise<GpuProfile>;
     private sampleBind;
     /** The sampling's dispatch: one workgroup over the logits. */
     private sampleStep;

@@ -72,6 +72,19 @@ export type Step = {
     y: string;
     cols: number;
 };
+/**
+ * Consecutive steps `first..first + steps` that one tuned product (op
+ * `kernel`, shape `[1, k, n]`: a block-quantised op with `+rms_norm`,
+ * `+swiglu` and `+residual` epilogues) computes in WebGPU's decode step
+ * (`webtune_models::graph::Fused`). Every other executor runs the steps.
+ */
+export interface Fused {
+    first: number;
+    steps: number;
+    kernel: string;
+    k: number;
+    n: number;
+}
 /** A decoder's computation for one run of tokens (`webtune_models::graph::DecoderGraph`, version 1). */
 export interface DecoderGraph {
     version: number;
@@ -86,6 +99,8 @@ export interface DecoderGraph {
     steps: Step[];
     /** The buffer holding the last token's logits (one row of `vocab`). */
     logits: string;
+    /** Runs of steps WebGPU's decode step runs as one product each (absent: none). */
+    fused?: Fused[];
 }
 /** Where one part of a tensor lies in the weights blob. */
 export interface TensorPart {
@@ -103,6 +118,12 @@ export interface DecoderTensor {
 export interface ProductKernel {
     run(...offsets: number[]): void;
 }
+/** What a run goes through when the backend has one (`Webtune`'s plan guard): it runs `run` and may change which kernels `kernels` run meanwhile. */
+export interface RunGuard {
+    call(kind: string, kernels: readonly ProductKernel[], run: () => void): void;
+    /** Whether a run of `kind` over `kernels` would be judged now. */
+    due?(kind: string, kernels: readonly ProductKernel[]): boolean;
+}
 /** Gives the kernel of a product (`op`, `[M, K, N]`); called once per product and bucket. */
 export type KernelSource = (op: string, shape: number[]) => Promise<ProductKernel>;
 /** One matrix product a run needs. */
@@ -115,8 +136,12 @@ export interface Product {
 }
 /** The row bucket of a run of `tokens` tokens, or null past the largest. */
 export declare function bucketOf(graph: DecoderGraph, tokens: number): number | null;
-/** The distinct products of a run in bucket `m`, heaviest first (as `DecoderGraph::products`). */
-export declare function productsOf(graph: DecoderGraph, m: number): Product[];
+/**
+ * The distinct products of a run in bucket `m`, heaviest first (as
+ * `DecoderGraph::products`); with `fused`, WebGPU's (`DecoderGraph::fused_products`:
+ * in bucket 1 each of the graph's fused runs is one product, its fused op).
+ */
+export declare function productsOf(graph: DecoderGraph, m: number, fused?: boolean): Product[];
 /** Byte offsets of everything the memory holds, and its size. */
 export interface DecoderLayout {
     ids: number;
@@ -176,14 +201,21 @@ export declare class GraphDecoder {
     /** Each distinct product's kernel (the head's is in every bucket). */
     private made;
     private ropeFilled;
+    private guard;
+    /** Per bucket, its distinct kernels (what a guarded run names). */
+    private distinct;
     private i32;
     private f32;
     private pos;
     private constructor();
     /** Checks the graph, lays it out in a new memory with the weights copied in, and instantiates the fixed kernels. */
     static create(init: DecoderInit): Promise<GraphDecoder>;
-    /** Where the tuned products come from (before the first `feed`). */
-    setKernels(source: KernelSource): void;
+    /**
+     * Where the tuned products come from (before the first `feed`), and
+     * optionally what every run goes through (`Webtune`'s plan guard: a run
+     * of bucket `m` is one call of kind `m` over that bucket's kernels).
+     */
+    setKernels(source: KernelSource, guard?: RunGuard): void;
     /** Positions in the caches so far. */
     get position(): number;
     /** Forgets the caches' contents: the next run starts at position 0. */
@@ -208,6 +240,10 @@ export declare class GraphDecoder {
      * logits buffer does not).
      */
     trialRun(m: number): Promise<void>;
+    /** Buckets run before whose next run the guard would judge (their kernels changed since it last did). */
+    dueBuckets(): number[];
+    /** A run of bucket `m` through the guard, if any. */
+    private guarded;
     /** The last run's logits (a view of the memory). */
     logits(): Float32Array;
     /** Bytes of Wasm memory in use. */

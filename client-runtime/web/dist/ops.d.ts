@@ -8,15 +8,22 @@ export declare const WASM_ONLY: readonly string[];
  * `+relu`, then `+residual`, e.g. `matmul+bias+gelu`. The kernel computes
  * `C = act(A·B + bias) + R` (for matmul_i16, A·B is `SA[m]·SB[n]·Σₖ qa·qb`).
  * A last `+f16` (matmul, batch_matmul, matmul_q4) stores every float
- * argument as f16: WebGPU only, on devices with `shader-f16`.
+ * argument as f16: WebGPU only, on devices with `shader-f16`. The block
+ * ops (matmul_q4, matmul_q4_1, matmul_q8_0) take `+rms_norm`, then
+ * `+swiglu`, then `+residual` instead (a decoder's WebGPU step, f32 only):
+ * `C = glu(norm(A)·Wᵀ) + R`, norm(A) = A[m]·r_m ⊙ G with
+ * r_m = 1/√(mean(A[m]²) + E), glu keeping silu(gate)·up of W's rows n and N + n.
  */
-export type OpName = BaseOp | `${'matmul' | 'batch_matmul' | 'matmul_i16' | 'matmul_q4'}+${string}`;
+export type OpName = BaseOp | `${'matmul' | 'batch_matmul' | 'matmul_i16' | 'matmul_q4' | 'matmul_q4_1' | 'matmul_q8_0'}+${string}`;
 /** A parsed op name. Mirrors `webtune_compiler::op::parse_name`. */
 export interface ParsedOp {
     base: BaseOp;
     bias: boolean;
     act: 'none' | 'gelu' | 'relu';
     residual: boolean;
+    /** The block ops' `+rms_norm` (A's rows normalised by G and E first) and `+swiglu` (silu(gate)·up of 2N rows of W). */
+    norm: boolean;
+    glu: boolean;
     /** The type of the float arguments. */
     dtype: 'f32' | 'f16';
 }
@@ -68,5 +75,5 @@ export declare function f16Bits(x: number): number;
 export declare function f16Value(h: number): number;
 /** `x` rounded to the nearest f16. */
 export declare function f16Round(x: number): number;
-/** Operations of one call (a multiply-add counts two, integer ones of matmul_i16 too; an epilogue adds none, as in Rust). */
+/** Operations of one call (a multiply-add counts two, integer ones of matmul_i16 too; an epilogue adds none, +swiglu's 2N rows count, as in Rust). */
 export declare function flops(op: OpName, shape: readonly number[]): number;

@@ -70,7 +70,16 @@ export interface TunerHost<I extends Impl> {
     reported(tuner: KernelTuner<I>, body: unknown, error?: string): void;
     /** Sends a report (the session's `Reporter` batches them); absent: each is sent alone. */
     submit?(body: ReportRequest): Promise<ReportOutcome>;
+    /**
+     * Whether the kernel in use still waits for the plan guard's verdict (a
+     * model's calls judge it); the tuner reports only after it, so that a
+     * kernel the guard put back is not reported as the fastest (or after
+     * GUARD_REPORT_WAIT_MS).
+     */
+    unjudged?(tuner: KernelTuner<I>): boolean;
 }
+/** The longest a drained queue's report waits for the plan guard's verdict on the kernel in use. */
+export declare const GUARD_REPORT_WAIT_MS = 30000;
 /**
  * A bench winner tried in the app's own calls against the kernel in use
  * (every other call): whether it was adopted, and each side's median call
@@ -371,6 +380,8 @@ export declare class KernelTuner<I extends Impl> {
     wins: number;
     /** The last time of the kernel in use measured here, µs (0 before any). */
     currentUs: number;
+    /** When the queue was found drained while the plan guard had not judged the kernel in use (0: not yet). */
+    private drainedAt;
     constructor(host: TunerHost<I>, backend: Backend<I>, op: OpName, shape: number[], current: I);
     get key(): string;
     /** Joins `family` (kernels of the same op whose shapes differ only in batch and M). */
@@ -457,6 +468,13 @@ export declare class KernelTuner<I extends Impl> {
      * the app, not on the bench).
      */
     private learnInApp;
+    /**
+     * The plan guard put `impl` back in place of `lost`: the model's calls
+     * ran `ratio` × slower on the plan with `lost` (and whatever else it
+     * judged with it). `lost` is ranked that much behind `impl` from now on,
+     * here and in the report.
+     */
+    reverted(impl: I, lost: I, ratio: number): void;
     /** Starts adopting `impl` (the host may first try it in the app's own calls); the tuner waits for it. */
     private adopt;
     /**
@@ -480,6 +498,10 @@ export declare class KernelTuner<I extends Impl> {
      * load has no time to report, so it is left out.
      */
     reportBody(): ReportRequest | null;
+    /** Whether the queue has nothing left to try: reporting, done, or waiting for the plan guard's verdict to report. */
+    get drained(): boolean;
+    /** Whether the drained queue's report waits for the plan guard's verdict on the kernel in use (GUARD_REPORT_WAIT_MS at most). */
+    private waitForGuard;
     private finish;
     /** Stops reading the queue; nothing is reported. */
     cancel(): void;

@@ -36,6 +36,7 @@ import { type Fingerprint } from './fingerprint.js';
 import { type RhoResult } from './rho.js';
 import { type OpName } from './ops.js';
 import { type Measurement, type Policy } from './tuner.js';
+import { type Guarded, PlanGuard } from './plan-guard.js';
 import type { BestResponse, Impl, KernelMeta } from './types.js';
 import { type WasmImpl } from './wasm.js';
 import { type GpuImpl } from './webgpu.js';
@@ -46,6 +47,34 @@ import { type GpuImpl } from './webgpu.js';
  * takes about half of a loop of `work(); await idle();` until it is done.
  */
 export declare const AUTO_SLICE_MAX_MS = 500;
+/**
+ * A candidate tried in the app's own calls (threaded candidates always; every
+ * candidate under `trials: 'all'`, as a language model asks, because a
+ * kernel timed alone on the bench has its weights in cache while a model
+ * streams each layer's weights from memory: a bench winner can lose there)
+ * runs in every other call of the kernel (ABBA over four calls). A pair is
+ * the mean call of each side over one or more such cycles, closed once both
+ * sides have run for the trial's shortest sample (so a coarse timer still
+ * gives usable pairs). The trial ends on the pairs' log ratios: rejected
+ * when the first two pairs are TRIAL_REJECT_RATIO× or worse, or as soon as
+ * the sequential test says the candidate cannot beat the kernel in use by
+ * TRIAL_FLOOR, or at once when both of its calls in a cycle take
+ * TRIAL_ABORT_RATIO× the kernel in use's mean call (where that is well
+ * above the timer's resolution); adopted from TRIAL_MIN_PAIRS pairs on when the sequential
+ * test says it is faster by the floor; at TRIAL_MAX_PAIRS (twice that
+ * while its median pair is faster by the floor but the tests are not yet
+ * sure), adopted only if the paired t-test or the sign test (one-sided
+ * 95 % each; the sign test because a model's calls on a busy machine have
+ * bursts that swamp a mean) says it is faster by the floor. TRIAL_TIMEOUT_MS without
+ * enough calls ends it too (not adopted).
+ */
+/**
+ * Fast policy: candidates a kernel gets when the server answered a winner
+ * the crowd chose for this device's own key (`source` elected, or
+ * provisional before the quorum, at the device level): the queue's first,
+ * its closest rivals, so that the device's report still votes.
+ */
+export declare const CROWD_CANDIDATES = 3;
 export type { Fingerprint } from './fingerprint.js';
 export type { RhoResult } from './rho.js';
 export { measureRho, rhoBit } from './rho.js';
@@ -277,9 +306,15 @@ declare abstract class KernelHandle<I extends Impl> {
  * buffer: make views from `memory.buffer` after `kernel()` and after a `swap`
  * event, or size the memory generously up front.
  */
-export declare class WasmKernel extends KernelHandle<WasmImpl> {
+export declare class WasmKernel extends KernelHandle<WasmImpl> implements Guarded {
     private binding;
     private newBinding;
+    /**
+     * The kernel the plan guard last accepted (at first the one loaded), kept
+     * bound while the kernel in use is one the guard has not judged yet.
+     */
+    private base;
+    private onBase;
     private trialState;
     /** The binding a trial binds its candidate into: the previous kernel's after a swap (its scratch pages are reused, not grown again). */
     private spare;
@@ -287,6 +322,8 @@ export declare class WasmKernel extends KernelHandle<WasmImpl> {
     run(...offsets: number[]): void;
     /** At the end of an ABBA cycle: closes a pair when both sides ran long enough, then decides if the pairs allow it. */
     private settleTrial;
+    /** Puts `binding` (holding `impl`) in use; the kernel it replaces stays as the base if the guard has not judged one yet. */
+    private replace;
 }
 /** A WGSL kernel as a compute pipeline on the app's GPUDevice. */
 export declare class GpuKernel extends KernelHandle<GpuImpl> {
@@ -352,6 +389,13 @@ export declare class Webtune extends EventTarget {
     private loop;
     /** The bench worker, when the `worker` option took effect. */
     private remote;
+    /**
+     * The plan guard (plan-guard.ts): a model's Wasm calls that go through it
+     * (`TextGenerator`'s runs) judge the kernels tuning put in, all of a call's
+     * at once, and put the ones before back where the new plan is slower.
+     * Each verdict is a `guard` event (`GuardDetail`).
+     */
+    readonly guard: PlanGuard;
     private pumping;
     private closed;
     /** The tuning policy (the `policy` option). */

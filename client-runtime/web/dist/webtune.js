@@ -563,27 +563,34 @@ function parseOp(op) {
   }
   const f16 = rest.length > 0 && rest[rest.length - 1] === "f16";
   if (f16) rest.pop();
-  const out = { base, bias: false, act: "none", residual: false, dtype: f16 ? "f16" : "f32" };
-  const rank = { bias: 1, gelu: 2, relu: 2, residual: 3 };
+  const out = { base, bias: false, act: "none", residual: false, norm: false, glu: false, dtype: f16 ? "f16" : "f32" };
+  const rank = { rms_norm: 1, bias: 2, gelu: 3, relu: 3, swiglu: 3, residual: 4 };
   let last = 0;
   for (const p of rest) {
     const r = rank[p];
     if (r === void 0 || r <= last) {
       throw new Error(
-        `op \`${op}\`: an epilogue is \`+bias\`, then \`+gelu\` or \`+relu\`, then \`+residual\`, each at most once and in that order, e.g. matmul+bias+gelu; \`+f16\` comes last`
+        `op \`${op}\`: an epilogue is \`+bias\`, then \`+gelu\` or \`+relu\`, then \`+residual\`, each at most once and in that order, e.g. matmul+bias+gelu (block-quantised ops: \`+rms_norm\`, then \`+swiglu\`, then \`+residual\`); \`+f16\` comes last`
       );
     }
     last = r;
     if (p === "bias") out.bias = true;
     else if (p === "residual") out.residual = true;
+    else if (p === "rms_norm") out.norm = true;
+    else if (p === "swiglu") out.glu = true;
     else out.act = p;
   }
-  if (rest.length > 0 && BLOCK_OPS.includes(base)) {
-    throw new Error(`${base} takes no epilogue: only matmul, batch_matmul and matmul_i16 do`);
+  const block = BLOCK_OPS.includes(base);
+  if (block && (out.bias || out.act !== "none")) {
+    throw new Error(`${base} takes no epilogue but \`+rms_norm\`, \`+swiglu\` and \`+residual\`: \`+bias\`, \`+gelu\` and \`+relu\` are for only matmul, batch_matmul and matmul_i16`);
+  }
+  if (!block && (out.norm || out.glu)) {
+    throw new Error(`${base} takes no \`+rms_norm\` or \`+swiglu\`: only matmul_q4, matmul_q4_1 and matmul_q8_0 do`);
   }
   if (f16 && NO_F16.includes(base)) {
     throw new Error(`${base} has no f16 form: only matmul, batch_matmul and matmul_q4 do`);
   }
+  if (f16 && block && rest.length > 0) throw new Error(`${base} has no f16 form with an epilogue`);
   return out;
 }
 var DIMS = { matmul: 3, batch_matmul: 4, matmul_q4: 3, matmul_i16: 3, matmul_q4_1: 3, matmul_q8_0: 3 };
@@ -636,16 +643,19 @@ function argSpecs(op, shape) {
       return fused({ ...spec("A", "u32", [m, k / 2]), i16Bound: bound }, { ...spec("B", "u32", [k / 2, n]), i16Bound: bound }, spec("C", "f32", [m, n]));
     }
     case "matmul_q4":
+    case "matmul_q4_1":
+    case "matmul_q8_0": {
+      const rows = p.glu ? 2 * n : n;
       return [
         spec("A", fl, [m, k]),
-        spec("W", "u32", [n, k / 8]),
-        spec("S", fl, [n, k / 32]),
+        spec("W", "u32", [rows, k / (p.base === "matmul_q8_0" ? 4 : 8)]),
+        spec(p.base === "matmul_q4" ? "S" : "D", fl, [rows, k / 32]),
+        ...p.base === "matmul_q4_1" ? [spec("Mn", "f32", [rows, k / 32])] : [],
+        ...p.norm ? [spec("G", fl, [k]), spec("E", fl, [1])] : [],
+        ...p.residual ? [spec("R", fl, [m, n])] : [],
         spec("C", fl, [m, n])
       ];
-    case "matmul_q4_1":
-      return [spec("A", "f32", [m, k]), spec("W", "u32", [n, k / 8]), spec("D", "f32", [n, k / 32]), spec("Mn", "f32", [n, k / 32]), spec("C", "f32", [m, n])];
-    case "matmul_q8_0":
-      return [spec("A", "f32", [m, k]), spec("W", "u32", [n, k / 4]), spec("D", "f32", [n, k / 32]), spec("C", "f32", [m, n])];
+    }
   }
 }
 function elemBytes(s) {
@@ -687,7 +697,7 @@ function f16Round(x) {
 }
 function flops(op, shape) {
   const [b, m, k, n] = bmkn(op, shape);
-  return 2 * b * m * k * n;
+  return 2 * b * m * k * n * (parseOp(op).glu ? 2 : 1);
 }
 
 // src/rng.ts
@@ -959,7 +969,7 @@ var InputGen = class {
       const end = Math.min(out.length, this.pos + Math.min(n, w ? CHUNK_WORDS : n));
       n -= end - this.pos;
       if (w) {
-        const mode = s.dtype === "u32" ? 0 : s.name === "S" || s.name === "D" ? 2 : 1;
+        const mode = s.dtype === "u32" ? 0 : s.name === "S" || s.name === "D" || s.name === "E" ? 2 : 1;
         rng.state = w.fill(rng.state, 0, (end - this.pos) * 4, mode);
         out.set(new Uint32Array(w.mem.buffer, 0, end - this.pos), this.pos);
       } else if (s.dtype === "u32") {
@@ -969,7 +979,7 @@ var InputGen = class {
         }
       } else {
         const f = new Float32Array(out.buffer, out.byteOffset, out.length);
-        if (s.name === "S" || s.name === "D") {
+        if (s.name === "S" || s.name === "D" || s.name === "E") {
           for (let i = this.pos; i < end; i++) {
             rng.next();
             f[i] = Math.fround(Math.abs(nonzero(rng.outHi)) * TENTH) + HUNDREDTH;
@@ -1160,8 +1170,9 @@ async function measureRho(server, relaxedSimd, opts = {}) {
 // src/check.ts
 var TOLERANCE = 1e-5;
 var TOLERANCE_F16 = 4 / 2048 + TOLERANCE;
-function toleranceOf(op) {
-  return parseOp(op).dtype === "f16" ? TOLERANCE_F16 : TOLERANCE;
+var A16_ROUNDING = 0.51 * Math.sqrt(32) / 32767;
+function toleranceOf(op, config) {
+  return (parseOp(op).dtype === "f16" ? TOLERANCE_F16 : TOLERANCE) + (config?.quantize_a === true ? A16_ROUNDING : 0);
 }
 var F = new Float32Array(1);
 var U = new Uint32Array(F.buffer);
@@ -1267,6 +1278,22 @@ function blockColumnNorms(base, k, n, args, out) {
     out[j] = Math.sqrt(s);
   }
 }
+function blockRow(base, k, args, row, out) {
+  const w = args[1];
+  const d = new Float32Array(args[2].buffer, args[2].byteOffset, args[2].length);
+  const mn = base === "matmul_q4_1" ? new Float32Array(args[3].buffer, args[3].byteOffset, args[3].length) : null;
+  const per = base === "matmul_q8_0" ? 4 : 8;
+  for (let kk = 0; kk < k; kk++) {
+    const word = w[row * (k / per) + Math.floor(kk / per)];
+    const blk = row * (k / 32) + (kk >>> 5);
+    if (per === 4) out[kk] = (word << 24 - 8 * (kk & 3) >> 24) * d[blk];
+    else if (mn) out[kk] = (word >>> 4 * (kk & 7) & 15) * d[blk] + mn[blk];
+    else out[kk] = ((word >>> 4 * (kk & 7) & 15) - 8) * d[blk];
+  }
+}
+function silu(x) {
+  return x / (1 + Math.exp(-x));
+}
 var Scales = class {
   constructor(op, shape, args) {
     this.op = op;
@@ -1276,24 +1303,36 @@ var Scales = class {
     this.m = m;
     this.n = n;
     this.parsed = parseOp(op);
-    const first = this.parsed.base === "matmul_i16" ? 4 : 2;
-    this.biasArg = this.parsed.bias ? first : -1;
-    this.residualArg = this.parsed.residual ? first + (this.parsed.bias ? 1 : 0) : -1;
+    const p = this.parsed;
+    const blockOp = ["matmul_q4", "matmul_q4_1", "matmul_q8_0"].includes(p.base);
+    const first = p.base === "matmul_i16" ? 4 : blockOp ? (p.base === "matmul_q4_1" ? 4 : 3) + (p.norm ? 2 : 0) : 2;
+    this.biasArg = p.bias ? first : -1;
+    this.residualArg = p.residual ? first + (p.bias ? 1 : 0) : -1;
     this.rows = new Float64Array(b * m);
-    this.cols = new Float64Array(b * n);
+    this.cols = new Float64Array(b * n * (p.glu ? 2 : 1));
+    if (blockOp && (p.norm || p.glu || p.residual)) {
+      this.block = this.blockEpilogue(m, k, n);
+      for (let i = 0; i < m; i++) {
+        let s = 0;
+        for (let kk = 0; kk < k; kk++) s += this.block.rows[i * k + kk] ** 2;
+        this.rows[i] = Math.sqrt(s);
+      }
+      blockColumnNorms(p.base, k, n * (p.glu ? 2 : 1), args, this.cols);
+      return;
+    }
     if (this.parsed.base === "matmul_i16") {
       const half = k >> 1;
       for (let i = 0; i < m; i++) {
         let s = 0;
-        for (let p = 0; p < half; p++) {
-          const w = args[0][i * half + p], lo = i16(w, 0), hi = i16(w, 1);
+        for (let p2 = 0; p2 < half; p2++) {
+          const w = args[0][i * half + p2], lo = i16(w, 0), hi = i16(w, 1);
           s += lo * lo + hi * hi;
         }
         this.rows[i] = Math.abs(f32(args[2][i])) * Math.sqrt(s);
       }
-      for (let p = 0; p < half; p++) {
+      for (let p2 = 0; p2 < half; p2++) {
         for (let j = 0; j < n; j++) {
-          const w = args[1][p * n + j], lo = i16(w, 0), hi = i16(w, 1);
+          const w = args[1][p2 * n + j], lo = i16(w, 0), hi = i16(w, 1);
           this.cols[j] += lo * lo + hi * hi;
         }
       }
@@ -1331,6 +1370,36 @@ var Scales = class {
   /** Argument numbers of the epilogue's bias and R (ABI order A, B, [SA, SB,] bias, R, C). */
   biasArg;
   residualArg;
+  block = null;
+  /** A's rows as a block op's product reads them, and under +swiglu every output's gate and up. */
+  blockEpilogue(m, k, n) {
+    const p = this.parsed, args = this.args;
+    const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);
+    const rows = Float64Array.from(a);
+    if (p.norm) {
+      const g0 = p.base === "matmul_q4_1" ? 4 : 3;
+      const gamma = new Float32Array(args[g0].buffer, args[g0].byteOffset, args[g0].length);
+      const eps = f32(args[g0 + 1][0]);
+      for (let i = 0; i < m; i++) {
+        let ss = 0;
+        for (let kk = 0; kk < k; kk++) ss += rows[i * k + kk] ** 2;
+        const inv = 1 / Math.sqrt(ss / k + eps);
+        for (let kk = 0; kk < k; kk++) rows[i * k + kk] = rows[i * k + kk] * inv * gamma[kk];
+      }
+    }
+    if (!p.glu) return { rows, gate: null, up: null };
+    const gate = new Float64Array(m * n), up = new Float64Array(m * n), w = new Float64Array(k);
+    for (let j = 0; j < 2 * n; j++) {
+      blockRow(p.base, k, args, j, w);
+      const into = j < n ? gate : up;
+      for (let i = 0; i < m; i++) {
+        let acc = 0;
+        for (let kk = 0; kk < k; kk++) acc += rows[i * k + kk] * w[kk];
+        into[i * n + j % n] = acc;
+      }
+    }
+    return { rows, gate, up };
+  }
   /** The scale of flat output index `p`. */
   at(p) {
     const m = this.m, n = this.n;
@@ -1338,6 +1407,11 @@ var Scales = class {
     const i = Math.floor(p / n) % m;
     const j = p % n;
     const [bv, rv] = this.epilogueTerms(p);
+    if (this.block?.gate && this.block.up) {
+      const g = this.block.gate[p], u = this.block.up[p];
+      const s = this.rows[i] * (1.1 * Math.abs(u) * this.cols[j] + (Math.abs(g) + 0.28) * this.cols[n + j]) + Math.abs(silu(g) * u) + Math.abs(rv);
+      return Math.max(s, Number.MIN_VALUE);
+    }
     return Math.max(this.rows[bi * m + i] * this.cols[bi * n + j] + Math.abs(bv) + Math.abs(rv), Number.MIN_VALUE);
   }
   /** The bias and residual values that output `p` adds (0 where the op has none). */
@@ -1354,6 +1428,14 @@ var Scales = class {
     const j = p % n;
     const a = this.args[0];
     let acc = 0;
+    if (this.block) {
+      const [, rv2] = this.epilogueTerms(p);
+      if (this.block.gate && this.block.up) return silu(this.block.gate[p]) * this.block.up[p] + rv2;
+      const w = new Float64Array(k);
+      blockRow(this.parsed.base, k, this.args, j, w);
+      for (let kk = 0; kk < k; kk++) acc += this.block.rows[i * k + kk] * w[kk];
+      return acc + rv2;
+    }
     if (this.parsed.base === "matmul_i16") {
       let s = 0;
       for (let kk = 0; kk < k; kk++) s += qaAt(this.args, k, i, kk) * qbAt(this.args, n, kk, j);
@@ -1378,7 +1460,7 @@ function compareOutputs(scales, got, want, tolerance) {
   }
   return { ok: maxErr <= tolerance, maxErr, worst };
 }
-function checkPositions(scales, got, positions) {
+function checkPositions(scales, got, positions, tolerance = toleranceOf(scales.op)) {
   let maxErr = 0, worst = 0;
   for (const p of positions) {
     const g = got[p];
@@ -1388,7 +1470,7 @@ function checkPositions(scales, got, positions) {
       worst = p;
     }
   }
-  return { ok: maxErr <= toleranceOf(scales.op), maxErr, worst };
+  return { ok: maxErr <= tolerance, maxErr, worst };
 }
 function defaultPositions(len2, count = 8) {
   const out = /* @__PURE__ */ new Set([0, len2 - 1]);
@@ -1452,6 +1534,7 @@ var SseReader = class _SseReader {
 };
 
 // src/tuner.ts
+var GUARD_REPORT_WAIT_MS = 3e4;
 function parseCandidate(data) {
   const c = JSON.parse(data);
   const m = /"seed"\s*:\s*(\d+)/.exec(data);
@@ -1729,15 +1812,16 @@ var Evaluation = class {
         const t2 = performance.now();
         const curOut = this.curOut;
         const positions = this.cand.check?.length ? this.cand.check : defaultPositions(candOut.length);
-        const ref = checkPositions(this.scales, candOut, positions);
+        const [candTol, curTol] = [toleranceOf(this.scales.op, this.impl.meta.config), toleranceOf(this.scales.op, cur.meta.config)];
+        const ref = checkPositions(this.scales, candOut, positions, candTol);
         if (!ref.ok) return this.fail(`output ${ref.worst} is off the reference by ${ref.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1e3);
         if (!this.t.currentBroken) {
-          const curRef = checkPositions(this.scales, curOut, positions);
+          const curRef = checkPositions(this.scales, curOut, positions, curTol);
           if (!curRef.ok) {
             this.t.currentBroken = true;
             this.t.note(`the kernel in use is off the reference at output ${curRef.worst} (${curRef.maxErr.toExponential(2)})`);
           } else {
-            const cmp = compareOutputs(this.scales, candOut, curOut, 2 * toleranceOf(this.scales.op));
+            const cmp = compareOutputs(this.scales, candOut, curOut, candTol + curTol);
             if (!cmp.ok) return this.fail(`output ${cmp.worst} differs from the kernel in use by ${cmp.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1e3);
           }
         }
@@ -1926,6 +2010,8 @@ var KernelTuner = class {
   wins = 0;
   /** The last time of the kernel in use measured here, µs (0 before any). */
   currentUs = 0;
+  /** When the queue was found drained while the plan guard had not judged the kernel in use (0: not yet). */
+  drainedAt = 0;
   get key() {
     return `${this.op}/${this.shape.join(",")}/${this.backend.target}`;
   }
@@ -2217,6 +2303,25 @@ var KernelTuner = class {
     m.median_us = m.current_us * ratio;
     this.logRel.set(m.sha256, (this.logRel.get(previous.sha256) ?? 0) + Math.log(ratio));
   }
+  /**
+   * The plan guard put `impl` back in place of `lost`: the model's calls
+   * ran `ratio` × slower on the plan with `lost` (and whatever else it
+   * judged with it). `lost` is ranked that much behind `impl` from now on,
+   * here and in the report.
+   */
+  reverted(impl, lost, ratio) {
+    if (this.current.sha256 === lost.sha256) {
+      this.current = impl;
+      this.currentBroken = false;
+    }
+    const was = this.logRel.get(lost.sha256);
+    const now = (this.logRel.get(impl.sha256) ?? 0) + Math.log(Math.max(1, ratio));
+    if (was === void 0 || now > was) {
+      this.logRel.set(lost.sha256, now);
+      for (const m of this.results) if (m.sha256 === lost.sha256 && m.ok && m.median_us > 0) m.median_us *= Math.exp(now - (was ?? now));
+    }
+    this.note(`${lost.sha256.slice(0, 12)} put back to ${impl.sha256.slice(0, 12)} by the plan guard: the model's calls were ${ratio.toFixed(3)}x the time`);
+  }
   /** Starts adopting `impl` (the host may first try it in the app's own calls); the tuner waits for it. */
   adopt(impl, m) {
     const previous = this.current;
@@ -2256,7 +2361,7 @@ var KernelTuner = class {
       const next = this.choose();
       if (next === "wait") return false;
       if (next === null) {
-        this.finish();
+        if (!this.waitForGuard()) this.finish();
         return false;
       }
       const f = this.fetchOf(next);
@@ -2310,7 +2415,7 @@ var KernelTuner = class {
     const next = this.choose();
     if (next === "wait") return did;
     if (next === null) {
-      if (!this.jobs.length) this.finish();
+      if (!this.jobs.length && !this.waitForGuard()) this.finish();
       return did;
     }
     const fetching = this.fetchOf(next);
@@ -2366,6 +2471,17 @@ var KernelTuner = class {
       })
     };
   }
+  /** Whether the queue has nothing left to try: reporting, done, or waiting for the plan guard's verdict to report. */
+  get drained() {
+    return this.phase === "done" || this.phase === "reporting" || this.drainedAt > 0;
+  }
+  /** Whether the drained queue's report waits for the plan guard's verdict on the kernel in use (GUARD_REPORT_WAIT_MS at most). */
+  waitForGuard() {
+    if (!this.host.unjudged?.(this)) return false;
+    const now = performance.now();
+    this.drainedAt ||= now;
+    return now - this.drainedAt < GUARD_REPORT_WAIT_MS;
+  }
   finish() {
     this.reader?.cancel();
     this.reader = null;
@@ -2392,6 +2508,156 @@ var KernelTuner = class {
     this.bench?.dispose();
     this.bench = null;
     this.phase = "done";
+  }
+};
+
+// src/plan-guard.ts
+var GUARD_MIN_PAIRS = 4;
+var GUARD_MAX_PAIRS = 12;
+var GUARD_REJECT_RATIO = 1.15;
+var GUARD_WARM_CYCLES = 1;
+var GUARD_WARM_CALL_MS = 20;
+var GUARD_MAX_MS = 8e3;
+var GUARD_TIMEOUT_MS = 3e4;
+var PlanGuard = class {
+  constructor(onVerdict = () => {
+  }, describe, now = () => performance.now()) {
+    this.onVerdict = onVerdict;
+    this.now = now;
+    this.describe = describe ?? ((k) => ({ op: k.op ?? "?", shape: k.shape ?? [] }));
+  }
+  onVerdict;
+  now;
+  open = /* @__PURE__ */ new Map();
+  waiters = [];
+  /** Kernels some call went through the guard with (only their plans are judged). */
+  seen = /* @__PURE__ */ new WeakSet();
+  describe;
+  /** Kinds under judgement now (a model with no calls of its own to make runs some of these). */
+  pending() {
+    return [...this.open.keys()];
+  }
+  /** Whether a call of `kind` over `kernels` would be judged now (a judgement open, or one it would open). */
+  due(kind, kernels) {
+    if (this.open.has(kind)) return true;
+    const members = kernels.filter((k) => k.unguarded);
+    return members.length > 0 && !kernels.some((k) => k.trialPending || !k.quiet) && !members.some((k) => this.holds(k));
+  }
+  /** Whether `k` runs in guarded calls and its kernel in use still waits for a verdict. */
+  judges(k) {
+    return k.unguarded && this.seen.has(k);
+  }
+  /** Whether `k` belongs to a kind under judgement (it must not take a new kernel or start a trial). */
+  holds(k) {
+    for (const j of this.open.values()) if (j.all.includes(k)) return true;
+    return false;
+  }
+  /** Resolves once no judgement holds `k` (at once when none does). */
+  async released(k) {
+    while (this.holds(k)) {
+      this.expire();
+      if (!this.holds(k)) break;
+      await new Promise((r) => {
+        const timer = setTimeout(r, GUARD_TIMEOUT_MS + 10);
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          r();
+        });
+      });
+    }
+  }
+  /**
+   * Runs one model call of `kind` over `kernels` (every kernel the call
+   * runs), on the plan the guard chooses for it, and times it. The call is
+   * synchronous: no kernel may change while it runs.
+   */
+  call(kind, kernels, run) {
+    this.expire();
+    for (const k of kernels) this.seen.add(k);
+    let j = this.open.get(kind);
+    if (j && (j.all.some((k) => k.trialPending || !k.quiet) || j.members.some((k) => !k.unguarded))) {
+      this.open.delete(kind);
+      j = void 0;
+      this.wake();
+    }
+    if (!j) {
+      const members = kernels.filter((k) => k.unguarded);
+      if (!members.length || kernels.some((k) => k.trialPending || !k.quiet) || members.some((k) => this.holds(k))) return run();
+      j = { all: kernels, members, turn: 0, warm: GUARD_WARM_CYCLES, spent: 0, acc: { base: 0, plan: 0, baseCalls: 0, planCalls: 0 }, base: [], plan: [], last: this.now() };
+      this.open.set(kind, j);
+    }
+    const turn = j.turn++ % 4;
+    const onBase = turn === 0 || turn === 3;
+    if (onBase) for (const m of j.members) m.useBase(true);
+    const t0 = this.now();
+    try {
+      return run();
+    } finally {
+      const ms = this.now() - t0;
+      if (onBase) for (const m of j.members) m.useBase(false);
+      j.last = this.now();
+      j.spent += ms;
+      if (onBase) {
+        j.acc.base += ms;
+        j.acc.baseCalls++;
+      } else {
+        j.acc.plan += ms;
+        j.acc.planCalls++;
+      }
+      if (turn === 3) this.pair(kind, j);
+    }
+  }
+  /** Closes the cycle's pair and decides if the pairs allow it. */
+  pair(kind, j) {
+    const a = j.acc;
+    j.acc = { base: 0, plan: 0, baseCalls: 0, planCalls: 0 };
+    if (j.warm > 0 && (a.base + a.plan) / (a.baseCalls + a.planCalls) < GUARD_WARM_CALL_MS) {
+      j.warm--;
+      return;
+    }
+    j.warm = 0;
+    j.base.push(a.base / a.baseCalls);
+    j.plan.push(a.plan / a.planCalls);
+    const n = j.base.length;
+    const ratio = this.ratio(j);
+    const faster = j.plan.filter((p, i) => p < j.base[i]).length;
+    if (n <= 3 && n >= 2 && ratio >= GUARD_REJECT_RATIO && faster <= 1) return this.verdict(kind, j, false);
+    if (n < GUARD_MIN_PAIRS) {
+      if (n >= 2 && j.spent > 2 * GUARD_MAX_MS) this.verdict(kind, j, ratio <= 1);
+      return;
+    }
+    const v = sequentialVerdict(j.base, j.plan, 0);
+    if (v === "slower" || ratio > 1 && signFaster(j.plan, j.base, 0)) return this.verdict(kind, j, false);
+    if (v === "faster" || ratio < 1 && signFaster(j.base, j.plan, 0)) return this.verdict(kind, j, true);
+    if (n >= GUARD_MAX_PAIRS || j.spent > GUARD_MAX_MS) this.verdict(kind, j, ratio <= 1);
+  }
+  ratio(j) {
+    return j.base.length ? median(j.plan.map((p, i) => p / j.base[i])) : 1;
+  }
+  /** Settles judgements whose kind got no call for GUARD_TIMEOUT_MS on what they have. */
+  expire() {
+    const now = this.now();
+    for (const [kind, j] of this.open) if (now - j.last > GUARD_TIMEOUT_MS) this.verdict(kind, j, j.base.length < 2 || this.ratio(j) <= 1);
+  }
+  verdict(kind, j, keep) {
+    this.open.delete(kind);
+    const ratio = this.ratio(j);
+    for (const m of j.members) m.settle(keep, ratio);
+    this.onVerdict({
+      kind,
+      kernels: j.members.map((m) => this.describe(m)),
+      kept: keep,
+      ratio,
+      pairs: j.base.length,
+      base_ms: median(j.base),
+      plan_ms: median(j.plan)
+    });
+    this.wake();
+  }
+  wake() {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const r of w) r();
   }
 };
 
@@ -2887,7 +3153,7 @@ var WorkerEvaluator = class {
     this.threads = threads;
     this.shared = shared;
     this.activity = activity;
-    const url = URL.createObjectURL(new Blob(['"use strict";\n(() => {\n  // src/ops.ts\n  var BLOCK_OPS = ["matmul_q4", "matmul_q4_1", "matmul_q8_0"];\n  var NO_F16 = ["matmul_i16", "matmul_q4_1", "matmul_q8_0"];\n  function parseOp(op) {\n    const [base, ...rest] = op.split("+");\n    if (!(base in DIMS)) {\n      throw new Error(`unknown op \\`${op}\\`: use matmul, batch_matmul, matmul_q4, matmul_i16, matmul_q4_1 or matmul_q8_0`);\n    }\n    const f16 = rest.length > 0 && rest[rest.length - 1] === "f16";\n    if (f16) rest.pop();\n    const out = { base, bias: false, act: "none", residual: false, dtype: f16 ? "f16" : "f32" };\n    const rank = { bias: 1, gelu: 2, relu: 2, residual: 3 };\n    let last = 0;\n    for (const p of rest) {\n      const r = rank[p];\n      if (r === void 0 || r <= last) {\n        throw new Error(\n          `op \\`${op}\\`: an epilogue is \\`+bias\\`, then \\`+gelu\\` or \\`+relu\\`, then \\`+residual\\`, each at most once and in that order, e.g. matmul+bias+gelu; \\`+f16\\` comes last`\n        );\n      }\n      last = r;\n      if (p === "bias") out.bias = true;\n      else if (p === "residual") out.residual = true;\n      else out.act = p;\n    }\n    if (rest.length > 0 && BLOCK_OPS.includes(base)) {\n      throw new Error(`${base} takes no epilogue: only matmul, batch_matmul and matmul_i16 do`);\n    }\n    if (f16 && NO_F16.includes(base)) {\n      throw new Error(`${base} has no f16 form: only matmul, batch_matmul and matmul_q4 do`);\n    }\n    return out;\n  }\n  var DIMS = { matmul: 3, batch_matmul: 4, matmul_q4: 3, matmul_i16: 3, matmul_q4_1: 3, matmul_q8_0: 3 };\n  function i16Bound(k) {\n    return Math.min(32767, Math.floor(Math.sqrt(2147483647 / k)));\n  }\n  function bmkn(op, shape) {\n    return parseOp(op).base === "batch_matmul" ? [shape[0], shape[1], shape[2], shape[3]] : [1, shape[0], shape[1], shape[2]];\n  }\n  function spec(name, dtype, shape) {\n    return { name, dtype, shape, elems: shape.reduce((a, b) => a * b, 1) };\n  }\n  function argSpecs(op, shape) {\n    const [b, m, k, n] = bmkn(op, shape);\n    const p = parseOp(op);\n    const fl = p.dtype;\n    const fused = (a, bb, c) => [\n      a,\n      bb,\n      ...p.base === "matmul_i16" ? [spec("SA", "f32", [m]), spec("SB", "f32", [n])] : [],\n      ...p.bias ? [spec("bias", fl, [n])] : [],\n      ...p.residual ? [spec("R", fl, c.shape)] : [],\n      c\n    ];\n    switch (p.base) {\n      case "matmul":\n        return fused(spec("A", fl, [m, k]), spec("B", fl, [k, n]), spec("C", fl, [m, n]));\n      case "batch_matmul":\n        return fused(spec("A", fl, [b, m, k]), spec("B", fl, [b, k, n]), spec("C", fl, [b, m, n]));\n      case "matmul_i16": {\n        const bound = i16Bound(k);\n        return fused({ ...spec("A", "u32", [m, k / 2]), i16Bound: bound }, { ...spec("B", "u32", [k / 2, n]), i16Bound: bound }, spec("C", "f32", [m, n]));\n      }\n      case "matmul_q4":\n        return [\n          spec("A", fl, [m, k]),\n          spec("W", "u32", [n, k / 8]),\n          spec("S", fl, [n, k / 32]),\n          spec("C", fl, [m, n])\n        ];\n      case "matmul_q4_1":\n        return [spec("A", "f32", [m, k]), spec("W", "u32", [n, k / 8]), spec("D", "f32", [n, k / 32]), spec("Mn", "f32", [n, k / 32]), spec("C", "f32", [m, n])];\n      case "matmul_q8_0":\n        return [spec("A", "f32", [m, k]), spec("W", "u32", [n, k / 4]), spec("D", "f32", [n, k / 32]), spec("C", "f32", [m, n])];\n    }\n  }\n  var F16F = new Float32Array(1);\n  var F16U = new Uint32Array(F16F.buffer);\n  function f16Bits(x) {\n    F16F[0] = x;\n    const u = F16U[0];\n    const sign = u >>> 16 & 32768;\n    const exp = u >>> 23 & 255;\n    const man = u & 8388607;\n    if (exp === 255) return sign | 31744 | (man ? 512 | man >>> 13 : 0);\n    const e = exp - 127 + 15;\n    if (e >= 31) return sign | 31744;\n    if (e <= 0) {\n      if (e < -10) return sign;\n      const m = man | 8388608;\n      const shift = 14 - e;\n      const half = 1 << shift - 1;\n      const rest2 = m & (1 << shift) - 1;\n      let h2 = m >>> shift;\n      if (rest2 > half || rest2 === half && h2 & 1) h2++;\n      return sign | h2;\n    }\n    let h = e << 10 | man >>> 13;\n    const rest = man & 8191;\n    if (rest > 4096 || rest === 4096 && h & 1) h++;\n    return sign | h;\n  }\n  function f16Value(h) {\n    const e = h >>> 10 & 31, m = h & 1023;\n    const v = e === 0 ? m * 2 ** -24 : e === 31 ? m ? NaN : Infinity : (1 + m / 1024) * 2 ** (e - 15);\n    return h & 32768 ? -v : v;\n  }\n  function f16Round(x) {\n    return f16Value(f16Bits(x));\n  }\n\n  // src/check.ts\n  var TOLERANCE = 1e-5;\n  var TOLERANCE_F16 = 4 / 2048 + TOLERANCE;\n  function toleranceOf(op) {\n    return parseOp(op).dtype === "f16" ? TOLERANCE_F16 : TOLERANCE;\n  }\n  var F = new Float32Array(1);\n  var U = new Uint32Array(F.buffer);\n  function f32(bitsValue) {\n    U[0] = bitsValue;\n    return F[0];\n  }\n  function erf(x) {\n    const ax = Math.abs(x);\n    if (ax < 2.5) {\n      let term = ax;\n      let sum = ax;\n      for (let n = 1; n < 100 && Math.abs(term) > 1e-17 * Math.abs(sum); n++) {\n        term *= -ax * ax / n;\n        sum += term / (2 * n + 1);\n      }\n      return Math.sign(x) * 2 * sum / Math.sqrt(Math.PI);\n    }\n    let f = ax;\n    for (let n = 60; n >= 1; n--) f = ax + n / 2 / f;\n    const erfc = Math.exp(-ax * ax) / Math.sqrt(Math.PI) / f;\n    return Math.sign(x) * (1 - erfc);\n  }\n  function epilogue(p, x, bias, r) {\n    let v = x + bias;\n    if (p.act === "gelu") v = 0.5 * v * (1 + erf(v / Math.SQRT2));\n    else if (p.act === "relu") v = Math.max(v, 0);\n    return v + r;\n  }\n  function i16(word, hi) {\n    return hi ? word >> 16 : word << 16 >> 16;\n  }\n  function qaAt(args, k, m, kk) {\n    return i16(args[0][m * (k >> 1) + (kk >> 1)], kk & 1);\n  }\n  function qbAt(args, n, kk, j) {\n    return i16(args[1][(kk >> 1) * n + j], kk & 1);\n  }\n  function bAt(op, shape, args, bi, kk, j) {\n    const [, , k, n] = bmkn(op, shape);\n    if (parseOp(op).base === "matmul_i16") return f32(args[3][j]) * qbAt(args, n, kk, j);\n    if (parseOp(op).base === "matmul_q4") {\n      const word = args[1][j * (k / 8) + (kk >>> 3)];\n      const q = word >>> 4 * (kk & 7) & 15;\n      return (q - 8) * f32(args[2][j * (k / 32) + (kk >>> 5)]);\n    }\n    if (parseOp(op).base === "matmul_q4_1") {\n      const word = args[1][j * (k / 8) + (kk >>> 3)];\n      const q = word >>> 4 * (kk & 7) & 15;\n      const blk = j * (k / 32) + (kk >>> 5);\n      return q * f32(args[2][blk]) + f32(args[3][blk]);\n    }\n    if (parseOp(op).base === "matmul_q8_0") {\n      const word = args[1][j * (k / 4) + (kk >>> 2)];\n      const q = word << 24 - 8 * (kk & 3) >> 24;\n      return q * f32(args[2][j * (k / 32) + (kk >>> 5)]);\n    }\n    return f32(args[1][bi * k * n + kk * n + j]);\n  }\n  function blockColumnNorms(base, k, n, args, out) {\n    const w = args[1];\n    const d = new Float32Array(args[2].buffer, args[2].byteOffset, args[2].length);\n    const mn = base === "matmul_q4_1" ? new Float32Array(args[3].buffer, args[3].byteOffset, args[3].length) : null;\n    const blocks = k / 32;\n    for (let j = 0; j < n; j++) {\n      let s = 0;\n      for (let b = 0; b < blocks; b++) {\n        const scale = d[j * blocks + b];\n        let acc = 0;\n        if (base === "matmul_q8_0") {\n          const w0 = j * (k / 4) + b * 8;\n          for (let i = 0; i < 8; i++) {\n            const word = w[w0 + i];\n            for (let sh = 0; sh < 32; sh += 8) {\n              const q = word << 24 - sh >> 24;\n              acc += q * q;\n            }\n          }\n          s += acc * scale * scale;\n        } else if (mn) {\n          const m = mn[j * blocks + b];\n          const w0 = j * (k / 8) + b * 4;\n          for (let i = 0; i < 4; i++) {\n            const word = w[w0 + i];\n            for (let sh = 0; sh < 32; sh += 4) {\n              const v = (word >>> sh & 15) * scale + m;\n              acc += v * v;\n            }\n          }\n          s += acc;\n        } else {\n          const w0 = j * (k / 8) + b * 4;\n          for (let i = 0; i < 4; i++) {\n            const word = w[w0 + i];\n            for (let sh = 0; sh < 32; sh += 4) {\n              const q = (word >>> sh & 15) - 8;\n              acc += q * q;\n            }\n          }\n          s += acc * scale * scale;\n        }\n      }\n      out[j] = Math.sqrt(s);\n    }\n  }\n  var Scales = class {\n    constructor(op, shape, args) {\n      this.op = op;\n      this.shape = shape;\n      this.args = args;\n      const [b, m, k, n] = bmkn(op, shape);\n      this.m = m;\n      this.n = n;\n      this.parsed = parseOp(op);\n      const first = this.parsed.base === "matmul_i16" ? 4 : 2;\n      this.biasArg = this.parsed.bias ? first : -1;\n      this.residualArg = this.parsed.residual ? first + (this.parsed.bias ? 1 : 0) : -1;\n      this.rows = new Float64Array(b * m);\n      this.cols = new Float64Array(b * n);\n      if (this.parsed.base === "matmul_i16") {\n        const half = k >> 1;\n        for (let i = 0; i < m; i++) {\n          let s = 0;\n          for (let p = 0; p < half; p++) {\n            const w = args[0][i * half + p], lo = i16(w, 0), hi = i16(w, 1);\n            s += lo * lo + hi * hi;\n          }\n          this.rows[i] = Math.abs(f32(args[2][i])) * Math.sqrt(s);\n        }\n        for (let p = 0; p < half; p++) {\n          for (let j = 0; j < n; j++) {\n            const w = args[1][p * n + j], lo = i16(w, 0), hi = i16(w, 1);\n            this.cols[j] += lo * lo + hi * hi;\n          }\n        }\n        for (let j = 0; j < n; j++) this.cols[j] = Math.abs(f32(args[3][j])) * Math.sqrt(this.cols[j]);\n        return;\n      }\n      const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);\n      for (let r = 0; r < b * m; r++) {\n        let s = 0;\n        for (let kk = 0; kk < k; kk++) s += a[r * k + kk] * a[r * k + kk];\n        this.rows[r] = Math.sqrt(s);\n      }\n      if (["matmul_q4", "matmul_q4_1", "matmul_q8_0"].includes(this.parsed.base)) {\n        blockColumnNorms(this.parsed.base, k, n, args, this.cols);\n        return;\n      }\n      const bv = new Float32Array(args[1].buffer, args[1].byteOffset, args[1].length);\n      for (let bi = 0; bi < b; bi++) {\n        const cols = this.cols.subarray(bi * n, (bi + 1) * n);\n        for (let kk = 0; kk < k; kk++) {\n          const row = (bi * k + kk) * n;\n          for (let j = 0; j < n; j++) cols[j] += bv[row + j] * bv[row + j];\n        }\n        for (let j = 0; j < n; j++) cols[j] = Math.sqrt(cols[j]);\n      }\n    }\n    op;\n    shape;\n    args;\n    rows;\n    cols;\n    m;\n    n;\n    parsed;\n    /** Argument numbers of the epilogue\'s bias and R (ABI order A, B, [SA, SB,] bias, R, C). */\n    biasArg;\n    residualArg;\n    /** The scale of flat output index `p`. */\n    at(p) {\n      const m = this.m, n = this.n;\n      const bi = Math.floor(p / (m * n));\n      const i = Math.floor(p / n) % m;\n      const j = p % n;\n      const [bv, rv] = this.epilogueTerms(p);\n      return Math.max(this.rows[bi * m + i] * this.cols[bi * n + j] + Math.abs(bv) + Math.abs(rv), Number.MIN_VALUE);\n    }\n    /** The bias and residual values that output `p` adds (0 where the op has none). */\n    epilogueTerms(p) {\n      const bv = this.biasArg >= 0 ? f32(this.args[this.biasArg][p % this.n]) : 0;\n      const rv = this.residualArg >= 0 ? f32(this.args[this.residualArg][p]) : 0;\n      return [bv, rv];\n    }\n    /** The f64 reference of flat output index `p`, in O(K). */\n    reference(p) {\n      const [, m, k, n] = bmkn(this.op, this.shape);\n      const bi = Math.floor(p / (m * n));\n      const i = Math.floor(p / n) % m;\n      const j = p % n;\n      const a = this.args[0];\n      let acc = 0;\n      if (this.parsed.base === "matmul_i16") {\n        let s = 0;\n        for (let kk = 0; kk < k; kk++) s += qaAt(this.args, k, i, kk) * qbAt(this.args, n, kk, j);\n        acc = f32(this.args[2][i]) * f32(this.args[3][j]) * s;\n      } else {\n        for (let kk = 0; kk < k; kk++) acc += f32(a[(bi * m + i) * k + kk]) * bAt(this.op, this.shape, this.args, bi, kk, j);\n      }\n      if (this.biasArg < 0 && this.residualArg < 0 && this.parsed.act === "none") return acc;\n      const [bv, rv] = this.epilogueTerms(p);\n      return epilogue(this.parsed, acc, bv, rv);\n    }\n  };\n  function compareOutputs(scales, got, want, tolerance) {\n    let maxErr = 0, worst = 0;\n    for (let p = 0; p < got.length; p++) {\n      const g = got[p], w = want[p];\n      const err = Number.isFinite(g) && Number.isFinite(w) ? Math.abs(g - w) / scales.at(p) : Infinity;\n      if (err > maxErr || err === Infinity && maxErr !== Infinity) {\n        maxErr = err;\n        worst = p;\n      }\n    }\n    return { ok: maxErr <= tolerance, maxErr, worst };\n  }\n  function checkPositions(scales, got, positions) {\n    let maxErr = 0, worst = 0;\n    for (const p of positions) {\n      const g = got[p];\n      const err = Number.isFinite(g) ? Math.abs(g - scales.reference(p)) / scales.at(p) : Infinity;\n      if (err > maxErr || err === Infinity && maxErr !== Infinity) {\n        maxErr = err;\n        worst = p;\n      }\n    }\n    return { ok: maxErr <= toleranceOf(scales.op), maxErr, worst };\n  }\n  function defaultPositions(len, count = 8) {\n    const out = /* @__PURE__ */ new Set([0, len - 1]);\n    for (let i = 1; out.size < Math.min(count, len); i++) out.add(Math.floor(i * 0.618033988749895 * len % len));\n    return [...out].sort((a, b) => a - b);\n  }\n\n  // src/rng.ts\n  var POISON = 2143346349;\n  function mul64(out, hi, lo, ch, cl) {\n    const a0 = lo & 65535, a1 = lo >>> 16, b0 = cl & 65535, b1 = cl >>> 16;\n    const c1 = a1 * b0, c2 = a0 * b1;\n    const low = a0 * b0 + ((c1 & 65535) + (c2 & 65535)) * 65536;\n    const l = low >>> 0;\n    out[1] = l;\n    out[0] = a1 * b1 + (c1 >>> 16) + (c2 >>> 16) + (low - l) / 4294967296 + Math.imul(hi, cl) + Math.imul(lo, ch);\n  }\n  var SplitMix64 = class {\n    // [state hi, state lo, last draw hi, last draw lo]\n    s = new Uint32Array(4);\n    m = new Uint32Array(2);\n    constructor(seed) {\n      const x = BigInt.asUintN(64, seed) ^ 0x9e3779b97f4a7c15n;\n      this.s[0] = Number(x >> 32n);\n      this.s[1] = Number(x & 0xffffffffn);\n    }\n    /** High 32 bits of the last draw. */\n    get outHi() {\n      return this.s[2];\n    }\n    /** Low 32 bits of the last draw. */\n    get outLo() {\n      return this.s[3];\n    }\n    /** Draws the next 64 bits into `outHi`/`outLo`. */\n    next() {\n      const s = this.s, m = this.m;\n      const lo = s[1] + 2135587861;\n      s[0] = s[0] + 2654435769 + (lo > 4294967295 ? 1 : 0);\n      s[1] = lo;\n      let h = s[0], l = s[1];\n      mul64(m, (h ^ h >>> 30) >>> 0, (l ^ (l >>> 30 | h << 2)) >>> 0, 3210233709, 484763065);\n      h = m[0];\n      l = m[1];\n      mul64(m, (h ^ h >>> 27) >>> 0, (l ^ (l >>> 27 | h << 5)) >>> 0, 2496678331, 321982955);\n      h = m[0];\n      l = m[1];\n      s[2] = h ^ h >>> 31;\n      s[3] = l ^ (l >>> 31 | h << 1);\n    }\n    /** The 64-bit state, for the Wasm filler to go on from. */\n    get state() {\n      return BigInt(this.s[0]) << 32n | BigInt(this.s[1]);\n    }\n    set state(x) {\n      this.s[0] = Number(BigInt.asUintN(64, x) >> 32n);\n      this.s[1] = Number(x & 0xffffffffn);\n    }\n    /** Full 64-bit draw as a BigInt (for tests). */\n    nextBig() {\n      this.next();\n      return BigInt(this.outHi) << 32n | BigInt(this.outLo);\n    }\n  };\n  function nonzero(hi) {\n    const x = 2 * (hi >>> 8) / 16777216 - 1;\n    return Math.abs(x) < 1 / 64 ? 0.5 : x;\n  }\n  function i16Word(raw, r) {\n    const half = (h) => h % (2 * r + 1) - r || 1;\n    return (half(raw & 65535) & 65535 | half(raw >>> 16) << 16) >>> 0;\n  }\n  var TENTH = Math.fround(0.1);\n  var HUNDREDTH = Math.fround(0.01);\n  var CHUNK_WORDS = 1 << 15;\n  function sleb(v) {\n    const out = [];\n    for (; ; ) {\n      const b = Number(v & 0x7fn);\n      v >>= 7n;\n      const last = v === 0n && !(b & 64) || v === -1n && (b & 64) !== 0;\n      out.push(last ? b : b | 128);\n      if (last) return out;\n    }\n  }\n  function f64(x) {\n    const d = new DataView(new ArrayBuffer(8));\n    d.setFloat64(0, x, true);\n    return [...new Uint8Array(d.buffer)];\n  }\n  function fillerBytes() {\n    const i64 = (v) => [66, ...sleb(BigInt.asIntN(64, v))];\n    const get = (i) => [32, i], set = (i) => [33, i], tee = (i) => [34, i];\n    const body = [\n      2,\n      64,\n      3,\n      64,\n      ...get(1),\n      ...get(2),\n      79,\n      13,\n      1,\n      // p >= end: out\n      ...get(0),\n      ...i64(0x9e3779b97f4a7c15n),\n      124,\n      ...tee(0),\n      ...get(0),\n      ...i64(30n),\n      136,\n      133,\n      ...i64(0xbf58476d1ce4e5b9n),\n      126,\n      ...tee(4),\n      ...get(4),\n      ...i64(27n),\n      136,\n      133,\n      ...i64(0x94d049bb133111ebn),\n      126,\n      ...tee(4),\n      ...get(4),\n      ...i64(31n),\n      136,\n      133,\n      ...set(4),\n      ...get(3),\n      69,\n      4,\n      64,\n      ...get(1),\n      ...get(4),\n      167,\n      54,\n      2,\n      0,\n      // i32.store of the low word\n      5,\n      ...get(4),\n      ...i64(32n),\n      136,\n      167,\n      ...set(5),\n      ...get(5),\n      65,\n      8,\n      118,\n      184,\n      68,\n      ...f64(2),\n      162,\n      68,\n      ...f64(16777216),\n      163,\n      68,\n      ...f64(1),\n      161,\n      ...set(6),\n      ...get(6),\n      153,\n      68,\n      ...f64(1 / 64),\n      99,\n      4,\n      64,\n      68,\n      ...f64(0.5),\n      ...set(6),\n      11,\n      ...get(3),\n      65,\n      2,\n      70,\n      4,\n      64,\n      ...get(6),\n      153,\n      68,\n      ...f64(TENTH),\n      162,\n      182,\n      187,\n      68,\n      ...f64(HUNDREDTH),\n      160,\n      ...set(6),\n      11,\n      ...get(1),\n      ...get(6),\n      182,\n      56,\n      2,\n      0,\n      // f32.store\n      11,\n      ...get(1),\n      65,\n      4,\n      106,\n      ...set(1),\n      12,\n      0,\n      11,\n      11,\n      ...get(0),\n      11\n    ];\n    const func = [3, 1, 126, 1, 127, 1, 124, ...body];\n    const section = (id, content) => [id, ...uleb(content.length), ...content];\n    const name = (s) => [s.length, ...[...s].map((c) => c.charCodeAt(0))];\n    return new Uint8Array([\n      0,\n      97,\n      115,\n      109,\n      1,\n      0,\n      0,\n      0,\n      ...section(1, [1, 96, 4, 126, 127, 127, 127, 1, 126]),\n      ...section(3, [1, 0]),\n      ...section(5, [1, 0, CHUNK_WORDS * 4 / 65536]),\n      ...section(7, [2, ...name("fill"), 0, 0, ...name("mem"), 2, 0]),\n      ...section(10, [1, ...uleb(func.length), ...func])\n    ]);\n  }\n  function uleb(n) {\n    const out = [];\n    do {\n      const b = n & 127;\n      n >>>= 7;\n      out.push(n ? b | 128 : b);\n    } while (n);\n    return out;\n  }\n  var filler;\n  function wasmFiller() {\n    if (filler !== void 0) return filler;\n    try {\n      const inst = new WebAssembly.Instance(new WebAssembly.Module(fillerBytes()));\n      filler = inst.exports;\n      filler.fill(0n, 0, 0, 0);\n    } catch {\n      filler = null;\n    }\n    return filler;\n  }\n  var InputGen = class {\n    /** `specs` are all arguments; the last (the output) is not generated. `useWasm`: false forces the JS path. */\n    constructor(specs, seed, useWasm = true) {\n      this.specs = specs;\n      this.useWasm = useWasm;\n      this.rng = new SplitMix64(seed);\n      this.args = specs.slice(0, -1).map((s) => new Uint32Array(s.elems));\n    }\n    specs;\n    useWasm;\n    rng;\n    arg = 0;\n    pos = 0;\n    args;\n    get done() {\n      return this.arg >= this.args.length;\n    }\n    /** Generates up to `n` more words; returns true when all are there. */\n    fill(n) {\n      const rng = this.rng;\n      while (n > 0 && !this.done) {\n        const out = this.args[this.arg];\n        const s = this.specs[this.arg];\n        const w = this.useWasm ? wasmFiller() : null;\n        const end = Math.min(out.length, this.pos + Math.min(n, w ? CHUNK_WORDS : n));\n        n -= end - this.pos;\n        if (w) {\n          const mode = s.dtype === "u32" ? 0 : s.name === "S" || s.name === "D" ? 2 : 1;\n          rng.state = w.fill(rng.state, 0, (end - this.pos) * 4, mode);\n          out.set(new Uint32Array(w.mem.buffer, 0, end - this.pos), this.pos);\n        } else if (s.dtype === "u32") {\n          for (let i = this.pos; i < end; i++) {\n            rng.next();\n            out[i] = rng.outLo;\n          }\n        } else {\n          const f = new Float32Array(out.buffer, out.byteOffset, out.length);\n          if (s.name === "S" || s.name === "D") {\n            for (let i = this.pos; i < end; i++) {\n              rng.next();\n              f[i] = Math.fround(Math.abs(nonzero(rng.outHi)) * TENTH) + HUNDREDTH;\n            }\n          } else {\n            for (let i = this.pos; i < end; i++) {\n              rng.next();\n              f[i] = nonzero(rng.outHi);\n            }\n          }\n        }\n        if (s.name === "Mn") {\n          const f = new Float32Array(out.buffer, out.byteOffset, out.length);\n          const d = new Float32Array(this.args[this.arg - 1].buffer);\n          for (let i = this.pos; i < end; i++) f[i] = -d[i] * Math.fround(7.5 + 0.5 * f[i]);\n        }\n        if (s.i16Bound !== void 0) for (let i = this.pos; i < end; i++) out[i] = i16Word(out[i], s.i16Bound);\n        if (s.dtype === "f16") {\n          const f = new Float32Array(out.buffer, out.byteOffset, out.length);\n          for (let i = this.pos; i < end; i++) f[i] = f16Round(f[i]);\n        }\n        this.pos = end;\n        if (end === out.length) {\n          this.arg++;\n          this.pos = 0;\n        }\n      }\n      return this.done;\n    }\n  };\n\n  // src/reports.ts\n  var MAX_BATCH_BYTES = 56 * 1024;\n\n  // src/stats.ts\n  function median(xs) {\n    const s = [...xs].sort((a, b) => a - b);\n    const n = s.length;\n    if (n === 0) return NaN;\n    return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;\n  }\n  function relNoise(xs) {\n    const m = median(xs);\n    if (!(m > 0)) return Infinity;\n    return 1.4826 * median(xs.map((x) => Math.abs(x - m))) / m;\n  }\n  function fasterBeyondNoise(cand, cur, floor = 0.01) {\n    const threshold = Math.max(floor, 2 * Math.hypot(relNoise(cand), relNoise(cur)));\n    return median(cand) < median(cur) * (1 - threshold);\n  }\n\n  // src/tuner.ts\n  var WARM_MAX_PAIRS = 15;\n  var WARM_MAX_MS = 1500;\n  var WARM_MIN_MS = 8;\n  var MAX_RESTARTS = 2;\n  var NEW_LOW = 0.9;\n  var REJECT_RATIO = 1.25;\n  var REJECT_PAIRS = 3;\n  var FUTILE_PAIRS = 5;\n  var STOP_AFTER_MS = 30;\n  function noNewLow(xs) {\n    if (xs.length < 2) return false;\n    let min = Infinity;\n    for (let i = 0; i < xs.length - 1; i++) min = Math.min(min, xs[i]);\n    return xs[xs.length - 1] >= NEW_LOW * min;\n  }\n  function warmedUp(cur, cand, sinceFirstRunMs) {\n    return cur.length >= 2 && cand.length >= 2 && sinceFirstRunMs >= WARM_MIN_MS && noNewLow(cur) && noNewLow(cand);\n  }\n  function clearlySlower(cur, cand) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < REJECT_PAIRS || !noNewLow(cand)) return false;\n    for (let i = n - REJECT_PAIRS; i < n; i++) if (!(cand[i] >= REJECT_RATIO * cur[i])) return false;\n    return true;\n  }\n  function futile(cur, cand) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < FUTILE_PAIRS || !noNewLow(cand)) return false;\n    const ratios = [];\n    for (let i = 0; i < n; i++) ratios.push(cand[i] / cur[i]);\n    return median(ratios) >= 1;\n  }\n  var FAST_WARM_PAIRS = 6;\n  var FAST_WARM_MS = 400;\n  var SEQ_MIN_PAIRS = 3;\n  var SEQ_MAX_PAIRS = 9;\n  var SEQ_PROMISING_PAIRS = 18;\n  var SEQ_MIN_SD = 0.01;\n  var T995 = [Infinity, 63.66, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.25, 3.169];\n  function sequentialVerdict(cur, cand, floor = 0.01) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < SEQ_MIN_PAIRS) return void 0;\n    const r = [];\n    for (let i = 0; i < n; i++) r.push(Math.log(cand[i] / cur[i]));\n    const mean = r.reduce((a, b) => a + b, 0) / n;\n    const sd = Math.max(SEQ_MIN_SD, Math.sqrt(r.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1)));\n    const half = (T995[Math.min(n - 1, T995.length - 1)] ?? 2.8) * sd / Math.sqrt(n);\n    const need = Math.log(1 - floor);\n    if (mean - half > need) return "slower";\n    if (mean + half < need) return "faster";\n    return void 0;\n  }\n  var T95 = [Infinity, 6.314, 2.92, 2.353, 2.132, 2.015, 1.943, 1.895, 1.86, 1.833, 1.812];\n  function meanLogRatio(cur, cand) {\n    const n = Math.min(cur.length, cand.length);\n    let s = 0;\n    for (let i = 0; i < n; i++) s += Math.log(cand[i] / cur[i]);\n    return s / n;\n  }\n  function pairedFaster(cur, cand, floor = 0.01) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < 2) return false;\n    const r = [];\n    for (let i = 0; i < n; i++) r.push(Math.log(cand[i] / cur[i]));\n    const mean = r.reduce((a, b) => a + b, 0) / n;\n    const sd = Math.max(SEQ_MIN_SD, Math.sqrt(r.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1)));\n    return mean + (T95[Math.min(n - 1, T95.length - 1)] ?? 1.75) * sd / Math.sqrt(n) < Math.log(1 - floor);\n  }\n  function unitTimes() {\n    return { fill: Infinity, scales: Infinity, checkCur: Infinity, checkCand: Infinity };\n  }\n  function noteUnitTime(times, u, ms) {\n    const prev = times[u];\n    times[u] = Number.isFinite(prev) ? Math.max(ms, 0.9 * prev) : ms;\n  }\n  function failed(c, error) {\n    return {\n      sha256: c.sha256,\n      index: c.index,\n      total: c.total,\n      source: c.source,\n      ticket: c.ticket,\n      ok: false,\n      error,\n      median_us: 0,\n      current_us: 0,\n      noise: 0,\n      runs: 0\n    };\n  }\n  var Evaluation = class {\n    constructor(t, backend, cand, fetched) {\n      this.t = t;\n      this.backend = backend;\n      this.cand = cand;\n      this.fetched = fetched;\n      this.gen = new InputGen(t.specs, cand.seed);\n      this.impl = fetched.impl;\n      this.loadError = fetched.error;\n    }\n    t;\n    backend;\n    cand;\n    fetched;\n    phase = "load";\n    result = null;\n    gen;\n    scales = null;\n    curOut = null;\n    reps = 1;\n    perCall = 0;\n    turn = 0;\n    warmMs = 0;\n    firstRun = 0;\n    warm = { cur: [], cand: [] };\n    timed = { cur: [], cand: [] };\n    samples;\n    rejectedEarly = false;\n    restarts = 0;\n    t0 = performance.now();\n    ends = {};\n    busyMs = 0;\n    slices = 0;\n    busyBy = {};\n    longest = 0;\n    longestPhase = "";\n    impl;\n    loading = null;\n    /** Whether the fast policy applies (see `Policy`). */\n    get fast() {\n      return (this.t.policy ?? "fast") === "fast";\n    }\n    loadError;\n    /**\n     * Compiles the candidate in the background while its inputs are made. It\n     * starts only when this candidate\'s turn comes, never while another is\n     * being timed: a compile (V8\'s background tiers, a GPU driver\'s pipeline\n     * build) competes for the same cores and would inflate the timings.\n     */\n    startLoad() {\n      this.loading = this.backend.load(this.fetched.bytes, this.cand.meta).then(\n        (impl) => {\n          this.impl = impl;\n        },\n        (e) => {\n          this.loadError = `load: ${e instanceof Error ? e.message : e}`;\n        }\n      );\n      this.loading.then(() => {\n        this.loading = null;\n        this.ends.load = performance.now() - this.t0;\n      });\n    }\n    /** Records a failure; `us` is the time of the one run it had, if it ran. */\n    fail(error, us) {\n      this.result = us === void 0 ? failed(this.cand, error) : { ...failed(this.cand, error), median_us: Math.max(us, 1e-3), runs: 1 };\n      this.phase = "done";\n    }\n    /**\n     * Does what fits before `deadline`. Unless `strict`, at least one unit of\n     * work is done even when it alone overruns; a strict call starts a unit\n     * only when its estimated time fits.\n     */\n    async step(bench, deadline, strict = false) {\n      const t = performance.now();\n      const from = this.phase;\n      try {\n        await this.work(bench, deadline, strict);\n      } finally {\n        const now = performance.now();\n        this.busyMs += now - t;\n        this.slices++;\n        this.busyBy[from] = (this.busyBy[from] ?? 0) + (now - t);\n        if (now - t > this.longest) {\n          this.longest = now - t;\n          this.longestPhase = from;\n        }\n        this.markPhases(from, now);\n      }\n    }\n    /** Notes the end time of the phases left since `from`. */\n    markPhases(from, now) {\n      const order = ["load", "inputs", "check", "warm", "time", "done"];\n      for (let i = order.indexOf(from); i < order.indexOf(this.phase); i++) {\n        const p = order[i];\n        if (p !== "time" && p !== "done" && this.ends[p] === void 0) this.ends[p] = now - this.t0;\n      }\n      if (this.result && !this.result.trace) {\n        const e = this.ends, at = now - this.t0;\n        this.result.trace = {\n          load_ms: e.load ?? at,\n          inputs_ms: e.inputs ?? at,\n          check_ms: e.check ?? at,\n          warm_ms: e.warm ?? at,\n          done_ms: at,\n          busy_ms: this.busyMs,\n          slices: this.slices,\n          warm_pairs: this.warm.cur.length,\n          timed_pairs: this.timed.cur.length,\n          busy_by_phase: this.busyBy,\n          longest_ms: this.longest,\n          longest_phase: this.longestPhase,\n          warm_cur: this.warm.cur,\n          warm_cand: this.warm.cand\n        };\n      }\n    }\n    /** Runs one unit of work, timing it for the tuner\'s estimates. */\n    async unit(u, f) {\n      const t = performance.now();\n      try {\n        return await f();\n      } finally {\n        this.t.noteUnit(u, performance.now() - t);\n      }\n    }\n    async work(bench, deadline, strict) {\n      if (this.phase === "load") {\n        if (!this.impl && !this.fetched.bytes) return this.fail(this.loadError ?? "not fetched");\n        if (!this.impl && !this.loading) this.startLoad();\n        this.phase = "inputs";\n      }\n      if (this.phase === "done") return;\n      const cur = this.t.current;\n      let worked = strict;\n      const fits = (est) => !worked || performance.now() + est <= deadline;\n      while (this.phase !== "done") {\n        if (this.phase === "inputs") {\n          if (!this.gen.done) {\n            if (!fits(this.t.unitMs.fill)) return;\n            await this.unit("fill", () => this.gen.fill(1 << 15));\n            worked = true;\n            continue;\n          }\n          if (!fits(this.t.unitMs.scales)) return;\n          await this.unit("scales", async () => {\n            await bench.setInputs(this.gen.args);\n            this.scales = new Scales(this.t.op, this.t.shape, this.gen.args);\n          });\n          worked = true;\n          this.phase = "check";\n          continue;\n        }\n        if (this.phase === "check") {\n          if (!this.curOut) {\n            if (!fits(this.t.unitMs.checkCur)) return;\n            worked = true;\n            const t0 = performance.now();\n            try {\n              this.curOut = await this.unit("checkCur", () => bench.runOnce(cur));\n            } catch (e) {\n              this.curOut = new Float32Array(0);\n              this.t.currentBroken = true;\n              this.t.note(`the kernel in use failed to run: ${e}`);\n            }\n            this.perCall = Math.max(performance.now() - t0, 1e-4);\n            continue;\n          }\n          if (this.loading) return;\n          if (!this.impl) return this.fail(this.loadError ?? "load failed");\n          if (!fits(Math.max(this.t.unitMs.checkCand, this.perCall))) return;\n          worked = true;\n          const t1 = performance.now();\n          this.firstRun = t1;\n          let candOut;\n          try {\n            candOut = await this.unit("checkCand", () => bench.runOnce(this.impl));\n          } catch (e) {\n            return this.fail(`run: ${e instanceof Error ? e.message : e}`, (performance.now() - t1) * 1e3);\n          }\n          const t2 = performance.now();\n          const curOut = this.curOut;\n          const positions = this.cand.check?.length ? this.cand.check : defaultPositions(candOut.length);\n          const ref = checkPositions(this.scales, candOut, positions);\n          if (!ref.ok) return this.fail(`output ${ref.worst} is off the reference by ${ref.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1e3);\n          if (!this.t.currentBroken) {\n            const curRef = checkPositions(this.scales, curOut, positions);\n            if (!curRef.ok) {\n              this.t.currentBroken = true;\n              this.t.note(`the kernel in use is off the reference at output ${curRef.worst} (${curRef.maxErr.toExponential(2)})`);\n            } else {\n              const cmp = compareOutputs(this.scales, candOut, curOut, 2 * toleranceOf(this.scales.op));\n              if (!cmp.ok) return this.fail(`output ${cmp.worst} differs from the kernel in use by ${cmp.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1e3);\n            }\n          }\n          if (this.cand.check) this.samples = this.cand.check.map((p) => candOut[p]);\n          this.curOut = null;\n          this.perCall = Math.max(this.perCall, t2 - t1, 1e-4);\n          this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));\n          this.phase = "warm";\n          continue;\n        }\n        const impl = this.impl;\n        if (!fits(this.reps * this.perCall)) return;\n        worked = true;\n        const curTurn = this.turn % 4 === 0 || this.turn % 4 === 3;\n        const ms = await bench.time(curTurn ? cur : impl, this.reps);\n        const per = ms / this.reps;\n        const into = this.phase === "warm" ? this.warm : this.timed;\n        (curTurn ? into.cur : into.cand).push(per);\n        this.turn++;\n        if (this.turn % 2) continue;\n        if (this.phase === "warm") {\n          this.warmMs += 2 * ms;\n          this.perCall = Math.max(into.cur.at(-1), into.cand.at(-1), 1e-4);\n          this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));\n          const enough = this.t.warmPairs !== void 0 ? into.cur.length >= this.t.warmPairs : warmedUp(into.cur, into.cand, performance.now() - this.firstRun) || into.cur.length >= (this.fast ? FAST_WARM_PAIRS : WARM_MAX_PAIRS) || this.warmMs > (this.fast ? FAST_WARM_MS : WARM_MAX_MS);\n          if (enough) this.phase = "time";\n          continue;\n        }\n        const t = this.timed;\n        if (this.t.warmPairs === void 0 && t.cand.length >= 2 && !noNewLow(t.cand) && this.restarts < MAX_RESTARTS) {\n          this.restarts++;\n          this.warm.cur.push(...t.cur);\n          this.warm.cand.push(...t.cand);\n          t.cur.length = 0;\n          t.cand.length = 0;\n          this.phase = "warm";\n          continue;\n        }\n        const promising = this.fast && !pairedFaster(t.cur, t.cand) && meanLogRatio(t.cur, t.cand) < Math.log(1 - 0.01);\n        const maxPairs = this.fast ? Math.min(this.t.timedPairs, SEQ_MAX_PAIRS) * (promising ? SEQ_PROMISING_PAIRS / SEQ_MAX_PAIRS : 1) : this.t.timedPairs;\n        const settled = performance.now() - this.firstRun >= this.t.stopAfterMs;\n        const verdict = this.fast && this.t.earlyReject && t.cur.length < maxPairs ? sequentialVerdict(t.cur, t.cand) : void 0;\n        const early = this.t.earlyReject && t.cur.length < maxPairs && settled && (clearlySlower(t.cur, t.cand) || verdict === "slower" && noNewLow(t.cand) || futile(t.cur, t.cand));\n        const won = !early && verdict === "faster";\n        const full = this.fast ? t.cur.length >= maxPairs && (settled || t.cur.length >= 3 * maxPairs) : t.cur.length >= maxPairs;\n        if (early || won || full) {\n          this.rejectedEarly = early;\n          const c = this.cand;\n          this.result = {\n            sha256: c.sha256,\n            index: c.index,\n            total: c.total,\n            source: c.source,\n            ticket: c.ticket,\n            ok: true,\n            median_us: median(t.cand) * 1e3,\n            current_us: median(t.cur) * 1e3,\n            noise: relNoise(t.cand),\n            runs: this.reps * t.cand.length,\n            samples: this.samples,\n            ...early ? { rejected_early: true } : {}\n          };\n          this.phase = "done";\n        }\n      }\n    }\n    /**\n     * Whether the candidate beat the kernel in use. Legacy: its median is\n     * lower beyond the noise of both sample sets (`fasterBeyondNoise`). Fast:\n     * the paired test (`pairedFaster`) says it is faster by the 1 % floor at\n     * one-sided 95 %, from the ratios of its timed pairs.\n     */\n    beatsCurrent() {\n      if (this.rejectedEarly || this.timed.cand.length === 0) return false;\n      return this.fast ? pairedFaster(this.timed.cur, this.timed.cand) : fasterBeyondNoise(this.timed.cand, this.timed.cur);\n    }\n  };\n\n  // src/threads.ts\n  var CTRL = {\n    GEN: 0,\n    // generation of the current call; workers wait on it\n    MAIL: 1,\n    // messages posted to every worker so far\n    NEXT: 2,\n    // (generation << 8) | next part to claim\n    DONE: 3,\n    // parts of the current call finished\n    PARTS: 4,\n    KERNEL: 5,\n    // pool id of the kernel\n    NARGS: 6,\n    ERROR: 7,\n    // set by a worker whose part threw\n    ARGS: 8,\n    // up to 8 arguments\n    BELL: 16,\n    // rung (incremented) for every call and every message; workers wait on it\n    APP_CALLS: 17,\n    // the app\'s kernel calls started so far (see `ThreadPool.activity`)\n    APP_BUSY: 18,\n    // 1 while an app kernel runs\n    WORDS: 19\n  };\n  var GEN_MASK = 8388607;\n  var READY_MS = 5e3;\n  function withTimeout(p, ms) {\n    return new Promise((resolve, reject) => {\n      const t = setTimeout(resolve, ms);\n      p.then(() => (clearTimeout(t), resolve()), (e) => (clearTimeout(t), reject(e)));\n    });\n  }\n  var ThreadPool = class {\n    /** Threads that run parts: the caller and `size - 1` workers. */\n    size;\n    ctrl;\n    workers = [];\n    gen = 0;\n    nextId = 1;\n    pending = /* @__PURE__ */ new Map();\n    closed = false;\n    /** Calls run, parts run, and parts the calling thread ran itself (the rest ran on workers). */\n    stats = { calls: 0, parts: 0, callerParts: 0 };\n    /** A pool of `size` threads (the caller counts as one). */\n    constructor(size) {\n      this.size = Math.max(1, Math.floor(size));\n      this.ctrl = new Int32Array(new SharedArrayBuffer(CTRL.WORDS * 4));\n      if (this.size === 1) return;\n      const url = URL.createObjectURL(new Blob([\'"use strict";\\n(() => {\\n  // src/threads.ts\\n  var CTRL = {\\n    GEN: 0,\\n    // generation of the current call; workers wait on it\\n    MAIL: 1,\\n    // messages posted to every worker so far\\n    NEXT: 2,\\n    // (generation << 8) | next part to claim\\n    DONE: 3,\\n    // parts of the current call finished\\n    PARTS: 4,\\n    KERNEL: 5,\\n    // pool id of the kernel\\n    NARGS: 6,\\n    ERROR: 7,\\n    // set by a worker whose part threw\\n    ARGS: 8,\\n    // up to 8 arguments\\n    BELL: 16,\\n    // rung (incremented) for every call and every message; workers wait on it\\n    APP_CALLS: 17,\\n    // the app\\\'s kernel calls started so far (see `ThreadPool.activity`)\\n    APP_BUSY: 18,\\n    // 1 while an app kernel runs\\n    WORDS: 19\\n  };\\n  function claim(c, gen, parts) {\\n    for (; ; ) {\\n      const v = Atomics.load(c, CTRL.NEXT);\\n      if (v >>> 8 !== gen) return -1;\\n      const p = v & 255;\\n      if (p >= parts) return -1;\\n      if (Atomics.compareExchange(c, CTRL.NEXT, v, v + 1) === v) return p;\\n    }\\n  }\\n  function runClaimed(c, gen, parts, run) {\\n    let n = 0;\\n    for (let p = claim(c, gen, parts); p >= 0; p = claim(c, gen, parts), n++) {\\n      try {\\n        run(p);\\n      } finally {\\n        Atomics.add(c, CTRL.DONE, 1);\\n      }\\n    }\\n    return n;\\n  }\\n\\n  // src/pool-worker.ts\\n  var SPIN_MS = 0.3;\\n  var ctrl = null;\\n  var kernels = /* @__PURE__ */ new Map();\\n  var mail = 0;\\n  var seen = 0;\\n  var args = [];\\n  var scope = self;\\n  scope.onmessage = (e) => {\\n    const m = e.data;\\n    if (m.kind === "init") {\\n      ctrl = m.ctrl;\\n      seen = Atomics.load(ctrl, CTRL.GEN);\\n    } else {\\n      mail++;\\n      try {\\n        const inst = new WebAssembly.Instance(m.module, { env: { memory: m.memory } });\\n        kernels.set(m.id, inst.exports[m.entry]);\\n        scope.postMessage({ kind: "ready", id: m.id });\\n      } catch (err) {\\n        scope.postMessage({ kind: "error", id: m.id, error: `pool worker cannot instantiate kernel: ${err}` });\\n      }\\n    }\\n    loop();\\n  };\\n  function loop() {\\n    const c = ctrl;\\n    if (!c) return;\\n    let idleSince = performance.now();\\n    for (; ; ) {\\n      const bell = Atomics.load(c, CTRL.BELL);\\n      if (Atomics.load(c, CTRL.MAIL) !== mail) return;\\n      const gen = Atomics.load(c, CTRL.GEN);\\n      if (gen === seen) {\\n        if (performance.now() - idleSince < SPIN_MS) continue;\\n        Atomics.wait(c, CTRL.BELL, bell);\\n        idleSince = performance.now();\\n        continue;\\n      }\\n      seen = gen;\\n      const fn = kernels.get(c[CTRL.KERNEL]);\\n      const parts = c[CTRL.PARTS];\\n      args.length = c[CTRL.NARGS];\\n      for (let i = 0; i < args.length; i++) args[i] = c[CTRL.ARGS + i];\\n      if (fn) {\\n        runClaimed(c, gen, parts, (p) => {\\n          try {\\n            fn(...args, p);\\n          } catch {\\n            Atomics.store(c, CTRL.ERROR, 1);\\n          }\\n        });\\n      }\\n      idleSince = performance.now();\\n    }\\n  }\\n})();\\n\'], { type: "text/javascript" }));\n      try {\n        for (let i = 1; i < this.size; i++) {\n          const w = new Worker(url);\n          w.onmessage = (e) => this.reply(e.data);\n          w.onerror = (e) => {\n            e.preventDefault();\n            for (const [id] of this.pending) this.reply({ kind: "error", id, error: `pool worker: ${e.message}` });\n          };\n          w.postMessage({ kind: "init", ctrl: this.ctrl });\n          this.workers.push(w);\n        }\n      } finally {\n        URL.revokeObjectURL(url);\n      }\n    }\n    reply(r) {\n      const p = this.pending.get(r.id);\n      if (!p) return;\n      if (r.kind === "error") {\n        this.pending.delete(r.id);\n        p.reject(new Error(r.error));\n      } else if (--p.left === 0) {\n        this.pending.delete(r.id);\n        p.resolve();\n      }\n    }\n    /**\n     * Instantiates `module` (a threaded kernel, or any module whose `entry`\n     * takes the part number last) on `memory` in every worker; `instance` is\n     * the calling thread\'s. Calls may start at once: until a worker has\n     * its instance, the caller runs that worker\'s share.\n     */\n    prepare(module, memory, instance, entry = "kernel_part") {\n      const part = instance.exports[entry];\n      if (typeof part !== "function") throw new Error(`a threaded kernel must export ${entry}`);\n      const id = this.nextId++;\n      const ready = this.workers.length === 0 ? Promise.resolve() : new Promise((resolve, reject) => this.pending.set(id, { left: this.workers.length, resolve, reject }));\n      for (const w of this.workers) w.postMessage({ kind: "kernel", id, module, memory, entry });\n      if (this.workers.length) {\n        Atomics.add(this.ctrl, CTRL.MAIL, 1);\n        this.ring();\n      }\n      return { id, part, ready: withTimeout(ready, READY_MS) };\n    }\n    /**\n     * The words a bench worker reads to time candidates only while the app\'s\n     * kernels are not running (`APP_CALLS`, `APP_BUSY`): on a page with\n     * threads, a candidate timed while the app\'s kernels use the cores would\n     * look slower the more threads it uses.\n     */\n    get activity() {\n      return this.ctrl;\n    }\n    /** Runs `f`, an app kernel call, marked in `activity` (every `run` is). */\n    appCall(f) {\n      const c = this.ctrl;\n      Atomics.add(c, CTRL.APP_CALLS, 1);\n      Atomics.store(c, CTRL.APP_BUSY, 1);\n      try {\n        f();\n      } finally {\n        Atomics.store(c, CTRL.APP_BUSY, 0);\n        Atomics.notify(c, CTRL.APP_BUSY);\n      }\n    }\n    /**\n     * Runs parts `0..parts` of `k` with these arguments and returns when all\n     * are done. Synchronous: the caller runs parts itself and then spins for\n     * the parts workers took (at most one part\'s time).\n     */\n    run(k, args, parts) {\n      this.appCall(() => this.runParts(k, args, parts));\n    }\n    runParts(k, args, parts) {\n      const c = this.ctrl;\n      this.stats.calls++;\n      this.stats.parts += parts;\n      if (this.workers.length === 0 || this.closed) {\n        for (let p = 0; p < parts; p++) k.part(...args, p);\n        this.stats.callerParts += parts;\n        return;\n      }\n      if (args.length > 8 || parts > 255) throw new Error(`a pool call takes at most 8 arguments and 255 parts, got ${args.length} and ${parts}`);\n      const gen = this.gen = this.gen + 1 & GEN_MASK;\n      for (let i = 0; i < args.length; i++) c[CTRL.ARGS + i] = args[i];\n      c[CTRL.NARGS] = args.length;\n      c[CTRL.PARTS] = parts;\n      c[CTRL.KERNEL] = k.id;\n      Atomics.store(c, CTRL.DONE, 0);\n      Atomics.store(c, CTRL.ERROR, 0);\n      Atomics.store(c, CTRL.NEXT, gen << 8);\n      Atomics.store(c, CTRL.GEN, gen);\n      this.ring();\n      this.stats.callerParts += runClaimed(c, gen, parts, (p) => k.part(...args, p));\n      while (Atomics.load(c, CTRL.DONE) < parts) {\n      }\n      if (Atomics.load(c, CTRL.ERROR)) throw new Error("a thread-pool worker failed to run its part of the kernel");\n    }\n    /**\n     * Wakes every worker. A worker reads the bell before it looks for work and\n     * waits only while the bell still has that value, so no call or message\n     * can slip in between its look and its wait unnoticed.\n     */\n    ring() {\n      Atomics.add(this.ctrl, CTRL.BELL, 1);\n      Atomics.notify(this.ctrl, CTRL.BELL);\n    }\n    close() {\n      this.closed = true;\n      for (const w of this.workers) w.terminate();\n      this.workers = [];\n      for (const p of this.pending.values()) p.reject(new Error("thread pool closed"));\n      this.pending.clear();\n    }\n  };\n  function claim(c, gen, parts) {\n    for (; ; ) {\n      const v = Atomics.load(c, CTRL.NEXT);\n      if (v >>> 8 !== gen) return -1;\n      const p = v & 255;\n      if (p >= parts) return -1;\n      if (Atomics.compareExchange(c, CTRL.NEXT, v, v + 1) === v) return p;\n    }\n  }\n  function runClaimed(c, gen, parts, run) {\n    let n = 0;\n    for (let p = claim(c, gen, parts); p >= 0; p = claim(c, gen, parts), n++) {\n      try {\n        run(p);\n      } finally {\n        Atomics.add(c, CTRL.DONE, 1);\n      }\n    }\n    return n;\n  }\n  function sharedImport(bytes) {\n    const r = new Reader(bytes);\n    if (bytes.length < 8 || bytes[0] !== 0 || bytes[1] !== 97 || bytes[2] !== 115 || bytes[3] !== 109) throw new Error("not a Wasm module");\n    r.at = 8;\n    while (r.at < bytes.length) {\n      const start = r.at;\n      const id = bytes[r.at++];\n      const size = r.leb();\n      const end = r.at + size;\n      if (id !== 2) {\n        r.at = end;\n        continue;\n      }\n      const count = r.leb();\n      const out = [...leb(count)];\n      for (let i = 0; i < count; i++) {\n        const from = r.at;\n        r.skip(r.leb());\n        r.skip(r.leb());\n        const kind = bytes[r.at++];\n        out.push(...bytes.subarray(from, r.at));\n        if (kind !== 2) throw new Error(`sharedImport: an import of kind ${kind}: webtune kernels import one memory only`);\n        const flags = bytes[r.at++];\n        const min = r.leb();\n        const max = flags & 1 ? r.leb() : 65536;\n        if (flags & 2) return bytes;\n        if (flags & ~1) throw new Error(`sharedImport: memory limits flags ${flags}`);\n        out.push(3, ...leb(min), ...leb(max));\n      }\n      if (r.at !== end) throw new Error("sharedImport: the import section has trailing bytes");\n      const section = [2, ...leb(out.length), ...out];\n      const res = new Uint8Array(bytes.length - (end - start) + section.length);\n      res.set(bytes.subarray(0, start), 0);\n      res.set(section, start);\n      res.set(bytes.subarray(end), start + section.length);\n      return res;\n    }\n    return bytes;\n  }\n  var Reader = class {\n    constructor(b) {\n      this.b = b;\n    }\n    b;\n    at = 0;\n    leb() {\n      let v = 0, shift = 0;\n      for (; ; ) {\n        if (this.at >= this.b.length) throw new Error("sharedImport: truncated module");\n        const x = this.b[this.at++];\n        v += (x & 127) * 2 ** shift;\n        if (!(x & 128)) return v;\n        shift += 7;\n      }\n    }\n    skip(n) {\n      this.at += n;\n    }\n  };\n  function leb(v) {\n    const out = [];\n    do {\n      let x = v % 128;\n      v = Math.floor(v / 128);\n      if (v) x |= 128;\n      out.push(x);\n    } while (v);\n    return out;\n  }\n  function timeQuietly(activity, sample, maxWaitMs = 1e3, tries = 5) {\n    for (let attempt = 1; ; attempt++) {\n      const until = performance.now() + maxWaitMs;\n      while (Atomics.load(activity, CTRL.APP_BUSY) !== 0 && performance.now() < until) Atomics.wait(activity, CTRL.APP_BUSY, 1, 5);\n      const calls = Atomics.load(activity, CTRL.APP_CALLS);\n      const ms = sample();\n      if (attempt >= tries || Atomics.load(activity, CTRL.APP_CALLS) === calls && Atomics.load(activity, CTRL.APP_BUSY) === 0) return ms;\n    }\n  }\n\n  // src/timer.ts\n  var cached = 0;\n  function timerResolutionMs() {\n    if (cached) return cached;\n    let best = Infinity;\n    for (let trial = 0; trial < 5; trial++) {\n      const t0 = performance.now();\n      let t1 = t0;\n      const start = Date.now();\n      while (t1 === t0 && Date.now() - start < 50) t1 = performance.now();\n      if (t1 > t0) best = Math.min(best, t1 - t0);\n    }\n    cached = Number.isFinite(best) ? best : 1;\n    return cached;\n  }\n\n  // src/wasm.ts\n  var PAGE = 65536;\n  function align(n, a) {\n    return Math.ceil(n / a) * a;\n  }\n  function newMemory(pages, shared) {\n    return shared ? new WebAssembly.Memory({ initial: pages, maximum: 65536, shared: true }) : new WebAssembly.Memory({ initial: pages });\n  }\n  function threadsOf(meta) {\n    return meta.threads && meta.threads > 1 ? meta.threads : 0;\n  }\n  async function instantiate(impl, memory, pool) {\n    const inst = await WebAssembly.instantiate(impl.module, { env: { memory } });\n    const parts = threadsOf(impl.meta);\n    if (parts) {\n      if (!pool) throw new Error(`kernel ${impl.sha256} is threaded (${parts} parts) but this runtime has no thread pool`);\n      const k = pool.prepare(impl.module, memory, inst);\n      await k.ready;\n      return (...o) => pool.run(k, o, parts);\n    }\n    const fn = inst.exports[impl.meta.entry || "kernel"];\n    if (typeof fn !== "function") throw new Error(`kernel ${impl.sha256} exports no \\`${impl.meta.entry}\\``);\n    return fn;\n  }\n  function ensureBytes(memory, bytes) {\n    const have = memory.buffer.byteLength;\n    if (have < bytes) memory.grow(Math.ceil((bytes - have) / PAGE));\n  }\n  var WasmBench = class {\n    constructor(specs, meta, pool, shared, activity) {\n      this.pool = pool;\n      this.activity = activity;\n      let end = 0;\n      for (const s of specs) {\n        this.offsets.push(end);\n        end = align(end + s.elems * 4, 64);\n      }\n      this.scratch = end;\n      this.outElems = specs[specs.length - 1].elems;\n      this.memory = newMemory(Math.max(1, meta.memory_pages_min ?? 0, Math.ceil(end / PAGE)), shared);\n    }\n    pool;\n    activity;\n    resolutionMs = timerResolutionMs();\n    // 1 % rounding, and never under 0.5 ms (call overhead and clock reads).\n    minSampleMs = Math.max(0.5, 100 * this.resolutionMs);\n    memory;\n    offsets = [];\n    scratch;\n    outElems;\n    async setInputs(args) {\n      for (let i = 0; i < args.length; i++) new Uint32Array(this.memory.buffer, this.offsets[i], args[i].length).set(args[i]);\n    }\n    async prepare(impl) {\n      if (impl.benchFn && impl.benchMemory === this.memory) return impl.benchFn;\n      ensureBytes(this.memory, Math.max((impl.meta.memory_pages_min ?? 0) * PAGE, this.scratch + (impl.meta.scratch_bytes ?? 0)));\n      const fn = await instantiate(impl, this.memory, this.pool);\n      impl.benchFn = fn;\n      impl.benchMemory = this.memory;\n      return fn;\n    }\n    argsFor(impl) {\n      return impl.meta.scratch_bytes ? [...this.offsets, this.scratch] : this.offsets;\n    }\n    async runOnce(impl) {\n      const fn = await this.prepare(impl);\n      const out = this.offsets[this.offsets.length - 1];\n      new Uint32Array(this.memory.buffer, out, this.outElems).fill(POISON);\n      fn(...this.argsFor(impl));\n      return new Float32Array(this.memory.buffer.slice(out, out + this.outElems * 4));\n    }\n    async time(impl, reps) {\n      const fn = await this.prepare(impl);\n      const o = this.argsFor(impl);\n      return this.activity ? timeQuietly(this.activity, () => this.timeCalls(fn, o, reps)) : this.timeCalls(fn, o, reps);\n    }\n    timeCalls(fn, o, reps) {\n      let t0 = 0, t1 = 0;\n      switch (o.length) {\n        case 3: {\n          const [a, b, c] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c);\n          t1 = performance.now();\n          break;\n        }\n        case 4: {\n          const [a, b, c, d] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d);\n          t1 = performance.now();\n          break;\n        }\n        case 5: {\n          const [a, b, c, d, e] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e);\n          t1 = performance.now();\n          break;\n        }\n        // matmul_i16\'s A, B, SA, SB, then bias, R and C (and a scratch pointer): up to 8.\n        case 6: {\n          const [a, b, c, d, e, f] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e, f);\n          t1 = performance.now();\n          break;\n        }\n        case 7: {\n          const [a, b, c, d, e, f, g] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e, f, g);\n          t1 = performance.now();\n          break;\n        }\n        case 8: {\n          const [a, b, c, d, e, f, g, h] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e, f, g, h);\n          t1 = performance.now();\n          break;\n        }\n        default:\n          throw new Error(`unexpected kernel arity ${o.length}`);\n      }\n      return t1 - t0;\n    }\n    dispose() {\n    }\n  };\n  var WasmBackend = class {\n    /**\n     * `activity`: in a bench worker on a page with threads, the page pool\'s\n     * activity words; samples are then timed while the app\'s kernels pause.\n     */\n    constructor(pool = null, shared = pool !== null, activity = null) {\n      this.pool = pool;\n      this.shared = shared;\n      this.activity = activity;\n    }\n    pool;\n    shared;\n    activity;\n    target = "wasm";\n    async load(bytes, meta) {\n      if (typeof bytes === "string") throw new Error("a Wasm kernel must be bytes");\n      const parts = threadsOf(meta);\n      if (parts && !this.pool) throw new Error(`kernel ${meta.sha256} is threaded (${parts} parts); this page runs Wasm on one thread`);\n      const module = await WebAssembly.compile(this.shared ? sharedImport(new Uint8Array(bytes)) : bytes);\n      return { sha256: meta.sha256, meta, module, bytes };\n    }\n    bench(specs, meta) {\n      return new WasmBench(specs, meta, this.pool, this.shared, this.activity);\n    }\n  };\n\n  // src/eval-worker.ts\n  var BenchSide = class {\n    constructor(backend, implOf) {\n      this.backend = backend;\n      this.implOf = implOf;\n    }\n    backend;\n    implOf;\n    ops = /* @__PURE__ */ new Map();\n    notes = [];\n    context(r) {\n      let o = this.ops.get(r.key);\n      if (o && r.current && r.current.sha256 !== o.ctx.current.sha256) o.ctx.current = this.implOf(r.current);\n      if (o) return o;\n      if (!r.current) throw new Error(`op ${r.key}: its kernel in use was never sent`);\n      const specs = argSpecs(r.op, r.shape);\n      const unitMs = unitTimes();\n      const notes = () => this.notes;\n      const ctx = {\n        specs,\n        op: r.op,\n        shape: r.shape,\n        current: this.implOf(r.current),\n        currentBroken: false,\n        unitMs,\n        noteUnit(u, ms) {\n          noteUnitTime(unitMs, u, ms);\n        },\n        note(s) {\n          notes().push(s);\n        },\n        timedPairs: r.settings.timedPairs,\n        warmPairs: r.settings.warmPairs,\n        earlyReject: r.settings.earlyReject,\n        stopAfterMs: r.settings.stopAfterMs ?? STOP_AFTER_MS,\n        policy: r.settings.policy\n      };\n      o = { ctx, bench: this.backend.bench(specs, ctx.current.meta) };\n      this.ops.set(r.key, o);\n      return o;\n    }\n    async evaluate(r) {\n      const { ctx, bench } = this.context(r);\n      this.notes = [];\n      const cand = r.impl.sha256 === ctx.current.sha256 ? ctx.current : this.implOf(r.impl);\n      const ev = new Evaluation(ctx, this.backend, r.cand, { cand: r.cand, impl: cand });\n      while (ev.phase !== "done") await ev.step(bench, Infinity, false);\n      const result = ev.result;\n      const beats = result.ok && cand.sha256 !== ctx.current.sha256 && (ctx.currentBroken || ev.beatsCurrent());\n      if (beats) {\n        ctx.current = cand;\n        ctx.currentBroken = false;\n      }\n      return { result, beats, notes: this.notes };\n    }\n  };\n  var scope = globalThis;\n  if (typeof scope.WorkerGlobalScope !== "undefined") {\n    let side = null;\n    let chain = Promise.resolve();\n    scope.onmessage = (e) => {\n      const r = e.data;\n      side ??= new BenchSide(\n        new WasmBackend(r.threads && r.threads > 1 ? new ThreadPool(r.threads) : null, r.shared ?? false, r.activity ?? null),\n        (k) => ({ sha256: k.sha256, meta: k.meta, module: k.module, bytes: new ArrayBuffer(0) })\n      );\n      const s = side;\n      chain = chain.then(async () => {\n        let reply;\n        try {\n          reply = { id: r.id, ok: true, answer: await s.evaluate(r) };\n        } catch (err) {\n          reply = { id: r.id, ok: false, error: err instanceof Error ? err.message : String(err) };\n        }\n        scope.postMessage(reply);\n      });\n    };\n  }\n})();\n'], { type: "text/javascript" }));
+    const url = URL.createObjectURL(new Blob(['"use strict";\n(() => {\n  // src/ops.ts\n  var BLOCK_OPS = ["matmul_q4", "matmul_q4_1", "matmul_q8_0"];\n  var NO_F16 = ["matmul_i16", "matmul_q4_1", "matmul_q8_0"];\n  function parseOp(op) {\n    const [base, ...rest] = op.split("+");\n    if (!(base in DIMS)) {\n      throw new Error(`unknown op \\`${op}\\`: use matmul, batch_matmul, matmul_q4, matmul_i16, matmul_q4_1 or matmul_q8_0`);\n    }\n    const f16 = rest.length > 0 && rest[rest.length - 1] === "f16";\n    if (f16) rest.pop();\n    const out = { base, bias: false, act: "none", residual: false, norm: false, glu: false, dtype: f16 ? "f16" : "f32" };\n    const rank = { rms_norm: 1, bias: 2, gelu: 3, relu: 3, swiglu: 3, residual: 4 };\n    let last = 0;\n    for (const p of rest) {\n      const r = rank[p];\n      if (r === void 0 || r <= last) {\n        throw new Error(\n          `op \\`${op}\\`: an epilogue is \\`+bias\\`, then \\`+gelu\\` or \\`+relu\\`, then \\`+residual\\`, each at most once and in that order, e.g. matmul+bias+gelu (block-quantised ops: \\`+rms_norm\\`, then \\`+swiglu\\`, then \\`+residual\\`); \\`+f16\\` comes last`\n        );\n      }\n      last = r;\n      if (p === "bias") out.bias = true;\n      else if (p === "residual") out.residual = true;\n      else if (p === "rms_norm") out.norm = true;\n      else if (p === "swiglu") out.glu = true;\n      else out.act = p;\n    }\n    const block = BLOCK_OPS.includes(base);\n    if (block && (out.bias || out.act !== "none")) {\n      throw new Error(`${base} takes no epilogue but \\`+rms_norm\\`, \\`+swiglu\\` and \\`+residual\\`: \\`+bias\\`, \\`+gelu\\` and \\`+relu\\` are for only matmul, batch_matmul and matmul_i16`);\n    }\n    if (!block && (out.norm || out.glu)) {\n      throw new Error(`${base} takes no \\`+rms_norm\\` or \\`+swiglu\\`: only matmul_q4, matmul_q4_1 and matmul_q8_0 do`);\n    }\n    if (f16 && NO_F16.includes(base)) {\n      throw new Error(`${base} has no f16 form: only matmul, batch_matmul and matmul_q4 do`);\n    }\n    if (f16 && block && rest.length > 0) throw new Error(`${base} has no f16 form with an epilogue`);\n    return out;\n  }\n  var DIMS = { matmul: 3, batch_matmul: 4, matmul_q4: 3, matmul_i16: 3, matmul_q4_1: 3, matmul_q8_0: 3 };\n  function i16Bound(k) {\n    return Math.min(32767, Math.floor(Math.sqrt(2147483647 / k)));\n  }\n  function bmkn(op, shape) {\n    return parseOp(op).base === "batch_matmul" ? [shape[0], shape[1], shape[2], shape[3]] : [1, shape[0], shape[1], shape[2]];\n  }\n  function spec(name, dtype, shape) {\n    return { name, dtype, shape, elems: shape.reduce((a, b) => a * b, 1) };\n  }\n  function argSpecs(op, shape) {\n    const [b, m, k, n] = bmkn(op, shape);\n    const p = parseOp(op);\n    const fl = p.dtype;\n    const fused = (a, bb, c) => [\n      a,\n      bb,\n      ...p.base === "matmul_i16" ? [spec("SA", "f32", [m]), spec("SB", "f32", [n])] : [],\n      ...p.bias ? [spec("bias", fl, [n])] : [],\n      ...p.residual ? [spec("R", fl, c.shape)] : [],\n      c\n    ];\n    switch (p.base) {\n      case "matmul":\n        return fused(spec("A", fl, [m, k]), spec("B", fl, [k, n]), spec("C", fl, [m, n]));\n      case "batch_matmul":\n        return fused(spec("A", fl, [b, m, k]), spec("B", fl, [b, k, n]), spec("C", fl, [b, m, n]));\n      case "matmul_i16": {\n        const bound = i16Bound(k);\n        return fused({ ...spec("A", "u32", [m, k / 2]), i16Bound: bound }, { ...spec("B", "u32", [k / 2, n]), i16Bound: bound }, spec("C", "f32", [m, n]));\n      }\n      case "matmul_q4":\n      case "matmul_q4_1":\n      case "matmul_q8_0": {\n        const rows = p.glu ? 2 * n : n;\n        return [\n          spec("A", fl, [m, k]),\n          spec("W", "u32", [rows, k / (p.base === "matmul_q8_0" ? 4 : 8)]),\n          spec(p.base === "matmul_q4" ? "S" : "D", fl, [rows, k / 32]),\n          ...p.base === "matmul_q4_1" ? [spec("Mn", "f32", [rows, k / 32])] : [],\n          ...p.norm ? [spec("G", fl, [k]), spec("E", fl, [1])] : [],\n          ...p.residual ? [spec("R", fl, [m, n])] : [],\n          spec("C", fl, [m, n])\n        ];\n      }\n    }\n  }\n  var F16F = new Float32Array(1);\n  var F16U = new Uint32Array(F16F.buffer);\n  function f16Bits(x) {\n    F16F[0] = x;\n    const u = F16U[0];\n    const sign = u >>> 16 & 32768;\n    const exp = u >>> 23 & 255;\n    const man = u & 8388607;\n    if (exp === 255) return sign | 31744 | (man ? 512 | man >>> 13 : 0);\n    const e = exp - 127 + 15;\n    if (e >= 31) return sign | 31744;\n    if (e <= 0) {\n      if (e < -10) return sign;\n      const m = man | 8388608;\n      const shift = 14 - e;\n      const half = 1 << shift - 1;\n      const rest2 = m & (1 << shift) - 1;\n      let h2 = m >>> shift;\n      if (rest2 > half || rest2 === half && h2 & 1) h2++;\n      return sign | h2;\n    }\n    let h = e << 10 | man >>> 13;\n    const rest = man & 8191;\n    if (rest > 4096 || rest === 4096 && h & 1) h++;\n    return sign | h;\n  }\n  function f16Value(h) {\n    const e = h >>> 10 & 31, m = h & 1023;\n    const v = e === 0 ? m * 2 ** -24 : e === 31 ? m ? NaN : Infinity : (1 + m / 1024) * 2 ** (e - 15);\n    return h & 32768 ? -v : v;\n  }\n  function f16Round(x) {\n    return f16Value(f16Bits(x));\n  }\n\n  // src/check.ts\n  var TOLERANCE = 1e-5;\n  var TOLERANCE_F16 = 4 / 2048 + TOLERANCE;\n  var A16_ROUNDING = 0.51 * Math.sqrt(32) / 32767;\n  function toleranceOf(op, config) {\n    return (parseOp(op).dtype === "f16" ? TOLERANCE_F16 : TOLERANCE) + (config?.quantize_a === true ? A16_ROUNDING : 0);\n  }\n  var F = new Float32Array(1);\n  var U = new Uint32Array(F.buffer);\n  function f32(bitsValue) {\n    U[0] = bitsValue;\n    return F[0];\n  }\n  function erf(x) {\n    const ax = Math.abs(x);\n    if (ax < 2.5) {\n      let term = ax;\n      let sum = ax;\n      for (let n = 1; n < 100 && Math.abs(term) > 1e-17 * Math.abs(sum); n++) {\n        term *= -ax * ax / n;\n        sum += term / (2 * n + 1);\n      }\n      return Math.sign(x) * 2 * sum / Math.sqrt(Math.PI);\n    }\n    let f = ax;\n    for (let n = 60; n >= 1; n--) f = ax + n / 2 / f;\n    const erfc = Math.exp(-ax * ax) / Math.sqrt(Math.PI) / f;\n    return Math.sign(x) * (1 - erfc);\n  }\n  function epilogue(p, x, bias, r) {\n    let v = x + bias;\n    if (p.act === "gelu") v = 0.5 * v * (1 + erf(v / Math.SQRT2));\n    else if (p.act === "relu") v = Math.max(v, 0);\n    return v + r;\n  }\n  function i16(word, hi) {\n    return hi ? word >> 16 : word << 16 >> 16;\n  }\n  function qaAt(args, k, m, kk) {\n    return i16(args[0][m * (k >> 1) + (kk >> 1)], kk & 1);\n  }\n  function qbAt(args, n, kk, j) {\n    return i16(args[1][(kk >> 1) * n + j], kk & 1);\n  }\n  function bAt(op, shape, args, bi, kk, j) {\n    const [, , k, n] = bmkn(op, shape);\n    if (parseOp(op).base === "matmul_i16") return f32(args[3][j]) * qbAt(args, n, kk, j);\n    if (parseOp(op).base === "matmul_q4") {\n      const word = args[1][j * (k / 8) + (kk >>> 3)];\n      const q = word >>> 4 * (kk & 7) & 15;\n      return (q - 8) * f32(args[2][j * (k / 32) + (kk >>> 5)]);\n    }\n    if (parseOp(op).base === "matmul_q4_1") {\n      const word = args[1][j * (k / 8) + (kk >>> 3)];\n      const q = word >>> 4 * (kk & 7) & 15;\n      const blk = j * (k / 32) + (kk >>> 5);\n      return q * f32(args[2][blk]) + f32(args[3][blk]);\n    }\n    if (parseOp(op).base === "matmul_q8_0") {\n      const word = args[1][j * (k / 4) + (kk >>> 2)];\n      const q = word << 24 - 8 * (kk & 3) >> 24;\n      return q * f32(args[2][j * (k / 32) + (kk >>> 5)]);\n    }\n    return f32(args[1][bi * k * n + kk * n + j]);\n  }\n  function blockColumnNorms(base, k, n, args, out) {\n    const w = args[1];\n    const d = new Float32Array(args[2].buffer, args[2].byteOffset, args[2].length);\n    const mn = base === "matmul_q4_1" ? new Float32Array(args[3].buffer, args[3].byteOffset, args[3].length) : null;\n    const blocks = k / 32;\n    for (let j = 0; j < n; j++) {\n      let s = 0;\n      for (let b = 0; b < blocks; b++) {\n        const scale = d[j * blocks + b];\n        let acc = 0;\n        if (base === "matmul_q8_0") {\n          const w0 = j * (k / 4) + b * 8;\n          for (let i = 0; i < 8; i++) {\n            const word = w[w0 + i];\n            for (let sh = 0; sh < 32; sh += 8) {\n              const q = word << 24 - sh >> 24;\n              acc += q * q;\n            }\n          }\n          s += acc * scale * scale;\n        } else if (mn) {\n          const m = mn[j * blocks + b];\n          const w0 = j * (k / 8) + b * 4;\n          for (let i = 0; i < 4; i++) {\n            const word = w[w0 + i];\n            for (let sh = 0; sh < 32; sh += 4) {\n              const v = (word >>> sh & 15) * scale + m;\n              acc += v * v;\n            }\n          }\n          s += acc;\n        } else {\n          const w0 = j * (k / 8) + b * 4;\n          for (let i = 0; i < 4; i++) {\n            const word = w[w0 + i];\n            for (let sh = 0; sh < 32; sh += 4) {\n              const q = (word >>> sh & 15) - 8;\n              acc += q * q;\n            }\n          }\n          s += acc * scale * scale;\n        }\n      }\n      out[j] = Math.sqrt(s);\n    }\n  }\n  function blockRow(base, k, args, row, out) {\n    const w = args[1];\n    const d = new Float32Array(args[2].buffer, args[2].byteOffset, args[2].length);\n    const mn = base === "matmul_q4_1" ? new Float32Array(args[3].buffer, args[3].byteOffset, args[3].length) : null;\n    const per = base === "matmul_q8_0" ? 4 : 8;\n    for (let kk = 0; kk < k; kk++) {\n      const word = w[row * (k / per) + Math.floor(kk / per)];\n      const blk = row * (k / 32) + (kk >>> 5);\n      if (per === 4) out[kk] = (word << 24 - 8 * (kk & 3) >> 24) * d[blk];\n      else if (mn) out[kk] = (word >>> 4 * (kk & 7) & 15) * d[blk] + mn[blk];\n      else out[kk] = ((word >>> 4 * (kk & 7) & 15) - 8) * d[blk];\n    }\n  }\n  function silu(x) {\n    return x / (1 + Math.exp(-x));\n  }\n  var Scales = class {\n    constructor(op, shape, args) {\n      this.op = op;\n      this.shape = shape;\n      this.args = args;\n      const [b, m, k, n] = bmkn(op, shape);\n      this.m = m;\n      this.n = n;\n      this.parsed = parseOp(op);\n      const p = this.parsed;\n      const blockOp = ["matmul_q4", "matmul_q4_1", "matmul_q8_0"].includes(p.base);\n      const first = p.base === "matmul_i16" ? 4 : blockOp ? (p.base === "matmul_q4_1" ? 4 : 3) + (p.norm ? 2 : 0) : 2;\n      this.biasArg = p.bias ? first : -1;\n      this.residualArg = p.residual ? first + (p.bias ? 1 : 0) : -1;\n      this.rows = new Float64Array(b * m);\n      this.cols = new Float64Array(b * n * (p.glu ? 2 : 1));\n      if (blockOp && (p.norm || p.glu || p.residual)) {\n        this.block = this.blockEpilogue(m, k, n);\n        for (let i = 0; i < m; i++) {\n          let s = 0;\n          for (let kk = 0; kk < k; kk++) s += this.block.rows[i * k + kk] ** 2;\n          this.rows[i] = Math.sqrt(s);\n        }\n        blockColumnNorms(p.base, k, n * (p.glu ? 2 : 1), args, this.cols);\n        return;\n      }\n      if (this.parsed.base === "matmul_i16") {\n        const half = k >> 1;\n        for (let i = 0; i < m; i++) {\n          let s = 0;\n          for (let p2 = 0; p2 < half; p2++) {\n            const w = args[0][i * half + p2], lo = i16(w, 0), hi = i16(w, 1);\n            s += lo * lo + hi * hi;\n          }\n          this.rows[i] = Math.abs(f32(args[2][i])) * Math.sqrt(s);\n        }\n        for (let p2 = 0; p2 < half; p2++) {\n          for (let j = 0; j < n; j++) {\n            const w = args[1][p2 * n + j], lo = i16(w, 0), hi = i16(w, 1);\n            this.cols[j] += lo * lo + hi * hi;\n          }\n        }\n        for (let j = 0; j < n; j++) this.cols[j] = Math.abs(f32(args[3][j])) * Math.sqrt(this.cols[j]);\n        return;\n      }\n      const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);\n      for (let r = 0; r < b * m; r++) {\n        let s = 0;\n        for (let kk = 0; kk < k; kk++) s += a[r * k + kk] * a[r * k + kk];\n        this.rows[r] = Math.sqrt(s);\n      }\n      if (["matmul_q4", "matmul_q4_1", "matmul_q8_0"].includes(this.parsed.base)) {\n        blockColumnNorms(this.parsed.base, k, n, args, this.cols);\n        return;\n      }\n      const bv = new Float32Array(args[1].buffer, args[1].byteOffset, args[1].length);\n      for (let bi = 0; bi < b; bi++) {\n        const cols = this.cols.subarray(bi * n, (bi + 1) * n);\n        for (let kk = 0; kk < k; kk++) {\n          const row = (bi * k + kk) * n;\n          for (let j = 0; j < n; j++) cols[j] += bv[row + j] * bv[row + j];\n        }\n        for (let j = 0; j < n; j++) cols[j] = Math.sqrt(cols[j]);\n      }\n    }\n    op;\n    shape;\n    args;\n    rows;\n    cols;\n    m;\n    n;\n    parsed;\n    /** Argument numbers of the epilogue\'s bias and R (ABI order A, B, [SA, SB,] bias, R, C). */\n    biasArg;\n    residualArg;\n    block = null;\n    /** A\'s rows as a block op\'s product reads them, and under +swiglu every output\'s gate and up. */\n    blockEpilogue(m, k, n) {\n      const p = this.parsed, args = this.args;\n      const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);\n      const rows = Float64Array.from(a);\n      if (p.norm) {\n        const g0 = p.base === "matmul_q4_1" ? 4 : 3;\n        const gamma = new Float32Array(args[g0].buffer, args[g0].byteOffset, args[g0].length);\n        const eps = f32(args[g0 + 1][0]);\n        for (let i = 0; i < m; i++) {\n          let ss = 0;\n          for (let kk = 0; kk < k; kk++) ss += rows[i * k + kk] ** 2;\n          const inv = 1 / Math.sqrt(ss / k + eps);\n          for (let kk = 0; kk < k; kk++) rows[i * k + kk] = rows[i * k + kk] * inv * gamma[kk];\n        }\n      }\n      if (!p.glu) return { rows, gate: null, up: null };\n      const gate = new Float64Array(m * n), up = new Float64Array(m * n), w = new Float64Array(k);\n      for (let j = 0; j < 2 * n; j++) {\n        blockRow(p.base, k, args, j, w);\n        const into = j < n ? gate : up;\n        for (let i = 0; i < m; i++) {\n          let acc = 0;\n          for (let kk = 0; kk < k; kk++) acc += rows[i * k + kk] * w[kk];\n          into[i * n + j % n] = acc;\n        }\n      }\n      return { rows, gate, up };\n    }\n    /** The scale of flat output index `p`. */\n    at(p) {\n      const m = this.m, n = this.n;\n      const bi = Math.floor(p / (m * n));\n      const i = Math.floor(p / n) % m;\n      const j = p % n;\n      const [bv, rv] = this.epilogueTerms(p);\n      if (this.block?.gate && this.block.up) {\n        const g = this.block.gate[p], u = this.block.up[p];\n        const s = this.rows[i] * (1.1 * Math.abs(u) * this.cols[j] + (Math.abs(g) + 0.28) * this.cols[n + j]) + Math.abs(silu(g) * u) + Math.abs(rv);\n        return Math.max(s, Number.MIN_VALUE);\n      }\n      return Math.max(this.rows[bi * m + i] * this.cols[bi * n + j] + Math.abs(bv) + Math.abs(rv), Number.MIN_VALUE);\n    }\n    /** The bias and residual values that output `p` adds (0 where the op has none). */\n    epilogueTerms(p) {\n      const bv = this.biasArg >= 0 ? f32(this.args[this.biasArg][p % this.n]) : 0;\n      const rv = this.residualArg >= 0 ? f32(this.args[this.residualArg][p]) : 0;\n      return [bv, rv];\n    }\n    /** The f64 reference of flat output index `p`, in O(K). */\n    reference(p) {\n      const [, m, k, n] = bmkn(this.op, this.shape);\n      const bi = Math.floor(p / (m * n));\n      const i = Math.floor(p / n) % m;\n      const j = p % n;\n      const a = this.args[0];\n      let acc = 0;\n      if (this.block) {\n        const [, rv2] = this.epilogueTerms(p);\n        if (this.block.gate && this.block.up) return silu(this.block.gate[p]) * this.block.up[p] + rv2;\n        const w = new Float64Array(k);\n        blockRow(this.parsed.base, k, this.args, j, w);\n        for (let kk = 0; kk < k; kk++) acc += this.block.rows[i * k + kk] * w[kk];\n        return acc + rv2;\n      }\n      if (this.parsed.base === "matmul_i16") {\n        let s = 0;\n        for (let kk = 0; kk < k; kk++) s += qaAt(this.args, k, i, kk) * qbAt(this.args, n, kk, j);\n        acc = f32(this.args[2][i]) * f32(this.args[3][j]) * s;\n      } else {\n        for (let kk = 0; kk < k; kk++) acc += f32(a[(bi * m + i) * k + kk]) * bAt(this.op, this.shape, this.args, bi, kk, j);\n      }\n      if (this.biasArg < 0 && this.residualArg < 0 && this.parsed.act === "none") return acc;\n      const [bv, rv] = this.epilogueTerms(p);\n      return epilogue(this.parsed, acc, bv, rv);\n    }\n  };\n  function compareOutputs(scales, got, want, tolerance) {\n    let maxErr = 0, worst = 0;\n    for (let p = 0; p < got.length; p++) {\n      const g = got[p], w = want[p];\n      const err = Number.isFinite(g) && Number.isFinite(w) ? Math.abs(g - w) / scales.at(p) : Infinity;\n      if (err > maxErr || err === Infinity && maxErr !== Infinity) {\n        maxErr = err;\n        worst = p;\n      }\n    }\n    return { ok: maxErr <= tolerance, maxErr, worst };\n  }\n  function checkPositions(scales, got, positions, tolerance = toleranceOf(scales.op)) {\n    let maxErr = 0, worst = 0;\n    for (const p of positions) {\n      const g = got[p];\n      const err = Number.isFinite(g) ? Math.abs(g - scales.reference(p)) / scales.at(p) : Infinity;\n      if (err > maxErr || err === Infinity && maxErr !== Infinity) {\n        maxErr = err;\n        worst = p;\n      }\n    }\n    return { ok: maxErr <= tolerance, maxErr, worst };\n  }\n  function defaultPositions(len, count = 8) {\n    const out = /* @__PURE__ */ new Set([0, len - 1]);\n    for (let i = 1; out.size < Math.min(count, len); i++) out.add(Math.floor(i * 0.618033988749895 * len % len));\n    return [...out].sort((a, b) => a - b);\n  }\n\n  // src/rng.ts\n  var POISON = 2143346349;\n  function mul64(out, hi, lo, ch, cl) {\n    const a0 = lo & 65535, a1 = lo >>> 16, b0 = cl & 65535, b1 = cl >>> 16;\n    const c1 = a1 * b0, c2 = a0 * b1;\n    const low = a0 * b0 + ((c1 & 65535) + (c2 & 65535)) * 65536;\n    const l = low >>> 0;\n    out[1] = l;\n    out[0] = a1 * b1 + (c1 >>> 16) + (c2 >>> 16) + (low - l) / 4294967296 + Math.imul(hi, cl) + Math.imul(lo, ch);\n  }\n  var SplitMix64 = class {\n    // [state hi, state lo, last draw hi, last draw lo]\n    s = new Uint32Array(4);\n    m = new Uint32Array(2);\n    constructor(seed) {\n      const x = BigInt.asUintN(64, seed) ^ 0x9e3779b97f4a7c15n;\n      this.s[0] = Number(x >> 32n);\n      this.s[1] = Number(x & 0xffffffffn);\n    }\n    /** High 32 bits of the last draw. */\n    get outHi() {\n      return this.s[2];\n    }\n    /** Low 32 bits of the last draw. */\n    get outLo() {\n      return this.s[3];\n    }\n    /** Draws the next 64 bits into `outHi`/`outLo`. */\n    next() {\n      const s = this.s, m = this.m;\n      const lo = s[1] + 2135587861;\n      s[0] = s[0] + 2654435769 + (lo > 4294967295 ? 1 : 0);\n      s[1] = lo;\n      let h = s[0], l = s[1];\n      mul64(m, (h ^ h >>> 30) >>> 0, (l ^ (l >>> 30 | h << 2)) >>> 0, 3210233709, 484763065);\n      h = m[0];\n      l = m[1];\n      mul64(m, (h ^ h >>> 27) >>> 0, (l ^ (l >>> 27 | h << 5)) >>> 0, 2496678331, 321982955);\n      h = m[0];\n      l = m[1];\n      s[2] = h ^ h >>> 31;\n      s[3] = l ^ (l >>> 31 | h << 1);\n    }\n    /** The 64-bit state, for the Wasm filler to go on from. */\n    get state() {\n      return BigInt(this.s[0]) << 32n | BigInt(this.s[1]);\n    }\n    set state(x) {\n      this.s[0] = Number(BigInt.asUintN(64, x) >> 32n);\n      this.s[1] = Number(x & 0xffffffffn);\n    }\n    /** Full 64-bit draw as a BigInt (for tests). */\n    nextBig() {\n      this.next();\n      return BigInt(this.outHi) << 32n | BigInt(this.outLo);\n    }\n  };\n  function nonzero(hi) {\n    const x = 2 * (hi >>> 8) / 16777216 - 1;\n    return Math.abs(x) < 1 / 64 ? 0.5 : x;\n  }\n  function i16Word(raw, r) {\n    const half = (h) => h % (2 * r + 1) - r || 1;\n    return (half(raw & 65535) & 65535 | half(raw >>> 16) << 16) >>> 0;\n  }\n  var TENTH = Math.fround(0.1);\n  var HUNDREDTH = Math.fround(0.01);\n  var CHUNK_WORDS = 1 << 15;\n  function sleb(v) {\n    const out = [];\n    for (; ; ) {\n      const b = Number(v & 0x7fn);\n      v >>= 7n;\n      const last = v === 0n && !(b & 64) || v === -1n && (b & 64) !== 0;\n      out.push(last ? b : b | 128);\n      if (last) return out;\n    }\n  }\n  function f64(x) {\n    const d = new DataView(new ArrayBuffer(8));\n    d.setFloat64(0, x, true);\n    return [...new Uint8Array(d.buffer)];\n  }\n  function fillerBytes() {\n    const i64 = (v) => [66, ...sleb(BigInt.asIntN(64, v))];\n    const get = (i) => [32, i], set = (i) => [33, i], tee = (i) => [34, i];\n    const body = [\n      2,\n      64,\n      3,\n      64,\n      ...get(1),\n      ...get(2),\n      79,\n      13,\n      1,\n      // p >= end: out\n      ...get(0),\n      ...i64(0x9e3779b97f4a7c15n),\n      124,\n      ...tee(0),\n      ...get(0),\n      ...i64(30n),\n      136,\n      133,\n      ...i64(0xbf58476d1ce4e5b9n),\n      126,\n      ...tee(4),\n      ...get(4),\n      ...i64(27n),\n      136,\n      133,\n      ...i64(0x94d049bb133111ebn),\n      126,\n      ...tee(4),\n      ...get(4),\n      ...i64(31n),\n      136,\n      133,\n      ...set(4),\n      ...get(3),\n      69,\n      4,\n      64,\n      ...get(1),\n      ...get(4),\n      167,\n      54,\n      2,\n      0,\n      // i32.store of the low word\n      5,\n      ...get(4),\n      ...i64(32n),\n      136,\n      167,\n      ...set(5),\n      ...get(5),\n      65,\n      8,\n      118,\n      184,\n      68,\n      ...f64(2),\n      162,\n      68,\n      ...f64(16777216),\n      163,\n      68,\n      ...f64(1),\n      161,\n      ...set(6),\n      ...get(6),\n      153,\n      68,\n      ...f64(1 / 64),\n      99,\n      4,\n      64,\n      68,\n      ...f64(0.5),\n      ...set(6),\n      11,\n      ...get(3),\n      65,\n      2,\n      70,\n      4,\n      64,\n      ...get(6),\n      153,\n      68,\n      ...f64(TENTH),\n      162,\n      182,\n      187,\n      68,\n      ...f64(HUNDREDTH),\n      160,\n      ...set(6),\n      11,\n      ...get(1),\n      ...get(6),\n      182,\n      56,\n      2,\n      0,\n      // f32.store\n      11,\n      ...get(1),\n      65,\n      4,\n      106,\n      ...set(1),\n      12,\n      0,\n      11,\n      11,\n      ...get(0),\n      11\n    ];\n    const func = [3, 1, 126, 1, 127, 1, 124, ...body];\n    const section = (id, content) => [id, ...uleb(content.length), ...content];\n    const name = (s) => [s.length, ...[...s].map((c) => c.charCodeAt(0))];\n    return new Uint8Array([\n      0,\n      97,\n      115,\n      109,\n      1,\n      0,\n      0,\n      0,\n      ...section(1, [1, 96, 4, 126, 127, 127, 127, 1, 126]),\n      ...section(3, [1, 0]),\n      ...section(5, [1, 0, CHUNK_WORDS * 4 / 65536]),\n      ...section(7, [2, ...name("fill"), 0, 0, ...name("mem"), 2, 0]),\n      ...section(10, [1, ...uleb(func.length), ...func])\n    ]);\n  }\n  function uleb(n) {\n    const out = [];\n    do {\n      const b = n & 127;\n      n >>>= 7;\n      out.push(n ? b | 128 : b);\n    } while (n);\n    return out;\n  }\n  var filler;\n  function wasmFiller() {\n    if (filler !== void 0) return filler;\n    try {\n      const inst = new WebAssembly.Instance(new WebAssembly.Module(fillerBytes()));\n      filler = inst.exports;\n      filler.fill(0n, 0, 0, 0);\n    } catch {\n      filler = null;\n    }\n    return filler;\n  }\n  var InputGen = class {\n    /** `specs` are all arguments; the last (the output) is not generated. `useWasm`: false forces the JS path. */\n    constructor(specs, seed, useWasm = true) {\n      this.specs = specs;\n      this.useWasm = useWasm;\n      this.rng = new SplitMix64(seed);\n      this.args = specs.slice(0, -1).map((s) => new Uint32Array(s.elems));\n    }\n    specs;\n    useWasm;\n    rng;\n    arg = 0;\n    pos = 0;\n    args;\n    get done() {\n      return this.arg >= this.args.length;\n    }\n    /** Generates up to `n` more words; returns true when all are there. */\n    fill(n) {\n      const rng = this.rng;\n      while (n > 0 && !this.done) {\n        const out = this.args[this.arg];\n        const s = this.specs[this.arg];\n        const w = this.useWasm ? wasmFiller() : null;\n        const end = Math.min(out.length, this.pos + Math.min(n, w ? CHUNK_WORDS : n));\n        n -= end - this.pos;\n        if (w) {\n          const mode = s.dtype === "u32" ? 0 : s.name === "S" || s.name === "D" || s.name === "E" ? 2 : 1;\n          rng.state = w.fill(rng.state, 0, (end - this.pos) * 4, mode);\n          out.set(new Uint32Array(w.mem.buffer, 0, end - this.pos), this.pos);\n        } else if (s.dtype === "u32") {\n          for (let i = this.pos; i < end; i++) {\n            rng.next();\n            out[i] = rng.outLo;\n          }\n        } else {\n          const f = new Float32Array(out.buffer, out.byteOffset, out.length);\n          if (s.name === "S" || s.name === "D" || s.name === "E") {\n            for (let i = this.pos; i < end; i++) {\n              rng.next();\n              f[i] = Math.fround(Math.abs(nonzero(rng.outHi)) * TENTH) + HUNDREDTH;\n            }\n          } else {\n            for (let i = this.pos; i < end; i++) {\n              rng.next();\n              f[i] = nonzero(rng.outHi);\n            }\n          }\n        }\n        if (s.name === "Mn") {\n          const f = new Float32Array(out.buffer, out.byteOffset, out.length);\n          const d = new Float32Array(this.args[this.arg - 1].buffer);\n          for (let i = this.pos; i < end; i++) f[i] = -d[i] * Math.fround(7.5 + 0.5 * f[i]);\n        }\n        if (s.i16Bound !== void 0) for (let i = this.pos; i < end; i++) out[i] = i16Word(out[i], s.i16Bound);\n        if (s.dtype === "f16") {\n          const f = new Float32Array(out.buffer, out.byteOffset, out.length);\n          for (let i = this.pos; i < end; i++) f[i] = f16Round(f[i]);\n        }\n        this.pos = end;\n        if (end === out.length) {\n          this.arg++;\n          this.pos = 0;\n        }\n      }\n      return this.done;\n    }\n  };\n\n  // src/reports.ts\n  var MAX_BATCH_BYTES = 56 * 1024;\n\n  // src/stats.ts\n  function median(xs) {\n    const s = [...xs].sort((a, b) => a - b);\n    const n = s.length;\n    if (n === 0) return NaN;\n    return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;\n  }\n  function relNoise(xs) {\n    const m = median(xs);\n    if (!(m > 0)) return Infinity;\n    return 1.4826 * median(xs.map((x) => Math.abs(x - m))) / m;\n  }\n  function fasterBeyondNoise(cand, cur, floor = 0.01) {\n    const threshold = Math.max(floor, 2 * Math.hypot(relNoise(cand), relNoise(cur)));\n    return median(cand) < median(cur) * (1 - threshold);\n  }\n\n  // src/tuner.ts\n  var WARM_MAX_PAIRS = 15;\n  var WARM_MAX_MS = 1500;\n  var WARM_MIN_MS = 8;\n  var MAX_RESTARTS = 2;\n  var NEW_LOW = 0.9;\n  var REJECT_RATIO = 1.25;\n  var REJECT_PAIRS = 3;\n  var FUTILE_PAIRS = 5;\n  var STOP_AFTER_MS = 30;\n  function noNewLow(xs) {\n    if (xs.length < 2) return false;\n    let min = Infinity;\n    for (let i = 0; i < xs.length - 1; i++) min = Math.min(min, xs[i]);\n    return xs[xs.length - 1] >= NEW_LOW * min;\n  }\n  function warmedUp(cur, cand, sinceFirstRunMs) {\n    return cur.length >= 2 && cand.length >= 2 && sinceFirstRunMs >= WARM_MIN_MS && noNewLow(cur) && noNewLow(cand);\n  }\n  function clearlySlower(cur, cand) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < REJECT_PAIRS || !noNewLow(cand)) return false;\n    for (let i = n - REJECT_PAIRS; i < n; i++) if (!(cand[i] >= REJECT_RATIO * cur[i])) return false;\n    return true;\n  }\n  function futile(cur, cand) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < FUTILE_PAIRS || !noNewLow(cand)) return false;\n    const ratios = [];\n    for (let i = 0; i < n; i++) ratios.push(cand[i] / cur[i]);\n    return median(ratios) >= 1;\n  }\n  var FAST_WARM_PAIRS = 6;\n  var FAST_WARM_MS = 400;\n  var SEQ_MIN_PAIRS = 3;\n  var SEQ_MAX_PAIRS = 9;\n  var SEQ_PROMISING_PAIRS = 18;\n  var SEQ_MIN_SD = 0.01;\n  var T995 = [Infinity, 63.66, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.25, 3.169];\n  function sequentialVerdict(cur, cand, floor = 0.01) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < SEQ_MIN_PAIRS) return void 0;\n    const r = [];\n    for (let i = 0; i < n; i++) r.push(Math.log(cand[i] / cur[i]));\n    const mean = r.reduce((a, b) => a + b, 0) / n;\n    const sd = Math.max(SEQ_MIN_SD, Math.sqrt(r.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1)));\n    const half = (T995[Math.min(n - 1, T995.length - 1)] ?? 2.8) * sd / Math.sqrt(n);\n    const need = Math.log(1 - floor);\n    if (mean - half > need) return "slower";\n    if (mean + half < need) return "faster";\n    return void 0;\n  }\n  var T95 = [Infinity, 6.314, 2.92, 2.353, 2.132, 2.015, 1.943, 1.895, 1.86, 1.833, 1.812];\n  function meanLogRatio(cur, cand) {\n    const n = Math.min(cur.length, cand.length);\n    let s = 0;\n    for (let i = 0; i < n; i++) s += Math.log(cand[i] / cur[i]);\n    return s / n;\n  }\n  function pairedFaster(cur, cand, floor = 0.01) {\n    const n = Math.min(cur.length, cand.length);\n    if (n < 2) return false;\n    const r = [];\n    for (let i = 0; i < n; i++) r.push(Math.log(cand[i] / cur[i]));\n    const mean = r.reduce((a, b) => a + b, 0) / n;\n    const sd = Math.max(SEQ_MIN_SD, Math.sqrt(r.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1)));\n    return mean + (T95[Math.min(n - 1, T95.length - 1)] ?? 1.75) * sd / Math.sqrt(n) < Math.log(1 - floor);\n  }\n  function unitTimes() {\n    return { fill: Infinity, scales: Infinity, checkCur: Infinity, checkCand: Infinity };\n  }\n  function noteUnitTime(times, u, ms) {\n    const prev = times[u];\n    times[u] = Number.isFinite(prev) ? Math.max(ms, 0.9 * prev) : ms;\n  }\n  function failed(c, error) {\n    return {\n      sha256: c.sha256,\n      index: c.index,\n      total: c.total,\n      source: c.source,\n      ticket: c.ticket,\n      ok: false,\n      error,\n      median_us: 0,\n      current_us: 0,\n      noise: 0,\n      runs: 0\n    };\n  }\n  var Evaluation = class {\n    constructor(t, backend, cand, fetched) {\n      this.t = t;\n      this.backend = backend;\n      this.cand = cand;\n      this.fetched = fetched;\n      this.gen = new InputGen(t.specs, cand.seed);\n      this.impl = fetched.impl;\n      this.loadError = fetched.error;\n    }\n    t;\n    backend;\n    cand;\n    fetched;\n    phase = "load";\n    result = null;\n    gen;\n    scales = null;\n    curOut = null;\n    reps = 1;\n    perCall = 0;\n    turn = 0;\n    warmMs = 0;\n    firstRun = 0;\n    warm = { cur: [], cand: [] };\n    timed = { cur: [], cand: [] };\n    samples;\n    rejectedEarly = false;\n    restarts = 0;\n    t0 = performance.now();\n    ends = {};\n    busyMs = 0;\n    slices = 0;\n    busyBy = {};\n    longest = 0;\n    longestPhase = "";\n    impl;\n    loading = null;\n    /** Whether the fast policy applies (see `Policy`). */\n    get fast() {\n      return (this.t.policy ?? "fast") === "fast";\n    }\n    loadError;\n    /**\n     * Compiles the candidate in the background while its inputs are made. It\n     * starts only when this candidate\'s turn comes, never while another is\n     * being timed: a compile (V8\'s background tiers, a GPU driver\'s pipeline\n     * build) competes for the same cores and would inflate the timings.\n     */\n    startLoad() {\n      this.loading = this.backend.load(this.fetched.bytes, this.cand.meta).then(\n        (impl) => {\n          this.impl = impl;\n        },\n        (e) => {\n          this.loadError = `load: ${e instanceof Error ? e.message : e}`;\n        }\n      );\n      this.loading.then(() => {\n        this.loading = null;\n        this.ends.load = performance.now() - this.t0;\n      });\n    }\n    /** Records a failure; `us` is the time of the one run it had, if it ran. */\n    fail(error, us) {\n      this.result = us === void 0 ? failed(this.cand, error) : { ...failed(this.cand, error), median_us: Math.max(us, 1e-3), runs: 1 };\n      this.phase = "done";\n    }\n    /**\n     * Does what fits before `deadline`. Unless `strict`, at least one unit of\n     * work is done even when it alone overruns; a strict call starts a unit\n     * only when its estimated time fits.\n     */\n    async step(bench, deadline, strict = false) {\n      const t = performance.now();\n      const from = this.phase;\n      try {\n        await this.work(bench, deadline, strict);\n      } finally {\n        const now = performance.now();\n        this.busyMs += now - t;\n        this.slices++;\n        this.busyBy[from] = (this.busyBy[from] ?? 0) + (now - t);\n        if (now - t > this.longest) {\n          this.longest = now - t;\n          this.longestPhase = from;\n        }\n        this.markPhases(from, now);\n      }\n    }\n    /** Notes the end time of the phases left since `from`. */\n    markPhases(from, now) {\n      const order = ["load", "inputs", "check", "warm", "time", "done"];\n      for (let i = order.indexOf(from); i < order.indexOf(this.phase); i++) {\n        const p = order[i];\n        if (p !== "time" && p !== "done" && this.ends[p] === void 0) this.ends[p] = now - this.t0;\n      }\n      if (this.result && !this.result.trace) {\n        const e = this.ends, at = now - this.t0;\n        this.result.trace = {\n          load_ms: e.load ?? at,\n          inputs_ms: e.inputs ?? at,\n          check_ms: e.check ?? at,\n          warm_ms: e.warm ?? at,\n          done_ms: at,\n          busy_ms: this.busyMs,\n          slices: this.slices,\n          warm_pairs: this.warm.cur.length,\n          timed_pairs: this.timed.cur.length,\n          busy_by_phase: this.busyBy,\n          longest_ms: this.longest,\n          longest_phase: this.longestPhase,\n          warm_cur: this.warm.cur,\n          warm_cand: this.warm.cand\n        };\n      }\n    }\n    /** Runs one unit of work, timing it for the tuner\'s estimates. */\n    async unit(u, f) {\n      const t = performance.now();\n      try {\n        return await f();\n      } finally {\n        this.t.noteUnit(u, performance.now() - t);\n      }\n    }\n    async work(bench, deadline, strict) {\n      if (this.phase === "load") {\n        if (!this.impl && !this.fetched.bytes) return this.fail(this.loadError ?? "not fetched");\n        if (!this.impl && !this.loading) this.startLoad();\n        this.phase = "inputs";\n      }\n      if (this.phase === "done") return;\n      const cur = this.t.current;\n      let worked = strict;\n      const fits = (est) => !worked || performance.now() + est <= deadline;\n      while (this.phase !== "done") {\n        if (this.phase === "inputs") {\n          if (!this.gen.done) {\n            if (!fits(this.t.unitMs.fill)) return;\n            await this.unit("fill", () => this.gen.fill(1 << 15));\n            worked = true;\n            continue;\n          }\n          if (!fits(this.t.unitMs.scales)) return;\n          await this.unit("scales", async () => {\n            await bench.setInputs(this.gen.args);\n            this.scales = new Scales(this.t.op, this.t.shape, this.gen.args);\n          });\n          worked = true;\n          this.phase = "check";\n          continue;\n        }\n        if (this.phase === "check") {\n          if (!this.curOut) {\n            if (!fits(this.t.unitMs.checkCur)) return;\n            worked = true;\n            const t0 = performance.now();\n            try {\n              this.curOut = await this.unit("checkCur", () => bench.runOnce(cur));\n            } catch (e) {\n              this.curOut = new Float32Array(0);\n              this.t.currentBroken = true;\n              this.t.note(`the kernel in use failed to run: ${e}`);\n            }\n            this.perCall = Math.max(performance.now() - t0, 1e-4);\n            continue;\n          }\n          if (this.loading) return;\n          if (!this.impl) return this.fail(this.loadError ?? "load failed");\n          if (!fits(Math.max(this.t.unitMs.checkCand, this.perCall))) return;\n          worked = true;\n          const t1 = performance.now();\n          this.firstRun = t1;\n          let candOut;\n          try {\n            candOut = await this.unit("checkCand", () => bench.runOnce(this.impl));\n          } catch (e) {\n            return this.fail(`run: ${e instanceof Error ? e.message : e}`, (performance.now() - t1) * 1e3);\n          }\n          const t2 = performance.now();\n          const curOut = this.curOut;\n          const positions = this.cand.check?.length ? this.cand.check : defaultPositions(candOut.length);\n          const [candTol, curTol] = [toleranceOf(this.scales.op, this.impl.meta.config), toleranceOf(this.scales.op, cur.meta.config)];\n          const ref = checkPositions(this.scales, candOut, positions, candTol);\n          if (!ref.ok) return this.fail(`output ${ref.worst} is off the reference by ${ref.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1e3);\n          if (!this.t.currentBroken) {\n            const curRef = checkPositions(this.scales, curOut, positions, curTol);\n            if (!curRef.ok) {\n              this.t.currentBroken = true;\n              this.t.note(`the kernel in use is off the reference at output ${curRef.worst} (${curRef.maxErr.toExponential(2)})`);\n            } else {\n              const cmp = compareOutputs(this.scales, candOut, curOut, candTol + curTol);\n              if (!cmp.ok) return this.fail(`output ${cmp.worst} differs from the kernel in use by ${cmp.maxErr.toExponential(2)} (norm-scaled)`, (t2 - t1) * 1e3);\n            }\n          }\n          if (this.cand.check) this.samples = this.cand.check.map((p) => candOut[p]);\n          this.curOut = null;\n          this.perCall = Math.max(this.perCall, t2 - t1, 1e-4);\n          this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));\n          this.phase = "warm";\n          continue;\n        }\n        const impl = this.impl;\n        if (!fits(this.reps * this.perCall)) return;\n        worked = true;\n        const curTurn = this.turn % 4 === 0 || this.turn % 4 === 3;\n        const ms = await bench.time(curTurn ? cur : impl, this.reps);\n        const per = ms / this.reps;\n        const into = this.phase === "warm" ? this.warm : this.timed;\n        (curTurn ? into.cur : into.cand).push(per);\n        this.turn++;\n        if (this.turn % 2) continue;\n        if (this.phase === "warm") {\n          this.warmMs += 2 * ms;\n          this.perCall = Math.max(into.cur.at(-1), into.cand.at(-1), 1e-4);\n          this.reps = Math.max(1, Math.ceil(bench.minSampleMs / this.perCall));\n          const enough = this.t.warmPairs !== void 0 ? into.cur.length >= this.t.warmPairs : warmedUp(into.cur, into.cand, performance.now() - this.firstRun) || into.cur.length >= (this.fast ? FAST_WARM_PAIRS : WARM_MAX_PAIRS) || this.warmMs > (this.fast ? FAST_WARM_MS : WARM_MAX_MS);\n          if (enough) this.phase = "time";\n          continue;\n        }\n        const t = this.timed;\n        if (this.t.warmPairs === void 0 && t.cand.length >= 2 && !noNewLow(t.cand) && this.restarts < MAX_RESTARTS) {\n          this.restarts++;\n          this.warm.cur.push(...t.cur);\n          this.warm.cand.push(...t.cand);\n          t.cur.length = 0;\n          t.cand.length = 0;\n          this.phase = "warm";\n          continue;\n        }\n        const promising = this.fast && !pairedFaster(t.cur, t.cand) && meanLogRatio(t.cur, t.cand) < Math.log(1 - 0.01);\n        const maxPairs = this.fast ? Math.min(this.t.timedPairs, SEQ_MAX_PAIRS) * (promising ? SEQ_PROMISING_PAIRS / SEQ_MAX_PAIRS : 1) : this.t.timedPairs;\n        const settled = performance.now() - this.firstRun >= this.t.stopAfterMs;\n        const verdict = this.fast && this.t.earlyReject && t.cur.length < maxPairs ? sequentialVerdict(t.cur, t.cand) : void 0;\n        const early = this.t.earlyReject && t.cur.length < maxPairs && settled && (clearlySlower(t.cur, t.cand) || verdict === "slower" && noNewLow(t.cand) || futile(t.cur, t.cand));\n        const won = !early && verdict === "faster";\n        const full = this.fast ? t.cur.length >= maxPairs && (settled || t.cur.length >= 3 * maxPairs) : t.cur.length >= maxPairs;\n        if (early || won || full) {\n          this.rejectedEarly = early;\n          const c = this.cand;\n          this.result = {\n            sha256: c.sha256,\n            index: c.index,\n            total: c.total,\n            source: c.source,\n            ticket: c.ticket,\n            ok: true,\n            median_us: median(t.cand) * 1e3,\n            current_us: median(t.cur) * 1e3,\n            noise: relNoise(t.cand),\n            runs: this.reps * t.cand.length,\n            samples: this.samples,\n            ...early ? { rejected_early: true } : {}\n          };\n          this.phase = "done";\n        }\n      }\n    }\n    /**\n     * Whether the candidate beat the kernel in use. Legacy: its median is\n     * lower beyond the noise of both sample sets (`fasterBeyondNoise`). Fast:\n     * the paired test (`pairedFaster`) says it is faster by the 1 % floor at\n     * one-sided 95 %, from the ratios of its timed pairs.\n     */\n    beatsCurrent() {\n      if (this.rejectedEarly || this.timed.cand.length === 0) return false;\n      return this.fast ? pairedFaster(this.timed.cur, this.timed.cand) : fasterBeyondNoise(this.timed.cand, this.timed.cur);\n    }\n  };\n\n  // src/threads.ts\n  var CTRL = {\n    GEN: 0,\n    // generation of the current call; workers wait on it\n    MAIL: 1,\n    // messages posted to every worker so far\n    NEXT: 2,\n    // (generation << 8) | next part to claim\n    DONE: 3,\n    // parts of the current call finished\n    PARTS: 4,\n    KERNEL: 5,\n    // pool id of the kernel\n    NARGS: 6,\n    ERROR: 7,\n    // set by a worker whose part threw\n    ARGS: 8,\n    // up to 8 arguments\n    BELL: 16,\n    // rung (incremented) for every call and every message; workers wait on it\n    APP_CALLS: 17,\n    // the app\'s kernel calls started so far (see `ThreadPool.activity`)\n    APP_BUSY: 18,\n    // 1 while an app kernel runs\n    WORDS: 19\n  };\n  var GEN_MASK = 8388607;\n  var READY_MS = 5e3;\n  function withTimeout(p, ms) {\n    return new Promise((resolve, reject) => {\n      const t = setTimeout(resolve, ms);\n      p.then(() => (clearTimeout(t), resolve()), (e) => (clearTimeout(t), reject(e)));\n    });\n  }\n  var ThreadPool = class {\n    /** Threads that run parts: the caller and `size - 1` workers. */\n    size;\n    ctrl;\n    workers = [];\n    gen = 0;\n    nextId = 1;\n    pending = /* @__PURE__ */ new Map();\n    closed = false;\n    /** Calls run, parts run, and parts the calling thread ran itself (the rest ran on workers). */\n    stats = { calls: 0, parts: 0, callerParts: 0 };\n    /** A pool of `size` threads (the caller counts as one). */\n    constructor(size) {\n      this.size = Math.max(1, Math.floor(size));\n      this.ctrl = new Int32Array(new SharedArrayBuffer(CTRL.WORDS * 4));\n      if (this.size === 1) return;\n      const url = URL.createObjectURL(new Blob([\'"use strict";\\n(() => {\\n  // src/threads.ts\\n  var CTRL = {\\n    GEN: 0,\\n    // generation of the current call; workers wait on it\\n    MAIL: 1,\\n    // messages posted to every worker so far\\n    NEXT: 2,\\n    // (generation << 8) | next part to claim\\n    DONE: 3,\\n    // parts of the current call finished\\n    PARTS: 4,\\n    KERNEL: 5,\\n    // pool id of the kernel\\n    NARGS: 6,\\n    ERROR: 7,\\n    // set by a worker whose part threw\\n    ARGS: 8,\\n    // up to 8 arguments\\n    BELL: 16,\\n    // rung (incremented) for every call and every message; workers wait on it\\n    APP_CALLS: 17,\\n    // the app\\\'s kernel calls started so far (see `ThreadPool.activity`)\\n    APP_BUSY: 18,\\n    // 1 while an app kernel runs\\n    WORDS: 19\\n  };\\n  function claim(c, gen, parts) {\\n    for (; ; ) {\\n      const v = Atomics.load(c, CTRL.NEXT);\\n      if (v >>> 8 !== gen) return -1;\\n      const p = v & 255;\\n      if (p >= parts) return -1;\\n      if (Atomics.compareExchange(c, CTRL.NEXT, v, v + 1) === v) return p;\\n    }\\n  }\\n  function runClaimed(c, gen, parts, run) {\\n    let n = 0;\\n    for (let p = claim(c, gen, parts); p >= 0; p = claim(c, gen, parts), n++) {\\n      try {\\n        run(p);\\n      } finally {\\n        Atomics.add(c, CTRL.DONE, 1);\\n      }\\n    }\\n    return n;\\n  }\\n\\n  // src/pool-worker.ts\\n  var SPIN_MS = 0.3;\\n  var ctrl = null;\\n  var kernels = /* @__PURE__ */ new Map();\\n  var mail = 0;\\n  var seen = 0;\\n  var args = [];\\n  var scope = self;\\n  scope.onmessage = (e) => {\\n    const m = e.data;\\n    if (m.kind === "init") {\\n      ctrl = m.ctrl;\\n      seen = Atomics.load(ctrl, CTRL.GEN);\\n    } else {\\n      mail++;\\n      try {\\n        const inst = new WebAssembly.Instance(m.module, { env: { memory: m.memory } });\\n        kernels.set(m.id, inst.exports[m.entry]);\\n        scope.postMessage({ kind: "ready", id: m.id });\\n      } catch (err) {\\n        scope.postMessage({ kind: "error", id: m.id, error: `pool worker cannot instantiate kernel: ${err}` });\\n      }\\n    }\\n    loop();\\n  };\\n  function loop() {\\n    const c = ctrl;\\n    if (!c) return;\\n    let idleSince = performance.now();\\n    for (; ; ) {\\n      const bell = Atomics.load(c, CTRL.BELL);\\n      if (Atomics.load(c, CTRL.MAIL) !== mail) return;\\n      const gen = Atomics.load(c, CTRL.GEN);\\n      if (gen === seen) {\\n        if (performance.now() - idleSince < SPIN_MS) continue;\\n        Atomics.wait(c, CTRL.BELL, bell);\\n        idleSince = performance.now();\\n        continue;\\n      }\\n      seen = gen;\\n      const fn = kernels.get(c[CTRL.KERNEL]);\\n      const parts = c[CTRL.PARTS];\\n      args.length = c[CTRL.NARGS];\\n      for (let i = 0; i < args.length; i++) args[i] = c[CTRL.ARGS + i];\\n      if (fn) {\\n        runClaimed(c, gen, parts, (p) => {\\n          try {\\n            fn(...args, p);\\n          } catch {\\n            Atomics.store(c, CTRL.ERROR, 1);\\n          }\\n        });\\n      }\\n      idleSince = performance.now();\\n    }\\n  }\\n})();\\n\'], { type: "text/javascript" }));\n      try {\n        for (let i = 1; i < this.size; i++) {\n          const w = new Worker(url);\n          w.onmessage = (e) => this.reply(e.data);\n          w.onerror = (e) => {\n            e.preventDefault();\n            for (const [id] of this.pending) this.reply({ kind: "error", id, error: `pool worker: ${e.message}` });\n          };\n          w.postMessage({ kind: "init", ctrl: this.ctrl });\n          this.workers.push(w);\n        }\n      } finally {\n        URL.revokeObjectURL(url);\n      }\n    }\n    reply(r) {\n      const p = this.pending.get(r.id);\n      if (!p) return;\n      if (r.kind === "error") {\n        this.pending.delete(r.id);\n        p.reject(new Error(r.error));\n      } else if (--p.left === 0) {\n        this.pending.delete(r.id);\n        p.resolve();\n      }\n    }\n    /**\n     * Instantiates `module` (a threaded kernel, or any module whose `entry`\n     * takes the part number last) on `memory` in every worker; `instance` is\n     * the calling thread\'s. Calls may start at once: until a worker has\n     * its instance, the caller runs that worker\'s share.\n     */\n    prepare(module, memory, instance, entry = "kernel_part") {\n      const part = instance.exports[entry];\n      if (typeof part !== "function") throw new Error(`a threaded kernel must export ${entry}`);\n      const id = this.nextId++;\n      const ready = this.workers.length === 0 ? Promise.resolve() : new Promise((resolve, reject) => this.pending.set(id, { left: this.workers.length, resolve, reject }));\n      for (const w of this.workers) w.postMessage({ kind: "kernel", id, module, memory, entry });\n      if (this.workers.length) {\n        Atomics.add(this.ctrl, CTRL.MAIL, 1);\n        this.ring();\n      }\n      return { id, part, ready: withTimeout(ready, READY_MS) };\n    }\n    /**\n     * The words a bench worker reads to time candidates only while the app\'s\n     * kernels are not running (`APP_CALLS`, `APP_BUSY`): on a page with\n     * threads, a candidate timed while the app\'s kernels use the cores would\n     * look slower the more threads it uses.\n     */\n    get activity() {\n      return this.ctrl;\n    }\n    /** Runs `f`, an app kernel call, marked in `activity` (every `run` is). */\n    appCall(f) {\n      const c = this.ctrl;\n      Atomics.add(c, CTRL.APP_CALLS, 1);\n      Atomics.store(c, CTRL.APP_BUSY, 1);\n      try {\n        f();\n      } finally {\n        Atomics.store(c, CTRL.APP_BUSY, 0);\n        Atomics.notify(c, CTRL.APP_BUSY);\n      }\n    }\n    /**\n     * Runs parts `0..parts` of `k` with these arguments and returns when all\n     * are done. Synchronous: the caller runs parts itself and then spins for\n     * the parts workers took (at most one part\'s time).\n     */\n    run(k, args, parts) {\n      this.appCall(() => this.runParts(k, args, parts));\n    }\n    runParts(k, args, parts) {\n      const c = this.ctrl;\n      this.stats.calls++;\n      this.stats.parts += parts;\n      if (this.workers.length === 0 || this.closed) {\n        for (let p = 0; p < parts; p++) k.part(...args, p);\n        this.stats.callerParts += parts;\n        return;\n      }\n      if (args.length > 8 || parts > 255) throw new Error(`a pool call takes at most 8 arguments and 255 parts, got ${args.length} and ${parts}`);\n      const gen = this.gen = this.gen + 1 & GEN_MASK;\n      for (let i = 0; i < args.length; i++) c[CTRL.ARGS + i] = args[i];\n      c[CTRL.NARGS] = args.length;\n      c[CTRL.PARTS] = parts;\n      c[CTRL.KERNEL] = k.id;\n      Atomics.store(c, CTRL.DONE, 0);\n      Atomics.store(c, CTRL.ERROR, 0);\n      Atomics.store(c, CTRL.NEXT, gen << 8);\n      Atomics.store(c, CTRL.GEN, gen);\n      this.ring();\n      this.stats.callerParts += runClaimed(c, gen, parts, (p) => k.part(...args, p));\n      while (Atomics.load(c, CTRL.DONE) < parts) {\n      }\n      if (Atomics.load(c, CTRL.ERROR)) throw new Error("a thread-pool worker failed to run its part of the kernel");\n    }\n    /**\n     * Wakes every worker. A worker reads the bell before it looks for work and\n     * waits only while the bell still has that value, so no call or message\n     * can slip in between its look and its wait unnoticed.\n     */\n    ring() {\n      Atomics.add(this.ctrl, CTRL.BELL, 1);\n      Atomics.notify(this.ctrl, CTRL.BELL);\n    }\n    close() {\n      this.closed = true;\n      for (const w of this.workers) w.terminate();\n      this.workers = [];\n      for (const p of this.pending.values()) p.reject(new Error("thread pool closed"));\n      this.pending.clear();\n    }\n  };\n  function claim(c, gen, parts) {\n    for (; ; ) {\n      const v = Atomics.load(c, CTRL.NEXT);\n      if (v >>> 8 !== gen) return -1;\n      const p = v & 255;\n      if (p >= parts) return -1;\n      if (Atomics.compareExchange(c, CTRL.NEXT, v, v + 1) === v) return p;\n    }\n  }\n  function runClaimed(c, gen, parts, run) {\n    let n = 0;\n    for (let p = claim(c, gen, parts); p >= 0; p = claim(c, gen, parts), n++) {\n      try {\n        run(p);\n      } finally {\n        Atomics.add(c, CTRL.DONE, 1);\n      }\n    }\n    return n;\n  }\n  function sharedImport(bytes) {\n    const r = new Reader(bytes);\n    if (bytes.length < 8 || bytes[0] !== 0 || bytes[1] !== 97 || bytes[2] !== 115 || bytes[3] !== 109) throw new Error("not a Wasm module");\n    r.at = 8;\n    while (r.at < bytes.length) {\n      const start = r.at;\n      const id = bytes[r.at++];\n      const size = r.leb();\n      const end = r.at + size;\n      if (id !== 2) {\n        r.at = end;\n        continue;\n      }\n      const count = r.leb();\n      const out = [...leb(count)];\n      for (let i = 0; i < count; i++) {\n        const from = r.at;\n        r.skip(r.leb());\n        r.skip(r.leb());\n        const kind = bytes[r.at++];\n        out.push(...bytes.subarray(from, r.at));\n        if (kind !== 2) throw new Error(`sharedImport: an import of kind ${kind}: webtune kernels import one memory only`);\n        const flags = bytes[r.at++];\n        const min = r.leb();\n        const max = flags & 1 ? r.leb() : 65536;\n        if (flags & 2) return bytes;\n        if (flags & ~1) throw new Error(`sharedImport: memory limits flags ${flags}`);\n        out.push(3, ...leb(min), ...leb(max));\n      }\n      if (r.at !== end) throw new Error("sharedImport: the import section has trailing bytes");\n      const section = [2, ...leb(out.length), ...out];\n      const res = new Uint8Array(bytes.length - (end - start) + section.length);\n      res.set(bytes.subarray(0, start), 0);\n      res.set(section, start);\n      res.set(bytes.subarray(end), start + section.length);\n      return res;\n    }\n    return bytes;\n  }\n  var Reader = class {\n    constructor(b) {\n      this.b = b;\n    }\n    b;\n    at = 0;\n    leb() {\n      let v = 0, shift = 0;\n      for (; ; ) {\n        if (this.at >= this.b.length) throw new Error("sharedImport: truncated module");\n        const x = this.b[this.at++];\n        v += (x & 127) * 2 ** shift;\n        if (!(x & 128)) return v;\n        shift += 7;\n      }\n    }\n    skip(n) {\n      this.at += n;\n    }\n  };\n  function leb(v) {\n    const out = [];\n    do {\n      let x = v % 128;\n      v = Math.floor(v / 128);\n      if (v) x |= 128;\n      out.push(x);\n    } while (v);\n    return out;\n  }\n  function timeQuietly(activity, sample, maxWaitMs = 1e3, tries = 5) {\n    for (let attempt = 1; ; attempt++) {\n      const until = performance.now() + maxWaitMs;\n      while (Atomics.load(activity, CTRL.APP_BUSY) !== 0 && performance.now() < until) Atomics.wait(activity, CTRL.APP_BUSY, 1, 5);\n      const calls = Atomics.load(activity, CTRL.APP_CALLS);\n      const ms = sample();\n      if (attempt >= tries || Atomics.load(activity, CTRL.APP_CALLS) === calls && Atomics.load(activity, CTRL.APP_BUSY) === 0) return ms;\n    }\n  }\n\n  // src/timer.ts\n  var cached = 0;\n  function timerResolutionMs() {\n    if (cached) return cached;\n    let best = Infinity;\n    for (let trial = 0; trial < 5; trial++) {\n      const t0 = performance.now();\n      let t1 = t0;\n      const start = Date.now();\n      while (t1 === t0 && Date.now() - start < 50) t1 = performance.now();\n      if (t1 > t0) best = Math.min(best, t1 - t0);\n    }\n    cached = Number.isFinite(best) ? best : 1;\n    return cached;\n  }\n\n  // src/wasm.ts\n  var PAGE = 65536;\n  function align(n, a) {\n    return Math.ceil(n / a) * a;\n  }\n  function newMemory(pages, shared) {\n    return shared ? new WebAssembly.Memory({ initial: pages, maximum: 65536, shared: true }) : new WebAssembly.Memory({ initial: pages });\n  }\n  function threadsOf(meta) {\n    return meta.threads && meta.threads > 1 ? meta.threads : 0;\n  }\n  async function instantiate(impl, memory, pool) {\n    const inst = await WebAssembly.instantiate(impl.module, { env: { memory } });\n    const parts = threadsOf(impl.meta);\n    if (parts) {\n      if (!pool) throw new Error(`kernel ${impl.sha256} is threaded (${parts} parts) but this runtime has no thread pool`);\n      const k = pool.prepare(impl.module, memory, inst);\n      await k.ready;\n      return (...o) => pool.run(k, o, parts);\n    }\n    const fn = inst.exports[impl.meta.entry || "kernel"];\n    if (typeof fn !== "function") throw new Error(`kernel ${impl.sha256} exports no \\`${impl.meta.entry}\\``);\n    return fn;\n  }\n  function ensureBytes(memory, bytes) {\n    const have = memory.buffer.byteLength;\n    if (have < bytes) memory.grow(Math.ceil((bytes - have) / PAGE));\n  }\n  var WasmBench = class {\n    constructor(specs, meta, pool, shared, activity) {\n      this.pool = pool;\n      this.activity = activity;\n      let end = 0;\n      for (const s of specs) {\n        this.offsets.push(end);\n        end = align(end + s.elems * 4, 64);\n      }\n      this.scratch = end;\n      this.outElems = specs[specs.length - 1].elems;\n      this.memory = newMemory(Math.max(1, meta.memory_pages_min ?? 0, Math.ceil(end / PAGE)), shared);\n    }\n    pool;\n    activity;\n    resolutionMs = timerResolutionMs();\n    // 1 % rounding, and never under 0.5 ms (call overhead and clock reads).\n    minSampleMs = Math.max(0.5, 100 * this.resolutionMs);\n    memory;\n    offsets = [];\n    scratch;\n    outElems;\n    async setInputs(args) {\n      for (let i = 0; i < args.length; i++) new Uint32Array(this.memory.buffer, this.offsets[i], args[i].length).set(args[i]);\n    }\n    async prepare(impl) {\n      if (impl.benchFn && impl.benchMemory === this.memory) return impl.benchFn;\n      ensureBytes(this.memory, Math.max((impl.meta.memory_pages_min ?? 0) * PAGE, this.scratch + (impl.meta.scratch_bytes ?? 0)));\n      const fn = await instantiate(impl, this.memory, this.pool);\n      impl.benchFn = fn;\n      impl.benchMemory = this.memory;\n      return fn;\n    }\n    argsFor(impl) {\n      return impl.meta.scratch_bytes ? [...this.offsets, this.scratch] : this.offsets;\n    }\n    async runOnce(impl) {\n      const fn = await this.prepare(impl);\n      const out = this.offsets[this.offsets.length - 1];\n      new Uint32Array(this.memory.buffer, out, this.outElems).fill(POISON);\n      fn(...this.argsFor(impl));\n      return new Float32Array(this.memory.buffer.slice(out, out + this.outElems * 4));\n    }\n    async time(impl, reps) {\n      const fn = await this.prepare(impl);\n      const o = this.argsFor(impl);\n      return this.activity ? timeQuietly(this.activity, () => this.timeCalls(fn, o, reps)) : this.timeCalls(fn, o, reps);\n    }\n    timeCalls(fn, o, reps) {\n      let t0 = 0, t1 = 0;\n      switch (o.length) {\n        case 3: {\n          const [a, b, c] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c);\n          t1 = performance.now();\n          break;\n        }\n        case 4: {\n          const [a, b, c, d] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d);\n          t1 = performance.now();\n          break;\n        }\n        case 5: {\n          const [a, b, c, d, e] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e);\n          t1 = performance.now();\n          break;\n        }\n        // matmul_i16\'s A, B, SA, SB, then bias, R and C (and a scratch pointer): up to 8.\n        case 6: {\n          const [a, b, c, d, e, f] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e, f);\n          t1 = performance.now();\n          break;\n        }\n        case 7: {\n          const [a, b, c, d, e, f, g] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e, f, g);\n          t1 = performance.now();\n          break;\n        }\n        case 8: {\n          const [a, b, c, d, e, f, g, h] = o;\n          t0 = performance.now();\n          for (let i = 0; i < reps; i++) fn(a, b, c, d, e, f, g, h);\n          t1 = performance.now();\n          break;\n        }\n        default:\n          throw new Error(`unexpected kernel arity ${o.length}`);\n      }\n      return t1 - t0;\n    }\n    dispose() {\n    }\n  };\n  var WasmBackend = class {\n    /**\n     * `activity`: in a bench worker on a page with threads, the page pool\'s\n     * activity words; samples are then timed while the app\'s kernels pause.\n     */\n    constructor(pool = null, shared = pool !== null, activity = null) {\n      this.pool = pool;\n      this.shared = shared;\n      this.activity = activity;\n    }\n    pool;\n    shared;\n    activity;\n    target = "wasm";\n    async load(bytes, meta) {\n      if (typeof bytes === "string") throw new Error("a Wasm kernel must be bytes");\n      const parts = threadsOf(meta);\n      if (parts && !this.pool) throw new Error(`kernel ${meta.sha256} is threaded (${parts} parts); this page runs Wasm on one thread`);\n      const module = await WebAssembly.compile(this.shared ? sharedImport(new Uint8Array(bytes)) : bytes);\n      return { sha256: meta.sha256, meta, module, bytes };\n    }\n    bench(specs, meta) {\n      return new WasmBench(specs, meta, this.pool, this.shared, this.activity);\n    }\n  };\n\n  // src/eval-worker.ts\n  var BenchSide = class {\n    constructor(backend, implOf) {\n      this.backend = backend;\n      this.implOf = implOf;\n    }\n    backend;\n    implOf;\n    ops = /* @__PURE__ */ new Map();\n    notes = [];\n    context(r) {\n      let o = this.ops.get(r.key);\n      if (o && r.current && r.current.sha256 !== o.ctx.current.sha256) o.ctx.current = this.implOf(r.current);\n      if (o) return o;\n      if (!r.current) throw new Error(`op ${r.key}: its kernel in use was never sent`);\n      const specs = argSpecs(r.op, r.shape);\n      const unitMs = unitTimes();\n      const notes = () => this.notes;\n      const ctx = {\n        specs,\n        op: r.op,\n        shape: r.shape,\n        current: this.implOf(r.current),\n        currentBroken: false,\n        unitMs,\n        noteUnit(u, ms) {\n          noteUnitTime(unitMs, u, ms);\n        },\n        note(s) {\n          notes().push(s);\n        },\n        timedPairs: r.settings.timedPairs,\n        warmPairs: r.settings.warmPairs,\n        earlyReject: r.settings.earlyReject,\n        stopAfterMs: r.settings.stopAfterMs ?? STOP_AFTER_MS,\n        policy: r.settings.policy\n      };\n      o = { ctx, bench: this.backend.bench(specs, ctx.current.meta) };\n      this.ops.set(r.key, o);\n      return o;\n    }\n    async evaluate(r) {\n      const { ctx, bench } = this.context(r);\n      this.notes = [];\n      const cand = r.impl.sha256 === ctx.current.sha256 ? ctx.current : this.implOf(r.impl);\n      const ev = new Evaluation(ctx, this.backend, r.cand, { cand: r.cand, impl: cand });\n      while (ev.phase !== "done") await ev.step(bench, Infinity, false);\n      const result = ev.result;\n      const beats = result.ok && cand.sha256 !== ctx.current.sha256 && (ctx.currentBroken || ev.beatsCurrent());\n      if (beats) {\n        ctx.current = cand;\n        ctx.currentBroken = false;\n      }\n      return { result, beats, notes: this.notes };\n    }\n  };\n  var scope = globalThis;\n  if (typeof scope.WorkerGlobalScope !== "undefined") {\n    let side = null;\n    let chain = Promise.resolve();\n    scope.onmessage = (e) => {\n      const r = e.data;\n      side ??= new BenchSide(\n        new WasmBackend(r.threads && r.threads > 1 ? new ThreadPool(r.threads) : null, r.shared ?? false, r.activity ?? null),\n        (k) => ({ sha256: k.sha256, meta: k.meta, module: k.module, bytes: new ArrayBuffer(0) })\n      );\n      const s = side;\n      chain = chain.then(async () => {\n        let reply;\n        try {\n          reply = { id: r.id, ok: true, answer: await s.evaluate(r) };\n        } catch (err) {\n          reply = { id: r.id, ok: false, error: err instanceof Error ? err.message : String(err) };\n        }\n        scope.postMessage(reply);\n      });\n    };\n  }\n})();\n'], { type: "text/javascript" }));
     this.worker = new Worker(url);
     URL.revokeObjectURL(url);
     this.worker.onmessage = (e) => {
@@ -6830,7 +7096,8 @@ var SentenceEncoder = class _SentenceEncoder {
       const s = LENGTHS.find((l) => l >= longest && l <= top) ?? top;
       const bucket = await this.bucket(pow2(idx.length), s);
       const t0 = performance.now();
-      this.run(bucket, idx.map((i) => toks[i]));
+      const batch = idx.map((i) => toks[i]);
+      this.webtune.guard.call(`${bucket.b}x${bucket.s}`, bucket.kernels, () => this.run(bucket, batch));
       if (bucket.calls++ > 0) void this.latency?.add(this.webtune.session.session_id, "wasm", bucket.b, bucket.s, performance.now() - t0);
       const H = this.dim;
       for (let j = 0; j < idx.length; j++) out[idx[j]] = this.f32.slice(bucket.pooled / 4 + j * H, bucket.pooled / 4 + (j + 1) * H);
@@ -6890,7 +7157,8 @@ var SentenceEncoder = class _SentenceEncoder {
     this.i32 = new Int32Array(this.memory.buffer);
     this.f32 = new Float32Array(this.memory.buffer);
     this.i32.fill(1, offsets.ones / 4, offsets.ones / 4 + b);
-    return { b, s, calls: 0, ...offsets, qkvK, scoresK, contextK, outK, upK, downK };
+    const kernels = [.../* @__PURE__ */ new Set([qkvK, scoresK, contextK, outK, upK, downK])];
+    return { b, s, calls: 0, ...offsets, qkvK, scoresK, contextK, outK, upK, downK, kernels };
   }
   /** Runs one padded batch through the model into `bk.pooled`; synchronous, so no kernel swaps mid-batch. */
   run(bk, toks) {
@@ -7026,10 +7294,12 @@ var MAX_OPEN_QUEUES = 4;
 var BACKGROUND_SLICE_MS = 4;
 var AUTO_SLICE_MAX_MS = 500;
 var AUTO_SLICE_MIN_MS = 8;
+var CROWD_CANDIDATES = 3;
 var TRIAL_MIN_PAIRS = 6;
 var TRIAL_MAX_PAIRS = 24;
 var TRIAL_FLOOR = 0.02;
 var TRIAL_REJECT_RATIO = 1.25;
+var TRIAL_ABORT_RATIO = 1.6;
 var TRIAL_TIMEOUT_MS = 2e4;
 var TRIAL_SAMPLE_TICKS = 20;
 var KernelHandle = class {
@@ -7070,19 +7340,40 @@ var WasmKernel = class extends KernelHandle {
   }
   binding;
   newBinding;
+  /**
+   * The kernel the plan guard last accepted (at first the one loaded), kept
+   * bound while the kernel in use is one the guard has not judged yet.
+   */
+  base = null;
+  onBase = false;
+  /** @internal Called when the guard puts the base back (the tuner's kernel in use follows). */
+  onRevert = null;
   trialState = null;
   /** The binding a trial binds its candidate into: the previous kernel's after a swap (its scratch pages are reused, not grown again). */
   spare = null;
   /** Runs the kernel on arguments at these byte offsets of the app's memory, in ABI order. */
   run(...offsets) {
     this.calls++;
+    if (this.onBase) {
+      this.base.binding.call(offsets);
+      return;
+    }
     const tr = this.trialState;
     const t0 = performance.now();
     const turn = tr ? tr.turn++ % 4 : 0;
     if (tr && (turn === 1 || turn === 2)) {
       tr.binding.call(offsets);
-      tr.acc.cand += performance.now() - t0;
+      const ms2 = performance.now() - t0;
+      tr.acc.cand += ms2;
       tr.acc.candCalls++;
+      const ref = this.appCalls > 0 ? this.appMs / this.appCalls : 0;
+      const slow = ref >= tr.minSampleMs && ms2 > TRIAL_ABORT_RATIO * ref;
+      if (turn === 2 && slow && tr.slowFirst) {
+        tr.cur.push(ref);
+        tr.cand.push(tr.acc.cand / tr.acc.candCalls);
+        tr.end(false);
+      }
+      tr.slowFirst = turn === 1 && slow;
       return;
     }
     this.binding.call(offsets);
@@ -7117,6 +7408,7 @@ var WasmKernel = class extends KernelHandle {
         binding,
         turn: 0,
         minSampleMs,
+        slowFirst: false,
         acc: { cur: 0, cand: 0, curCalls: 0, candCalls: 0 },
         cur: [],
         cand: [],
@@ -7125,9 +7417,7 @@ var WasmKernel = class extends KernelHandle {
           this.trialState = null;
           const ok = faster && median(st.cand) < median(st.cur);
           if (ok) {
-            this.spare = this.binding;
-            this.binding = binding;
-            this.impl = impl;
+            this.replace(binding, impl);
           } else {
             this.spare = binding;
           }
@@ -7156,8 +7446,45 @@ var WasmKernel = class extends KernelHandle {
   }
   /** @internal */
   async adopt(impl) {
-    await this.binding.bind(impl);
+    const binding = this.spare ?? this.newBinding();
+    this.spare = null;
+    await binding.bind(impl);
+    this.replace(binding, impl);
+  }
+  /** Puts `binding` (holding `impl`) in use; the kernel it replaces stays as the base if the guard has not judged one yet. */
+  replace(binding, impl) {
+    if (this.base) this.spare = this.binding;
+    else this.base = { impl: this.impl, binding: this.binding };
+    this.binding = binding;
     this.impl = impl;
+  }
+  /** @internal */
+  get unguarded() {
+    return this.base !== null;
+  }
+  /** @internal Whether its tuning has nothing left to try (the plan guard judges only then). */
+  get quiet() {
+    return !this.tuner || this.tuner.drained;
+  }
+  /** @internal */
+  useBase(on) {
+    this.onBase = on && this.base !== null;
+  }
+  /** @internal The guard's verdict on the kernel in use (see plan-guard.ts). */
+  settle(keep, ratio) {
+    const base = this.base;
+    if (!base) return;
+    this.base = null;
+    this.onBase = false;
+    if (keep) {
+      this.spare = base.binding;
+      return;
+    }
+    const lost = this.impl;
+    this.spare = this.binding;
+    this.binding = base.binding;
+    this.impl = base.impl;
+    this.onRevert?.(base.impl, lost, ratio);
   }
 };
 var GpuKernel = class extends KernelHandle {
@@ -7251,6 +7578,13 @@ var Webtune = class _Webtune extends EventTarget {
   loop = null;
   /** The bench worker, when the `worker` option took effect. */
   remote = null;
+  /**
+   * The plan guard (plan-guard.ts): a model's Wasm calls that go through it
+   * (`TextGenerator`'s runs) judge the kernels tuning put in, all of a call's
+   * at once, and put the ones before back where the new plan is slower.
+   * Each verdict is a `guard` event (`GuardDetail`).
+   */
+  guard = new PlanGuard((d) => this.dispatchEvent(new CustomEvent("guard", { detail: d })));
   pumping = false;
   closed = false;
   /** The tuning policy (the `policy` option). */
@@ -7422,6 +7756,7 @@ var Webtune = class _Webtune extends EventTarget {
     const cacheKey2 = this.cacheKey(op, shape);
     const cached2 = await this.cache.get(cacheKey2);
     let meta, bytes, source, level;
+    let crowd = false;
     if (cached2) {
       ({ meta, bytes } = cached2);
       source = "cache";
@@ -7444,6 +7779,7 @@ var Webtune = class _Webtune extends EventTarget {
         bytes = await this.fetchKernel(best.url, this.serverTarget);
         source = "server";
         level = best.level;
+        crowd = best.level === "device" && (best.source === "elected" || best.source === "provisional");
       }
       await this.cache.put({ key: cacheKey2, sha256: meta.sha256, meta, bytes, tuned: false, median_us: 0, saved_at: Date.now() });
     }
@@ -7462,6 +7798,7 @@ var Webtune = class _Webtune extends EventTarget {
       const impl = handle.impl;
       const tuner = new KernelTuner(this.host(handle), this.backend, op, shape, impl);
       tuner.maxCandidates = Math.max(1, this.opts.maxCandidates ?? Infinity);
+      if (crowd && this.policy === "fast") tuner.maxCandidates = Math.min(tuner.maxCandidates, CROWD_CANDIDATES);
       tuner.policy = this.policy;
       if (this.remote) tuner.remote = this.remote;
       if (this.policy === "fast") {
@@ -7471,6 +7808,12 @@ var Webtune = class _Webtune extends EventTarget {
         tuner.join(fam);
       }
       handle.tuner = tuner;
+      if (handle instanceof WasmKernel) {
+        handle.onRevert = (impl2, lost, ratio) => {
+          tuner.reverted(impl2, lost, ratio);
+          void this.cache.put({ key: this.cacheKey(op, shape), sha256: impl2.sha256, meta: impl2.meta, bytes: impl2.bytes, tuned: false, median_us: 0, saved_at: Date.now() });
+        };
+      }
     }
     this.handles.push(handle);
     this.announcedDone = false;
@@ -7483,6 +7826,7 @@ var Webtune = class _Webtune extends EventTarget {
       sessionId: this.session.session_id,
       fetchKernel: (url, target) => this.fetchKernel(url, target),
       async adopt(t, impl, m, previous) {
+        if (handle instanceof WasmKernel) await wt.guard.released(handle);
         const inApp = handle instanceof WasmKernel && (wt.opts.trials === "all" || wt.pool && wt.policy === "fast" && threadsOf(impl.meta));
         let trial;
         if (inApp) {
@@ -7540,6 +7884,7 @@ var Webtune = class _Webtune extends EventTarget {
         wt.dispatchEvent(new CustomEvent("measure", { detail }));
       },
       submit: (body) => this.reporter.submit(body),
+      unjudged: () => handle instanceof WasmKernel && this.guard.judges(handle),
       reported(t, response, error) {
         const body = t.reportBody();
         const detail = { op: t.op, shape: t.shape, target: wt.target, response, error, entries: body?.entries.length ?? 0 };
@@ -11096,16 +11441,25 @@ function align2(x) {
 function bucketOf(graph, tokens) {
   return graph.buckets.find((b) => b >= Math.max(1, tokens)) ?? null;
 }
-function productsOf(graph, m) {
+function productsOf(graph, m, fused = false) {
   const out = [];
-  for (const s of graph.steps) {
-    if (s.step !== "matmul") continue;
-    const shape = [s.last ? 1 : m, s.k, s.n];
-    const p = out.find((x) => x.op === s.kernel && x.shape.join() === shape.join());
+  const add = (op, shape) => {
+    const p = out.find((x) => x.op === op && x.shape.join() === shape.join());
     if (p) p.calls++;
-    else out.push({ op: s.kernel, shape, calls: 1 });
+    else out.push({ op, shape, calls: 1 });
+  };
+  const runs = new Map((fused && m === 1 ? graph.fused ?? [] : []).map((f) => [f.first, f]));
+  for (let i = 0; i < graph.steps.length; i++) {
+    const f = runs.get(i);
+    if (f) {
+      add(f.kernel, [1, f.k, f.n]);
+      i += f.steps - 1;
+      continue;
+    }
+    const s = graph.steps[i];
+    if (s.step === "matmul") add(s.kernel, [s.last ? 1 : m, s.k, s.n]);
   }
-  const work = (p) => p.calls * p.shape[0] * p.shape[1] * p.shape[2];
+  const work = (p) => (p.op.includes("+swiglu") ? 2 : 1) * p.calls * p.shape[0] * p.shape[1] * p.shape[2];
   return out.sort((a, b) => work(b) - work(a) || (a.op < b.op ? -1 : a.op > b.op ? 1 : 0) || a.shape[0] - b.shape[0] || a.shape[1] - b.shape[1] || a.shape[2] - b.shape[2]);
 }
 function partBytes(format2, part, n, k) {
@@ -11264,6 +11618,9 @@ var GraphDecoder = class _GraphDecoder {
   /** Each distinct product's kernel (the head's is in every bucket). */
   made = /* @__PURE__ */ new Map();
   ropeFilled = 0;
+  guard = null;
+  /** Per bucket, its distinct kernels (what a guarded run names). */
+  distinct = /* @__PURE__ */ new Map();
   i32;
   f32;
   pos = 0;
@@ -11303,9 +11660,14 @@ var GraphDecoder = class _GraphDecoder {
     for (const name of FIXED) if (typeof ex[name] !== "function") throw new Error(`decoder-kernels.wat has no export \`${name}\``);
     return new _GraphDecoder(graph, memory, layout, context, ex, tensors);
   }
-  /** Where the tuned products come from (before the first `feed`). */
-  setKernels(source) {
+  /**
+   * Where the tuned products come from (before the first `feed`), and
+   * optionally what every run goes through (`Webtune`'s plan guard: a run
+   * of bucket `m` is one call of kind `m` over that bucket's kernels).
+   */
+  setKernels(source, guard) {
     this.kernelsOf = source;
+    this.guard = guard ?? null;
   }
   /** Positions in the caches so far. */
   get position() {
@@ -11366,7 +11728,7 @@ var GraphDecoder = class _GraphDecoder {
       const chunk = Array.prototype.slice.call(tokens, at, at + max);
       const m = bucketOf(this.graph, chunk.length);
       const ks = this.ready.get(m) ?? await this.kernels(m);
-      this.run(chunk, m, ks);
+      this.guarded(m, ks, () => this.run(chunk, m, ks));
     }
     return this.logits();
   }
@@ -11389,12 +11751,26 @@ var GraphDecoder = class _GraphDecoder {
     });
     this.pos = at;
     try {
-      this.run(Array.from({ length: t }, (_, i) => (i * 7919 + 1) % this.graph.vocab), m, ks);
+      const ids = Array.from({ length: t }, (_, i) => (i * 7919 + 1) % this.graph.vocab);
+      this.guarded(m, ks, () => this.run(ids, m, ks));
     } finally {
       this.pos = pos;
       this.views();
       for (const s of saved) this.f32.set(s.rows, s.at);
     }
+  }
+  /** Buckets run before whose next run the guard would judge (their kernels changed since it last did). */
+  dueBuckets() {
+    const g = this.guard;
+    if (!g?.due) return [];
+    return [...this.distinct].filter(([m, ks]) => g.due(String(m), ks)).map(([m]) => m);
+  }
+  /** A run of bucket `m` through the guard, if any. */
+  guarded(m, ks, run) {
+    if (!this.guard) return run();
+    let d = this.distinct.get(m);
+    if (!d) this.distinct.set(m, d = [...new Set(ks.filter((k) => k !== void 0))]);
+    this.guard.call(String(m), d, run);
   }
   /** The last run's logits (a view of the memory). */
   logits() {
@@ -11532,6 +11908,29 @@ function fusions(graph) {
   }
   return out;
 }
+function fusedRun(graph, f) {
+  const what = `decoder graph fused run at step ${f.first} (${f.kernel})`;
+  const [base, ...suffixes] = f.kernel.split("+");
+  const known = ["rms_norm", "swiglu", "residual"];
+  if (suffixes.some((x, i) => !known.includes(x) || i > 0 && known.indexOf(x) <= known.indexOf(suffixes[i - 1])) || !suffixes.length)
+    throw new Error(`${what}: a fused op is a product with +rms_norm, +swiglu and +residual, in that order`);
+  const steps = graph.steps.slice(f.first, f.first + f.steps);
+  let at = 0;
+  const take = (kind) => {
+    const s = steps[at++];
+    if (s?.step !== kind) throw new Error(`${what}: step ${f.first + at - 1} is ${s?.step ?? "missing"}, the op needs ${kind}`);
+    return s;
+  };
+  const norm = suffixes.includes("rms_norm") ? take("rms_norm") : void 0;
+  const product = take("matmul");
+  const glu = suffixes.includes("swiglu") ? take("swi_glu") : void 0;
+  const add = suffixes.includes("residual") ? take("add") : void 0;
+  const out = glu?.out ?? product.out;
+  const cols = glu ? glu.ffn : product.n;
+  const bad = at !== f.steps || product.kernel !== base || f.k !== product.k || f.n !== cols || product.format === "f32" && (norm || glu) || norm && (norm.out !== product.a || norm.last !== product.last) || glu && (glu.x !== product.out || 2 * glu.ffn !== product.n || product.last) || add && (add.y !== out || add.cols !== cols || add.x === out || product.last);
+  if (bad) throw new Error(`${what}: its ${f.steps} steps do not compute that op (docs/ops.md)`);
+  return { norm, product, glu, add };
+}
 function partsOf2(format2) {
   return format2 === "q4_1" ? ["w", "d", "m"] : format2 === "f32" ? ["w"] : ["w", "d"];
 }
@@ -11580,6 +11979,16 @@ function checkGpuGraph(graph) {
         break;
     }
   }
+  let end = 0;
+  for (const f of graph.fused ?? []) {
+    if (!(Number.isInteger(f.first) && Number.isInteger(f.steps) && f.first >= end && f.steps > 0 && f.first + f.steps <= graph.steps.length))
+      throw new Error(`decoder graph fused run at step ${f.first}: runs must be in order, apart, and inside the ${graph.steps.length} steps`);
+    end = f.first + f.steps;
+    const r = fusedRun(graph, f);
+    const a = r.norm?.x ?? r.product.a;
+    if (r.product.last && bufs.get(a)?.rows === "tokens" && r.product.k * 4 % ALIGN2)
+      throw new Error(`decoder graph fused run at step ${f.first} reads the last token row of \`${a}\` (rows of ${r.product.k} floats): the WebGPU backend binds it at an offset, which must be a multiple of ${ALIGN2} bytes`);
+  }
 }
 function ropeTable(context, headDim, theta) {
   const t = new Float32Array(context * headDim), half = headDim / 2;
@@ -11592,7 +12001,7 @@ function ropeTable(context, headDim, theta) {
   return t;
 }
 var GpuDecoder = class _GpuDecoder {
-  constructor(init, pipelines, owned, parts, buffers, caches, rope, stepParams, stepSlot, fused, runParams, ids, token, tokenReads, logitsRead, partials) {
+  constructor(init, pipelines, owned, parts, buffers, caches, rope, stepParams, stepSlot, fused, runParams, ids, token, tokenReads, logitsRead, partials, runs) {
     this.pipelines = pipelines;
     this.owned = owned;
     this.parts = parts;
@@ -11608,6 +12017,7 @@ var GpuDecoder = class _GpuDecoder {
     this.tokenReads = tokenReads;
     this.logitsRead = logitsRead;
     this.partials = partials;
+    this.runs = runs;
     this.graph = init.graph;
     this.device = init.device;
     this.context = init.context;
@@ -11631,6 +12041,7 @@ var GpuDecoder = class _GpuDecoder {
   tokenReads;
   logitsRead;
   partials;
+  runs;
   graph;
   device;
   /** Positions the caches hold. */
@@ -11764,6 +12175,20 @@ var GpuDecoder = class _GpuDecoder {
       const token = buffer("token", 16, S | GPUBufferUsage.COPY_SRC);
       const tokenReads = Array.from({ length: MAX_AHEAD + 1 }, (_, i) => buffer(`token read ${i}`, 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST));
       const logitsRead = buffer("logits read", graph.vocab * 4, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
+      const runs = init.fuse === false ? [] : (graph.fused ?? []).map((f) => ({ f, r: fusedRun(graph, f) }));
+      const twins = /* @__PURE__ */ new Map();
+      for (const { r } of runs) {
+        if (r.add && !twins.has(r.add.x)) twins.set(r.add.x, buffer(`${r.add.x} twin`, graph.buffers.find((b) => b.name === r.add.x).cols * 4, S));
+      }
+      const epsValues = [...new Set(runs.flatMap(({ r }) => r.norm ? [Math.fround(r.norm.eps)] : []))];
+      const epsBuf = buffer("eps", Math.max(1, epsValues.length) * ALIGN2, S | GPUBufferUsage.COPY_DST);
+      if (epsValues.length) {
+        const host2 = new Float32Array(epsValues.length * ALIGN2 / 4);
+        epsValues.forEach((e, i) => host2[i * ALIGN2 / 4] = e);
+        device.queue.writeBuffer(epsBuf, 0, host2);
+      }
+      const eps = new Map(epsValues.map((e, i) => [e, { buffer: epsBuf, offset: i * ALIGN2, size: 4 }]));
+      const fusedAt = new Map(runs.map(({ f, r }) => [f.first, { f, r }]));
       const module = device.createShaderModule({ label: "decoder-kernels.wgsl", code: init.wgsl ?? "// The text generator's fixed WebGPU kernels: everything of a decoder graph's\n// run that is not a matrix product (those are webtune's tuned WGSL kernels\n// of matmul_q4_1, matmul_q8_0, matmul_q4 and matmul), plus the sampling of\n// the next token. The WebGPU twin of decoder-kernels.wat (the same rules,\n// step by step); decoder-gpu.ts runs them.\n//\n// One entry point per kernel. Binding 0 is the run's parameters (R: the\n// real rows T, the first position, the sampling draw), written once per\n// run; binding 1 the step's own (S, fixed when a bucket's bind groups are\n// made); the others are the kernel's buffers (numbers reused across entry\n// points, each pipeline's layout is its own). A kernel's grid is made for\n// the bucket's M rows (y: one row a workgroup row) and every workgroup of a\n// row past R.t returns at once, so that one recorded command buffer serves\n// every run of the bucket, whatever its T, and no kernel depends on the\n// context's length: attention reads its length from R.\n//\n// Lengths are counts of floats. Every row length is a multiple of 4 and\n// every part's binding holds what the kernel reads (decoder-gpu.ts checks).\n\nstruct Run {\n  // Real rows of this run (T, at most the bucket's M); position of the first.\n  t: u32,\n  pos0: u32,\n  // Sampling: the draw in [0, 1) (SplitMix64's, from the host), the\n  // temperature (0: greedy), top-k (0: all) and top-p (1: all).\n  u: f32,\n  temperature: f32,\n  top_k: u32,\n  top_p: f32,\n}\n\n// A step's parameters: their meaning per kernel is written beside it.\nstruct Step {\n  n0: u32,\n  n1: u32,\n  n2: u32,\n  n3: u32,\n  n4: u32,\n  n5: u32,\n  f0: f32,\n  f1: f32,\n}\n\n@group(0) @binding(0) var<uniform> R: Run;\n@group(0) @binding(1) var<uniform> S: Step;\n\n// Threads of a workgroup: EW for the element-wise kernels, RW for a row\n// reduction (rms_norm), AW for attention, SW for sampling.\nconst EW: u32 = 64u;\nconst RW: u32 = 128u;\n\n// ---------------------------------------------------------------- embed\n// One row of h floats per id of ids[0..T): grid (⌈h/EW⌉, M).\n// embed_q8: S.n0 = h; the q8_0 table, i8 bytes [V][h] as words, scales d\n// [V][h/32]: out[r][k] = d[id][k/32]·q[id][k].\n@group(0) @binding(2) var<storage, read> eq8_ids: array<u32>;\n@group(0) @binding(3) var<storage, read> eq8_w: array<u32>;\n@group(0) @binding(4) var<storage, read> eq8_d: array<f32>;\n@group(0) @binding(5) var<storage, read_write> eq8_out: array<f32>;\n\n@compute @workgroup_size(EW)\nfn embed_q8(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let k = g.x;\n  let h = S.n0;\n  if (r >= R.t || k >= h) {\n    return;\n  }\n  let id = eq8_ids[r];\n  let at = id * h + k;\n  let q = extractBits(bitcast<i32>(eq8_w[at / 4u]), (at % 4u) * 8u, 8u);\n  eq8_out[r * h + k] = f32(q) * eq8_d[id * (h / 32u) + k / 32u];\n}\n\n// embed_q4: S.n0 = h, S.n1 = 1 for q4_1 (a minimum m per block), 0 for q4_0;\n// words [V][h/8] (k = 8i + s in bits 4s..4s+3 of word i), scales d and\n// minimums m [V][h/32] (q4_0 binds d again as m): out = d·q + m, or\n// d·q + d·(−8) for q4_0 (the Wasm kernel's order).\n@group(0) @binding(2) var<storage, read> eq4_ids: array<u32>;\n@group(0) @binding(3) var<storage, read> eq4_w: array<u32>;\n@group(0) @binding(4) var<storage, read> eq4_d: array<f32>;\n@group(0) @binding(5) var<storage, read> eq4_m: array<f32>;\n@group(0) @binding(6) var<storage, read_write> eq4_out: array<f32>;\n\n@compute @workgroup_size(EW)\nfn embed_q4(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let k = g.x;\n  let h = S.n0;\n  if (r >= R.t || k >= h) {\n    return;\n  }\n  let id = eq4_ids[r];\n  let blk = id * (h / 32u) + k / 32u;\n  let sc = eq4_d[blk];\n  var mn = sc * -8.0;\n  if (S.n1 == 1u) {\n    mn = eq4_m[blk];\n  }\n  let q = (eq4_w[id * (h / 8u) + k / 8u] >> ((k % 8u) * 4u)) & 15u;\n  eq4_out[r * h + k] = sc * f32(q) + mn;\n}\n\n// embed_f32: S.n0 = h, S.n1 = V; the table stored transposed, [h][V] (the B\n// of the output head's matmul): out[r][k] = w[k·V + id].\n@group(0) @binding(2) var<storage, read> ef_ids: array<u32>;\n@group(0) @binding(3) var<storage, read> ef_w: array<f32>;\n@group(0) @binding(4) var<storage, read_write> ef_out: array<f32>;\n\n@compute @workgroup_size(EW)\nfn embed_f32(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let k = g.x;\n  let h = S.n0;\n  if (r >= R.t || k >= h) {\n    return;\n  }\n  ef_out[r * h + k] = ef_w[k * S.n1 + ef_ids[r]];\n}\n\n// ---------------------------------------------------------------- rms_norm\n// out[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ w, one workgroup a row: grid\n// (1, M). S.n0 = h, S.n1 = 1 for `last` (grid (1, 1): x's row T − 1 into\n// out's row 0), S.f0 = eps. x and out are separate buffers.\n@group(0) @binding(2) var<storage, read> rn_x: array<vec4<f32>>;\n@group(0) @binding(3) var<storage, read> rn_w: array<vec4<f32>>;\n@group(0) @binding(4) var<storage, read_write> rn_out: array<vec4<f32>>;\n\n// The row sums of squares: four floats a thread (a row is a multiple of 4\n// floats), RW threads, so that a 576-float row is two loads a thread.\nvar<workgroup> red: array<f32, RW>;\n\n// Σ red[0..RW) into red[0], every thread's share in red[lid] first.\nfn row_sum(lid: u32) -> f32 {\n  workgroupBarrier();\n  for (var k = RW / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      red[lid] += red[lid + k];\n    }\n    workgroupBarrier();\n  }\n  return red[0];\n}\n\n@compute @workgroup_size(RW)\nfn rms_norm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {\n  var r = wid.y;\n  var o = wid.y;\n  if (S.n1 == 1u) {\n    r = R.t - 1u;\n    o = 0u;\n  }\n  if (r >= R.t) {\n    return;\n  }\n  let h4 = S.n0 / 4u;\n  var acc = 0.0;\n  for (var i = lid; i < h4; i += RW) {\n    let v = rn_x[r * h4 + i];\n    acc += dot(v, v);\n  }\n  red[lid] = acc;\n  let inv = 1.0 / sqrt(row_sum(lid) / f32(S.n0) + S.f0);\n  for (var i = lid; i < h4; i += RW) {\n    rn_out[o * h4 + i] = rn_x[r * h4 + i] * inv * rn_w[i];\n  }\n}\n\n// add_rms_norm: an `add` (x += y) and the `rms_norm` of the same x that\n// follows it, as one dispatch: grid (1, M), one workgroup a row; every real\n// row is added, and normalised into out's row (S.n1 = 1, the norm's `last`:\n// only row T − 1, into out's row 0). S.n0 = h, S.f0 = eps. The same\n// arithmetic as the two steps.\n@group(0) @binding(2) var<storage, read> arn_y: array<vec4<f32>>;\n@group(0) @binding(3) var<storage, read> arn_w: array<vec4<f32>>;\n@group(0) @binding(4) var<storage, read_write> arn_x: array<vec4<f32>>;\n@group(0) @binding(5) var<storage, read_write> arn_out: array<vec4<f32>>;\n\n@compute @workgroup_size(RW)\nfn add_rms_norm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {\n  let r = wid.y;\n  if (r >= R.t) {\n    return;\n  }\n  let h4 = S.n0 / 4u;\n  var acc = 0.0;\n  for (var i = lid; i < h4; i += RW) {\n    let v = arn_x[r * h4 + i] + arn_y[r * h4 + i];\n    arn_x[r * h4 + i] = v;\n    acc += dot(v, v);\n  }\n  red[lid] = acc;\n  let inv = 1.0 / sqrt(row_sum(lid) / f32(S.n0) + S.f0);\n  if (S.n1 == 1u && r != R.t - 1u) {\n    return;\n  }\n  var o = r;\n  if (S.n1 == 1u) {\n    o = 0u;\n  }\n  for (var i = lid; i < h4; i += RW) {\n    arn_out[o * h4 + i] = arn_x[r * h4 + i] * inv * arn_w[i];\n  }\n}\n\n// ---------------------------------------------------------------- rope\n// Rotary position embedding on adjacent pairs, in place: in each of the\n// first S.n1 heads of S.n2 floats of each row (rows S.n0 floats apart),\n// pair i (x[2i], x[2i+1]) of the row at position pos0 + r turns by the\n// angle whose (cos, sin) are table[(pos0 + r)·hd + 2i, +1] (computed in f64\n// by the host, rounded to f32). One thread a pair: grid (⌈heads·hd/2/EW⌉, M).\n@group(0) @binding(2) var<storage, read> rope_table: array<f32>;\n@group(0) @binding(3) var<storage, read_write> rope_x: array<f32>;\n\n@compute @workgroup_size(EW)\nfn rope(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let hd = S.n2;\n  let half = hd / 2u;\n  if (r >= R.t || g.x >= S.n1 * half) {\n    return;\n  }\n  let head = g.x / half;\n  let i = g.x % half;\n  let at = r * S.n0 + head * hd + 2u * i;\n  let tab = (R.pos0 + r) * hd + 2u * i;\n  let c = rope_table[tab];\n  let s = rope_table[tab + 1u];\n  let a = rope_x[at];\n  let b = rope_x[at + 1u];\n  rope_x[at] = a * c + b * -s;\n  rope_x[at + 1u] = b * c + a * s;\n}\n\n// ---------------------------------------------------------------- kv_store\n// Copies S.n3 floats at column S.n1 (keys) and S.n2 (values) of each row\n// (rows S.n0 floats apart) into the caches' rows pos0 + r, each S.n3\n// floats: grid (⌈width/EW⌉, M).\n@group(0) @binding(2) var<storage, read> kv_x: array<f32>;\n@group(0) @binding(3) var<storage, read_write> kv_k: array<f32>;\n@group(0) @binding(4) var<storage, read_write> kv_v: array<f32>;\n\n@compute @workgroup_size(EW)\nfn kv_store(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let i = g.x;\n  let w = S.n3;\n  if (r >= R.t || i >= w) {\n    return;\n  }\n  let src = r * S.n0;\n  let dst = (R.pos0 + r) * w + i;\n  kv_k[dst] = kv_x[src + S.n1 + i];\n  kv_v[dst] = kv_x[src + S.n2 + i];\n}\n\n// rope_kv: a `rope` and the `kv_store` of the same rows that follows it, as\n// one dispatch, where the keys lie inside the turned heads (whole pairs)\n// and the values outside them: thread p < heads·hd/2 turns pair p (rope's\n// rule) and, if it is a key's, stores it in the key cache too; the next\n// width/2 threads copy a pair of values. Grid (⌈(heads·hd + width)/2/EW⌉,\n// M). S.n0 = stride, S.n1 = heads, S.n2 = hd, S.n3 = width, S.n4 = the\n// keys' column, S.n5 = the values'.\n@group(0) @binding(2) var<storage, read> rkv_table: array<f32>;\n@group(0) @binding(3) var<storage, read_write> rkv_x: array<f32>;\n@group(0) @binding(4) var<storage, read_write> rkv_k: array<f32>;\n@group(0) @binding(5) var<storage, read_write> rkv_v: array<f32>;\n\n@compute @workgroup_size(EW)\nfn rope_kv(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let hd = S.n2;\n  let half = hd / 2u;\n  let pairs = S.n1 * half;\n  let w = S.n3;\n  if (r >= R.t || g.x >= pairs + w / 2u) {\n    return;\n  }\n  let row = r * S.n0;\n  let dst = (R.pos0 + r) * w;\n  if (g.x >= pairs) {\n    let j = 2u * (g.x - pairs);\n    rkv_v[dst + j] = rkv_x[row + S.n5 + j];\n    rkv_v[dst + j + 1u] = rkv_x[row + S.n5 + j + 1u];\n    return;\n  }\n  let head = g.x / half;\n  let i = g.x % half;\n  let col = head * hd + 2u * i;\n  let tab = (R.pos0 + r) * hd + 2u * i;\n  let c = rkv_table[tab];\n  let s = rkv_table[tab + 1u];\n  let a = rkv_x[row + col];\n  let b = rkv_x[row + col + 1u];\n  let a2 = a * c + b * -s;\n  let b2 = b * c + a * s;\n  rkv_x[row + col] = a2;\n  rkv_x[row + col + 1u] = b2;\n  if (col >= S.n4 && col < S.n4 + w) {\n    rkv_k[dst + col - S.n4] = a2;\n    rkv_k[dst + col - S.n4 + 1u] = b2;\n  }\n}\n\n// ---------------------------------------------------------------- attention\n// Causal grouped-query attention. Query head h of row r (at column h·hd of\n// the row, rows S.n0 floats apart) attends to cache positions 0..=pos0+r\n// of key/value head h / G, G = heads / kv_heads (cache rows of kv_heads·hd\n// floats): out[r][h·hd..] = Σ_j softmax_j(scale·q·k_j)·v_j. S.n1 = heads,\n// S.n2 = kv_heads, S.n3 = hd, S.f0 = scale.\n//\n// One workgroup per (key/value head, row): grid (kv_heads, M). The G query\n// heads that share the key/value head are done together, so each key and\n// value row is read once. Positions go by tiles of AW: each thread scores\n// one position against the G queries (held in workgroup memory), the\n// tile's maximum per head comes from a tree, and an online softmax keeps a\n// running maximum, each thread's share of the sum, and per thread the\n// weighted values of its dimensions (thread lid: dimensions lid % 64 + 64i,\n// positions of the tile lid / 64, + AW/64, ...). G ≤ MAXG, hd ≤ 64·DPT and\n// G·hd ≤ MAXQ (decoder-gpu.ts checks).\nconst AW: u32 = 128u;\nconst LANES: u32 = 2u;\nconst MAXG: u32 = 8u;\nconst DPT: u32 = 4u;\nconst MAXQ: u32 = 1024u;\nconst NEG: f32 = -1e30;\n\n@group(0) @binding(2) var<storage, read> at_x: array<f32>;\n@group(0) @binding(3) var<storage, read> at_k: array<f32>;\n@group(0) @binding(4) var<storage, read> at_v: array<f32>;\n@group(0) @binding(5) var<storage, read_write> at_out: array<f32>;\n\nvar<workgroup> at_q: array<f32, MAXQ>;\n// Scores, then weights, of the tile: [G][AW]; and the max/sum tree, [G][AW].\n// At the end both hold the lanes' weighted values ([LANES][G·hd] ≤ 2·MAXQ).\nvar<workgroup> at_s: array<f32, 1024>;\nvar<workgroup> at_t: array<f32, 1024>;\n\n@compute @workgroup_size(AW)\nfn attention(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {\n  let r = wid.y;\n  if (r >= R.t) {\n    return;\n  }\n  let kvh = wid.x;\n  let heads = S.n1;\n  let nkv = S.n2;\n  let hd = S.n3;\n  let grp = heads / nkv;\n  let kvw = nkv * hd;\n  let n = R.pos0 + r + 1u;\n  let q0 = r * S.n0 + kvh * grp * hd;\n  for (var i = lid; i < grp * hd; i += AW) {\n    at_q[i] = at_x[q0 + i];\n  }\n  var m: array<f32, MAXG>;\n  var l: array<f32, MAXG>;\n  var acc: array<f32, 32>;\n  for (var g = 0u; g < MAXG; g++) {\n    m[g] = NEG;\n    l[g] = 0.0;\n  }\n  for (var i = 0u; i < 32u; i++) {\n    acc[i] = 0.0;\n  }\n  let lane = lid / 64u;\n  let ds = lid % 64u;\n  workgroupBarrier();\n  for (var t0 = 0u; t0 < n; t0 += AW) {\n    let j = t0 + lid;\n    let valid = j < n;\n    let kr = j * kvw + kvh * hd;\n    for (var g = 0u; g < grp; g++) {\n      var s = NEG;\n      if (valid) {\n        var dot = 0.0;\n        for (var d = 0u; d < hd; d++) {\n          dot += at_q[g * hd + d] * at_k[kr + d];\n        }\n        s = dot * S.f0;\n      }\n      at_s[g * AW + lid] = s;\n      at_t[g * AW + lid] = s;\n    }\n    workgroupBarrier();\n    for (var k = AW / 2u; k > 0u; k >>= 1u) {\n      if (lid < k) {\n        for (var g = 0u; g < grp; g++) {\n          at_t[g * AW + lid] = max(at_t[g * AW + lid], at_t[g * AW + lid + k]);\n        }\n      }\n      workgroupBarrier();\n    }\n    var alpha: array<f32, MAXG>;\n    for (var g = 0u; g < grp; g++) {\n      let mn = max(m[g], at_t[g * AW]);\n      alpha[g] = exp(m[g] - mn);\n      m[g] = mn;\n      var w = 0.0;\n      if (valid) {\n        w = exp(at_s[g * AW + lid] - mn);\n      }\n      l[g] = l[g] * alpha[g] + w;\n      for (var i = 0u; i < DPT; i++) {\n        acc[g * DPT + i] *= alpha[g];\n      }\n    }\n    workgroupBarrier();\n    for (var g = 0u; g < grp; g++) {\n      if (valid) {\n        at_s[g * AW + lid] = exp(at_s[g * AW + lid] - m[g]);\n      } else {\n        at_s[g * AW + lid] = 0.0;\n      }\n    }\n    workgroupBarrier();\n    let end = min(AW, n - t0);\n    for (var jj = lane; jj < end; jj += LANES) {\n      let vr = (t0 + jj) * kvw + kvh * hd;\n      for (var i = 0u; i < DPT; i++) {\n        let d = ds + 64u * i;\n        if (d < hd) {\n          let v = at_v[vr + d];\n          for (var g = 0u; g < grp; g++) {\n            acc[g * DPT + i] += at_s[g * AW + jj] * v;\n          }\n        }\n      }\n    }\n    workgroupBarrier();\n  }\n  // Each head's sum of weights: the threads' shares through the tree.\n  for (var g = 0u; g < grp; g++) {\n    at_t[g * AW + lid] = l[g];\n  }\n  workgroupBarrier();\n  for (var k = AW / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      for (var g = 0u; g < grp; g++) {\n        at_t[g * AW + lid] += at_t[g * AW + lid + k];\n      }\n    }\n    workgroupBarrier();\n  }\n  var inv: array<f32, MAXG>;\n  for (var g = 0u; g < grp; g++) {\n    inv[g] = 1.0 / at_t[g * AW];\n  }\n  workgroupBarrier();\n  // The lanes' weighted values, summed in lane order.\n  for (var g = 0u; g < grp; g++) {\n    for (var i = 0u; i < DPT; i++) {\n      let d = ds + 64u * i;\n      if (d < hd) {\n        if (lane == 0u) {\n          at_s[g * hd + d] = acc[g * DPT + i];\n        } else {\n          at_t[g * hd + d] = acc[g * DPT + i];\n        }\n      }\n    }\n  }\n  workgroupBarrier();\n  let o0 = r * heads * hd + kvh * grp * hd;\n  for (var i = lid; i < grp * hd; i += AW) {\n    at_out[o0 + i] = (at_s[i] + at_t[i]) * inv[i / hd];\n  }\n}\n\n// ---------------------------------------------------------------- split attention\n// The decode step's attention (one row, T = 1), split over the cache\n// (\"flash decoding\"): `attention` above gives each key/value head one\n// workgroup that walks every position, so at 1,024 positions 3 workgroups\n// ran for 0.5 ms a layer on an H200. Here a workgroup takes one chunk of\n// SCH positions of one key/value head: grid (kv_heads, ⌈n/SCH⌉), with n =\n// pos0 + 1 read at run time, so that the parallelism grows with the context\n// and no kernel depends on its length. Each writes, per query head of its\n// group, its unnormalised weighted values (hd floats), the chunk's maximum\n// score and its sum of e^(score − max): rows of hd + 2 floats of `sa_part`\n// at [head][chunk]. `attention_merge` (grid (heads, 1)) rescales the\n// chunks to one maximum and divides by the sum. The same parameters as\n// `attention` (S.n0..n3, f0); the partials' buffer holds heads ·\n// ⌈context/SCH⌉ rows (decoder-gpu.ts sizes it).\n//\n// `attention_rope` is `attention_split` with the step's `rope` and\n// `kv_store` folded in, one dispatch a layer fewer: it turns the queries\n// as it loads them, and the workgroup of the last chunk turns the new key\n// and stores it and the value in the caches before reading them (no other\n// workgroup reads that position); the row is left as the projection wrote\n// it. Its sa_rope is the rope_kv step's parameters (S.n0..n5 of\n// `rope_kv`): the keys' and values' columns are .n4 and .n5, the queries'\n// from 0.\n//\n// Every loop over positions or chunks is spread over lanes of threads\n// (four floats a thread, lanes taking every lanes-th position), so that no\n// thread waits on a long chain of loads: the first form, a dimension a\n// thread walking its chunk's 64 values one load after another, took about\n// 55 µs a dispatch on the H200 at any context.\nconst SCH: u32 = 64u;\n\n@group(0) @binding(2) var<storage, read> sa_x: array<f32>;\n@group(0) @binding(3) var<storage, read_write> sa_k: array<vec4<f32>>;\n@group(0) @binding(4) var<storage, read_write> sa_v: array<vec4<f32>>;\n@group(0) @binding(5) var<storage, read_write> sa_part: array<f32>;\n@group(0) @binding(6) var<uniform> sa_rope: Step;\n@group(0) @binding(7) var<storage, read> sa_table: array<f32>;\n\n// The group's queries, [G][hd/4]; the chunk's scores then weights and the\n// max/sum tree, [G][SCH]; each head's maximum; the lanes' sums, [G][lanes][hd/4].\nvar<workgroup> as_q: array<vec4<f32>, 256>;\nvar<workgroup> as_s: array<f32, 512>;\nvar<workgroup> as_t: array<f32, 512>;\nvar<workgroup> as_mx: array<f32, MAXG>;\nvar<workgroup> as_pv: array<vec4<f32>, 256>;\n\n// A chunk's softmax, from the scores in as_s ([G][SCH], NEG where not\n// valid): each head's maximum in as_mx, the weights e^(s − max) in as_s (0\n// where not valid) and each head's sum of them in as_t[g·SCH].\nfn chunk_softmax(lid: u32, grp: u32, valid: bool) {\n  for (var g = 0u; g < grp; g++) {\n    as_t[g * SCH + lid] = as_s[g * SCH + lid];\n  }\n  workgroupBarrier();\n  for (var k = SCH / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      for (var g = 0u; g < grp; g++) {\n        as_t[g * SCH + lid] = max(as_t[g * SCH + lid], as_t[g * SCH + lid + k]);\n      }\n    }\n    workgroupBarrier();\n  }\n  if (lid < grp) {\n    as_mx[lid] = as_t[lid * SCH];\n  }\n  workgroupBarrier();\n  for (var g = 0u; g < grp; g++) {\n    var w = 0.0;\n    if (valid) {\n      w = exp(as_s[g * SCH + lid] - as_mx[g]);\n    }\n    as_s[g * SCH + lid] = w;\n    as_t[g * SCH + lid] = w;\n  }\n  workgroupBarrier();\n  for (var k = SCH / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      for (var g = 0u; g < grp; g++) {\n        as_t[g * SCH + lid] += as_t[g * SCH + lid + k];\n      }\n    }\n    workgroupBarrier();\n  }\n}\n\n// Lanes of hd/4 threads that fit the workgroup and as_pv for G heads.\nfn lanes_of(hd4: u32, grp: u32) -> u32 {\n  return max(1u, min(SCH / hd4, 256u / (grp * hd4)));\n}\n\n// One chunk of one key/value head against the group's queries in as_q\n// (loaded, after a barrier): scores, softmax, weighted values, partials.\nfn attend_chunk(lid: u32, kvh: u32, chunk: u32, grp: u32, hd: u32, kvw: u32, n: u32) {\n  let hd4 = hd / 4u;\n  let j0 = chunk * SCH;\n  // A position a thread: one pass over its key for all the group's queries.\n  let j = j0 + lid;\n  let valid = j < n;\n  var dots: array<vec4<f32>, MAXG>;\n  for (var g = 0u; g < grp; g++) {\n    dots[g] = vec4<f32>(0.0);\n  }\n  if (valid) {\n    let kr = (j * kvw + kvh * hd) / 4u;\n    for (var d = 0u; d < hd4; d++) {\n      let k = sa_k[kr + d];\n      for (var g = 0u; g < grp; g++) {\n        dots[g] += as_q[g * hd4 + d] * k;\n      }\n    }\n  }\n  for (var g = 0u; g < grp; g++) {\n    var sc = NEG;\n    if (valid) {\n      sc = (dots[g].x + dots[g].y + dots[g].z + dots[g].w) * S.f0;\n    }\n    as_s[g * SCH + lid] = sc;\n  }\n  chunk_softmax(lid, grp, valid);\n  // The weighted values: four dimensions a thread, lanes taking every lanes-th position.\n  let lanes = lanes_of(hd4, grp);\n  let c = lid % hd4;\n  let lane = lid / hd4;\n  let end = min(SCH, n - j0);\n  if (lane < lanes) {\n    var acc: array<vec4<f32>, MAXG>;\n    for (var g = 0u; g < grp; g++) {\n      acc[g] = vec4<f32>(0.0);\n    }\n    for (var jj = lane; jj < end; jj += lanes) {\n      let v = sa_v[((j0 + jj) * kvw + kvh * hd) / 4u + c];\n      for (var g = 0u; g < grp; g++) {\n        acc[g] += as_s[g * SCH + jj] * v;\n      }\n    }\n    for (var g = 0u; g < grp; g++) {\n      as_pv[(g * lanes + lane) * hd4 + c] = acc[g];\n    }\n  }\n  workgroupBarrier();\n  let chunks = (n + SCH - 1u) / SCH;\n  for (var i = lid; i < grp * hd4; i += SCH) {\n    let g = i / hd4;\n    var o = vec4<f32>(0.0);\n    for (var l = 0u; l < lanes; l++) {\n      o += as_pv[(g * lanes + l) * hd4 + i % hd4];\n    }\n    let row = ((kvh * grp + g) * chunks + chunk) * (hd + 2u) + 4u * (i % hd4);\n    sa_part[row] = o.x;\n    sa_part[row + 1u] = o.y;\n    sa_part[row + 2u] = o.z;\n    sa_part[row + 3u] = o.w;\n  }\n  if (lid < grp) {\n    let row = ((kvh * grp + lid) * chunks + chunk) * (hd + 2u);\n    sa_part[row + hd] = as_mx[lid];\n    sa_part[row + hd + 1u] = as_t[lid * SCH];\n  }\n}\n\n@compute @workgroup_size(SCH)\nfn attention_split(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {\n  let kvh = wid.x;\n  let hd = S.n3;\n  let grp = S.n1 / S.n2;\n  let n = R.pos0 + 1u;\n  if (wid.y * SCH >= n) {\n    return;\n  }\n  let hd4 = hd / 4u;\n  let q0 = kvh * grp * hd;\n  for (var i = lid; i < grp * hd4; i += SCH) {\n    let a = q0 + 4u * i;\n    as_q[i] = vec4<f32>(sa_x[a], sa_x[a + 1u], sa_x[a + 2u], sa_x[a + 3u]);\n  }\n  workgroupBarrier();\n  attend_chunk(lid, kvh, wid.y, grp, hd, S.n2 * hd, n);\n}\n\n// Four floats of the row from column col (a multiple of 4), their two\n// pairs turned by the rotary table at `tab` + col % hd (rope's rule).\nfn turned4(col: u32, tab: u32) -> vec4<f32> {\n  let x = vec4<f32>(sa_x[col], sa_x[col + 1u], sa_x[col + 2u], sa_x[col + 3u]);\n  let c0 = sa_table[tab];\n  let s0 = sa_table[tab + 1u];\n  let c1 = sa_table[tab + 2u];\n  let s1 = sa_table[tab + 3u];\n  return vec4<f32>(x.x * c0 + x.y * -s0, x.y * c0 + x.x * s0, x.z * c1 + x.w * -s1, x.w * c1 + x.z * s1);\n}\n\n@compute @workgroup_size(SCH)\nfn attention_rope(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {\n  let kvh = wid.x;\n  let hd = S.n3;\n  let hd4 = hd / 4u;\n  let grp = S.n1 / S.n2;\n  let kvw = S.n2 * hd;\n  let p = R.pos0;\n  let n = p + 1u;\n  let j0 = wid.y * SCH;\n  if (j0 >= n) {\n    return;\n  }\n  let tab = p * hd;\n  for (var i = lid; i < grp * hd4; i += SCH) {\n    as_q[i] = turned4(kvh * grp * hd + 4u * i, tab + (4u * i) % hd);\n  }\n  if (j0 + SCH >= n) {\n    let dst = (p * kvw + kvh * hd) / 4u;\n    for (var i = lid; i < hd4; i += SCH) {\n      sa_k[dst + i] = turned4(sa_rope.n4 + kvh * hd + 4u * i, tab + 4u * i);\n      let vc = sa_rope.n5 + kvh * hd + 4u * i;\n      sa_v[dst + i] = vec4<f32>(sa_x[vc], sa_x[vc + 1u], sa_x[vc + 2u], sa_x[vc + 3u]);\n    }\n  }\n  // The new key and value, stored by this workgroup, are read by it next.\n  storageBarrier();\n  workgroupBarrier();\n  attend_chunk(lid, kvh, wid.y, grp, hd, kvw, n);\n}\n\n@group(0) @binding(2) var<storage, read> am_part: array<f32>;\n@group(0) @binding(3) var<storage, read_write> am_out: array<vec4<f32>>;\n\n@compute @workgroup_size(SCH)\nfn attention_merge(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {\n  let h = wid.x;\n  let hd = S.n3;\n  let hd4 = hd / 4u;\n  let n = R.pos0 + 1u;\n  let chunks = (n + SCH - 1u) / SCH;\n  let w = hd + 2u;\n  let base = h * chunks * w;\n  // The largest of the chunks' maxima, and the sum of their sums rescaled to it.\n  var mx = NEG;\n  for (var c = lid; c < chunks; c += SCH) {\n    mx = max(mx, am_part[base + c * w + hd]);\n  }\n  as_t[lid] = mx;\n  workgroupBarrier();\n  for (var k = SCH / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      as_t[lid] = max(as_t[lid], as_t[lid + k]);\n    }\n    workgroupBarrier();\n  }\n  let top = as_t[0];\n  workgroupBarrier();\n  var l = 0.0;\n  for (var c = lid; c < chunks; c += SCH) {\n    l += am_part[base + c * w + hd + 1u] * exp(am_part[base + c * w + hd] - top);\n  }\n  as_t[lid] = l;\n  workgroupBarrier();\n  for (var k = SCH / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      as_t[lid] += as_t[lid + k];\n    }\n    workgroupBarrier();\n  }\n  // The chunks' weighted values: four dimensions a thread, lanes taking every lanes-th chunk.\n  let lanes = lanes_of(hd4, 1u);\n  let c4 = lid % hd4;\n  let lane = lid / hd4;\n  if (lane < lanes) {\n    var o = vec4<f32>(0.0);\n    for (var c = lane; c < chunks; c += lanes) {\n      let row = base + c * w;\n      let a = row + 4u * c4;\n      o += exp(am_part[row + hd] - top) * vec4<f32>(am_part[a], am_part[a + 1u], am_part[a + 2u], am_part[a + 3u]);\n    }\n    as_pv[lane * hd4 + c4] = o;\n  }\n  workgroupBarrier();\n  if (lid < hd4) {\n    var o = vec4<f32>(0.0);\n    for (var l2 = 0u; l2 < lanes; l2++) {\n      o += as_pv[l2 * hd4 + lid];\n    }\n    o /= as_t[0];\n    am_out[h * hd4 + lid] = o;\n  }\n}\n\n\n// ---------------------------------------------------------------- swiglu\n// out[r][i] = silu(x[r][i])·x[r][f + i] for i < f = S.n0: rows of 2f floats\n// (gate then up) in, rows of f out; silu(g) = g / (1 + e^−g), e^−g clamped\n// at e^88 as the Wasm kernel's exp. Grid (⌈f/EW⌉, M).\n@group(0) @binding(2) var<storage, read> sw_x: array<f32>;\n@group(0) @binding(3) var<storage, read_write> sw_out: array<f32>;\n\n@compute @workgroup_size(EW)\nfn swiglu(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let i = g.x;\n  let f = S.n0;\n  if (r >= R.t || i >= f) {\n    return;\n  }\n  let gate = sw_x[r * 2u * f + i];\n  sw_out[r * f + i] = gate / (1.0 + exp(min(-gate, 88.0))) * sw_x[r * 2u * f + f + i];\n}\n\n// ---------------------------------------------------------------- add\n// x[r][i] += y[r][i] for i < S.n0: grid (⌈cols/EW⌉, M).\n@group(0) @binding(2) var<storage, read> add_y: array<f32>;\n@group(0) @binding(3) var<storage, read_write> add_x: array<f32>;\n\n@compute @workgroup_size(EW)\nfn add(@builtin(global_invocation_id) g: vec3<u32>) {\n  let r = g.y;\n  let i = g.x;\n  if (r >= R.t || i >= S.n0) {\n    return;\n  }\n  let at = r * S.n0 + i;\n  add_x[at] = add_x[at] + add_y[at];\n}\n\n// ---------------------------------------------------------------- sample\n// The next token from the logits (S.n0 = V of them), by sampler.ts's rule,\n// in one workgroup: grid (1, 1). out[0] is the token, or NO_TOKEN where the\n// host must sample from the logits itself with the same draw (out[1] = 1).\n//\n// - temperature ≤ 0: greedy, the first largest logit (NaN never wins).\n// - otherwise the candidates: the ids whose weight e^((l − top)/T) is at\n//   least e^−CUT, or, when more than MAXC are, the ids at or above a\n//   threshold found by bisection that keeps from max(k, MAXC/2) to MAXC of\n//   them; sorted by logit, largest first, ties by id (a bitonic sort in\n//   workgroup memory); cut to the top k; weights in f32; cut to the\n//   smallest head whose share reaches top-p; then the host's draw u times\n//   the kept total walks the kept ids. The ids below the threshold (the\n//   tail) count in the totals where the rule counts them (no top-k, or one\n//   past the candidates), by their summed weight.\n// The host samples instead when the rule's choice lies in a tail that the\n// bisection cut off: the top-k reaching past the candidates, the top-p cut\n// or the draw falling in it (with no bisection the tail's ids weigh less\n// than e^−CUT each, and a draw falls among them with odds below V·e^−CUT).\n// The GPU's pick differs from sampler.ts's (weights in f64) only where the\n// draw falls within f32 rounding of a boundary between two ids' shares.\nconst SW: u32 = 256u;\nconst MAXC: u32 = 1024u;\nconst CUT: f32 = 30.0;\nconst NO_TOKEN: u32 = 0xffffffffu;\n\n@group(0) @binding(2) var<storage, read> sm_logits: array<f32>;\n@group(0) @binding(3) var<storage, read_write> sm_out: array<u32>;\n\nvar<workgroup> sm_v: array<f32, MAXC>;\nvar<workgroup> sm_i: array<u32, MAXC>;\nvar<workgroup> sm_rv: array<f32, SW>;\nvar<workgroup> sm_ri: array<u32, SW>;\nvar<workgroup> sm_count: atomic<u32>;\nvar<workgroup> sm_n: u32;\n\n// How many logits are at least thr (every thread gets the count).\nfn count_at_least(lid: u32, thr: f32) -> u32 {\n  var c = 0u;\n  for (var i = lid; i < S.n0; i += SW) {\n    if (sm_logits[i] >= thr) {\n      c++;\n    }\n  }\n  sm_ri[lid] = c;\n  workgroupBarrier();\n  for (var k = SW / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      sm_ri[lid] += sm_ri[lid + k];\n    }\n    workgroupBarrier();\n  }\n  return workgroupUniformLoad(&sm_ri[0]);\n}\n\n// Whether candidate a comes before b: larger logit, then smaller id.\nfn before(va: f32, ia: u32, vb: f32, ib: u32) -> bool {\n  return va > vb || (va == vb && ia < ib);\n}\n\nfn no_token(lid: u32) {\n  if (lid == 0u) {\n    sm_out[0] = NO_TOKEN;\n    sm_out[1] = 1u;\n  }\n}\n\n@compute @workgroup_size(SW)\nfn sample(@builtin(local_invocation_index) lid: u32) {\n  let V = S.n0;\n  // The first largest logit.\n  var bv = sm_logits[0];\n  var bi = 0u;\n  for (var i = lid; i < V; i += SW) {\n    let v = sm_logits[i];\n    if (v > bv || (v == bv && i < bi)) {\n      bv = v;\n      bi = i;\n    }\n  }\n  sm_rv[lid] = bv;\n  sm_ri[lid] = bi;\n  workgroupBarrier();\n  for (var k = SW / 2u; k > 0u; k >>= 1u) {\n    if (lid < k) {\n      let v = sm_rv[lid + k];\n      let i = sm_ri[lid + k];\n      if (before(v, i, sm_rv[lid], sm_ri[lid])) {\n        sm_rv[lid] = v;\n        sm_ri[lid] = i;\n      }\n    }\n    workgroupBarrier();\n  }\n  let best = sm_ri[0];\n  // Uniform: the bisection's branches depend on it.\n  let top = workgroupUniformLoad(&sm_rv[0]);\n  if (!(R.temperature > 0.0)) {\n    if (lid == 0u) {\n      sm_out[0] = best;\n      sm_out[1] = 0u;\n    }\n    return;\n  }\n  let temp = R.temperature;\n  let k = R.top_k;\n  // The candidates' threshold.\n  var thr = top - CUT * temp;\n  var cnt = count_at_least(lid, thr);\n  let bisected = cnt > MAXC;\n  if (bisected) {\n    // count(lo) > MAXC; narrow [lo, hi] until count(hi) is enough, at most MAXC.\n    let enough = max(min(k, MAXC), MAXC / 2u);\n    var lo = thr;\n    var hi = top;\n    cnt = count_at_least(lid, hi);\n    for (var it = 0u; it < 48u && cnt < enough; it++) {\n      let mid = lo + (hi - lo) * 0.5;\n      if (mid <= lo || mid >= hi) {\n        break;\n      }\n      let c = count_at_least(lid, mid);\n      if (c > MAXC) {\n        lo = mid;\n      } else {\n        hi = mid;\n        cnt = c;\n      }\n    }\n    thr = hi;\n    if (cnt > MAXC) {\n      // More than MAXC ids tie at the largest logit.\n      no_token(lid);\n      return;\n    }\n  }\n  // Gather the candidates (in any order: the sort orders them) and sum the tail's weights.\n  if (lid == 0u) {\n    atomicStore(&sm_count, 0u);\n  }\n  workgroupBarrier();\n  var tail = 0.0;\n  for (var i = lid; i < V; i += SW) {\n    let v = sm_logits[i];\n    if (v >= thr) {\n      let at = atomicAdd(&sm_count, 1u);\n      if (at < MAXC) {\n        sm_v[at] = v;\n        sm_i[at] = i;\n      }\n    } else {\n      tail += exp((v - top) / temp);\n    }\n  }\n  sm_rv[lid] = tail;\n  workgroupBarrier();\n  for (var s = SW / 2u; s > 0u; s >>= 1u) {\n    if (lid < s) {\n      sm_rv[lid] += sm_rv[lid + s];\n    }\n    workgroupBarrier();\n  }\n  if (lid == 0u) {\n    sm_n = min(atomicLoad(&sm_count), MAXC);\n  }\n  let n = workgroupUniformLoad(&sm_n);\n  tail = sm_rv[0];\n  // Padding after the candidates, last in the order; then a bitonic sort.\n  var p = 2u;\n  while (p < n) {\n    p <<= 1u;\n  }\n  for (var i = n + lid; i < p; i += SW) {\n    sm_v[i] = NEG;\n    sm_i[i] = NO_TOKEN;\n  }\n  workgroupBarrier();\n  for (var size = 2u; size <= p; size <<= 1u) {\n    for (var stride = size / 2u; stride > 0u; stride >>= 1u) {\n      for (var i = lid; i < p; i += SW) {\n        let j = i ^ stride;\n        if (j > i) {\n          let up = (i & size) == 0u;\n          let swap = select(before(sm_v[i], sm_i[i], sm_v[j], sm_i[j]), before(sm_v[j], sm_i[j], sm_v[i], sm_i[i]), up);\n          if (swap) {\n            let tv = sm_v[i];\n            let ti = sm_i[i];\n            sm_v[i] = sm_v[j];\n            sm_i[i] = sm_i[j];\n            sm_v[j] = tv;\n            sm_i[j] = ti;\n          }\n        }\n      }\n      workgroupBarrier();\n    }\n  }\n  if (lid != 0u) {\n    return;\n  }\n  // The rule's ids: the top k (all: k 0), of which the candidates hold `len`.\n  var len = n;\n  var withTail = true;\n  if (k > 0u && k <= n) {\n    len = k;\n    withTail = false;\n  } else if (k > 0u && bisected) {\n    no_token(lid);\n    return;\n  }\n  var total = 0.0;\n  for (var j = 0u; j < len; j++) {\n    total += exp((sm_v[j] - top) / temp);\n  }\n  if (withTail) {\n    total += tail;\n  }\n  var keep = len;\n  if (R.top_p < 1.0) {\n    var acc = 0.0;\n    var found = false;\n    for (var j = 0u; j < len; j++) {\n      acc += exp((sm_v[j] - top) / temp) / total;\n      if (acc >= R.top_p) {\n        keep = j + 1u;\n        found = true;\n        break;\n      }\n    }\n    if (found) {\n      withTail = false;\n    } else if (withTail && bisected) {\n      no_token(lid);\n      return;\n    }\n  }\n  var kept = 0.0;\n  for (var j = 0u; j < keep; j++) {\n    kept += exp((sm_v[j] - top) / temp);\n  }\n  if (withTail) {\n    kept += tail;\n  }\n  var u = R.u * kept;\n  for (var j = 0u; j < keep; j++) {\n    let w = exp((sm_v[j] - top) / temp);\n    if (u < w) {\n      sm_out[0] = sm_i[j];\n      sm_out[1] = 0u;\n      return;\n    }\n    u -= w;\n  }\n  if (withTail) {\n    // The draw falls in the tail.\n    no_token(lid);\n    return;\n  }\n  sm_out[0] = sm_i[keep - 1u];\n  sm_out[1] = 0u;\n}\n" });
       const made = [];
       for (const entryPoint of FIXED2) {
@@ -11774,7 +12199,25 @@ var GpuDecoder = class _GpuDecoder {
       const pipelines = Object.fromEntries(FIXED2.map((n, i) => [n, made[i]]));
       const att = graph.steps.filter((x) => x.step === "attention");
       const partials = buffer("attention partials", Math.max(0, ...att.map((a) => a.heads * Math.ceil(context / SCH) * (a.head_dim + 2) * 4)), S);
-      return new _GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenReads, logitsRead, partials);
+      return new _GpuDecoder(
+        init,
+        pipelines,
+        owned,
+        parts,
+        buffers,
+        caches,
+        ropeBuf,
+        stepParams,
+        slots,
+        fused,
+        runParams,
+        ids,
+        token,
+        tokenReads,
+        logitsRead,
+        partials,
+        { at: fusedAt, twins, eps }
+      );
     });
   }
   /** Why the GPU device was lost; null while it is not. */
@@ -11931,10 +12374,35 @@ var GpuDecoder = class _GpuDecoder {
     u[4] = sampling?.topK ?? 0;
     f[5] = sampling?.topP ?? 1;
     device.queue.writeBuffer(this.runParams, 0, this.runHost);
-    const enc = device.createCommandEncoder({ label: `decoder run ${bk.m}` });
     if (tokens) device.queue.writeBuffer(this.ids, 0, Uint32Array.from(tokens));
-    else enc.copyBufferToBuffer(this.token, 0, this.ids, 0, 4);
-    const steps = sampling ? [...bk.steps, this.sampleStep()] : bk.steps;
+    const { enc, dispatches, queries } = this.encode(bk, t, tokens === null, sampling !== null, timing);
+    const slot = this.readSlot;
+    if (sampling) {
+      enc.copyBufferToBuffer(this.token, 0, this.tokenReads[slot], 0, 8);
+      this.readSlot = (slot + 1) % this.tokenReads.length;
+    }
+    if (timing) {
+      enc.resolveQuerySet(timing.set, 0, queries, timing.resolve, 0);
+      enc.copyBufferToBuffer(timing.resolve, 0, timing.read, 0, queries * 8);
+    }
+    device.queue.submit([enc.finish()]);
+    this.pos += t;
+    this.stats.submits++;
+    this.stats.tokens += t;
+    if (bk.m === 1) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
+    return slot;
+  }
+  /**
+   * Records a run of `t` tokens of bucket `bk` from the current position into
+   * a new command encoder: (`ahead`) the token the previous run sampled
+   * copied into the ids, then every step's dispatch in one pass (with
+   * `timing`, timestamps at its start and end, or with `perStep` a pass per
+   * step), and the sampling where `sample`.
+   */
+  encode(bk, t, ahead, sample, timing) {
+    const enc = this.device.createCommandEncoder({ label: `decoder run ${bk.m}` });
+    if (ahead) enc.copyBufferToBuffer(this.token, 0, this.ids, 0, 4);
+    const steps = sample ? [...bk.steps, this.sampleStep()] : bk.steps;
     let queries = 0;
     const begin = () => timing ? enc.beginComputePass({ timestampWrites: { querySet: timing.set, beginningOfPassWriteIndex: queries++, endOfPassWriteIndex: queries++ } }) : enc.beginComputePass();
     let dispatches = 0;
@@ -11956,21 +12424,24 @@ var GpuDecoder = class _GpuDecoder {
       }
     }
     pass.end();
-    const slot = this.readSlot;
-    if (sampling) {
-      enc.copyBufferToBuffer(this.token, 0, this.tokenReads[slot], 0, 8);
-      this.readSlot = (slot + 1) % this.tokenReads.length;
+    return { enc, dispatches, queries };
+  }
+  /**
+   * The host's share of a decode step, for benchmarks: one step's command
+   * buffer (every dispatch and the sampling, as `next` records it) built
+   * and finished `reps` times and never submitted, so nothing runs and
+   * nothing changes; ms each.
+   */
+  async recordTimes(reps) {
+    const bk = this.ready.get(1) ?? await this.kernels(1);
+    this.check([0]);
+    const out = [];
+    for (let r = 0; r < reps; r++) {
+      const t0 = performance.now();
+      this.encode(bk, 1, false, true).enc.finish();
+      out.push(performance.now() - t0);
     }
-    if (timing) {
-      enc.resolveQuerySet(timing.set, 0, queries, timing.resolve, 0);
-      enc.copyBufferToBuffer(timing.resolve, 0, timing.read, 0, queries * 8);
-    }
-    device.queue.submit([enc.finish()]);
-    this.pos += t;
-    this.stats.submits++;
-    this.stats.tokens += t;
-    if (bk.m === 1) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
-    return slot;
+    return out;
   }
   /**
    * Profiles one run of `tokens` (at most the largest bucket) from the
@@ -11981,9 +12452,10 @@ var GpuDecoder = class _GpuDecoder {
    * caches end as after one run of `tokens`. Needs the device's
    * `timestamp-query` feature; for benchmarks (passes of one dispatch each
    * cost the GPU more than one pass, so the steps' times add up to more
-   * than `gpuMs`).
+   * than `gpuMs`). With `perStep: false` only the first run (`steps`
+   * then holds the labels, each at 0 ms).
    */
-  async profile(tokens) {
+  async profile(tokens, opts = {}) {
     if (!this.device.features.has("timestamp-query")) throw new Error("GpuDecoder.profile needs the device's 'timestamp-query' feature");
     this.check(tokens);
     if (tokens.length > this.maxRows) throw new RangeError(`profile runs one bucket: at most ${this.maxRows} tokens, got ${tokens.length}`);
@@ -12007,10 +12479,11 @@ var GpuDecoder = class _GpuDecoder {
       await this.readToken(slot);
       const wallMs = performance.now() - t0;
       const [gpuMs] = await times(2);
+      const labels = [...bk.steps.map((s) => s.label), "sample"];
+      if (opts.perStep === false) return { encodeMs, wallMs, gpuMs, steps: labels.map((label) => ({ label, ms: 0 })) };
       this.pos = pos0;
       await this.readToken(this.run(tokens, bk, greedy, { set, resolve, read, perStep: true }));
       const each = await times(n);
-      const labels = [...bk.steps.map((s) => s.label), "sample"];
       return { encodeMs, wallMs, gpuMs, steps: labels.map((label, i) => ({ label, ms: each[i] })) };
     } finally {
       set.destroy();
@@ -12042,7 +12515,7 @@ var GpuDecoder = class _GpuDecoder {
   async makeBucket(m) {
     const source = this.kernelsOf;
     if (!source) throw new Error("GpuDecoder: no kernel source (setKernels) before the first run");
-    const list = productsOf(this.graph, m);
+    const list = productsOf(this.graph, m, this.runs.at.size > 0);
     const kernels = await Promise.all(list.map((x) => {
       const key = `${x.op}/${x.shape.join(",")}`;
       let k = this.made.get(key);
@@ -12057,9 +12530,11 @@ var GpuDecoder = class _GpuDecoder {
     const g = this.graph, device = this.device;
     return scoped3(device, `the language model's bucket of ${m} rows on WebGPU`, () => {
       const steps = [];
-      const buf = (name, rows, cols) => ({ buffer: this.buffers.get(name), size: rows * cols * 4 });
+      const holds = /* @__PURE__ */ new Map();
+      const now = (name) => holds.get(name) ?? this.buffers.get(name);
+      const buf = (name, rows, cols) => ({ buffer: now(name), size: rows * cols * 4 });
       const rowsOf = new Map(g.buffers.map((b) => [b.name, b.rows]));
-      const whole = (name) => ({ buffer: this.buffers.get(name) });
+      const whole = (name) => ({ buffer: now(name) });
       const cache = (name) => ({ buffer: this.caches.get(name) });
       const part = (tensor, p) => this.parts.get(tensor)[p];
       const fixed = (name, i, grid2, ...ranges) => {
@@ -12076,9 +12551,33 @@ var GpuDecoder = class _GpuDecoder {
         fixed("attention_merge", at, [a.heads, 1], { buffer: this.partials }, whole(a.out));
       };
       const ew = (n) => Math.max(1, Math.ceil(n / EW2));
+      const productGroup = (kernel, label, ranges) => device.createBindGroup({
+        label,
+        layout: kernel.bindGroupLayout,
+        entries: ranges.map((r, binding) => ({ binding, resource: { buffer: r.buffer, offset: r.offset ?? 0, size: r.size } }))
+      });
+      const runs = m === 1 ? this.runs.at : /* @__PURE__ */ new Map();
       for (let i = 0; i < g.steps.length; i++) {
         const s = g.steps[i], next = g.steps[i + 1];
-        const fusedAs = this.fused.get(i);
+        const run = runs.get(i);
+        if (run) {
+          const { f, r } = run;
+          const kernel = byKey.get(`${f.kernel}/1,${f.k},${f.n}`);
+          const ranges = [buf(r.norm?.x ?? r.product.a, 1, f.k), ...partsOf2(r.product.format).map((p) => part(r.product.weight, p))];
+          if (r.norm) ranges.push(part(r.norm.weight, "w"), this.runs.eps.get(Math.fround(r.norm.eps)));
+          if (r.add) {
+            const from = now(r.add.x), to = from === this.buffers.get(r.add.x) ? this.runs.twins.get(r.add.x) : this.buffers.get(r.add.x);
+            ranges.push({ buffer: from, size: f.n * 4 }, { buffer: to, size: f.n * 4 });
+            holds.set(r.add.x, to);
+          } else {
+            ranges.push(buf(r.glu?.out ?? r.product.out, 1, f.n));
+          }
+          const label = `${f.kernel} 1x${f.k}x${f.n}`;
+          steps.push({ label, kernel, group: productGroup(kernel, `decoder ${f.kernel} ${i}`, ranges) });
+          i += f.steps - 1;
+          continue;
+        }
+        const fusedAs = runs.has(i + 1) ? void 0 : this.fused.get(i);
         if (fusedAs === "add_rms_norm" && s.step === "add" && next.step === "rms_norm") {
           fixed("add_rms_norm", i, [1, m], whole(s.y), part(next.weight, "w"), whole(s.x), whole(next.out));
           i++;
@@ -12112,11 +12611,7 @@ var GpuDecoder = class _GpuDecoder {
             const rows = s.last ? 1 : m;
             const label = `${s.kernel} ${rows}x${s.k}x${s.n}`;
             const weights = partsOf2(s.format).map((p) => part(s.weight, p));
-            const group = (a) => device.createBindGroup({
-              label: `decoder ${s.kernel} ${i}`,
-              layout: kernel.bindGroupLayout,
-              entries: [a, ...weights, buf(s.out, rows, s.n)].map((r, binding) => ({ binding, resource: { buffer: r.buffer, offset: r.offset ?? 0, size: r.size } }))
-            });
+            const group = (a) => productGroup(kernel, `decoder ${s.kernel} ${i}`, [a, ...weights, buf(s.out, rows, s.n)]);
             const a0 = buf(s.a, rows, s.k);
             if (s.last && rowsOf.get(s.a) === "tokens" && m > 1) {
               const byT = /* @__PURE__ */ new Map();
@@ -12651,7 +13146,10 @@ var TextGenerator = class _TextGenerator {
       trials: "all"
     });
     try {
-      decoder.setKernels((op, shape) => webtune.wasmKernel(op, shape));
+      decoder.setKernels((op, shape) => webtune.wasmKernel(op, shape), {
+        call: (kind, kernels, run) => webtune.guard.call(kind, kernels, run),
+        due: (kind, kernels) => webtune.guard.due(kind, kernels)
+      });
       await decoder.kernels(1);
     } catch (e) {
       webtune.close();
@@ -12890,7 +13388,7 @@ var TextGenerator = class _TextGenerator {
     const release = await this.lock();
     try {
       for (; ; ) {
-        const m = this.webtune.pendingTrials().map((k) => k.shape[0]).find((x) => this.graph.buckets.includes(x));
+        const m = [...this.webtune.pendingTrials().map((k) => k.shape[0]), ...dec.dueBuckets()].filter((x) => this.graph.buckets.includes(x)).sort((a, b) => a - b)[0];
         if (m === void 0 || ran && performance.now() - t1 >= budget) break;
         await dec.trialRun(m);
         ran = true;
@@ -13025,6 +13523,7 @@ var TextGenerator = class _TextGenerator {
 };
 export {
   AUTO_SLICE_MAX_MS,
+  CROWD_CANDIDATES,
   DEFAULT_CONTEXT,
   DEFAULT_MAX_TOKENS,
   GpuKernel,

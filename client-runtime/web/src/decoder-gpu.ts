@@ -668,11 +668,38 @@ export class GpuDecoder {
     u[4] = sampling?.topK ?? 0;
     f[5] = sampling?.topP ?? 1;
     device.queue.writeBuffer(this.runParams, 0, this.runHost);
-    const enc = device.createCommandEncoder({ label: `decoder run ${bk.m}` });
-    // The token the previous run sampled, where the host feeds none (`ahead`).
     if (tokens) device.queue.writeBuffer(this.ids, 0, Uint32Array.from(tokens));
-    else enc.copyBufferToBuffer(this.token, 0, this.ids, 0, 4);
-    const steps = sampling ? [...bk.steps, this.sampleStep()] : bk.steps;
+    const { enc, dispatches, queries } = this.encode(bk, t, tokens === null, sampling !== null, timing);
+    const slot = this.readSlot;
+    if (sampling) {
+      enc.copyBufferToBuffer(this.token, 0, this.tokenReads[slot], 0, 8);
+      this.readSlot = (slot + 1) % this.tokenReads.length;
+    }
+    if (timing) {
+      enc.resolveQuerySet(timing.set, 0, queries, timing.resolve, 0);
+      enc.copyBufferToBuffer(timing.resolve, 0, timing.read, 0, queries * 8);
+    }
+    device.queue.submit([enc.finish()]);
+    this.pos += t;
+    this.stats.submits++;
+    this.stats.tokens += t;
+    // A decode step: one token and its sampling (counted also where this run read logits instead).
+    if (bk.m === 1) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
+    return slot;
+  }
+
+  /**
+   * Records a run of `t` tokens of bucket `bk` from the current position into
+   * a new command encoder: (`ahead`) the token the previous run sampled
+   * copied into the ids, then every step's dispatch in one pass (with
+   * `timing`, timestamps at its start and end, or with `perStep` a pass per
+   * step), and the sampling where `sample`.
+   */
+  private encode(bk: Bucket, t: number, ahead: boolean, sample: boolean, timing?: Timing): { enc: GPUCommandEncoder; dispatches: number; queries: number } {
+    const enc = this.device.createCommandEncoder({ label: `decoder run ${bk.m}` });
+    // The token the previous run sampled, where the host feeds none (`ahead`).
+    if (ahead) enc.copyBufferToBuffer(this.token, 0, this.ids, 0, 4);
+    const steps = sample ? [...bk.steps, this.sampleStep()] : bk.steps;
     let queries = 0;
     const begin = () => timing
       ? enc.beginComputePass({ timestampWrites: { querySet: timing.set, beginningOfPassWriteIndex: queries++, endOfPassWriteIndex: queries++ } })
@@ -696,22 +723,25 @@ export class GpuDecoder {
       }
     }
     pass.end();
-    const slot = this.readSlot;
-    if (sampling) {
-      enc.copyBufferToBuffer(this.token, 0, this.tokenReads[slot], 0, 8);
-      this.readSlot = (slot + 1) % this.tokenReads.length;
+    return { enc, dispatches, queries };
+  }
+
+  /**
+   * The host's share of a decode step, for benchmarks: one step's command
+   * buffer (every dispatch and the sampling, as `next` records it) built
+   * and finished `reps` times and never submitted, so nothing runs and
+   * nothing changes; ms each.
+   */
+  async recordTimes(reps: number): Promise<number[]> {
+    const bk = this.ready.get(1) ?? (await this.kernels(1));
+    this.check([0]);
+    const out: number[] = [];
+    for (let r = 0; r < reps; r++) {
+      const t0 = performance.now();
+      this.encode(bk, 1, false, true).enc.finish();
+      out.push(performance.now() - t0);
     }
-    if (timing) {
-      enc.resolveQuerySet(timing.set, 0, queries, timing.resolve, 0);
-      enc.copyBufferToBuffer(timing.resolve, 0, timing.read, 0, queries * 8);
-    }
-    device.queue.submit([enc.finish()]);
-    this.pos += t;
-    this.stats.submits++;
-    this.stats.tokens += t;
-    // A decode step: one token and its sampling (counted also where this run read logits instead).
-    if (bk.m === 1) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
-    return slot;
+    return out;
   }
 
   /**

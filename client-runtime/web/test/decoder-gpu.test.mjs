@@ -226,6 +226,11 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
   await dec.prefill(Array(60).fill(1));
   await assert.rejects(dec.feed(Array(5).fill(1)), /60 positions used and 5 more tokens: past the context of 64/);
   await assert.rejects(GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: 301, wgsl: WGSL }), /context 301 must be an integer from 1 to the model's 300/);
+  // A fused run that does not compute its op (a norm run named +swiglu, a run one step short) is refused.
+  const misnamed = { ...graph, fused: graph.fused.map((f, i) => (i === 0 ? { ...f, kernel: `${f.kernel}+swiglu` } : f)) };
+  await assert.rejects(GpuDecoder.create({ device, graph: misnamed, tensors: model.tensors, weights: model.weights, context: 64, wgsl: WGSL }), /fused run at step 1 \(matmul_q4_1\+rms_norm\+swiglu\): step 3 is missing, the op needs swi_glu/);
+  const short = { ...graph, fused: graph.fused.map((f, i) => (i === 2 ? { ...f, steps: 2 } : f)) };
+  await assert.rejects(GpuDecoder.create({ device, graph: short, tensors: model.tensors, weights: model.weights, context: 64, wgsl: WGSL }), /fused run at step 8 .*: step 10 is missing|do not compute that op/);
   const inPlace = { ...graph, steps: graph.steps.map((s) => (s.step === 'add' ? { ...s, y: s.x } : s)) };
   await assert.rejects(GpuDecoder.create({ device, graph: inPlace, tensors: model.tensors, weights: model.weights, context: 64, wgsl: WGSL }), /reads and writes buffer `x`/);
   dec.destroy();

@@ -489,7 +489,8 @@ impl Gg<'_> {
                 body
             }));
         }
-        let rest: Vec<Vec<Handle<Var>>> = (0..rows).map(|r| (0..cols).map(|c| self.g.fresh(&format!("mrest{r}_{c}"), Ty::F32)).collect()).collect();
+        let rest: Vec<Vec<Handle<Var>>> =
+            (0..rows).map(|r| (0..cols).map(|c| self.g.fresh(&format!("mrest{r}_{c}"), Ty::F32)).collect()).collect();
         for (r, row) in rest.iter().enumerate() {
             for (c, &v) in row.iter().enumerate() {
                 let mut value = self.f().f32(0.0);

@@ -51,9 +51,10 @@
 //!
 //! ```text
 //! rms_norm  a prologue per row of the workgroup: the threads sum A's
-//!           squares four floats at a time into workgroup memory, a tree
-//!           adds them, and every thread takes r = 1/√(Σ/K + E[0]); each
-//!           vec4 of A is then loaded as (A·r)·G (the fixed rms_norm's order)
+//!           squares four floats at a time into workgroup memory, and after
+//!           one barrier every thread adds those sums (in one order) and
+//!           takes r = 1/√(Σ/K + E[0]); each vec4 of A is then loaded as
+//!           (A·r)·G (the fixed rms_norm's order)
 //! swiglu    a thread's outputs are twice y0 rows of W: n.. (gate) and
 //!           N + n.. (up), reduced alike; the store keeps silu(g)·u
 //! residual  the store adds R[m, n]
@@ -456,26 +457,36 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
                     let value = g.f.get(ss);
                     body.push(Stmt::Store { buf: nrm, index: lid, value });
                     body.push(Stmt::Barrier);
-                    let mut stride = threads.next_power_of_two() / 2;
-                    while stride >= 1 {
-                        let stc = g.f.i32(stride as i32);
-                        let mut cond = g.f.bin(BinOp::Lt, lid, stc);
-                        if !threads.is_power_of_two() {
-                            let there = g.f.add_c(lid, stride as i64);
-                            let tc = g.f.i32(threads as i32);
-                            let inside = g.f.bin(BinOp::Lt, there, tc);
-                            cond = g.f.bin(BinOp::And, cond, inside);
+                    // One barrier, then every thread adds the threads' sums itself, in
+                    // one order (four at a time where they fill vec4s): a tree's
+                    // log2(threads) barriers cost more than its loads save.
+                    let total = if threads.is_multiple_of(4) {
+                        let acc4 = g.fresh(&format!("ssv{i}"), Ty::F32x4);
+                        let zero = g.f.i32(0);
+                        let first = g.f.load(LoadTy::F32x4, nrm, zero);
+                        body.push(Stmt::Set { var: acc4, value: first });
+                        if threads > 4 {
+                            let cv = g.fresh(&format!("sst{i}"), Ty::I32);
+                            let at = g.f.get(cv);
+                            let x = g.f.load(LoadTy::F32x4, nrm, at);
+                            let prev = g.f.get(acc4);
+                            let value = g.f.add(prev, x);
+                            let (lo, hi) = (g.f.i32(4), g.f.i32(threads as i32));
+                            let inner = vec![Stmt::Set { var: acc4, value }];
+                            body.push(Stmt::For(For { var: cv, lo, hi, step: 4, unroll: false, body: inner }));
                         }
-                        let there = g.f.add_c(lid, stride as i64);
-                        let x = g.f.load(LoadTy::F32, nrm, lid);
-                        let y = g.f.load(LoadTy::F32, nrm, there);
-                        let value = g.f.add(x, y);
-                        body.push(Stmt::If { cond, body: vec![Stmt::Store { buf: nrm, index: lid, value }] });
-                        body.push(Stmt::Barrier);
-                        stride /= 2;
-                    }
-                    let zero = g.f.i32(0);
-                    let total = g.f.load(LoadTy::F32, nrm, zero);
+                        let v = g.f.get(acc4);
+                        g.f.exprs.push(Expr::HSum(v))
+                    } else {
+                        let zero = g.f.i32(0);
+                        let mut t = g.f.load(LoadTy::F32, nrm, zero);
+                        for l in 1..threads {
+                            let li = g.f.i32(l as i32);
+                            let x = g.f.load(LoadTy::F32, nrm, li);
+                            t = g.f.add(t, x);
+                        }
+                        t
+                    };
                     let inv_k = g.f.f32(1.0 / k as f32);
                     let mean = g.f.mul(total, inv_k);
                     let zero = g.f.i32(0);

@@ -5,7 +5,7 @@
 //!
 //! `cargo run --release -p webtune-research --bin gguf_speed -- [--first N] [--m 1,128] [--only OP]`
 //! `cargo run --release -p webtune-research --bin gguf_speed -- --op matmul_q8_0 --shape 1,576,49152 [--rounds N] '<schedule json>'...`
-//! `cargo run --release -p webtune-research --bin gguf_speed -- --stream [--steps 8] [--rounds 4] [--a16-y0 N] [--a16-r0 N]`
+//! `cargo run --release -p webtune-research --bin gguf_speed -- --stream [--steps 8] [--rounds 4] [--a16-y0 N] [--a16-r0 N] [--q8-layers]`
 //!
 //! `--stream` times the products of SmolLM2's decode step as the model
 //! calls them, the weights streaming from memory: one wasmtime memory holds
@@ -93,10 +93,17 @@ fn stream(args: &[String]) {
         out: u64,
     }
     let mut prods: Vec<Prod> = Vec::new();
-    for &(name, op, k, n) in &STEP {
+    // --q8-layers: a Q8_0 576×3072 product in every layer too (after the
+    // head), to tell the format's rate from the head's one long call.
+    let extra = args.iter().any(|a| a == "--q8-layers").then_some(("q8_layer", "matmul_q8_0", 576u32, 3072u32));
+    for &(name, op, k, n) in STEP.iter().chain(extra.iter()) {
         let copies = if name == "head" { 1 } else { layers };
         let q8 = op == "matmul_q8_0";
-        let parts: Vec<u64> = if q8 { vec![k as u64 * n as u64, (k / 32 * n) as u64 * 4] } else { vec![(k / 2) as u64 * n as u64, (k / 32 * n) as u64 * 4, (k / 32 * n) as u64 * 4] };
+        let parts: Vec<u64> = if q8 {
+            vec![k as u64 * n as u64, (k / 32 * n) as u64 * 4]
+        } else {
+            vec![(k / 2) as u64 * n as u64, (k / 32 * n) as u64 * 4, (k / 32 * n) as u64 * 4]
+        };
         let copies: Vec<Vec<u64>> = (0..copies).map(|_| parts.iter().map(|&b| alloc(b)).collect()).collect();
         let out = alloc(n as u64 * 4);
         prods.push(Prod { name, op: Op::parse(op, &format!("1,{k},{n}")).expect("op"), k, n, copies, out });
@@ -112,7 +119,8 @@ fn stream(args: &[String]) {
         let mut row = Vec::new();
         for p in &prods {
             let space = lite_space(&p.op, Target::Wasm, &device, &settings);
-            let mut s = space.schedules.iter().find(|s| s.threads <= 1 && s.quantize_a == (pi == 1)).expect("a candidate of each kind").clone();
+            let mut s =
+                space.schedules.iter().find(|s| s.threads <= 1 && s.quantize_a == (pi == 1)).expect("a candidate of each kind").clone();
             // --a16-y0 N: the a16 plan's register tile 1×N instead (y1 = 2N).
             if let Some(y0) = arg(args, "--a16-y0").filter(|_| pi == 1) {
                 s.y0 = y0.parse().expect("--a16-y0 N");
@@ -186,7 +194,9 @@ fn stream(args: &[String]) {
         for fr in &funcs {
             call(&mut store, &fr[i], p, 0);
             let d = memory.data(&store);
-            outs.push((0..p.n as usize).map(|j| f32::from_le_bytes(d[p.out as usize + 4 * j..][..4].try_into().unwrap())).collect::<Vec<f32>>());
+            outs.push(
+                (0..p.n as usize).map(|j| f32::from_le_bytes(d[p.out as usize + 4 * j..][..4].try_into().unwrap())).collect::<Vec<f32>>(),
+            );
         }
         let worst = outs[0].iter().zip(&outs[1]).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
         let norm = outs[0].iter().map(|x| x.abs()).fold(0f32, f32::max);
@@ -244,6 +254,13 @@ fn stream(args: &[String]) {
         let t = Instant::now();
         call(store, &funcs[plan][4], &prods[4], 0);
         per[4] += t.elapsed().as_secs_f64() * 1e3;
+        for (i, p) in prods.iter().enumerate().skip(5) {
+            for layer in 0..layers {
+                let t = Instant::now();
+                call(store, &funcs[plan][i], p, layer);
+                per[i] += t.elapsed().as_secs_f64() * 1e3;
+            }
+        }
         if record {
             step_ms[plan].push(t0.elapsed().as_secs_f64() * 1e3);
             for (i, x) in per.into_iter().enumerate() {
@@ -267,7 +284,9 @@ fn stream(args: &[String]) {
         v.sort_by(f64::total_cmp);
         if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 }
     };
-    println!("\n{rounds} ABBA rounds of {steps} steps a plan; median ms a step, weights' GB/s and its share of the probe's {probe_gbs:.2} GB/s");
+    println!(
+        "\n{rounds} ABBA rounds of {steps} steps a plan; median ms a step, weights' GB/s and its share of the probe's {probe_gbs:.2} GB/s"
+    );
     println!("| product | calls a step | weights MB | f32 ms | f32 GB/s | a16 ms | a16 GB/s | a16 of the probe | a16 / f32 time |");
     println!("|---|---|---|---|---|---|---|---|---|");
     let mut total_bytes = 0u64;
@@ -293,7 +312,7 @@ fn stream(args: &[String]) {
     let floor = total_bytes as f64 / (probe_gbs * 1e9) * 1e3;
     println!(
         "| all products | {} | {:.1} | {f:.2} | {:.2} | {a:.2} | {:.2} | {:.2} | {:.3} |",
-        layers * 4 + 1,
+        prods.iter().map(|p| p.copies.len()).sum::<usize>(),
         total_bytes as f64 / 1e6,
         total_bytes as f64 / (f / 1e3) / 1e9,
         total_bytes as f64 / (a / 1e3) / 1e9,

@@ -63,6 +63,7 @@ const DIST: &[(&str, &str)] = &[
     dist!("decoder-gpu.d.ts"),
     dist!("sampler.d.ts"),
     dist!("text-generator.d.ts"),
+    dist!("plan-guard.d.ts"),
 ];
 
 const DEMO_HTML: &str = include_str!("../../../client-runtime/web/demo/index.html");

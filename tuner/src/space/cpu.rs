@@ -320,13 +320,16 @@ const INT_DOT_EXTRA: u32 = 8;
 /// a weight against the f32 kernels' 1.25 (Q4_1) and 1.4 (Q8_0). Register
 /// tiles as [`cpu_q4`] makes them, kept where the accumulators and
 /// [`INT_DOT_EXTRA`] fit the registers the engine allocates
-/// ([`CpuModel::allocatable`]), with no lower bound: in wasmtime on dev-epyc
-/// (SmolLM2's decode products, the weights streaming from memory,
-/// BENCHMARKS.md) 1×4 ran the per-layer products 2.4–3.9× faster than the
-/// f32 kernels' first candidate (1×16), 1×8 1.9–3×, and 1×16, which spills,
-/// only 1.1–1.4×. For decode (M = 1) they rank ahead of every f32
-/// candidate, the fewest outputs first; for more rows, behind every f32
-/// candidate (the panel family first).
+/// ([`CpuModel::allocatable`]), with no lower bound, any number of columns
+/// (each its own vector accumulator). In wasmtime on dev-epyc (SmolLM2's
+/// decode products, the weights streaming from memory, BENCHMARKS.md) 1×4
+/// ran the per-layer products 2.4–3.9× faster than the f32 kernels' first
+/// candidate (1×16), 1×8 1.9–3×, and 1×16, which spills, only 1.1–1.4×;
+/// and one column at a time (1×1), whose weights are then one sequential
+/// stream, read the Q8_0 head and the K = 1536 product about twice as
+/// fast as 1×4. For decode (M = 1) they rank ahead of every f32 candidate,
+/// the fewest outputs first; for more rows, behind every f32 candidate
+/// (the panel family first).
 fn cpu_gguf_int(
     op: &Op,
     device: &Device,
@@ -337,8 +340,9 @@ fn cpu_gguf_int(
 ) -> Vec<Cand> {
     let (_, m, _, n) = op.bmkn();
     let mut out = Vec::new();
-    for (x0, y0) in register_tiles(np2(m), np2(n), 8, 16, true, 1, relax) {
-        if y0 % 4 != 0 || x0 * y0 + x0 + INT_DOT_EXTRA > device.cpu.allocatable {
+    // Any number of columns: each has a vector accumulator of its own.
+    for (x0, y0) in register_tiles(np2(m), np2(n), 8, 16, false, 1, relax) {
+        if x0 * y0 + x0 + INT_DOT_EXTRA > device.cpu.allocatable {
             continue;
         }
         for &r0 in r0s {
