@@ -19,7 +19,8 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 if [ ! -f "$out/llamacpp-trim.tar.xz" ]; then
   tmp=$(mktemp -d)
-  url=$(curl -fsS https://pypi.org/pypi/llama-cpp-python/0.3.36/json | "$py" -c 'import json,sys; print([u["url"] for u in json.load(sys.stdin)["urls"] if u["packagetype"]=="sdist"][0])')
+  # The simple index (PEP 503): PyPI's JSON API does not answer from every network.
+  url=$(curl -fsS https://pypi.org/simple/llama-cpp-python/ | grep -o 'https://[^"#]*llama_cpp_python-0\.3\.36\.tar\.gz' | head -1)
   curl -fsSL -o "$tmp/sdist.tar.gz" "$url"
   mkdir "$tmp/src" && tar xzf "$tmp/sdist.tar.gz" -C "$tmp/src" --strip-components=1
   S=$tmp/src/vendor/llama.cpp T=$tmp/trim/llama.cpp
