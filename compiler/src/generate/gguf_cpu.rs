@@ -59,6 +59,13 @@ use crate::schedule::{Schedule, UnrollLoop};
 
 type E = Handle<Expr>;
 
+/// `quantize_a`'s buffers: the quantised rows `AQ`, their block scales
+/// `AS` and (Q4_1) `ASUM`.
+type QuantA = (Handle<Buffer>, Handle<Buffer>, Option<Handle<Buffer>>);
+
+/// A register tile's variables, rows × columns.
+type Tile = Vec<Vec<Handle<Var>>>;
+
 struct Gg<'s> {
     g: Gen,
     s: &'s Schedule,
@@ -77,7 +84,7 @@ struct Gg<'s> {
     at: Option<(Handle<Buffer>, Handle<Buffer>)>,
     /// `quantize_a`: the quantised rows `AQ`, their block scales `AS` and
     /// (Q4_1) `ASUM`.
-    aq: Option<(Handle<Buffer>, Handle<Buffer>, Option<Handle<Buffer>>)>,
+    aq: Option<QuantA>,
 }
 
 impl HasGen for Gg<'_> {
@@ -368,7 +375,7 @@ impl Gg<'_> {
     /// output, four blocks a vector into its accumulator (whose lanes the
     /// store sums), and the blocks past the last four as scalars, returned
     /// to be added when C is stored.
-    fn int_dot(&mut self, rg: E, cg: E, acc: &[Vec<Handle<Var>>]) -> (Vec<Stmt>, Option<Vec<Vec<Handle<Var>>>>) {
+    fn int_dot(&mut self, rg: E, cg: E, acc: &[Vec<Handle<Var>>]) -> (Vec<Stmt>, Option<Tile>) {
         let (aq, sbuf, sumbuf) = self.aq.expect("quantize_a");
         let (k, kb, q8) = (self.k, self.k / 32, self.q8);
         let kw = if q8 { k / 4 } else { k / 8 };
