@@ -503,7 +503,7 @@ mod tests {
             ("var x: f32 x = erf(splat(1.0))", "assigned a f32x4"),
             ("var x: f32 x = max(1.0, splat(1.0))", "`max` on f32 and f32x4"),
             ("var x: i32 x = max(1, 2)", "`max` on i32 and i32"),
-            ("var x: i32 x = 4 / x", "positive constant divisor"),
+            ("var x: i32 var y: i32 y = 2 x = 4 / y", "positive constant divisor"),
             ("var x: i32 x = toi32(splat(1.0))", "toi32 of a f32x4"),
             ("var x: f32 x = round(1)", "round of a i32"),
         ];
