@@ -34,10 +34,10 @@
 
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { probeWasm } from './probe.mjs';
 import { launchChromium } from '../../client-runtime/web/test/harness.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -61,33 +61,8 @@ const opts = {
   f32Plan: arg('f32', null) ? JSON.parse(readFileSync(arg('f32', null), 'utf8')) : {},
 };
 
-// The probe (as llm_peers.mjs's): sum(off, len) over [off, off + len) with
-// eight v128 loads per iteration into four accumulators.
-const webRequire = createRequire(join(here, '..', '..', 'client-runtime', 'web', 'package.json'));
-const wabt = await webRequire('wabt')();
-const PROBE_WAT = `(module
-  (import "env" "memory" (memory 1 65536 shared))
-  (func (export "sum") (param $p i32) (param $n i32) (result f64)
-    (local $end i32) (local $a v128) (local $b v128) (local $c v128) (local $d v128)
-    (local.set $end (i32.add (local.get $p) (local.get $n)))
-    (block $out (loop $top
-      (br_if $out (i32.ge_u (local.get $p) (local.get $end)))
-      (local.set $a (i32x4.add (local.get $a) (v128.load offset=0 (local.get $p))))
-      (local.set $b (i32x4.add (local.get $b) (v128.load offset=16 (local.get $p))))
-      (local.set $c (i32x4.add (local.get $c) (v128.load offset=32 (local.get $p))))
-      (local.set $d (i32x4.add (local.get $d) (v128.load offset=48 (local.get $p))))
-      (local.set $a (i32x4.add (local.get $a) (v128.load offset=64 (local.get $p))))
-      (local.set $b (i32x4.add (local.get $b) (v128.load offset=80 (local.get $p))))
-      (local.set $c (i32x4.add (local.get $c) (v128.load offset=96 (local.get $p))))
-      (local.set $d (i32x4.add (local.get $d) (v128.load offset=112 (local.get $p))))
-      (local.set $p (i32.add (local.get $p) (i32.const 128)))
-      (br $top)))
-    (local.set $a (i32x4.add (i32x4.add (local.get $a) (local.get $b)) (i32x4.add (local.get $c) (local.get $d))))
-    (f64.convert_i32_u (i32.add (i32.add (i32x4.extract_lane 0 (local.get $a)) (i32x4.extract_lane 1 (local.get $a)))
-                                (i32.add (i32x4.extract_lane 2 (local.get $a)) (i32x4.extract_lane 3 (local.get $a)))))))`;
-const probeMod = wabt.parseWat('probe.wat', PROBE_WAT, { simd: true, threads: true });
-const PROBE = Array.from(probeMod.toBinary({}).buffer);
-probeMod.destroy();
+// The probe (probe.mjs): the read bandwidth the decode floor is measured against.
+const PROBE = Array.from(await probeWasm());
 
 const work = mkdtempSync(join(tmpdir(), 'llm-kernels-ab-'));
 let compiled = 0;
