@@ -11,19 +11,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=${OUT:-$PWD/out}; mkdir -p "$out"
 work=${WORK:-/tmp/llm-gpu}; mkdir -p "$work"
-export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
-[ -x "$work/node" ] || { xz -dc "$carry/dawn/node.xz" > "$work/node" && chmod +x "$work/node"; }
-[ -d "$work/webgpu" ] || tar xJf "$carry/dawn/webgpu.tar.xz" -C "$work"
-[ -x "$work/webtune" ] || { xz -dc "$carry/webtune.xz" > "$work/webtune" && chmod +x "$work/webtune"; }
+. "$here/dawn_common.sh"
+unpack_dawn
 [ -f "$work/synth.gguf" ] || python3 "$here/synth_gguf.py" fill "$carry/smol.skel" "$work/synth.gguf" 7
 db=$work/dawn-db; rm -rf "$db"; mkdir -p "$db"
 "$work/webtune" model import "$work/synth.gguf" --name smollm2-synth --database-url "sqlite://$db/w.sqlite" | tail -2
-port=${PORT:-8791}
-"$work/webtune" serve --addr "127.0.0.1:$port" --database-url "sqlite://$db/w.sqlite" > "$out/serve.log" 2>&1 &
-srv=$!
-for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$port/v1/models" > /dev/null && break; sleep 0.1; done
-"$work/node" "$root/research/web-bench/llm_dawn.mjs" --server "http://127.0.0.1:$port" --model smollm2-synth \
-  --runtime "$root/client-runtime/web/dist/webtune.js" --webgpu "$work/webgpu/index.js" "$@" 2>&1 | tee "$out/dawn.jsonl"
-rc=${PIPESTATUS[0]}
-kill $srv 2>/dev/null; wait $srv 2>/dev/null
-exit $rc
+serve_and_run "sqlite://$db/w.sqlite" "${PORT:-8791}" "$out/serve.log" llm_dawn.mjs --model smollm2-synth "$@" 2>&1 | tee "$out/dawn.jsonl"
+exit "${PIPESTATUS[0]}"
