@@ -10,7 +10,7 @@
 //        [--context 1280] [--tune-s 120] [--steps 64] [--rounds 3]
 //        [--prefill 128] [--long 1024] [--probe-dispatches 4096] [--probe-mib 256] [--profile-runs 5]
 //        [--runtime PATH/webtune.js] [--webgpu PATH/webgpu/index.js] [--dawn-flags a,b]
-//        [--fusions-ab ROUNDS] [--ab-only 1]
+//        [--fusions-ab ROUNDS] [--short-ab ROUNDS] [--ab-only 1]
 //
 // Lines (`what` names each):
 // - `adapter`: Dawn's adapter (vendor, architecture, device) and features;
@@ -49,6 +49,9 @@
 //   quantises timestamps) summed by kind;
 // - `probe_readback`: an 8-byte copy submitted and mapped, ms (the floor of
 //   one step's round trip);
+// - `short_ab` (with --short-ab > 0, after any fusions_ab): the same
+//   rounds with the decode step's attention one dispatch a layer at short
+//   contexts (the backend's default) against always split (shortAttention 0).
 // - `fusions_ab` (with --fusions-ab > 0, right after loading, before any
 //   tuning): the decode step with the graph's fused runs (`graph.fused`: one
 //   product each) against the same graph without them (each step its own
@@ -86,7 +89,7 @@ function args() {
     server: o.server.replace(/\/+$/, ''), model: o.model, context: num('context', 1280), tuneS: num('tune-s', 120), steps: Math.max(2, num('steps', 64)),
     rounds: Math.max(1, num('rounds', 3)), prefill: Math.max(1, num('prefill', 128)), long: Math.max(1, num('long', 1024)),
     dispatches: Math.max(2, num('probe-dispatches', 4096)), mib: Math.max(1, num('probe-mib', 256)), profileRuns: Math.max(1, num('profile-runs', 5)),
-    fusionsAb: num('fusions-ab', 0), abOnly: num('ab-only', 0) > 0,
+    fusionsAb: num('fusions-ab', 0), shortAb: num('short-ab', 0), abOnly: num('ab-only', 0) > 0,
     runtime: resolve(o.runtime ?? join(ROOT, 'client-runtime', 'web', 'dist', 'webtune.js')),
     webgpu: resolve(o.webgpu ?? join(ROOT, 'client-runtime', 'web', 'node_modules', 'webgpu', 'index.js')),
     dawnFlags: o['dawn-flags'] ? o['dawn-flags'].split(',') : [],
@@ -166,23 +169,29 @@ async function probes(device, o) {
  * pass and the run from its start to its submit), alternating, from a fed
  * token at successive positions.
  */
-async function fusionsAb(gen, device, o) {
+async function fusionsAb(gen, device, o, mode = 'fusions') {
+  // mode 'short': the generator's backend (the decode step's attention one dispatch up to SHORT_ATTENTION
+  // positions) against one that always splits (shortAttention 0), at the same short positions.
+  const [A, B] = mode === 'short' ? ['short', 'split'] : ['fused', 'unfused'];
+  const rounds = mode === 'short' ? o.shortAb : o.fusionsAb;
   const url = `${o.server}/v1/models/${encodeURIComponent(o.model)}`;
   const graph = await (await fetch(`${url}/graph`)).json();
   const wurl = gen.manifest.weights.url;
   const weights = await (await fetch(wurl.startsWith('http') ? wurl : `${o.server}${wurl}`)).arrayBuffer();
   const fused = gen.gpu;
-  const plain = await fused.constructor.create({ device, graph: { ...graph, fused: [] }, tensors: gen.manifest.tensors, weights, context: gen.context });
+  const plain = mode === 'short'
+    ? await fused.constructor.create({ device, graph, tensors: gen.manifest.tensors, weights, context: gen.context, shortAttention: 0 })
+    : await fused.constructor.create({ device, graph: { ...graph, fused: [] }, tensors: gen.manifest.tensors, weights, context: gen.context });
   plain.setKernels((op, shape) => gen.webtune.gpuKernel(op, shape));
-  const sides = { fused: { dec: fused, rec: [], runs: [] }, unfused: { dec: plain, rec: [], runs: [] } };
+  const sides = { [A]: { dec: fused, rec: [], runs: [] }, [B]: { dec: plain, rec: [], runs: [] } };
   for (const side of Object.values(sides)) {
     side.dec.reset();
     await side.dec.next([1000], { temperature: 0, topK: 0, topP: 1, u: 0 });
     await side.dec.recordTimes(5);
   }
-  const order = (r) => (r % 2 ? ['unfused', 'fused', 'fused', 'unfused'] : ['fused', 'unfused', 'unfused', 'fused']);
-  for (let r = 0; r < 4 * o.fusionsAb; r++) for (const name of order(r)) sides[name].rec.push(median(await sides[name].dec.recordTimes(20)));
-  for (let r = 0; r < o.fusionsAb; r++) {
+  const order = (r) => (r % 2 ? [B, A, A, B] : [A, B, B, A]);
+  for (let r = 0; r < 4 * rounds; r++) for (const name of order(r)) sides[name].rec.push(median(await sides[name].dec.recordTimes(20)));
+  for (let r = 0; r < rounds; r++) {
     for (const name of order(r).slice(0, 2)) {
       const side = sides[name];
       const pr = await side.dec.profile([1001 + side.runs.length], { perStep: false });
@@ -191,11 +200,11 @@ async function fusionsAb(gen, device, o) {
   }
   const sum = (side) => ({ dispatches_per_token: side.dec.stats.dispatchesPerToken, record_ms: median(side.rec), record_runs: side.rec.map((x) => +x.toFixed(3)),
     encode_ms: median(side.runs.map((x) => x.encodeMs)), gpu_pass_ms: median(side.runs.map((x) => x.gpuMs)), gpu_runs: side.runs.map((x) => +x.gpuMs.toFixed(1)), wall_ms: median(side.runs.map((x) => x.wallMs)) });
-  const f = sum(sides.fused), u = sum(sides.unfused);
+  const f = sum(sides[A]), u = sum(sides[B]);
   // The rounds' ratios, each from one ABBA round's pairs.
   const pairs = [];
-  for (let i = 0; i + 1 < f.record_runs.length; i += 2) pairs.push((sides.fused.rec[i] + sides.fused.rec[i + 1]) / (sides.unfused.rec[i] + sides.unfused.rec[i + 1]));
-  line('fusions_ab', { rounds: o.fusionsAb, fused: f, unfused: u, record_ratio: f.record_ms / u.record_ms, record_round_ratios: pairs.map((x) => +x.toFixed(3)),
+  for (let i = 0; i + 1 < f.record_runs.length; i += 2) pairs.push((sides[A].rec[i] + sides[A].rec[i + 1]) / (sides[B].rec[i] + sides[B].rec[i + 1]));
+  line(`${mode}_ab`, { rounds, [A]: f, [B]: u, record_ratio: f.record_ms / u.record_ms, record_round_ratios: pairs.map((x) => +x.toFixed(3)),
     gpu_ratio: f.gpu_pass_ms / u.gpu_pass_ms, load: (await import('node:os')).loadavg() });
   plain.destroy();
   fused.reset();
@@ -226,8 +235,9 @@ async function main() {
   const t0 = performance.now();
   const gen = await TextGenerator.load({ server: o.server, model: o.model, target: 'webgpu', device, adapter, context: o.context, cache: false, budgetMs: 200, report: true });
   line('load', { s: (performance.now() - t0) / 1000, gpu_bytes: gen.memoryBytes, context: gen.context, key: gen.webtune.session.device_key });
-  if (o.fusionsAb > 0 && gen.gpu) {
-    await fusionsAb(gen, device, o);
+  if ((o.fusionsAb > 0 || o.shortAb > 0) && gen.gpu) {
+    if (o.fusionsAb > 0) await fusionsAb(gen, device, o);
+    if (o.shortAb > 0) await fusionsAb(gen, device, o, 'short');
     if (o.abOnly) {
       gen.close();
       device.destroy();
@@ -267,8 +277,28 @@ async function main() {
     line('first_answer', { kernels: perKernel });
   }
 
-  // Two untimed runs first: a prefill right after tuning took 30 ms where the profiled run took 10.6 ms on the H200.
-  for (let r = 0; r < 2; r++) await gen.nextToken(prompt, { reset: true });
+  // The first prefills after tuning, each timed (on the H200 the first five took 25-30 ms where later ones took
+  // 10 ms): back to back, then again after 2 s idle, to tell a count from a time.
+  const warm = [], warmProfiled = [];
+  for (let r = 0; r < 6; r++) {
+    const t = performance.now();
+    await gen.nextToken(prompt, { reset: true });
+    warm.push(+(performance.now() - t).toFixed(2));
+  }
+  // Then profiled (the same run with the pass's timestamps): is the time the GPU's or the host's?
+  for (let r = 0; gen.gpu && r < 6; r++) {
+    gen.gpu.reset();
+    const pr = await gen.gpu.profile(prompt, { perStep: false });
+    warmProfiled.push({ wall: +pr.wallMs.toFixed(2), encode: +pr.encodeMs.toFixed(2), gpu: +pr.gpuMs.toFixed(2) });
+  }
+  await new Promise((res) => setTimeout(res, 2000));
+  const idleWarm = [];
+  for (let r = 0; r < 4; r++) {
+    const t = performance.now();
+    await gen.nextToken(prompt, { reset: true });
+    idleWarm.push(+(performance.now() - t).toFixed(2));
+  }
+  line('prefill_warmup', { back_to_back_ms: warm, profiled_ms: warmProfiled, after_2s_idle_ms: idleWarm });
   // Interleaved, round by round: through the generator (nextToken), through the backend alone (GpuDecoder.next),
   // and profiled (the backend's run with its host and GPU parts).
   const pre = [], direct = [], parts = [];

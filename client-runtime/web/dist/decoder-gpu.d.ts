@@ -31,6 +31,13 @@ export interface GpuDecoderInit {
     wgsl?: string;
     /** Run adjacent steps as one dispatch where `fusions` finds them, and the decode step's fused runs (`graph.fused`) as one product each. Default true. */
     fuse?: boolean;
+    /**
+     * Decode steps at up to this many positions run the split attention as
+     * one workgroup a key/value head walking every chunk (`attention_one`),
+     * without partials or the merge: a dispatch fewer a layer. Default
+     * SHORT_ATTENTION; 0 always splits.
+     */
+    shortAttention?: number;
 }
 /**
  * Where one run's time goes (`GpuDecoder.profile`, for benchmarks; needs
@@ -102,6 +109,16 @@ type Dispatch = {
     group: GPUBindGroup;
     grid: [number, number];
     gridAt?: (pos0: number) => [number, number];
+    /** While a run's last position is below `upTo`: this dispatch instead (the short attention). */
+    short?: {
+        upTo: number;
+        label: string;
+        pipeline: GPUComputePipeline;
+        group: GPUBindGroup;
+        grid: [number, number];
+    };
+    /** While a run's last position is below this, skipped (the merge of a short attention). */
+    skipUpTo?: number;
 });
 interface Bucket {
     m: number;
@@ -159,6 +176,8 @@ export declare class GpuDecoder {
     /** The token read-back ring's next buffer, and the reads in flight (in order). */
     private readSlot;
     private reading;
+    /** Decode steps at up to this many positions run the attention as one dispatch (GpuDecoderInit.shortAttention). */
+    private shortUpTo;
     private constructor();
     /** Checks the graph, uploads the weights, the rotary table and the steps' parameters, and builds the fixed pipelines. */
     static create(init: GpuDecoderInit): Promise<GpuDecoder>;

@@ -94,6 +94,13 @@ export interface GpuDecoderInit {
   wgsl?: string;
   /** Run adjacent steps as one dispatch where `fusions` finds them, and the decode step's fused runs (`graph.fused`) as one product each. Default true. */
   fuse?: boolean;
+  /**
+   * Decode steps at up to this many positions run the split attention as
+   * one workgroup a key/value head walking every chunk (`attention_one`),
+   * without partials or the merge: a dispatch fewer a layer. Default
+   * SHORT_ATTENTION; 0 always splits.
+   */
+  shortAttention?: number;
 }
 
 /**
@@ -131,11 +138,18 @@ export interface GpuDecoderStats {
 }
 
 type FixedName = 'embed_q8' | 'embed_q4' | 'embed_f32' | 'rms_norm' | 'rope' | 'kv_store' | 'attention' | 'swiglu' | 'add' | 'sample' | 'add_rms_norm' | 'rope_kv'
-  | 'attention_split' | 'attention_merge' | 'attention_rope';
+  | 'attention_split' | 'attention_merge' | 'attention_rope' | 'attention_one' | 'attention_rope_one';
 const FIXED: FixedName[] = ['embed_q8', 'embed_q4', 'embed_f32', 'rms_norm', 'rope', 'kv_store', 'attention', 'swiglu', 'add', 'sample', 'add_rms_norm', 'rope_kv',
-  'attention_split', 'attention_merge', 'attention_rope'];
+  'attention_split', 'attention_merge', 'attention_rope', 'attention_one', 'attention_rope_one'];
 /** Positions of a chunk of the decode step's split attention (SCH in decoder-kernels.wgsl). */
 const SCH = 64;
+/**
+ * Positions up to which a decode step's attention is one dispatch (GpuDecoderInit.shortAttention):
+ * one chunk, the split kernel's own work without partials or the merge. Walking more chunks in one
+ * workgroup cost more than it saved: on an H200 through Dawn at 128 positions (two chunks), the
+ * step's GPU pass took 1.38 ms against 1.18 ms split, while the host recorded it in 0.85 of the time.
+ */
+const SHORT_ATTENTION = SCH;
 
 /**
  * Steps that run as one dispatch, by the index of the first of two: an
@@ -212,7 +226,13 @@ interface Range {
 /** One recorded dispatch: a tuned product, or a fixed kernel on its grid; `perT` for a product reading the last of T token rows. */
 type Dispatch = { label: string } & (
   | { kernel: GpuProduct; group: GPUBindGroup; perT?: (t: number) => GPUBindGroup }
-  | { pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number]; gridAt?: (pos0: number) => [number, number] });
+  | {
+    pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number]; gridAt?: (pos0: number) => [number, number];
+    /** While a run's last position is below `upTo`: this dispatch instead (the short attention). */
+    short?: { upTo: number; label: string; pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number] };
+    /** While a run's last position is below this, skipped (the merge of a short attention). */
+    skipUpTo?: number;
+  });
 
 interface Bucket {
   m: number;
@@ -329,6 +349,8 @@ export class GpuDecoder {
   /** The token read-back ring's next buffer, and the reads in flight (in order). */
   private readSlot = 0;
   private reading: Promise<void> = Promise.resolve();
+  /** Decode steps at up to this many positions run the attention as one dispatch (GpuDecoderInit.shortAttention). */
+  private shortUpTo: number;
 
   private constructor(
     init: GpuDecoderInit,
@@ -355,6 +377,9 @@ export class GpuDecoder {
     this.device = init.device;
     this.context = init.context;
     this.maxRows = Math.max(1, ...init.graph.buckets);
+    const short = init.shortAttention ?? SHORT_ATTENTION;
+    if (!Number.isInteger(short) || short < 0) throw new RangeError(`shortAttention ${short}: a count of positions, 0 or more`);
+    this.shortUpTo = short;
     void init.device.lost.then((info) => {
       this.lost = info.message || info.reason || 'lost';
     });
@@ -714,11 +739,12 @@ export class GpuDecoder {
       if ('kernel' in st) {
         st.kernel.dispatch(pass, st.perT ? st.perT(t) : st.group);
         dispatches += st.kernel.passes;
-      } else {
+      } else if (st.skipUpTo === undefined || this.pos + t > st.skipUpTo) {
         dispatches++;
-        pass.setPipeline(st.pipeline);
-        pass.setBindGroup(0, st.group);
-        const grid = st.gridAt ? st.gridAt(this.pos) : st.grid;
+        const short = st.short && this.pos + t <= st.short.upTo ? st.short : null;
+        pass.setPipeline(short ? short.pipeline : st.pipeline);
+        pass.setBindGroup(0, short ? short.group : st.group);
+        const grid = short ? short.grid : st.gridAt ? st.gridAt(this.pos) : st.grid;
         pass.dispatchWorkgroups(grid[0], grid[1]);
       }
     }
@@ -780,7 +806,10 @@ export class GpuDecoder {
       await this.readToken(slot);
       const wallMs = performance.now() - t0;
       const [gpuMs] = await times(2);
-      const labels = [...bk.steps.map((s) => s.label), 'sample'];
+      // What ran at this position: the short attention's kernel, and its merge skipped (an empty pass with perStep).
+      const end = pos0 + tokens.length;
+      const labels = [...bk.steps.map((s) => 'short' in s && s.short && end <= s.short.upTo ? s.short.label
+        : 'skipUpTo' in s && s.skipUpTo !== undefined && end <= s.skipUpTo ? `${s.label} (skipped)` : s.label), 'sample'];
       if (opts.perStep === false) return { encodeMs, wallMs, gpuMs, steps: labels.map((label) => ({ label, ms: 0 })) };
       this.pos = pos0;
       await this.readToken(this.run(tokens, bk, greedy, { set, resolve, read, perStep: true }));
@@ -845,12 +874,20 @@ export class GpuDecoder {
       };
       // The decode step's attention: `name` over chunks of the cache, its grid read from the run's position
       // (decoder-kernels.wgsl, split attention), then the merge per query head. `ranges` end with the partials.
+      // Up to shortUpTo positions, `name`_one instead: one workgroup a key/value head over every chunk, writing
+      // the output itself (its binding 5, the partials' in `name`), and no merge.
       const split = (name: 'attention_split' | 'attention_rope', at: number, a: Extract<Step, { step: 'attention' }>, ...ranges: Range[]) => {
+        const one = name === 'attention_split' ? 'attention_one' : 'attention_rope_one';
+        const upTo = this.shortUpTo;
         steps.push({
           label: name, pipeline: this.pipelines[name], grid: [a.kv_heads, 1], group: this.fixedGroup(name, at, ranges),
           gridAt: (pos0: number) => [a.kv_heads, Math.ceil((pos0 + 1) / SCH)],
+          short: upTo > 0 ? { upTo, label: one, pipeline: this.pipelines[one], grid: [a.kv_heads, 1], group: this.fixedGroup(one, at, ranges.map((r, k) => (k === 3 ? whole(a.out) : r))) } : undefined,
         });
-        fixed('attention_merge', at, [a.heads, 1], { buffer: this.partials }, whole(a.out));
+        steps.push({
+          label: 'attention_merge', pipeline: this.pipelines.attention_merge, grid: [a.heads, 1], group: this.fixedGroup('attention_merge', at, [{ buffer: this.partials }, whole(a.out)]),
+          skipUpTo: upTo > 0 ? upTo : undefined,
+        });
       };
       const ew = (n: number) => Math.max(1, Math.ceil(n / EW));
       // Bind group 0 of a tuned product: its arguments in ABI order.

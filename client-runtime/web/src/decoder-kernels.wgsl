@@ -491,12 +491,21 @@ fn attention(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) w
 // `rope_kv`): the keys' and values' columns are .n4 and .n5, the queries'
 // from 0.
 //
-// Every loop over positions or chunks is spread over lanes of threads
-// (four floats a thread, lanes taking every lanes-th position), so that no
-// thread waits on a long chain of loads: the first form, a dimension a
-// thread walking its chunk's 64 values one load after another, took about
-// 55 µs a dispatch on the H200 at any context.
+// A chunk's positions are spread over AT = KP·SCH threads so that no thread
+// waits on a chain of loads: each of a position's KP threads loads its
+// quarter of the key, and each lane of the weighted values its few values,
+// all at once before using any. A load from the cache costs the H200 about
+// 0.8 µs, and a loop that uses each load before issuing the next pays it
+// once an iteration: the first form, a dimension a thread walking its
+// chunk's 64 values, took about 55 µs a dispatch at any context, and the
+// second, a position a thread walking its key's 16 vectors and lanes of 16
+// values, 28 µs.
 const SCH: u32 = 64u;
+const KP: u32 = 4u;
+const AT: u32 = 256u;
+// Loads a thread issues before using them: KB vectors of a key, VB values.
+const KB: u32 = 4u;
+const VB: u32 = 8u;
 
 @group(0) @binding(2) var<storage, read> sa_x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> sa_k: array<vec4<f32>>;
@@ -505,116 +514,195 @@ const SCH: u32 = 64u;
 @group(0) @binding(6) var<uniform> sa_rope: Step;
 @group(0) @binding(7) var<storage, read> sa_table: array<f32>;
 
-// The group's queries, [G][hd/4]; the chunk's scores then weights and the
-// max/sum tree, [G][SCH]; each head's maximum; the lanes' sums, [G][lanes][hd/4].
+// The group's queries, [G][hd/4]; the chunk's scores, then weights, [G][SCH];
+// as_w in turn the threads' partial dot products [G][AT], the softmax's
+// partial maxima and sums [G][8], and the lanes' weighted values
+// [G][lanes][hd]; each head's maximum and sum. 14 KiB in all, under
+// WebGPU's 16 KiB default.
 var<workgroup> as_q: array<vec4<f32>, 256>;
 var<workgroup> as_s: array<f32, 512>;
-var<workgroup> as_t: array<f32, 512>;
+var<workgroup> as_w: array<f32, 2048>;
 var<workgroup> as_mx: array<f32, MAXG>;
+var<workgroup> as_l: array<f32, MAXG>;
+// The merge's tree and lanes (a workgroup of SCH threads).
+var<workgroup> as_t: array<f32, 512>;
 var<workgroup> as_pv: array<vec4<f32>, 256>;
 
-// A chunk's softmax, from the scores in as_s ([G][SCH], NEG where not
-// valid): each head's maximum in as_mx, the weights e^(s − max) in as_s (0
-// where not valid) and each head's sum of them in as_t[g·SCH].
-fn chunk_softmax(lid: u32, grp: u32, valid: bool) {
-  for (var g = 0u; g < grp; g++) {
-    as_t[g * SCH + lid] = as_s[g * SCH + lid];
+// Lanes of hd/4 threads that fit `threads` and `cap` floats of sums for G heads.
+fn lanes_of(hd4: u32, grp: u32, threads: u32, cap: u32) -> u32 {
+  return max(1u, min(threads / hd4, cap / (grp * hd4 * 4u)));
+}
+
+// A chunk of one key/value head (positions j0 .. j0 + end) against the
+// group's queries in as_q (loaded, after a barrier): the scores, then each
+// head's maximum in as_mx, the weights e^(score − max) in as_s (0 past
+// end) and their sum in as_l, after a barrier. Loops over the group's
+// heads run to MAXG with the head as a guard, so that the per-head sums
+// stay in registers.
+fn chunk_weights(lid: u32, kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, kvw: u32) {
+  let hd4 = hd / 4u;
+  // Scores: KP threads a position; thread `part` takes the key's vectors
+  // part, part + KP, ..., KB of them loaded before any is used (an index
+  // past the key is clamped into it and its vector taken as zero).
+  let jl = lid / KP;
+  let part = lid % KP;
+  var dots: array<f32, MAXG>;
+  for (var g = 0u; g < MAXG; g++) {
+    dots[g] = 0.0;
   }
-  workgroupBarrier();
-  for (var k = SCH / 2u; k > 0u; k >>= 1u) {
-    if (lid < k) {
-      for (var g = 0u; g < grp; g++) {
-        as_t[g * SCH + lid] = max(as_t[g * SCH + lid], as_t[g * SCH + lid + k]);
+  if (jl < end) {
+    let kr = ((j0 + jl) * kvw + kvh * hd) / 4u;
+    for (var d0 = part; d0 < hd4; d0 += KB * KP) {
+      var k: array<vec4<f32>, KB>;
+      for (var i = 0u; i < KB; i++) {
+        let d = d0 + i * KP;
+        k[i] = select(vec4<f32>(0.0), sa_k[kr + min(d, hd4 - 1u)], d < hd4);
+      }
+      for (var i = 0u; i < KB; i++) {
+        let d = min(d0 + i * KP, hd4 - 1u);
+        for (var g = 0u; g < MAXG; g++) {
+          if (g < grp) {
+            dots[g] += dot(as_q[g * hd4 + d], k[i]);
+          }
+        }
       }
     }
-    workgroupBarrier();
   }
+  for (var g = 0u; g < MAXG; g++) {
+    if (g < grp) {
+      as_w[g * AT + lid] = dots[g];
+    }
+  }
+  workgroupBarrier();
+  let valid = lid < end;
+  if (lid < SCH) {
+    for (var g = 0u; g < grp; g++) {
+      var sc = NEG;
+      if (valid) {
+        let a = g * AT + lid * KP;
+        sc = (as_w[a] + as_w[a + 1u] + as_w[a + 2u] + as_w[a + 3u]) * S.f0;
+      }
+      as_s[g * SCH + lid] = sc;
+    }
+  }
+  workgroupBarrier();
+  // The softmax: each head's maximum and sum over SCH = 8·8 scores in two
+  // steps of eight.
+  if (lid < grp * 8u) {
+    let a = (lid / 8u) * SCH + (lid % 8u) * 8u;
+    var m = as_s[a];
+    for (var i = 1u; i < 8u; i++) {
+      m = max(m, as_s[a + i]);
+    }
+    as_w[lid] = m;
+  }
+  workgroupBarrier();
   if (lid < grp) {
-    as_mx[lid] = as_t[lid * SCH];
-  }
-  workgroupBarrier();
-  for (var g = 0u; g < grp; g++) {
-    var w = 0.0;
-    if (valid) {
-      w = exp(as_s[g * SCH + lid] - as_mx[g]);
+    var m = as_w[lid * 8u];
+    for (var i = 1u; i < 8u; i++) {
+      m = max(m, as_w[lid * 8u + i]);
     }
-    as_s[g * SCH + lid] = w;
-    as_t[g * SCH + lid] = w;
+    as_mx[lid] = m;
   }
   workgroupBarrier();
-  for (var k = SCH / 2u; k > 0u; k >>= 1u) {
-    if (lid < k) {
-      for (var g = 0u; g < grp; g++) {
-        as_t[g * SCH + lid] += as_t[g * SCH + lid + k];
+  if (lid < SCH) {
+    for (var g = 0u; g < grp; g++) {
+      var w = 0.0;
+      if (valid) {
+        w = exp(as_s[g * SCH + lid] - as_mx[g]);
+      }
+      as_s[g * SCH + lid] = w;
+    }
+  }
+  workgroupBarrier();
+  if (lid < grp * 8u) {
+    let a = (lid / 8u) * SCH + (lid % 8u) * 8u;
+    var l = 0.0;
+    for (var i = 0u; i < 8u; i++) {
+      l += as_s[a + i];
+    }
+    as_w[lid] = l;
+  }
+  workgroupBarrier();
+  if (lid < grp) {
+    var l = 0.0;
+    for (var i = 0u; i < 8u; i++) {
+      l += as_w[lid * 8u + i];
+    }
+    as_l[lid] = l;
+  }
+  workgroupBarrier();
+}
+
+// The chunk's weighted values of thread (lane, c) of lanes_of(hd/4, G, AT,
+// 2048) lanes: dimensions 4c .. 4c + 4 of each head, over the positions
+// lane, lane + lanes, ... of the chunk, VB values loaded before any is used.
+fn chunk_values(kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, kvw: u32, lanes: u32, lane: u32, c: u32) -> array<vec4<f32>, MAXG> {
+  var acc: array<vec4<f32>, MAXG>;
+  for (var g = 0u; g < MAXG; g++) {
+    acc[g] = vec4<f32>(0.0);
+  }
+  for (var jb = lane; jb < end; jb += VB * lanes) {
+    var v: array<vec4<f32>, VB>;
+    for (var i = 0u; i < VB; i++) {
+      let jj = min(jb + i * lanes, end - 1u);
+      v[i] = sa_v[((j0 + jj) * kvw + kvh * hd) / 4u + c];
+    }
+    for (var i = 0u; i < VB; i++) {
+      let jj = jb + i * lanes;
+      let ji = min(jj, end - 1u);
+      for (var g = 0u; g < MAXG; g++) {
+        if (g < grp) {
+          acc[g] += select(0.0, as_s[g * SCH + ji], jj < end) * v[i];
+        }
       }
     }
-    workgroupBarrier();
+  }
+  return acc;
+}
+
+// The lanes' weighted values of head g's dimensions 4c .. 4c + 4, summed in
+// lane order (in as_w, after a barrier).
+fn lanes_sum(g: u32, c: u32, hd4: u32, lanes: u32) -> vec4<f32> {
+  var o = vec4<f32>(0.0);
+  for (var l = 0u; l < lanes; l++) {
+    let a = ((g * lanes + l) * hd4 + c) * 4u;
+    o += vec4<f32>(as_w[a], as_w[a + 1u], as_w[a + 2u], as_w[a + 3u]);
+  }
+  return o;
+}
+
+// Thread (lane, c)'s weighted values into as_w, for lanes_sum.
+fn lanes_store(acc: array<vec4<f32>, MAXG>, grp: u32, hd4: u32, lanes: u32, lane: u32, c: u32) {
+  for (var g = 0u; g < MAXG; g++) {
+    if (g < grp) {
+      let a = ((g * lanes + lane) * hd4 + c) * 4u;
+      as_w[a] = acc[g].x;
+      as_w[a + 1u] = acc[g].y;
+      as_w[a + 2u] = acc[g].z;
+      as_w[a + 3u] = acc[g].w;
+    }
   }
 }
 
-// Lanes of hd/4 threads that fit the workgroup and as_pv for G heads.
-fn lanes_of(hd4: u32, grp: u32) -> u32 {
-  return max(1u, min(SCH / hd4, 256u / (grp * hd4)));
-}
-
-// One chunk of one key/value head against the group's queries in as_q
-// (loaded, after a barrier): scores, softmax, weighted values, partials.
+// One chunk of the split attention: its weights and weighted values, and
+// the partials' rows of the group's heads.
 fn attend_chunk(lid: u32, kvh: u32, chunk: u32, grp: u32, hd: u32, kvw: u32, n: u32) {
   let hd4 = hd / 4u;
   let j0 = chunk * SCH;
-  // A position a thread: one pass over its key for all the group's queries.
-  let j = j0 + lid;
-  let valid = j < n;
-  var dots: array<vec4<f32>, MAXG>;
-  for (var g = 0u; g < grp; g++) {
-    dots[g] = vec4<f32>(0.0);
-  }
-  if (valid) {
-    let kr = (j * kvw + kvh * hd) / 4u;
-    for (var d = 0u; d < hd4; d++) {
-      let k = sa_k[kr + d];
-      for (var g = 0u; g < grp; g++) {
-        dots[g] += as_q[g * hd4 + d] * k;
-      }
-    }
-  }
-  for (var g = 0u; g < grp; g++) {
-    var sc = NEG;
-    if (valid) {
-      sc = (dots[g].x + dots[g].y + dots[g].z + dots[g].w) * S.f0;
-    }
-    as_s[g * SCH + lid] = sc;
-  }
-  chunk_softmax(lid, grp, valid);
-  // The weighted values: four dimensions a thread, lanes taking every lanes-th position.
-  let lanes = lanes_of(hd4, grp);
+  let end = min(SCH, n - j0);
+  chunk_weights(lid, kvh, j0, end, grp, hd, kvw);
+  let lanes = lanes_of(hd4, grp, AT, 2048u);
   let c = lid % hd4;
   let lane = lid / hd4;
-  let end = min(SCH, n - j0);
   if (lane < lanes) {
-    var acc: array<vec4<f32>, MAXG>;
-    for (var g = 0u; g < grp; g++) {
-      acc[g] = vec4<f32>(0.0);
-    }
-    for (var jj = lane; jj < end; jj += lanes) {
-      let v = sa_v[((j0 + jj) * kvw + kvh * hd) / 4u + c];
-      for (var g = 0u; g < grp; g++) {
-        acc[g] += as_s[g * SCH + jj] * v;
-      }
-    }
-    for (var g = 0u; g < grp; g++) {
-      as_pv[(g * lanes + lane) * hd4 + c] = acc[g];
-    }
+    lanes_store(chunk_values(kvh, j0, end, grp, hd, kvw, lanes, lane, c), grp, hd4, lanes, lane, c);
   }
   workgroupBarrier();
   let chunks = (n + SCH - 1u) / SCH;
-  for (var i = lid; i < grp * hd4; i += SCH) {
-    let g = i / hd4;
-    var o = vec4<f32>(0.0);
-    for (var l = 0u; l < lanes; l++) {
-      o += as_pv[(g * lanes + l) * hd4 + i % hd4];
-    }
-    let row = ((kvh * grp + g) * chunks + chunk) * (hd + 2u) + 4u * (i % hd4);
+  for (var i = lid; i < grp * hd4; i += AT) {
+    let o = lanes_sum(i / hd4, i % hd4, hd4, lanes);
+    let row = ((kvh * grp + i / hd4) * chunks + chunk) * (hd + 2u) + 4u * (i % hd4);
     sa_part[row] = o.x;
     sa_part[row + 1u] = o.y;
     sa_part[row + 2u] = o.z;
@@ -623,27 +711,97 @@ fn attend_chunk(lid: u32, kvh: u32, chunk: u32, grp: u32, hd: u32, kvw: u32, n: 
   if (lid < grp) {
     let row = ((kvh * grp + lid) * chunks + chunk) * (hd + 2u);
     sa_part[row + hd] = as_mx[lid];
-    sa_part[row + hd + 1u] = as_t[lid * SCH];
+    sa_part[row + hd + 1u] = as_l[lid];
   }
 }
 
-@compute @workgroup_size(SCH)
+// The whole cache of one key/value head by one workgroup, chunk after
+// chunk, each folded into a running maximum, sum and weighted values per
+// head (the merge's rule, in registers): the attention's output rows
+// directly, without partials or a merge. For short contexts, where that
+// costs less than the merge's dispatch (decoder-gpu.ts chooses by the
+// position: up to one chunk by default).
+fn attend_all(lid: u32, kvh: u32, grp: u32, hd: u32, kvw: u32, n: u32) {
+  let hd4 = hd / 4u;
+  let lanes = lanes_of(hd4, grp, AT, 2048u);
+  let c = lid % hd4;
+  let lane = lid / hd4;
+  var m: array<f32, MAXG>;
+  var l: array<f32, MAXG>;
+  var o: array<vec4<f32>, MAXG>;
+  for (var g = 0u; g < MAXG; g++) {
+    m[g] = NEG;
+    l[g] = 0.0;
+    o[g] = vec4<f32>(0.0);
+  }
+  for (var j0 = 0u; j0 < n; j0 += SCH) {
+    let end = min(SCH, n - j0);
+    chunk_weights(lid, kvh, j0, end, grp, hd, kvw);
+    if (lane < lanes) {
+      let acc = chunk_values(kvh, j0, end, grp, hd, kvw, lanes, lane, c);
+      for (var g = 0u; g < MAXG; g++) {
+        if (g < grp) {
+          let mn = max(m[g], as_mx[g]);
+          let down = exp(m[g] - mn);
+          let up = exp(as_mx[g] - mn);
+          l[g] = l[g] * down + as_l[g] * up;
+          o[g] = o[g] * down + acc[g] * up;
+          m[g] = mn;
+        }
+      }
+    }
+    // The next chunk writes over the weights and sums.
+    workgroupBarrier();
+  }
+  if (lane < lanes) {
+    lanes_store(o, grp, hd4, lanes, lane, c);
+  }
+  if (lid == 0u) {
+    for (var g = 0u; g < MAXG; g++) {
+      if (g < grp) {
+        as_l[g] = l[g];
+      }
+    }
+  }
+  workgroupBarrier();
+  for (var i = lid; i < grp * hd4; i += AT) {
+    ao_out[kvh * grp * hd4 + i] = lanes_sum(i / hd4, i % hd4, hd4, lanes) / as_l[i / hd4];
+  }
+}
+
+// The queries of key/value head kvh's group into as_q, as the row holds them.
+fn load_queries(lid: u32, kvh: u32, grp: u32, hd: u32) {
+  let hd4 = hd / 4u;
+  let q0 = kvh * grp * hd;
+  for (var i = lid; i < grp * hd4; i += AT) {
+    let a = q0 + 4u * i;
+    as_q[i] = vec4<f32>(sa_x[a], sa_x[a + 1u], sa_x[a + 2u], sa_x[a + 3u]);
+  }
+}
+
+@compute @workgroup_size(AT)
 fn attention_split(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let kvh = wid.x;
-  let hd = S.n3;
   let grp = S.n1 / S.n2;
   let n = R.pos0 + 1u;
   if (wid.y * SCH >= n) {
     return;
   }
-  let hd4 = hd / 4u;
-  let q0 = kvh * grp * hd;
-  for (var i = lid; i < grp * hd4; i += SCH) {
-    let a = q0 + 4u * i;
-    as_q[i] = vec4<f32>(sa_x[a], sa_x[a + 1u], sa_x[a + 2u], sa_x[a + 3u]);
-  }
+  load_queries(lid, kvh, grp, S.n3);
   workgroupBarrier();
-  attend_chunk(lid, kvh, wid.y, grp, hd, S.n2 * hd, n);
+  attend_chunk(lid, kvh, wid.y, grp, S.n3, S.n2 * S.n3, n);
+}
+
+// `attention_split` over every chunk in one workgroup a key/value head
+// (grid (kv_heads, 1)), its output rows at binding 5 instead of partials.
+@group(0) @binding(5) var<storage, read_write> ao_out: array<vec4<f32>>;
+
+@compute @workgroup_size(AT)
+fn attention_one(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let grp = S.n1 / S.n2;
+  load_queries(lid, wid.x, grp, S.n3);
+  workgroupBarrier();
+  attend_all(lid, wid.x, grp, S.n3, S.n2 * S.n3, R.pos0 + 1u);
 }
 
 // Four floats of the row from column col (a multiple of 4), their two
@@ -657,35 +815,51 @@ fn turned4(col: u32, tab: u32) -> vec4<f32> {
   return vec4<f32>(x.x * c0 + x.y * -s0, x.y * c0 + x.x * s0, x.z * c1 + x.w * -s1, x.w * c1 + x.z * s1);
 }
 
-@compute @workgroup_size(SCH)
-fn attention_rope(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-  let kvh = wid.x;
-  let hd = S.n3;
+// attention_rope's prologue: the group's queries turned into as_q and, by
+// the workgroup of the last chunk (`last`), the new key turned and stored
+// with the value in the caches; then the barriers after which this
+// workgroup reads them.
+fn rope_prologue(lid: u32, kvh: u32, grp: u32, hd: u32, kvw: u32, last: bool) {
   let hd4 = hd / 4u;
-  let grp = S.n1 / S.n2;
-  let kvw = S.n2 * hd;
   let p = R.pos0;
-  let n = p + 1u;
-  let j0 = wid.y * SCH;
-  if (j0 >= n) {
-    return;
-  }
   let tab = p * hd;
-  for (var i = lid; i < grp * hd4; i += SCH) {
+  for (var i = lid; i < grp * hd4; i += AT) {
     as_q[i] = turned4(kvh * grp * hd + 4u * i, tab + (4u * i) % hd);
   }
-  if (j0 + SCH >= n) {
+  if (last) {
     let dst = (p * kvw + kvh * hd) / 4u;
-    for (var i = lid; i < hd4; i += SCH) {
+    for (var i = lid; i < hd4; i += AT) {
       sa_k[dst + i] = turned4(sa_rope.n4 + kvh * hd + 4u * i, tab + 4u * i);
       let vc = sa_rope.n5 + kvh * hd + 4u * i;
       sa_v[dst + i] = vec4<f32>(sa_x[vc], sa_x[vc + 1u], sa_x[vc + 2u], sa_x[vc + 3u]);
     }
   }
-  // The new key and value, stored by this workgroup, are read by it next.
   storageBarrier();
   workgroupBarrier();
-  attend_chunk(lid, kvh, wid.y, grp, hd, kvw, n);
+}
+
+@compute @workgroup_size(AT)
+fn attention_rope(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let kvh = wid.x;
+  let grp = S.n1 / S.n2;
+  let kvw = S.n2 * S.n3;
+  let n = R.pos0 + 1u;
+  let j0 = wid.y * SCH;
+  if (j0 >= n) {
+    return;
+  }
+  rope_prologue(lid, kvh, grp, S.n3, kvw, j0 + SCH >= n);
+  attend_chunk(lid, kvh, wid.y, grp, S.n3, kvw, n);
+}
+
+// `attention_rope` over every chunk in one workgroup a key/value head, as
+// `attention_one`.
+@compute @workgroup_size(AT)
+fn attention_rope_one(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let grp = S.n1 / S.n2;
+  let kvw = S.n2 * S.n3;
+  rope_prologue(lid, wid.x, grp, S.n3, kvw, true);
+  attend_all(lid, wid.x, grp, S.n3, kvw, R.pos0 + 1u);
 }
 
 @group(0) @binding(2) var<storage, read> am_part: array<f32>;
@@ -700,54 +874,60 @@ fn attention_merge(@builtin(local_invocation_index) lid: u32, @builtin(workgroup
   let chunks = (n + SCH - 1u) / SCH;
   let w = hd + 2u;
   let base = h * chunks * w;
-  // The largest of the chunks' maxima, and the sum of their sums rescaled to it.
-  var mx = NEG;
-  for (var c = lid; c < chunks; c += SCH) {
-    mx = max(mx, am_part[base + c * w + hd]);
-  }
-  as_t[lid] = mx;
-  workgroupBarrier();
-  for (var k = SCH / 2u; k > 0u; k >>= 1u) {
-    if (lid < k) {
-      as_t[lid] = max(as_t[lid], as_t[lid + k]);
-    }
-    workgroupBarrier();
-  }
-  let top = as_t[0];
-  workgroupBarrier();
-  var l = 0.0;
-  for (var c = lid; c < chunks; c += SCH) {
-    l += am_part[base + c * w + hd + 1u] * exp(am_part[base + c * w + hd] - top);
-  }
-  as_t[lid] = l;
-  workgroupBarrier();
-  for (var k = SCH / 2u; k > 0u; k >>= 1u) {
-    if (lid < k) {
-      as_t[lid] += as_t[lid + k];
-    }
-    workgroupBarrier();
-  }
-  // The chunks' weighted values: four dimensions a thread, lanes taking every lanes-th chunk.
-  let lanes = lanes_of(hd4, 1u);
+  // Lanes of hd/4 threads, four dimensions a thread, lane l taking chunks
+  // l, l + lanes, ...: VB chunks' maxima, sums and values loaded before any
+  // is used, folded into a running maximum m, sum and weighted values
+  // rescaled to it (e^(max_c − m)). Then the lanes, in order, the same way.
+  let lanes = lanes_of(hd4, 1u, SCH, 1024u);
   let c4 = lid % hd4;
   let lane = lid / hd4;
   if (lane < lanes) {
+    var m = NEG;
+    var l = 0.0;
     var o = vec4<f32>(0.0);
-    for (var c = lane; c < chunks; c += lanes) {
-      let row = base + c * w;
-      let a = row + 4u * c4;
-      o += exp(am_part[row + hd] - top) * vec4<f32>(am_part[a], am_part[a + 1u], am_part[a + 2u], am_part[a + 3u]);
+    for (var cb = lane; cb < chunks; cb += VB * lanes) {
+      var cm: array<f32, VB>;
+      var cl: array<f32, VB>;
+      var cv: array<vec4<f32>, VB>;
+      for (var i = 0u; i < VB; i++) {
+        let row = base + min(cb + i * lanes, chunks - 1u) * w;
+        let a = row + 4u * c4;
+        cm[i] = am_part[row + hd];
+        cl[i] = am_part[row + hd + 1u];
+        cv[i] = vec4<f32>(am_part[a], am_part[a + 1u], am_part[a + 2u], am_part[a + 3u]);
+      }
+      for (var i = 0u; i < VB; i++) {
+        if (cb + i * lanes < chunks) {
+          let mn = max(m, cm[i]);
+          let down = exp(m - mn);
+          let up = exp(cm[i] - mn);
+          l = l * down + cl[i] * up;
+          o = o * down + cv[i] * up;
+          m = mn;
+        }
+      }
     }
     as_pv[lane * hd4 + c4] = o;
+    if (c4 == 0u) {
+      as_t[2u * lane] = m;
+      as_t[2u * lane + 1u] = l;
+    }
   }
   workgroupBarrier();
   if (lid < hd4) {
+    var m = NEG;
+    var l = 0.0;
     var o = vec4<f32>(0.0);
     for (var l2 = 0u; l2 < lanes; l2++) {
-      o += as_pv[l2 * hd4 + lid];
+      let lm = as_t[2u * l2];
+      let mn = max(m, lm);
+      let down = exp(m - mn);
+      let up = exp(lm - mn);
+      l = l * down + as_t[2u * l2 + 1u] * up;
+      o = o * down + as_pv[l2 * hd4 + lid] * up;
+      m = mn;
     }
-    o /= as_t[0];
-    am_out[h * hd4 + lid] = o;
+    am_out[h * hd4 + lid] = o / l;
   }
 }
 

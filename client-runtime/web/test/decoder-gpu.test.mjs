@@ -189,10 +189,11 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
     await dec.prefill(ids.slice(0, 10));
     const pr = await dec.profile([ids[10]]);
     assert.equal(dec.position, 11);
-    assert.equal(pr.steps.length, dec.stats.dispatchesPerToken);
+    // At 11 positions the attention is one dispatch a layer (shortAttention), its merge skipped.
+    assert.equal(pr.steps.filter((s) => !s.label.endsWith(' (skipped)')).length, dec.stats.dispatchesPerToken);
     assert.equal(pr.steps.at(-1).label, 'sample');
-    assert.equal(pr.steps.filter((s) => s.label === (fuse ? 'attention_rope' : 'attention_split')).length, D.layers);
-    assert.equal(pr.steps.filter((s) => s.label === 'attention_merge').length, D.layers);
+    assert.equal(pr.steps.filter((s) => s.label === (fuse ? 'attention_rope_one' : 'attention_one')).length, D.layers);
+    assert.equal(pr.steps.filter((s) => s.label === 'attention_merge (skipped)').length, D.layers);
     assert.ok(pr.steps.some((s) => /^matmul[\w+]* 1x\d+x\d+$/.test(s.label)), pr.steps.map((s) => s.label).join());
     // Fused, every product of the step is its fused run's op (graph.fused).
     if (fuse) assert.equal(pr.steps.filter((s) => s.label.includes('+')).length, graph.fused.length);
@@ -212,10 +213,11 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
   worst = Math.max(worst, relError(got, want[5]));
   console.log(`# small llama on WebGPU (Dawn${fuse ? ', steps fused' : ''}): worst logit error ${worst.toExponential(2)} relative to the largest logit; ${dec.stats.dispatchesPerToken} dispatches a token`);
   assert.ok(worst < 1e-4, `worst error ${worst}`);
-  // Every step one dispatch (plain kernels: one pass), attention two (split, merge), plus the sampling; fused, each of
-  // the graph's fused runs one product, and the rope and kv_store before attention folded into its split.
+  // Every step one dispatch (plain kernels: one pass; the attention too, at these short positions, without its merge),
+  // plus the sampling; fused, each of the graph's fused runs one product, and the rope and kv_store before attention
+  // folded into it.
   const runSteps = graph.fused.reduce((a, f) => a + f.steps - 1, 0);
-  assert.equal(dec.stats.dispatchesPerToken, fuse ? graph.steps.length - runSteps - D.layers + 1 : graph.steps.length + D.layers + 1);
+  assert.equal(dec.stats.dispatchesPerToken, fuse ? graph.steps.length - runSteps - 2 * D.layers + 1 : graph.steps.length + 1);
   const wantCalls = [8, 1, 4].flatMap((m) => productsOf(graph, m, fuse).map((p) => `${p.op} ${p.shape.join(',')}`));
   assert.deepEqual([...new Set(calls)].sort(), [...new Set(wantCalls)].sort());
   assert.equal(calls.length, new Set(calls).size, 'a product\'s kernel was asked for twice');
@@ -238,7 +240,7 @@ test('decoder graph on WebGPU: the small llama in every weight format against f6
   }
 });
 
-test('decode steps past several chunks of the split attention (64 positions each), with and without rope and kv_store folded in: logits within 1e-4 of f64 at every length, the prompt through the unsplit kernel', { timeout: 300_000 }, async () => {
+test('decode steps past several chunks of the split attention (64 positions each), with and without rope and kv_store folded in, one workgroup a head up to 130 positions and split past them: logits within 1e-4 of f64 at every length, the prompt through the unsplit kernel', { timeout: 300_000 }, async () => {
   const { GpuDecoder } = await load('src/decoder-gpu.ts');
   const model = llamaModel(23);
   const graph = llamaGraph(model.formats, [1, 4, 8]);
@@ -246,18 +248,32 @@ test('decode steps past several chunks of the split attention (64 positions each
   const ids = Array.from({ length: n }, (_, i) => (i * 29 + 11) % D.vocab);
   const want = llama64(model.values, ids);
   for (const fuse of [true, false]) {
-  const dec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: graph.context, wgsl: WGSL, fuse });
+  const dec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: graph.context, wgsl: WGSL, fuse, shortAttention: 130 });
   dec.setKernels(plainKernels(device, []));
   // 60 positions in buckets of 8 (the unsplit kernel), then one at a time: 1, 2, 3 and 4 chunks, and their edges (64, 65, 128, 129, ...).
   await dec.prefill(ids.slice(0, 60));
-  let worst = 0;
+  const worst = [0, 0];
   for (let t = 60; t < n; t++) {
     const got = await dec.feed([ids[t]]);
     const e = relError(got, want[t]);
-    worst = Math.max(worst, e);
-    assert.ok(e < 1e-4, `position ${t} (${Math.ceil((t + 1) / 64)} chunks): error ${e}`);
+    worst[t < 130 ? 0 : 1] = Math.max(worst[t < 130 ? 0 : 1], e);
+    assert.ok(e < 1e-4, `position ${t} (${Math.ceil((t + 1) / 64)} chunks, ${t < 130 ? 'one workgroup a head' : 'split'}): error ${e}`);
   }
-  console.log(`# split attention (Dawn${fuse ? ', rope and kv_store folded in' : ''}): positions 60..${n - 1}, worst logit error ${worst.toExponential(2)} relative to the largest logit`);
+  // Each dispatch that ran, by its label: one dispatch a layer fewer up to 130 positions.
+  const labels = async (at) => {
+    dec.rewind(dec.position - at);
+    const pr = await dec.profile([ids[at]], { perStep: false });
+    return pr.steps.map((s) => s.label);
+  };
+  if (device.features.has('timestamp-query')) {
+    const long = await labels(150), short = await labels(100);
+    const one = fuse ? 'attention_rope_one' : 'attention_one', split = fuse ? 'attention_rope' : 'attention_split';
+    assert.equal(short.filter((l) => l === one).length, 2, short.join());
+    assert.equal(short.filter((l) => l === 'attention_merge (skipped)').length, 2, short.join());
+    assert.equal(long.filter((l) => l === split).length, 2, long.join());
+    assert.equal(long.filter((l) => l === 'attention_merge').length, 2, long.join());
+  }
+  console.log(`# split attention (Dawn${fuse ? ', rope and kv_store folded in' : ''}): positions 60..129 one workgroup a head, worst logit error ${worst[0].toExponential(2)}; 130..${n - 1} split, ${worst[1].toExponential(2)} (relative to the largest logit)`);
   dec.destroy();
   }
 });
@@ -312,7 +328,9 @@ test('TextGenerator on the small llama with the WebGPU backend: the Wasm backend
   assert.ok(ha.length >= 3 && new Set(ha).size >= 2, `a text whose tokens depend on the draws: ${JSON.stringify(ha)}`);
   assert.equal(gpu.position, wasm.position);
   gpuDec.ahead = realAhead;
-  assert.ok(gpu.dispatchesPerToken > graph.steps.length / 2, `dispatches per token ${gpu.dispatchesPerToken}`);
+  // The backend's count: every step but those its fusions fold (above), and the sampling.
+  assert.equal(gpu.dispatchesPerToken, gpuDec.stats.dispatchesPerToken);
+  assert.ok(gpu.dispatchesPerToken > 2 * D.layers && gpu.dispatchesPerToken < graph.steps.length, `dispatches per token ${gpu.dispatchesPerToken}`);
   assert.equal(wasm.dispatchesPerToken, null);
   // Refused where WebGPU is absent.
   await assert.rejects(TextGenerator.load({ server: 'http://127.0.0.1:9', model: 'x', target: 'webgpu' }), /WebGPU is not available here/);
