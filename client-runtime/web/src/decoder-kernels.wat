@@ -22,6 +22,22 @@
       (f32.add (f32x4.extract_lane 0 (local.get $v)) (f32x4.extract_lane 1 (local.get $v)))
       (f32.add (f32x4.extract_lane 2 (local.get $v)) (f32x4.extract_lane 3 (local.get $v)))))
 
+  ;; [Σa, Σb, Σc, Σd]: the lanes of four vectors summed pairwise by shuffles.
+  (func $hsum4 (param $a v128) (param $b v128) (param $c v128) (param $d v128) (result v128)
+    (local $u v128) (local $w v128)
+    (local.set $u (f32x4.add
+      (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $a) (local.get $b))
+      (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $a) (local.get $b))))
+    (local.set $w (f32x4.add
+      (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $c) (local.get $d))
+      (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $c) (local.get $d))))
+    (f32x4.add
+      (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $u) (local.get $w))
+      (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $u) (local.get $w))))
+
+  (func $min_u (param $a i32) (param $b i32) (result i32)
+    (select (local.get $a) (local.get $b) (i32.lt_u (local.get $a) (local.get $b))))
+
   ;; e^x lane-wise, for x in [-87.3, 88] (clamped to it): the encoder's
   ;; exp (Cephes' expf polynomial after a two-part ln 2 range reduction,
   ;; 2^n built in the exponent field), as a function.
@@ -144,6 +160,7 @@
     (local $r i32) (local $g i32) (local $t i32) (local $j i32) (local $i i32) (local $n i32) (local $nb i32) (local $hb i32) (local $kvb i32)
     (local $q i32) (local $kv i32) (local $o i32) (local $group i32) (local $p i32) (local $row i32) (local $orow i32) (local $sc i32)
     (local $acc v128) (local $m f32) (local $s f32) (local $sum v128) (local $e v128) (local $inv v128) (local $mv v128)
+    (local $p1 i32) (local $p2 i32) (local $p3 i32) (local $last i32) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $qv v128)
     (local.set $hb (i32.shl (local.get $hd) (i32.const 2)))
     (local.set $kvb (i32.mul (local.get $kvh) (local.get $hb)))
     (local.set $group (i32.div_u (local.get $heads) (local.get $kvh)))
@@ -161,23 +178,37 @@
         (local.set $g (i32.const 0))
         (loop $groupl
           (local.set $kv (i32.mul (local.get $g) (local.get $hb)))
-          ;; Scores: key row j once, dotted with each head of the group.
+          ;; Scores: four key rows at a time (j .. j+3, those past n - 1 read
+          ;; as row n - 1: their scores are overwritten by the padding below),
+          ;; each dotted with each head of the group in four independent sums,
+          ;; so that no sum waits on the one before; the four sums into one
+          ;; vector and stored as four scores.
+          (local.set $last (i32.sub (local.get $n) (i32.const 1)))
           (local.set $j (i32.const 0))
           (loop $sl
             (local.set $p (i32.add (i32.add (local.get $kc) (i32.mul (local.get $j) (local.get $kvb))) (local.get $kv)))
+            (local.set $p1 (i32.add (i32.add (local.get $kc) (i32.mul (call $min_u (i32.add (local.get $j) (i32.const 1)) (local.get $last)) (local.get $kvb))) (local.get $kv)))
+            (local.set $p2 (i32.add (i32.add (local.get $kc) (i32.mul (call $min_u (i32.add (local.get $j) (i32.const 2)) (local.get $last)) (local.get $kvb))) (local.get $kv)))
+            (local.set $p3 (i32.add (i32.add (local.get $kc) (i32.mul (call $min_u (i32.add (local.get $j) (i32.const 3)) (local.get $last)) (local.get $kvb))) (local.get $kv)))
             (local.set $t (i32.const 0))
             (loop $tl
               (local.set $q (i32.add (local.get $row) (i32.mul (i32.add (i32.mul (local.get $g) (local.get $group)) (local.get $t)) (local.get $hb))))
               (local.set $acc (v128.const i32x4 0 0 0 0))
+              (local.set $a1 (v128.const i32x4 0 0 0 0))
+              (local.set $a2 (v128.const i32x4 0 0 0 0))
+              (local.set $a3 (v128.const i32x4 0 0 0 0))
               (local.set $i (i32.const 0))
               (loop $dl
-                (local.set $acc (f32x4.add (local.get $acc)
-                  (f32x4.mul (v128.load (i32.add (local.get $q) (local.get $i))) (v128.load (i32.add (local.get $p) (local.get $i))))))
+                (local.set $qv (v128.load (i32.add (local.get $q) (local.get $i))))
+                (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (local.get $qv) (v128.load (i32.add (local.get $p) (local.get $i))))))
+                (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (local.get $qv) (v128.load (i32.add (local.get $p1) (local.get $i))))))
+                (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul (local.get $qv) (v128.load (i32.add (local.get $p2) (local.get $i))))))
+                (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul (local.get $qv) (v128.load (i32.add (local.get $p3) (local.get $i))))))
                 (br_if $dl (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $hb))))
-              (f32.store (i32.add (i32.add (local.get $scores) (i32.mul (local.get $t) (local.get $nb))) (i32.shl (local.get $j) (i32.const 2)))
-                (f32.mul (call $hsum (local.get $acc)) (local.get $scale)))
+              (v128.store (i32.add (i32.add (local.get $scores) (i32.mul (local.get $t) (local.get $nb))) (i32.shl (local.get $j) (i32.const 2)))
+                (f32x4.mul (call $hsum4 (local.get $acc) (local.get $a1) (local.get $a2) (local.get $a3)) (f32x4.splat (local.get $scale))))
               (br_if $tl (i32.lt_u (local.tee $t (i32.add (local.get $t) (i32.const 1))) (local.get $group))))
-            (br_if $sl (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 1))) (local.get $n))))
+            (br_if $sl (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 4))) (local.get $n))))
           ;; Per head of the group: the maximum, the weights e^(s - m) in
           ;; place (a padded lane's made exactly 0), then divided by their sum.
           (local.set $t (i32.const 0))
@@ -210,29 +241,54 @@
             (loop $il
               (v128.store (i32.add (local.get $sc) (local.get $i)) (f32x4.mul (v128.load (i32.add (local.get $sc) (local.get $i))) (local.get $inv)))
               (br_if $il (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $nb))))
-            ;; The head's output starts at zero.
-            (local.set $o (i32.add (local.get $orow) (i32.mul (i32.add (i32.mul (local.get $g) (local.get $group)) (local.get $t)) (local.get $hb))))
-            (local.set $i (i32.const 0))
-            (loop $zl
-              (v128.store (i32.add (local.get $o) (local.get $i)) (v128.const i32x4 0 0 0 0))
-              (br_if $zl (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $hb))))
             (br_if $wl (i32.lt_u (local.tee $t (i32.add (local.get $t) (i32.const 1))) (local.get $group))))
-          ;; out_t = Σ_j w_tj·v_j: value row j once for the group's heads.
-          (local.set $j (i32.const 0))
-          (loop $vl
-            (local.set $p (i32.add (i32.add (local.get $vc) (i32.mul (local.get $j) (local.get $kvb))) (local.get $kv)))
-            (local.set $t (i32.const 0))
-            (loop $tv
-              (local.set $o (i32.add (local.get $orow) (i32.mul (i32.add (i32.mul (local.get $g) (local.get $group)) (local.get $t)) (local.get $hb))))
-              (local.set $e (v128.load32_splat (i32.add (i32.add (local.get $scores) (i32.mul (local.get $t) (local.get $nb))) (i32.shl (local.get $j) (i32.const 2)))))
-              (local.set $i (i32.const 0))
-              (loop $al
-                (v128.store (i32.add (local.get $o) (local.get $i))
-                  (f32x4.add (v128.load (i32.add (local.get $o) (local.get $i)))
-                             (f32x4.mul (local.get $e) (v128.load (i32.add (local.get $p) (local.get $i))))))
-                (br_if $al (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 16))) (local.get $hb))))
-              (br_if $tv (i32.lt_u (local.tee $t (i32.add (local.get $t) (i32.const 1))) (local.get $group))))
-            (br_if $vl (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 1))) (local.get $n))))
+          ;; out_t = Σ_j w_tj·v_j, per head of the group and sixteen of its
+          ;; floats at a time in four sums held over every position j (then
+          ;; four at a time for a head of other than a multiple of 16 floats);
+          ;; the group's value rows come from the cache once, then from L1.
+          (local.set $t (i32.const 0))
+          (loop $tv
+            (local.set $o (i32.add (local.get $orow) (i32.mul (i32.add (i32.mul (local.get $g) (local.get $group)) (local.get $t)) (local.get $hb))))
+            (local.set $sc (i32.add (local.get $scores) (i32.mul (local.get $t) (local.get $nb))))
+            (local.set $i (i32.const 0))
+            (block $blocks
+              (loop $bl
+                (br_if $blocks (i32.gt_u (i32.add (local.get $i) (i32.const 64)) (local.get $hb)))
+                (local.set $acc (v128.const i32x4 0 0 0 0))
+                (local.set $a1 (v128.const i32x4 0 0 0 0))
+                (local.set $a2 (v128.const i32x4 0 0 0 0))
+                (local.set $a3 (v128.const i32x4 0 0 0 0))
+                (local.set $p (i32.add (i32.add (local.get $vc) (local.get $kv)) (local.get $i)))
+                (local.set $j (i32.const 0))
+                (loop $al
+                  (local.set $e (v128.load32_splat (i32.add (local.get $sc) (i32.shl (local.get $j) (i32.const 2)))))
+                  (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (local.get $e) (v128.load (local.get $p)))))
+                  (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (local.get $e) (v128.load offset=16 (local.get $p)))))
+                  (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul (local.get $e) (v128.load offset=32 (local.get $p)))))
+                  (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul (local.get $e) (v128.load offset=48 (local.get $p)))))
+                  (local.set $p (i32.add (local.get $p) (local.get $kvb)))
+                  (br_if $al (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 1))) (local.get $n))))
+                (v128.store (i32.add (local.get $o) (local.get $i)) (local.get $acc))
+                (v128.store offset=16 (i32.add (local.get $o) (local.get $i)) (local.get $a1))
+                (v128.store offset=32 (i32.add (local.get $o) (local.get $i)) (local.get $a2))
+                (v128.store offset=48 (i32.add (local.get $o) (local.get $i)) (local.get $a3))
+                (local.set $i (i32.add (local.get $i) (i32.const 64)))
+                (br $bl)))
+            (block $tail
+              (loop $vt
+                (br_if $tail (i32.ge_u (local.get $i) (local.get $hb)))
+                (local.set $acc (v128.const i32x4 0 0 0 0))
+                (local.set $p (i32.add (i32.add (local.get $vc) (local.get $kv)) (local.get $i)))
+                (local.set $j (i32.const 0))
+                (loop $at
+                  (local.set $acc (f32x4.add (local.get $acc)
+                    (f32x4.mul (v128.load32_splat (i32.add (local.get $sc) (i32.shl (local.get $j) (i32.const 2)))) (v128.load (local.get $p)))))
+                  (local.set $p (i32.add (local.get $p) (local.get $kvb)))
+                  (br_if $at (i32.lt_u (local.tee $j (i32.add (local.get $j) (i32.const 1))) (local.get $n))))
+                (v128.store (i32.add (local.get $o) (local.get $i)) (local.get $acc))
+                (local.set $i (i32.add (local.get $i) (i32.const 16)))
+                (br $vt)))
+            (br_if $tv (i32.lt_u (local.tee $t (i32.add (local.get $t) (i32.const 1))) (local.get $group))))
           (br_if $groupl (i32.lt_u (local.tee $g (i32.add (local.get $g) (i32.const 1))) (local.get $kvh))))
         (br_if $rowl (i32.lt_u (local.tee $r (i32.add (local.get $r) (i32.const 1))) (local.get $rows))))))
 
