@@ -116,7 +116,9 @@ for (const { name, target, params, worker } of SCENARIOS) {
       assert.ok(s.measured >= 6 * 3, `measured only ${s.measured} candidates`);
       assert.ok(s.output.maxDiff < 1e-3, `the model's output moved by ${s.output.maxDiff} across kernel swaps`);
       assert.ok(s.inferences >= 5);
-      for (const sw of s.swaps) assert.ok(sw.to_us < sw.from_us, 'a swap is always to a faster kernel');
+      // The fast policy adopts on a paired test of the pairs' ratios (tuner.ts `pairedFaster`), so the two sides'
+      // separate medians, which the swap reports, can cross a little; never by more than noise.
+      for (const sw of s.swaps) assert.ok(sw.to_us < sw.from_us * 1.1, `a swap is to a kernel no slower than noise: ${sw.to_us} against ${sw.from_us} µs`);
 
       // The reports are in the database.
       const m = await metrics();
