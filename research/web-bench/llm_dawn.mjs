@@ -169,7 +169,7 @@ async function probes(device, o) {
  * pass and the run from its start to its submit), alternating, from a fed
  * token at successive positions.
  */
-async function fusionsAb(gen, device, o, mode = 'fusions') {
+async function backendsAb(gen, device, o, mode = 'fusions') {
   // mode 'short': the generator's backend (the decode step's attention one dispatch up to SHORT_ATTENTION
   // positions) against one that always splits (shortAttention 0), at the same short positions.
   const [A, B] = mode === 'short' ? ['short', 'split'] : ['fused', 'unfused'];
@@ -179,9 +179,8 @@ async function fusionsAb(gen, device, o, mode = 'fusions') {
   const wurl = gen.manifest.weights.url;
   const weights = await (await fetch(wurl.startsWith('http') ? wurl : `${o.server}${wurl}`)).arrayBuffer();
   const fused = gen.gpu;
-  const plain = mode === 'short'
-    ? await fused.constructor.create({ device, graph, tensors: gen.manifest.tensors, weights, context: gen.context, shortAttention: 0 })
-    : await fused.constructor.create({ device, graph: { ...graph, fused: [] }, tensors: gen.manifest.tensors, weights, context: gen.context });
+  const other = mode === 'short' ? { graph, shortAttention: 0 } : { graph: { ...graph, fused: [] } };
+  const plain = await fused.constructor.create({ device, tensors: gen.manifest.tensors, weights, context: gen.context, ...other });
   plain.setKernels((op, shape) => gen.webtune.gpuKernel(op, shape));
   const sides = { [A]: { dec: fused, rec: [], runs: [] }, [B]: { dec: plain, rec: [], runs: [] } };
   for (const side of Object.values(sides)) {
@@ -236,8 +235,8 @@ async function main() {
   const gen = await TextGenerator.load({ server: o.server, model: o.model, target: 'webgpu', device, adapter, context: o.context, cache: false, budgetMs: 200, report: true });
   line('load', { s: (performance.now() - t0) / 1000, gpu_bytes: gen.memoryBytes, context: gen.context, key: gen.webtune.session.device_key });
   if ((o.fusionsAb > 0 || o.shortAb > 0) && gen.gpu) {
-    if (o.fusionsAb > 0) await fusionsAb(gen, device, o);
-    if (o.shortAb > 0) await fusionsAb(gen, device, o, 'short');
+    if (o.fusionsAb > 0) await backendsAb(gen, device, o);
+    if (o.shortAb > 0) await backendsAb(gen, device, o, 'short');
     if (o.abOnly) {
       gen.close();
       device.destroy();
@@ -279,12 +278,16 @@ async function main() {
 
   // The first prefills after tuning, each timed (on the H200 the first five took 25-30 ms where later ones took
   // 10 ms): back to back, then again after 2 s idle, to tell a count from a time.
-  const warm = [], warmProfiled = [];
-  for (let r = 0; r < 6; r++) {
-    const t = performance.now();
-    await gen.nextToken(prompt, { reset: true });
-    warm.push(+(performance.now() - t).toFixed(2));
-  }
+  const timedPrefills = async (n) => {
+    const ms = [];
+    for (let r = 0; r < n; r++) {
+      const t = performance.now();
+      await gen.nextToken(prompt, { reset: true });
+      ms.push(+(performance.now() - t).toFixed(2));
+    }
+    return ms;
+  };
+  const warm = await timedPrefills(6), warmProfiled = [];
   // Then profiled (the same run with the pass's timestamps): is the time the GPU's or the host's?
   for (let r = 0; gen.gpu && r < 6; r++) {
     gen.gpu.reset();
@@ -292,12 +295,7 @@ async function main() {
     warmProfiled.push({ wall: +pr.wallMs.toFixed(2), encode: +pr.encodeMs.toFixed(2), gpu: +pr.gpuMs.toFixed(2) });
   }
   await new Promise((res) => setTimeout(res, 2000));
-  const idleWarm = [];
-  for (let r = 0; r < 4; r++) {
-    const t = performance.now();
-    await gen.nextToken(prompt, { reset: true });
-    idleWarm.push(+(performance.now() - t).toFixed(2));
-  }
+  const idleWarm = await timedPrefills(4);
   line('prefill_warmup', { back_to_back_ms: warm, profiled_ms: warmProfiled, after_2s_idle_ms: idleWarm });
   // Interleaved, round by round: through the generator (nextToken), through the backend alone (GpuDecoder.next),
   // and profiled (the backend's run with its host and GPU parts).

@@ -85,7 +85,6 @@ gen.graph.steps.forEach((s, i) => {
 
 const probe = await readProbe();
 line('probe', probe);
-const timed = [];
 for (let r = 0; r < rounds; r++) {
   const rate = async (timers) => {
     await gen.nextToken(ids, { reset: true });
@@ -107,11 +106,10 @@ for (let r = 0; r < rounds; r++) {
     plain = await rate(false);
     withTimers = await rate(true);
   }
-  timed.push(steps);
   line('round', { round: r, tokens_per_s: plain, tokens_per_s_timed: withTimers, overhead: plain / withTimers - 1, kinds: acc.size, new_ms: [...acc].reduce((x, [k, v]) => x + v.ms - (before.get(k) ?? 0), 0) });
 }
 // Only the decode steps are timed (the prompt's run is not).
-const tokens = timed.reduce((x, y) => x + y, 0);
+const tokens = rounds * steps;
 const rows = [...acc].map(([kind, v]) => ({ kind, calls_per_token: v.calls / tokens, ms_per_token: v.ms / tokens, bytes_per_token: (v.bytes * v.calls) / tokens, gb_per_s: v.bytes ? (v.bytes * v.calls) / (v.ms / 1000) / 1e9 : null }))
   .sort((x, y) => y.ms_per_token - x.ms_per_token);
 const total = rows.reduce((x, r) => x + r.ms_per_token, 0);

@@ -109,7 +109,7 @@ type Dispatch = {
     group: GPUBindGroup;
     grid: [number, number];
     gridAt?: (pos0: number) => [number, number];
-    /** While a run's last position is below `upTo`: this dispatch instead (the short attention). */
+    /** In a run that ends at position `upTo` or before: this dispatch instead (the short attention). */
     short?: {
         upTo: number;
         label: string;
@@ -117,7 +117,7 @@ type Dispatch = {
         group: GPUBindGroup;
         grid: [number, number];
     };
-    /** While a run's last position is below this, skipped (the merge of a short attention). */
+    /** In a run that ends at this position or before: skipped (the merge of a short attention). */
     skipUpTo?: number;
 });
 interface Bucket {

@@ -228,11 +228,18 @@ type Dispatch = { label: string } & (
   | { kernel: GpuProduct; group: GPUBindGroup; perT?: (t: number) => GPUBindGroup }
   | {
     pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number]; gridAt?: (pos0: number) => [number, number];
-    /** While a run's last position is below `upTo`: this dispatch instead (the short attention). */
+    /** In a run that ends at position `upTo` or before: this dispatch instead (the short attention). */
     short?: { upTo: number; label: string; pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number] };
-    /** While a run's last position is below this, skipped (the merge of a short attention). */
+    /** In a run that ends at this position or before: skipped (the merge of a short attention). */
     skipUpTo?: number;
   });
+type FixedDispatch = Exclude<Dispatch, { kernel: GpuProduct }>;
+
+/** What fixed dispatch `st` records in a run that ends at position `end` (`short`'s form, or null where skipped). */
+function formAt(st: FixedDispatch, end: number): { label: string; pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number] } | null {
+  if (st.skipUpTo !== undefined && end <= st.skipUpTo) return null;
+  return st.short && end <= st.short.upTo ? st.short : st;
+}
 
 interface Bucket {
   m: number;
@@ -739,12 +746,13 @@ export class GpuDecoder {
       if ('kernel' in st) {
         st.kernel.dispatch(pass, st.perT ? st.perT(t) : st.group);
         dispatches += st.kernel.passes;
-      } else if (st.skipUpTo === undefined || this.pos + t > st.skipUpTo) {
+      } else {
+        const form = formAt(st, this.pos + t);
+        if (!form) continue;
         dispatches++;
-        const short = st.short && this.pos + t <= st.short.upTo ? st.short : null;
-        pass.setPipeline(short ? short.pipeline : st.pipeline);
-        pass.setBindGroup(0, short ? short.group : st.group);
-        const grid = short ? short.grid : st.gridAt ? st.gridAt(this.pos) : st.grid;
+        pass.setPipeline(form.pipeline);
+        pass.setBindGroup(0, form.group);
+        const grid = form === st && st.gridAt ? st.gridAt(this.pos) : form.grid;
         pass.dispatchWorkgroups(grid[0], grid[1]);
       }
     }
@@ -808,8 +816,7 @@ export class GpuDecoder {
       const [gpuMs] = await times(2);
       // What ran at this position: the short attention's kernel, and its merge skipped (an empty pass with perStep).
       const end = pos0 + tokens.length;
-      const labels = [...bk.steps.map((s) => 'short' in s && s.short && end <= s.short.upTo ? s.short.label
-        : 'skipUpTo' in s && s.skipUpTo !== undefined && end <= s.skipUpTo ? `${s.label} (skipped)` : s.label), 'sample'];
+      const labels = [...bk.steps.map((s) => ('kernel' in s ? s.label : formAt(s, end)?.label ?? `${s.label} (skipped)`)), 'sample'];
       if (opts.perStep === false) return { encodeMs, wallMs, gpuMs, steps: labels.map((label) => ({ label, ms: 0 })) };
       this.pos = pos0;
       await this.readToken(this.run(tokens, bk, greedy, { set, resolve, read, perStep: true }));

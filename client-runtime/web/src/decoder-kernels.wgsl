@@ -715,6 +715,25 @@ fn attend_chunk(lid: u32, kvh: u32, chunk: u32, grp: u32, hd: u32, kvw: u32, n: 
   }
 }
 
+// A softmax's running state over parts of its positions: the largest
+// score m so far, the sum l of e^(score − m) and the weighted values o
+// (four dimensions), both rescaled to m.
+struct Fold {
+  m: f32,
+  l: f32,
+  o: vec4<f32>,
+}
+
+const FOLD0 = Fold(NEG, 0.0, vec4<f32>(0.0));
+
+// `a` with a part of maximum m, sum l and weighted values o folded in.
+fn fold(a: Fold, m: f32, l: f32, o: vec4<f32>) -> Fold {
+  let mn = max(a.m, m);
+  let down = exp(a.m - mn);
+  let up = exp(m - mn);
+  return Fold(mn, a.l * down + l * up, a.o * down + o * up);
+}
+
 // The whole cache of one key/value head by one workgroup, chunk after
 // chunk, each folded into a running maximum, sum and weighted values per
 // head (the merge's rule, in registers): the attention's output rows
@@ -726,13 +745,9 @@ fn attend_all(lid: u32, kvh: u32, grp: u32, hd: u32, kvw: u32, n: u32) {
   let lanes = lanes_of(hd4, grp, AT, 2048u);
   let c = lid % hd4;
   let lane = lid / hd4;
-  var m: array<f32, MAXG>;
-  var l: array<f32, MAXG>;
-  var o: array<vec4<f32>, MAXG>;
+  var f: array<Fold, MAXG>;
   for (var g = 0u; g < MAXG; g++) {
-    m[g] = NEG;
-    l[g] = 0.0;
-    o[g] = vec4<f32>(0.0);
+    f[g] = FOLD0;
   }
   for (var j0 = 0u; j0 < n; j0 += SCH) {
     let end = min(SCH, n - j0);
@@ -741,12 +756,7 @@ fn attend_all(lid: u32, kvh: u32, grp: u32, hd: u32, kvw: u32, n: u32) {
       let acc = chunk_values(kvh, j0, end, grp, hd, kvw, lanes, lane, c);
       for (var g = 0u; g < MAXG; g++) {
         if (g < grp) {
-          let mn = max(m[g], as_mx[g]);
-          let down = exp(m[g] - mn);
-          let up = exp(as_mx[g] - mn);
-          l[g] = l[g] * down + as_l[g] * up;
-          o[g] = o[g] * down + acc[g] * up;
-          m[g] = mn;
+          f[g] = fold(f[g], as_mx[g], as_l[g], acc[g]);
         }
       }
     }
@@ -754,12 +764,16 @@ fn attend_all(lid: u32, kvh: u32, grp: u32, hd: u32, kvw: u32, n: u32) {
     workgroupBarrier();
   }
   if (lane < lanes) {
+    var o: array<vec4<f32>, MAXG>;
+    for (var g = 0u; g < MAXG; g++) {
+      o[g] = f[g].o;
+    }
     lanes_store(o, grp, hd4, lanes, lane, c);
   }
   if (lid == 0u) {
     for (var g = 0u; g < MAXG; g++) {
       if (g < grp) {
-        as_l[g] = l[g];
+        as_l[g] = f[g].l;
       }
     }
   }
@@ -882,9 +896,7 @@ fn attention_merge(@builtin(local_invocation_index) lid: u32, @builtin(workgroup
   let c4 = lid % hd4;
   let lane = lid / hd4;
   if (lane < lanes) {
-    var m = NEG;
-    var l = 0.0;
-    var o = vec4<f32>(0.0);
+    var f = FOLD0;
     for (var cb = lane; cb < chunks; cb += VB * lanes) {
       var cm: array<f32, VB>;
       var cl: array<f32, VB>;
@@ -898,36 +910,23 @@ fn attention_merge(@builtin(local_invocation_index) lid: u32, @builtin(workgroup
       }
       for (var i = 0u; i < VB; i++) {
         if (cb + i * lanes < chunks) {
-          let mn = max(m, cm[i]);
-          let down = exp(m - mn);
-          let up = exp(cm[i] - mn);
-          l = l * down + cl[i] * up;
-          o = o * down + cv[i] * up;
-          m = mn;
+          f = fold(f, cm[i], cl[i], cv[i]);
         }
       }
     }
-    as_pv[lane * hd4 + c4] = o;
+    as_pv[lane * hd4 + c4] = f.o;
     if (c4 == 0u) {
-      as_t[2u * lane] = m;
-      as_t[2u * lane + 1u] = l;
+      as_t[2u * lane] = f.m;
+      as_t[2u * lane + 1u] = f.l;
     }
   }
   workgroupBarrier();
   if (lid < hd4) {
-    var m = NEG;
-    var l = 0.0;
-    var o = vec4<f32>(0.0);
+    var f = FOLD0;
     for (var l2 = 0u; l2 < lanes; l2++) {
-      let lm = as_t[2u * l2];
-      let mn = max(m, lm);
-      let down = exp(m - mn);
-      let up = exp(lm - mn);
-      l = l * down + as_t[2u * l2 + 1u] * up;
-      o = o * down + as_pv[l2 * hd4 + lid] * up;
-      m = mn;
+      f = fold(f, as_t[2u * l2], as_t[2u * l2 + 1u], as_pv[l2 * hd4 + lid]);
     }
-    am_out[h * hd4 + lid] = o / l;
+    am_out[h * hd4 + lid] = f.o / f.l;
   }
 }
 
