@@ -483,37 +483,60 @@ fn nonzero_from(u: u64) -> f32 {
 /// Element `index` of input argument `arg` of [`inputs`]`(op, seed)`, as raw
 /// 32-bit words, computed on its own.
 pub fn input_at(op: &Op, seed: u64, arg: usize, index: u64) -> u32 {
-    let specs = op.args();
-    let offset: u64 = specs[..arg].iter().map(|a| a.elems()).sum();
-    let u = draw_at(seed, offset + index);
-    if specs[arg].name == "Mn" {
-        return minimum(specs[arg].dtype, u, input_at(op, seed, arg - 1, index));
+    Draws::new(op, seed).at(arg, index)
+}
+
+/// [`input_at`] for many elements of one op and seed: the op's arguments and
+/// their offsets in the draw sequence are worked out once. (Worked out per
+/// element, they were most of a server's CPU time under report load: the
+/// argument list is a few heap allocations, and a recomputed output reads
+/// 2K inputs.)
+struct Draws<'a> {
+    op: &'a Op,
+    seed: u64,
+    specs: Vec<ArgSpec>,
+    offsets: Vec<u64>,
+}
+
+impl<'a> Draws<'a> {
+    fn new(op: &'a Op, seed: u64) -> Draws<'a> {
+        let specs = op.args();
+        let offsets = specs.iter().scan(0u64, |o, a| Some(std::mem::replace(o, *o + a.elems()))).collect();
+        Draws { op, seed, specs, offsets }
     }
-    element(op, &specs[arg], u)
+
+    fn at(&self, arg: usize, index: u64) -> u32 {
+        let u = draw_at(self.seed, self.offsets[arg] + index);
+        if self.specs[arg].name == "Mn" {
+            return minimum(self.specs[arg].dtype, u, self.at(arg - 1, index));
+        }
+        element(self.op, &self.specs[arg], u)
+    }
 }
 
 /// Output element `index` (flat, row-major) of `op` on [`inputs`]`(op, seed)`:
 /// the f64 reference value and its rounding scale `‖row‖·‖col‖`, in O(K).
 pub fn output_at(op: &Op, seed: u64, index: u64) -> (f64, f64) {
+    let draws = Draws::new(op, seed);
     let (_, m, k, n) = op.bmkn();
     let (m, k, n) = (m as u64, k as u64, n as u64);
     let (bi, i, j) = (index / (m * n), (index / n) % m, index % n);
     let (bias, residual) = epilogue_args(op);
-    let at = |arg: Option<usize>, i: u64| arg.map_or(0.0, |a| f32::from_bits(input_at(op, seed, a, i)) as f64);
+    let at = |arg: Option<usize>, i: u64| arg.map_or(0.0, |a| f32::from_bits(draws.at(a, i)) as f64);
     let (bv, rv) = (at(bias, j), at(residual, index));
     if op.kind() == OpKind::MatmulI16 {
         let kw = k / 2;
-        let (sum, bound) = i16_dot((0..kw).map(|p| input_at(op, seed, 0, i * kw + p)), (0..kw).map(|p| input_at(op, seed, 1, p * n + j)));
+        let (sum, bound) = i16_dot((0..kw).map(|p| draws.at(0, i * kw + p)), (0..kw).map(|p| draws.at(1, p * n + j)));
         let s = at(Some(2), i) * at(Some(3), j);
         return (epilogue(op.epilogue(), sum as f64 * s, bv, rv), s.abs() * bound + bv.abs() + rv.abs());
     }
-    let a = |kk: u64| f32::from_bits(input_at(op, seed, 0, (bi * m + i) * k + kk)) as f64;
+    let a = |kk: u64| f32::from_bits(draws.at(0, (bi * m + i) * k + kk)) as f64;
     if op.kind().block_quantized() && !op.epilogue().is_none() {
-        let arg = |x: usize, i: u64| f32::from_bits(input_at(op, seed, x, i)) as f64;
+        let arg = |x: usize, i: u64| f32::from_bits(draws.at(x, i)) as f64;
         let vpw = op.kind().values_per_word() as u64;
         let w = |row: usize, kk: usize| {
             let (row, kk) = (row as u64, kk as u64);
-            let word = input_at(op, seed, 1, row * (k / vpw) + kk / vpw);
+            let word = draws.at(1, row * (k / vpw) + kk / vpw);
             let b = row * (k / 32) + kk / 32;
             match op.kind() {
                 OpKind::MatmulQ4 => (((word >> (4 * (kk % 8))) & 0xF) as f64 - 8.0) * arg(2, b),
@@ -531,25 +554,25 @@ pub fn output_at(op: &Op, seed: u64, index: u64) -> (f64, f64) {
     for kk in 0..k {
         let x = a(kk);
         let y = match op.kind() {
-            OpKind::Matmul | OpKind::BatchMatmul => f32::from_bits(input_at(op, seed, 1, bi * k * n + kk * n + j)) as f64,
+            OpKind::Matmul | OpKind::BatchMatmul => f32::from_bits(draws.at(1, bi * k * n + kk * n + j)) as f64,
             OpKind::MatmulI16 => unreachable!("returned above"),
             OpKind::MatmulQ4 => {
-                let word = input_at(op, seed, 1, j * (k / 8) + kk / 8);
+                let word = draws.at(1, j * (k / 8) + kk / 8);
                 let q = (word >> (4 * (kk % 8))) & 0xF;
-                let s = f32::from_bits(input_at(op, seed, 2, j * (k / 32) + kk / 32)) as f64;
+                let s = f32::from_bits(draws.at(2, j * (k / 32) + kk / 32)) as f64;
                 (q as f64 - 8.0) * s
             }
             OpKind::MatmulQ4_1 => {
-                let word = input_at(op, seed, 1, j * (k / 8) + kk / 8);
+                let word = draws.at(1, j * (k / 8) + kk / 8);
                 let q = (word >> (4 * (kk % 8))) & 0xF;
                 let b = j * (k / 32) + kk / 32;
-                let [d, mn] = [2, 3].map(|arg| f32::from_bits(input_at(op, seed, arg, b)) as f64);
+                let [d, mn] = [2, 3].map(|arg| f32::from_bits(draws.at(arg, b)) as f64);
                 q as f64 * d + mn
             }
             OpKind::MatmulQ8_0 => {
-                let word = input_at(op, seed, 1, j * (k / 4) + kk / 4);
+                let word = draws.at(1, j * (k / 4) + kk / 4);
                 let q = (word >> (8 * (kk % 4))) as u8 as i8;
-                q as f64 * f32::from_bits(input_at(op, seed, 2, j * (k / 32) + kk / 32)) as f64
+                q as f64 * f32::from_bits(draws.at(2, j * (k / 32) + kk / 32)) as f64
             }
         };
         acc += x * y;

@@ -128,7 +128,9 @@ impl Db {
         // No ping before each use: it is a round trip per query (to the
         // connection's thread on SQLite), and a broken connection fails its
         // query anyway.
-        let opts = PoolOptions::<Any>::new().max_connections(if backend == Backend::Sqlite { 8 } else { 16 }).test_before_acquire(false);
+        let opts = PoolOptions::<Any>::new()
+            .max_connections(if backend == Backend::Sqlite { 8 } else { 16.max(crate::reports::pg_writers() as u32 + 8) })
+            .test_before_acquire(false);
         let opts = opts.after_connect(|conn, _meta| {
             Box::pin(async move {
                 if conn.backend_name().eq_ignore_ascii_case("sqlite") {

@@ -62,6 +62,10 @@ const SQLITE_PASS_MAX: usize = 160;
 /// told of (stored by another server whose elector is busy or gone).
 pub(crate) const POLL: Duration = Duration::from_millis(100);
 
+/// The longest an elector under load waits to gather reports before its
+/// next pass (see [`start`]).
+const GATHER_MAX: Duration = Duration::from_millis(50);
+
 /// How often the task looks again while callers wait for reports that
 /// another server's elector may be counting.
 const SETTLE_POLL: Duration = Duration::from_millis(10);
@@ -181,6 +185,7 @@ impl Elector {
 /// (the `Db`) is dropped or the pool closed.
 pub(crate) fn start(pool: Pool<Any>, backend: Backend, lock: Arc<tokio::sync::Mutex<()>>, elector: Weak<Elector>) {
     tokio::spawn(async move {
+        let mut last_pass = Duration::ZERO;
         loop {
             let Some(el) = elector.upgrade() else { break };
             // Sooner while callers wait for reports another server may be
@@ -190,11 +195,26 @@ pub(crate) fn start(pool: Pool<Any>, backend: Backend, lock: Arc<tokio::sync::Mu
             if pool.is_closed() {
                 break;
             }
+            // Under load, gather: wait as long as the last pass took
+            // before counting again (at most GATHER_MAX), so that a pass
+            // counts what arrived meanwhile in one go. A pass's cost is
+            // mostly its elections, one per touched key whatever the
+            // number of reports, and on SQLite it holds the one write lock
+            // that the reports' writer needs.
+            if last_pass > Duration::ZERO {
+                tokio::time::sleep(last_pass.min(GATHER_MAX)).await;
+            }
+            last_pass = Duration::ZERO;
             let _held = el.held.read().await;
             loop {
+                let t0 = std::time::Instant::now();
                 match pass(&pool, backend, &lock, &el).await {
                     Ok(n) if n == pass_max(backend) => continue,
-                    Ok(_) => break,
+                    Ok(0) => break,
+                    Ok(_) => {
+                        last_pass = t0.elapsed();
+                        break;
+                    }
                     // The reports stay uncounted; the next pass tries again
                     // (waiters of a pass that failed otherwise were told).
                     Err(_) => {

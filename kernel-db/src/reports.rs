@@ -158,18 +158,37 @@ pub(crate) struct Job {
     done: tokio::sync::oneshot::Sender<Result<RecordedReport>>,
 }
 
-/// Writer tasks per [`Db`] on PostgreSQL: groups whose keys differ commit
-/// at once, and while one group holds a key's lock through its commit the
-/// next group does the work that needs no key lock. SQLite has one writer
-/// (the file has one write lock).
-const PG_WRITERS: usize = 4;
+/// Writer tasks per [`Db`] on PostgreSQL, unless `WEBTUNE_PG_WRITERS` says
+/// otherwise (1 to 64): a group's transaction writes only rows of its own
+/// reports and takes no key lock, so groups commit side by side, each on
+/// its own connection of the pool. 8 did 1.33x the reports of 4 with one
+/// server on 16 cores, and the same with three (BENCHMARKS.md, issue 39,
+/// 2026-12-02). SQLite has one writer (the file has one write lock).
+const PG_WRITERS: usize = 8;
+
+/// [`PG_WRITERS`], or the environment's `WEBTUNE_PG_WRITERS` where it is a
+/// number from 1 to 64 (anything else is refused with a warning).
+pub(crate) fn pg_writers() -> usize {
+    static WRITERS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *WRITERS.get_or_init(|| match std::env::var("WEBTUNE_PG_WRITERS") {
+        Err(_) => PG_WRITERS,
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n @ 1..=64) => n,
+            _ => {
+                eprintln!("webtune: WEBTUNE_PG_WRITERS={v:?} is not a number from 1 to 64; using {PG_WRITERS} writers");
+                PG_WRITERS
+            }
+        },
+    })
+}
 
 /// Times a group is tried again after its transaction failed on a
 /// conflict with another writer (a ticket quoted in two groups at once,
 /// or a deadlock PostgreSQL broke), before its reports are failed.
 const RETRIES: usize = 3;
 
-/// PostgreSQL: the writers analyse the tables a report writes once this
+/// PostgreSQL: the writers ask for the tables a report writes to be analysed
+/// ([`analyse_if_grown`]) once this
 /// [`Db`] has committed this many reports, and again each time the count
 /// doubles. A fresh database has no statistics until autovacuum's first
 /// pass (a minute or more), and without them PostgreSQL took four equal
@@ -201,19 +220,55 @@ impl Analyse {
         let (me, pool) = (self.clone(), pool.clone());
         tokio::spawn(async move {
             // Statistics are an optimisation: a failure changes no data.
-            let _ = sqlx::query("ANALYZE ballots, tallies, measurements, reports, flags, uncounted").execute(&pool).await;
+            let _ = analyse_if_grown(&pool).await;
             me.running.store(false, SeqCst);
         });
     }
 }
 
+/// PostgreSQL: `ANALYZE`s the tables a report writes unless another server
+/// analyses them now, or did since they last doubled. Each [`Db`] asks at
+/// its own thresholds ([`ANALYZE_FIRST`], doubling), but the answer is the
+/// database's: the rows written since the last analysis (anyone's, from
+/// `pg_stat_user_tables`) against the rows there were then. Three servers
+/// that each analysed at their own thresholds spent 0.8 ms of PostgreSQL's
+/// time a report on `ANALYZE`, the most of any statement (16 cores,
+/// 2026-12-02). The counters lag by up to a second; where they still read
+/// zero the tables are analysed, as when nothing ever was.
+async fn analyse_if_grown(pool: &Pool<Any>) -> Result<bool> {
+    let mut tx = pool.begin().await?;
+    let got: bool = sqlx::query("SELECT pg_try_advisory_xact_lock(7768) AS got").fetch_one(&mut *tx).await?.try_get("got")?;
+    if !got {
+        return Ok(false);
+    }
+    let row = sqlx::query(
+        "SELECT COALESCE(SUM(n_mod_since_analyze), 0)::bigint AS changed, COALESCE(SUM(n_live_tup), 0)::bigint AS live \
+         FROM pg_stat_user_tables WHERE relname IN ('ballots', 'measurements')",
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let (changed, live): (i64, i64) = (row.try_get("changed")?, row.try_get("live")?);
+    if !grown_since_analysed(changed, live) {
+        return Ok(false);
+    }
+    sqlx::query("ANALYZE ballots, tallies, measurements, reports, flags, uncounted").execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Whether tables holding `live` rows, `changed` of them written since
+/// their last analysis, have at least doubled since (true where nothing
+/// was ever analysed, or the counters have not caught up: both zero).
+fn grown_since_analysed(changed: i64, live: i64) -> bool {
+    changed >= live.saturating_sub(changed)
+}
+
 /// Starts the writer tasks of a [`Db`]: they commit the reports sent on
 /// the returned channel in groups. On SQLite one task does, holding `lock`
 /// (this process's writers' lock) while it does, and answers each report
-/// once its group committed; on PostgreSQL [`PG_WRITERS`] tasks do, each
-/// group taking the locks of the keys it elects (see [`begin_report`]), so
-/// groups of other keys run at once, and commit without waiting for the
-/// flush: the flusher ([`flusher`]) answers their reports once it has
+/// once its group committed; on PostgreSQL [`pg_writers`] tasks do, side
+/// by side (a group writes only its own reports' rows and locks no key;
+/// the elector counts them), and commit without waiting for the flush: the flusher ([`flusher`]) answers their reports once it has
 /// proved them durable. They end when the [`Db`] (the channel's sender)
 /// is dropped.
 pub(crate) fn start_writer(
@@ -228,7 +283,7 @@ pub(crate) fn start_writer(
     let group_max = if pg { PG_GROUP_MAX } else { GROUP_MAX };
     let (tx, rx) = tokio::sync::mpsc::channel::<Job>(4 * group_max);
     let rx = Arc::new(tokio::sync::Mutex::new(rx));
-    let writers = if pg { PG_WRITERS } else { 1 };
+    let writers = if pg { pg_writers() } else { 1 };
     let analyse = Arc::new(Analyse { committed: Default::default(), next: ANALYZE_FIRST.into(), running: Default::default() });
     // PostgreSQL: committed groups on their way to the flusher.
     let (flush_tx, flush_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<(Job, RecordedReport)>>();
@@ -1336,4 +1391,21 @@ fn plan_text(rows: &[sqlx::any::AnyRow], pg: bool) -> Result<String> {
         .map(|r| if pg { r.try_get::<String, _>(0) } else { r.try_get::<String, _>("detail") })
         .collect::<std::result::Result<_, _>>()?;
     Ok(lines.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grown_since_analysed;
+
+    #[test]
+    fn analyses_once_the_tables_doubled_since_the_last() {
+        // Never analysed, or counters not yet flushed.
+        assert!(grown_since_analysed(0, 0));
+        assert!(grown_since_analysed(300, 300));
+        // 1,000 rows at the last analysis.
+        assert!(!grown_since_analysed(999, 1_999));
+        assert!(grown_since_analysed(1_000, 2_000));
+        // Another server analysed a moment ago.
+        assert!(!grown_since_analysed(10, 5_010));
+    }
 }

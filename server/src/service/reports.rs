@@ -43,11 +43,12 @@ impl Service {
         }
         // The checks run in this order, each over every entry before the next:
         // form, ticket (signature, expiry, and the op, shape and target it was
-        // issued for), single use, times, and only then the output samples. So
-        // a report can flag a kernel only through a fresh ticket of this
-        // session, and only for the kind of kernel the ticket names: the
-        // samples are recomputed for the ticket's op and shape, never the
-        // report's.
+        // issued for), times, and then the output samples; single use is
+        // checked before the first sample that disagrees is acted on, and
+        // again by the report's own transaction. So a report can flag a kernel
+        // only through a fresh ticket of this session, and only for the kind
+        // of kernel the ticket names: the samples are recomputed for the
+        // ticket's op and shape, never the report's.
         let now = unix_now();
         let mut claims: Vec<ticket::TicketClaims> = Vec::with_capacity(n);
         for (i, e) in req.entries.iter().enumerate() {
@@ -77,10 +78,6 @@ impl Service {
                 )));
             }
             claims.push(c);
-        }
-        let tickets: Vec<&str> = req.entries.iter().map(|e| e.ticket.as_str()).collect();
-        if let Some(i) = self.db.tickets_used(&tickets).await? {
-            return Err(webtune_kernel_db::DbError::TicketReused(req.entries[i].sha256.clone()).into());
         }
         for (i, e) in req.entries.iter().enumerate() {
             let at = format!("entries[{i}]");
@@ -114,6 +111,15 @@ impl Service {
                 && webtune_compiler::reference::check_samples_within(&op, c.seed, &e.samples, tolerance).is_ok()
             {
                 continue;
+            }
+            // Single use, before the samples count against the kernel: a
+            // used ticket is refused here, so it can neither flag nor move
+            // the samples' metric. (Reports whose samples all agree are not
+            // asked this here, a statement each: their transaction refuses
+            // a used ticket with the same answer, `store_group`.)
+            let tickets: Vec<&str> = req.entries.iter().map(|e| e.ticket.as_str()).collect();
+            if let Some(i) = self.db.tickets_used(&tickets).await? {
+                return Err(webtune_kernel_db::DbError::TicketReused(req.entries[i].sha256.clone()).into());
             }
             self.metrics.samples_rejected.fetch_add(1, Ordering::Relaxed);
             let want = webtune_compiler::reference::check_positions(&op, c.seed).len();
