@@ -187,10 +187,9 @@ pub(crate) fn pg_writers() -> usize {
 /// or a deadlock PostgreSQL broke), before its reports are failed.
 const RETRIES: usize = 3;
 
-/// PostgreSQL: the writers ask for the tables a report writes to be analysed
-/// ([`analyse_if_grown`]) once this
-/// [`Db`] has committed this many reports, and again each time the count
-/// doubles. A fresh database has no statistics until autovacuum's first
+/// PostgreSQL: the writers ask for the tables a report writes to be
+/// analysed ([`analyse_if_grown`]) once this [`Db`] has committed this
+/// many reports, and again each time the count doubles. A fresh database has no statistics until autovacuum's first
 /// pass (a minute or more), and without them PostgreSQL took four equal
 /// key columns as very selective and read a whole key's ballots where the
 /// primary key seeks a few sessions' (plans pinned by `tests/plans.rs`).
@@ -268,8 +267,9 @@ fn grown_since_analysed(changed: i64, live: i64) -> bool {
 /// (this process's writers' lock) while it does, and answers each report
 /// once its group committed; on PostgreSQL [`pg_writers`] tasks do, side
 /// by side (a group writes only its own reports' rows and locks no key;
-/// the elector counts them), and commit without waiting for the flush: the flusher ([`flusher`]) answers their reports once it has
-/// proved them durable. They end when the [`Db`] (the channel's sender)
+/// the elector counts them), and commit without waiting for the flush:
+/// the flusher ([`flusher`]) answers their reports once it has proved them
+/// durable. They end when the [`Db`] (the channel's sender)
 /// is dropped.
 pub(crate) fn start_writer(
     pool: Pool<Any>,
