@@ -13,7 +13,8 @@
 //   candidate timings taken by then and in all;
 // - with more than one thread, whether the model was ever slower than the
 //   1-thread run of the same policy and precision (its default kernels' and
-//   its tuned figure), bucket by bucket, while tuning went on;
+//   its tuned figure), bucket by bucket, while tuning went on: the worst
+//   median of three calls in a row, and the worst single call;
 // - the requests the page sent by kind, and how many the server refused
 //   (429 or 503; issue 40's rate limits).
 // Then, for the first policy, the second, third, ... --devices-th device of
@@ -32,6 +33,17 @@
 //        [--precision int16,fp32] [--threads 1,2] [--runs 7] [--devices 10]
 //        [--device-seconds 60] [--finish-seconds 600] [--runtime FILE] [--trace]
 //
+// --trace prints every candidate's measurement and every call of the loop.
+//
+// --server-nice (a list, default 19) runs the server and this script (the
+// isolating proxy) at that nice value. On this machine the server shares
+// the cores with the browser it serves, which a deployed server does not:
+// its compiling of the candidates it streams (about half a core for the
+// first seconds of a fresh database) preempts the page's pool workers, and
+// a threaded call then waits for a part a preempted worker holds. At nice
+// 19 the scheduler gives the page's threads the cores first. 0 measures
+// the server as an equal.
+//
 // --runtime serves FILE (a `node build.mjs` output's webtune.js) at
 // /web/webtune.js instead of the one the server embeds, so that a runtime
 // can be measured without rebuilding the server. --devices 1 runs no later
@@ -42,8 +54,8 @@
 // WEBTUNE_MODEL_NAME as the encoder test does (export WEBTUNE_CACHE=$HOME/.cache/webtune;
 // eval "$(scripts/fetch-model.sh)"); WEBTUNE_BIN, default target/release/webtune.
 
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { loadavg, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isolatingProxy, launchChromium, startServer } from '../../client-runtime/web/test/harness.mjs';
 
@@ -62,6 +74,8 @@ const FINISH_SECONDS = Number(arg('--finish-seconds', 600));
 const NAME = process.env.WEBTUNE_MODEL_NAME ?? 'all-minilm-l6-v2';
 const RUNTIME = arg('--runtime', null);
 const TRACE = process.argv.includes('--trace');
+const NICES = String(arg('--server-nice', '19')).split(',').map(Number);
+if (NICES.some((n) => !Number.isInteger(n) || n < 0 || n > 19)) throw new Error('--server-nice takes nice values 0-19, e.g. 19,0');
 /** The app's calls, in turn: [batch, tokens]. */
 const CASES = [[1, 16], [1, 64], [1, 128], [1, 256], [8, 128]];
 const LABELS = CASES.map(([b, n]) => `${b}x${n}`);
@@ -227,10 +241,12 @@ async function newPage(browser, base, threads, precision, policy) {
 
 const fmt = (x, d = 1) => (x === null || x === undefined || !Number.isFinite(x) ? '-' : x.toFixed(d));
 
-async function run(policy, precision, threads, nDevices) {
-  console.log(`\n=== policy ${policy}, ${precision}, ${threads} thread(s), the README loop until tuned (${SECONDS} s at most); load ${load()} ===`);
+async function run(policy, precision, threads, nDevices, nice) {
+  console.log(`\n=== policy ${policy}, ${precision}, ${threads} thread(s), server and proxy at nice ${nice}, the README loop until tuned (${SECONDS} s at most); load ${load()} ===`);
   const work = mkdtempSync(join(tmpdir(), 'webtune-readme-loop-'));
   const server = await startServer(`${work}/r.sqlite`, ['--models-dir', process.env.WEBTUNE_MODELS_DIR]);
+  renice(server.proc.pid, nice);
+  setPriority(0, nice);
   const browser = await launchChromium(`${work}/profile`);
   const proxy = threads > 1 ? await isolatingProxy(server.url) : null;
   const base = proxy?.url ?? server.url;
@@ -243,6 +259,7 @@ async function run(policy, precision, threads, nDevices) {
     if (nDevices > 1 && r.tunedAt === null) console.log('the first device did not finish tuning: later devices are served only the reports it sent');
     await first.context.close();
     if (TRACE) for (const m of r.measured) console.log(`  measured ${m}`);
+    if (TRACE) console.log(`  calls (start s bucket ms): ${r.log.map(([c, s, ms]) => `${s.toFixed(1)} ${LABELS[c]} ${ms.toFixed(0)}`).join(', ')}`);
     console.log(`README loop: ${r.calls} encode calls in ${r.s.toFixed(1)} s; ${r.prog.evaluated} candidates evaluated, ${r.prog.timings} candidate timings, ` +
       `${r.prog.tuned}/${r.prog.total} kernels tuned, expected gain left ${(100 * r.prog.expectedGain).toFixed(1)} %, 'tuned' event ${r.tunedAt === null ? 'not yet' : `at ${r.tunedAt.toFixed(1)} s`}`);
     console.log(`median ms per call of each bucket, by window of wall time (s; each bucket's first, compiling call left out):\n  window\t${LABELS.join('\t')}`);
@@ -259,21 +276,24 @@ async function run(policy, precision, threads, nDevices) {
       `for good from ${fmt(w.forGood?.s)} s (${w.forGood?.timings ?? '-'} timings); ${r.prog.timings} timings in all`);
     // The default kernels' figure: each bucket's first three timed calls.
     const untuned = CASES.map((_, c) => med(calls(c).slice(0, 3).map((x) => x[2])));
-    if (threads === 1) oneThread.set(`${policy}/${precision}`, { untuned, tuned: r.after });
+    if (threads === 1) oneThread.set(`${policy}/${precision}/${nice}`, { untuned, tuned: r.after });
     let vsOne = '-';
-    const one = oneThread.get(`${policy}/${precision}`);
+    const one = oneThread.get(`${policy}/${precision}/${nice}`);
     if (threads > 1 && one) {
-      const roll = rolling(r.log);
+      // Full windows only: a bucket's first two rolling medians after its compiling call are of one and two calls.
+      const roll = rolling(r.log).map((xs) => xs.slice(2));
       const worst = (ref) => CASES.map((_, c) => Math.max(...roll[c].map((x) => x[1] / ref[c])));
+      const worstCall = CASES.map((_, c) => Math.max(...calls(c).map((x) => x[2] / one.untuned[c])));
       const wu = worst(one.untuned), wt = worst(one.tuned);
-      console.log(`worst rolling median while tuning over the 1-thread run's default kernels, by bucket: ${wu.map((x) => fmt(x, 2)).join(' ')}` +
-        ` (slower than 1 thread ${wu.some((x) => x > 1) ? 'at times' : 'never'}); over its tuned figure: ${wt.map((x) => fmt(x, 2)).join(' ')}`);
+      console.log(`worst rolling median (of 3 calls) while tuning over the 1-thread run's default kernels, by bucket: ${wu.map((x) => fmt(x, 2)).join(' ')}` +
+        ` (slower than 1 thread ${wu.some((x) => x > 1) ? 'at times' : 'never'}); over its tuned figure: ${wt.map((x) => fmt(x, 2)).join(' ')}; ` +
+        `worst single call over the default kernels' figure: ${worstCall.map((x) => fmt(x, 2)).join(' ')}`);
       vsOne = `${fmt(Math.max(...wu), 2)} / ${fmt(Math.max(...wt), 2)}`;
     }
     const total = Object.entries(first.requests.kinds).filter(([k]) => !k.endsWith('refused')).reduce((a, [, n]) => a + n, 0);
     console.log(`requests: ${JSON.stringify(first.requests.kinds)}`);
     const i128 = CASES.findIndex(([b, n]) => b === 1 && n === 128);
-    const row = [policy, precision, threads, `${fmt(w.firstAll?.s)} / ${fmt(w.forGood?.s)}`, `${w.firstAll?.timings ?? '-'} / ${w.forGood?.timings ?? '-'} / ${r.prog.timings}`,
+    const row = [policy, precision, threads, nice, `${fmt(w.firstAll?.s)} / ${fmt(w.forGood?.s)}`, `${w.firstAll?.timings ?? '-'} / ${w.forGood?.timings ?? '-'} / ${r.prog.timings}`,
       r.prog.evaluated, `${r.prog.tuned}/${r.prog.total}`, fmt(r.tunedAt), `${fmt(untuned[i128])} -> ${fmt(r.after[i128])}`, vsOne, total, first.requests.refused()];
     // Later devices of the same class, one after another, against this server.
     for (let d = 2; d <= nDevices; d++) {
@@ -285,7 +305,7 @@ async function run(policy, precision, threads, nDevices) {
       console.log(`device ${d}: loaded in ${dev.loadS.toFixed(1)} s; within 5 % of the first device's tuned latency first at ${fmt(dw.firstAll?.s)} s, ` +
         `for good from ${fmt(dw.forGood?.s)} s (of ${x.s.toFixed(1)} s, ${x.calls} calls, tuned ${x.tunedAt === null ? 'not yet' : `at ${x.tunedAt.toFixed(1)} s`}); ` +
         `first calls over the tuned figure ${firstCalls.map((y) => fmt(y, 2)).join(' ')}; ${x.prog.timings} candidate timings; requests refused ${dev.requests.refused()}`);
-      devices.push([policy, precision, threads, d, `${fmt(dw.firstAll?.s)} / ${fmt(dw.forGood?.s)}`, firstCalls.map((y) => fmt(y, 2)).join(' '), x.prog.timings, dev.requests.refused()]);
+      devices.push([policy, precision, threads, nice, d, `${fmt(dw.firstAll?.s)} / ${fmt(dw.forGood?.s)}`, firstCalls.map((y) => fmt(y, 2)).join(' '), x.prog.timings, dev.requests.refused()]);
     }
     return row;
   } finally {
@@ -296,21 +316,37 @@ async function run(policy, precision, threads, nDevices) {
   }
 }
 
+/**
+ * Sets every thread of process `pid` to `nice` (Linux keeps a nice value
+ * per thread; threads started later inherit their creator's).
+ */
+function renice(pid, nice) {
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      setPriority(Number(tid), nice);
+    } catch (e) {
+      console.log(`renice ${tid}: ${e.message}`);
+    }
+  }
+}
+
 const summary = [];
 const devices = [];
 /** The 1-thread runs' figures by policy and precision: default kernels' and tuned latency per bucket. */
 const oneThread = new Map();
 for (const precision of PRECISIONS) {
   for (const threads of [...THREADS].sort((a, b) => a - b)) {
-    for (const policy of POLICIES) summary.push(await run(policy, precision, threads, policy === POLICIES[0] ? DEVICES : 1));
+    for (const nice of NICES) {
+      for (const policy of POLICIES) summary.push(await run(policy, precision, threads, policy === POLICIES[0] ? DEVICES : 1, nice));
+    }
   }
 }
 console.log(`\nload average at the end ${load()}`);
-console.log('\nsummary: policy, precision, threads, s to within 5 % (first / for good), candidate timings by then / in all, candidates evaluated, ' +
+console.log('\nsummary: policy, precision, threads, server nice, s to within 5 % (first / for good), candidate timings by then / in all, candidates evaluated, ' +
   "kernels tuned, 'tuned' event (s), 1x128 default -> tuned ms, worst ratio to the 1-thread run's default kernels / tuned figure while tuning, requests, refused (429/503)");
 for (const s of summary) console.log(`  ${s.join('\t')}`);
 if (devices.length) {
-  console.log('\nlater devices of the same class (fresh sessions, same server, after the first finished): policy, precision, threads, device, ' +
+  console.log('\nlater devices of the same class (fresh sessions, same server, after the first finished): policy, precision, threads, server nice, device, ' +
     "s to within 5 % of the first device's tuned latency, first calls' worst ratio to it, by bucket, candidate timings, requests refused");
   for (const d of devices) console.log(`  ${d.join('\t')}`);
 }
