@@ -11,8 +11,10 @@ use sqlx::{Executor, Row, SqlSafeStr};
 
 use crate::{Backend, DbError, Result};
 
-/// The migrations, embedded so the binary carries its schema.
-fn migrator() -> Migrator {
+/// The migrations, embedded so the binary carries its schema. A version
+/// may differ by backend (a database only ever sees one).
+fn migrator(backend: Backend) -> Migrator {
+    let pg = backend == Backend::Postgres;
     let m = |version: i64, description: &'static str, sql: &'static str| {
         Migration::new(version, Cow::Borrowed(description), MigrationType::Simple, sql.into_sql_str(), false)
     };
@@ -27,6 +29,15 @@ fn migrator() -> Migrator {
             m(7, "report path indexes", include_str!("../../migrations/0007_report_path_indexes.sql")),
             m(8, "uncounted", include_str!("../../migrations/0008_uncounted.sql")),
             m(9, "ballots once", include_str!("../../migrations/0009_ballots_once.sql")),
+            m(
+                10,
+                "no shared row locks",
+                if pg {
+                    include_str!("../../migrations/0010_no_shared_row_locks.postgres.sql")
+                } else {
+                    include_str!("../../migrations/0010_no_shared_row_locks.sqlite.sql")
+                },
+            ),
         ]),
         ..Migrator::DEFAULT
     }
@@ -39,9 +50,9 @@ fn migrator() -> Migrator {
 #[doc(hidden)]
 pub async fn migrate_to(url: &str, version: i64) -> Result<Pool<Any>> {
     sqlx::any::install_default_drivers();
-    let (_, url) = normalise_url(url)?;
+    let (backend, url) = normalise_url(url)?;
     let pool = PoolOptions::<Any>::new().max_connections(1).connect(&url).await?;
-    let all = migrator();
+    let all = migrator(backend);
     let migrator = Migrator { migrations: Cow::Owned(all.migrations.iter().filter(|m| m.version <= version).cloned().collect()), ..all };
     migrator.run(&pool).await?;
     Ok(pool)
@@ -154,7 +165,7 @@ impl Db {
             // WAL is a property of the file: set once, it persists.
             sqlx::query("PRAGMA journal_mode = WAL").fetch_all(&pool).await?;
         }
-        migrator().run(&pool).await?;
+        migrator(backend).run(&pool).await?;
         let write = std::sync::Arc::new(tokio::sync::Mutex::new(()));
         let groups = std::sync::Arc::default();
         let hold = std::sync::Arc::default();

@@ -312,3 +312,43 @@ async fn sqlite_model_latency() {
 async fn postgres_model_latency() {
     model_latency(postgres().await).await;
 }
+
+/// Issue 39: on PostgreSQL a report's transaction takes no lock on a kernel's
+/// row (a foreign key from `measurements` would take `FOR KEY SHARE` on it in
+/// every report naming it), while the writer still refuses unknown kernels
+/// and flags keep their key; on SQLite the key stays.
+async fn kernel_rows_locked(url: &str) -> (i64, i64) {
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(url).await.unwrap();
+    let count = |table: &str| {
+        format!(
+            "SELECT COUNT(*) FROM pg_constraint WHERE contype = 'f' AND conrelid = '{table}'::regclass AND confrelid = 'kernels'::regclass"
+        )
+    };
+    let m: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(count("measurements"))).fetch_one(&pool).await.unwrap();
+    let f: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(count("flags"))).fetch_one(&pool).await.unwrap();
+    (m, f)
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
+async fn postgres_measurements_lock_no_kernel_row() {
+    let url = postgres_url().await;
+    let db = Db::connect(&url).await.unwrap();
+    assert_eq!(kernel_rows_locked(&url).await, (0, 1), "measurements → kernels dropped, flags → kernels kept");
+    let k1 = keys("v/a/d", "v/a", "v");
+    let s = session(&db, &k1).await;
+    let unknown = report(&s, "sp", &[&"0".repeat(64)]);
+    assert!(matches!(db.record_report(&unknown, &k1, &POLICY).await, Err(webtune_kernel_db::DbError::UnknownKernel(_))));
+    assert_eq!(db.stats().await.unwrap().measurements, 0, "nothing of the refused report was stored");
+}
+
+#[tokio::test]
+async fn sqlite_measurements_keep_their_key() {
+    let url = sqlite_url();
+    let _db = Db::connect(&url).await.unwrap();
+    let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+    let parents: Vec<String> =
+        sqlx::query_scalar("SELECT \"table\" FROM pragma_foreign_key_list('measurements')").fetch_all(&pool).await.unwrap();
+    assert!(parents.iter().any(|t| t == "kernels"), "measurements → kernels kept on SQLite: {parents:?}");
+}

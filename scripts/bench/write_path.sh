@@ -259,10 +259,11 @@ for count in 1 3; do
 done
 
 # --- 2. History: HISTORY ballots already stored -------------------------------------
-# fill DB_URL: HISTORY ballots (15 per session: 5 kernels at 3 keys) and as
-# many measurements (3 reports of 5 per session, 2 of them older) on the
-# keys, kernels and space a warm-up's reports used, then the tallies
-# recounted from the ballots, ANALYZE (autovacuum's steady state) and a
+# fill DB_URL: HISTORY ballots (5 per session: one per kernel ranked, each
+# counting at its session's three keys, as migration 0009 stores them) and
+# as many measurements (a report of 5 per session) on the keys, kernels
+# and space a warm-up's reports used, then the tallies recounted from the
+# ballots at each level, ANALYZE (autovacuum's steady state) and a
 # checkpoint. One slice of sessions per core, each one INSERT ... SELECT
 # from generate_series a table (PostgreSQL makes the rows itself: no text
 # crosses a socket, as COPY's would). Ids grow with the session number, so
@@ -271,7 +272,7 @@ done
 # rows, each by one sort. Foreign keys are not checked row by row (the
 # rows are consistent by making).
 fill() {
-  local db="$1" sessions=$((history / 15)) slices="$cores"
+  local db="$1" sessions=$((history / 5)) slices="$cores"
   local space kernels keys fp nkeys
   space="$("$psql" -qAt "$db" -c "SELECT space_checksum FROM ballots LIMIT 1")"
   kernels="$("$psql" -qAt "$db" -c "SELECT string_agg(format('(%s, %L)', i, k), ', ') FROM (SELECT kernel_sha256 AS k, row_number() OVER (ORDER BY kernel_sha256) - 1 AS i FROM (SELECT DISTINCT kernel_sha256 FROM ballots) d) x WHERE i < 5")"
@@ -306,15 +307,14 @@ CREATE TEMP TABLE g AS SELECT x, 'h' || lpad(x::text, 10, '0') AS sid, k.* FROM 
 INSERT INTO sessions (id, fingerprint_sha256, device_key, arch_key, vendor_key, rho, created_at)
   SELECT sid, '$fp', dk, ak, vk, '', x FROM g ORDER BY sid;
 INSERT INTO reports (id, session_id, op, shape, target, space_checksum, device_key, arch_key, vendor_key, rho, created_at)
-  SELECT sid || '-' || t, sid, 'matmul', '64,64,64', 'wgsl', '$space', dk, ak, vk, '', 1000 + x * 3 + t
-  FROM g CROSS JOIN generate_series(0, 2) t ORDER BY sid, t;
+  SELECT sid || '-0', sid, 'matmul', '64,64,64', 'wgsl', '$space', dk, ak, vk, '', 1000 + x FROM g ORDER BY sid;
 INSERT INTO measurements (report_id, rank, kernel_sha256, ticket, median_us, runs, output_ok, weight)
-  SELECT sid || '-' || t, kn.i + 1, kn.k, sid || '-' || t || '-' || kn.i, 100 + kn.i, 10, 1, 5 - kn.i
-  FROM g CROSS JOIN generate_series(0, 2) t CROSS JOIN (VALUES $kernels) AS kn(i, k) ORDER BY sid, t, kn.i;
-INSERT INTO ballots (op, shape, target, space_checksum, level, level_key, session_id, kernel_sha256, report_id, created_at, weight, median_us)
-  SELECT 'matmul', '64,64,64', 'wgsl', '$space', l.level, CASE l.level WHEN 'device' THEN dk WHEN 'arch' THEN ak ELSE vk END,
-         sid, kn.k, sid || '-2', 1000 + x * 3 + 2, 5 - kn.i, 100 + kn.i
-  FROM g CROSS JOIN (VALUES $kernels) AS kn(i, k) CROSS JOIN (VALUES ('arch'), ('device'), ('vendor')) AS l(level);
+  SELECT sid || '-0', kn.i + 1, kn.k, sid || '-0-' || kn.i, 100 + kn.i, 10, 1, 5 - kn.i
+  FROM g CROSS JOIN (VALUES $kernels) AS kn(i, k) ORDER BY sid, kn.i;
+INSERT INTO ballots (op, shape, target, space_checksum, session_id, kernel_sha256, device_key, arch_key, vendor_key, report_id,
+                     created_at, weight, median_us)
+  SELECT 'matmul', '64,64,64', 'wgsl', '$space', sid, kn.k, dk, ak, vk, sid || '-0', 1000 + x, 5 - kn.i, 100 + kn.i
+  FROM g CROSS JOIN (VALUES $kernels) AS kn(i, k);
 SQL
     fills+=($!)
   done
@@ -338,7 +338,7 @@ SQL
   "$psql" -q -v ON_ERROR_STOP=1 "$db" <<SQL
 DELETE FROM tallies;
 INSERT INTO tallies (op, shape, target, space_checksum, level, level_key, kernel_sha256, votes, sessions)
-  SELECT op, shape, target, space_checksum, level, level_key, kernel_sha256, SUM(weight), COUNT(*) FROM ballots
+  SELECT op, shape, target, space_checksum, level, level_key, kernel_sha256, SUM(weight), COUNT(*) FROM ballot_levels
   GROUP BY op, shape, target, space_checksum, level, level_key, kernel_sha256;
 ANALYZE;
 CHECKPOINT;

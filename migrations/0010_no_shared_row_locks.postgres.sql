@@ -1,0 +1,21 @@
+-- 0010 (PostgreSQL): a report's transaction locks no row another report's
+-- transaction also locks (issue 39).
+--
+-- A foreign key is checked by locking the referenced row: every insert
+-- into `measurements` (five rows a top-5 report) took `FOR KEY SHARE` on
+-- its kernel's row in `kernels`. The crowd's reports name the same few
+-- kernels of a class, so every writer of every server locked the same
+-- rows: each new locker of a row already share-locked writes a new
+-- multixact (the set of its lockers) and a lock record into the log,
+-- under that row's page lock. That was the one shared thing the report
+-- path still serialised on.
+--
+-- What the key guarded holds without it: the writer refuses, inside the
+-- group's transaction, a report naming a kernel of another kind or no
+-- kernel at all (`kernels_of`, before any insert), and kernels are never
+-- deleted (retention folds reports and measurements, never kernels).
+-- Flags keep their key: they are rare, and `Db::flag` checks no kernel
+-- itself. On SQLite, one writer at a time, a key check is an index lookup
+-- that locks nothing, so the key stays there (dropping one means
+-- rebuilding the table).
+ALTER TABLE measurements DROP CONSTRAINT IF EXISTS measurements_kernel_sha256_fkey;
