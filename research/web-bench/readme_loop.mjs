@@ -37,12 +37,11 @@
 //
 // --server-nice (a list, default 19) runs the server and this script (the
 // isolating proxy) at that nice value. On this machine the server shares
-// the cores with the browser it serves, which a deployed server does not:
-// its compiling of the candidates it streams (about half a core for the
-// first seconds of a fresh database) preempts the page's pool workers, and
-// a threaded call then waits for a part a preempted worker holds. At nice
-// 19 the scheduler gives the page's threads the cores first. 0 measures
-// the server as an equal.
+// the cores with the browser it serves, which a deployed server does not;
+// at nice 19 the page's threads get the cores first. (Its compiling in the
+// first seconds coincides with slow 2-thread calls, but warm_probe.mjs
+// found them slow with the server in SCHED_IDLE too: see BENCHMARKS.md.)
+// 0 measures the server as an equal.
 //
 // --runtime serves FILE (a `node build.mjs` output's webtune.js) at
 // /web/webtune.js instead of the one the server embeds, so that a runtime
