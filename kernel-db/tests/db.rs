@@ -313,11 +313,9 @@ async fn postgres_model_latency() {
     model_latency(postgres().await).await;
 }
 
-/// Issue 39: on PostgreSQL a report's transaction takes no lock on a kernel's
-/// row (a foreign key from `measurements` would take `FOR KEY SHARE` on it in
-/// every report naming it), while the writer still refuses unknown kernels
-/// and flags keep their key; on SQLite the key stays.
-async fn kernel_rows_locked(url: &str) -> (i64, i64) {
+/// The foreign keys to `kernels` from `measurements` and from `flags`, on
+/// PostgreSQL.
+async fn keys_to_kernels(url: &str) -> (i64, i64) {
     sqlx::any::install_default_drivers();
     let pool = sqlx::AnyPool::connect(url).await.unwrap();
     let count = |table: &str| {
@@ -330,12 +328,16 @@ async fn kernel_rows_locked(url: &str) -> (i64, i64) {
     (m, f)
 }
 
+/// Issue 39: on PostgreSQL a report's transaction takes no lock on a kernel's
+/// row (a foreign key from `measurements` would take `FOR KEY SHARE` on it in
+/// every report naming it), while the writer still refuses unknown kernels
+/// and flags keep their key; on SQLite the key stays.
 #[tokio::test]
 #[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
 async fn postgres_measurements_lock_no_kernel_row() {
     let url = postgres_url().await;
     let db = Db::connect(&url).await.unwrap();
-    assert_eq!(kernel_rows_locked(&url).await, (0, 1), "measurements → kernels dropped, flags → kernels kept");
+    assert_eq!(keys_to_kernels(&url).await, (0, 1), "measurements → kernels dropped, flags → kernels kept");
     let k1 = keys("v/a/d", "v/a", "v");
     let s = session(&db, &k1).await;
     let unknown = report(&s, "sp", &[&"0".repeat(64)]);

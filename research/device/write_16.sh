@@ -13,13 +13,8 @@ carry=$(cd "${1:?usage: write_16.sh CARRY [REPORTS] [CLIENTS] [ROUNDS] [SETUPS]}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$PWD/out}; mkdir -p "$out"
 n=${2:-10000} c=${3:-64} rounds=${4:-2} setups=${5:-"pg1 pg3 sqlite"}
-pgroot=/tmp/webtune-pg-portable
-if [ ! -d "$pgroot/usr/lib/postgresql" ]; then
-  mkdir -p "$pgroot" && tar -C "$pgroot" -xJf "$carry/pg-portable.tar.xz" && chmod -R a+rX "$pgroot"
-fi
-PGBIN="$(ls -d "$pgroot"/usr/lib/postgresql/*/bin | sort -V | tail -1)"
-export PGBIN LD_LIBRARY_PATH="$pgroot/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" WRK="$pgroot/usr/bin/wrk"
-export PATH="$PGBIN:$PATH"
+# shellcheck source=pg_env.sh
+. "$(dirname "$0")/pg_env.sh"
 bins=/tmp/webtune-wp
 for side in a b; do
   mkdir -p "$bins/$side"

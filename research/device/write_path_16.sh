@@ -12,13 +12,8 @@ set -uo pipefail
 carry=$(cd "${1:?usage: write_path_16.sh CARRY [REPORTS] [CLIENTS] [HISTORY]}" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$PWD/out}; mkdir -p "$out"
-pgroot=/tmp/webtune-pg-portable
-if [ ! -d "$pgroot/usr/lib/postgresql" ]; then
-  mkdir -p "$pgroot" && tar -C "$pgroot" -xJf "$carry/pg-portable.tar.xz" && chmod -R a+rX "$pgroot"
-fi
-PGBIN="$(ls -d "$pgroot"/usr/lib/postgresql/*/bin | sort -V | tail -1)"
-export PGBIN LD_LIBRARY_PATH="$pgroot/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" WRK="$pgroot/usr/bin/wrk"
-export PATH="$PGBIN:$PATH"
+# shellcheck source=pg_env.sh
+. "$(dirname "$0")/pg_env.sh"
 bins=/tmp/webtune-wpf
 mkdir -p "$bins"
 [ -x "$bins/webtune" ] || { xz -dc "$carry/b/webtune.xz" > "$bins/webtune" && chmod +x "$bins/webtune"; }
