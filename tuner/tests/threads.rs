@@ -4,7 +4,7 @@
 
 use webtune_compiler::schedule::MAX_THREADS;
 use webtune_compiler::{Op, Schedule, Target, compile};
-use webtune_tuner::space::threads::{PART_FLOPS, thread_counts};
+use webtune_tuner::space::threads::{PART_FLOPS, PART_WEIGHT_BYTES, thread_counts};
 use webtune_tuner::{Device, DeviceKeys, Fingerprint, LITE_BUDGET, Settings, Space, lite_space, presets};
 
 /// K0, K1, K2 (NNJIT Table 3) and the sentence encoder's small shapes.
@@ -27,6 +27,23 @@ fn device(key: &str) -> Device {
 
 fn wasm(op: &Op, d: &Device) -> Space {
     lite_space(op, Target::Wasm, d, &Settings::builtin(Target::Wasm))
+}
+
+/// The products of one SmolLM2-135M decode step (per layer, then the head).
+const SMOLLM2_DECODE: [(&str, &str); 5] = [
+    ("matmul_q4_1", "1,576,960"),
+    ("matmul_q4_1", "1,576,576"),
+    ("matmul_q4_1", "1,576,3072"),
+    ("matmul_q4_1", "1,1536,576"),
+    ("matmul_q8_0", "1,576,49152"),
+];
+
+/// Bytes of a GGUF product's weights: Q4_1 reads 16 bytes of nibbles and
+/// two f32 (scale, minimum) a block of 32, Q8_0 32 bytes and one f32.
+fn gguf_weight_bytes(op: &Op) -> u64 {
+    let (_, _, k, n) = op.bmkn();
+    let blocks = (k / 32) as u64 * n as u64;
+    blocks * if op.kind() == webtune_compiler::op::OpKind::MatmulQ8_0 { 36 } else { 24 }
 }
 
 fn flops(op: &Op) -> u64 {
@@ -148,20 +165,32 @@ fn devices_without_threads_get_the_space_of_before() {
             assert_eq!(wasm(&op, &d), wasm(&op, &t), "{key} {op}");
         }
     }
-    // The GGUF ops are threaded: decode (M = 1) splits N; the output head's
-    // 49152 columns give every part plenty of work, so threads come first.
+    // The GGUF ops are threaded: decode (M = 1) splits N. Their parts are
+    // judged by the weights they stream, not by flops: a thread count comes
+    // first where each part reads PART_WEIGHT_BYTES, after the
+    // single-threaded candidates where none does.
     for key in THREADED {
         let d = device(key);
-        for (kind, shape) in [("matmul_q8_0", "1,576,49152"), ("matmul_q4_1", "1,576,3072")] {
+        for (kind, shape) in SMOLLM2_DECODE {
             let op = Op::parse(kind, shape).unwrap();
             let s = wasm(&op, &d);
             let threaded: Vec<&Schedule> = s.schedules.iter().filter(|c| c.threads > 1).collect();
             assert!(!threaded.is_empty() && threaded.iter().all(|c| c.split == Some(webtune_compiler::Split::N)), "{key} {op}");
-            if flops(&op) / d.threads as u64 >= PART_FLOPS {
-                assert!(s.schedules[0].threads > 1, "{key} {op}");
+            let worth = |t: u32| flops(&op) / t as u64 >= PART_FLOPS || gguf_weight_bytes(&op) / t as u64 >= PART_WEIGHT_BYTES;
+            match thread_counts(d.threads).into_iter().find(|&t| worth(t)) {
+                Some(t) => assert_eq!(s.schedules[0].threads, t, "{key} {op}"),
+                None => assert_eq!(s.schedules[0].threads, 1, "{key} {op}"),
             }
         }
     }
+    // On two threads every product of SmolLM2's decode step comes split
+    // first (the smallest, 576×576, reads 243 KiB), while an f32 product of
+    // the same flops as the largest layer's stays on one thread first.
+    let two = device("cpu-x86/relaxed-simd/linux-2t.mt-v8/-");
+    for (kind, shape) in SMOLLM2_DECODE {
+        assert_eq!(wasm(&Op::parse(kind, shape).unwrap(), &two).schedules[0].threads, 2, "{kind} {shape}");
+    }
+    assert_eq!(wasm(&Op::parse("matmul", "1,576,3072").unwrap(), &two).schedules[0].threads, 1);
     // One core, or a key of before threads: nothing threaded.
     for key in
         ["cpu-x86/relaxed-simd/linux-1t-v8/-", "cpu-x86/relaxed-simd/linux-1t.mt-v8/-", "cpu-unknown/unknown/unknown-unknownt-unknown/-"]

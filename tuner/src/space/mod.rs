@@ -92,11 +92,12 @@
 //! never empty.
 //!
 //! On a device whose key says it runs Wasm threads ([`Device::threads`] > 1),
-//! Wasm `matmul` and `batch_matmul` also get threaded variants of the
+//! Wasm `matmul`, `batch_matmul`, `matmul_q4_1` and `matmul_q8_0` also get threaded variants of the
 //! best-ranked single-threaded candidates (a thread count and the dimension
 //! the parts divide; [`threads`] states the rule): before the
 //! single-threaded candidates where each part gets [`threads::PART_FLOPS`]
-//! of work, after them where it gets less. The relaxation counts only the
+//! of work (or, for the GGUF products, [`threads::PART_WEIGHT_BYTES`] of
+//! weights to stream), after them where it gets less. The relaxation counts only the
 //! single-threaded candidates, so they are the non-threaded twin key's, in
 //! the same order (as far as the [`LITE_BUDGET`] cut leaves them); a device
 //! without threads gets exactly the space it got before threads existed.

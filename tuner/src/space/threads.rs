@@ -32,7 +32,8 @@
 //!   tile; where no split gives every part a tile, the thread count is
 //!   skipped for that tile (a tiny op gets no threaded candidates at all).
 //! - **Order**: a thread count whose parts each get at least [`PART_FLOPS`]
-//!   of the op's work comes before every single-threaded candidate, the
+//!   of the op's work, or (`matmul_q4_1`, `matmul_q8_0`) at least
+//!   [`PART_WEIGHT_BYTES`] of its weights to read, comes before every single-threaded candidate, the
 //!   device's full count first, then smaller counts; a count whose parts get
 //!   less comes after them, the smallest count first. Within a count, the
 //!   tiles keep their single-threaded rank.
@@ -58,6 +59,38 @@ use crate::fingerprint::Device;
 /// parts or more work, more). Below it the sync cost eats most of the gain,
 /// and the single-threaded candidates go first.
 pub const PART_FLOPS: u64 = 4_000_000;
+
+/// Least bytes of block-quantised weights (`W`, `D`, `Mn`) each part of a
+/// threaded `matmul_q4_1` or `matmul_q8_0` must read for its thread count to
+/// be tried before single-threaded candidates, whatever its flops. At small
+/// M these products are bound by streaming their weights (about 2.7 flops a
+/// byte), not by multiply-adds, so [`PART_FLOPS`] undercounts them: a decode
+/// step's 1×576×3072 product does 3.5 MFLOP yet takes about 140 µs on one
+/// core in V8. They also come back to back, a few hundred a token, while the
+/// pool's workers still spin from the previous call, so the sync cost is far
+/// below a cold wake-up's. Measured in Chromium on the 2-core AMD EPYC
+/// (BENCHMARKS.md, issue 36, 2026-12-02): SmolLM2's decode at 128 positions
+/// on 2 threads went from 67–70 to 97–105 tokens/s once every product of a
+/// step was split (64 KiB, which splits all four of a layer's; 256 KiB,
+/// which leaves Q, K, V and the output projection on one thread: 92–93).
+pub const PART_WEIGHT_BYTES: u64 = 64 * 1024;
+
+/// The bytes of block-quantised weights one call of `op` reads (0 for the
+/// other ops).
+fn weight_bytes(op: &Op) -> u64 {
+    if !matches!(op.kind(), OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0) {
+        return 0;
+    }
+    op.args().iter().filter(|a| matches!(a.name, "W" | "D" | "Mn")).map(|a| a.bytes()).sum()
+}
+
+/// Whether `t` parts of `op` each get enough work to be tried before the
+/// single-threaded candidates ([`PART_FLOPS`], [`PART_WEIGHT_BYTES`]).
+fn parts_worth_it(op: &Op, t: u32) -> bool {
+    let (batch, m, k, n) = op.bmkn();
+    let flops = 2 * batch as u64 * m as u64 * k as u64 * n as u64;
+    flops / t as u64 >= PART_FLOPS || weight_bytes(op) / t as u64 >= PART_WEIGHT_BYTES
+}
 
 /// Tiles (single-threaded candidates, best first) that get the device's full
 /// thread count.
@@ -147,8 +180,6 @@ pub(super) fn with_threads(op: &Op, target: Target, device: &Device, singles: Ve
     if target != Target::Wasm || op.kind() == OpKind::MatmulQ4 || device.threads < 2 {
         return singles;
     }
-    let (batch, m, k, n) = op.bmkn();
-    let flops = 2 * batch as u64 * m as u64 * k as u64 * n as u64;
     let mut before = Vec::new();
     let mut after = Vec::new();
     for (i, t) in thread_counts(device.threads).into_iter().enumerate() {
@@ -164,7 +195,7 @@ pub(super) fn with_threads(op: &Op, target: Target, device: &Device, singles: Ve
                 variants.push(Cand { s, rank: c.rank.clone(), gpu: None });
             }
         }
-        if flops / t as u64 >= PART_FLOPS {
+        if parts_worth_it(op, t) {
             before.push(variants);
         } else {
             after.push(variants);
