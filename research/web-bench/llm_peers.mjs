@@ -277,6 +277,7 @@ try {
       await c.page.bringToFront();
       c.tune = await c.page.evaluate(([ms, tr]) => window.side.tune(ms, tr), [TUNE_S * 1000, TRACE_S * 1000]);
       log(`${c.label}: tuned ${(c.tune.ms / 1000).toFixed(1)} s, ${(c.tune.tuningMs / 1000).toFixed(1)} s of it in idle() (${c.tune.done ? 'every kernel tuned' : 'budget spent'}): ${c.tune.kernels.join('; ')}`);
+      for (const [kind, list] of Object.entries(c.tune.changes ?? {})) log(`${c.label}: ${kind} events: ${list.length}${list.length ? ` (${list.join('; ')})` : ''}`);
       if (c.tune.trace.length) log(`${c.label}: decode tok/s while tuning (16-token prompt, 16 steps): ${c.tune.trace.map((x) => `${x.s.toFixed(0)} s ${x.tokps.toFixed(1)}`).join(', ')}`);
     }
     await timeRounds(tuned, 'tuned');

@@ -16,22 +16,7 @@
 // GB/s; and the share of the step), from the timed steps of every round.
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { probeWasm } from './probe.mjs';
-
-/** This thread's Wasm streaming-read bandwidth: sum() over 128 MiB of a shared memory, the best of 7, GB/s. */
-async function readProbe() {
-  const mib = 128, memory = new WebAssembly.Memory({ initial: (mib * 16) + 16, maximum: 65536, shared: true });
-  new Uint8Array(memory.buffer).fill(1);
-  const { instance } = await WebAssembly.instantiate(await probeWasm(), { env: { memory } });
-  const ms = [];
-  for (let r = 0; r < 7; r++) {
-    const s = performance.now();
-    instance.exports.sum(0, mib << 20);
-    ms.push(performance.now() - s);
-  }
-  const best = Math.min(...ms);
-  return { mib, best_ms: best, gb_per_s: (mib * 1048576) / (best / 1000) / 1e9 };
-}
+import { readBandwidth } from './probe.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const a = process.argv.slice(2), o = {};
@@ -83,7 +68,7 @@ gen.graph.steps.forEach((s, i) => {
   k.run = wrap(key, s.k * s.n * perWeight[s.format], k.run, k);
 });
 
-const probe = await readProbe();
+const probe = await readBandwidth();
 line('probe', probe);
 for (let r = 0; r < rounds; r++) {
   const rate = async (timers) => {

@@ -1,5 +1,6 @@
 // The Wasm streaming-read probe of the language-model benchmarks
-// (llm_peers.mjs, llm_kernels_ab.mjs): sum(off, len) over [off, off + len)
+// (llm_peers.mjs, llm_kernels_ab.mjs in the page; readBandwidth() in Node
+// for llm_wasm_profile.mjs, gguf_v8.mjs and q41_probe.mjs): sum(off, len) over [off, off + len)
 // of a shared memory, eight v128 loads per iteration into four
 // accumulators (i32x4.add: one cheap op per load), so that its rate is the
 // core's read bandwidth as Wasm sees it. Assembled by wabt (the web
@@ -39,4 +40,21 @@ export async function probeWasm() {
   } finally {
     mod.destroy();
   }
+}
+
+/**
+ * This thread's read bandwidth in Node: the probe's sum over `mib` MiB of a
+ * shared memory filled with ones, the best of `reps` runs.
+ */
+export async function readBandwidth(mib = 128, reps = 7) {
+  const memory = new WebAssembly.Memory({ initial: mib * 16 + 16, maximum: 65536, shared: true });
+  new Uint8Array(memory.buffer).fill(1);
+  const { instance } = await WebAssembly.instantiate(await probeWasm(), { env: { memory } });
+  let best = Infinity;
+  for (let r = 0; r < reps; r++) {
+    const t = performance.now();
+    instance.exports.sum(0, mib << 20);
+    best = Math.min(best, performance.now() - t);
+  }
+  return { mib, best_ms: best, gb_per_s: (mib * 1048576) / (best / 1000) / 1e9 };
 }
