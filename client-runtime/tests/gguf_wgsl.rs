@@ -258,6 +258,27 @@ fn block_epilogues_random_shapes_and_schedules() {
     }
 }
 
+/// `+merge` (A merged from a split attention's parts, docs/ops.md) in all
+/// three formats, with and without `+swiglu` and `+residual`, under random
+/// matrix-vector schedules on small shapes: heads of 4 to 16 values, 1 to
+/// 5 parts a head, rows past one (each row its own parts). Checked
+/// against the f64 merge and product.
+#[test]
+fn merge_prologue_random_shapes_and_schedules() {
+    let mut rng = Rng::new(53);
+    for kind in [OpKind::MatmulQ4_1, OpKind::MatmulQ8_0, OpKind::MatmulQ4] {
+        for (glu, residual) in [(false, false), (false, true), (true, false), (true, true)] {
+            let e = webtune_compiler::op::Epilogue { merge: true, glu, residual, ..webtune_compiler::op::Epilogue::NONE };
+            let k = 32 * pick(&mut rng, &[1, 2, 3]);
+            let heads = pick(&mut rng, &[2, 4, 8]);
+            let shape = [pick(&mut rng, &[1, 1, 2, 3]), k, pick(&mut rng, &[1, 3, 4, 7, 13]), heads, pick(&mut rng, &[1, 2, 3, 5])];
+            let op = Op::with_epilogue(kind, e, &shape).unwrap();
+            let s = random_matvec(&mut rng, &op);
+            assert_correct(&op, &s);
+        }
+    }
+}
+
 /// The fused products of SmolLM2's decode step (`DecoderGraph::fused`):
 /// norm and QKV, norm, gate/up and SwiGLU, O and down with the residual
 /// add, norm and the output head; the first lite candidates of this
@@ -272,8 +293,11 @@ fn smollm2_fused_decode_shapes() {
         ("matmul_q4_1+residual", 576, 576),
         ("matmul_q4_1+residual", 1536, 576),
         ("matmul_q8_0+rms_norm", 576, 49152),
+        // The output projection with the attention's merge (9 heads, 16 parts).
+        ("matmul_q4_1+merge+residual", 576, 576),
     ] {
-        let op = Op::from_name(name, &[1, k, n]).unwrap();
+        let shape: Vec<u32> = if name.contains("+merge") { vec![1, k, n, 9, 16] } else { vec![1, k, n] };
+        let op = Op::from_name(name, &shape).unwrap();
         for (i, (_, device)) in devices.iter().take(2).enumerate() {
             let space = lite_space(&op, Target::Wgsl, device, &Settings::builtin(Target::Wgsl));
             assert!(space.schedules.iter().all(|s| !s.cache_read), "{op}: the epilogues have the matrix-vector kernel only");

@@ -28,6 +28,17 @@
 //! (`matmul_q4_1+rms_norm+swiglu`, `matmul_q8_0+residual`). Their arguments
 //! come after the weights: G (`f32[K]`) and E (`f32[1]`), then R.
 //!
+//! `+merge` (block-quantised ops, first, never with `+rms_norm`) makes A
+//! the merge of a split attention's partial results, so that the product
+//! after an attention needs no merge of its own: the shape is
+//! `M,K,N,H,C` (H heads of D = K/H values, each split into C parts), the
+//! argument A becomes `P` (`f32[M, H, C, D]`: each part's weighted values,
+//! relative to its largest score), and `PM`, `PL` (`f32[M, H, C]`: each
+//! part's largest score and its sum of e^(score − PM)) come where G and E
+//! would. Row m's A is `A[m, h·D + d] = Σ_c w_c·P[m,h,c,d] / Σ_c w_c·PL[m,h,c]`
+//! with `w_c = e^(PM[m,h,c] − max_c PM[m,h,c])`; an empty part is
+//! `PM = −3.4e38, PL = 0, P = 0`.
+//!
 //! # Half precision
 //! A last suffix `+f16` stores the op's float arguments as IEEE binary16
 //! (`matmul+f16`, `matmul+bias+gelu+f16`, `matmul_q4+f16`): A, B, bias, R
@@ -157,11 +168,14 @@ pub struct Epilogue {
     /// `+swiglu` (block-quantised ops): W holds 2N rows and
     /// `C[m, n] = silu(g)·u` of the products with rows `n` (g) and `N + n` (u).
     pub glu: bool,
+    /// `+merge` (block-quantised ops): A is merged from a split attention's
+    /// parts `P`, `PM`, `PL` (the module docs), shape `M,K,N,H,C`.
+    pub merge: bool,
 }
 
 impl Epilogue {
     /// No epilogue: the plain op.
-    pub const NONE: Epilogue = Epilogue { bias: false, act: Activation::None, residual: false, norm: false, glu: false };
+    pub const NONE: Epilogue = Epilogue { bias: false, act: Activation::None, residual: false, norm: false, glu: false, merge: false };
 
     pub fn is_none(self) -> bool {
         self == Epilogue::NONE
@@ -171,6 +185,9 @@ impl Epilogue {
     /// `+rms_norm+swiglu` (empty for none).
     pub fn suffix(self) -> String {
         let mut s = String::new();
+        if self.merge {
+            s.push_str("+merge");
+        }
         if self.norm {
             s.push_str("+rms_norm");
         }
@@ -228,15 +245,16 @@ impl Epilogue {
     /// Parses the suffix list after an op's base name (`["bias", "gelu"]`).
     fn parse(name: &str, parts: &[&str]) -> Result<Epilogue, OpError> {
         let mut e = Epilogue::NONE;
-        // Position of the last suffix seen: 1 rms_norm, 2 bias, 3
-        // activation, 4 residual.
+        // Position of the last suffix seen: 1 merge, 2 rms_norm, 3 bias, 4
+        // activation, 5 residual.
         let mut last = 0;
         for &p in parts {
             let rank = match p {
-                "rms_norm" => 1,
-                "bias" => 2,
-                "gelu" | "relu" | "swiglu" => 3,
-                "residual" => 4,
+                "merge" => 1,
+                "rms_norm" => 2,
+                "bias" => 3,
+                "gelu" | "relu" | "swiglu" => 4,
+                "residual" => 5,
                 _ => return Err(OpError::BadEpilogue(name.to_string())),
             };
             if rank <= last {
@@ -244,6 +262,7 @@ impl Epilogue {
             }
             last = rank;
             match p {
+                "merge" => e.merge = true,
                 "rms_norm" => e.norm = true,
                 "bias" => e.bias = true,
                 "gelu" => e.act = Activation::Gelu,
@@ -266,7 +285,10 @@ impl Epilogue {
             if !self.is_none() && dtype == Dtype::F16 {
                 return Err(OpError::BlockEpilogueF16(kind));
             }
-        } else if self.norm || self.glu {
+            if self.merge && self.norm {
+                return Err(OpError::MergeNorm(kind));
+            }
+        } else if self.norm || self.glu || self.merge {
             return Err(OpError::NotBlock(kind));
         }
         Ok(())
@@ -350,15 +372,19 @@ pub enum OpError {
     #[error("unknown op `{0}`: expected one of matmul, batch_matmul, matmul_q4, matmul_i16, matmul_q4_1, matmul_q8_0")]
     UnknownOp(String),
     #[error(
-        "op `{0}`: an epilogue is `+bias`, then `+gelu` or `+relu`, then `+residual`, each at most once and in that order, e.g. matmul+bias+gelu (block-quantised ops: `+rms_norm`, then `+swiglu`, then `+residual`); `+f16` comes last"
+        "op `{0}`: an epilogue is `+bias`, then `+gelu` or `+relu`, then `+residual`, each at most once and in that order, e.g. matmul+bias+gelu (block-quantised ops: `+merge` or `+rms_norm`, then `+swiglu`, then `+residual`); `+f16` comes last"
     )]
     BadEpilogue(String),
     #[error(
-        "{0} takes no epilogue but `+rms_norm`, `+swiglu` and `+residual`: `+bias`, `+gelu` and `+relu` are for only matmul, batch_matmul and matmul_i16"
+        "{0} takes no epilogue but `+merge`, `+rms_norm`, `+swiglu` and `+residual`: `+bias`, `+gelu` and `+relu` are for only matmul, batch_matmul and matmul_i16"
     )]
     NoEpilogue(OpKind),
-    #[error("{0} takes no `+rms_norm` or `+swiglu`: only matmul_q4, matmul_q4_1 and matmul_q8_0 do")]
+    #[error("{0} takes no `+merge`, `+rms_norm` or `+swiglu`: only matmul_q4, matmul_q4_1 and matmul_q8_0 do")]
     NotBlock(OpKind),
+    #[error("{0}: `+merge` and `+rms_norm` do not go together (the merged rows are not normalised)")]
+    MergeNorm(OpKind),
+    #[error("{0}+merge: K = {1} must be H = {2} heads of a multiple of 4 values each")]
+    MergeHeads(OpKind, u32, u32),
     #[error("{0} has no f16 form with an epilogue")]
     BlockEpilogueF16(OpKind),
     #[error("{0} has no f16 form: only matmul, batch_matmul and matmul_q4 do")]
@@ -382,6 +408,10 @@ pub enum OpError {
     #[error("{op}: argument {arg} would hold {elems} elements; the limit is {max} (1 GiB)")]
     TooLarge { op: OpKind, arg: &'static str, elems: u64, max: u64 },
 }
+
+/// The shape's dimensions under `+merge`: the product's, then the heads and
+/// the parts of each head.
+const MERGE_DIMS: &[&str] = &["M", "K", "N", "H", "C"];
 
 /// An op with a concrete shape. Constructed only through [`Op::new`], so a
 /// value of this type always has a valid shape.
@@ -419,7 +449,7 @@ impl Op {
 
     pub fn with_epilogue(kind: OpKind, epilogue: Epilogue, shape: &[u32]) -> Result<Op, OpError> {
         epilogue.fits(kind, Dtype::F32)?;
-        let names = kind.dim_names();
+        let names = if epilogue.merge { MERGE_DIMS } else { kind.dim_names() };
         if shape.len() != names.len() {
             return Err(OpError::WrongRank { op: kind, expected: names.len(), names: names.join(","), got: shape.len() });
         }
@@ -434,6 +464,9 @@ impl Op {
         }
         if kind == OpKind::MatmulI16 && (!shape[1].is_multiple_of(2) || !shape[2].is_multiple_of(4)) {
             return Err(OpError::I16Shape(shape[1], shape[2]));
+        }
+        if epilogue.merge && (!shape[1].is_multiple_of(shape[3]) || !(shape[1] / shape[3]).is_multiple_of(4)) {
+            return Err(OpError::MergeHeads(kind, shape[1], shape[3]));
         }
         let op = Op { kind, shape: shape.to_vec(), epilogue, dtype: Dtype::F32 };
         for arg in op.args() {
@@ -494,6 +527,11 @@ impl Op {
         } else {
             Some("the block-quantised ops' epilogues run on wgsl only")
         }
+    }
+
+    /// `+merge`'s heads H and parts C a head (`None` without it).
+    pub fn merge_parts(&self) -> Option<(u32, u32)> {
+        self.epilogue.merge.then(|| (self.shape[3], self.shape[4]))
     }
 
     /// Rows of W per output column: 2 under `+swiglu` (gate and up), else 1.
@@ -562,8 +600,13 @@ impl Op {
             OpKind::MatmulQ4 | OpKind::MatmulQ4_1 | OpKind::MatmulQ8_0 => {
                 // W's rows: N, or 2N under +swiglu (gate rows, then up rows).
                 let rows = n * self.weight_rows_per_output();
+                // +merge: A's parts P [M, H, C, D] in A's place; PM and PL where G and E go.
+                let a = match self.merge_parts() {
+                    Some((h, c)) => f("P", vec![m, h, c, k / h]),
+                    None => f("A", vec![m, k]),
+                };
                 let mut out = vec![
-                    f("A", vec![m, k]),
+                    a,
                     ArgSpec { name: "W", dtype: Dtype::U32, shape: vec![rows, k / self.kind.values_per_word()] },
                     f(if self.kind == OpKind::MatmulQ4 { "S" } else { "D" }, vec![rows, k / 32]),
                 ];
@@ -573,6 +616,10 @@ impl Op {
                 if self.epilogue.norm {
                     out.push(f("G", vec![k]));
                     out.push(f("E", vec![1]));
+                }
+                if let Some((h, c)) = self.merge_parts() {
+                    out.push(f("PM", vec![m, h, c]));
+                    out.push(f("PL", vec![m, h, c]));
                 }
                 if self.epilogue.residual {
                     out.push(f("R", vec![m, n]));
@@ -659,6 +706,41 @@ mod tests {
         assert!(matches!(Op::parse("matmul_q4", "1,48,2"), Err(OpError::Q4K(48))));
         assert!(matches!(Op::parse("matmul", "2147483648,2,2"), Err(OpError::BadDim(_)) | Err(OpError::TooLarge { .. })));
         assert!(matches!(Op::parse("matmul", "65536,65536,1"), Err(OpError::TooLarge { arg: "A", .. })));
+    }
+
+    /// `+merge`: five dimensions, A's parts in A's place and PM, PL where G
+    /// and E would be; refused with `+rms_norm`, on other ops, with three
+    /// dimensions and where K is not H heads of a multiple of 4.
+    #[test]
+    fn merge_takes_parts_and_five_dimensions() {
+        let op = Op::parse("matmul_q4_1+merge+residual", "1,576,576,9,16").unwrap();
+        assert_eq!(op.merge_parts(), Some((9, 16)));
+        assert_eq!(op.bmkn(), (1, 1, 576, 576));
+        let args: Vec<_> = op.args().iter().map(|a| (a.name, a.shape.clone())).collect();
+        assert_eq!(
+            args,
+            [
+                ("P", vec![1, 9, 16, 64]),
+                ("W", vec![576, 72]),
+                ("D", vec![576, 18]),
+                ("Mn", vec![576, 18]),
+                ("PM", vec![1, 9, 16]),
+                ("PL", vec![1, 9, 16]),
+                ("R", vec![1, 576]),
+                ("C", vec![1, 576]),
+            ]
+        );
+        assert_eq!(op.name(), "matmul_q4_1+merge+residual");
+        assert_eq!(op.slug(), "matmul_q4_1_merge_residual_1x576x576x9x16");
+        assert!(matches!(Op::parse("matmul_q4_1+merge", "1,576,576"), Err(OpError::WrongRank { expected: 5, .. })));
+        assert!(matches!(Op::parse("matmul_q4_1+merge+rms_norm", "1,576,576,9,16"), Err(OpError::MergeNorm(_))));
+        assert!(matches!(Op::parse("matmul_q4_1+rms_norm+merge", "1,576,576,9,16"), Err(OpError::BadEpilogue(_))));
+        let both = Epilogue { merge: true, norm: true, ..Epilogue::NONE };
+        assert!(matches!(Op::with_epilogue(OpKind::MatmulQ8_0, both, &[1, 64, 4, 2, 2]), Err(OpError::MergeNorm(_))));
+        assert!(matches!(Op::parse("matmul+merge", "1,64,4,2,2"), Err(OpError::NotBlock(_))));
+        assert!(matches!(Op::parse("matmul_q8_0+merge", "1,64,4,3,2"), Err(OpError::MergeHeads(_, 64, 3))));
+        assert!(matches!(Op::parse("matmul_q8_0+merge", "1,64,4,32,2"), Err(OpError::MergeHeads(_, 64, 32))));
+        assert!(!op.runs_on(crate::Target::Wasm));
     }
 
     #[test]

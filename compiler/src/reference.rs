@@ -51,8 +51,9 @@ pub const POISON: u32 = 0x7FC0_DEAD;
 /// the norm's factor by a few per cent, so a kernel that drops it fails);
 /// matmul_q4_1's minimums `Mn` are about −7.5 times their block's scale
 /// (`−D·(7.5 ± 0.5)`), as a Q4_1 block's minimum is for weights spread
-/// evenly around zero; packed words are any 32 bits (nibbles 0..15, bytes
-/// over the whole i8 range).
+/// evenly around zero; `+merge`'s part sums `PL` lie in (1, 2), as a sum of
+/// e^(score − max) that holds its max's own 1 does; packed words are any 32
+/// bits (nibbles 0..15, bytes over the whole i8 range).
 pub fn inputs(op: &Op, seed: u64) -> Inputs {
     let mut rng = Rng::new(seed);
     let specs = op.args();
@@ -79,6 +80,8 @@ fn element(op: &Op, spec: &ArgSpec, u: u64) -> u32 {
         (Dtype::U32, _) if op.kind() == OpKind::MatmulI16 => i16_word(u as u32, op.bmkn().2),
         (Dtype::U32, _) => u as u32,
         (d @ (Dtype::F32 | Dtype::F16), "S" | "D" | "E") => as_dtype(d, (nonzero_from(u).abs() * 0.1) + 0.01),
+        // +merge's sums of e^(score − max) over a part: at least the max's own 1.
+        (d @ (Dtype::F32 | Dtype::F16), "PL") => as_dtype(d, 1.5 + 0.5 * nonzero_from(u)),
         (d @ (Dtype::F32 | Dtype::F16), _) => as_dtype(d, nonzero_from(u)),
     }
 }
@@ -163,7 +166,7 @@ pub fn epilogue_args(op: &Op) -> (Option<usize>, Option<usize>) {
     let e = op.epilogue();
     let first = op.epilogue_first_arg() as usize;
     let bias = e.bias.then_some(first);
-    let residual = e.residual.then_some(first + usize::from(e.bias) + 2 * usize::from(e.norm));
+    let residual = e.residual.then_some(first + usize::from(e.bias) + 2 * usize::from(e.norm || e.merge));
     (bias, residual)
 }
 
@@ -239,8 +242,16 @@ fn reference_block(op: &Op, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
     let eps = norm.map_or(0.0, |g| f(&args[g + 1], 0));
     let mut out = vec![0.0; m * n];
     let mut scale = vec![0.0; m * n];
+    // +merge: each row of A merged from its parts first.
+    let merged = op.merge_parts().map(|(h, c)| {
+        let first = op.epilogue_first_arg() as usize;
+        merge_rows(a, &args[first], &args[first + 1], m, h as usize, c as usize, k / h as usize)
+    });
     for i in 0..m {
-        let row = |kk: usize| f(a, i * k + kk);
+        let row = |kk: usize| match &merged {
+            Some(rows) => rows[i * k + kk],
+            None => f(a, i * k + kk),
+        };
         for j in 0..n {
             let o = i * n + j;
             let r = residual.map_or(0.0, |x| f(&args[x], o));
@@ -248,6 +259,26 @@ fn reference_block(op: &Op, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
         }
     }
     (out, scale)
+}
+
+/// `+merge`'s rows of A in f64 from the parts `p` (`[M, H, C, D]`), their
+/// largest scores `pm` and sums `pl` (`[M, H, C]`): per row and head,
+/// `Σ_c w_c·p / Σ_c w_c·pl` with `w_c = e^(pm_c − max pm)` (docs/ops.md).
+pub fn merge_rows(p: &[u32], pm: &[u32], pl: &[u32], m: usize, h: usize, c: usize, d: usize) -> Vec<f64> {
+    let mut out = vec![0.0; m * h * d];
+    for i in 0..m {
+        for hh in 0..h {
+            let part = |cc: usize| (i * h + hh) * c + cc;
+            let top = (0..c).map(|cc| f(pm, part(cc))).fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = (0..c).map(|cc| (f(pm, part(cc)) - top).exp()).collect();
+            let den: f64 = (0..c).map(|cc| w[cc] * f(pl, part(cc))).sum();
+            for dd in 0..d {
+                let num: f64 = (0..c).map(|cc| w[cc] * f(p, part(cc) * d + dd)).sum();
+                out[(i * h + hh) * d + dd] = num / den;
+            }
+        }
+    }
+    out
 }
 
 /// The largest magnitude of `matmul_i16` test values for a reduction of `k`:
@@ -547,7 +578,16 @@ pub fn output_at(op: &Op, seed: u64, index: u64) -> (f64, f64) {
         let norm = norm_arg(op);
         let gamma = |kk: usize| norm.map_or(1.0, |g| arg(g, kk as u64));
         let eps = norm.map_or(0.0, |g| arg(g + 1, 0));
-        let row = |kk: usize| a(kk as u64);
+        // +merge: row i merged from its parts (k·C values of P, H·C of PM and PL).
+        let merged = op.merge_parts().map(|(h, c)| {
+            let (h, c) = (h as u64, c as u64);
+            let first = op.epilogue_first_arg() as usize;
+            let p: Vec<u32> = (0..k * c).map(|x| draws.at(0, i * k * c + x)).collect();
+            let pm: Vec<u32> = (0..h * c).map(|x| draws.at(first, i * h * c + x)).collect();
+            let pl: Vec<u32> = (0..h * c).map(|x| draws.at(first + 1, i * h * c + x)).collect();
+            merge_rows(&p, &pm, &pl, 1, h as usize, c as usize, (k / h) as usize)
+        });
+        let row = |kk: usize| merged.as_ref().map_or_else(|| a(kk as u64), |r| r[kk]);
         return block_output(op.epilogue(), k as usize, n as usize, j as usize, &row, &w, &gamma, eps, rv);
     }
     let (mut acc, mut ra, mut cb) = (0.0, 0.0, 0.0);
@@ -675,6 +715,8 @@ mod tests {
             ("matmul_q4_1", "2,64,3"),
             ("matmul_q8_0", "3,96,5"),
             ("batch_matmul+bias+gelu+residual+f16", "2,3,4,5"),
+            ("matmul_q4_1+merge+residual", "2,64,3,4,3"),
+            ("matmul_q8_0+merge+swiglu", "1,32,5,2,2"),
         ] {
             let op = Op::parse(kind, shape).unwrap();
             let inp = inputs(&op, 11);
@@ -690,6 +732,26 @@ mod tests {
                 assert!((s - scale[p]).abs() <= 1e-9 * s);
             }
         }
+    }
+
+    /// Two parts of one head: weights e^(PM − max) = (e^−1, 1); the merge is
+    /// their weighted values over their weighted sums, worked by hand.
+    #[test]
+    fn merge_rows_weighs_parts_by_their_largest_scores() {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+        let p = bits(&[2.0, 4.0, 6.0, 8.0, 1.0, 1.0, 1.0, 1.0]);
+        let (pm, pl) = (bits(&[-1.0, 0.0]), bits(&[2.0, 1.5]));
+        let out = merge_rows(&p, &pm, &pl, 1, 1, 2, 4);
+        let w0 = (-1.0f64).exp();
+        let den = w0 * 2.0 + 1.5;
+        for (d, &got) in out.iter().enumerate() {
+            let want = (w0 * 2.0 * (d + 1) as f64 + 1.0) / den;
+            assert!((got - want).abs() < 1e-12, "d {d}: {got} vs {want}");
+        }
+        // A part whose largest score is far below the others' counts for nothing.
+        let (pm, pl) = (bits(&[-3.4e38, 0.0]), bits(&[0.0, 1.5]));
+        let out = merge_rows(&p, &pm, &pl, 1, 1, 2, 4);
+        assert!(out.iter().all(|&x| (x - 1.0 / 1.5).abs() < 1e-12), "{out:?}");
     }
 
     #[test]

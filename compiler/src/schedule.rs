@@ -406,12 +406,14 @@ impl Schedule {
 
     /// Workgroup memory of the WGSL matrix-vector kernel of a block-quantised
     /// op, bytes: the split-K partial sums (twice under `+swiglu`) where
-    /// they reduce in workgroup memory, and `+rms_norm`'s sums of squares,
-    /// one float a thread.
+    /// they reduce in workgroup memory, `+rms_norm`'s sums of squares,
+    /// one float a thread, and `+merge`'s merged rows and part weights.
     pub fn matvec_workgroup_bytes(&self, op: &Op) -> u32 {
         let red = if self.split_k > 1 && !self.subgroup_reduce { self.x0 * self.y1 * self.split_k * 4 } else { 0 };
         let norm = if op.epilogue().norm { self.y1 / self.y0 * self.split_k * 4 } else { 0 };
-        red * op.weight_rows_per_output() + norm
+        // +merge: the merged rows of A, and each part's weight.
+        let merge = op.merge_parts().map_or(0, |(h, c)| self.x0 * (op.bmkn().2 + h * c) * 4);
+        red * op.weight_rows_per_output() + norm + merge
     }
 
     fn block_gpu_steps(&self, k: u32, per_word: u32) -> (u32, u32) {

@@ -70,6 +70,176 @@ use crate::schedule::{Schedule, UnrollLoop};
 type E = Handle<Expr>;
 type Var = Handle<crate::ir::Var>;
 
+/// `+merge`'s buffers: the parts `p`, their largest scores `pm` and sums
+/// `pl` (arguments), the merged rows `am` and the parts' weights `mw`
+/// (workgroup memory).
+struct MergeBufs {
+    p: Handle<Buffer>,
+    pm: Handle<Buffer>,
+    pl: Handle<Buffer>,
+    am: Handle<Buffer>,
+    mw: Handle<Buffer>,
+}
+
+/// `+merge`'s prologue: the workgroup's `rows` rows of A (from row `m0`,
+/// clamped to M − 1) merged into `am`, every thread taking part.
+/// 1. Thread t < rows·H takes one (row, head): its parts' largest score
+///    `top` (C loads of PM issued together: the loop over the parts is
+///    unrolled), then `den = Σ_c e^(PM_c − top)·PL_c`, then each part's
+///    weight `e^(PM_c − top)/den` into `mw`. One barrier.
+/// 2. Each thread takes vec4s of the rows, `rows·K/4` in all: the sum over
+///    the parts of weight·P (C vec4 loads, unrolled) into `am`. One barrier.
+#[allow(clippy::too_many_arguments)]
+fn merge_prologue(
+    g: &mut Gen,
+    body: &mut Vec<Stmt>,
+    b: MergeBufs,
+    (m, k, h, c): (u32, u32, u32, u32),
+    rows: u32,
+    m0: E,
+    threads: u32,
+    lid: E,
+) {
+    let d = k / h;
+    // The global row of the workgroup's row `i` (an expression of i).
+    let global_row = |g: &mut Gen, i: E| {
+        let r = g.plus(m0, i);
+        let last = g.f.i32(m as i32 - 1);
+        g.f.bin(BinOp::Min, r, last)
+    };
+    // 1. The parts' weights, one (row, head) a thread.
+    let pairs = rows * h;
+    let tv = g.fresh("mt", Ty::I32);
+    let te = g.f.get(tv);
+    let step = g.f.mul_c(te, threads as i64);
+    let t = g.plus(step, lid);
+    let tiv = g.fresh("mti", Ty::I32);
+    let mut inner = vec![Stmt::Set { var: tiv, value: t }];
+    let t = g.f.get(tiv);
+    let hc = g.f.i32(h as i32);
+    let i = g.f.bin(BinOp::Div, t, hc);
+    let hh = g.f.bin(BinOp::Rem, t, hc);
+    let gr = global_row(g, i);
+    let grh = g.f.mul_c(gr, h as i64);
+    let head = g.plus(grh, hh);
+    let first = g.f.mul_c(head, c as i64);
+    let fv = g.fresh("mp", Ty::I32);
+    let mut work = vec![Stmt::Set { var: fv, value: first }];
+    let first = g.f.get(fv);
+    let ms: Vec<E> = (0..c)
+        .map(|cc| {
+            let at = g.plus_c(first, cc);
+            let v = g.f.load(LoadTy::F32, b.pm, at);
+            let var = g.fresh(&format!("pm{cc}"), Ty::F32);
+            work.push(Stmt::Set { var, value: v });
+            g.f.get(var)
+        })
+        .collect();
+    let mut top = ms[0];
+    for &x in &ms[1..] {
+        top = g.f.bin(BinOp::Max, top, x);
+    }
+    let topv = g.fresh("mtop", Ty::F32);
+    work.push(Stmt::Set { var: topv, value: top });
+    let top = g.f.get(topv);
+    let ws: Vec<E> = ms
+        .iter()
+        .enumerate()
+        .map(|(cc, &x)| {
+            let diff = g.f.bin(BinOp::Sub, x, top);
+            let e = g.f.un(UnOp::Exp, diff);
+            let var = g.fresh(&format!("pw{cc}"), Ty::F32);
+            work.push(Stmt::Set { var, value: e });
+            g.f.get(var)
+        })
+        .collect();
+    let mut den = g.f.f32(0.0);
+    for (cc, &wc) in ws.iter().enumerate() {
+        let at = g.plus_c(first, cc as u32);
+        let l = g.f.load(LoadTy::F32, b.pl, at);
+        den = g.f.fma(wc, l, den);
+    }
+    let inv = g.f.un(UnOp::Recip, den);
+    let invv = g.fresh("mden", Ty::F32);
+    work.push(Stmt::Set { var: invv, value: inv });
+    let inv = g.f.get(invv);
+    let local = g.f.mul_c(t, c as i64);
+    for (cc, &wc) in ws.iter().enumerate() {
+        let value = g.f.mul(wc, inv);
+        let at = g.plus_c(local, cc as u32);
+        work.push(Stmt::Store { buf: b.mw, index: at, value });
+    }
+    if !pairs.is_multiple_of(threads) {
+        let pc = g.f.i32(pairs as i32);
+        let cond = g.f.bin(BinOp::Lt, t, pc);
+        work = vec![Stmt::If { cond, body: work }];
+    }
+    inner.extend(work);
+    let (lo, hi) = (g.f.i32(0), g.f.i32(pairs.div_ceil(threads) as i32));
+    body.push(Stmt::For(For { var: tv, lo, hi, step: 1, unroll: false, body: inner }));
+    body.push(Stmt::Barrier);
+    // 2. The merged vec4s: q = (row i, head hh, vec4 d4 of the head).
+    let quads = rows * k / 4;
+    let qv = g.fresh("mq", Ty::I32);
+    let qe = g.f.get(qv);
+    let step = g.f.mul_c(qe, threads as i64);
+    let q = g.plus(step, lid);
+    let qiv = g.fresh("mqi", Ty::I32);
+    let mut inner = vec![Stmt::Set { var: qiv, value: q }];
+    let q = g.f.get(qiv);
+    let k4 = g.f.i32((k / 4) as i32);
+    let i = g.f.bin(BinOp::Div, q, k4);
+    let within = g.f.bin(BinOp::Rem, q, k4);
+    let d4c = g.f.i32((d / 4) as i32);
+    let hh = g.f.bin(BinOp::Div, within, d4c);
+    let d4 = g.f.bin(BinOp::Rem, within, d4c);
+    let gr = global_row(g, i);
+    let grh = g.f.mul_c(gr, h as i64);
+    let head = g.plus(grh, hh);
+    let part0 = g.f.mul_c(head, c as i64);
+    let p0 = g.f.mul_c(part0, d as i64);
+    let d4x = g.f.mul_c(d4, 4);
+    let p0 = g.plus(p0, d4x);
+    let pv = g.fresh("mpo", Ty::I32);
+    let mut work = vec![Stmt::Set { var: pv, value: p0 }];
+    let p0 = g.f.get(pv);
+    // The weights of the row's head: mw[(i·H + hh)·C + cc].
+    let ih = g.f.mul_c(i, h as i64);
+    let lh = g.plus(ih, hh);
+    let w0 = g.f.mul_c(lh, c as i64);
+    let wv = g.fresh("mwo", Ty::I32);
+    work.push(Stmt::Set { var: wv, value: w0 });
+    let w0 = g.f.get(wv);
+    let loads: Vec<E> = (0..c)
+        .map(|cc| {
+            let at = g.plus_c(p0, cc * d);
+            let v = g.f.load(LoadTy::F32x4, b.p, at);
+            let var = g.fresh(&format!("po{cc}"), Ty::F32x4);
+            work.push(Stmt::Set { var, value: v });
+            g.f.get(var)
+        })
+        .collect();
+    let zero = g.f.f32(0.0);
+    let mut acc = g.f.splat(zero);
+    for (cc, &x) in loads.iter().enumerate() {
+        let at = g.plus_c(w0, cc as u32);
+        let wgt = g.f.load(LoadTy::F32, b.mw, at);
+        let ws = g.f.splat(wgt);
+        acc = g.f.fma(ws, x, acc);
+    }
+    let iq = g.f.mul_c(q, 4);
+    work.push(Stmt::Store { buf: b.am, index: iq, value: acc });
+    if !quads.is_multiple_of(threads) {
+        let qc = g.f.i32(quads as i32);
+        let cond = g.f.bin(BinOp::Lt, q, qc);
+        work = vec![Stmt::If { cond, body: work }];
+    }
+    inner.extend(work);
+    let (lo, hi) = (g.f.i32(0), g.f.i32(quads.div_ceil(threads) as i32));
+    body.push(Stmt::For(For { var: qv, lo, hi, step: 1, unroll: false, body: inner }));
+    body.push(Stmt::Barrier);
+}
+
 /// The bits of 2^23 (0x4B000000): or-ed over a value below 2^23 they make
 /// the float 2^23 + value.
 pub(super) const MAGIC: i32 = 0x4B00_0000;
@@ -327,14 +497,24 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let (kw, kb) = (k / vpw, k / 32);
     let mut f = Func::new(op.slug());
     let fe = super::float_elem(op);
-    let a = f.buffer("A", fe, m * k, Space::Param(0), false);
+    // +merge: A's parts P in A's place (H heads, C parts a head).
+    let parts = op.merge_parts();
+    let a = match parts {
+        Some((_, c)) => f.buffer("P", fe, m * c * k, Space::Param(0), false),
+        None => f.buffer("A", fe, m * k, Space::Param(0), false),
+    };
     let Weights { w, scale: sc, min: mn } = Weights::declare(&mut f, op);
     let ep = op.epilogue();
     let first_ep = op.epilogue_first_arg();
+    let merge_in = parts.map(|(h, c)| {
+        let pm = f.buffer("PM", fe, m * h * c, Space::Param(first_ep), false);
+        let pl = f.buffer("PL", fe, m * h * c, Space::Param(first_ep + 1), false);
+        (pm, pl)
+    });
     // +rms_norm's G and E, +residual's R (docs/ops.md's order).
     let norm =
         ep.norm.then(|| (f.buffer("G", fe, k, Space::Param(first_ep), false), f.buffer("E", fe, 1, Space::Param(first_ep + 1), false)));
-    let resid = ep.residual.then(|| f.buffer("R", fe, m * n, Space::Param(first_ep + 2 * u32::from(ep.norm)), false));
+    let resid = ep.residual.then(|| f.buffer("R", fe, m * n, Space::Param(first_ep + 2 * u32::from(ep.norm || ep.merge)), false));
     let c = f.buffer("C", fe, m * n, Space::Param(op.args().len() as u32 - 1), true);
     let sk = s.split_k;
     let rows = s.x0;
@@ -343,6 +523,10 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     let red = (sk > 1 && !s.subgroup_reduce).then(|| f.buffer("red", Elem::F32, rows * ny * s.y1 * sk, Space::Workgroup, true));
     let threads = s.y1 / s.y0 * sk;
     let nrm = ep.norm.then(|| f.buffer("nrm", Elem::F32, threads, Space::Workgroup, true));
+    // +merge: the workgroup's rows of A, merged (`am`), and each part's weight (`mw`).
+    let merge_wg = parts.map(|(h, c)| {
+        (f.buffer("am", Elem::F32, rows * k, Space::Workgroup, true), f.buffer("mw", Elem::F32, rows * h * c, Space::Workgroup, true))
+    });
     let lid = f.exprs.push(Expr::Builtin(Builtin::LocalId(0)));
     let gx = f.exprs.push(Expr::Builtin(Builtin::GroupId(0)));
     let gy = f.exprs.push(Expr::Builtin(Builtin::GroupId(1)));
@@ -421,6 +605,10 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             g.f.mul_c(r, k as i64)
         })
         .collect();
+    // +merge: the rows of A merged from their parts into `am` (module docs).
+    if let (Some((h, c)), Some((pm, pl)), Some((am, mw))) = (parts, merge_in, merge_wg) {
+        merge_prologue(&mut g, &mut body, MergeBufs { p: a, pm, pl, am, mw }, (m, k, h, c), rows, m0, threads, lid);
+    }
     // +rms_norm: each row's factor r = 1/√(Σ A²/K + E), for every thread.
     let rnorm: Vec<Var> = match (norm, nrm) {
         (Some((_, eps)), Some(nrm)) => {
@@ -663,11 +851,16 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     // Loads A[row i, col .. col + vpw·vec] (col = vpw·vec·ui) into `into`
     // (aligned vec4 reads; K is a multiple of 32), and for Q4_1 their sum
     // into asum[i].
+    // +merge reads the merged rows from workgroup memory.
+    let (a_src, a_rows): (Handle<Buffer>, Vec<E>) = match merge_wg {
+        Some((am, _)) => (am, (0..rows).map(|i| g.f.i32((i * k) as i32)).collect()),
+        None => (a, row_base.clone()),
+    };
     let load_a = |g: &mut Gen, i: usize, col: E, into: &[Var], out: &mut Vec<Stmt>| {
-        let base = g.plus(row_base[i], col);
+        let base = g.plus(a_rows[i], col);
         for (h, &v) in into.iter().enumerate() {
             let at = g.plus_c(base, 4 * h as u32);
-            let mut value = g.f.load(LoadTy::F32x4, a, at);
+            let mut value = g.f.load(LoadTy::F32x4, a_src, at);
             if let (Some((gamma, _)), Some(&r)) = (norm, rnorm.get(i)) {
                 // (A·r)·G, as the fixed rms_norm kernel computes it.
                 let re = g.f.get(r);

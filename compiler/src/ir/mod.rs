@@ -29,7 +29,8 @@
 //!   float functions `abs` and `round` (to the nearest integer, ties to
 //!   even), with which the GGUF kernels quantise their activations.
 //! - `erf(x)` and `relu(x)` take and give `f32` or `f32x4` (see [`UnOp`]);
-//!   so do `rsqrt(x)` and `silu(x)`, which are for the GPU backend only.
+//!   so do `rsqrt(x)`, `silu(x)`, `exp(x)` and `recip(x)`, which are for
+//!   the GPU backend only. `max(a, b)` of floats is for both backends.
 //! - GPU builtins (`local_id.x`, `group_id.y`, ...), `barrier` and the
 //!   subgroup shuffle `shufflexor(x, mask)` are valid only for the WGSL backend.
 //!
@@ -263,8 +264,9 @@ pub enum BinOp {
     /// Bitwise or, on `i32` only.
     Or,
     Lt,
-    /// CPU only: the larger of two `f32`s or `f32x4`s, lane-wise (NaN if
-    /// either is, as Wasm's `f32.max`).
+    /// The larger of two `f32`s or `f32x4`s, lane-wise: on the CPU NaN if
+    /// either is (Wasm's `f32.max`), on the GPU WGSL's `max` (which leaves
+    /// NaN to the implementation; kernels take it of finite values only).
     Max,
 }
 
@@ -336,6 +338,10 @@ pub enum UnOp {
     /// GPU only: `silu(x) = x / (1 + e^min(−x, 88))` (WGSL's `exp`, clamped
     /// as the decoder's fixed SwiGLU clamps it).
     Silu,
+    /// GPU only: `e^x` (WGSL's `exp`).
+    Exp,
+    /// GPU only: `1 / x` (a WGSL division).
+    Recip,
 }
 
 impl UnOp {
@@ -347,12 +353,14 @@ impl UnOp {
             UnOp::Round => "round",
             UnOp::Rsqrt => "rsqrt",
             UnOp::Silu => "silu",
+            UnOp::Exp => "exp",
+            UnOp::Recip => "recip",
         }
     }
-    pub const ALL: [UnOp; 6] = [UnOp::Erf, UnOp::Relu, UnOp::Abs, UnOp::Round, UnOp::Rsqrt, UnOp::Silu];
+    pub const ALL: [UnOp; 8] = [UnOp::Erf, UnOp::Relu, UnOp::Abs, UnOp::Round, UnOp::Rsqrt, UnOp::Silu, UnOp::Exp, UnOp::Recip];
     /// Whether only the GPU backend has it (the decoder step's epilogues).
     pub fn gpu_only(self) -> bool {
-        matches!(self, UnOp::Rsqrt | UnOp::Silu)
+        matches!(self, UnOp::Rsqrt | UnOp::Silu | UnOp::Exp | UnOp::Recip)
     }
     /// Whether only the CPU backend has it.
     pub fn cpu_only(self) -> bool {

@@ -275,7 +275,7 @@ impl Verifier<'_> {
             Expr::Bin(op, a, b) => {
                 let (ta, tb) = (self.expr(a)?, self.expr(b)?);
                 let float = ta == tb && (ta == Ty::F32 || ta == Ty::F32x4);
-                if (op == BinOp::Max || (op == BinOp::Div && float)) && self.flavor != Flavor::Cpu {
+                if op == BinOp::Div && float && self.flavor != Flavor::Cpu {
                     return self.err(format!("float `{}` outside a CPU kernel in {}", op.symbol(), self.show(e)));
                 }
                 let ok = match op {
@@ -514,8 +514,9 @@ mod tests {
         }
     }
 
-    /// The activation-quantising operations (`max`, float `/`, `abs`,
-    /// `round`, `toi32`) type-check on the CPU and are refused on the GPU.
+    /// The activation-quantising operations (float `/`, `abs`, `round`,
+    /// `toi32`) type-check on the CPU and are refused on the GPU; float
+    /// `max` type-checks on both (`+merge`'s largest score on the GPU).
     #[test]
     fn quantising_operations_are_cpu_only() {
         let body = "var x: f32 var v: f32x4 var q: i32
@@ -530,10 +531,21 @@ mod tests {
         let e = verify(&f, Flavor::Gpu).unwrap_err();
         assert!(e.0.contains("outside a CPU kernel"), "{e}");
         assert_eq!(print_parse(&f), crate::ir::print::print(&f));
-        for one in ["q = toi32(1.0)", "x = abs(1.0)", "x = round(1.0)", "x = 1.0 / 2.0", "x = max(1.0, 2.0)"] {
+        for one in ["q = toi32(1.0)", "x = abs(1.0)", "x = round(1.0)", "x = 1.0 / 2.0"] {
             let src = format!("kernel k {{ buf C: f32[16] param 0 rw var x: f32 var q: i32 {one} }}");
             let e = verify(&parse(&src).unwrap(), Flavor::Gpu).unwrap_err();
             assert!(e.0.contains("outside a CPU kernel"), "{one}: {e}");
+        }
+        let src = "kernel k { buf C: f32[16] param 0 rw var x: f32 x = max(1.0, 2.0) store C[0] = x }";
+        verify(&parse(src).unwrap(), Flavor::Gpu).unwrap();
+        // exp and recip are the GPU's only (+merge's weights).
+        for one in ["x = exp(1.0)", "x = recip(2.0)"] {
+            let src = format!("kernel k {{ buf C: f32[16] param 0 rw var x: f32 {one} store C[0] = x }}");
+            let f = parse(&src).unwrap();
+            verify(&f, Flavor::Gpu).unwrap();
+            let e = verify(&f, Flavor::Cpu).unwrap_err();
+            assert!(e.0.contains("outside a GPU kernel"), "{one}: {e}");
+            assert_eq!(print_parse(&f), crate::ir::print::print(&f));
         }
     }
 

@@ -315,7 +315,7 @@ impl Lower<'_> {
                         let u = if op == UnOp::Abs { FUnOp::Abs } else { FUnOp::Nearest };
                         self.push(if vector { Node::F32x4Un(u, x) } else { Node::F32Un(u, x) })
                     }
-                    UnOp::Rsqrt | UnOp::Silu => unreachable!("GPU-only function in a verified CPU kernel"),
+                    UnOp::Rsqrt | UnOp::Silu | UnOp::Exp | UnOp::Recip => unreachable!("GPU-only function in a verified CPU kernel"),
                 }
             }
             Expr::Builtin(_) | Expr::ShuffleXor(..) | Expr::Compose(_) => unreachable!("GPU-only expression in a verified CPU kernel"),

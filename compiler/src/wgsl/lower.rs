@@ -936,6 +936,7 @@ impl Builder<'_> {
                 }
                 match (op, ty) {
                     (BinOp::Min, _) => self.math(MathFunction::Min, x, y, None),
+                    (BinOp::Max, _) => self.math(MathFunction::Max, x, y, None),
                     (BinOp::Lt, _) => {
                         let c = self.bin(NOp::Less, x, y);
                         let (one, zero) = (self.i32(1), self.i32(0));
@@ -969,8 +970,7 @@ impl Builder<'_> {
                             BinOp::Rem => NOp::Modulo,
                             BinOp::And => NOp::And,
                             BinOp::Or => NOp::InclusiveOr,
-                            BinOp::Min | BinOp::Lt | BinOp::Shr => unreachable!("handled above"),
-                            BinOp::Max => unreachable!("CPU-only operator in a verified GPU kernel"),
+                            BinOp::Min | BinOp::Lt | BinOp::Shr | BinOp::Max => unreachable!("handled above"),
                         };
                         self.bin(nop, x, y)
                     }
@@ -1070,6 +1070,11 @@ impl Builder<'_> {
                         let one = self.fconst(1.0, vector);
                         let den = self.bin(NOp::Add, one, e);
                         self.bin(NOp::Divide, x, den)
+                    }
+                    UnOp::Exp => self.add(N::Math { fun: MathFunction::Exp, arg: x, arg1: None, arg2: None, arg3: None }),
+                    UnOp::Recip => {
+                        let one = self.fconst(1.0, vector);
+                        self.bin(NOp::Divide, one, x)
                     }
                 }
             }
