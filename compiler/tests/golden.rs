@@ -16,7 +16,7 @@ const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/reference.
 
 /// Small ops covering f32 data, packed u32 words and q4 scales, with seeds
 /// beyond 2^53 (which must never go through a double) and at the edges.
-const CASES: [(&str, &str, u64); 13] = [
+const CASES: [(&str, &str, u64); 15] = [
     ("matmul", "3,5,4", 7),
     // Fused epilogues: bias and R are drawn after A and B, in ABI order.
     ("matmul+bias+gelu+residual", "3,5,4", 8),
@@ -34,6 +34,9 @@ const CASES: [(&str, &str, u64); 13] = [
     ("matmul_q4_1+rms_norm+swiglu+residual", "2,64,3", 14),
     ("matmul_q8_0+rms_norm", "2,64,3", 15),
     ("matmul_q4+swiglu", "1,32,2", 16),
+    // +merge: A's parts P in A's place, PM and PL (in (1, 2)) after the weights; rows merged per head.
+    ("matmul_q4_1+merge+residual", "2,64,3,4,3", 17),
+    ("matmul_q8_0+merge+swiglu", "1,32,2,2,2", 18),
 ];
 
 fn golden() -> Value {

@@ -13,6 +13,9 @@ export declare const WASM_ONLY: readonly string[];
  * `+swiglu`, then `+residual` instead (a decoder's WebGPU step, f32 only):
  * `C = glu(norm(A)·Wᵀ) + R`, norm(A) = A[m]·r_m ⊙ G with
  * r_m = 1/√(mean(A[m]²) + E), glu keeping silu(gate)·up of W's rows n and N + n.
+ * `+merge` (first, not with `+rms_norm`) merges A from a split attention's
+ * parts: shape M,K,N,H,C, A's place taken by P [M, H, C, K/H] and PM, PL
+ * [M, H, C] where G and E would be (docs/ops.md).
  */
 export type OpName = BaseOp | `${'matmul' | 'batch_matmul' | 'matmul_i16' | 'matmul_q4' | 'matmul_q4_1' | 'matmul_q8_0'}+${string}`;
 /** A parsed op name. Mirrors `webtune_compiler::op::parse_name`. */
@@ -24,6 +27,8 @@ export interface ParsedOp {
     /** The block ops' `+rms_norm` (A's rows normalised by G and E first) and `+swiglu` (silu(gate)·up of 2N rows of W). */
     norm: boolean;
     glu: boolean;
+    /** The block ops' `+merge`: A merged from a split attention's parts (shape M,K,N,H,C). */
+    merge: boolean;
     /** The type of the float arguments. */
     dtype: 'f32' | 'f16';
 }

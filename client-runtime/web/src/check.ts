@@ -178,6 +178,37 @@ export function blockRow(base: string, k: number, args: Uint32Array[], row: numb
   }
 }
 
+/**
+ * `+merge`'s rows of A in f64 (`reference::merge_rows`): per row and head,
+ * Σ_c w_c·P / Σ_c w_c·PL with w_c = e^(PM_c − max PM); P is args[0], PM and
+ * PL args[first] and args[first + 1]; shape M,K,N,H,C.
+ */
+function mergeRows(args: Uint32Array[], shape: readonly number[], first: number): Float64Array {
+  const [m, k, , h, c] = shape;
+  const d = k / h;
+  const view = (x: Uint32Array) => new Float32Array(x.buffer, x.byteOffset, x.length);
+  const pv = view(args[0]), pm = view(args[first]), pl = view(args[first + 1]);
+  const out = new Float64Array(m * k), w = new Float64Array(c);
+  for (let i = 0; i < m; i++) {
+    for (let hh = 0; hh < h; hh++) {
+      const part0 = (i * h + hh) * c;
+      let top = -Infinity;
+      for (let cc = 0; cc < c; cc++) top = Math.max(top, pm[part0 + cc]);
+      let den = 0;
+      for (let cc = 0; cc < c; cc++) {
+        w[cc] = Math.exp(pm[part0 + cc] - top);
+        den += w[cc] * pl[part0 + cc];
+      }
+      for (let dd = 0; dd < d; dd++) {
+        let num = 0;
+        for (let cc = 0; cc < c; cc++) num += w[cc] * pv[(part0 + cc) * d + dd];
+        out[(i * h + hh) * d + dd] = num / den;
+      }
+    }
+  }
+  return out;
+}
+
 /** silu(x) = x / (1 + e^−x), in f64. */
 function silu(x: number): number {
   return x / (1 + Math.exp(-x));
@@ -214,13 +245,13 @@ export class Scales {
     this.parsed = parseOp(op);
     const p = this.parsed;
     const blockOp = ['matmul_q4', 'matmul_q4_1', 'matmul_q8_0'].includes(p.base);
-    // After A, B (matmul_i16: and SA, SB; a block op: its weights' parts, then +rms_norm's G and E).
-    const first = p.base === 'matmul_i16' ? 4 : blockOp ? (p.base === 'matmul_q4_1' ? 4 : 3) + (p.norm ? 2 : 0) : 2;
+    // After A, B (matmul_i16: and SA, SB; a block op: its weights' parts, then +rms_norm's G and E or +merge's PM and PL).
+    const first = p.base === 'matmul_i16' ? 4 : blockOp ? (p.base === 'matmul_q4_1' ? 4 : 3) + (p.norm || p.merge ? 2 : 0) : 2;
     this.biasArg = p.bias ? first : -1;
     this.residualArg = p.residual ? first + (p.bias ? 1 : 0) : -1;
     this.rows = new Float64Array(b * m);
     this.cols = new Float64Array(b * n * (p.glu ? 2 : 1));
-    if (blockOp && (p.norm || p.glu || p.residual)) {
+    if (blockOp && (p.norm || p.glu || p.residual || p.merge)) {
       this.block = this.blockEpilogue(m, k, n);
       for (let i = 0; i < m; i++) {
         let s = 0;
@@ -276,7 +307,7 @@ export class Scales {
   private blockEpilogue(m: number, k: number, n: number): BlockEpilogue {
     const p = this.parsed, args = this.args;
     const a = new Float32Array(args[0].buffer, args[0].byteOffset, args[0].length);
-    const rows = Float64Array.from(a);
+    const rows = p.merge ? mergeRows(args, this.shape, p.base === 'matmul_q4_1' ? 4 : 3) : Float64Array.from(a);
     if (p.norm) {
       const g0 = p.base === 'matmul_q4_1' ? 4 : 3;
       const gamma = new Float32Array(args[g0].buffer, args[g0].byteOffset, args[g0].length);

@@ -22,6 +22,9 @@ export const WASM_ONLY: readonly string[] = ['matmul_i16'];
  * `+swiglu`, then `+residual` instead (a decoder's WebGPU step, f32 only):
  * `C = glu(norm(A)·Wᵀ) + R`, norm(A) = A[m]·r_m ⊙ G with
  * r_m = 1/√(mean(A[m]²) + E), glu keeping silu(gate)·up of W's rows n and N + n.
+ * `+merge` (first, not with `+rms_norm`) merges A from a split attention's
+ * parts: shape M,K,N,H,C, A's place taken by P [M, H, C, K/H] and PM, PL
+ * [M, H, C] where G and E would be (docs/ops.md).
  */
 export type OpName = BaseOp | `${'matmul' | 'batch_matmul' | 'matmul_i16' | 'matmul_q4' | 'matmul_q4_1' | 'matmul_q8_0'}+${string}`;
 
@@ -34,6 +37,8 @@ export interface ParsedOp {
   /** The block ops' `+rms_norm` (A's rows normalised by G and E first) and `+swiglu` (silu(gate)·up of 2N rows of W). */
   norm: boolean;
   glu: boolean;
+  /** The block ops' `+merge`: A merged from a split attention's parts (shape M,K,N,H,C). */
+  merge: boolean;
   /** The type of the float arguments. */
   dtype: 'f32' | 'f16';
 }
@@ -46,14 +51,14 @@ export function parseOp(op: string): ParsedOp {
   }
   const f16 = rest.length > 0 && rest[rest.length - 1] === 'f16';
   if (f16) rest.pop();
-  const out: ParsedOp = { base: base as BaseOp, bias: false, act: 'none', residual: false, norm: false, glu: false, dtype: f16 ? 'f16' : 'f32' };
-  const rank: Record<string, number> = { rms_norm: 1, bias: 2, gelu: 3, relu: 3, swiglu: 3, residual: 4 };
+  const out: ParsedOp = { base: base as BaseOp, bias: false, act: 'none', residual: false, norm: false, glu: false, merge: false, dtype: f16 ? 'f16' : 'f32' };
+  const rank: Record<string, number> = { merge: 1, rms_norm: 2, bias: 3, gelu: 4, relu: 4, swiglu: 4, residual: 5 };
   let last = 0;
   for (const p of rest) {
     const r = rank[p];
     if (r === undefined || r <= last) {
       throw new Error(
-        `op \`${op}\`: an epilogue is \`+bias\`, then \`+gelu\` or \`+relu\`, then \`+residual\`, each at most once and in that order, e.g. matmul+bias+gelu (block-quantised ops: \`+rms_norm\`, then \`+swiglu\`, then \`+residual\`); \`+f16\` comes last`,
+        `op \`${op}\`: an epilogue is \`+bias\`, then \`+gelu\` or \`+relu\`, then \`+residual\`, each at most once and in that order, e.g. matmul+bias+gelu (block-quantised ops: \`+merge\` or \`+rms_norm\`, then \`+swiglu\`, then \`+residual\`); \`+f16\` comes last`,
       );
     }
     last = r;
@@ -61,15 +66,17 @@ export function parseOp(op: string): ParsedOp {
     else if (p === 'residual') out.residual = true;
     else if (p === 'rms_norm') out.norm = true;
     else if (p === 'swiglu') out.glu = true;
+    else if (p === 'merge') out.merge = true;
     else out.act = p as 'gelu' | 'relu';
   }
   const block = BLOCK_OPS.includes(base);
   if (block && (out.bias || out.act !== 'none')) {
-    throw new Error(`${base} takes no epilogue but \`+rms_norm\`, \`+swiglu\` and \`+residual\`: \`+bias\`, \`+gelu\` and \`+relu\` are for only matmul, batch_matmul and matmul_i16`);
+    throw new Error(`${base} takes no epilogue but \`+merge\`, \`+rms_norm\`, \`+swiglu\` and \`+residual\`: \`+bias\`, \`+gelu\` and \`+relu\` are for only matmul, batch_matmul and matmul_i16`);
   }
-  if (!block && (out.norm || out.glu)) {
-    throw new Error(`${base} takes no \`+rms_norm\` or \`+swiglu\`: only matmul_q4, matmul_q4_1 and matmul_q8_0 do`);
+  if (!block && (out.norm || out.glu || out.merge)) {
+    throw new Error(`${base} takes no \`+merge\`, \`+rms_norm\` or \`+swiglu\`: only matmul_q4, matmul_q4_1 and matmul_q8_0 do`);
   }
+  if (out.merge && out.norm) throw new Error(`${base}: \`+merge\` and \`+rms_norm\` do not go together (the merged rows are not normalised)`);
   if (f16 && NO_F16.includes(base)) {
     throw new Error(`${base} has no f16 form: only matmul, batch_matmul and matmul_q4 do`);
   }
@@ -102,7 +109,7 @@ export function i16Bound(k: number): number {
 
 /** Throws with a message that says what to fix when `shape` does not fit `op`. */
 export function checkShape(op: string, shape: readonly number[]): asserts op is OpName {
-  const want = DIMS[parseOp(op).base];
+  const want = parseOp(op).merge ? 5 : DIMS[parseOp(op).base];
   if (shape.length !== want) {
     throw new Error(`${op} takes ${want} dimensions, got ${shape.length}`);
   }
@@ -114,6 +121,9 @@ export function checkShape(op: string, shape: readonly number[]): asserts op is 
   const base = parseOp(op).base;
   if (BLOCK_OPS.includes(base) && shape[1] % 32 !== 0) {
     throw new Error(`${base} needs K % 32 == 0, got K = ${shape[1]}`);
+  }
+  if (parseOp(op).merge && (shape[1] % shape[3] !== 0 || (shape[1] / shape[3]) % 4 !== 0)) {
+    throw new Error(`${op}: K = ${shape[1]} must be H = ${shape[3]} heads of a multiple of 4 values each`);
   }
   if (base === 'matmul_i16' && (shape[1] % 2 !== 0 || shape[2] % 4 !== 0)) {
     throw new Error(`matmul_i16 needs K even and N a multiple of 4, got K = ${shape[1]}, N = ${shape[2]}`);
@@ -175,12 +185,15 @@ export function argSpecs(op: OpName, shape: readonly number[]): ArgSpec[] {
     case 'matmul_q8_0': {
       // W's rows: N, or 2N under +swiglu (gate rows, then up rows); then G [K] and E [1], R, C.
       const rows = p.glu ? 2 * n : n;
+      // +merge: A's parts P [M, H, C, K/H] in A's place, PM and PL [M, H, C] where G and E go.
+      const [h, c] = p.merge ? [shape[3], shape[4]] : [0, 0];
       return [
-        spec('A', fl, [m, k]),
+        p.merge ? spec('P', fl, [m, h, c, k / h]) : spec('A', fl, [m, k]),
         spec('W', 'u32', [rows, k / (p.base === 'matmul_q8_0' ? 4 : 8)]),
         spec(p.base === 'matmul_q4' ? 'S' : 'D', fl, [rows, k / 32]),
         ...(p.base === 'matmul_q4_1' ? [spec('Mn', 'f32', [rows, k / 32])] : []),
         ...(p.norm ? [spec('G', fl, [k]), spec('E', fl, [1])] : []),
+        ...(p.merge ? [spec('PM', fl, [m, h, c]), spec('PL', fl, [m, h, c])] : []),
         ...(p.residual ? [spec('R', fl, [m, n])] : []),
         spec('C', fl, [m, n]),
       ];

@@ -1,6 +1,6 @@
 // Seeded kernel inputs, bit for bit the same as the server's
 // `webtune_compiler::reference::inputs(op, seed)`: SplitMix64 draws, floats
-// uniform in [-1, 1) and never near zero, q4 scales (and +rms_norm's E) small and positive,
+// uniform in [-1, 1) and never near zero, q4 scales (and +rms_norm's E) small and positive, +merge's PL in (1, 2),
 // matmul_i16's words two non-zero 16-bit values within ±i16_bound(K), f16
 // arguments' values rounded to f16 (still held as f32 bits here). The
 // server recomputes a few outputs from the seed, so these must match exactly.
@@ -259,6 +259,12 @@ export class InputGen {
         const f = new Float32Array(out.buffer, out.byteOffset, out.length);
         const d = new Float32Array(this.args[this.arg - 1].buffer);
         for (let i = this.pos; i < end; i++) f[i] = -d[i] * Math.fround(7.5 + 0.5 * f[i]);
+      }
+      if (s.name === 'PL') {
+        // +merge's part sums: 1.5 + x/2, in (1, 2), from the nonzero x drawn
+        // above. Mirrors `webtune_compiler::reference::inputs`.
+        const f = new Float32Array(out.buffer, out.byteOffset, out.length);
+        for (let i = this.pos; i < end; i++) f[i] = Math.fround(1.5 + 0.5 * f[i]);
       }
       if (s.i16Bound !== undefined) for (let i = this.pos; i < end; i++) out[i] = i16Word(out[i], s.i16Bound);
       if (s.dtype === 'f16') {

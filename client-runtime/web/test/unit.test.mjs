@@ -106,6 +106,19 @@ test('the block ops\' epilogues: args in ABI order (2N rows of W under +swiglu, 
   assert.ok(v >= 0.01 && v <= 0.11, `E ${v}`);
 });
 
+test('+merge: five dimensions, P in A\'s place and PM, PL after the weights, the same refusals as Rust, PL in (1, 2)', () => {
+  assert.deepEqual(ops.argSpecs('matmul_q4_1+merge+residual', [1, 576, 576, 9, 16]).map((s) => [s.name, s.shape]),
+    [['P', [1, 9, 16, 64]], ['W', [576, 72]], ['D', [576, 18]], ['Mn', [576, 18]], ['PM', [1, 9, 16]], ['PL', [1, 9, 16]], ['R', [1, 576]], ['C', [1, 576]]]);
+  ops.checkShape('matmul_q8_0+merge', [1, 64, 4, 2, 2]);
+  assert.throws(() => ops.checkShape('matmul_q8_0+merge', [1, 64, 4]), /takes 5 dimensions/);
+  assert.throws(() => ops.checkShape('matmul_q8_0+merge', [1, 64, 4, 3, 2]), /heads of a multiple of 4/);
+  for (const bad of ['matmul_q4_1+merge+rms_norm', 'matmul_q4_1+rms_norm+merge', 'matmul+merge', 'matmul_q4_1+residual+merge']) {
+    assert.throws(() => ops.parseOp(bad), /epilogue|takes no|go together/, bad);
+  }
+  const pl = new Float32Array(rng.seededInputs(ops.argSpecs('matmul_q8_0+merge', [2, 64, 4, 2, 8]), 5n)[4].buffer);
+  assert.ok(pl.every((v) => v > 1 && v < 2), `PL ${pl}`);
+});
+
 test('matmul_q4_1 and matmul_q8_0: args, refusals, minimums from their scales in slices and on both paths', () => {
   assert.deepEqual(ops.argSpecs('matmul_q4_1', [2, 64, 3]).map((s) => [s.name, s.dtype, s.shape]), [['A', 'f32', [2, 64]], ['W', 'u32', [3, 8]], ['D', 'f32', [3, 2]], ['Mn', 'f32', [3, 2]], ['C', 'f32', [2, 3]]]);
   assert.deepEqual(ops.argSpecs('matmul_q8_0', [2, 64, 3]).map((s) => [s.name, s.dtype, s.shape]), [['A', 'f32', [2, 64]], ['W', 'u32', [3, 16]], ['D', 'f32', [3, 2]], ['C', 'f32', [2, 3]]]);
@@ -553,7 +566,7 @@ test('timeQuietly samples only while the app kernels pause, and again when one s
 });
 
 test('f16 ops: +f16 types every float argument, comes last, and never with matmul_i16', () => {
-  assert.deepEqual(ops.parseOp('matmul+bias+gelu+f16'), { base: 'matmul', bias: true, act: 'gelu', residual: false, norm: false, glu: false, dtype: 'f16' });
+  assert.deepEqual(ops.parseOp('matmul+bias+gelu+f16'), { base: 'matmul', bias: true, act: 'gelu', residual: false, norm: false, glu: false, merge: false, dtype: 'f16' });
   assert.equal(ops.parseOp('matmul').dtype, 'f32');
   assert.deepEqual(ops.argSpecs('matmul_q4+f16', [2, 64, 3]).map((s) => [s.name, s.dtype]), [['A', 'f16'], ['W', 'u32'], ['S', 'f16'], ['C', 'f16']]);
   assert.deepEqual(ops.argSpecs('batch_matmul+residual+f16', [2, 3, 4, 5]).map((s) => s.dtype), ['f16', 'f16', 'f16', 'f16']);
