@@ -10,7 +10,7 @@
 //        [--context 1280] [--tune-s 120] [--steps 64] [--rounds 3]
 //        [--prefill 128] [--long 1024] [--probe-dispatches 4096] [--probe-mib 256] [--profile-runs 5]
 //        [--runtime PATH/webtune.js] [--webgpu PATH/webgpu/index.js] [--dawn-flags a,b]
-//        [--fusions-ab ROUNDS] [--short-ab ROUNDS] [--ab-only 1]
+//        [--fusions-ab ROUNDS] [--short-ab ROUNDS] [--merge-ab ROUNDS] [--ab-only 1]
 //
 // Lines (`what` names each):
 // - `adapter`: Dawn's adapter (vendor, architecture, device) and features;
@@ -62,6 +62,14 @@
 //   alternating (`GpuDecoder.profile` without its pass-per-dispatch run):
 //   the run's start to its submit, the pass's GPU ms, the wall ms; medians;
 //   with --ab-only 1 nothing else runs.
+// - `merge_ab` (with --merge-ab > 0, after any fusions_ab and short_ab,
+//   before tuning): the decode step with the attention in parts merged by
+//   the output projection (`+merge`, the backend's default) against the
+//   same backend with a merge dispatch a layer (mergeAttention false), each
+//   in a TextGenerator of its own on the same device and kernel source, at
+//   --prefill and --long positions: --steps decode steps through
+//   `nextTokens` in ABBA rounds (tokens/s), then profiled steps alternating
+//   (the run to its submit, the pass's GPU ms); dispatches a token.
 // Token ids are fixed (a repeating run of ids from 1000), so the text means
 // nothing: the figures do not depend on it.
 
@@ -89,7 +97,7 @@ function args() {
     server: o.server.replace(/\/+$/, ''), model: o.model, context: num('context', 1280), tuneS: num('tune-s', 120), steps: Math.max(2, num('steps', 64)),
     rounds: Math.max(1, num('rounds', 3)), prefill: Math.max(1, num('prefill', 128)), long: Math.max(1, num('long', 1024)),
     dispatches: Math.max(2, num('probe-dispatches', 4096)), mib: Math.max(1, num('probe-mib', 256)), profileRuns: Math.max(1, num('profile-runs', 5)),
-    fusionsAb: num('fusions-ab', 0), shortAb: num('short-ab', 0), abOnly: num('ab-only', 0) > 0,
+    fusionsAb: num('fusions-ab', 0), shortAb: num('short-ab', 0), mergeAb: num('merge-ab', 0), abOnly: num('ab-only', 0) > 0,
     runtime: resolve(o.runtime ?? join(ROOT, 'client-runtime', 'web', 'dist', 'webtune.js')),
     webgpu: resolve(o.webgpu ?? join(ROOT, 'client-runtime', 'web', 'node_modules', 'webgpu', 'index.js')),
     dawnFlags: o['dawn-flags'] ? o['dawn-flags'].split(',') : [],
@@ -209,6 +217,42 @@ async function backendsAb(gen, device, o, mode = 'fusions') {
   fused.reset();
 }
 
+/** The backend's default (+merge) against a merge dispatch a layer: decode rates and profiles, ABBA (`merge_ab`). */
+async function mergeAb(gen, device, o) {
+  const wurl = gen.manifest.weights.url;
+  const weights = await (await fetch(wurl.startsWith('http') ? wurl : `${o.server}${wurl}`)).arrayBuffer();
+  const plain = await gen.gpu.constructor.create({ device, graph: gen.graph, tensors: gen.manifest.tensors, weights, context: gen.context, mergeAttention: false });
+  plain.setKernels((op, shape) => gen.webtune.gpuKernel(op, shape));
+  // A generator of the same class around the other backend (its constructor is private in TypeScript only).
+  const other = new gen.constructor({ webtune: gen.webtune, manifest: gen.manifest, decoder: plain, tokenizer: gen.tokenizer, report: false });
+  const sides = { merged: { g: gen, dec: gen.gpu }, unmerged: { g: other, dec: plain } };
+  const order = (r) => (r % 2 ? ['unmerged', 'merged', 'merged', 'unmerged'] : ['merged', 'unmerged', 'unmerged', 'merged']);
+  for (const ctx of [o.prefill, o.long]) {
+    const p = ids(ctx);
+    const rates = { merged: [], unmerged: [] }, profs = { merged: [], unmerged: [] };
+    for (const { g } of Object.values(sides)) await g.nextTokens([await g.nextToken(p, { reset: true })], 4);
+    for (let r = 0; r < o.mergeAb; r++) {
+      for (const name of order(r)) {
+        const { g } = sides[name];
+        const t = await g.nextToken(p, { reset: true });
+        const s0 = performance.now();
+        await g.nextTokens([t], o.steps);
+        rates[name].push((o.steps * 1000) / (performance.now() - s0));
+      }
+    }
+    if (device.features.has('timestamp-query')) {
+      for (let r = 0; r < o.mergeAb; r++) for (const name of order(r).slice(0, 2)) profs[name].push(await sides[name].dec.profile([1001 + r], { perStep: false }));
+    }
+    const sum = (name) => ({ tokens_per_s: median(rates[name]), rounds: rates[name].map((x) => +x.toFixed(1)), dispatches_per_token: sides[name].g.dispatchesPerToken,
+      encode_ms: profs[name].length ? median(profs[name].map((x) => x.encodeMs)) : null, gpu_pass_ms: profs[name].length ? median(profs[name].map((x) => x.gpuMs)) : null });
+    const m = sum('merged'), u = sum('unmerged');
+    line('merge_ab', { context: ctx, steps: o.steps, merged: m, unmerged: u, rate_ratio: m.tokens_per_s / u.tokens_per_s, gpu_ratio: m.gpu_pass_ms && u.gpu_pass_ms ? m.gpu_pass_ms / u.gpu_pass_ms : null,
+      load: (await import('node:os')).loadavg() });
+  }
+  plain.destroy();
+  gen.gpu.reset();
+}
+
 async function main() {
   const o = args();
   if (!existsSync(o.runtime)) throw new Error(`no runtime module at ${o.runtime} (build it: cd client-runtime/web && node build.mjs)`);
@@ -234,9 +278,10 @@ async function main() {
   const t0 = performance.now();
   const gen = await TextGenerator.load({ server: o.server, model: o.model, target: 'webgpu', device, adapter, context: o.context, cache: false, budgetMs: 200, report: true });
   line('load', { s: (performance.now() - t0) / 1000, gpu_bytes: gen.memoryBytes, context: gen.context, key: gen.webtune.session.device_key });
-  if ((o.fusionsAb > 0 || o.shortAb > 0) && gen.gpu) {
+  if ((o.fusionsAb > 0 || o.shortAb > 0 || o.mergeAb > 0) && gen.gpu) {
     if (o.fusionsAb > 0) await backendsAb(gen, device, o);
     if (o.shortAb > 0) await backendsAb(gen, device, o, 'short');
+    if (o.mergeAb > 0) await mergeAb(gen, device, o);
     if (o.abOnly) {
       gen.close();
       device.destroy();

@@ -32,6 +32,12 @@ export interface GpuDecoderInit {
     /** Run adjacent steps as one dispatch where `fusions` finds them, and the decode step's fused runs (`graph.fused`) as one product each. Default true. */
     fuse?: boolean;
     /**
+     * With `fuse`: the decode step's attention in MERGE_PARTS parts a head,
+     * merged by the product after it (`+merge`: decoder.ts's mergedRun)
+     * instead of by a merge dispatch of its own. Default true.
+     */
+    mergeAttention?: boolean;
+    /**
      * Decode steps at up to this many positions run the split attention as
      * one workgroup a key/value head walking every chunk (`attention_one`),
      * without partials or the merge: a dispatch fewer a layer. Default
@@ -178,6 +184,8 @@ export declare class GpuDecoder {
     private reading;
     /** Decode steps at up to this many positions run the attention as one dispatch (GpuDecoderInit.shortAttention). */
     private shortUpTo;
+    /** GpuDecoderInit.mergeAttention. */
+    private mergeAttention;
     private constructor();
     /** Checks the graph, uploads the weights, the rotary table and the steps' parameters, and builds the fixed pipelines. */
     static create(init: GpuDecoderInit): Promise<GpuDecoder>;

@@ -137,11 +137,32 @@ export interface Product {
 /** The row bucket of a run of `tokens` tokens, or null past the largest. */
 export declare function bucketOf(graph: DecoderGraph, tokens: number): number | null;
 /**
+ * Parts a head of a decode step's split attention where the product after
+ * it merges them (`+merge`, docs/ops.md): NP in decoder-kernels.wgsl. Up to
+ * NP·64 positions each part folds one chunk of 64; beyond, several.
+ */
+export declare const MERGE_PARTS = 16;
+/**
+ * The `+merge` form of fused run `f` (WebGPU's decode step), where its
+ * product, in a block format, reads the output of an attention step right
+ * before it and the run has no `+rms_norm`: the op and shape the backend runs instead, and
+ * the attention; else null. The attention then writes its parts and no
+ * merge dispatch runs.
+ */
+export declare function mergedRun(graph: DecoderGraph, f: Fused): {
+    op: string;
+    shape: number[];
+    attention: Extract<Step, {
+        step: 'attention';
+    }>;
+} | null;
+/**
  * The distinct products of a run in bucket `m`, heaviest first (as
  * `DecoderGraph::products`); with `fused`, WebGPU's (`DecoderGraph::fused_products`:
- * in bucket 1 each of the graph's fused runs is one product, its fused op).
+ * in bucket 1 each of the graph's fused runs is one product, its fused op,
+ * in its `+merge` form after an attention unless `merge` is false).
  */
-export declare function productsOf(graph: DecoderGraph, m: number, fused?: boolean): Product[];
+export declare function productsOf(graph: DecoderGraph, m: number, fused?: boolean, merge?: boolean): Product[];
 /** Byte offsets of everything the memory holds, and its size. */
 export interface DecoderLayout {
     ids: number;

@@ -43,7 +43,7 @@
 // later dispatch of the step binds the one that holds it. The norms' eps
 // values sit in a small buffer of their own.
 
-import { type DecoderGraph, type DecoderTensor, type Format, type Fused, type Step, bucketOf, checkGraph, productsOf } from './decoder.js';
+import { type DecoderGraph, type DecoderTensor, type Format, type Fused, type Step, MERGE_PARTS, bucketOf, checkGraph, mergedRun, productsOf } from './decoder.js';
 import { compileErrors } from './webgpu.js';
 
 declare const __WEBTUNE_DECODER_WGSL__: string;
@@ -95,6 +95,12 @@ export interface GpuDecoderInit {
   /** Run adjacent steps as one dispatch where `fusions` finds them, and the decode step's fused runs (`graph.fused`) as one product each. Default true. */
   fuse?: boolean;
   /**
+   * With `fuse`: the decode step's attention in MERGE_PARTS parts a head,
+   * merged by the product after it (`+merge`: decoder.ts's mergedRun)
+   * instead of by a merge dispatch of its own. Default true.
+   */
+  mergeAttention?: boolean;
+  /**
    * Decode steps at up to this many positions run the split attention as
    * one workgroup a key/value head walking every chunk (`attention_one`),
    * without partials or the merge: a dispatch fewer a layer. Default
@@ -138,9 +144,9 @@ export interface GpuDecoderStats {
 }
 
 type FixedName = 'embed_q8' | 'embed_q4' | 'embed_f32' | 'rms_norm' | 'rope' | 'kv_store' | 'attention' | 'swiglu' | 'add' | 'sample' | 'add_rms_norm' | 'rope_kv'
-  | 'attention_split' | 'attention_merge' | 'attention_rope' | 'attention_one' | 'attention_rope_one';
+  | 'attention_split' | 'attention_merge' | 'attention_rope' | 'attention_one' | 'attention_rope_one' | 'attention_parts' | 'attention_rope_parts';
 const FIXED: FixedName[] = ['embed_q8', 'embed_q4', 'embed_f32', 'rms_norm', 'rope', 'kv_store', 'attention', 'swiglu', 'add', 'sample', 'add_rms_norm', 'rope_kv',
-  'attention_split', 'attention_merge', 'attention_rope', 'attention_one', 'attention_rope_one'];
+  'attention_split', 'attention_merge', 'attention_rope', 'attention_one', 'attention_rope_one', 'attention_parts', 'attention_rope_parts'];
 /** Positions of a chunk of the decode step's split attention (SCH in decoder-kernels.wgsl). */
 const SCH = 64;
 /**
@@ -244,6 +250,17 @@ function formAt(st: FixedDispatch, end: number): { label: string; pipeline: GPUC
 interface Bucket {
   m: number;
   steps: Dispatch[];
+}
+
+/** merge_offsets of decoder-kernels.wgsl: where PM and PL start in the partials, in floats (each on a 256-byte boundary). */
+function mergeOffsets(heads: number, hd: number): [number, number] {
+  const pm0 = Math.ceil((heads * MERGE_PARTS * hd) / 64) * 64;
+  return [pm0, pm0 + Math.ceil((heads * MERGE_PARTS) / 64) * 64];
+}
+
+/** Bytes of the partials in the +merge layout. */
+function mergeBytes(heads: number, hd: number): number {
+  return (mergeOffsets(heads, hd)[1] + heads * MERGE_PARTS) * 4;
 }
 
 /** Bytes of a part (decoder.ts's rule), rounded up to whole words. */
@@ -358,6 +375,8 @@ export class GpuDecoder {
   private reading: Promise<void> = Promise.resolve();
   /** Decode steps at up to this many positions run the attention as one dispatch (GpuDecoderInit.shortAttention). */
   private shortUpTo: number;
+  /** GpuDecoderInit.mergeAttention. */
+  private mergeAttention: boolean;
 
   private constructor(
     init: GpuDecoderInit,
@@ -387,6 +406,7 @@ export class GpuDecoder {
     const short = init.shortAttention ?? SHORT_ATTENTION;
     if (!Number.isInteger(short) || short < 0) throw new RangeError(`shortAttention ${short}: a count of positions, 0 or more`);
     this.shortUpTo = short;
+    this.mergeAttention = init.mergeAttention ?? true;
     void init.device.lost.then((info) => {
       this.lost = info.message || info.reason || 'lost';
     });
@@ -520,9 +540,10 @@ export class GpuDecoder {
           }));
       }
       const pipelines = Object.fromEntries(FIXED.map((n, i) => [n, made[i]])) as Record<FixedName, GPUComputePipeline>;
-      // The split attention's partials: per query head and chunk of the context, hd + 2 floats (one layer's at a time).
+      // The split attention's partials: per query head and chunk of the context, hd + 2 floats (one layer's at a time);
+      // or, before a +merge product, MERGE_PARTS parts a head in its layout (mergeRanges).
       const att = graph.steps.filter((x) => x.step === 'attention') as Extract<Step, { step: 'attention' }>[];
-      const partials = buffer('attention partials', Math.max(0, ...att.map((a) => a.heads * Math.ceil(context / SCH) * (a.head_dim + 2) * 4)), S);
+      const partials = buffer('attention partials', Math.max(0, ...att.map((a) => Math.max(a.heads * Math.ceil(context / SCH) * (a.head_dim + 2) * 4, mergeBytes(a.heads, a.head_dim)))), S);
       return new GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenReads, logitsRead, partials,
         { at: fusedAt, twins, eps });
     });
@@ -853,7 +874,7 @@ export class GpuDecoder {
   private async makeBucket(m: number): Promise<Bucket> {
     const source = this.kernelsOf;
     if (!source) throw new Error('GpuDecoder: no kernel source (setKernels) before the first run');
-    const list = productsOf(this.graph, m, this.runs.at.size > 0);
+    const list = productsOf(this.graph, m, this.runs.at.size > 0, this.mergeAttention);
     const kernels = await Promise.all(list.map((x) => {
       const key = `${x.op}/${x.shape.join(',')}`;
       let k = this.made.get(key);
@@ -884,6 +905,13 @@ export class GpuDecoder {
       // Up to shortUpTo positions, `name`_one instead: one workgroup a key/value head over every chunk, writing
       // the output itself (its binding 5, the partials' in `name`), and no merge.
       const split = (name: 'attention_split' | 'attention_rope', at: number, a: Extract<Step, { step: 'attention' }>, ...ranges: Range[]) => {
+        const after = runs.get(at + 1);
+        if (after && this.mergeAttention && mergedRun(g, after.f)) {
+          // The product after it merges the parts (+merge): NP parts a head, no merge, no short form.
+          const parts = name === 'attention_split' ? 'attention_parts' : 'attention_rope_parts';
+          steps.push({ label: parts, pipeline: this.pipelines[parts], grid: [a.kv_heads, MERGE_PARTS], group: this.fixedGroup(parts, at, ranges) });
+          return;
+        }
         const one = name === 'attention_split' ? 'attention_one' : 'attention_rope_one';
         const upTo = this.shortUpTo;
         steps.push({
@@ -909,9 +937,15 @@ export class GpuDecoder {
         if (run) {
           // A fused run: one product, A (the norm's input), W's parts, G and E, R, C (docs/ops.md's order).
           const { f, r } = run;
-          const kernel = byKey.get(`${f.kernel}/1,${f.k},${f.n}`)!;
-          const ranges = [buf(r.norm?.x ?? r.product.a, 1, f.k), ...partsOf(r.product.format).map((p) => part(r.product.weight, p))];
+          // +merge: A's parts, the weights, then PM and PL, all in the partials the attention before wrote.
+          const merged = this.mergeAttention ? mergedRun(g, f) : null;
+          const kernel = byKey.get(merged ? `${merged.op}/${merged.shape.join(',')}` : `${f.kernel}/1,${f.k},${f.n}`)!;
+          const [pm0, pl0] = merged ? mergeOffsets(merged.attention.heads, merged.attention.head_dim) : [0, 0];
+          const np = merged ? merged.attention.heads * MERGE_PARTS : 0;
+          const a: Range = merged ? { buffer: this.partials, offset: 0, size: f.k * MERGE_PARTS * 4 } : buf(r.norm?.x ?? r.product.a, 1, f.k);
+          const ranges = [a, ...partsOf(r.product.format).map((p) => part(r.product.weight, p))];
           if (r.norm) ranges.push(part(r.norm.weight, 'w'), this.runs.eps.get(Math.fround(r.norm.eps))!);
+          if (merged) ranges.push({ buffer: this.partials, offset: pm0 * 4, size: np * 4 }, { buffer: this.partials, offset: pl0 * 4, size: np * 4 });
           if (r.add) {
             const from = now(r.add.x), to = from === this.buffers.get(r.add.x) ? this.runs.twins.get(r.add.x)! : this.buffers.get(r.add.x)!;
             ranges.push({ buffer: from, size: f.n * 4 }, { buffer: to, size: f.n * 4 });
@@ -919,8 +953,8 @@ export class GpuDecoder {
           } else {
             ranges.push(buf(r.glu?.out ?? r.product.out, 1, f.n));
           }
-          const label = `${f.kernel} 1x${f.k}x${f.n}`;
-          steps.push({ label, kernel, group: productGroup(kernel, `decoder ${f.kernel} ${i}`, ranges) });
+          const label = merged ? `${merged.op} ${merged.shape.join('x')}` : `${f.kernel} 1x${f.k}x${f.n}`;
+          steps.push({ label, kernel, group: productGroup(kernel, `decoder ${merged?.op ?? f.kernel} ${i}`, ranges) });
           i += f.steps - 1;
           continue;
         }

@@ -876,6 +876,96 @@ fn attention_rope_one(@builtin(local_invocation_index) lid: u32, @builtin(workgr
   attend_all(lid, wid.x, grp, S.n3, kvw, R.pos0 + 1u);
 }
 
+// ---------------------------------------------------------------- attention in parts
+// The split attention for a product with `+merge` after it (docs/ops.md):
+// NP parts a head whatever the context, part p folding chunks p, p + NP,
+// ... of the cache in registers (attend_all's rule), then writing its
+// weighted values, largest score and sum in the product's layout: P at
+// (h·NP + p)·hd + d, PM at pm0 + h·NP + p and PL at pl0 + h·NP + p of
+// sa_part (merge_offsets). A part with no positions writes the empty part
+// (PM = NEG, PL = 0, P = 0). Grid (kv_heads, NP); no merge dispatch.
+const NP: u32 = 16u;
+
+// Where PM and PL start in sa_part (floats; each region on a 256-byte boundary, for its binding).
+fn merge_offsets(heads: u32, hd: u32) -> vec2<u32> {
+  let pm0 = (heads * NP * hd + 63u) / 64u * 64u;
+  return vec2<u32>(pm0, pm0 + (heads * NP + 63u) / 64u * 64u);
+}
+
+fn attend_parts(lid: u32, kvh: u32, p: u32, grp: u32, hd: u32, kvw: u32, n: u32) {
+  let hd4 = hd / 4u;
+  let lanes = lanes_of(hd4, grp, AT, 2048u);
+  let c = lid % hd4;
+  let lane = lid / hd4;
+  var f: array<Fold, MAXG>;
+  for (var g = 0u; g < MAXG; g++) {
+    f[g] = FOLD0;
+  }
+  for (var j0 = p * SCH; j0 < n; j0 += NP * SCH) {
+    let end = min(SCH, n - j0);
+    chunk_weights(lid, kvh, j0, end, grp, hd, kvw);
+    if (lane < lanes) {
+      let acc = chunk_values(kvh, j0, end, grp, hd, kvw, lanes, lane, c);
+      for (var g = 0u; g < MAXG; g++) {
+        if (g < grp) {
+          f[g] = fold(f[g], as_mx[g], as_l[g], acc[g]);
+        }
+      }
+    }
+    // The next chunk writes over the weights and sums.
+    workgroupBarrier();
+  }
+  if (lane < lanes) {
+    var o: array<vec4<f32>, MAXG>;
+    for (var g = 0u; g < MAXG; g++) {
+      o[g] = f[g].o;
+    }
+    lanes_store(o, grp, hd4, lanes, lane, c);
+  }
+  if (lid == 0u) {
+    for (var g = 0u; g < MAXG; g++) {
+      if (g < grp) {
+        as_mx[g] = f[g].m;
+        as_l[g] = f[g].l;
+      }
+    }
+  }
+  workgroupBarrier();
+  for (var i = lid; i < grp * hd4; i += AT) {
+    let o = lanes_sum(i / hd4, i % hd4, hd4, lanes);
+    let at = ((kvh * grp + i / hd4) * NP + p) * hd + 4u * (i % hd4);
+    sa_part[at] = o.x;
+    sa_part[at + 1u] = o.y;
+    sa_part[at + 2u] = o.z;
+    sa_part[at + 3u] = o.w;
+  }
+  if (lid < grp) {
+    let off = merge_offsets(S.n1, hd);
+    let h = (kvh * grp + lid) * NP + p;
+    sa_part[off.x + h] = as_mx[lid];
+    sa_part[off.y + h] = as_l[lid];
+  }
+}
+
+@compute @workgroup_size(AT)
+fn attention_parts(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let grp = S.n1 / S.n2;
+  load_queries(lid, wid.x, grp, S.n3);
+  workgroupBarrier();
+  attend_parts(lid, wid.x, wid.y, grp, S.n3, S.n2 * S.n3, R.pos0 + 1u);
+}
+
+// `attention_parts` with attention_rope's prologue: the part that holds the
+// new position turns and stores its key and value.
+@compute @workgroup_size(AT)
+fn attention_rope_parts(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let grp = S.n1 / S.n2;
+  let kvw = S.n2 * S.n3;
+  let n = R.pos0 + 1u;
+  rope_prologue(lid, wid.x, grp, S.n3, kvw, (R.pos0 / SCH) % NP == wid.y);
+  attend_parts(lid, wid.x, wid.y, grp, S.n3, kvw, n);
+}
+
 @group(0) @binding(2) var<storage, read> am_part: array<f32>;
 @group(0) @binding(3) var<storage, read_write> am_out: array<vec4<f32>>;
 

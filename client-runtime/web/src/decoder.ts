@@ -156,11 +156,34 @@ export function bucketOf(graph: DecoderGraph, tokens: number): number | null {
 }
 
 /**
+ * Parts a head of a decode step's split attention where the product after
+ * it merges them (`+merge`, docs/ops.md): NP in decoder-kernels.wgsl. Up to
+ * NP·64 positions each part folds one chunk of 64; beyond, several.
+ */
+export const MERGE_PARTS = 16;
+
+/**
+ * The `+merge` form of fused run `f` (WebGPU's decode step), where its
+ * product, in a block format, reads the output of an attention step right
+ * before it and the run has no `+rms_norm`: the op and shape the backend runs instead, and
+ * the attention; else null. The attention then writes its parts and no
+ * merge dispatch runs.
+ */
+export function mergedRun(graph: DecoderGraph, f: Fused): { op: string; shape: number[]; attention: Extract<Step, { step: 'attention' }> } | null {
+  const prev = graph.steps[f.first - 1];
+  const product = graph.steps.slice(f.first, f.first + f.steps).find((s) => s.step === 'matmul') as Extract<Step, { step: 'matmul' }> | undefined;
+  const [base, ...suffixes] = f.kernel.split('+');
+  if (prev?.step !== 'attention' || !product || product.format === 'f32' || product.a !== prev.out || suffixes.includes('rms_norm') || suffixes.includes('merge') || f.k !== prev.heads * prev.head_dim) return null;
+  return { op: [base, 'merge', ...suffixes].join('+'), shape: [1, f.k, f.n, prev.heads, MERGE_PARTS], attention: prev };
+}
+
+/**
  * The distinct products of a run in bucket `m`, heaviest first (as
  * `DecoderGraph::products`); with `fused`, WebGPU's (`DecoderGraph::fused_products`:
- * in bucket 1 each of the graph's fused runs is one product, its fused op).
+ * in bucket 1 each of the graph's fused runs is one product, its fused op,
+ * in its `+merge` form after an attention unless `merge` is false).
  */
-export function productsOf(graph: DecoderGraph, m: number, fused = false): Product[] {
+export function productsOf(graph: DecoderGraph, m: number, fused = false, merge = true): Product[] {
   const out: Product[] = [];
   const add = (op: string, shape: number[]) => {
     const p = out.find((x) => x.op === op && x.shape.join() === shape.join());
@@ -171,7 +194,9 @@ export function productsOf(graph: DecoderGraph, m: number, fused = false): Produ
   for (let i = 0; i < graph.steps.length; i++) {
     const f = runs.get(i);
     if (f) {
-      add(f.kernel, [1, f.k, f.n]);
+      const merged = merge ? mergedRun(graph, f) : null;
+      if (merged) add(merged.op, merged.shape);
+      else add(f.kernel, [1, f.k, f.n]);
       i += f.steps - 1;
       continue;
     }

@@ -49,7 +49,8 @@ export function releaseDawn(device) {
  * sums): what the backend binds a tuned kernel as, for the small model;
  * with the block formats' epilogues (docs/ops.md: `+rms_norm` normalises
  * the row of A by G and E first, `+swiglu` keeps silu(gate)·up of rows n
- * and N + n, `+residual` adds R), as the decode step's fused runs ask.
+ * and N + n, `+residual` adds R, `+merge` merges A from an attention's
+ * parts), as the decode step's fused runs ask.
  */
 export function plainKernels(device, calls = []) {
   const layouts = new Map();
@@ -70,23 +71,35 @@ export function plainKernels(device, calls = []) {
     matmul_q8_0: ['w: array<u32>; @group(0) @binding(2) var<storage, read> d: array<f32>', 'd[(row * K + k) / 32u] * f32(extractBits(bitcast<i32>(w[(row * K + k) / 4u]), ((row * K + k) % 4u) * 8u, 8u))'],
   };
   const nargs = { matmul: 3, matmul_q4: 4, matmul_q4_1: 5, matmul_q8_0: 4 };
-  return async (op, [M, K, N]) => {
+  return async (op, [M, K, N, H = 1, C = 1]) => {
     calls.push(`${op} ${M},${K},${N}`);
     const [base, ...suffixes] = op.split('+');
-    const norm = suffixes.includes('rms_norm'), glu = suffixes.includes('swiglu'), residual = suffixes.includes('residual');
+    const norm = suffixes.includes('rms_norm'), glu = suffixes.includes('swiglu'), residual = suffixes.includes('residual'), merge = suffixes.includes('merge');
     const [decl, value] = body[base];
     const first = nargs[base] - 1;
-    const n = first + 2 * norm + residual + 1;
+    const n = first + 2 * (norm || merge) + residual + 1;
     const extra = [
       ...(norm ? [`@group(0) @binding(${first}) var<storage, read> gam: array<f32>;`, `@group(0) @binding(${first + 1}) var<storage, read> eps: array<f32>;`] : []),
-      ...(residual ? [`@group(0) @binding(${first + 2 * norm}) var<storage, read> res: array<f32>;`] : []),
+      ...(merge ? [`@group(0) @binding(${first}) var<storage, read> pm: array<f32>;`, `@group(0) @binding(${first + 1}) var<storage, read> pl: array<f32>;`] : []),
+      ...(residual ? [`@group(0) @binding(${first + 2 * (norm || merge)}) var<storage, read> res: array<f32>;`] : []),
     ].join('\n');
+    // +merge: A's value merged from the parts (docs/ops.md), else A's own.
+    const av = merge
+      ? `fn av(m: u32, k: u32) -> f32 {
+  let D = K / H; let h = (m * H + k / D) * C; let dd = k % D;
+  var top = -3.4e38; for (var c = 0u; c < C; c++) { top = max(top, pm[h + c]); }
+  var num = 0.0; var den = 0.0;
+  for (var c = 0u; c < C; c++) { let w = exp(pm[h + c] - top); num += w * a[(h + c) * D + dd]; den += w * pl[h + c]; }
+  return num / den;
+}`
+      : 'fn av(m: u32, k: u32) -> f32 { return a[m * K + k]; }';
     const code = `@group(0) @binding(0) var<storage, read> a: array<f32>;
 @group(0) @binding(1) var<storage, read> ${decl};
 ${extra}
 @group(0) @binding(${n - 1}) var<storage, read_write> c: array<f32>;
-const M = ${M}u; const K = ${K}u; const N = ${N}u;
+const M = ${M}u; const K = ${K}u; const N = ${N}u; const H = ${H}u; const C = ${C}u;
 fn wv(row: u32, k: u32) -> f32 { return ${value}; }
+${av}
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let i = g.x + g.y * 65535u * 64u;
@@ -97,7 +110,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   var s = 0.0;
   var u = 0.0;
   for (var k = 0u; k < K; k++) {
-    let x = a[m * K + k] * r${norm ? ' * gam[k]' : ''};
+    let x = av(m, k) * r${norm ? ' * gam[k]' : ''};
     s += x * wv(n, k);
     ${glu ? 'u += x * wv(N + n, k);' : ''}
   }

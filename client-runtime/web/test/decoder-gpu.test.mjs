@@ -278,6 +278,44 @@ test('decode steps past several chunks of the split attention (64 positions each
   }
 });
 
+test('the attention\'s parts merged by the product after it (+merge): NP parts a head and no merge dispatch, logits within 1e-4 of f64 from one chunk to past NP·64 positions, where each part folds two chunks', { timeout: 600_000 }, async () => {
+  const { GpuDecoder } = await load('src/decoder-gpu.ts');
+  const { MERGE_PARTS } = await load('src/decoder.ts');
+  const model = llamaModel(29, { attnOutput: 'q8_0' });
+  const context = MERGE_PARTS * 64 + 80;
+  const graph = { ...llamaGraph(model.formats, [1, 4, 8]), context };
+  const n = context - 2;
+  const ids = Array.from({ length: n }, (_, i) => (i * 31 + 7) % D.vocab);
+  const want = llama64(model.values, ids);
+  const dec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context, wgsl: WGSL });
+  const calls = [];
+  dec.setKernels(plainKernels(device, calls));
+  // Decode steps from 8 positions (most parts empty) to three chunks, then, after a prompt run in buckets of
+  // 8 (the unsplit kernel), past NP·64 positions, where part 0 folds a second chunk.
+  let worst = 0;
+  for (const [from, to] of [[8, 140], [MERGE_PARTS * 64 - 40, n]]) {
+    dec.reset();
+    await dec.prefill(ids.slice(0, from));
+    for (let t = from; t < to; t++) {
+      const got = await dec.feed([ids[t]]);
+      const e = relError(got, want[t]);
+      worst = Math.max(worst, e);
+      assert.ok(e < 1e-4, `position ${t} (${Math.ceil((t + 1) / 64)} chunks over ${MERGE_PARTS} parts): error ${e}`);
+    }
+  }
+  // The output projection was asked for in its +merge form: shape M,K,N,H,C.
+  assert.ok(calls.includes(`matmul_q8_0+merge+residual 1,${D.heads * D.headDim},${D.hidden}`), calls.join('; '));
+  if (device.features.has('timestamp-query')) {
+    dec.rewind(dec.position - 100);
+    const labels = (await dec.profile([ids[100]], { perStep: false })).steps.map((s) => s.label);
+    assert.equal(labels.filter((l) => l === 'attention_rope_parts').length, D.layers, labels.join());
+    assert.equal(labels.filter((l) => l.startsWith('attention_merge') || l.startsWith('attention_rope_one')).length, 0, labels.join());
+    assert.equal(labels.filter((l) => l === `matmul_q8_0+merge+residual 1x${D.heads * D.headDim}x${D.hidden}x${D.heads}x${MERGE_PARTS}`).length, D.layers, labels.join());
+  }
+  console.log(`# attention in ${MERGE_PARTS} parts merged by the output projection (Dawn): positions 8..139 and ${MERGE_PARTS * 64 - 40}..${n - 1}, worst logit error ${worst.toExponential(2)} relative to the largest logit; ${dec.stats.dispatchesPerToken} dispatches a token`);
+  dec.destroy();
+});
+
 test('TextGenerator on the small llama with the WebGPU backend: the Wasm backend\'s texts, greedy and seeded, from tokens sampled on the GPU', { timeout: 300_000 }, async () => {
   const { GpuDecoder } = await load('src/decoder-gpu.ts');
   const { GraphDecoder } = await load('src/decoder.ts');

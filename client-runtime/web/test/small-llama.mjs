@@ -86,16 +86,17 @@ export function llamaGraph(formats, buckets) {
 
 /**
  * The model's tensors in every format the backend reads (token_embd q8_0,
- * QKV and gate/up q4_1, the attention output f32, the FFN down q4_0), laid
+ * QKV and gate/up q4_1, the attention output f32 unless `attnOutput` names
+ * a block format, the FFN down q4_0), laid
  * out in one blob as the importer does (parts 64-byte aligned), and each
  * matrix's values [N][K] for the reference.
  */
-export function llamaModel(seed) {
+export function llamaModel(seed, { attnOutput = 'f32' } = {}) {
   const r = rng(seed), h = D.hidden, q = D.heads * D.headDim, kv = D.kvHeads * D.headDim;
   const formats = { token_embd: 'q8_0', output_norm: 'f32' };
   const shapes = { token_embd: [D.vocab, h], output_norm: [h] };
   for (let l = 0; l < D.layers; l++) {
-    Object.assign(formats, { [`blk.${l}.attn_norm`]: 'f32', [`blk.${l}.ffn_norm`]: 'f32', [`blk.${l}.attn_qkv`]: 'q4_1', [`blk.${l}.attn_output`]: 'f32', [`blk.${l}.ffn_gate_up`]: 'q4_1', [`blk.${l}.ffn_down`]: 'q4_0' });
+    Object.assign(formats, { [`blk.${l}.attn_norm`]: 'f32', [`blk.${l}.ffn_norm`]: 'f32', [`blk.${l}.attn_qkv`]: 'q4_1', [`blk.${l}.attn_output`]: attnOutput, [`blk.${l}.ffn_gate_up`]: 'q4_1', [`blk.${l}.ffn_down`]: 'q4_0' });
     Object.assign(shapes, { [`blk.${l}.attn_norm`]: [h], [`blk.${l}.ffn_norm`]: [h], [`blk.${l}.attn_qkv`]: [q + 2 * kv, h], [`blk.${l}.attn_output`]: [h, q], [`blk.${l}.ffn_gate_up`]: [2 * D.ffn, h], [`blk.${l}.ffn_down`]: [h, D.ffn] });
   }
   const chunks = [], tensors = [], values = {};
