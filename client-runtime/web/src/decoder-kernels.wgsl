@@ -686,8 +686,9 @@ fn lanes_store(acc: array<vec4<f32>, MAXG>, grp: u32, hd4: u32, lanes: u32, lane
 }
 
 // One chunk of the split attention: its weights and weighted values, and
-// the partials' rows of the group's heads.
-fn attend_chunk(lid: u32, kvh: u32, chunk: u32, grp: u32, hd: u32, kvw: u32, n: u32) {
+// the partials' rows of the group's heads (with `parts`, as part `chunk` of
+// the +merge layout: attend_parts' for one chunk a part).
+fn attend_chunk(lid: u32, kvh: u32, chunk: u32, grp: u32, hd: u32, kvw: u32, n: u32, parts: bool) {
   let hd4 = hd / 4u;
   let j0 = chunk * SCH;
   let end = min(SCH, n - j0);
@@ -699,6 +700,10 @@ fn attend_chunk(lid: u32, kvh: u32, chunk: u32, grp: u32, hd: u32, kvw: u32, n: 
     lanes_store(chunk_values(kvh, j0, end, grp, hd, kvw, lanes, lane, c), grp, hd4, lanes, lane, c);
   }
   workgroupBarrier();
+  if (parts) {
+    write_part(lid, kvh, chunk, grp, hd, lanes, as_mx, as_l);
+    return;
+  }
   let chunks = (n + SCH - 1u) / SCH;
   for (var i = lid; i < grp * hd4; i += AT) {
     let o = lanes_sum(i / hd4, i % hd4, hd4, lanes);
@@ -803,7 +808,7 @@ fn attention_split(@builtin(local_invocation_index) lid: u32, @builtin(workgroup
   }
   load_queries(lid, kvh, grp, S.n3);
   workgroupBarrier();
-  attend_chunk(lid, kvh, wid.y, grp, S.n3, S.n2 * S.n3, n);
+  attend_chunk(lid, kvh, wid.y, grp, S.n3, S.n2 * S.n3, n, false);
 }
 
 // `attention_split` over every chunk in one workgroup a key/value head
@@ -863,7 +868,7 @@ fn attention_rope(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_
     return;
   }
   rope_prologue(lid, kvh, grp, S.n3, kvw, j0 + SCH >= n);
-  attend_chunk(lid, kvh, wid.y, grp, S.n3, kvw, n);
+  attend_chunk(lid, kvh, wid.y, grp, S.n3, kvw, n, false);
 }
 
 // `attention_rope` over every chunk in one workgroup a key/value head, as
@@ -931,6 +936,14 @@ fn attend_parts(lid: u32, kvh: u32, p: u32, grp: u32, hd: u32, kvw: u32, n: u32)
     }
   }
   workgroupBarrier();
+  write_part(lid, kvh, p, grp, hd, lanes, as_mx, as_l);
+}
+
+// Part p of the group's heads in the +merge layout: the lanes' weighted
+// values (summed by lanes_sum, after the caller's barrier), and each head's
+// largest score and sum from `mx` and `l`.
+fn write_part(lid: u32, kvh: u32, p: u32, grp: u32, hd: u32, lanes: u32, mx: array<f32, MAXG>, l: array<f32, MAXG>) {
+  let hd4 = hd / 4u;
   for (var i = lid; i < grp * hd4; i += AT) {
     let o = lanes_sum(i / hd4, i % hd4, hd4, lanes);
     let at = ((kvh * grp + i / hd4) * NP + p) * hd + 4u * (i % hd4);
@@ -942,8 +955,34 @@ fn attend_parts(lid: u32, kvh: u32, p: u32, grp: u32, hd: u32, kvw: u32, n: u32)
   if (lid < grp) {
     let off = merge_offsets(S.n1, hd);
     let h = (kvh * grp + lid) * NP + p;
-    sa_part[off.x + h] = as_mx[lid];
-    sa_part[off.y + h] = as_l[lid];
+    sa_part[off.x + h] = mx[lid];
+    sa_part[off.y + h] = l[lid];
+  }
+}
+
+// The group's heads' part p where it holds no positions: PM = NEG, PL = 0, P = 0.
+fn empty_part(lid: u32, kvh: u32, p: u32, grp: u32, hd: u32) {
+  for (var i = lid; i < grp * hd; i += AT) {
+    sa_part[((kvh * grp + i / hd) * NP + p) * hd + i % hd] = 0.0;
+  }
+  if (lid < grp) {
+    let off = merge_offsets(S.n1, hd);
+    let h = (kvh * grp + lid) * NP + p;
+    sa_part[off.x + h] = NEG;
+    sa_part[off.y + h] = 0.0;
+  }
+}
+
+// Part wid.y of the group's heads: up to NP chunks, part p is chunk p (the
+// split kernel's own work, written in the +merge layout), or empty; past
+// them, attend_parts folds its chunks.
+fn attend_part(lid: u32, kvh: u32, p: u32, grp: u32, hd: u32, kvw: u32, n: u32) {
+  if (n > NP * SCH) {
+    attend_parts(lid, kvh, p, grp, hd, kvw, n);
+  } else if (p * SCH < n) {
+    attend_chunk(lid, kvh, p, grp, hd, kvw, n, true);
+  } else {
+    empty_part(lid, kvh, p, grp, hd);
   }
 }
 
@@ -952,7 +991,7 @@ fn attention_parts(@builtin(local_invocation_index) lid: u32, @builtin(workgroup
   let grp = S.n1 / S.n2;
   load_queries(lid, wid.x, grp, S.n3);
   workgroupBarrier();
-  attend_parts(lid, wid.x, wid.y, grp, S.n3, S.n2 * S.n3, R.pos0 + 1u);
+  attend_part(lid, wid.x, wid.y, grp, S.n3, S.n2 * S.n3, R.pos0 + 1u);
 }
 
 // `attention_parts` with attention_rope's prologue: the part that holds the
@@ -963,7 +1002,7 @@ fn attention_rope_parts(@builtin(local_invocation_index) lid: u32, @builtin(work
   let kvw = S.n2 * S.n3;
   let n = R.pos0 + 1u;
   rope_prologue(lid, wid.x, grp, S.n3, kvw, (R.pos0 / SCH) % NP == wid.y);
-  attend_parts(lid, wid.x, wid.y, grp, S.n3, kvw, n);
+  attend_part(lid, wid.x, wid.y, grp, S.n3, kvw, n);
 }
 
 @group(0) @binding(2) var<storage, read> am_part: array<f32>;
