@@ -1120,6 +1120,8 @@ const SW: u32 = 256u;
 const MAXC: u32 = 1024u;
 const CUT: f32 = 30.0;
 const NO_TOKEN: u32 = 0xffffffffu;
+// Logits a thread of the argmax loads before it compares any.
+const SU: u32 = 8u;
 
 @group(0) @binding(2) var<storage, read> sm_logits: array<f32>;
 @group(0) @binding(3) var<storage, read_write> sm_out: array<u32>;
@@ -1165,14 +1167,23 @@ fn no_token(lid: u32) {
 @compute @workgroup_size(SW)
 fn sample(@builtin(local_invocation_index) lid: u32) {
   let V = S.n0;
-  // The first largest logit.
+  // The first largest logit: SU logits a thread loaded before any is
+  // compared (a loop that used each load before issuing the next waited
+  // for it every iteration: 52 us a token over 49,152 logits on an H200).
   var bv = sm_logits[0];
   var bi = 0u;
-  for (var i = lid; i < V; i += SW) {
-    let v = sm_logits[i];
-    if (v > bv || (v == bv && i < bi)) {
-      bv = v;
-      bi = i;
+  for (var i0 = lid; i0 < V; i0 += SW * SU) {
+    var vs: array<f32, SU>;
+    for (var u = 0u; u < SU; u++) {
+      vs[u] = sm_logits[min(i0 + u * SW, V - 1u)];
+    }
+    for (var u = 0u; u < SU; u++) {
+      let i = i0 + u * SW;
+      let v = vs[u];
+      if (i < V && (v > bv || (v == bv && i < bi))) {
+        bv = v;
+        bi = i;
+      }
     }
   }
   sm_rv[lid] = bv;
