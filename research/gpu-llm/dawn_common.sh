@@ -1,6 +1,7 @@
 # Sourced by run_dawn.sh and run_encoder_dawn.sh (the GPU machine's Dawn runs).
 # Needs carry, root, out and work set by the caller.
 export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
+export __EGL_VENDOR_LIBRARY_FILENAMES=${__EGL_VENDOR_LIBRARY_FILENAMES:-/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json}
 
 # Node, the npm package `webgpu` and the webtune server from the carried folder, unpacked once into $work.
 unpack_dawn() {

@@ -7,8 +7,12 @@
 #                         synth_gguf.py fills it with seeded random values of the same formats there
 #   dawn/                 Node 20 (xz) and the npm package `webgpu` 0.6.2 (Dawn's Node binding), ~29 MB
 #   webtune.xz            the release server binary, stripped (only with --webtune)
+# and, in the repository's ignored .gl/, the Vulkan loader with the GL dispatch libraries the
+# NVIDIA ICD needs there (libGLX_nvidia gives no vkCreateInstance without libglvnd: "Dawn found
+# no adapter"); carry both OUT_DIR and .gl, and unpack .gl first in every call.
 # Usage: research/gpu-llm/prepare.sh OUT_DIR MODEL.gguf [--webtune]
-# Then on the GPU machine: research/gpu-llm/run_llama_cpp.sh OUT_DIR   and   research/gpu-llm/run_dawn.sh OUT_DIR
+# Then on the GPU machine (after `for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig`):
+#   research/gpu-llm/run_llama_cpp.sh OUT_DIR   and   research/gpu-llm/run_dawn.sh OUT_DIR
 set -euo pipefail
 out=${1:?usage: prepare.sh OUT_DIR MODEL.gguf [--webtune]}
 gguf=${2:?usage: prepare.sh OUT_DIR MODEL.gguf [--webtune]}
@@ -46,6 +50,10 @@ if [ ! -f "$out/dawn/node.xz" ]; then
   rm -rf "$tmp"/package/dist/win32* "$tmp"/package/dist/darwin* "$tmp"/package/dist/linux-arm64
   mv "$tmp/package" "$tmp/webgpu" && (cd "$tmp" && tar cJf "$out/dawn/webgpu.tar.xz" webgpu) && rm -rf "$tmp"
   xz -T2 -6 -c "$(readlink -f "$(command -v node)")" > "$out/dawn/node.xz"
+fi
+if ! ls "$root"/.gl/libglvnd0_*.deb > /dev/null 2>&1; then
+  mkdir -p "$root/.gl"
+  (cd "$root/.gl" && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
 fi
 if [ "${3:-}" = "--webtune" ]; then
   (cd "$root" && cargo build --release -p webtune --bin webtune)
