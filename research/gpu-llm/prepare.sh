@@ -7,9 +7,10 @@
 #                         synth_gguf.py fills it with seeded random values of the same formats there
 #   dawn/                 Node 20 (xz) and the npm package `webgpu` 0.6.2 (Dawn's Node binding), ~29 MB
 #   webtune.xz            the release server binary, stripped (only with --webtune)
-# and, in the repository's ignored .gl/, the Vulkan loader with the GL dispatch libraries the
-# NVIDIA ICD needs there (libGLX_nvidia gives no vkCreateInstance without libglvnd: "Dawn found
-# no adapter"); carry both OUT_DIR and .gl, and unpack .gl first in every call.
+# and, in the repository's ignored .gl/, the Vulkan loader with the GL dispatch libraries (with
+# libvulkan1 alone the NVIDIA ICD gave no vkCreateInstance there and Dawn found no adapter; with
+# these and dawn_common.sh's EGL vendor file it found the H200); carry both OUT_DIR and .gl, and
+# unpack .gl first in every call.
 # Usage: research/gpu-llm/prepare.sh OUT_DIR MODEL.gguf [--webtune]
 # Then on the GPU machine (after `for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig`):
 #   research/gpu-llm/run_llama_cpp.sh OUT_DIR   and   research/gpu-llm/run_dawn.sh OUT_DIR
