@@ -275,6 +275,8 @@ export declare class GpuDecoder {
     /** The sampling's dispatch: one workgroup over the logits. */
     private sampleStep;
     private fixedGroup;
+    /** The `+merge` form of fused run `f` where this backend runs one (mergedRun, with GpuDecoderInit.mergeAttention), else null. */
+    private mergeOf;
     private makeBucket;
 }
 export {};

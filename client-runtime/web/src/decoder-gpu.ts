@@ -541,7 +541,7 @@ export class GpuDecoder {
       }
       const pipelines = Object.fromEntries(FIXED.map((n, i) => [n, made[i]])) as Record<FixedName, GPUComputePipeline>;
       // The split attention's partials: per query head and chunk of the context, hd + 2 floats (one layer's at a time);
-      // or, before a +merge product, MERGE_PARTS parts a head in its layout (mergeRanges).
+      // or, before a +merge product, MERGE_PARTS parts a head in its layout (mergeOffsets).
       const att = graph.steps.filter((x) => x.step === 'attention') as Extract<Step, { step: 'attention' }>[];
       const partials = buffer('attention partials', Math.max(0, ...att.map((a) => Math.max(a.heads * Math.ceil(context / SCH) * (a.head_dim + 2) * 4, mergeBytes(a.heads, a.head_dim)))), S);
       return new GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenReads, logitsRead, partials,
@@ -871,6 +871,11 @@ export class GpuDecoder {
     return this.device.createBindGroup({ label: `decoder ${name} ${step}`, layout: pipeline.getBindGroupLayout(0), entries });
   }
 
+  /** The `+merge` form of fused run `f` where this backend runs one (mergedRun, with GpuDecoderInit.mergeAttention), else null. */
+  private mergeOf(f: Fused): ReturnType<typeof mergedRun> {
+    return this.mergeAttention ? mergedRun(this.graph, f) : null;
+  }
+
   private async makeBucket(m: number): Promise<Bucket> {
     const source = this.kernelsOf;
     if (!source) throw new Error('GpuDecoder: no kernel source (setKernels) before the first run');
@@ -906,7 +911,7 @@ export class GpuDecoder {
       // the output itself (its binding 5, the partials' in `name`), and no merge.
       const split = (name: 'attention_split' | 'attention_rope', at: number, a: Extract<Step, { step: 'attention' }>, ...ranges: Range[]) => {
         const after = runs.get(at + 1);
-        if (after && this.mergeAttention && mergedRun(g, after.f)) {
+        if (after && this.mergeOf(after.f)) {
           // The product after it merges the parts (+merge): NP parts a head, no merge, no short form.
           const parts = name === 'attention_split' ? 'attention_parts' : 'attention_rope_parts';
           steps.push({ label: parts, pipeline: this.pipelines[parts], grid: [a.kv_heads, MERGE_PARTS], group: this.fixedGroup(parts, at, ranges) });
@@ -938,7 +943,7 @@ export class GpuDecoder {
           // A fused run: one product, A (the norm's input), W's parts, G and E, R, C (docs/ops.md's order).
           const { f, r } = run;
           // +merge: A's parts, the weights, then PM and PL, all in the partials the attention before wrote.
-          const merged = this.mergeAttention ? mergedRun(g, f) : null;
+          const merged = this.mergeOf(f);
           const kernel = byKey.get(merged ? `${merged.op}/${merged.shape.join(',')}` : `${f.kernel}/1,${f.k},${f.n}`)!;
           const [pm0, pl0] = merged ? mergeOffsets(merged.attention.heads, merged.attention.head_dim) : [0, 0];
           const np = merged ? merged.attention.heads * MERGE_PARTS : 0;

@@ -739,13 +739,12 @@ fn fold(a: Fold, m: f32, l: f32, o: vec4<f32>) -> Fold {
   return Fold(mn, a.l * down + l * up, a.o * down + o * up);
 }
 
-// The whole cache of one key/value head by one workgroup, chunk after
-// chunk, each folded into a running maximum, sum and weighted values per
-// head (the merge's rule, in registers): the attention's output rows
-// directly, without partials or a merge. For short contexts, where that
-// costs less than the merge's dispatch (decoder-gpu.ts chooses by the
-// position: up to one chunk by default).
-fn attend_all(lid: u32, kvh: u32, grp: u32, hd: u32, kvw: u32, n: u32) {
+// Chunks j0 = first, first + step, ... (below n) of one key/value head by
+// one workgroup, each folded into a running maximum, sum and weighted
+// values per head (the merge's rule, in registers); then the lanes'
+// weighted values in as_w (for lanes_sum) and each head's maximum and sum
+// in as_mx and as_l, after a barrier. Returns the lanes.
+fn fold_chunks(lid: u32, kvh: u32, first: u32, step: u32, grp: u32, hd: u32, kvw: u32, n: u32) -> u32 {
   let hd4 = hd / 4u;
   let lanes = lanes_of(hd4, grp, AT, 2048u);
   let c = lid % hd4;
@@ -754,7 +753,7 @@ fn attend_all(lid: u32, kvh: u32, grp: u32, hd: u32, kvw: u32, n: u32) {
   for (var g = 0u; g < MAXG; g++) {
     f[g] = FOLD0;
   }
-  for (var j0 = 0u; j0 < n; j0 += SCH) {
+  for (var j0 = first; j0 < n; j0 += step) {
     let end = min(SCH, n - j0);
     chunk_weights(lid, kvh, j0, end, grp, hd, kvw);
     if (lane < lanes) {
@@ -778,11 +777,23 @@ fn attend_all(lid: u32, kvh: u32, grp: u32, hd: u32, kvw: u32, n: u32) {
   if (lid == 0u) {
     for (var g = 0u; g < MAXG; g++) {
       if (g < grp) {
+        as_mx[g] = f[g].m;
         as_l[g] = f[g].l;
       }
     }
   }
   workgroupBarrier();
+  return lanes;
+}
+
+// The whole cache of one key/value head by one workgroup, every chunk
+// folded (fold_chunks): the attention's output rows directly, without
+// partials or a merge. For short contexts, where that costs less than the
+// merge's dispatch (decoder-gpu.ts chooses by the position: up to one
+// chunk by default).
+fn attend_all(lid: u32, kvh: u32, grp: u32, hd: u32, kvw: u32, n: u32) {
+  let hd4 = hd / 4u;
+  let lanes = fold_chunks(lid, kvh, 0u, SCH, grp, hd, kvw, n);
   for (var i = lid; i < grp * hd4; i += AT) {
     ao_out[kvh * grp * hd4 + i] = lanes_sum(i / hd4, i % hd4, hd4, lanes) / as_l[i / hd4];
   }
@@ -898,44 +909,7 @@ fn merge_offsets(heads: u32, hd: u32) -> vec2<u32> {
 }
 
 fn attend_parts(lid: u32, kvh: u32, p: u32, grp: u32, hd: u32, kvw: u32, n: u32) {
-  let hd4 = hd / 4u;
-  let lanes = lanes_of(hd4, grp, AT, 2048u);
-  let c = lid % hd4;
-  let lane = lid / hd4;
-  var f: array<Fold, MAXG>;
-  for (var g = 0u; g < MAXG; g++) {
-    f[g] = FOLD0;
-  }
-  for (var j0 = p * SCH; j0 < n; j0 += NP * SCH) {
-    let end = min(SCH, n - j0);
-    chunk_weights(lid, kvh, j0, end, grp, hd, kvw);
-    if (lane < lanes) {
-      let acc = chunk_values(kvh, j0, end, grp, hd, kvw, lanes, lane, c);
-      for (var g = 0u; g < MAXG; g++) {
-        if (g < grp) {
-          f[g] = fold(f[g], as_mx[g], as_l[g], acc[g]);
-        }
-      }
-    }
-    // The next chunk writes over the weights and sums.
-    workgroupBarrier();
-  }
-  if (lane < lanes) {
-    var o: array<vec4<f32>, MAXG>;
-    for (var g = 0u; g < MAXG; g++) {
-      o[g] = f[g].o;
-    }
-    lanes_store(o, grp, hd4, lanes, lane, c);
-  }
-  if (lid == 0u) {
-    for (var g = 0u; g < MAXG; g++) {
-      if (g < grp) {
-        as_mx[g] = f[g].m;
-        as_l[g] = f[g].l;
-      }
-    }
-  }
-  workgroupBarrier();
+  let lanes = fold_chunks(lid, kvh, p * SCH, NP * SCH, grp, hd, kvw, n);
   write_part(lid, kvh, p, grp, hd, lanes, as_mx, as_l);
 }
 
