@@ -108,135 +108,131 @@ fn merge_prologue(
         g.f.bin(BinOp::Min, r, last)
     };
     // 1. The parts' weights, one (row, head) a thread.
-    let pairs = rows * h;
-    let tv = g.fresh("mt", Ty::I32);
-    let te = g.f.get(tv);
-    let step = g.f.mul_c(te, threads as i64);
-    let t = g.plus(step, lid);
-    let tiv = g.fresh("mti", Ty::I32);
-    let mut inner = vec![Stmt::Set { var: tiv, value: t }];
-    let t = g.f.get(tiv);
-    let hc = g.f.i32(h as i32);
-    let i = g.f.bin(BinOp::Div, t, hc);
-    let hh = g.f.bin(BinOp::Rem, t, hc);
-    let gr = global_row(g, i);
-    let grh = g.f.mul_c(gr, h as i64);
-    let head = g.plus(grh, hh);
-    let first = g.f.mul_c(head, c as i64);
-    let fv = g.fresh("mp", Ty::I32);
-    let mut work = vec![Stmt::Set { var: fv, value: first }];
-    let first = g.f.get(fv);
-    let ms: Vec<E> = (0..c)
-        .map(|cc| {
-            let at = g.plus_c(first, cc);
-            let v = g.f.load(LoadTy::F32, b.pm, at);
-            let var = g.fresh(&format!("pm{cc}"), Ty::F32);
-            work.push(Stmt::Set { var, value: v });
-            g.f.get(var)
-        })
-        .collect();
-    let mut top = ms[0];
-    for &x in &ms[1..] {
-        top = g.f.bin(BinOp::Max, top, x);
-    }
-    let topv = g.fresh("mtop", Ty::F32);
-    work.push(Stmt::Set { var: topv, value: top });
-    let top = g.f.get(topv);
-    let ws: Vec<E> = ms
-        .iter()
-        .enumerate()
-        .map(|(cc, &x)| {
-            let diff = g.f.bin(BinOp::Sub, x, top);
-            let e = g.f.un(UnOp::Exp, diff);
-            let var = g.fresh(&format!("pw{cc}"), Ty::F32);
-            work.push(Stmt::Set { var, value: e });
-            g.f.get(var)
-        })
-        .collect();
-    let mut den = g.f.f32(0.0);
-    for (cc, &wc) in ws.iter().enumerate() {
-        let at = g.plus_c(first, cc as u32);
-        let l = g.f.load(LoadTy::F32, b.pl, at);
-        den = g.f.fma(wc, l, den);
-    }
-    let inv = g.f.un(UnOp::Recip, den);
-    let invv = g.fresh("mden", Ty::F32);
-    work.push(Stmt::Set { var: invv, value: inv });
-    let inv = g.f.get(invv);
-    let local = g.f.mul_c(t, c as i64);
-    for (cc, &wc) in ws.iter().enumerate() {
-        let value = g.f.mul(wc, inv);
-        let at = g.plus_c(local, cc as u32);
-        work.push(Stmt::Store { buf: b.mw, index: at, value });
-    }
-    if !pairs.is_multiple_of(threads) {
-        let pc = g.f.i32(pairs as i32);
-        let cond = g.f.bin(BinOp::Lt, t, pc);
-        work = vec![Stmt::If { cond, body: work }];
-    }
-    inner.extend(work);
-    let (lo, hi) = (g.f.i32(0), g.f.i32(pairs.div_ceil(threads) as i32));
-    body.push(Stmt::For(For { var: tv, lo, hi, step: 1, unroll: false, body: inner }));
-    body.push(Stmt::Barrier);
+    spread(g, body, "mt", rows * h, threads, lid, |g, t| {
+        let hc = g.f.i32(h as i32);
+        let i = g.f.bin(BinOp::Div, t, hc);
+        let hh = g.f.bin(BinOp::Rem, t, hc);
+        let gr = global_row(g, i);
+        let grh = g.f.mul_c(gr, h as i64);
+        let head = g.plus(grh, hh);
+        let first = g.f.mul_c(head, c as i64);
+        let fv = g.fresh("mp", Ty::I32);
+        let mut work = vec![Stmt::Set { var: fv, value: first }];
+        let first = g.f.get(fv);
+        let ms: Vec<E> = (0..c)
+            .map(|cc| {
+                let at = g.plus_c(first, cc);
+                let v = g.f.load(LoadTy::F32, b.pm, at);
+                let var = g.fresh(&format!("pm{cc}"), Ty::F32);
+                work.push(Stmt::Set { var, value: v });
+                g.f.get(var)
+            })
+            .collect();
+        let mut top = ms[0];
+        for &x in &ms[1..] {
+            top = g.f.bin(BinOp::Max, top, x);
+        }
+        let topv = g.fresh("mtop", Ty::F32);
+        work.push(Stmt::Set { var: topv, value: top });
+        let top = g.f.get(topv);
+        let ws: Vec<E> = ms
+            .iter()
+            .enumerate()
+            .map(|(cc, &x)| {
+                let diff = g.f.bin(BinOp::Sub, x, top);
+                let e = g.f.un(UnOp::Exp, diff);
+                let var = g.fresh(&format!("pw{cc}"), Ty::F32);
+                work.push(Stmt::Set { var, value: e });
+                g.f.get(var)
+            })
+            .collect();
+        let mut den = g.f.f32(0.0);
+        for (cc, &wc) in ws.iter().enumerate() {
+            let at = g.plus_c(first, cc as u32);
+            let l = g.f.load(LoadTy::F32, b.pl, at);
+            den = g.f.fma(wc, l, den);
+        }
+        let inv = g.f.un(UnOp::Recip, den);
+        let invv = g.fresh("mden", Ty::F32);
+        work.push(Stmt::Set { var: invv, value: inv });
+        let inv = g.f.get(invv);
+        let local = g.f.mul_c(t, c as i64);
+        for (cc, &wc) in ws.iter().enumerate() {
+            let value = g.f.mul(wc, inv);
+            let at = g.plus_c(local, cc as u32);
+            work.push(Stmt::Store { buf: b.mw, index: at, value });
+        }
+        work
+    });
     // 2. The merged vec4s: q = (row i, head hh, vec4 d4 of the head).
-    let quads = rows * k / 4;
-    let qv = g.fresh("mq", Ty::I32);
-    let qe = g.f.get(qv);
-    let step = g.f.mul_c(qe, threads as i64);
-    let q = g.plus(step, lid);
-    let qiv = g.fresh("mqi", Ty::I32);
-    let mut inner = vec![Stmt::Set { var: qiv, value: q }];
-    let q = g.f.get(qiv);
-    let k4 = g.f.i32((k / 4) as i32);
-    let i = g.f.bin(BinOp::Div, q, k4);
-    let within = g.f.bin(BinOp::Rem, q, k4);
-    let d4c = g.f.i32((d / 4) as i32);
-    let hh = g.f.bin(BinOp::Div, within, d4c);
-    let d4 = g.f.bin(BinOp::Rem, within, d4c);
-    let gr = global_row(g, i);
-    let grh = g.f.mul_c(gr, h as i64);
-    let head = g.plus(grh, hh);
-    let part0 = g.f.mul_c(head, c as i64);
-    let p0 = g.f.mul_c(part0, d as i64);
-    let d4x = g.f.mul_c(d4, 4);
-    let p0 = g.plus(p0, d4x);
-    let pv = g.fresh("mpo", Ty::I32);
-    let mut work = vec![Stmt::Set { var: pv, value: p0 }];
-    let p0 = g.f.get(pv);
-    // The weights of the row's head: mw[(i·H + hh)·C + cc].
-    let ih = g.f.mul_c(i, h as i64);
-    let lh = g.plus(ih, hh);
-    let w0 = g.f.mul_c(lh, c as i64);
-    let wv = g.fresh("mwo", Ty::I32);
-    work.push(Stmt::Set { var: wv, value: w0 });
-    let w0 = g.f.get(wv);
-    let loads: Vec<E> = (0..c)
-        .map(|cc| {
-            let at = g.plus_c(p0, cc * d);
-            let v = g.f.load(LoadTy::F32x4, b.p, at);
-            let var = g.fresh(&format!("po{cc}"), Ty::F32x4);
-            work.push(Stmt::Set { var, value: v });
-            g.f.get(var)
-        })
-        .collect();
-    let zero = g.f.f32(0.0);
-    let mut acc = g.f.splat(zero);
-    for (cc, &x) in loads.iter().enumerate() {
-        let at = g.plus_c(w0, cc as u32);
-        let wgt = g.f.load(LoadTy::F32, b.mw, at);
-        let ws = g.f.splat(wgt);
-        acc = g.f.fma(ws, x, acc);
+    spread(g, body, "mq", rows * k / 4, threads, lid, |g, q| {
+        let k4 = g.f.i32((k / 4) as i32);
+        let i = g.f.bin(BinOp::Div, q, k4);
+        let within = g.f.bin(BinOp::Rem, q, k4);
+        let d4c = g.f.i32((d / 4) as i32);
+        let hh = g.f.bin(BinOp::Div, within, d4c);
+        let d4 = g.f.bin(BinOp::Rem, within, d4c);
+        let gr = global_row(g, i);
+        let grh = g.f.mul_c(gr, h as i64);
+        let head = g.plus(grh, hh);
+        let part0 = g.f.mul_c(head, c as i64);
+        let p0 = g.f.mul_c(part0, d as i64);
+        let d4x = g.f.mul_c(d4, 4);
+        let p0 = g.plus(p0, d4x);
+        let pv = g.fresh("mpo", Ty::I32);
+        let mut work = vec![Stmt::Set { var: pv, value: p0 }];
+        let p0 = g.f.get(pv);
+        // The weights of the row's head: mw[(i·H + hh)·C + cc].
+        let ih = g.f.mul_c(i, h as i64);
+        let lh = g.plus(ih, hh);
+        let w0 = g.f.mul_c(lh, c as i64);
+        let wv = g.fresh("mwo", Ty::I32);
+        work.push(Stmt::Set { var: wv, value: w0 });
+        let w0 = g.f.get(wv);
+        let loads: Vec<E> = (0..c)
+            .map(|cc| {
+                let at = g.plus_c(p0, cc * d);
+                let v = g.f.load(LoadTy::F32x4, b.p, at);
+                let var = g.fresh(&format!("po{cc}"), Ty::F32x4);
+                work.push(Stmt::Set { var, value: v });
+                g.f.get(var)
+            })
+            .collect();
+        let zero = g.f.f32(0.0);
+        let mut acc = g.f.splat(zero);
+        for (cc, &x) in loads.iter().enumerate() {
+            let at = g.plus_c(w0, cc as u32);
+            let wgt = g.f.load(LoadTy::F32, b.mw, at);
+            let ws = g.f.splat(wgt);
+            acc = g.f.fma(ws, x, acc);
+        }
+        let iq = g.f.mul_c(q, 4);
+        work.push(Stmt::Store { buf: b.am, index: iq, value: acc });
+        work
+    });
+}
+
+/// `work(g, x)` for every `x < count`, the workgroup's `threads` threads
+/// taking x = lid, lid + threads, ... (a loop of ⌈count/threads⌉ steps on
+/// `name`, the work guarded where threads do not divide count), then a
+/// barrier.
+fn spread(g: &mut Gen, body: &mut Vec<Stmt>, name: &str, count: u32, threads: u32, lid: E, work: impl FnOnce(&mut Gen, E) -> Vec<Stmt>) {
+    let v = g.fresh(name, Ty::I32);
+    let ve = g.f.get(v);
+    let step = g.f.mul_c(ve, threads as i64);
+    let x = g.plus(step, lid);
+    let xv = g.fresh(&format!("{name}i"), Ty::I32);
+    let mut inner = vec![Stmt::Set { var: xv, value: x }];
+    let x = g.f.get(xv);
+    let mut w = work(g, x);
+    if !count.is_multiple_of(threads) {
+        let c = g.f.i32(count as i32);
+        let cond = g.f.bin(BinOp::Lt, x, c);
+        w = vec![Stmt::If { cond, body: w }];
     }
-    let iq = g.f.mul_c(q, 4);
-    work.push(Stmt::Store { buf: b.am, index: iq, value: acc });
-    if !quads.is_multiple_of(threads) {
-        let qc = g.f.i32(quads as i32);
-        let cond = g.f.bin(BinOp::Lt, q, qc);
-        work = vec![Stmt::If { cond, body: work }];
-    }
-    inner.extend(work);
-    let (lo, hi) = (g.f.i32(0), g.f.i32(quads.div_ceil(threads) as i32));
-    body.push(Stmt::For(For { var: qv, lo, hi, step: 1, unroll: false, body: inner }));
+    inner.extend(w);
+    let (lo, hi) = (g.f.i32(0), g.f.i32(count.div_ceil(threads) as i32));
+    body.push(Stmt::For(For { var: v, lo, hi, step: 1, unroll: false, body: inner }));
     body.push(Stmt::Barrier);
 }
 
