@@ -25,15 +25,10 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readBandwidth } from './probe.mjs';
+import { takeOption } from './cli.mjs';
 
 const argv = process.argv.slice(2);
-const opt = (k, d) => {
-  const i = argv.indexOf(`--${k}`);
-  if (i < 0) return d;
-  const v = argv[i + 1];
-  argv.splice(i, 2);
-  return v;
-};
+const opt = (k, d) => takeOption(argv, k, d);
 const op = opt('op', 'matmul_q4_1');
 const shape = opt('shape', '1,576,3072').split(',').map(Number);
 const layers = Number(opt('layers', '30'));

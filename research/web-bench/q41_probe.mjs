@@ -28,15 +28,10 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readBandwidth } from './probe.mjs';
+import { takeOption } from './cli.mjs';
 
 const argv = process.argv.slice(2);
-const opt = (k, d) => {
-  const i = argv.indexOf(`--${k}`);
-  if (i < 0) return d;
-  const v = argv[i + 1];
-  argv.splice(i, 2);
-  return Number(v);
-};
+const opt = (k, d) => Number(takeOption(argv, k, d));
 const K = opt('k', 576), N = opt('n', 3072), layers = opt('layers', 90), reps = opt('reps', 5), rounds = opt('rounds', 6);
 const variants = argv.length ? argv.map((a) => JSON.parse(a)) : [{}, { ls: true }, { split: true, ls: true }, { nos: true }, { nodot: true, nos: true }];
 const kb = K / 32, rowB = K / 2, dB = kb * 4, AS = 2 * K, ASUM = 2 * K + kb * 4;

@@ -20,19 +20,14 @@ import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
+import { takeOption } from './cli.mjs';
 
 // playwright-core is the web runtime's development dependency: resolved from
 // client-runtime/web/node_modules (npm ci there), not from this folder.
 const { chromium } = createRequire(join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'client-runtime', 'web', 'package.json'))('playwright-core');
 
 const args = process.argv.slice(2);
-const opt = (k, d) => {
-  const i = args.indexOf(`--${k}`);
-  if (i < 0) return d;
-  const v = args[i + 1];
-  args.splice(i, 2);
-  return Number(v);
-};
+const opt = (k, d) => Number(takeOption(args, k, d));
 const rounds = opt('rounds', 5), ms = opt('ms', 150), poolSize = opt('pool', 0);
 const dirs = args.filter((d) => existsSync(join(d, 'kernel.wasm')));
 if (!dirs.length) {
