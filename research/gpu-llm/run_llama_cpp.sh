@@ -3,7 +3,8 @@
 # Builds llama-bench once (about 3.5 minutes on 16 cores: the build runs in its own session, so a
 # call cut short can be resumed by running this again while the machine is warm), then runs
 # llama-bench: prefill of 128 tokens and 128 decoded tokens at depth 0, 128 and 1024, flash
-# attention off and on, 5 repetitions. Writes llama-bench.md/.json under $OUT (or ./out).
+# attention off and on, 5 repetitions (BENCH=0 builds only). Writes llama-bench.md/.json under
+# $OUT (or ./out).
 # Usage: research/gpu-llm/run_llama_cpp.sh CARRY_DIR   (CARRY_DIR made by prepare.sh)
 set -uo pipefail
 carry=$(cd "${1:?usage: run_llama_cpp.sh CARRY_DIR}" && pwd)
@@ -25,5 +26,6 @@ if [ ! -x b/bin/llama-bench ]; then
   tail -3 build.log; cp build.log "$out/"
 fi
 [ -x b/bin/llama-bench ] || { echo "llama-bench is not built yet: run this again"; exit 3; }
+[ "${BENCH:-1}" = 0 ] && exit 0
 b/bin/llama-bench -m synth.gguf -ngl 99 -fa 0,1 -p 128 -n 128 -d 0,128,1024 -r 5 -o md 2>&1 | tee "$out/llama-bench.md"
 b/bin/llama-bench -m synth.gguf -ngl 99 -fa 1 -p 128 -n 128 -d 0,128,1024 -r 5 -o json > "$out/llama-bench.json" 2>/dev/null

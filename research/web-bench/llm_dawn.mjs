@@ -11,6 +11,7 @@
 //        [--prefill 128] [--long 1024] [--probe-dispatches 4096] [--probe-mib 256] [--profile-runs 5]
 //        [--runtime PATH/webtune.js] [--webgpu PATH/webgpu/index.js] [--dawn-flags a,b]
 //        [--fusions-ab ROUNDS] [--short-ab ROUNDS] [--merge-ab ROUNDS] [--ab-only 1]
+//        [--tg-reps N] [--clocks-ms 50] [--omit-runs N]
 //
 // Lines (`what` names each):
 // - `adapter`: Dawn's adapter (vendor, architecture, device) and features;
@@ -70,9 +71,27 @@
 //   --prefill and --long positions: --steps decode steps through
 //   `nextTokens` in ABBA rounds (tokens/s), then profiled steps alternating
 //   (the run to its submit, the pass's GPU ms); dispatches a token.
+// - `decode_tg` (with --tg-reps N > 0): llama-bench's protocol for `tg` at a
+//   depth, at the same two contexts: one untimed warm-up run of --steps
+//   steps, then N runs back to back, each an untimed prompt of the depth
+//   from an empty cache and --steps timed decode steps through
+//   `nextTokens`: tokens/s mean and standard deviation, as llama-bench
+//   prints them;
+// - `leave_one_out` (with --omit-runs N > 0 and `timestamp-query`): at each
+//   context, for each kind of dispatch of the decode step, N pairs of
+//   profiled steps at the same position, one whole and one without that
+//   kind's dispatches (`GpuDecoder.profile`'s `omit`), alternating: the
+//   pass's GPU ms of each, and the difference, what the kind costs inside
+//   one pass (its dispatches' own time and the barriers they add);
+// - `clocks` (where `nvidia-smi` runs, every --clocks-ms ms; 0 turns it
+//   off): the SM clock and the GPU's utilisation during each timed part
+//   (decode rounds, tg runs, prefills, tuning, the leave-one-out runs):
+//   median, min, max, samples. Every line carries `t_ms`, the host's epoch
+//   ms when it was printed.
 // Token ids are fixed (a repeating run of ids from 1000), so the text means
 // nothing: the figures do not depend on it.
 
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -98,13 +117,71 @@ function args() {
     rounds: Math.max(1, num('rounds', 3)), prefill: Math.max(1, num('prefill', 128)), long: Math.max(1, num('long', 1024)),
     dispatches: Math.max(2, num('probe-dispatches', 4096)), mib: Math.max(1, num('probe-mib', 256)), profileRuns: Math.max(1, num('profile-runs', 5)),
     fusionsAb: num('fusions-ab', 0), shortAb: num('short-ab', 0), mergeAb: num('merge-ab', 0), abOnly: num('ab-only', 0) > 0,
+    tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), clocksMs: num('clocks-ms', 50),
     runtime: resolve(o.runtime ?? join(ROOT, 'client-runtime', 'web', 'dist', 'webtune.js')),
     webgpu: resolve(o.webgpu ?? join(ROOT, 'client-runtime', 'web', 'node_modules', 'webgpu', 'index.js')),
     dawnFlags: o['dawn-flags'] ? o['dawn-flags'].split(',') : [],
   };
 }
 
-const line = (what, fields) => console.log(JSON.stringify({ what, ...fields }));
+const line = (what, fields) => console.log(JSON.stringify({ what, t_ms: Date.now(), ...fields }));
+
+/**
+ * The GPU's SM clock and utilisation sampled by `nvidia-smi` every `ms` ms
+ * (line-buffered through stdbuf where it exists), each sample stamped with
+ * nvidia-smi's own time, so that a part's samples are found after the fact
+ * (`mark` a part's interval, `summary` at the end). Does nothing where
+ * nvidia-smi is missing.
+ */
+class Clocks {
+  constructor(ms) {
+    this.samples = [];
+    this.parts = [];
+    this.child = null;
+    if (!(ms > 0)) return;
+    const q = ['--query-gpu=timestamp,clocks.sm,utilization.gpu,power.draw', '--format=csv,noheader,nounits', '-lms', String(Math.round(ms))];
+    const [cmd, argv] = existsSync('/usr/bin/stdbuf') ? ['stdbuf', ['-oL', 'nvidia-smi', ...q]] : ['nvidia-smi', q];
+    let rest = '';
+    try {
+      this.child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'ignore'] });
+    } catch {
+      this.child = null;
+      return;
+    }
+    this.child.on('error', () => (this.child = null));
+    this.child.stdout.on('data', (d) => {
+      const lines = (rest + d.toString()).split('\n');
+      rest = lines.pop();
+      for (const l of lines) {
+        const [ts, sm, util, w] = l.split(',').map((x) => x.trim());
+        // nvidia-smi prints local time as 2026/12/03 15:10:01.123; Date reads that form as local time too.
+        const t = Date.parse(ts.replace(/\//g, '-').replace(' ', 'T'));
+        if (Number.isFinite(t) && Number.isFinite(+sm)) this.samples.push({ t, sm: +sm, util: +util, w: +w });
+      }
+    });
+  }
+  /** Runs `f` as the part `label` (with `extra` fields in its summary); returns what `f` returns. */
+  async part(label, f, extra = {}) {
+    const t0 = Date.now();
+    const r = await f();
+    this.parts.push({ label, t0, t1: Date.now(), ...extra });
+    return r;
+  }
+  /** Each part's samples (median, min, max SM MHz; median utilisation %); the sampler stopped. */
+  async summary() {
+    if (!this.child) return null;
+    await new Promise((res) => setTimeout(res, 400));
+    this.child.kill();
+    const parts = this.parts.map((p) => {
+      const s = this.samples.filter((x) => x.t >= p.t0 && x.t <= p.t1);
+      const sm = s.map((x) => x.sm);
+      return { ...p, ms: p.t1 - p.t0, samples: s.length, sm_median: s.length ? median(sm) : null, sm_min: s.length ? Math.min(...sm) : null, sm_max: s.length ? Math.max(...sm) : null,
+        util_median: s.length ? median(s.map((x) => x.util)) : null };
+    });
+    const all = this.samples.map((x) => x.sm);
+    return { samples: this.samples.length, sm_median_all: all.length ? median(all) : null, parts };
+  }
+}
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
@@ -218,7 +295,7 @@ async function backendsAb(gen, device, o, mode = 'fusions') {
 }
 
 /** The backend's default (+merge) against a merge dispatch a layer: decode rates and profiles, ABBA (`merge_ab`). */
-async function mergeAb(gen, device, o) {
+async function mergeAb(gen, device, o, clocks) {
   const wurl = gen.manifest.weights.url;
   const weights = await (await fetch(wurl.startsWith('http') ? wurl : `${o.server}${wurl}`)).arrayBuffer();
   const plain = await gen.gpu.constructor.create({ device, graph: gen.graph, tensors: gen.manifest.tensors, weights, context: gen.context, mergeAttention: false });
@@ -236,7 +313,7 @@ async function mergeAb(gen, device, o) {
         const { g } = sides[name];
         const t = await g.nextToken(p, { reset: true });
         const s0 = performance.now();
-        await g.nextTokens([t], o.steps);
+        await clocks.part(`merge_ab ${name} ${ctx}`, () => g.nextTokens([t], o.steps));
         rates[name].push((o.steps * 1000) / (performance.now() - s0));
       }
     }
@@ -274,6 +351,7 @@ async function main() {
   const info = adapter.info ?? {};
   line('adapter', { vendor: info.vendor, architecture: info.architecture, device: info.device, description: info.description, features: wanted, node: process.version });
   const { TextGenerator } = await import(pathToFileURL(o.runtime).href);
+  const clocks = new Clocks(o.clocksMs);
 
   const t0 = performance.now();
   const gen = await TextGenerator.load({ server: o.server, model: o.model, target: 'webgpu', device, adapter, context: o.context, cache: false, budgetMs: 200, report: true });
@@ -281,8 +359,9 @@ async function main() {
   if ((o.fusionsAb > 0 || o.shortAb > 0 || o.mergeAb > 0) && gen.gpu) {
     if (o.fusionsAb > 0) await backendsAb(gen, device, o);
     if (o.shortAb > 0) await backendsAb(gen, device, o, 'short');
-    if (o.mergeAb > 0) await mergeAb(gen, device, o);
+    if (o.mergeAb > 0) await mergeAb(gen, device, o, clocks);
     if (o.abOnly) {
+      line('clocks', await clocks.summary());
       gen.close();
       device.destroy();
       delete globalThis.navigator.gpu;
@@ -302,11 +381,13 @@ async function main() {
   if (o.tuneS > 0) {
     const t1 = performance.now();
     let evaluated = 0;
-    while (performance.now() - t1 < o.tuneS * 1000) {
-      const r = await gen.idle(200);
-      if (r.done) break;
-      if (!r.worked) await new Promise((res) => setTimeout(res, 5));
-    }
+    await clocks.part('tuning', async () => {
+      while (performance.now() - t1 < o.tuneS * 1000) {
+        const r = await gen.idle(200);
+        if (r.done) break;
+        if (!r.worked) await new Promise((res) => setTimeout(res, 5));
+      }
+    });
     const status = gen.webtune.status();
     evaluated = status.reduce((a, x) => a + x.evaluated, 0);
     line('tuning', { s: (performance.now() - t1) / 1000, kernels: status.length, evaluated, swaps: swaps.length, done: status.every((x) => x.phase === 'done') });
@@ -347,7 +428,7 @@ async function main() {
   const pre = [], direct = [], parts = [];
   for (let r = 0; r < Math.max(o.rounds, 5); r++) {
     const t = performance.now();
-    await gen.nextToken(prompt, { reset: true });
+    await clocks.part('prefill', () => gen.nextToken(prompt, { reset: true }));
     pre.push(performance.now() - t);
     if (!gen.gpu) continue;
     gen.gpu.reset();
@@ -373,13 +454,15 @@ async function main() {
     for (let r = 0; r < o.rounds; r++) {
       const t = await gen.nextToken(p, { reset: true });
       const s0 = performance.now();
-      await gen.nextTokens([t], o.steps);
+      await clocks.part(`decode ${p.length}`, () => gen.nextTokens([t], o.steps));
       const el = performance.now() - s0;
       rates.push((o.steps * 1000) / el);
       ms = el / o.steps;
       let u = await gen.nextToken(p, { reset: true });
       const s1 = performance.now();
-      for (let i = 0; i < o.steps; i++) u = await gen.nextToken([u]);
+      await clocks.part(`one_at_a_time ${p.length}`, async () => {
+        for (let i = 0; i < o.steps; i++) u = await gen.nextToken([u]);
+      });
       single.push((o.steps * 1000) / (performance.now() - s1));
     }
     const rate = median(rates);
@@ -391,6 +474,22 @@ async function main() {
     line('decode', { context: p.length, prompt: p.length, steps: o.steps, tokens_per_s: rate, ms_per_token: stepMs, last_round_ms: ms, dispatches_per_token: dispatches, rounds: rates,
       one_at_a_time_tokens_per_s: median(single) });
     line('floor', { context: p.length, bytes_per_token: bytes, bandwidth_ms: bwMs, dispatch_ms: dispMs, floor_ms: Math.max(bwMs, dispMs), fraction_of_floor: Math.max(bwMs, dispMs) / stepMs });
+  }
+  if (o.tgReps > 0) {
+    // llama-bench's tg protocol: a warm-up run, then runs back to back, each after an untimed prompt of the depth.
+    for (const p of [prompt, long]) {
+      await gen.nextTokens([await gen.nextToken(p, { reset: true })], o.steps);
+      const rates = [];
+      for (let r = 0; r < o.tgReps; r++) {
+        const t = await gen.nextToken(p, { reset: true });
+        const s0 = performance.now();
+        await clocks.part(`tg ${p.length}`, () => gen.nextTokens([t], o.steps));
+        rates.push((o.steps * 1000) / (performance.now() - s0));
+      }
+      const mean = rates.reduce((a, b) => a + b, 0) / rates.length;
+      const sd = Math.sqrt(rates.reduce((a, b) => a + (b - mean) ** 2, 0) / Math.max(1, rates.length - 1));
+      line('decode_tg', { depth: p.length, steps: o.steps, reps: rates.length, tokens_per_s_mean: mean, tokens_per_s_sd: sd, runs: rates.map((x) => +x.toFixed(1)) });
+    }
   }
   if (device.features.has('timestamp-query') && gen.gpu) {
     // Where a decode step's time goes, at both contexts: host recording, the
@@ -423,6 +522,36 @@ async function main() {
       line('profile', { run: p ? 'decode' : 'prefill', context: p ? p.length : prompt.length, runs: runs.length, wall_ms: median(runs.map((r) => r.wallMs)), encode_ms: median(runs.map((r) => r.encodeMs)),
         gpu_pass_ms: median(runs.map((r) => r.gpuMs)), gpu_steps_sum_ms: stepsMs, by_kind: byKind });
     }
+    if (o.omitRuns > 0) {
+      for (const p of [prompt, long]) try {
+        const t = await gen.nextToken(p, { reset: true });
+        const dec = gen.gpu;
+        // Each profiled run feeds one token: rewound after it, so that every run is at the same position.
+        const once = async (omit) => {
+          const pr = await dec.profile([t], { perStep: false, omit });
+          dec.rewind(1);
+          return pr;
+        };
+        const labels = (await once(undefined)).steps.map((x) => x.label);
+        const kinds = [...new Set(labels)];
+        const out = [];
+        await clocks.part(`leave_one_out ${p.length}`, async () => {
+          for (const kind of kinds) {
+            const whole = [], without = [];
+            for (let r = 0; r < o.omitRuns; r++) {
+              whole.push((await once(undefined)).gpuMs);
+              without.push((await once(kind)).gpuMs);
+            }
+            const cost = median(whole) - median(without), count = labels.filter((x) => x === kind).length;
+            out.push({ kind, dispatches: count, whole_ms: median(whole), without_ms: median(without), cost_ms: cost, us_each: (cost * 1000) / count });
+          }
+        });
+        out.sort((a, b) => b.cost_ms - a.cost_ms);
+        line('leave_one_out', { context: p.length, runs: o.omitRuns, costs_sum_ms: out.reduce((a, x) => a + x.cost_ms, 0), kinds: out });
+      } catch (e) {
+        line('leave_one_out', { context: p.length, error: String(e?.stack ?? e) });
+      }
+    }
     // The read-back's round trip alone: an 8-byte copy, submitted and mapped.
     const src = device.createBuffer({ size: 16, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.STORAGE });
     const dst = device.createBuffer({ size: 16, usage: GPUBufferUsage.COPY_DST | GPUBufferUsage.MAP_READ });
@@ -440,6 +569,7 @@ async function main() {
     src.destroy();
     dst.destroy();
   }
+  line('clocks', await clocks.summary());
   gen.close();
   device.destroy();
   delete globalThis.navigator.gpu;

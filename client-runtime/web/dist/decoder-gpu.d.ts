@@ -266,10 +266,14 @@ export declare class GpuDecoder {
      * `timestamp-query` feature; for benchmarks (passes of one dispatch each
      * cost the GPU more than one pass, so the steps' times add up to more
      * than `gpuMs`). With `perStep: false` only the first run (`steps`
-     * then holds the labels, each at 0 ms).
+     * then holds the labels, each at 0 ms). With `omit`, that first run
+     * leaves out every dispatch of that label (what they cost in the pass is
+     * the difference from a run without `omit`; the run's results, the
+     * caches' new rows included, are then wrong: reset before using them).
      */
     profile(tokens: number[], opts?: {
         perStep?: boolean;
+        omit?: string;
     }): Promise<GpuProfile>;
     private sampleBind;
     /** The sampling's dispatch: one workgroup over the logits. */

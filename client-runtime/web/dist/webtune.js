@@ -12459,7 +12459,7 @@ var GpuDecoder = class _GpuDecoder {
     this.pos += t;
     this.stats.submits++;
     this.stats.tokens += t;
-    if (bk.m === 1) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
+    if (bk.m === 1 && timing?.omit === void 0) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
     return slot;
   }
   /**
@@ -12483,11 +12483,12 @@ var GpuDecoder = class _GpuDecoder {
         pass = begin();
       }
       if ("kernel" in st) {
+        if (timing?.omit === st.label) continue;
         st.kernel.dispatch(pass, st.perT ? st.perT(t) : st.group);
         dispatches += st.kernel.passes;
       } else {
         const form = formAt(st, this.pos + t);
-        if (!form) continue;
+        if (!form || timing?.omit === form.label) continue;
         dispatches++;
         pass.setPipeline(form.pipeline);
         pass.setBindGroup(0, form.group);
@@ -12525,7 +12526,10 @@ var GpuDecoder = class _GpuDecoder {
    * `timestamp-query` feature; for benchmarks (passes of one dispatch each
    * cost the GPU more than one pass, so the steps' times add up to more
    * than `gpuMs`). With `perStep: false` only the first run (`steps`
-   * then holds the labels, each at 0 ms).
+   * then holds the labels, each at 0 ms). With `omit`, that first run
+   * leaves out every dispatch of that label (what they cost in the pass is
+   * the difference from a run without `omit`; the run's results, the
+   * caches' new rows included, are then wrong: reset before using them).
    */
   async profile(tokens, opts = {}) {
     if (!this.device.features.has("timestamp-query")) throw new Error("GpuDecoder.profile needs the device's 'timestamp-query' feature");
@@ -12546,14 +12550,14 @@ var GpuDecoder = class _GpuDecoder {
     try {
       const pos0 = this.pos;
       const t0 = performance.now();
-      const slot = this.run(tokens, bk, greedy, { set, resolve, read, perStep: false });
+      const slot = this.run(tokens, bk, greedy, { set, resolve, read, perStep: false, omit: opts.omit });
       const encodeMs = performance.now() - t0;
       await this.readToken(slot);
       const wallMs = performance.now() - t0;
       const [gpuMs] = await times(2);
       const end = pos0 + tokens.length;
       const labels = [...bk.steps.map((s) => "kernel" in s ? s.label : formAt(s, end)?.label ?? `${s.label} (skipped)`), "sample"];
-      if (opts.perStep === false) return { encodeMs, wallMs, gpuMs, steps: labels.map((label) => ({ label, ms: 0 })) };
+      if (opts.perStep === false || opts.omit !== void 0) return { encodeMs, wallMs, gpuMs, steps: labels.map((label) => ({ label, ms: 0 })) };
       this.pos = pos0;
       await this.readToken(this.run(tokens, bk, greedy, { set, resolve, read, perStep: true }));
       const each = await times(n);

@@ -130,6 +130,8 @@ interface Timing {
   resolve: GPUBuffer;
   read: GPUBuffer;
   perStep: boolean;
+  /** Dispatches of this label are left out of the run (a profile's leave-one-out timing; the results are then wrong). */
+  omit?: string;
 }
 
 /** What the backend has done, for benchmarks and the latency chart. */
@@ -737,7 +739,7 @@ export class GpuDecoder {
     this.stats.submits++;
     this.stats.tokens += t;
     // A decode step: one token and its sampling (counted also where this run read logits instead).
-    if (bk.m === 1) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
+    if (bk.m === 1 && timing?.omit === undefined) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
     return slot;
   }
 
@@ -765,11 +767,12 @@ export class GpuDecoder {
         pass = begin();
       }
       if ('kernel' in st) {
+        if (timing?.omit === st.label) continue;
         st.kernel.dispatch(pass, st.perT ? st.perT(t) : st.group);
         dispatches += st.kernel.passes;
       } else {
         const form = formAt(st, this.pos + t);
-        if (!form) continue;
+        if (!form || timing?.omit === form.label) continue;
         dispatches++;
         pass.setPipeline(form.pipeline);
         pass.setBindGroup(0, form.group);
@@ -809,9 +812,12 @@ export class GpuDecoder {
    * `timestamp-query` feature; for benchmarks (passes of one dispatch each
    * cost the GPU more than one pass, so the steps' times add up to more
    * than `gpuMs`). With `perStep: false` only the first run (`steps`
-   * then holds the labels, each at 0 ms).
+   * then holds the labels, each at 0 ms). With `omit`, that first run
+   * leaves out every dispatch of that label (what they cost in the pass is
+   * the difference from a run without `omit`; the run's results, the
+   * caches' new rows included, are then wrong: reset before using them).
    */
-  async profile(tokens: number[], opts: { perStep?: boolean } = {}): Promise<GpuProfile> {
+  async profile(tokens: number[], opts: { perStep?: boolean; omit?: string } = {}): Promise<GpuProfile> {
     if (!this.device.features.has('timestamp-query')) throw new Error("GpuDecoder.profile needs the device's 'timestamp-query' feature");
     this.check(tokens);
     if (tokens.length > this.maxRows) throw new RangeError(`profile runs one bucket: at most ${this.maxRows} tokens, got ${tokens.length}`);
@@ -830,7 +836,7 @@ export class GpuDecoder {
     try {
       const pos0 = this.pos;
       const t0 = performance.now();
-      const slot = this.run(tokens, bk, greedy, { set, resolve, read, perStep: false });
+      const slot = this.run(tokens, bk, greedy, { set, resolve, read, perStep: false, omit: opts.omit });
       const encodeMs = performance.now() - t0;
       await this.readToken(slot);
       const wallMs = performance.now() - t0;
@@ -838,7 +844,7 @@ export class GpuDecoder {
       // What ran at this position: the short attention's kernel, and its merge skipped (an empty pass with perStep).
       const end = pos0 + tokens.length;
       const labels = [...bk.steps.map((s) => ('kernel' in s ? s.label : formAt(s, end)?.label ?? `${s.label} (skipped)`)), 'sample'];
-      if (opts.perStep === false) return { encodeMs, wallMs, gpuMs, steps: labels.map((label) => ({ label, ms: 0 })) };
+      if (opts.perStep === false || opts.omit !== undefined) return { encodeMs, wallMs, gpuMs, steps: labels.map((label) => ({ label, ms: 0 })) };
       this.pos = pos0;
       await this.readToken(this.run(tokens, bk, greedy, { set, resolve, read, perStep: true }));
       const each = await times(n);
