@@ -11,8 +11,13 @@ smi=$!
 "$@"
 rc=$?
 sleep 0.2; kill $smi 2>/dev/null; wait $smi 2>/dev/null
-awk -F', *' '{ n++; sm[n] = $2; u[n] = $3 } END {
-  if (!n) { print "clocked: no samples" > "/dev/stderr"; exit }
-  asort(sm); asort(u); printf "clocked: sm_median %s MHz, min %s, max %s, samples %d, util_median %s%%\n", sm[int((n + 1) / 2)], sm[1], sm[n], n, u[int((n + 1) / 2)] > "/dev/stderr"
-}' "$csv"
+# mawk has no asort: the medians from sorted columns.
+n=$(wc -l < "$csv")
+if [ "$n" -gt 0 ]; then
+  col() { cut -d, -f"$1" "$csv" | tr -d ' ' | sort -n; }
+  mid=$(( (n + 1) / 2 ))
+  echo "clocked: sm_median $(col 2 | sed -n "${mid}p") MHz, min $(col 2 | head -1), max $(col 2 | tail -1), samples $n, util_median $(col 3 | sed -n "${mid}p")%" >&2
+else
+  echo "clocked: no samples" >&2
+fi
 exit $rc

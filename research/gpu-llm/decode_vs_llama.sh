@@ -2,12 +2,11 @@
 # On the GPU machine, one call: webtune's decode through Dawn against llama.cpp CUDA on the same
 # synthetic GGUF, with the GPU's SM clock sampled throughout (clocked.sh). In order:
 #   1. llama-bench, built here (run_llama_cpp.sh, ~210 s on 16 cores) unless CARRY_DIR holds
-#      llama-bench.xz (a static build brought back from an earlier call);
+#      llama-bench.xz (a static build: too large to come back from the GPU machine so far);
 #   2. llama-bench `-fa 1 -p 128 -n 128 -d 128,1024 -r 5`, clocked;
 #   3. run_dawn.sh CARRY_DIR with the options given here (llm_dawn.mjs), clocked;
 #   4. the same llama-bench again, clocked (its rate moves between runs in one call).
 # Writes under $OUT: llama-before.md, llama-after.md, dawn/ (dawn.jsonl, serve.log), clk-*.csv,
-# and llama-bench.xz where it was built here (to carry next time).
 # Usage: research/gpu-llm/decode_vs_llama.sh CARRY_DIR [llm_dawn.mjs options...]
 set -uo pipefail
 carry=$(cd "${1:?usage: decode_vs_llama.sh CARRY_DIR [options]}" && pwd); shift
@@ -21,10 +20,8 @@ if [ -f "$carry/llama-bench.xz" ]; then
   [ -f "$work/synth.gguf" ] || python3 "$here/synth_gguf.py" fill "$carry/smol.skel" "$work/synth.gguf" 7
 else
   BENCH=0 WAIT=${WAIT:-330} "$here/run_llama_cpp.sh" "$carry" || exit $?
-  xz -T0 -6 -c "$work/b/bin/llama-bench" > "$out/llama-bench.xz"
-  ldd "$work/b/bin/llama-bench" | grep -v 'linux-vdso\|ld-linux' | head -20
 fi
-bench() { (cd "$work" && b/bin/llama-bench -m synth.gguf -ngl 99 -fa 1 -p 128 -n 128 -d 128,1024 -r 5 -o md); }
-"$here/clocked.sh" "$out/clk-llama-before.csv" bench 2>&1 | tee "$out/llama-before.md"
+bench="cd $work && b/bin/llama-bench -m synth.gguf -ngl 99 -fa 1 -p 128 -n 128 -d 128,1024 -r 5 -o md"
+"$here/clocked.sh" "$out/clk-llama-before.csv" bash -c "$bench" 2>&1 | tee "$out/llama-before.md"
 OUT=$out/dawn "$here/clocked.sh" "$out/clk-dawn.csv" "$here/run_dawn.sh" "$carry" "$@"
-"$here/clocked.sh" "$out/clk-llama-after.csv" bench 2>&1 | tee "$out/llama-after.md"
+"$here/clocked.sh" "$out/clk-llama-after.csv" bash -c "$bench" 2>&1 | tee "$out/llama-after.md"

@@ -11,7 +11,7 @@
 //        [--prefill 128] [--long 1024] [--probe-dispatches 4096] [--probe-mib 256] [--profile-runs 5]
 //        [--runtime PATH/webtune.js] [--webgpu PATH/webgpu/index.js] [--dawn-flags a,b]
 //        [--fusions-ab ROUNDS] [--short-ab ROUNDS] [--merge-ab ROUNDS] [--ab-only 1]
-//        [--tg-reps N] [--clocks-ms 50] [--omit-runs N]
+//        [--tg-reps N] [--clocks-ms 50] [--omit-runs N] [--record-probe REPS]
 //
 // Lines (`what` names each):
 // - `adapter`: Dawn's adapter (vendor, architecture, device) and features;
@@ -81,8 +81,27 @@
 //   context, for each kind of dispatch of the decode step, N pairs of
 //   profiled steps at the same position, one whole and one without that
 //   kind's dispatches (`GpuDecoder.profile`'s `omit`), alternating: the
-//   pass's GPU ms of each, and the difference, what the kind costs inside
-//   one pass (its dispatches' own time and the barriers they add);
+//   pass's GPU ms of each (means: timestamps come in steps), and the
+//   difference, what the kind costs inside one pass (its dispatches' own
+//   time and the barriers they add);
+// - `record_probe` (with --record-probe REPS > 0, right after loading, before
+//   any A/B; with --ab-only 1 nothing else runs): where the host's time of
+//   recording a decode step goes, each form REPS times built into a new
+//   encoder and finished, never submitted (median ms): `encode` (the
+//   backend's own, `GpuDecoder.recordTimes`), `flat` (the same pipelines,
+//   bind groups and grids from a flat list, no backend logic), `same` (as
+//   many setPipeline/setBindGroup/dispatch triples, all of one pipeline and
+//   group), `dispatch_only` (as many dispatches of one pipeline and group
+//   set once) and `empty` (the encoder, pass and finish alone); then the
+//   submits, timed around `queue.submit` alone (the GPU's work awaited
+//   untimed after each): `run_ms` (the backend's whole run of a decode
+//   step: parameters written, recorded, submitted), `flat_submit_ms` (the
+//   flat list's command buffer), `tiny_submit_ms` (as many dispatches of a
+//   one-thread pipeline with a bind group of one buffer, each with its
+//   setBindGroup) and `tiny8_submit_ms` (the same with a bind group of
+//   eight buffers): what Dawn's backend spends on each dispatch at submit,
+//   by the size of its bind group; `run_parts_ms`: the run's writes,
+//   recording and submit timed apart;
 // - `clocks` (where `nvidia-smi` runs, every --clocks-ms ms; 0 turns it
 //   off): the SM clock and the GPU's utilisation during each timed part
 //   (decode rounds, tg runs, prefills, tuning, the leave-one-out runs):
@@ -117,7 +136,7 @@ function args() {
     rounds: Math.max(1, num('rounds', 3)), prefill: Math.max(1, num('prefill', 128)), long: Math.max(1, num('long', 1024)),
     dispatches: Math.max(2, num('probe-dispatches', 4096)), mib: Math.max(1, num('probe-mib', 256)), profileRuns: Math.max(1, num('profile-runs', 5)),
     fusionsAb: num('fusions-ab', 0), shortAb: num('short-ab', 0), mergeAb: num('merge-ab', 0), abOnly: num('ab-only', 0) > 0,
-    tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), clocksMs: num('clocks-ms', 50),
+    tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), recordProbe: num('record-probe', 0), clocksMs: num('clocks-ms', 50),
     runtime: resolve(o.runtime ?? join(ROOT, 'client-runtime', 'web', 'dist', 'webtune.js')),
     webgpu: resolve(o.webgpu ?? join(ROOT, 'client-runtime', 'web', 'node_modules', 'webgpu', 'index.js')),
     dawnFlags: o['dawn-flags'] ? o['dawn-flags'].split(',') : [],
@@ -294,6 +313,140 @@ async function backendsAb(gen, device, o, mode = 'fusions') {
   fused.reset();
 }
 
+/** Where the host's time of recording a decode step goes (`record_probe`). */
+async function recordProbe(gen, device, o) {
+  const dec = gen.gpu;
+  dec.reset();
+  await dec.next([1000], { temperature: 0, topK: 0, topP: 1, u: 0 });
+  await dec.recordTimes(5);
+  // The decode bucket's steps as the backend holds them (private in TypeScript only), and the sampling.
+  const steps = [...dec.ready.get(1).steps, dec.sampleStep()];
+  const flat = steps.map((st) => ('kernel' in st
+    ? (st.kernel.passes === 1 ? { pipeline: st.kernel.pipeline, group: st.perT ? st.perT(1) : st.group, grid: st.kernel.workgroups } : { kernel: st.kernel, group: st.perT ? st.perT(1) : st.group })
+    : { pipeline: st.pipeline, group: st.group, grid: [st.grid[0], st.grid[1], 1] }));
+  const one = flat.find((x) => x.pipeline);
+  const n = flat.length;
+  const time = (body) => {
+    const ms = [];
+    for (let r = 0; r < o.recordProbe; r++) {
+      const t0 = performance.now();
+      const enc = device.createCommandEncoder();
+      const pass = enc.beginComputePass();
+      body(pass);
+      pass.end();
+      enc.finish();
+      ms.push(performance.now() - t0);
+    }
+    return median(ms);
+  };
+  device.pushErrorScope('validation');
+  const res = {
+    dispatches: n,
+    encode: median(await dec.recordTimes(o.recordProbe)),
+    flat: time((pass) => {
+      for (const x of flat) {
+        if (x.kernel) x.kernel.dispatch(pass, x.group);
+        else {
+          pass.setPipeline(x.pipeline);
+          pass.setBindGroup(0, x.group);
+          pass.dispatchWorkgroups(x.grid[0], x.grid[1], x.grid[2]);
+        }
+      }
+    }),
+    same: time((pass) => {
+      for (let i = 0; i < n; i++) {
+        pass.setPipeline(one.pipeline);
+        pass.setBindGroup(0, one.group);
+        pass.dispatchWorkgroups(1, 1, 1);
+      }
+    }),
+    dispatch_only: time((pass) => {
+      pass.setPipeline(one.pipeline);
+      pass.setBindGroup(0, one.group);
+      for (let i = 0; i < n; i++) pass.dispatchWorkgroups(1, 1, 1);
+    }),
+    empty: time(() => {}),
+  };
+  // Submits: the command buffer built first, only queue.submit timed, the GPU awaited after.
+  const submitted = async (build) => {
+    const ms = [];
+    for (let r = 0; r < o.recordProbe; r++) {
+      const enc = device.createCommandEncoder();
+      const pass = enc.beginComputePass();
+      build(pass);
+      pass.end();
+      const cb = enc.finish();
+      const t0 = performance.now();
+      device.queue.submit([cb]);
+      ms.push(performance.now() - t0);
+      await device.queue.onSubmittedWorkDone();
+    }
+    return median(ms);
+  };
+  res.flat_submit_ms = await submitted((pass) => {
+    for (const x of flat) {
+      if (x.kernel) x.kernel.dispatch(pass, x.group);
+      else {
+        pass.setPipeline(x.pipeline);
+        pass.setBindGroup(0, x.group);
+        pass.dispatchWorkgroups(x.grid[0], x.grid[1], x.grid[2]);
+      }
+    }
+  });
+  for (const k of [1, 8]) {
+    const decl = Array.from({ length: k }, (_, i) => `@group(0) @binding(${i}) var<storage, read_write> x${i}: array<u32>;`).join('\n');
+    const use = Array.from({ length: k }, (_, i) => `x${i}[1] = x${i}[0];`).join(' ');
+    const module = device.createShaderModule({ code: `${decl}\n@compute @workgroup_size(1) fn main() { if (x0[0] == 12345u) { ${use} } }` });
+    const pipeline = await device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'main' } });
+    const bufs = Array.from({ length: k }, () => device.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE }));
+    const group = device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: bufs.map((buffer, i) => ({ binding: i, resource: { buffer } })) });
+    res[`tiny${k === 1 ? '' : k}_submit_ms`] = await submitted((pass) => {
+      pass.setPipeline(pipeline);
+      for (let i = 0; i < n; i++) {
+        pass.setBindGroup(0, group);
+        pass.dispatchWorkgroups(1);
+      }
+    });
+    for (const b of bufs) b.destroy();
+  }
+  // The backend's whole run of a decode step (parameters written, recorded, submitted), rewound after each.
+  const bk = dec.ready.get(1), runs = [];
+  for (let r = 0; r < o.recordProbe; r++) {
+    const t0 = performance.now();
+    const slot = dec.run([1000], bk, { temperature: 0, topK: 0, topP: 1, u: 0 });
+    runs.push(performance.now() - t0);
+    await dec.readToken(slot);
+    dec.rewind(1);
+  }
+  res.run_ms = median(runs);
+  // The same run in its parts (run's body, step by step): the parameters' and the id's writes, the
+  // recording (and finish), the submit.
+  const parts = { write: [], record: [], submit: [] };
+  for (let r = 0; r < o.recordProbe; r++) {
+    const t0 = performance.now();
+    device.queue.writeBuffer(dec.runParams, 0, dec.runHost);
+    device.queue.writeBuffer(dec.ids, 0, Uint32Array.from([1000]));
+    const t1 = performance.now();
+    const { enc } = dec.encode(bk, 1, false, true);
+    const slot = dec.readSlot;
+    enc.copyBufferToBuffer(dec.token, 0, dec.tokenReads[slot], 0, 8);
+    dec.readSlot = (slot + 1) % dec.tokenReads.length;
+    const cb = enc.finish();
+    const t2 = performance.now();
+    device.queue.submit([cb]);
+    const t3 = performance.now();
+    parts.write.push(t1 - t0);
+    parts.record.push(t2 - t1);
+    parts.submit.push(t3 - t2);
+    await dec.readToken(slot);
+  }
+  res.run_parts_ms = { write: median(parts.write), record: median(parts.record), submit: median(parts.submit) };
+  const err = await device.popErrorScope();
+  line('record_probe', { reps: o.recordProbe, ...res, validation_error: err ? err.message : null,
+    us_per_call_same: ((res.same - res.empty) * 1000) / (3 * n), us_per_dispatch_only: ((res.dispatch_only - res.empty) * 1000) / n });
+  dec.reset();
+}
+
 /** The backend's default (+merge) against a merge dispatch a layer: decode rates and profiles, ABBA (`merge_ab`). */
 async function mergeAb(gen, device, o, clocks) {
   const wurl = gen.manifest.weights.url;
@@ -356,7 +509,8 @@ async function main() {
   const t0 = performance.now();
   const gen = await TextGenerator.load({ server: o.server, model: o.model, target: 'webgpu', device, adapter, context: o.context, cache: false, budgetMs: 200, report: true });
   line('load', { s: (performance.now() - t0) / 1000, gpu_bytes: gen.memoryBytes, context: gen.context, key: gen.webtune.session.device_key });
-  if ((o.fusionsAb > 0 || o.shortAb > 0 || o.mergeAb > 0) && gen.gpu) {
+  if (o.recordProbe > 0 && gen.gpu) await recordProbe(gen, device, o);
+  if ((o.fusionsAb > 0 || o.shortAb > 0 || o.mergeAb > 0 || o.recordProbe > 0) && gen.gpu) {
     if (o.fusionsAb > 0) await backendsAb(gen, device, o);
     if (o.shortAb > 0) await backendsAb(gen, device, o, 'short');
     if (o.mergeAb > 0) await mergeAb(gen, device, o, clocks);
@@ -542,8 +696,10 @@ async function main() {
               whole.push((await once(undefined)).gpuMs);
               without.push((await once(kind)).gpuMs);
             }
-            const cost = median(whole) - median(without), count = labels.filter((x) => x === kind).length;
-            out.push({ kind, dispatches: count, whole_ms: median(whole), without_ms: median(without), cost_ms: cost, us_each: (cost * 1000) / count });
+            // Means, not medians: Dawn's timestamps come in 65.536 µs steps on the H200, and a mean over runs at random phases resolves less than a step.
+            const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+            const cost = mean(whole) - mean(without), count = labels.filter((x) => x === kind).length;
+            out.push({ kind, dispatches: count, whole_ms: mean(whole), without_ms: mean(without), cost_ms: cost, us_each: (cost * 1000) / count });
           }
         });
         out.sort((a, b) => b.cost_ms - a.cost_ms);
