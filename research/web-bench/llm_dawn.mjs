@@ -11,7 +11,7 @@
 //        [--prefill 128] [--long 1024] [--probe-dispatches 4096] [--probe-mib 256] [--profile-runs 5]
 //        [--runtime PATH/webtune.js] [--webgpu PATH/webgpu/index.js] [--dawn-flags a,b]
 //        [--fusions-ab ROUNDS] [--short-ab ROUNDS] [--merge-ab ROUNDS] [--ab-only 1]
-//        [--tg-reps N] [--clocks-ms 50] [--omit-runs N] [--record-probe REPS]
+//        [--tg-reps N] [--clocks-ms 50] [--omit-runs N] [--record-probe REPS] [--submit-ab K [--submit-ab-rounds 6]]
 //
 // Lines (`what` names each):
 // - `adapter`: Dawn's adapter (vendor, architecture, device) and features;
@@ -71,6 +71,10 @@
 //   --prefill and --long positions: --steps decode steps through
 //   `nextTokens` in ABBA rounds (tokens/s), then profiled steps alternating
 //   (the run to its submit, the pass's GPU ms); dispatches a token.
+// - `submit_ab` (with --submit-ab K > 1, after tuning): the generator's
+//   backend (one decode step a submit) against one with K steps a submit
+//   (GpuDecoderInit.stepsPerSubmit), decode rates in ABBA rounds as
+//   merge_ab's;
 // - `decode_tg` (with --tg-reps N > 0): llama-bench's protocol for `tg` at a
 //   depth, at the same two contexts: one untimed warm-up run of --steps
 //   steps, then N runs back to back, each an untimed prompt of the depth
@@ -136,7 +140,7 @@ function args() {
     rounds: Math.max(1, num('rounds', 3)), prefill: Math.max(1, num('prefill', 128)), long: Math.max(1, num('long', 1024)),
     dispatches: Math.max(2, num('probe-dispatches', 4096)), mib: Math.max(1, num('probe-mib', 256)), profileRuns: Math.max(1, num('profile-runs', 5)),
     fusionsAb: num('fusions-ab', 0), shortAb: num('short-ab', 0), mergeAb: num('merge-ab', 0), abOnly: num('ab-only', 0) > 0,
-    tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), recordProbe: num('record-probe', 0), clocksMs: num('clocks-ms', 50),
+    submitAb: num('submit-ab', 0), submitAbRounds: num('submit-ab-rounds', 6), tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), recordProbe: num('record-probe', 0), clocksMs: num('clocks-ms', 50),
     runtime: resolve(o.runtime ?? join(ROOT, 'client-runtime', 'web', 'dist', 'webtune.js')),
     webgpu: resolve(o.webgpu ?? join(ROOT, 'client-runtime', 'web', 'node_modules', 'webgpu', 'index.js')),
     dawnFlags: o['dawn-flags'] ? o['dawn-flags'].split(',') : [],
@@ -447,37 +451,44 @@ async function recordProbe(gen, device, o) {
   dec.reset();
 }
 
-/** The backend's default (+merge) against a merge dispatch a layer: decode rates and profiles, ABBA (`merge_ab`). */
-async function mergeAb(gen, device, o, clocks) {
+/**
+ * The generator's own backend (side A) against another GpuDecoder of the
+ * same graph and kernels built with `init` (side B), each in a
+ * TextGenerator on the same device: decode rates through `nextTokens` in
+ * ABBA rounds and profiles, at --prefill and --long positions (`what`
+ * lines). merge_ab: the backend's default (+merge) against a merge dispatch
+ * a layer; submit_ab: one decode step a submit against --submit-ab steps.
+ */
+async function backendAbRates(gen, device, o, clocks, { what, a, b, init, rounds }) {
   const wurl = gen.manifest.weights.url;
   const weights = await (await fetch(wurl.startsWith('http') ? wurl : `${o.server}${wurl}`)).arrayBuffer();
-  const plain = await gen.gpu.constructor.create({ device, graph: gen.graph, tensors: gen.manifest.tensors, weights, context: gen.context, mergeAttention: false });
+  const plain = await gen.gpu.constructor.create({ device, graph: gen.graph, tensors: gen.manifest.tensors, weights, context: gen.context, ...init });
   plain.setKernels((op, shape) => gen.webtune.gpuKernel(op, shape));
   // A generator of the same class around the other backend (its constructor is private in TypeScript only).
   const other = new gen.constructor({ webtune: gen.webtune, manifest: gen.manifest, decoder: plain, tokenizer: gen.tokenizer, report: false });
-  const sides = { merged: { g: gen, dec: gen.gpu }, unmerged: { g: other, dec: plain } };
-  const order = (r) => (r % 2 ? ['unmerged', 'merged', 'merged', 'unmerged'] : ['merged', 'unmerged', 'unmerged', 'merged']);
+  const sides = { [a]: { g: gen, dec: gen.gpu }, [b]: { g: other, dec: plain } };
+  const order = (r) => (r % 2 ? [b, a, a, b] : [a, b, b, a]);
   for (const ctx of [o.prefill, o.long]) {
     const p = ids(ctx);
-    const rates = { merged: [], unmerged: [] }, profs = { merged: [], unmerged: [] };
+    const rates = { [a]: [], [b]: [] }, profs = { [a]: [], [b]: [] };
     for (const { g } of Object.values(sides)) await g.nextTokens([await g.nextToken(p, { reset: true })], 4);
-    for (let r = 0; r < o.mergeAb; r++) {
+    for (let r = 0; r < rounds; r++) {
       for (const name of order(r)) {
         const { g } = sides[name];
         const t = await g.nextToken(p, { reset: true });
         const s0 = performance.now();
-        await clocks.part(`merge_ab ${name} ${ctx}`, () => g.nextTokens([t], o.steps));
+        await clocks.part(`${what} ${name} ${ctx}`, () => g.nextTokens([t], o.steps));
         rates[name].push((o.steps * 1000) / (performance.now() - s0));
       }
     }
     if (device.features.has('timestamp-query')) {
-      for (let r = 0; r < o.mergeAb; r++) for (const name of order(r).slice(0, 2)) profs[name].push(await sides[name].dec.profile([1001 + r], { perStep: false }));
+      for (let r = 0; r < rounds; r++) for (const name of order(r).slice(0, 2)) profs[name].push(await sides[name].dec.profile([1001 + r], { perStep: false }));
     }
     const sum = (name) => ({ tokens_per_s: median(rates[name]), rounds: rates[name].map((x) => +x.toFixed(1)), dispatches_per_token: sides[name].g.dispatchesPerToken,
       encode_ms: profs[name].length ? median(profs[name].map((x) => x.encodeMs)) : null, gpu_pass_ms: profs[name].length ? median(profs[name].map((x) => x.gpuMs)) : null });
-    const m = sum('merged'), u = sum('unmerged');
-    line('merge_ab', { context: ctx, steps: o.steps, merged: m, unmerged: u, rate_ratio: m.tokens_per_s / u.tokens_per_s, gpu_ratio: m.gpu_pass_ms && u.gpu_pass_ms ? m.gpu_pass_ms / u.gpu_pass_ms : null,
-      load: (await import('node:os')).loadavg() });
+    const m = sum(a), u = sum(b);
+    line(what, { context: ctx, steps: o.steps, [a]: m, [b]: u, rate_ratio: m.tokens_per_s / u.tokens_per_s, gpu_ratio: m.gpu_pass_ms && u.gpu_pass_ms ? m.gpu_pass_ms / u.gpu_pass_ms : null,
+      submits_b: plain.stats.submits, load: (await import('node:os')).loadavg() });
   }
   plain.destroy();
   gen.gpu.reset();
@@ -513,7 +524,7 @@ async function main() {
   if ((o.fusionsAb > 0 || o.shortAb > 0 || o.mergeAb > 0 || o.recordProbe > 0) && gen.gpu) {
     if (o.fusionsAb > 0) await backendsAb(gen, device, o);
     if (o.shortAb > 0) await backendsAb(gen, device, o, 'short');
-    if (o.mergeAb > 0) await mergeAb(gen, device, o, clocks);
+    if (o.mergeAb > 0) await backendAbRates(gen, device, o, clocks, { what: 'merge_ab', a: 'merged', b: 'unmerged', init: { mergeAttention: false }, rounds: o.mergeAb });
     if (o.abOnly) {
       line('clocks', await clocks.summary());
       gen.close();
@@ -556,6 +567,13 @@ async function main() {
     line('first_answer', { kernels: perKernel });
   }
 
+  if (o.submitAb > 1 && gen.gpu) {
+    try {
+      await backendAbRates(gen, device, o, clocks, { what: 'submit_ab', a: 'one', b: `k${o.submitAb}`, init: { stepsPerSubmit: o.submitAb }, rounds: o.submitAbRounds });
+    } catch (e) {
+      line('submit_ab', { error: String(e?.stack ?? e) });
+    }
+  }
   // The first prefills after tuning, each timed (on the H200 the first five took 25-30 ms where later ones took
   // 10 ms): back to back, then again after 2 s idle, to tell a count from a time.
   const timedPrefills = async (n) => {

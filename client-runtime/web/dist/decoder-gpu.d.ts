@@ -1,6 +1,8 @@
 import { type DecoderGraph, type DecoderTensor, type Fused, type Step } from './decoder.js';
-/** Decode steps a caller may submit ahead of reading their tokens (`ahead`). */
+/** Decode steps a caller may submit ahead of reading their tokens (`ahead`), with one step a submit. */
 export declare const MAX_AHEAD = 3;
+/** The most decode steps one submit may carry (`aheadMany`, GpuDecoderInit.stepsPerSubmit). */
+export declare const MAX_STEPS_PER_SUBMIT = 4;
 /** A tuned product as the backend records it (a `GpuKernel` of webtune.ts is one). */
 export interface GpuProduct {
     /** The layout of the op's bind group 0 (arguments in ABI order): bind groups made with it survive swaps. */
@@ -44,6 +46,15 @@ export interface GpuDecoderInit {
      * SHORT_ATTENTION; 0 always splits.
      */
     shortAttention?: number;
+    /**
+     * Decode steps run ahead that share one command buffer and one submit
+     * (`aheadMany`; 1 to MAX_STEPS_PER_SUBMIT, default 1): each step still
+     * samples on the GPU and feeds the next, and each token is read back on
+     * its own, but the submit's fixed cost (and the GPU's gap between
+     * command buffers) is paid once for all of them. Tokens then arrive in
+     * groups of this many.
+     */
+    stepsPerSubmit?: number;
 }
 /**
  * Where one run's time goes (`GpuDecoder.profile`, for benchmarks; needs
@@ -162,6 +173,8 @@ export declare class GpuDecoder {
     private tokenReads;
     private logitsRead;
     private partials;
+    /** One run's parameters a step of `aheadMany`, ALIGN bytes apart, copied into runParams before each step. */
+    private runRing;
     /** The decode step's fused runs by their first step, the residual stream's twins, the norms' eps bindings. */
     private runs;
     readonly graph: DecoderGraph;
@@ -186,6 +199,8 @@ export declare class GpuDecoder {
     private shortUpTo;
     /** GpuDecoderInit.mergeAttention. */
     private mergeAttention;
+    /** GpuDecoderInit.stepsPerSubmit. */
+    readonly stepsPerSubmit: number;
     private constructor();
     /** Checks the graph, uploads the weights, the rotary table and the steps' parameters, and builds the fixed pipelines. */
     static create(init: GpuDecoderInit): Promise<GpuDecoder>;
@@ -223,6 +238,19 @@ export declare class GpuDecoder {
      * (not -1), and `rewind`s the steps it does not use.
      */
     ahead(sampling: GpuSampling): Promise<number>;
+    /** Decode steps a caller may hold submitted and unread: MAX_AHEAD, or two submits' worth with stepsPerSubmit. */
+    get aheadLimit(): number;
+    /** Whether `aheadMany` can record now (the decode step's kernels are made). */
+    get canBatch(): boolean;
+    /**
+     * `samplings.length` decode steps as `ahead` runs them, each fed the token
+     * the step before sampled on the GPU, recorded into one command buffer
+     * and submitted once (at most stepsPerSubmit; needs `canBatch`): each
+     * step's parameters are copied from a ring into the run's before it.
+     * Resolves each step's sampled token (as `ahead`; -1 where the GPU could
+     * not sample), in order.
+     */
+    aheadMany(samplings: GpuSampling[]): Promise<number>[];
     /** Forgets the last `n` positions (steps run ahead that the caller does not use): the next run writes over them. */
     rewind(n: number): void;
     private sampled;
@@ -241,9 +269,11 @@ export declare class GpuDecoder {
      * `perStep` a pass per step), one submit.
      */
     private run;
+    /** The run parameters (decoder-kernels.wgsl's Run) of `t` tokens from the current position, with `sampling`'s. */
+    private runParamsOf;
     /**
      * Records a run of `t` tokens of bucket `bk` from the current position into
-     * a new command encoder: (`ahead`) the token the previous run sampled
+     * `enc` (default a new command encoder): (`ahead`) the token the previous run sampled
      * copied into the ids, then every step's dispatch in one pass (with
      * `timing`, timestamps at its start and end, or with `perStep` a pass per
      * step), and the sampling where `sample`.

@@ -37,6 +37,11 @@ export interface GeneratorLoadOptions {
      * 2048). Default: 2048, or the model's context if smaller.
      */
     context?: number;
+    /**
+     * WebGPU: decode steps a submit (1 to 4; GpuDecoderInit.stepsPerSubmit).
+     * Default 1; tokens of a generation then stream in groups of this many.
+     */
+    stepsPerSubmit?: number;
     /** Tune the model's kernels in `idle()`. Default true. */
     tune?: boolean;
     /** Tune in the bench worker (see `Webtune.open`). Default false. */

@@ -11921,6 +11921,7 @@ var MAX_HEAD_DIM = 256;
 var MAXQ = 1024;
 var NO_TOKEN = 4294967295;
 var MAX_AHEAD = 3;
+var MAX_STEPS_PER_SUBMIT = 4;
 var FIXED2 = [
   "embed_q8",
   "embed_q4",
@@ -11981,6 +11982,14 @@ function fusedRun(graph, f) {
   const bad = at !== f.steps || product.kernel !== base || f.k !== product.k || f.n !== cols || product.format === "f32" && (norm || glu) || norm && (norm.out !== product.a || norm.last !== product.last) || glu && (glu.x !== product.out || 2 * glu.ffn !== product.n || product.last) || add && (add.y !== out || add.cols !== cols || add.x === out || product.last);
   if (bad) throw new Error(`${what}: its ${f.steps} steps do not compute that op (docs/ops.md)`);
   return { norm, product, glu, add };
+}
+function stepsPerSubmitOf(init) {
+  const k = init.stepsPerSubmit ?? 1;
+  if (!Number.isInteger(k) || k < 1 || k > MAX_STEPS_PER_SUBMIT) throw new RangeError(`stepsPerSubmit ${k}: 1 to ${MAX_STEPS_PER_SUBMIT}`);
+  return k;
+}
+function aheadDepth(k) {
+  return k > 1 ? Math.max(MAX_AHEAD, 2 * k) : MAX_AHEAD;
 }
 function formAt(st, end) {
   if (st.skipUpTo !== void 0 && end <= st.skipUpTo) return null;
@@ -12063,7 +12072,7 @@ function ropeTable(context, headDim, theta) {
   return t;
 }
 var GpuDecoder = class _GpuDecoder {
-  constructor(init, pipelines, owned, parts, buffers, caches, rope, stepParams, stepSlot, fused, runParams, ids, token, tokenReads, logitsRead, partials, runs) {
+  constructor(init, pipelines, owned, parts, buffers, caches, rope, stepParams, stepSlot, fused, runParams, ids, token, tokenReads, logitsRead, partials, runRing, runs) {
     this.pipelines = pipelines;
     this.owned = owned;
     this.parts = parts;
@@ -12079,6 +12088,7 @@ var GpuDecoder = class _GpuDecoder {
     this.tokenReads = tokenReads;
     this.logitsRead = logitsRead;
     this.partials = partials;
+    this.runRing = runRing;
     this.runs = runs;
     this.graph = init.graph;
     this.device = init.device;
@@ -12088,6 +12098,7 @@ var GpuDecoder = class _GpuDecoder {
     if (!Number.isInteger(short) || short < 0) throw new RangeError(`shortAttention ${short}: a count of positions, 0 or more`);
     this.shortUpTo = short;
     this.mergeAttention = init.mergeAttention ?? true;
+    this.stepsPerSubmit = stepsPerSubmitOf(init);
     void init.device.lost.then((info) => {
       this.lost = info.message || info.reason || "lost";
     });
@@ -12107,6 +12118,7 @@ var GpuDecoder = class _GpuDecoder {
   tokenReads;
   logitsRead;
   partials;
+  runRing;
   runs;
   graph;
   device;
@@ -12130,6 +12142,8 @@ var GpuDecoder = class _GpuDecoder {
   shortUpTo;
   /** GpuDecoderInit.mergeAttention. */
   mergeAttention;
+  /** GpuDecoderInit.stepsPerSubmit. */
+  stepsPerSubmit;
   /** Checks the graph, uploads the weights, the rotary table and the steps' parameters, and builds the fixed pipelines. */
   static async create(init) {
     const { device, graph, tensors, weights, context } = init;
@@ -12243,7 +12257,8 @@ var GpuDecoder = class _GpuDecoder {
       const runParams = buffer("run params", 32, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
       const ids = buffer("ids", maxRows * 4, S | GPUBufferUsage.COPY_DST);
       const token = buffer("token", 16, S | GPUBufferUsage.COPY_SRC);
-      const tokenReads = Array.from({ length: MAX_AHEAD + 1 }, (_, i) => buffer(`token read ${i}`, 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST));
+      const runRing = buffer("run params ring", MAX_STEPS_PER_SUBMIT * ALIGN2, GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
+      const tokenReads = Array.from({ length: aheadDepth(stepsPerSubmitOf(init)) + 1 }, (_, i) => buffer(`token read ${i}`, 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST));
       const logitsRead = buffer("logits read", graph.vocab * 4, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
       const runs = init.fuse === false ? [] : (graph.fused ?? []).map((f) => ({ f, r: fusedRun(graph, f) }));
       const twins = /* @__PURE__ */ new Map();
@@ -12286,6 +12301,7 @@ var GpuDecoder = class _GpuDecoder {
         tokenReads,
         logitsRead,
         partials,
+        runRing,
         { at: fusedAt, twins, eps }
       );
     });
@@ -12365,6 +12381,47 @@ var GpuDecoder = class _GpuDecoder {
     const slot = this.run(null, bk, sampling);
     return this.sampled(await this.readToken(slot));
   }
+  /** Decode steps a caller may hold submitted and unread: MAX_AHEAD, or two submits' worth with stepsPerSubmit. */
+  get aheadLimit() {
+    return aheadDepth(this.stepsPerSubmit);
+  }
+  /** Whether `aheadMany` can record now (the decode step's kernels are made). */
+  get canBatch() {
+    return this.ready.has(1) && !this.closed;
+  }
+  /**
+   * `samplings.length` decode steps as `ahead` runs them, each fed the token
+   * the step before sampled on the GPU, recorded into one command buffer
+   * and submitted once (at most stepsPerSubmit; needs `canBatch`): each
+   * step's parameters are copied from a ring into the run's before it.
+   * Resolves each step's sampled token (as `ahead`; -1 where the GPU could
+   * not sample), in order.
+   */
+  aheadMany(samplings) {
+    const bk = this.ready.get(1);
+    if (!bk) throw new Error("aheadMany: the decode step's kernels are not made yet (run a step first)");
+    if (samplings.length < 1 || samplings.length > this.stepsPerSubmit) throw new RangeError(`aheadMany: 1 to ${this.stepsPerSubmit} steps, got ${samplings.length}`);
+    this.check([0]);
+    if (this.pos + samplings.length > this.context) throw new RangeError(`aheadMany: ${samplings.length} steps from position ${this.pos} pass the context of ${this.context}`);
+    const enc = this.device.createCommandEncoder({ label: `decoder ${samplings.length} steps` });
+    const slots = [];
+    let dispatches = 0;
+    for (const [j, sampling] of samplings.entries()) {
+      this.device.queue.writeBuffer(this.runRing, j * ALIGN2, this.runParamsOf(1, sampling));
+      enc.copyBufferToBuffer(this.runRing, j * ALIGN2, this.runParams, 0, 32);
+      dispatches = this.encode(bk, 1, true, true, void 0, enc).dispatches;
+      const slot = this.readSlot;
+      enc.copyBufferToBuffer(this.token, 0, this.tokenReads[slot], 0, 8);
+      this.readSlot = (slot + 1) % this.tokenReads.length;
+      slots.push(slot);
+      this.pos += 1;
+    }
+    this.device.queue.submit([enc.finish()]);
+    this.stats.submits++;
+    this.stats.tokens += samplings.length;
+    this.stats.dispatchesPerToken = dispatches;
+    return slots.map((slot) => this.readToken(slot).then((id) => this.sampled(id)));
+  }
   /** Forgets the last `n` positions (steps run ahead that the caller does not use): the next run writes over them. */
   rewind(n) {
     if (!Number.isInteger(n) || n < 0 || n > this.pos) throw new RangeError(`rewind ${n}: ${this.pos} positions are held`);
@@ -12436,14 +12493,7 @@ var GpuDecoder = class _GpuDecoder {
    */
   run(tokens, bk, sampling, timing) {
     const t = tokens ? tokens.length : 1, device = this.device;
-    const u = new Uint32Array(this.runHost), f = new Float32Array(this.runHost);
-    u[0] = t;
-    u[1] = this.pos;
-    f[2] = sampling?.u ?? 0;
-    f[3] = sampling ? Math.fround(sampling.temperature) : 0;
-    u[4] = sampling?.topK ?? 0;
-    f[5] = sampling?.topP ?? 1;
-    device.queue.writeBuffer(this.runParams, 0, this.runHost);
+    device.queue.writeBuffer(this.runParams, 0, this.runParamsOf(t, sampling));
     if (tokens) device.queue.writeBuffer(this.ids, 0, Uint32Array.from(tokens));
     const { enc, dispatches, queries } = this.encode(bk, t, tokens === null, sampling !== null, timing);
     const slot = this.readSlot;
@@ -12462,15 +12512,25 @@ var GpuDecoder = class _GpuDecoder {
     if (bk.m === 1 && timing?.omit === void 0) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
     return slot;
   }
+  /** The run parameters (decoder-kernels.wgsl's Run) of `t` tokens from the current position, with `sampling`'s. */
+  runParamsOf(t, sampling) {
+    const u = new Uint32Array(this.runHost), f = new Float32Array(this.runHost);
+    u[0] = t;
+    u[1] = this.pos;
+    f[2] = sampling?.u ?? 0;
+    f[3] = sampling ? Math.fround(sampling.temperature) : 0;
+    u[4] = sampling?.topK ?? 0;
+    f[5] = sampling?.topP ?? 1;
+    return this.runHost;
+  }
   /**
    * Records a run of `t` tokens of bucket `bk` from the current position into
-   * a new command encoder: (`ahead`) the token the previous run sampled
+   * `enc` (default a new command encoder): (`ahead`) the token the previous run sampled
    * copied into the ids, then every step's dispatch in one pass (with
    * `timing`, timestamps at its start and end, or with `perStep` a pass per
    * step), and the sampling where `sample`.
    */
-  encode(bk, t, ahead, sample, timing) {
-    const enc = this.device.createCommandEncoder({ label: `decoder run ${bk.m}` });
+  encode(bk, t, ahead, sample, timing, enc = this.device.createCommandEncoder({ label: `decoder run ${bk.m}` })) {
     if (ahead) enc.copyBufferToBuffer(this.token, 0, this.ids, 0, 4);
     const steps = sample ? [...bk.steps, this.sampleStep()] : bk.steps;
     let queries = 0;
@@ -13064,8 +13124,24 @@ var WebGpuBackend = class {
     const queue = [];
     const again = [];
     const draw = () => again.shift() ?? (sampler.draws ? sampler.uniform() : 0);
+    const k = dec.stepsPerSubmit, depth = dec.aheadLimit;
     const fill = () => {
-      while (this.onGpu && queue.length < MAX_AHEAD && taken + queue.length < limit) {
+      for (; ; ) {
+        const left = limit - taken - queue.length;
+        if (!this.onGpu || left < 1) return;
+        if (k > 1 && dec.canBatch) {
+          const n = Math.min(k, left);
+          if (queue.length + n > depth) return;
+          const us = Array.from({ length: n }, draw);
+          const ids = dec.aheadMany(us.map((u2) => this.sampling(sampler, u2)));
+          ids.forEach((id2, i) => {
+            id2.catch(() => {
+            });
+            queue.push({ id: id2, u: us[i] });
+          });
+          continue;
+        }
+        if (queue.length >= MAX_AHEAD) return;
         const u = draw();
         const id = dec.ahead(this.sampling(sampler, u));
         id.catch(() => {
@@ -13213,7 +13289,7 @@ var TextGenerator = class _TextGenerator {
       });
       let decoder2 = null;
       try {
-        decoder2 = await GpuDecoder.create({ device: webtune2.device, graph, tensors: manifest.tensors, weights, context });
+        decoder2 = await GpuDecoder.create({ device: webtune2.device, graph, tensors: manifest.tensors, weights, context, stepsPerSubmit: opts.stepsPerSubmit });
         const dec = decoder2;
         dec.setKernels((op, shape) => webtune2.gpuKernel(op, shape));
         await dec.kernels(1);

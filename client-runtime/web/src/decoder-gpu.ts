@@ -58,8 +58,10 @@ const MAX_HEAD_DIM = 256;
 const MAXQ = 1024;
 /** What `sample` writes for "sample on the host" (decoder-kernels.wgsl). */
 const NO_TOKEN = 0xffffffff;
-/** Decode steps a caller may submit ahead of reading their tokens (`ahead`). */
+/** Decode steps a caller may submit ahead of reading their tokens (`ahead`), with one step a submit. */
 export const MAX_AHEAD = 3;
+/** The most decode steps one submit may carry (`aheadMany`, GpuDecoderInit.stepsPerSubmit). */
+export const MAX_STEPS_PER_SUBMIT = 4;
 
 /** A tuned product as the backend records it (a `GpuKernel` of webtune.ts is one). */
 export interface GpuProduct {
@@ -107,6 +109,15 @@ export interface GpuDecoderInit {
    * SHORT_ATTENTION; 0 always splits.
    */
   shortAttention?: number;
+  /**
+   * Decode steps run ahead that share one command buffer and one submit
+   * (`aheadMany`; 1 to MAX_STEPS_PER_SUBMIT, default 1): each step still
+   * samples on the GPU and feeds the next, and each token is read back on
+   * its own, but the submit's fixed cost (and the GPU's gap between
+   * command buffers) is paid once for all of them. Tokens then arrive in
+   * groups of this many.
+   */
+  stepsPerSubmit?: number;
 }
 
 /**
@@ -242,6 +253,18 @@ type Dispatch = { label: string } & (
     skipUpTo?: number;
   });
 type FixedDispatch = Exclude<Dispatch, { kernel: GpuProduct }>;
+
+/** GpuDecoderInit.stepsPerSubmit, checked. */
+function stepsPerSubmitOf(init: GpuDecoderInit): number {
+  const k = init.stepsPerSubmit ?? 1;
+  if (!Number.isInteger(k) || k < 1 || k > MAX_STEPS_PER_SUBMIT) throw new RangeError(`stepsPerSubmit ${k}: 1 to ${MAX_STEPS_PER_SUBMIT}`);
+  return k;
+}
+
+/** Decode steps held submitted and unread: MAX_AHEAD, or two submits of `k` steps (one running while the next is recorded). */
+function aheadDepth(k: number): number {
+  return k > 1 ? Math.max(MAX_AHEAD, 2 * k) : MAX_AHEAD;
+}
 
 /** What fixed dispatch `st` records in a run that ends at position `end` (`short`'s form, or null where skipped). */
 function formAt(st: FixedDispatch, end: number): { label: string; pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number] } | null {
@@ -379,6 +402,8 @@ export class GpuDecoder {
   private shortUpTo: number;
   /** GpuDecoderInit.mergeAttention. */
   private mergeAttention: boolean;
+  /** GpuDecoderInit.stepsPerSubmit. */
+  readonly stepsPerSubmit: number;
 
   private constructor(
     init: GpuDecoderInit,
@@ -398,6 +423,8 @@ export class GpuDecoder {
     private tokenReads: GPUBuffer[],
     private logitsRead: GPUBuffer,
     private partials: GPUBuffer,
+    /** One run's parameters a step of `aheadMany`, ALIGN bytes apart, copied into runParams before each step. */
+    private runRing: GPUBuffer,
     /** The decode step's fused runs by their first step, the residual stream's twins, the norms' eps bindings. */
     private runs: { at: Map<number, { f: Fused; r: FusedRun }>; twins: Map<string, GPUBuffer>; eps: Map<number, Range> },
   ) {
@@ -409,6 +436,7 @@ export class GpuDecoder {
     if (!Number.isInteger(short) || short < 0) throw new RangeError(`shortAttention ${short}: a count of positions, 0 or more`);
     this.shortUpTo = short;
     this.mergeAttention = init.mergeAttention ?? true;
+    this.stepsPerSubmit = stepsPerSubmitOf(init);
     void init.device.lost.then((info) => {
       this.lost = info.message || info.reason || 'lost';
     });
@@ -514,7 +542,8 @@ export class GpuDecoder {
       const runParams = buffer('run params', 32, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
       const ids = buffer('ids', maxRows * 4, S | GPUBufferUsage.COPY_DST);
       const token = buffer('token', 16, S | GPUBufferUsage.COPY_SRC);
-      const tokenReads = Array.from({ length: MAX_AHEAD + 1 }, (_, i) => buffer(`token read ${i}`, 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST));
+      const runRing = buffer('run params ring', MAX_STEPS_PER_SUBMIT * ALIGN, GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
+      const tokenReads = Array.from({ length: aheadDepth(stepsPerSubmitOf(init)) + 1 }, (_, i) => buffer(`token read ${i}`, 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST));
       const logitsRead = buffer('logits read', graph.vocab * 4, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
       // The decode step's fused runs: a one-row twin of each buffer a +residual product writes, and the norms' eps values (one ALIGN slot each).
       const runs = init.fuse === false ? [] : (graph.fused ?? []).map((f) => ({ f, r: fusedRun(graph, f) }));
@@ -547,7 +576,7 @@ export class GpuDecoder {
       const att = graph.steps.filter((x) => x.step === 'attention') as Extract<Step, { step: 'attention' }>[];
       const partials = buffer('attention partials', Math.max(0, ...att.map((a) => Math.max(a.heads * Math.ceil(context / SCH) * (a.head_dim + 2) * 4, mergeBytes(a.heads, a.head_dim)))), S);
       return new GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenReads, logitsRead, partials,
-        { at: fusedAt, twins, eps });
+        runRing, { at: fusedAt, twins, eps });
     });
   }
 
@@ -637,6 +666,50 @@ export class GpuDecoder {
     return this.sampled(await this.readToken(slot));
   }
 
+  /** Decode steps a caller may hold submitted and unread: MAX_AHEAD, or two submits' worth with stepsPerSubmit. */
+  get aheadLimit(): number {
+    return aheadDepth(this.stepsPerSubmit);
+  }
+
+  /** Whether `aheadMany` can record now (the decode step's kernels are made). */
+  get canBatch(): boolean {
+    return this.ready.has(1) && !this.closed;
+  }
+
+  /**
+   * `samplings.length` decode steps as `ahead` runs them, each fed the token
+   * the step before sampled on the GPU, recorded into one command buffer
+   * and submitted once (at most stepsPerSubmit; needs `canBatch`): each
+   * step's parameters are copied from a ring into the run's before it.
+   * Resolves each step's sampled token (as `ahead`; -1 where the GPU could
+   * not sample), in order.
+   */
+  aheadMany(samplings: GpuSampling[]): Promise<number>[] {
+    const bk = this.ready.get(1);
+    if (!bk) throw new Error("aheadMany: the decode step's kernels are not made yet (run a step first)");
+    if (samplings.length < 1 || samplings.length > this.stepsPerSubmit) throw new RangeError(`aheadMany: 1 to ${this.stepsPerSubmit} steps, got ${samplings.length}`);
+    this.check([0]);
+    if (this.pos + samplings.length > this.context) throw new RangeError(`aheadMany: ${samplings.length} steps from position ${this.pos} pass the context of ${this.context}`);
+    const enc = this.device.createCommandEncoder({ label: `decoder ${samplings.length} steps` });
+    const slots: number[] = [];
+    let dispatches = 0;
+    for (const [j, sampling] of samplings.entries()) {
+      this.device.queue.writeBuffer(this.runRing, j * ALIGN, this.runParamsOf(1, sampling));
+      enc.copyBufferToBuffer(this.runRing, j * ALIGN, this.runParams, 0, 32);
+      dispatches = this.encode(bk, 1, true, true, undefined, enc).dispatches;
+      const slot = this.readSlot;
+      enc.copyBufferToBuffer(this.token, 0, this.tokenReads[slot], 0, 8);
+      this.readSlot = (slot + 1) % this.tokenReads.length;
+      slots.push(slot);
+      this.pos += 1;
+    }
+    this.device.queue.submit([enc.finish()]);
+    this.stats.submits++;
+    this.stats.tokens += samplings.length;
+    this.stats.dispatchesPerToken = dispatches;
+    return slots.map((slot) => this.readToken(slot).then((id) => this.sampled(id)));
+  }
+
   /** Forgets the last `n` positions (steps run ahead that the caller does not use): the next run writes over them. */
   rewind(n: number): void {
     if (!Number.isInteger(n) || n < 0 || n > this.pos) throw new RangeError(`rewind ${n}: ${this.pos} positions are held`);
@@ -715,14 +788,7 @@ export class GpuDecoder {
    */
   private run(tokens: number[] | null, bk: Bucket, sampling: GpuSampling | null, timing?: Timing): number {
     const t = tokens ? tokens.length : 1, device = this.device;
-    const u = new Uint32Array(this.runHost), f = new Float32Array(this.runHost);
-    u[0] = t;
-    u[1] = this.pos;
-    f[2] = sampling?.u ?? 0;
-    f[3] = sampling ? Math.fround(sampling.temperature) : 0;
-    u[4] = sampling?.topK ?? 0;
-    f[5] = sampling?.topP ?? 1;
-    device.queue.writeBuffer(this.runParams, 0, this.runHost);
+    device.queue.writeBuffer(this.runParams, 0, this.runParamsOf(t, sampling));
     if (tokens) device.queue.writeBuffer(this.ids, 0, Uint32Array.from(tokens));
     const { enc, dispatches, queries } = this.encode(bk, t, tokens === null, sampling !== null, timing);
     const slot = this.readSlot;
@@ -743,15 +809,26 @@ export class GpuDecoder {
     return slot;
   }
 
+  /** The run parameters (decoder-kernels.wgsl's Run) of `t` tokens from the current position, with `sampling`'s. */
+  private runParamsOf(t: number, sampling: GpuSampling | null): ArrayBuffer {
+    const u = new Uint32Array(this.runHost), f = new Float32Array(this.runHost);
+    u[0] = t;
+    u[1] = this.pos;
+    f[2] = sampling?.u ?? 0;
+    f[3] = sampling ? Math.fround(sampling.temperature) : 0;
+    u[4] = sampling?.topK ?? 0;
+    f[5] = sampling?.topP ?? 1;
+    return this.runHost;
+  }
+
   /**
    * Records a run of `t` tokens of bucket `bk` from the current position into
-   * a new command encoder: (`ahead`) the token the previous run sampled
+   * `enc` (default a new command encoder): (`ahead`) the token the previous run sampled
    * copied into the ids, then every step's dispatch in one pass (with
    * `timing`, timestamps at its start and end, or with `perStep` a pass per
    * step), and the sampling where `sample`.
    */
-  private encode(bk: Bucket, t: number, ahead: boolean, sample: boolean, timing?: Timing): { enc: GPUCommandEncoder; dispatches: number; queries: number } {
-    const enc = this.device.createCommandEncoder({ label: `decoder run ${bk.m}` });
+  private encode(bk: Bucket, t: number, ahead: boolean, sample: boolean, timing?: Timing, enc = this.device.createCommandEncoder({ label: `decoder run ${bk.m}` })): { enc: GPUCommandEncoder; dispatches: number; queries: number } {
     // The token the previous run sampled, where the host feeds none (`ahead`).
     if (ahead) enc.copyBufferToBuffer(this.token, 0, this.ids, 0, 4);
     const steps = sample ? [...bk.steps, this.sampleStep()] : bk.steps;

@@ -90,6 +90,11 @@ export interface GeneratorLoadOptions {
    * 2048). Default: 2048, or the model's context if smaller.
    */
   context?: number;
+  /**
+   * WebGPU: decode steps a submit (1 to 4; GpuDecoderInit.stepsPerSubmit).
+   * Default 1; tokens of a generation then stream in groups of this many.
+   */
+  stepsPerSubmit?: number;
   /** Tune the model's kernels in `idle()`. Default true. */
   tune?: boolean;
   /** Tune in the bench worker (see `Webtune.open`). Default false. */
@@ -425,8 +430,24 @@ class WebGpuBackend implements Backend {
     const queue: { id: Promise<number>; u: number }[] = [];
     const again: number[] = [];
     const draw = () => again.shift() ?? (sampler.draws ? sampler.uniform() : 0);
+    // With stepsPerSubmit k > 1: k steps a submit, the next k recorded while the GPU runs the last.
+    const k = dec.stepsPerSubmit, depth = dec.aheadLimit;
     const fill = () => {
-      while (this.onGpu && queue.length < MAX_AHEAD && taken + queue.length < limit) {
+      for (;;) {
+        const left = limit - taken - queue.length;
+        if (!this.onGpu || left < 1) return;
+        if (k > 1 && dec.canBatch) {
+          const n = Math.min(k, left);
+          if (queue.length + n > depth) return;
+          const us = Array.from({ length: n }, draw);
+          const ids = dec.aheadMany(us.map((u) => this.sampling(sampler, u)));
+          ids.forEach((id, i) => {
+            id.catch(() => {});
+            queue.push({ id, u: us[i] });
+          });
+          continue;
+        }
+        if (queue.length >= MAX_AHEAD) return;
         const u = draw();
         const id = dec.ahead(this.sampling(sampler, u));
         id.catch(() => {});
@@ -574,7 +595,7 @@ export class TextGenerator {
       });
       let decoder: GpuDecoder | null = null;
       try {
-        decoder = await GpuDecoder.create({ device: webtune.device!, graph, tensors: manifest.tensors, weights, context });
+        decoder = await GpuDecoder.create({ device: webtune.device!, graph, tensors: manifest.tensors, weights, context, stepsPerSubmit: opts.stepsPerSubmit });
         const dec = decoder;
         dec.setKernels((op, shape) => webtune.gpuKernel(op as OpName, shape));
         await dec.kernels(1);

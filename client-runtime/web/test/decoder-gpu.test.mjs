@@ -376,6 +376,52 @@ test('TextGenerator on the small llama with the WebGPU backend: the Wasm backend
   gpu.close();
 });
 
+test('decode steps several a submit (stepsPerSubmit 3): the Wasm backend\'s texts and positions, greedy and seeded, with fewer submits than tokens; aheadMany refuses what it cannot run', { timeout: 300_000 }, async () => {
+  const { GpuDecoder, MAX_STEPS_PER_SUBMIT } = await load('src/decoder-gpu.ts');
+  const { GraphDecoder } = await load('src/decoder.ts');
+  const { TextGenerator } = await load('src/text-generator.ts');
+  const { assembleKernels } = await import('../assemble.mjs');
+  const { jsKernels } = await import('./small-llama.mjs');
+  const model = llamaModel(23);
+  const graph = llamaGraph(model.formats, [1, 4, 8]);
+  await assert.rejects(GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: 24, wgsl: WGSL, stepsPerSubmit: MAX_STEPS_PER_SUBMIT + 1 }), /stepsPerSubmit 5: 1 to 4/);
+  const gpuDec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: 40, wgsl: WGSL, stepsPerSubmit: 3 });
+  gpuDec.setKernels(plainKernels(device));
+  assert.equal(gpuDec.aheadLimit, 6);
+  const wasmDec = await GraphDecoder.create({ graph, tensors: model.tensors, weights: model.weights, context: 40, fixed: await assembleKernels('decoder-kernels.wat'), shared: false });
+  wasmDec.setKernels(jsKernels(wasmDec.memory, []));
+  const webtune = fakeWebtune();
+  const gpu = new TextGenerator({ webtune, manifest, decoder: gpuDec, tokenizer, report: false });
+  const wasm = new TextGenerator({ webtune, manifest, decoder: wasmDec, tokenizer, report: false });
+  for (const o of [{ maxTokens: 10 }, { maxTokens: 13, temperature: 1.5, topK: 10, seed: 7n }, { maxTokens: 12, temperature: 6, topK: 20, topP: 0.95, seed: 12n }]) {
+    for (const prompt of ['ABCDE', 'x'.repeat(11)]) {
+      const [a, b] = [await drain(gpu.generate(prompt, o)), await drain(wasm.generate(prompt, o))];
+      assert.equal(a, b, `${prompt} ${JSON.stringify(o, (k, v) => (typeof v === 'bigint' ? Number(v) : v))}: WebGPU ${JSON.stringify(a)}, Wasm ${JSON.stringify(b)}`);
+      // Steps of a submit past the text's end (or past maxTokens) were forgotten.
+      assert.equal(gpu.position, wasm.position, `${prompt}: position after generating`);
+    }
+  }
+  // Runs of steps whose count is no multiple of 3, the last submit short: the Wasm backend's tokens.
+  for (const n of [7, 17]) {
+    const prompt = [5, 9, 13, 2];
+    const s0 = gpuDec.stats.submits, t0 = gpuDec.stats.tokens;
+    const [ga, wa] = [await gpu.nextTokens(prompt, n, { reset: true }), await wasm.nextTokens(prompt, n, { reset: true })];
+    assert.deepEqual(ga, wa, `${n} steps`);
+    assert.equal(gpu.position, prompt.length + n - 1);
+    const submits = gpuDec.stats.submits - s0, tokens = gpuDec.stats.tokens - t0;
+    // The prompt's run, then the n - 1 steps about three a submit (steps run ahead past the end included).
+    assert.ok(submits <= 1 + Math.ceil((n - 1) / 3) + 1 && tokens >= prompt.length + n - 1, `${n} steps: ${submits} submits for ${tokens} tokens`);
+  }
+  assert.throws(() => gpuDec.aheadMany([]), /1 to 3 steps, got 0/);
+  const greedy = { temperature: 0, topK: 0, topP: 1, u: 0 };
+  assert.throws(() => gpuDec.aheadMany([greedy, greedy, greedy, greedy]), /1 to 3 steps, got 4/);
+  gpuDec.reset();
+  await gpuDec.prefill(Array.from({ length: 38 }, (_, i) => (i * 7 + 1) % D.vocab));
+  assert.throws(() => gpuDec.aheadMany([greedy, greedy, greedy]), /3 steps from position 38 pass the context of 40/);
+  gpu.close();
+  wasm.close();
+});
+
 test('a lost GPU device: the call in flight fails in one line, never hangs; with a fallback the next call runs on Wasm, without one it says so', { timeout: 300_000 }, async () => {
   const { GpuDecoder } = await load('src/decoder-gpu.ts');
   const { GraphDecoder } = await load('src/decoder.ts');
