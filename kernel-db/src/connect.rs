@@ -112,13 +112,120 @@ fn start_checkpointer(pool: Pool<Any>, alive: std::sync::Weak<crate::elector::El
     });
 }
 
+/// SQLite: the page cache of the one connection the writers' lock writes
+/// through ([`WriteConn`]), in KiB (SQLite's default is 2,000).
+const WRITE_CACHE_KIB: i64 = 65_536;
+
+/// The statements every SQLite connection starts with: readers wait for
+/// the single writer instead of failing; references are checked; every
+/// commit syncs the log (`synchronous = FULL`, see the crate's
+/// invariants); the log is copied into the file by the checkpointer task,
+/// beside the writer, and a commit checkpoints itself only past
+/// [`WAL_BACKSTOP`]'s pages (80 MB), should that task fall behind.
+async fn sqlite_pragmas(conn: &mut sqlx::AnyConnection) -> std::result::Result<(), sqlx::Error> {
+    conn.execute("PRAGMA busy_timeout = 10000").await?;
+    conn.execute("PRAGMA foreign_keys = ON").await?;
+    conn.execute("PRAGMA synchronous = FULL").await?;
+    conn.execute(WAL_BACKSTOP).await?;
+    Ok(())
+}
+
+/// What the writers' lock of a [`Db`] guards. On SQLite, besides the
+/// file's one writer, the one connection that the holders of the lock
+/// write reports and elections through (the report writer's groups and
+/// the elector's passes, which alternate under the lock).
+///
+/// One connection, not one from the pool each time: SQLite drops a
+/// connection's whole page cache when it begins a transaction after
+/// another connection committed, so a writer and an elector that took
+/// pooled connections in turn (the pool hands them out in rotation) read
+/// every page they touched back through the operating system in each
+/// transaction. Kept out of the pool, this one sees only its own commits
+/// and keeps its pages, in a cache of [`WRITE_CACHE_KIB`].
+///
+/// Its commits are synchronous (`synchronous = FULL`) but while an
+/// elector's pass runs ([`WriteConn::unsynced`]); every report's
+/// transaction takes it through [`WriteConn::synced`], which makes it
+/// synchronous again first and fails rather than commit otherwise.
+/// Other writes under the lock (sessions, kernels, imports, compaction)
+/// still use the pool. PostgreSQL: nothing (its writers use the pool).
+#[derive(Debug, Default)]
+pub(crate) struct WriteConn {
+    /// The SQLite URL; empty on PostgreSQL.
+    url: String,
+    conn: Option<sqlx::AnyConnection>,
+    /// Whether `conn` is known to be at `synchronous = FULL`.
+    full: bool,
+    /// [`Db::close`] closed it: it is not opened again.
+    closed: bool,
+}
+
+impl WriteConn {
+    /// The connection, opened first where it is not (or was lost).
+    async fn open(&mut self) -> Result<&mut sqlx::AnyConnection> {
+        if self.closed {
+            return Err(DbError::Group("the database is closed".into()));
+        }
+        if self.conn.is_none() {
+            debug_assert!(!self.url.is_empty(), "a write connection on SQLite only");
+            let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&self.url).await?;
+            sqlite_pragmas(&mut conn).await?;
+            conn.execute(sqlx::AssertSqlSafe(format!("PRAGMA cache_size = -{WRITE_CACHE_KIB}"))).await?;
+            self.full = true;
+            self.conn = Some(conn);
+        }
+        Ok(self.conn.as_mut().expect("opened above"))
+    }
+
+    /// The connection at `synchronous = FULL`: what a report's transaction
+    /// commits through.
+    pub(crate) async fn synced(&mut self) -> Result<&mut sqlx::AnyConnection> {
+        self.open().await?;
+        if !self.full {
+            let conn = self.conn.as_mut().expect("opened above");
+            conn.execute("PRAGMA synchronous = FULL").await?;
+            self.full = true;
+        }
+        Ok(self.conn.as_mut().expect("opened above"))
+    }
+
+    /// The connection at `synchronous = NORMAL`, for an elector's pass: its
+    /// commit writes the log without syncing it (the next report's commit
+    /// syncs it with everything before). The next [`WriteConn::synced`]
+    /// makes it synchronous again.
+    pub(crate) async fn unsynced(&mut self) -> Result<&mut sqlx::AnyConnection> {
+        self.open().await?;
+        self.full = false;
+        let conn = self.conn.as_mut().expect("opened above");
+        conn.execute("PRAGMA synchronous = NORMAL").await?;
+        Ok(conn)
+    }
+
+    /// After `e` on the connection: one that failed other than by the
+    /// database refusing a statement (its thread gone, an I/O error) is
+    /// closed, and the next use opens another.
+    pub(crate) fn failed(&mut self, e: &DbError) {
+        if !matches!(e, DbError::Sqlx(sqlx::Error::Database(_))) {
+            self.conn = None;
+        }
+    }
+
+    /// For tests: the `synchronous` setting (2 is FULL) that a report's
+    /// transaction would commit with now.
+    pub(crate) async fn synchronous(&mut self) -> Result<i64> {
+        let conn = self.synced().await?;
+        Ok(sqlx::query("PRAGMA synchronous").fetch_one(&mut *conn).await?.try_get(0)?)
+    }
+}
+
 /// The kernel database. Cheap to share behind an `Arc`.
 #[derive(Debug)]
 pub struct Db {
     pub(crate) pool: Pool<Any>,
     pub(crate) backend: Backend,
-    /// Serialises this process's writers (see the crate's invariants).
-    pub(crate) write: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// Serialises this process's writers (see the crate's invariants); on
+    /// SQLite it holds the connection reports and elections write through.
+    pub(crate) write: std::sync::Arc<tokio::sync::Mutex<WriteConn>>,
     /// The report writer's queue (group commit, see `reports`).
     pub(crate) reports: tokio::sync::mpsc::Sender<crate::reports::Job>,
     pub(crate) groups: std::sync::Arc<crate::reports::GroupCounters>,
@@ -145,17 +252,7 @@ impl Db {
         let opts = opts.after_connect(|conn, _meta| {
             Box::pin(async move {
                 if conn.backend_name().eq_ignore_ascii_case("sqlite") {
-                    // Readers wait for the single writer instead of failing;
-                    // references are checked; NORMAL is durable under WAL
-                    // except across power loss of the last commit.
-                    conn.execute("PRAGMA busy_timeout = 10000").await?;
-                    conn.execute("PRAGMA foreign_keys = ON").await?;
-                    conn.execute("PRAGMA synchronous = FULL").await?;
-                    // The log is copied into the file by the checkpointer
-                    // task, beside the writer; a commit checkpoints itself
-                    // only past this many pages (80 MB), should that task
-                    // fall behind.
-                    conn.execute(WAL_BACKSTOP).await?;
+                    sqlite_pragmas(conn).await?;
                 }
                 Ok(())
             })
@@ -166,7 +263,8 @@ impl Db {
             sqlx::query("PRAGMA journal_mode = WAL").fetch_all(&pool).await?;
         }
         migrator(backend).run(&pool).await?;
-        let write = std::sync::Arc::new(tokio::sync::Mutex::new(()));
+        let write = WriteConn { url: if backend == Backend::Sqlite { url.clone() } else { String::new() }, conn: None, full: false, closed: false };
+        let write = std::sync::Arc::new(tokio::sync::Mutex::new(write));
         let groups = std::sync::Arc::default();
         let hold = std::sync::Arc::default();
         let elector: std::sync::Arc<crate::elector::Elector> = std::sync::Arc::default();
@@ -202,6 +300,13 @@ impl Db {
         self.elector.hold().await
     }
 
+    /// For tests: SQLite's `synchronous` setting on the connection that
+    /// reports commit through (2: FULL), as the next report would find it.
+    #[doc(hidden)]
+    pub async fn report_synchronous(&self) -> Result<i64> {
+        self.write.lock().await.synchronous().await
+    }
+
     pub fn backend(&self) -> Backend {
         self.backend
     }
@@ -212,8 +317,16 @@ impl Db {
         self.groups.read()
     }
 
-    /// Closes the pool, waiting for open connections to finish.
+    /// Closes the pool, waiting for open connections to finish, and the
+    /// writers' connection first (on SQLite the last connection to close
+    /// copies the log into the file and removes it).
     pub async fn close(&self) {
+        let mut w = self.write.lock().await;
+        w.closed = true;
+        if let Some(conn) = w.conn.take() {
+            let _ = sqlx::Connection::close(conn).await;
+        }
+        drop(w);
         self.pool.close().await
     }
 
@@ -260,6 +373,27 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The writers' connection commits an elector's pass without a sync
+    /// and is synchronous again for the next report's transaction.
+    #[tokio::test]
+    async fn the_write_connection_is_synchronous_for_reports() {
+        let dir = std::env::temp_dir().join(format!("webtune-kdb-{}", crate::random_id().unwrap()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = Db::connect(&format!("sqlite://{}", dir.join("t.sqlite").display())).await.unwrap();
+        let mut w = db.write.lock().await;
+        async fn read(c: &mut sqlx::AnyConnection) -> i64 {
+            sqlx::query("PRAGMA synchronous").fetch_one(c).await.unwrap().try_get(0).unwrap()
+        }
+        assert_eq!(read(w.synced().await.unwrap()).await, 2, "FULL");
+        assert_eq!(read(w.unsynced().await.unwrap()).await, 1, "NORMAL for a pass");
+        assert_eq!(read(w.synced().await.unwrap()).await, 2, "FULL again");
+        let cache: i64 = sqlx::query("PRAGMA cache_size").fetch_one(w.synced().await.unwrap()).await.unwrap().try_get(0).unwrap();
+        assert_eq!(cache, -WRITE_CACHE_KIB);
+        drop(w);
+        assert_eq!(db.report_synchronous().await.unwrap(), 2);
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     #[test]
     fn urls() {

@@ -274,7 +274,7 @@ fn grown_since_analysed(changed: i64, live: i64) -> bool {
 pub(crate) fn start_writer(
     pool: Pool<Any>,
     backend: Backend,
-    lock: Arc<tokio::sync::Mutex<()>>,
+    lock: Arc<tokio::sync::Mutex<crate::connect::WriteConn>>,
     stats: Arc<GroupCounters>,
     hold: Arc<tokio::sync::RwLock<()>>,
     elector: Arc<crate::elector::Elector>,
@@ -309,10 +309,15 @@ pub(crate) fn start_writer(
                     }
                     group
                 };
-                let _w = if pg { None } else { Some(lock.lock().await) };
+                let mut _w = if pg { None } else { Some(lock.lock().await) };
                 let t0 = std::time::Instant::now();
-                let outcomes = commit_group(&pool, backend, &group).await;
+                let mut committed = Vec::new();
+                let outcomes = commit_group(&pool, backend, _w.as_deref_mut(), &group, &mut committed).await;
                 stats.record(group.len(), t0.elapsed());
+                if !pg && !committed.is_empty() {
+                    // Before the lock goes: no pass can claim them sooner.
+                    elector.committed(committed);
+                }
                 drop(_w);
                 if outcomes.iter().any(|o| o.is_ok()) {
                     // Their counts may start before they are durable: a
@@ -410,21 +415,45 @@ async fn flusher(
 /// report's cost. Each key the group touched is elected once, after all of
 /// its ballots: the winner the group leaves is the election over every
 /// session's latest report with the incumbent from before the group.
-async fn commit_group(pool: &Pool<Any>, backend: Backend, group: &[Job]) -> Vec<Result<RecordedReport>> {
+///
+/// On SQLite `write` is the writers' connection (see
+/// [`crate::connect::WriteConn`]), made synchronous before the group's
+/// transaction begins; on PostgreSQL `None`, and the group takes a pooled
+/// connection.
+async fn commit_group(
+    pool: &Pool<Any>,
+    backend: Backend,
+    mut write: Option<&mut crate::connect::WriteConn>,
+    group: &[Job],
+    committed: &mut Vec<crate::elector::Uncounted>,
+) -> Vec<Result<RecordedReport>> {
     let failed = |e: &DbError| (0..group.len()).map(|_| Err(DbError::Group(e.to_string()))).collect();
     let mut tries = 0;
     loop {
         let outcome = async {
-            let mut tx = begin_report(pool, backend, Durability::Flusher).await?;
-            let outcomes = store_group(&mut tx, group).await?;
+            let mut tx = match write.as_deref_mut() {
+                Some(w) => sqlx::Connection::begin_with(w.synced().await?, "BEGIN IMMEDIATE").await?,
+                None => begin_report(pool, backend, Durability::Flusher).await?,
+            };
+            committed.clear();
+            let outcomes = store_group(&mut tx, group, committed).await?;
             tx.commit().await?;
             Ok::<_, DbError>(outcomes)
         }
         .await;
         match outcome {
             Ok(outcomes) => return outcomes,
-            Err(e) if tries < RETRIES && is_conflict(&e) => tries += 1,
-            Err(e) => return failed(&e),
+            Err(e) if tries < RETRIES && is_conflict(&e) => {
+                committed.clear();
+                tries += 1
+            }
+            Err(e) => {
+                committed.clear();
+                if let Some(w) = write.as_deref_mut() {
+                    w.failed(&e);
+                }
+                return failed(&e);
+            }
         }
     }
 }
@@ -446,7 +475,14 @@ struct Accepted<'a> {
     index: usize,
 }
 
-async fn store_group(conn: &mut AnyConnection, group: &[Job]) -> Result<Vec<Result<RecordedReport>>> {
+/// Fills `committed` with the accepted reports as the elector counts them
+/// (see `Elector::committed`), for the caller to hand over once the
+/// transaction committed.
+async fn store_group(
+    conn: &mut AnyConnection,
+    group: &[Job],
+    committed: &mut Vec<crate::elector::Uncounted>,
+) -> Result<Vec<Result<RecordedReport>>> {
     let now = now_ms();
     let mut shas: Vec<&str> = group.iter().flat_map(|j| j.report.entries.iter().map(|e| e.kernel_sha256.as_str())).collect();
     shas.sort_unstable();
@@ -503,6 +539,7 @@ async fn store_group(conn: &mut AnyConnection, group: &[Job]) -> Result<Vec<Resu
         q.row().bind(a.job.id.clone()).push(", ").bind(now).push(")");
     }
     q.query()?.execute(&mut *conn).await?;
+    committed.extend(accepted.iter().map(|a| uncounted_of(a.job, now)));
     // Callers that do not wait for the count are answered with the winners
     // standing now (in their spaces), one read per kind.
     let mut by_kind: std::collections::BTreeMap<&KernelKind, Vec<At>> = std::collections::BTreeMap::new();
@@ -533,6 +570,27 @@ async fn store_group(conn: &mut AnyConnection, group: &[Job]) -> Result<Vec<Resu
         outcomes[a.index] = Some(Ok(RecordedReport { report_id: a.job.id.clone(), winners, seats_changed: false }));
     }
     Ok(outcomes.into_iter().map(|o| o.expect("every report answered")).collect())
+}
+
+/// `job`'s report stored at `now` as the elector reads it back from its
+/// rows (`elector::uncounted_sql`): its positive-weight votes by rank.
+fn uncounted_of(job: &Job, now: i64) -> crate::elector::Uncounted {
+    let r = &job.report;
+    crate::elector::Uncounted {
+        id: job.id.clone(),
+        session: r.session_id.clone(),
+        kind: r.kind.clone(),
+        space: r.space_checksum.clone(),
+        keys: job.keys.clone(),
+        created_at: now,
+        votes: r
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.kernel_sha256.clone(), ranked_weight(i + 1, e.output_ok), e.median_us))
+            .filter(|(_, w, _)| *w > 0)
+            .collect(),
+    }
 }
 
 /// The kinds of the stored kernels among `shas`.
