@@ -161,8 +161,9 @@ pub(crate) struct WriteConn {
 }
 
 impl WriteConn {
-    /// The connection, opened first where it is not (or was lost).
-    async fn open(&mut self) -> Result<&mut sqlx::AnyConnection> {
+    /// The connection, opened first where it is not (or was lost), for a
+    /// statement outside a transaction that writes nothing.
+    pub(crate) async fn open(&mut self) -> Result<&mut sqlx::AnyConnection> {
         if self.closed {
             return Err(DbError::Group("the database is closed".into()));
         }
@@ -263,7 +264,8 @@ impl Db {
             sqlx::query("PRAGMA journal_mode = WAL").fetch_all(&pool).await?;
         }
         migrator(backend).run(&pool).await?;
-        let write = WriteConn { url: if backend == Backend::Sqlite { url.clone() } else { String::new() }, conn: None, full: false, closed: false };
+        let write =
+            WriteConn { url: if backend == Backend::Sqlite { url.clone() } else { String::new() }, conn: None, full: false, closed: false };
         let write = std::sync::Arc::new(tokio::sync::Mutex::new(write));
         let groups = std::sync::Arc::default();
         let hold = std::sync::Arc::default();
