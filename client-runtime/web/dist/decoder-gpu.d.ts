@@ -50,9 +50,10 @@ export interface GpuDecoderInit {
      * Decode steps run ahead that share one command buffer and one submit
      * (`aheadMany`; 1 to MAX_STEPS_PER_SUBMIT, default 1): each step still
      * samples on the GPU and feeds the next, and each token is read back on
-     * its own, but the submit's fixed cost (and the GPU's gap between
-     * command buffers) is paid once for all of them. Tokens then arrive in
-     * groups of this many.
+     * its own, but a submit's fixed cost is paid once for all of them.
+     * Tokens then arrive in groups of this many. On an H200 through Dawn in
+     * Node, four a submit ran 0.99× the rate of one (BENCHMARKS.md); a
+     * browser, where each submit also flushes to the GPU process, may differ.
      */
     stepsPerSubmit?: number;
 }
