@@ -328,6 +328,17 @@ async function recordProbe(gen, device, o) {
   const flat = steps.map((st) => ('kernel' in st
     ? (st.kernel.passes === 1 ? { pipeline: st.kernel.pipeline, group: st.perT ? st.perT(1) : st.group, grid: st.kernel.workgroups } : { kernel: st.kernel, group: st.perT ? st.perT(1) : st.group })
     : { pipeline: st.pipeline, group: st.group, grid: [st.grid[0], st.grid[1], 1] }));
+  // The flat list recorded into a pass: the same dispatches as the backend's, without its logic.
+  const recordFlat = (pass) => {
+    for (const x of flat) {
+      if (x.kernel) x.kernel.dispatch(pass, x.group);
+      else {
+        pass.setPipeline(x.pipeline);
+        pass.setBindGroup(0, x.group);
+        pass.dispatchWorkgroups(x.grid[0], x.grid[1], x.grid[2]);
+      }
+    }
+  };
   const one = flat.find((x) => x.pipeline);
   const n = flat.length;
   const time = (body) => {
@@ -347,16 +358,7 @@ async function recordProbe(gen, device, o) {
   const res = {
     dispatches: n,
     encode: median(await dec.recordTimes(o.recordProbe)),
-    flat: time((pass) => {
-      for (const x of flat) {
-        if (x.kernel) x.kernel.dispatch(pass, x.group);
-        else {
-          pass.setPipeline(x.pipeline);
-          pass.setBindGroup(0, x.group);
-          pass.dispatchWorkgroups(x.grid[0], x.grid[1], x.grid[2]);
-        }
-      }
-    }),
+    flat: time(recordFlat),
     same: time((pass) => {
       for (let i = 0; i < n; i++) {
         pass.setPipeline(one.pipeline);
@@ -387,16 +389,7 @@ async function recordProbe(gen, device, o) {
     }
     return median(ms);
   };
-  res.flat_submit_ms = await submitted((pass) => {
-    for (const x of flat) {
-      if (x.kernel) x.kernel.dispatch(pass, x.group);
-      else {
-        pass.setPipeline(x.pipeline);
-        pass.setBindGroup(0, x.group);
-        pass.dispatchWorkgroups(x.grid[0], x.grid[1], x.grid[2]);
-      }
-    }
-  });
+  res.flat_submit_ms = await submitted(recordFlat);
   for (const k of [1, 8]) {
     const decl = Array.from({ length: k }, (_, i) => `@group(0) @binding(${i}) var<storage, read_write> x${i}: array<u32>;`).join('\n');
     const use = Array.from({ length: k }, (_, i) => `x${i}[1] = x${i}[0];`).join(' ');
