@@ -316,7 +316,12 @@ test('the attention\'s parts merged by the product after it (+merge): NP parts a
   dec.destroy();
 });
 
-test('TextGenerator on the small llama with the WebGPU backend: the Wasm backend\'s texts, greedy and seeded, from tokens sampled on the GPU', { timeout: 300_000 }, async () => {
+/**
+ * The small llama (seed 23, buckets 1, 4, 8) as two TextGenerators over the
+ * same weights: the WebGPU backend (with `gpuInit`) and the Wasm backend,
+ * each holding `context` positions.
+ */
+async function smallLlamaPair(context, gpuInit = {}) {
   const { GpuDecoder } = await load('src/decoder-gpu.ts');
   const { GraphDecoder } = await load('src/decoder.ts');
   const { TextGenerator } = await load('src/text-generator.ts');
@@ -324,13 +329,21 @@ test('TextGenerator on the small llama with the WebGPU backend: the Wasm backend
   const { jsKernels } = await import('./small-llama.mjs');
   const model = llamaModel(23);
   const graph = llamaGraph(model.formats, [1, 4, 8]);
-  const gpuDec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: 24, wgsl: WGSL });
+  const gpuDec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context, wgsl: WGSL, ...gpuInit });
   gpuDec.setKernels(plainKernels(device));
-  const wasmDec = await GraphDecoder.create({ graph, tensors: model.tensors, weights: model.weights, context: 24, fixed: await assembleKernels('decoder-kernels.wat'), shared: false });
+  const wasmDec = await GraphDecoder.create({ graph, tensors: model.tensors, weights: model.weights, context, fixed: await assembleKernels('decoder-kernels.wat'), shared: false });
   wasmDec.setKernels(jsKernels(wasmDec.memory, []));
   const webtune = fakeWebtune();
-  const gpu = new TextGenerator({ webtune, manifest, decoder: gpuDec, tokenizer, report: false });
-  const wasm = new TextGenerator({ webtune, manifest, decoder: wasmDec, tokenizer, report: false });
+  return {
+    graph, gpuDec, wasmDec,
+    gpu: new TextGenerator({ webtune, manifest, decoder: gpuDec, tokenizer, report: false }),
+    wasm: new TextGenerator({ webtune, manifest, decoder: wasmDec, tokenizer, report: false }),
+  };
+}
+
+test('TextGenerator on the small llama with the WebGPU backend: the Wasm backend\'s texts, greedy and seeded, from tokens sampled on the GPU', { timeout: 300_000 }, async () => {
+  const { TextGenerator } = await load('src/text-generator.ts');
+  const { graph, gpuDec, gpu, wasm } = await smallLlamaPair(24);
   assert.equal(gpu.target, 'webgpu');
   assert.equal(wasm.target, 'wasm');
   const texts = [];
@@ -377,22 +390,10 @@ test('TextGenerator on the small llama with the WebGPU backend: the Wasm backend
 });
 
 test('decode steps several a submit (stepsPerSubmit 3): the Wasm backend\'s texts and positions, greedy and seeded, with fewer submits than tokens; aheadMany refuses what it cannot run', { timeout: 300_000 }, async () => {
-  const { GpuDecoder, MAX_STEPS_PER_SUBMIT } = await load('src/decoder-gpu.ts');
-  const { GraphDecoder } = await load('src/decoder.ts');
-  const { TextGenerator } = await load('src/text-generator.ts');
-  const { assembleKernels } = await import('../assemble.mjs');
-  const { jsKernels } = await import('./small-llama.mjs');
-  const model = llamaModel(23);
-  const graph = llamaGraph(model.formats, [1, 4, 8]);
-  await assert.rejects(GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: 24, wgsl: WGSL, stepsPerSubmit: MAX_STEPS_PER_SUBMIT + 1 }), /stepsPerSubmit 5: 1 to 4/);
-  const gpuDec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context: 40, wgsl: WGSL, stepsPerSubmit: 3 });
-  gpuDec.setKernels(plainKernels(device));
+  const { MAX_STEPS_PER_SUBMIT } = await load('src/decoder-gpu.ts');
+  await assert.rejects(smallLlamaPair(24, { stepsPerSubmit: MAX_STEPS_PER_SUBMIT + 1 }), /stepsPerSubmit 5: 1 to 4/);
+  const { gpuDec, gpu, wasm } = await smallLlamaPair(40, { stepsPerSubmit: 3 });
   assert.equal(gpuDec.aheadLimit, 6);
-  const wasmDec = await GraphDecoder.create({ graph, tensors: model.tensors, weights: model.weights, context: 40, fixed: await assembleKernels('decoder-kernels.wat'), shared: false });
-  wasmDec.setKernels(jsKernels(wasmDec.memory, []));
-  const webtune = fakeWebtune();
-  const gpu = new TextGenerator({ webtune, manifest, decoder: gpuDec, tokenizer, report: false });
-  const wasm = new TextGenerator({ webtune, manifest, decoder: wasmDec, tokenizer, report: false });
   for (const o of [{ maxTokens: 10 }, { maxTokens: 13, temperature: 1.5, topK: 10, seed: 7n }, { maxTokens: 12, temperature: 6, topK: 20, topP: 0.95, seed: 12n }]) {
     for (const prompt of ['ABCDE', 'x'.repeat(11)]) {
       const [a, b] = [await drain(gpu.generate(prompt, o)), await drain(wasm.generate(prompt, o))];
