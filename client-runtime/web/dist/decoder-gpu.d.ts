@@ -270,6 +270,8 @@ export declare class GpuDecoder {
      * `perStep` a pass per step), one submit.
      */
     private run;
+    /** Records the sampled token's copy into the read-back ring's next buffer; that buffer's slot (for readToken). */
+    private tokenToRead;
     /** The run parameters (decoder-kernels.wgsl's Run) of `t` tokens from the current position, with `sampling`'s. */
     private runParamsOf;
     /**

@@ -12151,6 +12151,7 @@ var GpuDecoder = class _GpuDecoder {
     checkGpuGraph(graph);
     if (!Number.isInteger(context) || context < 1 || context > graph.context)
       throw new RangeError(`context ${context} must be an integer from 1 to the model's ${graph.context}`);
+    const stepsPerSubmit = stepsPerSubmitOf(init);
     const limits = device.limits;
     const maxRows = Math.max(1, ...graph.buckets);
     const used = /* @__PURE__ */ new Set();
@@ -12258,7 +12259,7 @@ var GpuDecoder = class _GpuDecoder {
       const ids = buffer("ids", maxRows * 4, S | GPUBufferUsage.COPY_DST);
       const token = buffer("token", 16, S | GPUBufferUsage.COPY_SRC);
       const runRing = buffer("run params ring", MAX_STEPS_PER_SUBMIT * ALIGN2, GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
-      const tokenReads = Array.from({ length: aheadDepth(stepsPerSubmitOf(init)) + 1 }, (_, i) => buffer(`token read ${i}`, 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST));
+      const tokenReads = Array.from({ length: aheadDepth(stepsPerSubmit) + 1 }, (_, i) => buffer(`token read ${i}`, 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST));
       const logitsRead = buffer("logits read", graph.vocab * 4, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
       const runs = init.fuse === false ? [] : (graph.fused ?? []).map((f) => ({ f, r: fusedRun(graph, f) }));
       const twins = /* @__PURE__ */ new Map();
@@ -12410,10 +12411,7 @@ var GpuDecoder = class _GpuDecoder {
       this.device.queue.writeBuffer(this.runRing, j * ALIGN2, this.runParamsOf(1, sampling));
       enc.copyBufferToBuffer(this.runRing, j * ALIGN2, this.runParams, 0, 32);
       dispatches = this.encode(bk, 1, true, true, void 0, enc).dispatches;
-      const slot = this.readSlot;
-      enc.copyBufferToBuffer(this.token, 0, this.tokenReads[slot], 0, 8);
-      this.readSlot = (slot + 1) % this.tokenReads.length;
-      slots.push(slot);
+      slots.push(this.tokenToRead(enc));
       this.pos += 1;
     }
     this.device.queue.submit([enc.finish()]);
@@ -12496,11 +12494,7 @@ var GpuDecoder = class _GpuDecoder {
     device.queue.writeBuffer(this.runParams, 0, this.runParamsOf(t, sampling));
     if (tokens) device.queue.writeBuffer(this.ids, 0, Uint32Array.from(tokens));
     const { enc, dispatches, queries } = this.encode(bk, t, tokens === null, sampling !== null, timing);
-    const slot = this.readSlot;
-    if (sampling) {
-      enc.copyBufferToBuffer(this.token, 0, this.tokenReads[slot], 0, 8);
-      this.readSlot = (slot + 1) % this.tokenReads.length;
-    }
+    const slot = sampling ? this.tokenToRead(enc) : this.readSlot;
     if (timing) {
       enc.resolveQuerySet(timing.set, 0, queries, timing.resolve, 0);
       enc.copyBufferToBuffer(timing.resolve, 0, timing.read, 0, queries * 8);
@@ -12510,6 +12504,13 @@ var GpuDecoder = class _GpuDecoder {
     this.stats.submits++;
     this.stats.tokens += t;
     if (bk.m === 1 && timing?.omit === void 0) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
+    return slot;
+  }
+  /** Records the sampled token's copy into the read-back ring's next buffer; that buffer's slot (for readToken). */
+  tokenToRead(enc) {
+    const slot = this.readSlot;
+    enc.copyBufferToBuffer(this.token, 0, this.tokenReads[slot], 0, 8);
+    this.readSlot = (slot + 1) % this.tokenReads.length;
     return slot;
   }
   /** The run parameters (decoder-kernels.wgsl's Run) of `t` tokens from the current position, with `sampling`'s. */

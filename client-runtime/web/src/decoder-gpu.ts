@@ -437,6 +437,7 @@ export class GpuDecoder {
     if (!Number.isInteger(short) || short < 0) throw new RangeError(`shortAttention ${short}: a count of positions, 0 or more`);
     this.shortUpTo = short;
     this.mergeAttention = init.mergeAttention ?? true;
+    // Checked by create before it allocates anything.
     this.stepsPerSubmit = stepsPerSubmitOf(init);
     void init.device.lost.then((info) => {
       this.lost = info.message || info.reason || 'lost';
@@ -450,6 +451,7 @@ export class GpuDecoder {
     checkGpuGraph(graph);
     if (!Number.isInteger(context) || context < 1 || context > graph.context)
       throw new RangeError(`context ${context} must be an integer from 1 to the model's ${graph.context}`);
+    const stepsPerSubmit = stepsPerSubmitOf(init);
     const limits = device.limits;
     const maxRows = Math.max(1, ...graph.buckets);
     // Every part the graph reads, placed at ALIGN in buffers of at most maxBufferSize.
@@ -544,7 +546,7 @@ export class GpuDecoder {
       const ids = buffer('ids', maxRows * 4, S | GPUBufferUsage.COPY_DST);
       const token = buffer('token', 16, S | GPUBufferUsage.COPY_SRC);
       const runRing = buffer('run params ring', MAX_STEPS_PER_SUBMIT * ALIGN, GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
-      const tokenReads = Array.from({ length: aheadDepth(stepsPerSubmitOf(init)) + 1 }, (_, i) => buffer(`token read ${i}`, 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST));
+      const tokenReads = Array.from({ length: aheadDepth(stepsPerSubmit) + 1 }, (_, i) => buffer(`token read ${i}`, 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST));
       const logitsRead = buffer('logits read', graph.vocab * 4, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
       // The decode step's fused runs: a one-row twin of each buffer a +residual product writes, and the norms' eps values (one ALIGN slot each).
       const runs = init.fuse === false ? [] : (graph.fused ?? []).map((f) => ({ f, r: fusedRun(graph, f) }));
@@ -698,10 +700,7 @@ export class GpuDecoder {
       this.device.queue.writeBuffer(this.runRing, j * ALIGN, this.runParamsOf(1, sampling));
       enc.copyBufferToBuffer(this.runRing, j * ALIGN, this.runParams, 0, 32);
       dispatches = this.encode(bk, 1, true, true, undefined, enc).dispatches;
-      const slot = this.readSlot;
-      enc.copyBufferToBuffer(this.token, 0, this.tokenReads[slot], 0, 8);
-      this.readSlot = (slot + 1) % this.tokenReads.length;
-      slots.push(slot);
+      slots.push(this.tokenToRead(enc));
       this.pos += 1;
     }
     this.device.queue.submit([enc.finish()]);
@@ -792,11 +791,7 @@ export class GpuDecoder {
     device.queue.writeBuffer(this.runParams, 0, this.runParamsOf(t, sampling));
     if (tokens) device.queue.writeBuffer(this.ids, 0, Uint32Array.from(tokens));
     const { enc, dispatches, queries } = this.encode(bk, t, tokens === null, sampling !== null, timing);
-    const slot = this.readSlot;
-    if (sampling) {
-      enc.copyBufferToBuffer(this.token, 0, this.tokenReads[slot], 0, 8);
-      this.readSlot = (slot + 1) % this.tokenReads.length;
-    }
+    const slot = sampling ? this.tokenToRead(enc) : this.readSlot;
     if (timing) {
       enc.resolveQuerySet(timing.set, 0, queries, timing.resolve, 0);
       enc.copyBufferToBuffer(timing.resolve, 0, timing.read, 0, queries * 8);
@@ -807,6 +802,14 @@ export class GpuDecoder {
     this.stats.tokens += t;
     // A decode step: one token and its sampling (counted also where this run read logits instead).
     if (bk.m === 1 && timing?.omit === undefined) this.stats.dispatchesPerToken = dispatches + (sampling ? 0 : 1);
+    return slot;
+  }
+
+  /** Records the sampled token's copy into the read-back ring's next buffer; that buffer's slot (for readToken). */
+  private tokenToRead(enc: GPUCommandEncoder): number {
+    const slot = this.readSlot;
+    enc.copyBufferToBuffer(this.token, 0, this.tokenReads[slot], 0, 8);
+    this.readSlot = (slot + 1) % this.tokenReads.length;
     return slot;
   }
 
