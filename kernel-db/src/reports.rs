@@ -428,6 +428,8 @@ async fn commit_group(
     committed: &mut Vec<crate::elector::Uncounted>,
 ) -> Vec<Result<RecordedReport>> {
     let failed = |e: &DbError| (0..group.len()).map(|_| Err(DbError::Group(e.to_string()))).collect();
+    // Only SQLite's elector takes what the writer stored (PostgreSQL's passes read it back).
+    let keep = write.is_some();
     let mut tries = 0;
     loop {
         let outcome = async {
@@ -436,17 +438,14 @@ async fn commit_group(
                 None => begin_report(pool, backend, Durability::Flusher).await?,
             };
             committed.clear();
-            let outcomes = store_group(&mut tx, group, committed).await?;
+            let outcomes = store_group(&mut tx, group, if keep { Some(&mut *committed) } else { None }).await?;
             tx.commit().await?;
             Ok::<_, DbError>(outcomes)
         }
         .await;
         match outcome {
             Ok(outcomes) => return outcomes,
-            Err(e) if tries < RETRIES && is_conflict(&e) => {
-                committed.clear();
-                tries += 1
-            }
+            Err(e) if tries < RETRIES && is_conflict(&e) => tries += 1,
             Err(e) => {
                 committed.clear();
                 if let Some(w) = write.as_deref_mut() {
@@ -475,13 +474,13 @@ struct Accepted<'a> {
     index: usize,
 }
 
-/// Fills `committed` with the accepted reports as the elector counts them
-/// (see `Elector::committed`), for the caller to hand over once the
-/// transaction committed.
+/// With `committed`, fills it with the accepted reports as the elector
+/// counts them (see `Elector::committed`), for the caller to hand over once
+/// the transaction committed.
 async fn store_group(
     conn: &mut AnyConnection,
     group: &[Job],
-    committed: &mut Vec<crate::elector::Uncounted>,
+    committed: Option<&mut Vec<crate::elector::Uncounted>>,
 ) -> Result<Vec<Result<RecordedReport>>> {
     let now = now_ms();
     let mut shas: Vec<&str> = group.iter().flat_map(|j| j.report.entries.iter().map(|e| e.kernel_sha256.as_str())).collect();
@@ -539,7 +538,9 @@ async fn store_group(
         q.row().bind(a.job.id.clone()).push(", ").bind(now).push(")");
     }
     q.query()?.execute(&mut *conn).await?;
-    committed.extend(accepted.iter().map(|a| uncounted_of(a.job, now)));
+    if let Some(c) = committed {
+        c.extend(accepted.iter().map(|a| uncounted_of(a.job, now)));
+    }
     // Callers that do not wait for the count are answered with the winners
     // standing now (in their spaces), one read per kind.
     let mut by_kind: std::collections::BTreeMap<&KernelKind, Vec<At>> = std::collections::BTreeMap::new();
