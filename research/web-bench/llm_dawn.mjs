@@ -12,6 +12,7 @@
 //        [--runtime PATH/webtune.js] [--webgpu PATH/webgpu/index.js] [--dawn-flags a,b]
 //        [--fusions-ab ROUNDS] [--short-ab ROUNDS] [--merge-ab ROUNDS] [--ab-only 1]
 //        [--tg-reps N] [--clocks-ms 50] [--omit-runs N] [--record-probe REPS] [--submit-ab K [--submit-ab-rounds 6]]
+//        [--stream-probe STEPS [--stream-rounds 3] [--stream-forms a,b]]
 //
 // Lines (`what` names each):
 // - `adapter`: Dawn's adapter (vendor, architecture, device) and features;
@@ -106,6 +107,21 @@
 //   eight buffers): what Dawn's backend spends on each dispatch at submit,
 //   by the size of its bind group; `run_parts_ms`: the run's writes,
 //   recording and submit timed apart;
+// - `stream_probe` (with --stream-probe N > 0, after tuning): where a
+//   decode stream's step goes beyond the GPU's pass, at both contexts, N
+//   steps each form, a warm-up run each, then --stream-rounds rounds in
+//   turn, every other round in reverse order (medians; --stream-forms
+//   picks forms by name):
+//   `generator` (nextTokens, as `decode`), `ahead_D` (the backend's
+//   `ahead` with D steps held unread, D = 1, 2, 3, 4, 6, 8: is the depth
+//   or the read-back's latency the limit?), `queued` (N runs submitted
+//   back to back, nothing read until the end: the GPU with a full queue),
+//   `queued_bare` (the same without the token's copies and the parameters'
+//   write: the passes alone, a submit each) and `one_buffer` (N steps
+//   recorded into one command buffer, one submit: no submit boundary);
+//   each with ms a step, the host's busy ms a step (the event loop's
+//   active time, `performance.eventLoopUtilization`) and its utilisation;
+//   with --ab-only 1 nothing runs after it;
 // - `clocks` (where `nvidia-smi` runs, every --clocks-ms ms; 0 turns it
 //   off): the SM clock and the GPU's utilisation during each timed part
 //   (decode rounds, tg runs, prefills, tuning, the leave-one-out runs):
@@ -140,7 +156,7 @@ function args() {
     rounds: Math.max(1, num('rounds', 3)), prefill: Math.max(1, num('prefill', 128)), long: Math.max(1, num('long', 1024)),
     dispatches: Math.max(2, num('probe-dispatches', 4096)), mib: Math.max(1, num('probe-mib', 256)), profileRuns: Math.max(1, num('profile-runs', 5)),
     fusionsAb: num('fusions-ab', 0), shortAb: num('short-ab', 0), mergeAb: num('merge-ab', 0), abOnly: num('ab-only', 0) > 0,
-    submitAb: num('submit-ab', 0), submitAbRounds: num('submit-ab-rounds', 6), tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), recordProbe: num('record-probe', 0), clocksMs: num('clocks-ms', 50),
+    submitAb: num('submit-ab', 0), submitAbRounds: num('submit-ab-rounds', 6), tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), recordProbe: num('record-probe', 0), streamProbe: num('stream-probe', 0), streamRounds: num('stream-rounds', 3), streamForms: o['stream-forms'] ? o['stream-forms'].split(',') : null, clocksMs: num('clocks-ms', 50),
     runtime: resolve(o.runtime ?? join(ROOT, 'client-runtime', 'web', 'dist', 'webtune.js')),
     webgpu: resolve(o.webgpu ?? join(ROOT, 'client-runtime', 'web', 'node_modules', 'webgpu', 'index.js')),
     dawnFlags: o['dawn-flags'] ? o['dawn-flags'].split(',') : [],
@@ -487,6 +503,90 @@ async function backendAbRates(gen, device, o, clocks, { what, a, b, init, rounds
   gen.gpu.reset();
 }
 
+/** Where a decode stream's step goes beyond the GPU's pass (`stream_probe`, see the head). */
+async function streamProbe(gen, device, o, clocks) {
+  const dec = gen.gpu, n = o.streamProbe;
+  const greedy = { temperature: 0, topK: 0, topP: 1, u: 0 };
+  // A longer read-back ring than the backend's (its length bounds the steps held unread; JS sees no `readonly`).
+  const ring = Array.from({ length: 12 }, (_, i) => device.createBuffer({ label: `probe read ${i}`, size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }));
+  const own = dec.tokenReads;
+  const timed = async (label, ctx, body) => {
+    const e0 = performance.eventLoopUtilization();
+    const t0 = performance.now();
+    await clocks.part(`stream ${label} ${ctx}`, body);
+    const ms = performance.now() - t0;
+    const e = performance.eventLoopUtilization(e0);
+    return { ms: ms / n, busy: e.active / n, elu: e.utilization };
+  };
+  const forms = {
+    generator: async (p) => {
+      const t = await gen.nextToken(p, { reset: true });
+      return timed('generator', p.length, () => gen.nextTokens([t], n));
+    },
+    queued: async (p) => {
+      await gen.nextToken(p, { reset: true });
+      const bk = dec.ready.get(1);
+      const r = await timed('queued', p.length, async () => {
+        for (let i = 0; i < n; i++) dec.run(null, bk, greedy);
+        await device.queue.onSubmittedWorkDone();
+      });
+      return r;
+    },
+    queued_bare: async (p) => {
+      await gen.nextToken(p, { reset: true });
+      const bk = dec.ready.get(1);
+      return timed('queued_bare', p.length, async () => {
+        for (let i = 0; i < n; i++) device.queue.submit([dec.encode(bk, 1, false, true).enc.finish()]);
+        await device.queue.onSubmittedWorkDone();
+      });
+    },
+    one_buffer: async (p) => {
+      await gen.nextToken(p, { reset: true });
+      const bk = dec.ready.get(1);
+      return timed('one_buffer', p.length, async () => {
+        const enc = device.createCommandEncoder();
+        for (let i = 0; i < n; i++) dec.encode(bk, 1, true, true, undefined, enc);
+        device.queue.submit([enc.finish()]);
+        await device.queue.onSubmittedWorkDone();
+      });
+    },
+  };
+  for (const d of [1, 2, 3, 4, 6, 8]) {
+    forms[`ahead_${d}`] = async (p) => {
+      await gen.nextToken(p, { reset: true });
+      dec.tokenReads = ring;
+      dec.readSlot = 0;
+      try {
+        return await timed(`ahead_${d}`, p.length, async () => {
+          const q = [];
+          for (let i = 0; i < n; i++) {
+            if (q.length >= d) await q.shift();
+            q.push(dec.ahead(greedy));
+          }
+          await Promise.all(q);
+        });
+      } finally {
+        dec.tokenReads = own;
+        dec.readSlot = 0;
+      }
+    };
+  }
+  for (const p of [ids(o.prefill), ids(o.long)]) {
+    if (p.length + n + 1 > gen.context) throw new Error(`--stream-probe ${n}: a ${p.length}-token prompt and ${n} steps pass the context of ${gen.context}`);
+    const names = Object.keys(forms).filter((k) => !o.streamForms || o.streamForms.includes(k)), res = Object.fromEntries(names.map((k) => [k, []]));
+    for (const name of names) await forms[name](p);
+    for (let r = 0; r < o.streamRounds; r++) for (const name of r % 2 ? [...names].reverse() : names) res[name].push(await forms[name](p));
+    const out = {};
+    for (const name of names) {
+      const xs = res[name].length ? res[name] : [await forms[name](p)];
+      out[name] = { ms: +median(xs.map((x) => x.ms)).toFixed(4), busy_ms: +median(xs.map((x) => x.busy)).toFixed(4), elu: +median(xs.map((x) => x.elu)).toFixed(3), runs_ms: xs.map((x) => +x.ms.toFixed(4)) };
+    }
+    line('stream_probe', { context: p.length, steps: n, dispatches_per_token: gen.dispatchesPerToken, forms: out });
+  }
+  for (const b of ring) b.destroy();
+  dec.reset();
+}
+
 async function main() {
   const o = args();
   if (!existsSync(o.runtime)) throw new Error(`no runtime module at ${o.runtime} (build it: cd client-runtime/web && node build.mjs)`);
@@ -560,6 +660,21 @@ async function main() {
     line('first_answer', { kernels: perKernel });
   }
 
+  if (o.streamProbe > 0 && gen.gpu) {
+    try {
+      await streamProbe(gen, device, o, clocks);
+    } catch (e) {
+      line('stream_probe', { error: String(e?.stack ?? e) });
+    }
+    if (o.abOnly) {
+      line('clocks', await clocks.summary());
+      gen.close();
+      device.destroy();
+      delete globalThis.navigator.gpu;
+      gpu = null;
+      return;
+    }
+  }
   if (o.submitAb > 1 && gen.gpu) {
     try {
       await backendAbRates(gen, device, o, clocks, { what: 'submit_ab', a: 'one', b: `k${o.submitAb}`, init: { stepsPerSubmit: o.submitAb }, rounds: o.submitAbRounds });
