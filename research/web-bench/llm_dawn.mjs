@@ -12,7 +12,8 @@
 //        [--runtime PATH/webtune.js] [--webgpu PATH/webgpu/index.js] [--dawn-flags a,b]
 //        [--fusions-ab ROUNDS] [--short-ab ROUNDS] [--merge-ab ROUNDS] [--ab-only 1]
 //        [--tg-reps N] [--clocks-ms 50] [--omit-runs N] [--record-probe REPS] [--submit-ab K [--submit-ab-rounds 6]]
-//        [--stream-probe STEPS [--stream-rounds 3] [--stream-forms a,b]]
+//        [--stream-probe STEPS [--stream-rounds 3] [--stream-forms a,b]] [--long-ab ROUNDS]
+//        [--kernels-ab ROUNDS --wgsl-b PATH]
 //
 // Lines (`what` names each):
 // - `adapter`: Dawn's adapter (vendor, architecture, device) and features;
@@ -76,6 +77,16 @@
 //   backend (one decode step a submit) against one with K steps a submit
 //   (GpuDecoderInit.stepsPerSubmit), decode rates in ABBA rounds as
 //   merge_ab's;
+// - `long_ab` (with --long-ab ROUNDS > 0, after tuning and any submit_ab):
+//   the generator's backend (the attention in parts in its long form past
+//   NP·64 positions, the default) against one without it (longAttention
+//   0), decode rates in ABBA rounds as merge_ab's: at --prefill positions
+//   both run the same kernels (a control), at --long the long form;
+// - `kernels_ab` (with --kernels-ab ROUNDS > 0 and --wgsl-b PATH, after
+//   long_ab): the generator's backend against one whose fixed kernels come
+//   from PATH (a previous decoder-kernels.wgsl) without the long form
+//   (longAttention 0), the tuned products the same: the previous version
+//   of the fixed kernels, decode rates in ABBA rounds as merge_ab's;
 // - `decode_tg` (with --tg-reps N > 0): llama-bench's protocol for `tg` at a
 //   depth, at the same two contexts: one untimed warm-up run of --steps
 //   steps, then N runs back to back, each an untimed prompt of the depth
@@ -156,7 +167,7 @@ function args() {
     rounds: Math.max(1, num('rounds', 3)), prefill: Math.max(1, num('prefill', 128)), long: Math.max(1, num('long', 1024)),
     dispatches: Math.max(2, num('probe-dispatches', 4096)), mib: Math.max(1, num('probe-mib', 256)), profileRuns: Math.max(1, num('profile-runs', 5)),
     fusionsAb: num('fusions-ab', 0), shortAb: num('short-ab', 0), mergeAb: num('merge-ab', 0), abOnly: num('ab-only', 0) > 0,
-    submitAb: num('submit-ab', 0), submitAbRounds: num('submit-ab-rounds', 6), tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), recordProbe: num('record-probe', 0), streamProbe: num('stream-probe', 0), streamRounds: num('stream-rounds', 3), streamForms: o['stream-forms'] ? o['stream-forms'].split(',') : null, clocksMs: num('clocks-ms', 50),
+    submitAb: num('submit-ab', 0), longAb: num('long-ab', 0), kernelsAb: num('kernels-ab', 0), wgslB: o['wgsl-b'] ? resolve(o['wgsl-b']) : null, submitAbRounds: num('submit-ab-rounds', 6), tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), recordProbe: num('record-probe', 0), streamProbe: num('stream-probe', 0), streamRounds: num('stream-rounds', 3), streamForms: o['stream-forms'] ? o['stream-forms'].split(',') : null, clocksMs: num('clocks-ms', 50),
     runtime: resolve(o.runtime ?? join(ROOT, 'client-runtime', 'web', 'dist', 'webtune.js')),
     webgpu: resolve(o.webgpu ?? join(ROOT, 'client-runtime', 'web', 'node_modules', 'webgpu', 'index.js')),
     dawnFlags: o['dawn-flags'] ? o['dawn-flags'].split(',') : [],
@@ -680,6 +691,21 @@ async function main() {
       await backendAbRates(gen, device, o, clocks, { what: 'submit_ab', a: 'one', b: `k${o.submitAb}`, init: { stepsPerSubmit: o.submitAb }, rounds: o.submitAbRounds });
     } catch (e) {
       line('submit_ab', { error: String(e?.stack ?? e) });
+    }
+  }
+  if (o.longAb > 0 && gen.gpu) {
+    try {
+      await backendAbRates(gen, device, o, clocks, { what: 'long_ab', a: 'long', b: 'chunks64', init: { longAttention: 0 }, rounds: o.longAb });
+    } catch (e) {
+      line('long_ab', { error: String(e?.stack ?? e) });
+    }
+  }
+  if (o.kernelsAb > 0 && o.wgslB && gen.gpu) {
+    try {
+      const wgsl = (await import('node:fs')).readFileSync(o.wgslB, 'utf8');
+      await backendAbRates(gen, device, o, clocks, { what: 'kernels_ab', a: 'now', b: 'before', init: { wgsl, longAttention: 0 }, rounds: o.kernelsAb });
+    } catch (e) {
+      line('kernels_ab', { error: String(e?.stack ?? e) });
     }
   }
   // The first prefills after tuning, each timed (on the H200 the first five took 25-30 ms where later ones took

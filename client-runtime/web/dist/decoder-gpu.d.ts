@@ -47,6 +47,14 @@ export interface GpuDecoderInit {
      */
     shortAttention?: number;
     /**
+     * With `mergeAttention`: decode steps past this many positions run the
+     * attention's long form (longAttentionSource: chunks of 128 positions,
+     * so that each of the MERGE_PARTS parts folds half the chunks), where
+     * the graph has at most LONG_MAXG query heads a key/value head. Default
+     * LONG_ATTENTION; 0 never.
+     */
+    longAttention?: number;
+    /**
      * Decode steps run ahead that share one command buffer and one submit
      * (`aheadMany`; 1 to MAX_STEPS_PER_SUBMIT, default 1): each step still
      * samples on the GPU and feeds the next, and each token is read back on
@@ -84,6 +92,13 @@ export interface GpuDecoderStats {
     /** Tokens the GPU could not sample (the host sampled from the read-back logits). */
     hostSampled: number;
 }
+/**
+ * decoder-kernels.wgsl's attention in its long form: chunks of 128 positions (SCH),
+ * two threads a position's key (KP), eight of its vectors and sixteen values loaded at once
+ * (KB, VB), at most LONG_MAXG heads a group (MAXG), so that the chunk's scores still fit
+ * its workgroup memory. Throws where the source lacks one of the lines it replaces.
+ */
+export declare function longAttentionSource(wgsl: string): string;
 /**
  * Steps that run as one dispatch, by the index of the first of two: an
  * `add` and the `rms_norm` of the same buffer after it (`add_rms_norm`);
@@ -135,6 +150,14 @@ type Dispatch = {
         group: GPUBindGroup;
         grid: [number, number];
     };
+    /** In a run that ends past position `from`: this dispatch instead (the long attention). */
+    long?: {
+        from: number;
+        label: string;
+        pipeline: GPUComputePipeline;
+        group: GPUBindGroup;
+        grid: [number, number];
+    };
     /** In a run that ends at this position or before: skipped (the merge of a short attention). */
     skipUpTo?: number;
 });
@@ -159,6 +182,8 @@ export declare function ropeTable(context: number, headDim: number, theta: numbe
  */
 export declare class GpuDecoder {
     private pipelines;
+    /** The attention in parts' long form (GpuDecoderInit.longAttention), where made. */
+    private longPipelines;
     private owned;
     private parts;
     private buffers;
@@ -198,6 +223,8 @@ export declare class GpuDecoder {
     private reading;
     /** Decode steps at up to this many positions run the attention as one dispatch (GpuDecoderInit.shortAttention). */
     private shortUpTo;
+    /** GpuDecoderInit.longAttention, checked (0 where the graph's groups are too large for the long form). */
+    private longFrom;
     /** GpuDecoderInit.mergeAttention. */
     private mergeAttention;
     /** GpuDecoderInit.stepsPerSubmit. */

@@ -110,6 +110,14 @@ export interface GpuDecoderInit {
    */
   shortAttention?: number;
   /**
+   * With `mergeAttention`: decode steps past this many positions run the
+   * attention's long form (longAttentionSource: chunks of 128 positions,
+   * so that each of the MERGE_PARTS parts folds half the chunks), where
+   * the graph has at most LONG_MAXG query heads a key/value head. Default
+   * LONG_ATTENTION; 0 never.
+   */
+  longAttention?: number;
+  /**
    * Decode steps run ahead that share one command buffer and one submit
    * (`aheadMany`; 1 to MAX_STEPS_PER_SUBMIT, default 1): each step still
    * samples on the GPU and feeds the next, and each token is read back on
@@ -170,6 +178,38 @@ const SCH = 64;
  * step's GPU pass took 1.38 ms against 1.18 ms split, while the host recorded it in 0.85 of the time.
  */
 const SHORT_ATTENTION = SCH;
+/**
+ * Positions past which a decode step's attention in parts takes the long form
+ * (GpuDecoderInit.longAttention): where the parts of SCH positions start to fold a second
+ * chunk each. On an H200 through Dawn the attention's dispatch cost 14.1 µs at 1,024
+ * positions against 9.9 µs at 128 (BENCHMARKS.md), the parts walking two chunks one after
+ * the other.
+ */
+const LONG_ATTENTION = MERGE_PARTS * SCH;
+/** The most query heads a key/value head of the long form (its MAXG). */
+const LONG_MAXG = 4;
+
+/**
+ * decoder-kernels.wgsl's attention in its long form: chunks of 128 positions (SCH),
+ * two threads a position's key (KP), eight of its vectors and sixteen values loaded at once
+ * (KB, VB), at most LONG_MAXG heads a group (MAXG), so that the chunk's scores still fit
+ * its workgroup memory. Throws where the source lacks one of the lines it replaces.
+ */
+export function longAttentionSource(wgsl: string): string {
+  const lines: [string, string][] = [
+    ['const SCH: u32 = 64u;', 'const SCH: u32 = 128u;'],
+    ['const KP: u32 = 4u;', 'const KP: u32 = 2u;'],
+    ['const KB: u32 = 4u;', 'const KB: u32 = 8u;'],
+    ['const VB: u32 = 8u;', 'const VB: u32 = 16u;'],
+    ['const MAXG: u32 = 8u;', `const MAXG: u32 = ${LONG_MAXG}u;`],
+  ];
+  let out = wgsl;
+  for (const [from, to] of lines) {
+    if (out.split(from).length !== 2) throw new Error(`longAttentionSource: the kernels' source must hold the line '${from}' once`);
+    out = out.replace(from, to);
+  }
+  return out;
+}
 
 /**
  * Steps that run as one dispatch, by the index of the first of two: an
@@ -250,10 +290,25 @@ type Dispatch = { label: string } & (
     pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number]; gridAt?: (pos0: number) => [number, number];
     /** In a run that ends at position `upTo` or before: this dispatch instead (the short attention). */
     short?: { upTo: number; label: string; pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number] };
+    /** In a run that ends past position `from`: this dispatch instead (the long attention). */
+    long?: { from: number; label: string; pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number] };
     /** In a run that ends at this position or before: skipped (the merge of a short attention). */
     skipUpTo?: number;
   });
 type FixedDispatch = Exclude<Dispatch, { kernel: GpuProduct }>;
+/** The attention in parts' pipelines in the long form (longAttentionSource). */
+type LongPipelines = Partial<Record<'attention_parts' | 'attention_rope_parts', GPUComputePipeline>>;
+
+/**
+ * GpuDecoderInit.longAttention, checked: the positions past which the attention in parts takes
+ * the long form, 0 where it never does (set so, no merge, or a group of more than LONG_MAXG heads).
+ */
+function longAttentionOf(init: GpuDecoderInit): number {
+  const from = init.longAttention ?? LONG_ATTENTION;
+  if (!Number.isInteger(from) || from < 0) throw new RangeError(`longAttention ${from}: a count of positions, 0 or more`);
+  const groups = init.graph.steps.flatMap((x) => (x.step === 'attention' ? [x.heads / x.kv_heads] : []));
+  return (init.mergeAttention ?? true) && (init.fuse ?? true) && groups.every((g) => g <= LONG_MAXG) ? from : 0;
+}
 
 /** GpuDecoderInit.stepsPerSubmit, checked. */
 function stepsPerSubmitOf(init: GpuDecoderInit): number {
@@ -267,9 +322,10 @@ function aheadDepth(k: number): number {
   return k > 1 ? Math.max(MAX_AHEAD, 2 * k) : MAX_AHEAD;
 }
 
-/** What fixed dispatch `st` records in a run that ends at position `end` (`short`'s form, or null where skipped). */
+/** What fixed dispatch `st` records in a run that ends at position `end` (`short`'s or `long`'s form, or null where skipped). */
 function formAt(st: FixedDispatch, end: number): { label: string; pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number] } | null {
   if (st.skipUpTo !== undefined && end <= st.skipUpTo) return null;
+  if (st.long && end > st.long.from) return st.long;
   return st.short && end <= st.short.upTo ? st.short : st;
 }
 
@@ -401,6 +457,8 @@ export class GpuDecoder {
   private reading: Promise<void> = Promise.resolve();
   /** Decode steps at up to this many positions run the attention as one dispatch (GpuDecoderInit.shortAttention). */
   private shortUpTo: number;
+  /** GpuDecoderInit.longAttention, checked (0 where the graph's groups are too large for the long form). */
+  private longFrom: number;
   /** GpuDecoderInit.mergeAttention. */
   private mergeAttention: boolean;
   /** GpuDecoderInit.stepsPerSubmit. */
@@ -409,6 +467,8 @@ export class GpuDecoder {
   private constructor(
     init: GpuDecoderInit,
     private pipelines: Record<FixedName, GPUComputePipeline>,
+    /** The attention in parts' long form (GpuDecoderInit.longAttention), where made. */
+    private longPipelines: LongPipelines,
     private owned: GPUBuffer[],
     private parts: Map<string, Record<string, Range>>,
     private buffers: Map<string, GPUBuffer>,
@@ -436,6 +496,7 @@ export class GpuDecoder {
     const short = init.shortAttention ?? SHORT_ATTENTION;
     if (!Number.isInteger(short) || short < 0) throw new RangeError(`shortAttention ${short}: a count of positions, 0 or more`);
     this.shortUpTo = short;
+    this.longFrom = longAttentionOf(init);
     this.mergeAttention = init.mergeAttention ?? true;
     // Checked by create before it allocates anything.
     this.stepsPerSubmit = stepsPerSubmitOf(init);
@@ -452,6 +513,7 @@ export class GpuDecoder {
     if (!Number.isInteger(context) || context < 1 || context > graph.context)
       throw new RangeError(`context ${context} must be an integer from 1 to the model's ${graph.context}`);
     const stepsPerSubmit = stepsPerSubmitOf(init);
+    const longFrom = longAttentionOf(init);
     const limits = device.limits;
     const maxRows = Math.max(1, ...graph.buckets);
     // Every part the graph reads, placed at ALIGN in buffers of at most maxBufferSize.
@@ -574,11 +636,23 @@ export class GpuDecoder {
           }));
       }
       const pipelines = Object.fromEntries(FIXED.map((n, i) => [n, made[i]])) as Record<FixedName, GPUComputePipeline>;
+      // The attention in parts in its long form, from the same source with the long form's constants.
+      const long: LongPipelines = {};
+      if (longFrom > 0) {
+        const code = longAttentionSource(init.wgsl ?? __WEBTUNE_DECODER_WGSL__);
+        const lm = device.createShaderModule({ label: 'decoder-kernels.wgsl (long attention)', code });
+        for (const entryPoint of ['attention_parts', 'attention_rope_parts'] as const) {
+          long[entryPoint] = await device.createComputePipelineAsync({ label: `decoder ${entryPoint} long`, layout: 'auto', compute: { module: lm, entryPoint } })
+            .catch(async (e) => {
+              throw new Error(await compileErrors(lm, 'decoder-kernels.wgsl (long attention)', e));
+            });
+        }
+      }
       // The split attention's partials: per query head and chunk of the context, hd + 2 floats (one layer's at a time);
       // or, before a +merge product, MERGE_PARTS parts a head in its layout (mergeOffsets).
       const att = graph.steps.filter((x) => x.step === 'attention') as Extract<Step, { step: 'attention' }>[];
       const partials = buffer('attention partials', Math.max(0, ...att.map((a) => Math.max(a.heads * Math.ceil(context / SCH) * (a.head_dim + 2) * 4, mergeBytes(a.heads, a.head_dim)))), S);
-      return new GpuDecoder(init, pipelines, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenReads, logitsRead, partials,
+      return new GpuDecoder(init, pipelines, long, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenReads, logitsRead, partials,
         runRing, { at: fusedAt, twins, eps });
     });
   }
@@ -947,8 +1021,7 @@ export class GpuDecoder {
     return this.sampleBind;
   }
 
-  private fixedGroup(name: FixedName, step: number, ranges: Range[]): GPUBindGroup {
-    const pipeline = this.pipelines[name];
+  private fixedGroup(name: FixedName, step: number, ranges: Range[], pipeline = this.pipelines[name]): GPUBindGroup {
     const slot = this.stepSlot.get(step)!;
     const entries = [
       { binding: 0, resource: { buffer: this.runParams } },
@@ -1001,7 +1074,11 @@ export class GpuDecoder {
         if (after && this.mergeOf(after.f)) {
           // The product after it merges the parts (+merge): NP parts a head, no merge, no short form.
           const parts = name === 'attention_split' ? 'attention_parts' : 'attention_rope_parts';
-          steps.push({ label: parts, pipeline: this.pipelines[parts], grid: [a.kv_heads, MERGE_PARTS], group: this.fixedGroup(parts, at, ranges) });
+          const lp = this.longFrom > 0 ? this.longPipelines[parts] : undefined;
+          steps.push({
+            label: parts, pipeline: this.pipelines[parts], grid: [a.kv_heads, MERGE_PARTS], group: this.fixedGroup(parts, at, ranges),
+            long: lp ? { from: this.longFrom, label: `${parts}_long`, pipeline: lp, grid: [a.kv_heads, MERGE_PARTS], group: this.fixedGroup(parts, at, ranges, lp) } : undefined,
+          });
           return;
         }
         const one = name === 'attention_split' ? 'attention_one' : 'attention_rope_one';

@@ -500,12 +500,21 @@ fn attention(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) w
 // chunk's 64 values, took about 55 µs a dispatch at any context, and the
 // second, a position a thread walking its key's 16 vectors and lanes of 16
 // values, 28 µs.
+//
+// The long form (decoder-gpu.ts's longAttentionSource: this source with
+// SCH = 128, KP = 2, KB = 8, VB = 16 and MAXG = 4) takes chunks of 128
+// positions, so that its NP parts hold one chunk each up to 2,048
+// positions where this form's fold two: for runs past NP·64 positions. The
+// lines below and MAXG's are what it replaces; as_s holds MAXG·SCH ≤ 512
+// floats in both.
 const SCH: u32 = 64u;
 const KP: u32 = 4u;
-const AT: u32 = 256u;
 // Loads a thread issues before using them: KB vectors of a key, VB values.
 const KB: u32 = 4u;
 const VB: u32 = 8u;
+const AT: u32 = 256u;
+// The softmax's groups of scores (eight a head).
+const SG: u32 = SCH / 8u;
 
 @group(0) @binding(2) var<storage, read> sa_x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> sa_k: array<vec4<f32>>;
@@ -533,6 +542,69 @@ fn lanes_of(hd4: u32, grp: u32, threads: u32, cap: u32) -> u32 {
   return max(1u, min(threads / hd4, cap / (grp * hd4 * 4u)));
 }
 
+// A thread's first round of loads of a chunk, issued before the queries'
+// barrier (attention_rope_parts, one chunk a part): its KB vectors of its
+// position's key (chunk_weights' d0 = part) and its VB values
+// (chunk_values' jb = lane), so that the keys, the values and the
+// queries come from memory together rather than one after another.
+struct Pre {
+  k: array<vec4<f32>, KB>,
+  v: array<vec4<f32>, VB>,
+}
+
+// The new position's key and value, turned and stored by the part that
+// holds it (rope_prologue), for its own prefetched loads, which may have
+// read that position before it was written. Heads of up to 64 floats.
+var<workgroup> as_nk: array<vec4<f32>, 16>;
+var<workgroup> as_nv: array<vec4<f32>, 16>;
+
+fn prefetch(lid: u32, kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, kvw: u32) -> Pre {
+  let hd4 = hd / 4u;
+  var pre: Pre;
+  let jl = lid / KP;
+  let part = lid % KP;
+  if (jl < end) {
+    let kr = ((j0 + jl) * kvw + kvh * hd) / 4u;
+    for (var i = 0u; i < KB; i++) {
+      let d = part + i * KP;
+      pre.k[i] = select(vec4<f32>(0.0), sa_k[kr + min(d, hd4 - 1u)], d < hd4);
+    }
+  }
+  let lanes = lanes_of(hd4, grp, AT, 2048u);
+  let c = lid % hd4;
+  let lane = lid / hd4;
+  if (lane < lanes) {
+    for (var i = 0u; i < VB; i++) {
+      let jj = min(lane + i * lanes, end - 1u);
+      pre.v[i] = sa_v[((j0 + jj) * kvw + kvh * hd) / 4u + c];
+    }
+  }
+  return pre;
+}
+
+// `pre` with the new position p's key and value from as_nk and as_nv
+// (after rope_prologue's barrier), where the thread loaded them.
+fn patched(pre: Pre, lid: u32, j0: u32, end: u32, grp: u32, hd: u32, p: u32) -> Pre {
+  let hd4 = hd / 4u;
+  var out = pre;
+  if (j0 + lid / KP == p) {
+    for (var i = 0u; i < KB; i++) {
+      let d = lid % KP + i * KP;
+      out.k[i] = select(vec4<f32>(0.0), as_nk[min(d, hd4 - 1u)], d < hd4);
+    }
+  }
+  let lanes = lanes_of(hd4, grp, AT, 2048u);
+  let lane = lid / hd4;
+  if (lane < lanes) {
+    for (var i = 0u; i < VB; i++) {
+      if (j0 + min(lane + i * lanes, end - 1u) == p) {
+        out.v[i] = as_nv[lid % hd4];
+      }
+    }
+  }
+  return out;
+}
+
 // A chunk of one key/value head (positions j0 .. j0 + end) against the
 // group's queries in as_q (loaded, after a barrier): the scores, then each
 // head's maximum in as_mx, the weights e^(score − max) in as_s (0 past
@@ -540,6 +612,12 @@ fn lanes_of(hd4: u32, grp: u32, threads: u32, cap: u32) -> u32 {
 // heads run to MAXG with the head as a guard, so that the per-head sums
 // stay in registers.
 fn chunk_weights(lid: u32, kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, kvw: u32) {
+  chunk_weights_from(lid, kvh, j0, end, grp, hd, kvw, false, Pre());
+}
+
+// chunk_weights with the keys' first round of loads (d0 = part) taken from
+// `pre` where `has` (prefetched: see Pre).
+fn chunk_weights_from(lid: u32, kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, kvw: u32, has: bool, pre: Pre) {
   let hd4 = hd / 4u;
   // Scores: KP threads a position; thread `part` takes the key's vectors
   // part, part + KP, ..., KB of them loaded before any is used (an index
@@ -554,9 +632,13 @@ fn chunk_weights(lid: u32, kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, kvw: 
     let kr = ((j0 + jl) * kvw + kvh * hd) / 4u;
     for (var d0 = part; d0 < hd4; d0 += KB * KP) {
       var k: array<vec4<f32>, KB>;
-      for (var i = 0u; i < KB; i++) {
-        let d = d0 + i * KP;
-        k[i] = select(vec4<f32>(0.0), sa_k[kr + min(d, hd4 - 1u)], d < hd4);
+      if (has && d0 == part) {
+        k = pre.k;
+      } else {
+        for (var i = 0u; i < KB; i++) {
+          let d = d0 + i * KP;
+          k[i] = select(vec4<f32>(0.0), sa_k[kr + min(d, hd4 - 1u)], d < hd4);
+        }
       }
       for (var i = 0u; i < KB; i++) {
         let d = min(d0 + i * KP, hd4 - 1u);
@@ -580,18 +662,22 @@ fn chunk_weights(lid: u32, kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, kvw: 
       var sc = NEG;
       if (valid) {
         let a = g * AT + lid * KP;
-        sc = (as_w[a] + as_w[a + 1u] + as_w[a + 2u] + as_w[a + 3u]) * S.f0;
+        var dot = 0.0;
+        for (var i = 0u; i < KP; i++) {
+          dot += as_w[a + i];
+        }
+        sc = dot * S.f0;
       }
       as_s[g * SCH + lid] = sc;
     }
   }
   workgroupBarrier();
-  // The softmax: each head's maximum and sum over SCH = 8·8 scores in two
-  // steps of eight.
+  // The softmax: each head's maximum and sum over SCH = 8·SG scores in two
+  // steps, eight groups of SG and then the eight.
   if (lid < grp * 8u) {
-    let a = (lid / 8u) * SCH + (lid % 8u) * 8u;
+    let a = (lid / 8u) * SCH + (lid % 8u) * SG;
     var m = as_s[a];
-    for (var i = 1u; i < 8u; i++) {
+    for (var i = 1u; i < SG; i++) {
       m = max(m, as_s[a + i]);
     }
     as_w[lid] = m;
@@ -616,9 +702,9 @@ fn chunk_weights(lid: u32, kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, kvw: 
   }
   workgroupBarrier();
   if (lid < grp * 8u) {
-    let a = (lid / 8u) * SCH + (lid % 8u) * 8u;
+    let a = (lid / 8u) * SCH + (lid % 8u) * SG;
     var l = 0.0;
-    for (var i = 0u; i < 8u; i++) {
+    for (var i = 0u; i < SG; i++) {
       l += as_s[a + i];
     }
     as_w[lid] = l;
@@ -638,15 +724,25 @@ fn chunk_weights(lid: u32, kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, kvw: 
 // 2048) lanes: dimensions 4c .. 4c + 4 of each head, over the positions
 // lane, lane + lanes, ... of the chunk, VB values loaded before any is used.
 fn chunk_values(kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, kvw: u32, lanes: u32, lane: u32, c: u32) -> array<vec4<f32>, MAXG> {
+  return chunk_values_from(kvh, j0, end, grp, hd, kvw, lanes, lane, c, false, Pre());
+}
+
+// chunk_values with the first round of loads (jb = lane) taken from `pre`
+// where `has`.
+fn chunk_values_from(kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, kvw: u32, lanes: u32, lane: u32, c: u32, has: bool, pre: Pre) -> array<vec4<f32>, MAXG> {
   var acc: array<vec4<f32>, MAXG>;
   for (var g = 0u; g < MAXG; g++) {
     acc[g] = vec4<f32>(0.0);
   }
   for (var jb = lane; jb < end; jb += VB * lanes) {
     var v: array<vec4<f32>, VB>;
-    for (var i = 0u; i < VB; i++) {
-      let jj = min(jb + i * lanes, end - 1u);
-      v[i] = sa_v[((j0 + jj) * kvw + kvh * hd) / 4u + c];
+    if (has && jb == lane) {
+      v = pre.v;
+    } else {
+      for (var i = 0u; i < VB; i++) {
+        let jj = min(jb + i * lanes, end - 1u);
+        v[i] = sa_v[((j0 + jj) * kvw + kvh * hd) / 4u + c];
+      }
     }
     for (var i = 0u; i < VB; i++) {
       let jj = jb + i * lanes;
@@ -689,15 +785,21 @@ fn lanes_store(acc: array<vec4<f32>, MAXG>, grp: u32, hd4: u32, lanes: u32, lane
 // the partials' rows of the group's heads (with `parts`, as part `chunk` of
 // the +merge layout: attend_parts' for one chunk a part).
 fn attend_chunk(lid: u32, kvh: u32, chunk: u32, grp: u32, hd: u32, kvw: u32, n: u32, parts: bool) {
+  attend_chunk_from(lid, kvh, chunk, grp, hd, kvw, n, parts, false, Pre());
+}
+
+// attend_chunk with the first rounds of its keys' and values' loads from
+// `pre` where `has`.
+fn attend_chunk_from(lid: u32, kvh: u32, chunk: u32, grp: u32, hd: u32, kvw: u32, n: u32, parts: bool, has: bool, pre: Pre) {
   let hd4 = hd / 4u;
   let j0 = chunk * SCH;
   let end = min(SCH, n - j0);
-  chunk_weights(lid, kvh, j0, end, grp, hd, kvw);
+  chunk_weights_from(lid, kvh, j0, end, grp, hd, kvw, has, pre);
   let lanes = lanes_of(hd4, grp, AT, 2048u);
   let c = lid % hd4;
   let lane = lid / hd4;
   if (lane < lanes) {
-    lanes_store(chunk_values(kvh, j0, end, grp, hd, kvw, lanes, lane, c), grp, hd4, lanes, lane, c);
+    lanes_store(chunk_values_from(kvh, j0, end, grp, hd, kvw, lanes, lane, c, has, pre), grp, hd4, lanes, lane, c);
   }
   workgroupBarrier();
   if (parts) {
@@ -859,9 +961,15 @@ fn rope_prologue(lid: u32, kvh: u32, grp: u32, hd: u32, kvw: u32, last: bool) {
   if (last) {
     let dst = (p * kvw + kvh * hd) / 4u;
     for (var i = lid; i < hd4; i += AT) {
-      sa_k[dst + i] = turned4(sa_rope.n4 + kvh * hd + 4u * i, tab + 4u * i);
+      let k = turned4(sa_rope.n4 + kvh * hd + 4u * i, tab + 4u * i);
       let vc = sa_rope.n5 + kvh * hd + 4u * i;
-      sa_v[dst + i] = vec4<f32>(sa_x[vc], sa_x[vc + 1u], sa_x[vc + 2u], sa_x[vc + 3u]);
+      let v = vec4<f32>(sa_x[vc], sa_x[vc + 1u], sa_x[vc + 2u], sa_x[vc + 3u]);
+      sa_k[dst + i] = k;
+      sa_v[dst + i] = v;
+      if (i < 16u) {
+        as_nk[i] = k;
+        as_nv[i] = v;
+      }
     }
   }
   storageBarrier();
@@ -969,14 +1077,34 @@ fn attention_parts(@builtin(local_invocation_index) lid: u32, @builtin(workgroup
 }
 
 // `attention_parts` with attention_rope's prologue: the part that holds the
-// new position turns and stores its key and value.
+// new position turns and stores its key and value. Where a part holds one
+// chunk (up to NP·SCH positions) and heads have at most 64 floats, its
+// first loads of keys and values are issued before the prologue
+// (prefetch), and the part that holds the new position takes that
+// position from the prologue's copy in workgroup memory (patched).
 @compute @workgroup_size(AT)
 fn attention_rope_parts(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let grp = S.n1 / S.n2;
   let kvw = S.n2 * S.n3;
+  let hd = S.n3;
   let n = R.pos0 + 1u;
-  rope_prologue(lid, wid.x, grp, S.n3, kvw, (R.pos0 / SCH) % NP == wid.y);
-  attend_part(lid, wid.x, wid.y, grp, S.n3, kvw, n);
+  let p = wid.y;
+  let owner = (R.pos0 / SCH) % NP == p;
+  let j0 = p * SCH;
+  let one = n <= NP * SCH && j0 < n && hd <= 64u;
+  var pre: Pre;
+  if (one) {
+    pre = prefetch(lid, wid.x, j0, min(SCH, n - j0), grp, hd, kvw);
+  }
+  rope_prologue(lid, wid.x, grp, hd, kvw, owner);
+  if (one) {
+    if (owner) {
+      pre = patched(pre, lid, j0, min(SCH, n - j0), grp, hd, R.pos0);
+    }
+    attend_chunk_from(lid, wid.x, p, grp, hd, kvw, n, true, true, pre);
+  } else {
+    attend_part(lid, wid.x, p, grp, hd, kvw, n);
+  }
 }
 
 @group(0) @binding(2) var<storage, read> am_part: array<f32>;

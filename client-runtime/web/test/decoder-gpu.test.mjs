@@ -278,11 +278,11 @@ test('decode steps past several chunks of the split attention (64 positions each
   }
 });
 
-test('the attention\'s parts merged by the product after it (+merge): NP parts a head and no merge dispatch, logits within 1e-4 of f64 from one chunk to past NP·64 positions, where each part folds two chunks', { timeout: 600_000 }, async () => {
+test('the attention\'s parts merged by the product after it (+merge): NP parts a head and no merge dispatch, logits within 1e-4 of f64 from one chunk to past NP·64 positions (the long form of 128-position chunks) and past NP·128, where its parts fold two chunks', { timeout: 900_000 }, async () => {
   const { GpuDecoder } = await load('src/decoder-gpu.ts');
   const { MERGE_PARTS } = await load('src/decoder.ts');
   const model = llamaModel(29, { attnOutput: 'q8_0' });
-  const context = MERGE_PARTS * 64 + 80;
+  const context = MERGE_PARTS * 128 + 48;
   const graph = { ...llamaGraph(model.formats, [1, 4, 8]), context };
   const n = context - 2;
   const ids = Array.from({ length: n }, (_, i) => (i * 31 + 7) % D.vocab);
@@ -291,9 +291,10 @@ test('the attention\'s parts merged by the product after it (+merge): NP parts a
   const calls = [];
   dec.setKernels(plainKernels(device, calls));
   // Decode steps from 8 positions (most parts empty) to three chunks, then, after a prompt run in buckets of
-  // 8 (the unsplit kernel), past NP·64 positions, where part 0 folds a second chunk.
+  // 8 (the unsplit kernel), across NP·64 positions, where the long form takes over (chunks of 128, one a
+  // part), and past NP·128, where its part 0 folds a second chunk.
   let worst = 0;
-  for (const [from, to] of [[8, 140], [MERGE_PARTS * 64 - 40, n]]) {
+  for (const [from, to] of [[8, 140], [MERGE_PARTS * 64 - 40, MERGE_PARTS * 64 + 40], [MERGE_PARTS * 128 - 24, n]]) {
     dec.reset();
     await dec.prefill(ids.slice(0, from));
     for (let t = from; t < to; t++) {
@@ -311,8 +312,13 @@ test('the attention\'s parts merged by the product after it (+merge): NP parts a
     assert.equal(labels.filter((l) => l === 'attention_rope_parts').length, D.layers, labels.join());
     assert.equal(labels.filter((l) => l.startsWith('attention_merge') || l.startsWith('attention_rope_one')).length, 0, labels.join());
     assert.equal(labels.filter((l) => l === `matmul_q8_0+merge+residual 1x${D.heads * D.headDim}x${D.hidden}x${D.heads}x${MERGE_PARTS}`).length, D.layers, labels.join());
+    // Past NP·64 positions, the long form in the same place.
+    await dec.prefill(ids.slice(dec.position, MERGE_PARTS * 64 + 10));
+    const long = (await dec.profile([ids[MERGE_PARTS * 64 + 10]], { perStep: false })).steps.map((s) => s.label);
+    assert.equal(long.filter((l) => l === 'attention_rope_parts_long').length, D.layers, long.join());
+    assert.equal(long.filter((l) => l === 'attention_rope_parts').length, 0, long.join());
   }
-  console.log(`# attention in ${MERGE_PARTS} parts merged by the output projection (Dawn): positions 8..139 and ${MERGE_PARTS * 64 - 40}..${n - 1}, worst logit error ${worst.toExponential(2)} relative to the largest logit; ${dec.stats.dispatchesPerToken} dispatches a token`);
+  console.log(`# attention in ${MERGE_PARTS} parts merged by the output projection (Dawn): positions 8..139, ${MERGE_PARTS * 64 - 40}..${MERGE_PARTS * 64 + 39} and ${MERGE_PARTS * 128 - 24}..${n - 1}, worst logit error ${worst.toExponential(2)} relative to the largest logit; ${dec.stats.dispatchesPerToken} dispatches a token`);
   dec.destroy();
 });
 
