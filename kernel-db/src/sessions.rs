@@ -29,6 +29,61 @@ impl Db {
         Ok(fp_sha)
     }
 
+    /// [`Db::upsert_device`] and [`Db::create_session`] in one transaction:
+    /// one commit, so one sync of the log instead of two. On SQLite it goes
+    /// through the writers' connection (`WriteConn::synced`) like a report
+    /// group, so that it neither syncs twice nor makes that connection drop
+    /// its page cache (a commit through another connection would). Returns
+    /// the fingerprint's SHA-256 and the session.
+    pub async fn open_session(&self, fingerprint_json: &str, keys: &DeviceKeys) -> Result<(String, Session)> {
+        let fp_sha = sha256_hex(fingerprint_json.as_bytes());
+        let id = random_id()?;
+        let now = now_ms();
+        let mut w = self.write.lock().await;
+        let sqlite = self.backend == crate::Backend::Sqlite;
+        let outcome = async {
+            let mut tx =
+                if sqlite { sqlx::Connection::begin_with(w.synced().await?, "BEGIN IMMEDIATE").await? } else { self.pool.begin().await? };
+            sqlx::query(
+                "INSERT INTO devices (fingerprint_sha256, fingerprint, device_key, arch_key, vendor_key, rho, first_seen, last_seen) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
+                 ON CONFLICT (fingerprint_sha256) DO UPDATE SET last_seen = excluded.last_seen",
+            )
+            .bind(&fp_sha)
+            .bind(fingerprint_json)
+            .bind(&keys.device_key)
+            .bind(&keys.arch_key)
+            .bind(&keys.vendor_key)
+            .bind(&keys.rho)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO sessions (id, fingerprint_sha256, device_key, arch_key, vendor_key, rho, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(&id)
+            .bind(&fp_sha)
+            .bind(&keys.device_key)
+            .bind(&keys.arch_key)
+            .bind(&keys.vendor_key)
+            .bind(&keys.rho)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok::<_, crate::DbError>(())
+        }
+        .await;
+        if let Err(e) = outcome {
+            if sqlite {
+                w.failed(&e);
+            }
+            return Err(e);
+        }
+        Ok((fp_sha, Session { id, keys: keys.clone(), created_at: now }))
+    }
+
     /// Opens a session for a device recorded by [`Db::upsert_device`].
     pub async fn create_session(&self, fingerprint_sha256: &str, keys: &DeviceKeys) -> Result<Session> {
         let id = random_id()?;

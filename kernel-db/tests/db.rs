@@ -151,6 +151,44 @@ async fn postgres_votes_and_fallback() {
     votes_and_fallback(postgres().await).await;
 }
 
+/// `Db::open_session`: the device and the session in one transaction. The
+/// session reads back with the device's keys, the device row holds the
+/// fingerprint, and a second session of the same fingerprint is a new one
+/// whose open moves the device's `last_seen` (never its `first_seen`).
+async fn sessions_open_in_one_transaction(db: Db) {
+    let k = keys("dev-a", "arch-a", "vendor-a");
+    let fp = r#"{"device":"dev-a"}"#;
+    let (sha, s1) = db.open_session(fp, &k).await.unwrap();
+    assert_eq!(sha, webtune_kernel_db::sha256_hex(fp.as_bytes()));
+    let back = db.session(&s1.id).await.unwrap().expect("the session reads back");
+    assert_eq!((back.keys.clone(), back.created_at), (k.clone(), s1.created_at));
+    let d1 = db.device("dev-a").await.unwrap().expect("the device was recorded");
+    assert_eq!((d1.fingerprint.as_str(), &d1.keys), (fp, &k));
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let (sha2, s2) = db.open_session(fp, &k).await.unwrap();
+    assert_eq!(sha2, sha);
+    assert_ne!(s2.id, s1.id);
+    let d2 = db.device("dev-a").await.unwrap().unwrap();
+    assert_eq!(d2.first_seen, d1.first_seen);
+    assert!(d2.last_seen > d1.last_seen, "{} then {}", d1.last_seen, d2.last_seen);
+    assert!(db.session(&s2.id).await.unwrap().is_some());
+    if db.backend() == webtune_kernel_db::Backend::Sqlite {
+        // The sessions went through the writers' connection, which a report finds synchronous (FULL).
+        assert_eq!(db.report_synchronous().await.unwrap(), 2);
+    }
+}
+
+#[tokio::test]
+async fn sqlite_sessions_open_in_one_transaction() {
+    sessions_open_in_one_transaction(sqlite().await).await;
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL (scripts/test.sh runs it)"]
+async fn postgres_sessions_open_in_one_transaction() {
+    sessions_open_in_one_transaction(postgres().await).await;
+}
+
 /// Issue 40: before the quorum, `Db::provisional` answers the kernel a
 /// strict majority of a key's sessions ranked (none flagged), along the
 /// device → arch → vendor walk, in the asker's space and thread limit; an

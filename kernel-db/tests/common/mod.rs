@@ -49,6 +49,5 @@ pub async fn kernel(db: &Db, n: u8) -> String {
 
 pub async fn session(db: &Db, k: &DeviceKeys) -> String {
     let fp = format!("{{\"device\":\"{}\"}}", k.device_key);
-    let fp_sha = db.upsert_device(&fp, k).await.unwrap();
-    db.create_session(&fp_sha, k).await.unwrap().id
+    db.open_session(&fp, k).await.unwrap().1.id
 }

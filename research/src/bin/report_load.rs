@@ -30,6 +30,7 @@ fn main() {
         let http = client();
         let op = Op::parse("matmul", "64,64,64").unwrap();
         eprintln!("preparing {n} sessions and their queues...");
+        let prep_t0 = std::time::Instant::now();
         // Prepared by as many tasks as there will be clients (one after
         // another, 20,000 sessions took minutes); the order is kept.
         let mut prep = Vec::with_capacity(concurrency);
@@ -54,6 +55,8 @@ fn main() {
         for p in prep {
             bodies.extend(p.await.unwrap());
         }
+        let prep_s = prep_t0.elapsed().as_secs_f64();
+        eprintln!("prepared {n} sessions and their queues in {prep_s:.2} s ({:.0} a second, {concurrency} at a time)", n as f64 / prep_s);
         bodies.sort_by_key(|b| b.0);
         let bodies: Vec<_> = bodies.into_iter().rev().map(|b| b.1).collect();
         let bodies = Arc::new(tokio::sync::Mutex::new(bodies));

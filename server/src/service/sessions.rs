@@ -14,8 +14,7 @@ impl Service {
         let keys = device::keys_for(&req.fingerprint).map_err(Error::unprocessable)?;
         // Known fields only, bounded (docs/device-keys.md: unknown fields are ignored).
         let canonical = device::stored_fingerprint(&req.fingerprint).map_err(Error::unprocessable)?;
-        let fp_sha = self.db.upsert_device(&canonical, &keys).await?;
-        let s = self.db.create_session(&fp_sha, &keys).await?;
+        let (_, s) = self.db.open_session(&canonical, &keys).await?;
         self.metrics.sessions.fetch_add(1, Ordering::Relaxed);
         Ok(SessionResponse {
             session_id: s.id,
