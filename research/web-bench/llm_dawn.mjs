@@ -13,7 +13,7 @@
 //        [--fusions-ab ROUNDS] [--short-ab ROUNDS] [--merge-ab ROUNDS] [--ab-only 1]
 //        [--tg-reps N] [--clocks-ms 50] [--omit-runs N] [--record-probe REPS] [--submit-ab K [--submit-ab-rounds 6]]
 //        [--stream-probe STEPS [--stream-rounds 3] [--stream-forms a,b]] [--long-ab ROUNDS]
-//        [--kernels-ab ROUNDS --wgsl-b PATH]
+//        [--kernels-ab ROUNDS --wgsl-b PATH] [--tuned-ab ROUNDS]
 //
 // Lines (`what` names each):
 // - `adapter`: Dawn's adapter (vendor, architecture, device) and features;
@@ -87,6 +87,14 @@
 //   from PATH (a previous decoder-kernels.wgsl) without the long form
 //   (longAttention 0), the tuned products the same: the previous version
 //   of the fixed kernels, decode rates in ABBA rounds as merge_ab's;
+// - `tuned_ab` (with --tuned-ab ROUNDS > 0, right after tuning; with
+//   --ab-only 1 nothing runs after it): the generator's backend, its
+//   decode products as tuning left them, against a backend made before
+//   tuning whose products stay the server's first answers (each kernel's
+//   implementation as it was then, frozen): decode rates in ABBA rounds as
+//   merge_ab's, at full clock. Tuning times its candidates at whatever
+//   clock the idle GPU has; this says whether what it chose is faster
+//   where the model runs;
 // - `decode_tg` (with --tg-reps N > 0): llama-bench's protocol for `tg` at a
 //   depth, at the same two contexts: one untimed warm-up run of --steps
 //   steps, then N runs back to back, each an untimed prompt of the depth
@@ -167,7 +175,7 @@ function args() {
     rounds: Math.max(1, num('rounds', 3)), prefill: Math.max(1, num('prefill', 128)), long: Math.max(1, num('long', 1024)),
     dispatches: Math.max(2, num('probe-dispatches', 4096)), mib: Math.max(1, num('probe-mib', 256)), profileRuns: Math.max(1, num('profile-runs', 5)),
     fusionsAb: num('fusions-ab', 0), shortAb: num('short-ab', 0), mergeAb: num('merge-ab', 0), abOnly: num('ab-only', 0) > 0,
-    submitAb: num('submit-ab', 0), longAb: num('long-ab', 0), kernelsAb: num('kernels-ab', 0), wgslB: o['wgsl-b'] ? resolve(o['wgsl-b']) : null, submitAbRounds: num('submit-ab-rounds', 6), tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), recordProbe: num('record-probe', 0), streamProbe: num('stream-probe', 0), streamRounds: num('stream-rounds', 3), streamForms: o['stream-forms'] ? o['stream-forms'].split(',') : null, clocksMs: num('clocks-ms', 50),
+    submitAb: num('submit-ab', 0), longAb: num('long-ab', 0), kernelsAb: num('kernels-ab', 0), tunedAb: num('tuned-ab', 0), wgslB: o['wgsl-b'] ? resolve(o['wgsl-b']) : null, submitAbRounds: num('submit-ab-rounds', 6), tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), recordProbe: num('record-probe', 0), streamProbe: num('stream-probe', 0), streamRounds: num('stream-rounds', 3), streamForms: o['stream-forms'] ? o['stream-forms'].split(',') : null, clocksMs: num('clocks-ms', 50),
     runtime: resolve(o.runtime ?? join(ROOT, 'client-runtime', 'web', 'dist', 'webtune.js')),
     webgpu: resolve(o.webgpu ?? join(ROOT, 'client-runtime', 'web', 'node_modules', 'webgpu', 'index.js')),
     dawnFlags: o['dawn-flags'] ? o['dawn-flags'].split(',') : [],
@@ -479,11 +487,14 @@ async function recordProbe(gen, device, o) {
  * lines). merge_ab: the backend's default (+merge) against a merge dispatch
  * a layer; submit_ab: one decode step a submit against --submit-ab steps.
  */
-async function backendAbRates(gen, device, o, clocks, { what, a, b, init, rounds }) {
-  const wurl = gen.manifest.weights.url;
-  const weights = await (await fetch(wurl.startsWith('http') ? wurl : `${o.server}${wurl}`)).arrayBuffer();
-  const plain = await gen.gpu.constructor.create({ device, graph: gen.graph, tensors: gen.manifest.tensors, weights, context: gen.context, ...init });
-  plain.setKernels((op, shape) => gen.webtune.gpuKernel(op, shape));
+async function backendAbRates(gen, device, o, clocks, { what, a, b, init, rounds, made = null }) {
+  let plain = made;
+  if (!plain) {
+    const wurl = gen.manifest.weights.url;
+    const weights = await (await fetch(wurl.startsWith('http') ? wurl : `${o.server}${wurl}`)).arrayBuffer();
+    plain = await gen.gpu.constructor.create({ device, graph: gen.graph, tensors: gen.manifest.tensors, weights, context: gen.context, ...init });
+    plain.setKernels((op, shape) => gen.webtune.gpuKernel(op, shape));
+  }
   // A generator of the same class around the other backend (its constructor is private in TypeScript only).
   const other = new gen.constructor({ webtune: gen.webtune, manifest: gen.manifest, decoder: plain, tokenizer: gen.tokenizer, report: false });
   const sides = { [a]: { g: gen, dec: gen.gpu }, [b]: { g: other, dec: plain } };
@@ -647,6 +658,28 @@ async function main() {
   let tok = await gen.nextToken(prompt, { reset: true });
   for (let i = 0; i < 3; i++) tok = await gen.nextToken([tok]);
   await gen.nextToken(long, { reset: true });
+  // --tuned-ab: a backend whose decode products stay the first answers (each kernel's implementation now, frozen).
+  let firstDec = null;
+  if (o.tunedAb > 0 && gen.gpu) {
+    const wurl = gen.manifest.weights.url;
+    const weights = await (await fetch(wurl.startsWith('http') ? wurl : `${o.server}${wurl}`)).arrayBuffer();
+    firstDec = await gen.gpu.constructor.create({ device, graph: gen.graph, tensors: gen.manifest.tensors, weights, context: gen.context });
+    firstDec.setKernels(async (op, shape) => {
+      const k = await gen.webtune.gpuKernel(op, shape);
+      const impl = k.impl;
+      // GpuKernel.dispatch records its current implementation: this one records the first (a research hook on a private field).
+      return { bindGroupLayout: k.bindGroupLayout, passes: impl.passes.length, dispatch(pass, group) {
+        const now = k.impl;
+        k.impl = impl;
+        try {
+          k.dispatch(pass, group);
+        } finally {
+          k.impl = now;
+        }
+      } };
+    });
+    await firstDec.next([1000], { temperature: 0, topK: 0, topP: 1, u: 0 });
+  }
   if (o.tuneS > 0) {
     const t1 = performance.now();
     let evaluated = 0;
@@ -676,6 +709,21 @@ async function main() {
       await streamProbe(gen, device, o, clocks);
     } catch (e) {
       line('stream_probe', { error: String(e?.stack ?? e) });
+    }
+    if (o.abOnly) {
+      line('clocks', await clocks.summary());
+      gen.close();
+      device.destroy();
+      delete globalThis.navigator.gpu;
+      gpu = null;
+      return;
+    }
+  }
+  if (firstDec) {
+    try {
+      await backendAbRates(gen, device, o, clocks, { what: 'tuned_ab', a: 'tuned', b: 'first', made: firstDec, rounds: o.tunedAb });
+    } catch (e) {
+      line('tuned_ab', { error: String(e?.stack ?? e) });
     }
     if (o.abOnly) {
       line('clocks', await clocks.summary());

@@ -322,6 +322,23 @@ test('the attention\'s parts merged by the product after it (+merge): NP parts a
   dec.destroy();
 });
 
+test('longAttentionSource: the attention\'s long form changes exactly its five constants, and refuses a source without one of them or with one twice', async () => {
+  const { longAttentionSource } = await load('src/decoder-gpu.ts');
+  const long = longAttentionSource(WGSL);
+  const a = WGSL.split('\n'), b = long.split('\n');
+  assert.equal(b.length, a.length);
+  const changed = a.map((l, i) => [l, b[i]]).filter(([x, y]) => x !== y);
+  assert.deepEqual(changed, [
+    ['const MAXG: u32 = 8u;', 'const MAXG: u32 = 4u;'],
+    ['const SCH: u32 = 64u;', 'const SCH: u32 = 128u;'],
+    ['const KP: u32 = 4u;', 'const KP: u32 = 2u;'],
+    ['const KB: u32 = 4u;', 'const KB: u32 = 8u;'],
+    ['const VB: u32 = 8u;', 'const VB: u32 = 16u;'],
+  ]);
+  assert.throws(() => longAttentionSource(WGSL.replace('const KB: u32 = 4u;', '')), /'const KB: u32 = 4u;' once/);
+  assert.throws(() => longAttentionSource(`${WGSL}\nconst SCH: u32 = 64u;`), /'const SCH: u32 = 64u;' once/);
+});
+
 /**
  * The small llama (seed 23, buckets 1, 4, 8) as two TextGenerators over the
  * same weights: the WebGPU backend (with `gpuInit`) and the Wasm backend,
