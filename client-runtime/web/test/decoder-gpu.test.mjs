@@ -13,7 +13,8 @@
 //   decoder-gpu-e2e.test.mjs), against the f64 forward pass: prefill in one
 //   run, in chunks, token by token, and runs shorter than their bucket;
 //   greedy tokens sampled on the GPU equal the argmax of the logits; the
-//   refusals.
+//   refusals; the attention's long form past NP·64 positions, and its
+//   source (longAttentionSource).
 // Needs /usr/lib/chromium/vk_swiftshader_icd.json (Debian's chromium) or a
 // VK_ICD_FILENAMES naming another Vulkan driver.
 
