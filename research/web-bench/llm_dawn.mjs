@@ -635,19 +635,20 @@ async function main() {
   const t0 = performance.now();
   const gen = await TextGenerator.load({ server: o.server, model: o.model, target: 'webgpu', device, adapter, context: o.context, cache: false, budgetMs: 200, report: true });
   line('load', { s: (performance.now() - t0) / 1000, gpu_bytes: gen.memoryBytes, context: gen.context, key: gen.webtune.session.device_key });
+  // The clocks' summary, then everything closed (Dawn's instance dropped, so that Node can exit).
+  const finish = async () => {
+    line('clocks', await clocks.summary());
+    gen.close();
+    device.destroy();
+    delete globalThis.navigator.gpu;
+    gpu = null;
+  };
   if (o.recordProbe > 0 && gen.gpu) await recordProbe(gen, device, o);
   if ((o.fusionsAb > 0 || o.shortAb > 0 || o.mergeAb > 0 || o.recordProbe > 0) && gen.gpu) {
     if (o.fusionsAb > 0) await backendsAb(gen, device, o);
     if (o.shortAb > 0) await backendsAb(gen, device, o, 'short');
     if (o.mergeAb > 0) await backendAbRates(gen, device, o, clocks, { what: 'merge_ab', a: 'merged', b: 'unmerged', init: { mergeAttention: false }, rounds: o.mergeAb });
-    if (o.abOnly) {
-      line('clocks', await clocks.summary());
-      gen.close();
-      device.destroy();
-      delete globalThis.navigator.gpu;
-      gpu = null;
-      return;
-    }
+    if (o.abOnly) return finish();
   }
   const swaps = [];
   gen.webtune.addEventListener('swap', (e) => swaps.push(e.detail));
@@ -710,14 +711,7 @@ async function main() {
     } catch (e) {
       line('stream_probe', { error: String(e?.stack ?? e) });
     }
-    if (o.abOnly) {
-      line('clocks', await clocks.summary());
-      gen.close();
-      device.destroy();
-      delete globalThis.navigator.gpu;
-      gpu = null;
-      return;
-    }
+    if (o.abOnly) return finish();
   }
   if (firstDec) {
     try {
@@ -725,14 +719,7 @@ async function main() {
     } catch (e) {
       line('tuned_ab', { error: String(e?.stack ?? e) });
     }
-    if (o.abOnly) {
-      line('clocks', await clocks.summary());
-      gen.close();
-      device.destroy();
-      delete globalThis.navigator.gpu;
-      gpu = null;
-      return;
-    }
+    if (o.abOnly) return finish();
   }
   if (o.submitAb > 1 && gen.gpu) {
     try {
@@ -925,11 +912,7 @@ async function main() {
     src.destroy();
     dst.destroy();
   }
-  line('clocks', await clocks.summary());
-  gen.close();
-  device.destroy();
-  delete globalThis.navigator.gpu;
-  gpu = null;
+  await finish();
 }
 
 main().then(() => process.exit(0), (e) => {
