@@ -147,8 +147,9 @@ async fn sqlite_pragmas(conn: &mut sqlx::AnyConnection) -> std::result::Result<(
 /// elector's pass runs ([`WriteConn::unsynced`]); every report's
 /// transaction takes it through [`WriteConn::synced`], which makes it
 /// synchronous again first and fails rather than commit otherwise.
-/// Other writes under the lock (sessions, kernels, imports, compaction)
-/// still use the pool. PostgreSQL: nothing (its writers use the pool).
+/// Sessions commit through it too ([`Db::open_session`]); other writes
+/// under the lock (kernels, imports, compaction) still use the pool.
+/// PostgreSQL: nothing (its writers use the pool).
 #[derive(Debug, Default)]
 pub(crate) struct WriteConn {
     /// The SQLite URL; empty on PostgreSQL.

@@ -1,9 +1,42 @@
 //! Devices (fingerprints and their keys) and sessions.
 
 use sqlx::Row;
-use sqlx::any::AnyRow;
+use sqlx::any::{Any, AnyArguments, AnyRow};
 
 use crate::{Db, DeviceKeys, DeviceRow, Result, Session, now_ms, random_id, sha256_hex};
+
+type AnyQuery<'q> = sqlx::query::Query<'q, Any, AnyArguments>;
+
+/// The device's row, inserted or (known) its `last_seen` moved to `now`.
+fn device_upsert<'q>(fp_sha: &'q str, fingerprint_json: &'q str, keys: &'q DeviceKeys, now: i64) -> AnyQuery<'q> {
+    sqlx::query(
+        "INSERT INTO devices (fingerprint_sha256, fingerprint, device_key, arch_key, vendor_key, rho, first_seen, last_seen) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
+         ON CONFLICT (fingerprint_sha256) DO UPDATE SET last_seen = excluded.last_seen",
+    )
+    .bind(fp_sha)
+    .bind(fingerprint_json)
+    .bind(&keys.device_key)
+    .bind(&keys.arch_key)
+    .bind(&keys.vendor_key)
+    .bind(&keys.rho)
+    .bind(now)
+}
+
+/// A session's row.
+fn session_insert<'q>(id: &'q str, fp_sha: &'q str, keys: &'q DeviceKeys, now: i64) -> AnyQuery<'q> {
+    sqlx::query(
+        "INSERT INTO sessions (id, fingerprint_sha256, device_key, arch_key, vendor_key, rho, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(id)
+    .bind(fp_sha)
+    .bind(&keys.device_key)
+    .bind(&keys.arch_key)
+    .bind(&keys.vendor_key)
+    .bind(&keys.rho)
+    .bind(now)
+}
 
 impl Db {
     /// Records a fingerprint (canonical JSON) and its keys; updates `last_seen`
@@ -12,20 +45,7 @@ impl Db {
         let fp_sha = sha256_hex(fingerprint_json.as_bytes());
         let now = now_ms();
         let _w = self.write.lock().await;
-        sqlx::query(
-            "INSERT INTO devices (fingerprint_sha256, fingerprint, device_key, arch_key, vendor_key, rho, first_seen, last_seen) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
-             ON CONFLICT (fingerprint_sha256) DO UPDATE SET last_seen = excluded.last_seen",
-        )
-        .bind(&fp_sha)
-        .bind(fingerprint_json)
-        .bind(&keys.device_key)
-        .bind(&keys.arch_key)
-        .bind(&keys.vendor_key)
-        .bind(&keys.rho)
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
+        device_upsert(&fp_sha, fingerprint_json, keys, now).execute(&self.pool).await?;
         Ok(fp_sha)
     }
 
@@ -44,33 +64,8 @@ impl Db {
         let outcome = async {
             let mut tx =
                 if sqlite { sqlx::Connection::begin_with(w.synced().await?, "BEGIN IMMEDIATE").await? } else { self.pool.begin().await? };
-            sqlx::query(
-                "INSERT INTO devices (fingerprint_sha256, fingerprint, device_key, arch_key, vendor_key, rho, first_seen, last_seen) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
-                 ON CONFLICT (fingerprint_sha256) DO UPDATE SET last_seen = excluded.last_seen",
-            )
-            .bind(&fp_sha)
-            .bind(fingerprint_json)
-            .bind(&keys.device_key)
-            .bind(&keys.arch_key)
-            .bind(&keys.vendor_key)
-            .bind(&keys.rho)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "INSERT INTO sessions (id, fingerprint_sha256, device_key, arch_key, vendor_key, rho, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(&id)
-            .bind(&fp_sha)
-            .bind(&keys.device_key)
-            .bind(&keys.arch_key)
-            .bind(&keys.vendor_key)
-            .bind(&keys.rho)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            device_upsert(&fp_sha, fingerprint_json, keys, now).execute(&mut *tx).await?;
+            session_insert(&id, &fp_sha, keys, now).execute(&mut *tx).await?;
             tx.commit().await?;
             Ok::<_, crate::DbError>(())
         }
@@ -89,19 +84,7 @@ impl Db {
         let id = random_id()?;
         let now = now_ms();
         let _w = self.write.lock().await;
-        sqlx::query(
-            "INSERT INTO sessions (id, fingerprint_sha256, device_key, arch_key, vendor_key, rho, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(&id)
-        .bind(fingerprint_sha256)
-        .bind(&keys.device_key)
-        .bind(&keys.arch_key)
-        .bind(&keys.vendor_key)
-        .bind(&keys.rho)
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
+        session_insert(&id, fingerprint_sha256, keys, now).execute(&self.pool).await?;
         Ok(Session { id, keys: keys.clone(), created_at: now })
     }
 
