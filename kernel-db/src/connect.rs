@@ -191,6 +191,12 @@ impl WriteConn {
         Ok(self.conn.as_mut().expect("opened above"))
     }
 
+    /// A write transaction (`BEGIN IMMEDIATE`) on the connection at
+    /// `synchronous = FULL`: a report group's, or a session's.
+    pub(crate) async fn begin(&mut self) -> Result<sqlx::Transaction<'_, sqlx::Any>> {
+        Ok(sqlx::Connection::begin_with(self.synced().await?, "BEGIN IMMEDIATE").await?)
+    }
+
     /// The connection at `synchronous = NORMAL`, for an elector's pass: its
     /// commit writes the log without syncing it (the next report's commit
     /// syncs it with everything before). The next [`WriteConn::synced`]

@@ -58,7 +58,8 @@ const GROUP_MAX: usize = 256;
 /// report, under PostgreSQL's limit of 65,535 a statement).
 const PG_GROUP_MAX: usize = 256;
 
-type AnyQuery<'q> = sqlx::query::Query<'q, Any, AnyArguments>;
+/// A statement with its arguments bound, on either engine.
+pub(crate) type AnyQuery<'q> = sqlx::query::Query<'q, Any, AnyArguments>;
 
 /// A kernel's ballots at a key of one level, whose column `$col` holds
 /// that level's key (migration 0009): the key bound as `$1`..`$5` by
@@ -434,7 +435,7 @@ async fn commit_group(
     loop {
         let outcome = async {
             let mut tx = match write.as_deref_mut() {
-                Some(w) => sqlx::Connection::begin_with(w.synced().await?, "BEGIN IMMEDIATE").await?,
+                Some(w) => w.begin().await?,
                 None => begin_report(pool, backend, Durability::Flusher).await?,
             };
             committed.clear();

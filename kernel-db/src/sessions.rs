@@ -1,11 +1,10 @@
 //! Devices (fingerprints and their keys) and sessions.
 
 use sqlx::Row;
-use sqlx::any::{Any, AnyArguments, AnyRow};
+use sqlx::any::AnyRow;
 
+use crate::reports::AnyQuery;
 use crate::{Db, DeviceKeys, DeviceRow, Result, Session, now_ms, random_id, sha256_hex};
-
-type AnyQuery<'q> = sqlx::query::Query<'q, Any, AnyArguments>;
 
 /// The device's row, inserted or (known) its `last_seen` moved to `now`.
 fn device_upsert<'q>(fp_sha: &'q str, fingerprint_json: &'q str, keys: &'q DeviceKeys, now: i64) -> AnyQuery<'q> {
@@ -51,7 +50,7 @@ impl Db {
 
     /// [`Db::upsert_device`] and [`Db::create_session`] in one transaction:
     /// one commit, so one sync of the log instead of two. On SQLite it goes
-    /// through the writers' connection (`WriteConn::synced`) like a report
+    /// through the writers' connection (`WriteConn::begin`) like a report
     /// group, so that it neither syncs twice nor makes that connection drop
     /// its page cache (a commit through another connection would). Returns
     /// the fingerprint's SHA-256 and the session.
@@ -62,8 +61,7 @@ impl Db {
         let mut w = self.write.lock().await;
         let sqlite = self.backend == crate::Backend::Sqlite;
         let outcome = async {
-            let mut tx =
-                if sqlite { sqlx::Connection::begin_with(w.synced().await?, "BEGIN IMMEDIATE").await? } else { self.pool.begin().await? };
+            let mut tx = if sqlite { w.begin().await? } else { self.pool.begin().await? };
             device_upsert(&fp_sha, fingerprint_json, keys, now).execute(&mut *tx).await?;
             session_insert(&id, &fp_sha, keys, now).execute(&mut *tx).await?;
             tx.commit().await?;

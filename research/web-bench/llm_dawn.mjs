@@ -305,6 +305,17 @@ async function probes(device, o) {
 }
 
 /**
+ * Another backend of the generator's model on `device`: its weights fetched
+ * again from the server, its graph and context the generator's unless
+ * `init` says otherwise; no kernels set.
+ */
+async function otherBackend(gen, device, o, init = {}) {
+  const wurl = gen.manifest.weights.url;
+  const weights = await (await fetch(wurl.startsWith('http') ? wurl : `${o.server}${wurl}`)).arrayBuffer();
+  return gen.gpu.constructor.create({ device, graph: gen.graph, tensors: gen.manifest.tensors, weights, context: gen.context, ...init });
+}
+
+/**
  * The decode step with the graph's fused runs (the generator's own backend)
  * against a backend of the same graph without them: host recording in ABBA
  * rounds (`GpuDecoder.recordTimes`: 20 recordings of the step, never
@@ -319,11 +330,9 @@ async function backendsAb(gen, device, o, mode = 'fusions') {
   const rounds = mode === 'short' ? o.shortAb : o.fusionsAb;
   const url = `${o.server}/v1/models/${encodeURIComponent(o.model)}`;
   const graph = await (await fetch(`${url}/graph`)).json();
-  const wurl = gen.manifest.weights.url;
-  const weights = await (await fetch(wurl.startsWith('http') ? wurl : `${o.server}${wurl}`)).arrayBuffer();
   const fused = gen.gpu;
   const other = mode === 'short' ? { graph, shortAttention: 0 } : { graph: { ...graph, fused: [] } };
-  const plain = await fused.constructor.create({ device, tensors: gen.manifest.tensors, weights, context: gen.context, ...other });
+  const plain = await otherBackend(gen, device, o, other);
   plain.setKernels((op, shape) => gen.webtune.gpuKernel(op, shape));
   const sides = { [A]: { dec: fused, rec: [], runs: [] }, [B]: { dec: plain, rec: [], runs: [] } };
   for (const side of Object.values(sides)) {
@@ -490,9 +499,7 @@ async function recordProbe(gen, device, o) {
 async function backendAbRates(gen, device, o, clocks, { what, a, b, init, rounds, made = null }) {
   let plain = made;
   if (!plain) {
-    const wurl = gen.manifest.weights.url;
-    const weights = await (await fetch(wurl.startsWith('http') ? wurl : `${o.server}${wurl}`)).arrayBuffer();
-    plain = await gen.gpu.constructor.create({ device, graph: gen.graph, tensors: gen.manifest.tensors, weights, context: gen.context, ...init });
+    plain = await otherBackend(gen, device, o, init);
     plain.setKernels((op, shape) => gen.webtune.gpuKernel(op, shape));
   }
   // A generator of the same class around the other backend (its constructor is private in TypeScript only).
@@ -662,9 +669,7 @@ async function main() {
   // --tuned-ab: a backend whose decode products stay the first answers (each kernel's implementation now, frozen).
   let firstDec = null;
   if (o.tunedAb > 0 && gen.gpu) {
-    const wurl = gen.manifest.weights.url;
-    const weights = await (await fetch(wurl.startsWith('http') ? wurl : `${o.server}${wurl}`)).arrayBuffer();
-    firstDec = await gen.gpu.constructor.create({ device, graph: gen.graph, tensors: gen.manifest.tensors, weights, context: gen.context });
+    firstDec = await otherBackend(gen, device, o);
     firstDec.setKernels(async (op, shape) => {
       const k = await gen.webtune.gpuKernel(op, shape);
       const impl = k.impl;
