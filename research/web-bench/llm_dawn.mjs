@@ -555,11 +555,10 @@ async function streamProbe(gen, device, o, clocks) {
     queued: async (p) => {
       await gen.nextToken(p, { reset: true });
       const bk = dec.ready.get(1);
-      const r = await timed('queued', p.length, async () => {
+      return timed('queued', p.length, async () => {
         for (let i = 0; i < n; i++) dec.run(null, bk, greedy);
         await device.queue.onSubmittedWorkDone();
       });
-      return r;
     },
     queued_bare: async (p) => {
       await gen.nextToken(p, { reset: true });

@@ -1074,7 +1074,8 @@ export class GpuDecoder {
         if (after && this.mergeOf(after.f)) {
           // The product after it merges the parts (+merge): NP parts a head, no merge, no short form.
           const parts = name === 'attention_split' ? 'attention_parts' : 'attention_rope_parts';
-          const lp = this.longFrom > 0 ? this.longPipelines[parts] : undefined;
+          // Made only where longFrom > 0.
+          const lp = this.longPipelines[parts];
           steps.push({
             label: parts, pipeline: this.pipelines[parts], grid: [a.kv_heads, MERGE_PARTS], group: this.fixedGroup(parts, at, ranges),
             long: lp ? { from: this.longFrom, label: `${parts}_long`, pipeline: lp, grid: [a.kv_heads, MERGE_PARTS], group: this.fixedGroup(parts, at, ranges, lp) } : undefined,

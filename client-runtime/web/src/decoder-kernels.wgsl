@@ -542,6 +542,30 @@ fn lanes_of(hd4: u32, grp: u32, threads: u32, cap: u32) -> u32 {
   return max(1u, min(threads / hd4, cap / (grp * hd4 * 4u)));
 }
 
+// One round of a thread's loads of a key (row kr of the cache, as vec4s):
+// its vectors d0, d0 + KP, ..., KB of them, all issued before any is used
+// (an index past the key is clamped into it and its vector taken as zero).
+fn key_round(kr: u32, d0: u32, hd4: u32) -> array<vec4<f32>, KB> {
+  var k: array<vec4<f32>, KB>;
+  for (var i = 0u; i < KB; i++) {
+    let d = d0 + i * KP;
+    k[i] = select(vec4<f32>(0.0), sa_k[kr + min(d, hd4 - 1u)], d < hd4);
+  }
+  return k;
+}
+
+// One round of a lane's loads of values: dimensions 4c .. 4c + 4 at the
+// chunk's positions jb, jb + lanes, ... (clamped to the chunk's last), VB
+// of them, all issued before any is used.
+fn value_round(kvh: u32, j0: u32, jb: u32, end: u32, hd: u32, kvw: u32, lanes: u32, c: u32) -> array<vec4<f32>, VB> {
+  var v: array<vec4<f32>, VB>;
+  for (var i = 0u; i < VB; i++) {
+    let jj = min(jb + i * lanes, end - 1u);
+    v[i] = sa_v[((j0 + jj) * kvw + kvh * hd) / 4u + c];
+  }
+  return v;
+}
+
 // A thread's first round of loads of a chunk, issued before the queries'
 // barrier (attention_rope_parts, one chunk a part): its KB vectors of its
 // position's key (chunk_weights' d0 = part) and its VB values
@@ -564,20 +588,12 @@ fn prefetch(lid: u32, kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, kvw: u32) 
   let jl = lid / KP;
   let part = lid % KP;
   if (jl < end) {
-    let kr = ((j0 + jl) * kvw + kvh * hd) / 4u;
-    for (var i = 0u; i < KB; i++) {
-      let d = part + i * KP;
-      pre.k[i] = select(vec4<f32>(0.0), sa_k[kr + min(d, hd4 - 1u)], d < hd4);
-    }
+    pre.k = key_round(((j0 + jl) * kvw + kvh * hd) / 4u, part, hd4);
   }
   let lanes = lanes_of(hd4, grp, AT, 2048u);
-  let c = lid % hd4;
   let lane = lid / hd4;
   if (lane < lanes) {
-    for (var i = 0u; i < VB; i++) {
-      let jj = min(lane + i * lanes, end - 1u);
-      pre.v[i] = sa_v[((j0 + jj) * kvw + kvh * hd) / 4u + c];
-    }
+    pre.v = value_round(kvh, j0, lane, end, hd, kvw, lanes, lid % hd4);
   }
   return pre;
 }
@@ -620,8 +636,7 @@ fn chunk_weights(lid: u32, kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, kvw: 
 fn chunk_weights_from(lid: u32, kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, kvw: u32, has: bool, pre: Pre) {
   let hd4 = hd / 4u;
   // Scores: KP threads a position; thread `part` takes the key's vectors
-  // part, part + KP, ..., KB of them loaded before any is used (an index
-  // past the key is clamped into it and its vector taken as zero).
+  // part, part + KP, ..., in rounds of KB (key_round).
   let jl = lid / KP;
   let part = lid % KP;
   var dots: array<f32, MAXG>;
@@ -635,10 +650,7 @@ fn chunk_weights_from(lid: u32, kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, 
       if (has && d0 == part) {
         k = pre.k;
       } else {
-        for (var i = 0u; i < KB; i++) {
-          let d = d0 + i * KP;
-          k[i] = select(vec4<f32>(0.0), sa_k[kr + min(d, hd4 - 1u)], d < hd4);
-        }
+        k = key_round(kr, d0, hd4);
       }
       for (var i = 0u; i < KB; i++) {
         let d = min(d0 + i * KP, hd4 - 1u);
@@ -739,10 +751,7 @@ fn chunk_values_from(kvh: u32, j0: u32, end: u32, grp: u32, hd: u32, kvw: u32, l
     if (has && jb == lane) {
       v = pre.v;
     } else {
-      for (var i = 0u; i < VB; i++) {
-        let jj = min(jb + i * lanes, end - 1u);
-        v[i] = sa_v[((j0 + jj) * kvw + kvh * hd) / 4u + c];
-      }
+      v = value_round(kvh, j0, jb, end, hd, kvw, lanes, c);
     }
     for (var i = 0u; i < VB; i++) {
       let jj = jb + i * lanes;
