@@ -13,7 +13,7 @@
 //        [--fusions-ab ROUNDS] [--short-ab ROUNDS] [--merge-ab ROUNDS] [--ab-only 1]
 //        [--tg-reps N] [--clocks-ms 50] [--omit-runs N] [--record-probe REPS] [--submit-ab K [--submit-ab-rounds 6]]
 //        [--stream-probe STEPS [--stream-rounds 3] [--stream-forms a,b]] [--long-ab ROUNDS]
-//        [--kernels-ab ROUNDS --wgsl-b PATH] [--tuned-ab ROUNDS]
+//        [--kernels-ab ROUNDS --wgsl-b PATH] [--tuned-ab ROUNDS] [--server-ab ROUNDS --server-b URL]
 //
 // Lines (`what` names each):
 // - `adapter`: Dawn's adapter (vendor, architecture, device) and features;
@@ -95,6 +95,14 @@
 //   merge_ab's, at full clock. Tuning times its candidates at whatever
 //   clock the idle GPU has; this says whether what it chose is faster
 //   where the model runs;
+// - `server_ab` (with --server-ab ROUNDS > 0 and --server-b URL, right after
+//   loading and any merge_ab, before tuning): the generator against a
+//   second one of the same model loaded from another `webtune serve` (for
+//   example the previous build, its own database), on the same device,
+//   both on their servers' first answers (the same schedules where the
+//   two builds share the tuner, each compiled by its own build): decode
+//   rates in ABBA rounds as merge_ab's, at --prefill and --long positions;
+//   a compiler change's A/B in one call;
 // - `decode_tg` (with --tg-reps N > 0): llama-bench's protocol for `tg` at a
 //   depth, at the same two contexts: one untimed warm-up run of --steps
 //   steps, then N runs back to back, each an untimed prompt of the depth
@@ -175,7 +183,7 @@ function args() {
     rounds: Math.max(1, num('rounds', 3)), prefill: Math.max(1, num('prefill', 128)), long: Math.max(1, num('long', 1024)),
     dispatches: Math.max(2, num('probe-dispatches', 4096)), mib: Math.max(1, num('probe-mib', 256)), profileRuns: Math.max(1, num('profile-runs', 5)),
     fusionsAb: num('fusions-ab', 0), shortAb: num('short-ab', 0), mergeAb: num('merge-ab', 0), abOnly: num('ab-only', 0) > 0,
-    submitAb: num('submit-ab', 0), longAb: num('long-ab', 0), kernelsAb: num('kernels-ab', 0), tunedAb: num('tuned-ab', 0), wgslB: o['wgsl-b'] ? resolve(o['wgsl-b']) : null, submitAbRounds: num('submit-ab-rounds', 6), tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), recordProbe: num('record-probe', 0), streamProbe: num('stream-probe', 0), streamRounds: num('stream-rounds', 3), streamForms: o['stream-forms'] ? o['stream-forms'].split(',') : null, clocksMs: num('clocks-ms', 50),
+    submitAb: num('submit-ab', 0), longAb: num('long-ab', 0), kernelsAb: num('kernels-ab', 0), tunedAb: num('tuned-ab', 0), serverAb: num('server-ab', 0), serverB: o['server-b'] ? o['server-b'].replace(/\/+$/, '') : null, wgslB: o['wgsl-b'] ? resolve(o['wgsl-b']) : null, submitAbRounds: num('submit-ab-rounds', 6), tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), recordProbe: num('record-probe', 0), streamProbe: num('stream-probe', 0), streamRounds: num('stream-rounds', 3), streamForms: o['stream-forms'] ? o['stream-forms'].split(',') : null, clocksMs: num('clocks-ms', 50),
     runtime: resolve(o.runtime ?? join(ROOT, 'client-runtime', 'web', 'dist', 'webtune.js')),
     webgpu: resolve(o.webgpu ?? join(ROOT, 'client-runtime', 'web', 'node_modules', 'webgpu', 'index.js')),
     dawnFlags: o['dawn-flags'] ? o['dawn-flags'].split(',') : [],
@@ -650,10 +658,21 @@ async function main() {
     gpu = null;
   };
   if (o.recordProbe > 0 && gen.gpu) await recordProbe(gen, device, o);
-  if ((o.fusionsAb > 0 || o.shortAb > 0 || o.mergeAb > 0 || o.recordProbe > 0) && gen.gpu) {
+  if ((o.fusionsAb > 0 || o.shortAb > 0 || o.mergeAb > 0 || o.recordProbe > 0 || o.serverAb > 0) && gen.gpu) {
     if (o.fusionsAb > 0) await backendsAb(gen, device, o);
     if (o.shortAb > 0) await backendsAb(gen, device, o, 'short');
     if (o.mergeAb > 0) await backendAbRates(gen, device, o, clocks, { what: 'merge_ab', a: 'merged', b: 'unmerged', init: { mergeAttention: false }, rounds: o.mergeAb });
+    if (o.serverAb > 0) {
+      if (!o.serverB) throw new Error('--server-ab needs --server-b URL');
+      try {
+        // The other build's generator: its own session and kernels (each compiled by its server), this device.
+        const genB = await TextGenerator.load({ server: o.serverB, model: o.model, target: 'webgpu', device, adapter, context: o.context, cache: false, budgetMs: 200, report: false });
+        await backendAbRates(gen, device, o, clocks, { what: 'server_ab', a: 'a', b: 'b', made: genB.gpu, rounds: o.serverAb });
+        genB.webtune.close?.();
+      } catch (e) {
+        line('server_ab', { error: String(e?.stack ?? e) });
+      }
+    }
     if (o.abOnly) return finish();
   }
   const swaps = [];
