@@ -51,20 +51,13 @@
 //!
 //! ```text
 //! rms_norm  a prologue per row of the workgroup: the threads sum A's
-//!           squares four floats at a time (with subgroup_reduce, the
-//!           split_k lanes of an output add theirs by the xor butterfly and
-//!           lane 0 stores one sum) into workgroup memory, and after one
-//!           barrier every thread adds those sums (in one order) and takes
-//!           r = 1/√(Σ/K + E[0]); each vec4 of A is then loaded as (A·r)·G
-//!           (the fixed rms_norm's order)
+//!           squares four floats at a time into workgroup memory, and after
+//!           one barrier every thread adds those sums (in one order) and
+//!           takes r = 1/√(Σ/K + E[0]); each vec4 of A is then loaded as
+//!           (A·r)·G (the fixed rms_norm's order)
 //! swiglu    a thread's outputs are twice y0 rows of W: n.. (gate) and
 //!           N + n.. (up), reduced alike; the store keeps silu(g)·u
 //! residual  the store adds R[m, n]
-//! ahead     with a prologue (rms_norm, merge) and no guard on N, the first
-//!           K step's words, scales and minimums, and the residual's R where
-//!           every store is in bounds, are loaded before the prologue, so
-//!           that their memory latency overlaps its loads and barriers
-//!           instead of following them
 //! ```
 
 use super::Gen;
@@ -608,9 +601,6 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
             g.f.mul_c(r, k as i64)
         })
         .collect();
-    // Where the prologue's statements begin: the first step's weights (and
-    // +residual's R) are loaded ahead of them (`pre`, below).
-    let pre_at = body.len();
     // +merge: the rows of A merged from their parts into `am` (module docs).
     if let (Some((h, c)), Some((pm, pl)), Some((am, mw))) = (parts, merge_in, merge_wg) {
         merge_prologue(&mut g, &mut body, MergeBufs { p: a, pm, pl, am, mw }, (m, k, h, c), rows, m0, threads, lid);
@@ -648,46 +638,24 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
                     inner.extend(add);
                     let (lo, hi) = (g.f.i32(0), g.f.i32(per as i32));
                     body.push(Stmt::For(For { var: cv, lo, hi, step: 1, unroll: false, body: inner }));
-                    // With subgroup_reduce, the split_k lanes of an output first add
-                    // their sums by the xor butterfly (as the products' sums reduce,
-                    // below), and lane 0 stores one sum per output group: each thread
-                    // then reads split_k times fewer sums after the barrier.
-                    let count = if s.subgroup_reduce && sk > 1 {
-                        let mut mask = sk / 2;
-                        while mask >= 1 {
-                            let x = g.f.get(ss);
-                            let mc = g.f.i32(mask as i32);
-                            let other = g.f.exprs.push(Expr::ShuffleXor(x, mc));
-                            let value = g.f.add(x, other);
-                            body.push(Stmt::Set { var: ss, value });
-                            mask /= 2;
-                        }
-                        let one = g.f.i32(1);
-                        let cond = g.f.bin(BinOp::Lt, lane, one);
-                        let value = g.f.get(ss);
-                        body.push(Stmt::If { cond, body: vec![Stmt::Store { buf: nrm, index: o, value }] });
-                        threads / sk
-                    } else {
-                        let value = g.f.get(ss);
-                        body.push(Stmt::Store { buf: nrm, index: lid, value });
-                        threads
-                    };
+                    let value = g.f.get(ss);
+                    body.push(Stmt::Store { buf: nrm, index: lid, value });
                     body.push(Stmt::Barrier);
-                    // One barrier, then every thread adds the stored sums itself, in
+                    // One barrier, then every thread adds the threads' sums itself, in
                     // one order (four at a time where they fill vec4s): a tree's
                     // log2(threads) barriers cost more than its loads save.
-                    let total = if count.is_multiple_of(4) {
+                    let total = if threads.is_multiple_of(4) {
                         let acc4 = g.fresh(&format!("ssv{i}"), Ty::F32x4);
                         let zero = g.f.i32(0);
                         let first = g.f.load(LoadTy::F32x4, nrm, zero);
                         body.push(Stmt::Set { var: acc4, value: first });
-                        if count > 4 {
+                        if threads > 4 {
                             let cv = g.fresh(&format!("sst{i}"), Ty::I32);
                             let at = g.f.get(cv);
                             let x = g.f.load(LoadTy::F32x4, nrm, at);
                             let prev = g.f.get(acc4);
                             let value = g.f.add(prev, x);
-                            let (lo, hi) = (g.f.i32(4), g.f.i32(count as i32));
+                            let (lo, hi) = (g.f.i32(4), g.f.i32(threads as i32));
                             let inner = vec![Stmt::Set { var: acc4, value }];
                             body.push(Stmt::For(For { var: cv, lo, hi, step: 4, unroll: false, body: inner }));
                         }
@@ -696,7 +664,7 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
                     } else {
                         let zero = g.f.i32(0);
                         let mut t = g.f.load(LoadTy::F32, nrm, zero);
-                        for l in 1..count {
+                        for l in 1..threads {
                             let li = g.f.i32(l as i32);
                             let x = g.f.load(LoadTy::F32, nrm, li);
                             t = g.f.add(t, x);
@@ -964,61 +932,6 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         let (lo, hi) = (g.f.i32(0), g.f.i32(per_iter as i32));
         vec![Stmt::For(For { var: u, lo, hi, step: 1, unroll, body: inner })]
     };
-    // Per unit and output: the raw load, its scale and Q4_1's minimum.
-    type Staged = Vec<Vec<(Var, (Var, Option<Var>))>>;
-    type Stage = [Vec<(Var, (Var, Option<Var>))>];
-    let raw_ty = if vec == 4 { Ty::U32x4 } else { Ty::I32 };
-    let stage = |g: &mut Gen, pre: &str| -> Staged {
-        (0..per_iter)
-            .map(|u| {
-                (0..y0 * ny)
-                    .map(|j| {
-                        let raw = g.fresh(&format!("{pre}w{u}_{j}"), raw_ty);
-                        let sv = g.fresh(&format!("{pre}s{u}_{j}"), Ty::F32);
-                        (raw, (sv, mn.map(|_| g.fresh(&format!("{pre}m{u}_{j}"), Ty::F32))))
-                    })
-                    .collect()
-            })
-            .collect()
-    };
-    // Unit u of the step starting at w0.
-    let unit_at = |g: &mut Gen, w0: E, u: u32| -> E {
-        let base = g.plus(w0, lane);
-        g.plus_c(base, u * sk)
-    };
-    let loads = |g: &mut Gen, w0: E, dst: &Stage, out: &mut Vec<Stmt>| {
-        for (u, per_out) in dst.iter().enumerate() {
-            let ui = unit_at(g, w0, u as u32);
-            for (&(raw, sv), &row) in per_out.iter().zip(&outs) {
-                load_raw(g, row, ui, raw, out);
-                load_scale(g, row, ui, sv, out);
-            }
-        }
-    };
-    let compute = |g: &mut Gen, w0: E, src: &Stage, out: &mut Vec<Stmt>| {
-        for (u, per_out) in src.iter().enumerate() {
-            let ui = unit_at(g, w0, u as u32);
-            let mut fetch = |g: &mut Gen, j: usize, out: &mut Vec<Stmt>| {
-                let (raw, sv) = per_out[j];
-                if vec == 4 {
-                    spread(g, raw, out);
-                    (words.clone(), sv)
-                } else {
-                    (vec![raw], sv)
-                }
-            };
-            unit_work(g, ui, &mut fetch, out);
-        }
-    };
-    // The statements loaded ahead of the prologue (at `pre_at`).
-    let mut pre = Vec::new();
-    // Where a prologue (+rms_norm's sums, +merge's parts) comes before the
-    // products and every thread runs the loop (no guard on N), the first
-    // step's words and scales are loaded before the prologue: their memory
-    // latency then overlaps its loads, barriers and sums instead of
-    // following them.
-    let unguarded = n % s.y1 == 0 || y0 > 1;
-    let ahead = (ep.norm || parts.is_some()) && unguarded && full > 0;
     if s.double_buffer {
         // Register double buffering: the next step's words and scales are
         // loaded before this step's arithmetic and carried across the loop's
@@ -1026,14 +939,60 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         // it computes instead of issuing every load first and computing at
         // the end. Per unit u of a step and output j: the raw load and its
         // scale, current and next.
-        let (cur, nxt) = (stage(&mut g, "cur"), stage(&mut g, "next"));
+        let raw_ty = if vec == 4 { Ty::U32x4 } else { Ty::I32 };
+        // Per unit and output: the raw load, its scale and Q4_1's minimum.
+        type Staged = Vec<Vec<(Var, (Var, Option<Var>))>>;
+        let mut stage = |pre: &str| -> Staged {
+            (0..per_iter)
+                .map(|u| {
+                    (0..y0 * ny)
+                        .map(|j| {
+                            let raw = g.fresh(&format!("{pre}w{u}_{j}"), raw_ty);
+                            let sv = g.fresh(&format!("{pre}s{u}_{j}"), Ty::F32);
+                            (raw, (sv, mn.map(|_| g.fresh(&format!("{pre}m{u}_{j}"), Ty::F32))))
+                        })
+                        .collect()
+                })
+                .collect()
+        };
+        let (cur, nxt) = (stage("cur"), stage("next"));
+        // Unit u of the step starting at w0.
+        let unit_at = |g: &mut Gen, w0: E, u: u32| -> E {
+            let base = g.plus(w0, lane);
+            g.plus_c(base, u * sk)
+        };
+        type Stage = [Vec<(Var, (Var, Option<Var>))>];
+        let loads = |g: &mut Gen, w0: E, dst: &Stage, out: &mut Vec<Stmt>| {
+            for (u, per_out) in dst.iter().enumerate() {
+                let ui = unit_at(g, w0, u as u32);
+                for (&(raw, sv), &row) in per_out.iter().zip(&outs) {
+                    load_raw(g, row, ui, raw, out);
+                    load_scale(g, row, ui, sv, out);
+                }
+            }
+        };
+        let compute = |g: &mut Gen, w0: E, src: &Stage, out: &mut Vec<Stmt>| {
+            for (u, per_out) in src.iter().enumerate() {
+                let ui = unit_at(g, w0, u as u32);
+                let mut fetch = |g: &mut Gen, j: usize, out: &mut Vec<Stmt>| {
+                    let (raw, sv) = per_out[j];
+                    if vec == 4 {
+                        spread(g, raw, out);
+                        (words.clone(), sv)
+                    } else {
+                        (vec![raw], sv)
+                    }
+                };
+                unit_work(g, ui, &mut fetch, out);
+            }
+        };
         let zero = g.f.i32(0);
-        loads(&mut g, zero, &cur, if ahead { &mut pre } else { &mut work });
+        loads(&mut g, zero, &cur, &mut work);
         let w0 = g.fresh("w0", Ty::I32);
         let w0e = g.f.get(w0);
         let mut inner = Vec::new();
-        let next = g.f.add_c(w0e, chunk as i64);
-        loads(&mut g, next, &nxt, &mut inner);
+        let ahead = g.f.add_c(w0e, chunk as i64);
+        loads(&mut g, ahead, &nxt, &mut inner);
         compute(&mut g, w0e, &cur, &mut inner);
         for (c_u, n_u) in cur.iter().zip(&nxt) {
             for (&(cr, (cs, cm)), &(nr, (ns, nm))) in c_u.iter().zip(n_u) {
@@ -1051,24 +1010,11 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
         let last = g.f.i32(((full - 1) * chunk) as i32);
         compute(&mut g, last, &cur, &mut work);
     } else if full > 0 {
-        // Ahead of a prologue: the first step from registers loaded before
-        // it, the loop from the second.
-        let from = if ahead {
-            let cur = stage(&mut g, "first");
-            let zero = g.f.i32(0);
-            loads(&mut g, zero, &cur, &mut pre);
-            compute(&mut g, zero, &cur, &mut work);
-            chunk
-        } else {
-            0
-        };
-        if full * chunk > from {
-            let w0 = g.fresh("w0", Ty::I32);
-            let w0e = g.f.get(w0);
-            let inner = chunk_body(&mut g, w0e, false);
-            let (lo, hi) = (g.f.i32(from as i32), g.f.i32((full * chunk) as i32));
-            work.push(Stmt::For(For { var: w0, lo, hi, step: chunk, unroll: false, body: inner }));
-        }
+        let w0 = g.fresh("w0", Ty::I32);
+        let w0e = g.f.get(w0);
+        let inner = chunk_body(&mut g, w0e, false);
+        let (lo, hi) = (g.f.i32(0), g.f.i32((full * chunk) as i32));
+        work.push(Stmt::For(For { var: w0, lo, hi, step: chunk, unroll: false, body: inner }));
     }
     if rest != 0 {
         let w0 = g.f.i32((full * chunk) as i32);
@@ -1076,48 +1022,22 @@ pub fn generate(op: &Op, s: &Schedule) -> Func {
     }
     let ncst = g.f.i32(n as i32);
     let in_n = g.f.bin(BinOp::Lt, nn, ncst);
-    if unguarded {
+    if n % s.y1 == 0 || y0 > 1 {
         body.extend(work);
     } else {
         body.push(Stmt::If { cond: in_n, body: work });
     }
 
-    // (row i, output j)'s index in C and R.
-    let out_index = |g: &mut Gen, i: u32, j: u32| -> (E, E) {
+    // Reduction and store, for each (row i of A, output j) in order; the
+    // sums reduced are every (row, output q), q < ny·y0 (+swiglu's up rows too).
+    let pairs: Vec<(u32, u32)> = (0..rows).flat_map(|i| (0..y0).map(move |j| (i, j))).collect();
+    let sums: Vec<(u32, u32)> = (0..rows).flat_map(|i| (0..y0 * ny).map(move |q| (i, q))).collect();
+    let store_out = |g: &mut Gen, i: u32, j: u32, value: E| -> Stmt {
         let r = g.f.add_c(m0, i as i64);
         let rowoff = g.f.mul_c(r, n as i64);
         let col = if j == 0 { nn } else { g.plus_c(nn, j) };
-        (r, g.plus(rowoff, col))
-    };
-    let pairs: Vec<(u32, u32)> = (0..rows).flat_map(|i| (0..y0).map(move |j| (i, j))).collect();
-    // +residual where every store is in bounds: R's values are loaded with
-    // the first step's weights, so that the store does not wait for them.
-    let r_ahead: Vec<Var> = match resid {
-        Some(rb) if ahead && m % rows == 0 && n % s.y1 == 0 => pairs
-            .iter()
-            .map(|&(i, j)| {
-                let (_, idx) = out_index(&mut g, i, j);
-                let v = g.fresh(&format!("res{i}_{j}"), Ty::F32);
-                let value = g.f.load(LoadTy::F32, rb, idx);
-                pre.push(Stmt::Set { var: v, value });
-                v
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
-    body.splice(pre_at..pre_at, pre);
-
-    // Reduction and store, for each (row i of A, output j) in order; the
-    // sums reduced are every (row, output q), q < ny·y0 (+swiglu's up rows too).
-    let sums: Vec<(u32, u32)> = (0..rows).flat_map(|i| (0..y0 * ny).map(move |q| (i, q))).collect();
-    let store_out = |g: &mut Gen, i: u32, j: u32, value: E| -> Stmt {
-        let (r, idx) = out_index(g, i, j);
-        let col = if j == 0 { nn } else { g.plus_c(nn, j) };
+        let idx = g.plus(rowoff, col);
         let value = match resid {
-            Some(_) if !r_ahead.is_empty() => {
-                let x = g.f.get(r_ahead[(i * y0 + j) as usize]);
-                g.f.add(value, x)
-            }
             Some(rb) => {
                 let x = g.f.load(LoadTy::F32, rb, idx);
                 g.f.add(value, x)
