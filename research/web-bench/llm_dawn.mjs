@@ -102,7 +102,10 @@
 //   both on their servers' first answers (the same schedules where the
 //   two builds share the tuner, each compiled by its own build): decode
 //   rates in ABBA rounds as merge_ab's, at --prefill and --long positions;
-//   a compiler change's A/B in one call;
+//   a compiler change's A/B in one call; with --ab-kinds N (this and the
+//   other rate A/Bs), N profiles a side, alternating, each dispatch in a
+//   pass of its own: the pass's mean and µs a dispatch by kind, each kind's
+//   ratio (a kernel's change, where the rates are bound by the host);
 // - `decode_tg` (with --tg-reps N > 0): llama-bench's protocol for `tg` at a
 //   depth, at the same two contexts: one untimed warm-up run of --steps
 //   steps, then N runs back to back, each an untimed prompt of the depth
@@ -183,7 +186,7 @@ function args() {
     rounds: Math.max(1, num('rounds', 3)), prefill: Math.max(1, num('prefill', 128)), long: Math.max(1, num('long', 1024)),
     dispatches: Math.max(2, num('probe-dispatches', 4096)), mib: Math.max(1, num('probe-mib', 256)), profileRuns: Math.max(1, num('profile-runs', 5)),
     fusionsAb: num('fusions-ab', 0), shortAb: num('short-ab', 0), mergeAb: num('merge-ab', 0), abOnly: num('ab-only', 0) > 0,
-    submitAb: num('submit-ab', 0), longAb: num('long-ab', 0), kernelsAb: num('kernels-ab', 0), tunedAb: num('tuned-ab', 0), serverAb: num('server-ab', 0), serverB: o['server-b'] ? o['server-b'].replace(/\/+$/, '') : null, wgslB: o['wgsl-b'] ? resolve(o['wgsl-b']) : null, submitAbRounds: num('submit-ab-rounds', 6), tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), recordProbe: num('record-probe', 0), streamProbe: num('stream-probe', 0), streamRounds: num('stream-rounds', 3), streamForms: o['stream-forms'] ? o['stream-forms'].split(',') : null, clocksMs: num('clocks-ms', 50),
+    submitAb: num('submit-ab', 0), longAb: num('long-ab', 0), kernelsAb: num('kernels-ab', 0), tunedAb: num('tuned-ab', 0), serverAb: num('server-ab', 0), abKinds: num('ab-kinds', 0), serverB: o['server-b'] ? o['server-b'].replace(/\/+$/, '') : null, wgslB: o['wgsl-b'] ? resolve(o['wgsl-b']) : null, submitAbRounds: num('submit-ab-rounds', 6), tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), recordProbe: num('record-probe', 0), streamProbe: num('stream-probe', 0), streamRounds: num('stream-rounds', 3), streamForms: o['stream-forms'] ? o['stream-forms'].split(',') : null, clocksMs: num('clocks-ms', 50),
     runtime: resolve(o.runtime ?? join(ROOT, 'client-runtime', 'web', 'dist', 'webtune.js')),
     webgpu: resolve(o.webgpu ?? join(ROOT, 'client-runtime', 'web', 'node_modules', 'webgpu', 'index.js')),
     dawnFlags: o['dawn-flags'] ? o['dawn-flags'].split(',') : [],
@@ -533,11 +536,42 @@ async function backendAbRates(gen, device, o, clocks, { what, a, b, init, rounds
     const sum = (name) => ({ tokens_per_s: median(rates[name]), rounds: rates[name].map((x) => +x.toFixed(1)), dispatches_per_token: sides[name].g.dispatchesPerToken,
       encode_ms: profs[name].length ? median(profs[name].map((x) => x.encodeMs)) : null, gpu_pass_ms: profs[name].length ? median(profs[name].map((x) => x.gpuMs)) : null });
     const m = sum(a), u = sum(b);
+    // --ab-kinds N: N profiles a side, alternating, each step's dispatches timed a pass each: the
+    // whole pass's mean and µs a dispatch by kind, so that a kernel's change shows where the
+    // stream's rate is bound by the host.
+    let kinds = null;
+    if (o.abKinds > 0 && device.features.has('timestamp-query')) {
+      const runs = { [a]: [], [b]: [] };
+      for (let r = 0; r < o.abKinds; r++) for (const name of order(r).slice(0, 2)) runs[name].push(await sides[name].dec.profile([1001 + r]));
+      const side = (name) => ({ gpu_pass_mean_ms: runs[name].reduce((x, p) => x + p.gpuMs, 0) / runs[name].length, by_kind: kindsOf(runs[name]) });
+      const ka = side(a), kb = side(b);
+      kinds = { runs: o.abKinds, [a]: ka, [b]: kb, pass_mean_ratio: ka.gpu_pass_mean_ms / kb.gpu_pass_mean_ms,
+        kind_ratios: ka.by_kind.map((k) => ({ kind: k.kind, ratio: k.us_each / (kb.by_kind.find((x) => x.kind === k.kind)?.us_each ?? NaN) })) };
+    }
     line(what, { context: ctx, steps: o.steps, [a]: m, [b]: u, rate_ratio: m.tokens_per_s / u.tokens_per_s, gpu_ratio: m.gpu_pass_ms && u.gpu_pass_ms ? m.gpu_pass_ms / u.gpu_pass_ms : null,
-      submits_b: plain.stats.submits, load: (await import('node:os')).loadavg() });
+      kinds, submits_b: plain.stats.submits, load: (await import('node:os')).loadavg() });
   }
   plain.destroy();
   gen.gpu.reset();
+}
+
+/**
+ * Each dispatch's GPU time (a pass each) summed by kind over profiles of the
+ * same step: per kind the dispatches, ms and µs a dispatch, the mean over the
+ * runs (Dawn quantises timestamps, so each pass starts at a random phase of
+ * the step: the mean is the estimate, not the median), largest first.
+ */
+function kindsOf(runs) {
+  const kinds = new Map();
+  for (const [i, st] of runs[0].steps.entries()) {
+    // A label is the kind: a fixed kernel's name, or a product's op and shape.
+    const k = kinds.get(st.label) ?? { n: 0, ms: [] };
+    k.n++;
+    k.ms.push(runs.reduce((a, r) => a + r.steps[i].ms, 0) / runs.length);
+    kinds.set(st.label, k);
+  }
+  return [...kinds].map(([kind, k]) => ({ kind, dispatches: k.n, ms: k.ms.reduce((a, b) => a + b, 0), us_each: (k.ms.reduce((a, b) => a + b, 0) / k.n) * 1000 }))
+    .sort((a, b) => b.ms - a.ms);
 }
 
 /** Where a decode stream's step goes beyond the GPU's pass (`stream_probe`, see the head). */
@@ -871,17 +905,7 @@ async function main() {
       // Dawn quantises timestamps (65.536 µs steps on the H200), so one pass's time is 0 or a step for short
       // kernels: the mean over runs and over a kind's dispatches is the estimate (each pass starts at a
       // random phase of the step), not the median.
-      const kinds = new Map();
-      for (const [i, st] of runs[0].steps.entries()) {
-        // A label is the kind: a fixed kernel's name, or a product's op and shape.
-        const kind = st.label;
-        const k = kinds.get(kind) ?? { n: 0, ms: [] };
-        k.n++;
-        k.ms.push(runs.reduce((a, r) => a + r.steps[i].ms, 0) / runs.length);
-        kinds.set(kind, k);
-      }
-      const byKind = [...kinds].map(([kind, k]) => ({ kind, dispatches: k.n, ms: k.ms.reduce((a, b) => a + b, 0), us_each: (k.ms.reduce((a, b) => a + b, 0) / k.n) * 1000 }))
-        .sort((a, b) => b.ms - a.ms);
+      const byKind = kindsOf(runs);
       const stepsMs = byKind.reduce((a, k) => a + k.ms, 0);
       line('profile', { run: p ? 'decode' : 'prefill', context: p ? p.length : prompt.length, runs: runs.length, wall_ms: median(runs.map((r) => r.wallMs)), encode_ms: median(runs.map((r) => r.encodeMs)),
         gpu_pass_ms: median(runs.map((r) => r.gpuMs)), gpu_steps_sum_ms: stepsMs, by_kind: byKind });
