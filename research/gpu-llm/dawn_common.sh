@@ -10,15 +10,22 @@ unpack_dawn() {
   [ -x "$work/webtune" ] || { xz -dc "$carry/webtune.xz" > "$work/webtune" && chmod +x "$work/webtune"; }
 }
 
+# serve_bg BIN DB_URL PORT LOG: `BIN serve` on 127.0.0.1:PORT in the background (its log in LOG),
+# waited for until it answers (10 s at most); its pid in $served.
+serve_bg() {
+  "$1" serve --addr "127.0.0.1:$3" --database-url "$2" > "$4" 2>&1 &
+  served=$!
+  for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$3/v1/models" > /dev/null && break; sleep 0.1; done
+}
+
 # serve_and_run DB_URL PORT LOG SCRIPT ARGS...: `webtune serve` on 127.0.0.1:PORT (its log in LOG)
 # until SCRIPT (a research/web-bench file) has run in Node with Dawn against it, with the built
 # runtime and ARGS; returns the script's exit status.
 # NODE_FLAGS: flags for Node itself (for example --trace-gc).
 serve_and_run() {
   local db=$1 port=$2 log=$3 script=$4; shift 4
-  "$work/webtune" serve --addr "127.0.0.1:$port" --database-url "$db" > "$log" 2>&1 &
-  local srv=$!
-  for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$port/v1/models" > /dev/null && break; sleep 0.1; done
+  serve_bg "$work/webtune" "$db" "$port" "$log"
+  local srv=$served
   "$work/node" ${NODE_FLAGS:-} "$root/research/web-bench/$script" --server "http://127.0.0.1:$port" \
     --runtime "$root/client-runtime/web/dist/webtune.js" --webgpu "$work/webgpu/index.js" "$@"
   local rc=$?

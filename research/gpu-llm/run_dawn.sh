@@ -25,9 +25,8 @@ if [ "${SERVER_B:-0}" = 1 ]; then
   dbb=$work/dawn-db-b; rm -rf "$dbb"; mkdir -p "$dbb"
   "$work/webtune-b" model import "$work/synth.gguf" --name smollm2-synth --database-url "sqlite://$dbb/w.sqlite" | tail -1
   portb=$(( ${PORT:-8791} + 1 ))
-  "$work/webtune-b" serve --addr "127.0.0.1:$portb" --database-url "sqlite://$dbb/w.sqlite" > "$out/serve-b.log" 2>&1 &
-  srvb=$!
-  for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$portb/v1/models" > /dev/null && break; sleep 0.1; done
+  serve_bg "$work/webtune-b" "sqlite://$dbb/w.sqlite" "$portb" "$out/serve-b.log"
+  srvb=$served
   extra=(--server-b "http://127.0.0.1:$portb")
 fi
 serve_and_run "sqlite://$db/w.sqlite" "${PORT:-8791}" "$out/serve.log" llm_dawn.mjs --model smollm2-synth "${extra[@]}" "$@" 2>&1 | tee "$out/dawn.jsonl"

@@ -561,6 +561,7 @@ async function backendAbRates(gen, device, o, clocks, { what, a, b, init, rounds
  * runs (Dawn quantises timestamps, so each pass starts at a random phase of
  * the step: the mean is the estimate, not the median), largest first.
  */
+// Dawn's timestamps come in steps (65.536 µs on the H200), so one pass of a short kernel reads 0 or a step.
 function kindsOf(runs) {
   const kinds = new Map();
   for (const [i, st] of runs[0].steps.entries()) {
@@ -702,7 +703,7 @@ async function main() {
         // The other build's generator: its own session and kernels (each compiled by its server), this device.
         const genB = await TextGenerator.load({ server: o.serverB, model: o.model, target: 'webgpu', device, adapter, context: o.context, cache: false, budgetMs: 200, report: false });
         await backendAbRates(gen, device, o, clocks, { what: 'server_ab', a: 'a', b: 'b', made: genB.gpu, rounds: o.serverAb });
-        genB.webtune.close?.();
+        genB.webtune.close();
       } catch (e) {
         line('server_ab', { error: String(e?.stack ?? e) });
       }
@@ -902,9 +903,6 @@ async function main() {
         const pr = await gen.gpu.profile(p ? [t] : prompt);
         runs.push(pr);
       }
-      // Dawn quantises timestamps (65.536 µs steps on the H200), so one pass's time is 0 or a step for short
-      // kernels: the mean over runs and over a kind's dispatches is the estimate (each pass starts at a
-      // random phase of the step), not the median.
       const byKind = kindsOf(runs);
       const stepsMs = byKind.reduce((a, k) => a + k.ms, 0);
       line('profile', { run: p ? 'decode' : 'prefill', context: p ? p.length : prompt.length, runs: runs.length, wall_ms: median(runs.map((r) => r.wallMs)), encode_ms: median(runs.map((r) => r.encodeMs)),

@@ -7,14 +7,22 @@
 //   VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json node --expose-gc \
 //     research/web-bench/wait_probe.mjs [--origin http://127.0.0.1:PORT]
 //
-// --origin: any page of a secure origin for WebGPU (a local `webtune serve`'s /v1/models serves).
-import { dirname, join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'client-runtime', 'web');
-const at = process.argv.indexOf('--origin');
-const origin = at > 0 ? process.argv[at + 1] : 'http://127.0.0.1:8787';
+// The page needs a secure origin for WebGPU: --origin names a running `webtune serve` (its
+// /v1/models is the page); without it the probe starts one (WEBTUNE_BIN, default
+// target/release/webtune) on a fresh database.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PerformanceObserver } from 'node:perf_hooks';
+import { pathToFileURL } from 'node:url';
+import { launchChromium, ROOT, startServer, WEBGPU_FLAGS } from '../../client-runtime/web/test/harness.mjs';
+const root = join(ROOT, 'client-runtime', 'web');
 if (typeof globalThis.gc !== 'function') throw new Error('run with node --expose-gc');
-const body = async (gpu, gc, heap) => {
+const at = process.argv.indexOf('--origin');
+const work = mkdtempSync(join(tmpdir(), 'wait-probe-'));
+const server = at > 0 ? null : await startServer(join(work, 'db.sqlite'));
+const origin = at > 0 ? process.argv[at + 1] : server.url;
+const body = async (gpu, gc, heap, gcs = () => 0) => {
   const adapter = await gpu.requestAdapter();
   const device = await adapter.requestDevice();
   const module = device.createShaderModule({ code: `
@@ -38,11 +46,12 @@ const body = async (gpu, gc, heap) => {
   const out = [];
   for (const form of ['onSubmittedWorkDone', 'timer']) {
     gc();
-    const h0 = heap(), t0 = performance.now();
+    const h0 = heap(), g0 = gcs(), t0 = performance.now();
     job();
     if (form === 'timer') await new Promise((r) => setTimeout(r, 1500)); else await device.queue.onSubmittedWorkDone();
     const ms = performance.now() - t0, h1 = heap();
-    out.push({ form, ms: Math.round(ms), kb_per_ms: +((h1 - h0) / 1e3 / ms).toFixed(4) });
+    // A collection inside the window frees some of what was made: then the figure is a lower bound.
+    out.push({ form, ms: Math.round(ms), kb_per_ms: +((h1 - h0) / 1e3 / ms).toFixed(4), collections: gcs() - g0 });
   }
   device.destroy();
   return out;
@@ -50,14 +59,17 @@ const body = async (gpu, gc, heap) => {
 // Node + Dawn's binding.
 const { create, globals } = await import(pathToFileURL(`${root}/node_modules/webgpu/index.js`).href);
 Object.assign(globalThis, globals);
-const node = await body(create([]), globalThis.gc, () => process.memoryUsage().heapUsed);
+// Node's collections, counted (Chromium's page cannot count its own).
+let collections = 0;
+new PerformanceObserver((list) => (collections += list.getEntries().length)).observe({ entryTypes: ['gc'] });
+const node = await body(create([]), globalThis.gc, () => process.memoryUsage().heapUsed, () => collections);
 console.log(JSON.stringify({ where: 'node+dawn', out: node }));
-// Headless Chromium.
-const { chromium } = await import(pathToFileURL(`${root}/node_modules/playwright-core/index.mjs`).href);
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/lib/chromium/chromium', ignoreDefaultArgs: true, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--remote-debugging-pipe', `--user-data-dir=${(await import('node:fs')).mkdtempSync(join((await import('node:os')).tmpdir(), 'wait-probe-'))}`, '--enable-unsafe-webgpu', '--use-angle=swiftshader', '--use-webgpu-adapter=swiftshader', '--enable-precise-memory-info', '--js-flags=--expose-gc'] });
-const page = await browser.newPage();
+// Headless Chromium, as the end-to-end tests launch it, with its heap's precise size and gc().
+const browser = await launchChromium(join(work, 'profile'), [...WEBGPU_FLAGS, '--enable-precise-memory-info', '--js-flags=--expose-gc']);
+const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
 await page.goto(`${origin}/v1/models`);
 const chrome = await page.evaluate(`(${body.toString()})(navigator.gpu, () => gc(), () => performance.memory.usedJSHeapSize)`);
 console.log(JSON.stringify({ where: 'chromium', out: chrome }));
 await browser.close();
+server?.proc.kill();
 process.exit(0);
