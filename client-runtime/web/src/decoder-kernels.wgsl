@@ -1116,6 +1116,187 @@ fn attention_rope_parts(@builtin(local_invocation_index) lid: u32, @builtin(work
   }
 }
 
+// ---------------------------------------------------------------- attention with its Q/K/V product
+// `attention_rope_parts` with the decode step's product before it folded
+// in: the RMSNorm of the residual stream and the Q4_1 product of the
+// queries, keys and values (`matmul_q4_1+rms_norm`, docs/ops.md), computed
+// by each workgroup for the rows it needs. A part computes its group's
+// G·hd query rows (every part that holds positions computes the same
+// ones: their weights come from the cache after the first); the part that
+// holds the new position also computes its key's and value's hd rows each.
+// One dispatch a layer fewer, at the cost of that repeated work
+// (decoder-gpu.ts folds where GpuDecoderInit.foldQkv allows).
+//
+// Bindings: 2 is the residual stream x (S.n0 = K floats, the norm's input);
+// 3..7 as attention_rope_parts' (sa_rope.n4 and n5: the first weight rows
+// of the keys and the values, the columns they had in the product's
+// output); 8 the product's parts in one range: W [N][K/8] words from 0, D
+// [N][K/32] from word S.n4 and Mn from word S.n5 (f32 bits); 9 the norm's
+// weight [K]. S.n1..n3 and f0 as attention's; f1 = eps. K is a multiple of
+// 32, K ≤ 4·256, G·hd + 2·hd ≤ 2048 / QS (decoder-gpu.ts checks).
+//
+// Workgroup memory is attention_rope_parts' own: the normed x sits in
+// as_q until the product's partial sums (QS threads a row, in as_w) are
+// added up and the turned queries written over it.
+@group(0) @binding(8) var<storage, read> aq_w: array<vec4<u32>>;
+@group(0) @binding(9) var<storage, read> aq_g: array<vec4<f32>>;
+
+const QS: u32 = 4u;
+
+// Word i of the parts' range as an f32.
+fn aq_f32(i: u32) -> f32 {
+  return bitcast<f32>(aq_w[i / 4u][i % 4u]);
+}
+
+// Row wr of the product against the normed x in as_q: per block of 32 its
+// nibbles' dot with x times d, plus m times the block's sum of x; blocks
+// part, part + QS, ...
+fn aq_row(wr: u32, part: u32, nb: u32) -> f32 {
+  var acc = 0.0;
+  let shifts = vec4<u32>(0u, 4u, 8u, 12u);
+  for (var b = part; b < nb; b += QS) {
+    let w = aq_w[wr * nb + b];
+    let d = aq_f32(S.n4 + wr * nb + b);
+    let m = aq_f32(S.n5 + wr * nb + b);
+    var s = 0.0;
+    var xs = vec4<f32>(0.0);
+    for (var j = 0u; j < 4u; j++) {
+      let x0 = as_q[b * 8u + 2u * j];
+      let x1 = as_q[b * 8u + 2u * j + 1u];
+      let lo = vec4<f32>((vec4<u32>(w[j]) >> shifts) & vec4<u32>(15u));
+      let hi = vec4<f32>((vec4<u32>(w[j] >> 16u) >> shifts) & vec4<u32>(15u));
+      s += dot(lo, x0) + dot(hi, x1);
+      xs += x0 + x1;
+    }
+    acc += d * s + m * (xs.x + xs.y + xs.z + xs.w);
+  }
+  return acc;
+}
+
+// Rows r .. r + 4 of as_w's partial sums (QS a row) as one vector.
+fn aq_sum4(r: u32) -> vec4<f32> {
+  var v = vec4<f32>(0.0);
+  for (var c = 0u; c < 4u; c++) {
+    var s = 0.0;
+    for (var i = 0u; i < QS; i++) {
+      s += as_w[(r + c) * QS + i];
+    }
+    v[c] = s;
+  }
+  return v;
+}
+
+// Four floats turned by the rotary table at `tab` (turned4's rule).
+fn turn4(x: vec4<f32>, tab: u32) -> vec4<f32> {
+  let c0 = sa_table[tab];
+  let s0 = sa_table[tab + 1u];
+  let c1 = sa_table[tab + 2u];
+  let s1 = sa_table[tab + 3u];
+  return vec4<f32>(x.x * c0 + x.y * -s0, x.y * c0 + x.x * s0, x.z * c1 + x.w * -s1, x.w * c1 + x.z * s1);
+}
+
+// rope_prologue's work from the residual stream: the norm, the group's
+// query rows (and, by `last`, the new key's and value's), the queries
+// turned into as_q, the key turned and stored with the value in the
+// caches (and as_nk, as_nv); then the barriers after which the workgroup
+// reads them.
+fn qkv_prologue(lid: u32, kvh: u32, grp: u32, hd: u32, kvw: u32, last: bool) {
+  let k4 = S.n0 / 4u;
+  let nb = S.n0 / 32u;
+  let hd4 = hd / 4u;
+  let qr = grp * hd;
+  // The norm: each thread's squares, 16 sums of 16, then every thread adds the 16.
+  var sq = 0.0;
+  for (var i = lid; i < k4; i += AT) {
+    let v = vec4<f32>(sa_x[4u * i], sa_x[4u * i + 1u], sa_x[4u * i + 2u], sa_x[4u * i + 3u]);
+    sq += dot(v, v);
+  }
+  as_w[lid] = sq;
+  workgroupBarrier();
+  if (lid < 16u) {
+    var s = 0.0;
+    for (var i = 0u; i < 16u; i++) {
+      s += as_w[lid * 16u + i];
+    }
+    as_s[lid] = s;
+  }
+  workgroupBarrier();
+  var tot = 0.0;
+  for (var i = 0u; i < 16u; i++) {
+    tot += as_s[i];
+  }
+  let inv = 1.0 / sqrt(tot / f32(S.n0) + S.f1);
+  for (var i = lid; i < k4; i += AT) {
+    let v = vec4<f32>(sa_x[4u * i], sa_x[4u * i + 1u], sa_x[4u * i + 2u], sa_x[4u * i + 3u]);
+    as_q[i] = v * inv * aq_g[i];
+  }
+  workgroupBarrier();
+  // The rows: the group's queries, then (last) the key's and the value's.
+  let rows = qr + select(0u, 2u * hd, last);
+  for (var t = lid; t < rows * QS; t += AT) {
+    let r = t / QS;
+    var wr = kvh * qr + r;
+    if (r >= qr + hd) {
+      wr = sa_rope.n5 + kvh * hd + r - qr - hd;
+    } else if (r >= qr) {
+      wr = sa_rope.n4 + kvh * hd + r - qr;
+    }
+    as_w[t] = aq_row(wr, t % QS, nb);
+  }
+  workgroupBarrier();
+  let p = R.pos0;
+  let tab = p * hd;
+  for (var i = lid; i < grp * hd4; i += AT) {
+    as_q[i] = turn4(aq_sum4(4u * i), tab + (4u * i) % hd);
+  }
+  if (last) {
+    let dst = (p * kvw + kvh * hd) / 4u;
+    for (var i = lid; i < hd4; i += AT) {
+      let k = turn4(aq_sum4(qr + 4u * i), tab + 4u * i);
+      let v = aq_sum4(qr + hd + 4u * i);
+      sa_k[dst + i] = k;
+      sa_v[dst + i] = v;
+      if (i < 16u) {
+        as_nk[i] = k;
+        as_nv[i] = v;
+      }
+    }
+  }
+  storageBarrier();
+  workgroupBarrier();
+}
+
+// attention_rope_parts from the residual stream (see above). A part with
+// no positions writes the empty part and computes nothing.
+@compute @workgroup_size(AT)
+fn attention_qkv_parts(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let grp = S.n1 / S.n2;
+  let kvw = S.n2 * S.n3;
+  let hd = S.n3;
+  let n = R.pos0 + 1u;
+  let p = wid.y;
+  let owner = (R.pos0 / SCH) % NP == p;
+  let j0 = p * SCH;
+  if (n <= NP * SCH && j0 >= n) {
+    empty_part(lid, wid.x, p, grp, hd);
+    return;
+  }
+  let one = n <= NP * SCH && hd <= 64u;
+  var pre: Pre;
+  if (one) {
+    pre = prefetch(lid, wid.x, j0, min(SCH, n - j0), grp, hd, kvw);
+  }
+  qkv_prologue(lid, wid.x, grp, hd, kvw, owner);
+  if (one) {
+    if (owner) {
+      pre = patched(pre, lid, j0, min(SCH, n - j0), grp, hd, R.pos0);
+    }
+    attend_chunk_from(lid, wid.x, p, grp, hd, kvw, n, true, true, pre);
+  } else {
+    attend_part(lid, wid.x, p, grp, hd, kvw, n);
+  }
+}
+
 @group(0) @binding(2) var<storage, read> am_part: array<f32>;
 @group(0) @binding(3) var<storage, read_write> am_out: array<vec4<f32>>;
 
