@@ -183,8 +183,8 @@ type FixedName = 'embed_q8' | 'embed_q4' | 'embed_f32' | 'rms_norm' | 'rope' | '
   | 'attention_split' | 'attention_merge' | 'attention_rope' | 'attention_one' | 'attention_rope_one' | 'attention_parts' | 'attention_rope_parts' | 'attention_qkv_parts';
 const FIXED: FixedName[] = ['embed_q8', 'embed_q4', 'embed_f32', 'rms_norm', 'rope', 'kv_store', 'attention', 'swiglu', 'add', 'sample', 'add_rms_norm', 'rope_kv',
   'attention_split', 'attention_merge', 'attention_rope', 'attention_one', 'attention_rope_one', 'attention_parts', 'attention_rope_parts', 'attention_qkv_parts'];
-/** Threads a weight row of attention_qkv_parts' product (QS in decoder-kernels.wgsl), and the floats of its sums (as_w) and of its normed row (as_q). */
-const QKV_SPLIT = 4;
+/** Blocks of 32 a thread's share of a weight row in attention_qkv_parts (QB in decoder-kernels.wgsl), and the floats of its partial sums (as_w) and of its normed row (as_q). */
+const QKV_BLOCKS = 3;
 const QKV_SUMS = 2048;
 const QKV_ROW = 1024;
 /** Positions of a chunk of the decode step's split attention (SCH in decoder-kernels.wgsl). */
@@ -352,7 +352,7 @@ function qkvFoldOf(graph: DecoderGraph, f: Fused, r: FusedRun, runs: Map<number,
   const after = runs.get(rope + 3);
   if (!after || !mergedRun(graph, after.f)) return null;
   const grp = att.heads / att.kv_heads, hd = att.head_dim;
-  if (f.k % 32 || f.k > QKV_ROW || (grp * hd + 2 * hd) * QKV_SPLIT > QKV_SUMS) return null;
+  if (f.k % 32 || f.k > QKV_ROW || (grp * hd + 2 * hd) * Math.ceil(f.k / 32 / QKV_BLOCKS) > QKV_SUMS) return null;
   const p = parts.get(r.product.weight);
   if (!p?.w || !p.d || !p.m || p.d.buffer !== p.w.buffer || p.m.buffer !== p.w.buffer) return null;
   const w0 = p.w.offset ?? 0, d0 = p.d.offset ?? 0, m0 = p.m.offset ?? 0;

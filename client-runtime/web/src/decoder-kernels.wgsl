@@ -1133,53 +1133,80 @@ fn attention_rope_parts(@builtin(local_invocation_index) lid: u32, @builtin(work
 // output); 8 the product's parts in one range: W [N][K/8] words from 0, D
 // [N][K/32] from word S.n4 and Mn from word S.n5 (f32 bits); 9 the norm's
 // weight [K]. S.n1..n3 and f0 as attention's; f1 = eps. K is a multiple of
-// 32, K ≤ 4·256, G·hd + 2·hd ≤ 2048 / QS (decoder-gpu.ts checks).
+// 32, K ≤ 4·256, (G·hd + 2·hd)·⌈K/32/QB⌉ ≤ 2048 (decoder-gpu.ts checks).
 //
-// Workgroup memory is attention_rope_parts' own: the normed x sits in
-// as_q until the product's partial sums (QS threads a row, in as_w) are
-// added up and the turned queries written over it.
+// The product: a row's blocks of 32 go in groups of QB, one group a thread
+// (thread lid: group lid % groups, rows lid / groups, + AT / groups, ...),
+// so that each thread holds its QB blocks of the normed x in registers and
+// issues a row's QB loads of weights together; its partial sums go to
+// as_w, a row's groups side by side. Workgroup memory is
+// attention_rope_parts' own: the normed x sits in as_q until the turned
+// queries are written over it.
 @group(0) @binding(8) var<storage, read> aq_w: array<vec4<u32>>;
 @group(0) @binding(9) var<storage, read> aq_g: array<vec4<f32>>;
 
-const QS: u32 = 4u;
+const QB: u32 = 3u;
 
 // Word i of the parts' range as an f32.
 fn aq_f32(i: u32) -> f32 {
   return bitcast<f32>(aq_w[i / 4u][i % 4u]);
 }
 
-// Row wr of the product against the normed x in as_q: per block of 32 its
-// nibbles' dot with x times d, plus m times the block's sum of x; blocks
-// part, part + QS, ...
-fn aq_row(wr: u32, part: u32, nb: u32) -> f32 {
-  var acc = 0.0;
-  let shifts = vec4<u32>(0u, 4u, 8u, 12u);
-  for (var b = part; b < nb; b += QS) {
-    let w = aq_w[wr * nb + b];
-    let d = aq_f32(S.n4 + wr * nb + b);
-    let m = aq_f32(S.n5 + wr * nb + b);
-    var s = 0.0;
-    var xs = vec4<f32>(0.0);
-    for (var j = 0u; j < 4u; j++) {
-      let x0 = as_q[b * 8u + 2u * j];
-      let x1 = as_q[b * 8u + 2u * j + 1u];
-      let lo = vec4<f32>((vec4<u32>(w[j]) >> shifts) & vec4<u32>(15u));
-      let hi = vec4<f32>((vec4<u32>(w[j] >> 16u) >> shifts) & vec4<u32>(15u));
-      s += dot(lo, x0) + dot(hi, x1);
-      xs += x0 + x1;
+// A thread's QB blocks of the normed x (from as_q: blocks g·QB, ...,
+// clamped to the row) and each block's sum.
+struct XBlocks {
+  x: array<vec4<f32>, 8u * QB>,
+  s: array<f32, QB>,
+}
+
+fn x_blocks(g: u32, nb: u32) -> XBlocks {
+  var out: XBlocks;
+  for (var i = 0u; i < QB; i++) {
+    let b = min(g * QB + i, nb - 1u);
+    var s = vec4<f32>(0.0);
+    for (var j = 0u; j < 8u; j++) {
+      let v = as_q[b * 8u + j];
+      out.x[i * 8u + j] = v;
+      s += v;
     }
-    acc += d * s + m * (xs.x + xs.y + xs.z + xs.w);
+    out.s[i] = s.x + s.y + s.z + s.w;
+  }
+  return out;
+}
+
+// Row wr's blocks g·QB .. g·QB + QB (those below nb) against `xb`: per
+// block its nibbles' dot with x times d, plus m times the block's sum of x.
+fn aq_row(wr: u32, g: u32, nb: u32, xb: XBlocks) -> f32 {
+  let shifts = vec4<u32>(0u, 4u, 8u, 12u);
+  var w: array<vec4<u32>, QB>;
+  var d: array<f32, QB>;
+  var m: array<f32, QB>;
+  for (var i = 0u; i < QB; i++) {
+    let b = min(g * QB + i, nb - 1u);
+    w[i] = aq_w[wr * nb + b];
+    d[i] = aq_f32(S.n4 + wr * nb + b);
+    m[i] = aq_f32(S.n5 + wr * nb + b);
+  }
+  var acc = 0.0;
+  for (var i = 0u; i < QB; i++) {
+    var s = 0.0;
+    for (var j = 0u; j < 4u; j++) {
+      let lo = vec4<f32>((vec4<u32>(w[i][j]) >> shifts) & vec4<u32>(15u));
+      let hi = vec4<f32>((vec4<u32>(w[i][j] >> 16u) >> shifts) & vec4<u32>(15u));
+      s += dot(lo, xb.x[i * 8u + 2u * j]) + dot(hi, xb.x[i * 8u + 2u * j + 1u]);
+    }
+    acc += select(0.0, d[i] * s + m[i] * xb.s[i], g * QB + i < nb);
   }
   return acc;
 }
 
-// Rows r .. r + 4 of as_w's partial sums (QS a row) as one vector.
-fn aq_sum4(r: u32) -> vec4<f32> {
+// Rows r .. r + 4 of as_w's partial sums (`groups` a row) as one vector.
+fn aq_sum4(r: u32, groups: u32) -> vec4<f32> {
   var v = vec4<f32>(0.0);
   for (var c = 0u; c < 4u; c++) {
     var s = 0.0;
-    for (var i = 0u; i < QS; i++) {
-      s += as_w[(r + c) * QS + i];
+    for (var i = 0u; i < groups; i++) {
+      s += as_w[(r + c) * groups + i];
     }
     v[c] = s;
   }
@@ -1232,28 +1259,30 @@ fn qkv_prologue(lid: u32, kvh: u32, grp: u32, hd: u32, kvw: u32, last: bool) {
   }
   workgroupBarrier();
   // The rows: the group's queries, then (last) the key's and the value's.
+  let groups = (nb + QB - 1u) / QB;
+  let g = lid % groups;
+  let xb = x_blocks(g, nb);
   let rows = qr + select(0u, 2u * hd, last);
-  for (var t = lid; t < rows * QS; t += AT) {
-    let r = t / QS;
+  for (var r = lid / groups; r < rows && lid < AT / groups * groups; r += AT / groups) {
     var wr = kvh * qr + r;
     if (r >= qr + hd) {
       wr = sa_rope.n5 + kvh * hd + r - qr - hd;
     } else if (r >= qr) {
       wr = sa_rope.n4 + kvh * hd + r - qr;
     }
-    as_w[t] = aq_row(wr, t % QS, nb);
+    as_w[r * groups + g] = aq_row(wr, g, nb, xb);
   }
   workgroupBarrier();
   let p = R.pos0;
   let tab = p * hd;
   for (var i = lid; i < grp * hd4; i += AT) {
-    as_q[i] = turn4(aq_sum4(4u * i), tab + (4u * i) % hd);
+    as_q[i] = turn4(aq_sum4(4u * i, groups), tab + (4u * i) % hd);
   }
   if (last) {
     let dst = (p * kvw + kvh * hd) / 4u;
     for (var i = lid; i < hd4; i += AT) {
-      let k = turn4(aq_sum4(qr + 4u * i), tab + 4u * i);
-      let v = aq_sum4(qr + hd + 4u * i);
+      let k = turn4(aq_sum4(qr + 4u * i, groups), tab + 4u * i);
+      let v = aq_sum4(qr + hd + 4u * i, groups);
       sa_k[dst + i] = k;
       sa_v[dst + i] = v;
       if (i < 16u) {
