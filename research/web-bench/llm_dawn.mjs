@@ -10,7 +10,7 @@
 //        [--context 1280] [--tune-s 120] [--steps 64] [--rounds 3]
 //        [--prefill 128] [--long 1024] [--probe-dispatches 4096] [--probe-mib 256] [--profile-runs 5]
 //        [--runtime PATH/webtune.js] [--webgpu PATH/webgpu/index.js] [--dawn-flags a,b]
-//        [--fusions-ab ROUNDS] [--short-ab ROUNDS] [--merge-ab ROUNDS] [--qkv-ab ROUNDS] [--ab-only 1]
+//        [--fusions-ab ROUNDS] [--short-ab ROUNDS] [--merge-ab ROUNDS] [--ab-only 1]
 //        [--tg-reps N] [--clocks-ms 50] [--omit-runs N] [--record-probe REPS] [--submit-ab K [--submit-ab-rounds 6]]
 //        [--stream-probe STEPS [--stream-rounds 3] [--stream-forms a,b]] [--long-ab ROUNDS]
 //        [--kernels-ab ROUNDS --wgsl-b PATH] [--tuned-ab ROUNDS] [--server-ab ROUNDS --server-b URL]
@@ -73,11 +73,6 @@
 //   --prefill and --long positions: --steps decode steps through
 //   `nextTokens` in ABBA rounds (tokens/s), then profiled steps alternating
 //   (the run to its submit, the pass's GPU ms); dispatches a token.
-// - `qkv_ab` (with --qkv-ab > 0, right after any merge_ab): the decode step
-//   with each layer's Q/K/V product computed inside the attention in parts
-//   (`attention_qkv_parts`, the backend's default) against the same backend
-//   with the product a dispatch of its own (foldQkv false), decode rates in
-//   ABBA rounds as merge_ab's;
 // - `submit_ab` (with --submit-ab K > 1, after tuning): the generator's
 //   backend (one decode step a submit) against one with K steps a submit
 //   (GpuDecoderInit.stepsPerSubmit), decode rates in ABBA rounds as
@@ -190,7 +185,7 @@ function args() {
     server: o.server.replace(/\/+$/, ''), model: o.model, context: num('context', 1280), tuneS: num('tune-s', 120), steps: Math.max(2, num('steps', 64)),
     rounds: Math.max(1, num('rounds', 3)), prefill: Math.max(1, num('prefill', 128)), long: Math.max(1, num('long', 1024)),
     dispatches: Math.max(2, num('probe-dispatches', 4096)), mib: Math.max(1, num('probe-mib', 256)), profileRuns: Math.max(1, num('profile-runs', 5)),
-    fusionsAb: num('fusions-ab', 0), shortAb: num('short-ab', 0), mergeAb: num('merge-ab', 0), qkvAb: num('qkv-ab', 0), abOnly: num('ab-only', 0) > 0,
+    fusionsAb: num('fusions-ab', 0), shortAb: num('short-ab', 0), mergeAb: num('merge-ab', 0), abOnly: num('ab-only', 0) > 0,
     submitAb: num('submit-ab', 0), longAb: num('long-ab', 0), kernelsAb: num('kernels-ab', 0), tunedAb: num('tuned-ab', 0), serverAb: num('server-ab', 0), abKinds: num('ab-kinds', 0), serverB: o['server-b'] ? o['server-b'].replace(/\/+$/, '') : null, wgslB: o['wgsl-b'] ? resolve(o['wgsl-b']) : null, submitAbRounds: num('submit-ab-rounds', 6), tgReps: num('tg-reps', 0), omitRuns: num('omit-runs', 0), recordProbe: num('record-probe', 0), streamProbe: num('stream-probe', 0), streamRounds: num('stream-rounds', 3), streamForms: o['stream-forms'] ? o['stream-forms'].split(',') : null, clocksMs: num('clocks-ms', 50),
     runtime: resolve(o.runtime ?? join(ROOT, 'client-runtime', 'web', 'dist', 'webtune.js')),
     webgpu: resolve(o.webgpu ?? join(ROOT, 'client-runtime', 'web', 'node_modules', 'webgpu', 'index.js')),
@@ -698,11 +693,10 @@ async function main() {
     gpu = null;
   };
   if (o.recordProbe > 0 && gen.gpu) await recordProbe(gen, device, o);
-  if ((o.fusionsAb > 0 || o.shortAb > 0 || o.mergeAb > 0 || o.qkvAb > 0 || o.recordProbe > 0 || o.serverAb > 0) && gen.gpu) {
+  if ((o.fusionsAb > 0 || o.shortAb > 0 || o.mergeAb > 0 || o.recordProbe > 0 || o.serverAb > 0) && gen.gpu) {
     if (o.fusionsAb > 0) await backendsAb(gen, device, o);
     if (o.shortAb > 0) await backendsAb(gen, device, o, 'short');
     if (o.mergeAb > 0) await backendAbRates(gen, device, o, clocks, { what: 'merge_ab', a: 'merged', b: 'unmerged', init: { mergeAttention: false }, rounds: o.mergeAb });
-    if (o.qkvAb > 0) await backendAbRates(gen, device, o, clocks, { what: 'qkv_ab', a: 'folded', b: 'product', init: { foldQkv: false }, rounds: o.qkvAb });
     if (o.serverAb > 0) {
       if (!o.serverB) throw new Error('--server-ab needs --server-b URL');
       try {

@@ -64,16 +64,6 @@ export interface GpuDecoderInit {
      * browser, where each submit also flushes to the GPU process, may differ.
      */
     stepsPerSubmit?: number;
-    /**
-     * With `mergeAttention`: the decode step's Q/K/V product (an RMSNorm and
-     * a Q4_1 product, `matmul_q4_1+rms_norm`, whose output the rotary step and
-     * the attention read) computed inside the attention in parts
-     * (`attention_qkv_parts`): each part computes its group's query rows, the
-     * part that holds the new position also the key's and value's, so that a
-     * layer takes one dispatch fewer. Where a graph's sizes do not fit that
-     * kernel (qkvFoldOf), the product stays its own dispatch. Default true.
-     */
-    foldQkv?: boolean;
 }
 /**
  * Where one run's time goes (`GpuDecoder.profile`, for benchmarks; needs
@@ -213,8 +203,6 @@ export declare class GpuDecoder {
     private runRing;
     /** The decode step's fused runs by their first step, the residual stream's twins, the norms' eps bindings. */
     private runs;
-    /** The Q/K/V products folded into their attention (GpuDecoderInit.foldQkv), by their fused run's first step. */
-    private folds;
     readonly graph: DecoderGraph;
     readonly device: GPUDevice;
     /** Positions the caches hold. */

@@ -160,11 +160,9 @@ export declare function mergedRun(graph: DecoderGraph, f: Fused): {
  * The distinct products of a run in bucket `m`, heaviest first (as
  * `DecoderGraph::products`); with `fused`, WebGPU's (`DecoderGraph::fused_products`:
  * in bucket 1 each of the graph's fused runs is one product, its fused op,
- * in its `+merge` form after an attention unless `merge` is false; the
- * fused runs whose first step is in `skip` left out: WebGPU's Q/K/V products
- * computed inside their attention).
+ * in its `+merge` form after an attention unless `merge` is false).
  */
-export declare function productsOf(graph: DecoderGraph, m: number, fused?: boolean, merge?: boolean, skip?: Set<number>): Product[];
+export declare function productsOf(graph: DecoderGraph, m: number, fused?: boolean, merge?: boolean): Product[];
 /** Byte offsets of everything the memory holds, and its size. */
 export interface DecoderLayout {
     ids: number;

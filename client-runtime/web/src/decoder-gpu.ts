@@ -41,11 +41,7 @@
 // buffer (WebGPU binds no buffer for reading and writing at once): the
 // stream's buffer alternates with a twin of one row (`twins`), and every
 // later dispatch of the step binds the one that holds it. The norms' eps
-// values sit in a small buffer of their own. Where a layer's Q/K/V product
-// (`matmul_q4_1+rms_norm`) feeds the rope, the cache store and the attention
-// in parts, the attention computes it itself (`attention_qkv_parts`,
-// GpuDecoderInit.foldQkv: 123 dispatches a token for SmolLM2 instead of 153),
-// and the product is neither fetched nor tuned.
+// values sit in a small buffer of their own.
 
 import { type DecoderGraph, type DecoderTensor, type Format, type Fused, type Step, MERGE_PARTS, bucketOf, checkGraph, mergedRun, productsOf } from './decoder.js';
 import { compileErrors } from './webgpu.js';
@@ -131,16 +127,6 @@ export interface GpuDecoderInit {
    * browser, where each submit also flushes to the GPU process, may differ.
    */
   stepsPerSubmit?: number;
-  /**
-   * With `mergeAttention`: the decode step's Q/K/V product (an RMSNorm and
-   * a Q4_1 product, `matmul_q4_1+rms_norm`, whose output the rotary step and
-   * the attention read) computed inside the attention in parts
-   * (`attention_qkv_parts`): each part computes its group's query rows, the
-   * part that holds the new position also the key's and value's, so that a
-   * layer takes one dispatch fewer. Where a graph's sizes do not fit that
-   * kernel (qkvFoldOf), the product stays its own dispatch. Default true.
-   */
-  foldQkv?: boolean;
 }
 
 /**
@@ -180,13 +166,9 @@ export interface GpuDecoderStats {
 }
 
 type FixedName = 'embed_q8' | 'embed_q4' | 'embed_f32' | 'rms_norm' | 'rope' | 'kv_store' | 'attention' | 'swiglu' | 'add' | 'sample' | 'add_rms_norm' | 'rope_kv'
-  | 'attention_split' | 'attention_merge' | 'attention_rope' | 'attention_one' | 'attention_rope_one' | 'attention_parts' | 'attention_rope_parts' | 'attention_qkv_parts';
+  | 'attention_split' | 'attention_merge' | 'attention_rope' | 'attention_one' | 'attention_rope_one' | 'attention_parts' | 'attention_rope_parts';
 const FIXED: FixedName[] = ['embed_q8', 'embed_q4', 'embed_f32', 'rms_norm', 'rope', 'kv_store', 'attention', 'swiglu', 'add', 'sample', 'add_rms_norm', 'rope_kv',
-  'attention_split', 'attention_merge', 'attention_rope', 'attention_one', 'attention_rope_one', 'attention_parts', 'attention_rope_parts', 'attention_qkv_parts'];
-/** Blocks of 32 a thread's share of a weight row in attention_qkv_parts (QB in decoder-kernels.wgsl), and the floats of its partial sums (as_w) and of its normed row (as_q). */
-const QKV_BLOCKS = 3;
-const QKV_SUMS = 2048;
-const QKV_ROW = 1024;
+  'attention_split', 'attention_merge', 'attention_rope', 'attention_one', 'attention_rope_one', 'attention_parts', 'attention_rope_parts'];
 /** Positions of a chunk of the decode step's split attention (SCH in decoder-kernels.wgsl). */
 const SCH = 64;
 /**
@@ -315,53 +297,7 @@ type Dispatch = { label: string } & (
   });
 type FixedDispatch = Exclude<Dispatch, { kernel: GpuProduct }>;
 /** The attention in parts' pipelines in the long form (longAttentionSource). */
-type LongPipelines = Partial<Record<'attention_parts' | 'attention_rope_parts' | 'attention_qkv_parts', GPUComputePipeline>>;
-/** LongPipelines' entry points. */
-const LONG_ENTRIES = ['attention_parts', 'attention_rope_parts', 'attention_qkv_parts'] as const;
-
-/** A decode step's Q/K/V product folded into its attention (GpuDecoderInit.foldQkv), by the fused run's first step. */
-interface QkvFold {
-  f: Fused;
-  r: FusedRun;
-  /** The rotary step's index (its parameters: the keys' and values' first rows), and the attention's. */
-  rope: number;
-  attention: Extract<Step, { step: 'attention' }>;
-  at: number;
-  /** The product's W, D and Mn as one range, and where D and Mn start in it (words). */
-  weights: Range;
-  d: number;
-  m: number;
-}
-
-/**
- * Fused run `f` (at `r`) as a fold into the attention after it, or null: its
- * op is `matmul_q4_1+rms_norm` of one row; a rope and kv_store that
- * `fusions` joins read its output, then an attention of the rope's heads,
- * merged by the run after it (mergedRun); K is a multiple of 32 and the
- * rows fit attention_qkv_parts' workgroup memory; W, D and Mn lie in one
- * buffer within one binding.
- */
-function qkvFoldOf(graph: DecoderGraph, f: Fused, r: FusedRun, runs: Map<number, { f: Fused }>, fused: Map<number, 'add_rms_norm' | 'rope_kv'>,
-  parts: Map<string, Record<string, Range>>, maxBinding: number): QkvFold | null {
-  const st = graph.steps;
-  const rope = f.first + f.steps, s = st[rope], kv = st[rope + 1], att = st[rope + 2];
-  if (!r.norm || r.glu || r.add || r.product.format !== 'q4_1' || r.product.last || fused.get(rope) !== 'rope_kv') return null;
-  if (s?.step !== 'rope' || kv?.step !== 'kv_store' || att?.step !== 'attention' || s.x !== r.product.out || att.x !== s.x || att.stride !== s.stride ||
-    att.k_cache !== kv.k_cache || att.v_cache !== kv.v_cache || att.kv_heads * att.head_dim !== kv.width || att.head_dim !== s.head_dim ||
-    att.heads * att.head_dim > kv.k_col || kv.v_col + kv.width > f.n) return null;
-  const after = runs.get(rope + 3);
-  if (!after || !mergedRun(graph, after.f)) return null;
-  const grp = att.heads / att.kv_heads, hd = att.head_dim;
-  if (f.k % 32 || f.k > QKV_ROW || (grp * hd + 2 * hd) * Math.ceil(f.k / 32 / QKV_BLOCKS) > QKV_SUMS) return null;
-  const p = parts.get(r.product.weight);
-  if (!p?.w || !p.d || !p.m || p.d.buffer !== p.w.buffer || p.m.buffer !== p.w.buffer) return null;
-  const w0 = p.w.offset ?? 0, d0 = p.d.offset ?? 0, m0 = p.m.offset ?? 0;
-  const end = Math.max(w0 + p.w.size!, d0 + p.d.size!, m0 + p.m.size!);
-  // Whole vec4s (the buffer is made in multiples of 16 bytes).
-  const size = Math.ceil((end - w0) / 16) * 16;
-  if (d0 < w0 || m0 < w0 || size > maxBinding || w0 + size > p.w.buffer.size) return null;
-  return { f, r, rope, attention: att, at: rope + 2, weights: { buffer: p.w.buffer, offset: w0, size }, d: (d0 - w0) / 4, m: (m0 - w0) / 4 };
-}
+type LongPipelines = Partial<Record<'attention_parts' | 'attention_rope_parts', GPUComputePipeline>>;
 
 /**
  * GpuDecoderInit.longAttention, checked: the positions past which the attention in parts takes
@@ -552,8 +488,6 @@ export class GpuDecoder {
     private runRing: GPUBuffer,
     /** The decode step's fused runs by their first step, the residual stream's twins, the norms' eps bindings. */
     private runs: { at: Map<number, { f: Fused; r: FusedRun }>; twins: Map<string, GPUBuffer>; eps: Map<number, Range> },
-    /** The Q/K/V products folded into their attention (GpuDecoderInit.foldQkv), by their fused run's first step. */
-    private folds: Map<number, QkvFold>,
   ) {
     this.graph = init.graph;
     this.device = init.device;
@@ -636,23 +570,13 @@ export class GpuDecoder {
       // The fixed steps' parameters (the Step struct of decoder-kernels.wgsl), a slot each.
       const slots = new Map<number, number>();
       const fixedSteps = graph.steps.map((s, i) => [s, i] as const).filter(([s]) => s.step !== 'matmul');
-      const fused = init.fuse === false ? new Map<number, 'add_rms_norm' | 'rope_kv'>() : fusions(graph);
-      // The decode step's fused runs, and the Q/K/V products among them folded into their attention.
-      const runs = init.fuse === false ? [] : (graph.fused ?? []).map((f) => ({ f, r: fusedRun(graph, f) }));
-      const fusedAt = new Map(runs.map(({ f, r }) => [f.first, { f, r }]));
-      const folds = new Map<number, QkvFold>();
-      if ((init.foldQkv ?? true) && (init.mergeAttention ?? true)) {
-        for (const { f, r } of runs) {
-          const q = qkvFoldOf(graph, f, r, fusedAt, fused, parts, limits.maxStorageBufferBindingSize);
-          if (q) folds.set(f.first, q);
-        }
-      }
-      const host = new ArrayBuffer((fixedSteps.length + 1 + folds.size) * ALIGN);
+      const host = new ArrayBuffer((fixedSteps.length + 1) * ALIGN);
       const put = (slot: number, n: number[], f: number[] = []) => {
         const u = new Uint32Array(host, slot * ALIGN, 8), fl = new Float32Array(host, slot * ALIGN, 8);
         u.set(n);
         f.forEach((v, j) => (fl[6 + j] = v));
       };
+      const fused = init.fuse === false ? new Map<number, 'add_rms_norm' | 'rope_kv'>() : fusions(graph);
       fixedSteps.forEach(([s, i], slot) => {
         slots.set(i, slot);
         const next = graph.steps[i + 1];
@@ -678,12 +602,6 @@ export class GpuDecoder {
       // The last slot: the sampling's (the vocabulary).
       slots.set(-1, fixedSteps.length);
       put(fixedSteps.length, [graph.vocab]);
-      // A fold's (attention_qkv_parts: K, the attention's heads, D's and Mn's words; its scale, the norm's eps), at key −2 − its run's first step.
-      [...folds.values()].forEach((q, j) => {
-        const a = q.attention, slot = fixedSteps.length + 1 + j;
-        slots.set(-2 - q.f.first, slot);
-        put(slot, [q.f.k, a.heads, a.kv_heads, a.head_dim, q.d, q.m], [a.scale, q.r.norm!.eps]);
-      });
       const stepParams = buffer('step params', host.byteLength, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
       device.queue.writeBuffer(stepParams, 0, host);
       const runParams = buffer('run params', 32, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
@@ -693,6 +611,7 @@ export class GpuDecoder {
       const tokenReads = Array.from({ length: aheadDepth(stepsPerSubmit) + 1 }, (_, i) => buffer(`token read ${i}`, 16, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST));
       const logitsRead = buffer('logits read', graph.vocab * 4, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
       // The decode step's fused runs: a one-row twin of each buffer a +residual product writes, and the norms' eps values (one ALIGN slot each).
+      const runs = init.fuse === false ? [] : (graph.fused ?? []).map((f) => ({ f, r: fusedRun(graph, f) }));
       const twins = new Map<string, GPUBuffer>();
       for (const { r } of runs) {
         if (r.add && !twins.has(r.add.x)) twins.set(r.add.x, buffer(`${r.add.x} twin`, graph.buffers.find((b) => b.name === r.add!.x)!.cols * 4, S));
@@ -705,6 +624,7 @@ export class GpuDecoder {
         device.queue.writeBuffer(epsBuf, 0, host);
       }
       const eps = new Map(epsValues.map((e, i) => [e, { buffer: epsBuf, offset: i * ALIGN, size: 4 } as Range]));
+      const fusedAt = new Map(runs.map(({ f, r }) => [f.first, { f, r }]));
 
       const module = device.createShaderModule({ label: 'decoder-kernels.wgsl', code: init.wgsl ?? __WEBTUNE_DECODER_WGSL__ });
       // Compiler messages only on failure (see compileErrors).
@@ -721,7 +641,7 @@ export class GpuDecoder {
       if (longFrom > 0) {
         const code = longAttentionSource(init.wgsl ?? __WEBTUNE_DECODER_WGSL__);
         const lm = device.createShaderModule({ label: 'decoder-kernels.wgsl (long attention)', code });
-        for (const entryPoint of LONG_ENTRIES) {
+        for (const entryPoint of ['attention_parts', 'attention_rope_parts'] as const) {
           long[entryPoint] = await device.createComputePipelineAsync({ label: `decoder ${entryPoint} long`, layout: 'auto', compute: { module: lm, entryPoint } })
             .catch(async (e) => {
               throw new Error(await compileErrors(lm, 'decoder-kernels.wgsl (long attention)', e));
@@ -733,7 +653,7 @@ export class GpuDecoder {
       const att = graph.steps.filter((x) => x.step === 'attention') as Extract<Step, { step: 'attention' }>[];
       const partials = buffer('attention partials', Math.max(0, ...att.map((a) => Math.max(a.heads * Math.ceil(context / SCH) * (a.head_dim + 2) * 4, mergeBytes(a.heads, a.head_dim)))), S);
       return new GpuDecoder(init, pipelines, long, owned, parts, buffers, caches, ropeBuf, stepParams, slots, fused, runParams, ids, token, tokenReads, logitsRead, partials,
-        runRing, { at: fusedAt, twins, eps }, folds);
+        runRing, { at: fusedAt, twins, eps });
     });
   }
 
@@ -1119,7 +1039,7 @@ export class GpuDecoder {
   private async makeBucket(m: number): Promise<Bucket> {
     const source = this.kernelsOf;
     if (!source) throw new Error('GpuDecoder: no kernel source (setKernels) before the first run');
-    const list = productsOf(this.graph, m, this.runs.at.size > 0, this.mergeAttention, m === 1 ? new Set(this.folds.keys()) : undefined);
+    const list = productsOf(this.graph, m, this.runs.at.size > 0, this.mergeAttention);
     const kernels = await Promise.all(list.map((x) => {
       const key = `${x.op}/${x.shape.join(',')}`;
       let k = this.made.get(key);
@@ -1184,22 +1104,6 @@ export class GpuDecoder {
       for (let i = 0; i < g.steps.length; i++) {
         const s = g.steps[i], next = g.steps[i + 1];
         const run = runs.get(i);
-        const fold = m === 1 ? this.folds.get(i) : undefined;
-        if (fold) {
-          // The Q/K/V product inside the attention in parts: the residual stream in, the rope's parameters, the product's parts, the norm's weight.
-          const a = fold.attention;
-          const ropeParams: Range = { buffer: this.stepParams, offset: this.stepSlot.get(fold.rope)! * ALIGN, size: 32 };
-          const ranges = [buf(fold.r.norm!.x, 1, fold.f.k), cache(a.k_cache), cache(a.v_cache), { buffer: this.partials }, ropeParams, { buffer: this.rope },
-            fold.weights, part(fold.r.norm!.weight, 'w')];
-          const lp = this.longPipelines.attention_qkv_parts;
-          const name = 'attention_qkv_parts';
-          steps.push({
-            label: name, pipeline: this.pipelines[name], grid: [a.kv_heads, MERGE_PARTS], group: this.fixedGroup(name, -2 - i, ranges),
-            long: lp ? { from: this.longFrom, label: `${name}_long`, pipeline: lp, grid: [a.kv_heads, MERGE_PARTS], group: this.fixedGroup(name, -2 - i, ranges, lp) } : undefined,
-          });
-          i = fold.at;
-          continue;
-        }
         if (run) {
           // A fused run: one product, A (the norm's input), W's parts, G and E, R, C (docs/ops.md's order).
           const { f, r } = run;

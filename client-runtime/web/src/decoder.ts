@@ -181,11 +181,9 @@ export function mergedRun(graph: DecoderGraph, f: Fused): { op: string; shape: n
  * The distinct products of a run in bucket `m`, heaviest first (as
  * `DecoderGraph::products`); with `fused`, WebGPU's (`DecoderGraph::fused_products`:
  * in bucket 1 each of the graph's fused runs is one product, its fused op,
- * in its `+merge` form after an attention unless `merge` is false; the
- * fused runs whose first step is in `skip` left out: WebGPU's Q/K/V products
- * computed inside their attention).
+ * in its `+merge` form after an attention unless `merge` is false).
  */
-export function productsOf(graph: DecoderGraph, m: number, fused = false, merge = true, skip?: Set<number>): Product[] {
+export function productsOf(graph: DecoderGraph, m: number, fused = false, merge = true): Product[] {
   const out: Product[] = [];
   const add = (op: string, shape: number[]) => {
     const p = out.find((x) => x.op === op && x.shape.join() === shape.join());
@@ -196,10 +194,6 @@ export function productsOf(graph: DecoderGraph, m: number, fused = false, merge 
   for (let i = 0; i < graph.steps.length; i++) {
     const f = runs.get(i);
     if (f) {
-      if (skip?.has(i)) {
-        i += f.steps - 1;
-        continue;
-      }
       const merged = merge ? mergedRun(graph, f) : null;
       if (merged) add(merged.op, merged.shape);
       else add(f.kernel, [1, f.k, f.n]);

@@ -279,9 +279,7 @@ test('decode steps past several chunks of the split attention (64 positions each
   }
 });
 
-for (const foldQkv of [true, false]) {
-  const att = foldQkv ? 'attention_qkv_parts' : 'attention_rope_parts';
-  test(`the attention\'s parts merged by the product after it (+merge)${foldQkv ? ', the Q/K/V product folded into them' : ', the Q/K/V product a dispatch of its own'}: NP parts a head and no merge dispatch, logits within 1e-4 of f64 from one chunk to past NP·64 positions (the long form of 128-position chunks) and past NP·128, where its parts fold two chunks`, { timeout: 900_000 }, async () => {
+test('the attention\'s parts merged by the product after it (+merge): NP parts a head and no merge dispatch, logits within 1e-4 of f64 from one chunk to past NP·64 positions (the long form of 128-position chunks) and past NP·128, where its parts fold two chunks', { timeout: 900_000 }, async () => {
   const { GpuDecoder } = await load('src/decoder-gpu.ts');
   const { MERGE_PARTS } = await load('src/decoder.ts');
   const model = llamaModel(29, { attnOutput: 'q8_0' });
@@ -290,7 +288,7 @@ for (const foldQkv of [true, false]) {
   const n = context - 2;
   const ids = Array.from({ length: n }, (_, i) => (i * 31 + 7) % D.vocab);
   const want = llama64(model.values, ids);
-  const dec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context, wgsl: WGSL, foldQkv });
+  const dec = await GpuDecoder.create({ device, graph, tensors: model.tensors, weights: model.weights, context, wgsl: WGSL });
   const calls = [];
   dec.setKernels(plainKernels(device, calls));
   // Decode steps from 8 positions (most parts empty) to three chunks, then, after a prompt run in buckets of
@@ -307,27 +305,23 @@ for (const foldQkv of [true, false]) {
       assert.ok(e < 1e-4, `position ${t} (${Math.ceil((t + 1) / 64)} chunks over ${MERGE_PARTS} parts): error ${e}`);
     }
   }
-  // The output projection was asked for in its +merge form: shape M,K,N,H,C; the decode step's Q/K/V product only where it is not folded.
+  // The output projection was asked for in its +merge form: shape M,K,N,H,C.
   assert.ok(calls.includes(`matmul_q8_0+merge+residual 1,${D.heads * D.headDim},${D.hidden}`), calls.join('; '));
-  const qkv = `matmul_q4_1+rms_norm 1,${D.hidden},${(D.heads + 2 * D.kvHeads) * D.headDim}`;
-  assert.equal(calls.includes(qkv), !foldQkv, `${qkv} in ${calls.join('; ')}`);
   if (device.features.has('timestamp-query')) {
     dec.rewind(dec.position - 100);
     const labels = (await dec.profile([ids[100]], { perStep: false })).steps.map((s) => s.label);
-    assert.equal(labels.filter((l) => l === att).length, D.layers, labels.join());
-    assert.equal(labels.filter((l) => l.startsWith('matmul_q4_1+rms_norm 1x')).length, foldQkv ? 0 : D.layers, labels.join());
+    assert.equal(labels.filter((l) => l === 'attention_rope_parts').length, D.layers, labels.join());
     assert.equal(labels.filter((l) => l.startsWith('attention_merge') || l.startsWith('attention_rope_one')).length, 0, labels.join());
     assert.equal(labels.filter((l) => l === `matmul_q8_0+merge+residual 1x${D.heads * D.headDim}x${D.hidden}x${D.heads}x${MERGE_PARTS}`).length, D.layers, labels.join());
     // Past NP·64 positions, the long form in the same place.
     await dec.prefill(ids.slice(dec.position, MERGE_PARTS * 64 + 10));
     const long = (await dec.profile([ids[MERGE_PARTS * 64 + 10]], { perStep: false })).steps.map((s) => s.label);
-    assert.equal(long.filter((l) => l === `${att}_long`).length, D.layers, long.join());
-    assert.equal(long.filter((l) => l === att).length, 0, long.join());
+    assert.equal(long.filter((l) => l === 'attention_rope_parts_long').length, D.layers, long.join());
+    assert.equal(long.filter((l) => l === 'attention_rope_parts').length, 0, long.join());
   }
-  console.log(`# attention in ${MERGE_PARTS} parts merged by the output projection (Dawn${foldQkv ? ', Q/K/V folded' : ''}): positions 8..139, ${MERGE_PARTS * 64 - 40}..${MERGE_PARTS * 64 + 39} and ${MERGE_PARTS * 128 - 24}..${n - 1}, worst logit error ${worst.toExponential(2)} relative to the largest logit; ${dec.stats.dispatchesPerToken} dispatches a token`);
+  console.log(`# attention in ${MERGE_PARTS} parts merged by the output projection (Dawn): positions 8..139, ${MERGE_PARTS * 64 - 40}..${MERGE_PARTS * 64 + 39} and ${MERGE_PARTS * 128 - 24}..${n - 1}, worst logit error ${worst.toExponential(2)} relative to the largest logit; ${dec.stats.dispatchesPerToken} dispatches a token`);
   dec.destroy();
-  });
-}
+});
 
 test('longAttentionSource: the attention\'s long form changes exactly its five constants, and refuses a source without one of them or with one twice', async () => {
   const { longAttentionSource } = await load('src/decoder-gpu.ts');
