@@ -17,6 +17,11 @@
 //   split  relaxed SIMD: activations as two signed bytes (a = 256·hi + lo),
 //          four `i16x8.relaxed_dot_i8x16_i7x16_s` against the nibbles as
 //          bytes, then two `i32x4.dot_i16x8_s` by 256 and 1
+//   a8     relaxed SIMD: 8-bit activations (llama.cpp's form: a block's
+//          32 values as signed bytes, those of even k then those of odd k),
+//          two `i32x4.relaxed_dot_i8x16_i7x16_add_s` against the nibbles
+//          as bytes, summed in i32 (the same instruction count for any
+//          block scale, so the timing holds for a scale of max|x|/127)
 //   tscale the scales of four blocks at once: the four blocks' sums
 //          transposed into one vector (u must be 4)
 //   nos    no block scale: the integer sums added up (a bound: wrong result)
@@ -33,11 +38,11 @@ import { takeOption } from './cli.mjs';
 const argv = process.argv.slice(2);
 const opt = (k, d) => Number(takeOption(argv, k, d));
 const K = opt('k', 576), N = opt('n', 3072), layers = opt('layers', 90), reps = opt('reps', 5), rounds = opt('rounds', 6);
-const variants = argv.length ? argv.map((a) => JSON.parse(a)) : [{}, { ls: true }, { split: true, ls: true }, { nos: true }, { nodot: true, nos: true }];
+const variants = argv.length ? argv.map((a) => JSON.parse(a)) : [{}, { ls: true }, { split: true, ls: true }, { a8: true }, { a8: true, ls: true }, { nos: true }, { nodot: true, nos: true }];
 const kb = K / 32, rowB = K / 2, dB = kb * 4, AS = 2 * K, ASUM = 2 * K + kb * 4;
 
 /** The kernel `kernel(A, W, D, Mn, C, S)` of a variant, as WAT. */
-function wat({ cols = 1, u = 1, ls = false, split = false, tscale = false, nos = false, nodot = false }) {
+function wat({ cols = 1, u = 1, ls = false, split = false, a8 = false, tscale = false, nos = false, nodot = false }) {
   if (kb % u) throw new Error(`u = ${u} must divide the ${kb} blocks`);
   if (tscale && u !== 4) throw new Error('tscale needs u = 4');
   const local = (name, n, ty) => Array.from({ length: n }, (_, i) => `(local $${name}${i} ${ty})`).join(' ');
@@ -62,6 +67,11 @@ function wat({ cols = 1, u = 1, ls = false, split = false, tscale = false, nos =
       s += `   (local.set $wv (v128.load offset=${c * rowB + j * 16} align=4 (local.get $bw)))\n`;
       if (nodot) {
         s += `   (local.set $i (i32x4.add (local.get $wv) ${aq(0)}))\n`;
+      } else if (a8) {
+        s += `   (local.set $p0 (v128.and (local.get $wv) (local.get $m1)))
+   (local.set $p1 (v128.and (i16x8.shr_u (local.get $wv) (i32.const 4)) (local.get $m1)))
+   (local.set $i (i32x4.relaxed_dot_i8x16_i7x16_add_s ${aq(1)} (local.get $p1)
+      (i32x4.relaxed_dot_i8x16_i7x16_add_s ${aq(0)} (local.get $p0) (v128.const i32x4 0 0 0 0))))\n`;
       } else if (split) {
         s += `   (local.set $p0 (v128.and (local.get $wv) (local.get $m1)))
    (local.set $p1 (v128.and (i16x8.shr_u (local.get $wv) (i32.const 4)) (local.get $m1)))
@@ -152,13 +162,20 @@ for (const L of lay) {
 // (lane j of the s-th i16x8 is nibble s of the block's 16-bit half j) and
 // the split one (byte j's low and high nibbles against 256·hi + lo).
 const L0 = lay[0];
-const reference = (split) => {
+const reference = (mode) => {
+  const split = mode === 'split', a8 = mode === 'a8';
   const out = new Float64Array(N);
   for (let c = 0; c < N; c++) {
     let acc = 0;
     for (let b = 0; b < kb; b++) {
       let isum = 0;
-      if (split) {
+      if (a8) {
+        for (let j = 0; j < 16; j++) {
+          const byte = (u32[(L0.W + c * rowB + b * 16) / 4 + (j >> 2)] >>> (8 * (j & 3))) & 255;
+          const base = S + b * 64;
+          isum += (byte & 15) * i8[base + j] + (byte >> 4) * i8[base + 16 + j];
+        }
+      } else if (split) {
         for (let j = 0; j < 16; j++) {
           const byte = (u32[(L0.W + c * rowB + b * 16) / 4 + (j >> 2)] >>> (8 * (j & 3))) & 255;
           const base = S + b * 64;
@@ -176,8 +193,8 @@ const reference = (split) => {
   }
   return out;
 };
-const refs = { false: reference(false), true: reference(true) };
-const norm = Math.sqrt(refs.false.reduce((a, v) => a + v * v, 0) / N);
+const refs = { i16: reference('i16'), split: reference('split'), a8: reference('a8') };
+const norm = Math.sqrt(refs.i16.reduce((a, v) => a + v * v, 0) / N);
 
 const wabt = await createRequire(join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'client-runtime', 'web', 'package.json'))('wabt')();
 const ks = [];
@@ -188,7 +205,7 @@ for (const v of variants) {
   const run = (await WebAssembly.instantiate(bytes, { env: { memory } })).instance.exports.kernel;
   f32.fill(NaN, C / 4, C / 4 + N);
   run(0, L0.W, L0.D, L0.Mn, C, S);
-  const ref = refs[Boolean(v.split)];
+  const ref = refs[v.a8 ? 'a8' : v.split ? 'split' : 'i16'];
   let worst = 0;
   for (let c = 0; c < N; c++) worst = Math.max(worst, Math.abs(f32[C / 4 + c] - ref[c]) / norm);
   ks.push({ v, run, worst: Number.isNaN(f32[C / 4]) ? NaN : worst, t: [] });
