@@ -31,9 +31,10 @@
 //
 //   node research/web-bench/readme_loop.mjs [--seconds 180] [--policy fast,legacy]
 //        [--precision int16,fp32] [--threads 1,2] [--runs 7] [--devices 10]
-//        [--device-seconds 60] [--finish-seconds 600] [--runtime FILE] [--trace]
+//        [--device-seconds 60] [--finish-seconds 600] [--runtime FILE] [--trace] [--js-flags FLAGS]
 //
 // --trace prints every candidate's measurement and every call of the loop.
+// --js-flags FLAGS passes V8 flags to the browser.
 //
 // --server-nice (a list, default 19) runs the server and this script (the
 // isolating proxy) at that nice value. On this machine the server shares
@@ -73,6 +74,8 @@ const FINISH_SECONDS = Number(arg('--finish-seconds', 600));
 const NAME = process.env.WEBTUNE_MODEL_NAME ?? 'all-minilm-l6-v2';
 const RUNTIME = arg('--runtime', null);
 const TRACE = process.argv.includes('--trace');
+// --js-flags FLAGS: V8 flags for the browser (e.g. '--no-wasm-dynamic-tiering'), to find what of tuning slows the app's calls.
+const JS_FLAGS = arg('--js-flags', null);
 const NICES = String(arg('--server-nice', '19')).split(',').map(Number);
 if (NICES.some((n) => !Number.isInteger(n) || n < 0 || n > 19)) throw new Error('--server-nice takes nice values 0-19, e.g. 19,0');
 /** The app's calls, in turn: [batch, tokens]. */
@@ -116,6 +119,16 @@ async function pageLoop({ cases, ms, extraMs = 0, runs, untilDone }) {
     const m = e.detail, tr = m.trace ?? {};
     measured.push(`${((performance.now() - t0) / 1000).toFixed(1)} s ${m.op} ${m.shape.join('x')} #${m.index}: ${m.ok ? `${(m.median_us / m.current_us).toFixed(3)}x` : m.error}` +
       ` warm ${tr.warm_pairs} timed ${tr.timed_pairs}${m.rejected_early ? ' (early)' : ''} busy ${tr.busy_ms?.toFixed(0)} ms in ${tr.slices} slices`);
+  });
+  // Verdicts on the app's own calls: a threaded candidate's trial (half of that kernel's calls on the
+  // candidate until decided) and the plan guard's (whole calls on the base plan and the new one, ABBA).
+  wt.addEventListener('trial', (e) => {
+    const d = e.detail;
+    measured.push(`${((performance.now() - t0) / 1000).toFixed(1)} s trial ${d.op} ${d.shape.join('x')}: ${d.adopted ? 'adopted' : 'refused'}, bench ${d.bench_speedup.toFixed(3)}x, app ${d.app_speedup.toFixed(3)}x (${d.cand_ms.toFixed(2)} against ${d.cur_ms.toFixed(2)} ms) over ${d.pairs} pairs`);
+  });
+  wt.addEventListener('guard', (e) => {
+    const d = e.detail;
+    measured.push(`${((performance.now() - t0) / 1000).toFixed(1)} s guard ${d.kind}: ${d.kept ? 'kept' : 'put back'} ${d.kernels.length} kernels, plan/base ${d.ratio.toFixed(3)} (${d.plan_ms.toFixed(1)} against ${d.base_ms.toFixed(1)} ms) over ${d.pairs} pairs`);
   });
   wt.addEventListener('tuned', () => (tunedAt = (performance.now() - t0) / 1000));
   // [case, start s, ms, candidate timings so far]
@@ -246,7 +259,7 @@ async function run(policy, precision, threads, nDevices, nice) {
   const server = await startServer(`${work}/r.sqlite`, ['--models-dir', process.env.WEBTUNE_MODELS_DIR]);
   renice(server.proc.pid, nice);
   setPriority(0, nice);
-  const browser = await launchChromium(`${work}/profile`);
+  const browser = await launchChromium(`${work}/profile`, JS_FLAGS ? [`--js-flags=${JS_FLAGS}`] : []);
   const proxy = threads > 1 ? await isolatingProxy(server.url) : null;
   const base = proxy?.url ?? server.url;
   try {
@@ -257,7 +270,7 @@ async function run(policy, precision, threads, nDevices, nice) {
     if (r.s > SECONDS + 1) console.log(`(the loop went on past ${SECONDS} s until tuning was done, for the later devices: --finish-seconds ${FINISH_SECONDS})`);
     if (nDevices > 1 && r.tunedAt === null) console.log('the first device did not finish tuning: later devices are served only the reports it sent');
     await first.context.close();
-    if (TRACE) for (const m of r.measured) console.log(`  measured ${m}`);
+    if (TRACE) for (const m of r.measured) console.log(`  ${m.includes(' trial ') || m.includes(' guard ') ? '' : 'measured '}${m}`);
     if (TRACE) console.log(`  calls (start s bucket ms): ${r.log.map(([c, s, ms]) => `${s.toFixed(1)} ${LABELS[c]} ${ms.toFixed(0)}`).join(', ')}`);
     console.log(`README loop: ${r.calls} encode calls in ${r.s.toFixed(1)} s; ${r.prog.evaluated} candidates evaluated, ${r.prog.timings} candidate timings, ` +
       `${r.prog.tuned}/${r.prog.total} kernels tuned, expected gain left ${(100 * r.prog.expectedGain).toFixed(1)} %, 'tuned' event ${r.tunedAt === null ? 'not yet' : `at ${r.tunedAt.toFixed(1)} s`}`);
