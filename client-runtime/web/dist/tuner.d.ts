@@ -408,6 +408,20 @@ export declare class KernelTuner<I extends Impl> {
      * candidate, so this one waits while other work is there.
      */
     get behindSibling(): boolean;
+    /**
+     * Whether a sibling has swapped in a threaded winner (more than one part)
+     * whose settings this kernel has neither measured nor been offered: a
+     * transfer to try at once (`Webtune.idle()` takes such kernels first),
+     * without waiting for the sibling to finish. Threaded winners are the
+     * ones whose adoption waits on trials in the app's calls, one call of a
+     * bucket a loop, so each waiting sibling would add its trial's seconds
+     * after the heavier one's; a single-threaded winner still waits (on one
+     * thread that order tuned the heaviest bucket later: BENCHMARKS.md,
+     * issue 40, 2026-12-04).
+     */
+    get transferPending(): boolean;
+    /** Whether sibling winner `w` is still to be tried here (neither offered nor measured). */
+    private pendingTransfer;
     /** Starts reading the queue (in the background). */
     open(): void;
     /**

@@ -435,8 +435,10 @@ export declare class Webtune extends EventTarget {
     /**
      * The tuners with work left, in the order `idle()` offers them its time.
      * A candidate part-way through its evaluation finishes first. Fast
-     * policy: then kernels whose family has no heavier member still tuning
-     * (its winner becomes their first candidate), and among those the kernel
+     * policy: then kernels with a sibling's threaded winner still to try
+     * (`transferPending`), then kernels whose family has no heavier member
+     * still tuning (its winner becomes their first candidate), and among
+     * those the kernel
      * whose next candidate is expected to save the most of the app's time
      * (its share of the app's time × its expected gain), so the heaviest
      * kernels are tuned first. Legacy: round robin

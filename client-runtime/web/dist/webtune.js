@@ -2095,10 +2095,34 @@ var KernelTuner = class {
    * candidate, so this one waits while other work is there.
    */
   get behindSibling() {
+    if (this.transferPending) return false;
     for (const s of this.family?.members ?? []) {
       if (s !== this && s.share > this.share && s.phase !== "done" && s.phase !== "reporting") return true;
     }
     return false;
+  }
+  /**
+   * Whether a sibling has swapped in a threaded winner (more than one part)
+   * whose settings this kernel has neither measured nor been offered: a
+   * transfer to try at once (`Webtune.idle()` takes such kernels first),
+   * without waiting for the sibling to finish. Threaded winners are the
+   * ones whose adoption waits on trials in the app's calls, one call of a
+   * bucket a loop, so each waiting sibling would add its trial's seconds
+   * after the heavier one's; a single-threaded winner still waits (on one
+   * thread that order tuned the heaviest bucket later: BENCHMARKS.md,
+   * issue 40, 2026-12-04).
+   */
+  get transferPending() {
+    if (this.policy !== "fast" || !(this.phase === "waiting" || this.phase === "opening" || this.phase === "running")) return false;
+    for (const s of this.family?.members ?? []) {
+      if (s === this || s.current.sha256 === s.defaultSha || !s.current.meta.config || !((s.current.meta.threads ?? 1) > 1)) continue;
+      if (this.pendingTransfer(s.current.meta.config)) return true;
+    }
+    return false;
+  }
+  /** Whether sibling winner `w` is still to be tried here (neither offered nor measured). */
+  pendingTransfer(w) {
+    return !this.hinted.has(JSON.stringify(w)) && ![...this.logRel.keys()].some((sha) => configDistance(this.configs.get(sha), w) === 0);
   }
   /** Starts reading the queue (in the background). */
   open() {
@@ -2305,8 +2329,7 @@ var KernelTuner = class {
   /** Fast policy: whether this kernel is tuned enough (its expected gain, weighed by its share of the app's time, is under STOP_GAIN). */
   shouldStop() {
     if (this.results.length < MIN_EVALUATED) return false;
-    const pending = (w) => !this.hinted.has(JSON.stringify(w)) && ![...this.logRel.keys()].some((sha) => configDistance(this.configs.get(sha), w) === 0);
-    if (this.waiting.length && this.siblingWinners().some(pending)) return false;
+    if (this.waiting.length && this.siblingWinners().some((w) => this.pendingTransfer(w))) return false;
     if (this.share * this.expectedGain >= STOP_GAIN) return false;
     const model = this.fit();
     const cur = this.logRel.get(this.current.sha256) ?? 0;
@@ -7962,8 +7985,10 @@ var Webtune = class _Webtune extends EventTarget {
   /**
    * The tuners with work left, in the order `idle()` offers them its time.
    * A candidate part-way through its evaluation finishes first. Fast
-   * policy: then kernels whose family has no heavier member still tuning
-   * (its winner becomes their first candidate), and among those the kernel
+   * policy: then kernels with a sibling's threaded winner still to try
+   * (`transferPending`), then kernels whose family has no heavier member
+   * still tuning (its winner becomes their first candidate), and among
+   * those the kernel
    * whose next candidate is expected to save the most of the app's time
    * (its share of the app's time × its expected gain), so the heaviest
    * kernels are tuned first. Legacy: round robin
@@ -7981,8 +8006,9 @@ var Webtune = class _Webtune extends EventTarget {
       if (t.phase === "waiting" && open >= MAX_OPEN_QUEUES) continue;
       live.push({ t, w: fast ? t.share * t.expectedGain : flops(h.op, h.shape) * (h.calls + 1) });
     }
-    if (fast) live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || Number(a.t.behindSibling) - Number(b.t.behindSibling) || b.w - a.w);
-    else live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || a.t.taken - b.t.taken || b.w - a.w);
+    if (fast) {
+      live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || Number(b.t.transferPending) - Number(a.t.transferPending) || Number(a.t.behindSibling) - Number(b.t.behindSibling) || b.w - a.w);
+    } else live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || a.t.taken - b.t.taken || b.w - a.w);
     return live.map((x) => x.t);
   }
   /**

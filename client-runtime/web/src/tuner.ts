@@ -832,10 +832,36 @@ export class KernelTuner<I extends Impl> {
    * candidate, so this one waits while other work is there.
    */
   get behindSibling(): boolean {
+    if (this.transferPending) return false;
     for (const s of this.family?.members ?? []) {
       if (s !== this && s.share > this.share && s.phase !== 'done' && s.phase !== 'reporting') return true;
     }
     return false;
+  }
+
+  /**
+   * Whether a sibling has swapped in a threaded winner (more than one part)
+   * whose settings this kernel has neither measured nor been offered: a
+   * transfer to try at once (`Webtune.idle()` takes such kernels first),
+   * without waiting for the sibling to finish. Threaded winners are the
+   * ones whose adoption waits on trials in the app's calls, one call of a
+   * bucket a loop, so each waiting sibling would add its trial's seconds
+   * after the heavier one's; a single-threaded winner still waits (on one
+   * thread that order tuned the heaviest bucket later: BENCHMARKS.md,
+   * issue 40, 2026-12-04).
+   */
+  get transferPending(): boolean {
+    if (this.policy !== 'fast' || !(this.phase === 'waiting' || this.phase === 'opening' || this.phase === 'running')) return false;
+    for (const s of this.family?.members ?? []) {
+      if (s === this || s.current.sha256 === s.defaultSha || !s.current.meta.config || !((s.current.meta.threads ?? 1) > 1)) continue;
+      if (this.pendingTransfer(s.current.meta.config)) return true;
+    }
+    return false;
+  }
+
+  /** Whether sibling winner `w` is still to be tried here (neither offered nor measured). */
+  private pendingTransfer(w: Record<string, unknown>): boolean {
+    return !this.hinted.has(JSON.stringify(w)) && ![...this.logRel.keys()].some((sha) => configDistance(this.configs.get(sha), w) === 0);
   }
 
   /** Starts reading the queue (in the background). */
@@ -1066,9 +1092,7 @@ export class KernelTuner<I extends Impl> {
   private shouldStop(): boolean {
     if (this.results.length < MIN_EVALUATED) return false;
     // A sibling's winner not yet measured here is worth its measurement.
-    const pending = (w: Record<string, unknown>) =>
-      !this.hinted.has(JSON.stringify(w)) && ![...this.logRel.keys()].some((sha) => configDistance(this.configs.get(sha), w) === 0);
-    if (this.waiting.length && this.siblingWinners().some(pending)) return false;
+    if (this.waiting.length && this.siblingWinners().some((w) => this.pendingTransfer(w))) return false;
     if (this.share * this.expectedGain >= STOP_GAIN) return false;
     // Not while the model (optimistically) expects a waiting candidate to beat the kernel in use clearly.
     const model = this.fit();

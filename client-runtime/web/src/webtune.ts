@@ -985,8 +985,10 @@ export class Webtune extends EventTarget {
   /**
    * The tuners with work left, in the order `idle()` offers them its time.
    * A candidate part-way through its evaluation finishes first. Fast
-   * policy: then kernels whose family has no heavier member still tuning
-   * (its winner becomes their first candidate), and among those the kernel
+   * policy: then kernels with a sibling's threaded winner still to try
+   * (`transferPending`), then kernels whose family has no heavier member
+   * still tuning (its winner becomes their first candidate), and among
+   * those the kernel
    * whose next candidate is expected to save the most of the app's time
    * (its share of the app's time × its expected gain), so the heaviest
    * kernels are tuned first. Legacy: round robin
@@ -1005,7 +1007,10 @@ export class Webtune extends EventTarget {
       if (t.phase === 'waiting' && open >= MAX_OPEN_QUEUES) continue;
       live.push({ t, w: fast ? t.share * t.expectedGain : flops(h.op, h.shape) * (h.calls + 1) });
     }
-    if (fast) live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || Number(a.t.behindSibling) - Number(b.t.behindSibling) || b.w - a.w);
+    if (fast) {
+      live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || Number(b.t.transferPending) - Number(a.t.transferPending) ||
+        Number(a.t.behindSibling) - Number(b.t.behindSibling) || b.w - a.w);
+    }
     else live.sort((a, b) => Number(b.t.evaluating) - Number(a.t.evaluating) || a.t.taken - b.t.taken || b.w - a.w);
     return live.map((x) => x.t);
   }

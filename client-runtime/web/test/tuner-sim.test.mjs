@@ -177,8 +177,8 @@ async function run(policy, seed) {
       // Webtune.tunerOrder, both policies.
       const live = tuners.filter((t) => t.phase !== 'done' && t.phase !== 'reporting');
       if (policy === 'fast') {
-        live.sort((a, b) => Number(b.evaluating) - Number(a.evaluating) || Number(a.behindSibling) - Number(b.behindSibling) ||
-          b.share * b.expectedGain - a.share * a.expectedGain);
+        live.sort((a, b) => Number(b.evaluating) - Number(a.evaluating) || Number(b.transferPending) - Number(a.transferPending) ||
+          Number(a.behindSibling) - Number(b.behindSibling) || b.share * b.expectedGain - a.share * a.expectedGain);
       }
       else live.sort((a, b) => Number(b.evaluating) - Number(a.evaluating) || a.taken - b.taken || CALLS[b.shape[0]] * b.shape[0] - CALLS[a.shape[0]] * a.shape[0]);
       for (const t of live) if (await t.step(clock + 1e9)) break;

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { load } from './load.mjs';
 
-const { KernelTuner } = await load('src/tuner.ts');
+const { KernelTuner, Family } = await load('src/tuner.ts');
 const { BenchSide } = await load('src/eval-worker.ts');
 const { argSpecs } = await load('src/ops.ts');
 
@@ -556,4 +556,33 @@ test("the plan guard's verdict on a WasmKernel: a put-back restores the kernel i
   assert.equal(n, 1);
   k.run(0);
   assert.equal(ran.at(-1), 'new1');
+});
+
+test('a family: a lighter kernel waits for a heavier sibling still tuning, except to try that sibling\'s threaded winner at once', () => {
+  const host = { server: '', sessionId: 's', fetchKernel: async () => new ArrayBuffer(8), adopt: async () => {}, reported() {}, measured() {} };
+  const kernel = (m, h, config, threads) => ({ sha256: h, meta: { ...meta(h), shape: [m, 8, 8], args: argSpecs('matmul', [m, 8, 8]), config, threads }, bytes: new ArrayBuffer(8) });
+  const family = new Family();
+  const heavy = new KernelTuner(host, backend, 'matmul', [64, 8, 8], kernel(64, sha('h'), { x0: 4 }, null));
+  const light = new KernelTuner(host, backend, 'matmul', [16, 8, 8], kernel(16, sha('l'), { x0: 4 }, null));
+  for (const t of [heavy, light]) {
+    t.policy = 'fast';
+    t.join(family);
+  }
+  heavy.share = 0.8;
+  light.share = 0.2;
+  // The heavier sibling still on its default kernel: the lighter one waits, nothing to transfer.
+  assert.equal(light.behindSibling, true);
+  assert.equal(light.transferPending, false);
+  // A single-threaded winner: it still waits (the winner is its first candidate once the sibling is done).
+  heavy.current = kernel(64, sha('w'), { x0: 8 }, null);
+  assert.equal(light.transferPending, false);
+  assert.equal(light.behindSibling, true);
+  // A threaded winner: tried at once.
+  heavy.current = kernel(64, sha('t'), { x0: 8, threads: 2 }, 2);
+  assert.equal(light.transferPending, true);
+  assert.equal(light.behindSibling, false);
+  // Not for the heavier kernel itself, nor under the legacy policy.
+  assert.equal(heavy.transferPending, false);
+  light.policy = 'legacy';
+  assert.equal(light.transferPending, false);
 });
