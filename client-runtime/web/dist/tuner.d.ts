@@ -420,6 +420,13 @@ export declare class KernelTuner<I extends Impl> {
      * issue 40, 2026-12-04).
      */
     get transferPending(): boolean;
+    /**
+     * Whether a sibling has in use, swapped in after its own trial in the
+     * app's calls, a threaded kernel of the same settings as `impl`: the
+     * host then asks fewer pairs of `impl`'s trial (see
+     * `TRIAL_VOUCHED_PAIRS`), the plan guard still judging the model's calls.
+     */
+    vouched(impl: I): boolean;
     /** Whether sibling winner `w` is still to be tried here (neither offered nor measured). */
     private pendingTransfer;
     /** Starts reading the queue (in the background). */

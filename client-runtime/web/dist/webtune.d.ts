@@ -227,6 +227,8 @@ export interface TrialDetail {
     cur_ms: number;
     cand_ms: number;
     pairs: number;
+    /** Whether its family vouched for it (a sibling adopted the same threaded settings), so that fewer pairs could decide. */
+    vouched: boolean;
 }
 /** `measure` event detail: one candidate checked and timed. */
 export interface MeasureDetail extends Measurement {

@@ -2120,6 +2120,16 @@ var KernelTuner = class {
     }
     return false;
   }
+  /**
+   * Whether a sibling has in use, swapped in after its own trial in the
+   * app's calls, a threaded kernel of the same settings as `impl`: the
+   * host then asks fewer pairs of `impl`'s trial (see
+   * `TRIAL_VOUCHED_PAIRS`), the plan guard still judging the model's calls.
+   */
+  vouched(impl) {
+    if (this.policy !== "fast" || !((impl.meta.threads ?? 1) > 1) || !impl.meta.config) return false;
+    return (this.family?.members ?? []).some((s) => s !== this && s.current.sha256 !== s.defaultSha && (s.current.meta.threads ?? 1) === impl.meta.threads && configDistance(s.current.meta.config, impl.meta.config) === 0);
+  }
   /** Whether sibling winner `w` is still to be tried here (neither offered nor measured). */
   pendingTransfer(w) {
     return !this.hinted.has(JSON.stringify(w)) && ![...this.logRel.keys()].some((sha) => configDistance(this.configs.get(sha), w) === 0);
@@ -7355,6 +7365,7 @@ var AUTO_SLICE_MAX_MS = 500;
 var AUTO_SLICE_MIN_MS = 8;
 var CROWD_CANDIDATES = 3;
 var TRIAL_MIN_PAIRS = 6;
+var TRIAL_VOUCHED_PAIRS = 2;
 var TRIAL_MAX_PAIRS = 24;
 var TRIAL_FLOOR = 0.02;
 var TRIAL_REJECT_RATIO = 1.25;
@@ -7453,10 +7464,11 @@ var WasmKernel = class extends KernelHandle {
    * @internal Tries `impl` in the app's own calls (every other one) against
    * the kernel in use, and adopts it only if it is faster there (see
    * TRIAL_MIN_PAIRS). `minSampleMs`: the least time of each side in a pair
-   * (a few timer ticks). Resolves with whether it was adopted and the two
+   * (a few timer ticks). `vouched`: its family vouches for it (see
+   * TRIAL_VOUCHED_PAIRS). Resolves with whether it was adopted and the two
    * sides' median call, ms.
    */
-  async trial(impl, minSampleMs = 0) {
+  async trial(impl, minSampleMs = 0, vouched = false) {
     const binding = this.spare ?? this.newBinding();
     this.spare = null;
     await binding.bind(impl);
@@ -7467,6 +7479,7 @@ var WasmKernel = class extends KernelHandle {
         binding,
         turn: 0,
         minSampleMs,
+        vouched,
         slowFirst: false,
         acc: { cur: 0, cand: 0, curCalls: 0, candCalls: 0 },
         cur: [],
@@ -7498,6 +7511,7 @@ var WasmKernel = class extends KernelHandle {
     const verdict = sequentialVerdict(tr.cur, tr.cand, TRIAL_FLOOR);
     if (verdict === "slower") return tr.end(false);
     if (n >= TRIAL_MIN_PAIRS && verdict === "faster") return tr.end(true);
+    if (tr.vouched && n >= TRIAL_VOUCHED_PAIRS && median(tr.cand.map((c, i) => c / tr.cur[i])) < 1 - TRIAL_FLOOR) return tr.end(true);
     if (n < TRIAL_MAX_PAIRS) return;
     const faster = pairedFaster(tr.cur, tr.cand, TRIAL_FLOOR) || signFaster(tr.cur, tr.cand, TRIAL_FLOOR);
     const promising = median(tr.cand.map((c, i) => c / tr.cur[i])) < 1 - TRIAL_FLOOR;
@@ -7889,7 +7903,8 @@ var Webtune = class _Webtune extends EventTarget {
         const inApp = handle instanceof WasmKernel && (wt.opts.trials === "all" || wt.pool && wt.policy === "fast" && threadsOf(impl.meta));
         let trial;
         if (inApp) {
-          const r = await handle.trial(impl, TRIAL_SAMPLE_TICKS * wt.timerResolutionMs);
+          const vouched = wt.opts.trials !== "all" && t.vouched(impl);
+          const r = await handle.trial(impl, TRIAL_SAMPLE_TICKS * wt.timerResolutionMs, vouched);
           trial = { ok: r.ok, cur_ms: r.cur_ms, cand_ms: r.cand_ms };
           const detail2 = {
             op: t.op,
@@ -7902,7 +7917,8 @@ var Webtune = class _Webtune extends EventTarget {
             app_speedup: r.cur_ms / r.cand_ms,
             cur_ms: r.cur_ms,
             cand_ms: r.cand_ms,
-            pairs: r.pairs
+            pairs: r.pairs,
+            vouched
           };
           wt.dispatchEvent(new CustomEvent("trial", { detail: detail2 }));
           if (!r.ok) {

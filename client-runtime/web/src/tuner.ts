@@ -859,6 +859,19 @@ export class KernelTuner<I extends Impl> {
     return false;
   }
 
+  /**
+   * Whether a sibling has in use, swapped in after its own trial in the
+   * app's calls, a threaded kernel of the same settings as `impl`: the
+   * host then asks fewer pairs of `impl`'s trial (see
+   * `TRIAL_VOUCHED_PAIRS`), the plan guard still judging the model's calls.
+   */
+  vouched(impl: I): boolean {
+    if (this.policy !== 'fast' || !((impl.meta.threads ?? 1) > 1) || !impl.meta.config) return false;
+    return (this.family?.members ?? []).some((s) =>
+      s !== this && s.current.sha256 !== s.defaultSha && (s.current.meta.threads ?? 1) === impl.meta.threads &&
+      configDistance(s.current.meta.config, impl.meta.config) === 0);
+  }
+
   /** Whether sibling winner `w` is still to be tried here (neither offered nor measured). */
   private pendingTransfer(w: Record<string, unknown>): boolean {
     return !this.hinted.has(JSON.stringify(w)) && ![...this.logRel.keys()].some((sha) => configDistance(this.configs.get(sha), w) === 0);

@@ -98,6 +98,14 @@ const AUTO_SLICE_MIN_MS = 8;
 export const CROWD_CANDIDATES = 3;
 
 const TRIAL_MIN_PAIRS = 6;
+/**
+ * A candidate vouched for by its family (a sibling of other rows adopted the
+ * same threaded settings after its own trial: `KernelTuner.vouched`) is
+ * adopted from this many pairs on, when the sequential test does not say
+ * slower and its median pair is faster by the floor; otherwise its trial
+ * goes on as any other's.
+ */
+const TRIAL_VOUCHED_PAIRS = 2;
 const TRIAL_MAX_PAIRS = 24;
 const TRIAL_FLOOR = 0.02;
 const TRIAL_REJECT_RATIO = 1.25;
@@ -266,6 +274,8 @@ export interface TrialDetail {
   cur_ms: number;
   cand_ms: number;
   pairs: number;
+  /** Whether its family vouched for it (a sibling adopted the same threaded settings), so that fewer pairs could decide. */
+  vouched: boolean;
 }
 
 /** `measure` event detail: one candidate checked and timed. */
@@ -377,7 +387,7 @@ export class WasmKernel extends KernelHandle<WasmImpl> implements Guarded {
   onRevert: ((impl: WasmImpl, lost: WasmImpl, ratio: number) => void) | null = null;
 
   private trialState: {
-    impl: WasmImpl; binding: WasmKernelBinding; turn: number; minSampleMs: number;
+    impl: WasmImpl; binding: WasmKernelBinding; turn: number; minSampleMs: number; vouched: boolean;
     /** Whether the cycle's first candidate call was TRIAL_ABORT_RATIO× slower. */
     slowFirst: boolean;
     /** The open cycle's time and calls per side, and the closed pairs (mean call, ms). */
@@ -438,17 +448,18 @@ export class WasmKernel extends KernelHandle<WasmImpl> implements Guarded {
    * @internal Tries `impl` in the app's own calls (every other one) against
    * the kernel in use, and adopts it only if it is faster there (see
    * TRIAL_MIN_PAIRS). `minSampleMs`: the least time of each side in a pair
-   * (a few timer ticks). Resolves with whether it was adopted and the two
+   * (a few timer ticks). `vouched`: its family vouches for it (see
+   * TRIAL_VOUCHED_PAIRS). Resolves with whether it was adopted and the two
    * sides' median call, ms.
    */
-  async trial(impl: WasmImpl, minSampleMs = 0): Promise<{ ok: boolean; cur_ms: number; cand_ms: number; pairs: number }> {
+  async trial(impl: WasmImpl, minSampleMs = 0, vouched = false): Promise<{ ok: boolean; cur_ms: number; cand_ms: number; pairs: number }> {
     const binding = this.spare ?? this.newBinding();
     this.spare = null;
     await binding.bind(impl);
     return new Promise((resolve) => {
       const timer = setTimeout(() => this.trialState?.end(false), TRIAL_TIMEOUT_MS);
       const st: NonNullable<WasmKernel['trialState']> = {
-        impl, binding, turn: 0, minSampleMs, slowFirst: false, acc: { cur: 0, cand: 0, curCalls: 0, candCalls: 0 }, cur: [], cand: [],
+        impl, binding, turn: 0, minSampleMs, vouched, slowFirst: false, acc: { cur: 0, cand: 0, curCalls: 0, candCalls: 0 }, cur: [], cand: [],
         end: (faster: boolean) => {
           clearTimeout(timer);
           this.trialState = null;
@@ -479,6 +490,7 @@ export class WasmKernel extends KernelHandle<WasmImpl> implements Guarded {
     const verdict = sequentialVerdict(tr.cur, tr.cand, TRIAL_FLOOR);
     if (verdict === 'slower') return tr.end(false);
     if (n >= TRIAL_MIN_PAIRS && verdict === 'faster') return tr.end(true);
+    if (tr.vouched && n >= TRIAL_VOUCHED_PAIRS && medianOf(tr.cand.map((c, i) => c / tr.cur[i])) < 1 - TRIAL_FLOOR) return tr.end(true);
     if (n < TRIAL_MAX_PAIRS) return;
     const faster = pairedFaster(tr.cur, tr.cand, TRIAL_FLOOR) || signFaster(tr.cur, tr.cand, TRIAL_FLOOR);
     // Undecided but faster in the median pair (a busy machine's bursts): twice the pairs before it is turned down.
@@ -908,11 +920,12 @@ export class Webtune extends EventTarget {
         const inApp = handle instanceof WasmKernel && (wt.opts.trials === 'all' || (wt.pool && wt.policy === 'fast' && threadsOf(impl.meta)));
         let trial: AppTrial | undefined;
         if (inApp) {
-          const r = await handle.trial(impl as unknown as WasmImpl, TRIAL_SAMPLE_TICKS * wt.timerResolutionMs);
+          const vouched = wt.opts.trials !== 'all' && (t as unknown as KernelTuner<WasmImpl>).vouched(impl as unknown as WasmImpl);
+          const r = await handle.trial(impl as unknown as WasmImpl, TRIAL_SAMPLE_TICKS * wt.timerResolutionMs, vouched);
           trial = { ok: r.ok, cur_ms: r.cur_ms, cand_ms: r.cand_ms };
           const detail: TrialDetail = {
             op: t.op, shape: t.shape, target: wt.target, from: previous.sha256, to: impl.sha256, adopted: r.ok,
-            bench_speedup: m.current_us / m.median_us, app_speedup: r.cur_ms / r.cand_ms, cur_ms: r.cur_ms, cand_ms: r.cand_ms, pairs: r.pairs,
+            bench_speedup: m.current_us / m.median_us, app_speedup: r.cur_ms / r.cand_ms, cur_ms: r.cur_ms, cand_ms: r.cand_ms, pairs: r.pairs, vouched,
           };
           wt.dispatchEvent(new CustomEvent('trial', { detail }));
           if (!r.ok) {

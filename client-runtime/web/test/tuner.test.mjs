@@ -470,6 +470,33 @@ test("a candidate is adopted only when faster in the app's own calls (every othe
   }
 });
 
+test("a candidate its family vouches for is decided from two pairs when faster by the floor; otherwise its trial runs as any other's", async () => {
+  const { WasmKernel } = await load('src/webtune.ts');
+  const clock = fakeClock();
+  try {
+    // [the candidate's call, ms (against 1 ms), vouched, adopted, pairs: at least, at most]
+    const cases = [
+      [() => 0.9, true, true, 2, 2],
+      [() => 0.9, false, true, 6, 8],
+      // Within the floor: the two pairs do not decide, the usual rules do (the sequential test turns it down).
+      [() => 0.99, true, false, 3, 24],
+      [() => 1.5, true, false, 1, 2],
+    ];
+    for (const [candMs, vouched, want, minPairs, maxPairs] of cases) {
+      const k = new WasmKernel('matmul', [4, 32, 5], impl(sha('a')), 'server', 'default', clock.binding(() => 1), () => clock.binding(candMs));
+      const trial = k.trial(impl(sha('b')), 0, vouched);
+      await new Promise((r) => setTimeout(r, 0));
+      for (let c = 0; k.trialPending && c < 400; c++) k.run(0, 0, 0);
+      const r = await trial;
+      const what = `${candMs()} ms, vouched ${vouched}: ${r.pairs} pairs`;
+      assert.equal(r.ok, want, what);
+      assert.ok(r.pairs >= minPairs && r.pairs <= maxPairs, what);
+    }
+  } finally {
+    clock.restore();
+  }
+});
+
 test("a candidate faster on the bench but slower in the model's own calls never ends up in use; one faster in both does, and the report ranks by the model", async () => {
   const { Webtune, WasmKernel } = await load('src/webtune.ts');
   const { KernelCache } = await load('src/cache.ts');
@@ -581,8 +608,14 @@ test('a family: a lighter kernel waits for a heavier sibling still tuning, excep
   heavy.current = kernel(64, sha('t'), { x0: 8, threads: 2 }, 2);
   assert.equal(light.transferPending, true);
   assert.equal(light.behindSibling, false);
+  // The sibling's threaded settings vouch for the same settings here, not for other settings or thread counts.
+  assert.equal(light.vouched(kernel(16, sha('u'), { x0: 8, threads: 2 }, 2)), true);
+  assert.equal(light.vouched(kernel(16, sha('v'), { x0: 4, threads: 2 }, 2)), false);
+  assert.equal(light.vouched(kernel(16, sha('x'), { x0: 8, threads: 2 }, 3)), false);
+  assert.equal(heavy.vouched(kernel(64, sha('y'), { x0: 8, threads: 2 }, 2)), false);
   // Not for the heavier kernel itself, nor under the legacy policy.
   assert.equal(heavy.transferPending, false);
   light.policy = 'legacy';
   assert.equal(light.transferPending, false);
+  assert.equal(light.vouched(kernel(16, sha('u'), { x0: 8, threads: 2 }, 2)), false);
 });
