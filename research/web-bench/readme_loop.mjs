@@ -124,7 +124,7 @@ async function pageLoop({ cases, ms, extraMs = 0, runs, untilDone }) {
   // candidate until decided) and the plan guard's (whole calls on the base plan and the new one, ABBA).
   wt.addEventListener('trial', (e) => {
     const d = e.detail;
-    measured.push(`${((performance.now() - t0) / 1000).toFixed(1)} s trial ${d.op} ${d.shape.join('x')}: ${d.adopted ? 'adopted' : 'refused'}, bench ${d.bench_speedup.toFixed(3)}x, app ${d.app_speedup.toFixed(3)}x (${d.cand_ms.toFixed(2)} against ${d.cur_ms.toFixed(2)} ms) over ${d.pairs} pairs`);
+    measured.push(`${((performance.now() - t0) / 1000).toFixed(1)} s trial ${d.op} ${d.shape.join('x')}: ${d.adopted ? 'adopted' : 'refused'}, bench ${d.bench_speedup.toFixed(3)}x, app ${d.app_speedup.toFixed(3)}x (${d.cand_ms.toFixed(2)} against ${d.cur_ms.toFixed(2)} ms) over ${d.pairs} pairs${d.vouched ? " (vouched)" : ""}`);
   });
   wt.addEventListener('guard', (e) => {
     const d = e.detail;
