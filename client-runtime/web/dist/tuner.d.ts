@@ -420,6 +420,8 @@ export declare class KernelTuner<I extends Impl> {
      * issue 40, 2026-12-04).
      */
     get transferPending(): boolean;
+    /** The kernels in use of this kernel's siblings that are threaded winners (swapped in, with settings, more than one part). */
+    private threadedSiblingWinners;
     /**
      * Whether a sibling has in use, swapped in after its own trial in the
      * app's calls, a threaded kernel of the same settings as `impl`: the

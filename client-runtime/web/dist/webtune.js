@@ -2114,11 +2114,11 @@ var KernelTuner = class {
    */
   get transferPending() {
     if (this.policy !== "fast" || !(this.phase === "waiting" || this.phase === "opening" || this.phase === "running")) return false;
-    for (const s of this.family?.members ?? []) {
-      if (s === this || s.current.sha256 === s.defaultSha || !s.current.meta.config || !((s.current.meta.threads ?? 1) > 1)) continue;
-      if (this.pendingTransfer(s.current.meta.config)) return true;
-    }
-    return false;
+    return this.threadedSiblingWinners().some((w) => this.pendingTransfer(w.meta.config));
+  }
+  /** The kernels in use of this kernel's siblings that are threaded winners (swapped in, with settings, more than one part). */
+  threadedSiblingWinners() {
+    return (this.family?.members ?? []).filter((s) => s !== this && s.current.sha256 !== s.defaultSha && s.current.meta.config && (s.current.meta.threads ?? 1) > 1).map((s) => s.current);
   }
   /**
    * Whether a sibling has in use, swapped in after its own trial in the
@@ -2128,7 +2128,7 @@ var KernelTuner = class {
    */
   vouched(impl) {
     if (this.policy !== "fast" || !((impl.meta.threads ?? 1) > 1) || !impl.meta.config) return false;
-    return (this.family?.members ?? []).some((s) => s !== this && s.current.sha256 !== s.defaultSha && (s.current.meta.threads ?? 1) === impl.meta.threads && configDistance(s.current.meta.config, impl.meta.config) === 0);
+    return this.threadedSiblingWinners().some((w) => w.meta.threads === impl.meta.threads && configDistance(w.meta.config, impl.meta.config) === 0);
   }
   /** Whether sibling winner `w` is still to be tried here (neither offered nor measured). */
   pendingTransfer(w) {
@@ -7511,10 +7511,10 @@ var WasmKernel = class extends KernelHandle {
     const verdict = sequentialVerdict(tr.cur, tr.cand, TRIAL_FLOOR);
     if (verdict === "slower") return tr.end(false);
     if (n >= TRIAL_MIN_PAIRS && verdict === "faster") return tr.end(true);
-    if (tr.vouched && n >= TRIAL_VOUCHED_PAIRS && median(tr.cand.map((c, i) => c / tr.cur[i])) < 1 - TRIAL_FLOOR) return tr.end(true);
+    const promising = median(tr.cand.map((c, i) => c / tr.cur[i])) < 1 - TRIAL_FLOOR;
+    if (tr.vouched && n >= TRIAL_VOUCHED_PAIRS && promising) return tr.end(true);
     if (n < TRIAL_MAX_PAIRS) return;
     const faster = pairedFaster(tr.cur, tr.cand, TRIAL_FLOOR) || signFaster(tr.cur, tr.cand, TRIAL_FLOOR);
-    const promising = median(tr.cand.map((c, i) => c / tr.cur[i])) < 1 - TRIAL_FLOOR;
     if (faster || !promising || n >= 2 * TRIAL_MAX_PAIRS) tr.end(faster);
   }
   /** @internal */

@@ -852,11 +852,13 @@ export class KernelTuner<I extends Impl> {
    */
   get transferPending(): boolean {
     if (this.policy !== 'fast' || !(this.phase === 'waiting' || this.phase === 'opening' || this.phase === 'running')) return false;
-    for (const s of this.family?.members ?? []) {
-      if (s === this || s.current.sha256 === s.defaultSha || !s.current.meta.config || !((s.current.meta.threads ?? 1) > 1)) continue;
-      if (this.pendingTransfer(s.current.meta.config)) return true;
-    }
-    return false;
+    return this.threadedSiblingWinners().some((w) => this.pendingTransfer(w.meta.config!));
+  }
+
+  /** The kernels in use of this kernel's siblings that are threaded winners (swapped in, with settings, more than one part). */
+  private threadedSiblingWinners(): I[] {
+    return (this.family?.members ?? []).filter((s) => s !== this && s.current.sha256 !== s.defaultSha && s.current.meta.config && (s.current.meta.threads ?? 1) > 1)
+      .map((s) => s.current);
   }
 
   /**
@@ -867,9 +869,7 @@ export class KernelTuner<I extends Impl> {
    */
   vouched(impl: I): boolean {
     if (this.policy !== 'fast' || !((impl.meta.threads ?? 1) > 1) || !impl.meta.config) return false;
-    return (this.family?.members ?? []).some((s) =>
-      s !== this && s.current.sha256 !== s.defaultSha && (s.current.meta.threads ?? 1) === impl.meta.threads &&
-      configDistance(s.current.meta.config, impl.meta.config) === 0);
+    return this.threadedSiblingWinners().some((w) => w.meta.threads === impl.meta.threads && configDistance(w.meta.config, impl.meta.config) === 0);
   }
 
   /** Whether sibling winner `w` is still to be tried here (neither offered nor measured). */

@@ -490,11 +490,12 @@ export class WasmKernel extends KernelHandle<WasmImpl> implements Guarded {
     const verdict = sequentialVerdict(tr.cur, tr.cand, TRIAL_FLOOR);
     if (verdict === 'slower') return tr.end(false);
     if (n >= TRIAL_MIN_PAIRS && verdict === 'faster') return tr.end(true);
-    if (tr.vouched && n >= TRIAL_VOUCHED_PAIRS && medianOf(tr.cand.map((c, i) => c / tr.cur[i])) < 1 - TRIAL_FLOOR) return tr.end(true);
+    // Faster by the floor in the median pair.
+    const promising = medianOf(tr.cand.map((c, i) => c / tr.cur[i])) < 1 - TRIAL_FLOOR;
+    if (tr.vouched && n >= TRIAL_VOUCHED_PAIRS && promising) return tr.end(true);
     if (n < TRIAL_MAX_PAIRS) return;
     const faster = pairedFaster(tr.cur, tr.cand, TRIAL_FLOOR) || signFaster(tr.cur, tr.cand, TRIAL_FLOOR);
-    // Undecided but faster in the median pair (a busy machine's bursts): twice the pairs before it is turned down.
-    const promising = medianOf(tr.cand.map((c, i) => c / tr.cur[i])) < 1 - TRIAL_FLOOR;
+    // Undecided but promising (a busy machine's bursts): twice the pairs before it is turned down.
     if (faster || !promising || n >= 2 * TRIAL_MAX_PAIRS) tr.end(faster);
   }
 
